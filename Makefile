@@ -1,0 +1,41 @@
+# The course in two commands: `make lab` (learn) and `make test` (everything CI runs).
+# Both build .venv from nothing with python3; nothing else is needed on the machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST_WORKERS ?= 2
+
+.PHONY: lab test unit notebooks-test notebooks gpu-check doctor clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+## lab: install everything pinned and open JupyterLab at the start notebook (simulator mode without a GPU)
+lab: $(STAMP)
+	$(VENV)/bin/labkit lab
+
+## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval
+test: $(STAMP)
+	@start=$$(date +%s); \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
+	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	    -p no:randomly --timeout 600 -q; status=$$?; \
+	echo "make test: whole suite took $$(( $$(date +%s) - start )) s"; exit $$status
+
+## notebooks: rebuild learner and solution notebooks from notebooks/src (and store solution outputs, sim mode)
+notebooks: $(STAMP)
+	$(PY) tools/build_notebooks.py --execute
+
+## gpu-check: on a GPU machine, run every solution notebook in gpu mode and the benchmark suite
+gpu-check:
+	$(PYTHON) tools/gpu_check.py
+
+doctor: $(STAMP)
+	$(VENV)/bin/labkit doctor
+
+clean:
+	rm -rf $(VENV) .pytest_cache build src/*.egg-info

@@ -1,0 +1,34 @@
+"""labkit: the helper library of the DGX GPU-computing course.
+
+Start every notebook with ``import labkit; env = labkit.setup()``. ``labkit.xp`` is CuPy on a GPU and
+NumPy in the simulator; ``labkit.size(gpu=..., sim=...)`` picks a problem size for the mode.
+Submodules (``check``, ``bench``, ``ptx``, ``hw``, ``topology``, ``bandwidth``, ``precision``,
+``widgets``) load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import LabkitError
+from .mode import Environment, current_mode, env, setup, size
+
+__version__ = "0.1.0"
+
+_SUBMODULES = {
+    "bandwidth", "bench", "check", "course", "device", "doctor", "hw", "kernels", "mode", "plots",
+    "precision", "ptx", "roofline", "topology", "widgets", "nvml",
+}
+
+__all__ = ["Environment", "LabkitError", "current_mode", "env", "setup", "size", "xp", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "xp":
+        from .mode import array_module
+
+        return array_module()
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -1,0 +1,182 @@
+"""The one design rule: every lab runs in ``gpu`` mode or in ``sim`` mode, chosen once per process.
+
+``gpu``: a CUDA driver and device are present; Numba kernels run on the device, ``labkit.xp`` is CuPy,
+timings come from CUDA events. ``sim``: no GPU; Numba kernels run in the CUDA simulator (enabled here
+before numba is imported), ``labkit.xp`` is NumPy, problem sizes shrink, timings are simulator timings.
+``LABKIT_MODE=gpu|sim`` forces a mode.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from .device import GPUInfo, probe_driver
+from .errors import ModeError, install_notebook_handler
+
+Mode = Literal["gpu", "sim"]
+
+TIMING_NOTE = {
+    "gpu": "timings are CUDA-event times on the GPU",
+    "sim": "timings are CPU times of the CUDA simulator or NumPy, never GPU speed",
+}
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The mode labkit chose and the device behind it."""
+
+    mode: Mode
+    device_name: str
+    compute_capability: tuple[int, int] | None
+    memory_bytes: int | None
+    sm_count: int | None
+    gpu_count: int
+    driver_version: str | None
+    reason: str  # why this mode was chosen
+    gpus: tuple[GPUInfo, ...] = field(default=(), repr=False)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.mode == "gpu"
+
+    @property
+    def arch(self) -> str:
+        """``sm_XY`` of the device, or ``sm_90`` (the course's default target) in ``sim`` mode."""
+        if self.compute_capability is None:
+            return "sm_90"
+        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+
+    def banner(self) -> str:
+        """The one-line banner :func:`setup` prints."""
+        if self.is_gpu:
+            cc = ".".join(map(str, self.compute_capability or ()))
+            mem = (self.memory_bytes or 0) / 2**30
+            more = f" (+{self.gpu_count - 1} more)" if self.gpu_count > 1 else ""
+            what = f"{self.device_name}{more}, cc {cc}, {self.sm_count} SMs, {mem:.0f} GiB"
+        else:
+            what = f"CUDA simulator on {platform.processor() or platform.machine()} ({self.reason})"
+        return f"labkit {self.mode} mode: {what}; {TIMING_NOTE[self.mode]}."
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["gpus"] = [asdict(g) for g in self.gpus]
+        return d
+
+
+_ENV: Environment | None = None
+
+
+def _numba_cuda_sim_state() -> bool | None:
+    """True/False if numba's CUDA target is already imported (as simulator or not), None if not yet."""
+    if "numba.cuda" not in sys.modules:
+        return None
+    try:
+        from numba.cuda.core import config  # numba-cuda's own config
+    except ImportError:  # pragma: no cover - older layouts
+        from numba.core import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+def _decide(requested: str | None) -> tuple[Mode, str, tuple[GPUInfo, ...], str | None]:
+    probe = probe_driver()
+    if requested not in (None, "", "gpu", "sim", "auto"):
+        raise ModeError(f"LABKIT_MODE={requested!r} is not a mode.", fix="Use LABKIT_MODE=gpu, sim or auto (or unset it).")
+    if requested == "sim":
+        return "sim", "forced by LABKIT_MODE=sim", (), probe.driver_version
+    if requested == "gpu":
+        if not probe.usable:
+            raise ModeError(
+                f"gpu mode was forced (LABKIT_MODE=gpu) but {probe.reason}.",
+                fix="Unset LABKIT_MODE to run in the simulator, or run on a machine with an NVIDIA GPU and driver.",
+            )
+        return "gpu", "forced by LABKIT_MODE=gpu", probe.gpus, probe.driver_version
+    if probe.usable:
+        return "gpu", "a CUDA driver and device were found", probe.gpus, probe.driver_version
+    return "sim", probe.reason or "no GPU", (), probe.driver_version
+
+
+def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
+    """Choose the mode for this process (once), print a one-line banner and return the :class:`Environment`.
+
+    ``mode`` (or the ``LABKIT_MODE`` variable) forces ``"gpu"`` or ``"sim"``. Calling again returns the same
+    environment; asking for a different mode than the one already chosen is a :class:`~labkit.errors.ModeError`.
+    """
+    global _ENV
+    install_notebook_handler()
+    requested = mode if mode is not None else os.environ.get("LABKIT_MODE")
+    if _ENV is not None:
+        if requested in ("gpu", "sim") and requested != _ENV.mode:
+            raise ModeError(
+                f"this kernel is already in {_ENV.mode} mode; it cannot switch to {requested}.",
+                fix="Restart the kernel, then run `import labkit; labkit.setup(...)` first.",
+            )
+        if not quiet:
+            print(_ENV.banner())
+        return _ENV
+    chosen, reason, gpus, driver = _decide(requested)
+    sim_state = _numba_cuda_sim_state()
+    if sim_state is not None and sim_state != (chosen == "sim"):
+        already = "the CUDA simulator" if sim_state else "the real CUDA target"
+        raise ModeError(
+            f"numba's CUDA target was imported before labkit.setup() and is {already}, so {chosen} mode is impossible now.",
+            fix="Restart the kernel and run `import labkit; env = labkit.setup()` before importing numba.",
+        )
+    if chosen == "sim":
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        if "numba.cuda.core.config" in sys.modules:
+            sys.modules["numba.cuda.core.config"].ENABLE_CUDASIM = 1
+        if "numba.core.config" in sys.modules:
+            sys.modules["numba.core.config"].ENABLE_CUDASIM = 1
+    else:
+        os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+    first = gpus[0] if gpus else None
+    _ENV = Environment(
+        mode=chosen,
+        device_name=first.name if first else "CUDA simulator (CPU)",
+        compute_capability=first.compute_capability if first else None,
+        memory_bytes=first.memory_bytes if first else None,
+        sm_count=first.sm_count if first else None,
+        gpu_count=len(gpus),
+        driver_version=driver,
+        reason=reason,
+        gpus=gpus,
+    )
+    if not quiet:
+        print(_ENV.banner())
+    return _ENV
+
+
+def env() -> Environment:
+    """The current environment; runs :func:`setup` quietly if it has not run yet."""
+    return _ENV if _ENV is not None else setup(quiet=True)
+
+
+def current_mode() -> Mode:
+    """``"gpu"`` or ``"sim"``."""
+    return env().mode
+
+
+def size(*, gpu: int, sim: int) -> int:
+    """The problem size for the current mode: ``gpu`` on a device, ``sim`` in the simulator."""
+    return gpu if current_mode() == "gpu" else sim
+
+
+def array_module() -> Any:
+    """CuPy in ``gpu`` mode, NumPy in ``sim`` mode."""
+    if current_mode() == "gpu":
+        from .errors import require
+
+        return require("cupy", feature="gpu mode", install="pip install 'labkit[cuda12]' (or [cuda13], see README)")
+    import numpy
+
+    return numpy
+
+
+def _reset_for_tests() -> None:
+    """Forget the chosen mode (tests only)."""
+    global _ENV
+    _ENV = None

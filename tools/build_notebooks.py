@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Build the learner and solution notebooks from their one source, ``notebooks/src/NN-topic.py``.
+
+The source is a jupytext "percent" script. Exercise cells carry the tag ``exercise`` and hold both
+versions of the learner's code::
+
+    # BEGIN SOLUTION
+    ...the solved code...
+    # END SOLUTION
+    # BEGIN SKELETON
+    ...what the learner starts from (``...`` or a body that does nothing)...
+    # END SKELETON
+
+``notebooks/NN-topic.ipynb`` gets the skeletons and no outputs; ``notebooks/solutions/NN-topic.ipynb``
+gets the solutions and, with ``--execute``, the outputs of a run in ``sim`` mode.
+
+    python tools/build_notebooks.py [--execute] [--check] [NAMES...]
+
+``--check`` rebuilds in memory and fails if a committed notebook differs from its source (outputs aside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "notebooks" / "src"
+LEARNER = ROOT / "notebooks"
+SOLUTIONS = ROOT / "notebooks" / "solutions"
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN SKELETON", "END SKELETON")
+
+
+def split_exercise(source: str, keep: str) -> str:
+    """Keep the ``SOLUTION`` or the ``SKELETON`` blocks of an exercise cell's source."""
+    drop = "SKELETON" if keep == "SOLUTION" else "SOLUTION"
+    out, skipping, seen = [], False, set()
+    for line in source.splitlines():
+        marker = line.strip().lstrip("#").strip()
+        if marker in MARKERS:
+            seen.add(marker)
+            skipping = marker == f"BEGIN {drop}"
+            continue
+        if not skipping:
+            out.append(line)
+    if not {"BEGIN SOLUTION", "END SOLUTION", "BEGIN SKELETON", "END SKELETON"} <= seen:
+        raise ValueError(f"exercise cell lacks SOLUTION or SKELETON markers:\n{source[:200]}")
+    return "\n".join(out).rstrip() + "\n" if out else ""
+
+
+def build(src: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    """(learner, solution) notebooks from one source file."""
+    nb = jupytext.read(src)
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    learner, solution = copy.deepcopy(nb), copy.deepcopy(nb)
+    for version, keep in ((learner, "SKELETON"), (solution, "SOLUTION")):
+        for i, cell in enumerate(version.cells):
+            cell.id = f"{src.stem[:2]}-{i:03d}"  # stable ids keep diffs small
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+                if "exercise" in cell.metadata.get("tags", []):
+                    cell.source = split_exercise(cell.source, keep).rstrip("\n")
+            else:
+                cell.pop("outputs", None)
+                cell.pop("execution_count", None)
+    return learner, solution
+
+
+def execute(nb: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
+    """Run a notebook in ``sim`` mode as the solution tests do, keeping its outputs."""
+    from nbclient import NotebookClient
+
+    os.environ["LABKIT_MODE"] = "sim"
+    os.environ["LABKIT_EXPECT"] = "solved"
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def _strip(nb: nbformat.NotebookNode) -> dict:
+    clean = copy.deepcopy(nb)
+    for cell in clean.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cell.metadata.pop("execution", None)
+    return clean
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="notebook stems, e.g. 02-first-kernels (default: all)")
+    ap.add_argument("--execute", action="store_true", help="run each solution notebook in sim mode and store its outputs")
+    ap.add_argument("--check", action="store_true", help="only check the committed notebooks match their sources")
+    args = ap.parse_args(argv)
+    sources = sorted(SRC.glob("*.py"))
+    if args.names:
+        sources = [s for s in sources if any(s.stem.startswith(n) for n in args.names)]
+    stale = []
+    for src in sources:
+        learner, solution = build(src)
+        lpath, spath = LEARNER / f"{src.stem}.ipynb", SOLUTIONS / f"{src.stem}.ipynb"
+        if args.check:
+            for built, path in ((learner, lpath), (solution, spath)):
+                if not path.exists() or _strip(nbformat.read(path, as_version=4)) != _strip(built):
+                    stale.append(path.relative_to(ROOT))
+            continue
+        nbformat.write(learner, lpath)
+        if args.execute:
+            print(f"executing {spath.relative_to(ROOT)} ...", flush=True)
+            execute(solution, SOLUTIONS)
+        nbformat.write(solution, spath)
+        print(f"built {lpath.relative_to(ROOT)} and {spath.relative_to(ROOT)}")
+    if stale:
+        print("out of date with notebooks/src (run `make notebooks`):", *stale, sep="\n  ")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
