@@ -283,9 +283,9 @@ def test_classify_saturating():
 def test_bits_and_decode_round_trip(fmt, x, raw):
     b = P.bits(x, fmt)
     assert b.raw == raw
-    assert P.decode(raw, fmt) == x
-    assert P.decode(format(raw, f"0{P.format_info(fmt).bits}b"), fmt) == x
-    assert b.value == x
+    assert b.value == P.round_to(x, fmt)
+    assert P.decode(raw, fmt) == b.value
+    assert P.decode(format(raw, f"0{P.format_info(fmt).bits}b"), fmt) == b.value
 
 
 def test_bits_fields_and_strings():
@@ -357,11 +357,11 @@ def test_gemm_same_accumulation_is_fma_per_step():
 
 def test_gemm_errors_grow_in_the_expected_order():
     a, b = rng.uniform(0, 1, (32, 1024)), rng.uniform(0, 1, (1024, 32))
-    e = {f: P.gemm_error(a, b, f, acc) for f, acc in [("fp64", None), ("fp32", None), ("tf32", None), ("fp16", None), ("bf16", None), ("fp16", "same")]}
+    e = {(f, acc): P.gemm_error(a, b, f, acc) for f, acc in [("fp64", None), ("fp32", None), ("tf32", None), ("fp16", None), ("bf16", None), ("fp16", "same")]}
     assert e[("fp64", None)] < 1e-14
     assert e[("fp32", None)] < 1e-5
     assert e[("fp16", None)] < 2.0**-10 and e[("tf32", None)] < 2.0**-10
-    assert 2.0**-12 < e[("bf16", None)] < 2.0**-7
+    assert 4 * e[("fp16", None)] < e[("bf16", None)] < 2.0**-7
     assert e[("fp16", "same")] > 5 * e[("fp16", None)]
 
 
@@ -388,7 +388,7 @@ def test_gemm_fp16_accumulator_overflow_is_visible():
 def test_gemm_tolerance_bounds_the_error():
     a, b = rng.uniform(-1, 1, (16, 256)), rng.uniform(-1, 1, (256, 16))
     for fmt in ("fp16", "bf16", "tf32", "fp8_e4m3"):
-        err = np.abs(P.gemm(a, b, fmt) - a @ b)
+        err = np.abs(P.gemm(a, b, fmt, on_range="ignore") - a @ b)
         assert (err <= P.gemm_tolerance(a, b, fmt)).all()
 
 
