@@ -1,0 +1,384 @@
+"""Checks for lab 06 (Tensor Cores and mixed precision).
+
+Exercises: decode an FP16 bit pattern, predict overflow and underflow in FP16 and BF16, round to TF32 by
+bit manipulation, write a WMMA GEMM kernel, update a dynamic loss scale, and take the V100's 125 TFLOPS apart.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from .core import Failed, Unsolved, exercise
+from .harness import rng
+
+# --------------------------------------------------------------------------------------------- 06.decode-fp16
+
+
+def _reference_decode_fp16() -> Callable[[str], float]:
+    from .. import precision
+
+    return lambda pattern: precision.decode(pattern, "fp16")
+
+
+def _fp16_cases() -> list[str]:
+    fixed = [
+        0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x8000, 0x0000, 0x7C00, 0xFC00, 0x7E00, 0x3555, 0x2E66, 0x5640,
+    ]
+    randoms = rng().integers(0, 2**16, size=60).tolist()
+    return [format(int(r), "016b") for r in fixed + randoms]
+
+
+def _same(got: float, want: float) -> bool:
+    if math.isnan(want):
+        return math.isnan(got)
+    return got == want
+
+
+@exercise(
+    "06.decode-fp16",
+    title="Decode an FP16 bit pattern",
+    hints=[
+        "Split the 16 characters: 1 sign bit, 5 exponent bits, 10 mantissa bits. int(s, 2) turns bits into a number.",
+        "Normal numbers: (-1)^sign × 2^(exponent − 15) × (1 + mantissa / 1024). Exponent field 0 is zero or "
+        "subnormal: (-1)^sign × 2^(−14) × (mantissa / 1024). Exponent field 31 is inf (mantissa 0) or NaN.",
+        "s, e, m = int(b[0]), int(b[1:6], 2), int(b[6:], 2); if e == 31: return math.nan if m else (-1)**s * math.inf; "
+        "if e == 0: return (-1)**s * m / 1024 * 2**-14; return (-1)**s * (1 + m / 1024) * 2**(e - 15)",
+    ],
+    reference=_reference_decode_fp16,
+)
+def decode_fp16(fn: Callable[[str], float]) -> str:
+    """Grade ``fn(bits)`` that returns the value of a 16-character FP16 bit string."""
+    from .. import precision
+
+    if not callable(fn):
+        raise Failed(f"expected a function that takes a bit string, got {type(fn).__name__}.")
+    cases = _fp16_cases()
+    for pattern in cases:
+        want = precision.decode(pattern, "fp16")
+        try:
+            got = fn(pattern)
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported to the learner
+            raise Failed(f"decoding {pattern} raised {type(exc).__name__}: {exc}") from None
+        if got is None:
+            raise Unsolved("your function returns None; return the decoded value.")
+        try:
+            got_f = float(got)
+        except (TypeError, ValueError):
+            raise Failed(f"decoding {pattern} returned {got!r}, which is not a number.") from None
+        if not _same(got_f, want):
+            e = int(pattern[1:6], 2)
+            cause = "check the formula for normal numbers: the hidden 1 and the bias 15."
+            if e == 0:
+                cause = "exponent field 0: subnormal numbers have no hidden 1 and use exponent 1 − 15 = −14."
+            elif e == 31:
+                cause = "exponent field all ones: infinity when the mantissa is 0, NaN otherwise."
+            elif pattern[0] == "1" and abs(got_f) == abs(want):
+                cause = "the sign bit: 1 means negative."
+            raise Failed(f"{pattern[0]} {pattern[1:6]} {pattern[6:]} decodes to {want!r}, your function gave {got!r}.", cause=cause)
+    return f"all {len(cases)} patterns decode correctly, including subnormals, zeros, infinities and NaN."
+
+
+# --------------------------------------------------------------------------------------------- 06.predict-range
+
+PREDICT_VALUES: tuple[float, ...] = (70000.0, 2e-5, 1e-8, 1e39, 1e-40, 65519.0)
+PREDICT_CHOICES = ("normal", "subnormal", "underflow", "overflow")
+
+
+def _reference_predictions() -> dict[str, list[str]]:
+    from .. import precision
+
+    return {f: [str(precision.classify(v, f)) for v in PREDICT_VALUES] for f in ("fp16", "bf16")}
+
+
+@exercise(
+    "06.predict-range",
+    title="Predict overflow and underflow in FP16 and BF16",
+    hints=[
+        "Compare each value with format_info('fp16') and format_info('bf16'): max_normal, min_normal, min_subnormal.",
+        "Above max_normal (after rounding): overflow. Between min_subnormal/2 and min_normal: subnormal. "
+        "Below half the smallest subnormal: underflow to 0. BF16 has FP32's exponent range, FP16 a much smaller one.",
+        "FP16: 70000 overflows, 1e-8 underflows, 2e-5 is subnormal, 65519 rounds to 65504 (normal). "
+        "BF16 reaches about 3.39e38, and its subnormals go down to about 9.2e-41.",
+    ],
+    reference=_reference_predictions,
+)
+def predict_range(answer: dict[str, list[str]]) -> str:
+    """Grade ``{"fp16": [...], "bf16": [...]}``: one of normal/subnormal/underflow/overflow per value in PREDICT_VALUES."""
+    if not isinstance(answer, dict):
+        raise Failed('expected a dict {"fp16": [...], "bf16": [...]}.')
+    expected = _reference_predictions()
+    wrong = []
+    for fmt in ("fp16", "bf16"):
+        got = answer.get(fmt)
+        if got is None or got is Ellipsis:
+            raise Unsolved(f"the {fmt} list is not filled in yet.")
+        got = list(got)
+        if any(g is Ellipsis or g is None for g in got):
+            raise Unsolved(f"some {fmt} predictions are still `...`.")
+        if len(got) != len(PREDICT_VALUES):
+            raise Failed(f"the {fmt} list has {len(got)} entries; it needs one per value ({len(PREDICT_VALUES)}).")
+        for value, g, e in zip(PREDICT_VALUES, got, expected[fmt]):
+            g = str(g).strip().lower()
+            if g not in PREDICT_CHOICES:
+                raise Failed(f"{g!r} is not one of {', '.join(PREDICT_CHOICES)}.")
+            if g != e:
+                wrong.append(f"{value:g} in {fmt}: you said {g}, it is {e}")
+    if wrong:
+        raise Failed(f"{len(wrong)} of {2 * len(PREDICT_VALUES)} predictions are off: " + "; ".join(wrong[:3]) + ".",
+                     cause="compare with max_normal, min_normal and min_subnormal of each format (and remember rounding).")
+    return "every prediction is right: FP16 runs out of range at both ends where BF16 does not."
+
+
+# --------------------------------------------------------------------------------------------- 06.tf32-round
+
+
+def _reference_round_tf32() -> Callable[[np.ndarray], np.ndarray]:
+    from .. import precision
+
+    return precision.round_tf32_bits
+
+
+def _tf32_cases() -> np.ndarray:
+    r = rng()
+    wide = r.integers(0, 2**32, size=4000, dtype=np.uint64).astype(np.uint32)
+    # exact ties: the 13 dropped bits are 1 followed by zeros, with the kept lowest bit 0 or 1
+    base = r.integers(0, 2**32, size=400, dtype=np.uint64).astype(np.uint32) & np.uint32(0xFFFFE000)
+    ties = base | np.uint32(0x1000)
+    near = np.concatenate([ties + np.uint32(1), ties - np.uint32(1)])
+    special = np.array([0x3F800000, 0x3F801000, 0x3F803000, 0x7F7FFFFF, 0xFF7FFFFF, 0x00000001, 0x00001000, 0x00003000,
+                        0x7F800000, 0xFF800000, 0x80000000, 0x00000000, 0x3FFFF000], dtype=np.uint32)
+    bits = np.concatenate([special, ties, near, wide])
+    x = bits.view(np.float32)
+    return x[~np.isnan(x)]
+
+
+@exercise(
+    "06.tf32-round",
+    title="Round FP32 to TF32 by bit manipulation",
+    hints=[
+        "View the float32 array as integers: x.view(np.uint32). TF32 keeps the top 19 bits; the low 13 mantissa bits go.",
+        "Round to nearest, ties to even: add 0xFFF plus the lowest bit you keep ((u >> 13) & 1), then clear the low "
+        "13 bits with & 0xFFFFE000. Do the addition in uint64 so nothing wraps around.",
+        "u = x.view(np.uint32).astype(np.uint64); u = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000; "
+        "return u.astype(np.uint32).view(np.float32)",
+    ],
+    reference=_reference_round_tf32,
+)
+def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
+    """Grade ``fn(x)`` that rounds a float32 array to TF32 (round to nearest even) and returns float32."""
+    from .. import precision
+
+    if not callable(fn):
+        raise Failed(f"expected a function, got {type(fn).__name__}.")
+    x = _tf32_cases()
+    want = precision.round_tf32_bits(x)
+    try:
+        got = fn(x.copy())
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise Failed(f"your function raised {type(exc).__name__}: {exc}") from None
+    if got is None:
+        raise Unsolved("your function returns None; return the rounded array.")
+    got = np.asarray(got)
+    if got.shape != x.shape:
+        raise Failed(f"the result has shape {got.shape}, the input {x.shape}.")
+    if got.dtype != np.float32:
+        raise Failed(f"the result is {got.dtype}; return float32 (TF32 values are stored as float32).")
+    with np.errstate(invalid="ignore"):
+        bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
+    if not bad.any():
+        return f"{x.size} values round exactly like labkit's TF32, ties and overflow included."
+    i = int(np.argwhere(bad)[0][0])
+    low = int(x.view(np.uint32)[i]) & 0x1FFF
+    cause = "compare with the rule: add 0xFFF + the kept lowest bit, then clear 13 bits."
+    if np.array_equal(got.view(np.uint32), x.view(np.uint32) & np.uint32(0xFFFFE000)):
+        cause = "this truncates (clears the bits) instead of rounding to nearest."
+    elif low == 0x1000:
+        cause = "an exact tie: ties go to the even neighbour (kept lowest bit 0), not always up or always down."
+    elif not np.isfinite(want[i]):
+        cause = "rounding up past the largest TF32 number must give infinity: a carry into the exponent is right."
+    raise Failed(
+        f"{int(bad.sum())} of {x.size} values differ; first: x = {x[i]!r} (bits 0x{int(x.view(np.uint32)[i]):08X}), "
+        f"expected {want[i]!r}, got {got[i]!r}.",
+        cause=cause,
+    )
+
+
+# --------------------------------------------------------------------------------------------- 06.wmma-gemm
+
+
+def _reference_wmma() -> str:
+    from ..tensorcores import WMMA_SOURCE
+
+    return WMMA_SOURCE
+
+
+@exercise(
+    "06.wmma-gemm",
+    title="A Tensor Core GEMM with WMMA",
+    hints=[
+        "Inside the loop over k, each warp needs a 16×16 block of A (rows of its tile, columns k..k+15) and of B "
+        "(rows k..k+15, columns of its tile): wmma::load_matrix_sync(fragment, pointer, leading_dimension).",
+        "A is M×K row-major, so its block starts at A + tile_row*16*K + k with leading dimension K; B's block at "
+        "B + k*N + tile_col*16 with leading dimension N. Then wmma::mma_sync(acc, a, b, acc).",
+        "After the loop: wmma::store_matrix_sync(C + tile_row*16*N + tile_col*16, acc, N, wmma::mem_row_major);",
+    ],
+    reference=_reference_wmma,
+)
+def wmma_gemm(source: str) -> str:
+    """Grade CUDA C++ source defining ``wmma_gemm(const half* A, const half* B, float* C, int M, int N, int K)``.
+
+    Without a GPU: it must compile to PTX with Tensor Core loads, ``wmma.mma`` and a store. With a GPU it also
+    runs on random matrices of several shapes and is compared with the float64 product.
+    """
+    from ..errors import CompileError
+    from ..mode import env
+    from .. import tensorcores as tc
+
+    if not isinstance(source, str):
+        raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")
+    if "wmma_gemm" not in source:
+        raise Failed("the source does not define a kernel named wmma_gemm.", cause='keep `extern "C" __global__ void wmma_gemm(...)`.')
+    try:
+        ptx = tc.compile_wmma(source, env().arch)
+    except CompileError as exc:
+        raise Failed(f"the kernel does not compile:\n{exc}", cause="read the first error line; NVRTC names the line.") from None
+    counts = tc.tensor_core_instructions(ptx.text)
+    if counts["wmma.mma"] == 0 and counts["mma"] == 0:
+        raise Unsolved("the kernel compiles but does no Tensor Core multiply yet (no wmma.mma in its PTX).")
+    if counts["wmma.load"] < 2:
+        raise Failed("the PTX has a Tensor Core multiply but fewer than two fragment loads.", cause="load both a 16×16 block of A and of B each step.")
+    if counts["wmma.store"] == 0:
+        raise Failed("the kernel never stores its accumulator (no wmma.store in its PTX).", cause="call wmma::store_matrix_sync after the loop.")
+    where = f"compiles for {ptx.arch}: {counts['wmma.load']} fragment loads, {counts['wmma.mma']} wmma.mma, {counts['wmma.store']} store"
+    if not env().is_gpu:
+        return where + " (a GPU run would also check the numbers)."
+    r = rng()
+    for M, N, K in ((16, 16, 16), (32, 48, 64), (80, 16, 48), (128, 96, 256)):
+        a, b = r.uniform(-1, 1, (M, K)), r.uniform(-1, 1, (K, N))
+        try:
+            c = tc.run_wmma_gemm(a, b, source)
+        except CompileError as exc:
+            raise Failed(f"CuPy could not compile the kernel: {exc}") from None
+        except Exception as exc:  # noqa: BLE001
+            raise Failed(f"running the kernel on {M}×{K} @ {K}×{N} raised {type(exc).__name__}: {exc}") from None
+        grade = tc.wmma_error(c, a, b)
+        if grade.unwritten:
+            raise Failed(f"{M}×{K} @ {K}×{N}: {grade.unwritten} of {M * N} results were never written.",
+                         cause="the grid covers every 16×16 tile; check the pointer offsets of the store.")
+        if not grade.ok:
+            i, j = grade.first_bad or (0, 0)
+            ref = (a @ b)[i, j]
+            raise Failed(f"{M}×{K} @ {K}×{N}: C[{i},{j}] = {c[i, j]!r}, expected {ref!r} (beyond the FP16 tolerance).",
+                         cause="check the offsets: A's block at tile_row*16*K + k (ld K), B's at k*N + tile_col*16 (ld N).")
+    return where + "; correct on the GPU for 4 shapes within the FP16-input, FP32-accumulate tolerance."
+
+
+# --------------------------------------------------------------------------------------------- 06.loss-scale
+
+
+def reference_update_scale(scale: float, found_inf: bool, good_steps: int, growth_interval: int = 50) -> tuple[float, int, bool]:
+    """Dynamic loss scaling: ``(new_scale, new_good_steps, apply_step)``.
+
+    Infinite or NaN gradients: halve the scale, restart the count, skip the step. Otherwise apply the step and
+    count it; after ``growth_interval`` good steps in a row, double the scale and restart the count.
+    """
+    if found_inf:
+        return scale / 2, 0, False
+    good_steps += 1
+    if good_steps >= growth_interval:
+        return scale * 2, 0, True
+    return scale, good_steps, True
+
+
+@exercise(
+    "06.loss-scale",
+    title="Dynamic loss scaling: update the scale",
+    hints=[
+        "Two cases: the FP16 gradients contain inf or NaN (the scale was too big), or they are all finite.",
+        "Overflow: halve the scale, reset the count of good steps to 0, and skip this step (do not touch the weights). "
+        "Finite: apply the step and add one to the count; when the count reaches growth_interval, double the scale and reset the count.",
+        "if found_inf: return scale / 2, 0, False; good_steps += 1; if good_steps >= growth_interval: "
+        "return scale * 2, 0, True; return scale, good_steps, True",
+    ],
+    reference=lambda: reference_update_scale,
+)
+def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
+    """Grade ``fn(scale, found_inf, good_steps, growth_interval) -> (new_scale, new_good_steps, apply_step)``."""
+    if not callable(fn):
+        raise Failed(f"expected a function, got {type(fn).__name__}.")
+    cases = [
+        (65536.0, True, 7, 50), (65536.0, False, 7, 50), (1024.0, False, 49, 50), (1024.0, False, 0, 50),
+        (8.0, True, 0, 10), (8.0, False, 9, 10), (2.0**20, False, 98, 100), (2.0**20, True, 99, 100),
+    ]
+    for scale, inf, good, interval in cases:
+        want = reference_update_scale(scale, inf, good, interval)
+        try:
+            got = fn(scale, inf, good, interval)
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise Failed(f"update({scale:g}, found_inf={inf}, good_steps={good}, growth_interval={interval}) raised "
+                         f"{type(exc).__name__}: {exc}") from None
+        if got is None:
+            raise Unsolved("your function returns None; return (new_scale, new_good_steps, apply_step).")
+        try:
+            s, g, apply = got
+        except (TypeError, ValueError):
+            raise Failed(f"expected a tuple (new_scale, new_good_steps, apply_step), got {got!r}.") from None
+        if (float(s), int(g), bool(apply)) != (float(want[0]), want[1], want[2]):
+            what = "after an overflow" if inf else ("when the count reaches growth_interval" if good + 1 >= interval else "after a good step")
+            raise Failed(
+                f"update({scale:g}, found_inf={inf}, good_steps={good}, growth_interval={interval}) gave {got!r}, expected {want!r}.",
+                cause=f"look at what should happen {what}.",
+            )
+    return f"all {len(cases)} cases behave like dynamic loss scaling (halve and skip on overflow, double after a run of good steps)."
+
+
+# --------------------------------------------------------------------------------------------- 06.v100-fma
+
+
+def _reference_v100_fma() -> float:
+    from ..tensorcores import dissect_tensor_peak
+
+    return dissect_tensor_peak("V100", "fp16").fma_per_tensor_core_per_clock
+
+
+@exercise(
+    "06.v100-fma",
+    title="Dissect the V100's 125 TFLOPS: FMAs per Tensor Core per clock",
+    hints=[
+        "Peak FLOP/s = SMs × Tensor Cores per SM × FMAs per Tensor Core per clock × 2 FLOP per FMA × clock (Hz). Solve for the FMAs.",
+        "The clock is not in labkit.hw, but the FP32 peak gives it: FP32 peak = SMs × FP32 cores per SM × 2 × clock.",
+        "clock = v100.peak('fp32').value * 1e12 / (v100.sm_count.value * v100.fp32_cores_per_sm.value * 2); "
+        "fma = v100.peak('fp16').value * 1e12 / (v100.sm_count.value * v100.tensor_cores_per_sm.value * 2 * clock)",
+    ],
+    reference=_reference_v100_fma,
+)
+def v100_fma(value: float) -> str:
+    """Grade the number of FMAs one V100 Tensor Core does per clock, as implied by the datasheet figures."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise Failed(f"expected a number, got {type(value).__name__}.") from None
+    want = _reference_v100_fma()
+    if abs(v - want) <= 0.03 * want:
+        return (f"{v:.1f} FMAs per Tensor Core per clock: with 80 SMs × 8 Tensor Cores that is the whole 125 TFLOPS — "
+                f"a {round(want ** (1 / 3))}×{round(want ** (1 / 3))}×{round(want ** (1 / 3))} matrix multiply-add each clock.")
+    ratio = v / want
+    cause = "recheck the formula: peak = SMs × Tensor Cores per SM × FMA per clock × 2 × clock."
+    if abs(ratio - 2) < 0.1:
+        cause = "one FMA is two floating-point operations (a multiply and an add): divide by 2."
+    elif abs(ratio - 0.5) < 0.05:
+        cause = "you divided by 2 FLOP per FMA twice, or used 2 FLOP per core in the clock but not here."
+    elif abs(ratio - 8) < 0.4:
+        cause = "divide by the Tensor Cores per SM as well: the figure is per Tensor Core, not per SM."
+    elif v > 1e6 or v < 1e-3:
+        cause = "units: TFLOP/s is 10^12 FLOP/s and the clock in Hz (not GHz)."
+    raise Failed(f"{v:g} is not what the datasheet implies.", cause=cause)

@@ -1,0 +1,90 @@
+"""The ``labkit`` command: ``doctor``, ``lab``, ``bench``, ``topo``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import LabkitError
+
+
+def _course_root() -> Path:
+    """The repository root (the folder holding notebooks/), found from the current folder or the package."""
+    for start in (Path.cwd(), Path(__file__).resolve()):
+        for folder in (start, *start.parents):
+            if (folder / "notebooks" / "00-start-here.ipynb").exists():
+                return folder
+    raise LabkitError("cannot find the course's notebooks/ folder.", fix="Run `labkit lab` inside the course repository.")
+
+
+def lab_command(extra: list[str]) -> int:
+    """Start JupyterLab at the start notebook; extra flags go to ``jupyter lab``."""
+    root = _course_root()
+    jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter")
+    if jupyter is None:
+        raise LabkitError("JupyterLab is not installed in this environment.", fix="Run `make lab`, which installs it.")
+    cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "notebooks/00-start-here.ipynb", *extra]
+    print("starting:", " ".join(cmd))
+    return subprocess.call(cmd, cwd=root)
+
+
+def bench_command(args: list[str]) -> int:
+    """``labkit bench bandwidth ...``: nvbandwidth-style measurements."""
+    if not args or args[0] in ("-h", "--help"):
+        print("usage: labkit bench bandwidth [--json] [--sizes ...]\n\nSuites: bandwidth")
+        return 0
+    suite, rest = args[0], args[1:]
+    if suite == "bandwidth":
+        from . import bandwidth
+
+        return int(bandwidth.cli(rest) or 0)
+    raise LabkitError(f"there is no benchmark suite {suite!r}.", fix="Use `labkit bench bandwidth`.")
+
+
+def topo_command(system: str | None) -> int:
+    """``labkit topo [SYSTEM]``: list systems, or describe one system's NVLink topology."""
+    from . import topology
+
+    if system is None:
+        print("systems:", ", ".join(topology.systems()))
+        return 0
+    topo = topology.load(system)
+    print(topo.describe() if hasattr(topo, "describe") else topo)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="labkit", description="Helper for the DGX GPU-computing course.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    doc = sub.add_parser("doctor", help="report the environment (mode, GPUs, NVLink, PTX toolchain)")
+    doc.add_argument("--json", action="store_true", help="machine-readable output (keys documented in labkit.doctor)")
+    sub.add_parser("lab", help="start JupyterLab at the course (extra flags pass through)", add_help=False)
+    sub.add_parser("bench", help="run a benchmark suite: labkit bench bandwidth [--json] [--sizes ...]", add_help=False)
+    topo = sub.add_parser("topo", help="describe a DGX system's topology")
+    topo.add_argument("system", nargs="?", help="e.g. 'DGX-2'; omit to list systems")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "lab":
+            return lab_command(argv[1:])
+        if argv and argv[0] == "bench":
+            return bench_command(argv[1:])
+        args = parser.parse_args(argv)
+        if args.command == "doctor":
+            from . import doctor
+
+            return doctor.main(as_json=args.json)
+        if args.command == "topo":
+            return topo_command(args.system)
+    except LabkitError as exc:
+        print(f"labkit: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,473 @@
+"""Tensor Cores: a WMMA GEMM kernel, GEMM throughput runners, roofline expectations and peak dissection.
+
+- :data:`WMMA_SOURCE`: a CUDA C++ GEMM (FP16 inputs, FP32 accumulation) written with the WMMA API, for
+  CuPy's ``RawKernel``; :func:`compile_wmma` compiles it to PTX without a GPU (the Tensor Core
+  instructions are visible there); :func:`run_wmma_gemm` runs it on a GPU and :func:`wmma_error` grades it.
+- :func:`gpu_gemm_throughput`: CuPy matrix products in FP64, FP32, TF32, FP16, BF16 (FP8 where the stack
+  has it) against the datasheet peak of the GPU from :mod:`labkit.hw` (GPU only).
+- :func:`cpu_gemm_throughput`: NumPy's matrix product on this CPU, labelled as CPU figures.
+- :func:`roofline_gemm`: the model's expectation for an n×n×n GEMM on a GPU from ``labkit.hw``.
+- :func:`dissect_tensor_peak`: a datasheet peak taken apart into SMs × Tensor Cores × clock × work per clock.
+- :func:`gpu_check`: the figures ``make gpu-check`` records (FP16/BF16 GEMM % of dense peak, WMMA correctness).
+
+Nothing here imports CuPy at module level; the GPU functions import it when called in ``gpu`` mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from .errors import LabkitError, NoGPUError
+
+__all__ = [
+    "GemmRate",
+    "PeakDissection",
+    "WMMA_KERNEL",
+    "WMMA_SOURCE",
+    "WMMA_TILE",
+    "compile_wmma",
+    "cpu_gemm_throughput",
+    "dissect_tensor_peak",
+    "gpu_check",
+    "gpu_gemm_throughput",
+    "roofline_gemm",
+    "run_wmma_gemm",
+    "tensor_core_instructions",
+    "wmma_error",
+    "wmma_launch",
+]
+
+WMMA_TILE = 16
+WMMA_KERNEL = "wmma_gemm"
+WARPS_PER_BLOCK = 4
+
+WMMA_SOURCE = r"""
+#include <cuda_fp16.h>
+#include <mma.h>
+using namespace nvcuda;
+
+// C (M x N, float) = A (M x K, half) @ B (K x N, half), all row-major; M, N, K multiples of 16.
+// One warp computes one 16 x 16 tile of C. Launch: block (32, WARPS), grid (N / 16, ceil(M / 16 / WARPS)).
+extern "C" __global__ void wmma_gemm(const half* A, const half* B, float* C, int M, int N, int K)
+{
+    const int tile_row = blockIdx.y * blockDim.y + threadIdx.y;   // which 16-row strip of C
+    const int tile_col = blockIdx.x;                              // which 16-column strip of C
+    if (tile_row * 16 >= M || tile_col * 16 >= N) return;         // the whole warp leaves together
+
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+
+    for (int k = 0; k < K; k += 16) {
+        wmma::load_matrix_sync(a, A + (size_t)tile_row * 16 * K + k, K);   // 16 x 16 block of A
+        wmma::load_matrix_sync(b, B + (size_t)k * N + tile_col * 16, N);   // 16 x 16 block of B
+        wmma::mma_sync(acc, a, b, acc);                                    // acc += a @ b on Tensor Cores
+    }
+    wmma::store_matrix_sync(C + (size_t)tile_row * 16 * N + tile_col * 16, acc, N, wmma::mem_row_major);
+}
+"""
+
+
+# ----------------------------------------------------------------------------- WMMA: compile, run, grade
+
+
+def compile_wmma(source: str = WMMA_SOURCE, arch: str = "sm_90") -> Any:
+    """Compile WMMA CUDA C++ to PTX for ``arch`` (sm_70 or newer) with NVRTC; works without a GPU."""
+    if not isinstance(source, str):
+        raise LabkitError(f"the kernel source must be a string of CUDA C++, not {type(source).__name__}.")
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d)(\d)a?", arch.strip())
+    if m and int(m.group(1)) < 7:
+        raise LabkitError(f"{arch} has no Tensor Cores; WMMA needs sm_70 (Volta) or newer.", fix="Use arch='sm_70', 'sm_80' or 'sm_90'.")
+    from . import ptx
+
+    return ptx.compile_cuda(source, arch, name="wmma_gemm.cu")
+
+
+def tensor_core_instructions(ptx_text: str) -> dict[str, int]:
+    """Counts of the Tensor Core instruction families in PTX: ``wmma.load``, ``wmma.mma``, ``wmma.store``, ``mma``, ``wgmma``."""
+    counts = {"wmma.load": 0, "wmma.mma": 0, "wmma.store": 0, "mma": 0, "wgmma": 0}
+    for line in ptx_text.splitlines():
+        op = line.strip().split(" ")[0].split("\t")[0]
+        if op.startswith("wmma.load"):
+            counts["wmma.load"] += 1
+        elif op.startswith("wmma.mma"):
+            counts["wmma.mma"] += 1
+        elif op.startswith("wmma.store"):
+            counts["wmma.store"] += 1
+        elif op.startswith("wgmma"):
+            counts["wgmma"] += 1
+        elif op.startswith("mma."):
+            counts["mma"] += 1
+    return counts
+
+
+def _check_wmma_shapes(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
+    if a.ndim != 2 or b.ndim != 2:
+        raise LabkitError(f"the WMMA GEMM takes two matrices, got {a.ndim}-D and {b.ndim}-D arrays.")
+    (M, K), (K2, N) = a.shape, b.shape
+    if K != K2:
+        raise LabkitError(f"inner dimensions differ: A is {M}×{K}, B is {K2}×{N}.", fix="A must be M×K and B K×N.")
+    bad = [f"{n}={v}" for n, v in (("M", M), ("N", N), ("K", K)) if v % WMMA_TILE or v == 0]
+    if bad:
+        raise LabkitError(
+            f"this WMMA kernel works on whole 16×16×16 tiles, but {', '.join(bad)} is not a positive multiple of 16.",
+            fix="Pad the matrices with zeros to multiples of 16 (and crop the result), or use cupy.matmul.",
+        )
+    return M, N, K
+
+
+def wmma_launch(M: int, N: int, warps: int = WARPS_PER_BLOCK) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(grid, block) for :data:`WMMA_SOURCE`: one warp per 16×16 tile of C, ``warps`` warps per block."""
+    tiles_m, tiles_n = -(-M // WMMA_TILE), -(-N // WMMA_TILE)
+    return (tiles_n, -(-tiles_m // warps)), (32, warps)
+
+
+def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WMMA_KERNEL) -> np.ndarray:
+    """Run a WMMA kernel on the GPU: A and B rounded to FP16, C in FP32; returns C as a float64 host array.
+
+    M, N and K must be multiples of 16 (anything else is a :class:`~labkit.errors.LabkitError`). Needs ``gpu`` mode.
+    """
+    from .mode import env
+
+    A, B = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    M, N, K = _check_wmma_shapes(A, B)
+    if not env().is_gpu:
+        raise NoGPUError("running the WMMA kernel needs a GPU (this is sim mode).", fix="Compile it to PTX with compile_wmma() instead.")
+    if env().compute_capability and env().compute_capability < (7, 0):
+        raise NoGPUError(f"{env().device_name} has no Tensor Cores (compute capability below 7.0).")
+    import cupy as cp
+
+    fn = cp.RawKernel(source, kernel, options=("--std=c++17",) + tuple(f"-I{d}" for d in _include_dirs()))
+    dA = cp.asarray(A.astype(np.float16))
+    dB = cp.asarray(B.astype(np.float16))
+    dC = cp.full((M, N), np.nan, dtype=cp.float32)
+    grid, block = wmma_launch(M, N)
+    fn(grid, block, (dA, dB, dC, np.int32(M), np.int32(N), np.int32(K)))
+    cp.cuda.runtime.deviceSynchronize()
+    return cp.asnumpy(dC).astype(np.float64)
+
+
+def _include_dirs() -> list[str]:
+    from . import ptx
+
+    return ptx.cuda_include_dirs()
+
+
+@dataclass(frozen=True)
+class WmmaGrade:
+    """How far a WMMA result is from the float64 product: worst ratio of error to the FP16/FP32 error bound."""
+
+    max_abs_error: float
+    relative_error: float
+    worst_ratio: float  # max |error| / bound; below 1 means within tolerance
+    first_bad: tuple[int, int] | None
+    unwritten: int
+
+    @property
+    def ok(self) -> bool:
+        return self.unwritten == 0 and self.worst_ratio <= 1.0
+
+
+def wmma_error(c: Any, a: Any, b: Any) -> WmmaGrade:
+    """Grade ``c ≈ a @ b`` computed with FP16 inputs and FP32 accumulation, against the float64 product.
+
+    The tolerance is set by the precision: :func:`labkit.precision.gemm_tolerance` for FP16 inputs and an FP32
+    accumulator, with a margin of 2.
+    """
+    from . import precision
+
+    C, A, B = (np.asarray(x, dtype=np.float64) for x in (c, a, b))
+    ref = A @ B
+    if C.shape != ref.shape:
+        raise LabkitError(f"the result is {C.shape}, the product is {ref.shape}.")
+    bound = 2 * precision.gemm_tolerance(A, B, "fp16", "fp32")
+    unwritten = int(np.isnan(C).sum())
+    with np.errstate(invalid="ignore"):
+        err = np.abs(C - ref)
+        ratio = np.where(np.isnan(err), np.inf, err / bound)
+    bad = np.argwhere(ratio > 1.0)
+    return WmmaGrade(
+        max_abs_error=float(np.nanmax(err)) if np.isfinite(err).any() else float("inf"),
+        relative_error=precision.relative_error(np.nan_to_num(C, nan=0.0), ref),
+        worst_ratio=float(ratio.max()),
+        first_bad=tuple(int(i) for i in bad[0]) if len(bad) else None,  # type: ignore[arg-type]
+        unwritten=unwritten,
+    )
+
+
+# ----------------------------------------------------------------------------- GEMM throughput
+
+
+@dataclass
+class GemmRate:
+    """One GEMM throughput figure: measured (GPU or CPU) or a model; ``kind`` says which."""
+
+    precision: str
+    n: int
+    kind: str  # "GPU measurement", "CPU measurement", "model"
+    device: str
+    tflops: float | None
+    peak_tflops: float | None = None
+    peak_source: str | None = None
+    median_s: float | None = None
+    note: str = ""
+
+    @property
+    def percent_of_peak(self) -> float | None:
+        if self.tflops is None or not self.peak_tflops:
+            return None
+        return 100.0 * self.tflops / self.peak_tflops
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "precision": self.precision, "n": self.n, "kind": self.kind, "device": self.device, "tflops": self.tflops,
+            "peak_tflops": self.peak_tflops, "peak_source": self.peak_source, "median_s": self.median_s,
+            "percent_of_peak": self.percent_of_peak, "note": self.note,
+        }
+
+    def __str__(self) -> str:
+        rate = f"{self.tflops:,.3g} TFLOP/s" if self.tflops is not None else "—"
+        pct = f" = {self.percent_of_peak:.0f}% of {self.peak_tflops:,.4g} ({self.peak_source})" if self.percent_of_peak is not None else ""
+        note = f"  [{self.note}]" if self.note else ""
+        return f"{self.precision:5s} n={self.n:<5d} {rate:>16s}{pct}  ({self.kind}, {self.device}){note}"
+
+
+GPU_PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+@contextlib.contextmanager
+def _tf32(enabled: bool) -> Iterator[None]:
+    """Switch CuPy's float32 matrix products to TF32 Tensor Cores (``CUPY_TF32``) and back."""
+    try:
+        from cupy._core import _routines_linalg as rl  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - very old CuPy
+        rl = None
+    if rl is not None and hasattr(rl, "set_compute_type"):
+        import numpy
+
+        before = rl.get_compute_type(numpy.float32)
+        rl.set_compute_type(numpy.float32, rl.COMPUTE_TYPE_TF32 if enabled else rl.COMPUTE_TYPE_PEDANTIC)
+        try:
+            yield
+        finally:
+            rl.set_compute_type(numpy.float32, before)
+    else:  # CuPy reads CUPY_TF32 the first time it multiplies float32 matrices
+        old = os.environ.get("CUPY_TF32")
+        os.environ["CUPY_TF32"] = "1" if enabled else "0"
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("CUPY_TF32", None)
+            else:
+                os.environ["CUPY_TF32"] = old
+
+
+def _cupy_dtype(precision: str) -> Any:
+    import ml_dtypes
+
+    return {
+        "fp64": np.float64, "fp32": np.float32, "tf32": np.float32, "fp16": np.float16,
+        "bf16": ml_dtypes.bfloat16, "fp8": ml_dtypes.float8_e4m3fn,
+    }[precision]
+
+
+def _device_gpu() -> Any:
+    from . import hw
+    from .mode import env
+
+    return hw.match_device(env().device_name)
+
+
+def gpu_gemm_throughput(
+    precisions: Sequence[str] = GPU_PRECISIONS, n: int = 8192, *, repeat: int = 10, warmup: int = 3
+) -> list[GemmRate]:
+    """CuPy ``a @ b`` for n×n matrices of random normal data in each precision, timed with CUDA events.
+
+    FP32 runs with TF32 off, TF32 is FP32 data with CuPy's TF32 compute type (``CUPY_TF32``), BF16 and FP8
+    use the ``ml_dtypes`` types. A precision the stack cannot run gets a row with ``tflops=None`` and the
+    reason. Peaks are the dense datasheet figures of the matching GPU in :mod:`labkit.hw`. GPU only.
+    """
+    from . import bench
+    from .mode import env
+
+    if not env().is_gpu:
+        raise NoGPUError("GPU GEMM throughput needs a GPU (this is sim mode).", fix="Use cpu_gemm_throughput() and roofline_gemm() instead.")
+    import cupy as cp
+
+    gpu = _device_gpu()
+    rows = []
+    for p in precisions:
+        if p not in GPU_PRECISIONS:
+            raise LabkitError(f"unknown precision {p!r} for the GPU GEMM.", fix=f"Use some of {', '.join(GPU_PRECISIONS)}.")
+        peak, source = None, None
+        if gpu is not None:
+            try:
+                fig = gpu.peak(p)
+                peak, source = fig.value, fig.source
+            except LabkitError:
+                pass
+        try:
+            with _tf32(p == "tf32"):
+                gen = cp.random.default_rng()
+                a = gen.standard_normal((n, n), dtype=cp.float32).astype(_cupy_dtype(p))
+                b = gen.standard_normal((n, n), dtype=cp.float32).astype(_cupy_dtype(p))
+                t = bench.measure(cp.matmul, a, b, name=f"cupy {p} gemm", flops=2.0 * n**3, warmup=warmup, repeat=repeat,
+                                  precision=p if p != "fp8" else "fp8")
+                del a, b
+            rows.append(GemmRate(p, n, "GPU measurement", env().device_name, t.tflops, peak, source, t.median_s,
+                                 note="TF32 compute type" if p == "tf32" else ""))
+        except Exception as exc:  # noqa: BLE001 - an unsupported type is a row that says so, not a crash
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            rows.append(GemmRate(p, n, "GPU measurement", env().device_name, None, peak, source,
+                                 note=f"not supported by this stack (CuPy {cp.__version__}): {type(exc).__name__}: {first}"))
+        finally:
+            cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def cpu_gemm_throughput(n: int = 256, precisions: Sequence[str] = ("fp64", "fp32", "fp16"), *, repeat: int = 5) -> list[GemmRate]:
+    """NumPy's ``a @ b`` on this CPU (random normal data). These are CPU figures, whatever the mode.
+
+    FP64 and FP32 go to the CPU's BLAS; FP16 (and BF16 through ml_dtypes) have no BLAS and run an
+    unvectorised loop: the gap is itself a lesson, not a Tensor Core figure.
+    """
+    import platform
+    import time
+
+    rng = np.random.default_rng()
+    rows = []
+    cpu = f"CPU ({platform.machine()}, NumPy)"
+    for p in precisions:
+        dt = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": None}.get(p, "bad")
+        if dt == "bad":
+            raise LabkitError(f"no CPU GEMM for {p!r}.", fix="Use fp64, fp32, fp16 or bf16.")
+        if dt is None:
+            import ml_dtypes
+
+            dt = ml_dtypes.bfloat16
+        a = rng.standard_normal((n, n)).astype(dt)
+        b = rng.standard_normal((n, n)).astype(dt)
+        a @ b  # warm-up
+        samples = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            a @ b
+            samples.append(time.perf_counter() - t0)
+        med = float(np.median(samples))
+        rows.append(GemmRate(p, n, "CPU measurement", cpu, 2.0 * n**3 / med / 1e12, median_s=med,
+                             note="BLAS" if p in ("fp64", "fp32") else "no BLAS for this type"))
+    return rows
+
+
+def roofline_gemm(gpu_name: str, precision: str, n: int = 8192) -> GemmRate:
+    """The roofline model's rate for an n×n×n GEMM on a GPU: min(peak, intensity × memory bandwidth).
+
+    Traffic is the minimum: A and B read once, C written once (``3 n²`` elements); FLOPs are ``2 n³``.
+    A model, from the datasheet figures in :mod:`labkit.hw` — not a measurement.
+    """
+    from . import hw
+
+    gpu = hw.gpu(gpu_name)
+    peak = gpu.peak(precision)
+    size = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}[precision.lower()]
+    intensity = 2.0 * n**3 / (3.0 * n * n * size)
+    bw = gpu.memory_bandwidth.to("GB/s").value if hasattr(gpu.memory_bandwidth, "to") else gpu.memory_bandwidth.value
+    memory_bound = intensity * bw * 1e9 / 1e12
+    rate = min(peak.value, memory_bound)
+    bound = "compute-bound" if peak.value <= memory_bound else "memory-bound"
+    return GemmRate(precision, n, "model", gpu.name, rate, peak.value, f"{peak.source}; {gpu.memory_bandwidth.source}",
+                    note=f"{bound}: {intensity:.0f} FLOP/B × {bw:,.0f} GB/s = {memory_bound:,.0f} TFLOP/s")
+
+
+# ----------------------------------------------------------------------------- peak dissection
+
+
+@dataclass
+class PeakDissection:
+    """A datasheet peak taken apart: SMs × units per SM × 2 FLOP per FMA × FMAs per unit per clock × clock."""
+
+    gpu: str
+    precision: str
+    peak_tflops: float
+    peak_source: str
+    sm_count: int
+    sm_source: str
+    tensor_cores_per_sm: int
+    tc_source: str
+    clock_ghz: float
+    clock_how: str
+    fma_per_tensor_core_per_clock: float
+    lines: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+def implied_clock_ghz(gpu_name: str) -> tuple[float, str]:
+    """The boost clock implied by the FP32 CUDA-core peak: peak / (SMs × FP32 cores per SM × 2 FLOP)."""
+    from . import hw
+
+    g = hw.gpu(gpu_name)
+    clock = getattr(g, "boost_clock", None)
+    if clock is not None:
+        return clock.to("GHz").value if hasattr(clock, "to") else clock.value, f"boost clock ({clock.source})"
+    fp32 = g.peak("fp32") if g.has("fp32") else None  # FP32 runs on the CUDA cores on every GPU here
+    if fp32 is None or g.fp32_cores_per_sm is None:
+        raise LabkitError(f"labkit.hw has neither a clock nor FP32 core counts for the {g.name}.")
+    ghz = fp32.value * 1e12 / (g.sm_count.value * g.fp32_cores_per_sm.value * 2) / 1e9
+    how = (f"implied by the FP32 peak: {fp32.value:g} TFLOP/s / ({g.sm_count.value:.0f} SMs × "
+           f"{g.fp32_cores_per_sm.value:.0f} FP32 cores × 2 FLOP) = {ghz:.3f} GHz ({fp32.source}; {g.fp32_cores_per_sm.source})")
+    return ghz, how
+
+
+def dissect_tensor_peak(gpu_name: str, precision: str = "fp16", sparse: bool = False) -> PeakDissection:
+    """How many FMAs each Tensor Core does per clock for a datasheet peak, from the figures in :mod:`labkit.hw`."""
+    from . import hw
+
+    g = hw.gpu(gpu_name)
+    peak = g.peak(precision, sparse=sparse)
+    if g.tensor_cores_per_sm is None or not g.tensor_cores_per_sm.value:
+        raise LabkitError(f"the {g.name} has no Tensor Cores.")
+    ghz, how = implied_clock_ghz(gpu_name)
+    sms, tcs = g.sm_count.value, g.tensor_cores_per_sm.value
+    fma = peak.value * 1e12 / (sms * tcs * 2 * ghz * 1e9)
+    label = f"{precision.upper()}{' sparse' if sparse else ''}"
+    lines = [
+        f"{g.name} {label} peak: {peak.value:g} TFLOP/s ({peak.source})",
+        f"  SMs: {sms:.0f} ({g.sm_count.source}); Tensor Cores per SM: {tcs:.0f} ({g.tensor_cores_per_sm.source})",
+        f"  clock: {how}",
+        f"  FMA per Tensor Core per clock = {peak.value:g}e12 / ({sms:.0f} × {tcs:.0f} × 2 × {ghz:.3f}e9) = {fma:.1f}",
+        f"  per SM per clock: {fma * tcs:.0f} FMA = {2 * fma * tcs:.0f} FLOP",
+    ]
+    return PeakDissection(g.name, label, peak.value, peak.source, int(sms), g.sm_count.source, int(tcs),
+                          g.tensor_cores_per_sm.source, ghz, how, fma, lines)
+
+
+# ----------------------------------------------------------------------------- make gpu-check
+
+
+def gpu_check(n: int = 8192) -> dict[str, Any]:
+    """What ``make gpu-check`` records for Lab 06: CuPy FP16/BF16 GEMM % of dense peak (target ≥ 70%) and
+    whether :data:`WMMA_SOURCE` is correct on random inputs. GPU only."""
+    rows = gpu_gemm_throughput(("fp16", "bf16"), n=n)
+    rng = np.random.default_rng()
+    wmma = []
+    for M, N, K in ((16, 16, 16), (48, 80, 64), (256, 128, 512)):
+        a, b = rng.uniform(-1, 1, (M, K)), rng.uniform(-1, 1, (K, N))
+        grade = wmma_error(run_wmma_gemm(a, b), a, b)
+        wmma.append({"shape": [M, N, K], "ok": grade.ok, "relative_error": grade.relative_error, "worst_ratio": grade.worst_ratio})
+    return {
+        "gemm": [r.as_dict() for r in rows],
+        "gemm_target_percent": 70,
+        "gemm_meets_target": all((r.percent_of_peak or 0) >= 70 for r in rows),
+        "wmma": wmma,
+        "wmma_ok": all(w["ok"] for w in wmma),
+    }
