@@ -102,8 +102,8 @@ def _reference_predictions() -> dict[str, list[str]]:
         "Compare each value with format_info('fp16') and format_info('bf16'): max_normal, min_normal, min_subnormal.",
         "Above max_normal (after rounding): overflow. Between min_subnormal/2 and min_normal: subnormal. "
         "Below half the smallest subnormal: underflow to 0. BF16 has FP32's exponent range, FP16 a much smaller one.",
-        "FP16: 70000 overflows, 1e-8 underflows, 2e-5 is subnormal, 65519 rounds to 65504 (normal). "
-        "BF16 reaches about 3.39e38, and its subnormals go down to about 9.2e-41.",
+        "FP16: only values up to max_normal survive (a value rounding to it is normal); below min_normal they lose bits, "
+        "below half of min_subnormal they vanish. BF16's limits are nearly FP32's: print both format_info(...).summary().",
     ],
     reference=_reference_predictions,
 )
@@ -131,7 +131,7 @@ def predict_range(answer: dict[str, list[str]]) -> str:
     if wrong:
         raise Failed(f"{len(wrong)} of {2 * len(PREDICT_VALUES)} predictions are off: " + "; ".join(wrong[:3]) + ".",
                      cause="compare with max_normal, min_normal and min_subnormal of each format (and remember rounding).")
-    return "every prediction is right: FP16 runs out of range at both ends where BF16 does not."
+    return "every prediction is right: FP16 runs out of range at both ends long before BF16 does."
 
 
 # --------------------------------------------------------------------------------------------- 06.tf32-round
@@ -367,10 +367,14 @@ def v100_fma(value: float) -> str:
         v = float(value)
     except (TypeError, ValueError):
         raise Failed(f"expected a number, got {type(value).__name__}.") from None
-    want = _reference_v100_fma()
+    from ..tensorcores import dissect_tensor_peak
+
+    d = dissect_tensor_peak("V100", "fp16")
+    want = d.fma_per_tensor_core_per_clock
     if abs(v - want) <= 0.03 * want:
-        return (f"{v:.1f} FMAs per Tensor Core per clock: with 80 SMs × 8 Tensor Cores that is the whole 125 TFLOPS — "
-                f"a {round(want ** (1 / 3))}×{round(want ** (1 / 3))}×{round(want ** (1 / 3))} matrix multiply-add each clock.")
+        side = round(round(want) ** (1 / 3))
+        return (f"{v:.1f} FMAs per Tensor Core per clock: with {d.sm_count} SMs × {d.tensor_cores_per_sm} Tensor Cores that gives "
+                f"the {d.peak_tflops:g} TFLOP/s — about {round(want)} = {side}×{side}×{side}, a small matrix multiply-add each clock.")
     ratio = v / want
     cause = "recheck the formula: peak = SMs × Tensor Cores per SM × FMA per clock × 2 × clock."
     if abs(ratio - 2) < 0.1:

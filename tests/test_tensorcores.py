@@ -1,0 +1,89 @@
+"""labkit.tensorcores: the WMMA kernel compiles to Tensor Core PTX for sm_70/80/90; shapes; models; dissection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit import tensorcores as T
+from labkit.errors import LabkitError, NoGPUError
+
+
+@pytest.fixture(autouse=True)
+def _sim(monkeypatch):
+    monkeypatch.setenv("LABKIT_MODE", "sim")
+    labkit.setup(quiet=True)
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_80", "sm_90"])
+def test_wmma_compiles_to_tensor_core_ptx(arch):
+    ptx = T.compile_wmma(arch=arch)
+    counts = T.tensor_core_instructions(ptx.text)
+    assert counts["wmma.mma"] + counts["mma"] >= 1
+    assert counts["wmma.load"] >= 2 and counts["wmma.store"] >= 1
+    assert any("wmma.mma.sync" in ln for ln in ptx.lines("wmma.mma"))
+    assert ptx.summary().tensor_core >= 1
+
+
+def test_wmma_needs_volta_or_newer():
+    with pytest.raises(LabkitError, match="no Tensor Cores"):
+        T.compile_wmma(arch="sm_60")
+
+
+def test_shapes_not_multiples_of_16_are_a_clear_error():
+    with pytest.raises(LabkitError, match="multiple of 16"):
+        T.run_wmma_gemm(np.ones((20, 16)), np.ones((16, 16)))
+    with pytest.raises(LabkitError, match="inner dimensions"):
+        T.run_wmma_gemm(np.ones((16, 16)), np.ones((32, 16)))
+    with pytest.raises(NoGPUError):
+        T.run_wmma_gemm(np.ones((16, 16)), np.ones((16, 16)))
+
+
+def test_wmma_launch_covers_every_tile():
+    grid, block = T.wmma_launch(80, 48)
+    assert block == (32, T.WARPS_PER_BLOCK)
+    assert grid[0] * 16 >= 48 and grid[1] * block[1] * 16 >= 80
+
+
+def test_wmma_error_grades_against_the_fp16_tolerance():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (32, 64)), rng.uniform(-1, 1, (64, 48))
+    emulated = (a.astype(np.float16).astype(np.float32) @ b.astype(np.float16).astype(np.float32)).astype(np.float64)
+    assert T.wmma_error(emulated, a, b).ok
+    wrong = emulated.copy()
+    wrong[3, 5] += 0.05
+    g = T.wmma_error(wrong, a, b)
+    assert not g.ok and g.first_bad == (3, 5)
+    unwritten = emulated.copy()
+    unwritten[0, 0] = np.nan
+    assert not T.wmma_error(unwritten, a, b).ok
+
+
+def test_gpu_throughput_needs_a_gpu():
+    with pytest.raises(NoGPUError):
+        T.gpu_gemm_throughput(("fp16",))
+
+
+def test_cpu_throughput_is_labelled_cpu():
+    rows = T.cpu_gemm_throughput(64, ("fp64", "fp32"), repeat=2)
+    assert all(r.kind == "CPU measurement" and "CPU" in r.device and r.tflops > 0 for r in rows)
+
+
+@pytest.mark.parametrize("gpu", ["V100", "A100", "H100", "H200"])
+def test_roofline_gemm_is_a_compute_bound_model_at_8192(gpu):
+    from labkit import hw
+
+    r = T.roofline_gemm(gpu, "fp16", 8192)
+    assert r.kind == "model" and r.tflops == hw.gpu(gpu).peak("fp16").value
+    small = T.roofline_gemm(gpu, "fp16", 64)
+    assert small.tflops < r.tflops and "memory-bound" in small.note
+
+
+def test_dissection_of_v100_and_a100():
+    v = T.dissect_tensor_peak("V100", "fp16")
+    assert v.fma_per_tensor_core_per_clock == pytest.approx(64, rel=0.01)
+    assert v.sm_count == 80 and v.tensor_cores_per_sm == 8
+    a = T.dissect_tensor_peak("A100", "tf32")
+    assert a.fma_per_tensor_core_per_clock == pytest.approx(128, rel=0.01)
+    assert T.dissect_tensor_peak("A100", "fp16").fma_per_tensor_core_per_clock == pytest.approx(256, rel=0.01)
