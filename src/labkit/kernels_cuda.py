@@ -1,0 +1,132 @@
+"""The course's CUDA C++ kernels (for CuPy's RawKernel, RawModule, ElementwiseKernel, ReductionKernel), in one registry.
+
+Notebooks show these sources and the checks use them as references; ``tests/test_ptx_cuda_sources.py``
+compiles every one of them to PTX for sm_70, sm_80 and sm_90 with NVRTC. ElementwiseKernel and
+ReductionKernel entries keep CuPy's pieces (parameter lists and expressions); :func:`source` turns them
+into the equivalent standalone CUDA C++ (see :mod:`labkit.cuda_cpp`) for compiling without CuPy.
+
+    >>> from labkit import kernels_cuda
+    >>> kernels_cuda.get("leaky_relu").entries
+    ('leaky_relu',)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .errors import LabkitError
+
+Kind = Literal["raw", "module", "elementwise", "reduction"]
+
+
+@dataclass(frozen=True)
+class CudaKernel:
+    """One CUDA C++ source of the course: a RawKernel/RawModule source, or an Elementwise/Reduction kernel's parts."""
+
+    name: str
+    kind: Kind
+    lab: str
+    code: str = ""  # raw / module: the whole source
+    entries: tuple[str, ...] = ()  # raw / module: kernel names (extern "C")
+    parts: dict[str, str] = field(default_factory=dict)  # elementwise / reduction: CuPy's constructor arguments
+    description: str = ""
+
+    def source(self) -> str:
+        """Standalone CUDA C++ for NVRTC (for elementwise/reduction kernels: labkit's equivalent kernel)."""
+        from . import cuda_cpp
+
+        if self.kind in ("raw", "module"):
+            return self.code
+        if self.kind == "elementwise":
+            return cuda_cpp.elementwise_source(self.parts["in_params"], self.parts["out_params"], self.parts["operation"], self.name)
+        return cuda_cpp.reduction_source(self.parts["in_params"], self.parts["out_params"], self.parts["map_expr"],
+                                         self.parts["reduce_expr"], self.parts["post_map_expr"], self.parts["identity"], self.name)
+
+    @property
+    def entry_names(self) -> tuple[str, ...]:
+        return self.entries or (self.name,)
+
+
+LEAKY_RELU = r"""
+extern "C" __global__
+void leaky_relu(const float* x, float* y, float alpha, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : alpha * v;
+    }
+}
+"""
+
+ACTIVATIONS_MODULE = r"""
+__device__ float leaky(float v, float alpha) { return v > 0.0f ? v : alpha * v; }
+
+extern "C" __global__
+void leaky_relu_fwd(const float* x, float* y, float alpha, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        y[i] = leaky(x[i], alpha);
+}
+
+extern "C" __global__
+void leaky_relu_bwd(const float* x, const float* dy, float* dx, float alpha, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        dx[i] = x[i] > 0.0f ? dy[i] : alpha * dy[i];
+}
+"""
+
+SCALE_SHIFT = r"""
+extern "C" __global__
+void scale_shift(const float* x, float* y, float a, float b, long long n)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long stride = (long long)blockDim.x * gridDim.x;
+    for (; i < n; i += stride)
+        y[i] = a * x[i] + b;
+}
+"""
+
+_REGISTRY: dict[str, CudaKernel] = {
+    k.name: k
+    for k in (
+        CudaKernel("leaky_relu", "raw", "05", code=LEAKY_RELU, entries=("leaky_relu",),
+                   description="RawKernel exercise solution: y = x if x > 0 else alpha * x, with a bounds check."),
+        CudaKernel("activations", "module", "05", code=ACTIVATIONS_MODULE, entries=("leaky_relu_fwd", "leaky_relu_bwd"),
+                   description="RawModule: a device function shared by two kernels (forward and backward), grid-stride loops."),
+        CudaKernel("scale_shift", "raw", "05", code=SCALE_SHIFT, entries=("scale_shift",),
+                   description="The compute stage of the stream-overlap pipeline: y = a * x + b, 64-bit indices."),
+        CudaKernel("huber", "elementwise", "05", parts={
+            "in_params": "float32 x, float32 y, float32 delta",
+            "out_params": "float32 z",
+            "operation": "float d = fabsf(x - y); z = d <= delta ? 0.5f * d * d : delta * (d - 0.5f * delta)",
+        }, description="ElementwiseKernel exercise solution: the Huber loss of each pair."),
+        CudaKernel("squared_diff", "elementwise", "05", parts={
+            "in_params": "T x, T y", "out_params": "T z", "operation": "z = (x - y) * (x - y)",
+        }, description="ElementwiseKernel example with a type placeholder T."),
+        CudaKernel("l2norm", "reduction", "05", parts={
+            "in_params": "T x", "out_params": "T y", "map_expr": "x * x", "reduce_expr": "a + b",
+            "post_map_expr": "y = sqrt(a)", "identity": "0",
+        }, description="ReductionKernel exercise solution: the Euclidean norm."),
+    )
+}
+
+
+def names(lab: str | None = None) -> list[str]:
+    """Names of the registered kernels (of one lab, e.g. ``"05"``)."""
+    return [n for n, k in _REGISTRY.items() if lab is None or k.lab == lab]
+
+
+def get(name: str) -> CudaKernel:
+    """The registered kernel called ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise LabkitError(f"no CUDA C++ kernel called {name!r} in labkit.", fix=f"Registered: {', '.join(_REGISTRY)}.") from None
+
+
+def all_kernels() -> list[CudaKernel]:
+    """Every registered kernel."""
+    return list(_REGISTRY.values())
