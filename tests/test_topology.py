@@ -1,0 +1,234 @@
+"""labkit.topology: the wiring models reproduce the source figures; nvidia-smi and NVML parsing."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from labkit import topology
+from labkit.errors import LabkitError, NoGPUError
+from labkit.topology import DGX1_V100_DOUBLE, DGX1_V100_SINGLE
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def test_systems_and_load() -> None:
+    assert topology.systems() == ["DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200", "GB200 NVL72"]
+    for name in topology.systems():
+        t = topology.load(name)
+        assert len(t.gpus()) in (8, 16, 72)
+    assert topology.load("dgx 2").name == "DGX-2"
+
+
+def test_unknown_system_and_gpu_index() -> None:
+    with pytest.raises(LabkitError, match="(?i)did you mean 'DGX-2'") as info:
+        topology.load("DGX-3")
+    assert "DGX H100" in str(info.value)  # the fix lists what is valid
+    with pytest.raises(LabkitError, match="no wiring model"):
+        topology.load("DGX SuperPOD (A100)")
+    t = topology.load("DGX-1 (V100)")
+    with pytest.raises(LabkitError, match="GPU 8 does not exist in DGX-1 \\(V100\\): it has GPUs 0-7"):
+        t.peer_bandwidth(0, 8)
+    with pytest.raises(LabkitError, match="not a GPU"):
+        t.links_between("zero", 1)
+    with pytest.raises(LabkitError, match="two different GPUs"):
+        t.peer_bandwidth(3, "GPU3")
+
+
+def test_dgx2_any_pair_300_bidirectional() -> None:
+    t = topology.load("DGX-2")
+    for a, b in [(0, 1), (0, 7), (0, 8), (3, 15), (9, 14)]:
+        assert t.peer_bandwidth(a, b, bidirectional=True) == pytest.approx(300)
+        assert t.peer_bandwidth(a, b) == pytest.approx(150)
+        assert t.links_between(a, b) == 0  # all through NVSwitch
+    assert len(t.nodes("nvswitch")) == 12
+    for g in t.gpus():
+        assert sum(d["links"] for _, n, d in t.graph.edges(f"GPU{g}", data=True) if d["kind"] == "nvlink") == 6
+
+
+def test_dgx2_backplane_24_tbs() -> None:
+    t = topology.load("DGX-2")
+    assert t.max_flow(range(8), range(8, 16), bidirectional=True) == pytest.approx(2400)
+    backplane = [d["links"] for u, v, d in t.graph.edges(data=True)
+                 if t.graph.nodes[u]["kind"] == "nvswitch" and t.graph.nodes[v]["kind"] == "nvswitch"]
+    assert backplane == [8] * 6
+    assert t.bisection_bandwidth(bidirectional=True) == pytest.approx(2400)
+
+
+def test_dgx1_v100_pairs_50_25_0() -> None:
+    t = topology.load("DGX-1 (V100)")
+    seen = set()
+    for a, b in itertools.combinations(range(8), 2):
+        bw = t.peer_bandwidth(a, b)
+        seen.add(bw)
+        if (a, b) in DGX1_V100_DOUBLE:
+            assert bw == 50 and t.links_between(a, b) == 2
+        elif (a, b) in DGX1_V100_SINGLE:
+            assert bw == 25 and t.links_between(a, b) == 1
+        else:
+            assert bw == 0 and t.links_between(a, b) == 0 and t.relation(a, b) == "SYS"
+    assert seen == {0, 25, 50}
+    assert t.peer_bandwidth(0, 3, bidirectional=True) == 100
+    for g in t.gpus():  # 6 NVLinks per GPU, 300 GB/s bidirectional
+        assert sum(t.links_between(g, h) for h in t.gpus() if h != g) == 6
+    assert t.route(0, 5)["kind"].startswith("no NVLink")
+    assert t.max_flow([0], [5]) > 0  # other GPUs can relay
+    assert t.max_flow([0], [5], relay=False) == 0
+
+
+def test_dgx1_p100_link_map() -> None:
+    t = topology.load("DGX-1 (P100)")
+    assert t.peer_bandwidth(0, 1, bidirectional=True) == 40
+    assert all(sum(t.links_between(g, h) for h in t.gpus() if h != g) == 4 for g in t.gpus())
+    assert any("unconfirmed" in n for n in t.notes)
+
+
+@pytest.mark.parametrize(("name", "per_gpu"), [("DGX A100", 600), ("DGX H100", 900), ("DGX H200", 900)])
+def test_switched_systems_per_gpu(name: str, per_gpu: float) -> None:
+    t = topology.load(name)
+    others = [g for g in t.gpus() if g != 0]
+    assert t.max_flow([0], others, bidirectional=True, relay=False) == pytest.approx(per_gpu)
+    for a, b in [(0, 1), (2, 7), (5, 6)]:
+        assert t.peer_bandwidth(a, b, bidirectional=True) == pytest.approx(per_gpu)
+    assert t.bisection_bandwidth() == pytest.approx(4 * per_gpu / 2)
+
+
+def test_dgx_h100_links_5_4_4_5() -> None:
+    t = topology.load("DGX H100")
+    assert sorted(t.graph["GPU0"][s]["links"] for s in t.nodes("nvswitch")) == [4, 4, 5, 5]
+
+
+def test_ring_allreduce_model() -> None:
+    nbytes = 300e6 * 4  # 300 M FP32 gradients
+    t1, a1 = topology.load("DGX-1 (V100)").ring_allreduce_time(nbytes)
+    t2, a2 = topology.load("DGX-2").ring_allreduce_time(nbytes)
+    tc, ac = topology.load("2x DGX-1 (V100)").ring_allreduce_time(nbytes)
+    assert t1 == pytest.approx(2 * 7 / 8 * nbytes / 150e9)
+    assert t2 == pytest.approx(2 * 15 / 16 * nbytes / 150e9)
+    assert tc == pytest.approx(2 * 15 / 16 * nbytes / 50e9)  # 4 x EDR = 50 GB/s per direction between the boxes
+    assert any("50 GB/s" in a for a in ac) and any("bandwidth only" in a for a in a1)
+    half, _ = topology.load("DGX-1 (V100)").ring_allreduce_time(nbytes, n_gpus=4)
+    assert half == pytest.approx(2 * 3 / 4 * nbytes / 100e9)
+    assert topology.load("DGX A100").ring_allreduce_time(nbytes, efficiency=0.8)[0] == pytest.approx(2 * 7 / 8 * nbytes / 240e9)
+    assert topology.load("DGX H100").ring_allreduce_time(nbytes, n_gpus=1)[0] == 0
+    with pytest.raises(LabkitError, match="n_gpus must be 1 to 8"):
+        topology.load("DGX H100").ring_allreduce_time(nbytes, n_gpus=9)
+    with pytest.raises(LabkitError, match="non-negative"):
+        topology.load("DGX H100").ring_allreduce_time(-1)
+
+
+def test_cluster() -> None:
+    c = topology.load("2x DGX-1 (V100)")
+    assert c.gpus() == list(range(16))
+    assert c.max_flow(range(8), range(8, 16)) == 0  # no NVLink between boxes
+    assert c.max_flow(range(8), range(8, 16), over="all") == pytest.approx(50)
+    assert c.bisection_bandwidth() == 0
+
+
+def test_draw_returns_plotly_figure() -> None:
+    import plotly.graph_objects as go
+
+    for name in ("DGX-1 (V100)", "DGX-2", "DGX H100"):
+        t = topology.load(name)
+        fig = t.draw(highlight=t.route(0, 5)["path"])
+        assert isinstance(fig, go.Figure) and "model" in fig.layout.title.text
+        assert any(tr.name == "route" for tr in fig.data)
+    assert "NVLink per GPU: 150 GB/s per direction" in topology.load("DGX-2").summary()
+
+
+# ------------------------------------------------------------------------------------------ nvidia-smi topo -m
+
+
+def test_from_nvidia_smi_dgx1() -> None:
+    t = topology.from_nvidia_smi((FIX / "nvidia-smi-topo-dgx1-v100.txt").read_text(), gpu="Tesla V100-SXM2-16GB")
+    ref = topology.load("DGX-1 (V100)")
+    for a, b in itertools.combinations(range(8), 2):
+        assert t.links_between(a, b) == ref.links_between(a, b)
+        assert t.peer_bandwidth(a, b) == ref.peer_bandwidth(a, b)
+    assert t.relation(0, 5) == "SYS" and t.relation(0, 3) == "NV2" and t.relation(1, 1) == "X"
+    assert len(t.nodes("cpu")) == 2 and len(t.nodes("nic")) == 4
+    assert t.gpu_model == "V100 SXM2 16GB" and t.origin == "nvidia-smi topo -m"
+    t.draw()
+
+
+def test_from_nvidia_smi_dgx_a100_switched() -> None:
+    t = topology.from_nvidia_smi((FIX / "nvidia-smi-topo-dgx-a100.txt").read_text(), gpu="NVIDIA A100-SXM4-80GB")
+    assert len(t.gpus()) == 8 and len(t.nodes("nvswitch")) == 1
+    assert t.peer_bandwidth(0, 7, bidirectional=True) == pytest.approx(600)
+    assert t.relation(0, 7) == "NV12"
+    assert len(t.nodes("nic")) == 10 and "mlx5_9" in t.nodes("nic")
+    assert len(t.nodes("cpu")) == 4  # four NUMA nodes
+    assert "NUMA node 3" in t.graph.nodes["GPU0"]["detail"]
+
+
+def test_from_nvidia_smi_single_gpu_and_unknown_model() -> None:
+    t = topology.from_nvidia_smi((FIX / "nvidia-smi-topo-single-gpu.txt").read_text())
+    assert t.gpus() == [0] and t.gpu_model is None
+    with pytest.raises(LabkitError, match="one GPU"):
+        t.bisection_bandwidth()
+    t.draw()
+    t8 = topology.from_nvidia_smi((FIX / "nvidia-smi-topo-dgx1-v100.txt").read_text())
+    assert t8.links_between(0, 3) == 2
+    with pytest.raises(LabkitError, match="does not know the bandwidth"):
+        t8.peer_bandwidth(0, 3)
+
+
+@pytest.mark.parametrize("text", ["", "hello\nworld\n", "\tGPU0\tGPU1\nGPU0\t X \tNV1\n",
+                                  "\tGPU0\tGPU1\nGPU0\t X \tQQ\nGPU1\tNV1\t X \n"])
+def test_from_nvidia_smi_rejects_garbage(text: str) -> None:
+    with pytest.raises(LabkitError, match="nvidia-smi topo -m"):
+        topology.from_nvidia_smi(text)
+
+
+# ------------------------------------------------------------------------------------------ NVML
+
+
+def test_from_nvml_needs_gpu_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    import labkit.mode as mode
+
+    mode._reset_for_tests()
+    monkeypatch.setenv("LABKIT_MODE", "sim")
+    try:
+        with pytest.raises(NoGPUError, match="sim mode"):
+            topology.from_nvml()
+    finally:
+        mode._reset_for_tests()
+
+
+class _FakeNVML:
+    """Two H100s joined by 4 NVLinks and to an NVSwitch by the rest (enough of pynvml's API for from_nvml)."""
+
+    NVML_NVLINK_MAX_LINKS = 18
+    NVML_FEATURE_ENABLED = 1
+    NVML_P2P_CAPS_INDEX_READ = 0
+    NVML_P2P_STATUS_OK = 0
+
+    def __init__(self) -> None:
+        self.buses = ["00000000:18:00.0", "00000000:2A:00.0"]
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetCount(self) -> int: return 2
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int: return i
+    def nvmlDeviceGetName(self, h: int) -> bytes: return b"NVIDIA H100 80GB HBM3"
+    def nvmlDeviceGetPciInfo(self, h: int) -> SimpleNamespace: return SimpleNamespace(busId=self.buses[h].encode())
+    def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int: return 1 if link < 6 else 0
+
+    def nvmlDeviceGetNvLinkRemotePciInfo_v2(self, h: int, link: int) -> SimpleNamespace:
+        other = self.buses[1 - h] if link < 4 else "00000000:C1:00.0"  # links 4-5 go to a switch
+        return SimpleNamespace(busId=other)
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: int, b: int) -> int: return 50
+    def nvmlDeviceGetP2PStatus(self, a: int, b: int, cap: int) -> int: return 0
+
+
+def test_from_nvml_with_a_fake_driver() -> None:
+    t = topology._from_nvml_module(_FakeNVML())
+    assert t.origin == "NVML" and t.gpu_model == "H100 SXM"
+    assert t.links_between(0, 1) == 4
+    assert t.peer_bandwidth(0, 1) == pytest.approx(4 * 25 + 2 * 25)  # direct links plus the path through the switch
+    assert t.p2p[(0, 1)] is True and t.relation(0, 1) == "NV4"
+    t.draw()
