@@ -199,7 +199,8 @@ class Topology:
             return {"kind": "NVLink through NVSwitch", "path": path, "links": None, "bandwidth": bw}
         rest = self.graph.edge_subgraph([(u, v) for u, v, d in self.graph.edges(data=True) if d["kind"] != "nvlink"])
         path = nx.shortest_path(rest, na, nb) if na in rest and nb in rest and nx.has_path(rest, na, nb) else [na, nb]
-        return {"kind": "no NVLink: PCIe and CPU", "path": path, "links": 0, "bandwidth": 0.0}
+        via = "PCIe, NICs and the network" if any(self.graph.nodes[n]["kind"] == "network" for n in path) else "PCIe and the CPUs"
+        return {"kind": f"no NVLink: {via}", "path": path, "links": 0, "bandwidth": 0.0}
 
     def max_flow(self, src_gpus: Iterable[Any], dst_gpus: Iterable[Any], bidirectional: bool = False, relay: bool = True,
                  over: str = "nvlink") -> float:

@@ -1,0 +1,276 @@
+"""Explorers for lab 01: DGX wiring, DGX generations side by side, and the roofline.
+
+- :func:`system_explorer`: pick a system and two GPUs; see the route, the links and the bandwidth on the drawing.
+- :func:`dgx_comparison`: DGX generations side by side (table with sources, and a bar chart of one metric).
+- :func:`roofline_explorer`: pick a GPU and a precision, slide the arithmetic intensity.
+- :func:`comparison_html`, :func:`evolution_figure`: the same content without widgets (static notebooks, tests).
+
+Every figure shown comes from :mod:`labkit.hw` or is computed from it; the tables name the sources.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Callable, Sequence
+
+from .. import hw, roofline as rl, topology
+from ..errors import LabkitError
+
+__all__ = [
+    "DGX_GENERATIONS", "METRICS", "comparison_html", "dgx_comparison", "evolution_figure", "metric", "roofline_explorer",
+    "system_explorer",
+]
+
+DGX_GENERATIONS = ("DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200")
+
+
+def _computed(value: float, unit: str, how: str) -> hw.Figure:
+    return hw.Figure(round(value, 6), unit, f"computed: {how}")
+
+
+def _all_gpus_peak(precision: str) -> Callable[[hw.System], hw.Figure | None]:
+    def get(s: hw.System) -> hw.Figure | None:
+        g = s.gpu_model
+        if not g.has(precision):
+            return None
+        peak = g.peak(precision)
+        n = s.gpu_count.value
+        return _computed(n * peak.value / 1000, "PFLOP/s", f"{n:g} x {peak.text()} ({peak.source})")
+    return get
+
+
+def _memory_total(s: hw.System) -> hw.Figure:
+    if s.gpu_memory_total is not None:
+        return s.gpu_memory_total.to("GB")
+    g = s.gpu_model
+    return _computed(s.gpu_count.value * g.memory_size.value, "GB", f"{s.gpu_count.value:g} x {g.memory_size.text()}")
+
+
+#: Metrics for :func:`dgx_comparison`: label -> function of a System returning a Figure (or None where not defined).
+METRICS: dict[str, Callable[[hw.System], hw.Figure | None]] = {
+    "year": lambda s: s.year,
+    "GPUs": lambda s: s.gpu_count,
+    "NVSwitch chips": lambda s: s.nvswitch_count,
+    "NVLink per GPU (bidirectional)": lambda s: s.gpu_model.nvlink_bandwidth,
+    "HBM bandwidth per GPU": lambda s: s.gpu_model.memory_bandwidth,
+    "GPU memory, all GPUs": _memory_total,
+    "headline compute": lambda s: s.headline,
+    "FP16 dense peak, all GPUs": _all_gpus_peak("fp16"),
+    "FP64 peak, all GPUs": _all_gpus_peak("fp64"),
+    "system memory": lambda s: s.system_memory,
+    "power": lambda s: s.power.to("kW") if s.power is not None else None,
+    "list price": lambda s: s.price,
+}
+
+
+def metric(system: str, label: str) -> hw.Figure | None:
+    """One metric of :data:`METRICS` for one system (None where the system does not define it)."""
+    if label not in METRICS:
+        raise LabkitError(f"unknown metric {label!r}.", fix=f"Use one of: {', '.join(METRICS)}.")
+    return METRICS[label](hw.system(system))
+
+
+def _cell(fig: hw.Figure | None, extra: str = "") -> str:
+    if fig is None:
+        return "<td style='color:#999'>—</td>"
+    mark = " *" if fig.unconfirmed else ""
+    return f"<td title='{html.escape(fig.source)}'>{html.escape(fig.text())}{mark}{extra}</td>"
+
+
+def comparison_html(systems: Sequence[str] = DGX_GENERATIONS, metrics: Sequence[str] | None = None) -> str:
+    """An HTML table: one column per system, one row per metric, sources as tooltips and listed below."""
+    recs = [hw.system(s) for s in systems]
+    rows = ["<tr><th></th>" + "".join(f"<th>{html.escape(r.name)}</th>" for r in recs) + "</tr>",
+            "<tr><td>GPU</td>" + "".join(f"<td>{html.escape(r.gpu)}</td>" for r in recs) + "</tr>",
+            "<tr><td>fabric</td>" + "".join(f"<td>{html.escape(r.fabric)}</td>" for r in recs) + "</tr>"]
+    sources: dict[str, None] = {}
+    for label in metrics or METRICS:
+        cells = []
+        for r in recs:
+            fig = METRICS[label](r)
+            extra = f"<br><small>{html.escape(r.headline_what)}</small>" if label == "headline compute" else ""
+            cells.append(_cell(fig, extra))
+            if fig is not None:
+                sources[fig.source] = None
+        rows.append(f"<tr><td>{html.escape(label)}</td>{''.join(cells)}</tr>")
+    foot = ("<p style='font-size:smaller'>Hover a cell for its source. * unconfirmed figure. Sources: "
+            + "; ".join(html.escape(s) for s in sources) + ".</p>")
+    return "<table style='border-collapse:collapse'>" + "".join(rows) + "</table>" + foot
+
+
+def evolution_figure(label: str = "FP16 dense peak, all GPUs", systems: Sequence[str] = DGX_GENERATIONS, log: bool = True) -> Any:
+    """A plotly bar chart of one metric across systems (log scale by default)."""
+    import plotly.graph_objects as go
+
+    if label not in METRICS:
+        raise LabkitError(f"unknown metric {label!r}.", fix=f"Use one of: {', '.join(METRICS)}.")
+    names, values, texts, hover = [], [], [], []
+    unit = None
+    for s in systems:
+        fig = METRICS[label](hw.system(s))
+        if fig is None:
+            continue
+        if unit is None:
+            unit = fig.unit
+        fig = fig.to(unit) if fig.unit != unit else fig
+        names.append(s)
+        values.append(fig.value)
+        texts.append(fig.text() + (" *" if fig.unconfirmed else ""))
+        hover.append(f"{s}: {fig}")
+    out = go.Figure(go.Bar(x=names, y=values, text=texts, textposition="outside", hovertext=hover, hoverinfo="text",
+                           marker_color="#76b900"))
+    out.update_layout(title=f"{label} ({unit})", template="plotly_white", height=380,
+                      yaxis={"type": "log" if log else "linear", "title": unit}, margin={"t": 50})
+    return out
+
+
+def _mime(fig: Any) -> tuple[dict[str, Any], ...]:
+    """A plotly figure as an Output widget's display data (renders in Jupyter; no kernel needed to build it)."""
+    return ({"output_type": "display_data", "metadata": {},
+             "data": {"application/vnd.plotly.v1+json": json.loads(fig.to_json()),
+                      "text/plain": f"<plotly figure: {fig.layout.title.text}>"}},)
+
+
+def _box(children: list, **attrs: Any) -> Any:
+    import ipywidgets as W
+
+    box = W.VBox(children)
+    for k, v in attrs.items():
+        setattr(box, k, v)
+    return box
+
+
+def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any:
+    """Pick a system and two GPUs: the route between them, its links and its bandwidth, drawn on the system.
+
+    Returns a ``VBox``; ``.controls`` holds the widgets, ``.summary`` the HTML text, ``.figure`` the current drawing."""
+    import ipywidgets as W
+
+    choices = topology.systems() + ["2x DGX-1 (V100)"]
+    start = topology.load(system)
+    sys_w = W.Dropdown(options=choices, value=start.name if start.name in choices else choices[0], description="system")
+    a_w = W.Dropdown(options=start.gpus(), value=a, description="GPU a")
+    b_w = W.Dropdown(options=start.gpus(), value=b, description="GPU b")
+    summary = W.HTML()
+    out = W.Output()
+    box = _box([W.HBox([sys_w, a_w, b_w]), summary, out], controls={"system": sys_w, "a": a_w, "b": b_w}, summary=summary,
+               figure=None, topology=start)
+    state: dict[str, Any] = {"topo": start, "busy": False}
+
+    def render(*_: Any) -> None:
+        if state["busy"]:
+            return
+        t = state["topo"]
+        ga, gb = a_w.value, b_w.value
+        if ga is None or gb is None:
+            return
+        if ga == gb:
+            summary.value = f"<b>{t.name}</b>: pick two different GPUs."
+            box.figure = t.draw()
+        else:
+            r = t.route(ga, gb)
+            bw = r["bandwidth"]
+            links = f"{r['links']} NVLink(s), " if r["links"] else ""
+            summary.value = (
+                f"<b>{t.name}</b>, GPU{ga} → GPU{gb}: {html.escape(r['kind'])} "
+                f"(nvidia-smi would show <code>{t.relation(ga, gb)}</code>)<br>"
+                f"route: {' → '.join(r['path'])}<br>"
+                f"{links}NVLink bandwidth {bw:g} GB/s per direction, {2 * bw:g} GB/s bidirectional"
+                + ("" if bw else f" — the GPUs share no NVLink; copies go over {r['kind'].split(': ', 1)[-1]}") + " <i>(model)</i>")
+            box.figure = t.draw(highlight=r["path"])
+        out.outputs = _mime(box.figure)
+
+    def on_system(change: dict) -> None:
+        t = topology.load(change["new"])
+        state["topo"] = box.topology = t
+        state["busy"] = True
+        try:
+            a_w.options, b_w.options = t.gpus(), t.gpus()
+            a_w.value, b_w.value = t.gpus()[0], t.gpus()[-1]
+        finally:
+            state["busy"] = False
+        render()
+
+    sys_w.observe(on_system, names="value")
+    a_w.observe(render, names="value")
+    b_w.observe(render, names="value")
+    render()
+    return box
+
+
+def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 dense peak, all GPUs") -> Any:
+    """DGX generations side by side: pick systems and a metric; a table with sources and a bar chart."""
+    import ipywidgets as W
+
+    pick = W.SelectMultiple(options=hw.systems(), value=tuple(hw.system(s).name for s in systems), description="systems", rows=8)
+    metric_w = W.Dropdown(options=list(METRICS), value=label, description="chart")
+    log_w = W.Checkbox(value=True, description="log scale")
+    table = W.HTML()
+    out = W.Output()
+    box = _box([W.HBox([pick, W.VBox([metric_w, log_w])]), out, table], controls={"systems": pick, "metric": metric_w, "log": log_w},
+               table=table, figure=None)
+
+    def render(*_: Any) -> None:
+        names = list(pick.value) or [DGX_GENERATIONS[0]]
+        table.value = comparison_html(names)
+        box.figure = evolution_figure(metric_w.value, names, log=log_w.value)
+        out.outputs = _mime(box.figure)
+
+    for w in (pick, metric_w, log_w):
+        w.observe(render, names="value")
+    render()
+    return box
+
+
+def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: float = 10.0) -> Any:
+    """Pick a GPU and a precision and slide the arithmetic intensity: the attainable rate and what bounds it."""
+    import ipywidgets as W
+
+    start = hw.gpu(gpu)
+    gpu_w = W.Dropdown(options=hw.gpus(), value=start.name, description="GPU")
+    prec_w = W.Dropdown(options=start.precisions(), value=precision if start.has(precision) else start.precisions()[0],
+                        description="precision")
+    sparse_w = W.Checkbox(value=False, description="2:4 sparsity")
+    int_w = W.FloatLogSlider(value=intensity, base=10, min=-2, max=4, step=0.05, description="FLOP/byte", readout_format=".3g")
+    summary = W.HTML()
+    out = W.Output()
+    box = _box([W.HBox([gpu_w, prec_w, sparse_w]), int_w, summary, out],
+               controls={"gpu": gpu_w, "precision": prec_w, "sparse": sparse_w, "intensity": int_w}, summary=summary, figure=None)
+
+    busy = [False]
+
+    def render(*_: Any) -> None:
+        if busy[0]:
+            return
+        g = hw.gpu(gpu_w.value)
+        entry = g.peaks.get(prec_w.value)
+        sparse_w.disabled = entry is None or entry.sparse is None
+        sparse = sparse_w.value and not sparse_w.disabled
+        r = rl.roofline(g.name, prec_w.value, sparse=sparse)
+        x = int_w.value
+        att = r.attainable(x)
+        summary.value = (
+            f"<b>{g.name}, {r.precision.upper()}{' sparse' if sparse else ''}</b>: at {x:.3g} FLOP/byte the roof is "
+            f"<b>{att:.4g} {r.peak.unit}</b> ({att / r.peak.value:.0%} of the {r.peak.text()} peak), "
+            f"{r.bound(x)}; ridge point {r.ridge_point:.1f} FLOP/byte "
+            f"(peak {html.escape(str(r.peak))} / memory {html.escape(str(r.bandwidth))}) <i>(model)</i>")
+        box.figure = rl.roofline_figure(g.name, r.precision, kernels=[("your kernel", x, None)], sparse=sparse)
+        out.outputs = _mime(box.figure)
+
+    def on_gpu(change: dict) -> None:
+        g = hw.gpu(change["new"])
+        keep = prec_w.value if g.has(prec_w.value) else g.precisions()[0]
+        busy[0] = True
+        try:
+            prec_w.options = g.precisions()
+            prec_w.value = keep
+        finally:
+            busy[0] = False
+        render()
+
+    gpu_w.observe(on_gpu, names="value")
+    for w in (prec_w, sparse_w, int_w):
+        w.observe(render, names="value")
+    render()
+    return box
