@@ -234,35 +234,37 @@ import ctypes, json, sys
 import numpy as np
 req = json.load(sys.stdin)
 lib = ctypes.CDLL(req["lib"])
-guard = req["guard"]
-keep, ptrs, bufs = [], [], {}
 data = np.load(req["arrays"])
-for a in req["args"]:
-    if a["kind"] == "array":
-        inner = data[a["key"]]
-        raw = np.full((inner.size + 2 * guard) * inner.itemsize, 0xA5, dtype=np.uint8)
-        buf = raw.view(inner.dtype)
-        buf[guard:guard + inner.size] = inner.ravel()
-        bufs[a["key"]] = (raw, buf, inner.size, inner.shape)
-        c = ctypes.c_void_p(buf[guard:].ctypes.data)
-    else:
-        c = getattr(ctypes, a["ctype"])(a["value"])
-    keep.append(c)
-    ptrs.append(ctypes.cast(ctypes.pointer(c), ctypes.c_void_p))
-argv = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
-lib.__lk_launch(argv, *[ctypes.c_uint(v) for v in req["grid"] + req["block"]])
-out, outside = {}, {}
-for key, (raw, buf, n, shape) in bufs.items():
-    item = buf.itemsize
-    before = raw[: guard * item]
-    after = raw[(guard + n) * item:]
-    if (before != 0xA5).any():
-        outside[key] = "before the start"
-    elif (after != 0xA5).any():
-        outside[key] = "past the end"
-    out[key] = buf[guard:guard + n].reshape(shape)
+out, report = {}, []
+for launch in req["launches"]:
+    guard = launch["guard"]
+    keep, ptrs, bufs = [], [], {}
+    for k, a in enumerate(launch["args"]):
+        if a["kind"] == "array":
+            inner = data[a["key"]]
+            pattern = 0xA1 + k  # a different poison per array, so copying one guard zone into another shows
+            raw = np.full((inner.size + 2 * guard) * inner.itemsize, pattern, dtype=np.uint8)
+            buf = raw.view(inner.dtype)
+            buf[guard:guard + inner.size] = inner.ravel()
+            bufs[a["key"]] = (raw, buf, inner.size, inner.shape, pattern)
+            c = ctypes.c_void_p(buf[guard:].ctypes.data)
+        else:
+            c = getattr(ctypes, a["ctype"])(a["value"])
+        keep.append(c)
+        ptrs.append(ctypes.cast(ctypes.pointer(c), ctypes.c_void_p))
+    argv = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
+    lib.__lk_launch(argv, *[ctypes.c_uint(v) for v in launch["grid"] + launch["block"]])
+    outside = {}
+    for key, (raw, buf, n, shape, pattern) in bufs.items():
+        item = buf.itemsize
+        if (raw[: guard * item] != pattern).any():
+            outside[key] = "before the start"
+        elif (raw[(guard + n) * item:] != pattern).any():
+            outside[key] = "past the end"
+        out[key] = buf[guard:guard + n].reshape(shape)
+    report.append(outside)
 np.savez(req["out"], **out)
-print(json.dumps(outside))
+print(json.dumps(report))
 """
 
 _CTYPES = {"f32": ("c_float", np.float32), "f64": ("c_double", np.float64), "u32": ("c_int32", np.int32),
@@ -387,51 +389,83 @@ def _check_device(arr: Any, where: str) -> None:
                           fix=f"Copy it: with cupy.cuda.Device({current}): x = cupy.asarray(x); or launch inside `with cupy.cuda.Device({dev.id}):`.")
 
 
+def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any, Sequence[Any]]], *,
+                      timeout_s: float = 30.0) -> list[str | None]:
+    """Run several launches ``(grid, block, args)`` of one kernel on the CPU stand-in, in one helper process.
+
+    Array arguments (NumPy) are updated in place. Returns, per launch, None or a sentence saying which array
+    argument was written outside its bounds (the guard zones around every array catch that). Raises
+    :class:`HostUnavailable` (no compiler, or unsupported features) and :class:`LabkitError` (crash, time-out,
+    bad arguments: see :func:`check_launch`).
+    """
+    entry = find_entry(_ptx_sm90(source, name), name)
+    lib = _host_library(source, name, len(entry.params))
+    tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
+    arrays: dict[str, np.ndarray] = {}
+    specs = []
+    for li, (grid, block, args) in enumerate(launches):
+        g, b = check_launch(entry, grid, block, args, on_gpu=False)
+        spec = []
+        for k, (arg, ptype) in enumerate(zip(args, entry.params)):
+            if isinstance(arg, np.ndarray):
+                arrays[f"l{li}a{k}"] = arg
+                spec.append({"kind": "array", "key": f"l{li}a{k}"})
+            else:
+                spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
+        # room for every thread of the grid to write one element too far
+        specs.append({"args": spec, "grid": g, "block": b, "guard": int(np.prod(g) * np.prod(b)) + 64})
+    np.savez(tmp / "in.npz", **arrays)
+    req = {"lib": lib, "arrays": str(tmp / "in.npz"), "out": str(tmp / "out.npz"), "launches": specs}
+    try:
+        proc = subprocess.run([sys.executable, "-c", _WORKER], input=json.dumps(req), capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise LabkitError(f"{name} did not finish within {timeout_s:.0f} s on the CPU stand-in.",
+                          fix="Look for a loop whose condition never becomes false (a grid-stride step of 0?).") from None
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        crash = proc.returncode < 0
+        raise LabkitError(
+            f"{name} crashed on the CPU stand-in" + (" (it touched memory far outside its arrays)." if crash else f": {proc.stderr.strip()[-300:]}"),
+            fix="Check the index arithmetic and the bounds check: every access must stay inside its array.")
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = np.load(tmp / "out.npz")
+    for key, arr in arrays.items():
+        np.copyto(arr, out[key])
+    shutil.rmtree(tmp, ignore_errors=True)
+    sentences: list[str | None] = []
+    for outside in report:
+        if outside:
+            key, side = next(iter(outside.items()))
+            sentences.append(f"{name} wrote outside array argument {key.split('a')[-1]} ({side})")
+        else:
+            sentences.append(None)
+    return sentences
+
+
 def run_on_host(source: str, name: str, grid: Any, block: Any, args: Sequence[Any], *, timeout_s: float = 20.0) -> None:
     """Run a CUDA C++ kernel on the CPU: every thread of the grid in turn, in a separate process.
 
     Array arguments (NumPy) are updated in place, as a kernel launch would. Raises :class:`HostUnavailable`
     when there is no C++ compiler or the kernel needs what the stand-in lacks (barriers, shared memory,
-    warp functions), and :class:`LabkitError` when the kernel crashes (a wild memory access) or does not finish.
+    warp functions), :class:`OutOfBounds` when it writes outside an array, and :class:`LabkitError` when it
+    crashes (a wild memory access) or does not finish.
     """
-    ptx_text = compile_for(source, name, ("sm_90",))["sm_90"].text
-    entry = find_entry(ptx_text, name)
-    g, b = check_launch(entry, grid, block, args, on_gpu=False)
-    lib = _host_library(source, name, len(entry.params))
-    tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
-    arrays, spec = {}, []
-    for k, (arg, ptype) in enumerate(zip(args, entry.params)):
-        if isinstance(arg, np.ndarray):
-            arrays[f"a{k}"] = arg
-            spec.append({"kind": "array", "key": f"a{k}"})
-        else:
-            ctype = _CTYPES[ptype][0]
-            spec.append({"kind": "scalar", "ctype": ctype, "value": arg.item()})
-    np.savez(tmp / "in.npz", **arrays)
-    guard = int(np.prod(g) * np.prod(b)) + 64  # room for every thread of the grid to write one element too far
-    req = {"lib": lib, "arrays": str(tmp / "in.npz"), "out": str(tmp / "out.npz"), "args": spec, "grid": g, "block": b,
-           "guard": guard}
-    try:
-        proc = subprocess.run([sys.executable, "-c", _WORKER], input=json.dumps(req), capture_output=True, text=True,
-                              timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise LabkitError(f"{name} did not finish within {timeout_s:.0f} s on the CPU stand-in.",
-                          fix="Look for a loop whose condition never becomes false (a grid-stride step of 0?).") from None
-    if proc.returncode != 0:
-        crash = proc.returncode < 0
-        raise LabkitError(
-            f"{name} crashed on the CPU stand-in" + (" (it touched memory far outside its arrays)." if crash else f": {proc.stderr.strip()[-300:]}"),
-            fix="Check the index arithmetic and the bounds check: every access must stay inside its array.")
-    outside = json.loads(proc.stdout.strip().splitlines()[-1])
-    out = np.load(tmp / "out.npz")
-    for key, arr in arrays.items():
-        np.copyto(arr, out[key])
-    shutil.rmtree(tmp, ignore_errors=True)
+    (outside,) = run_on_host_batch(source, name, [(grid, block, args)], timeout_s=timeout_s)
     if outside:
-        key, side = next(iter(outside.items()))
-        raise OutOfBounds(
-            f"{name} wrote outside array argument {key[1:]} ({side}) on the CPU stand-in.",
-            fix="Threads whose index is past the last element must not write: add the bounds check `if (i < n)`.")
+        raise OutOfBounds(f"{outside} on the CPU stand-in.",
+                          fix="Threads whose index is past the last element must not write: add the bounds check `if (i < n)`.")
+
+
+_PTX_CACHE: dict[tuple[str, str], str] = {}
+
+
+def _ptx_sm90(source: str, name: str) -> str:
+    key = (source, name)
+    if key not in _PTX_CACHE:
+        _PTX_CACHE[key] = compile_for(source, name, ("sm_90",))["sm_90"].text
+    return _PTX_CACHE[key]
 
 
 # ----------------------------------------------------------------------------------------- RawKernel
@@ -479,7 +513,7 @@ def no_gpu(what: str) -> NoGPUError:
 
 
 __all__ = ["COURSE_ARCHES", "Entry", "HostUnavailable", "RawKernel", "check_launch", "compile_for", "entries",
-           "OutOfBounds", "elementwise_source", "reduction_source", "reduction_host_source", "parse_params", "find_entry", "guards_with", "host_compiler", "run_on_host", "stores_global", "CompileError"]
+           "OutOfBounds", "run_on_host_batch", "elementwise_source", "reduction_source", "reduction_host_source", "parse_params", "find_entry", "guards_with", "host_compiler", "run_on_host", "stores_global", "CompileError"]
 
 
 # ----------------------------------------------------------------------------------------- ElementwiseKernel / ReductionKernel stand-ins
