@@ -1,0 +1,303 @@
+"""Checks for lab 01 (GPU and DGX architecture): vendor claims dissected with labkit.hw and labkit.topology.
+
+Expected values are computed from :mod:`labkit.hw` (never typed in here), so a check agrees with the data
+the notebook prints. Wrong answers that come from a known slip (bidirectional for per direction, dense for
+sparse, bits for bytes, TFLOP/s for PFLOP/s) are named as the likely cause.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Callable
+
+from .. import hw
+from .core import Failed, Unsolved, exercise
+
+REL = 0.02  # answers within 2% pass: vendor figures are rounded
+
+
+def _number(x: Any, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
+        raise Failed(f"{what} should be a number, got {type(x).__name__} {x!r}.")
+    value = float(x)
+    if not math.isfinite(value):
+        raise Failed(f"{what} is {value}; it should be a finite number.")
+    return value
+
+
+def _near(x: float, y: float, rel: float = REL) -> bool:
+    return abs(x - y) <= rel * abs(y)
+
+
+def _diagnose(got: float, expected: float, what: str, slips: dict[str, float], unit: str) -> str:
+    """Raise Failed naming the slip whose value matches ``got``; return a message when ``got`` is right."""
+    if _near(got, expected):
+        return f"{what} = {got:.4g} {unit}."
+    for cause, value in slips.items():
+        if _near(got, value):
+            raise Failed(f"{what}: you have {got:.4g} {unit}; that is not it.", cause=cause)
+    raise Failed(f"{what}: you have {got:.4g} {unit}, which does not match the data.",
+                 cause="recompute from the figures printed above (labkit.hw) and check the units")
+
+
+def _v100_vs_p100() -> tuple[float, float]:
+    v = hw.gpu("V100").peak("fp16").value
+    p = hw.gpu("P100")
+    return v / p.peak("fp32").value, v / p.peak("fp16").value
+
+
+@exercise(
+    "01.v100-vs-p100",
+    title="V100 mixed precision against P100",
+    hints=[
+        "The '10x' compares the V100's Tensor Core peak with one of the P100's peaks. Which one gives more than 10?",
+        "hw.gpu('V100').peak('fp16') is the Tensor Core rate; divide it by hw.gpu('P100').peak('fp32') and by .peak('fp16').",
+        "ratio_fp32 = V100 fp16 / P100 fp32 (about 12); ratio_fp16 = V100 fp16 / P100 fp16 (about 6). Use .value.",
+    ],
+    reference=_v100_vs_p100,
+)
+def v100_vs_p100(ratio_fp32: Any, ratio_fp16: Any) -> str:
+    """Two ratios: V100 Tensor Core FP16 peak / P100 FP32 peak, and / P100 FP16 peak."""
+    r32, r16 = _number(ratio_fp32, "ratio_fp32"), _number(ratio_fp16, "ratio_fp16")
+    e32, e16 = _v100_vs_p100()
+    if _near(r32, e16) and _near(r16, e32):
+        raise Failed("the two ratios are swapped.", cause="ratio_fp32 divides by the P100's FP32 peak, ratio_fp16 by its FP16 peak")
+    if _near(r32, 1 / e32) or _near(r16, 1 / e16):
+        raise Failed("a ratio is upside down.", cause="divide the V100 figure by the P100 figure")
+    _diagnose(r32, e32, "ratio_fp32", {"you used the V100's FP32 peak; the claim is about its Tensor Cores (fp16)":
+                                       hw.gpu("V100").peak("fp32").value / hw.gpu("P100").peak("fp32").value}, "x")
+    _diagnose(r16, e16, "ratio_fp16", {}, "x")
+    return (f"V100 Tensor Cores vs P100: {r32:.1f}x its FP32 peak, but {r16:.1f}x its FP16 peak. "
+            "'More than 10x' holds only against FP32.")
+
+
+def _a100_20x() -> float:
+    return hw.gpu("A100").peak("tf32", sparse=True).value / hw.gpu("V100").peak("fp32").value
+
+
+@exercise(
+    "01.a100-20x",
+    title='The A100 "up to 20x"',
+    hints=[
+        "Which A100 precision is the highest one that still takes FP32 inputs unchanged in a framework? And is sparsity counted?",
+        "Compare hw.gpu('A100').peak('tf32', sparse=True) with hw.gpu('V100').peak('fp32').",
+        "ratio = A100 TF32 with sparsity / V100 FP32 = 312 / 15.7.",
+    ],
+    reference=_a100_20x,
+)
+def a100_20x(ratio: Any) -> str:
+    """The ratio behind "up to 20x Volta"."""
+    r = _number(ratio, "ratio")
+    a, v = hw.gpu("A100"), hw.gpu("V100")
+    slips = {
+        "you used dense TF32: the 20x counts 2:4 structured sparsity, which doubles the rate": a.peak("tf32").value / v.peak("fp32").value,
+        "you compared FP32 with FP32 (no Tensor Cores): the claim uses TF32 Tensor Cores": a.peak("fp32").value / v.peak("fp32").value,
+        "you compared against the V100's Tensor Core FP16 peak; the claim uses its plain FP32 peak":
+            a.peak("tf32", sparse=True).value / v.peak("fp16").value,
+        "you compared FP16 with FP16 Tensor Cores (dense)": a.peak("fp16").value / v.peak("fp16").value,
+    }
+    _diagnose(r, _a100_20x(), "ratio", slips, "x")
+    return (f"{r:.1f}x: A100 TF32 Tensor Cores with sparsity against V100 plain FP32. Like for like (FP16 Tensor Cores, dense) "
+            f"it is {a.peak('fp16').value / v.peak('fp16').value:.1f}x.")
+
+
+def _dgx_a100_pflops() -> float:
+    s = hw.system("DGX A100")
+    return s.gpu_count.value * s.gpu_model.peak("fp16", sparse=True).value / 1000
+
+
+@exercise(
+    "01.dgx-a100-5pf",
+    title="DGX A100: 5 PFLOPS from its GPUs",
+    hints=[
+        "Multiply the number of GPUs by one GPU's peak. Which precision, and with or without sparsity, gives about 5?",
+        "hw.system('DGX A100').gpu_count x hw.gpu('A100').peak('fp16', sparse=True); the answer is in PFLOP/s.",
+        "8 x 624 TFLOP/s = 4992 TFLOP/s; divide by 1000.",
+    ],
+    reference=_dgx_a100_pflops,
+)
+def dgx_a100_pflops(pflops: Any) -> str:
+    """DGX A100 AI compute in PFLOP/s, from its GPU count and one GPU's peak."""
+    x = _number(pflops, "pflops")
+    e = _dgx_a100_pflops()
+    _diagnose(x, e, "pflops", {
+        "that is TFLOP/s; the question asks for PFLOP/s (divide by 1000)": e * 1000,
+        "you used the dense FP16 peak: the 5 PFLOPS counts sparsity": e / 2,
+        "you used TF32 (dense); the headline uses FP16/BF16 with sparsity": e / 4,
+    }, "PFLOP/s")
+    return f"{x:.2f} PFLOP/s: 8 GPUs x 624 TFLOP/s FP16 with 2:4 sparsity. Dense it is half that."
+
+
+def _superpod() -> tuple[int, float]:
+    pod = hw.system("SuperPOD")
+    dgx = hw.system(pod.system)
+    return int(pod.system_count.value * dgx.gpu_count.value), pod.system_count.value * dgx.headline.to("PFLOP/s").value
+
+
+@exercise(
+    "01.superpod",
+    title="DGX SuperPOD: 700 PFLOPS from 140 systems",
+    hints=[
+        "A SuperPOD is a number of DGX A100 systems; each has a GPU count and a headline.",
+        "gpus = system_count x 8; pflops = system_count x the DGX A100 headline in PFLOP/s.",
+        "140 x 8 GPUs; 140 x 5 PFLOP/s.",
+    ],
+    reference=_superpod,
+)
+def superpod(gpus: Any, pflops: Any) -> str:
+    """How many A100 GPUs a 140-system SuperPOD has, and its AI PFLOP/s."""
+    g, p = _number(gpus, "gpus"), _number(pflops, "pflops")
+    eg, ep = _superpod()
+    if _near(g, eg / 8):
+        raise Failed(f"gpus = {g:g} counts systems, not GPUs.", cause="each DGX A100 holds 8 GPUs")
+    _diagnose(g, eg, "gpus", {}, "GPUs")
+    _diagnose(p, ep, "pflops", {"that is TFLOP/s; give PFLOP/s": ep * 1000, "you used dense FP16; the 700 counts sparsity": ep / 2,
+                                "you multiplied the GPU count by the system headline": eg * 5}, "PFLOP/s")
+    return f"{g:g} GPUs, {p:g} PFLOP/s (FP16 with sparsity) — the 700 PFLOPS headline."
+
+
+def _backplane() -> float:
+    nv = hw.link("NVLink 2").per_link.value
+    return 6 * 8 * nv * 2
+
+
+@exercise(
+    "01.dgx2-backplane",
+    title="DGX-2: 2.4 TB/s from each baseboard to the backplane",
+    hints=[
+        "Count the NVLinks that leave one baseboard: switches per board x backplane links per switch.",
+        "6 NVSwitches x 8 links = 48 links, each hw.link('NVLink 2').per_link per direction.",
+        "48 x 25 GB/s x 2 directions; answer in GB/s, bidirectional.",
+    ],
+    reference=_backplane,
+)
+def dgx2_backplane(gbps_bidirectional: Any) -> str:
+    """Bidirectional GB/s from one DGX-2 baseboard to the backplane, from link counts."""
+    x = _number(gbps_bidirectional, "gbps_bidirectional")
+    e = _backplane()
+    _diagnose(x, e, "gbps_bidirectional", {
+        "you gave the per-direction figure where bidirectional was asked (x 2)": e / 2,
+        "that looks like TB/s; the question asks for GB/s": e / 1000,
+        "you doubled twice: 50 GB/s per link is already bidirectional": e * 2,
+        "8 links x 6 switches: you used only one switch's links": e / 6,
+    }, "GB/s")
+    return f"{x:g} GB/s bidirectional = 6 switches x 8 links x 25 GB/s x 2 directions."
+
+
+def _dgx1_pairs() -> tuple[float, float, float]:
+    per = hw.link("NVLink 2").per_link.value
+    return 2 * per, 1 * per, 0.0
+
+
+@exercise(
+    "01.dgx1-pairs",
+    title="DGX-1 (V100): bandwidth between pairs of GPUs",
+    hints=[
+        "Look up how many NVLinks join each pair (topo.links_between) and what one link carries per direction.",
+        "GPU0-GPU3 has two links, GPU0-GPU1 one, GPU0-GPU5 none; one NVLink 2 carries 25 GB/s per direction.",
+        "(2 x 25, 1 x 25, 0) GB/s per direction.",
+    ],
+    reference=_dgx1_pairs,
+)
+def dgx1_pairs(gpu0_gpu3: Any, gpu0_gpu1: Any, gpu0_gpu5: Any) -> str:
+    """Per-direction NVLink GB/s between GPU0 and GPUs 3, 1 and 5 of a DGX-1 (V100)."""
+    got = [_number(x, n) for x, n in ((gpu0_gpu3, "gpu0_gpu3"), (gpu0_gpu1, "gpu0_gpu1"), (gpu0_gpu5, "gpu0_gpu5"))]
+    exp = _dgx1_pairs()
+    names = ("gpu0_gpu3", "gpu0_gpu1", "gpu0_gpu5")
+    for g, e, n in zip(got, exp, names):
+        if e == 0:
+            if g != 0:
+                raise Failed(f"{n} = {g:g} GB/s, but GPU0 and GPU5 share no NVLink.",
+                             cause="traffic between them goes over PCIe and the CPUs: 0 GB/s over NVLink")
+            continue
+        if _near(g, 2 * e):
+            raise Failed(f"{n} = {g:g} GB/s is the bidirectional figure.", cause="you used bidirectional where per direction was asked")
+        if _near(g, e / 25 if e else 0) and g != 0:
+            raise Failed(f"{n} = {g:g}: that is the link count, not GB/s.", cause="multiply by 25 GB/s per link")
+        _diagnose(g, e, n, {"you swapped the one-link and two-link pairs": exp[1] if e == exp[0] else exp[0]}, "GB/s")
+    return f"GPU0-GPU3 {got[0]:g}, GPU0-GPU1 {got[1]:g}, GPU0-GPU5 {got[2]:g} GB/s per direction: not every pair is equal on a DGX-1."
+
+
+def _ring_reference(nbytes: float, n_gpus: int, bus_gbps: float) -> float:
+    return 2 * (n_gpus - 1) / n_gpus * nbytes / (bus_gbps * 1e9)
+
+
+@exercise(
+    "01.ring-allreduce",
+    title="A model of ring all-reduce time",
+    hints=[
+        "In a ring all-reduce each GPU sends its buffer in n pieces, twice around the ring (reduce-scatter, then all-gather) minus its own piece.",
+        "Each GPU sends 2(n-1)/n x nbytes; time = that / bandwidth. The bandwidth is in GB/s = 1e9 bytes/s.",
+        "return 2 * (n_gpus - 1) / n_gpus * nbytes / (bus_gbps * 1e9)",
+    ],
+    reference=lambda: _ring_reference,
+)
+def ring_allreduce(fn: Callable[[float, int, float], float]) -> str:
+    """A function ``(nbytes, n_gpus, bus_gbps) -> seconds`` for a bandwidth-only ring all-reduce."""
+    if not callable(fn):
+        raise Failed(f"pass the function itself, not {type(fn).__name__}.")
+    try:
+        inspect.signature(fn).bind(1.0, 2, 1.0)
+    except (TypeError, ValueError):
+        raise Failed("the function must take three arguments: (nbytes, n_gpus, bus_gbps).") from None
+    cases = [(1.2e9, 8, 150.0), (1.2e9, 16, 150.0), (4e6, 2, 25.0), (1e9, 4, 100.0), (3e8, 72, 900.0)]
+    for nbytes, n, bw in cases:
+        try:
+            got = fn(nbytes, n, bw)
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # the learner's code raised
+            raise Failed(f"ring_allreduce_time({nbytes:g}, {n}, {bw:g}) raised {type(exc).__name__}: {exc}") from None
+        if got is None or got is Ellipsis:
+            raise Unsolved("the function returns nothing yet.")
+        got = _number(got, "the returned time")
+        e = _ring_reference(nbytes, n, bw)
+        if _near(got, e, 1e-6):
+            continue
+        slips = {
+            "the factor 2 is missing: reduce-scatter and all-gather each move (n-1)/n of the data": e / 2,
+            "use (n-1)/n, not n: each GPU sends n-1 of its n pieces per phase": 2 * n * nbytes / (bw * 1e9),
+            "use 2(n-1)/n, not 2(n-1): each piece is 1/n of the buffer": 2 * (n - 1) * nbytes / (bw * 1e9),
+            "units: GB/s is 1e9 bytes per second (not 2**30)": e * 1e9 / 2**30,
+            "units: convert GB/s to bytes/s (x 1e9) and give seconds": e * 1e9,
+            "milliseconds where seconds were asked": e * 1e3,
+        }
+        for cause, value in slips.items():
+            if _near(got, value, 1e-3):
+                raise Failed(f"for {nbytes:g} bytes on {n} GPUs at {bw:g} GB/s you return {got:.4g} s.", cause=cause)
+        raise Failed(f"for {nbytes:g} bytes on {n} GPUs at {bw:g} GB/s you return {got:.4g} s, which does not match the model.",
+                     cause="time = 2(n-1)/n x nbytes / (bus_gbps x 1e9)")
+    return "your model matches 2(n-1)/n x bytes / bandwidth on every case."
+
+
+def _two_dgx1_ms() -> float:
+    nbytes = 300e6 * 4
+    edr = hw.link("InfiniBand EDR").per_link.value
+    ports = 4
+    return _ring_reference(nbytes, 16, ports * edr) * 1e3
+
+
+@exercise(
+    "01.two-dgx1",
+    title="One DGX-2 against two DGX-1",
+    hints=[
+        "A ring over 16 GPUs in two boxes must leave each box; the slowest hop is the network between them.",
+        "Each DGX-1 (V100) has 4 InfiniBand EDR ports of 100 Gb/s: 4 x 12.5 GB/s per direction. Gradients: 300 M x 4 bytes.",
+        "ring_allreduce_time(300e6 * 4, 16, 4 * 12.5) in seconds, x 1000 for milliseconds.",
+    ],
+    reference=_two_dgx1_ms,
+)
+def two_dgx1(ms: Any) -> str:
+    """Milliseconds to all-reduce 300 M FP32 gradients over 16 GPUs in two DGX-1 joined by InfiniBand."""
+    x = _number(ms, "ms")
+    e = _two_dgx1_ms()
+    _diagnose(x, e, "ms", {
+        "Gb/s is gigabits per second: divide by 8 for bytes (100 Gb/s = 12.5 GB/s)": e / 8,
+        "that is seconds; give milliseconds": e / 1000,
+        "you used one EDR port; each DGX-1 has four": e * 4,
+        "gradients are FP32: 4 bytes each, not 2": e / 2,
+        "you used the NVLink bandwidth; between two boxes the ring crosses InfiniBand": e / 3,
+        "16 GPUs: the factor is 2(n-1)/n with n = 16": e * (2 * 7 / 8) / (2 * 15 / 16),
+    }, "ms")
+    return f"{x:.1f} ms over InfiniBand, about 3x the 15 ms of one DGX-2 whose NVSwitches give every GPU 150 GB/s per direction."
