@@ -130,7 +130,7 @@ def _fmt_bytes(n: float) -> str:
 
 # ---------------------------------------------------------------------------------------------- validation
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.I)
+_SIZE_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.I)
 
 
 def parse_size(size: int | str) -> int:

@@ -1,0 +1,316 @@
+"""Checks for lab 07 (bandwidth and NVLink): link peaks, pinned against pageable, copy time, the DGX-1 peer
+matrix, the ring all-reduce's traffic, and the two bidirectional conventions. Every check here is arithmetic on
+the learner's function or values, so it runs the same in ``gpu`` and ``sim`` mode and takes milliseconds."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from .core import Failed, Unsolved, exercise
+
+DGX1 = "DGX-1 (V100)"
+
+
+def _call(fn: Any, *args: Any) -> Any:
+    """Call the learner's function; turn its exceptions (other than NotImplementedError) into a report."""
+    if not callable(fn):
+        raise Failed(f"expected a function, got {type(fn).__name__}.", cause="pass the function itself, without calling it.")
+    try:
+        value = fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # the learner's bug, reported rather than raised
+        raise Failed(f"your function raised {type(exc).__name__}: {exc} (arguments {args}).") from None
+    if value is None or value is Ellipsis:
+        raise Unsolved("your function returns nothing yet; finish its body and return the number.")
+    return value
+
+
+def _number(value: Any, what: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise Failed(f"{what} should be a number, got {value!r}.") from None
+    if not math.isfinite(x):
+        raise Failed(f"{what} is {x}, not a finite number.")
+    return x
+
+
+def _close(got: float, want: float, rel: float = 0.01) -> bool:
+    return abs(got - want) <= rel * abs(want) + 1e-12
+
+
+def _ratio_cause(got: float, want: float, causes: dict[float, str]) -> str | None:
+    if want == 0:
+        return None
+    r = got / want
+    for factor, cause in causes.items():
+        if _close(r, factor, 0.01):
+            return cause
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- 07.pcie-peak
+
+
+def _ref_pcie() -> Callable[[int, int], float]:
+    from ..bandwidth import pcie_peak
+
+    return pcie_peak
+
+
+@exercise(
+    "07.pcie-peak",
+    title="The theoretical bandwidth of a PCIe link",
+    hints=[
+        "labkit.hw.link('PCIe 4').per_link is the bandwidth of an x16 link, per direction. A link with fewer lanes "
+        "carries proportionally less.",
+        "Per lane: per_link.value / 16. Multiply by the number of lanes. Do not double it: the figure is per direction.",
+        "return labkit.hw.link(f'PCIe {generation}').per_link.value * lanes / 16",
+    ],
+    reference=_ref_pcie,
+)
+def pcie_link_bandwidth(fn: Any) -> str:
+    """Grade ``fn(generation, lanes)`` -> theoretical GB/s per direction of a PCIe link."""
+    from ..bandwidth import pcie_peak
+
+    for gen in (3, 4, 5):
+        for lanes in (16, 8, 4, 1):
+            want = pcie_peak(gen, lanes)
+            got = _number(_call(fn, gen, lanes), f"pcie_gbps({gen}, {lanes})")
+            if not _close(got, want):
+                causes: dict[float, str] = {}
+                if lanes != 16:
+                    causes[16.0 / lanes] = "the result does not depend on the lane count: an x16 figure for every width."
+                for k, v in ((2.0, "that is both directions added; the question asks for one direction."),
+                             (8.0, "that is gigabits per second; divide by 8 bits per byte."),
+                             (1 / 1.073741824, "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s)."),
+                             (1 / 16, "that is the bandwidth of one lane; multiply by the number of lanes.")):
+                    causes.setdefault(k, v)
+                cause = _ratio_cause(got, want, causes)
+                raise Failed(f"pcie_gbps({gen}, {lanes}) returned {got:.3f}, expected {want:.3f} GB/s per direction.", cause=cause)
+    return (f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
+            "twice that with both directions busy.")
+
+
+# ---------------------------------------------------------------------------------------------- 07.pageable-model
+
+
+def _ref_pageable() -> Callable[[float, float], float]:
+    return lambda link_gbps, staging_gbps: 1.0 / (1.0 / link_gbps + 1.0 / staging_gbps)
+
+
+@exercise(
+    "07.pageable-model",
+    title="Pinned against pageable: a model of the staged copy",
+    hints=[
+        "A pageable copy is two copies one after the other: the CPU copies the bytes into a pinned staging buffer, "
+        "then the copy engine sends them over the link. Add the times, not the rates.",
+        "For N bytes: time = N / staging_rate + N / link_rate. The rate is N / time; N cancels.",
+        "return 1 / (1 / link_gbps + 1 / staging_gbps)",
+    ],
+    reference=_ref_pageable,
+)
+def pageable_copy_model(fn: Any) -> str:
+    """Grade ``fn(link_gbps, staging_gbps)`` -> GB/s of a copy staged through pinned memory with no overlap."""
+    cases = [(63.0, 10.0), (31.5, 31.5), (25.0, 100.0), (12.0, 6.0), (55.0, 8.5)]
+    for link, staging in cases:
+        want = 1.0 / (1.0 / link + 1.0 / staging)
+        got = _number(_call(fn, link, staging), f"pageable_gbps({link}, {staging})")
+        if not _close(got, want):
+            cause = None
+            if _close(got, min(link, staging)):
+                cause = ("min(link, staging) assumes the two stages overlap perfectly. This exercise asks for the "
+                         "no-overlap model: the stages take turns, so their times add.")
+            elif _close(got, link + staging):
+                cause = "rates do not add for steps done one after the other; times do."
+            elif _close(got, (link + staging) / 2):
+                cause = "the average of the rates is not the rate of the whole; add the times per byte."
+            elif _close(got, link * staging):
+                cause = "multiply gives the wrong units; add the times per byte (1/rate), then invert."
+            raise Failed(f"pageable_gbps({link}, {staging}) returned {got:.3f}, expected {want:.3f} GB/s.", cause=cause)
+    return "correct: with no overlap the staged copy's rate is 1 / (1/link + 1/staging), below the slower stage."
+
+
+# ---------------------------------------------------------------------------------------------- 07.copy-time
+
+
+def _ref_copy_time() -> Callable[[float, float], float]:
+    return lambda nbytes, peak_gbps: 2 * nbytes / (peak_gbps * 1e9)
+
+
+@exercise(
+    "07.copy-time",
+    title="Predict the time of a copy inside one memory",
+    hints=[
+        "A copy of N bytes inside one memory moves more than N bytes through that memory. Count what it reads and "
+        "what it writes.",
+        "It reads N bytes and writes N bytes: 2N bytes at peak_gbps x 10^9 bytes per second.",
+        "return 2 * nbytes / (peak_gbps * 1e9)",
+    ],
+    reference=_ref_copy_time,
+)
+def hbm_copy_time(fn: Any) -> str:
+    """Grade ``fn(nbytes, peak_gbps)`` -> the shortest time in seconds to copy ``nbytes`` within one memory."""
+    cases = [(2**30, 4800.0), (512 * 2**20, 900.0), (10**9, 2039.0), (64 * 2**20, 20.0), (4096, 100.0)]
+    for nbytes, peak in cases:
+        want = 2 * nbytes / (peak * 1e9)
+        got = _number(_call(fn, nbytes, peak), f"copy_seconds({nbytes}, {peak})")
+        if not _close(got, want):
+            cause = _ratio_cause(got, want, {
+                0.5: "a copy reads every byte and writes it again: count 2 x nbytes of memory traffic.",
+                1e3: "that is milliseconds; return seconds.",
+                1e6: "that is microseconds; return seconds.",
+                1e9 / 2**30: "the peak is in GB/s = 10^9 bytes/s, not GiB/s.",
+                1e-9: "convert GB/s to bytes per second: multiply by 10^9.",
+            })
+            raise Failed(f"copy_seconds({nbytes}, {peak}) returned {got:.4g} s, expected {want:.4g} s.", cause=cause)
+    return "correct: a copy moves its bytes twice through memory (read + write), so it takes 2N / bandwidth."
+
+
+# ---------------------------------------------------------------------------------------------- 07.dgx1-peer-matrix
+
+
+def _dgx1_expected() -> list[list[float]]:
+    from .. import topology
+
+    t = topology.load(DGX1)
+    return [[0.0 if i == j else t.peer_bandwidth(i, j) for j in t.gpus()] for i in t.gpus()]
+
+
+@exercise(
+    "07.dgx1-peer-matrix",
+    title="Predict the DGX-1 (V100) peer matrix from its wiring",
+    hints=[
+        "topo.links_between(i, j) counts the NVLinks joining GPUs i and j (0 when none); labkit.hw.link('NVLink 2')"
+        ".per_link is one link's bandwidth per direction.",
+        "Entry [i][j] = links_between(i, j) x per-link GB/s. The diagonal and the pairs without NVLink are 0 here.",
+        "peer = [[topo.links_between(i, j) * per_link for j in range(8)] for i in range(8)]",
+    ],
+    reference=_dgx1_expected,
+)
+def dgx1_peer_matrix(answer: Any) -> str:
+    """Grade an 8x8 matrix (nested lists or an array) of GB/s per direction over direct NVLinks of a DGX-1 (V100)."""
+    want = _dgx1_expected()
+    n = len(want)
+    try:
+        rows = [list(r) for r in answer]
+    except TypeError:
+        raise Failed(f"expected an {n}x{n} matrix (a list of {n} rows), got {type(answer).__name__}.") from None
+    if len(rows) != n or any(len(r) != n for r in rows):
+        raise Failed(f"expected {n} rows of {n} numbers (one per GPU), got {len(rows)} rows of lengths {[len(r) for r in rows]}.")
+    got = [[_number(v, f"entry [{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(rows)]
+    for i in range(n):
+        if got[i][i] != 0:
+            raise Failed(f"entry [{i}][{i}] is {got[i][i]:g}; a GPU's copy to itself is not a peer copy: put 0.")
+    bad = [(i, j) for i in range(n) for j in range(n) if not _close(got[i][j], want[i][j]) and not (want[i][j] == 0 and got[i][j] == 0)]
+    if not bad:
+        top = max(max(r) for r in want)
+        none = sum(1 for i in range(n) for j in range(i + 1, n) if want[i][j] == 0)
+        return (f"correct: pairs with two NVLinks get {top:g} GB/s per direction, pairs with one link {top / 2:g}, "
+                f"and {none} of the {n * (n - 1) // 2} pairs have no NVLink at all.")
+    i, j = bad[0]
+    ratios = {got[a][b] / want[a][b] for a, b in bad if want[a][b]}
+    cause = None
+    if len(ratios) == 1 and len(bad) == sum(1 for r in want for v in r if v):
+        (r,) = ratios
+        if _close(r, 2.0):
+            cause = "every NVLink entry is doubled: that is both directions added. Give one direction."
+        elif _close(r, 0.8):
+            cause = "20 GB/s per link is NCCL's model of usable bandwidth; the wiring's figure is labkit.hw's per_link."
+        elif _close(r, 0.5):
+            cause = "the entries count links but not two links' worth for NV2 pairs, or use half a link's bandwidth."
+    if cause is None and want[i][j] == 0 and got[i][j] != 0:
+        cause = (f"GPU{i} and GPU{j} have no NVLink between them (nvidia-smi shows SYS): traffic takes PCIe through the "
+                 "CPUs. Put 0 in this matrix of direct NVLink bandwidth.")
+    if cause is None and all(_close(got[a][b], want[b][a]) for a, b in bad):
+        cause = "the matrix is transposed? It should be symmetric; check the indices."
+    raise Failed(f"entry [{i}][{j}] (GPU{i} -> GPU{j}) is {got[i][j]:g}, expected {want[i][j]:g} GB/s per direction; "
+                 f"{len(bad)} entries differ.", cause=cause)
+
+
+# ---------------------------------------------------------------------------------------------- 07.allreduce-bytes
+
+
+def _ref_ring() -> Callable[[float, int], float]:
+    return lambda nbytes, n: 2 * (n - 1) * nbytes / n
+
+
+@exercise(
+    "07.allreduce-bytes",
+    title="Count the bytes one GPU sends in a ring all-reduce",
+    hints=[
+        "The ring all-reduce cuts the data into n chunks and runs two phases: reduce-scatter, then all-gather. "
+        "Each phase has n - 1 steps; in each step every GPU sends one chunk to its neighbour.",
+        "Per phase: (n - 1) steps x nbytes / n. Two phases.",
+        "return 2 * (n - 1) * nbytes / n",
+    ],
+    reference=_ref_ring,
+)
+def allreduce_ring_bytes(fn: Any) -> str:
+    """Grade ``fn(nbytes, n)`` -> bytes each GPU sends in a ring all-reduce of ``nbytes`` over ``n`` GPUs."""
+    for n in (4, 3, 8, 16, 2, 1):  # 4 first: its wrong answers have distinct ratios
+        for nbytes in (2**20, 10**9):
+            want = 2 * (n - 1) * nbytes / n
+            got = _number(_call(fn, nbytes, n), f"ring_allreduce_sent({nbytes}, {n})")
+            if not _close(got, want) and not (want == 0 and abs(got) < 1e-9):
+                if n == 1:
+                    cause = "with one GPU there is nobody to send to: 0 bytes."
+                else:
+                    cause = _ratio_cause(got, want, {
+                        0.5: "that is one phase; the ring all-reduce has two (reduce-scatter, then all-gather).",
+                        n / (n - 1): "each phase has n - 1 steps, not n.",
+                        n: "each step sends one chunk of nbytes / n, not the whole buffer.",
+                    })
+                raise Failed(f"ring_allreduce_sent({nbytes}, {n}) returned {got:.6g}, expected {want:.6g} bytes.", cause=cause)
+    return "correct: each GPU sends 2(n-1)/n x the buffer, so busbw = algbw x 2(n-1)/n is what each link carries."
+
+
+# ---------------------------------------------------------------------------------------------- 07.bidir-conventions
+
+
+def _dgx2_bidirectional() -> float:
+    from .. import topology
+
+    return topology.load("DGX-2").peer_bandwidth(0, 15, bidirectional=True)
+
+
+@exercise(
+    "07.bidir-conventions",
+    title="Two bidirectional conventions, a factor of 2 apart",
+    hints=[
+        "nvbandwidth reports each direction of a bidirectional test on its own; p2pBandwidthLatencyTest reports the "
+        "two directions added. The DGX-2's '300 GB/s' between any two GPUs is bidirectional, both directions added.",
+        "p2p_sum = forward + backward. dgx2_per_direction = the 300 GB/s total split over two directions.",
+        "answer = {'p2p_sum': forward + backward, 'dgx2_per_direction': dgx2_bidirectional / 2}",
+    ],
+)
+def bidirectional_conventions(answer: Any, forward: float, backward: float) -> str:
+    """Grade ``{"p2p_sum": ..., "dgx2_per_direction": ...}`` for a pair measured (or modelled) per direction as
+    ``forward`` and ``backward`` GB/s."""
+    if not isinstance(answer, dict):
+        raise Failed(f"expected a dict with keys 'p2p_sum' and 'dgx2_per_direction', got {type(answer).__name__}.")
+    missing = {"p2p_sum", "dgx2_per_direction"} - set(answer)
+    if missing:
+        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
+    if answer["p2p_sum"] is Ellipsis or answer["dgx2_per_direction"] is Ellipsis:
+        raise Unsolved("fill in both values of the dict.")
+    fwd, back = float(forward), float(backward)
+    s = _number(answer["p2p_sum"], "p2p_sum")
+    want = fwd + back
+    if not _close(s, want):
+        cause = None
+        if _close(s, fwd) or _close(s, back):
+            cause = "that is one direction (nvbandwidth's figure); p2pBandwidthLatencyTest adds the two."
+        elif _close(s, want / 2):
+            cause = "that is the mean of the two directions; p2pBandwidthLatencyTest adds them."
+        raise Failed(f"p2p_sum is {s:g}, expected {want:g} GB/s (both directions added).", cause=cause)
+    bidir = _dgx2_bidirectional()
+    d = _number(answer["dgx2_per_direction"], "dgx2_per_direction")
+    if not _close(d, bidir / 2):
+        cause = "300 GB/s is already both directions added: halve it." if _close(d, bidir) else (
+            "that doubles it; the bidirectional figure is the sum, so one direction is half." if _close(d, 2 * bidir) else None)
+        raise Failed(f"dgx2_per_direction is {d:g}, expected {bidir / 2:g} GB/s.", cause=cause)
+    return (f"correct: the same link reads {want / 2:g} (per direction, nvbandwidth) or {want:g} (sum, "
+            f"p2pBandwidthLatencyTest); the DGX-2's {bidir:g} GB/s is {bidir / 2:g} each way.")

@@ -1,0 +1,146 @@
+"""Lab 07 checks accept right answers (in their variants) and reject wrong ones with a likely cause."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from labkit import check, hw, topology
+from labkit.check import lab07
+
+
+def _status(result: Any) -> str:
+    return result.status
+
+
+# ---------------------------------------------------------------------------------------------- 07.pcie-peak
+
+
+def test_pcie_accepts_variants() -> None:
+    assert lab07.pcie_link_bandwidth(lambda g, n: hw.link(f"PCIe {g}").per_link.value * n / 16)
+    assert lab07.pcie_link_bandwidth(lambda g, n: {3: 8, 4: 16, 5: 32}[g] * 128 / 130 / 8 * n)  # from GT/s and encoding
+
+
+@pytest.mark.parametrize("wrong,cause", [
+    (lambda g, n: 2 * hw.link(f"PCIe {g}").per_link.value * n / 16, "both directions"),
+    (lambda g, n: hw.link(f"PCIe {g}").per_link.value, "lane count"),
+    (lambda g, n: hw.link(f"PCIe {g}").per_link.value / 16, "one lane"),
+    (lambda g, n: 8 * hw.link(f"PCIe {g}").per_link.value * n / 16, "gigabits"),
+])
+def test_pcie_rejects(wrong: Any, cause: str) -> None:
+    r = lab07.pcie_link_bandwidth(wrong)
+    assert r.status == "failed" and cause in (r.cause or "")
+
+
+def test_pcie_skeleton_and_crash() -> None:
+    def skeleton(g: int, n: int) -> float:
+        raise NotImplementedError
+
+    assert _status(lab07.pcie_link_bandwidth(skeleton)) == "unsolved"
+    assert _status(lab07.pcie_link_bandwidth(...)) == "unsolved"
+    assert _status(lab07.pcie_link_bandwidth(lambda g, n: None)) == "unsolved"
+    r = lab07.pcie_link_bandwidth(lambda g, n: 1 / 0)
+    assert r.status == "failed" and "ZeroDivisionError" in r.message
+    assert _status(lab07.pcie_link_bandwidth(31.5)) == "failed"
+
+
+# ---------------------------------------------------------------------------------------------- 07.pageable-model
+
+
+def test_pageable() -> None:
+    assert lab07.pageable_copy_model(lambda p, s: 1 / (1 / p + 1 / s))
+    assert lab07.pageable_copy_model(lambda p, s: p * s / (p + s))
+    r = lab07.pageable_copy_model(lambda p, s: min(p, s))
+    assert r.status == "failed" and "overlap" in r.cause
+    r = lab07.pageable_copy_model(lambda p, s: p + s)
+    assert r.status == "failed" and "times do" in r.cause
+    assert _status(lab07.pageable_copy_model(lambda p, s: (p + s) / 2)) == "failed"
+
+
+# ---------------------------------------------------------------------------------------------- 07.copy-time
+
+
+def test_copy_time() -> None:
+    assert lab07.hbm_copy_time(lambda n, g: 2 * n / (g * 1e9))
+    assert lab07.hbm_copy_time(lambda n, g: n / (g * 1e9 / 2))
+    r = lab07.hbm_copy_time(lambda n, g: n / (g * 1e9))
+    assert r.status == "failed" and "2 x nbytes" in r.cause
+    r = lab07.hbm_copy_time(lambda n, g: 2 * n / (g * 1e9) * 1e3)
+    assert r.status == "failed" and "milliseconds" in r.cause
+    r = lab07.hbm_copy_time(lambda n, g: 2 * n / (g * 2**30))
+    assert r.status == "failed" and "GiB" in r.cause
+
+
+# ---------------------------------------------------------------------------------------------- 07.dgx1-peer-matrix
+
+
+def _dgx1(per_link: float = 25.0) -> list[list[float]]:
+    t = topology.load("DGX-1 (V100)")
+    return [[t.links_between(i, j) * per_link for j in range(8)] for i in range(8)]
+
+
+def test_dgx1_accepts_lists_and_arrays() -> None:
+    assert lab07.dgx1_peer_matrix(_dgx1())
+    assert lab07.dgx1_peer_matrix(np.array(_dgx1()))
+    assert lab07.dgx1_peer_matrix(lab07._dgx1_expected())
+
+
+def test_dgx1_rejects() -> None:
+    r = lab07.dgx1_peer_matrix(_dgx1(50.0))
+    assert r.status == "failed" and "both directions" in r.cause
+    r = lab07.dgx1_peer_matrix(_dgx1(20.0))
+    assert r.status == "failed" and "NCCL" in r.cause
+    filled = _dgx1()
+    filled[0][5] = filled[5][0] = 15.75  # the PCIe bound where there is no NVLink
+    r = lab07.dgx1_peer_matrix(filled)
+    assert r.status == "failed" and "no NVLink" in r.cause
+    diag = _dgx1()
+    diag[2][2] = 900
+    assert "itself" in lab07.dgx1_peer_matrix(diag).message
+    assert _status(lab07.dgx1_peer_matrix([[0] * 8] * 7)) == "failed"
+    assert _status(lab07.dgx1_peer_matrix(42)) == "failed"
+    assert _status(lab07.dgx1_peer_matrix(...)) == "unsolved"
+    ones = [[1.0 if i != j and t else 0.0 for j, t in enumerate(row)] for i, row in enumerate(_dgx1())]
+    assert _status(lab07.dgx1_peer_matrix(ones)) == "failed"
+
+
+# ---------------------------------------------------------------------------------------------- 07.allreduce-bytes
+
+
+def test_ring_allreduce() -> None:
+    assert lab07.allreduce_ring_bytes(lambda s, n: 2 * (n - 1) * s / n)
+    assert lab07.allreduce_ring_bytes(lambda s, n: sum(s / n for _ in range(2 * (n - 1))))  # step by step
+    r = lab07.allreduce_ring_bytes(lambda s, n: (n - 1) * s / n)
+    assert r.status == "failed" and "two" in r.cause
+    r = lab07.allreduce_ring_bytes(lambda s, n: 2 * s)
+    assert r.status == "failed" and "n - 1 steps" in r.cause
+    r = lab07.allreduce_ring_bytes(lambda s, n: 2 * (n - 1) * s)
+    assert r.status == "failed" and "chunk" in r.cause
+
+
+# ---------------------------------------------------------------------------------------------- 07.bidir-conventions
+
+
+def test_bidir_conventions() -> None:
+    ok = {"p2p_sum": 48.0 + 47.0, "dgx2_per_direction": 150.0}
+    assert lab07.bidirectional_conventions(ok, 48.0, 47.0)
+    r = lab07.bidirectional_conventions({"p2p_sum": 48.0, "dgx2_per_direction": 150.0}, 48.0, 47.0)
+    assert r.status == "failed" and "one direction" in r.cause
+    r = lab07.bidirectional_conventions({"p2p_sum": 95.0, "dgx2_per_direction": 300.0}, 48.0, 47.0)
+    assert r.status == "failed" and "halve" in r.cause
+    assert _status(lab07.bidirectional_conventions({"p2p_sum": ..., "dgx2_per_direction": ...}, 1.0, 1.0)) == "unsolved"
+    assert _status(lab07.bidirectional_conventions(..., 1.0, 1.0)) == "unsolved"
+    assert _status(lab07.bidirectional_conventions({"p2p_sum": 2.0}, 1.0, 1.0)) == "failed"
+
+
+def test_registered_with_hints_and_references() -> None:
+    ids = [e[0] for e in check.exercises("07.")]
+    assert len(ids) == 6
+    for ex_id in ids:
+        assert "Hint 1/3" in check.hint(ex_id, 1)
+    assert lab07.pcie_link_bandwidth(check.core._get("07.pcie-peak").reference())
+    assert lab07.pageable_copy_model(check.core._get("07.pageable-model").reference())
+    assert lab07.hbm_copy_time(check.core._get("07.copy-time").reference())
+    assert lab07.allreduce_ring_bytes(check.core._get("07.allreduce-bytes").reference())
