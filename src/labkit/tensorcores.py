@@ -383,7 +383,8 @@ def roofline_gemm(gpu_name: str, precision: str, n: int = 8192) -> GemmRate:
     memory_bound = intensity * bw * 1e9 / 1e12
     rate = min(peak.value, memory_bound)
     bound = "compute-bound" if peak.value <= memory_bound else "memory-bound"
-    return GemmRate(precision, n, "model", gpu.name, rate, peak.value, f"{peak.source}; {gpu.memory_bandwidth.source}",
+    sources = "; ".join(dict.fromkeys((peak.source, gpu.memory_bandwidth.source)))
+    return GemmRate(precision, n, "model", gpu.name, rate, peak.value, sources,
                     note=f"{bound}: {intensity:.0f} FLOP/B × {bw:,.0f} GB/s = {memory_bound:,.0f} TFLOP/s")
 
 
