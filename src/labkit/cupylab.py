@@ -371,7 +371,7 @@ class Elementwise:
         if arrays[0].ndim != 1:
             raise LabkitError("in sim mode labkit runs elementwise kernels on 1-D arrays only.", fix="Use x.ravel().")
         n = arrays[0].size
-        in_arrays = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, dtypes)]
+        in_arrays = [np.array(a, dtype=dt, copy=True, order="C") for a, dt in zip(arrays, dtypes)]
         out_arrays = [np.empty(n, dtype=dt) for dt in dtypes[len(ins):]]
         block = 128
         grid = max(1, min((n + block - 1) // block, 64))

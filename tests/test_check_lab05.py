@@ -1,0 +1,232 @@
+"""Lab 05 checks accept correct answers and reject wrong ones in sim mode (CPU stand-in on and off)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ["LABKIT_MODE"] = "sim"
+os.environ.pop("LABKIT_EXPECT", None)
+
+import labkit  # noqa: E402
+from labkit import check, cupylab, cuda_cpp, kernels_cuda  # noqa: E402
+
+labkit.setup(quiet=True)
+
+HOST = cuda_cpp.host_compiler() is not None
+needs_host = pytest.mark.skipif(not HOST, reason="no C++ compiler for the CPU stand-in")
+
+LEAKY_HEAD = 'extern "C" __global__ void leaky_relu(const float* x, float* y, float alpha, int n) {\n'
+
+
+@pytest.fixture(params=["host", "static"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the CPU stand-in (when a compiler exists) and without it (static PTX checks only)."""
+    if request.param == "host":
+        if not HOST:
+            pytest.skip("no C++ compiler")
+    else:
+        monkeypatch.setenv("LABKIT_HOST_CXX", "none")
+    return request.param
+
+
+# ----------------------------------------------------------------------------------------- softmax
+def test_softmax_reference_passes() -> None:
+    assert check.softmax(check.core._get("05.softmax").reference())
+
+
+def test_softmax_skeletons_are_unsolved() -> None:
+    def sk(x):
+        raise NotImplementedError
+
+    assert check.softmax(...).status == "unsolved"
+    assert check.softmax(sk).status == "unsolved"
+
+
+def test_softmax_rejects_unstable_and_wrong_axis() -> None:
+    def naive(x):
+        e = np.exp(x)
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def wrong_axis(x):
+        z = x - x.max(axis=0, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=0, keepdims=True)
+
+    def no_keepdims(x):
+        return np.exp(x) / np.exp(x).sum(axis=-1)
+
+    def upcast(x):
+        z = x.astype(np.float64) - x.max(axis=-1, keepdims=True)
+        return np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+
+    r = check.softmax(naive)
+    assert r.status == "failed" and "maximum" in r.cause
+    assert check.softmax(wrong_axis).status == "failed"
+    assert check.softmax(no_keepdims).status == "failed"
+    assert check.softmax(upcast).status == "failed"
+
+
+# ----------------------------------------------------------------------------------------- fusion traffic
+def test_fusion_traffic_model_numbers() -> None:
+    t = cupylab.traffic(check.lab05.scaled_squared_error, 1 << 20, "float32", scalars=("w", "b"))
+    assert (t.launches_unfused, t.bytes_unfused, t.bytes_fused) == (5, 13 * 4 * (1 << 20), 3 * 4 * (1 << 20))
+
+
+def test_fusion_traffic_accepts_and_rejects() -> None:
+    n = 1 << 20
+    good = {"launches_unfused": 5, "bytes_unfused": 13 * 4 * n, "launches_fused": 1, "bytes_fused": 3 * 4 * n}
+    assert check.fusion_traffic(good)
+    assert check.fusion_traffic({k: ... for k in good}).status == "unsolved"
+    assert check.fusion_traffic({**good, "launches_unfused": 4}).status == "failed"  # forgot x - y twice
+    assert check.fusion_traffic({**good, "bytes_unfused": 15 * 4 * n}).status == "failed"  # counted scalars
+    assert check.fusion_traffic({**good, "bytes_fused": 2 * 4 * n}).status == "failed"
+    assert check.fusion_traffic({"launches_unfused": 5}).status == "failed"
+    assert check.fusion_traffic([1, 2]).status == "failed"
+
+
+# ----------------------------------------------------------------------------------------- huber (ElementwiseKernel)
+HUBER_IN, HUBER_OUT = "float32 x, float32 y, float32 delta", "float32 z"
+
+
+def test_huber_reference_passes(mode: str) -> None:
+    r = check.huber(check.core._get("05.huber").reference())
+    assert r
+    assert ("values are right" in r.message) == (mode == "host")
+    if mode == "static":
+        assert "GPU run" in r.message
+
+
+def test_huber_rejects_non_compiling(mode: str) -> None:
+    k = cupylab.elementwise_kernel(HUBER_IN, HUBER_OUT, "z = fabsf(x - y) <= delta ? 0.5f * d * d : 0", "huber")
+    r = check.huber(k)
+    assert r.status == "failed" and "does not compile" in r.message
+
+
+def test_huber_rejects_wrong_arity() -> None:
+    k = cupylab.elementwise_kernel("float32 x, float32 y", HUBER_OUT, "z = x - y", "huber")
+    assert check.huber(k).status == "failed"
+
+
+@needs_host
+def test_huber_rejects_wrong_values_on_host() -> None:
+    k = cupylab.elementwise_kernel(HUBER_IN, HUBER_OUT, "float d = fabsf(x - y); z = d < delta ? d * d : delta * d", "huber")
+    assert check.huber(k).status == "failed"
+
+
+def test_huber_skeleton_unsolved() -> None:
+    assert check.huber(...).status == "unsolved"
+    assert check.huber("z = x").status == "failed"
+
+
+# ----------------------------------------------------------------------------------------- l2norm (ReductionKernel)
+def test_l2norm_reference_passes(mode: str) -> None:
+    assert check.l2norm(check.core._get("05.l2norm").reference())
+
+
+@needs_host
+@pytest.mark.parametrize("parts", [
+    ("x * x", "a + b", "y = sqrt(a)", "1"),       # wrong identity
+    ("x", "a + b", "y = sqrt(a)", "0"),           # no square
+    ("x * x", "a + b", "y = a", "0"),             # no square root
+    ("x * x", "a * b", "y = sqrt(a)", "0"),       # wrong reduction
+])
+def test_l2norm_rejects_wrong(parts: tuple[str, str, str, str]) -> None:
+    k = cupylab.reduction_kernel("T x", "T y", *parts, "l2norm")
+    assert check.l2norm(k).status == "failed"
+
+
+def test_l2norm_rejects_non_compiling(mode: str) -> None:
+    k = cupylab.reduction_kernel("T x", "T y", "x * x", "a +", "y = sqrt(a)", "0", "l2norm")
+    assert check.l2norm(k).status == "failed"
+
+
+# ----------------------------------------------------------------------------------------- leaky_relu (RawKernel)
+def test_leaky_relu_reference_and_variants_pass(mode: str) -> None:
+    assert check.leaky_relu(kernels_cuda.LEAKY_RELU)
+    grid_stride = LEAKY_HEAD + """
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+            y[i] = fmaxf(x[i], 0.0f) + alpha * fminf(x[i], 0.0f);
+    }"""
+    early_return = LEAKY_HEAD + """
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i >= n) return;
+        y[i] = x[i] > 0 ? x[i] : alpha * x[i];
+    }"""
+    assert check.leaky_relu(grid_stride)
+    assert check.leaky_relu(early_return)
+
+
+def test_leaky_relu_skeleton_unsolved(mode: str) -> None:
+    assert check.leaky_relu(LEAKY_HEAD + "    // your code here\n}").status == "unsolved"
+    assert check.leaky_relu(...).status == "unsolved"
+
+
+def test_leaky_relu_rejects_compile_error(mode: str) -> None:
+    r = check.leaky_relu(LEAKY_HEAD + "  int i = blockIdx.x * blockDim.x + threadIdx.x\n  if (i < n) y[i] = x[i];\n}")
+    assert r.status == "failed" and "does not compile" in r.message and "line" in r.message
+
+
+def test_leaky_relu_rejects_missing_extern_c(mode: str) -> None:
+    src = kernels_cuda.LEAKY_RELU.replace('extern "C"', "")
+    r = check.leaky_relu(src)
+    assert r.status == "failed" and "extern" in (r.message + (r.cause or ""))
+
+
+def test_leaky_relu_rejects_missing_bounds_check(mode: str) -> None:
+    src = LEAKY_HEAD + "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  y[i] = x[i] > 0 ? x[i] : alpha * x[i];\n}"
+    r = check.leaky_relu(src)
+    assert r.status == "failed" and "bounds" in r.cause
+
+
+def test_leaky_relu_rejects_wrong_signature(mode: str) -> None:
+    src = kernels_cuda.LEAKY_RELU.replace("float alpha, int n", "double alpha, int n")
+    assert check.leaky_relu(src).status == "failed"
+    src = kernels_cuda.LEAKY_RELU.replace("float alpha, int n", "int n")
+    assert check.leaky_relu(src).status == "failed"
+
+
+@needs_host
+def test_leaky_relu_host_catches_off_by_one_and_wrong_formula() -> None:
+    off_by_one = kernels_cuda.LEAKY_RELU.replace("i < n", "i <= n")
+    r = check.leaky_relu(off_by_one)
+    assert r.status == "failed" and "outside" in r.message
+    wrong = kernels_cuda.LEAKY_RELU.replace("alpha * v", "alpha")
+    assert check.leaky_relu(wrong).status == "failed"
+    partial = kernels_cuda.LEAKY_RELU.replace("if (i < n)", "if (i < n / 2)")
+    assert check.leaky_relu(partial).status == "failed"
+
+
+def test_leaky_relu_static_cannot_see_off_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Honest limit: without the CPU stand-in, `i <= n` passes the static checks (a GPU run catches it)."""
+    monkeypatch.setenv("LABKIT_HOST_CXX", "none")
+    r = check.leaky_relu(kernels_cuda.LEAKY_RELU.replace("i < n", "i <= n"))
+    assert r.passed and "GPU run will check" in r.message
+
+
+# ----------------------------------------------------------------------------------------- pipeline
+def test_pipeline_accepts_reference_and_rejects_wrong() -> None:
+    assert check.pipeline_time(check.core._get("05.pipeline").reference())
+
+    def naive(t_in, t_kernel, t_out, chunks):
+        return (t_in + t_kernel + t_out) / chunks
+
+    def serial(t_in, t_kernel, t_out, chunks):
+        return t_in + t_kernel + t_out
+
+    def sk(*a):
+        raise NotImplementedError
+
+    r = check.pipeline_time(naive)
+    assert r.status == "failed" and "first chunk" in r.cause
+    assert check.pipeline_time(serial).status == "failed"
+    assert check.pipeline_time(sk).status == "unsolved"
+
+
+def test_every_lab05_exercise_registered_with_hints() -> None:
+    ids = [row[0] for row in check.exercises("05.")]
+    assert len(ids) >= 5
+    for ex_id in ids:
+        assert len(check.core._get(ex_id).hints) == 3
