@@ -1,0 +1,260 @@
+"""Checks for lab 02 (first kernels): SAXPY with a grid-stride loop, a 2-D greyscale kernel, choosing a
+launch configuration, and keeping data on the device between launches."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..mode import current_mode
+from .core import Failed, Unsolved, exercise
+from .harness import cuda_module, fmt_shape, grid_2d, random_array, run_case
+
+
+def _ref(name: str) -> Callable[[], Any]:
+    def get() -> Any:
+        from .. import kernels
+
+        return kernels.get(name)
+
+    return get
+
+
+# ----------------------------------------------------------------------------- 02.saxpy
+GRID_STRIDE = ("the grid had fewer threads than elements here: each thread must handle elements i, i + stride, "
+               "i + 2·stride, ... with stride = cuda.gridsize(1) (a grid-stride loop), not just one element.")
+
+
+@exercise(
+    "02.saxpy",
+    title="SAXPY with a grid-stride loop",
+    hints=[
+        "A grid-stride loop lets any grid cover any n: start at your global index, step by the number of threads in the grid.",
+        "`for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):` — the range's end is the bounds check.",
+        "Body of the loop: `out[i] = a * x[i] + y[i]`. Nothing else is needed.",
+    ],
+    reference=_ref("saxpy"),
+)
+def saxpy(kernel: Any) -> str:
+    """Grade ``saxpy(a, x, y, out)``: ``out[i] = a * x[i] + y[i]`` for any grid, including grids smaller than n."""
+    # (n, threads per block, blocks): the first covers n exactly with a partial last block; then tiny,
+    # one-short, fewer threads than elements (grid-stride needed), more blocks than needed, a single block.
+    cases = [(199, 64, 4), (1, 64, 1), (63, 64, 1), (323, 64, 2), (100, 64, 4), (200, 32, 1), (300, 128, 3)]
+    for k, (n, block, grid) in enumerate(cases):
+        a = np.float32(random_array(1, np.float32, -3, 3)[0])
+        x, y = random_array(n), random_array(n)
+        label = f"n={n}, {grid} block(s) of {block} threads"
+        run_case(kernel, grid, block, (a, x, y), out_shape=n, out_dtype=np.float32, expected=a * x + y, label=label,
+                 names=("a", "x", "y", "out"), first=k == 0, reverse=k == 3,
+                 unwritten_cause=GRID_STRIDE if grid * block < n else None)
+    return (f"correct on {len(cases)} launches: n from 1 to 323, grids with fewer threads than elements and grids "
+            "with more; no out-of-bounds writes.")
+
+
+# ----------------------------------------------------------------------------- 02.grayscale
+SWAPPED = ("x = cuda.grid(2)[0] runs along a row, so it is the column: write `col, row = cuda.grid(2)` and index "
+           "`img[row, col]`. Swapped indices, or a bounds check against the wrong axis, leave part of a non-square image unwritten.")
+
+
+def _grey(img: np.ndarray) -> np.ndarray:
+    f = img.astype(np.float64)
+    return 0.299 * f[..., 0] + 0.587 * f[..., 1] + 0.114 * f[..., 2]
+
+
+@exercise(
+    "02.grayscale",
+    title="2-D indexing: an RGB image to greyscale",
+    hints=[
+        "With a 2-D grid, `cuda.grid(2)` gives (x, y). x is the fast direction: neighbouring threads take neighbouring columns.",
+        "`col, row = cuda.grid(2)`, then `if row < out.shape[0] and col < out.shape[1]:` — the image has rows × cols pixels.",
+        "`v = 0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2]` and store "
+        "`out[row, col] = int(v + 0.5)` (rounded: storing a float into a uint8 array truncates it).",
+    ],
+    reference=_ref("grayscale"),
+)
+def grayscale(kernel: Any) -> str:
+    """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
+    cases = [((13, 37), (16, 8)), ((1, 1), (16, 8)), ((8, 16), (16, 8)), ((21, 5), (8, 8)), ((40, 9), (16, 4))]
+    for k, (shape, block) in enumerate(cases):
+        img = random_array((*shape, 3), np.uint8, 0, 231)  # grey < 231: never equal to the poison value 248
+        grid = grid_2d(shape, block)
+        label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
+        run_case(kernel, grid, block, (img,), out_shape=shape, out_dtype=np.uint8, expected=_grey(img), label=label,
+                 names=("img", "out"), first=k == 0, rtol=0, atol=0.5 + 1e-3, unwritten_cause=SWAPPED)
+    return f"correct on {len(cases)} images from 1×1 to 40×9 with 4 block shapes; rounding right; no out-of-bounds writes."
+
+
+# ----------------------------------------------------------------------------- 02.launch-config
+@exercise(
+    "02.launch-config",
+    title="Choose a 2-D launch configuration",
+    hints=[
+        "Each direction needs enough blocks to cover it: the number of blocks is a ceiling division.",
+        "x runs over columns, y over rows: gx = ceil(cols / bx), gy = ceil(rows / by). In integers: `(cols + bx - 1) // bx`.",
+        "`rows, cols = shape; bx, by = block; return ((cols + bx - 1) // bx, (rows + by - 1) // by)`",
+    ],
+    reference=lambda: lambda shape, block: (-(-shape[1] // block[0]), -(-shape[0] // block[1])),
+)
+def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -> str:
+    """Grade ``grid_for(shape, block) -> (gx, gy)``: the fewest blocks of ``block = (bx, by)`` threads covering
+    a ``shape = (rows, cols)`` array, x along columns."""
+    if not callable(grid_for):
+        raise Failed(f"expected a function grid_for(shape, block), got {type(grid_for).__name__}.")
+    cases = [((1080, 1920), (16, 16)), ((100, 300), (32, 8)), ((64, 64), (16, 16)), ((1, 1), (32, 8)),
+             ((33, 31), (32, 32)), ((7, 1000), (128, 1)), ((512, 96), (32, 4))]
+    for shape, block in cases:
+        try:
+            got = grid_for(shape, block)
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise Failed(f"grid_for({shape}, {block}) raised {type(exc).__name__}: {exc}") from None
+        if got is None or got is Ellipsis:
+            raise Unsolved("grid_for returns nothing yet; return a tuple (gx, gy).")
+        try:
+            gx, gy = got
+            ok_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (gx, gy))
+        except (TypeError, ValueError):
+            raise Failed(f"grid_for({shape}, {block}) returned {got!r}; expected a pair (gx, gy).") from None
+        if not ok_int:
+            raise Failed(f"grid_for({shape}, {block}) returned {got!r}: block counts must be integers.",
+                         cause="`/` gives a float; use integer ceiling division `(n + b - 1) // b`.")
+        want = grid_2d(shape, block)
+        if (gx, gy) == want:
+            continue
+        where = f"grid_for(shape={shape} (rows, cols), block={block}) returned {(int(gx), int(gy))}, expected {want}"
+        if (gx, gy) == want[::-1] or (gx, gy) == grid_2d(shape[::-1], block):
+            cause = "x and y are swapped: x (the first grid number) covers the columns, y the rows."
+        elif gx * block[0] < shape[1] or gy * block[1] < shape[0]:
+            cause = "too few blocks: floor division drops the partial last block; round up (ceiling division)."
+        else:
+            cause = ("more blocks than needed: `n // b + 1` adds a whole idle block when n is a multiple of b; "
+                     "use `(n + b - 1) // b`.")
+        raise Failed(where + ".", cause=cause)
+    return f"right on {len(cases)} shapes, including exact multiples, 1×1 and non-square arrays."
+
+
+# ----------------------------------------------------------------------------- 02.transfers
+class _TransferCounter:
+    def __init__(self) -> None:
+        self.to_device = 0
+        self.to_host = 0
+        self.implicit = 0
+
+
+@contextlib.contextmanager
+def _count_transfers() -> Iterator[_TransferCounter]:
+    """Count host↔device copies: explicit ones (to_device, copy_to_host, copy_to_device from the host) and host
+    arrays passed straight to a kernel (copied both ways implicitly)."""
+    cuda = cuda_module()
+    c = _TransferCounter()
+    saved: list[tuple[Any, str, Any]] = []
+
+    def patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        original = getattr(owner, name)
+        saved.append((owner, name, original))
+        setattr(owner, name, make(original))
+
+    def to_device(orig: Any) -> Any:
+        def f(ary: Any, *a: Any, **k: Any) -> Any:
+            if isinstance(ary, np.ndarray) or np.isscalar(ary):
+                c.to_device += 1
+            return orig(ary, *a, **k)
+        return f
+
+    def copy_to_host(orig: Any) -> Any:
+        def f(self: Any, *a: Any, **k: Any) -> Any:
+            c.to_host += 1
+            return orig(self, *a, **k)
+        return f
+
+    def copy_to_device(orig: Any) -> Any:
+        def f(self: Any, ary: Any, *a: Any, **k: Any) -> Any:
+            if isinstance(ary, np.ndarray):
+                c.to_device += 1
+            return orig(self, ary, *a, **k)
+        return f
+
+    if current_mode() == "sim":
+        from numba.cuda.simulator import kernel as sim_kernel
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as ArrayClass
+
+        class CountingInOut(sim_kernel.InOut):  # type: ignore[name-defined, misc]
+            def to_device(self, retr: Any, stream: int = 0) -> Any:
+                c.implicit += 1
+                return super().to_device(retr, stream)
+
+        saved.append((sim_kernel, "InOut", sim_kernel.InOut))
+        sim_kernel.InOut = CountingInOut
+    else:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as ArrayClass  # type: ignore[assignment]
+    patch(cuda, "to_device", to_device)
+    patch(ArrayClass, "copy_to_host", copy_to_host)
+    patch(ArrayClass, "copy_to_device", copy_to_device)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield c
+        c.implicit += sum("Host array used in CUDA kernel" in str(w.message) for w in caught)
+    finally:
+        for owner, name, original in reversed(saved):
+            setattr(owner, name, original)
+
+
+@exercise(
+    "02.transfers",
+    title="Keep data on the device between launches",
+    hints=[
+        "Every cuda.to_device and copy_to_host crosses PCIe (or NVLink-C2C); a kernel launch on device arrays does not.",
+        "Copy x and y to the device once, before the loop; launch the kernel `steps` times on the device arrays "
+        "(out can be y itself: each element depends only on itself); copy y back once, after the loop.",
+        "`dx, dy = cuda.to_device(x), cuda.to_device(y)`; `for _ in range(steps): saxpy_kernel[blocks, threads](a, dx, dy, dy)`; "
+        "`return dy.copy_to_host()`",
+    ],
+    reference=None,
+)
+def transfers(repeated_saxpy: Callable[..., Any]) -> str:
+    """Grade ``repeated_saxpy(a, x, y, steps) -> numpy array``: y ← a·x + y, ``steps`` times, with 2 copies to
+    the device and 1 back, whatever ``steps`` is."""
+    if not callable(repeated_saxpy):
+        raise Failed(f"expected a function repeated_saxpy(a, x, y, steps), got {type(repeated_saxpy).__name__}.")
+    for n, steps in ((300, 3), (77, 1)):
+        a = np.float32(random_array(1, np.float32, -1, 1)[0])
+        x, y = random_array(n), random_array(n)
+        x0, y0 = x.copy(), y.copy()
+        expected = y.copy()
+        for _ in range(steps):
+            expected = (a * x + expected).astype(np.float32)
+        with _count_transfers() as count:
+            try:
+                got = repeated_saxpy(a, x, y, steps)
+            except (NotImplementedError, Unsolved, Failed):
+                raise
+            except Exception as exc:  # noqa: BLE001
+                from .harness import _explain_exception
+
+                raise _explain_exception(exc) from None
+        if got is None or got is Ellipsis:
+            raise Unsolved("repeated_saxpy returns nothing yet; return the final y as a NumPy array.")
+        if not isinstance(got, np.ndarray):
+            raise Failed(f"repeated_saxpy returned a {type(got).__name__}, not a NumPy array.",
+                         cause="copy the result back with `.copy_to_host()` and return that.")
+        if got.dtype != np.float32:
+            raise Failed(f"repeated_saxpy returned {got.dtype} values; the inputs are float32.",
+                         cause="a float64 array crept in (np.zeros without dtype, or a float64 `a`): keep float32 throughout.")
+        if not (np.array_equal(x, x0) and (np.array_equal(y, y0) or np.allclose(y, expected))):
+            raise Failed("repeated_saxpy changed its input x.", cause="work on device copies of the inputs.")
+        from .harness import compare
+
+        compare(got, expected, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
+        if count.implicit:
+            raise Failed(f"n={n}, steps={steps}: {count.implicit} kernel launch(es) received a host (NumPy) array, "
+                         "which numba copies to the device and back around every launch.",
+                         cause="pass device arrays (from cuda.to_device) to the kernel, not NumPy arrays.")
+        if count.to_device > 2 or count.to_host > 1:
+            raise Failed(f"n={n}, steps={steps}: {count.to_device} copies to the device and {count.to_host} back; "
+                         "2 and 1 are enough.", cause="copy before and after the loop, not inside it.")
+    return "correct, with 2 copies to the device and 1 back however many steps run."

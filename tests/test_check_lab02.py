@@ -1,0 +1,184 @@
+"""Lab 02 checks accept correct kernels (the reference and other valid variants) and reject wrong ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+
+labkit.setup(quiet=True)
+from numba import cuda  # noqa: E402  (after setup: the simulator in sim mode)
+
+from labkit import check, kernels  # noqa: E402
+
+
+def status(fn, answer) -> str:
+    return fn(answer).status
+
+
+# ----------------------------------------------------------------------------- saxpy
+@cuda.jit
+def saxpy_while(a, x, y, out):  # a valid variant: while loop, own stride arithmetic
+    i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+    while i < out.shape[0]:
+        out[i] = a * x[i] + y[i]
+        i += cuda.blockDim.x * cuda.gridDim.x
+
+
+@cuda.jit
+def saxpy_no_stride(a, x, y, out):  # one element per thread: wrong when the grid is small
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_no_bounds(a, x, y, out):
+    i = cuda.grid(1)
+    out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_off_by_one(a, x, y, out):
+    for i in range(cuda.grid(1), out.size + 1, cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_block_stride(a, x, y, out):  # strides by the block, not the grid: threads of different blocks collide
+    for i in range(cuda.grid(1), out.size, cuda.blockDim.x):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_empty(a, x, y, out):
+    pass
+
+
+def test_saxpy_accepts() -> None:
+    assert status(check.saxpy, kernels.get("saxpy")) == "passed"
+    assert status(check.saxpy, saxpy_while) == "passed"
+
+
+@pytest.mark.parametrize("k", [saxpy_no_stride, saxpy_no_bounds, saxpy_off_by_one, saxpy_block_stride])
+def test_saxpy_rejects(k) -> None:
+    r = check.saxpy(k)
+    assert r.status == "failed", r.message
+
+
+def test_saxpy_skeletons_unsolved() -> None:
+    assert status(check.saxpy, saxpy_empty) == "unsolved"
+    assert status(check.saxpy, ...) == "unsolved"
+
+
+def test_saxpy_feedback_names_size_and_cause() -> None:
+    r = check.saxpy(saxpy_no_stride)
+    assert "n=323" in r.message and "grid-stride" in r.cause
+    r = check.saxpy(saxpy_no_bounds)
+    assert "out of bounds" in r.message or "indexed element" in r.message
+
+
+# ----------------------------------------------------------------------------- grayscale
+@cuda.jit
+def grey_int_math(img, out):  # valid variant: integer arithmetic with rounding, 0.5 up
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = (299 * np.int32(img[row, col, 0]) + 587 * np.int32(img[row, col, 1])
+                         + 114 * np.int32(img[row, col, 2]) + 500) // 1000
+
+
+@cuda.jit
+def grey_swapped(img, out):
+    row, col = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = int(0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2] + 0.5)
+
+
+@cuda.jit
+def grey_truncates(img, out):  # wrong dtype handling: float stored into uint8
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = 0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2]
+
+
+@cuda.jit
+def grey_no_bounds(img, out):
+    col, row = cuda.grid(2)
+    out[row, col] = int(0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2] + 0.5)
+
+
+@cuda.jit
+def grey_partial(img, out):  # only the first row of each block... writes rows where y is even
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1] and row % 2 == 0:
+        out[row, col] = int(0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2] + 0.5)
+
+
+def test_grayscale() -> None:
+    assert status(check.grayscale, kernels.get("grayscale")) == "passed"
+    assert status(check.grayscale, grey_int_math) == "passed"
+    r = check.grayscale(grey_swapped)
+    assert r.status == "failed" and "column" in (r.cause or "")
+    r = check.grayscale(grey_truncates)
+    assert r.status == "failed" and "truncat" in r.message
+    assert status(check.grayscale, grey_no_bounds) == "failed"
+    assert status(check.grayscale, grey_partial) == "failed"
+
+
+# ----------------------------------------------------------------------------- launch config
+def test_launch_config() -> None:
+    assert status(check.launch_config, lambda s, b: ((s[1] + b[0] - 1) // b[0], (s[0] + b[1] - 1) // b[1])) == "passed"
+    import math
+
+    assert status(check.launch_config, lambda s, b: (math.ceil(s[1] / b[0]), math.ceil(s[0] / b[1]))) == "passed"
+    r = check.launch_config(lambda s, b: ((s[0] + b[0] - 1) // b[0], (s[1] + b[1] - 1) // b[1]))
+    assert r.status == "failed" and "swapped" in r.cause
+    r = check.launch_config(lambda s, b: (s[1] // b[0], s[0] // b[1]))
+    assert r.status == "failed" and "too few" in r.cause
+    r = check.launch_config(lambda s, b: (s[1] // b[0] + 1, s[0] // b[1] + 1))
+    assert r.status == "failed" and "idle" in r.cause
+    r = check.launch_config(lambda s, b: (s[1] / b[0], s[0] / b[1]))
+    assert r.status == "failed" and "integer" in r.message
+    assert status(check.launch_config, lambda s, b: None) == "unsolved"
+
+
+# ----------------------------------------------------------------------------- transfers
+def _good(a, x, y, steps):
+    k = kernels.get("saxpy")
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    for _ in range(steps):
+        k[4, 64](a, dx, dy, dy)
+    return dy.copy_to_host()
+
+
+def _copies_each_step(a, x, y, steps):
+    k = kernels.get("saxpy")
+    for _ in range(steps):
+        dx, dy = cuda.to_device(x), cuda.to_device(y)
+        k[4, 64](a, dx, dy, dy)
+        y = dy.copy_to_host()
+    return y
+
+
+def _host_arrays(a, x, y, steps):
+    k = kernels.get("saxpy")
+    y = y.copy()
+    for _ in range(steps):
+        k[4, 64](a, x, y, y)
+    return y
+
+
+def _float64(a, x, y, steps):
+    return _good(a, x, y, steps).astype(np.float64)
+
+
+def test_transfers() -> None:
+    assert status(check.transfers, _good) == "passed"
+    r = check.transfers(_copies_each_step)
+    assert r.status == "failed" and "copies to the device" in r.message
+    r = check.transfers(_host_arrays)
+    assert r.status == "failed" and "host" in r.message
+    r = check.transfers(_float64)
+    assert r.status == "failed" and "float64" in r.message
+    assert status(check.transfers, lambda a, x, y, steps: None) == "unsolved"

@@ -1,0 +1,53 @@
+"""Every reference kernel of labs 02-04 compiles to PTX for sm_70, sm_80 and sm_90 and shows its key instructions."""
+
+from __future__ import annotations
+
+import pytest
+
+import labkit
+from labkit import kernels, ptx
+
+labkit.setup(quiet=True)
+
+ARCHS = ("sm_70", "sm_80", "sm_90")
+
+
+def _has(mix: ptx.InstructionMix, feature: str) -> bool:
+    return {
+        "barriers": mix.barriers > 0,
+        "atomics_shared": mix.atomics_shared > 0,
+        "atomics_global": mix.atomics_global > 0,
+        "shuffles": mix.shuffles > 0,
+        "shared_loads": sum(mix.shared_loads.values()) > 0,
+    }[feature]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("ref", kernels.REFERENCE, ids=lambda r: r.name)
+def test_reference_kernel_compiles(ref: kernels.Reference, arch: str) -> None:
+    code = ptx.compile(kernels.source(ref.name), ref.signature, arch)
+    mix = code.summary()
+    assert mix.total > 0
+    for feature in ref.expect:
+        assert _has(mix, feature), f"{ref.name} on {arch}: no {feature} in its PTX"
+    if not ref.expect or "barriers" not in ref.expect:
+        assert ("bar.sync" in code.text) == (mix.barriers > 0)
+
+
+def test_key_instructions_by_name() -> None:
+    assert "atom.shared" in ptx.compile(kernels.source("histogram_shared"), "void(uint8[:], int32[:])", "sm_80").text
+    glob = ptx.compile(kernels.source("histogram_global"), "void(uint8[:], int32[:])", "sm_80")
+    assert glob.summary().atomics_global > 0 and glob.summary().atomics_shared == 0
+    assert "shfl.sync" in ptx.compile(kernels.source("warp_sum"), "void(float32[:], float32[:])", "sm_90").text
+    assert "bar.sync" in ptx.compile(kernels.source("matmul_tiled"), "void(float32[:,:], float32[:,:], float32[:,:])", "sm_70").text
+    naive = ptx.compile(kernels.source("matmul_naive"), "void(float32[:,:], float32[:,:], float32[:,:])", "sm_70")
+    assert naive.summary().barriers == 0 and not naive.summary().shared_loads
+
+
+def test_factories_and_registry() -> None:
+    assert len({r.name for r in kernels.REFERENCE}) == len(kernels.REFERENCE)
+    for name, factory, signature, _ in kernels.REFERENCE:
+        k = factory()
+        assert callable(k) and signature.startswith("void(")
+    with pytest.raises(labkit.LabkitError):
+        kernels.get("no_such_kernel")
