@@ -64,8 +64,8 @@ class Figure:
         return f"{self.text()} ({self.source}{flag})"
 
     def text(self) -> str:
-        """Value and unit without the source, e.g. ``"4800 GB/s"``."""
-        return f"{_fmt(self.value)} {self.unit}"
+        """Value and unit without the source, e.g. ``"4800 GB/s"`` (a count is just the number)."""
+        return _fmt(self.value) if self.unit == "count" else f"{_fmt(self.value)} {self.unit}"
 
     def __float__(self) -> float:
         return float(self.value)

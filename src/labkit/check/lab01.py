@@ -300,4 +300,8 @@ def two_dgx1(ms: Any) -> str:
         "you used the NVLink bandwidth; between two boxes the ring crosses InfiniBand": e / 3,
         "16 GPUs: the factor is 2(n-1)/n with n = 16": e * (2 * 7 / 8) / (2 * 15 / 16),
     }, "ms")
-    return f"{x:.1f} ms over InfiniBand, about 3x the 15 ms of one DGX-2 whose NVSwitches give every GPU 150 GB/s per direction."
+    g = hw.gpu("DGX-2")
+    per_gpu = g.nvlink_bandwidth.value / 2
+    one_box = _ring_reference(300e6 * 4, 16, per_gpu) * 1e3
+    return (f"{x:.1f} ms over InfiniBand, {x / one_box:.1f}x the {one_box:.0f} ms of one DGX-2, whose NVSwitches give every GPU "
+            f"{per_gpu:g} GB/s per direction.")

@@ -1,0 +1,404 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 01 — GPU and DGX architecture
+#
+# **Learning objectives**
+# - Name NVIDIA's three product lines and what each is for.
+# - Explain what a GPU is made of: SMs, warps, the memory hierarchy, Tensor Cores, with figures for real GPUs.
+# - Compare DGX-1, DGX-2, DGX A100 and DGX H100/H200, and explain why the DGX-2's NVSwitch wiring matters.
+# - Dissect vendor claims with the data sheets: peak ratios, sparsity, system totals, link counts, all-reduce time,
+#   and a roofline.
+#
+# **Prerequisites:** [Lab 00](00-start-here.ipynb). No GPU needed: everything here is computed from data sheets.
+#
+# **Time:** 55 minutes (teaching 30, exercises 25)
+
+# %%
+import labkit
+
+env = labkit.setup()
+
+# %%
+from labkit import hw, topology
+from labkit.roofline import roofline, roofline_figure
+from labkit.widgets import architecture as arch
+
+# %% [markdown]
+# ## 1. Three product lines
+#
+# NVIDIA builds GPUs for three markets from shared architectures:
+#
+# - **Tesla** (today simply "data-centre GPUs"): compute for training and HPC — the P100, V100, A100, H100, H200, B200
+#   in this lab. They have HBM memory, NVLink and the full FP64 rate.
+# - **GeForce / Titan**: consumer and workstation graphics cards. Same programming model (CUDA), but GDDR memory,
+#   little FP64, and no NVLink between many GPUs.
+# - **Tegra** (now Jetson and DRIVE): systems-on-chip for robots, cars and cameras, built for low-power inference.
+#
+# A CUDA program written in this course runs on all three; what changes is how fast. `labkit.hw` holds the data-centre parts.
+# Every figure it gives carries its source; `*`/"unconfirmed" marks a figure not yet checked against one.
+
+# %%
+for name in hw.gpus():
+    g = hw.gpu(name)
+    print(f"{g.name:16} {g.architecture:9} {int(g.year)}  cc {g.compute_capability[0]}.{g.compute_capability[1]}  "
+          f"{g.memory_size.text():>7} {g.memory_type:6} {g.memory_bandwidth.text():>10}  {int(g.sm_count)} SMs")
+
+# %% [markdown]
+# ## 2. Anatomy of a GPU
+#
+# A GPU is an array of **streaming multiprocessors (SMs)**. Each SM runs thousands of threads in groups of 32 called
+# **warps**: the 32 threads of a warp issue the same instruction together. An SM holds a large register file (each
+# thread's variables), a fast on-chip **shared memory / L1** (that a block of threads shares), CUDA cores for FP32/INT
+# arithmetic and, from Volta on, **Tensor Cores** that do small matrix products per instruction. All SMs share the
+# **L2 cache** and the **HBM** memory stacks next to the chip.
+#
+# The printed figures below come from the whitepapers (sources with each figure).
+
+# %%
+for name in ["P100", "V100", "A100", "H100"]:
+    g = hw.gpu(name)
+    cores = int(g.sm_count) * int(g.fp32_cores_per_sm)
+    tcs = int(g.sm_count) * int(g.tensor_cores_per_sm)
+    print(f"{g.name}: {int(g.sm_count)} SMs x {int(g.fp32_cores_per_sm)} FP32 cores = {cores} cores; "
+          f"{tcs} Tensor Cores; registers {g.register_file_per_sm.text()}/SM; shared memory up to "
+          f"{g.shared_memory_per_sm.text()}/SM; L2 {g.l2_cache.text()}; {g.transistors.text()} transistors on {g.die_size.text()}")
+print("source:", hw.gpu("H100").sm_count.source)
+
+# %% [markdown]
+# Peaks depend on the precision. The Tensor Core rates dwarf the FP32 rate, and from the A100 on NVIDIA quotes a second
+# figure "with sparsity" (2:4 structured sparsity: two of every four weights are zero and skipped). Missing entries do
+# not exist on that GPU (the P100 has no Tensor Cores at all).
+
+# %%
+precisions = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
+print(f"{'dense peak':16}" + "".join(f"{p:>8}" for p in precisions))
+for name in ["P100", "V100", "A100", "H100", "B200"]:
+    g = hw.gpu(name)
+    cells = [f"{g.peak(p).value:8g}" if g.has(p) else f"{'—':>8}" for p in precisions]
+    print(f"{g.name:16}" + "".join(cells))
+print("TFLOP/s (TOPS for int8). B200 figures are unconfirmed:", hw.gpu("B200").peak("fp16"))
+
+# %% [markdown]
+# ## 3. Claim: V100 mixed precision is "more than 10×" the P100
+#
+# The V100's Tensor Cores multiply FP16 and accumulate in FP32 ("mixed precision").
+#
+# **Exercise 1.** Compute two ratios from `hw`: the V100's Tensor Core FP16 peak divided by the P100's **FP32** peak
+# (`ratio_fp32`) and by the P100's **FP16** peak (`ratio_fp16`). Use `hw.gpu(name).peak(precision).value`.
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+v100_tc = hw.gpu("V100").peak("fp16").value
+ratio_fp32 = v100_tc / hw.gpu("P100").peak("fp32").value
+ratio_fp16 = v100_tc / hw.gpu("P100").peak("fp16").value
+# END SOLUTION
+# BEGIN SKELETON
+ratio_fp32 = ...
+ratio_fp16 = ...
+# END SKELETON
+
+# %%
+labkit.check.v100_vs_p100(ratio_fp32, ratio_fp16);
+
+# %% [markdown]
+# ## 4. Claim: the A100 is "up to 20×" Volta
+#
+# Launch coverage quoted "19.5" for the A100 — that is its plain FP32 rate, barely above the V100's. The 20× compares
+# something else.
+#
+# **Exercise 2.** Find the pair of peaks whose ratio is about 20 and store it in `ratio`. (TF32 is the Tensor Core
+# format that frameworks use for FP32 inputs; `peak(..., sparse=True)` gives the sparsity figure.)
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+ratio = hw.gpu("A100").peak("tf32", sparse=True).value / hw.gpu("V100").peak("fp32").value
+# END SOLUTION
+# BEGIN SKELETON
+ratio = ...
+# END SKELETON
+
+# %%
+labkit.check.a100_20x(ratio);
+
+# %% [markdown]
+# ## 5. DGX systems: from the GPUs to the headline
+#
+# A DGX is a server built around 8 or 16 data-centre GPUs. The table compares the generations; hover a cell for its
+# source. The chart shows how the total FP16 dense peak grew (log scale).
+
+# %% tags=["nbval-ignore-output"]
+from IPython.display import HTML
+
+HTML(arch.comparison_html())
+
+# %% tags=["nbval-ignore-output"]
+arch.evolution_figure("FP16 dense peak, all GPUs")
+
+# %% tags=["nbval-ignore-output"]
+arch.evolution_figure("NVLink per GPU (bidirectional)")
+
+# %%
+a100 = hw.system("DGX A100")
+print(a100.headline, "-", a100.headline_what)
+print("GPUs:", a100.gpu_count, "| list price:", a100.price)
+pod = hw.system("SuperPOD")
+print(pod.name, ":", pod.system_count, "x", pod.system, "->", pod.headline)
+
+# %% [markdown]
+# **Exercise 3.** Recompute the DGX A100 headline from its GPU count and one A100's peak, in PFLOP/s (`pflops`).
+# Which precision and which kind of peak make it come out at 5?
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+pflops = a100.gpu_count.value * hw.gpu("A100").peak("fp16", sparse=True).value / 1000
+# END SOLUTION
+# BEGIN SKELETON
+pflops = ...
+# END SKELETON
+
+# %%
+labkit.check.dgx_a100_pflops(pflops);
+
+# %% [markdown]
+# **Exercise 4.** A DGX SuperPOD of 140 DGX A100: how many GPUs (`gpus`) and how many PFLOP/s (`pod_pflops`)?
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+gpus = int(pod.system_count.value * a100.gpu_count.value)
+pod_pflops = pod.system_count.value * a100.headline.value
+# END SOLUTION
+# BEGIN SKELETON
+gpus = ...
+pod_pflops = ...
+# END SKELETON
+
+# %%
+labkit.check.superpod(gpus, pod_pflops);
+
+# %% [markdown]
+# ## 6. Wiring: DGX-1 against DGX-2
+#
+# GPUs in a DGX talk over **NVLink**. Each NVLink generation has a per-link rate (per direction) and a number of links
+# per GPU; a GPU's NVLink bandwidth is links × rate × 2 directions:
+
+# %%
+for n in ["NVLink 1", "NVLink 2", "NVLink 3", "NVLink 4", "NVLink 5"]:
+    ln = hw.link(n)
+    print(f"{n}: {int(ln.links_per_gpu)} links x {ln.per_link.text()} per direction x 2 = {ln.per_gpu.text()} per GPU ({ln.source})")
+for n in ["PCIe 3", "PCIe 4", "PCIe 5", "InfiniBand EDR"]:
+    print(f"{n}: {hw.link(n).per_link}  {hw.link(n).per_link.note}")
+
+# %% [markdown]
+# The **DGX-1** joins its 8 GPUs directly, in a "hybrid cube-mesh": each V100 spends its 6 links on 4 neighbours (two
+# of them doubled), so some pairs have two links, some one, some none. Pairs without NVLink copy over PCIe through the
+# CPUs. Hover the links in the drawing.
+
+# %% tags=["nbval-ignore-output"]
+dgx1 = topology.load("DGX-1 (V100)")
+dgx1.draw()
+
+# %%
+print(dgx1.summary())
+for b in range(1, 8):
+    print(f"GPU0-GPU{b}: {dgx1.links_between(0, b)} NVLink(s), nvidia-smi shows {dgx1.relation(0, b)}")
+
+# %% [markdown]
+# **Exercise 5.** What NVLink bandwidth, **per direction** in GB/s, joins GPU0 to GPU3, GPU0 to GPU1, and GPU0 to GPU5?
+# Count links and multiply by the per-link rate (`hw.link("NVLink 2").per_link`).
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+per_link = hw.link("NVLink 2").per_link.value
+gpu0_gpu3 = dgx1.links_between(0, 3) * per_link
+gpu0_gpu1 = dgx1.links_between(0, 1) * per_link
+gpu0_gpu5 = dgx1.links_between(0, 5) * per_link
+# END SOLUTION
+# BEGIN SKELETON
+gpu0_gpu3 = ...
+gpu0_gpu1 = ...
+gpu0_gpu5 = ...
+# END SKELETON
+
+# %%
+labkit.check.dgx1_pairs(gpu0_gpu3, gpu0_gpu1, gpu0_gpu5);
+
+# %% [markdown]
+# The **DGX-2** puts 16 GPUs on two baseboards of 8, with 6 **NVSwitch** chips per baseboard. Each GPU sends one of its 6
+# links to each switch on its board; each switch also has 8 links to its twin on the other board over the backplane.
+# Every pair of GPUs, on one board or across, now sees the same bandwidth: a GPU's full 6 links.
+
+# %% tags=["nbval-ignore-output"]
+dgx2 = topology.load("DGX-2")
+dgx2.draw(highlight=dgx2.route(0, 15)["path"])
+
+# %%
+sw = hw.link("NVSwitch 1")
+d2 = hw.system("DGX-2")
+print(f"{d2.name}: {d2.gpu_count.text()} GPUs, {d2.nvswitch_count.text()} NVSwitch chips ({d2.fabric})")
+print(f"NVSwitch (gen 1): {sw.ports.text()} ports, {sw.per_port.text()} per port per direction, "
+      f"{sw.transistors.text()} transistors ({sw.source})")
+print("any pair, bidirectional:", dgx2.peer_bandwidth(0, 1, bidirectional=True), "GB/s (same board),",
+      dgx2.peer_bandwidth(0, 15, bidirectional=True), "GB/s (across boards)")
+
+# %% [markdown]
+# **Exercise 6.** From link counts alone, what bandwidth leaves one DGX-2 baseboard for the backplane, bidirectional,
+# in GB/s (`backplane`)? labkit's graph model gives the same answer by a max-flow computation (printed after the check).
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+backplane = 6 * 8 * hw.link("NVLink 2").per_link.value * 2
+# END SOLUTION
+# BEGIN SKELETON
+backplane = ...
+# END SKELETON
+
+# %%
+labkit.check.dgx2_backplane(backplane);
+
+# %%
+print("max-flow model, board 0 -> board 1:", dgx2.max_flow(range(8), range(8, 16), bidirectional=True), "GB/s bidirectional")
+for name in ["DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100"]:
+    t = topology.load(name)
+    print(f"{name:13} per-GPU NVLink {t.max_flow([0], t.gpus()[1:], bidirectional=True, relay=False):6g} GB/s bidir.; "
+          f"bisection {t.bisection_bandwidth():6g} GB/s per direction")
+
+# %% [markdown]
+# ## 7. Why the wiring matters: all-reduce
+#
+# Data-parallel training ends every step with an **all-reduce** of the gradients: every GPU must end with the sum over all
+# GPUs. In a **ring all-reduce** each GPU cuts its buffer into n pieces and passes pieces around the ring twice (once
+# summing, once distributing), so each GPU sends 2(n−1)/n times the buffer. The time is set by the slowest link of
+# the ring.
+#
+# **Exercise 7.** Write `ring_allreduce_time(nbytes, n_gpus, bus_gbps)` returning seconds, for a ring whose every
+# GPU sends at `bus_gbps` GB/s per direction (ignore latency).
+
+# %% tags=["exercise"]
+def ring_allreduce_time(nbytes, n_gpus, bus_gbps):
+    # BEGIN SOLUTION
+    return 2 * (n_gpus - 1) / n_gpus * nbytes / (bus_gbps * 1e9)
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError
+    # END SKELETON
+
+
+# %%
+labkit.check.ring_allreduce(ring_allreduce_time);
+
+# %% [markdown]
+# A 300 M-parameter speech model (the size in the DGX-2 talk) has 1.2 GB of FP32 gradients. labkit's topology model
+# finds each system's ring bandwidth (the smallest cut between any two GPUs) and lists its assumptions:
+
+# %%
+ring = labkit.check.solved_or_reference("01.ring-allreduce", ring_allreduce_time)
+grad_bytes = 300e6 * 4
+for name in ["DGX-1 (V100)", "DGX-2"]:
+    seconds, assumptions = topology.load(name).ring_allreduce_time(grad_bytes)
+    print(f"{name}: {seconds * 1e3:.1f} ms over {len(topology.load(name).gpus())} GPUs (model)")
+print(*assumptions, sep="\n  ")
+print(f"your function, DGX-2 at 150 GB/s: {ring(grad_bytes, 16, 150) * 1e3:.1f} ms")
+print("usable NVLink rate NCCL assumes:", hw.link("NVLink 2").nccl_model, "of", hw.link("NVLink 2").per_link.text())
+
+# %% [markdown]
+# One DGX-1 reduces 8 GPUs in about the time one DGX-2 reduces 16. To get 16 V100s without a DGX-2 you need **two
+# DGX-1** joined by InfiniBand: each box has 4 EDR ports.
+#
+# **Exercise 8.** How many **milliseconds** does the ring all-reduce of the 1.2 GB take over 16 GPUs in two DGX-1, when
+# the slowest hop is the InfiniBand between the boxes (`two_dgx1_ms`)? `hw.link("InfiniBand EDR")` gives one port.
+
+# %%
+print(hw.system("DGX-1 (V100)").network, "|", hw.link("InfiniBand EDR").signalling, "per port")
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+edr = hw.link("InfiniBand EDR").per_link.value
+two_dgx1_ms = ring(grad_bytes, 16, 4 * edr) * 1e3
+# END SOLUTION
+# BEGIN SKELETON
+two_dgx1_ms = ...
+# END SKELETON
+
+# %%
+labkit.check.two_dgx1(two_dgx1_ms);
+
+# %%
+pair = topology.load("2x DGX-1 (V100)")
+seconds, assumptions = pair.ring_allreduce_time(grad_bytes)
+print(f"model: {seconds * 1e3:.1f} ms;", assumptions[1])
+print("box-to-box bandwidth:", pair.max_flow(range(8), range(8, 16), over="all"), "GB/s per direction; inside a DGX-2 the "
+      "two halves see", dgx2.max_flow(range(8), range(8, 16)), "GB/s")
+
+# %% [markdown]
+# This is why one DGX-2 beats two DGX-1 on communication-heavy work: inside one box the NVSwitches give every GPU its full
+# NVLink bandwidth to every other, while two boxes share a few InfiniBand ports. (NCCL plans with about 20 of the 25 GB/s
+# per link, as printed above; lab 08 measures collectives.)
+#
+# ## 8. The roofline: peaks are not speeds
+#
+# A kernel's speed is bounded by compute **and** by memory traffic. With arithmetic intensity I (FLOPs per byte moved
+# to or from HBM), the attainable rate is min(peak, I × bandwidth). Below the **ridge point** a kernel is memory-bound.
+
+# %%
+for name, p in [("V100", "fp16"), ("A100", "bf16"), ("H100", "bf16"), ("H200", "bf16"), ("H100", "fp32")]:
+    print(roofline(name, p))
+
+# %% tags=["nbval-ignore-output"]
+roofline_figure("H200", ["fp32", "bf16"], kernels=[("SAXPY fp32", 2 / 12, None), ("GEMM 8192³ bf16", 8192 / 3, None)])
+
+# %% [markdown]
+# SAXPY (2 FLOPs per 12 bytes) is far below every ridge point: no Tensor Core helps it, only memory bandwidth does.
+# A large matrix product is far above: it can approach the Tensor Core peak. The explorer below lets you slide the
+# intensity; the next cells show the other explorers.
+
+# %% tags=["nbval-ignore-output"]
+arch.roofline_explorer("H200", "bf16", 10)
+
+# %% tags=["nbval-ignore-output"]
+arch.system_explorer("DGX-1 (V100)", 0, 5)
+
+# %% tags=["nbval-ignore-output"]
+arch.dgx_comparison()
+
+# %% [markdown]
+# ## 9. The machine in front of you
+#
+# On a GPU machine labkit reads the real topology from NVML (the library behind `nvidia-smi`) and draws it the same way.
+# In `sim` mode it reads a saved `nvidia-smi topo -m` output of a DGX A100 instead.
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    here = topology.from_nvml()
+    matched = hw.match_device(env.device_name)
+    print(here.summary())
+    print("labkit's record for this GPU:", matched.name if matched else "none (not a part labkit has data for)")
+else:
+    from pathlib import Path
+
+    sample = Path(labkit.__file__).resolve().parents[2] / "tests" / "fixtures" / "nvidia-smi-topo-dgx-a100.txt"
+    if sample.exists():
+        here = topology.from_nvidia_smi(sample.read_text(), gpu="A100", name="DGX A100 (saved nvidia-smi output)")
+    else:  # an installed labkit without the repository's test fixtures
+        here = topology.load("DGX A100")
+    print(here.summary())
+    print("A GPU run would read this machine's own NVLink state and P2P status from NVML; lab 07 then measures the links.")
+here.draw()
+
+# %% [markdown]
+# ## What you learned
+# - Tesla/data-centre, GeForce/Titan and Tegra share CUDA; data-centre GPUs add HBM, NVLink and full FP64.
+# - A GPU is SMs running warps of 32 threads, with registers, shared memory, L2 and HBM; Tensor Cores give the large peaks.
+# - Vendor ratios depend on which precisions they compare and on sparsity: "10×" is Tensor Cores against FP32, "20×" is
+#   sparse TF32 against FP32, 5 PFLOPS is 8 GPUs with sparsity.
+# - DGX-1 wires GPUs directly (unequal pairs); NVSwitch gives every pair the full bandwidth, which is why one DGX-2
+#   beats two DGX-1 for all-reduce.
+# - The roofline turns peaks into bounds for a given arithmetic intensity.
+#
+# **Next:** [Lab 02 — First kernels](02-first-kernels.ipynb).
