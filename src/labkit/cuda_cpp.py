@@ -399,12 +399,12 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
     bad arguments: see :func:`check_launch`).
     """
     entry = find_entry(_ptx_sm90(source, name), name)
+    checked = [check_launch(entry, grid, block, args, on_gpu=False) for grid, block, args in launches]
     lib = _host_library(source, name, len(entry.params))
     tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
     arrays: dict[str, np.ndarray] = {}
     specs = []
-    for li, (grid, block, args) in enumerate(launches):
-        g, b = check_launch(entry, grid, block, args, on_gpu=False)
+    for li, ((grid, block, args), (g, b)) in enumerate(zip(launches, checked)):
         spec = []
         for k, (arg, ptype) in enumerate(zip(args, entry.params)):
             if isinstance(arg, np.ndarray):

@@ -1,0 +1,483 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 05 — CuPy: GPU arrays, custom kernels in CUDA C++, interop and streams
+#
+# **Learning objectives**
+# - Write array code once that runs on NumPy (CPU) and CuPy (GPU), with broadcasting and ufuncs.
+# - Estimate what host↔device copies cost next to the work done on the GPU.
+# - Count the kernel launches and bytes that kernel fusion (`cupy.fuse`) saves, and measure them on a GPU.
+# - Write `ElementwiseKernel`, `ReductionKernel` and `RawKernel`/`RawModule` kernels in CUDA C++ and read their PTX.
+# - Pass GPU arrays to Numba and other libraries without copies (`__cuda_array_interface__`, DLPack).
+# - Overlap copies with compute using streams, events and pinned memory; time GPU code with `cupyx.profiler.benchmark`.
+#
+# **Prerequisites:** Lab 02 (first kernels: threads, blocks, bounds checks). Some C syntax helps.
+#
+# **Time:** 70 minutes (teaching 30, exercises 40)
+
+# %%
+import labkit
+
+env = labkit.setup()
+
+# %%
+import numpy as np
+
+from labkit import cuda_cpp, cupylab, kernels_cuda
+
+xp = labkit.xp  # CuPy on a GPU, NumPy in sim mode
+print("array module:", xp.__name__)
+
+# %% [markdown]
+# ## 1. GPU arrays that look like NumPy
+#
+# CuPy implements most of NumPy's API on the GPU: `cupy.arange`, slicing, ufuncs, reductions, `cupy.linalg`.
+# A CuPy array lives in device memory; operations on it launch kernels and return new device arrays.
+# `labkit.xp` is CuPy in `gpu` mode and NumPy in `sim` mode, so the cells below run in both.
+
+# %%
+a = xp.arange(12, dtype=xp.float32).reshape(3, 4)
+print(type(a).__module__, type(a).__name__, a.shape, a.dtype)
+print(a.sum(axis=1), a.mean())
+
+# %% [markdown]
+# Crossing between host and device is always explicit: `xp.asarray(host_array)` copies to the device,
+# `cupy.asnumpy(device_array)` (or `.get()`) copies back. `labkit.cupylab.asnumpy` does the right thing in both modes.
+# Code that should run on either kind of array asks which module the array belongs to: `cupy.get_array_module(x)`,
+# which `labkit.cupylab.array_module(x)` wraps (it returns NumPy when CuPy is not there).
+
+# %%
+def row_norms(x):
+    m = cupylab.array_module(x)
+    return m.sqrt((x * x).sum(axis=1))
+
+
+print(cupylab.asnumpy(row_norms(a)))
+
+# %% [markdown]
+# ## 2. What a copy to the GPU costs
+#
+# A copy to the GPU crosses PCIe. An elementwise kernel reads and writes device memory (HBM). The model below
+# takes both rates from `labkit.hw` (each with its source). It is a model: real copies reach a fraction of the
+# link's rate, and less from pageable memory than from pinned memory (lab 07 measures both).
+
+# %%
+print(cupylab.transfer_model(1 << 30, gpu="H200", link="PCIe 5"))
+
+# %% [markdown]
+# So copying data over, doing one cheap operation and copying it back spends nearly all its time on the bus.
+# Keep data on the GPU across many operations, and copy only inputs and final results.
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    import cupy as cp
+    from cupyx.profiler import benchmark
+
+    host = np.random.default_rng().standard_normal(1 << 26, dtype=np.float32)  # 256 MiB
+    dev = cp.asarray(host)
+    copy_in = benchmark(dev.set, (host,), n_repeat=10)
+    one_pass = benchmark(lambda: dev * 2.0, (), n_repeat=10)
+    t_copy, t_pass = np.median(copy_in.gpu_times[0]), np.median(one_pass.gpu_times[0])
+    print(f"H2D copy (pageable host memory): {t_copy * 1e3:.2f} ms, {host.nbytes / t_copy / 1e9:.1f} GB/s")
+    print(f"dev * 2.0 on the GPU:            {t_pass * 1e3:.3f} ms ({t_copy / t_pass:.0f}x faster than the copy)")
+    print(f"(CUDA-event times on {env.device_name})")
+else:
+    print("sim mode: no device, so no copy to time. On a GPU this cell measures the same copy and kernel with "
+          "cupyx.profiler.benchmark and compares them with the model above.")
+
+# %% [markdown]
+# ## 3. Broadcasting and ufuncs
+#
+# Ufuncs (`xp.exp`, `+`, `xp.maximum`, ...) apply elementwise; each call is one GPU kernel. Broadcasting stretches
+# dimensions of size 1 without copying, so a column of row maxima `(rows, 1)` combines with a `(rows, cols)` matrix.
+# `keepdims=True` keeps the reduced axis as size 1 for exactly this purpose.
+
+# %%
+m = xp.asarray(np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], dtype=np.float32))
+print(m.max(axis=1, keepdims=True).shape, "broadcasts against", m.shape)
+print(m - m.max(axis=1, keepdims=True))
+
+# %% [markdown]
+# ### Exercise 1 — softmax on either device
+#
+# Write `softmax(x)` over the last axis, `exp(x) / sum(exp(x))` per row, so that it runs on NumPy and CuPy arrays
+# alike and never leaves the device. It must survive inputs as large as ±800 (where `exp` overflows in float32 and
+# float64): subtracting each row's maximum first changes nothing mathematically. Keep the input's dtype.
+
+# %% tags=["exercise"]
+def softmax(x):
+    # BEGIN SOLUTION
+    m = cupylab.array_module(x)
+    z = x - x.max(axis=-1, keepdims=True)
+    e = m.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError  # m = cupylab.array_module(x); subtract the row max; exp; divide by the row sums
+    # END SKELETON
+
+
+# %%
+labkit.check.softmax(softmax);
+
+# %% [markdown]
+# ## 4. Kernel fusion: fewer launches, fewer bytes
+#
+# `(x - mean) * inv_std * gamma + beta` runs as four kernels in NumPy or CuPy. Each one reads its array operands from
+# memory and writes a temporary back, so the data travel through HBM four times. `cupy.fuse` compiles the whole
+# function into **one** kernel: it reads `x`, `gamma` and `beta` once, keeps the temporaries in registers and writes
+# the result once. An elementwise kernel is memory-bound, so its time follows the bytes it moves.
+# `labkit.cupylab.traffic` traces the function and counts both (a model):
+
+# %%
+print(cupylab.traffic(cupylab.affine_normalize, 1 << 24, "float32", scalars=("mean", "inv_std")).table())
+
+# %% [markdown]
+# ### Exercise 2 — count before you fuse
+#
+# For `scaled_squared_error` below on n = 2**20 float32 elements, give the launches and bytes moved without fusion
+# (one kernel per operator, temporaries in memory) and with `cupy.fuse`. Count by hand; `traffic` is for checking
+# yourself afterwards. Note that Python evaluates `w * (x - y) * (x - y) + b` left to right, and that nothing shares
+# the two `x - y`.
+
+# %%
+import inspect
+
+from labkit.check.lab05 import scaled_squared_error
+
+n = 1 << 20
+print(inspect.getsource(scaled_squared_error))
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+fusion_answer = {
+    "launches_unfused": 5,
+    "bytes_unfused": (3 + 2 + 3 + 3 + 2) * 4 * n,
+    "launches_fused": 1,
+    "bytes_fused": 3 * 4 * n,
+}
+# END SOLUTION
+# BEGIN SKELETON
+fusion_answer = {
+    "launches_unfused": ...,
+    "bytes_unfused": ...,
+    "launches_fused": ...,
+    "bytes_fused": ...,
+}
+# END SKELETON
+
+# %%
+labkit.check.fusion_traffic(fusion_answer);
+
+# %% [markdown]
+# On a GPU, `labkit.cupylab.fusion_benchmark()` times `affine_normalize` unfused and under `cupy.fuse` with
+# `cupyx.profiler.benchmark` and puts the measured speed-up next to the model's.
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    rec = cupylab.fusion_benchmark()
+    print(f"unfused {rec['unfused_s'] * 1e3:.3f} ms, fused {rec['fused_s'] * 1e3:.3f} ms: {rec['speedup']:.2f}x "
+          f"(model {rec['model_speedup']:.2f}x); fused kernel moves {rec['fused_gbps']:.0f} GB/s  [{rec['label']}]")
+else:
+    t = cupylab.traffic(cupylab.affine_normalize, 1 << 26, "float32", scalars=("mean", "inv_std"))
+    print(f"sim mode: nothing to time. The model predicts {t.ratio:.2f}x from fusion for a memory-bound GPU; "
+          "on a GPU this cell measures it.")
+
+# %% [markdown]
+# ## 5. ElementwiseKernel: the loop body in CUDA C++
+#
+# `cupy.ElementwiseKernel(in_params, out_params, operation, name)` writes the loop for you; you give the body for
+# one element in CUDA C++. Types are NumPy names or placeholders (`T`) that CuPy fills in from the arguments.
+# `labkit.cupylab.elementwise_kernel` takes the same four strings: on a GPU it builds the real CuPy kernel; without
+# one it compiles an equivalent kernel with NVRTC (so you see the PTX) and can run it on the CPU stand-in.
+
+# %%
+p = kernels_cuda.get("squared_diff").parts
+squared_diff = cupylab.elementwise_kernel(p["in_params"], p["out_params"], p["operation"], "squared_diff")
+print(squared_diff.source())
+
+# %%
+squared_diff.compile("sm_90").show("ld.global", "st.global")
+
+# %% [markdown]
+# Two loads, one store, a multiply and a subtraction per element: memory-bound, like every elementwise kernel.
+# The loop is a grid-stride loop with the bounds check `i < n` built in.
+#
+# ### Exercise 3 — the Huber loss as an ElementwiseKernel
+#
+# With `d = |x - y|`, the Huber loss is `0.5 * d * d` when `d <= delta` and `delta * (d - 0.5 * delta)` otherwise.
+# Build it with `cupylab.elementwise_kernel`: inputs `float32 x, float32 y, float32 delta`, output `float32 z`,
+# name `"huber"`. Use `fabsf` and float literals (`0.5f`).
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+huber = cupylab.elementwise_kernel(
+    "float32 x, float32 y, float32 delta",
+    "float32 z",
+    "float d = fabsf(x - y); z = d <= delta ? 0.5f * d * d : delta * (d - 0.5f * delta)",
+    "huber",
+)
+# END SOLUTION
+# BEGIN SKELETON
+huber = ...  # cupylab.elementwise_kernel(in_params, out_params, operation, "huber")
+# END SKELETON
+
+# %%
+labkit.check.huber(huber);
+
+# %% [markdown]
+# ## 6. ReductionKernel: map, reduce, post-map
+#
+# `cupy.ReductionKernel` needs a map expression per element, a reduce expression combining two partial results `a`
+# and `b`, a post-map expression that writes the output from the final `a`, and the identity of the reduction. The
+# GPU reduces in a tree, so the identity is combined many times: it must leave any value unchanged.
+#
+# ### Exercise 4 — the Euclidean norm
+#
+# Build `l2norm` with `cupylab.reduction_kernel("T x", "T y", map_expr, reduce_expr, post_map_expr, identity, "l2norm")`.
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+l2norm = cupylab.reduction_kernel("T x", "T y", "x * x", "a + b", "y = sqrt(a)", "0", "l2norm")
+# END SOLUTION
+# BEGIN SKELETON
+l2norm = ...  # cupylab.reduction_kernel("T x", "T y", map_expr, reduce_expr, post_map_expr, identity, "l2norm")
+# END SKELETON
+
+# %%
+labkit.check.l2norm(l2norm);
+
+# %% [markdown]
+# ## 7. RawKernel: the whole kernel in CUDA C++
+#
+# `cupy.RawKernel(source, name)` compiles a complete CUDA C++ kernel with NVRTC and launches it with
+# `kernel(grid, block, args)`. You write the index arithmetic and the bounds check yourself, as in lab 02.
+# Two details matter:
+#
+# - declare the kernel `extern "C"`, or C++ mangles its name (`_Z10leaky_reluPKfPffi`) and CuPy cannot find it;
+# - pass scalars as NumPy scalars of the parameter's type (`np.float32(alpha)`, `np.int32(n)`): CuPy passes a
+#   Python `float` as a double and a Python `int` as a 64-bit integer, which a `float`/`int` parameter misreads.
+#
+# ### Exercise 5 — leaky ReLU
+#
+# Complete `leaky_relu`: `y[i] = x[i]` where `x[i] > 0`, else `alpha * x[i]`, for every `i < n`. Keep the signature.
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+leaky_source = r"""
+extern "C" __global__
+void leaky_relu(const float* x, float* y, float alpha, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : alpha * v;
+    }
+}
+"""
+# END SOLUTION
+# BEGIN SKELETON
+leaky_source = r"""
+extern "C" __global__
+void leaky_relu(const float* x, float* y, float alpha, int n)
+{
+    // your code here: one element per thread, and a bounds check
+}
+"""
+# END SKELETON
+
+# %%
+labkit.check.leaky_relu(leaky_source);
+
+# %% [markdown]
+# Without a GPU the check compiles your source for sm_70, sm_80 and sm_90, reads the kernel's entry in the PTX (name,
+# parameter types, a comparison with `n` that steers the stores) and, when a C++ compiler is installed, runs every
+# thread on the CPU with a spare block and guard zones around the arrays. Compiling cannot see `i <= n` instead of
+# `i < n`; the CPU stand-in and a GPU run can. Here is the PTX of the kernel that passed:
+
+# %%
+leaky = labkit.check.solved_or_reference("05.leaky-relu", leaky_source)
+cuda_cpp.compile_for(leaky, "leaky_relu", ("sm_90",))["sm_90"].show("setp", "bra", "st.global")
+
+# %% [markdown]
+# `labkit.cuda_cpp.RawKernel` has CuPy's calling convention and checks every argument against the kernel's PTX
+# parameters before it launches. A wrong argument type is a clear message instead of a wrong result:
+
+# %%
+k = cuda_cpp.RawKernel(leaky, "leaky_relu")
+x = xp.asarray(np.linspace(-1, 1, 1000, dtype=np.float32))
+y = xp.zeros_like(x)
+try:
+    k((8,), (128,), (x, y, 0.1, 1000))  # Python float and int: wrong
+except labkit.LabkitError as err:
+    print(err)
+
+# %% tags=["nbval-ignore-output"]
+try:
+    k((8,), (128,), (x, y, np.float32(0.1), np.int32(1000)))
+    print("y[:3] =", cupylab.asnumpy(y[:3]), "(ran on the", "GPU)" if env.is_gpu else "CPU stand-in)")
+except cuda_cpp.HostUnavailable as err:
+    print("sim mode without a C++ compiler:", str(err).splitlines()[0])
+
+# %% [markdown]
+# ## 8. RawModule: several kernels and device functions in one source
+#
+# `cupy.RawModule(code=source)` compiles a whole translation unit; `module.get_function(name)` returns each
+# `extern "C"` kernel. Shared `__device__` functions are not kernels, so they get no entry of their own:
+
+# %%
+module_src = kernels_cuda.ACTIVATIONS_MODULE
+ptx = cuda_cpp.compile_for(module_src, "activations", ("sm_80",))["sm_80"]
+for e in cuda_cpp.entries(ptx.text):
+    print(f"{e.name}({', '.join(e.params)})")
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    mod = cp.RawModule(code=module_src)
+    fwd, bwd = mod.get_function("leaky_relu_fwd"), mod.get_function("leaky_relu_bwd")
+    xg = cp.linspace(-1, 1, 1 << 20, dtype=cp.float32)
+    yg, dx = cp.empty_like(xg), cp.empty_like(xg)
+    fwd((256,), (256,), (xg, yg, np.float32(0.1), np.int32(xg.size)))
+    bwd((256,), (256,), (xg, cp.ones_like(xg), dx, np.float32(0.1), np.int32(xg.size)))
+    print("forward and backward agree with NumPy:",
+          np.allclose(yg.get(), np.where(xg.get() > 0, xg.get(), 0.1 * xg.get())),
+          np.allclose(dx.get(), np.where(xg.get() > 0, 1.0, 0.1)))
+else:
+    print("sim mode: the module compiled to PTX above; a GPU run loads it with cupy.RawModule and runs both kernels.")
+
+# %% [markdown]
+# ## 9. Sharing GPU arrays with other libraries, without copies
+#
+# Two protocols let libraries hand each other device memory:
+#
+# - **`__cuda_array_interface__`**: a dict with the device pointer, shape, `typestr`, strides and stream. Numba
+#   kernels accept any object that has it, CuPy arrays included; `cupy.asarray` accepts Numba device arrays.
+# - **DLPack**: `__dlpack__()` / `__dlpack_device__()`, the standard of the Python array API; `cupy.from_dlpack`,
+#   `torch.from_dlpack`, `jax.dlpack`, `numpy.from_dlpack` (host memory only) all speak it.
+#
+# Host arrays have the twin `__array_interface__`, and NumPy speaks DLPack, so the idea shows without a GPU:
+
+# %%
+h = np.arange(6, dtype=np.float32)
+print(cupylab.describe_interface(h))
+view = np.from_dlpack(h)
+print("shares memory with the original:", np.shares_memory(h, view))
+
+# %% [markdown]
+# Numba's CUDA simulator has no `__cuda_array_interface__`, so the device half runs on a GPU only:
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    from numba import cuda
+
+    @cuda.jit
+    def add_one(arr):
+        i = cuda.grid(1)
+        if i < arr.size:
+            arr[i] += 1
+
+    g = cp.zeros(1000, dtype=cp.float32)
+    add_one[8, 128](g)  # a CuPy array straight into a Numba kernel: same memory, no copy
+    print("Numba wrote into CuPy's memory:", float(g.sum()), "| DLPack device:", g.__dlpack_device__())
+    print("round trip through DLPack shares memory:", cp.from_dlpack(g).data.ptr == g.data.ptr)
+else:
+    print("sim mode: on a GPU this cell passes a CuPy array to a Numba kernel (no copy) and round-trips it through DLPack.")
+
+# %% [markdown]
+# ## 10. Streams, events and pinned memory: overlapping copies with compute
+#
+# A GPU has copy engines separate from its SMs: one can copy host→device while another copies device→host and the
+# SMs run a kernel. Work on one **stream** runs in order; work on different streams may overlap. To overlap, split
+# the job into chunks and give each chunk's copy in, kernel and copy out to a stream, rotating over a few streams.
+# Copies are only asynchronous from **pinned** (page-locked) host memory (`cupyx.empty_pinned`); from ordinary
+# pageable memory the driver stages them and the overlap disappears. **Events** (`cupy.cuda.Event`) mark points in
+# a stream: for timing, or to make one stream wait for another.
+#
+# The model below puts one copy in, one elementwise pass and one copy out of 1 GiB on an H200's PCIe 5 link, whole
+# and in 8 chunks (figures from `labkit.hw`):
+
+# %%
+timeline = cupylab.overlap_model(1 << 30, chunks=8)
+print(timeline)
+
+# %% tags=["nbval-ignore-output"]
+timeline.figure()
+
+# %% [markdown]
+# ### Exercise 6 — predict the pipeline's time
+#
+# Each chunk passes H2D copy → kernel → D2H copy; each engine works on one chunk at a time; a stage of a chunk starts
+# when its engine is free and the chunk's previous stage is done. Given the whole job's stage times and the number of
+# equal chunks, return the time until the last chunk is back. (Draw three chunks first.)
+
+# %% tags=["exercise"]
+def pipelined_time(t_in, t_kernel, t_out, chunks):
+    # BEGIN SOLUTION
+    first = (t_in + t_kernel + t_out) / chunks
+    return first + (chunks - 1) * max(t_in, t_kernel, t_out) / chunks
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError  # the first chunk's full trip, then one slowest-stage step per further chunk
+    # END SKELETON
+
+
+# %%
+labkit.check.pipeline_time(pipelined_time);
+
+# %% [markdown]
+# With the copies dominating, more chunks approach `max(t_in, t_out)`: the best overlap hides the kernel and one of
+# the two copies, close to 2x here. On a GPU, `labkit.cupylab.overlap_benchmark()` runs this pipeline for real (pinned
+# buffers, `cudaMemcpyAsync` on 4 streams, the `scale_shift` RawKernel) and compares it with the serial version.
+
+# %%
+predict = labkit.check.solved_or_reference("05.pipeline", pipelined_time)
+tm = cupylab.transfer_model(1 << 30)  # H200, PCIe 5
+t_in, t_k, t_out = tm.copy_s * 1e3, tm.hbm_pass_s * 1e3, tm.copy_s * 1e3
+for chunks in (1, 2, 4, 8, 32):
+    print(f"{chunks:>3} chunks: {predict(t_in, t_k, t_out, chunks):6.2f} ms  (model: 1 GiB on an H200 over PCIe 5)")
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    rec = cupylab.overlap_benchmark()
+    print(f"serial {rec['serial_s'] * 1e3:.1f} ms, overlapped ({rec['chunks']} chunks, {rec['streams']} streams) "
+          f"{rec['overlapped_s'] * 1e3:.1f} ms: {rec['speedup']:.2f}x, correct: {rec['correct']}  "
+          f"(model {rec['model']['speedup']:.2f}x)  [{rec['label']}]")
+else:
+    print("sim mode: no copy engines to overlap. On a GPU this cell measures the pipeline against the serial version.")
+
+# %% [markdown]
+# ## 11. Timing GPU code: `cupyx.profiler.benchmark`
+#
+# CuPy calls return as soon as the kernel is queued, so `time.perf_counter()` around them measures the queueing, not
+# the work. `cupyx.profiler.benchmark(fn, args, n_repeat=...)` runs warm-ups, brackets each run with CUDA events and
+# reports CPU and GPU times separately. (`labkit.bench.measure` does the same for any callable and adds GB/s.)
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    big = cp.random.standard_normal(1 << 24, dtype=cp.float32)
+    print(benchmark(cp.sort, (big,), n_repeat=20))
+else:
+    small = np.random.default_rng().standard_normal(labkit.size(gpu=1 << 24, sim=1 << 16)).astype(np.float32)
+    print(labkit.bench.measure(np.sort, small, name="np.sort", repeat=5))
+
+# %% [markdown]
+# ## What you learned
+#
+# - `labkit.xp` / `cupy.get_array_module` let one function serve NumPy and CuPy; copies between host and device are
+#   explicit and, over PCIe, far slower than work in HBM: keep data on the device.
+# - Every unfused operator is a kernel that moves its operands through memory; `cupy.fuse` makes one kernel and cuts
+#   the bytes, which is the speed-up for memory-bound work.
+# - `ElementwiseKernel` takes a loop body, `ReductionKernel` map/reduce/post-map expressions and an identity,
+#   `RawKernel`/`RawModule` whole CUDA C++ sources with `extern "C"` entries and your own bounds checks; NVRTC
+#   compiles all of them, with or without a GPU, and the PTX shows what they do.
+# - `__cuda_array_interface__` and DLPack share device memory between CuPy, Numba and other libraries without copies.
+# - Pinned memory, several streams and chunking overlap copies with compute; a pipeline's time is one full trip plus
+#   one slowest step per further chunk.
+#
+# Next: [Lab 06 — Tensor Cores and mixed precision](06-tensor-cores-mixed-precision.ipynb).
