@@ -194,3 +194,11 @@ def test_figure_dataclass() -> None:
     assert str(f) == "1555 GB/s (NVIDIA A100 datasheet)" and f.note is None
     assert f.to("TB/s").value == pytest.approx(1.555)
     assert Figure(700, "PFLOP/s", "x").to("TFLOP/s").value == 700_000
+
+
+def test_unconfirmed_listing() -> None:
+    rows = hw.unconfirmed()
+    names = {(r, f) for r, f, _ in rows}
+    assert ("B200", "peak fp8") in names and ("NVSwitch 2", "ports") in names
+    assert all(fig.unconfirmed for _, _, fig in rows)
+    assert not any(r == "H100 SXM" for r, _, _ in rows)

@@ -232,3 +232,13 @@ def test_from_nvml_with_a_fake_driver() -> None:
     assert t.peer_bandwidth(0, 1) == pytest.approx(4 * 25 + 2 * 25)  # direct links plus the path through the switch
     assert t.p2p[(0, 1)] is True and t.relation(0, 1) == "NV4"
     t.draw()
+
+
+def test_describe_matches_nvidia_smi_fixture() -> None:
+    model = topology.load("DGX-1 (V100)")
+    parsed = topology.from_nvidia_smi((FIX / "nvidia-smi-topo-dgx1-v100.txt").read_text(), gpu="V100")
+    for a, b in itertools.product(range(8), repeat=2):
+        assert model.relation(a, b) == parsed.relation(a, b)
+    text = model.describe()
+    assert "GPU0        X    NV1    NV1    NV2    NV2    SYS" in text
+    assert "NV6" in topology.load("DGX-2").describe()

@@ -42,7 +42,12 @@ from labkit.widgets import architecture as arch
 # - **Tegra** (now Jetson and DRIVE): systems-on-chip for robots, cars and cameras, built for low-power inference.
 #
 # A CUDA program written in this course runs on all three; what changes is how fast. `labkit.hw` holds the data-centre parts.
-# Every figure it gives carries its source; `*`/"unconfirmed" marks a figure not yet checked against one.
+# Every figure it gives carries its source. A few are marked **unconfirmed** (not yet checked against their source);
+# this lab flags them with "unconfirmed" or `*` wherever they appear. They are:
+
+# %%
+for record, field, fig in hw.unconfirmed():
+    print(f"{record}: {field} = {fig.text()} ({fig.source})")
 
 # %%
 for name in hw.gpus():

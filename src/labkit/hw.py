@@ -603,6 +603,22 @@ def match_device(device_name: str) -> GPU | None:
     return None
 
 
+def unconfirmed() -> list[tuple[str, str, Figure]]:
+    """Every figure marked unconfirmed: ``(record name, field, Figure)``; the course says so wherever it shows one."""
+    out: list[tuple[str, str, Figure]] = []
+    d = data()
+    for g in d.gpus.values():
+        out += [(g.name, k, f) for k, f in g.figures().items() if f.unconfirmed]
+        for p, pk in g.peaks.items():
+            out += [(g.name, f"peak {p}{tag}", f) for tag, f in (("", pk.dense), (" sparse", pk.sparse), (" CUDA cores", pk.simt))
+                    if f is not None and f.unconfirmed]
+    for s in d.systems.values():
+        out += [(s.name, k, f) for k, f in s.figures().items() if f.unconfirmed]
+    for ln in d.links.values():
+        out += [(ln.name, k, f) for k, f in vars(ln).items() if isinstance(f, Figure) and f.unconfirmed]
+    return out
+
+
 def table(names: Iterable[str] | None = None, attrs: Iterable[str] = ("memory_size", "memory_bandwidth", "sm_count")) -> list[dict[str, Any]]:
     """Rows ``{"gpu": name, attr: Figure, ...}`` for printing or plotting."""
     rows = []

@@ -368,6 +368,18 @@ class Topology:
         lines += self.notes
         return "\n".join(lines)
 
+    def describe(self) -> str:
+        """:meth:`summary` plus the GPU-to-GPU matrix in nvidia-smi's words (``NV2``, ``NV6``, ``SYS``, ...)."""
+        gpus = self.gpus()
+        lines = [self.summary()]
+        if 1 < len(gpus) <= 16:
+            lines.append("")
+            lines.append("      " + "".join(f"{'GPU' + str(g):>7}" for g in gpus))
+            for a in gpus:
+                lines.append(f"{'GPU' + str(a):6}" + "".join(f"{self.relation(a, b):>7}" for b in gpus))
+            lines.append("NV# = # NVLinks (directly or through NVSwitches); SYS/PHB/NODE/PXB/PIX = PCIe paths, as nvidia-smi.")
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         return f"<Topology {self.name!r}: {len(self.gpus())} GPUs, {len(self.nodes('nvswitch'))} NVSwitches ({self.origin})>"
 
