@@ -28,6 +28,7 @@ FULL_MASK = 0xFFFFFFFF
 
 _lock = threading.Lock()
 _installed = False
+calls = 0  # warp-level calls made so far in this process (the lab checks read it to see shuffles were used)
 
 
 class WarpError(RuntimeError):
@@ -47,6 +48,8 @@ def _lanes_in_warp(block_dim: Any, warp: int) -> int:
 
 def _exchange(fake: Any, mask: int, value: Any, what: str) -> tuple[dict[int, Any], int, int]:
     """All lanes of ``mask`` meet; returns ({lane: value}, own lane, mask of lanes that took part)."""
+    global calls
+    calls += 1
     thread = threading.current_thread()
     tid = thread.thread_id  # linear thread index in the block (x fastest), as CUDA numbers lanes
     lane, warp = tid % 32, tid // 32

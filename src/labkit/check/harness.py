@@ -794,3 +794,23 @@ def run_case(
     compare(got, expected, label=label, rtol=rtol, atol=atol, unwritten_means_unsolved=first, written=written,
             unwritten_cause=unwritten_cause)
     return report
+
+
+def find_race(kernel: Any, griddim: Any, blockdim: Any, *args: Any, names: Sequence[str] | None = None) -> Race | None:
+    """Run ``kernel`` once under the strict memory model and print the first data race it has (or that it has none).
+
+    ``sim`` mode only: on a GPU, NVIDIA's ``compute-sanitizer --tool racecheck`` does this for shared memory.
+    """
+    if current_mode() != "sim":
+        print("find_race runs kernels in the CUDA simulator (sim mode). On a GPU, run the program under "
+              "`compute-sanitizer --tool racecheck python script.py` instead.")
+        return None
+    report = launch_strict(kernel, griddim, blockdim, *[device(a) if isinstance(a, np.ndarray) else a for a in args],
+                           allow_races=True, names=names)
+    assert report is not None
+    if report.race is None:
+        print("no race found in this launch.")
+    else:
+        print("RACE: " + report.race.message())
+        print("  Likely cause: " + report.race.cause())
+    return report.race

@@ -1,0 +1,194 @@
+"""Checks for lab 03 (memory hierarchy): a coalesced 2-D copy, a shared-memory transpose without bank conflicts,
+a tiled matrix multiply and a 1-D stencil with halo cells.
+
+Besides the values, these checks look at *how* the kernel uses memory (in ``sim`` mode, from a record of every
+access): 32-byte sectors per warp request for global memory, bank conflicts for shared memory, and whether
+shared memory is used at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..mode import current_mode
+from .core import Failed, exercise
+from .harness import bank_conflicts, fmt_shape, grid_2d, random_array, run_case, sectors_per_request
+
+
+def _ref(name: str) -> Callable[[], Any]:
+    def get() -> Any:
+        from .. import kernels
+
+        return kernels.get(name)
+
+    return get
+
+
+SWAPPED = ("x = cuda.grid(2)[0] is the column (it runs along a row): `col, row = cuda.grid(2)`. With x as the row, "
+           "part of a non-square array is never reached.")
+
+
+def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> str:
+    sectors, eff = sectors_per_request(report, array, kind)
+    if eff < 0.9:
+        raise Failed(f"{label}: the values are right, but each warp's {what} of `{array}` touches {sectors:.1f} "
+                     f"32-byte sectors on average ({100 * eff:.0f}% of the bytes moved are used); coalesced, it touches 4.",
+                     cause="neighbouring threads (consecutive threadIdx.x) must access neighbouring addresses: in a "
+                           "row-major array that means neighbouring columns of one row.")
+    return f"{what}s of {array}: {sectors:.1f} sectors per warp ({100 * eff:.0f}% efficient)"
+
+
+# ----------------------------------------------------------------------------- 03.coalesced-copy
+@exercise(
+    "03.coalesced-copy",
+    title="A coalesced 2-D copy",
+    hints=[
+        "A warp is 32 threads with consecutive threadIdx.x. Which array index should change between them so that they touch neighbouring bytes?",
+        "In a row-major (C-order) array, a[r, c] and a[r, c + 1] are neighbours in memory. So threadIdx.x must map to the column.",
+        "`col, row = cuda.grid(2)`; `if row < dst.shape[0] and col < dst.shape[1]: dst[row, col] = src[row, col]`",
+    ],
+    reference=_ref("copy2d_coalesced"),
+)
+def coalesced_copy(kernel: Any) -> str:
+    """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
+    cases = [((13, 37), (32, 4)), ((1, 1), (32, 4)), ((40, 9), (16, 8)), ((32, 32), (32, 4))]
+    note = ""
+    for k, (shape, block) in enumerate(cases):
+        src = random_array(shape)
+        grid = grid_2d(shape, block)
+        label = f"array {fmt_shape(shape)}, grid {grid} of blocks {block}"
+        record = k == len(cases) - 1 and current_mode() == "sim"
+        report = run_case(kernel, grid, block, (src,), out_shape=shape, out_dtype=np.float32, expected=src, label=label,
+                          names=("src", "dst"), first=k == 0, record=record, unwritten_cause=SWAPPED)
+        if record and report is not None:
+            note = "; " + _efficiency(report, "src", "read", "read", label) + "; " + _efficiency(report, "dst", "write", "write", label)
+    return f"correct on {len(cases)} arrays{note}."
+
+
+# ----------------------------------------------------------------------------- 03.transpose
+TILE = 32
+
+
+@exercise(
+    "03.transpose",
+    title="Transpose through shared memory, without bank conflicts",
+    hints=[
+        "Read a 32 × 32 tile with coalesced reads into shared memory, wait for the whole block, then write it out "
+        "transposed, again with coalesced writes: the swap happens inside shared memory.",
+        "The output tile of block (bx, by) is block (by, bx) of the output. Read `tile[tx, ty + j]` when writing. "
+        "A column of a 32 × 32 float32 tile lies in one bank: pad the tile to 32 × 33.",
+        "`tile = cuda.shared.array((TILE, TILE_PADDED), np.float32)`; load `tile[ty + j, tx] = a[row + j, col]` for j in "
+        "range(0, TILE, BLOCK_ROWS); `cuda.syncthreads()`; swap the block indices in col/row; store "
+        "`out[row + j, col] = tile[tx, ty + j]` (each with its bounds check).",
+    ],
+    reference=_ref("transpose_shared"),
+)
+def transpose(kernel: Any, block_rows: int = 8) -> str:
+    """Grade ``transpose(a, out)``: 32 × 32 tiles, blocks of (32, ``block_rows``) threads; right values, shared
+    memory without bank conflicts, coalesced global reads and writes."""
+    if block_rows not in (1, 2, 4, 8, 16, 32):
+        raise Failed(f"block_rows={block_rows}: it must divide the tile size 32 (1, 2, 4, 8, 16 or 32).")
+    block = (TILE, block_rows)
+    cases = [(37, 45), (5, 3), (32, 32)]
+    notes = []
+    for k, shape in enumerate(cases):
+        a = random_array(shape)
+        grid = (-(-shape[1] // TILE), -(-shape[0] // TILE))
+        label = f"a {fmt_shape(shape)}, grid {grid} of blocks {block}"
+        record = k == len(cases) - 1 and current_mode() == "sim"
+        report = run_case(kernel, grid, block, (a,), out_shape=shape[::-1], out_dtype=np.float32, expected=a.T.copy(),
+                          label=label, names=("a", "out"), first=k == 0, record=record, reverse=k == 1,
+                          unwritten_cause="each block must write the whole transposed tile: block (bx, by) writes the tile at "
+                                          "(by, bx) of the output, rows of out are columns of a; check the loop over j.")
+        if report is None:
+            continue
+        if not report.shared:
+            raise Failed(f"{label}: the values are right, but the kernel does not use shared memory.",
+                         cause="this exercise stages each tile in cuda.shared.array so that both the reads and the writes are coalesced.")
+        if record:
+            notes.append(_efficiency(report, "a", "read", "read", label))
+            notes.append(_efficiency(report, "out", "write", "write", label))
+            for name, shape_s, _ in report.shared:
+                worst = bank_conflicts(report, name)
+                if worst > 1:
+                    raise Failed(f"{label}: the values are right, but accesses to the {fmt_shape(shape_s)} {name} "
+                                 f"have up to {worst}-way bank conflicts.",
+                                 cause="the 32 elements of a tile column sit in one bank: pad the row to 33 elements "
+                                       "(`(TILE, TILE_PADDED)`) so that a column spans all 32 banks.")
+            notes.append("shared memory free of bank conflicts")
+    return f"correct on {len(cases)} shapes" + (": " + "; ".join(notes) if notes else "") + "."
+
+
+# ----------------------------------------------------------------------------- 03.matmul
+@exercise(
+    "03.matmul",
+    title="Tiled matrix multiply in shared memory",
+    hints=[
+        "Each block computes one MM_TILE × MM_TILE tile of C. It walks along K in steps of MM_TILE: load a tile of A and a "
+        "tile of B into shared memory, multiply them, accumulate, repeat.",
+        "Two barriers per step: after loading (so nobody reads a tile before it is complete) and after using it (so nobody "
+        "overwrites it while others still read). Threads outside A or B load 0.0 and still reach both barriers.",
+        "`for t in range((K + MM_TILE - 1) // MM_TILE)`: `sa[ty, tx] = A[row, t*MM_TILE + tx]` (or 0), "
+        "`sb[ty, tx] = B[t*MM_TILE + ty, col]` (or 0); `cuda.syncthreads()`; `for kk in range(MM_TILE): acc += sa[ty, kk] * sb[kk, tx]`; "
+        "`cuda.syncthreads()`. At the end, `if row < M and col < N: C[row, col] = acc`.",
+    ],
+    reference=_ref("matmul_tiled"),
+)
+def matmul(kernel: Any, tile: int = 16) -> str:
+    """Grade ``matmul(A, B, C)``: C = A @ B (float32), blocks of ``tile`` × ``tile`` threads, tiles in shared memory."""
+    if tile not in (8, 16, 32):
+        raise Failed(f"tile={tile}: use 8, 16 or 32.")
+    cases = [(23, 19, 29), (1, 1, 1), (16, 40, 5)]
+    for k, (m, kk, n) in enumerate(cases):
+        A, B = random_array((m, kk)), random_array((kk, n))
+        grid = grid_2d((m, n), (tile, tile))
+        label = f"A {m}×{kk} @ B {kk}×{n}, grid {grid} of blocks {(tile, tile)}"
+        expected = (A.astype(np.float64) @ B.astype(np.float64))
+        report = run_case(kernel, grid, (tile, tile), (A, B), out_shape=(m, n), out_dtype=np.float32, expected=expected,
+                          label=label, names=("A", "B", "C"), first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4 * kk,
+                          unwritten_cause="every thread whose (row, col) lies inside C must store its sum: check the final bounds "
+                                          "test and that x is the column.")
+        if report is not None and not report.shared:
+            raise Failed(f"{label}: the values are right, but the kernel reads every operand from global memory.",
+                         cause="this exercise stages tiles of A and B in cuda.shared.array: each element loaded once per "
+                               "block is then reused MM_TILE times.")
+    return (f"correct on {len(cases)} products (sizes that are not multiples of the tile, and 1×1), with tiles in shared "
+            "memory and no races between loading and using them.")
+
+
+# ----------------------------------------------------------------------------- 03.stencil
+RADIUS = 3
+
+
+def _stencil_ref(x: np.ndarray) -> np.ndarray:
+    p = np.concatenate([np.zeros(RADIUS), x.astype(np.float64), np.zeros(RADIUS)])
+    return np.convolve(p, np.ones(2 * RADIUS + 1) / (2 * RADIUS + 1), mode="valid")
+
+
+@exercise(
+    "03.stencil",
+    title="A 1-D stencil with halo cells in shared memory",
+    hints=[
+        "A block's outputs need its own blockDim.x inputs plus RADIUS more on each side (the halo). Load them all into "
+        "shared memory once, then every thread reads its 2·RADIUS + 1 neighbours from there.",
+        "Shared index of element i is `t + RADIUS`. The first RADIUS threads also load `x[i - RADIUS]` into `sh[t]` and "
+        "`x[i + blockDim.x]` into `sh[t + blockDim.x + RADIUS]`, with 0.0 outside the array. Then `cuda.syncthreads()`.",
+        "After the barrier: `if i < n:` sum `sh[t + k]` for k in range(2 * RADIUS + 1) and store the sum / (2 * RADIUS + 1).",
+    ],
+    reference=_ref("stencil_1d"),
+)
+def stencil(kernel: Any) -> str:
+    """Grade ``stencil(x, out)``: ``out[i]`` = mean of ``x[i-3 .. i+3]`` with zeros outside ``x``, block sizes up to 256."""
+    cases = [(100, 32), (1, 32), (64, 64), (200, 128), (5, 64)]
+    for k, (n, block) in enumerate(cases):
+        x = random_array(n)
+        grid = -(-n // block)
+        label = f"n={n}, {grid} block(s) of {block} threads"
+        report = run_case(kernel, grid, block, (x,), out_shape=n, out_dtype=np.float32, expected=_stencil_ref(x), label=label,
+                          names=("x", "out"), first=k == 0, reverse=k == 3, rtol=1e-5, atol=1e-6)
+        if report is not None and not report.shared:
+            raise Failed(f"{label}: the values are right, but every input is read {2 * RADIUS + 1} times from global memory.",
+                         cause="load the block's inputs and halo into cuda.shared.array once, then read neighbours from there.")
+    return f"correct on {len(cases)} sizes and block sizes 32 to 128, edges included; halo loaded, no races."

@@ -1,0 +1,221 @@
+"""Checks for lab 04 (reductions and atomics): histograms with global and shared-memory atomics, a block
+reduction, a full reduction, a warp reduction with shuffles, and the fix of a planted race.
+
+In ``sim`` mode every launch runs under the strict memory model of :mod:`labkit.check.harness`: a plain
+``a[k] += 1`` from several threads, or a missing ``cuda.syncthreads()``, is reported as a race naming the two
+threads, whatever order the simulator happens to run them in.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..mode import current_mode
+from .core import Failed, exercise
+from .harness import random_array, run_case
+
+NBINS = 256
+MAX_BLOCK = 256
+
+
+def _ref(name: str) -> Callable[[], Any]:
+    def get() -> Any:
+        from .. import kernels
+
+        return kernels.get(name)
+
+    return get
+
+
+def _bytes(n: int) -> np.ndarray:
+    """Skewed byte data: most values in a few bins, so that many threads update the same bin."""
+    data = random_array(n, np.uint8, 0, 256)
+    few = random_array(n, np.uint8, 0, 6)
+    return np.where(random_array(n, np.float32, 0, 1) < 0.7, few, data).astype(np.uint8)
+
+
+def _histogram_cases(kernel: Any, *, shared: bool) -> str:
+    cases = [(500, 128, 4), (1, 64, 1), (130, 64, 3), (700, 64, 2)]  # the last grid is smaller than the data
+    for k, (n, block, grid) in enumerate(cases):
+        data = _bytes(n)
+        label = f"n={n} bytes, {grid} block(s) of {block} threads"
+        report = run_case(kernel, grid, block, (data,), out_shape=NBINS, out_dtype=np.int32,
+                          expected=np.bincount(data, minlength=NBINS).astype(np.int32), label=label,
+                          names=("data", "hist"), out_init=0, first=k == 0, reverse=k == 2,
+                          unwritten_cause="some elements were not counted: cover all of data (a grid-stride loop covers it "
+                                          "with any grid).")
+        if report is None:
+            continue
+        if shared:
+            if not report.shared or report.atomics.get("shared", 0) < n:
+                raise Failed(f"{label}: the counts are right, but {report.atomics.get('shared', 0)} atomic adds went to shared "
+                             f"memory for {n} elements.",
+                             cause="count into a per-block histogram in cuda.shared.array with cuda.atomic.add, then add it "
+                                   "to the global histogram once per bin.")
+            if report.atomics.get("global", 0) >= n > grid * NBINS:
+                raise Failed(f"{label}: the counts are right, but there were {report.atomics['global']} global atomics for {n} elements.",
+                             cause="merge each block's histogram once per bin, not once per element.")
+        elif report.atomics.get("global", 0) == 0:
+            raise Failed(f"{label}: the counts are right but no atomic add reached global memory.",
+                         cause="this exercise counts with cuda.atomic.add on the global histogram.")
+    return f"correct on {len(cases)} launches (skewed data, grids larger and smaller than the data), no lost updates."
+
+
+@exercise(
+    "04.histogram-global",
+    title="Histogram with global atomics",
+    hints=[
+        "Many threads meet the same byte value and increment the same bin. `hist[v] += 1` is a read, an add and a write: "
+        "two threads can read the same old value and one increment is lost.",
+        "`cuda.atomic.add(array, index, value)` does the read-add-write as one indivisible step.",
+        "`for i in range(cuda.grid(1), data.size, cuda.gridsize(1)): cuda.atomic.add(hist, data[i], 1)`",
+    ],
+    reference=_ref("histogram_global"),
+)
+def histogram_global(kernel: Any) -> str:
+    """Grade ``histogram(data, hist)``: ``data`` uint8, ``hist`` int32[256] starting at zero."""
+    return _histogram_cases(kernel, shared=False)
+
+
+@exercise(
+    "04.histogram-shared",
+    title="Histogram with shared-memory atomics",
+    hints=[
+        "Give each block its own 256-bin histogram in shared memory: atomics there are much cheaper than in global "
+        "memory, and each block then adds its bins to the global histogram once.",
+        "Three phases with a barrier between each: zero the shared bins (threads share the 256 bins: `for b in "
+        "range(t, NBINS, cuda.blockDim.x)`), count with `cuda.atomic.add(local, data[i], 1)`, add the non-zero bins to `hist`.",
+        "`local = cuda.shared.array(NBINS, np.int32)`; zero; `cuda.syncthreads()`; grid-stride loop of "
+        "`cuda.atomic.add(local, data[i], 1)`; `cuda.syncthreads()`; `for b in range(t, NBINS, cuda.blockDim.x): "
+        "cuda.atomic.add(hist, b, local[b])`.",
+    ],
+    reference=_ref("histogram_shared"),
+)
+def histogram_shared(kernel: Any) -> str:
+    """Grade ``histogram_shared(data, hist)``: as 04.histogram-global, counting in shared memory first."""
+    return _histogram_cases(kernel, shared=True)
+
+
+# ----------------------------------------------------------------------------- 04.block-sum
+def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
+    padded = np.zeros(block * blocks, np.float64)
+    padded[: x.size] = x
+    return padded.reshape(blocks, block).sum(axis=1)
+
+
+@exercise(
+    "04.block-sum",
+    title="A block reduction with syncthreads",
+    hints=[
+        "Load one element per thread into shared memory (0.0 past the end), then halve the number of active threads "
+        "each step: thread t adds element t + s to element t.",
+        "The step size starts at `cuda.blockDim.x // 2`, not a fixed number, so that any power-of-two block works. Every "
+        "thread must reach `cuda.syncthreads()` after the load and after each step — put the barrier outside the `if t < s`.",
+        "`sh[t] = x[i] if i < x.size else 0.0`; `cuda.syncthreads()`; `s = cuda.blockDim.x // 2`; `while s > 0: "
+        "if t < s: sh[t] += sh[t + s]` / `cuda.syncthreads()` / `s //= 2`; then `if t == 0: partial[cuda.blockIdx.x] = sh[0]`.",
+    ],
+    reference=_ref("block_sum"),
+)
+def block_sum(kernel: Any) -> str:
+    """Grade ``block_sum(x, partial)``: ``partial[b]`` = sum of block b's elements; power-of-two blocks up to 256."""
+    cases = [(300, 64), (1, 32), (256, 256), (200, 128), (100, 32)]
+    for k, (n, block) in enumerate(cases):
+        x = random_array(n)
+        grid = -(-n // block)
+        label = f"n={n}, {grid} block(s) of {block} threads"
+        run_case(kernel, grid, block, (x,), out_shape=grid, out_dtype=np.float32, expected=_block_sums(x, block, grid),
+                 label=label, names=("x", "partial"), first=k == 0, reverse=k == 3, rtol=1e-5, atol=1e-5,
+                 unwritten_cause="one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x].")
+    return "correct for blocks of 32, 64, 128 and 256 threads and partial last blocks; no races."
+
+
+# ----------------------------------------------------------------------------- 04.full-sum
+@exercise(
+    "04.full-sum",
+    title="A full reduction in one launch",
+    hints=[
+        "Three levels: each thread sums many elements (a grid-stride loop), each block sums its threads (the tree of "
+        "04.block-sum), and the blocks combine their results.",
+        "Blocks cannot wait for each other inside a kernel, and `out[0] += s` from several blocks loses updates: let "
+        "thread 0 of each block add its block's sum with `cuda.atomic.add(out, 0, s)`.",
+        "`acc = 0.0; for i in range(cuda.grid(1), x.size, cuda.gridsize(1)): acc += x[i]`; `sh[t] = acc`; the tree; "
+        "`if t == 0: cuda.atomic.add(out, 0, sh[0])`.",
+    ],
+    reference=_ref("sum_all"),
+)
+def full_sum(kernel: Any) -> str:
+    """Grade ``sum_all(x, out)``: adds ``sum(x)`` to ``out[0]`` (which starts at 0) for any grid."""
+    cases = [(1000, 128, 2), (1, 32, 1), (300, 64, 4), (77, 32, 3)]
+    for k, (n, block, grid) in enumerate(cases):
+        x = random_array(n)
+        label = f"n={n}, {grid} block(s) of {block} threads"
+        run_case(kernel, grid, block, (x,), out_shape=1, out_dtype=np.float32,
+                 expected=np.array([x.astype(np.float64).sum()]), label=label, names=("x", "out"), out_init=0.0,
+                 first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4)
+    return "correct for grids larger and smaller than the data; blocks combine atomically."
+
+
+# ----------------------------------------------------------------------------- 04.warp-sum
+@exercise(
+    "04.warp-sum",
+    title="A warp reduction with shuffles",
+    hints=[
+        "Within a warp, threads can read each other's registers with shuffles: no shared memory, no syncthreads.",
+        "`cuda.shfl_down_sync(0xFFFFFFFF, v, offset)` returns v of the lane `offset` above. Add it to your own v for "
+        "offsets 16, 8, 4, 2, 1: lane 0 then holds the warp's sum. All 32 lanes must take part in every shuffle.",
+        "`v = x[i] if i < x.size else 0.0`; `offset = 16; while offset > 0: v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset); "
+        "offset //= 2`; `if cuda.laneid == 0 and i // 32 < out.size: out[i // 32] = v`.",
+    ],
+    reference=_ref("warp_sum"),
+)
+def warp_sum(kernel: Any) -> str:
+    """Grade ``warp_sum(x, out)``: ``out[w]`` = sum of elements ``32w .. 32w + 31`` (zeros past the end);
+    blocks of 32 to 128 threads."""
+    from .. import simwarp
+
+    cases = [(200, 64), (1, 32), (96, 96), (64, 128)]
+    before = simwarp.calls
+    for k, (n, block) in enumerate(cases):
+        x = random_array(n)
+        grid = -(-n // block)
+        warps = -(-n // 32)
+        label = f"n={n}, {grid} block(s) of {block} threads, {warps} warp sum(s)"
+        run_case(kernel, grid, block, (x,), out_shape=warps, out_dtype=np.float32, expected=_block_sums(x, 32, warps),
+                 label=label, names=("x", "out"), first=k == 0, rtol=1e-5, atol=1e-5,
+                 unwritten_cause="lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32].")
+    if current_mode() == "sim" and simwarp.calls == before:
+        raise Failed("the sums are right, but the kernel made no warp shuffle.",
+                     cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).")
+    return "correct for 1 to 7 warps and blocks of 32 to 128 threads, using warp shuffles."
+
+
+# ----------------------------------------------------------------------------- 04.race
+@exercise(
+    "04.race",
+    title="Find and fix the race",
+    hints=[
+        "Run `labkit.check.harness.find_race(count_above_racy, ...)` as the notebook shows: it names the array, "
+        "the element and the two threads.",
+        "There are two problems: many threads do `count[0] += 1` on one shared element, and thread 0 reads the count "
+        "before the others have finished adding.",
+        "Use `cuda.atomic.add(count, 0, 1)`, and put `cuda.syncthreads()` after zeroing the counter and again before "
+        "thread 0 reads it.",
+    ],
+    reference=_ref("count_above"),
+)
+def race(kernel: Any) -> str:
+    """Grade ``count_above(x, threshold, counts)``: ``counts[b]`` = elements of block b greater than ``threshold``."""
+    cases = [(300, 64), (1, 32), (256, 128), (90, 32)]
+    for k, (n, block) in enumerate(cases):
+        x = random_array(n)
+        threshold = np.float32(random_array(1, np.float32, -0.5, 0.5)[0])
+        grid = -(-n // block)
+        padded = np.full(grid * block, -np.inf)
+        padded[:n] = x
+        expected = (padded.reshape(grid, block) > threshold).sum(axis=1).astype(np.int32)
+        label = f"n={n}, threshold {threshold:.3f}, {grid} block(s) of {block} threads"
+        run_case(kernel, grid, block, (x, threshold), out_shape=grid, out_dtype=np.int32, expected=expected, label=label,
+                 names=("x", "threshold", "counts"), first=k == 0, reverse=k == 1)
+    return "correct and race-free on every launch."

@@ -1,0 +1,234 @@
+"""Lab 03 checks accept correct kernels and reject wrong, racy or uncoalesced ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+
+labkit.setup(quiet=True)
+from numba import cuda  # noqa: E402
+
+from labkit import check, kernels  # noqa: E402
+from labkit.kernels.memory import MM_TILE, TILE, TILE_PADDED  # noqa: E402
+
+BLOCK_ROWS = 8
+
+
+# ----------------------------------------------------------------------------- coalesced copy
+@cuda.jit
+def copy_empty(src, dst):
+    pass
+
+
+@cuda.jit
+def copy_no_bounds(src, dst):
+    col, row = cuda.grid(2)
+    dst[row, col] = src[row, col]
+
+
+@cuda.jit
+def copy_strided_guarded(src, dst):  # x as the row, but covering every element: right values, uncoalesced
+    row, col = cuda.grid(2)
+    if row < dst.shape[0] and col < dst.shape[1]:
+        dst[row, col] = src[row, col]
+
+
+def test_coalesced_copy() -> None:
+    assert check.coalesced_copy(kernels.get("copy2d_coalesced")).passed
+    assert check.coalesced_copy(copy_empty).status == "unsolved"
+    assert check.coalesced_copy(copy_no_bounds).status == "failed"
+    r = check.coalesced_copy(copy_strided_guarded)
+    assert r.status == "failed" and "column" in r.cause
+
+
+# ----------------------------------------------------------------------------- transpose
+@cuda.jit
+def transpose_one_per_thread(a, out):  # valid variant: blocks of 32 × 32 threads, one element each
+    tile = cuda.shared.array((TILE, TILE_PADDED), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.blockIdx.x * TILE + tx, cuda.blockIdx.y * TILE + ty
+    if row < a.shape[0] and col < a.shape[1]:
+        tile[ty, tx] = a[row, col]
+    cuda.syncthreads()
+    col, row = cuda.blockIdx.y * TILE + tx, cuda.blockIdx.x * TILE + ty
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_no_padding(a, out):
+    tile = cuda.shared.array((TILE, TILE), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.blockIdx.x * TILE + tx, cuda.blockIdx.y * TILE + ty
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < a.shape[0] and col < a.shape[1]:
+            tile[ty + j, tx] = a[row + j, col]
+    cuda.syncthreads()
+    col, row = cuda.blockIdx.y * TILE + tx, cuda.blockIdx.x * TILE + ty
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < out.shape[0] and col < out.shape[1]:
+            out[row + j, col] = tile[tx, ty + j]
+
+
+@cuda.jit
+def transpose_no_barrier(a, out):
+    tile = cuda.shared.array((TILE, TILE_PADDED), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.blockIdx.x * TILE + tx, cuda.blockIdx.y * TILE + ty
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < a.shape[0] and col < a.shape[1]:
+            tile[ty + j, tx] = a[row + j, col]
+    col, row = cuda.blockIdx.y * TILE + tx, cuda.blockIdx.x * TILE + ty
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < out.shape[0] and col < out.shape[1]:
+            out[row + j, col] = tile[tx, ty + j]
+
+
+@cuda.jit
+def transpose_naive_tiled_grid(a, out):  # right values through global memory only, strided writes
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.blockIdx.x * TILE + tx, cuda.blockIdx.y * TILE + ty
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < a.shape[0] and col < a.shape[1]:
+            out[col, row + j] = a[row + j, col]
+
+
+@cuda.jit
+def transpose_swapped_blocks(a, out):  # forgets to mirror the block position
+    tile = cuda.shared.array((TILE, TILE_PADDED), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.blockIdx.x * TILE + tx, cuda.blockIdx.y * TILE + ty
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < a.shape[0] and col < a.shape[1]:
+            tile[ty + j, tx] = a[row + j, col]
+    cuda.syncthreads()
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < out.shape[0] and col < out.shape[1]:
+            out[row + j, col] = tile[tx, ty + j]
+
+
+def test_transpose_accepts() -> None:
+    assert check.transpose(kernels.get("transpose_shared")).passed
+    assert check.transpose(transpose_one_per_thread, block_rows=32).passed
+
+
+@pytest.mark.parametrize("k,word", [(transpose_no_padding, "bank"), (transpose_no_barrier, "syncthreads"),
+                                    (transpose_naive_tiled_grid, "shared"), (transpose_swapped_blocks, None)])
+def test_transpose_rejects(k, word) -> None:
+    r = check.transpose(k)
+    assert r.status == "failed", r.message
+    if word:
+        assert word in r.message + (r.cause or "")
+
+
+# ----------------------------------------------------------------------------- matmul
+def _mm(first_barrier: bool, second_barrier: bool, pad_zero: bool = True):
+    @cuda.jit
+    def mm(A, B, C):
+        sa = cuda.shared.array((MM_TILE, MM_TILE), np.float32)
+        sb = cuda.shared.array((MM_TILE, MM_TILE), np.float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col = cuda.blockIdx.x * MM_TILE + tx
+        row = cuda.blockIdx.y * MM_TILE + ty
+        acc = np.float32(0.0)
+        for t in range((A.shape[1] + MM_TILE - 1) // MM_TILE):
+            k = t * MM_TILE
+            if row < A.shape[0] and k + tx < A.shape[1]:
+                sa[ty, tx] = A[row, k + tx]
+            elif pad_zero:
+                sa[ty, tx] = 0.0
+            if k + ty < B.shape[0] and col < B.shape[1]:
+                sb[ty, tx] = B[k + ty, col]
+            elif pad_zero:
+                sb[ty, tx] = 0.0
+            if first_barrier:
+                cuda.syncthreads()
+            for kk in range(MM_TILE):
+                acc += sa[ty, kk] * sb[kk, tx]
+            if second_barrier:
+                cuda.syncthreads()
+        if row < C.shape[0] and col < C.shape[1]:
+            C[row, col] = acc
+
+    return mm
+
+
+def test_matmul() -> None:
+    assert check.matmul(kernels.get("matmul_tiled")).passed
+    assert check.matmul(_mm(True, True)).passed
+    r = check.matmul(_mm(False, True))
+    assert r.status == "failed" and "syncthreads" in r.message + r.cause
+    r = check.matmul(_mm(True, False))
+    assert r.status == "failed" and "race" in r.message
+    r = check.matmul(_mm(True, True, pad_zero=False))  # stale tile contents past the edge
+    assert r.status == "failed"
+    r = check.matmul(kernels.get("matmul_naive"))
+    assert r.status == "failed" and "global memory" in r.message
+
+
+# ----------------------------------------------------------------------------- stencil
+R = 3
+
+
+@cuda.jit
+def stencil_global(x, out):  # right values, no shared memory
+    i = cuda.grid(1)
+    if i < x.size:
+        acc = 0.0
+        for k in range(-R, R + 1):
+            if 0 <= i + k < x.size:
+                acc += x[i + k]
+        out[i] = acc / (2 * R + 1)
+
+
+@cuda.jit
+def stencil_no_halo(x, out):
+    sh = cuda.shared.array(262, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t + R] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    if i < x.size:
+        acc = 0.0
+        for k in range(2 * R + 1):
+            acc += sh[t + k]
+        out[i] = acc / (2 * R + 1)
+
+
+@cuda.jit
+def stencil_no_barrier(x, out):
+    sh = cuda.shared.array(262, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t + R] = x[i] if i < x.size else 0.0
+    if t < R:
+        sh[t] = x[i - R] if i - R >= 0 else 0.0
+        sh[t + cuda.blockDim.x + R] = x[i + cuda.blockDim.x] if i + cuda.blockDim.x < x.size else 0.0
+    if i < x.size:
+        acc = 0.0
+        for k in range(2 * R + 1):
+            acc += sh[t + k]
+        out[i] = acc / (2 * R + 1)
+
+
+@cuda.jit
+def stencil_fixed_block(x, out):  # hard-codes a block of 32 for the right halo
+    sh = cuda.shared.array(262, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t + R] = x[i] if i < x.size else 0.0
+    if t < R:
+        sh[t] = x[i - R] if i - R >= 0 else 0.0
+        sh[t + 32 + R] = x[i + 32] if i + 32 < x.size else 0.0
+    cuda.syncthreads()
+    if i < x.size:
+        acc = 0.0
+        for k in range(2 * R + 1):
+            acc += sh[t + k]
+        out[i] = acc / (2 * R + 1)
+
+
+def test_stencil() -> None:
+    assert check.stencil(kernels.get("stencil_1d")).passed
+    for k in (stencil_global, stencil_no_halo, stencil_no_barrier, stencil_fixed_block):
+        r = check.stencil(k)
+        assert r.status == "failed", (k, r.message)

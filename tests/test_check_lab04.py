@@ -1,0 +1,353 @@
+"""Lab 04 checks accept correct kernels and reject lost updates, missing barriers and block-size assumptions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+
+labkit.setup(quiet=True)
+from numba import cuda  # noqa: E402
+
+from labkit import check, kernels  # noqa: E402
+from labkit.check import harness  # noqa: E402
+
+NB = 256
+
+
+# ----------------------------------------------------------------------------- histograms
+@cuda.jit
+def hist_plain(data, hist):
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        hist[data[i]] += 1
+
+
+@cuda.jit
+def hist_one_per_thread_no_stride(data, hist):  # misses elements when the grid is small
+    i = cuda.grid(1)
+    if i < data.size:
+        cuda.atomic.add(hist, data[i], 1)
+
+
+@cuda.jit
+def hist_empty(data, hist):
+    pass
+
+
+@cuda.jit
+def hist_shared_no_first_barrier(data, hist):
+    local = cuda.shared.array(NB, np.int32)
+    t = cuda.threadIdx.x
+    for b in range(t, NB, cuda.blockDim.x):
+        local[b] = 0
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        cuda.atomic.add(local, data[i], 1)
+    cuda.syncthreads()
+    for b in range(t, NB, cuda.blockDim.x):
+        cuda.atomic.add(hist, b, local[b])
+
+
+@cuda.jit
+def hist_shared_no_second_barrier(data, hist):
+    local = cuda.shared.array(NB, np.int32)
+    t = cuda.threadIdx.x
+    for b in range(t, NB, cuda.blockDim.x):
+        local[b] = 0
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        cuda.atomic.add(local, data[i], 1)
+    for b in range(t, NB, cuda.blockDim.x):
+        cuda.atomic.add(hist, b, local[b])
+
+
+@cuda.jit
+def hist_shared_plain_merge(data, hist):  # merges with a plain += across blocks
+    local = cuda.shared.array(NB, np.int32)
+    t = cuda.threadIdx.x
+    for b in range(t, NB, cuda.blockDim.x):
+        local[b] = 0
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        cuda.atomic.add(local, data[i], 1)
+    cuda.syncthreads()
+    for b in range(t, NB, cuda.blockDim.x):
+        hist[b] += local[b]
+
+
+@cuda.jit
+def hist_shared_all_bins_by_thread0(data, hist):  # valid variant: thread 0 zeroes and merges everything
+    local = cuda.shared.array(NB, np.int32)
+    if cuda.threadIdx.x == 0:
+        for b in range(NB):
+            local[b] = 0
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        cuda.atomic.add(local, data[i], 1)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        for b in range(NB):
+            cuda.atomic.add(hist, b, local[b])
+
+
+def test_histogram_global() -> None:
+    assert check.histogram_global(kernels.get("histogram_global")).passed
+    r = check.histogram_global(hist_plain)
+    assert r.status == "failed" and "atomic" in r.cause
+    r = check.histogram_global(hist_one_per_thread_no_stride)
+    assert r.status == "failed" and "n=700" in r.message
+    assert check.histogram_global(hist_empty).status == "unsolved"
+    r = check.histogram_global(kernels.get("histogram_shared"))  # right, but not the exercise's global atomics
+    assert r.passed or r.status == "failed"
+
+
+def test_histogram_shared() -> None:
+    assert check.histogram_shared(kernels.get("histogram_shared")).passed
+    assert check.histogram_shared(hist_shared_all_bins_by_thread0).passed
+    for k in (hist_shared_no_first_barrier, hist_shared_no_second_barrier, hist_shared_plain_merge):
+        r = check.histogram_shared(k)
+        assert r.status == "failed", (k, r.message)
+    r = check.histogram_shared(kernels.get("histogram_global"))
+    assert r.status == "failed" and "shared" in r.message
+
+
+# ----------------------------------------------------------------------------- block sum
+@cuda.jit
+def bsum_fixed_128(x, partial):  # assumes 128 threads per block
+    sh = cuda.shared.array(256, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    s = 64
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def bsum_no_barrier_in_loop(x, partial):
+    sh = cuda.shared.array(256, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def bsum_interleaved(x, partial):  # valid variant: interleaved addressing (stride doubling)
+    sh = cuda.shared.array(256, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    s = 1
+    while s < cuda.blockDim.x:
+        if t % (2 * s) == 0:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s *= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def bsum_no_guard_load(x, partial):
+    sh = cuda.shared.array(256, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t] = x[i]
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def bsum_float64_partial(x, partial):  # writes through a float64 accumulation: still right (accepted)
+    sh = cuda.shared.array(256, np.float64)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+def test_block_sum() -> None:
+    assert check.block_sum(kernels.get("block_sum")).passed
+    assert check.block_sum(bsum_interleaved).passed
+    assert check.block_sum(bsum_float64_partial).passed
+    r = check.block_sum(bsum_fixed_128)
+    assert r.status == "failed" and "block" in r.message
+    r = check.block_sum(bsum_no_barrier_in_loop)
+    assert r.status == "failed" and "race" in r.message
+    r = check.block_sum(bsum_no_guard_load)
+    assert r.status == "failed" and "out of bounds" in r.message + "indexed"
+
+
+# ----------------------------------------------------------------------------- full sum
+@cuda.jit
+def fsum_plain_add(x, out):
+    sh = cuda.shared.array(256, np.float32)
+    t = cuda.threadIdx.x
+    acc = 0.0
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        acc += x[i]
+    sh[t] = acc
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        out[0] += sh[0]
+
+
+@cuda.jit
+def fsum_every_thread_atomic(x, out):  # valid (slow) variant: one atomic per element
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        cuda.atomic.add(out, 0, x[i])
+
+
+def test_full_sum() -> None:
+    assert check.full_sum(kernels.get("sum_all")).passed
+    assert check.full_sum(fsum_every_thread_atomic).passed
+    r = check.full_sum(fsum_plain_add)
+    assert r.status == "failed" and "two blocks" in r.message
+
+
+# ----------------------------------------------------------------------------- warp sum
+@cuda.jit
+def wsum_xor(x, out):  # valid variant: butterfly with shfl_xor_sync
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0.0
+    m = 16
+    while m > 0:
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, m)
+        m //= 2
+    if cuda.laneid == 0 and i // 32 < out.size:
+        out[i // 32] = v
+
+
+@cuda.jit
+def wsum_missing_step(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0.0
+    offset = 8
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.size:
+        out[i // 32] = v
+
+
+@cuda.jit
+def wsum_early_return(x, out):  # lanes past the end leave: the full-mask shuffle cannot complete
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0:
+        out[i // 32] = v
+
+
+@cuda.jit
+def wsum_shared(x, out):  # right values through shared memory, no shuffles
+    sh = cuda.shared.array(128, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    if cuda.laneid == 0 and i // 32 < out.size:
+        s = 0.0
+        for k in range(32):
+            s += sh[t + k]
+        out[i // 32] = s
+
+
+def test_warp_sum(monkeypatch) -> None:
+    assert check.warp_sum(kernels.get("warp_sum")).passed
+    assert check.warp_sum(wsum_xor).passed
+    assert check.warp_sum(wsum_missing_step).status == "failed"
+    assert check.warp_sum(wsum_shared).status == "failed"
+    from labkit import simwarp
+
+    monkeypatch.setattr(simwarp, "WAIT_S", 0.5)
+    r = check.warp_sum(wsum_early_return)
+    assert r.status == "failed" and "never reached" in r.message
+
+
+# ----------------------------------------------------------------------------- race
+@cuda.jit
+def count_racy(x, threshold, counts):
+    count = cuda.shared.array(1, np.int32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    if t == 0:
+        count[0] = 0
+    cuda.syncthreads()
+    if i < x.size and x[i] > threshold:
+        count[0] += 1
+    cuda.syncthreads()
+    if t == 0:
+        counts[cuda.blockIdx.x] = count[0]
+
+
+@cuda.jit
+def count_no_final_barrier(x, threshold, counts):
+    count = cuda.shared.array(1, np.int32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    if t == 0:
+        count[0] = 0
+    cuda.syncthreads()
+    if i < x.size and x[i] > threshold:
+        cuda.atomic.add(count, 0, 1)
+    if t == 0:
+        counts[cuda.blockIdx.x] = count[0]
+
+
+@cuda.jit
+def count_syncthreads_count(x, threshold, counts):  # valid variant: the barrier counts for us
+    i = cuda.grid(1)
+    n = cuda.syncthreads_count(1 if i < x.size and x[i] > threshold else 0)
+    if cuda.threadIdx.x == 0:
+        counts[cuda.blockIdx.x] = n
+
+
+def test_race() -> None:
+    assert check.race(kernels.get("count_above")).passed
+    assert check.race(count_syncthreads_count).passed
+    r = check.race(count_racy)
+    assert r.status == "failed" and "race" in r.message and "thread" in r.message
+    r = check.race(count_no_final_barrier)
+    assert r.status == "failed" and "race" in r.message
+
+
+def test_find_race_reports(capsys) -> None:
+    x = np.random.default_rng().standard_normal(100).astype(np.float32)
+    counts = np.zeros(2, np.int32)
+    race = harness.find_race(count_racy, 2, 64, x, np.float32(0.0), counts)
+    assert race is not None and "race" in capsys.readouterr().out.lower()
+    assert harness.find_race(kernels.get("count_above"), 2, 64, x, np.float32(0.0), counts) is None
