@@ -46,8 +46,11 @@ from labkit.widgets import architecture as arch
 # this lab flags them with "unconfirmed" or `*` wherever they appear. They are:
 
 # %%
+flagged: dict[str, list[str]] = {}
 for record, field, fig in hw.unconfirmed():
-    print(f"{record}: {field} = {fig.text()} ({fig.source})")
+    flagged.setdefault(record, []).append(f"{field} {fig.text()}")
+for record, fields in flagged.items():
+    print(f"{record}: {', '.join(fields)}")
 
 # %%
 for name in hw.gpus():
@@ -247,6 +250,7 @@ dgx2.draw(highlight=dgx2.route(0, 15)["path"])
 sw = hw.link("NVSwitch 1")
 d2 = hw.system("DGX-2")
 print(f"{d2.name}: {d2.gpu_count.text()} GPUs, {d2.nvswitch_count.text()} NVSwitch chips ({d2.fabric})")
+print(*dgx2.notes, sep="\n")
 print(f"NVSwitch (gen 1): {sw.ports.text()} ports, {sw.per_port.text()} per port per direction, "
       f"{sw.transistors.text()} transistors ({sw.source})")
 print("any pair, bidirectional:", dgx2.peer_bandwidth(0, 1, bidirectional=True), "GB/s (same board),",

@@ -30,7 +30,7 @@ class Roofline:
     @property
     def ridge_point(self) -> float:
         """Intensity (FLOP/byte) where memory bandwidth stops being the limit: peak / bandwidth."""
-        return self.peak.to(self.peak.unit).value * 1e12 / (self.bandwidth.to("GB/s").value * 1e9)
+        return self.peak.value * 1e12 / (self.bandwidth.to("GB/s").value * 1e9)
 
     def attainable(self, intensity: Any) -> Any:
         """The highest rate (TFLOP/s) a kernel of ``intensity`` FLOP/byte can reach; works on numbers and NumPy arrays."""
