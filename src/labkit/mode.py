@@ -131,6 +131,9 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
             sys.modules["numba.cuda.core.config"].ENABLE_CUDASIM = 1
         if "numba.core.config" in sys.modules:
             sys.modules["numba.core.config"].ENABLE_CUDASIM = 1
+        from . import simwarp  # warp shuffles and votes for the simulator (labs 04+)
+
+        simwarp.install()
     else:
         os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
     first = gpus[0] if gpus else None

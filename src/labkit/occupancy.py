@@ -123,7 +123,7 @@ def occupancy(arch: str, threads_per_block: int, registers_per_thread: int = 32,
         by_smem = lim.max_blocks_per_sm
     block_limits = {"warps": by_warps, "blocks": lim.max_blocks_per_sm, "registers": by_regs, "shared memory": by_smem}
     blocks = min(block_limits.values())
-    order = ["warps", "registers", "shared memory", "blocks"]  # on ties name the resource a learner can change
+    order = ["warps", "registers", "blocks", "shared memory"]  # the order in which ties are named
     limiter = next(k for k in order if block_limits[k] == blocks)
     return Occupancy(lim.arch, threads_per_block, registers_per_thread, shared_per_block, blocks,
                      blocks * warps, lim.max_warps_per_sm, limiter, block_limits)

@@ -1,0 +1,117 @@
+"""The kernel-grading harness: strict memory model, race detection, guards, comparisons and lab 00 still passing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+
+env = labkit.setup(quiet=True)
+pytestmark = pytest.mark.skipif(env.is_gpu, reason="the strict model runs in the simulator")
+
+from numba import cuda  # noqa: E402
+
+from labkit import check  # noqa: E402
+from labkit.check import harness as H  # noqa: E402
+from labkit.check.core import Failed, Unsolved  # noqa: E402
+
+
+@cuda.jit
+def neighbour_sum(x, out):  # reads neighbours' shared writes: needs the barrier
+    sh = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    sh[t] = x[t]
+    cuda.syncthreads()
+    out[t] = sh[t] + sh[(t + 1) % cuda.blockDim.x]
+
+
+@cuda.jit
+def neighbour_sum_no_barrier(x, out):
+    sh = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    sh[t] = x[t]
+    out[t] = sh[t] + sh[(t + 1) % cuda.blockDim.x]
+
+
+@cuda.jit
+def negative_index(x, out):
+    t = cuda.threadIdx.x
+    out[t] = x[t - 1]
+
+
+@cuda.jit
+def same_thread_accumulates(x, out):  # a thread re-reading its own writes is not a race
+    t = cuda.grid(1)
+    if t < out.size:
+        out[t] = 0.0
+        for k in range(3):
+            out[t] += x[t]
+
+
+def test_barrier_makes_writes_visible() -> None:
+    x = np.arange(64, dtype=np.float32)
+    out = cuda.to_device(np.zeros(64, np.float32))
+    for reverse in (False, True):
+        H.launch_strict(neighbour_sum, 1, 64, cuda.to_device(x), out, reverse=reverse)
+        assert np.array_equal(out.copy_to_host(), x + np.roll(x, -1))
+
+
+def test_missing_barrier_is_a_race_in_either_thread_order() -> None:
+    x = np.arange(64, dtype=np.float32)
+    for reverse in (False, True):
+        with pytest.raises(Failed, match="race on shared array"):
+            H.launch_strict(neighbour_sum_no_barrier, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
+                            reverse=reverse)
+    report = H.launch_strict(neighbour_sum_no_barrier, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
+                             allow_races=True)
+    assert report.race is not None and {report.race.first, report.race.second} == {"read", "write"}
+
+
+def test_negative_indices_are_out_of_bounds() -> None:
+    with pytest.raises(Failed, match="-1"):
+        H.launch_strict(negative_index, 1, 8, cuda.to_device(np.zeros(8, np.float32)), cuda.to_device(np.zeros(8, np.float32)))
+
+
+def test_own_writes_are_visible() -> None:
+    x = np.arange(10, dtype=np.float32)
+    out = cuda.to_device(np.zeros(10, np.float32))
+    H.launch_strict(same_thread_accumulates, 2, 8, cuda.to_device(x), out)
+    assert np.array_equal(out.copy_to_host(), 3 * x)
+
+
+def test_record_and_sectors() -> None:
+    x = np.arange(64, dtype=np.float32)
+    report = H.launch_strict(neighbour_sum, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
+                             record=True, names=("x", "out"))
+    sectors, eff = H.sectors_per_request(report, "x")
+    assert sectors == 4 and eff == 1.0
+    assert H.bank_conflicts(report, report.shared[0][0]) == 1
+
+
+def test_guarded_and_compare() -> None:
+    g = H.Guarded((3, 4), np.float32, fill=0.0)
+    assert (g.fetch() == 0).all()
+    got = np.full(5, np.nan, np.float32)
+    with pytest.raises(Unsolved):
+        H.compare(got, np.ones(5, np.float32), label="t", unwritten_means_unsolved=True)
+    got[:3] = 1
+    with pytest.raises(Failed, match="never written"):
+        H.compare(got, np.ones(5, np.float32), label="t")
+    with pytest.raises(Failed, match="no thread had stored"):
+        H.compare(got, np.ones(5, np.float32), label="t", written=np.ones(5, bool))
+    a = np.arange(9, dtype=np.float32).reshape(3, 3)
+    with pytest.raises(Failed) as info:
+        H.compare(a.T.copy(), a, label="t")
+    assert "swapped" in info.value.cause
+
+
+def test_grid_2d() -> None:
+    assert H.grid_2d((13, 37), (16, 8)) == (3, 2)
+    assert H.grid_2d((1, 1), (32, 8)) == (1, 1)
+
+
+def test_lab00_still_passes() -> None:
+    from labkit.check.lab00 import _reference_vector_add
+
+    assert check.vector_add(_reference_vector_add()).passed

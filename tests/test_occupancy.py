@@ -1,0 +1,89 @@
+"""labkit.occupancy against the CUDA occupancy rules (cuda_occupancy.h) and the Programming Guide's per-SM limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit import occupancy as occ
+from labkit.errors import LabkitError
+
+
+def test_limits_from_the_programming_guide() -> None:
+    for arch in ("sm_70", "sm_80", "sm_90"):
+        lim = occ.limits(arch)
+        assert (lim.max_warps_per_sm, lim.max_blocks_per_sm, lim.registers_per_sm, lim.max_registers_per_thread) == (64, 32, 65536, 255)
+        assert "Programming Guide" in lim.source
+    assert occ.limits("sm_70").shared_per_sm == 96 * 1024 and occ.limits("sm_70").reserved_shared_per_block == 0
+    assert occ.limits("sm_80").shared_per_sm == 164 * 1024 and occ.limits("sm_80").max_shared_per_block == 163 * 1024
+    assert occ.limits("sm_90").shared_per_sm == 228 * 1024 and occ.limits("sm_90").max_shared_per_block == 227 * 1024
+    with pytest.raises(LabkitError):
+        occ.limits("sm_61")
+
+
+@pytest.mark.parametrize("arch,threads,regs,smem,blocks,warps,limiter", [
+    ("sm_80", 256, 32, 0, 8, 64, "warps"),  # full occupancy
+    ("sm_80", 256, 64, 0, 4, 32, "registers"),  # 2048 registers per warp: 8 warps per sub-partition
+    ("sm_70", 128, 255, 0, 2, 8, "registers"),  # 255 × 32 = 8160 rounds up to 8192 per warp
+    ("sm_90", 128, 32, 48 * 1024, 4, 16, "shared memory"),  # (48 KiB + 1 KiB reserved) fits 4 times in 228 KiB
+    ("sm_70", 128, 32, 48 * 1024, 2, 8, "shared memory"),  # no reservation on Volta: 96 KiB / 48 KiB
+    ("sm_80", 128, 32, 48 * 1024, 3, 12, "shared memory"),  # 164 KiB / 49 KiB = 3
+    ("sm_70", 32, 16, 0, 32, 32, "blocks"),  # one-warp blocks: the 32-block limit caps occupancy at 50%
+    ("sm_90", 1024, 64, 0, 1, 32, "registers"),
+    ("sm_90", 96, 40, 0, 16, 48, "registers"),  # 40 × 32 = 1280 per warp: 12 per sub-partition, 48 warps, 3 warps a block
+])
+def test_occupancy_rules(arch, threads, regs, smem, blocks, warps, limiter) -> None:
+    o = occ.occupancy(arch, threads, regs, smem)
+    assert (o.blocks_per_sm, o.active_warps, o.limiter) == (blocks, warps, limiter), str(o)
+    assert o.occupancy == warps / 64
+    assert arch in str(o)
+
+
+def test_register_allocation_granularity() -> None:
+    # 33 and 40 registers both round up to 1280 per warp (unit 256): same occupancy
+    assert occ.occupancy("sm_80", 256, 33).active_warps == occ.occupancy("sm_80", 256, 40).active_warps == 48
+    assert occ.occupancy("sm_80", 256, 32).active_warps == 64
+
+
+def test_shared_allocation_granularity() -> None:
+    # sm_70 rounds shared memory to 256 B: 257 B takes 512 B
+    assert occ.occupancy("sm_70", 32, 16, 257).block_limits["shared memory"] == 96 * 1024 // 512
+    # sm_80 rounds (request + 1 KiB) to 128 B
+    assert occ.occupancy("sm_80", 32, 16, 1).block_limits["shared memory"] == 164 * 1024 // (1024 + 128)
+
+
+def test_impossible_launches_say_why() -> None:
+    with pytest.raises(LabkitError, match="threads per block"):
+        occ.occupancy("sm_80", 2048)
+    with pytest.raises(LabkitError, match="registers"):
+        occ.occupancy("sm_80", 1024, 65)  # 2304 × 32 warps > 65536
+    with pytest.raises(LabkitError, match="shared memory"):
+        occ.occupancy("sm_70", 128, 32, 97 * 1024)
+    with pytest.raises(LabkitError):
+        occ.occupancy("sm_90", 128, 256)
+
+
+def test_coalescing() -> None:
+    c = occ.coalescing(occ.warp_addresses("contiguous"), 4)
+    assert (c.sectors, c.lines, c.efficiency) == (4, 1, 1.0)
+    c = occ.coalescing(occ.warp_addresses("strided", stride=2), 4)
+    assert (c.sectors, c.efficiency) == (8, 0.5)
+    c = occ.coalescing(occ.warp_addresses("strided", stride=32), 4)
+    assert (c.sectors, c.lines, c.efficiency) == (32, 32, 0.125)
+    c = occ.coalescing(occ.warp_addresses("contiguous", offset=1), 4)  # misaligned by one element
+    assert (c.sectors, c.lines) == (5, 2)
+    c = occ.coalescing(occ.warp_addresses("broadcast"), 4)
+    assert (c.sectors, c.bytes_used) == (1, 4)
+    c = occ.coalescing(occ.warp_addresses("contiguous", size=8), 8)
+    assert (c.sectors, c.lines, c.efficiency) == (8, 2, 1.0)
+    assert occ.coalescing(occ.warp_addresses("random", size=4), 4).sectors > 16
+    with pytest.raises(LabkitError):
+        occ.warp_addresses("diagonal")
+
+
+def test_bank_conflicts() -> None:
+    word = 4
+    assert occ.bank_conflict_degree([i * word for i in range(32)]) == 1
+    assert occ.bank_conflict_degree([i * 32 * word for i in range(32)]) == 32  # a column of a 32-wide tile
+    assert occ.bank_conflict_degree([i * 33 * word for i in range(32)]) == 1  # padded to 33
+    assert occ.bank_conflict_degree([i * 2 * word for i in range(32)]) == 2
+    assert occ.bank_conflict_degree([0] * 32) == 1  # broadcast

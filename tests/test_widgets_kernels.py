@@ -1,0 +1,64 @@
+"""The kernel explorers build headless and show the right numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.errors import LabkitError
+from labkit.widgets import kernels as wk
+
+
+def test_thread_map_summary() -> None:
+    s = wk.thread_map_summary(1000, 128)
+    assert (s["grid"], s["threads"], s["idle"], s["uncovered"]) == ((8,), 1024, 24, 0)
+    s = wk.thread_map_summary((20, 45), (16, 8))
+    assert s["grid"] == (3, 3) and s["threads"] == 48 * 24 and s["idle"] == 48 * 24 - 900
+    s = wk.thread_map_summary(1000, 128, grid=4)  # too small a grid without a grid-stride loop
+    assert s["uncovered"] == 1000 - 512 and s["idle"] == 0
+    with pytest.raises(LabkitError):
+        wk.thread_map_summary((4, 4), 16)
+
+
+def test_thread_map_figure() -> None:
+    fig = wk.thread_map_figure((20, 45), (16, 8))
+    z = fig.data[0].z
+    assert len(z) == 20 and len(z[0]) == 45
+    assert z[0][0] == 0 and z[0][16] == 1 and z[8][0] == 3  # block ids: x fastest
+    assert "idle" in fig.layout.title.text
+    fig1 = wk.thread_map_figure(100, 32, grid=2)
+    assert fig1.data[0].z[0][63] is not None and fig1.data[0].z[0][64] is None
+    assert "uncovered" in fig1.layout.title.text
+
+
+def test_coalescing_figure() -> None:
+    assert "4 sectors" in wk.coalescing_figure("contiguous").layout.title.text
+    assert "100% efficient" in wk.coalescing_figure("contiguous").layout.title.text
+    assert "32 sectors" in wk.coalescing_figure("strided", stride=32).layout.title.text
+
+
+def test_occupancy_figure() -> None:
+    fig = wk.occupancy_figure("sm_80", 256, 64, 0)
+    assert "limited by registers" in fig.layout.title.text and "32/64" in fig.layout.title.text
+    with pytest.raises(LabkitError):
+        wk.occupancy_figure("sm_80", 4096)
+
+
+def test_explorers_build_headless() -> None:
+    import ipywidgets as W
+
+    for make in (wk.thread_map, wk.coalescing_explorer, wk.occupancy_calculator):
+        box = make()
+        assert isinstance(box, W.VBox)
+    calc = wk.occupancy_calculator("sm_70", 128, 32, 0)
+    sliders = [w for row in calc.children[:2] for w in row.children]
+    sliders[2].value = 128  # registers: 128 × 32 = 4096 per warp → 4 warps per sub-partition
+    assert "limited by registers" in calc.children[2].value
+    sliders[2].value = 255
+    sliders[1].value = 1024  # cannot launch: too many registers for one block
+    assert "cannot launch" in calc.children[2].value
+
+
+def test_reexported_from_package() -> None:
+    import labkit.widgets
+
+    assert labkit.widgets.occupancy_calculator is wk.occupancy_calculator
