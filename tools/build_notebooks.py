@@ -84,13 +84,9 @@ def execute(nb: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def _strip(nb: nbformat.NotebookNode) -> dict:
-    clean = copy.deepcopy(nb)
-    for cell in clean.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-        cell.metadata.pop("execution", None)
-    return clean
+def _strip(nb: nbformat.NotebookNode) -> list[tuple[str, str, tuple[str, ...]]]:
+    """What must agree between a committed notebook and its source: each cell's type, source and tags."""
+    return [(c.cell_type, c.source, tuple(c.metadata.get("tags", []))) for c in nb.cells]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -317,7 +317,7 @@ import numba.cuda.core.errors as _errors2
 _target = types.SimpleNamespace(compute_capability=(9, 0))
 # Device functions compile for "the current device"; without a GPU there is none, so name the target here.
 _dispatcher.get_current_device = lambda: _target
-for line in sys.stdin:
+def _serve(line):
     req = json.loads(line)
     try:
         _target.compute_capability = tuple(req["cc"])
@@ -341,6 +341,11 @@ for line in sys.stdin:
                 tb = tb.tb_next
         out = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "line": line}
     sys.stdout.write(json.dumps(out) + "\n"); sys.stdout.flush()
+try:
+    for line in sys.stdin:
+        _serve(line)
+except KeyboardInterrupt:
+    pass
 """
 
 

@@ -123,15 +123,30 @@ def _explain_exception(exc: BaseException) -> Failed:
 
 
 class _Deadline:
-    """A trace function that aborts simulator threads once a deadline has passed."""
+    """A trace function that stops simulator threads once a deadline has passed.
 
-    def __init__(self, seconds: float) -> None:
+    It traces lines only in frames of the learner's file (the kernel's and its device functions'), so a loop
+    of pure arithmetic is caught too, while the simulator's own code runs untraced.
+    """
+
+    def __init__(self, seconds: float, filename: str | None) -> None:
         self.deadline = time.monotonic() + seconds
         self.seconds = seconds
+        self.filename = filename
 
-    def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and time.monotonic() > self.deadline:
+    def _expired(self) -> None:
+        if time.monotonic() > self.deadline:
             raise TimeoutError(f"the kernel did not finish within {self.seconds:.0f} s in the simulator")
+
+    def _line(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            self._expired()
+        return self._line
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "call" and frame.f_code.co_filename == self.filename:
+            self._expired()
+            return self._line
         return None
 
 
@@ -144,7 +159,9 @@ def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: f
     if not hasattr(kernel, "__getitem__") or not callable(kernel):
         raise Failed(f"expected a @cuda.jit kernel, got {type(kernel).__name__}.", cause="decorate the function with @cuda.jit.")
     sim = current_mode() == "sim"
-    tracer = _Deadline(time_limit_s or SIM_TIME_LIMIT_S) if sim else None
+    py = getattr(kernel, "py_func", None)
+    filename = py.__code__.co_filename if py is not None else None
+    tracer = _Deadline(time_limit_s or SIM_TIME_LIMIT_S, filename) if sim else None
     if tracer:
         threading.settrace(tracer)
     try:

@@ -1,0 +1,18 @@
+"""Unit tests run in sim mode: no GPU here, and CI has none either."""
+
+import os
+
+os.environ["LABKIT_MODE"] = "sim"
+os.environ.pop("LABKIT_EXPECT", None)
+
+import pytest  # noqa: E402
+
+import labkit  # noqa: E402
+
+labkit.setup(quiet=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_expectation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests look at results themselves; LABKIT_EXPECT is for notebook runs."""
+    monkeypatch.delenv("LABKIT_EXPECT", raising=False)

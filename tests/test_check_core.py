@@ -1,0 +1,184 @@
+"""The exercise mechanism: results, not-solved-yet, hints, expectations, references; lab 00's grader."""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import labkit
+from labkit.check import core, harness
+from labkit.errors import LabkitError
+
+
+# ---- kernels for the vector-add grader: one right, several wrong in the ways learners get wrong
+@cuda.jit
+def right(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def right_grid_stride(a, b, out):
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, out.size, stride):
+        out[i] = b[i] + a[i]
+
+
+@cuda.jit
+def no_bounds_check(a, b, out):
+    i = cuda.grid(1)
+    out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def off_by_one(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size - 1:
+        out[i + 1] = a[i] + b[i]
+
+
+@cuda.jit
+def bound_too_short(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size - 1:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def first_block_only(a, b, out):
+    i = cuda.threadIdx.x
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def wrong_formula(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] - b[i]
+
+
+@cuda.jit
+def empty(a, b, out):
+    pass
+
+
+@cuda.jit
+def raises_inside(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i] + undefined_thing  # noqa: F821
+
+
+@cuda.jit
+def wrong_signature(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i]
+
+
+@cuda.jit
+def spins_forever(a, b, out):
+    i = 0
+    while i >= 0:
+        i = (i + 1) % 7
+
+
+def test_right_kernels_pass() -> None:
+    assert labkit.check.vector_add(right)
+    assert labkit.check.vector_add(right_grid_stride)
+
+
+@pytest.mark.parametrize(
+    "kernel, status, words",
+    [
+        (no_bounds_check, "failed", "bounds check"),
+        (off_by_one, "failed", "index"),
+        (bound_too_short, "failed", "never written"),
+        (first_block_only, "failed", "never written"),
+        (wrong_formula, "failed", "expected"),
+        (empty, "unsolved", "wrote nothing"),
+        (raises_inside, "failed", "undefined_thing"),
+        (wrong_signature, "failed", "arguments"),
+        (3.5, "failed", "@cuda.jit"),
+        (..., "unsolved", "skeleton"),
+    ],
+)
+def test_wrong_kernels_are_rejected(kernel, status: str, words: str, capsys: pytest.CaptureFixture) -> None:
+    result = labkit.check.vector_add(kernel)
+    assert not result and result.status == status
+    out = capsys.readouterr().out
+    assert words in out, out
+    assert "Hint: labkit.check.hint('00.vector-add')" in out
+
+
+def test_hang_is_stopped(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(harness, "SIM_TIME_LIMIT_S", 1.0)
+    result = labkit.check.vector_add(spins_forever)
+    assert result.status == "failed" and "did not finish within 1 s" in capsys.readouterr().out
+
+
+def test_guard_zone_catches_writes_past_the_end() -> None:
+    g = harness.Guarded(10, np.float32)
+    g._buffer[g.guard + 10] = 1.0  # what a missing bounds check does on a GPU
+    with pytest.raises(core.Failed, match="outside the output array"):
+        g.fetch()
+
+
+def test_compare_reports_first_index_and_swap() -> None:
+    exp = np.arange(9, dtype=np.float32).reshape(3, 3)
+    with pytest.raises(core.Failed) as info:
+        harness.compare(exp.T.copy(), exp, label="3x3")
+    assert "first at index (0, 1)" in str(info.value) and "swapped" in info.value.cause
+
+
+def test_sizes_cover_the_awkward_cases() -> None:
+    sizes = harness.sizes_for(32)
+    assert 1 in sizes and 31 in sizes and 33 in sizes and any(s % 32 for s in sizes)
+    assert sizes[0] == 3 * 32 + 7
+
+
+def test_hints_are_levelled(capsys: pytest.CaptureFixture) -> None:
+    core._HINT_LEVEL.clear()
+    first = labkit.check.hint("00.vector-add")
+    second = labkit.check.hint("00.vector-add")
+    assert first.startswith("Hint 1/3") and second.startswith("Hint 2/3")
+    assert labkit.check.hint("00.vector-add", level=3).startswith("Hint 3/3 (that is the last one)")
+    with pytest.raises(LabkitError):
+        labkit.check.hint("00.vector-add", level=4)
+
+
+def test_unknown_exercise_suggests() -> None:
+    with pytest.raises(LabkitError, match="Did you mean 00.vector-add"):
+        labkit.check.run("00.vectoradd", right)
+
+
+def test_exercises_lists_status() -> None:
+    labkit.check.vector_add(right)
+    rows = {r[0]: r for r in labkit.check.exercises("00")}
+    assert rows["00.vector-add"][2] == "passed"
+
+
+def test_expectations_turn_disagreement_into_assertion(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LABKIT_EXPECT", "solved")
+    with pytest.raises(AssertionError, match="did not pass"):
+        labkit.check.vector_add(empty)
+    monkeypatch.setenv("LABKIT_EXPECT", "unsolved")
+    with pytest.raises(AssertionError, match="reported passed"):
+        labkit.check.vector_add(right)
+    labkit.check.vector_add(...)  # agrees: no error
+
+
+def test_solved_or_reference(capsys: pytest.CaptureFixture) -> None:
+    labkit.check.vector_add(empty)
+    ref = labkit.check.solved_or_reference("00.vector-add", empty)
+    assert ref is not empty and "reference answer" in capsys.readouterr().out
+    labkit.check.vector_add(right)
+    assert labkit.check.solved_or_reference("00.vector-add", right) is right
+
+
+def test_every_exercise_has_hints_and_a_title() -> None:
+    core._load_all()
+    for ex in core._REGISTRY.values():
+        assert ex.title and len(ex.hints) >= 2, ex.exercise_id
+        assert ex.exercise_id[:2].isdigit() and ex.exercise_id[2] == "."
