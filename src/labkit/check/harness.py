@@ -150,6 +150,40 @@ class _Deadline:
         return None
 
 
+_launched: dict[Any, tuple[Any, str]] = {}
+
+
+def _numba_type(arg: Any) -> str | None:
+    """The Numba type name of a kernel argument (``float32[:, :]``, ``int64``), or None if unsure."""
+    if isinstance(arg, bool):
+        return "boolean"
+    if isinstance(arg, int):
+        return "int64"
+    if isinstance(arg, float):
+        return "float64"
+    dtype, ndim = getattr(arg, "dtype", None), getattr(arg, "ndim", None)
+    if dtype is None:
+        return None
+    name = np.dtype(dtype).name
+    if name == "bool":
+        name = "boolean"
+    return name if not ndim else f"{name}[{', '.join([':'] * int(ndim))}]"
+
+
+def _remember_launch(kernel: Any, args: tuple[Any, ...]) -> None:
+    py = getattr(kernel, "py_func", None)
+    types_ = [_numba_type(a) for a in args]
+    if py is not None and None not in types_:
+        _launched[py.__code__] = (kernel, f"void({', '.join(types_)})")  # type: ignore[arg-type]
+
+
+def take_launched() -> list[tuple[Any, str]]:
+    """Kernels launched since the last call, with the signature they were launched with (for the PTX audit)."""
+    out = list(_launched.values())
+    _launched.clear()
+    return out
+
+
 def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: float | None = None) -> None:
     """Launch ``kernel[griddim, blockdim](*args)`` and wait; any error becomes a :class:`Failed` message.
 
@@ -159,6 +193,7 @@ def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: f
     if not hasattr(kernel, "__getitem__") or not callable(kernel):
         raise Failed(f"expected a @cuda.jit kernel, got {type(kernel).__name__}.", cause="decorate the function with @cuda.jit.")
     sim = current_mode() == "sim"
+    _remember_launch(kernel, args)
     py = getattr(kernel, "py_func", None)
     filename = py.__code__.co_filename if py is not None else None
     tracer = _Deadline(time_limit_s or SIM_TIME_LIMIT_S, filename) if sim else None
@@ -623,6 +658,15 @@ def _strict_block_run(self: Any, grid_point: Any, *args: Any) -> None:
             raise t.exception[0].with_traceback(t.exception[1])
 
 
+def _shared_name(frame: Any) -> str:
+    """``shared array `tile``` from the source line that allocates it, else the line number."""
+    import linecache
+
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    m = re.search(r"(\w+)\s*=\s*cuda\.shared\.array", line)
+    return f"shared array `{m.group(1)}`" if m else f"shared array (line {frame.f_lineno})"
+
+
 class _strict_patches:
     """Context manager: install the strict model into the simulator for one launch."""
 
@@ -658,7 +702,7 @@ class _strict_patches:
                 res = fake._allocations.get(caller)
                 if res is None:
                     live = np.full(shape, poison_value(dtype), dtype=dtype)
-                    res = TrackedArray(live, model, "shared", f"shared array (line {frame.f_lineno})")
+                    res = TrackedArray(live, model, "shared", _shared_name(frame))
                     model.shared.append(res)
                     fake._allocations[caller] = res
             return res

@@ -1,0 +1,290 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 02 — First kernels
+#
+# **Learning objectives**
+# - Index threads in one and two dimensions: `cuda.grid`, `cuda.gridsize`, rows and columns.
+# - Write grid-stride loops, which work for any grid size, and bounds checks, which keep idle threads harmless.
+# - Choose a launch configuration: blocks per grid and threads per block.
+# - Measure what host↔device copies cost and keep data on the device between launches.
+# - Read the PTX of your own kernel.
+#
+# **Prerequisites:** [Lab 00](00-start-here.ipynb) (a first kernel, checks and hints).
+#
+# **Time:** 60 minutes (teaching 25, exercises 35)
+
+# %%
+import labkit
+
+env = labkit.setup()
+
+# %%
+import numpy as np
+from numba import cuda
+
+xp = labkit.xp  # CuPy on a GPU, NumPy in the simulator
+rng = np.random.default_rng()
+
+# %% [markdown]
+# ## Threads, blocks and grids, again
+#
+# A launch `kernel[blocks, threads_per_block](...)` starts `blocks × threads_per_block` threads. Inside, each
+# thread knows `cuda.threadIdx.x` (its place in the block), `cuda.blockIdx.x` (its block), `cuda.blockDim.x`
+# (threads per block) and `cuda.gridDim.x` (blocks). `cuda.grid(1)` combines them into the global index
+# `blockIdx.x * blockDim.x + threadIdx.x`; `cuda.gridsize(1)` is the number of threads in the grid.
+#
+# The map below colours each of 100 elements by the block whose thread handles it, for blocks of 32 threads.
+# Hover over an element to see its block and thread. The grid has 4 blocks, 128 threads: 28 have nothing to do.
+
+# %% tags=["nbval-ignore-output"]
+labkit.widgets.thread_map_figure(100, 32)
+
+# %% [markdown]
+# ## Grid-stride loops
+#
+# One thread per element ties the grid to the data: a bigger array needs a bigger grid, and a launch with too
+# few threads silently skips elements. A **grid-stride loop** decouples them: thread `i` handles elements
+# `i`, `i + S`, `i + 2S`, ... where `S = cuda.gridsize(1)` is the number of threads in the whole grid.
+# Consecutive threads still touch consecutive elements in every round, which keeps memory accesses efficient
+# (lab 03), and the loop's end is the bounds check. Here is the same map when only 2 blocks of 32 threads are
+# launched without a loop: elements 64 to 99 are never reached.
+
+# %% tags=["nbval-ignore-output"]
+labkit.widgets.thread_map_figure(100, 32, grid=2)
+
+# %% [markdown]
+# ### Exercise 1 — SAXPY with a grid-stride loop
+#
+# SAXPY ("single-precision a·x plus y") is the classic first BLAS routine: `out[i] = a * x[i] + y[i]`.
+# Write it with a grid-stride loop. The check launches it with grids larger than the data, exactly the right
+# size, and smaller than the data (2 blocks for 323 elements), with a poisoned output guarded on both sides.
+
+# %% tags=["exercise"]
+@cuda.jit
+def saxpy(a, x, y, out):
+    # BEGIN SOLUTION
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+    # END SOLUTION
+    # BEGIN SKELETON
+    # for i in range(<your global index>, <number of elements>, <threads in the grid>):
+    #     out[i] = ...
+    pass
+    # END SKELETON
+
+
+# %%
+labkit.check.saxpy(saxpy);
+
+# %% [markdown]
+# Now run SAXPY on a larger array with a deliberately small grid, and compare with the array library's own
+# `a * x + y` (CuPy on a GPU, NumPy here). Both are timed with `labkit.bench.measure`; SAXPY reads `x` and `y`
+# and writes `out`, 12 bytes per element, so the GB/s it reports is the memory bandwidth the kernel achieved.
+
+# %%
+k_saxpy = labkit.check.solved_or_reference("02.saxpy", saxpy)
+n = labkit.size(gpu=1 << 25, sim=2_000)
+a = np.float32(2.5)
+x = rng.random(n, dtype=np.float32)
+y = rng.random(n, dtype=np.float32)
+d_x, d_y, d_out = cuda.to_device(x), cuda.to_device(y), cuda.device_array(n, np.float32)
+blocks, threads = (4 * (env.sm_count or 1), 256) if env.is_gpu else (2, 128)
+k_saxpy[blocks, threads](a, d_x, d_y, d_out)
+print(f"{n} elements with {blocks} blocks of {threads} threads: matches NumPy:", np.allclose(d_out.copy_to_host(), a * x + y))
+
+# %% tags=["nbval-ignore-output"]
+X, Y = xp.asarray(x), xp.asarray(y)
+timings = [
+    labkit.bench.measure(lambda: k_saxpy[blocks, threads](a, d_x, d_y, d_out), name="saxpy (your kernel)",
+                         bytes=12 * n, repeat=10 if env.is_gpu else 1, warmup=1 if env.is_gpu else 0),
+    labkit.bench.measure(lambda: a * X + Y, name=f"a * x + y ({xp.__name__})", bytes=12 * n,
+                         repeat=10 if env.is_gpu else 3),
+]
+print(labkit.bench.table(timings))
+
+# %% [markdown]
+# In `sim` mode both times are CPU times and say nothing about a GPU: the simulator runs each CUDA thread as a
+# Python thread. On a GPU, try more blocks (say 32 per SM): a memory-bound kernel needs many warps in flight to
+# hide the memory latency, which is what lab 03 is about.
+#
+# ## Two dimensions: rows and columns
+#
+# Images and matrices are 2-D. Launch a 2-D grid of 2-D blocks, `kernel[(gx, gy), (bx, by)]`, and get both
+# coordinates with `cuda.grid(2)`, which returns `(x, y)`. The convention that keeps memory accesses fast: **x is
+# the column** (it changes fastest between neighbouring threads, as the column index does between neighbouring
+# elements of a row-major array), **y is the row**. So write `col, row = cuda.grid(2)` and index `img[row, col]`.
+# Below: a 20 × 45 array under blocks of 16 × 8 threads.
+
+# %% tags=["nbval-ignore-output"]
+labkit.widgets.thread_map_figure((20, 45), (16, 8))
+
+# %% [markdown]
+# ### Exercise 2 — greyscale
+#
+# `img` is an RGB image of shape `(rows, cols, 3)`, `uint8`. Write `out[row, col]`, also `uint8`, as the luma
+# `0.299 R + 0.587 G + 0.114 B` **rounded** to the nearest integer. Storing a float into a `uint8` array
+# truncates it (3.9 becomes 3), so round on purpose. The check uses non-square images (13 × 37, 40 × 9, 1 × 1)
+# and several block shapes; a row/column mix-up, a missing bounds check or a truncating store fails it.
+
+# %% tags=["exercise"]
+@cuda.jit
+def grayscale(img, out):
+    # BEGIN SOLUTION
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        v = 0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2]
+        out[row, col] = int(v + 0.5)
+    # END SOLUTION
+    # BEGIN SKELETON
+    # col, row = ...
+    # if <inside the image>:
+    #     out[row, col] = <rounded luma>
+    pass
+    # END SKELETON
+
+
+# %%
+labkit.check.grayscale(grayscale);
+
+# %% [markdown]
+# A small synthetic image (a colour gradient) through the kernel:
+
+# %% tags=["nbval-ignore-output"]
+import plotly.express as px
+
+k_grey = labkit.check.solved_or_reference("02.grayscale", grayscale)
+rows, cols = labkit.size(gpu=(1080, 1920), sim=(24, 40))
+r_, c_ = np.mgrid[0:rows, 0:cols]
+image = np.stack([255 * c_ / cols, 255 * r_ / rows, 128 + 0 * r_], axis=-1).astype(np.uint8)
+d_grey = cuda.device_array((rows, cols), np.uint8)
+k_grey[((cols + 15) // 16, (rows + 7) // 8), (16, 8)](cuda.to_device(image), d_grey)
+px.imshow(d_grey.copy_to_host(), color_continuous_scale="gray", title=f"greyscale of a {rows}×{cols} gradient")
+
+# %% [markdown]
+# ## Choosing a launch configuration
+#
+# Two numbers per direction: threads per block and blocks per grid.
+#
+# - **Threads per block**: a multiple of 32, because the GPU runs threads in *warps* of 32 and a partial warp
+#   wastes the rest. 128 or 256 is a good default; at most 1024. Lab 03 shows how the block size, registers
+#   and shared memory decide how many warps an SM can keep busy (occupancy).
+# - **Blocks**: enough to cover the data (one thread per element), or, with a grid-stride loop, enough to fill
+#   the GPU: a few times the number of SMs.
+#
+# ### Exercise 3 — a 2-D grid
+#
+# Write `grid_for(shape, block)`: for an array of `shape = (rows, cols)` and blocks of `block = (bx, by)`
+# threads (x along columns), return `(gx, gy)`, the smallest grid that covers every element.
+
+# %% tags=["exercise"]
+def grid_for(shape, block):
+    # BEGIN SOLUTION
+    rows, cols = shape
+    bx, by = block
+    return ((cols + bx - 1) // bx, (rows + by - 1) // by)
+    # END SOLUTION
+    # BEGIN SKELETON
+    # rows, cols = shape; bx, by = block
+    # return (gx, gy)
+    ...
+    # END SKELETON
+
+
+# %%
+labkit.check.launch_config(grid_for);
+
+# %% [markdown]
+# How many threads does that grid waste? For a full-HD frame and three block shapes:
+
+# %%
+g = labkit.check.solved_or_reference("02.launch-config", grid_for)
+for blk in [(16, 16), (32, 8), (128, 1)]:
+    s = labkit.widgets.thread_map_summary((1080, 1920), blk, g((1080, 1920), blk))
+    print(f"block {blk}: grid {s['grid']}, {s['threads']:,} threads, {s['idle']:,} idle "
+          f"({100 * s['idle'] / s['threads']:.1f}%)")
+
+# %% [markdown]
+# ## The cost of host↔device transfers
+#
+# A GPU's memory is separate from the host's. `cuda.to_device` copies host → device over PCIe (or NVLink-C2C on
+# Grace Hopper), `copy_to_host` copies back. The link is much slower than the GPU's own memory:
+
+# %%
+pcie, hbm = labkit.hw.link("PCIe 5").per_link, labkit.hw.gpu("H100").memory_bandwidth
+print(f"PCIe 5.0 x16: {pcie.text()} per direction ({pcie.source})")
+print(f"H100 SXM5 HBM3: {hbm.text()} ({hbm.source}), {hbm.value / pcie.value:.0f}× more")
+
+# %% [markdown]
+# So a kernel that reads each byte once runs far faster than the copies that feed it. Measure it here: copy
+# `x` to the device, run SAXPY, copy the result back.
+
+# %% tags=["nbval-ignore-output"]
+h2d = labkit.bench.measure(lambda: cuda.to_device(x), name="host→device copy of x", bytes=4 * n, repeat=5)
+kern = labkit.bench.measure(lambda: k_saxpy[blocks, threads](a, d_x, d_y, d_out), name="saxpy kernel", bytes=12 * n,
+                            repeat=5 if env.is_gpu else 1, warmup=1 if env.is_gpu else 0)
+d2h = labkit.bench.measure(lambda: d_out.copy_to_host(), name="device→host copy of out", bytes=4 * n, repeat=5)
+print(labkit.bench.table([h2d, kern, d2h]))
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    print(f"one host→device copy of x takes as long as {h2d.median_s / kern.median_s:.1f} SAXPY kernels, "
+          f"which each read two arrays and write one")
+else:
+    print("sim mode: the 'device' is host memory and the kernel is simulated; these times say nothing about a GPU.")
+
+# %% [markdown]
+#
+# One more trap: pass a NumPy array straight to a kernel and Numba copies it to the device *and back* around
+# every launch. Keep data on the device across launches and copy only at the ends.
+#
+# ### Exercise 4 — keep it on the device
+#
+# Write `repeated_saxpy(a, x, y, steps)`: apply `y ← a·x + y` `steps` times on the device and return the final
+# `y` as a NumPy `float32` array, with two copies to the device and one back, however many steps. Use your SAXPY
+# kernel (`k_saxpy`) with `out` = `y`: each element depends only on itself, so updating in place is safe.
+
+# %% tags=["exercise"]
+def repeated_saxpy(a, x, y, steps):
+    # BEGIN SOLUTION
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    for _ in range(steps):
+        k_saxpy[blocks, threads](a, dx, dy, dy)
+    return dy.copy_to_host()
+    # END SOLUTION
+    # BEGIN SKELETON
+    # copy in once, launch `steps` times, copy out once
+    ...
+    # END SKELETON
+
+
+# %%
+labkit.check.transfers(repeated_saxpy);
+
+# %% [markdown]
+# ## What your kernel compiles to
+#
+# `labkit.ptx.compile` turns your SAXPY into PTX for an architecture of your choice, without a GPU. Look for the
+# global loads and stores in the summary (Numba unrolls the loop, so there are several of each), the fused
+# multiply-add `fma.rn.f32` that computes `a * x[i] + y[i]` in one instruction, and the branch (`bra`) back to the
+# top of the grid-stride loop.
+
+# %%
+ptx = labkit.ptx.compile(k_saxpy, "void(float32, float32[:], float32[:], float32[:])", arch=env.arch)
+ptx.show("fma", "bra")
+
+# %% [markdown]
+# ## What you learned
+# - `cuda.grid` and `cuda.gridsize` in one and two dimensions; x is the column.
+# - Grid-stride loops make a kernel correct for any grid; bounds checks keep idle threads harmless.
+# - Threads per block: a multiple of 32, typically 128–256; blocks: enough to cover the data or fill the GPU.
+# - Copies between host and device cost far more than a pass over device memory: copy once, launch many times.
+#
+# **Next:** [Lab 03 — The memory hierarchy](03-memory-hierarchy.ipynb): coalescing, shared memory, bank
+# conflicts and occupancy.
