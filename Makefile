@@ -21,7 +21,7 @@ lab: $(STAMP)
 ## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval
 test: $(STAMP)
 	@start=$$(date +%s); \
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	    -p no:randomly --timeout 600 -q; status=$$?; \
 	echo "make test: whole suite took $$(( $$(date +%s) - start )) s"; exit $$status

@@ -13,5 +13,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if path.suffix == ".ipynb":
         # Set before nbval starts the notebook's kernel, which inherits this environment.
         os.environ["LABKIT_MODE"] = "sim"
-        os.environ["LABKIT_EXPECT"] = "solved" if path.parent.name == "solutions" else "unsolved"
+        solution = path.parent.name == "solutions"
+        os.environ["LABKIT_EXPECT"] = "solved" if solution else "unsolved"
+        # Every kernel a solution's check accepts must compile to PTX for the course's three architectures.
+        if solution:
+            os.environ["LABKIT_PTX_AUDIT"] = "sm_70,sm_80,sm_90"
+        else:
+            os.environ.pop("LABKIT_PTX_AUDIT", None)
         os.environ.setdefault("PLOTLY_RENDERER", "json")

@@ -182,3 +182,24 @@ def test_every_exercise_has_hints_and_a_title() -> None:
     for ex in core._REGISTRY.values():
         assert ex.title and len(ex.hints) >= 2, ex.exercise_id
         assert ex.exercise_id[:2].isdigit() and ex.exercise_id[2] == "."
+
+
+@cuda.jit
+def runs_in_sim_only(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        parts = {"a": a[i], "b": b[i]}  # a dict: fine in Python, not in a CUDA kernel
+        out[i] = parts["a"] + parts["b"]
+
+
+def test_ptx_audit_compiles_what_passed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LABKIT_PTX_AUDIT", "sm_70,sm_90")
+    assert labkit.check.vector_add(right)  # compiles: no error
+    with pytest.raises(AssertionError, match="does not compile for sm_70"):
+        labkit.check.vector_add(runs_in_sim_only)
+
+
+def test_launch_signature_inference() -> None:
+    assert harness._numba_type(np.zeros((2, 3), np.float32)) == "float32[:, :]"
+    assert harness._numba_type(3) == "int64" and harness._numba_type(2.5) == "float64"
+    assert harness._numba_type(np.zeros(4, np.uint8)) == "uint8[:]"

@@ -164,8 +164,8 @@ ptx.show("ld.", "st.", "setp")
 # | 08 | Collectives and scaling (planned) | 60 min |
 # | 09 | Capstone: a video-analytics pipeline (planned) | 120 min |
 #
-# Solutions to every exercise are in [solutions/](solutions/00-start-here.ipynb); try first, the checks
-# tell you when you are right.
+# Every lab has a solved twin in the `solutions/` folder next to the labs. Try first: the checks tell you
+# when you are right, and the hints get you unstuck.
 #
 # ## What you learned
 # - Which mode you are in and what its timings mean.

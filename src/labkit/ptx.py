@@ -28,11 +28,11 @@ from typing import Any
 
 from .errors import CompileError, LabkitError
 
-ARCHES = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
+ARCHES = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 
 
 def _cc(arch: str) -> tuple[int, int]:
-    m = re.fullmatch(r"(?:sm_|compute_)?(\d)(\d)a?", arch.strip())
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d{1,2})(\d)a?", arch.strip())
     if not m:
         raise LabkitError(f"{arch!r} is not an architecture name.", fix=f"Use one of {', '.join(ARCHES)}.")
     return int(m.group(1)), int(m.group(2))
@@ -439,6 +439,20 @@ def cuda_include_dirs() -> list[str]:
     return dirs
 
 
+def _nvrtc_errors(log: str, source: str, name: str) -> str:
+    """NVRTC's error lines, each followed by the source line it names."""
+    src_lines = source.splitlines()
+    out = []
+    for line in log.splitlines():
+        m = re.match(rf"{re.escape(name)}\((\d+)\): (?:catastrophic )?error", line)
+        if m:
+            out.append(line)
+            n = int(m.group(1))
+            if 1 <= n <= len(src_lines):
+                out.append(f"    {n} | {src_lines[n - 1].strip()}")
+    return "\n".join(out[:16]) or "\n".join(log.splitlines()[:12])
+
+
 def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", options: tuple[str, ...] = ()) -> PTX:
     """Compile CUDA C++ source (as given to CuPy's ``RawKernel``) to PTX with NVRTC; works without a GPU.
 
@@ -462,8 +476,7 @@ def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", o
         nvrtc.nvrtcGetProgramLog(prog, log)
         log_text = log.decode(errors="replace").rstrip("\x00").strip()
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            errors = [ln for ln in log_text.splitlines() if "error" in ln or ln.strip().startswith("^")]
-            raise CompileError(f"{name} does not compile for sm_{cc[0]}{cc[1]}:\n" + "\n".join((errors or log_text.splitlines())[:12]))
+            raise CompileError(f"{name} does not compile for sm_{cc[0]}{cc[1]}:\n" + _nvrtc_errors(log_text, source, name))
         _, size = nvrtc.nvrtcGetPTXSize(prog)
         buf = b" " * size
         nvrtc.nvrtcGetPTX(prog, buf)

@@ -118,6 +118,7 @@ def is_skeleton(answer: Any) -> bool:
 
 def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     ex = _get(exercise_id)
+    _take_launched()
     if any(is_skeleton(a) for a in args) or any(is_skeleton(v) for v in kwargs.values()):
         result = Result(exercise_id, "unsolved", "the answer is still the skeleton (`...`); fill it in and run the check again.")
     else:
@@ -135,7 +136,29 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     _LAST[exercise_id] = result
     print(result.report())
     _enforce_expectation(result)
+    if result.passed and os.environ.get("LABKIT_PTX_AUDIT"):
+        _ptx_audit(exercise_id, os.environ["LABKIT_PTX_AUDIT"].split(","))
     return result
+
+
+def _take_launched() -> list[tuple[Any, str]]:
+    if "labkit.check.harness" not in sys.modules:  # no kernel can have been launched through it
+        return []
+    return sys.modules["labkit.check.harness"].take_launched()
+
+
+def _ptx_audit(exercise_id: str, arches: list[str]) -> None:
+    """``LABKIT_PTX_AUDIT=sm_70,sm_80,sm_90`` (set by the solution-notebook tests): every kernel a passing check
+    launched must also compile to PTX for each architecture, with the argument types it was launched with."""
+    from .. import ptx
+    from ..errors import CompileError
+
+    for kernel, signature in _take_launched():
+        for arch in arches:
+            try:
+                ptx.compile(kernel, signature, arch.strip())
+            except CompileError as exc:
+                raise AssertionError(f"{exercise_id}: the kernel passed its check but does not compile for {arch}: {exc}") from None
 
 
 def _enforce_expectation(result: Result) -> None:

@@ -1,0 +1,47 @@
+"""`make lab` serves the course: start JupyterLab headless on a free port, list the notebooks over its
+HTTP API, stop it."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_jupyterlab_lists_the_course(tmp_path: Path) -> None:
+    port, token = _free_port(), "labkit-test-token"
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--ServerApp.token={token}", f"--ServerApp.root_dir={ROOT}", "--allow-root",
+           f"--ServerApp.runtime_dir={tmp_path}"]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/api/contents/notebooks?token={token}"
+        deadline, listing = time.monotonic() + 90, None
+        while time.monotonic() < deadline and listing is None:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    listing = json.load(response)
+            except OSError:
+                assert server.poll() is None, "JupyterLab exited early"
+                time.sleep(0.5)
+        assert listing is not None, "JupyterLab did not answer within 90 s"
+        names = {item["name"] for item in listing["content"]}
+        assert "00-start-here.ipynb" in names and "solutions" in names
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=10) as page:
+            assert page.status == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
