@@ -115,3 +115,39 @@ def test_lab00_still_passes() -> None:
     from labkit.check.lab00 import _reference_vector_add
 
     assert check.vector_add(_reference_vector_add()).passed
+
+
+@cuda.jit
+def spins_forever(a, x, y, out):
+    i = 0
+    while i >= 0:  # never ends, and calls nothing the simulator could interrupt
+        i = (i + 1) % 7
+
+
+@cuda.jit
+def wrong_signature(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + y[i]
+
+
+@cuda.jit
+def raises(a, x, y, out):
+    i = cuda.grid(1)
+    out[i] = 1 // (i - i)
+
+
+def test_bad_kernels_get_messages(monkeypatch) -> None:
+    import time
+
+    monkeypatch.setattr(H, "CASE_TIME_LIMIT_S", 1.0)
+    t0 = time.monotonic()
+    r = check.saxpy(spins_forever)
+    assert r.status == "failed" and "did not finish" in r.message
+    assert time.monotonic() - t0 < 10
+    r = check.saxpy(wrong_signature)
+    assert r.status == "failed" and "arguments" in r.message
+    r = check.saxpy(raises)
+    assert r.status == "failed" and "ZeroDivisionError" in r.message
+    r = check.saxpy(lambda a, x, y, out: None)
+    assert r.status == "failed" and "@cuda.jit" in r.message

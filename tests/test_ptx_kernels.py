@@ -51,3 +51,15 @@ def test_factories_and_registry() -> None:
         assert callable(k) and signature.startswith("void(")
     with pytest.raises(labkit.LabkitError):
         kernels.get("no_such_kernel")
+
+
+def test_benchmark_suite_runs_at_tiny_sizes_in_sim() -> None:
+    records = kernels.benchmark_suite()
+    names = [r["name"] for r in records]
+    assert names[0].startswith("D2D copy") and any("saxpy" in n for n in names) and any("tiled" in n for n in names)
+    for r in records:
+        assert r["median_s"] > 0 and "not GPU speed" in r["label"]
+        assert r["meets_target"] is None  # simulator times are never judged against GPU targets
+    judged = [r for r in records if "threshold" in r]
+    assert {r["threshold"] for r in judged} == {85, 75, 4}
+    assert all("value" in r for r in judged)

@@ -25,6 +25,7 @@ from ..mode import current_mode
 from .core import Failed, Unsolved
 
 SIM_TIME_LIMIT_S = 60.0
+CASE_TIME_LIMIT_S = 20.0  # one graded launch of a lab check (run_case) in the simulator
 GUARD = 64  # elements of guard zone on each side of an output
 
 _rng = np.random.default_rng()
@@ -235,7 +236,7 @@ def compare(
     if written is not None and (poison & written).any():
         idx = tuple(int(i) for i in np.argwhere(poison & written)[0])
         raise Failed(
-            f"{label}: element {_fmt(idx)} was written with a value that no thread had stored (expected {expected[idx]!r}).",
+            f"{label}: element {_fmt(idx)} was written with a value that no thread had stored (expected {_v(expected[idx])}).",
             cause="a read of memory before any thread wrote it: a missing cuda.syncthreads() after filling shared memory, "
                   "or an index outside the part of a tile (or halo) that was loaded.",
         )
@@ -254,9 +255,15 @@ def compare(
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         raise Failed(
             f"{label}: {int(bad.sum())} of {got.size} elements are wrong; first at index {_fmt(idx)}: "
-            f"expected {expected[idx]!r}, got {got[idx]!r}.",
+            f"expected {_v(expected[idx])}, got {_v(got[idx])}.",
             cause=_guess_cause(got, expected, idx),
         )
+
+
+def _v(x: Any) -> str:
+    """A value as a learner reads it: 0.25 rather than np.float32(0.25)."""
+    x = x.item() if hasattr(x, "item") else x
+    return f"{x:.7g}" if isinstance(x, float) else repr(x)
 
 
 def _fmt(idx: tuple[int, ...]) -> str:
@@ -544,6 +551,8 @@ class TrackedArray:
             raise IndexError(f"{self.name}: one index for an array of {self._live.ndim} dimensions")
         key = self._key(idx)
         model = self._model
+        if time.monotonic() > model.deadline:
+            raise TimeoutError(f"the kernel did not finish within {model.seconds:.0f} s in the simulator")
         if self._live.dtype.kind in "iu" and isinstance(value, (float, np.floating)) and model.float_into_int is None:
             if value != int(value):
                 model.float_into_int = (
@@ -614,6 +623,21 @@ _MODEL: _Model | None = None
 _ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin", "cas")
 
 
+def _stop_threads(threads: Sequence[Any]) -> None:
+    """Stop simulator threads that run past the deadline: wake those at a barrier, and raise an exception
+    inside those still computing (even in a loop that calls nothing), so no thread spins on after a check."""
+    import ctypes
+
+    for t in threads:
+        t.abort = True
+        t.syncthreads_blocked = False
+        t.syncthreads_event.set()
+        if t.is_alive() and t.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(TimeoutError))
+    for t in threads:
+        t.join(timeout=1.0)
+
+
 def _strict_block_run(self: Any, grid_point: Any, *args: Any) -> None:
     """The simulator's BlockManager.run with the strict model's hooks (block start, barrier) and thread order."""
     from numba.cuda.simulator.kernel import BlockThread
@@ -653,6 +677,10 @@ def _strict_block_run(self: Any, grid_point: Any, *args: Any) -> None:
         live = {t for t in live if t.is_alive()}
         if live and not blocked:
             time.sleep(0)
+        if live and time.monotonic() > model.deadline:
+            _stop_threads(threads)
+            raise TimeoutError(f"the kernel did not finish within {model.seconds:.0f} s in the simulator "
+                               f"(block {tuple(grid_point)}, {len(live)} thread(s) still running)")
     for t in threads:
         if t.exception:
             raise t.exception[0].with_traceback(t.exception[1])
@@ -829,19 +857,26 @@ def run_case(
     atol: float = 1e-6,
     unwritten_cause: str | None = None,
     out_position: int = -1,
+    time_limit_s: float | None = None,
+    extra_cause: str | None = None,
 ) -> LaunchReport | None:
     """One graded launch: inputs to the device, a poisoned and guarded output (or one filled with ``out_init``),
     a strict launch (``sim``) or plain one (GPU), the guard check, and :func:`compare` against ``expected``.
 
     ``inputs`` are host arrays (copied) or scalars (passed as they are); the output goes at ``out_position``
     among the arguments (default last). ``first``: an output left untouched means "not solved yet".
+    Every failure names ``label`` (size and launch configuration); ``extra_cause`` is added to its likely cause.
     """
     args: list[Any] = [device(a) if isinstance(a, np.ndarray) else a for a in inputs]
     out = Guarded(out_shape, out_dtype, fill=out_init)
     pos = len(args) if out_position == -1 else out_position
     args.insert(pos, out.device)
     arg_names = list(names) or [f"argument {k + 1}" for k in range(len(args))]
-    report = launch_strict(kernel, grid, block, *args, reverse=reverse, record=record, names=arg_names)
+    try:
+        report = launch_strict(kernel, grid, block, *args, reverse=reverse, record=record, names=arg_names,
+                               time_limit_s=time_limit_s or CASE_TIME_LIMIT_S)
+    except Failed as exc:
+        raise Failed(f"{label}: {exc}", cause=_more(exc.cause, extra_cause)) from None
     got = out.fetch()
     written = report.written.get(arg_names[pos]) if report is not None else None
     if report is not None and report.float_into_int and not np.allclose(got.astype(np.float64), expected, rtol=rtol, atol=atol):
@@ -852,9 +887,18 @@ def run_case(
         written = None  # an initialised output (a counter) may legitimately stay at its initial value
         if first and (got == out_init).all() and not (expected == out_init).all():
             raise Unsolved("the kernel ran but its output is still all " + repr(out_init) + "; write the kernel body.")
-    compare(got, expected, label=label, rtol=rtol, atol=atol, unwritten_means_unsolved=first, written=written,
-            unwritten_cause=unwritten_cause)
+    try:
+        compare(got, expected, label=label, rtol=rtol, atol=atol, unwritten_means_unsolved=first, written=written,
+                unwritten_cause=unwritten_cause)
+    except Failed as exc:
+        raise Failed(str(exc), cause=_more(exc.cause, extra_cause)) from None
     return report
+
+
+def _more(cause: str | None, extra: str | None) -> str | None:
+    if not extra:
+        return cause
+    return f"{cause} {extra}" if cause else extra
 
 
 def find_race(kernel: Any, griddim: Any, blockdim: Any, *args: Any, names: Sequence[str] | None = None) -> Race | None:

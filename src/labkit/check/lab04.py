@@ -127,7 +127,9 @@ def block_sum(kernel: Any) -> str:
         label = f"n={n}, {grid} block(s) of {block} threads"
         run_case(kernel, grid, block, (x,), out_shape=grid, out_dtype=np.float32, expected=_block_sums(x, block, grid),
                  label=label, names=("x", "partial"), first=k == 0, reverse=k == 3, rtol=1e-5, atol=1e-5,
-                 unwritten_cause="one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x].")
+                 unwritten_cause="one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x].",
+                 extra_cause=f"(This launch used blocks of {block} threads: nothing may assume one block size; start the "
+                             "tree at cuda.blockDim.x // 2.)")
     return "correct for blocks of 32, 64, 128 and 256 threads and partial last blocks; no races."
 
 
