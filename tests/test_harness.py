@@ -151,3 +151,30 @@ def test_bad_kernels_get_messages(monkeypatch) -> None:
     assert r.status == "failed" and "ZeroDivisionError" in r.message
     r = check.saxpy(lambda a, x, y, out: None)
     assert r.status == "failed" and "@cuda.jit" in r.message
+
+
+def test_require_ptx_structural_checks() -> None:
+    from labkit import kernels
+
+    H.require_ptx(kernels.get("transpose_shared"), "void(float32[:, :], float32[:, :])", ["shared memory", "a barrier"],
+                  label="t", cause="c")
+    with pytest.raises(Failed, match="no shared memory"):
+        H.require_ptx(kernels.get("transpose_naive"), "void(float32[:, :], float32[:, :])", ["shared memory"],
+                      label="t", cause="c")
+    H.require_ptx(kernels.get("warp_sum"), "void(float32[:], float32[:])", ["warp shuffles"], label="t", cause="c")
+    with pytest.raises(Failed, match="shared-memory atomics"):
+        H.require_ptx(kernels.get("histogram_global"), "void(uint8[:], int32[:])", ["shared-memory atomics"], label="t", cause="c")
+
+
+def test_gpu_mode_repeats_each_case(monkeypatch) -> None:
+    calls = []
+    x = np.arange(5, dtype=np.float32)
+
+    def fake_launch(kernel, grid, block, *args, **kw):  # stands in for a device launch that copies x
+        calls.append(1)
+        args[-1][:] = x
+
+    monkeypatch.setattr(H, "current_mode", lambda: "gpu")
+    monkeypatch.setattr(H, "launch_strict", fake_launch)
+    H.run_case(None, 1, 8, (x,), out_shape=5, out_dtype=np.float32, expected=x, label="t")
+    assert len(calls) == H.GPU_REPEATS

@@ -26,6 +26,7 @@ from .core import Failed, Unsolved
 
 SIM_TIME_LIMIT_S = 60.0
 CASE_TIME_LIMIT_S = 20.0  # one graded launch of a lab check (run_case) in the simulator
+GPU_REPEATS = 3  # on a GPU, run_case launches each case this many times (races show by chance there)
 GUARD = 64  # elements of guard zone on each side of an output
 
 _rng = np.random.default_rng()
@@ -859,6 +860,7 @@ def run_case(
     out_position: int = -1,
     time_limit_s: float | None = None,
     extra_cause: str | None = None,
+    _repeat: bool = True,
 ) -> LaunchReport | None:
     """One graded launch: inputs to the device, a poisoned and guarded output (or one filled with ``out_init``),
     a strict launch (``sim``) or plain one (GPU), the guard check, and :func:`compare` against ``expected``.
@@ -867,6 +869,11 @@ def run_case(
     among the arguments (default last). ``first``: an output left untouched means "not solved yet".
     Every failure names ``label`` (size and launch configuration); ``extra_cause`` is added to its likely cause.
     """
+    if _repeat and current_mode() == "gpu":  # no strict model on a device: repeat, so that a race has more chances to show
+        for _ in range(GPU_REPEATS - 1):
+            run_case(kernel, grid, block, inputs, out_shape=out_shape, out_dtype=out_dtype, expected=expected, label=label,
+                     names=names, out_init=out_init, first=first, rtol=rtol, atol=atol, unwritten_cause=unwritten_cause,
+                     out_position=out_position, extra_cause=extra_cause, _repeat=False)
     args: list[Any] = [device(a) if isinstance(a, np.ndarray) else a for a in inputs]
     out = Guarded(out_shape, out_dtype, fill=out_init)
     pos = len(args) if out_position == -1 else out_position
@@ -919,3 +926,27 @@ def find_race(kernel: Any, griddim: Any, blockdim: Any, *args: Any, names: Seque
         print("RACE: " + report.race.message())
         print("  Likely cause: " + report.race.cause())
     return report.race
+
+
+_FEATURES = {
+    "shared memory": lambda m: sum(m.shared_loads.values()) > 0 or sum(m.shared_stores.values()) > 0,
+    "a barrier": lambda m: m.barriers > 0,
+    "shared-memory atomics": lambda m: m.atomics_shared > 0,
+    "global atomics": lambda m: m.atomics_global > 0,
+    "warp shuffles": lambda m: m.shuffles > 0,
+}
+
+
+def require_ptx(kernel: Any, signature: str, features: Sequence[str], *, label: str, cause: str) -> None:
+    """Raise :class:`Failed` unless the kernel's PTX (for sm_80) shows each of ``features``
+    (keys of :data:`_FEATURES`): the structural part of a check where no strict simulator run can see it (GPU mode)."""
+    from .. import ptx
+    from ..errors import CompileError
+
+    try:
+        mix = ptx.compile(kernel, signature, "sm_80").summary()
+    except CompileError as exc:
+        raise Failed(f"{label}: the kernel does not compile to PTX: {str(exc).splitlines()[0]}") from None
+    missing = [f for f in features if not _FEATURES[f](mix)]
+    if missing:
+        raise Failed(f"{label}: the values are right, but its PTX shows no {' and no '.join(missing)}.", cause=cause)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..mode import current_mode
 from .core import Failed, exercise
-from .harness import bank_conflicts, fmt_shape, grid_2d, random_array, run_case, sectors_per_request
+from .harness import bank_conflicts, fmt_shape, grid_2d, random_array, require_ptx, run_case, sectors_per_request
 
 
 def _ref(name: str) -> Callable[[], Any]:
@@ -118,6 +118,9 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
                                  cause="the 32 elements of a tile column sit in one bank: pad the row to 33 elements "
                                        "(`(TILE, TILE_PADDED)`) so that a column spans all 32 banks.")
             notes.append("shared memory free of bank conflicts")
+    if current_mode() == "gpu":
+        require_ptx(kernel, "void(float32[:, :], float32[:, :])", ["shared memory", "a barrier"], label="transpose",
+                    cause="stage each tile in cuda.shared.array and wait for the block with cuda.syncthreads().")
     return f"correct on {len(cases)} shapes" + (": " + "; ".join(notes) if notes else "") + "."
 
 
@@ -154,6 +157,9 @@ def matmul(kernel: Any, tile: int = 16) -> str:
             raise Failed(f"{label}: the values are right, but the kernel reads every operand from global memory.",
                          cause="this exercise stages tiles of A and B in cuda.shared.array: each element loaded once per "
                                "block is then reused MM_TILE times.")
+    if current_mode() == "gpu":
+        require_ptx(kernel, "void(float32[:, :], float32[:, :], float32[:, :])", ["shared memory", "a barrier"],
+                    label="matmul", cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.")
     return (f"correct on {len(cases)} products (sizes that are not multiples of the tile, and 1×1), with tiles in shared "
             "memory and no races between loading and using them.")
 
@@ -191,4 +197,7 @@ def stencil(kernel: Any) -> str:
         if report is not None and not report.shared:
             raise Failed(f"{label}: the values are right, but every input is read {2 * RADIUS + 1} times from global memory.",
                          cause="load the block's inputs and halo into cuda.shared.array once, then read neighbours from there.")
+    if current_mode() == "gpu":
+        require_ptx(kernel, "void(float32[:], float32[:])", ["shared memory", "a barrier"], label="stencil",
+                    cause="load the block's inputs and halo into cuda.shared.array, then cuda.syncthreads().")
     return f"correct on {len(cases)} sizes and block sizes 32 to 128, edges included; halo loaded, no races."

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..mode import current_mode
 from .core import Failed, exercise
-from .harness import random_array, run_case
+from .harness import random_array, require_ptx, run_case
 
 NBINS = 256
 MAX_BLOCK = 256
@@ -60,6 +60,10 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
         elif report.atomics.get("global", 0) == 0:
             raise Failed(f"{label}: the counts are right but no atomic add reached global memory.",
                          cause="this exercise counts with cuda.atomic.add on the global histogram.")
+    if current_mode() == "gpu":
+        need = ["shared-memory atomics"] if shared else ["global atomics"]
+        require_ptx(kernel, "void(uint8[:], int32[:])", need, label="histogram",
+                    cause="count with cuda.atomic.add " + ("into a cuda.shared.array first." if shared else "on hist."))
     return f"correct on {len(cases)} launches (skewed data, grids larger and smaller than the data), no lost updates."
 
 
@@ -187,7 +191,10 @@ def warp_sum(kernel: Any) -> str:
         run_case(kernel, grid, block, (x,), out_shape=warps, out_dtype=np.float32, expected=_block_sums(x, 32, warps),
                  label=label, names=("x", "out"), first=k == 0, rtol=1e-5, atol=1e-5,
                  unwritten_cause="lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32].")
-    if current_mode() == "sim" and simwarp.calls == before:
+    if current_mode() == "gpu":
+        require_ptx(kernel, "void(float32[:], float32[:])", ["warp shuffles"], label="warp_sum",
+                    cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).")
+    elif simwarp.calls == before:
         raise Failed("the sums are right, but the kernel made no warp shuffle.",
                      cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).")
     return "correct for 1 to 7 warps and blocks of 32 to 128 threads, using warp shuffles."
