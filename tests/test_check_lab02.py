@@ -182,3 +182,24 @@ def test_transfers() -> None:
     r = check.transfers(_float64)
     assert r.status == "failed" and "float64" in r.message
     assert status(check.transfers, lambda a, x, y, steps: None) == "unsolved"
+
+
+@cuda.jit
+def grey_grid_stride(img, out):  # valid variant: a 2-D grid-stride loop
+    x0, y0 = cuda.grid(2)
+    sx, sy = cuda.gridsize(2)
+    for row in range(y0, out.shape[0], sy):
+        for col in range(x0, out.shape[1], sx):
+            v = 0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2]
+            out[row, col] = round(v)
+
+
+@cuda.jit("void(float32, float32[:], float32[:], float32[:])")
+def saxpy_eager(a, x, y, out):  # valid variant: compiled eagerly with an explicit signature
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+
+
+def test_more_valid_variants() -> None:
+    assert check.grayscale(grey_grid_stride).passed
+    assert check.saxpy(saxpy_eager).passed

@@ -232,3 +232,22 @@ def test_stencil() -> None:
     for k in (stencil_global, stencil_no_halo, stencil_no_barrier, stencil_fixed_block):
         r = check.stencil(k)
         assert r.status == "failed", (k, r.message)
+
+
+@cuda.jit
+def transpose_chained_indexing(a, out):  # valid variant: tile[r][c] instead of tile[r, c]
+    tile = cuda.shared.array((TILE, TILE_PADDED), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.blockIdx.x * TILE + tx, cuda.blockIdx.y * TILE + ty
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < a.shape[0] and col < a.shape[1]:
+            tile[ty + j][tx] = a[row + j][col]
+    cuda.syncthreads()
+    col, row = cuda.blockIdx.y * TILE + tx, cuda.blockIdx.x * TILE + ty
+    for j in range(0, TILE, BLOCK_ROWS):
+        if row + j < out.shape[0] and col < out.shape[1]:
+            out[row + j][col] = tile[tx][ty + j]
+
+
+def test_transpose_accepts_chained_indexing() -> None:
+    assert check.transpose(transpose_chained_indexing).passed
