@@ -203,3 +203,21 @@ def test_launch_signature_inference() -> None:
     assert harness._numba_type(np.zeros((2, 3), np.float32)) == "float32[:, :]"
     assert harness._numba_type(3) == "int64" and harness._numba_type(2.5) == "float64"
     assert harness._numba_type(np.zeros(4, np.uint8)) == "uint8[:]"
+
+
+def test_check_names_are_unique_across_labs() -> None:
+    """labkit.check.<name> looks a check up across every lab module: a name used twice would be ambiguous."""
+    import importlib
+    import pkgutil
+
+    import labkit.check as pkg
+
+    owners: dict[str, str] = {}
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("lab"):
+            module = importlib.import_module(f"labkit.check.{info.name}")
+            for name, value in vars(module).items():
+                if hasattr(value, "exercise_id"):
+                    assert name not in owners, f"check {name!r} is defined in {owners.get(name)} and {info.name}"
+                    owners[name] = info.name
+    assert len(owners) >= 30

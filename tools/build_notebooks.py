@@ -12,7 +12,9 @@ versions of the learner's code::
     # END SKELETON
 
 ``notebooks/NN-topic.ipynb`` gets the skeletons and no outputs; ``notebooks/solutions/NN-topic.ipynb``
-gets the solutions and, with ``--execute``, the outputs of a run in ``sim`` mode.
+gets the solutions. In the solution notebook every check cell (a cell calling ``labkit.check.``) is tagged
+``nbval-check-output``; ``--execute`` runs the notebook in ``sim`` mode and stores the outputs of those cells
+only, so the tests compare what each check printed (after sanitising) and the files stay small.
 
     python tools/build_notebooks.py [--execute] [--check] [NAMES...]
 
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "notebooks" / "src"
 LEARNER = ROOT / "notebooks"
 SOLUTIONS = ROOT / "notebooks" / "solutions"
+CHECKED = "nbval-check-output"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN SKELETON", "END SKELETON")
 
 
@@ -66,8 +69,11 @@ def build(src: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
             cell.id = f"{src.stem[:2]}-{i:03d}"  # stable ids keep diffs small
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
-                if "exercise" in cell.metadata.get("tags", []):
+                tags = cell.metadata.get("tags", [])
+                if "exercise" in tags:
                     cell.source = split_exercise(cell.source, keep).rstrip("\n")
+                elif keep == "SOLUTION" and "labkit.check." in cell.source and "nbval-ignore-output" not in tags:
+                    cell.metadata["tags"] = [*tags, CHECKED]
             else:
                 cell.pop("outputs", None)
                 cell.pop("execution_count", None)
@@ -80,7 +86,15 @@ def execute(nb: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
 
     os.environ["LABKIT_MODE"] = "sim"
     os.environ["LABKIT_EXPECT"] = "solved"
+    os.environ.pop("LABKIT_PTX_AUDIT", None)
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    nb.metadata.pop("widgets", None)  # widget state: large and meaningless without a live kernel
+    nb.metadata["language_info"] = {"name": "python"}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.metadata.pop("execution", None)
+            if CHECKED not in cell.metadata.get("tags", []):
+                cell.outputs, cell.execution_count = [], None
     return nb
 
 

@@ -64,6 +64,10 @@ class Result:
     def __repr__(self) -> str:
         return f"<check {self.exercise_id}: {self.status}>"
 
+    def _ipython_display_(self) -> None:
+        """Show nothing in a notebook: the check already printed its report when it ran. (A trailing ``;`` does
+        not hide a value everywhere: nbval, for one, runs cells without history and would show it.)"""
+
 
 @dataclass
 class Exercise:
