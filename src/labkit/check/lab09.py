@@ -1,0 +1,275 @@
+"""Checks for lab 09 (capstone: a video-analytics pipeline): the fused background-update / difference /
+threshold kernel, a 3 × 3 erosion with correct borders, per-tile motion counts with atomics, and the roofline
+placement of the fused stage.
+
+Kernels are graded on fresh random frames of several shapes (smaller than a block, not multiples of the block,
+not square), with more than one launch configuration, poisoned and guarded outputs, and (in ``sim`` mode) the
+strict memory model of :mod:`labkit.check.harness`, which turns a plain ``counts[i, j] += 1`` into a reported race.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import hw, video
+from .core import Failed, exercise
+from .harness import (CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, launch_strict, random_array,
+                      run_case)
+
+
+def _ref(name: str) -> Callable[[], Any]:
+    def get() -> Any:
+        from .harness import cuda_module
+
+        cuda_module()  # the mode (and the simulator) first, then numba
+        from ..kernels import video as k
+
+        return getattr(k, name)
+
+    return get
+
+
+SWAPPED = ("x = cuda.grid(2)[0] is the column (it runs along a row): `col, row = cuda.grid(2)`, and the bounds test "
+           "compares row with shape[0], col with shape[1]. With x as the row, part of a non-square frame is never reached.")
+
+# (shape, block (x, y)): a mid size that is not a multiple of the block first, a single pixel, a frame smaller than
+# one block, non-square frames, and blocks of different shapes.
+CASES_2D = [((13, 37), (16, 8)), ((1, 1), (8, 8)), ((20, 9), (8, 8)), ((24, 33), (32, 4))]
+
+
+def _label(shape: tuple[int, int], block: tuple[int, int]) -> str:
+    return f"frame {fmt_shape(shape)}, grid {grid_2d(shape, block)} of blocks {block}"
+
+
+# ----------------------------------------------------------------------------- 09.fused-update
+def _fused_inputs(shape: tuple[int, int], thresh: float) -> tuple[np.ndarray, np.ndarray]:
+    frame = random_array(shape, np.uint8, 0, 256)
+    bg = random_array(shape, np.float32, 0.0, 255.0)
+    near = np.abs(np.abs(frame.astype(np.float32) - bg) - np.float32(thresh)) < 0.05
+    bg[near] += np.float32(0.5)  # keep every |d| clear of the threshold, so rounding cannot flip a pixel
+    return frame, bg
+
+
+@exercise(
+    "09.fused-update",
+    title="Fused background update, difference and threshold",
+    hints=[
+        "One thread per pixel, 2-D: `col, row = cuda.grid(2)` (x runs along a row) and nothing happens outside the frame. "
+        "Read frame and bg once, write mask and bg once: that single pass is the point of fusing.",
+        "Compare against the *old* background, then update it: `d = np.float32(frame[row, col]) - bg[row, col]`; the mask is "
+        "1 where `abs(d) > thresh`, else 0; the new background is `bg + alpha * d`.",
+        "`col, row = cuda.grid(2)`; `if row < frame.shape[0] and col < frame.shape[1]:` `b = bg[row, col]`; "
+        "`d = np.float32(frame[row, col]) - b`; `mask[row, col] = 1 if abs(d) > thresh else 0`; `bg[row, col] = b + alpha * d`.",
+    ],
+    reference=_ref("fused_update"),
+)
+def fused_update(kernel: Any) -> str:
+    """Grade ``fused(frame, bg, mask, alpha, thresh)``: frame uint8, bg float32 (updated in place), mask uint8
+    (1 = foreground), alpha and thresh float32; 2-D grid with x along a row."""
+    params = [(0.05, 25.0), (0.2, 10.0), (0.05, 25.0), (0.5, 40.0)]
+    for k, ((shape, block), (alpha, thresh)) in enumerate(zip(CASES_2D, params)):
+        frame, bg = _fused_inputs(shape, thresh)
+        exp_bg = bg.copy()
+        exp_mask = video.fused_step(frame, exp_bg, alpha, thresh)
+        label = _label(shape, block) + f", alpha={alpha}, thresh={thresh}"
+        g_bg = Guarded(shape, np.float32, fill=bg.ravel())
+        g_mask = Guarded(shape, np.uint8)
+        names = ("frame", "bg", "mask", "alpha", "thresh")
+        try:
+            report = launch_strict(kernel, grid_2d(shape, block), block, device(frame), g_bg.device, g_mask.device,
+                                   np.float32(alpha), np.float32(thresh), reverse=k == 2, names=names,
+                                   time_limit_s=CASE_TIME_LIMIT_S)
+            mask, new_bg = g_mask.fetch(), g_bg.fetch()
+        except Failed as exc:
+            raise Failed(f"{label}: {exc}", cause=exc.cause) from None
+        written = report.written.get("mask") if report is not None else None
+        compare(mask, exp_mask, label=f"{label}, mask", unwritten_means_unsolved=k == 0, written=written,
+                unwritten_cause=SWAPPED)
+        if np.array_equal(new_bg, bg) and not np.array_equal(exp_bg, bg):
+            raise Failed(f"{label}: the mask is right but the background was not updated.",
+                         cause="write the new background back: `bg[row, col] = b + alpha * d`.")
+        try:
+            compare(new_bg, exp_bg, label=f"{label}, bg", rtol=1e-5, atol=1e-3)
+        except Failed as exc:
+            raise Failed(str(exc), cause="the new background is `bg + alpha * (frame - bg)`, with the old bg on the right; "
+                                         "and the difference is taken before the update.") from None
+    return (f"correct on {len(CASES_2D)} frames (non-square, smaller than a block, not multiples of the block) with "
+            "different alpha and thresholds; one pass, nothing written outside the frame.")
+
+
+# ----------------------------------------------------------------------------- 09.erode
+def _mask(shape: tuple[int, int], p: float) -> np.ndarray:
+    return (random_array(shape, np.float32, 0.0, 1.0) < p).astype(np.uint8)
+
+
+@exercise(
+    "09.erode",
+    title="A 3 × 3 erosion with correct borders",
+    hints=[
+        "Erosion keeps a pixel only if its whole 3 × 3 neighbourhood is foreground. At the border some neighbours lie "
+        "outside the frame: the rule here is that they are ignored (not counted as background, not wrapped around).",
+        "Loop over `r` from `max(row - 1, 0)` to `min(row + 2, rows)` (exclusive) and likewise for the columns; if any of "
+        "those pixels is 0, the result is 0. Every pixel of the frame, borders included, gets a value.",
+        "`col, row = cuda.grid(2)`; `if row < rows and col < cols:` `v = 1`; `for r in range(max(row - 1, 0), min(row + 2, "
+        "rows)):` `for c in range(max(col - 1, 0), min(col + 2, cols)):` `if mask[r, c] == 0: v = 0`; then `out[row, col] = v`.",
+    ],
+    reference=_ref("erode3x3"),
+)
+def erode(kernel: Any) -> str:
+    """Grade ``erode(mask, out)``: uint8 0/1 masks; ``out`` = 1 where every neighbour inside the frame is 1."""
+    border = ("every pixel gets a value, border pixels too: at the edge, use the neighbours that exist (clamp the loops "
+              "to the frame) rather than skipping the pixel. " + SWAPPED)
+    for k, ((shape, block), p) in enumerate(zip(CASES_2D, (0.85, 1.0, 0.9, 0.8))):
+        m = _mask(shape, p)
+        label = _label(shape, block) + f", {int(m.sum())} of {m.size} pixels set"
+        exp = video.erode(m)
+        try:
+            run_case(kernel, grid_2d(shape, block), block, (m,), out_shape=shape, out_dtype=np.uint8, expected=exp,
+                     label=label, names=("mask", "out"), first=k == 0, reverse=k == 2, unwritten_cause=border)
+        except Failed as exc:
+            msg = str(exc)
+            outside0 = _border_as_zero(m)
+            if "elements are wrong" in msg and not np.array_equal(outside0, exp):
+                msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
+            raise Failed(msg, cause=exc.cause) from None
+    return (f"correct on {len(CASES_2D)} masks, border pixels included (neighbours outside the frame ignored), with "
+            "blocks of 16×8, 8×8 and 32×4.")
+
+
+def _border_as_zero(m: np.ndarray) -> np.ndarray:
+    out = video.erode(m)
+    out[0, :] = out[-1, :] = 0
+    out[:, 0] = out[:, -1] = 0
+    return out
+
+
+# ----------------------------------------------------------------------------- 09.tile-counts
+@exercise(
+    "09.tile-counts",
+    title="Motion per tile with atomics",
+    hints=[
+        "One thread per pixel; a foreground pixel at (row, col) adds 1 to `counts[row // tile, col // tile]`. Many threads "
+        "hit the same counter, so a plain `+= 1` loses updates: use `cuda.atomic.add`.",
+        "`cuda.atomic.add(counts, (row // tile, col // tile), 1)` works on a 2-D array with a tuple index. Faster, as in "
+        "Lab 04's shared histogram: count in `cuda.shared.array` counters for the tiles this block touches, "
+        "`cuda.syncthreads()`, then one global atomic per non-zero counter.",
+        "`col, row = cuda.grid(2)`; `if row < mask.shape[0] and col < mask.shape[1] and mask[row, col] != 0: "
+        "cuda.atomic.add(counts, (row // tile, col // tile), 1)`.",
+    ],
+    reference=_ref("tile_counts"),
+)
+def tile_counts(kernel: Any) -> str:
+    """Grade ``count(mask, tile, counts)``: counts int32 ``(ceil(rows/tile), ceil(cols/tile))`` start at 0; after
+    the kernel each holds its tile's foreground pixels. Tiles of 4 and 8 pixels, blocks of several shapes."""
+    cases = [((13, 37), (16, 8), 4), ((1, 1), (8, 8), 8), ((20, 9), (8, 8), 4), ((24, 33), (32, 4), 8), ((30, 30), (16, 16), 4)]
+    for k, (shape, block, tile) in enumerate(cases):
+        m = _mask(shape, 0.5 if k != 1 else 1.0)
+        ntiles = (-(-shape[0] // tile), -(-shape[1] // tile))
+        label = _label(shape, block) + f", tiles of {tile}×{tile}"
+        run_case(kernel, grid_2d(shape, block), block, (m, tile), out_shape=ntiles, out_dtype=np.int32,
+                 expected=video.tile_counts(m, tile), label=label, names=("mask", "tile", "counts"), out_init=0,
+                 first=k == 0, reverse=k == 2,
+                 extra_cause="(Tile (i, j) holds rows i·tile … i·tile + tile − 1 and the same columns; x is the column.)")
+    return (f"correct on {len(cases)} masks with tiles of 4 and 8 and blocks of 8×8 to 32×4 threads; every update "
+            "atomic, none lost.")
+
+
+# ----------------------------------------------------------------------------- 09.fused-roofline
+FRAME = (1080, 1920)
+
+
+def _fused_roofline() -> tuple[float, float, str, str, float]:
+    s = video.stage("fused")
+    h100 = hw.gpu("H100").peak("fp32").value / hw.gpu("H100").memory_bandwidth.value * 1e3
+    h200 = hw.gpu("H200").peak("fp32").value / hw.gpu("H200").memory_bandwidth.value * 1e3
+    bound = lambda ridge: "memory-bound" if s.intensity < ridge else "compute-bound"  # noqa: E731
+    fps = hw.gpu("H200").memory_bandwidth.value * 1e9 / (s.bytes_per_pixel * FRAME[0] * FRAME[1])
+    return s.bytes_per_pixel, s.intensity, bound(h100), bound(h200), fps
+
+
+def _number(x: Any, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise Failed(f"{what} should be a number, got {type(x).__name__} {x!r}.")
+    v = float(x)
+    if not math.isfinite(v) or v <= 0:
+        raise Failed(f"{what} is {v}; it should be a positive number.")
+    return v
+
+
+def _bound(x: Any, what: str) -> str:
+    if not isinstance(x, str):
+        raise Failed(f"{what} should be the string 'memory-bound' or 'compute-bound', got {x!r}.")
+    t = x.strip().lower().replace("_", "-").replace(" ", "-")
+    if t in ("memory", "memory-bound", "bandwidth-bound"):
+        return "memory-bound"
+    if t in ("compute", "compute-bound"):
+        return "compute-bound"
+    raise Failed(f"{what} should be 'memory-bound' or 'compute-bound', got {x!r}.")
+
+
+def _near(a: float, b: float, rel: float = 0.02) -> bool:
+    return abs(a - b) <= rel * abs(b)
+
+
+@exercise(
+    "09.fused-roofline",
+    title="Place the fused step on the roofline",
+    hints=[
+        "Count the bytes one pixel moves to and from GPU memory in the fused step: what it reads (frame, bg) and what it "
+        "writes (mask, bg), each with its dtype's size. The operations per pixel are given: video.stage('fused').ops_per_pixel.",
+        "frame is uint8 (1 byte), bg float32 (4 bytes, read and written), mask uint8 (1 byte). Intensity = ops / bytes. "
+        "The ridge point is peak FP32 FLOP/s / memory bytes/s, from labkit.hw; below it a kernel is memory-bound.",
+        "bytes_per_pixel = 1 + 4 + 4 + 1; intensity = 5 / bytes_per_pixel; compare with roofline('H100').ridge_point and "
+        "roofline('H200').ridge_point; fps = H200 bandwidth (GB/s × 1e9) / (bytes_per_pixel × 1080 × 1920).",
+    ],
+    reference=_fused_roofline,
+)
+def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_h200: Any, fps_h200: Any) -> str:
+    """Five answers for the fused step on 1080p frames: bytes per pixel, intensity (ops/byte), the bound on the
+    H100 and on the H200 (``'memory-bound'`` or ``'compute-bound'``), and the frames per second the H200's
+    memory bandwidth allows."""
+    e_bytes, e_int, e_h100, e_h200, e_fps = _fused_roofline()
+    b = _number(bytes_per_pixel, "bytes_per_pixel")
+    if not _near(b, e_bytes):
+        slips = {
+            6: "the background is written back too: count bg twice (read and write), 4 bytes each.",
+            9: "the mask is written: 1 byte per pixel.",
+            5: "count writes as well as reads: the mask and the updated background go back to memory.",
+            13: "the frame is uint8: 1 byte per pixel, not 4.",
+            16: "the frame and the mask are uint8 (1 byte each); only bg is float32.",
+            2: "bg is float32 and is read and written: 8 bytes per pixel on top of frame and mask.",
+        }
+        cause = next((c for v, c in slips.items() if _near(b, v)), "add up the dtype sizes of what is read and written per pixel.")
+        raise Failed(f"bytes_per_pixel = {b:g}: not what the fused step moves.", cause=cause)
+    i = _number(intensity, "intensity")
+    if _near(i, 1 / e_int):
+        raise Failed(f"intensity = {i:g}: upside down.", cause="intensity is operations per byte: ops / bytes.")
+    if not _near(i, e_int):
+        raise Failed(f"intensity = {i:g} ops/byte, expected {video.stage('fused').ops_per_pixel:g} / {e_bytes:g}.",
+                     cause="divide the operations per pixel (video.stage('fused').ops_per_pixel) by your bytes per pixel.")
+    for got, exp, gpu in ((bound_h100, e_h100, "H100"), (bound_h200, e_h200, "H200")):
+        if _bound(got, f"bound_{gpu.lower()}") != exp:
+            raise Failed(f"bound_{gpu.lower()}: the fused step is not {got} on the {gpu}.",
+                         cause=f"compare the intensity with the {gpu}'s ridge point (roofline('{gpu}').ridge_point, "
+                               "FP32): below it, memory bandwidth is the limit.")
+    f = _number(fps_h200, "fps_h200")
+    if not _near(f, e_fps):
+        h100_fps = hw.gpu("H100").memory_bandwidth.value * 1e9 / (e_bytes * FRAME[0] * FRAME[1])
+        slips = {
+            h100_fps: "that is the H100's bandwidth; use the H200's.",
+            e_fps * e_bytes: "divide by the bytes of a whole frame: bytes_per_pixel × 1080 × 1920.",
+            e_fps * 1e-9: "GB/s is 1e9 bytes per second: multiply the bandwidth by 1e9.",
+            e_fps * 2**30 / 1e9: "GB/s here is 10^9 bytes/s, not 2^30.",
+            e_fps * 1e9 / 2**30: "GB/s here is 10^9 bytes/s, not 2^30.",
+        }
+        cause = next((c for v, c in slips.items() if _near(f, v)),
+                     "frames/s = bandwidth (bytes/s) / bytes per frame (bytes_per_pixel × 1080 × 1920).")
+        raise Failed(f"fps_h200 = {f:,.0f}: not what the H200's memory bandwidth allows.", cause=cause)
+    ridge = hw.gpu("H200").peak("fp32").value / hw.gpu("H200").memory_bandwidth.value * 1e3
+    return (f"{e_bytes:g} B and {video.stage('fused').ops_per_pixel:g} ops per pixel: {e_int:.2f} ops/B, far below the "
+            f"ridge points (H200 {ridge:.1f}): memory-bound on both. At 1080p the H200's HBM allows {e_fps:,.0f} frames/s "
+            "for this stage (a model, not a measurement).")
+
