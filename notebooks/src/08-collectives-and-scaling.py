@@ -1,0 +1,431 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 08 — Collectives and scaling
+#
+# **Learning objectives**
+# - Explain how an all-reduce works: the ring (a reduce-scatter followed by an all-gather) and the binary tree, and
+#   when each one wins, with a latency + bandwidth (alpha-beta) model.
+# - Write one step of the ring all-reduce on NumPy arrays and count the bytes it moves.
+# - Compute algbw and busbw from an nccl-tests time, for all_reduce and all_gather.
+# - Predict the all-reduce time of a model's gradients on DGX-1, DGX-2, DGX A100 and DGX H100 from their NVLink
+#   bandwidth, and the data-parallel scaling efficiency that follows.
+# - Explain how MIG and MPS let several jobs share one GPU, and compute MIG's slices.
+#
+# **Prerequisites:** [Lab 07](07-bandwidth-and-nvlink.ipynb) (link bandwidth, busbw = algbw × 2(n−1)/n) and
+# [Lab 01](01-gpu-and-dgx-architecture.ipynb) (DGX wiring).
+#
+# **Time:** 60 minutes (teaching 30, exercises 30)
+
+# %%
+import labkit
+
+env = labkit.setup()
+
+# %% [markdown]
+# ## 1. Why all-reduce
+#
+# In **data-parallel** training every GPU holds a full copy of the model, trains on its own slice of the batch,
+# and computes its own gradients. Before the optimiser step the gradients must be **summed over all GPUs**, and
+# every GPU needs the sum: that is an **all-reduce**. It runs once per step, on a buffer as large as the model.
+#
+# Lab 07 counted what a ring all-reduce sends (2(n−1)/n × the buffer per GPU). This lab opens the algorithm,
+# compares it with a tree, and turns link bandwidth into training speed. Everything below that is not measured on
+# a GPU is a **model** or a **simulation**, and says so.
+
+# %%
+import numpy as np
+
+from labkit import bandwidth as bw
+from labkit import collectives as co
+from labkit import hw, topology
+
+params = co.SPEECH_MODEL_PARAMS  # the speech model of the DGX-2 talk
+grad_bytes = params * 4  # FP32 gradients
+print(f"{params / 1e6:g} M parameters x 4 bytes = {grad_bytes / 1e9:g} GB of FP32 gradients, all-reduced every step")
+
+# %% [markdown]
+# ## 2. The ring, step by step
+#
+# Put the n GPUs in a ring: GPU g sends to GPU (g + 1) % n. Cut every GPU's buffer into n **chunks**.
+#
+# - **Reduce-scatter**, n − 1 steps. In step s, GPU g sends its chunk (g − s) % n to its neighbour, which **adds** it
+#   to its own copy. Each chunk travels round the ring collecting one more GPU's contribution per step; after n − 1
+#   steps GPU g holds chunk (g + 1) % n summed over all GPUs.
+# - **All-gather**, n − 1 steps. In step s, GPU g sends chunk (g + 1 − s) % n — at step 0 the one it completed — and
+#   the neighbour **replaces** its copy with it. After n − 1 steps every GPU holds every summed chunk.
+#
+# `co.ring_allreduce` simulates this in NumPy (no GPU involved) and records every transfer:
+
+# %%
+for phase in (co.RS, co.AG):
+    for s in range(3):
+        print(f"{phase:14} step {s}: " + ", ".join(f"GPU{a}->GPU{b} chunk {c}" for a, b, c in co.ring_schedule(4, phase, s)))
+
+# %%
+rng = np.random.default_rng(8)
+inputs = [rng.standard_normal(10) for _ in range(4)]
+sim = co.ring_allreduce(inputs)
+print(sim.describe())
+
+# %% [markdown]
+# The picture: cell (GPU g, chunk c) counts how many GPUs' data g's copy of chunk c holds; "-> GPUk" marks what g
+# sends in that step. Move the slider: the counts climb to n along a diagonal during the reduce-scatter, then the
+# full chunks spread.
+
+# %% tags=["nbval-ignore-output"]
+co.ring_figure(sim)
+
+# %% [markdown]
+# ### Exercise 1 — one ring step
+#
+# Write `my_ring_step(chunks, phase, step)`. `chunks[g][c]` is GPU g's copy of chunk c (a NumPy array; chunks may
+# have different lengths, even zero, when n does not divide the size). Perform **in place** every send of that one
+# step, for all GPUs, following the schedule above (`phase` is `"reduce-scatter"` or `"all-gather"`). Return nothing.
+# The check drives your step through whole all-reduces for n = 1, 2, 3, 5, 8 and compares the state after each step.
+
+# %% tags=["exercise"]
+def my_ring_step(chunks, phase, step):
+    n = len(chunks)
+    # BEGIN SOLUTION
+    shift = 0 if phase == "reduce-scatter" else 1
+    sends = [(g, (g + 1) % n, (g + shift - step) % n) for g in range(n)]
+    data = [chunks[g][c].copy() for g, _, c in sends]  # every GPU sends at once
+    for (g, dst, c), d in zip(sends, data):
+        if phase == "reduce-scatter":
+            chunks[dst][c] += d
+        else:
+            chunks[dst][c][...] = d
+    # END SOLUTION
+    # BEGIN SKELETON
+    # every GPU g sends one chunk to (g + 1) % n: which chunk, and add or replace?
+    raise NotImplementedError("your code here")
+    # END SKELETON
+
+
+# %%
+labkit.check.ring_step(my_ring_step);
+
+# %% [markdown]
+# Your step (or labkit's, until yours passes) inside the full simulation, with 5 GPUs and a size 5 does not divide:
+
+# %%
+step_fn = labkit.check.solved_or_reference("08.ring-step", my_ring_step)
+arrays = [rng.integers(0, 100, 1003).astype(np.float64) for _ in range(5)]
+run5 = co.ring_allreduce(arrays, step_fn=step_fn)
+print(run5.describe())
+print("bytes received per GPU:", run5.bytes_received_per_gpu())
+
+# %% [markdown]
+# Every GPU sends one chunk per step, and all n links of the ring are busy at once: the ring uses every GPU's
+# bandwidth all the time. That is why its time is 2(n−1)/n × S / B, almost independent of n.
+#
+# ## 3. All-reduce = reduce-scatter + all-gather
+#
+# The two phases are collectives of their own. **Reduce-scatter** leaves each GPU with one summed chunk;
+# **all-gather** gives everyone every chunk. Each sends (n−1)/n of the buffer per GPU, so nccl-tests gives them the
+# busbw factor (n−1)/n, and the all-reduce, which is both, 2(n−1)/n. The simulation agrees:
+
+# %%
+n = run5.n
+rs_bytes = sum(t.nbytes for s in run5.steps if s.phase == co.RS for t in s.transfers) / n
+ag_bytes = sum(t.nbytes for s in run5.steps if s.phase == co.AG for t in s.transfers) / n
+print(f"n = {n}, buffer {run5.nbytes} bytes")
+print(f"reduce-scatter: {rs_bytes:g} bytes per GPU = {rs_bytes / run5.nbytes:.3f} x buffer; "
+      f"busbw_factor('reduce_scatter', {n}) = {bw.busbw_factor('reduce_scatter', n):.3f}")
+print(f"all-gather:     {ag_bytes:g} bytes per GPU = {ag_bytes / run5.nbytes:.3f} x buffer; "
+      f"busbw_factor('all_gather', {n}) = {bw.busbw_factor('all_gather', n):.3f}")
+print(f"all-reduce:     {rs_bytes + ag_bytes:g} bytes per GPU; busbw_factor('all_reduce', {n}) = {bw.busbw_factor('all_reduce', n):.3f}")
+
+# %% [markdown]
+# The decomposition matters beyond NCCL: sharded data parallelism (ZeRO, FSDP) calls the two halves separately —
+# a reduce-scatter of the gradients so each GPU updates only its shard, and an all-gather of the parameters later.
+#
+# ## 4. Ring or tree: latency against bandwidth
+#
+# Each step costs a fixed latency **α** (launch, synchronisation, a hop) plus bytes / **B**. The ring has 2(n − 1)
+# steps, so at small sizes its latency grows with n. A **binary tree** reduces up to the root and broadcasts back
+# down in 2 × log₂n steps. Sent whole buffer by buffer it is slow (each level moves everything); NCCL pipelines it
+# in small pieces over two complementary trees ("double binary tree"), which costs about 2 × S / B.
+# The models, for 8 GPUs at a DGX A100's per-GPU NVLink rate per direction (α is an assumed round figure):
+
+# %%
+B_a100 = co.ring_bandwidth("DGX A100")
+print(f"DGX A100 ring bandwidth (model): {B_a100:g} GB/s per GPU per direction; alpha = {co.DEFAULT_ALPHA_US:g} us (assumed)")
+for size in (64 * 2**10, 8 * 2**20, grad_bytes):
+    print(co.ring_cost(size, 8, B_a100))
+    print(co.tree_cost(size, 8, B_a100))
+print(co.tree_cost(grad_bytes, 8, B_a100, pipelined=False))
+print(*co.ring_cost(grad_bytes, 8, B_a100).assumptions, sep="\n  ")
+
+# %%
+for n_gpus in (8, 16, 64, 256):
+    print(f"{n_gpus:4d} GPUs: the tree wins below {co.crossover_bytes(n_gpus, B_a100) / 2**20:8.2f} MiB (model)")
+
+# %% tags=["nbval-ignore-output"]
+co.cost_figure(8, B_a100)
+
+# %% [markdown]
+# So NCCL picks per call: trees for small messages and many GPUs, rings for large buffers (`NCCL_ALGO=Ring` or
+# `Tree` forces one). Gradients of a whole model are large: the ring's bandwidth term dominates.
+#
+# ## 5. algbw and busbw, as nccl-tests computes them
+#
+# nccl-tests prints, for each size, the time in **microseconds**, then **algbw** = size / time and
+# **busbw** = algbw × factor (lab 07). For all_gather, "size" is the whole output buffer (all n pieces).
+#
+# ### Exercise 2 — read an nccl-tests line
+#
+# Write `nccl_bw(size_bytes, time_us, collective, n)` returning `(algbw, busbw)` in GB/s, for `all_reduce`,
+# `all_gather`, `reduce_scatter` and `broadcast`. `bw.busbw_factor(collective, n)` gives the factor.
+
+# %% tags=["exercise"]
+def nccl_bw(size_bytes, time_us, collective, n):
+    # BEGIN SOLUTION
+    algbw = size_bytes / (time_us * 1e-6) / 1e9
+    return algbw, algbw * bw.busbw_factor(collective, n)
+    # END SOLUTION
+    # BEGIN SKELETON
+    # the time is in microseconds; GB/s = 10^9 bytes per second
+    raise NotImplementedError("your code here")
+    # END SKELETON
+
+
+# %%
+labkit.check.nccl_tests_bandwidth(nccl_bw);
+
+# %% [markdown]
+# A table like nccl-tests', for an all_reduce and an all_gather on a DGX H100 — times from the alpha-beta model
+# (ring, 8 GPUs), not measured. busbw climbs towards the per-GPU bandwidth per direction as the latency stops
+# mattering; the two collectives' busbw meet, though all_gather's algbw is about twice all_reduce's.
+
+# %%
+to_bw = labkit.check.solved_or_reference("08.nccl-busbw", nccl_bw)
+B_h100 = co.ring_bandwidth("DGX H100")
+print(f"MODEL, DGX H100, 8 GPUs, ring at {B_h100:g} GB/s per direction, alpha {co.DEFAULT_ALPHA_US:g} us")
+print(f"{'size':>10} {'collective':>11} {'time(us)':>10} {'algbw':>8} {'busbw':>8}")
+for size in (2**20, 2**24, 2**28, 2**30):
+    ar = co.ring_cost(size, 8, B_h100)
+    # all_gather: half of the ring's steps and bytes
+    ag_us = (ar.latency_s / 2 + ar.bandwidth_s / 2) * 1e6
+    for coll, t_us in (("all_reduce", ar.seconds * 1e6), ("all_gather", ag_us)):
+        a, b = to_bw(size, t_us, coll, 8)
+        print(f"{size:10d} {coll:>11} {t_us:10.1f} {a:8.1f} {b:8.1f}")
+
+# %% [markdown]
+# On a machine with two GPUs or more, labkit measures an all-reduce with NCCL (through CuPy's bindings) and reports
+# it the same way. Otherwise the cell says why it cannot.
+
+# %% tags=["nbval-ignore-output"]
+ok, why = co.nccl_status()
+if env.is_gpu and ok:
+    for size in (2**20, 2**26, 2**28):
+        m = co.measure_allreduce(size)
+        print(f"measured on {len(m['devices'])} x {m['device']}: {size} bytes in {m['seconds'] * 1e6:.1f} us, "
+              f"algbw {m['algbw']:.1f} GB/s, busbw {m['busbw']:.1f} GB/s, correct {m['correct']}")
+    print("method:", m["method"])
+else:
+    print(f"no measurement: {why}.")
+    print("A run on 2+ GPUs would print measured algbw and busbw beside the model above.")
+
+# %% [markdown]
+# ## 6. One all-reduce, four DGX generations
+#
+# The per-GPU NVLink figures in `labkit.hw` are **bidirectional** (both directions added):
+
+# %%
+for name in ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100"):
+    s = hw.system(name)
+    print(f"{s.name:13} {s.gpu_count.text():>3} x {s.gpu_model.name:16} NVLink {s.gpu_model.nvlink_bandwidth} per GPU, bidirectional; {s.fabric}")
+
+# %% [markdown]
+# ### Exercise 3 — predict the all-reduce time
+#
+# For each of the four systems, the time in **milliseconds** of a ring all-reduce of the 300 M FP32 gradients
+# (`grad_bytes`) over **all** its GPUs, each GPU sending at its NVLink bandwidth **per direction** (bandwidth only,
+# no latency). Fill the dict `allreduce_ms`.
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+allreduce_ms = {}
+for name in ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100"):
+    s = hw.system(name)
+    n_gpus = int(s.gpu_count.value)
+    per_direction = s.gpu_model.nvlink_bandwidth.value / 2
+    allreduce_ms[name] = 2 * (n_gpus - 1) / n_gpus * grad_bytes / (per_direction * 1e9) * 1e3
+# END SOLUTION
+# BEGIN SKELETON
+allreduce_ms = {"DGX-1 (V100)": ..., "DGX-2": ..., "DGX A100": ..., "DGX H100": ...}
+# END SKELETON
+
+# %%
+labkit.check.allreduce_across_dgx(allreduce_ms);
+
+# %% [markdown]
+# labkit's topology model gets the same figures from the wiring (the smallest cut between two GPUs of the ring),
+# and adds the latency term. NCCL plans with less than the datasheet per link (`nccl_model` in `labkit.hw`); at that
+# rate the times grow:
+
+# %%
+for name in ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100"):
+    link = hw.link(hw.system(name).nvlink)
+    eff = link.nccl_model.value / link.per_link.value
+    full = co.allreduce_time(name, grad_bytes)
+    nccl = co.allreduce_time(name, grad_bytes, efficiency=eff)
+    print(f"{name:13} {full.n:2d} GPUs: {full.seconds * 1e3:6.2f} ms at the datasheet rate; {nccl.seconds * 1e3:6.2f} ms at "
+          f"NCCL's {link.nccl_model.text()} per link [model]")
+
+# %% [markdown]
+# The DGX-1 has one more lesson: its GPUs are not all equal (lab 07). A ring over the *first* n GPUs can be slow
+# when those happen to share one link:
+
+# %%
+for n_gpus in range(2, 9):
+    print(f"DGX-1 (V100), GPUs 0..{n_gpus - 1}: ring bandwidth {co.ring_bandwidth('DGX-1 (V100)', n_gpus):5g} GB/s per direction (model)")
+
+# %% [markdown]
+# ## 7. Data-parallel scaling
+#
+# Keep each GPU's batch fixed and add GPUs (weak scaling): n GPUs process n batches per step, and each step pays
+# one all-reduce. The backward pass produces gradients layer by layer, so frameworks start reducing early ones
+# while later ones still compute: a fraction of the compute time can hide communication.
+#
+# ### Exercise 4 — speedup and efficiency
+#
+# Write `data_parallel(compute_s, allreduce_s, n, overlap)` returning `(speedup, efficiency)`: the speedup of n GPUs
+# over one (throughput ratio), and speedup / n. The all-reduce can hide behind at most `overlap` × `compute_s`.
+# One GPU has no all-reduce.
+
+# %% tags=["exercise"]
+def data_parallel(compute_s, allreduce_s, n, overlap=0.0):
+    # BEGIN SOLUTION
+    if n == 1:
+        return 1.0, 1.0
+    step = compute_s + allreduce_s - min(allreduce_s, overlap * compute_s)
+    speedup = n * compute_s / step
+    return speedup, speedup / n
+    # END SOLUTION
+    # BEGIN SKELETON
+    # step time with n GPUs = compute + all-reduce - the hidden part
+    raise NotImplementedError("your code here")
+    # END SKELETON
+
+
+# %%
+labkit.check.data_parallel_scaling(data_parallel);
+
+# %% [markdown]
+# Now the whole model: compute time per step from each GPU's FP16 Tensor Core peak at an assumed utilisation
+# (6 FLOPs per parameter per item), all-reduce time from the wiring. Your function gives the efficiency at 8 GPUs:
+
+# %%
+dp = labkit.check.solved_or_reference("08.scaling-efficiency", data_parallel)
+models = {name: co.scaling(name) for name in co.SYSTEMS}
+print(*models["DGX H100"].assumptions, sep="\n  ")
+for name, m in models.items():
+    p = m.point(8)
+    speedup, eff = dp(p.compute_s, p.allreduce_s, 8, 0.0)
+    print(f"{name:13} compute {p.compute_s * 1e3:6.2f} ms, all-reduce {p.allreduce_s * 1e3:5.2f} ms -> 8 GPUs: "
+          f"speedup {speedup:4.2f}, efficiency {eff:.0%} [model]")
+
+# %% tags=["nbval-ignore-output"]
+co.scaling_figure(list(models.values()) + [co.scaling("2x DGX-1 (V100)")])
+
+# %% [markdown]
+# Read the curves. The faster the GPU, the shorter the compute, and the larger the share of the step the all-reduce
+# takes: each GPU generation needs faster links just to stay as efficient. The DGX-2 keeps its efficiency up to 16
+# GPUs; two DGX-1 joined by InfiniBand fall off beyond 8, where the ring must leave the box. At each system's full
+# size, and with a quarter of the compute able to hide communication:
+
+# %%
+for name in co.SYSTEMS:
+    full = models[name].points[-1]
+    hid = co.scaling(name, overlap=0.25).points[-1]
+    print(f"{name:13} {full.n:2d} GPUs: efficiency {full.efficiency:.0%} without overlap, {hid.efficiency:.0%} with overlap 0.25 "
+          f"(window {0.25 * full.compute_s * 1e3:.1f} ms for a {full.allreduce_s * 1e3:.1f} ms all-reduce) [model]")
+
+# %% [markdown]
+# Where the window (overlap × compute) is longer than the all-reduce, this model scales perfectly; faster GPUs
+# shrink the window. Real frameworks also lose some of it to small, latency-bound buckets of gradients.
+#
+# ## 8. Sharing one GPU: MIG and MPS
+#
+# The opposite problem: one job too small for a GPU. Two ways to share it.
+#
+# - **MIG (Multi-Instance GPU)**, from the A100 on: the GPU is partitioned in hardware into several **GPU
+#   instances** (how many: exercise 5), each with its own SMs, its own slice of L2 and memory, and its own memory bandwidth. A job in one
+#   instance cannot slow down or see the others: isolation and a guaranteed share, at the cost of a fixed size.
+# - **MPS (Multi-Process Service)**: several processes submit work through one server, so their kernels run on the
+#   GPU **at the same time** instead of taking turns. Utilisation rises when each process alone leaves SMs idle, but
+#   nothing is partitioned: the processes compete for memory bandwidth and cache, and a fatal fault in one client can
+#   bring down the others on that GPU.
+
+# %%
+mig = co.mig_summary("DGX A100")
+print(f"{mig['system']}: {mig['instances_per_system']} MIG instances at most, on {mig['gpus']} x {mig['gpu']} ({mig['gpu_memory']})")
+print(f"memory is divided into {mig['memory_slices']} slices ({mig['slices_source']})")
+
+# %% [markdown]
+# ### Exercise 5 — MIG slices
+#
+# How many MIG instances can one A100 of the DGX A100 hold (`per_gpu`), and how many GB of memory does the smallest
+# instance get (`memory_gb`)? Compute both from the figures printed above (`hw.system("DGX A100")`).
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+dgx_a100 = hw.system("DGX A100")
+mig_answer = {
+    "per_gpu": dgx_a100.mig_instances.value / dgx_a100.gpu_count.value,
+    "memory_gb": dgx_a100.gpu_model.memory_size.value / co.MIG_MEMORY_SLICES,
+}
+# END SOLUTION
+# BEGIN SKELETON
+mig_answer = {"per_gpu": ..., "memory_gb": ...}
+# END SKELETON
+
+# %%
+labkit.check.mig_slices(mig_answer);
+
+# %% [markdown]
+# MPS, as a model: four inference processes, each able to keep only part of the SMs busy on its own (the fractions below).
+
+# %%
+share = co.sharing_model([0.25, 0.3, 0.2, 0.25])
+print(f"{share['processes']} processes: time-sliced {share['time_sliced']:.0%} busy, with MPS {share['mps']:.0%} "
+      f"({share['gain']:.1f}x) [model]")
+print(*share["assumptions"], sep="\n  ")
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,mig.mode.current", "--format=csv"],
+                             capture_output=True, text=True, timeout=20)
+        print(out.stdout or out.stderr)
+    except (OSError, subprocess.SubprocessError) as exc:
+        print("nvidia-smi not available:", exc)
+    print("Enabling MIG or starting the MPS daemon needs administrator rights; this lab does neither.")
+else:
+    print("sim mode: no GPU to query. On a GPU this cell shows whether MIG is enabled (nvidia-smi's mig.mode.current).")
+
+# %% [markdown]
+# ## What you learned
+# - A ring all-reduce is a reduce-scatter then an all-gather: 2(n−1) steps, one chunk per GPU per step, every link
+#   busy, 2(n−1)/n × the buffer sent per GPU. A tree needs only 2 log₂n steps: it wins for small messages, the ring
+#   for large ones.
+# - nccl-tests: algbw = size / time; busbw = algbw × 2(n−1)/n (all_reduce) or (n−1)/n (all_gather, reduce_scatter);
+#   busbw compares with the per-direction link bandwidth.
+# - With bandwidth per direction (half the bidirectional figure) you can predict an all-reduce on any DGX; NVSwitch
+#   systems give every GPU its full bandwidth, the DGX-1 depends on which GPUs you take.
+# - Scaling efficiency = compute / step time; faster GPUs need faster links, and overlap hides part of the cost.
+# - MIG partitions an A100 into isolated instances (56 / 8 per GPU on a DGX A100, computed in exercise 5); MPS lets processes share a GPU at once.
+#
+# **Next:** [Lab 09 — Capstone](09-capstone.ipynb), a video-analytics pipeline end to end. Back to
+# [Lab 07 — Bandwidth and NVLink](07-bandwidth-and-nvlink.ipynb).

@@ -1,0 +1,481 @@
+"""Checks for lab 08 (collectives and scaling): one ring all-reduce step on NumPy arrays, nccl-tests' algbw and
+busbw, all-reduce time across DGX generations, data-parallel scaling efficiency, and MIG slices.
+
+Expected values come from :mod:`labkit.hw`, :mod:`labkit.bandwidth` and :mod:`labkit.collectives` (never typed in
+here). Each check names the usual slip when an answer matches it: the missing 2(n-1)/n factor, a bidirectional
+figure used as per direction, bits for bytes, microseconds for seconds. Everything is NumPy and arithmetic: the
+same in ``gpu`` and ``sim`` mode, milliseconds per check.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from .core import Failed, Unsolved, exercise
+
+RS, AG = "reduce-scatter", "all-gather"
+ALLREDUCE_SYSTEMS = ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100")
+PARAMS = 300e6  # the DGX-2 talk's speech model (FACTS A)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise Failed(f"{what} should be a number, got {value!r}.")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise Failed(f"{what} should be a number, got {type(value).__name__} {value!r}.") from None
+    if not math.isfinite(x):
+        raise Failed(f"{what} is {x}, not a finite number.")
+    return x
+
+
+def _close(got: float, want: float, rel: float = 0.01) -> bool:
+    return abs(got - want) <= rel * abs(want) + 1e-12
+
+
+def _ratio_cause(got: float, want: float, causes: dict[float, str]) -> str | None:
+    if want == 0:
+        return None
+    r = got / want
+    for factor, cause in causes.items():
+        if _close(r, factor, 0.01):
+            return cause
+    return None
+
+
+def _call(fn: Any, *args: Any) -> Any:
+    if not callable(fn):
+        raise Failed(f"expected a function, got {type(fn).__name__}.", cause="pass the function itself, without calling it.")
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        raise
+    except (Failed, Unsolved):
+        raise
+    except Exception as exc:  # the learner's bug, reported rather than raised
+        raise Failed(f"your function raised {type(exc).__name__}: {exc}.") from None
+
+
+# ---------------------------------------------------------------------------------------------- 08.ring-step
+
+
+def _ref_ring_step() -> Callable[..., None]:
+    from ..collectives import ring_step
+
+    return ring_step
+
+
+def _variant_step(kind: str) -> Callable[[list[list[np.ndarray]], str, int], None]:
+    """Wrong steps a learner typically writes, to name the slip when the learner's state matches one."""
+
+    def step(chunks: list[list[np.ndarray]], phase: str, s: int) -> None:
+        n = len(chunks)
+        if n == 1:
+            return
+        shift = 0 if phase == RS else 1
+        sends = []
+        for g in range(n):
+            c = (g + shift - s) % n
+            dst = (g + 1) % n
+            if kind == "left":
+                dst, c = (g - 1) % n, (g - shift + s) % n
+            elif kind == "plus":
+                c = (g - shift + s) % n
+            elif kind == "gather-same-chunk":
+                c = (g - s) % n
+            sends.append((g, dst, c))
+        payload = [chunks[g][c].copy() for g, _, c in sends]
+        for (g, dst, c), data in zip(sends, payload):
+            add = phase == RS
+            if kind == "overwrite-scatter":
+                add = False
+            if kind == "add-gather":
+                add = True
+            if add:
+                chunks[dst][c] += data
+            else:
+                chunks[dst][c][...] = data
+
+    return step
+
+
+_VARIANT_CAUSES = {
+    "left": "you send to GPU g - 1. That ring works too, but this exercise's ring sends to GPU (g + 1) % n, "
+            "so chunk indices differ; follow the schedule in the task.",
+    "plus": "the chunk index runs the wrong way round the ring: GPU g sends chunk (g - step) % n in the reduce-scatter "
+            "(and (g + 1 - step) % n in the all-gather), not g + step.",
+    "gather-same-chunk": "in the all-gather GPU g sends the chunk it finished, (g + 1 - step) % n, not (g - step) % n: "
+                         "after the reduce-scatter GPU g holds the complete chunk (g + 1) % n.",
+    "overwrite-scatter": "in the reduce-scatter the receiver must ADD the chunk to its own copy (+=), not replace it.",
+    "add-gather": "in the all-gather the receiver must REPLACE its copy with the complete chunk (=), not add to it: "
+                  "the chunk is already the full sum.",
+}
+
+
+def _fresh(n: int, size: int, dtype: Any, seed: int) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
+    from ..collectives import split
+
+    rng = np.random.default_rng(seed)
+    bufs = [rng.integers(-50, 50, size).astype(dtype) for _ in range(n)]  # integers: sums are exact in any order
+    return bufs, [split(b, n) for b in bufs]
+
+
+def _state(chunks: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    return [[c.copy() for c in row] for row in chunks]
+
+
+def _same(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> bool:
+    return all(np.array_equal(x, y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+def _first_diff(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> tuple[int, int, int] | None:
+    for g, (ra, rb) in enumerate(zip(a, b)):
+        for c, (x, y) in enumerate(zip(ra, rb)):
+            if x.shape != y.shape:
+                return g, c, -1
+            bad = np.flatnonzero(x != y)
+            if bad.size:
+                return g, c, int(bad[0])
+    return None
+
+
+@exercise(
+    "08.ring-step",
+    title="One step of the ring all-reduce, on NumPy arrays",
+    hints=[
+        "In every step every GPU g sends ONE chunk to its right neighbour (g + 1) % n. Which chunk depends on the phase "
+        "and the step number; the receiver adds it (reduce-scatter) or copies it (all-gather).",
+        "reduce-scatter step s: chunk c = (g - s) % n, and chunks[(g+1) % n][c] += chunks[g][c]. all-gather step s: "
+        "c = (g + 1 - s) % n, and chunks[(g+1) % n][c][...] = chunks[g][c]. Read what every GPU sends before writing.",
+        "sends = [(g, (g + 1) % n, (g + (0 if phase == 'reduce-scatter' else 1) - step) % n) for g in range(n)]; "
+        "data = [chunks[g][c].copy() for g, _, c in sends]; then for each send do += (reduce-scatter) or [...] = (all-gather).",
+    ],
+    reference=_ref_ring_step,
+)
+def ring_step(fn: Any) -> str:
+    """Grade ``fn(chunks, phase, step)``: one ring all-reduce step, in place, where ``chunks[g][c]`` is GPU g's copy of
+    chunk c. Run over every step of both phases for n = 1, 2, 3, 5, 8 and sizes that n does not divide."""
+    from ..collectives import ring_schedule, ring_step as ref
+
+    changed_any = False
+    cases = [(4, 12), (3, 10), (2, 7), (8, 21), (5, 5), (8, 3), (1, 6), (3, 1000)]
+    for k, (n, size) in enumerate(cases):
+        dtype = np.float64 if k % 2 == 0 else np.float32
+        bufs, mine = _fresh(n, size, dtype, seed=k)
+        inputs = [b.copy() for b in bufs]
+        _, want = _fresh(n, size, dtype, seed=k)
+        variants = {name: _fresh(n, size, dtype, seed=k)[1] for name in _VARIANT_CAUSES}
+        for phase in (RS, AG):
+            for s in range(n - 1):
+                before = _state(mine)
+                result = _call(fn, mine, phase, s)
+                if isinstance(result, list) and result is not mine:
+                    raise Failed("your function returned a new list; it should change `chunks` in place (and return nothing).",
+                                 cause="write into chunks[dst][c] (+= or [...] =) instead of building new arrays.")
+                ref(want, phase, s)
+                for name, state in variants.items():
+                    _variant_step(name)(state, phase, s)
+                if not _same(before, mine):
+                    changed_any = True
+                if _same(mine, want):
+                    for name, state in variants.items():  # keep the variants in step with the right answer
+                        variants[name] = _state(want)
+                    continue
+                if not changed_any:
+                    raise Unsolved("your step does not change any chunk yet; write the sends of one step.")
+                cause = next((_VARIANT_CAUSES[nm] for nm, st in variants.items() if _same(mine, st)), None)
+                if cause is None and _same(before, mine):
+                    cause = f"this {phase} step changed nothing; every GPU sends one chunk in every step."
+                if cause is None:
+                    full = sum(np.sum(b) for b in inputs)
+                    if phase == RS and s == 0 and n > 2 and math.isclose(float(sum(np.sum(c) for c in mine[0])), float(full)):
+                        cause = "that looks like the whole sum in one go; a step moves one chunk per GPU to its neighbour only."
+                g, c, i = _first_diff(mine, want) or (0, 0, 0)
+                sends = ", ".join(f"GPU{a}->GPU{b} chunk {ch}" for a, b, ch in ring_schedule(n, phase, s)[:3])
+                where = f"GPU{g}'s chunk {c}" + (f", element {i}" if i >= 0 else " has the wrong shape")
+                raise Failed(f"n = {n}, {size} elements, {phase} step {s}: {where} differs from the expected state "
+                             f"(this step's sends: {sends}{', ...' if n > 3 else ''}).", cause=cause)
+        total = np.sum(np.stack(inputs), axis=0)
+        for g in range(n):
+            if not np.array_equal(np.concatenate(mine[g]) if n else mine[g], total):
+                raise Failed(f"n = {n}: after all steps GPU{g} does not hold the sum.")
+    if not changed_any:
+        raise Unsolved("your step does not change any chunk yet; write the sends of one step.")
+    return ("correct: 2(n-1) steps, one chunk per GPU per step, and every GPU ends with the sum, for n = 1 to 8 and "
+            "sizes n does not divide.")
+
+
+# ---------------------------------------------------------------------------------------------- 08.nccl-busbw
+
+
+def _ref_nccl_bw() -> Callable[[float, float, str, int], tuple[float, float]]:
+    from .. import bandwidth as bw
+
+    def nccl_bw(size_bytes: float, time_us: float, collective: str, n: int) -> tuple[float, float]:
+        a = bw.algbw(size_bytes, time_us * 1e-6)
+        return a, a * bw.busbw_factor(collective, n)
+
+    return nccl_bw
+
+
+@exercise(
+    "08.nccl-busbw",
+    title="algbw and busbw from an nccl-tests time",
+    hints=[
+        "nccl-tests prints the time in microseconds. algbw = size / time in GB/s (10^9 bytes/s); busbw = algbw times a "
+        "factor that depends on the collective and on n.",
+        "algbw = size_bytes / (time_us * 1e-6) / 1e9. Factor: all_reduce 2(n-1)/n; all_gather and reduce_scatter (n-1)/n; "
+        "broadcast 1. labkit.bandwidth.busbw_factor(collective, n) has them all.",
+        "a = size_bytes / (time_us * 1e-6) / 1e9; return a, a * bw.busbw_factor(collective, n)",
+    ],
+    reference=_ref_nccl_bw,
+)
+def nccl_tests_bandwidth(fn: Any) -> str:
+    """Grade ``fn(size_bytes, time_us, collective, n) -> (algbw, busbw)`` in GB/s, as nccl-tests computes them."""
+    from .. import bandwidth as bw
+
+    cases = [(2**30, 8123.4, "all_reduce", 8), (2**30, 4210.0, "all_gather", 8), (2**28, 1500.0, "reduce_scatter", 4),
+             (2**27, 2600.0, "all_reduce", 16), (2**26, 700.0, "broadcast", 8), (10**9, 5000.0, "all_gather", 2),
+             (2**20, 35.5, "all_reduce", 2)]
+    for size, t_us, coll, n in cases:
+        out = _call(fn, size, t_us, coll, n)
+        if out is None or out is Ellipsis:
+            raise Unsolved("your function returns nothing yet; return (algbw, busbw).")
+        try:
+            a_got, b_got = out
+        except (TypeError, ValueError):
+            raise Failed(f"return two numbers, (algbw, busbw); got {out!r}.") from None
+        a_got, b_got = _number(a_got, "algbw"), _number(b_got, "busbw")
+        a_want = bw.algbw(size, t_us * 1e-6)
+        b_want = a_want * bw.busbw_factor(coll, n)
+        call = f"nccl_bw({size}, {t_us}, {coll!r}, {n})"
+        if not _close(a_got, a_want):
+            cause = _ratio_cause(a_got, a_want, {
+                1e-6: "the time is in microseconds: multiply by 1e-6 to get seconds.",
+                1e-3: "the time is in microseconds, not milliseconds: multiply by 1e-6.",
+                1e3: "the time is in microseconds (1e-6 s), not nanoseconds.",
+                1e9: "that is bytes per second; divide by 10^9 for GB/s.",
+                8.0: "that is gigabits per second; nccl-tests reports bytes.",
+                1e9 / 2**30: "that is GiB/s (2^30); nccl-tests and the course use GB/s (10^9 bytes/s).",
+            })
+            if cause is None and _close(a_got, b_want) and coll != "broadcast":
+                cause = "algbw is size / time only; the factor belongs to busbw."
+            raise Failed(f"{call}: algbw {a_got:.4g}, expected {a_want:.4g} GB/s.", cause=cause)
+        if not _close(b_got, b_want):
+            cause = None
+            if _close(b_got, a_got) and coll != "broadcast":
+                cause = f"busbw is algbw times the collective's factor ({bw.busbw_formula(coll)} for {coll}), not algbw itself."
+            elif coll in ("all_gather", "reduce_scatter") and _close(b_got, a_got * bw.busbw_factor("all_reduce", n)):
+                cause = f"2(n-1)/n is all_reduce's factor; {coll} moves each byte around the ring once: (n-1)/n."
+            elif coll == "all_reduce" and _close(b_got, a_got * (n - 1) / n):
+                cause = "all_reduce is a reduce-scatter plus an all-gather: its factor is 2(n-1)/n, not (n-1)/n."
+            elif _close(b_got, a_got * 2 * n / (n - 1)) or _close(b_got, a_got * n / (n - 1)):
+                cause = "the factor is upside down: multiply by (n-1)/n, not n/(n-1)."
+            elif _close(b_got, a_got * 2):
+                cause = "the factor depends on n: 2(n-1)/n for all_reduce (it approaches 2 only for large n)."
+            raise Failed(f"{call}: busbw {b_got:.4g}, expected {b_want:.4g} GB/s.", cause=cause)
+    return ("correct: algbw = size / time; busbw = algbw x 2(n-1)/n for all_reduce and (n-1)/n for all_gather, so a "
+            "faster-looking all_gather can load the links no more than an all_reduce.")
+
+
+# ---------------------------------------------------------------------------------------------- 08.allreduce-dgx
+
+
+def _allreduce_ms() -> dict[str, float]:
+    from .. import bandwidth as bw
+    from .. import hw
+
+    out = {}
+    for name in ALLREDUCE_SYSTEMS:
+        s = hw.system(name)
+        n = int(s.gpu_count.value)
+        per_dir = s.gpu_model.nvlink_bandwidth.to("GB/s").value / 2
+        out[s.name] = bw.busbw_factor("all_reduce", n) * PARAMS * 4 / (per_dir * 1e9) * 1e3
+    return out
+
+
+@exercise(
+    "08.allreduce-dgx",
+    title="All-reduce time of 300 M FP32 gradients on four DGX generations",
+    hints=[
+        "Ring all-reduce time = bytes each GPU sends / bandwidth each GPU can send. Bytes: 2(n-1)/n x the gradient "
+        "buffer (300 M x 4 bytes). Bandwidth: the GPU's NVLink figure in labkit.hw is bidirectional.",
+        "n = hw.system(name).gpu_count.value; per-direction GB/s = hw.system(name).gpu_model.nvlink_bandwidth.value / 2; "
+        "seconds = 2(n-1)/n x 1.2e9 / (per_direction x 1e9). Report milliseconds.",
+        "{name: 2*(n-1)/n * 300e6*4 / (gpu.nvlink_bandwidth.value/2 * 1e9) * 1e3 for each system, with n and gpu "
+        "from hw.system(name)}",
+    ],
+    reference=_allreduce_ms,
+)
+def allreduce_across_dgx(answer: Any) -> str:
+    """Grade ``{system: milliseconds}`` for a bandwidth-only ring all-reduce of 300 M FP32 gradients over all the GPUs of
+    DGX-1 (V100), DGX-2, DGX A100 and DGX H100, each GPU sending at its NVLink bandwidth per direction."""
+    from .. import hw
+
+    if not isinstance(answer, dict):
+        raise Failed(f"expected a dict {{system name: milliseconds}}, got {type(answer).__name__}.")
+    want = _allreduce_ms()
+    got: dict[str, Any] = {}
+    for key, value in answer.items():
+        try:
+            got[hw.system(str(key)).name] = value
+        except Exception:
+            raise Failed(f"{key!r} is not a system labkit knows.", cause=f"use the names {', '.join(ALLREDUCE_SYSTEMS)}.") from None
+    missing = [s for s in want if s not in got]
+    if missing:
+        raise Failed(f"the dict lacks {', '.join(missing)}.")
+    if all(got[s] is Ellipsis or got[s] is None for s in want):
+        raise Unsolved("fill in the times (milliseconds) for the four systems.")
+    for s, w in want.items():
+        if got[s] is Ellipsis or got[s] is None:
+            raise Unsolved(f"{s} is still `...`.")
+        g = _number(got[s], f"the time for {s}")
+        if not _close(g, w, 0.02):
+            n = int(hw.system(s).gpu_count.value)
+            f = 2 * (n - 1) / n
+            cause = _ratio_cause(g, w, {
+                0.5: "that is half: the NVLink figure in labkit.hw is bidirectional (both directions added); a GPU sends "
+                     "at half of it, OR you used 2 bytes per gradient (FP16); these are FP32 (4 bytes).",
+                1 / f: "the 2(n-1)/n factor is missing: each GPU sends 2(n-1)/n x the buffer, not the buffer once.",
+                1 / (2 * f): "the 2(n-1)/n factor is missing and the bandwidth is the bidirectional figure.",
+                1e3: "that is microseconds; report milliseconds.",
+                1e-3: "that is seconds; report milliseconds.",
+                8.0: "that divides bits by bytes per second: 300 M x 4 bytes is 1.2e9 bytes, and GB/s are bytes.",
+                0.125: "the bandwidth was read as gigabits per second; NVLink figures in labkit.hw are GB/s (bytes).",
+                2.0: "that is twice the answer: FP32 gradients are 4 bytes (not 8), and per direction is half the "
+                     "bidirectional figure (not a quarter).",
+            })
+            raise Failed(f"{s}: {g:.4g} ms, expected {w:.4g} ms (ring, {n} GPUs, bandwidth only).", cause=cause)
+    rows = "; ".join(f"{s} {w:.1f} ms" for s, w in want.items())
+    return f"correct: {rows}. The DGX-2 reduces twice as many GPUs in about the time of a DGX-1; NVSwitch generations cut it further."
+
+
+# ---------------------------------------------------------------------------------------------- 08.scaling-efficiency
+
+
+def _ref_scaling() -> Callable[[float, float, int, float], tuple[float, float]]:
+    def data_parallel(compute_s: float, allreduce_s: float, n: int, overlap: float = 0.0) -> tuple[float, float]:
+        hidden = min(allreduce_s, overlap * compute_s) if n > 1 else 0.0
+        step = compute_s + (allreduce_s if n > 1 else 0.0) - hidden
+        speedup = n * compute_s / step
+        return speedup, speedup / n
+
+    return data_parallel
+
+
+@exercise(
+    "08.scaling-efficiency",
+    title="Data-parallel speedup and efficiency",
+    hints=[
+        "With n GPUs each step does n batches' work in one step time. One GPU needs compute_s per batch and no "
+        "all-reduce; n GPUs need compute_s + allreduce_s, minus what overlaps.",
+        "hidden = min(allreduce_s, overlap x compute_s); step = compute_s + allreduce_s - hidden; speedup = "
+        "n x compute_s / step; efficiency = speedup / n. With n = 1 there is no all-reduce.",
+        "step = compute_s + allreduce_s - min(allreduce_s, overlap * compute_s); s = n * compute_s / step; return s, s / n",
+    ],
+    reference=_ref_scaling,
+)
+def data_parallel_scaling(fn: Any) -> str:
+    """Grade ``fn(compute_s, allreduce_s, n, overlap) -> (speedup, efficiency)`` for weak scaling: each GPU keeps its
+    batch; an all-reduce of the gradients follows each step; ``overlap`` x compute can hide communication."""
+    ref = _ref_scaling()
+    cases = [(0.010, 0.030, 16, 0.5), (0.100, 0.020, 8, 0.0), (0.050, 0.010, 4, 0.0), (0.074, 0.014, 8, 0.5),
+             (0.009, 0.0047, 8, 1.0), (0.100, 0.0, 8, 0.0), (0.100, 0.050, 1, 0.0)]
+    for c, a, n, f in cases:
+        out = _call(fn, c, a, n, f)
+        if out is None or out is Ellipsis:
+            raise Unsolved("your function returns nothing yet; return (speedup, efficiency).")
+        try:
+            s_got, e_got = out
+        except (TypeError, ValueError):
+            raise Failed(f"return two numbers, (speedup, efficiency); got {out!r}.") from None
+        s_got, e_got = _number(s_got, "speedup"), _number(e_got, "efficiency")
+        s_want, e_want = ref(c, a, n, f)
+        call = f"data_parallel({c}, {a}, {n}, overlap={f})"
+        if not _close(s_got, s_want):
+            cause = None
+            if n == 1:
+                cause = "with one GPU there is nothing to all-reduce: speedup 1."
+            elif _close(s_got, n):
+                cause = "n x is the ideal; the all-reduce makes each step longer than compute_s."
+            elif _close(s_got, n * c / (c + a)) and f > 0:
+                cause = "the overlap is ignored: up to overlap x compute_s of the all-reduce hides behind the backward pass."
+            elif _close(s_got, n * c / max(c, a)) and f < 1:
+                cause = "max(compute, all-reduce) assumes perfect overlap; only overlap x compute_s can hide communication."
+            elif _close(s_got, c / (c + a)) or _close(s_got, e_want):
+                cause = "that is the efficiency; the speedup is n times it."
+            raise Failed(f"{call}: speedup {s_got:.4g}, expected {s_want:.4g}.", cause=cause)
+        if not _close(e_got, e_want):
+            cause = None
+            if _close(e_got, 100 * e_want):
+                cause = "give the efficiency as a fraction (0.8), not a percentage (80)."
+            elif _close(e_got, s_want):
+                cause = "efficiency = speedup / n."
+            raise Failed(f"{call}: efficiency {e_got:.4g}, expected {e_want:.4g}.", cause=cause)
+    return ("correct: efficiency = compute / step. The all-reduce costs the same fraction whatever n is once n is large; "
+            "faster GPUs shrink the compute and so lower the efficiency unless the links grow too.")
+
+
+# ---------------------------------------------------------------------------------------------- 08.mig
+
+
+def _ref_mig() -> dict[str, float]:
+    from ..collectives import mig_summary
+
+    m = mig_summary("DGX A100")
+    return {"per_gpu": m["instances_per_gpu"], "memory_gb": m["smallest_instance_memory_gb"]}
+
+
+@exercise(
+    "08.mig",
+    title="MIG: instances per GPU and the smallest instance's memory",
+    hints=[
+        "hw.system('DGX A100').mig_instances is the whole system's count; the system has gpu_count GPUs. The memory of "
+        "one A100 is hw.system('DGX A100').gpu_model.memory_size.",
+        "per_gpu = mig_instances / gpu_count. MIG cuts the memory into MIG_MEMORY_SLICES (8) equal slices, and the "
+        "smallest instance gets one of them, even though at most 7 instances exist.",
+        "{'per_gpu': s.mig_instances.value / s.gpu_count.value, 'memory_gb': s.gpu_model.memory_size.value / 8}",
+    ],
+    reference=_ref_mig,
+)
+def mig_slices(answer: Any) -> str:
+    """Grade ``{"per_gpu": ..., "memory_gb": ...}``: MIG instances per A100 of a DGX A100, and the memory (GB) of the
+    smallest instance."""
+    from .. import hw
+    from ..collectives import MIG_MEMORY_SLICES
+
+    if not isinstance(answer, dict):
+        raise Failed(f"expected a dict with keys 'per_gpu' and 'memory_gb', got {type(answer).__name__}.")
+    missing = {"per_gpu", "memory_gb"} - set(answer)
+    if missing:
+        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
+    if answer["per_gpu"] is Ellipsis or answer["memory_gb"] is Ellipsis:
+        raise Unsolved("fill in both values of the dict.")
+    want = _ref_mig()
+    s = hw.system("DGX A100")
+    per = _number(answer["per_gpu"], "per_gpu")
+    if not _close(per, want["per_gpu"]):
+        cause = None
+        if _close(per, s.mig_instances.value):
+            cause = f"{s.mig_instances.value:g} is the whole DGX A100 ({s.gpu_count.value:g} GPUs); divide by the GPU count."
+        elif _close(per, MIG_MEMORY_SLICES):
+            cause = "memory comes in 8 slices, but compute in 7: at most 7 instances per A100."
+        raise Failed(f"per_gpu is {per:g}, expected {want['per_gpu']:g}.", cause=cause)
+    mem = _number(answer["memory_gb"], "memory_gb")
+    if not _close(mem, want["memory_gb"]):
+        full = s.gpu_model.memory_size.to("GB").value
+        cause = None
+        if _close(mem, full / want["per_gpu"]):
+            cause = (f"{full:g} GB / {want['per_gpu']:g} assumes memory splits like compute; MIG splits memory into "
+                     f"{MIG_MEMORY_SLICES} slices, and the smallest instance (1g) gets one.")
+        elif _close(mem, full):
+            cause = "that is the whole GPU's memory; an instance gets a slice of it."
+        elif _close(mem, 80 / MIG_MEMORY_SLICES):
+            cause = "the DGX A100 in labkit.hw has the 40 GB A100; use its memory_size."
+        raise Failed(f"memory_gb is {mem:g}, expected {want['memory_gb']:g} GB.", cause=cause)
+    return (f"correct: {want['per_gpu']:g} instances per A100, the smallest with {want['memory_gb']:g} GB "
+            f"(one of {MIG_MEMORY_SLICES} memory slices) and its own SMs, L2 slice and memory bandwidth.")
