@@ -17,11 +17,12 @@ def _cause(result) -> str:
     return f"{result.message} {result.cause or ''}"
 
 
-def test_registered() -> None:
+def test_registered(capsys) -> None:
     ids = [e[0] for e in check.exercises("01.")]
     assert len(ids) >= 6 and all(i.startswith("01.") for i in ids)
     for ex_id in ids:
-        assert check.hint(ex_id, 1)
+        check.hint(ex_id, 1)
+        assert capsys.readouterr().out.startswith("Hint 1/")
 
 
 def test_skeletons_are_unsolved() -> None:

@@ -204,7 +204,7 @@ def exercises(lab: str | None = None) -> list[tuple[str, str, str]]:
     return rows
 
 
-def hint(exercise_id: str, level: int | None = None) -> str:
+def hint(exercise_id: str, level: int | None = None) -> None:
     """Show the next hint for an exercise (or hint number ``level``, from 1). Hints go from a nudge to the answer's shape."""
     ex = _get(exercise_id)
     if level is None:
@@ -213,9 +213,7 @@ def hint(exercise_id: str, level: int | None = None) -> str:
         raise LabkitError(f"{exercise_id} has hints 1 to {len(ex.hints)}, not {level}.")
     _HINT_LEVEL[exercise_id] = level
     more = " (that is the last one)" if level == len(ex.hints) else " (run again for the next)"
-    text = f"Hint {level}/{len(ex.hints)}{more}: {ex.hints[level - 1]}"
-    print(text)
-    return text
+    print(f"Hint {level}/{len(ex.hints)}{more}: {ex.hints[level - 1]}")
 
 
 def solved_or_reference(exercise_id: str, answer: Any) -> Any:
