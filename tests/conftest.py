@@ -14,5 +14,7 @@ labkit.setup(quiet=True)
 
 @pytest.fixture(autouse=True)
 def _no_expectation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Unit tests look at results themselves; LABKIT_EXPECT is for notebook runs."""
+    """Unit tests look at results themselves; LABKIT_EXPECT and LABKIT_PTX_AUDIT are for notebook runs (whose
+    conftest sets them in this process's environment, which a later unit test on the same worker would see)."""
     monkeypatch.delenv("LABKIT_EXPECT", raising=False)
+    monkeypatch.delenv("LABKIT_PTX_AUDIT", raising=False)

@@ -125,3 +125,18 @@ def test_summary_widths() -> None:
 def test_toolchain_is_complete_here() -> None:
     tc = ptx.toolchain()
     assert tc["nvrtc"].startswith("12.") and tc["nvvm"] and tc["ptxas"]
+
+
+def test_kernel_made_in_a_function_compiles() -> None:
+    """A kernel that closes over a local constant (as test helpers and notebooks sometimes make them)."""
+
+    def make(scale: float):
+        @cuda.jit
+        def scaled(a):
+            i = cuda.grid(1)
+            if i < a.size:
+                a[i] *= scale
+
+        return scaled
+
+    assert ptx.compile(make(2.0), "void(float32[:])", "sm_80").summary().global_stores == {32: 1}

@@ -161,8 +161,8 @@ ptx.show("ld.", "st.", "setp")
 # | 05 | [CuPy](05-cupy.ipynb) | 70 min |
 # | 06 | [Tensor Cores and mixed precision](06-tensor-cores-mixed-precision.ipynb) | 70 min |
 # | 07 | [Bandwidth and NVLink](07-bandwidth-and-nvlink.ipynb) | 60 min |
-# | 08 | Collectives and scaling (planned) | 60 min |
-# | 09 | Capstone: a video-analytics pipeline (planned) | 120 min |
+# | 08 | [Collectives and scaling](08-collectives-and-scaling.ipynb) | 60 min |
+# | 09 | [Capstone: a video-analytics pipeline](09-capstone.ipynb) | 120 min |
 #
 # Every lab has a solved twin in the `solutions/` folder next to the labs. Try first: the checks tell you
 # when you are right, and the hints get you unstuck.

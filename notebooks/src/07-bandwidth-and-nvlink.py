@@ -364,5 +364,6 @@ print(f"algbw {bw.algbw(S, t):.0f} GB/s, busbw {bw.busbw(S, t, 'all_reduce', n):
 # - A DGX-1's peer bandwidth depends on the pair (NV2, NV1 or none); NVSwitch systems give every pair the same.
 # - busbw = algbw × 2(n−1)/n for all-reduce: it is what each link carries in a ring.
 #
-# **Next:** Lab 08 (collectives and scaling) is coming; it builds on algbw and busbw. Meanwhile, back to
+# **Next:** [Lab 08 — Collectives and scaling](08-collectives-and-scaling.ipynb) builds on algbw and busbw:
+# all-reduce algorithms and data-parallel scaling across DGX generations. Or back to
 # [the course map](00-start-here.ipynb).

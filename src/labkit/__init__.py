@@ -17,9 +17,9 @@ from .mode import Environment, current_mode, env, setup, size
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "bandwidth", "bench", "check", "course", "cuda_cpp", "cupylab", "device", "doctor", "errors", "hw", "kernels",
+    "bandwidth", "bench", "check", "collectives", "course", "cuda_cpp", "cupylab", "device", "doctor", "errors", "hw", "kernels",
     "kernels_cuda", "mode", "nvml", "occupancy", "precision", "ptx", "roofline", "simwarp", "tensorcores",
-    "topology", "widgets",
+    "topology", "video", "widgets",
 }
 
 __all__ = ["Environment", "LabkitError", "current_mode", "env", "setup", "size", "xp", "__version__"]

@@ -282,8 +282,10 @@ def _standalone_source(fn: Any) -> tuple[str, int]:
         if id(py) in seen:
             return
         seen.add(id(py))
-        g = py.__globals__
-        for name in sorted(_names(py.__code__)):
+        g = dict(py.__globals__)
+        if py.__closure__:  # variables a kernel made inside a function closes over
+            g.update({n: c.cell_contents for n, c in zip(py.__code__.co_freevars, py.__closure__)})
+        for name in sorted(_names(py.__code__) | set(py.__code__.co_freevars)):
             if name not in g:
                 continue
             value = g[name]
