@@ -44,3 +44,9 @@ def test_lab_command_needs_the_course(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(cli, "__file__", str(tmp_path / "x.py"))
     assert cli.main(["lab"]) == 2
     assert "cannot find the course" in capsys.readouterr().err
+
+
+def test_lab_passes_flags_through(capsys) -> None:
+    """`labkit lab --version` reaches `jupyter lab --version`, which answers and exits."""
+    assert cli.main(["lab", "--version"]) == 0
+    assert "jupyter" in capsys.readouterr().out

@@ -63,3 +63,23 @@ def test_benchmark_suite_runs_at_tiny_sizes_in_sim() -> None:
     judged = [r for r in records if "threshold" in r]
     assert {r["threshold"] for r in judged} == {85, 75, 4}
     assert all("value" in r for r in judged)
+
+
+VIDEO_KERNELS = {  # lab 09's reference kernels (labkit/kernels/video.py), with the types the pipeline uses
+    "fused_update": ("void(uint8[:, :], float32[:, :], uint8[:, :], float32, float32)", ()),
+    "erode3x3": ("void(uint8[:, :], uint8[:, :])", ()),
+    "dilate3x3": ("void(uint8[:, :], uint8[:, :])", ()),
+    "tile_counts": ("void(uint8[:, :], int64, int32[:, :])", ("barriers", "atomics_shared", "atomics_global")),
+}
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(VIDEO_KERNELS))
+def test_video_reference_kernels_compile(name: str, arch: str) -> None:
+    import labkit
+    from labkit.kernels import video
+
+    signature, expect = VIDEO_KERNELS[name]
+    mix = labkit.ptx.compile(getattr(video, name), signature, arch).summary()
+    for feature in expect:
+        assert getattr(mix, feature), f"{name} for {arch}: no {feature} in its PTX"
