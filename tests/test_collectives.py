@@ -248,7 +248,7 @@ class _FakeArray:
 def _fake_modules(n_gpus: int, broken_rank: int | None = None):  # noqa: ANN202
     import types
 
-    calls = {"groups": 0, "allreduce": 0, "destroyed": 0}
+    calls = {"groups": 0, "allreduce": 0, "destroyed": 0, "synced": 0}
     nccl = types.SimpleNamespace(NCCL_FLOAT32=7, NCCL_SUM=0, available=True)
     pending: list = []
 
@@ -262,6 +262,8 @@ def _fake_modules(n_gpus: int, broken_rank: int | None = None):  # noqa: ANN202
 
         def allReduce(self, send, recv, count, dtype, op, stream):  # noqa: ANN001, ANN201
             assert dtype == nccl.NCCL_FLOAT32 and op == nccl.NCCL_SUM and isinstance(stream, int)
+            # the buffers were filled on the default streams: every GPU must be synchronised before NCCL reads them
+            assert calls["synced"] >= n_gpus, "all-reduce queued on a non-blocking stream before the fills finished"
             calls["allreduce"] += 1
             pending.append((self.rank, send, recv, count))
 
@@ -290,6 +292,9 @@ def _fake_modules(n_gpus: int, broken_rank: int | None = None):  # noqa: ANN202
 
         def __exit__(self, *a):  # noqa: ANN002, ANN204
             return False
+
+        def synchronize(self) -> None:
+            calls["synced"] += 1
 
     class Event:
         def record(self, stream=None) -> None:  # noqa: ANN001

@@ -218,3 +218,11 @@ def test_host_stand_in_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> N
     assert cuda_cpp.host_compiler() is None
     with pytest.raises(cuda_cpp.HostUnavailable, match="no C\\+\\+ compiler"):
         cuda_cpp.run_on_host(kernels_cuda.LEAKY_RELU, "leaky_relu", (3,), (128,), _leaky_args())
+
+
+@needs_host
+def test_elementwise_in_sim_passes_every_parameter_type_with_its_own_width() -> None:
+    # uint8 / int16 / uint64 parameters used to be handed to the C++ stand-in as float32 arrays (wrong widths)
+    k = cupylab.elementwise_kernel("uint8 a, int16 b, uint64 c", "int64 z", "z = (long long)a + b + (long long)c", "mix")
+    a, b, c = np.array([1, 200, 255], np.uint8), np.array([-5, 7, 300], np.int16), np.array([10, 2**40, 3], np.uint64)
+    np.testing.assert_array_equal(k(a, b, c), a.astype(np.int64) + b + c.astype(np.int64))

@@ -726,6 +726,9 @@ def measure_allreduce(nbytes: int = 256 * 2**20, devices: Sequence[int] | None =
             sends.append(cp.full(count, float(rank + 1), dtype=cp.float32))
             recvs.append(cp.zeros(count, dtype=cp.float32))
             streams.append(cp.cuda.Stream(non_blocking=True))
+    # cp.full / cp.zeros ran on each GPU's default stream; the NCCL streams are non-blocking and would not wait for them.
+    for d in devs:
+        cp.cuda.Device(d).synchronize()
 
     def once() -> None:  # out of place, as nccl-tests' default: recv = sum of every rank's send
         nccl.groupStart()

@@ -327,6 +327,12 @@ def overlap_model(nbytes: int, chunks: int = 8, *, gpu: str = "H200", link: str 
 
 
 # ----------------------------------------------------------------------------------------- custom kernels, both modes
+#: NumPy dtype of each C type :func:`labkit.cuda_cpp.parse_params` produces (the CPU stand-in passes arrays of these).
+_NP_OF_CTYPE = {"float": "float32", "double": "float64", "int": "int32", "long long": "int64", "unsigned int": "uint32",
+                "unsigned long long": "uint64", "short": "int16", "signed char": "int8", "unsigned char": "uint8",
+                "bool": "bool"}
+
+
 @dataclass(frozen=True)
 class Elementwise:
     """``cupy.ElementwiseKernel`` pieces; callable on a GPU (CuPy) and in ``sim`` mode (CPU stand-in, 1-D arrays)."""
@@ -365,8 +371,7 @@ class Elementwise:
         ins, outs = parse_params(self.in_params, "in_params"), parse_params(self.out_params, "out_params")
         if len(args) != len(ins):
             raise LabkitError(f"{self.name} takes {len(ins)} input(s) ({self.in_params}), got {len(args)}.")
-        dtypes = [np.dtype({"float": "float32", "double": "float64", "int": "int32", "long long": "int64",
-                            "unsigned int": "uint32", "bool": "bool"}.get(p.ctype, "float32")) for p in ins + outs]
+        dtypes = [np.dtype(_NP_OF_CTYPE[p.ctype]) for p in ins + outs]
         arrays = np.broadcast_arrays(*[np.asarray(a) for a in args])
         if arrays[0].ndim != 1:
             raise LabkitError("in sim mode labkit runs elementwise kernels on 1-D arrays only.", fix="Use x.ravel().")
