@@ -66,6 +66,16 @@ def fused_no_abs(frame, bg, mask, alpha, thresh):
 
 
 @cuda.jit
+def fused_greater_equal(frame, bg, mask, alpha, thresh):  # `>=` instead of `>`: wrong at |d| == thresh exactly
+    col, row = cuda.grid(2)
+    if row < frame.shape[0] and col < frame.shape[1]:
+        b = bg[row, col]
+        d = np.float32(frame[row, col]) - b
+        mask[row, col] = 1 if abs(d) >= thresh else 0
+        bg[row, col] = b + alpha * d
+
+
+@cuda.jit
 def fused_no_update(frame, bg, mask, alpha, thresh):
     col, row = cuda.grid(2)
     if row < frame.shape[0] and col < frame.shape[1]:
@@ -89,6 +99,7 @@ def test_fused_accepts_reference_and_variant() -> None:
     (fused_update_first, "wrong"),
     (fused_no_abs, "wrong"),
     (fused_no_update, "not updated"),
+    (fused_greater_equal, "strictly greater"),
 ])
 def test_fused_rejects(kernel, words: str) -> None:
     r = check.fused_update(kernel)

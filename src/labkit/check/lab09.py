@@ -50,6 +50,12 @@ def _fused_inputs(shape: tuple[int, int], thresh: float) -> tuple[np.ndarray, np
     bg = random_array(shape, np.float32, 0.0, 255.0)
     near = np.abs(np.abs(frame.astype(np.float32) - bg) - np.float32(thresh)) < 0.05
     bg[near] += np.float32(0.5)  # keep every |d| clear of the threshold, so rounding cannot flip a pixel
+    # ... except some pixels with |d| exactly thresh (integers: exact in float32), where `>` and `>=` differ
+    f, b = frame.reshape(-1).astype(np.float32), bg.reshape(-1)
+    t = np.float32(thresh)
+    idx = np.arange(f.size)
+    below, above = (idx % 5 == 1) & (f >= t), (idx % 5 == 3) & (f + t <= 255)
+    b[below], b[above] = f[below] - t, f[above] + t
     return frame, bg
 
 
@@ -86,6 +92,10 @@ def fused_update(kernel: Any) -> str:
         except Failed as exc:
             raise Failed(f"{label}: {exc}", cause=exc.cause) from None
         written = report.written.get("mask") if report is not None else None
+        on_edge = np.abs(frame.astype(np.float32) - bg) == np.float32(thresh)
+        if mask.shape == exp_mask.shape and np.any(mask != exp_mask) and np.all((mask != exp_mask) <= on_edge):
+            raise Failed(f"{label}: the mask is 1 where |d| equals thresh exactly.",
+                         cause="foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.")
         compare(mask, exp_mask, label=f"{label}, mask", unwritten_means_unsolved=k == 0, written=written,
                 unwritten_cause=SWAPPED)
         if np.array_equal(new_bg, bg) and not np.array_equal(exp_bg, bg):
