@@ -203,3 +203,23 @@ def saxpy_eager(a, x, y, out):  # valid variant: compiled eagerly with an explic
 def test_more_valid_variants() -> None:
     assert check.grayscale(grey_grid_stride).passed
     assert check.saxpy(saxpy_eager).passed
+
+
+def _host_only(a, x, y, steps):  # right values, computed with NumPy on the host: no copies, no kernel
+    y = y.copy()
+    for _ in range(steps):
+        y = a * x + y
+    return y
+
+
+def _round_trip_then_host(a, x, y, steps):  # one copy each way, but the work still runs on the host
+    y = cuda.to_device(y).copy_to_host()
+    for _ in range(steps):
+        y = a * x + y
+    return y
+
+
+def test_transfers_rejects_host_computation() -> None:
+    for answer in (_host_only, _round_trip_then_host):
+        r = check.transfers(answer)
+        assert r.status == "failed" and "no kernel was launched" in r.message, (answer, r.message)

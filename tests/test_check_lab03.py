@@ -251,3 +251,37 @@ def transpose_chained_indexing(a, out):  # valid variant: tile[r][c] instead of 
 
 def test_transpose_accepts_chained_indexing() -> None:
     assert check.transpose(transpose_chained_indexing).passed
+
+
+@cuda.jit
+def matmul_naive_unused_shared(A, B, C):  # allocates shared memory but reads every operand from global memory
+    sa = cuda.shared.array((MM_TILE, MM_TILE), np.float32)
+    col, row = cuda.grid(2)
+    sa[cuda.threadIdx.y, cuda.threadIdx.x] = 0.0
+    cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = np.float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def stencil_own_element_shared(x, out):  # stages its own element in shared memory, reads neighbours from global
+    sh = cuda.shared.array(262, np.float32)
+    t, i, n = cuda.threadIdx.x, cuda.grid(1), x.size
+    sh[t] = x[i] if i < n else np.float32(0.0)
+    cuda.syncthreads()
+    if i < n:
+        acc = np.float32(0.0)
+        for k in range(-R, R + 1):
+            if 0 <= i + k < n:
+                acc += x[i + k]
+        out[i] = acc / np.float32(2 * R + 1)
+
+
+def test_shared_memory_must_replace_global_reads() -> None:
+    r = check.matmul(matmul_naive_unused_shared)
+    assert r.status == "failed" and "global reads" in r.message
+    r = check.stencil(stencil_own_element_shared)
+    assert r.status == "failed" and "global reads" in r.message

@@ -351,3 +351,21 @@ def test_find_race_reports(capsys) -> None:
     race = harness.find_race(count_racy, 2, 64, x, np.float32(0.0), counts)
     assert race is not None and "race" in capsys.readouterr().out.lower()
     assert harness.find_race(kernels.get("count_above"), 2, 64, x, np.float32(0.0), counts) is None
+
+
+@cuda.jit
+def count_at_least(x, threshold, counts):  # counts x >= threshold: elements equal to it are not "above"
+    count = cuda.shared.array(1, np.int32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    if t == 0:
+        count[0] = 0
+    cuda.syncthreads()
+    if i < x.size and x[i] >= threshold:
+        cuda.atomic.add(count, 0, 1)
+    cuda.syncthreads()
+    if t == 0:
+        counts[cuda.blockIdx.x] = count[0]
+
+
+def test_race_rejects_greater_or_equal() -> None:
+    assert check.race(count_at_least).status == "failed"

@@ -126,7 +126,9 @@ def dgx_a100_pflops(pflops: Any) -> str:
         "you used the dense FP16 peak: the 5 PFLOPS counts sparsity": e / 2,
         "you used TF32 (dense); the headline uses FP16/BF16 with sparsity": e / 4,
     }, "PFLOP/s")
-    return f"{x:.2f} PFLOP/s: 8 GPUs x 624 TFLOP/s FP16 with 2:4 sparsity. Dense it is half that."
+    s = hw.system("DGX A100")
+    return (f"{x:.2f} PFLOP/s: {s.gpu_count.value:g} GPUs x {s.gpu_model.peak('fp16', sparse=True).value:g} TFLOP/s FP16 "
+            "with 2:4 sparsity. Dense it is half that.")
 
 
 def _superpod() -> tuple[int, float]:
@@ -182,7 +184,7 @@ def dgx2_backplane(gbps_bidirectional: Any) -> str:
         "you doubled twice: 50 GB/s per link is already bidirectional": e * 2,
         "8 links x 6 switches: you used only one switch's links": e / 6,
     }, "GB/s")
-    return f"{x:g} GB/s bidirectional = 6 switches x 8 links x 25 GB/s x 2 directions."
+    return f"{x:g} GB/s bidirectional = 6 switches x 8 links x {hw.link('NVLink 2').per_link.value:g} GB/s x 2 directions."
 
 
 def _dgx1_pairs() -> tuple[float, float, float]:

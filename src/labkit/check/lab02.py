@@ -143,6 +143,7 @@ class _TransferCounter:
         self.to_device = 0
         self.to_host = 0
         self.implicit = 0
+        self.launches = 0
 
 
 @contextlib.contextmanager
@@ -189,8 +190,26 @@ def _count_transfers() -> Iterator[_TransferCounter]:
 
         saved.append((sim_kernel, "InOut", sim_kernel.InOut))
         sim_kernel.InOut = CountingInOut
+
+        def sim_call(orig: Any) -> Any:
+            def f(self: Any, *a: Any) -> Any:
+                if not self._device and not sim_kernel._kernel_context:  # a launch, not a device-function call
+                    c.launches += 1
+                return orig(self, *a)
+            return f
+
+        patch(sim_kernel.FakeCUDAKernel, "__call__", sim_call)
     else:
+        from numba.cuda import dispatcher as cuda_dispatcher
         from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase as ArrayClass  # type: ignore[assignment]
+
+        def gpu_call(orig: Any) -> Any:
+            def f(self: Any, *a: Any) -> Any:
+                c.launches += 1
+                return orig(self, *a)
+            return f
+
+        patch(cuda_dispatcher._LaunchConfiguration, "__call__", gpu_call)
     patch(cuda, "to_device", to_device)
     patch(ArrayClass, "copy_to_host", copy_to_host)
     patch(ArrayClass, "copy_to_device", copy_to_device)
@@ -254,6 +273,10 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
             raise Failed(f"n={n}, steps={steps}: {count.implicit} kernel launch(es) received a host (NumPy) array, "
                          "which numba copies to the device and back around every launch.",
                          cause="pass device arrays (from cuda.to_device) to the kernel, not NumPy arrays.")
+        if count.launches == 0:
+            raise Failed(f"n={n}, steps={steps}: the values are right, but no kernel was launched: the work ran on the host.",
+                         cause="copy x and y to the device once, launch your SAXPY kernel `steps` times on the device "
+                               "arrays, and copy y back once.")
         if count.to_device > 2 or count.to_host > 1:
             raise Failed(f"n={n}, steps={steps}: {count.to_device} copies to the device and {count.to_host} back; "
                          "2 and 1 are enough.", cause="copy before and after the loop, not inside it.")

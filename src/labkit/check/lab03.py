@@ -26,6 +26,11 @@ def _ref(name: str) -> Callable[[], Any]:
     return get
 
 
+def _global_reads(report: Any, array: str) -> int:
+    """Element reads of a global array in a recorded strict launch."""
+    return sum(1 for a in report.accesses if a.array == array and a.kind == "read")
+
+
 SWAPPED = ("x = cuda.grid(2)[0] is the column (it runs along a row): `col, row = cuda.grid(2)`. With x as the row, "
            "part of a non-square array is never reached.")
 
@@ -149,14 +154,24 @@ def matmul(kernel: Any, tile: int = 16) -> str:
         grid = grid_2d((m, n), (tile, tile))
         label = f"A {m}×{kk} @ B {kk}×{n}, grid {grid} of blocks {(tile, tile)}"
         expected = (A.astype(np.float64) @ B.astype(np.float64))
+        record = k == 0 and current_mode() == "sim"
         report = run_case(kernel, grid, (tile, tile), (A, B), out_shape=(m, n), out_dtype=np.float32, expected=expected,
                           label=label, names=("A", "B", "C"), first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4 * kk,
+                          record=record,
                           unwritten_cause="every thread whose (row, col) lies inside C must store its sum: check the final bounds "
                                           "test and that x is the column.")
+        no_reuse = Failed(f"{label}: the values are right, but the kernel reads every operand from global memory.",
+                          cause="this exercise stages tiles of A and B in cuda.shared.array: each element loaded once per "
+                                "block is then reused MM_TILE times.")
         if report is not None and not report.shared:
-            raise Failed(f"{label}: the values are right, but the kernel reads every operand from global memory.",
-                         cause="this exercise stages tiles of A and B in cuda.shared.array: each element loaded once per "
-                               "block is then reused MM_TILE times.")
+            raise no_reuse
+        if record and report is not None:
+            # a tiled kernel reads each element of A once per block column of C (and B once per block row), plus padding
+            reads_a, reads_b = _global_reads(report, "A"), _global_reads(report, "B")
+            if reads_a > 2 * grid[0] * A.size or reads_b > 2 * grid[1] * B.size:
+                raise Failed(f"{label}: the values are right, but the kernel made {reads_a} global reads of A and {reads_b} "
+                             f"of B (tiled: at most {grid[0] * A.size} and {grid[1] * B.size}); its shared memory does not "
+                             "replace those reads.", cause=no_reuse.cause)
     if current_mode() == "gpu":
         require_ptx(kernel, "void(float32[:, :], float32[:, :], float32[:, :])", ["shared memory", "a barrier"],
                     label="matmul", cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.")
@@ -192,11 +207,19 @@ def stencil(kernel: Any) -> str:
         x = random_array(n)
         grid = -(-n // block)
         label = f"n={n}, {grid} block(s) of {block} threads"
+        record = k == 3 and current_mode() == "sim"
         report = run_case(kernel, grid, block, (x,), out_shape=n, out_dtype=np.float32, expected=_stencil_ref(x), label=label,
-                          names=("x", "out"), first=k == 0, reverse=k == 3, rtol=1e-5, atol=1e-6)
+                          names=("x", "out"), first=k == 0, reverse=k == 3, rtol=1e-5, atol=1e-6, record=record)
+        many_reads = Failed(f"{label}: the values are right, but every input is read {2 * RADIUS + 1} times from global memory.",
+                            cause="load the block's inputs and halo into cuda.shared.array once, then read neighbours from there.")
         if report is not None and not report.shared:
-            raise Failed(f"{label}: the values are right, but every input is read {2 * RADIUS + 1} times from global memory.",
-                         cause="load the block's inputs and halo into cuda.shared.array once, then read neighbours from there.")
+            raise many_reads
+        if record and report is not None:
+            reads, window = _global_reads(report, "x"), n + 2 * RADIUS * grid  # each block: its inputs and its halo
+            if reads > 2 * window:
+                raise Failed(f"{label}: the values are right, but the kernel made {reads} global reads of x for {n} inputs "
+                             f"(with shared memory: at most {window}); it reads neighbours from global memory, not from shared memory.",
+                             cause=many_reads.cause)
     if current_mode() == "gpu":
         require_ptx(kernel, "void(float32[:], float32[:])", ["shared memory", "a barrier"], label="stencil",
                     cause="load the block's inputs and halo into cuda.shared.array, then cuda.syncthreads().")
