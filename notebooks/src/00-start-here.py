@@ -151,19 +151,14 @@ ptx.show("ld.", "st.", "setp")
 # %% [markdown]
 # ## The course map
 #
-# | # | lab | time |
-# |---|---|---|
-# | 00 | Start here (this notebook) | 20 min |
-# | 01 | [GPU and DGX architecture](01-gpu-and-dgx-architecture.ipynb) | 55 min |
-# | 02 | [First kernels](02-first-kernels.ipynb) | 60 min |
-# | 03 | [The memory hierarchy](03-memory-hierarchy.ipynb) | 75 min |
-# | 04 | [Reductions and atomics](04-reductions-and-atomics.ipynb) | 70 min |
-# | 05 | [CuPy](05-cupy.ipynb) | 70 min |
-# | 06 | [Tensor Cores and mixed precision](06-tensor-cores-mixed-precision.ipynb) | 70 min |
-# | 07 | [Bandwidth and NVLink](07-bandwidth-and-nvlink.ipynb) | 60 min |
-# | 08 | [Collectives and scaling](08-collectives-and-scaling.ipynb) | 60 min |
-# | 09 | [Capstone: a video-analytics pipeline](09-capstone.ipynb) | 120 min |
-#
+# The labs, their times and what each builds on, from the course's manifest (`labkit.course`):
+
+# %%
+from IPython.display import Markdown
+
+Markdown(labkit.course.course_map())
+
+# %% [markdown]
 # Every lab has a solved twin in the `solutions/` folder next to the labs. Try first: the checks tell you
 # when you are right, and the hints get you unstuck.
 #

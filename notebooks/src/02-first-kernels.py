@@ -175,11 +175,17 @@ px.imshow(d_grey.copy_to_host()[::step, ::step], color_continuous_scale="gray",
 # Two numbers per direction: threads per block and blocks per grid.
 #
 # - **Threads per block**: a multiple of 32, because the GPU runs threads in *warps* of 32 and a partial warp
-#   wastes the rest. 128 or 256 is a good default; at most 1024. Lab 03 shows how the block size, registers
-#   and shared memory decide how many warps an SM can keep busy (occupancy).
+#   wastes the rest. 128 or 256 is a good default; the most a block can have is printed below. Lab 03 shows
+#   how the block size, registers and shared memory decide how many warps an SM can keep busy (occupancy).
 # - **Blocks**: enough to cover the data (one thread per element), or, with a grid-stride loop, enough to fill
 #   the GPU: a few times the number of SMs.
-#
+
+# %%
+for arch in ("sm_70", "sm_80", "sm_90"):
+    print(f"{arch}: at most {labkit.occupancy.ARCHS[arch].max_threads_per_block} threads per block")
+print("source:", labkit.occupancy.SOURCE)
+
+# %% [markdown]
 # ### Exercise 3 — a 2-D grid
 #
 # Write `grid_for(shape, block)`: for an array of `shape = (rows, cols)` and blocks of `block = (bx, by)`

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-WAIT_S = 5.0
+WAIT_S = 20.0  # generous: on a loaded 2-core machine 32 Python threads can take seconds to meet
 FULL_MASK = 0xFFFFFFFF
 
 _lock = threading.Lock()
