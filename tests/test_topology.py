@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+import labkit
+
 from labkit import topology
 from labkit.errors import LabkitError, NoGPUError
 from labkit.topology import DGX1_V100_DOUBLE, DGX1_V100_SINGLE
@@ -186,16 +188,10 @@ def test_from_nvidia_smi_rejects_garbage(text: str) -> None:
 # ------------------------------------------------------------------------------------------ NVML
 
 
-def test_from_nvml_needs_gpu_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    import labkit.mode as mode
-
-    mode._reset_for_tests()
-    monkeypatch.setenv("LABKIT_MODE", "sim")
-    try:
-        with pytest.raises(NoGPUError, match="sim mode"):
-            topology.from_nvml()
-    finally:
-        mode._reset_for_tests()
+def test_from_nvml_needs_gpu_mode() -> None:
+    assert labkit.current_mode() == "sim"  # tests/conftest.py sets it
+    with pytest.raises(NoGPUError, match="sim mode"):
+        topology.from_nvml()
 
 
 class _FakeNVML:

@@ -9,6 +9,7 @@ Submodules (``check``, ``bench``, ``ptx``, ``hw``, ``topology``, ``bandwidth``, 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 from .errors import LabkitError
@@ -16,11 +17,6 @@ from .mode import Environment, current_mode, env, setup, size
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {
-    "bandwidth", "bench", "check", "collectives", "course", "cuda_cpp", "cupylab", "device", "doctor", "errors", "hw", "kernels",
-    "kernels_cuda", "mode", "nvml", "occupancy", "precision", "ptx", "roofline", "simwarp", "tensorcores",
-    "topology", "video", "widgets",
-}
 
 __all__ = ["Environment", "LabkitError", "current_mode", "env", "setup", "size", "xp", "__version__"]
 
@@ -30,6 +26,6 @@ def __getattr__(name: str) -> Any:
         from .mode import array_module
 
         return array_module()
-    if name in _SUBMODULES:
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -178,8 +178,3 @@ def array_module() -> Any:
 
     return numpy
 
-
-def _reset_for_tests() -> None:
-    """Forget the chosen mode (tests only)."""
-    global _ENV
-    _ENV = None

@@ -79,9 +79,6 @@ class InstructionMix:
         return "\n".join(f"  {name:<26} {value}" for name, value in rows)
 
 
-_TYPE_BITS = re.compile(r"\.(?:v(\d))?\.?([bfsu])(8|16|32|64|128)\b")
-
-
 def _width(op: str) -> int:
     """Bits moved by a load/store opcode such as ``ld.global.v4.f32`` (vector × element)."""
     vec = re.search(r"\.v(\d)\b", op)

@@ -233,12 +233,3 @@ def _load_all() -> None:
     import importlib
 
     importlib.import_module(f"{__package__}._labs")
-
-
-def _clear_for_tests() -> None:
-    _LAST.clear()
-    _HINT_LEVEL.clear()
-
-
-if sys.version_info < (3, 10):  # pragma: no cover
-    raise RuntimeError("labkit needs Python 3.10 or newer")
