@@ -87,3 +87,43 @@ def test_dissection_of_v100_and_a100():
     a = T.dissect_tensor_peak("A100", "tf32")
     assert a.fma_per_tensor_core_per_clock == pytest.approx(128, rel=0.01)
     assert T.dissect_tensor_peak("A100", "fp16").fma_per_tensor_core_per_clock == pytest.approx(256, rel=0.01)
+
+
+def test_cublas_bf16_matmul_passes_column_major_geometry(monkeypatch) -> None:
+    """Row-major C = A @ B is column-major C^T = B^T A^T: B first, dimensions (n, m, k), ldb = n, lda = k."""
+    import sys
+    import types
+
+    import numpy as np
+
+    from labkit import tensorcores
+
+    calls = {}
+    cublas = types.SimpleNamespace(
+        CUBLAS_OP_N=0, CUBLAS_POINTER_MODE_HOST=0,
+        getPointerMode=lambda h: 1, setPointerMode=lambda h, m: calls.setdefault("modes", []).append(m),
+        gemmEx=lambda *args: calls.setdefault("gemm", args),
+    )
+    libs = types.ModuleType("cupy_backends.cuda.libs")
+    libs.cublas = cublas
+    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(device=types.SimpleNamespace(get_cublas_handle=lambda: 7)))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "cupy_backends", types.ModuleType("cupy_backends"))
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda", types.ModuleType("cupy_backends.cuda"))
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", libs)
+
+    class Dev:  # just what the function reads of a CuPy array
+        def __init__(self, shape, dtype, ptr):
+            self.shape, self.dtype = shape, np.dtype(dtype)
+            self.flags = types.SimpleNamespace(c_contiguous=True)
+            self.data = types.SimpleNamespace(ptr=ptr)
+
+    a, b, c = Dev((3, 5), "float16", 100), Dev((5, 4), "float16", 200), Dev((3, 4), "float32", 300)
+    tensorcores.cublas_bf16_matmul(a, b, c)
+    g = calls["gemm"]
+    assert g[0] == 7 and g[3:6] == (4, 3, 5)            # n, m, k
+    assert g[7] == 200 and g[9] == 4 and g[10] == 100 and g[12] == 5  # B, ldb = n; A, lda = k
+    assert g[14] == 300 and g[15] == 0 and g[16] == 4 and g[17] == 68  # C fp32, ldc = n, compute 32F
+    assert calls["modes"] == [0, 1]                      # host pointer mode, then restored
+    with pytest.raises(labkit.LabkitError, match="do not match"):
+        tensorcores.cublas_bf16_matmul(a, a, c)

@@ -720,58 +720,60 @@ def measure_allreduce(nbytes: int = 256 * 2**20, devices: Sequence[int] | None =
         raise LabkitError(f"devices must name two or more different GPUs, got {devs}.")
     iters, warmup = _count(iters, "iters"), _count(warmup, "warmup", 0)
     comms = nccl.NcclCommunicator.initAll(devs)
-    sends, recvs, streams = [], [], []
-    for rank, d in enumerate(devs):
-        with cp.cuda.Device(d):
-            sends.append(cp.full(count, float(rank + 1), dtype=cp.float32))
-            recvs.append(cp.zeros(count, dtype=cp.float32))
-            streams.append(cp.cuda.Stream(non_blocking=True))
-    # cp.full / cp.zeros ran on each GPU's default stream; the NCCL streams are non-blocking and would not wait for them.
-    for d in devs:
-        cp.cuda.Device(d).synchronize()
+    try:
+        sends, recvs, streams = [], [], []
+        for rank, d in enumerate(devs):
+            with cp.cuda.Device(d):
+                sends.append(cp.full(count, float(rank + 1), dtype=cp.float32))
+                recvs.append(cp.zeros(count, dtype=cp.float32))
+                streams.append(cp.cuda.Stream(non_blocking=True))
+        # cp.full / cp.zeros ran on each GPU's default stream; the NCCL streams are non-blocking and would not wait for them.
+        for d in devs:
+            cp.cuda.Device(d).synchronize()
 
-    def once() -> None:  # out of place, as nccl-tests' default: recv = sum of every rank's send
-        nccl.groupStart()
-        for comm, d, a, b, s in zip(comms, devs, sends, recvs, streams):
-            with cp.cuda.Device(d):
-                comm.allReduce(a.data.ptr, b.data.ptr, count, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, s.ptr)
-        nccl.groupEnd()
+        def once() -> None:  # out of place, as nccl-tests' default: recv = sum of every rank's send
+            nccl.groupStart()
+            for comm, d, a, b, s in zip(comms, devs, sends, recvs, streams):
+                with cp.cuda.Device(d):
+                    comm.allReduce(a.data.ptr, b.data.ptr, count, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, s.ptr)
+            nccl.groupEnd()
 
-    for _ in range(warmup):
-        once()
-    times = []
-    for _ in range(iters):
-        ev = []
-        for d, s in zip(devs, streams):
+        for _ in range(warmup):
+            once()
+        times = []
+        for _ in range(iters):
+            ev = []
+            for d, s in zip(devs, streams):
+                with cp.cuda.Device(d):
+                    start, end = cp.cuda.Event(), cp.cuda.Event()
+                    start.record(s)
+                    ev.append((d, start, end))
+            once()
+            for (d, _, end), s in zip(ev, streams):
+                with cp.cuda.Device(d):
+                    end.record(s)
+            worst = 0.0
+            for d, start, end in ev:
+                with cp.cuda.Device(d):
+                    end.synchronize()
+                    worst = max(worst, cp.cuda.get_elapsed_time(start, end) * 1e-3)
+            times.append(worst)
+        n = len(devs)
+        want = n * (n + 1) / 2
+        correct = True
+        for d, b in zip(devs, recvs):
             with cp.cuda.Device(d):
-                start, end = cp.cuda.Event(), cp.cuda.Event()
-                start.record(s)
-                ev.append((d, start, end))
-        once()
-        for (d, _, end), s in zip(ev, streams):
+                correct = correct and bool(cp.all(b == want).get())
+        seconds = float(np.median(times))
+        size = count * 4
+        names = []
+        for d in devs:
             with cp.cuda.Device(d):
-                end.record(s)
-        worst = 0.0
-        for d, start, end in ev:
-            with cp.cuda.Device(d):
-                end.synchronize()
-                worst = max(worst, cp.cuda.get_elapsed_time(start, end) * 1e-3)
-        times.append(worst)
-    n = len(devs)
-    want = n * (n + 1) / 2
-    correct = True
-    for d, b in zip(devs, recvs):
-        with cp.cuda.Device(d):
-            correct = correct and bool(cp.all(b == want).get())
-    seconds = float(np.median(times))
-    size = count * 4
-    names = []
-    for d in devs:
-        with cp.cuda.Device(d):
-            props = cp.cuda.runtime.getDeviceProperties(d)
-            names.append(props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]))
-    for c in comms:
-        c.destroy()
+                props = cp.cuda.runtime.getDeviceProperties(d)
+                names.append(props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]))
+    finally:  # free the communicators on errors too
+        for c in comms:
+            c.destroy()
     return {
         "kind": "measured", "collective": "all_reduce", "devices": devs, "device": names[0], "bytes": size,
         "seconds": seconds, "algbw": _bw.algbw(size, seconds), "busbw": _bw.busbw(size, seconds, "all_reduce", n),

@@ -288,13 +288,49 @@ def _device_gpu() -> Any:
     return hw.match_device(env().device_name)
 
 
+# cuBLAS enum values (cublas_api.h, library_types.h)
+_CUDA_R_32F, _CUDA_R_16BF = 0, 14
+_CUBLAS_COMPUTE_32F = 68
+_CUBLAS_GEMM_DEFAULT = -1
+
+
+def cublas_bf16_matmul(a: Any, b: Any, out: Any) -> Any:
+    """``out = a @ b`` for row-major BF16 CuPy matrices with cuBLAS ``GemmEx`` (BF16 in, FP32 accumulate).
+
+    CuPy's own ``matmul`` may not send BF16 to cuBLAS; this calls cuBLAS directly through CuPy's bindings, so
+    the Tensor Cores do the work. ``out`` is float32 or BF16. Row-major ``C = A B`` is column-major
+    ``C^T = B^T A^T``, hence B first and the dimensions (n, m, k).
+    """
+    import cupy as cp
+    from cupy_backends.cuda.libs import cublas
+
+    m, k = a.shape
+    k2, n = b.shape
+    if k != k2 or out.shape != (m, n):
+        raise LabkitError(f"shapes {a.shape} @ {b.shape} -> {out.shape} do not match.")
+    if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+        raise LabkitError("cublas_bf16_matmul needs C-contiguous matrices.", fix="Pass cupy.ascontiguousarray(x).")
+    out_type = _CUDA_R_16BF if out.dtype == a.dtype else _CUDA_R_32F
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)  # host scalars (FP32, as the compute type wants)
+    handle = cp.cuda.device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    try:
+        cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
+                      one.ctypes.data, b.data.ptr, _CUDA_R_16BF, n, a.data.ptr, _CUDA_R_16BF, k,
+                      zero.ctypes.data, out.data.ptr, out_type, n, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+    finally:
+        cublas.setPointerMode(handle, mode)
+    return out
+
+
 def gpu_gemm_throughput(
     precisions: Sequence[str] = GPU_PRECISIONS, n: int = 8192, *, repeat: int = 10, warmup: int = 3
 ) -> list[GemmRate]:
     """CuPy ``a @ b`` for n×n matrices of random normal data in each precision, timed with CUDA events.
 
     FP32 runs with TF32 off, TF32 is FP32 data with CuPy's TF32 compute type (``CUPY_TF32``), BF16 and FP8
-    use the ``ml_dtypes`` types. A precision the stack cannot run gets a row with ``tflops=None`` and the
+    use the ``ml_dtypes`` types; BF16 goes to cuBLAS ``GemmEx`` directly (:func:`cublas_bf16_matmul`). A precision the stack cannot run gets a row with ``tflops=None`` and the
     reason. Peaks are the dense datasheet figures of the matching GPU in :mod:`labkit.hw`. GPU only.
     """
     from . import bench
@@ -321,11 +357,17 @@ def gpu_gemm_throughput(
                 gen = cp.random.default_rng()
                 a = gen.standard_normal((n, n), dtype=cp.float32).astype(_cupy_dtype(p))
                 b = gen.standard_normal((n, n), dtype=cp.float32).astype(_cupy_dtype(p))
-                t = bench.measure(cp.matmul, a, b, name=f"cupy {p} gemm", flops=2.0 * n**3, warmup=warmup, repeat=repeat,
-                                  precision=p if p != "fp8" else "fp8")
+                if p == "bf16":  # straight to cuBLAS: CuPy's matmul may not route BF16 there
+                    c = cp.empty((n, n), dtype=a.dtype)
+                    t = bench.measure(cublas_bf16_matmul, a, b, c, name="cuBLAS bf16 gemm", flops=2.0 * n**3,
+                                      warmup=warmup, repeat=repeat, precision=p)
+                    note = "cuBLAS GemmEx through CuPy's bindings (BF16 in, FP32 accumulate)"
+                else:
+                    t = bench.measure(cp.matmul, a, b, name=f"cupy {p} gemm", flops=2.0 * n**3, warmup=warmup,
+                                      repeat=repeat, precision=p)
+                    note = "TF32 compute type" if p == "tf32" else ""
                 del a, b
-            rows.append(GemmRate(p, n, "GPU measurement", env().device_name, t.tflops, peak, source, t.median_s,
-                                 note="TF32 compute type" if p == "tf32" else ""))
+            rows.append(GemmRate(p, n, "GPU measurement", env().device_name, t.tflops, peak, source, t.median_s, note=note))
         except Exception as exc:  # noqa: BLE001 - an unsupported type is a row that says so, not a crash
             first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
             rows.append(GemmRate(p, n, "GPU measurement", env().device_name, None, peak, source,
