@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import math
 import statistics
 from typing import Any
 

@@ -14,6 +14,7 @@ from numba import cuda  # noqa: E402
 
 from labkit import check  # noqa: E402
 from labkit.check import harness as H  # noqa: E402
+from labkit.check import memory_model as MM  # noqa: E402
 from labkit.check.core import Failed, Unsolved  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def test_barrier_makes_writes_visible() -> None:
     x = np.arange(64, dtype=np.float32)
     out = cuda.to_device(np.zeros(64, np.float32))
     for reverse in (False, True):
-        H.launch_strict(neighbour_sum, 1, 64, cuda.to_device(x), out, reverse=reverse)
+        MM.launch_strict(neighbour_sum, 1, 64, cuda.to_device(x), out, reverse=reverse)
         assert np.array_equal(out.copy_to_host(), x + np.roll(x, -1))
 
 
@@ -61,32 +62,32 @@ def test_missing_barrier_is_a_race_in_either_thread_order() -> None:
     x = np.arange(64, dtype=np.float32)
     for reverse in (False, True):
         with pytest.raises(Failed, match="race on shared array"):
-            H.launch_strict(neighbour_sum_no_barrier, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
+            MM.launch_strict(neighbour_sum_no_barrier, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
                             reverse=reverse)
-    report = H.launch_strict(neighbour_sum_no_barrier, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
+    report = MM.launch_strict(neighbour_sum_no_barrier, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
                              allow_races=True)
     assert report.race is not None and {report.race.first, report.race.second} == {"read", "write"}
 
 
 def test_negative_indices_are_out_of_bounds() -> None:
     with pytest.raises(Failed, match="-1"):
-        H.launch_strict(negative_index, 1, 8, cuda.to_device(np.zeros(8, np.float32)), cuda.to_device(np.zeros(8, np.float32)))
+        MM.launch_strict(negative_index, 1, 8, cuda.to_device(np.zeros(8, np.float32)), cuda.to_device(np.zeros(8, np.float32)))
 
 
 def test_own_writes_are_visible() -> None:
     x = np.arange(10, dtype=np.float32)
     out = cuda.to_device(np.zeros(10, np.float32))
-    H.launch_strict(same_thread_accumulates, 2, 8, cuda.to_device(x), out)
+    MM.launch_strict(same_thread_accumulates, 2, 8, cuda.to_device(x), out)
     assert np.array_equal(out.copy_to_host(), 3 * x)
 
 
 def test_record_and_sectors() -> None:
     x = np.arange(64, dtype=np.float32)
-    report = H.launch_strict(neighbour_sum, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
+    report = MM.launch_strict(neighbour_sum, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
                              record=True, names=("x", "out"))
-    sectors, eff = H.sectors_per_request(report, "x")
+    sectors, eff = MM.sectors_per_request(report, "x")
     assert sectors == 4 and eff == 1.0
-    assert H.bank_conflicts(report, report.shared[0][0]) == 1
+    assert MM.bank_conflicts(report, report.shared[0][0]) == 1
 
 
 def test_guarded_and_compare() -> None:
@@ -175,6 +176,6 @@ def test_gpu_mode_repeats_each_case(monkeypatch) -> None:
         args[-1][:] = x
 
     monkeypatch.setattr(H, "current_mode", lambda: "gpu")
-    monkeypatch.setattr(H, "launch_strict", fake_launch)
+    monkeypatch.setattr(MM, "launch_strict", fake_launch)
     H.run_case(None, 1, 8, (x,), out_shape=5, out_dtype=np.float32, expected=x, label="t")
     assert len(calls) == H.GPU_REPEATS

@@ -3,7 +3,6 @@
 import pytest
 from numba import cuda
 
-import labkit
 from labkit import ptx
 from labkit.errors import CompileError, LabkitError
 

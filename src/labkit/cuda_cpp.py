@@ -318,7 +318,7 @@ def _dims(value: Any, what: str) -> list[int]:
     dims = [value] if isinstance(value, (int, np.integer)) else list(value) if isinstance(value, (tuple, list)) else None
     if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and d >= 1 for d in dims):
         raise LabkitError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints, got {value!r}.",
-                          fix=f"For n elements and 128 threads per block: grid=((n + 127) // 128,), block=(128,).")
+                          fix="For n elements and 128 threads per block: grid=((n + 127) // 128,), block=(128,).")
     return [int(d) for d in dims] + [1] * (3 - len(dims))
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .core import exercise
 from .harness import check_kernel_1d, random_array
 

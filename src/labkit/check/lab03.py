@@ -14,7 +14,8 @@ import numpy as np
 
 from ..mode import current_mode
 from .core import Failed, exercise
-from .harness import bank_conflicts, fmt_shape, grid_2d, random_array, require_ptx, run_case, sectors_per_request
+from .harness import fmt_shape, grid_2d, random_array, require_ptx, run_case
+from .memory_model import bank_conflicts, sectors_per_request
 
 
 def _ref(name: str) -> Callable[[], Any]:

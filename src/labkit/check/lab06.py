@@ -7,7 +7,7 @@ bit manipulation, write a WMMA GEMM kernel, update a dynamic loss scale, and tak
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import hw, video
 from .core import Failed, exercise
-from .harness import (CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, launch_strict, random_array,
-                      run_case)
+from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, random_array, run_case
+from .memory_model import launch_strict
 
 
 def _ref(name: str) -> Callable[[], Any]:
