@@ -141,10 +141,12 @@ print(cupylab.traffic(cupylab.affine_normalize, 1 << 24, "float32", scalars=("me
 # %% [markdown]
 # ### Exercise 2 — count before you fuse
 #
-# For `scaled_squared_error` below on n = 2**20 float32 elements, give the launches and bytes moved without fusion
-# (one kernel per operator, temporaries in memory) and with `cupy.fuse`. Count by hand; `traffic` is for checking
-# yourself afterwards. Note that Python evaluates `w * (x - y) * (x - y) + b` left to right, and that nothing shares
-# the two `x - y`.
+# For `scaled_squared_error` below on `n` float32 elements (`n` is set in the next cell), give the number of kernel
+# launches and the bytes moved through memory, without fusion (one kernel per operator, each temporary written to
+# memory and read back) and with `cupy.fuse`. Count 4 bytes for every float32 element read or written; the scalars
+# `w` and `b` are kernel arguments and move no array bytes. Python evaluates `w * (x - y) * (x - y) + b` left to
+# right, and nothing shares the two `x - y`. Give bytes as plain integers (not MB). Count by hand; `traffic` is for
+# checking yourself afterwards.
 
 # %%
 import inspect
@@ -413,8 +415,9 @@ timeline.figure()
 # ### Exercise 6 — predict the pipeline's time
 #
 # Each chunk passes H2D copy → kernel → D2H copy; each engine works on one chunk at a time; a stage of a chunk starts
-# when its engine is free and the chunk's previous stage is done. Given the whole job's stage times and the number of
-# equal chunks, return the time until the last chunk is back. (Draw three chunks first.)
+# when its engine is free and the chunk's previous stage is done. The arguments are the stage times of the *whole*
+# job (`t_in`, `t_kernel`, `t_out`) and the number of equal chunks, so each stage of one chunk takes `t / chunks`.
+# Return the time until the last chunk is back. (Draw three chunks on paper first.)
 
 # %% tags=["exercise"]
 def pipelined_time(t_in, t_kernel, t_out, chunks):
@@ -432,15 +435,19 @@ labkit.check.pipeline_time(pipelined_time);
 
 # %% [markdown]
 # With the copies dominating, more chunks approach `max(t_in, t_out)`: the best overlap hides the kernel and one of
-# the two copies, close to 2x here. On a GPU, `labkit.cupylab.overlap_benchmark()` runs this pipeline for real (pinned
-# buffers, `cudaMemcpyAsync` on 4 streams, the `scale_shift` RawKernel) and compares it with the serial version.
+# the two copies. The cell below prints the model's times for more and more chunks, and that limit. On a GPU,
+# `labkit.cupylab.overlap_benchmark()` runs this pipeline for real (pinned buffers, `cudaMemcpyAsync` on several
+# streams, the `scale_shift` RawKernel) and compares it with the serial version; it prints the chunk and stream counts.
 
 # %%
 predict = labkit.check.solved_or_reference("05.pipeline", pipelined_time)
 tm = cupylab.transfer_model(1 << 30)  # H200, PCIe 5
 t_in, t_k, t_out = tm.copy_s * 1e3, tm.hbm_pass_s * 1e3, tm.copy_s * 1e3
+print("model: 1 GiB on an H200 over PCIe 5")
 for chunks in (1, 2, 4, 8, 32):
-    print(f"{chunks:>3} chunks: {predict(t_in, t_k, t_out, chunks):6.2f} ms  (model: 1 GiB on an H200 over PCIe 5)")
+    print(f"{chunks:>3} chunks: {predict(t_in, t_k, t_out, chunks):6.2f} ms")
+limit = max(t_in, t_out)
+print(f"limit max(t_in, t_out) = {limit:.2f} ms: at most {(t_in + t_k + t_out) / limit:.2f}x faster than serial")
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu:

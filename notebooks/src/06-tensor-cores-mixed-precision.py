@@ -15,7 +15,7 @@
 # - Measure how GEMM error grows with the dot-product length K for each input precision and accumulator.
 # - Compare Tensor Core GEMM throughput per precision with the datasheet peaks, and write a WMMA kernel.
 # - Train a small network in FP16 with FP32 master weights and fix vanishing gradients with loss scaling.
-# - Take a vendor headline (V100's 125 TFLOPS, A100's "20×") apart into SMs, Tensor Cores and clocks.
+# - Take vendor headlines (V100's FP16 Tensor Core peak, A100's "up to 20×") apart into SMs, Tensor Cores and clocks.
 #
 # **Prerequisites:** Lab 03 (memory hierarchy) and Lab 05 (CuPy, RawKernel). No GPU needed.
 #
@@ -100,7 +100,8 @@ labkit.check.decode_fp16(decode_fp16);
 #
 # For each value below, predict what happens when it is rounded to FP16 and to BF16: `"normal"`,
 # `"subnormal"` (non-zero but below the smallest normal number), `"underflow"` (becomes 0) or `"overflow"`
-# (becomes infinity). Use the ranges printed above, not `P.classify` — that is what the check compares with.
+# (becomes infinity). Work from the ranges that the next cell prints; don't call `P.classify`, which is what the
+# check compares your answers with.
 
 # %%
 values = labkit.check.lab06.PREDICT_VALUES
@@ -167,7 +168,8 @@ labkit.check.tf32_round(round_tf32);
 
 # %% [markdown]
 # Ties in action: `1 + 2^-11` lies exactly between `1` and `1 + 2^-10`, so it goes to the even one (`1`);
-# `1 + 3·2^-11` lies between `1 + 2^-10` (odd) and `1 + 2^-9` (even), so it goes up.
+# `1 + 3·2^-11` lies between `1 + 2^-10` (odd) and `1 + 2^-9` (even), so it goes up. The third value is just
+# above the first tie, so it is no longer a tie and rounds up to the nearer neighbour, `1 + 2^-10`.
 
 # %%
 tf32 = labkit.check.solved_or_reference("06.tf32-round", round_tf32)
@@ -233,8 +235,9 @@ for gpu_name in ("V100", "A100", "H100", "H200"):
             print(" ", T.roofline_gemm(gpu_name, p, 8192))
 
 # %% [markdown]
-# An 8192³ GEMM does thousands of FLOPs per byte, far right of every GPU's ridge point: the model says the
-# peak is reachable. Real libraries get a large fraction of it; the gap is what the GPU run above measures.
+# An 8192³ GEMM does hundreds to thousands of FLOPs per byte (the intensity in brackets above), far right of
+# every GPU's ridge point: the model says the peak is reachable. Real libraries get a large fraction of it; the
+# gap is what the GPU run above measures.
 # Note the jumps between generations come from the Tensor Core precisions, not from FP32.
 
 # %% [markdown]
@@ -243,7 +246,9 @@ for gpu_name in ("V100", "A100", "H100", "H200"):
 # CUDA C++ reaches Tensor Cores through the warp-level WMMA API (`#include <mma.h>`): a warp loads 16×16
 # *fragments* of A and B, multiplies them into an accumulator fragment with `wmma::mma_sync`, and stores it.
 # In the kernel below one warp computes one 16×16 tile of `C = A @ B` (FP16 inputs, FP32 accumulator), looping
-# over K in steps of 16. The launch is fixed by labkit: blocks of `(32, 4)` threads, one warp per tile row.
+# over K in steps of 16. The launch is fixed by labkit: blocks of `(32, 4)` threads, that is four warps; warp
+# `threadIdx.y` of block `(blockIdx.x, blockIdx.y)` computes the tile in tile row `blockIdx.y * 4 + threadIdx.y`
+# and tile column `blockIdx.x`. The kernel's first lines already work out `tile_row` and `tile_col`.
 #
 # ### Exercise 4 — complete the WMMA GEMM
 #
@@ -316,7 +321,8 @@ except labkit.LabkitError as err:
 #
 # Mixed precision keeps **FP32 master weights**, runs the forward and backward passes in FP16 (matrix
 # products with FP32 accumulation, as on Tensor Cores), and updates the FP32 weights with the FP16 gradients.
-# The danger: gradients smaller than FP16's smallest subnormal become exactly zero. Below, a two-layer MLP is
+# The danger: gradients below half of FP16's smallest subnormal (printed in section 1) round to exactly zero.
+# Below, a two-layer MLP is
 # trained with `labkit.xp` (NumPy here, CuPy on a GPU) on a regression whose targets are small — as residuals
 # are late in training — with a mean-squared loss over many outputs, so the gradients are tiny.
 
@@ -357,8 +363,10 @@ def gradients(W1, W2, scale, fp16=True):
 #
 # Static loss scaling multiplies the loss by a constant `S` (the gradients scale with it and leave the
 # underflow zone) and divides the gradients by `S` in FP32 before the update. Dynamic loss scaling picks `S`
-# itself: start large; when the FP16 gradients contain inf or NaN, skip the step and halve `S`; after
-# `growth_interval` good steps in a row, double it. Write the update rule.
+# itself: start large; when the FP16 gradients contain inf or NaN, skip the step, halve `S` and reset the count of
+# good steps to 0; otherwise apply the step and count it, and when the count reaches `growth_interval`, double `S`
+# and reset the count to 0. Write the update rule: `update_scale` is called once per step with this step's
+# `found_inf` and the count so far, and returns the new scale, the new count and whether to apply the step.
 
 # %% tags=["exercise"]
 def update_scale(scale: float, found_inf: bool, good_steps: int, growth_interval: int) -> tuple[float, int, bool]:
@@ -372,7 +380,7 @@ def update_scale(scale: float, found_inf: bool, good_steps: int, growth_interval
     return scale, good_steps, True
     # END SOLUTION
     # BEGIN SKELETON
-    ...
+    ...  # return (new_scale, new_good_steps, apply_step) for the three cases: overflow, growth, neither
     # END SKELETON
 
 
@@ -430,13 +438,14 @@ fig
 # %% [markdown]
 # Without scaling, the FP16 gradients end up all zero (the percentages above) and the loss stops falling far
 # above where FP32 training gets. A static scale lifts the gradients into FP16's range; the
-# dynamic scaler starts too high, overflows, halves until the gradients are finite, and then trains like FP32.
+# dynamic scaler starts too high, overflows and skips steps (counted above) while it halves the scale until the
+# gradients are finite; then it trains like FP32, ending a little higher for the steps it skipped.
 # BF16 has FP32's exponent range, which is why BF16 training usually needs no loss scaling.
 
 # %% [markdown]
 # ## 7. Dissecting the headlines
 #
-# The V100 datasheet's "125 TFLOPS" is the FP16 Tensor Core peak. Where does it come from? labkit.hw has the
+# The V100's headline figure is its FP16 Tensor Core peak (printed below). Where does it come from? labkit.hw has the
 # SM count and the Tensor Cores per SM (from the V100 whitepaper), but no clock — the FP32 peak gives one:
 # `FP32 peak = SMs × FP32 cores per SM × 2 FLOP × clock`.
 

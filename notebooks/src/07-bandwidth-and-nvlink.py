@@ -36,10 +36,10 @@ env = labkit.setup()
 #   reads each byte and writes it again, so the memory moves twice the buffer's size. STREAM and CUDA's
 #   `bandwidthTest` count both; that figure is what compares with a memory's datasheet bandwidth.
 #
-# The measurements follow NVIDIA's **nvbandwidth**: pinned host memory, 512 MiB buffers, warm-up copies, then
-# 16 copies per sample queued behind a *spin kernel* that holds the stream until all of them are queued, timed
-# by CUDA events; the median of 3 samples. `labkit.bandwidth` does exactly this in `gpu` mode, and every result
-# is a record that says what it counted and how it was measured.
+# The measurements follow NVIDIA's **nvbandwidth**: pinned host memory, large buffers, warm-up copies, then a batch
+# of copies per sample queued behind a *spin kernel* that holds the stream until all of them are queued, timed by
+# CUDA events; the median of several samples (labkit's defaults are printed below). `labkit.bandwidth` does this in
+# `gpu` mode, and every result is a record that says what it counted and how it was measured.
 
 # %%
 from labkit import bandwidth as bw
@@ -81,8 +81,8 @@ def pcie_gbps(generation, lanes):
 labkit.check.pcie_link_bandwidth(pcie_gbps);
 
 # %% [markdown]
-# So a Gen4 x16 GPU can receive at most 31.5 GB/s and a Gen5 x16 GPU 63 GB/s (printed above from `labkit.hw`),
-# while its memory runs at thousands of GB/s:
+# So a GPU on a Gen4 or Gen5 x16 link can receive at most the PCIe 4 or PCIe 5 figure printed above, while its
+# own memory is many times faster:
 
 # %%
 for gpu in ("A100 80GB", "H100", "H200"):
@@ -199,12 +199,13 @@ else:
 #
 # A small copy pays a fixed cost (launching it, the copy engine starting up, the PCIe round trip) that its few
 # bytes cannot hide: its GB/s is low. Only large copies reach the link's rate. On a GPU the sweep goes from
-# 1 KiB to 1 GiB over PCIe. On the host the same shape appears for another reason — NumPy's fixed cost per
+# `bw.SWEEP_SIZES` (printed with the results) over PCIe. On the host the same shape appears for another reason — NumPy's fixed cost per
 # call — and the caches add steps: arrays that fit in L1 or L2 copy faster than arrays that
 # only fit in DRAM. Each host point is labelled with the level its working set fits in.
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu:
+    print(f"sizes: {min(bw.SWEEP_SIZES)} to {max(bw.SWEEP_SIZES):,} bytes")
     sweep = bw.size_sweep("host_to_device")
     print(bw.latency("host_to_device"))
 else:
@@ -216,13 +217,15 @@ bw.sweep_figure(sweep)
 # %% [markdown]
 # ## 4. GPU to GPU: the DGX-1's hybrid cube-mesh
 #
-# A DGX-1 (V100) joins its 8 GPUs directly, without switches: each GPU has 6 NVLinks, some pairs share two links,
-# some one, and some none — their traffic goes over PCIe and through the CPUs. `nvidia-smi topo -m` shows this as
-# `NV2`, `NV1` and `SYS`; `labkit.topology` holds the same map.
+# A DGX-1 (V100) joins its GPUs directly, without switches. Each GPU has a few NVLinks (the count is printed below
+# from `labkit.hw`), not enough to reach every other GPU: some pairs share two links, some one, and some none —
+# their traffic goes over PCIe and through the CPUs. `nvidia-smi topo -m` shows this as `NV2`, `NV1` and `SYS`;
+# `labkit.topology` holds the same map and prints it the same way.
 
 # %% tags=["nbval-ignore-output"]
 dgx1 = topology.load("DGX-1 (V100)")
-print(dgx1.summary())
+print("NVLinks per V100:", hw.gpu("V100").nvlink_links)
+print(dgx1.describe())
 dgx1.draw()
 
 # %% [markdown]
@@ -248,7 +251,7 @@ labkit.check.dgx1_peer_matrix(peer);
 # Here is the matrix as nvbandwidth would print it. On a machine with two GPUs or more, labkit measures it,
 # with peer access enabled and then explicitly disabled (the driver then stages every copy through host memory),
 # and sets each figure beside its link's peak. Otherwise it shows the **model** of a DGX-1 built from the wiring:
-# NVLink pairs get links × 25 GB/s; pairs without NVLink get their PCIe link as an upper bound.
+# NVLink pairs get links × the NVLink 2 per-link figure; pairs without NVLink get their PCIe link as an upper bound.
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu and env.gpu_count >= 2:
@@ -267,14 +270,14 @@ else:
 bw.heatmap(peer_records)
 
 # %% [markdown]
-# Measured figures land below such a model: the model is the wires' rate, and protocol overhead takes its share. Where P2P is unavailable (many cloud VMs), the enabled matrix shows
-# `N/A` and the reason NVML or CUDA gives.
+# Measured figures land below such a model: the model is the wires' rate, and protocol overhead takes its share.
+# Where P2P is unavailable (many cloud VMs), the enabled matrix shows `N/A` and the reason NVML or CUDA gives.
 #
 # ## 5. Two bidirectional conventions
 #
 # Run both directions of a pair at once. nvbandwidth reports **each direction on its own**; cuda-samples'
 # `p2pBandwidthLatencyTest` reports **the two added**. Same link, same run, numbers a factor 2 apart. Vendor
-# claims are usually the sum: the DGX-2's "300 GB/s between any two GPUs" is bidirectional.
+# claims are usually the sum: the DGX-2's any-pair figure (printed below with its source) is bidirectional.
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu and env.gpu_count >= 2:
@@ -347,7 +350,7 @@ for name in bw.collectives():
     print(f"{name:15} busbw = algbw x {bw.busbw_formula(name):9} (n=8: {bw.busbw_factor(name, 8):.3f})")
 
 # %% [markdown]
-# For example, an all-reduce of 1 GB on 8 GPUs that takes 10 ms:
+# For example, a made-up nccl-tests result (not a measurement): an all-reduce of 1 GB on 8 GPUs that takes 10 ms:
 
 # %%
 S, t, n = 1e9, 10e-3, 8

@@ -46,7 +46,7 @@ from labkit import bandwidth as bw
 from labkit import collectives as co
 from labkit import hw, topology
 
-params = co.SPEECH_MODEL_PARAMS  # the speech model of the DGX-2 talk
+params = co.SPEECH_MODEL_PARAMS  # the size of the speech model in the course's source talk on the DGX-2
 grad_bytes = params * 4  # FP32 gradients
 print(f"{params / 1e6:g} M parameters x 4 bytes = {grad_bytes / 1e9:g} GB of FP32 gradients, all-reduced every step")
 
@@ -247,9 +247,10 @@ for name in ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100"):
 # %% [markdown]
 # ### Exercise 3 — predict the all-reduce time
 #
-# For each of the four systems, the time in **milliseconds** of a ring all-reduce of the 300 M FP32 gradients
-# (`grad_bytes`) over **all** its GPUs, each GPU sending at its NVLink bandwidth **per direction** (bandwidth only,
-# no latency). Fill the dict `allreduce_ms`.
+# For each of the four systems, the time in **milliseconds** of a ring all-reduce of the model's FP32 gradients
+# (`grad_bytes`, printed in section 1) over **all** its GPUs, each GPU sending at its NVLink bandwidth **per
+# direction** (half the bidirectional figure printed above; bandwidth term only, no latency). Fill the dict
+# `allreduce_ms`, keyed by the system names printed above.
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
@@ -269,8 +270,8 @@ labkit.check.allreduce_across_dgx(allreduce_ms);
 
 # %% [markdown]
 # labkit's topology model gets the same figures from the wiring (the smallest cut between two GPUs of the ring),
-# and adds the latency term. NCCL plans with less than the datasheet per link (`nccl_model` in `labkit.hw`); at that
-# rate the times grow:
+# and adds the latency term. NCCL's own performance model assumes less than the datasheet rate per link
+# (`nccl_model` in `labkit.hw`, printed with its source below); at that rate the times grow:
 
 # %%
 for name in ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100"):
@@ -280,6 +281,7 @@ for name in ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100"):
     nccl = co.allreduce_time(name, grad_bytes, efficiency=eff)
     print(f"{name:13} {full.n:2d} GPUs: {full.seconds * 1e3:6.2f} ms at the datasheet rate; {nccl.seconds * 1e3:6.2f} ms at "
           f"NCCL's {link.nccl_model.text()} per link [model]")
+print(f"(NCCL's per-link rates: source {link.nccl_model.source})")
 
 # %% [markdown]
 # The DGX-1 has one more lesson: its GPUs are not all equal (lab 07). A ring over the *first* n GPUs can be slow
@@ -322,7 +324,8 @@ labkit.check.data_parallel_scaling(data_parallel);
 
 # %% [markdown]
 # Now the whole model: compute time per step from each GPU's FP16 Tensor Core peak at an assumed utilisation
-# (6 FLOPs per parameter per item), all-reduce time from the wiring. Your function gives the efficiency at 8 GPUs:
+# (the usual estimate of 6 FLOPs per parameter per item for a forward and backward pass), all-reduce time from the
+# wiring; the model prints its assumptions first. Your function gives the efficiency at 8 GPUs:
 
 # %%
 dp = labkit.check.solved_or_reference("08.scaling-efficiency", data_parallel)
@@ -425,7 +428,8 @@ else:
 # - With bandwidth per direction (half the bidirectional figure) you can predict an all-reduce on any DGX; NVSwitch
 #   systems give every GPU its full bandwidth, the DGX-1 depends on which GPUs you take.
 # - Scaling efficiency = compute / step time; faster GPUs need faster links, and overlap hides part of the cost.
-# - MIG partitions an A100 into isolated instances (56 / 8 per GPU on a DGX A100, computed in exercise 5); MPS lets processes share a GPU at once.
+# - MIG partitions an A100 into isolated instances (how many per GPU: exercise 5); MPS lets processes share a GPU
+#   at once, without isolation.
 #
 # **Next:** [Lab 09 — Capstone](09-capstone.ipynb), a video-analytics pipeline end to end. Back to
 # [Lab 07 — Bandwidth and NVLink](07-bandwidth-and-nvlink.ipynb).

@@ -51,7 +51,8 @@ print(f"{N_FRAMES} frames of {SHAPE[0]}×{SHAPE[1]} pixels, motion tiles of {TIL
 
 # %%
 dgx2 = hw.system("DGX-2")
-print(f"DGX-2: {dgx2.gpu_count.text()} × {dgx2.gpu}; HBM bandwidth in all: {dgx2.memory_bandwidth_total}")
+print(f"DGX-2: {dgx2.gpu_count.text()} × {dgx2.gpu}; HBM in all: {dgx2.gpu_memory_total}, "
+      f"HBM bandwidth in all: {dgx2.memory_bandwidth_total}")
 for name in ("V100", "H100", "H200"):
     g = hw.gpu(name)
     print(f"{g.name}: memory {g.memory_bandwidth}, FP32 {g.peak('fp32')}")
@@ -91,7 +92,8 @@ for s in video.STAGES.values():
 # Write `fused(frame, bg, mask, alpha, thresh)`: `frame` uint8, `bg` float32 (update it in place), `mask` uint8
 # (1 = foreground, 0 = background), `alpha` and `thresh` float32. One thread per pixel on a 2-D grid, x along a
 # row; threads outside the frame do nothing. Compare with the *old* background, then update it. Three separate
-# kernels (difference, threshold, update) would read `bg` three times; fused, each byte moves once.
+# kernels (difference, threshold, update) would read `bg` twice and write a temporary `d` that the other two read
+# back; fused, each byte moves once.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -151,9 +153,9 @@ labkit.check.erode(erode);
 #
 # Write `count(mask, tile, counts)`: `counts` (int32, `ceil(rows / tile) × ceil(cols / tile)`) starts at zero;
 # afterwards `counts[i, j]` holds the number of foreground pixels in tile (i, j). Many threads add to one counter,
-# so a plain `+= 1` loses updates (the check's strict memory model names the two threads that collide). Faster,
-# like Lab 04's shared histogram: count into `cuda.shared.array` counters for the tiles your block touches, then add
-# each to `counts` once.
+# so a plain `+= 1` loses updates (the check's strict memory model names the two threads that collide). An atomic
+# add per foreground pixel is enough to pass. Optional, and faster, like Lab 04's shared histogram: count into
+# `cuda.shared.array` counters for the tiles your block touches, then add each to `counts` once.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -255,7 +257,8 @@ video.roofline_figure("H200", stage_times if env.is_gpu else None)
 # %% [markdown]
 # ## Outside the GPU: getting the frames in
 #
-# Every stage is far left of the ridge point: the GPU's arithmetic is idle, HBM bandwidth sets the pace. But the
+# Every stage is left of the ridge point (the table above): the GPU's arithmetic is mostly idle, HBM bandwidth sets
+# the pace. But the
 # frames have to reach HBM first. Over PCIe each uint8 pixel crosses once; compare that with the HBM traffic of
 # the whole pipeline (a model from datasheet figures):
 
@@ -267,10 +270,12 @@ pcie_us = video.TRANSFER_BYTES_PER_PIXEL * frame_px / (pcie.per_link.value * 1e9
 hbm_us = hbm_bytes / (h200.memory_bandwidth.value * 1e9) * 1e6
 print(f"1080p frame over {pcie.name} x16 ({pcie.per_link}, per direction): {pcie_us:.1f} µs (model)")
 print(f"the pipeline's HBM traffic on the H200 ({h200.memory_bandwidth}): {hbm_us:.1f} µs (model)")
-print(f"transfer / compute: {pcie_us / hbm_us:.1f}×: the copy, not the kernels, bounds a naive pipeline")
+print(f"transfer / kernels' HBM time: {pcie_us / hbm_us:.1f}× (model)")
 
 # %% [markdown]
-# Batching many frames into one copy amortises each copy's fixed cost, and with pinned memory and streams the copy of
+# When that ratio is above 1, the copy, not the kernels, bounds a pipeline that copies and processes one frame at
+# a time. Batching many frames into one copy amortises each copy's fixed cost, and with pinned memory and streams
+# the copy of
 # batch k + 1 overlaps the kernels of batch k (Lab 05, Lab 07). On a GPU the next cell measures one frame per copy
 # against a batch of frames in one copy.
 
@@ -295,7 +300,7 @@ else:
 # - Check each stage against a reference on awkward sizes, then the whole pipeline; predict with the model, then
 #   measure and say which is which.
 # - Outside the GPU, host-to-device transfers can cost more than all the kernels: batch, pin and overlap — the same
-#   reasoning that put 16 V100s with 512 GB of HBM in the DGX-2 for video surveillance.
+#   reasoning that put many GPUs and their HBM (printed at the top) in one DGX-2 for video surveillance.
 #
 # **Next:** this is the last lab. Go back to [Lab 00 — Start here](00-start-here.ipynb) for the course map, or take
 # the pipeline further: a shared-memory erosion, the opening fused into one kernel, or batches of frames in streams.
