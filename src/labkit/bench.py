@@ -184,12 +184,13 @@ def measure(
 
 def table(timings: list[Timing]) -> str:
     """A plain-text table of several timings (name, median, GB/s, TFLOP/s, % of peak)."""
-    rows = [f"{'name':<28} {'median':>10} {'GB/s':>10} {'TFLOP/s':>9} {'% peak':>7}"]
+    width = max([28, *(len(t.name) for t in timings)])
+    rows = [f"{'name':<{width}} {'median':>10} {'GB/s':>10} {'TFLOP/s':>9} {'% peak':>7}"]
     for t in timings:
         g = f"{t.gbps:,.1f}" if t.gbps is not None else "-"
         f = f"{t.tflops:,.2f}" if t.tflops is not None else "-"
         p = f"{t.percent_of_peak:.0f}" if t.percent_of_peak is not None else "-"
-        rows.append(f"{t.name:<28} {_fmt_time(t.median_s):>10} {g:>10} {f:>9} {p:>7}")
+        rows.append(f"{t.name:<{width}} {_fmt_time(t.median_s):>10} {g:>10} {f:>9} {p:>7}")
     if timings:
         rows.append(f"({timings[0].label})")
     return "\n".join(rows)

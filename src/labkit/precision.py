@@ -776,10 +776,15 @@ def error_vs_k(
     """
     rng = np.random.default_rng(seed)
     errors = []
-    for k in ks:
-        a = rng.uniform(low, high, size=(m, int(k)))
-        b = rng.uniform(low, high, size=(int(k), m))
-        errors.append(gemm_error(a, b, fmt, accumulate))
+    with warnings.catch_warnings(record=True) as caught:  # one summary below, not a warning per K
+        warnings.simplefilter("always", PrecisionWarning)
+        for k in ks:
+            a = rng.uniform(low, high, size=(m, int(k)))
+            b = rng.uniform(low, high, size=(int(k), m))
+            errors.append(gemm_error(a, b, fmt, accumulate))
+    if caught:
+        warnings.warn(f"{len(caught)} range warning(s) over the {len(errors)} GEMMs; the first: {caught[0].message}",
+                      PrecisionWarning, stacklevel=2)
     return errors
 
 
