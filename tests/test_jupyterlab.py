@@ -1,7 +1,9 @@
-"""`make lab` serves the course: start JupyterLab headless on a free port, list the notebooks over its
-HTTP API, stop it."""
+"""`make lab` serves the course: start it the way `make lab` does (`labkit lab`), headless on a free port,
+list the notebooks over JupyterLab's HTTP API, stop it."""
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,10 +25,10 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_jupyterlab_lists_the_course(tmp_path: Path) -> None:
     port, token = _free_port(), "labkit-test-token"
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-           f"--ServerApp.token={token}", f"--ServerApp.root_dir={ROOT}", "--allow-root",
-           f"--ServerApp.runtime_dir={tmp_path}"]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "labkit.cli", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--ServerApp.token={token}", f"--ServerApp.runtime_dir={tmp_path}"]
+    # its own process group: `labkit lab` starts `jupyter lab` as a child, and both must stop at the end
+    server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}/api/contents/notebooks?token={token}"
         deadline, listing = time.monotonic() + 90, None
@@ -43,5 +45,5 @@ def test_jupyterlab_lists_the_course(tmp_path: Path) -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=10) as page:
             assert page.status == 200
     finally:
-        server.terminate()
+        os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

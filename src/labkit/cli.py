@@ -28,6 +28,8 @@ def lab_command(extra: list[str]) -> int:
     if jupyter is None:
         raise LabkitError("JupyterLab is not installed in this environment.", fix="Run `make lab`, which installs it.")
     cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "notebooks/00-start-here.ipynb", *extra]
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
+        cmd.append("--allow-root")  # containers and cloud images often run as root; Jupyter refuses without it
     print("starting:", " ".join(cmd))
     return subprocess.call(cmd, cwd=root)
 
