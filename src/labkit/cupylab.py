@@ -29,7 +29,8 @@ MODEL = "model"
 
 
 # ----------------------------------------------------------------------------------------- array modules
-def _cupy_or_none() -> Any:
+def cupy_or_none() -> Any:
+    """CuPy in gpu mode when it is installed, else None (sim mode, or gpu mode without CuPy)."""
     from .mode import current_mode
 
     if current_mode() != "gpu":
@@ -46,7 +47,7 @@ def array_module(*arrays: Any) -> Any:
 
     This is ``cupy.get_array_module`` where CuPy is installed and the mode is ``gpu``; NumPy in ``sim`` mode.
     """
-    cupy = _cupy_or_none()
+    cupy = cupy_or_none()
     if cupy is not None:
         return cupy.get_array_module(*arrays)
     return np
@@ -55,7 +56,7 @@ def array_module(*arrays: Any) -> Any:
 def asnumpy(a: Any) -> np.ndarray:
     """A NumPy copy of ``a`` (device arrays are copied to the host; NumPy arrays are returned as they are)."""
     if hasattr(a, "__cuda_array_interface__"):
-        cupy = _cupy_or_none()
+        cupy = cupy_or_none()
         if cupy is None:
             raise NoGPUError("a device array cannot be read without CuPy in gpu mode.")
         return cupy.asnumpy(a)
@@ -356,7 +357,7 @@ class Elementwise:
 
     def cupy(self) -> Any:
         """The real ``cupy.ElementwiseKernel`` (gpu mode)."""
-        cupy = _cupy_or_none()
+        cupy = cupy_or_none()
         if cupy is None:
             from .cuda_cpp import no_gpu
 
@@ -364,7 +365,7 @@ class Elementwise:
         return cupy.ElementwiseKernel(self.in_params, self.out_params, self.operation, self.name)
 
     def __call__(self, *args: Any) -> Any:
-        if _cupy_or_none() is not None:
+        if cupy_or_none() is not None:
             return self.cupy()(*args)
         from .cuda_cpp import parse_params, run_on_host
 
@@ -418,7 +419,7 @@ class Reduction:
         return compile_for(self.source(), self.name, (arch,))[arch]
 
     def cupy(self) -> Any:
-        cupy = _cupy_or_none()
+        cupy = cupy_or_none()
         if cupy is None:
             from .cuda_cpp import no_gpu
 
@@ -426,7 +427,7 @@ class Reduction:
         return cupy.ReductionKernel(*self._parts())
 
     def __call__(self, x: Any) -> Any:
-        if _cupy_or_none() is not None:
+        if cupy_or_none() is not None:
             return self.cupy()(x)
         from .cuda_cpp import reduction_host_source, run_on_host
 
@@ -446,7 +447,7 @@ def reduction_kernel(in_params: str, out_params: str, map_expr: str, reduce_expr
 
 # ----------------------------------------------------------------------------------------- GPU benchmarks
 def _require_gpu(what: str) -> Any:
-    cupy = _cupy_or_none()
+    cupy = cupy_or_none()
     if cupy is None:
         raise NoGPUError(f"{what} measures on a GPU; this process is in sim mode (or CuPy is not installed).",
                          fix="Run on a machine with an NVIDIA GPU and `pip install 'labkit[cuda12]'`; "

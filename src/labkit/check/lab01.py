@@ -8,22 +8,13 @@ sparse, bits for bytes, TFLOP/s for PFLOP/s) are named as the likely cause.
 from __future__ import annotations
 
 import inspect
-import math
 from typing import Any, Callable
 
 from .. import hw
+from .answers import number
 from .core import Failed, Unsolved, exercise
 
 REL = 0.02  # answers within 2% pass: vendor figures are rounded
-
-
-def _number(x: Any, what: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
-        raise Failed(f"{what} should be a number, got {type(x).__name__} {x!r}.")
-    value = float(x)
-    if not math.isfinite(value):
-        raise Failed(f"{what} is {value}; it should be a finite number.")
-    return value
 
 
 def _near(x: float, y: float, rel: float = REL) -> bool:
@@ -59,7 +50,7 @@ def _v100_vs_p100() -> tuple[float, float]:
 )
 def v100_vs_p100(ratio_fp32: Any, ratio_fp16: Any) -> str:
     """Two ratios: V100 Tensor Core FP16 peak / P100 FP32 peak, and / P100 FP16 peak."""
-    r32, r16 = _number(ratio_fp32, "ratio_fp32"), _number(ratio_fp16, "ratio_fp16")
+    r32, r16 = number(ratio_fp32, "ratio_fp32"), number(ratio_fp16, "ratio_fp16")
     e32, e16 = _v100_vs_p100()
     if _near(r32, e16) and _near(r16, e32):
         raise Failed("the two ratios are swapped.", cause="ratio_fp32 divides by the P100's FP32 peak, ratio_fp16 by its FP16 peak")
@@ -88,7 +79,7 @@ def _a100_20x() -> float:
 )
 def a100_20x(ratio: Any) -> str:
     """The ratio behind "up to 20x Volta"."""
-    r = _number(ratio, "ratio")
+    r = number(ratio, "ratio")
     a, v = hw.gpu("A100"), hw.gpu("V100")
     slips = {
         "you used dense TF32: the 20x counts 2:4 structured sparsity, which doubles the rate": a.peak("tf32").value / v.peak("fp32").value,
@@ -119,7 +110,7 @@ def _dgx_a100_pflops() -> float:
 )
 def dgx_a100_pflops(pflops: Any) -> str:
     """DGX A100 AI compute in PFLOP/s, from its GPU count and one GPU's peak."""
-    x = _number(pflops, "pflops")
+    x = number(pflops, "pflops")
     e = _dgx_a100_pflops()
     _diagnose(x, e, "pflops", {
         "that is TFLOP/s; the question asks for PFLOP/s (divide by 1000)": e * 1000,
@@ -149,7 +140,7 @@ def _superpod() -> tuple[int, float]:
 )
 def superpod(gpus: Any, pflops: Any) -> str:
     """How many A100 GPUs a 140-system SuperPOD has, and its AI PFLOP/s."""
-    g, p = _number(gpus, "gpus"), _number(pflops, "pflops")
+    g, p = number(gpus, "gpus"), number(pflops, "pflops")
     eg, ep = _superpod()
     if _near(g, eg / 8):
         raise Failed(f"gpus = {g:g} counts systems, not GPUs.", cause="each DGX A100 holds 8 GPUs")
@@ -176,7 +167,7 @@ def _backplane() -> float:
 )
 def dgx2_backplane(gbps_bidirectional: Any) -> str:
     """Bidirectional GB/s from one DGX-2 baseboard to the backplane, from link counts."""
-    x = _number(gbps_bidirectional, "gbps_bidirectional")
+    x = number(gbps_bidirectional, "gbps_bidirectional")
     e = _backplane()
     _diagnose(x, e, "gbps_bidirectional", {
         "you gave the per-direction figure where bidirectional was asked (x 2)": e / 2,
@@ -204,7 +195,7 @@ def _dgx1_pairs() -> tuple[float, float, float]:
 )
 def dgx1_pairs(gpu0_gpu3: Any, gpu0_gpu1: Any, gpu0_gpu5: Any) -> str:
     """Per-direction NVLink GB/s between GPU0 and GPUs 3, 1 and 5 of a DGX-1 (V100)."""
-    got = [_number(x, n) for x, n in ((gpu0_gpu3, "gpu0_gpu3"), (gpu0_gpu1, "gpu0_gpu1"), (gpu0_gpu5, "gpu0_gpu5"))]
+    got = [number(x, n) for x, n in ((gpu0_gpu3, "gpu0_gpu3"), (gpu0_gpu1, "gpu0_gpu1"), (gpu0_gpu5, "gpu0_gpu5"))]
     exp = _dgx1_pairs()
     names = ("gpu0_gpu3", "gpu0_gpu1", "gpu0_gpu5")
     for g, e, n in zip(got, exp, names):
@@ -253,7 +244,7 @@ def ring_allreduce(fn: Callable[[float, int, float], float]) -> str:
             raise Failed(f"ring_allreduce_time({nbytes:g}, {n}, {bw:g}) raised {type(exc).__name__}: {exc}") from None
         if got is None or got is Ellipsis:
             raise Unsolved("the function returns nothing yet.")
-        got = _number(got, "the returned time")
+        got = number(got, "the returned time")
         e = _ring_reference(nbytes, n, bw)
         if _near(got, e, 1e-6):
             continue
@@ -292,7 +283,7 @@ def _two_dgx1_ms() -> float:
 )
 def two_dgx1(ms: Any) -> str:
     """Milliseconds to all-reduce 300 M FP32 gradients over 16 GPUs in two DGX-1 joined by InfiniBand."""
-    x = _number(ms, "ms")
+    x = number(ms, "ms")
     e = _two_dgx1_ms()
     _diagnose(x, e, "ms", {
         "Gb/s is gigabits per second: divide by 8 for bytes (100 Gb/s = 12.5 GB/s)": e / 8,

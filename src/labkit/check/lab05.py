@@ -15,22 +15,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..cupylab import cupy_or_none
 from ..errors import CompileError, LabkitError
-from ..mode import current_mode
 from .core import Failed, Unsolved, exercise
 from .harness import compare, random_array, sizes_for
 
 ARCHES = ("sm_70", "sm_80", "sm_90")
-
-
-def _cupy() -> Any:
-    if current_mode() != "gpu":
-        return None
-    try:
-        import cupy
-    except ImportError:
-        return None
-    return cupy
 
 
 def _compile_all(source: str, name: str) -> dict[str, Any]:
@@ -96,7 +86,7 @@ def softmax(fn: Any) -> str:
     """Grade ``softmax(x)`` over the last axis: NumPy and CuPy inputs, 2-D and 3-D, float32 and float64, large values."""
     if not callable(fn):
         raise Failed(f"expected a function softmax(x), got {type(fn).__name__}.")
-    cupy = _cupy()
+    cupy = cupy_or_none()
     cases = [((4, 7), np.float32, 1.0), ((3, 2, 33), np.float64, 1.0), ((5, 129), np.float32, 5.0), ((2, 50), np.float32, 800.0)]
     for shape, dtype, scale in cases:
         host = random_array(shape, dtype, -scale, scale)
@@ -222,7 +212,7 @@ def huber(kernel: Any) -> str:
     """Grade an elementwise kernel ``huber(x, y, delta) -> z`` (labkit.cupylab.elementwise_kernel or cupy.ElementwiseKernel)."""
     from ..cuda_cpp import HostUnavailable, parse_params
 
-    cupy = _cupy()
+    cupy = cupy_or_none()
     parts = _as_parts(kernel)
     if parts is None and not (cupy is not None and isinstance(kernel, cupy.ElementwiseKernel)):
         raise Failed(f"expected labkit.cupylab.elementwise_kernel(...) (or a cupy.ElementwiseKernel), got {type(kernel).__name__}.")
@@ -281,7 +271,7 @@ def l2norm(kernel: Any) -> str:
     """Grade a reduction ``l2norm(x) -> y`` (labkit.cupylab.reduction_kernel or cupy.ReductionKernel)."""
     from ..cuda_cpp import HostUnavailable, parse_params
 
-    cupy = _cupy()
+    cupy = cupy_or_none()
     parts = _as_parts(kernel)
     if parts is None and not (cupy is not None and isinstance(kernel, cupy.ReductionKernel)):
         raise Failed(f"expected labkit.cupylab.reduction_kernel(...) (or a cupy.ReductionKernel), got {type(kernel).__name__}.")
@@ -366,7 +356,7 @@ def leaky_relu(source: Any) -> str:
         raise Failed("no comparison with n controls what the threads do: threads past the end would write out of bounds.",
                      cause="a missing bounds check: wrap the body in `if (i < n) { ... }`.")
     alpha = float(np.float32(np.random.default_rng().uniform(0.05, 0.3)))
-    cupy = _cupy()
+    cupy = cupy_or_none()
     if cupy is not None:
         return _leaky_relu_gpu(cupy, source, alpha)
     runs = []

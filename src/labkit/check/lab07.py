@@ -4,9 +4,9 @@ the learner's function or values, so it runs the same in ``gpu`` and ``sim`` mod
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
+from .answers import close, number, ratio_cause
 from .core import Failed, Unsolved, exercise
 
 DGX1 = "DGX-1 (V100)"
@@ -25,30 +25,6 @@ def _call(fn: Any, *args: Any) -> Any:
     if value is None or value is Ellipsis:
         raise Unsolved("your function returns nothing yet; finish its body and return the number.")
     return value
-
-
-def _number(value: Any, what: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise Failed(f"{what} should be a number, got {value!r}.") from None
-    if not math.isfinite(x):
-        raise Failed(f"{what} is {x}, not a finite number.")
-    return x
-
-
-def _close(got: float, want: float, rel: float = 0.01) -> bool:
-    return abs(got - want) <= rel * abs(want) + 1e-12
-
-
-def _ratio_cause(got: float, want: float, causes: dict[float, str]) -> str | None:
-    if want == 0:
-        return None
-    r = got / want
-    for factor, cause in causes.items():
-        if _close(r, factor, 0.01):
-            return cause
-    return None
 
 
 # ---------------------------------------------------------------------------------------------- 07.pcie-peak
@@ -78,8 +54,8 @@ def pcie_link_bandwidth(fn: Any) -> str:
     for gen in (3, 4, 5):
         for lanes in (16, 8, 4, 1):
             want = pcie_peak(gen, lanes)
-            got = _number(_call(fn, gen, lanes), f"pcie_gbps({gen}, {lanes})")
-            if not _close(got, want):
+            got = number(_call(fn, gen, lanes), f"pcie_gbps({gen}, {lanes})")
+            if not close(got, want):
                 causes: dict[float, str] = {}
                 if lanes != 16:
                     causes[16.0 / lanes] = "the result does not depend on the lane count: an x16 figure for every width."
@@ -88,7 +64,7 @@ def pcie_link_bandwidth(fn: Any) -> str:
                              (1 / 1.073741824, "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s)."),
                              (1 / 16, "that is the bandwidth of one lane; multiply by the number of lanes.")):
                     causes.setdefault(k, v)
-                cause = _ratio_cause(got, want, causes)
+                cause = ratio_cause(got, want, causes)
                 raise Failed(f"pcie_gbps({gen}, {lanes}) returned {got:.3f}, expected {want:.3f} GB/s per direction.", cause=cause)
     return (f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
             "twice that with both directions busy.")
@@ -117,17 +93,17 @@ def pageable_copy_model(fn: Any) -> str:
     cases = [(63.0, 10.0), (31.5, 31.5), (25.0, 100.0), (12.0, 6.0), (55.0, 8.5)]
     for link, staging in cases:
         want = 1.0 / (1.0 / link + 1.0 / staging)
-        got = _number(_call(fn, link, staging), f"pageable_gbps({link}, {staging})")
-        if not _close(got, want):
+        got = number(_call(fn, link, staging), f"pageable_gbps({link}, {staging})")
+        if not close(got, want):
             cause = None
-            if _close(got, min(link, staging)):
+            if close(got, min(link, staging)):
                 cause = ("min(link, staging) assumes the two stages overlap perfectly. This exercise asks for the "
                          "no-overlap model: the stages take turns, so their times add.")
-            elif _close(got, link + staging):
+            elif close(got, link + staging):
                 cause = "rates do not add for steps done one after the other; times do."
-            elif _close(got, (link + staging) / 2):
+            elif close(got, (link + staging) / 2):
                 cause = "the average of the rates is not the rate of the whole; add the times per byte."
-            elif _close(got, link * staging):
+            elif close(got, link * staging):
                 cause = "multiply gives the wrong units; add the times per byte (1/rate), then invert."
             raise Failed(f"pageable_gbps({link}, {staging}) returned {got:.3f}, expected {want:.3f} GB/s.", cause=cause)
     return "correct: with no overlap the staged copy's rate is 1 / (1/link + 1/staging), below the slower stage."
@@ -156,9 +132,9 @@ def hbm_copy_time(fn: Any) -> str:
     cases = [(2**30, 4800.0), (512 * 2**20, 900.0), (10**9, 2039.0), (64 * 2**20, 20.0), (4096, 100.0)]
     for nbytes, peak in cases:
         want = 2 * nbytes / (peak * 1e9)
-        got = _number(_call(fn, nbytes, peak), f"copy_seconds({nbytes}, {peak})")
-        if not _close(got, want):
-            cause = _ratio_cause(got, want, {
+        got = number(_call(fn, nbytes, peak), f"copy_seconds({nbytes}, {peak})")
+        if not close(got, want):
+            cause = ratio_cause(got, want, {
                 0.5: "a copy reads every byte and writes it again: count 2 x nbytes of memory traffic.",
                 1e3: "that is milliseconds; return seconds.",
                 1e6: "that is microseconds; return seconds.",
@@ -200,11 +176,11 @@ def dgx1_peer_matrix(answer: Any) -> str:
         raise Failed(f"expected an {n}x{n} matrix (a list of {n} rows), got {type(answer).__name__}.") from None
     if len(rows) != n or any(len(r) != n for r in rows):
         raise Failed(f"expected {n} rows of {n} numbers (one per GPU), got {len(rows)} rows of lengths {[len(r) for r in rows]}.")
-    got = [[_number(v, f"entry [{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(rows)]
+    got = [[number(v, f"entry [{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(rows)]
     for i in range(n):
         if got[i][i] != 0:
             raise Failed(f"entry [{i}][{i}] is {got[i][i]:g}; a GPU's copy to itself is not a peer copy: put 0.")
-    bad = [(i, j) for i in range(n) for j in range(n) if not _close(got[i][j], want[i][j]) and not (want[i][j] == 0 and got[i][j] == 0)]
+    bad = [(i, j) for i in range(n) for j in range(n) if not close(got[i][j], want[i][j]) and not (want[i][j] == 0 and got[i][j] == 0)]
     if not bad:
         top = max(max(r) for r in want)
         none = sum(1 for i in range(n) for j in range(i + 1, n) if want[i][j] == 0)
@@ -215,16 +191,16 @@ def dgx1_peer_matrix(answer: Any) -> str:
     cause = None
     if len(ratios) == 1 and len(bad) == sum(1 for r in want for v in r if v):
         (r,) = ratios
-        if _close(r, 2.0):
+        if close(r, 2.0):
             cause = "every NVLink entry is doubled: that is both directions added. Give one direction."
-        elif _close(r, 0.8):
+        elif close(r, 0.8):
             cause = "20 GB/s per link is NCCL's model of usable bandwidth; the wiring's figure is labkit.hw's per_link."
-        elif _close(r, 0.5):
+        elif close(r, 0.5):
             cause = "the entries count links but not two links' worth for NV2 pairs, or use half a link's bandwidth."
     if cause is None and want[i][j] == 0 and got[i][j] != 0:
         cause = (f"GPU{i} and GPU{j} have no NVLink between them (nvidia-smi shows SYS): traffic takes PCIe through the "
                  "CPUs. Put 0 in this matrix of direct NVLink bandwidth.")
-    if cause is None and all(_close(got[a][b], want[b][a]) for a, b in bad):
+    if cause is None and all(close(got[a][b], want[b][a]) for a, b in bad):
         cause = "the matrix is transposed? It should be symmetric; check the indices."
     raise Failed(f"entry [{i}][{j}] (GPU{i} -> GPU{j}) is {got[i][j]:g}, expected {want[i][j]:g} GB/s per direction; "
                  f"{len(bad)} entries differ.", cause=cause)
@@ -253,12 +229,12 @@ def allreduce_ring_bytes(fn: Any) -> str:
     for n in (4, 3, 8, 16, 2, 1):  # 4 first: its wrong answers have distinct ratios
         for nbytes in (2**20, 10**9):
             want = 2 * (n - 1) * nbytes / n
-            got = _number(_call(fn, nbytes, n), f"ring_allreduce_sent({nbytes}, {n})")
-            if not _close(got, want) and not (want == 0 and abs(got) < 1e-9):
+            got = number(_call(fn, nbytes, n), f"ring_allreduce_sent({nbytes}, {n})")
+            if not close(got, want) and not (want == 0 and abs(got) < 1e-9):
                 if n == 1:
                     cause = "with one GPU there is nobody to send to: 0 bytes."
                 else:
-                    cause = _ratio_cause(got, want, {
+                    cause = ratio_cause(got, want, {
                         0.5: "that is one phase; the ring all-reduce has two (reduce-scatter, then all-gather).",
                         n / (n - 1): "each phase has n - 1 steps, not n.",
                         n: "each step sends one chunk of nbytes / n, not the whole buffer.",
@@ -297,20 +273,20 @@ def bidirectional_conventions(answer: Any, forward: float, backward: float) -> s
     if answer["p2p_sum"] is Ellipsis or answer["dgx2_per_direction"] is Ellipsis:
         raise Unsolved("fill in both values of the dict.")
     fwd, back = float(forward), float(backward)
-    s = _number(answer["p2p_sum"], "p2p_sum")
+    s = number(answer["p2p_sum"], "p2p_sum")
     want = fwd + back
-    if not _close(s, want):
+    if not close(s, want):
         cause = None
-        if _close(s, fwd) or _close(s, back):
+        if close(s, fwd) or close(s, back):
             cause = "that is one direction (nvbandwidth's figure); p2pBandwidthLatencyTest adds the two."
-        elif _close(s, want / 2):
+        elif close(s, want / 2):
             cause = "that is the mean of the two directions; p2pBandwidthLatencyTest adds them."
         raise Failed(f"p2p_sum is {s:g}, expected {want:g} GB/s (both directions added).", cause=cause)
     bidir = _dgx2_bidirectional()
-    d = _number(answer["dgx2_per_direction"], "dgx2_per_direction")
-    if not _close(d, bidir / 2):
-        cause = "300 GB/s is already both directions added: halve it." if _close(d, bidir) else (
-            "that doubles it; the bidirectional figure is the sum, so one direction is half." if _close(d, 2 * bidir) else None)
+    d = number(answer["dgx2_per_direction"], "dgx2_per_direction")
+    if not close(d, bidir / 2):
+        cause = "300 GB/s is already both directions added: halve it." if close(d, bidir) else (
+            "that doubles it; the bidirectional figure is the sum, so one direction is half." if close(d, 2 * bidir) else None)
         raise Failed(f"dgx2_per_direction is {d:g}, expected {bidir / 2:g} GB/s.", cause=cause)
     return (f"correct: the same link reads {want / 2:g} (per direction, nvbandwidth) or {want:g} (sum, "
             f"p2pBandwidthLatencyTest); the DGX-2's {bidir:g} GB/s is {bidir / 2:g} each way.")

@@ -14,37 +14,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .answers import close, number, ratio_cause
 from .core import Failed, Unsolved, exercise
 
 RS, AG = "reduce-scatter", "all-gather"
 ALLREDUCE_SYSTEMS = ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100")
 PARAMS = 300e6  # the DGX-2 talk's speech model (FACTS A)
-
-
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool):
-        raise Failed(f"{what} should be a number, got {value!r}.")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise Failed(f"{what} should be a number, got {type(value).__name__} {value!r}.") from None
-    if not math.isfinite(x):
-        raise Failed(f"{what} is {x}, not a finite number.")
-    return x
-
-
-def _close(got: float, want: float, rel: float = 0.01) -> bool:
-    return abs(got - want) <= rel * abs(want) + 1e-12
-
-
-def _ratio_cause(got: float, want: float, causes: dict[float, str]) -> str | None:
-    if want == 0:
-        return None
-    r = got / want
-    for factor, cause in causes.items():
-        if _close(r, factor, 0.01):
-            return cause
-    return None
 
 
 def _call(fn: Any, *args: Any) -> Any:
@@ -249,12 +224,12 @@ def nccl_tests_bandwidth(fn: Any) -> str:
             a_got, b_got = out
         except (TypeError, ValueError):
             raise Failed(f"return two numbers, (algbw, busbw); got {out!r}.") from None
-        a_got, b_got = _number(a_got, "algbw"), _number(b_got, "busbw")
+        a_got, b_got = number(a_got, "algbw"), number(b_got, "busbw")
         a_want = bw.algbw(size, t_us * 1e-6)
         b_want = a_want * bw.busbw_factor(coll, n)
         call = f"nccl_bw({size}, {t_us}, {coll!r}, {n})"
-        if not _close(a_got, a_want):
-            cause = _ratio_cause(a_got, a_want, {
+        if not close(a_got, a_want):
+            cause = ratio_cause(a_got, a_want, {
                 1e-6: "the time is in microseconds: multiply by 1e-6 to get seconds.",
                 1e-3: "the time is in microseconds, not milliseconds: multiply by 1e-6.",
                 1e3: "the time is in microseconds (1e-6 s), not nanoseconds.",
@@ -262,20 +237,20 @@ def nccl_tests_bandwidth(fn: Any) -> str:
                 8.0: "that is gigabits per second; nccl-tests reports bytes.",
                 1e9 / 2**30: "that is GiB/s (2^30); nccl-tests and the course use GB/s (10^9 bytes/s).",
             })
-            if cause is None and _close(a_got, b_want) and coll != "broadcast":
+            if cause is None and close(a_got, b_want) and coll != "broadcast":
                 cause = "algbw is size / time only; the factor belongs to busbw."
             raise Failed(f"{call}: algbw {a_got:.4g}, expected {a_want:.4g} GB/s.", cause=cause)
-        if not _close(b_got, b_want):
+        if not close(b_got, b_want):
             cause = None
-            if _close(b_got, a_got) and coll != "broadcast":
+            if close(b_got, a_got) and coll != "broadcast":
                 cause = f"busbw is algbw times the collective's factor ({bw.busbw_formula(coll)} for {coll}), not algbw itself."
-            elif coll in ("all_gather", "reduce_scatter") and _close(b_got, a_got * bw.busbw_factor("all_reduce", n)):
+            elif coll in ("all_gather", "reduce_scatter") and close(b_got, a_got * bw.busbw_factor("all_reduce", n)):
                 cause = f"2(n-1)/n is all_reduce's factor; {coll} moves each byte around the ring once: (n-1)/n."
-            elif coll == "all_reduce" and _close(b_got, a_got * (n - 1) / n):
+            elif coll == "all_reduce" and close(b_got, a_got * (n - 1) / n):
                 cause = "all_reduce is a reduce-scatter plus an all-gather: its factor is 2(n-1)/n, not (n-1)/n."
-            elif _close(b_got, a_got * 2 * n / (n - 1)) or _close(b_got, a_got * n / (n - 1)):
+            elif close(b_got, a_got * 2 * n / (n - 1)) or close(b_got, a_got * n / (n - 1)):
                 cause = "the factor is upside down: multiply by (n-1)/n, not n/(n-1)."
-            elif _close(b_got, a_got * 2):
+            elif close(b_got, a_got * 2):
                 cause = "the factor depends on n: 2(n-1)/n for all_reduce (it approaches 2 only for large n)."
             raise Failed(f"{call}: busbw {b_got:.4g}, expected {b_want:.4g} GB/s.", cause=cause)
     return ("correct: algbw = size / time; busbw = algbw x 2(n-1)/n for all_reduce and (n-1)/n for all_gather, so a "
@@ -333,11 +308,11 @@ def allreduce_across_dgx(answer: Any) -> str:
     for s, w in want.items():
         if got[s] is Ellipsis or got[s] is None:
             raise Unsolved(f"{s} is still `...`.")
-        g = _number(got[s], f"the time for {s}")
-        if not _close(g, w, 0.02):
+        g = number(got[s], f"the time for {s}")
+        if not close(g, w, 0.02):
             n = int(hw.system(s).gpu_count.value)
             f = 2 * (n - 1) / n
-            cause = _ratio_cause(g, w, {
+            cause = ratio_cause(g, w, {
                 0.5: "that is half: the NVLink figure in labkit.hw is bidirectional (both directions added); a GPU sends "
                      "at half of it, OR you used 2 bytes per gradient (FP16); these are FP32 (4 bytes).",
                 1 / f: "the 2(n-1)/n factor is missing: each GPU sends 2(n-1)/n x the buffer, not the buffer once.",
@@ -393,27 +368,27 @@ def data_parallel_scaling(fn: Any) -> str:
             s_got, e_got = out
         except (TypeError, ValueError):
             raise Failed(f"return two numbers, (speedup, efficiency); got {out!r}.") from None
-        s_got, e_got = _number(s_got, "speedup"), _number(e_got, "efficiency")
+        s_got, e_got = number(s_got, "speedup"), number(e_got, "efficiency")
         s_want, e_want = ref(c, a, n, f)
         call = f"data_parallel({c}, {a}, {n}, overlap={f})"
-        if not _close(s_got, s_want):
+        if not close(s_got, s_want):
             cause = None
             if n == 1:
                 cause = "with one GPU there is nothing to all-reduce: speedup 1."
-            elif _close(s_got, n):
+            elif close(s_got, n):
                 cause = "n x is the ideal; the all-reduce makes each step longer than compute_s."
-            elif _close(s_got, n * c / (c + a)) and f > 0:
+            elif close(s_got, n * c / (c + a)) and f > 0:
                 cause = "the overlap is ignored: up to overlap x compute_s of the all-reduce hides behind the backward pass."
-            elif _close(s_got, n * c / max(c, a)) and f < 1:
+            elif close(s_got, n * c / max(c, a)) and f < 1:
                 cause = "max(compute, all-reduce) assumes perfect overlap; only overlap x compute_s can hide communication."
-            elif _close(s_got, c / (c + a)) or _close(s_got, e_want):
+            elif close(s_got, c / (c + a)) or close(s_got, e_want):
                 cause = "that is the efficiency; the speedup is n times it."
             raise Failed(f"{call}: speedup {s_got:.4g}, expected {s_want:.4g}.", cause=cause)
-        if not _close(e_got, e_want):
+        if not close(e_got, e_want):
             cause = None
-            if _close(e_got, 100 * e_want):
+            if close(e_got, 100 * e_want):
                 cause = "give the efficiency as a fraction (0.8), not a percentage (80)."
-            elif _close(e_got, s_want):
+            elif close(e_got, s_want):
                 cause = "efficiency = speedup / n."
             raise Failed(f"{call}: efficiency {e_got:.4g}, expected {e_want:.4g}.", cause=cause)
     return ("correct: efficiency = compute / step. The all-reduce costs the same fraction whatever n is once n is large; "
@@ -457,24 +432,24 @@ def mig_slices(answer: Any) -> str:
         raise Unsolved("fill in both values of the dict.")
     want = _ref_mig()
     s = hw.system("DGX A100")
-    per = _number(answer["per_gpu"], "per_gpu")
-    if not _close(per, want["per_gpu"]):
+    per = number(answer["per_gpu"], "per_gpu")
+    if not close(per, want["per_gpu"]):
         cause = None
-        if _close(per, s.mig_instances.value):
+        if close(per, s.mig_instances.value):
             cause = f"{s.mig_instances.value:g} is the whole DGX A100 ({s.gpu_count.value:g} GPUs); divide by the GPU count."
-        elif _close(per, MIG_MEMORY_SLICES):
+        elif close(per, MIG_MEMORY_SLICES):
             cause = "memory comes in 8 slices, but compute in 7: at most 7 instances per A100."
         raise Failed(f"per_gpu is {per:g}, expected {want['per_gpu']:g}.", cause=cause)
-    mem = _number(answer["memory_gb"], "memory_gb")
-    if not _close(mem, want["memory_gb"]):
+    mem = number(answer["memory_gb"], "memory_gb")
+    if not close(mem, want["memory_gb"]):
         full = s.gpu_model.memory_size.to("GB").value
         cause = None
-        if _close(mem, full / want["per_gpu"]):
+        if close(mem, full / want["per_gpu"]):
             cause = (f"{full:g} GB / {want['per_gpu']:g} assumes memory splits like compute; MIG splits memory into "
                      f"{MIG_MEMORY_SLICES} slices, and the smallest instance (1g) gets one.")
-        elif _close(mem, full):
+        elif close(mem, full):
             cause = "that is the whole GPU's memory; an instance gets a slice of it."
-        elif _close(mem, 80 / MIG_MEMORY_SLICES):
+        elif close(mem, 80 / MIG_MEMORY_SLICES):
             cause = "the DGX A100 in labkit.hw has the 40 GB A100; use its memory_size."
         raise Failed(f"memory_gb is {mem:g}, expected {want['memory_gb']:g} GB.", cause=cause)
     return (f"correct: {want['per_gpu']:g} instances per A100, the smallest with {want['memory_gb']:g} GB "

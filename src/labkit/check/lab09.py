@@ -9,12 +9,12 @@ strict memory model of :mod:`labkit.check.harness`, which turns a plain ``counts
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
 
 from .. import hw, video
+from .answers import number
 from .core import Failed, exercise
 from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, random_array, run_case
 from .memory_model import launch_strict
@@ -200,15 +200,6 @@ def _fused_roofline() -> tuple[float, float, str, str, float]:
     return s.bytes_per_pixel, s.intensity, bound(h100), bound(h200), fps
 
 
-def _number(x: Any, what: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise Failed(f"{what} should be a number, got {type(x).__name__} {x!r}.")
-    v = float(x)
-    if not math.isfinite(v) or v <= 0:
-        raise Failed(f"{what} is {v}; it should be a positive number.")
-    return v
-
-
 def _bound(x: Any, what: str) -> str:
     if not isinstance(x, str):
         raise Failed(f"{what} should be the string 'memory-bound' or 'compute-bound', got {x!r}.")
@@ -242,7 +233,7 @@ def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_
     H100 and on the H200 (``'memory-bound'`` or ``'compute-bound'``), and the frames per second the H200's
     memory bandwidth allows."""
     e_bytes, e_int, e_h100, e_h200, e_fps = _fused_roofline()
-    b = _number(bytes_per_pixel, "bytes_per_pixel")
+    b = number(bytes_per_pixel, "bytes_per_pixel", positive=True)
     if not _near(b, e_bytes):
         slips = {
             6: "the background is written back too: count bg twice (read and write), 4 bytes each.",
@@ -254,7 +245,7 @@ def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_
         }
         cause = next((c for v, c in slips.items() if _near(b, v)), "add up the dtype sizes of what is read and written per pixel.")
         raise Failed(f"bytes_per_pixel = {b:g}: not what the fused step moves.", cause=cause)
-    i = _number(intensity, "intensity")
+    i = number(intensity, "intensity", positive=True)
     if _near(i, 1 / e_int):
         raise Failed(f"intensity = {i:g}: upside down.", cause="intensity is operations per byte: ops / bytes.")
     if not _near(i, e_int):
@@ -265,7 +256,7 @@ def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_
             raise Failed(f"bound_{gpu.lower()}: the fused step is not {got} on the {gpu}.",
                          cause=f"compare the intensity with the {gpu}'s ridge point (roofline('{gpu}').ridge_point, "
                                "FP32): below it, memory bandwidth is the limit.")
-    f = _number(fps_h200, "fps_h200")
+    f = number(fps_h200, "fps_h200", positive=True)
     if not _near(f, e_fps):
         h100_fps = hw.gpu("H100").memory_bandwidth.value * 1e9 / (e_bytes * FRAME[0] * FRAME[1])
         slips = {
