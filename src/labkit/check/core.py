@@ -20,6 +20,8 @@ from typing import Any, Callable, Literal
 from ..errors import LabkitError
 
 Status = Literal["passed", "failed", "unsolved"]
+Kind = Literal["kernel", "code", "numeric"]
+KINDS: tuple[str, ...] = ("kernel", "code", "numeric")
 
 
 class Unsolved(Exception):
@@ -79,6 +81,7 @@ class Exercise:
     hints: tuple[str, ...]
     reference: Callable[[], Any] | None = None
     gpu_only: bool = False
+    kind: Kind | None = None  # kernel: a GPU kernel; code: host code; numeric: a figure reasoned out
 
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -92,17 +95,22 @@ def exercise(
     title: str,
     hints: list[str] | tuple[str, ...],
     reference: Callable[[], Any] | None = None,
+    kind: Kind | None = None,
 ) -> Callable[[Callable[..., str]], Callable[..., Result]]:
     """Register a check. The decorated function raises :class:`Unsolved` or :class:`Failed`, or returns
     the success message; the wrapper turns that into a printed :class:`Result`.
 
     ``reference`` returns labkit's own answer, which later cells use when the learner's is not there yet.
+    ``kind`` says what the learner writes: ``"kernel"`` (a GPU kernel), ``"code"`` (host code: streams,
+    measurement, a model in code) or ``"numeric"`` (a figure reasoned out).
     """
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"exercise {exercise_id!r}: kind must be one of {KINDS}, not {kind!r}")
 
     def decorate(fn: Callable[..., str]) -> Callable[..., Result]:
         if exercise_id in _REGISTRY:
             raise ValueError(f"exercise id {exercise_id!r} registered twice")
-        _REGISTRY[exercise_id] = Exercise(exercise_id, title, fn, tuple(hints), reference)
+        _REGISTRY[exercise_id] = Exercise(exercise_id, title, fn, tuple(hints), reference, kind=kind)
 
         def run_check(*args: Any, **kwargs: Any) -> Result:
             return _run(exercise_id, *args, **kwargs)
