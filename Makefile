@@ -4,9 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+CUPY_STAMP := $(VENV)/.installed-cupy
+WHEELHOUSE ?= wheelhouse
 PYTEST_WORKERS ?= 2
 
-.PHONY: lab test unit notebooks-test notebooks gpu-check doctor clean
+.PHONY: lab test unit notebooks-test notebooks gpu-check wheelhouse doctor clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,12 +16,18 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
+# The tests also need CuPy with its CUDA library wheels (it imports without a GPU): the API-surface test checks every
+# CuPy name labkit calls against the installed package. `make lab` does not install it (1.5 GB; add `.[cuda12]` for a GPU).
+$(CUPY_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,cuda12]"
+	touch $(CUPY_STAMP)
+
 ## lab: install everything pinned and open JupyterLab at the start notebook (simulator mode without a GPU)
 lab: $(STAMP)
 	$(VENV)/bin/labkit lab
 
 ## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval
-test: $(STAMP)
+test: $(STAMP) $(CUPY_STAMP)
 	@start=$$(date +%s); \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
@@ -33,6 +41,10 @@ notebooks: $(STAMP)
 ## gpu-check: on a GPU machine, run every solution notebook in gpu mode and the benchmark suite
 gpu-check:
 	$(PYTHON) tools/gpu_check.py
+
+## wheelhouse: labkit's wheel plus the pure-Python packages a GPU image (CuPy, numba-cuda, PyTorch, no registry) lacks
+wheelhouse: $(STAMP)
+	$(PY) tools/wheelhouse.py $(WHEELHOUSE)
 
 doctor: $(STAMP)
 	$(VENV)/bin/labkit doctor
