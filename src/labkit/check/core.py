@@ -146,11 +146,22 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         except LabkitError as exc:
             result = Result(exercise_id, "failed", str(exc))
     _LAST[exercise_id] = result
+    _record_progress(exercise_id, result)
     print(result.report())
     _enforce_expectation(result)
     if result.passed and os.environ.get("LABKIT_PTX_AUDIT"):
         _ptx_audit(exercise_id, os.environ["LABKIT_PTX_AUDIT"].split(","))
     return result
+
+
+def _record_progress(exercise_id: str, result: Result) -> None:
+    """Append the result to the learner's progress (labkit.progress); a progress failure never fails a check."""
+    try:
+        from .. import progress
+
+        progress.record_result(exercise_id, result)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _take_launched() -> list[tuple[Any, str]]:
