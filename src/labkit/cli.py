@@ -21,17 +21,61 @@ def _course_root() -> Path:
     raise LabkitError("cannot find the course's notebooks/ folder.", fix="Run `labkit lab` inside the course repository.")
 
 
+LAB_HELP = """usage: labkit lab [--reset NN [NN ...]] [--work DIR] [JUPYTER-LAB FLAGS ...]
+
+Start JupyterLab on your own copy of the course's notebooks (simulator mode without a GPU).
+
+Your copies live outside the repository, in {work}
+(set LABKIT_WORK_DIR to choose another folder). The first start copies every notebook there; later starts
+copy in only labs that are new in the course, and never overwrite your copies, so `git pull` updates the
+course without touching your work.
+
+options:
+  -h, --help         show this help (JupyterLab's own flags: jupyter lab --help)
+  --reset NN ...     give lab NN a fresh copy (learner and solution notebooks); your old copy moves to
+                     old/ in the work folder, and JupyterLab is not started
+  --work DIR         use DIR as the work folder (default above)
+
+Any other flag goes to `jupyter lab` unchanged, e.g. labkit lab --no-browser --port 8899
+"""
+
+_INFO_FLAGS = ("--version", "--help-all", "--generate-config", "--paths", "list")
+
+
+def _lab_args(extra: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(prog="labkit lab", add_help=False)
+    parser.add_argument("-h", "--help", action="store_true")
+    parser.add_argument("--reset", nargs="+", metavar="NN")
+    parser.add_argument("--work", type=Path)
+    return parser.parse_known_args(extra)
+
+
 def lab_command(extra: list[str]) -> int:
-    """Start JupyterLab at the start notebook; extra flags go to ``jupyter lab``."""
+    """Start JupyterLab on the learner's work copies (``labkit.workcopy``); other flags go to ``jupyter lab``."""
+    from . import workcopy
+
+    args, rest = _lab_args(extra)
+    work = args.work.expanduser() if args.work else workcopy.work_dir()
+    if args.help:
+        print(LAB_HELP.format(work=work))
+        return 0
     root = _course_root()
+    if args.reset:
+        for lab_id in args.reset:
+            print(*workcopy.reset(root / "notebooks", lab_id, work), sep="\n")
+        return 0
     jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter")
     if jupyter is None:
         raise LabkitError("JupyterLab is not installed in this environment.", fix="Run `make lab`, which installs it.")
-    cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "notebooks/00-start-here.ipynb", *extra]
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
+    cmd = [jupyter, "lab"]
+    if not any(flag in rest for flag in _INFO_FLAGS):  # `--version` and friends answer without a course
+        print(*workcopy.sync(root / "notebooks", work).lines(), sep="\n")
+        cmd += [f"--ServerApp.root_dir={work}", "00-start-here.ipynb"]
+    cmd += rest
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in rest:
         cmd.append("--allow-root")  # containers and cloud images often run as root; Jupyter refuses without it
-    print("starting:", " ".join(cmd))
-    return subprocess.call(cmd, cwd=root)
+    print("starting:", " ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=work if work.is_dir() else root)
 
 
 def bench_command(args: list[str]) -> int:
@@ -64,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     doc = sub.add_parser("doctor", help="report the environment (mode, GPUs, NVLink, PTX toolchain)")
     doc.add_argument("--json", action="store_true", help="machine-readable output (keys documented in labkit.doctor)")
-    sub.add_parser("lab", help="start JupyterLab at the course (extra flags pass through)", add_help=False)
+    sub.add_parser("lab", help="start JupyterLab on your own copy of the notebooks (labkit lab --help)", add_help=False)
     sub.add_parser("bench", help="run a benchmark suite: labkit bench bandwidth [--json] [--sizes ...]", add_help=False)
     topo = sub.add_parser("topo", help="describe a DGX system's topology")
     topo.add_argument("system", nargs="?", help="e.g. 'DGX-2'; omit to list systems")

@@ -1,0 +1,148 @@
+"""The learner's own copy of the notebooks ("work copies"), kept outside the course repository.
+
+``labkit lab`` opens JupyterLab on a work folder, not on the tracked ``notebooks/``: what a learner types, runs
+and saves (outputs included) stays in their copy, the repository stays clean, and ``git pull`` brings new
+versions of the course without conflicts.
+
+- :func:`work_dir`: where the copies live: ``$LABKIT_WORK_DIR``, else ``$XDG_DATA_HOME/labkit/work``, else
+  ``~/labkit-work``.
+- :func:`sync`: on every start, copy in each course notebook the folder lacks (all of them the first time, a new
+  lab after an update); never overwrite a copy. A copy whose course version changed since it was copied is
+  reported as ``updated``, so the learner can choose ``labkit lab --reset NN``.
+- :func:`reset`: a fresh copy of one lab (learner and solution notebooks); the old copies move to
+  ``<work>/old/`` with a time stamp, never deleted.
+
+The folder mirrors ``notebooks/`` (``NN-topic.ipynb`` and ``solutions/NN-topic.ipynb``), so the notebooks'
+relative links work in the copies too. ``.labkit-work.json`` records the hash of the course version each copy
+was made from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import LabkitError
+
+__all__ = ["MANIFEST", "SyncReport", "course_notebooks", "reset", "sync", "work_dir"]
+
+#: The file in the work folder recording, per copy, the hash of the course notebook it was copied from.
+MANIFEST = ".labkit-work.json"
+
+
+def work_dir() -> Path:
+    """The work folder: ``$LABKIT_WORK_DIR``, else ``$XDG_DATA_HOME/labkit/work``, else ``~/labkit-work``."""
+    if os.environ.get("LABKIT_WORK_DIR"):
+        return Path(os.environ["LABKIT_WORK_DIR"]).expanduser()
+    if os.environ.get("XDG_DATA_HOME"):
+        return Path(os.environ["XDG_DATA_HOME"]).expanduser() / "labkit" / "work"
+    return Path.home() / "labkit-work"
+
+
+def course_notebooks(notebooks: Path) -> list[Path]:
+    """The course's notebooks relative to ``notebooks/``: ``NN-topic.ipynb`` and ``solutions/NN-topic.ipynb``."""
+    found = sorted(notebooks.glob("[0-9][0-9]-*.ipynb")) + sorted((notebooks / "solutions").glob("[0-9][0-9]-*.ipynb"))
+    return [p.relative_to(notebooks) for p in found]
+
+
+@dataclass
+class SyncReport:
+    """What :func:`sync` did: copies made, copies kept although the course version changed, the folder."""
+
+    work: Path
+    copied: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """Short sentences for the terminal."""
+        out = [f"your notebooks: {self.work}"]
+        if self.copied:
+            out.append(f"copied {len(self.copied)} notebook(s) from the course: {', '.join(self.copied)}")
+        if self.updated:
+            labs = sorted({Path(n).name[:2] for n in self.updated})
+            out.append(f"the course has a newer version of {', '.join(self.updated)}; your copy is kept. "
+                       f"For a fresh copy (yours moves to old/): labkit lab --reset {' '.join(labs)}")
+        return out
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _load(work: Path) -> dict[str, str]:
+    try:
+        data = json.loads((work / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _save(work: Path, manifest: dict[str, str]) -> None:
+    (work / MANIFEST).write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+
+
+def _prepare(notebooks: Path, work: Path) -> None:
+    if not (notebooks / "00-start-here.ipynb").exists():
+        raise LabkitError(f"{notebooks} does not hold the course's notebooks.",
+                          fix="Run `labkit lab` inside the course repository.")
+    if work.resolve() == notebooks.resolve() or notebooks.resolve() in work.resolve().parents:
+        raise LabkitError(f"the work folder {work} is inside the course's notebooks/ folder.",
+                          fix="Set LABKIT_WORK_DIR to a folder outside the repository, e.g. ~/labkit-work.")
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LabkitError(f"cannot create the work folder {work}: {exc.strerror}.",
+                          fix="Set LABKIT_WORK_DIR to a folder you can write to.") from None
+
+
+def sync(notebooks: Path, work: Path | None = None) -> SyncReport:
+    """Copy every course notebook the work folder lacks; keep every existing copy as it is."""
+    work = work_dir() if work is None else Path(work)
+    _prepare(notebooks, work)
+    manifest, report = _load(work), SyncReport(work)
+    for rel in course_notebooks(notebooks):
+        src, dst, key = notebooks / rel, work / rel, rel.as_posix()
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            manifest[key] = _digest(src)
+            report.copied.append(key)
+        elif key in manifest and manifest[key] != _digest(src):
+            report.updated.append(key)
+        elif key not in manifest:
+            manifest[key] = _digest(src)  # a copy from before the manifest existed: take it as of today's course
+    _save(work, manifest)
+    return report
+
+
+def reset(notebooks: Path, lab_id: str, work: Path | None = None) -> list[str]:
+    """A fresh copy of lab ``lab_id`` (e.g. ``"03"``), learner and solution notebooks; old copies go to ``old/``.
+
+    Returns one line per notebook saying what happened."""
+    from . import course
+
+    work = work_dir() if work is None else Path(work)
+    _prepare(notebooks, work)
+    name = course.lab(lab_id).filename
+    manifest, lines = _load(work), []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for rel in (Path(name), Path("solutions") / name):
+        src, dst, key = notebooks / rel, work / rel, rel.as_posix()
+        if not src.exists():
+            continue
+        if dst.exists():
+            aside = work / "old" / rel.parent / f"{rel.stem}.{stamp}{rel.suffix}"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            dst.replace(aside)
+            lines.append(f"your {key} moved to {aside}")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        manifest[key] = _digest(src)
+        lines.append(f"fresh copy: {dst}")
+    _save(work, manifest)
+    return lines

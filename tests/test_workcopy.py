@@ -1,0 +1,106 @@
+"""Work copies (labkit.workcopy) and `labkit lab`'s own flags: the learner's notebooks live outside the repository."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from labkit import cli, workcopy
+from labkit.errors import LabkitError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _course(tmp_path: Path, labs: tuple[str, ...] = ("00-start-here", "03-memory-hierarchy")) -> Path:
+    nbs = tmp_path / "course" / "notebooks"
+    (nbs / "solutions").mkdir(parents=True)
+    for name in labs:
+        (nbs / f"{name}.ipynb").write_text(f'{{"learner": "{name}"}}')
+        (nbs / "solutions" / f"{name}.ipynb").write_text(f'{{"solution": "{name}"}}')
+    return nbs
+
+
+def test_work_dir_from_environment(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("LABKIT_WORK_DIR", str(tmp_path / "mine"))
+    assert workcopy.work_dir() == tmp_path / "mine"
+    monkeypatch.delenv("LABKIT_WORK_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert workcopy.work_dir() == tmp_path / "data" / "labkit" / "work"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert workcopy.work_dir() == tmp_path / "labkit-work"
+
+
+def test_first_start_copies_everything_and_later_starts_keep_the_learners_work(tmp_path) -> None:
+    nbs, work = _course(tmp_path), tmp_path / "work"
+    report = workcopy.sync(nbs, work)
+    assert sorted(report.copied) == ["00-start-here.ipynb", "03-memory-hierarchy.ipynb",
+                                     "solutions/00-start-here.ipynb", "solutions/03-memory-hierarchy.ipynb"]
+    assert (work / "solutions" / "03-memory-hierarchy.ipynb").read_text() == '{"solution": "03-memory-hierarchy"}'
+    (work / "03-memory-hierarchy.ipynb").write_text('{"learner": "my answers"}')
+    again = workcopy.sync(nbs, work)
+    assert again.copied == [] and again.updated == []
+    assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"learner": "my answers"}'
+
+
+def test_an_update_adds_new_labs_and_reports_changed_ones_without_overwriting(tmp_path) -> None:
+    nbs, work = _course(tmp_path), tmp_path / "work"
+    workcopy.sync(nbs, work)
+    (work / "03-memory-hierarchy.ipynb").write_text('{"learner": "my answers"}')
+    (nbs / "03-memory-hierarchy.ipynb").write_text('{"learner": "03, corrected"}')  # `git pull` brings a new version
+    (nbs / "05-cupy.ipynb").write_text("{}")  # and a new lab
+    report = workcopy.sync(nbs, work)
+    assert report.copied == ["05-cupy.ipynb"] and report.updated == ["03-memory-hierarchy.ipynb"]
+    assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"learner": "my answers"}'
+    assert "labkit lab --reset 03" in "\n".join(report.lines())
+
+
+def test_reset_gives_a_fresh_copy_and_keeps_the_old_one_aside(tmp_path) -> None:
+    nbs, work = _course(tmp_path), tmp_path / "work"
+    workcopy.sync(nbs, work)
+    (work / "03-memory-hierarchy.ipynb").write_text('{"learner": "my answers"}')
+    (nbs / "03-memory-hierarchy.ipynb").write_text('{"learner": "03, corrected"}')
+    lines = workcopy.reset(nbs, "3", work)
+    assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"learner": "03, corrected"}'
+    kept = list((work / "old").glob("03-memory-hierarchy.*.ipynb"))
+    assert len(kept) == 1 and kept[0].read_text() == '{"learner": "my answers"}'
+    assert list((work / "old" / "solutions").glob("03-memory-hierarchy.*.ipynb"))
+    assert any("moved to" in line for line in lines)
+    assert workcopy.sync(nbs, work).updated == []  # the manifest now records the new version
+    manifest = json.loads((work / workcopy.MANIFEST).read_text())
+    assert set(manifest) >= {"03-memory-hierarchy.ipynb", "solutions/03-memory-hierarchy.ipynb"}
+
+
+def test_reset_of_an_unknown_lab_and_a_work_folder_inside_the_course_are_clear_errors(tmp_path) -> None:
+    nbs = _course(tmp_path)
+    with pytest.raises(LabkitError, match="there is no lab"):
+        workcopy.reset(nbs, "42", tmp_path / "work")
+    with pytest.raises(LabkitError, match="inside the course"):
+        workcopy.sync(nbs, nbs / "work")
+
+
+def test_the_real_course_copies_in_with_working_links(tmp_path) -> None:
+    """Links between notebooks are relative: the copy keeps notebooks/'s layout, so they resolve there too."""
+    work = tmp_path / "work"
+    report = workcopy.sync(ROOT / "notebooks", work)
+    assert len(report.copied) == 20
+    assert {p.name for p in work.glob("*.ipynb")} == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
+
+
+def test_lab_help_is_labkits_own(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("LABKIT_WORK_DIR", str(tmp_path / "w"))
+    assert cli.main(["lab", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: labkit lab") and "--reset NN" in out and str(tmp_path / "w") in out
+    assert not (tmp_path / "w").exists()  # asking for help copies nothing
+
+
+def test_lab_reset_from_the_command_line(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("LABKIT_WORK_DIR", str(tmp_path / "w"))
+    assert cli.main(["lab", "--reset", "02"]) == 0
+    assert (tmp_path / "w" / "02-first-kernels.ipynb").exists()
+    assert "fresh copy" in capsys.readouterr().out
+    assert cli.main(["lab", "--reset", "77"]) == 2
+    assert "there is no lab" in capsys.readouterr().err
