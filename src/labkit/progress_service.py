@@ -1,0 +1,347 @@
+"""The hub-managed ``labkit-progress`` service: learners' check results in SQLite, and the instructor's live page.
+
+JupyterHub starts it (``python -m labkit.progress_service``, see ``deploy/jupyterhub/jupyterhub_config.py``) and
+routes ``/services/labkit-progress/`` to it. Every request is authenticated by the hub
+(:mod:`jupyterhub.services.auth`): a token in the ``Authorization`` header (a learner's server token, sent by
+:mod:`labkit.progress` from the kernel) or, for the page in a browser, the hub's OAuth cookie.
+
+Routes under the service prefix:
+
+``POST api/results``
+    One record (:class:`labkit.progress.Record` as JSON) for the token's own user. Refused with a 4xx, storing
+    nothing, when the token lacks ``access:services!service=labkit-progress`` (403), names another user (403),
+    is malformed JSON or a malformed record (400), or names an exercise the course does not have (400).
+``GET api/mine``
+    The caller's own results: a learner reads only their own.
+``GET api/summary``
+    Learners x exercises (solved, attempts, hints, stuck for how long): instructors only (403 otherwise).
+``GET``  (the prefix itself)
+    The instructor's page: the same table, refreshed every few seconds.
+
+An instructor is a hub user whose token carries :data:`INSTRUCTOR_SCOPE` (a custom scope the hub config defines and
+gives to the ``instructor`` role; the service lists it in its ``oauth_client_allowed_scopes`` so that browser
+logins carry it too). Being a hub admin is not enough.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import urlsplit
+
+from .progress import RECORD_VERSION, SERVICE_NAME, STATUSES
+
+#: The custom JupyterHub scope that lets its holder read every learner's results.
+INSTRUCTOR_SCOPE = "custom:labkit-progress:read-all"
+#: Minutes without a pass, counted from the first try, after which a learner counts as stuck on an exercise.
+STUCK_MINUTES = 10.0
+#: Seconds between refreshes of the instructor's page.
+REFRESH_S = 5
+MAX_BODY = 4096  # a record is about 120 bytes
+
+
+class BadInput(Exception):
+    """A request the service refuses: ``code`` is the HTTP status (4xx)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+
+def known_exercises() -> set[str]:
+    """The course's exercise ids (from the check registry)."""
+    from .check import core
+
+    return {ex_id for ex_id, _, _ in core.exercises()}
+
+
+def parse_record(body: bytes, user: str, known: set[str]) -> dict[str, Any]:
+    """Validate one posted record for ``user``; raises :class:`BadInput` (400/403/413) for anything wrong."""
+    if len(body) > MAX_BODY:
+        raise BadInput(413, f"a record is at most {MAX_BODY} bytes")
+    try:
+        d = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise BadInput(400, "the body is not JSON") from None
+    if not isinstance(d, dict):
+        raise BadInput(400, "the body must be a JSON object")
+    if "user" in d and d["user"] != user:
+        raise BadInput(403, f"a token of {user!r} cannot post results for {d['user']!r}")
+    allowed = {"v", "exercise", "status", "time", "attempt", "hints", "user"}
+    extra = set(d) - allowed
+    if extra:
+        raise BadInput(400, f"unknown field(s) {sorted(extra)}: a record holds only {sorted(allowed - {'user'})}")
+    if d.get("v", RECORD_VERSION) != RECORD_VERSION:
+        raise BadInput(400, f"record version {d.get('v')!r}; this service reads version {RECORD_VERSION}")
+    ex = d.get("exercise")
+    if not isinstance(ex, str) or ex not in known:
+        raise BadInput(400, f"unknown exercise id {ex!r}")
+    if d.get("status") not in STATUSES:
+        raise BadInput(400, f"status must be one of {STATUSES}")
+    for key in ("attempt", "hints"):
+        value = d.get(key, 0 if key == "hints" else None)
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "attempt" else 0) or value > 100_000:
+            raise BadInput(400, f"{key} must be a whole number ({'from 1' if key == 'attempt' else 'from 0'})")
+    stamp = d.get("time", "")
+    if not isinstance(stamp, str) or len(stamp) > 40:
+        raise BadInput(400, "time must be an ISO 8601 string")
+    return {"exercise": ex, "status": d["status"], "attempt": d["attempt"], "hints": d.get("hints", 0), "time": stamp}
+
+
+# ---------------------------------------------------------------------------------------------- storage
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One learner on one exercise, as the instructor sees it."""
+
+    solved: bool
+    attempts: int
+    hints: int
+    first: float  # seconds since the epoch, service clock
+    last: float
+    status: str  # the last verdict
+
+    def stuck_minutes(self, now: float) -> float:
+        """Minutes since the first try, when not solved (0 when solved)."""
+        return 0.0 if self.solved else max(0.0, (now - self.first) / 60.0)
+
+
+class Store:
+    """SQLite table of results; one connection, used from the service's one thread (a lock guards it anyway)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        self._lock = threading.Lock()
+        with self._lock, self._db:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS results (id INTEGER PRIMARY KEY, user TEXT NOT NULL, exercise TEXT NOT NULL, "
+                "status TEXT NOT NULL, attempt INTEGER NOT NULL, hints INTEGER NOT NULL, client_time TEXT, received REAL NOT NULL)"
+            )
+
+    def add(self, user: str, rec: dict[str, Any], received: float | None = None) -> None:
+        """Store one validated record for ``user``."""
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT INTO results (user, exercise, status, attempt, hints, client_time, received) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (user, rec["exercise"], rec["status"], rec["attempt"], rec["hints"], rec["time"], time.time() if received is None else received),
+            )
+
+    def rows(self, user: str | None = None) -> list[dict[str, Any]]:
+        """Every stored result (or one user's), oldest first."""
+        sql = "SELECT user, exercise, status, attempt, hints, client_time, received FROM results"
+        args: tuple = ()
+        if user is not None:
+            sql, args = sql + " WHERE user = ?", (user,)
+        with self._lock:
+            cur = self._db.execute(sql + " ORDER BY id", args)
+            names = [c[0] for c in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def count(self) -> int:
+        """How many results are stored."""
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+
+    def cells(self) -> dict[str, dict[str, Cell]]:
+        """user -> exercise -> :class:`Cell`."""
+        out: dict[str, dict[str, Cell]] = {}
+        for r in self.rows():
+            prev = out.setdefault(r["user"], {}).get(r["exercise"])
+            solved = r["status"] == "passed" or (prev is not None and prev.solved)
+            if prev is None:
+                cell = Cell(solved, r["attempt"], r["hints"], r["received"], r["received"], r["status"])
+            else:
+                cell = Cell(solved, max(prev.attempts, r["attempt"]), max(prev.hints, r["hints"]), prev.first, r["received"], r["status"])
+            out[r["user"]][r["exercise"]] = cell
+        return out
+
+
+def summary(store: Store, exercises: Iterable[str], *, stuck_minutes: float = STUCK_MINUTES, now: float | None = None) -> dict[str, Any]:
+    """The instructor's table as JSON: learners, exercises (those tried, in course order) and one cell per pair."""
+    now = time.time() if now is None else now
+    cells = store.cells()
+    tried = {ex for per in cells.values() for ex in per}
+    order = [ex for ex in sorted(exercises) if ex in tried]
+    learners = []
+    for user in sorted(cells):
+        row = {}
+        for ex, c in cells[user].items():
+            stuck = c.stuck_minutes(now)
+            row[ex] = {"solved": c.solved, "attempts": c.attempts, "hints": c.hints, "status": c.status,
+                       "stuck_minutes": round(stuck, 1), "stuck": (not c.solved) and stuck >= stuck_minutes}
+        learners.append({"user": user, "solved": sum(c.solved for c in cells[user].values()), "cells": row})
+    return {"exercises": order, "learners": learners, "stuck_after_minutes": stuck_minutes, "generated": now}
+
+
+def render_table(data: dict[str, Any]) -> str:
+    """The table of :func:`summary` as HTML (rows: learners, columns: exercises)."""
+    exs = data["exercises"]
+    head = "".join(f"<th>{html.escape(e)}</th>" for e in exs)
+    body = []
+    for lr in data["learners"]:
+        tds = []
+        for e in exs:
+            c = lr["cells"].get(e)
+            if c is None:
+                tds.append('<td class="none"></td>')
+                continue
+            cls = "solved" if c["solved"] else ("stuck" if c["stuck"] else "trying")
+            text = "solved" if c["solved"] else (f"stuck {c['stuck_minutes']:g} min" if c["stuck"] else c["status"])
+            tds.append(f'<td class="{cls}">{text}<br><small>{c["attempts"]} tries, {c["hints"]} hints</small></td>')
+        body.append(f"<tr><th>{html.escape(lr['user'])}</th><td>{lr['solved']}</td>{''.join(tds)}</tr>")
+    return f"<table><tr><th>learner</th><th>solved</th>{head}</tr>{''.join(body)}</table>"
+
+
+_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>labkit progress</title>
+<style>body{{font-family:sans-serif}}td,th{{border:1px solid #ccc;padding:4px;text-align:center}}
+table{{border-collapse:collapse}}.solved{{background:#c8f0c8}}.stuck{{background:#f6c0c0}}.trying{{background:#fff3c0}}</style>
+</head><body><h1>Who is where</h1>
+<p>Stuck: not solved {stuck:g} minutes after the first try. Refreshed every {refresh} s. <span id="at"></span></p>
+<div id="table">{table}</div>
+<script>
+async function refresh() {{
+  try {{
+    const r = await fetch("api/summary?format=html", {{credentials: "same-origin"}});
+    if (r.ok) {{ document.getElementById("table").innerHTML = await r.text();
+                document.getElementById("at").textContent = "Last update " + new Date().toLocaleTimeString(); }}
+  }} catch (e) {{}}
+}}
+setInterval(refresh, {refresh_ms});
+</script></body></html>"""
+
+
+def render_page(data: dict[str, Any], refresh_s: int = REFRESH_S) -> str:
+    """The instructor's whole page: the table now, and a script that fetches it again every ``refresh_s`` seconds."""
+    return _PAGE.format(table=render_table(data), stuck=data["stuck_after_minutes"], refresh=refresh_s, refresh_ms=refresh_s * 1000)
+
+
+# ---------------------------------------------------------------------------------------------- the tornado app
+
+
+def is_instructor(model: dict[str, Any] | None) -> bool:
+    """True when the hub's model of the caller holds :data:`INSTRUCTOR_SCOPE`."""
+    return bool(model) and INSTRUCTOR_SCOPE in set(model.get("scopes") or ())
+
+
+def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = None, stuck_minutes: float = STUCK_MINUTES,
+             hub_auth: Any = None) -> Any:
+    """The tornado application under ``prefix``. ``hub_auth`` defaults to a :class:`HubOAuth` configured from the
+    environment JupyterHub gives a managed service."""
+    from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+    from tornado import web
+
+    known = set(known_exercises() if exercises is None else exercises)
+    if hub_auth is None:
+        hub_auth = HubOAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)
+    prefix = prefix if prefix.endswith("/") else prefix + "/"
+
+    class Base(HubOAuthenticated, web.RequestHandler):
+        def initialize(self) -> None:
+            self.hub_auth = hub_auth
+
+        def write_error(self, status_code: int, **kwargs: Any) -> None:
+            reason = self._reason
+            exc = kwargs.get("exc_info", (None, None))[1]
+            if isinstance(exc, web.HTTPError) and exc.log_message:
+                reason = exc.log_message
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"status": status_code, "message": reason}))
+
+        def hub_user(self) -> dict[str, Any]:
+            """The authenticated caller, or 401 (no credentials) / 403 (credentials without the service's scope)."""
+            user = self.current_user
+            if not user:
+                had_token = bool(self.hub_auth.get_token(self, in_cookie=False))
+                raise web.HTTPError(403 if had_token else 401, "a hub token with access to this service is needed")
+            return user
+
+        def instructor(self) -> dict[str, Any]:
+            user = self.hub_user()
+            if not is_instructor(user):
+                raise web.HTTPError(403, f"{user['name']} is not an instructor: only instructors see everyone's results")
+            return user
+
+    class Results(Base):
+        def check_xsrf_cookie(self) -> None:  # token-authenticated API: no cookie, so no XSRF to check
+            return None
+
+        def post(self) -> None:
+            user = self.hub_user()
+            if user.get("kind", "user") != "user":
+                raise web.HTTPError(403, "only users post results")
+            try:
+                rec = parse_record(self.request.body, user["name"], known)
+            except BadInput as exc:
+                raise web.HTTPError(exc.code, str(exc)) from None
+            store.add(user["name"], rec)
+            self.set_status(201)
+            self.finish({"stored": rec, "user": user["name"]})
+
+    class Mine(Base):
+        def get(self) -> None:
+            user = self.hub_user()
+            self.finish({"user": user["name"], "results": store.rows(user["name"])})
+
+    class Summary(Base):
+        def get(self) -> None:
+            self.instructor()
+            data = summary(store, known, stuck_minutes=stuck_minutes)
+            if self.get_argument("format", "json") == "html":
+                self.set_header("Content-Type", "text/html; charset=utf-8")
+                self.finish(render_table(data))
+            else:
+                self.finish(data)
+
+    class Page(Base):
+        @web.authenticated
+        def get(self) -> None:
+            self.instructor()
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish(render_page(summary(store, known, stuck_minutes=stuck_minutes)))
+
+    return web.Application(
+        [
+            (prefix, Page),
+            (prefix + "api/results", Results),
+            (prefix + "api/mine", Mine),
+            (prefix + "api/summary", Summary),
+            (prefix + "oauth_callback", HubOAuthCallbackHandler),
+        ],
+        cookie_secret=os.urandom(32),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m labkit.progress_service [--db PATH] [--stuck-minutes N]``, started by JupyterHub as a managed service."""
+    from tornado import ioloop
+
+    p = argparse.ArgumentParser(prog="labkit-progress", description="The labkit-progress JupyterHub service.")
+    p.add_argument("--db", default=os.environ.get("LABKIT_PROGRESS_DB", "labkit-progress.sqlite"), help="SQLite file")
+    p.add_argument("--stuck-minutes", type=float, default=STUCK_MINUTES, help="minutes without a pass that count as stuck")
+    args = p.parse_args(argv)
+    url = urlsplit(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
+    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
+    app = make_app(Store(args.db), prefix=prefix, stuck_minutes=args.stuck_minutes)
+    app.listen(url.port or 80, url.hostname or "127.0.0.1")
+    print(f"labkit-progress: listening on {url.hostname}:{url.port} at {prefix}, results in {args.db}", flush=True)
+    ioloop.IOLoop.current().start()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

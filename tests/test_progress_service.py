@@ -1,0 +1,194 @@
+"""The labkit-progress service against a stand-in hub API (loopback only): jupyterhub's real HubAuth asks the
+stand-in who a token belongs to and what scopes it has, exactly as it asks a real hub. About 1 s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("jupyterhub")
+
+from labkit import progress_service as ps  # noqa: E402
+
+ACCESS = "access:services!service=labkit-progress"
+TOKENS = {
+    "tok-alice": {"kind": "user", "name": "alice", "scopes": [ACCESS, "users:activity!user=alice"]},
+    "tok-bob": {"kind": "user", "name": "bob", "scopes": [ACCESS]},
+    "tok-ingrid": {"kind": "user", "name": "ingrid", "scopes": [ACCESS, ps.INSTRUCTOR_SCOPE]},
+    "tok-noscope": {"kind": "user", "name": "alice", "scopes": ["users:activity!user=alice"]},
+    "tok-instructor-noaccess": {"kind": "user", "name": "ingrid", "scopes": [ps.INSTRUCTOR_SCOPE]},
+}
+EXERCISES = {"02.vector-add", "03.transpose"}
+
+
+class FakeHubAPI(BaseHTTPRequestHandler):
+    """``GET /hub/api/user``: the model of the token's owner, as JupyterHub's identify endpoint answers."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        token = self.headers.get("Authorization", "").partition(" ")[2]
+        model = TOKENS.get(token)
+        if self.path != "/hub/api/user" or model is None:
+            self.send_response(403)
+            self.end_headers()
+            return
+        body = json.dumps(model).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory):
+    from jupyterhub.services.auth import HubAuth
+    from tornado.httpserver import HTTPServer
+
+    hub = ThreadingHTTPServer(("127.0.0.1", 0), FakeHubAPI)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    store = ps.Store(tmp_path_factory.mktemp("svc") / "progress.sqlite")
+    auth = HubAuth(api_url=f"http://127.0.0.1:{hub.server_port}/hub/api", api_token="service-token",
+                   access_scopes={ACCESS}, cache_max_age=0)
+    started = threading.Event()
+    state: dict = {}
+
+    def serve() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        app = ps.make_app(store, prefix="/services/labkit-progress/", exercises=EXERCISES, stuck_minutes=10, hub_auth=auth)
+        server = HTTPServer(app)
+        server.listen(0, "127.0.0.1")
+        state["port"] = next(iter(server._sockets.values())).getsockname()[1]
+        state["loop"] = loop
+        started.set()
+        loop.run_forever()
+        server.stop()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    yield store, f"http://127.0.0.1:{state['port']}/services/labkit-progress/"
+    state["loop"].call_soon_threadsafe(state["loop"].stop)
+    thread.join(10)
+    hub.shutdown()
+    hub.server_close()
+
+
+def call(url: str, token: str | None = None, body: bytes | dict | None = None) -> tuple[int, str]:
+    data = json.dumps(body).encode() if isinstance(body, dict) else body
+    headers = {"Authorization": f"token {token}"} if token else {}
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def rec(**kw) -> dict:
+    base = {"v": 1, "exercise": "02.vector-add", "status": "failed", "time": "2026-12-01T09:00:00Z", "attempt": 1, "hints": 0}
+    base.update(kw)
+    return base
+
+
+def test_learners_post_their_own_results(service) -> None:
+    store, url = service
+    before = store.count()
+    assert call(url + "api/results", "tok-alice", rec())[0] == 201
+    assert call(url + "api/results", "tok-alice", rec(status="passed", attempt=2, hints=1))[0] == 201
+    assert call(url + "api/results", "tok-bob", rec(exercise="03.transpose"))[0] == 201
+    assert store.count() == before + 3
+    assert {r["user"] for r in store.rows()} >= {"alice", "bob"}
+
+
+@pytest.mark.parametrize(
+    "token, body, code",
+    [
+        ("tok-alice", rec(user="bob"), 403),                 # a forged user
+        ("tok-noscope", rec(), 403),                          # a token without the service's scope
+        ("tok-instructor-noaccess", rec(), 403),              # the instructor scope alone gives no access
+        ("no-such-token", rec(), 403),                        # a token the hub does not know
+        (None, rec(), 401),                                   # no token at all
+        ("tok-alice", b"{not json", 400),                     # malformed JSON
+        ("tok-alice", b"[1, 2]", 400),                        # JSON, not an object
+        ("tok-alice", rec(exercise="02.no-such"), 400),       # an unknown exercise id
+        ("tok-alice", rec(status="great"), 400),
+        ("tok-alice", rec(attempt=0), 400),
+        ("tok-alice", rec(hints=-1), 400),
+        ("tok-alice", rec(attempt=True), 400),
+        ("tok-alice", rec(code="def kernel(): ..."), 400),    # code is never accepted
+        ("tok-alice", rec(v=2), 400),
+        ("tok-alice", b"x" * (ps.MAX_BODY + 1), 413),
+    ],
+)
+def test_bad_input_is_refused_and_stores_nothing(service, token, body, code) -> None:
+    store, url = service
+    before = store.count()
+    status, text = call(url + "api/results", token, body)
+    assert status == code, text
+    assert json.loads(text)["status"] == code
+    assert store.count() == before
+
+
+def test_learners_cannot_read_others(service) -> None:
+    store, url = service
+    call(url + "api/results", "tok-bob", rec(exercise="03.transpose", attempt=2))
+    assert call(url + "api/summary", "tok-alice")[0] == 403
+    assert call(url, "tok-alice")[0] == 403
+    status, text = call(url + "api/mine", "tok-alice")
+    assert status == 200
+    mine = json.loads(text)
+    assert mine["user"] == "alice" and mine["results"] and {r["user"] for r in mine["results"]} == {"alice"}
+    assert call(url + "api/mine", "tok-noscope")[0] == 403
+
+
+def test_instructor_sees_everyone(service) -> None:
+    store, url = service
+    call(url + "api/results", "tok-alice", rec(status="passed", attempt=3))
+    call(url + "api/results", "tok-bob", rec(exercise="03.transpose", attempt=3))
+    status, text = call(url + "api/summary", "tok-ingrid")
+    assert status == 200
+    data = json.loads(text)
+    by_user = {lr["user"]: lr for lr in data["learners"]}
+    assert by_user["alice"]["cells"]["02.vector-add"]["solved"] is True
+    assert by_user["bob"]["cells"]["03.transpose"]["solved"] is False
+    assert by_user["bob"]["cells"]["03.transpose"]["attempts"] >= 3
+    status, page = call(url, "tok-ingrid")
+    assert status == 200 and "alice" in page and "bob" in page and "setInterval" in page and "api/summary" in page
+    status, table = call(url + "api/summary?format=html", "tok-ingrid")
+    assert status == 200 and table.startswith("<table>") and "bob" in table
+
+
+def test_stuck_after_n_minutes(tmp_path: Path) -> None:
+    store = ps.Store(tmp_path / "s.sqlite")
+    t0 = time.time() - 30 * 60
+    store.add("carol", {"exercise": "02.vector-add", "status": "failed", "attempt": 1, "hints": 0, "time": ""}, received=t0)
+    store.add("carol", {"exercise": "02.vector-add", "status": "failed", "attempt": 5, "hints": 3, "time": ""}, received=t0 + 600)
+    store.add("dan", {"exercise": "02.vector-add", "status": "failed", "attempt": 1, "hints": 0, "time": ""}, received=t0 + 27 * 60)
+    store.add("erin", {"exercise": "02.vector-add", "status": "failed", "attempt": 1, "hints": 0, "time": ""}, received=t0)
+    store.add("erin", {"exercise": "02.vector-add", "status": "passed", "attempt": 2, "hints": 0, "time": ""}, received=t0 + 60)
+    data = ps.summary(store, EXERCISES, stuck_minutes=10, now=t0 + 30 * 60)
+    cells = {lr["user"]: lr["cells"]["02.vector-add"] for lr in data["learners"]}
+    assert cells["carol"]["stuck"] and cells["carol"]["stuck_minutes"] == 30 and cells["carol"]["hints"] == 3
+    assert not cells["dan"]["stuck"]  # 3 minutes in
+    assert cells["erin"]["solved"] and not cells["erin"]["stuck"]
+    html = ps.render_table(data)
+    assert 'class="stuck"' in html and 'class="solved"' in html and "stuck 30 min" in html
+    assert data["exercises"] == ["02.vector-add"]
+
+
+def test_names_are_escaped_in_the_page(tmp_path: Path) -> None:
+    store = ps.Store(tmp_path / "s.sqlite")
+    store.add("<script>x</script>", {"exercise": "02.vector-add", "status": "failed", "attempt": 1, "hints": 0, "time": ""})
+    assert "<script>x" not in ps.render_table(ps.summary(store, EXERCISES))
