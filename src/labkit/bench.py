@@ -1,11 +1,15 @@
 """Timing with warm-up, repetitions, median and spread.
 
-``gpu`` mode: each repetition is bracketed by CUDA events on the current stream (work queued before the
-start event is excluded). ``sim`` mode: a wall clock (``time.perf_counter``) — a CPU time of the simulator or
-NumPy, labelled as such, never presented as GPU speed.
+``gpu`` mode: Python's launch overhead is kept out of the timing. For each sample the stream is held by a spin
+kernel (:mod:`labkit.spin`), the start event and ``launches`` calls are queued behind it, then the stop event, and the
+hold is released: the GPU runs the calls back to back and the events time only the GPU's work. A function that
+makes the host wait (it synchronises) cannot be queued behind a hold; it is then timed with many calls between
+one pair of events instead, and the :class:`Timing` says so (:attr:`Timing.how`).
+``sim`` mode: a wall clock (``time.perf_counter``) — a CPU time of the simulator or NumPy, labelled as such; no
+bandwidth or FLOP rate is printed for it (it would be a CPU figure dressed as a GPU one).
 
 Given the bytes moved or the FLOPs done, a :class:`Timing` reports GB/s (10^9 B/s), TFLOP/s and, on a GPU
-that ``labkit.hw`` knows, the percent of that device's datasheet peak.
+that ``labkit.hw`` knows, the percent of that device's datasheet peak (scaled to a MIG slice's SMs and memory).
 """
 
 from __future__ import annotations
@@ -32,6 +36,21 @@ class Timing:
     peak_gbps: float | None = None
     peak_tflops: float | None = None
     peak_source: str | None = field(default=None, repr=False)
+    how: str = ""  # how the samples were taken (spin-held launches, launches between one pair of events, wall clock)
+    launches: int = 1  # calls per sample; samples_s are seconds per call
+
+    @property
+    def claims_rate(self) -> bool:
+        """Whether GB/s and TFLOP/s are printed: only for GPU timings, never for simulator (CPU) time."""
+        return self.mode == "gpu"
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the samples (standard deviation / mean); 0 for a single sample."""
+        if len(self.samples_s) < 2:
+            return 0.0
+        mean = statistics.fmean(self.samples_s)
+        return statistics.stdev(self.samples_s) / mean if mean > 0 else 0.0
 
     @property
     def median_s(self) -> float:
@@ -69,11 +88,14 @@ class Timing:
             "name": self.name, "mode": self.mode, "device": self.device, "median_s": self.median_s,
             "spread": self.spread, "repeat": len(self.samples_s), "bytes": self.bytes, "flops": self.flops,
             "gbps": self.gbps, "tflops": self.tflops, "percent_of_peak": self.percent_of_peak,
-            "peak_source": self.peak_source, "label": self.label,
+            "peak_source": self.peak_source, "label": self.label, "how": self.how, "launches": self.launches,
+            "cv": self.cv, "claims_rate": self.claims_rate,
         }
 
     def __str__(self) -> str:
         parts = [f"{self.name}: {_fmt_time(self.median_s)} median of {len(self.samples_s)} (spread {100 * self.spread:.0f}%)"]
+        if not self.claims_rate:
+            return parts[0] + f"  [{self.label}; no GB/s or TFLOP/s claimed for it]"
         if self.gbps is not None:
             parts.append(f"{self.gbps:,.1f} GB/s")
         if self.tflops is not None:
@@ -95,41 +117,106 @@ def _fmt_time(s: float) -> str:
     return f"{s:.2f} s"
 
 
+def slice_fractions(sm_count: int, memory_bytes: int, whole: Any) -> tuple[float, float]:
+    """(compute, memory) fraction of a whole GPU that a device with ``sm_count`` SMs and ``memory_bytes`` has.
+
+    A MIG slice gets its SMs' share of the compute peak and its memory's share of the bandwidth (memory slices
+    come with their share of the memory controllers); a whole GPU gets (1, 1)."""
+    full_sms = float(whole.sm_count.value)
+    compute = min(1.0, sm_count / full_sms) if full_sms else 1.0
+    full_mem = float(whole.memory_size.to("GB").value if hasattr(whole.memory_size, "to") else whole.memory_size.value) * 1e9
+    memory = min(1.0, memory_bytes / full_mem) if full_mem and compute < 1.0 else 1.0
+    return compute, memory
+
+
 def device_peaks(precision: str = "fp32") -> tuple[float | None, float | None, str | None]:
-    """(memory GB/s, compute TFLOP/s for ``precision``, source) of the current GPU from ``labkit.hw``, or Nones."""
+    """(memory GB/s, compute TFLOP/s for ``precision``, source) of the current GPU from ``labkit.hw``, or Nones.
+
+    On a MIG slice the figures are scaled to the slice's SMs and memory, and the source says so."""
     e = env()
     if not e.is_gpu:
         return None, None, None
     try:
         from . import hw
 
-        gpu = hw.match_device(e.device_name)
+        gpu = hw.match_device(e.device_name.split(" MIG ")[0])
         if gpu is None:
             return None, None, None
+        compute, memory = slice_fractions(e.sm_count or 0, e.memory_bytes or 0, gpu) if e.mig else (1.0, 1.0)
+        scaled = (f"; scaled to this MIG slice ({e.sm_count} of {gpu.sm_count.value:.0f} SMs: x{compute:.3f} compute, "
+                  f"x{memory:.3f} memory bandwidth)") if e.mig else ""
         mem = gpu.memory_bandwidth
         try:
             peak = gpu.peak(precision)
-            return mem.value, peak.value, f"{mem.source}; {peak.source}"
+            return mem.value * memory, peak.value * compute, f"{mem.source}; {peak.source}{scaled}"
         except LabkitError:
-            return mem.value, None, mem.source
+            return mem.value * memory, None, f"{mem.source}{scaled}"
     except ImportError:
         return None, None, None
 
 
-def _gpu_samples(fn: Callable[[], Any], warmup: int, repeat: int) -> list[float]:
-    from numba import cuda
+SPIN_HELD = "CUDA events around {n} launch(es) queued behind a spin kernel: Python's launch time excluded"
+BETWEEN_EVENTS = ("CUDA events around {n} back-to-back launches (the function makes the host wait, so it cannot be "
+                  "held by a spin kernel; launch time is spread over the {n} calls)")
+WALL_CLOCK = "wall clock (time.perf_counter) around each call: CPU time"
 
+
+def _launches_for(one_call_s: float) -> int:
+    """Calls per sample: enough that a sample lasts about 1 ms, at most what may queue behind a spin kernel."""
+    from .spin import MAX_QUEUED
+
+    if one_call_s <= 0:
+        return MAX_QUEUED // 2
+    return int(max(1, min(MAX_QUEUED // 2, round(1e-3 / one_call_s))))
+
+
+def _gpu_samples(fn: Callable[[], Any], warmup: int, repeat: int, launches: int | None) -> tuple[list[float], str, int]:
+    """(seconds per call for each sample, how, calls per sample) on the current CuPy stream (the legacy default
+    stream, which Numba's launches use too)."""
+    import cupy as cp
+
+    from .spin import SpinHold
+
+    stream = cp.cuda.get_current_stream()
+    device = cp.cuda.runtime.getDevice()
     for _ in range(warmup):
         fn()
-    cuda.synchronize()
+    stream.synchronize()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    if launches is None:  # one call between events, after the warm-up, to size the batches
+        start.record(stream)
+        fn()
+        stop.record(stream)
+        stop.synchronize()
+        launches = _launches_for(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    samples: list[float] = []
+    with SpinHold(cp) as hold:
+        for _ in range(repeat):
+            hold.hold(stream, device)
+            try:
+                start.record(stream)
+                for _ in range(launches):
+                    fn()
+                stop.record(stream)
+            finally:
+                hold.release()
+            stop.synchronize()
+            if hold.timed_out:  # the host waited inside fn(): time it between one pair of events instead
+                return _between_events(cp, fn, stream, repeat, launches), BETWEEN_EVENTS.format(n=launches), launches
+            samples.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / launches)
+    return samples, SPIN_HELD.format(n=launches), launches
+
+
+def _between_events(cp: Any, fn: Callable[[], Any], stream: Any, repeat: int, launches: int) -> list[float]:
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
     samples = []
     for _ in range(repeat):
-        start, stop = cuda.event(), cuda.event()
-        start.record()
-        fn()
-        stop.record()
+        start.record(stream)
+        for _ in range(launches):
+            fn()
+        stop.record(stream)
         stop.synchronize()
-        samples.append(cuda.event_elapsed_time(start, stop) / 1e3)
+        samples.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / launches)
     return samples
 
 
@@ -153,21 +240,33 @@ def measure(
     precision: str = "fp32",
     warmup: int = 2,
     repeat: int = 10,
+    launches: int | None = None,
     **kwargs: Any,
 ) -> Timing:
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``repeat`` timed ones; median and spread.
 
     ``bytes``: bytes read plus written per call (gives GB/s); ``flops``: floating-point operations per call
-    (gives TFLOP/s against the ``precision`` peak). On a GPU, ``fn`` must only queue GPU work (a kernel launch,
-    a CuPy call); the CUDA events bracket it on the current stream.
+    (gives TFLOP/s against the ``precision`` peak). On a GPU, ``fn`` should only queue GPU work (a kernel launch,
+    a CuPy call) on the default stream: ``launches`` calls per sample (default: enough for about 1 ms, at most 64)
+    are queued behind a spin kernel, so the events time the GPU's work without Python's launch overhead.
     """
     if repeat < 1 or warmup < 0:
         raise LabkitError(f"repeat must be ≥ 1 and warmup ≥ 0 (got repeat={repeat}, warmup={warmup}).")
     if not callable(fn):
         raise LabkitError(f"measure() needs a function to call, got {type(fn).__name__}.")
     call = (lambda: fn(*args, **kwargs)) if args or kwargs else fn
+    if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
+        raise LabkitError(f"launches must be a whole number ≥ 1 (got {launches!r}).")
+    from .spin import MAX_QUEUED
+
+    if launches is not None and launches > MAX_QUEUED // 2:
+        raise LabkitError(f"at most {MAX_QUEUED // 2} launches can queue behind the spin kernel (got {launches}).",
+                          fix="Use fewer launches, or a bigger problem per launch.")
     mode = current_mode()
-    samples = _gpu_samples(call, warmup, repeat) if mode == "gpu" else _cpu_samples(call, warmup, repeat)
+    if mode == "gpu":
+        samples, how, per_sample = _gpu_samples(call, warmup, repeat, launches)
+    else:
+        samples, how, per_sample = _cpu_samples(call, warmup, repeat), WALL_CLOCK, 1
     peak_gbps, peak_tflops, source = device_peaks(precision)
     return Timing(
         name=name or getattr(fn, "__name__", "call"),
@@ -179,6 +278,8 @@ def measure(
         peak_gbps=peak_gbps if bytes else None,
         peak_tflops=peak_tflops if flops else None,
         peak_source=source,
+        how=how,
+        launches=per_sample,
     )
 
 
@@ -187,10 +288,11 @@ def table(timings: list[Timing]) -> str:
     width = max([28, *(len(t.name) for t in timings)])
     rows = [f"{'name':<{width}} {'median':>10} {'GB/s':>10} {'TFLOP/s':>9} {'% peak':>7}"]
     for t in timings:
-        g = f"{t.gbps:,.1f}" if t.gbps is not None else "-"
-        f = f"{t.tflops:,.2f}" if t.tflops is not None else "-"
+        g = f"{t.gbps:,.1f}" if t.gbps is not None and t.claims_rate else "-"
+        f = f"{t.tflops:,.2f}" if t.tflops is not None and t.claims_rate else "-"
         p = f"{t.percent_of_peak:.0f}" if t.percent_of_peak is not None else "-"
         rows.append(f"{t.name:<{width}} {_fmt_time(t.median_s):>10} {g:>10} {f:>9} {p:>7}")
     if timings:
-        rows.append(f"({timings[0].label})")
+        rows.append(f"({timings[0].label})" if timings[0].claims_rate else
+                    f"({timings[0].label}: no GB/s or TFLOP/s is claimed for simulator time)")
     return "\n".join(rows)

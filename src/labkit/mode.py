@@ -1,9 +1,11 @@
 """The one design rule: every lab runs in ``gpu`` mode or in ``sim`` mode, chosen once per process.
 
-``gpu``: a CUDA driver and device are present; Numba kernels run on the device, ``labkit.xp`` is CuPy,
-timings come from CUDA events. ``sim``: no GPU; Numba kernels run in the CUDA simulator (enabled here
+``gpu``: a CUDA driver and device are present and CuPy runs an operation on the device; Numba kernels run
+on the device, ``labkit.xp`` is CuPy, timings come from CUDA events. ``sim``: no GPU; Numba kernels run in the CUDA simulator (enabled here
 before numba is imported), ``labkit.xp`` is NumPy, problem sizes shrink, timings are simulator timings.
-``LABKIT_MODE=gpu|sim`` forces a mode.
+``LABKIT_MODE=gpu|sim`` forces a mode. A GPU without a working CuPy gives ``sim`` (forced ``gpu``: a
+:class:`~labkit.errors.ModeError`) with what is missing and the exact install command for the driver's CUDA
+major (:func:`install_command`). A MIG slice is ``gpu`` mode with the slice named (:attr:`Environment.mig`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .device import GPUInfo, probe_driver
+from .device import DriverProbe, GPUInfo, probe_driver
 from .errors import ModeError, install_notebook_handler
 
 Mode = Literal["gpu", "sim"]
@@ -38,6 +40,7 @@ class Environment:
     driver_version: str | None
     reason: str  # why this mode was chosen
     gpus: tuple[GPUInfo, ...] = field(default=(), repr=False)
+    mig: str | None = None  # a MIG slice: what it is (SMs, memory) beside the whole GPU; None for a whole GPU
 
     @property
     def is_gpu(self) -> bool:
@@ -57,6 +60,8 @@ class Environment:
             mem = (self.memory_bytes or 0) / 2**30
             more = f" (+{self.gpu_count - 1} more)" if self.gpu_count > 1 else ""
             what = f"{self.device_name}{more}, cc {cc}, {self.sm_count} SMs, {mem:.0f} GiB"
+            if self.mig:
+                what += f" ({self.mig})"
         else:
             what = f"CUDA simulator on {platform.processor() or platform.machine()} ({self.reason})"
         return f"labkit {self.mode} mode: {what}; {TIMING_NOTE[self.mode]}."
@@ -81,22 +86,89 @@ def _numba_cuda_sim_state() -> bool | None:
     return bool(config.ENABLE_CUDASIM)
 
 
+def install_command(driver_version: str | None) -> str:
+    """The exact command that installs CuPy (with its CUDA library wheels) for a driver's CUDA version.
+
+    CUDA 12.x drivers get ``.[cuda12]``, CUDA 13.x and newer ``.[cuda13]`` (the same CUDA 12.9 stack: a newer driver
+    runs older CUDA libraries); a driver older than CUDA 12 needs an update first."""
+    major = int(driver_version.split(".")[0]) if driver_version else None
+    if major is not None and major < 12:
+        return (f"update the NVIDIA driver (it supports CUDA {driver_version}; the course's CUDA 12.9 libraries need a "
+                "CUDA 12 driver or newer), then: pip install -c constraints.txt -e '.[cuda12]'")
+    extra = "cuda13" if major is not None and major >= 13 else "cuda12"
+    return f"pip install -c constraints.txt -e '.[{extra}]'  (from the course repository, inside its .venv)"
+
+
+def cupy_ready(probe: DriverProbe) -> str | None:
+    """None when CuPy runs an operation on the first device; otherwise what is missing, in one sentence.
+
+    Checks that CuPy imports, that its CUDA runtime is not newer than the driver's CUDA major, and that a small
+    kernel (which NVRTC compiles) runs and comes back right."""
+    try:
+        import cupy
+    except ImportError as exc:
+        return f"CuPy is not installed ({exc})"
+    except Exception as exc:  # noqa: BLE001 - a broken CuPy install (missing CUDA libraries) is a reason, not a crash
+        return f"CuPy does not import ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    try:
+        runtime = int(cupy.cuda.runtime.runtimeGetVersion())
+    except Exception as exc:  # noqa: BLE001
+        return f"CuPy cannot load its CUDA runtime ({type(exc).__name__}: {exc})"
+    major = probe.driver_major
+    if major is not None and runtime // 1000 > major:
+        return (f"CuPy {cupy.__version__} is built for CUDA {runtime // 1000}.{(runtime % 1000) // 10}, newer than "
+                f"the driver's CUDA {probe.driver_version}")
+    try:
+        with cupy.cuda.Device(0):
+            x = cupy.arange(8, dtype=cupy.float32)
+            total = float((x * 2).sum())
+            cupy.cuda.runtime.deviceSynchronize()
+    except Exception as exc:  # noqa: BLE001 - no device, driver too old, NVRTC missing: say which
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return f"CuPy {cupy.__version__} could not run an operation on the GPU ({type(exc).__name__}: {text})"
+    if total != 56.0:
+        return f"CuPy's test operation on the GPU returned {total}, not 56"
+    return None
+
+
+def describe_slice(gpu: GPUInfo) -> str | None:
+    """For a MIG slice (or any device with fewer SMs than its model's datasheet): what it is beside the whole GPU."""
+    from . import hw
+
+    whole = hw.match_device(gpu.name.split(" MIG ")[0])
+    full_sms = int(whole.sm_count.value) if whole else None
+    if not gpu.mig and (full_sms is None or gpu.sm_count >= full_sms):
+        return None
+    mem = gpu.memory_bytes / 2**30
+    if whole is None:
+        return f"MIG slice: {gpu.sm_count} SMs, {mem:.1f} GiB; peak figures unknown for this GPU"
+    full_mem = whole.memory_size.value
+    return (f"MIG slice: {gpu.sm_count} of {full_sms} SMs, {mem:.1f} GiB of {full_mem:g} {whole.memory_size.unit} "
+            f"of a {whole.name}; peak figures scaled to the slice")
+
+
 def _decide(requested: str | None) -> tuple[Mode, str, tuple[GPUInfo, ...], str | None]:
     probe = probe_driver()
     if requested not in (None, "", "gpu", "sim", "auto"):
         raise ModeError(f"LABKIT_MODE={requested!r} is not a mode.", fix="Use LABKIT_MODE=gpu, sim or auto (or unset it).")
     if requested == "sim":
         return "sim", "forced by LABKIT_MODE=sim", (), probe.driver_version
-    if requested == "gpu":
-        if not probe.usable:
+    if not probe.usable:
+        if requested == "gpu":
             raise ModeError(
                 f"gpu mode was forced (LABKIT_MODE=gpu) but {probe.reason}.",
                 fix="Unset LABKIT_MODE to run in the simulator, or run on a machine with an NVIDIA GPU and driver.",
             )
-        return "gpu", "forced by LABKIT_MODE=gpu", probe.gpus, probe.driver_version
-    if probe.usable:
-        return "gpu", "a CUDA driver and device were found", probe.gpus, probe.driver_version
-    return "sim", probe.reason or "no GPU", (), probe.driver_version
+        return "sim", probe.reason or "no GPU", (), probe.driver_version
+    missing = cupy_ready(probe)
+    if missing is not None:
+        name = probe.gpus[0].name
+        if requested == "gpu":
+            raise ModeError(f"gpu mode was forced (LABKIT_MODE=gpu) and the driver sees {name}, but {missing}.",
+                            fix=install_command(probe.driver_version))
+        return "sim", f"{name} found, but {missing}; for gpu mode: {install_command(probe.driver_version)}", (), probe.driver_version
+    why = "forced by LABKIT_MODE=gpu" if requested == "gpu" else "a CUDA driver and device were found and CuPy runs on it"
+    return "gpu", why, probe.gpus, probe.driver_version
 
 
 def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
@@ -131,9 +203,9 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
             sys.modules["numba.cuda.core.config"].ENABLE_CUDASIM = 1
         if "numba.core.config" in sys.modules:
             sys.modules["numba.core.config"].ENABLE_CUDASIM = 1
-        from . import simwarp  # warp shuffles and votes for the simulator (labs 04+)
+        from . import sim  # the course's rules for Numba's simulator (barriers, warps, integers, time limits)
 
-        simwarp.install()
+        sim.install()
     else:
         os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
     first = gpus[0] if gpus else None
@@ -147,6 +219,7 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
         driver_version=driver,
         reason=reason,
         gpus=gpus,
+        mig=describe_slice(first) if first else None,
     )
     if not quiet:
         print(_ENV.banner())
@@ -173,7 +246,7 @@ def array_module() -> Any:
     if current_mode() == "gpu":
         from .errors import require
 
-        return require("cupy", feature="gpu mode", install="pip install 'labkit[cuda12]' (or [cuda13], see README)")
+        return require("cupy", feature="gpu mode", install=install_command(env().driver_version))
     import numpy
 
     return numpy

@@ -1,0 +1,83 @@
+"""A spin kernel that holds a CUDA stream, so that work queued behind it starts back to back (nvbandwidth's method).
+
+The host queues the spin kernel, then the start event, the timed work and the stop event, then releases the
+flag: the GPU runs the work without waiting for Python to launch it, so launch overhead is not timed. The
+kernel gives up after a timeout (so a mistake cannot hang the GPU) and says so: a timed-out hold means the host
+blocked while queuing (the work synchronised), and the measurement is not valid as a held one. GPU only (CuPy).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+SOURCE = r"""
+extern "C" __global__ void labkit_spin(volatile int *flag, unsigned long long timeout_clocks) {
+    // flag[0]: the host writes 1 to release; flag[1]: set here when the timeout passed first.
+    unsigned long long start = clock64();
+    while (flag[0] == 0) {
+        if (clock64() - start > timeout_clocks) { flag[1] = 1; break; }
+    }
+}
+"""
+
+#: Never queue more than this many operations behind the spin kernel: a full launch queue would block the host.
+MAX_QUEUED = 128
+TIMEOUT_S = 5.0
+_ATTR_CLOCK_KHZ = 13  # cudaDevAttrClockRate
+
+_KERNELS: dict[int, Any] = {}
+
+
+def clock_hz(cp: Any, device: int) -> float:
+    """The device's clock in Hz (3 GHz when the attribute is not there: a longer timeout, never a shorter one)."""
+    try:
+        khz = cp.cuda.runtime.deviceGetAttribute(_ATTR_CLOCK_KHZ, device)
+    except Exception:  # noqa: BLE001 - deprecated attribute on newer toolkits
+        khz = 0
+    return float(khz) * 1e3 if khz else 3.0e9
+
+
+class SpinHold:
+    """A flag in pinned (mapped) host memory and the spin kernel that waits on it; :meth:`close` frees the flag."""
+
+    def __init__(self, cp: Any) -> None:
+        rt = cp.cuda.runtime
+        self.cp = cp
+        self.ptr = int(rt.hostAlloc(8, rt.hostAllocPortable | rt.hostAllocMapped))
+        self.flag = (ctypes.c_int * 2).from_address(self.ptr)
+        self.flag[0], self.flag[1] = 1, 0
+
+    def hold(self, stream: Any, device: int) -> None:
+        """Queue the spin kernel on ``stream`` (of ``device``); it holds the stream until :meth:`release`."""
+        cp = self.cp
+        self.flag[0], self.flag[1] = 0, 0
+        if device not in _KERNELS:
+            with cp.cuda.Device(device):
+                _KERNELS[device] = cp.RawKernel(SOURCE, "labkit_spin")
+        timeout = int(TIMEOUT_S * clock_hz(cp, device))
+        with cp.cuda.Device(device):
+            _KERNELS[device]((1,), (1,), (cp.uint64(self.ptr), cp.uint64(timeout)), stream=stream)
+
+    def release(self) -> None:
+        """Let every held stream go."""
+        self.flag[0] = 1
+
+    @property
+    def timed_out(self) -> bool:
+        """True when a spin kernel gave up before the release (read after the held work finished)."""
+        return bool(self.flag[1])
+
+    def close(self) -> None:
+        self.release()
+        try:
+            self.cp.cuda.runtime.deviceSynchronize()
+            self.cp.cuda.runtime.freeHost(self.ptr)
+        except Exception:  # noqa: BLE001 - freeing at exit must not hide the result
+            pass
+
+    def __enter__(self) -> "SpinHold":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
