@@ -6,6 +6,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CUPY_STAMP := $(VENV)/.installed-cupy
 WHEELHOUSE ?= wheelhouse
+CHP_VERSION ?= 5.3.0
+CHP    := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 PYTEST_WORKERS ?= 2
 
 .PHONY: lab test unit notebooks-test notebooks gpu-check wheelhouse doctor clean
@@ -22,12 +24,18 @@ $(CUPY_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,cuda12]"
 	touch $(CUPY_STAMP)
 
+# The JupyterHub test (tests/test_hub.py) runs a real hub behind configurable-http-proxy, from the npm registry
+# (needs node and npm; .ci/run installs them when missing). `make lab` does not need it.
+$(CHP): $(STAMP)
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/node configurable-http-proxy@$(CHP_VERSION)
+	test -x $(CHP) && touch $(CHP)
+
 ## lab: install everything pinned and open JupyterLab at the start notebook (simulator mode without a GPU)
 lab: $(STAMP)
 	$(VENV)/bin/labkit lab
 
 ## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval
-test: $(STAMP) $(CUPY_STAMP)
+test: $(STAMP) $(CUPY_STAMP) $(CHP)
 	@start=$$(date +%s); \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
