@@ -292,7 +292,7 @@ def test_warp_sum(monkeypatch) -> None:
     assert check.warp_sum(wsum_xor).passed
     assert check.warp_sum(wsum_missing_step).status == "failed"
     assert check.warp_sum(wsum_shared).status == "failed"
-    from labkit import simwarp
+    from labkit.sim import warp as simwarp
 
     monkeypatch.setattr(simwarp, "WAIT_S", 0.5)
     r = check.warp_sum(wsum_early_return)

@@ -14,8 +14,9 @@ from numba import cuda  # noqa: E402
 
 from labkit import check  # noqa: E402
 from labkit.check import harness as H  # noqa: E402
-from labkit.check import memory_model as MM  # noqa: E402
+from labkit.sim import memory as MM  # noqa: E402
 from labkit.check.core import Failed, Unsolved  # noqa: E402
+from labkit.sim.errors import KernelFault  # noqa: E402
 
 
 @cuda.jit
@@ -61,7 +62,7 @@ def test_barrier_makes_writes_visible() -> None:
 def test_missing_barrier_is_a_race_in_either_thread_order() -> None:
     x = np.arange(64, dtype=np.float32)
     for reverse in (False, True):
-        with pytest.raises(Failed, match="race on shared array"):
+        with pytest.raises(KernelFault, match="race on shared array"):
             MM.launch_strict(neighbour_sum_no_barrier, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
                             reverse=reverse)
     report = MM.launch_strict(neighbour_sum_no_barrier, 1, 64, cuda.to_device(x), cuda.to_device(np.zeros(64, np.float32)),
@@ -70,7 +71,7 @@ def test_missing_barrier_is_a_race_in_either_thread_order() -> None:
 
 
 def test_negative_indices_are_out_of_bounds() -> None:
-    with pytest.raises(Failed, match="-1"):
+    with pytest.raises(IndexError, match="-1"):
         MM.launch_strict(negative_index, 1, 8, cuda.to_device(np.zeros(8, np.float32)), cuda.to_device(np.zeros(8, np.float32)))
 
 
@@ -176,6 +177,7 @@ def test_gpu_mode_repeats_each_case(monkeypatch) -> None:
         args[-1][:] = x
 
     monkeypatch.setattr(H, "current_mode", lambda: "gpu")
-    monkeypatch.setattr(MM, "launch_strict", fake_launch)
+    monkeypatch.setattr(H, "launch", fake_launch)
+    monkeypatch.setattr(H, "require_kernel", lambda kernel: None)
     H.run_case(None, 1, 8, (x,), out_shape=5, out_dtype=np.float32, expected=x, label="t")
     assert len(calls) == H.GPU_REPEATS

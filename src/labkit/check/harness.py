@@ -13,21 +13,23 @@ Tools the lab checks combine:
 from __future__ import annotations
 
 import re
-import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from ..mode import current_mode
+from ..sim.limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG
+from ..sim.memory import fmt_index as _fmt
+from ..sim.memory import is_poison as _is_poison
+from ..sim.memory import poison_value
 from .core import Failed, Unsolved
 
 if TYPE_CHECKING:
-    from . import memory_model
+    from ..sim import memory
 
-SIM_TIME_LIMIT_S = 60.0
-CASE_TIME_LIMIT_S = 20.0  # one graded launch of a lab check (run_case) in the simulator
+SIM_TIME_LIMIT_S = LEARNER_CODE_LIMIT_S
+CASE_TIME_LIMIT_S = LEARNER_CODE_LIMIT_S  # one graded launch of a lab check (run_case) in the simulator
 GPU_REPEATS = 3  # on a GPU, run_case launches each case this many times (races show by chance there)
 GUARD = 64  # elements of guard zone on each side of an output
 
@@ -45,25 +47,6 @@ def random_array(shape: int | tuple[int, ...], dtype: Any = np.float32, low: flo
     if dt.kind in "iu":
         return _rng.integers(int(low), int(high), size=shape).astype(dt)
     return _rng.uniform(low, high, size=shape).astype(dt)
-
-
-def poison_value(dtype: Any) -> Any:
-    """NaN for floats, an unlikely sentinel for integers."""
-    dt = np.dtype(dtype)
-    if dt.kind == "f":
-        return np.nan
-    if dt.kind in "iu":
-        return np.iinfo(dt).max - 7
-    if dt.kind == "b":
-        return True
-    raise TypeError(f"no poison for dtype {dt}")
-
-
-def _is_poison(a: np.ndarray) -> np.ndarray:
-    value = poison_value(a.dtype)
-    if isinstance(value, float) and np.isnan(value):
-        return np.isnan(a)
-    return a == value
 
 
 def cuda_module() -> Any:
@@ -105,53 +88,38 @@ class Guarded:
 
 
 _SIM_INDEX_ERROR = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
+_NOT_SUBSCRIPTABLE = re.compile(r"'(int|float|bool|numpy\.\w+)' object (is not subscriptable|does not support item assignment)")
 
 
-def _explain_exception(exc: BaseException) -> Failed:
+def explain_exception(exc: BaseException) -> Failed:
+    """A learner-facing :class:`Failed` for anything a kernel launch raised."""
+    from ..sim.errors import KernelFault
+
+    where = getattr(exc, "sim_thread", None)
+    at = f" (thread {where[0]} of block {where[1]})" if where else ""
+    if isinstance(exc, KernelFault):
+        return Failed(f"{exc}{at}", cause=exc.cause)
     text = f"{type(exc).__name__}: {exc}"
     first = text.strip().splitlines()[0][:400]
     m = _SIM_INDEX_ERROR.search(text)
     if m:
         return Failed(
-            f"a thread indexed element {m.group(1)} of an axis of size {m.group(3)} ({first}).",
+            f"a thread indexed element {m.group(1)} of an axis of size {m.group(3)}{at} ({first}).",
             cause="a missing or wrong bounds check (`if i < n:`), or a row/column index mix-up.",
         )
     name = type(exc).__name__
     if name in ("TypingError", "UnsupportedError", "NumbaError", "LoweringError") or "numba" in type(exc).__module__:
         return Failed(f"the kernel does not compile: {first}", cause="look at the line the compiler names.")
     if isinstance(exc, TimeoutError):
-        return Failed(str(exc), cause="a loop whose condition never becomes false, or a barrier some threads never reach.")
+        return Failed(str(exc), cause=LIKELY_HANG)
+    if isinstance(exc, TypeError) and _NOT_SUBSCRIPTABLE.search(text):
+        return Failed(f"the kernel indexed a number as if it were an array{at}: {first}",
+                      cause="the kernel's parameters are in a different order from the exercise's signature, "
+                            "or a scalar parameter is used as an array.")
     if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
-        return Failed(f"the kernel was called with arguments it does not accept: {first}", cause="the kernel's parameters must match the exercise's signature.")
-    return Failed(f"the kernel raised {first}")
-
-
-class _Deadline:
-    """A trace function that stops simulator threads once a deadline has passed.
-
-    It traces lines only in frames of the learner's file (the kernel's and its device functions'), so a loop
-    of pure arithmetic is caught too, while the simulator's own code runs untraced.
-    """
-
-    def __init__(self, seconds: float, filename: str | None) -> None:
-        self.deadline = time.monotonic() + seconds
-        self.seconds = seconds
-        self.filename = filename
-
-    def _expired(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise TimeoutError(f"the kernel did not finish within {self.seconds:.0f} s in the simulator")
-
-    def _line(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            self._expired()
-        return self._line
-
-    def __call__(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "call" and frame.f_code.co_filename == self.filename:
-            self._expired()
-            return self._line
-        return None
+        return Failed(f"the kernel was called with arguments it does not accept: {first}",
+                      cause="the kernel's parameters must match the exercise's signature (their number and order).")
+    return Failed(f"the kernel raised {first}{at}")
 
 
 _launched: dict[Any, tuple[Any, str]] = {}
@@ -182,37 +150,63 @@ def _remember_launch(kernel: Any, args: tuple[Any, ...]) -> None:
 
 
 def take_launched() -> list[tuple[Any, str]]:
-    """Kernels launched since the last call, with the signature they were launched with (for the PTX audit)."""
+    """Kernels launched since the last call, with the signature they were launched with (for the GPU build)."""
     out = list(_launched.values())
     _launched.clear()
     return out
 
 
+def require_kernel(kernel: Any) -> None:
+    """Raise :class:`Failed` unless ``kernel`` is a ``@cuda.jit`` kernel (not its result, a device function, a plain function)."""
+    if kernel is None:
+        raise Failed("got None instead of a kernel: pass the kernel itself (`saxpy`), not the result of launching it "
+                     "(`saxpy[blocks, threads](...)` returns None).")
+    if getattr(kernel, "_device", False) or (getattr(kernel, "targetoptions", {}) or {}).get("device"):
+        raise Failed(f"{getattr(kernel, '__name__', 'this')} is a device function (`@cuda.jit(device=True)`), which "
+                     "cannot be launched: the exercise wants a kernel.", cause="decorate it with plain @cuda.jit.")
+    if not hasattr(kernel, "__getitem__") or not callable(kernel) or not hasattr(kernel, "py_func"):
+        raise Failed(f"expected a @cuda.jit kernel, got {type(kernel).__name__}.", cause="decorate the function with @cuda.jit.")
+
+
 def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: float | None = None) -> None:
     """Launch ``kernel[griddim, blockdim](*args)`` and wait; any error becomes a :class:`Failed` message.
 
-    In ``sim`` mode a kernel still running after ``time_limit_s`` (default :data:`SIM_TIME_LIMIT_S`) is stopped.
+    In ``sim`` mode learner code still running after ``time_limit_s`` (default :data:`SIM_TIME_LIMIT_S`) is stopped.
     """
     cuda = cuda_module()
-    if not hasattr(kernel, "__getitem__") or not callable(kernel):
-        raise Failed(f"expected a @cuda.jit kernel, got {type(kernel).__name__}.", cause="decorate the function with @cuda.jit.")
-    sim = current_mode() == "sim"
+    require_kernel(kernel)
     _remember_launch(kernel, args)
-    py = getattr(kernel, "py_func", None)
-    filename = py.__code__.co_filename if py is not None else None
-    tracer = _Deadline(time_limit_s or SIM_TIME_LIMIT_S, filename) if sim else None
-    if tracer:
-        threading.settrace(tracer)
     try:
-        kernel[griddim, blockdim](*args)
+        if current_mode() == "sim":
+            from .. import sim
+
+            sim.launch(kernel, griddim, blockdim, *args, time_limit_s=time_limit_s)
+        else:
+            kernel[griddim, blockdim](*args)
         cuda.synchronize()
     except Failed:
         raise
     except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
-        raise _explain_exception(exc) from None
-    finally:
-        if tracer:
-            threading.settrace(None)  # type: ignore[arg-type]
+        raise explain_exception(exc) from None
+
+
+SWAPPED_AXES = "rows and columns are swapped: x = cuda.grid(2)[0] runs along a row, so it is the column (x is the column, y is the row)."
+
+
+def launch_strict(kernel: Any, griddim: Any, blockdim: Any, *args: Any, **options: Any) -> memory.LaunchReport | None:
+    """:func:`labkit.sim.launch_strict` in ``sim`` mode (a plain :func:`launch` on a GPU, returning None), with every
+    error of the kernel turned into a :class:`Failed` message."""
+    require_kernel(kernel)
+    _remember_launch(kernel, args)
+    if current_mode() != "sim":
+        launch(kernel, griddim, blockdim, *args)
+        return None
+    from .. import sim
+
+    try:
+        return sim.launch_strict(kernel, griddim, blockdim, *args, **options)
+    except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
+        raise explain_exception(exc) from None
 
 
 def compare(
@@ -225,11 +219,13 @@ def compare(
     unwritten_means_unsolved: bool = False,
     written: np.ndarray | None = None,
     unwritten_cause: str | None = None,
+    swapped_cause: str | None = None,
 ) -> None:
     """Raise :class:`Failed` (or :class:`Unsolved`) at the first element where ``got`` differs from ``expected``.
 
     ``written`` (from a strict launch) tells elements never written from elements written with a poisoned value
-    (one read from memory no thread had written yet); ``unwritten_cause`` replaces the default likely cause.
+    (one read from memory no thread had written yet); ``unwritten_cause`` replaces the default likely cause of
+    unwritten elements; ``swapped_cause`` is given instead when the values written look transposed.
     """
     if got.shape != expected.shape:
         raise Failed(f"{label}: result has shape {got.shape}, expected {expected.shape}.")
@@ -243,24 +239,29 @@ def compare(
             cause="a read of memory before any thread wrote it: a missing cuda.syncthreads() after filling shared memory, "
                   "or an index outside the part of a tile (or halo) that was loaded.",
         )
+    transposed = _looks_transposed(got, expected, rtol, atol)
     if poison.any():
         idx = tuple(int(i) for i in np.argwhere(poison)[0])
         count = int(poison.sum())
-        raise Failed(
-            f"{label}: {count} of {got.size} elements were never written; the first is at index {_fmt(idx)}.",
-            cause=unwritten_cause or "some threads do no work: check the index arithmetic, the grid covers the whole array, and the loop bounds.",
-        )
-    if got.dtype.kind == "f" or expected.dtype.kind == "f":
-        bad = ~np.isclose(got, expected, rtol=rtol, atol=atol)
-    else:
-        bad = got != expected
+        cause = (swapped_cause or SWAPPED_AXES) if transposed else (
+            unwritten_cause or "some threads do no work: check the index arithmetic, the grid covers the whole array, "
+                               "and the loop bounds.")
+        raise Failed(f"{label}: {count} of {got.size} elements were never written; the first is at index {_fmt(idx)}.",
+                     cause=cause)
+    bad = _mismatch(got, expected, rtol, atol)
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         raise Failed(
             f"{label}: {int(bad.sum())} of {got.size} elements are wrong; first at index {_fmt(idx)}: "
             f"expected {_v(expected[idx])}, got {_v(got[idx])}.",
-            cause=_guess_cause(got, expected, idx),
+            cause=(swapped_cause or SWAPPED_AXES) if transposed else _guess_cause(got, expected, rtol, atol),
         )
+
+
+def _mismatch(got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    if got.dtype.kind == "f" or expected.dtype.kind == "f":
+        return ~np.isclose(got.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
+    return got != expected
 
 
 def _v(x: Any) -> str:
@@ -269,27 +270,63 @@ def _v(x: Any) -> str:
     return f"{x:.7g}" if isinstance(x, float) else repr(x)
 
 
-def _fmt(idx: tuple[int, ...]) -> str:
-    return str(idx[0]) if len(idx) == 1 else str(idx)
+def _looks_transposed(got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> bool:
+    """True when most written elements of a 2-D result hold the value of the mirrored element: ``got[r, c] ==
+    expected[c, r]`` where that exists and differs from ``expected[r, c]``."""
+    if got.ndim != 2 or min(got.shape) < 2:
+        return False
+    rows, cols = got.shape
+    n = min(rows, cols)
+    g, e = got[:n, :n], expected[:n, :n]
+    seen = ~_is_poison(g)
+    off = ~np.eye(n, dtype=bool) & seen & _mismatch(e, e.T, rtol, atol)  # elements where a swap makes a difference
+    if off.sum() < 2:
+        return False
+    return bool((~_mismatch(g, e.T, rtol, atol) & off).sum() >= 0.8 * off.sum())
 
 
-def _guess_cause(got: np.ndarray, expected: np.ndarray, idx: tuple[int, ...]) -> str:
-    if got.ndim == 2 and got.shape[0] == got.shape[1] and np.allclose(got, expected.T, equal_nan=False):
-        return "rows and columns are swapped (x is the column, y is the row)."
+def _guess_cause(got: np.ndarray, expected: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6) -> str:
+    """The likely cause read from the pattern of wrong values (an off-by-one shift), or a general pointer."""
     flat_got, flat_exp = got.ravel(), expected.ravel()
-    for shift in (1, -1):
-        if np.allclose(flat_got[max(shift, 0): flat_got.size + min(shift, 0)], flat_exp[max(-shift, 0): flat_exp.size + min(-shift, 0)]):
-            return "an off-by-one in the index: every element comes from its neighbour."
+    if flat_got.size >= 3:
+        for shift in (1, -1):
+            a = flat_got[max(shift, 0): flat_got.size + min(shift, 0)]
+            b = flat_exp[max(-shift, 0): flat_exp.size + min(-shift, 0)]
+            if not _mismatch(a, b, rtol, atol).any() and _mismatch(flat_got, flat_exp, rtol, atol).sum() > 1:
+                return "an off-by-one in the index: every element comes from its neighbour."
     return "compare your formula with the task statement for this element."
 
 
-@dataclass(frozen=True)
-class Case:
-    """One graded run: a label (size and launch configuration) and the arrays involved."""
+@dataclass
+class Launch:
+    """One graded launch of a learner's kernel: configuration, inputs, the output it must produce, and how to judge it.
 
+    ``inputs`` are host arrays (copied to the device) or scalars (passed as they are); the output, poisoned and
+    guarded (or filled with ``out_init``), goes at ``out_position`` among the arguments (default last).
+    ``first``: an output left untouched means "not solved yet". ``reverse`` starts each block's threads in
+    reverse order, ``record`` keeps every access (coalescing, bank conflicts). Every failure names ``label``;
+    ``unwritten_cause`` / ``swapped_cause`` / ``extra_cause`` refine the likely cause.
+    """
+
+    grid: Any
+    block: Any
+    inputs: Sequence[Any]
+    expected: np.ndarray
     label: str
-    size: int | tuple[int, ...]
-    threads: int | tuple[int, ...]
+    out_dtype: Any = np.float32
+    out_shape: int | tuple[int, ...] | None = None  # default: expected.shape
+    names: Sequence[str] = ()
+    out_init: Any = None
+    out_position: int = -1
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    first: bool = False
+    reverse: bool = False
+    record: bool = False
+    unwritten_cause: str | None = None
+    swapped_cause: str | None = None
+    extra_cause: str | None = None
+    time_limit_s: float | None = None
 
 
 def sizes_for(block: int, *, sim_cap: int = 1500) -> list[int]:
@@ -324,21 +361,15 @@ def check_kernel_1d(
     gives the number of blocks (default: enough to cover ``n``; pass a smaller one to test grid-stride loops).
     Returns the success message; raises :class:`Failed` or :class:`Unsolved`.
     """
-    cuda = cuda_module()
     runs = 0
-    first = True
     for block in blocks:
         for n in sizes_for(block):
-            host_inputs = make_inputs(n)
+            host_inputs = list(make_inputs(n))
             extras = tuple(extra_args(n))
-            dev_inputs = [cuda.to_device(a) for a in host_inputs]
-            out = Guarded(n, out_dtype)
             grid = grid_for(n, block) if grid_for else (n + block - 1) // block
-            label = f"n={n}, {grid} block(s) of {block} threads"
-            launch(kernel, grid, block, *dev_inputs, *extras, out.device)
-            got = out.fetch()
-            compare(got, reference(*host_inputs, *extras), label=label, rtol=rtol, atol=atol, unwritten_means_unsolved=first)
-            first = False
+            grade(kernel, Launch(grid, block, [*host_inputs, *extras], reference(*host_inputs, *extras),
+                                 f"n={n}, {grid} block(s) of {block} threads", out_dtype=out_dtype, out_shape=n,
+                                 rtol=rtol, atol=atol, first=runs == 0, reverse=runs % 2 == 1))
             runs += 1
     return f"correct on {runs} runs (sizes from 1 up, block sizes {', '.join(map(str, blocks))}), no out-of-bounds writes."
 
@@ -359,69 +390,65 @@ def fmt_shape(shape: int | tuple[int, ...]) -> str:
     return str(shape) if isinstance(shape, int) else "×".join(map(str, shape))
 
 
-def run_case(
-    kernel: Any,
-    grid: Any,
-    block: Any,
-    inputs: Sequence[Any],
-    *,
-    out_shape: int | tuple[int, ...],
-    out_dtype: Any,
-    expected: np.ndarray,
-    label: str,
-    names: Sequence[str] = (),
-    out_init: Any = None,
-    reverse: bool = False,
-    record: bool = False,
-    first: bool = False,
-    rtol: float = 1e-5,
-    atol: float = 1e-6,
-    unwritten_cause: str | None = None,
-    out_position: int = -1,
-    time_limit_s: float | None = None,
-    extra_cause: str | None = None,
-    _repeat: bool = True,
-) -> memory_model.LaunchReport | None:
-    """One graded launch: inputs to the device, a poisoned and guarded output (or one filled with ``out_init``),
-    a strict launch (``sim``) or plain one (GPU), the guard check, and :func:`compare` against ``expected``.
+def run_case(kernel: Any, grid: Any, block: Any, inputs: Sequence[Any], *, out_shape: int | tuple[int, ...],
+             out_dtype: Any, expected: np.ndarray, label: str, **options: Any) -> memory.LaunchReport | None:
+    """:func:`grade` with the launch given as arguments (see :class:`Launch` for ``options``)."""
+    return grade(kernel, Launch(grid, block, inputs, expected, label, out_dtype=out_dtype, out_shape=out_shape, **options))
 
-    ``inputs`` are host arrays (copied) or scalars (passed as they are); the output goes at ``out_position``
-    among the arguments (default last). ``first``: an output left untouched means "not solved yet".
-    Every failure names ``label`` (size and launch configuration); ``extra_cause`` is added to its likely cause.
-    """
-    if _repeat and current_mode() == "gpu":  # no strict model on a device: repeat, so that a race has more chances to show
-        for _ in range(GPU_REPEATS - 1):
-            run_case(kernel, grid, block, inputs, out_shape=out_shape, out_dtype=out_dtype, expected=expected, label=label,
-                     names=names, out_init=out_init, first=first, rtol=rtol, atol=atol, unwritten_cause=unwritten_cause,
-                     out_position=out_position, extra_cause=extra_cause, _repeat=False)
-    args: list[Any] = [device(a) if isinstance(a, np.ndarray) else a for a in inputs]
-    out = Guarded(out_shape, out_dtype, fill=out_init)
-    pos = len(args) if out_position == -1 else out_position
-    args.insert(pos, out.device)
-    arg_names = list(names) or [f"argument {k + 1}" for k in range(len(args))]
-    try:
-        from . import memory_model  # the strict model imports this module: import it here
 
-        report = memory_model.launch_strict(kernel, grid, block, *args, reverse=reverse, record=record, names=arg_names,
-                               time_limit_s=time_limit_s or CASE_TIME_LIMIT_S)
-    except Failed as exc:
-        raise Failed(f"{label}: {exc}", cause=_more(exc.cause, extra_cause)) from None
-    got = out.fetch()
-    written = report.written.get(arg_names[pos]) if report is not None else None
+def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
+    """One graded launch: inputs to the device, a poisoned and guarded output, a strict launch (``sim``) or
+    :data:`GPU_REPEATS` plain ones (GPU, where a race has more chances to show), the guard check, and
+    :func:`compare` against ``case.expected``, with a likely cause read from what the kernel did.
+    Returns the strict launch's report in ``sim`` mode."""
+    require_kernel(kernel)
+    sim = current_mode() == "sim"
+    report = None
+    for _ in range(1 if sim else GPU_REPEATS):
+        args: list[Any] = [device(a) if isinstance(a, np.ndarray) else a for a in case.inputs]
+        out = Guarded(case.out_shape if case.out_shape is not None else case.expected.shape, case.out_dtype, fill=case.out_init)
+        pos = len(args) if case.out_position == -1 else case.out_position
+        args.insert(pos, out.device)
+        names = list(case.names) or [f"argument {k + 1}" for k in range(len(args))]
+        _remember_launch(kernel, tuple(args))
+        try:
+            if sim:
+                from .. import sim as simulator
+
+                report = simulator.launch_strict(kernel, case.grid, case.block, *args, reverse=case.reverse,
+                                                 record=case.record, names=names, outputs=(names[pos],),
+                                                 time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S)
+            else:
+                launch(kernel, case.grid, case.block, *args)
+            got = out.fetch()
+        except Failed as exc:
+            raise Failed(f"{case.label}: {exc}", cause=_more(exc.cause, case.extra_cause)) from None
+        except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
+            failed = explain_exception(exc)
+            raise Failed(f"{case.label}: {failed}", cause=_more(failed.cause, case.extra_cause)) from None
+        _judge(got, case, report, names[pos])
+    return report
+
+
+def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, out_name: str) -> None:
+    expected, rtol, atol = case.expected, case.rtol, case.atol
+    written = report.written.get(out_name) if report is not None else None
     if report is not None and report.float_into_int and not np.allclose(got.astype(np.float64), expected, rtol=rtol, atol=atol):
-        raise Failed(f"{label}: {report.float_into_int}.",
+        raise Failed(f"{case.label}: {report.float_into_int}.",
                      cause="a value of the wrong type stored into an integer array: round it (`int(v + 0.5)`) or "
                            "compute in integers, so the store does not truncate.")
-    if out_init is not None:
+    if case.out_init is not None:
         written = None  # an initialised output (a counter) may legitimately stay at its initial value
-        if first and (got == out_init).all() and not (expected == out_init).all():
-            raise Unsolved("the kernel ran but its output is still all " + repr(out_init) + "; write the kernel body.")
+        if case.first and (got == case.out_init).all() and not (expected == case.out_init).all():
+            raise Unsolved("the kernel ran but its output is still all " + repr(case.out_init) + "; write the kernel body.")
     try:
-        compare(got, expected, label=label, rtol=rtol, atol=atol, unwritten_means_unsolved=first, written=written,
-                unwritten_cause=unwritten_cause)
+        compare(got, expected, label=case.label, rtol=rtol, atol=atol, unwritten_means_unsolved=case.first,
+                written=written, unwritten_cause=case.unwritten_cause, swapped_cause=case.swapped_cause)
     except Failed as exc:
-        raise Failed(str(exc), cause=_more(exc.cause, extra_cause)) from None
-    return report
+        cause = exc.cause
+        if report is not None and report.uninitialised is not None:
+            cause = report.uninitialised.cause()
+        raise Failed(str(exc), cause=_more(cause, case.extra_cause)) from None
 
 
 def _more(cause: str | None, extra: str | None) -> str | None:
@@ -430,20 +457,31 @@ def _more(cause: str | None, extra: str | None) -> str | None:
     return f"{cause} {extra}" if cause else extra
 
 
-def find_race(kernel: Any, griddim: Any, blockdim: Any, *args: Any, names: Sequence[str] | None = None) -> memory_model.Race | None:
+def find_race(kernel: Any, griddim: Any, blockdim: Any, *args: Any, names: Sequence[str] | None = None) -> memory.Race | None:
     """Run ``kernel`` once under the strict memory model and print the first data race it has (or that it has none).
 
-    ``sim`` mode only: on a GPU, NVIDIA's ``compute-sanitizer --tool racecheck`` does this for shared memory.
+    ``sim`` mode only: on a GPU, NVIDIA's ``compute-sanitizer --tool racecheck`` finds races in shared memory
+    (not in global memory).
     """
     if current_mode() != "sim":
         print("find_race runs kernels in the CUDA simulator (sim mode). On a GPU, run the program under "
-              "`compute-sanitizer --tool racecheck python script.py` instead.")
+              "`compute-sanitizer --tool racecheck python script.py`, which finds races in shared memory.")
         return None
-    from . import memory_model  # the strict model imports this module: import it here
+    from .. import sim
 
-    report = memory_model.launch_strict(kernel, griddim, blockdim, *[device(a) if isinstance(a, np.ndarray) else a for a in args],
-                           allow_races=True, names=names)
-    assert report is not None
+    try:
+        require_kernel(kernel)
+        report = sim.launch_strict(kernel, griddim, blockdim, *[device(a) if isinstance(a, np.ndarray) else a for a in args],
+                                   allow_races=True, names=names)
+    except Failed as exc:
+        print(f"find_race: {exc}")
+        return None
+    except Exception as exc:  # noqa: BLE001 - the learner's kernel failed in another way: say how
+        failed = explain_exception(exc)
+        print(f"find_race: the kernel failed before a race could be looked for: {failed}")
+        if failed.cause:
+            print("  Likely cause: " + failed.cause)
+        return None
     if report.race is None:
         print("no race found in this launch.")
     else:

@@ -83,7 +83,7 @@ def grayscale(kernel: Any) -> str:
         grid = grid_2d(shape, block)
         label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
         run_case(kernel, grid, block, (img,), out_shape=shape, out_dtype=np.uint8, expected=_grey(img), label=label,
-                 names=("img", "out"), first=k == 0, rtol=0, atol=0.5 + 1e-3, unwritten_cause=SWAPPED)
+                 names=("img", "out"), first=k == 0, rtol=0, atol=0.5 + 1e-3, swapped_cause=SWAPPED)
     return f"correct on {len(cases)} images from 1×1 to 40×9 with 4 block shapes; rounding right; no out-of-bounds writes."
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..mode import current_mode
 from .core import Failed, exercise
 from .harness import fmt_shape, grid_2d, random_array, require_ptx, run_case
-from .memory_model import bank_conflicts, sectors_per_request
+from ..sim.memory import bank_conflicts, sectors_per_request
 
 
 def _ref(name: str) -> Callable[[], Any]:
@@ -67,7 +67,7 @@ def coalesced_copy(kernel: Any) -> str:
         label = f"array {fmt_shape(shape)}, grid {grid} of blocks {block}"
         record = k == len(cases) - 1 and current_mode() == "sim"
         report = run_case(kernel, grid, block, (src,), out_shape=shape, out_dtype=np.float32, expected=src, label=label,
-                          names=("src", "dst"), first=k == 0, record=record, unwritten_cause=SWAPPED)
+                          names=("src", "dst"), first=k == 0, record=record, swapped_cause=SWAPPED)
         if record and report is not None:
             note = "; " + _efficiency(report, "src", "read", "read", label) + "; " + _efficiency(report, "dst", "write", "write", label)
     return f"correct on {len(cases)} arrays{note}."

@@ -179,7 +179,7 @@ def full_sum(kernel: Any) -> str:
 def warp_sum(kernel: Any) -> str:
     """Grade ``warp_sum(x, out)``: ``out[w]`` = sum of elements ``32w .. 32w + 31`` (zeros past the end);
     blocks of 32 to 128 threads."""
-    from .. import simwarp
+    from ..sim import warp as simwarp
 
     cases = [(200, 64), (1, 32), (96, 96), (64, 128)]
     before = simwarp.calls

@@ -16,8 +16,7 @@ import numpy as np
 from .. import hw, video
 from .answers import number
 from .core import Failed, exercise
-from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, random_array, run_case
-from .memory_model import launch_strict
+from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, launch_strict, random_array, run_case
 
 
 def _ref(name: str) -> Callable[[], Any]:
@@ -97,7 +96,7 @@ def fused_update(kernel: Any) -> str:
             raise Failed(f"{label}: the mask is 1 where |d| equals thresh exactly.",
                          cause="foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.")
         compare(mask, exp_mask, label=f"{label}, mask", unwritten_means_unsolved=k == 0, written=written,
-                unwritten_cause=SWAPPED)
+                swapped_cause=SWAPPED)
         if np.array_equal(new_bg, bg) and not np.array_equal(exp_bg, bg):
             raise Failed(f"{label}: the mask is right but the background was not updated.",
                          cause="write the new background back: `bg[row, col] = b + alpha * d`.")
@@ -131,14 +130,15 @@ def _mask(shape: tuple[int, int], p: float) -> np.ndarray:
 def erode(kernel: Any) -> str:
     """Grade ``erode(mask, out)``: uint8 0/1 masks; ``out`` = 1 where every neighbour inside the frame is 1."""
     border = ("every pixel gets a value, border pixels too: at the edge, use the neighbours that exist (clamp the loops "
-              "to the frame) rather than skipping the pixel. " + SWAPPED)
+              "to the frame) rather than skipping the pixel.")
     for k, ((shape, block), p) in enumerate(zip(CASES_2D, (0.85, 1.0, 0.9, 0.8))):
         m = _mask(shape, p)
         label = _label(shape, block) + f", {int(m.sum())} of {m.size} pixels set"
         exp = video.erode(m)
         try:
             run_case(kernel, grid_2d(shape, block), block, (m,), out_shape=shape, out_dtype=np.uint8, expected=exp,
-                     label=label, names=("mask", "out"), first=k == 0, reverse=k == 2, unwritten_cause=border)
+                     label=label, names=("mask", "out"), first=k == 0, reverse=k == 2, unwritten_cause=border,
+                     swapped_cause=SWAPPED)
         except Failed as exc:
             msg = str(exc)
             outside0 = _border_as_zero(m)

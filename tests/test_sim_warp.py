@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
 
 from numba import cuda  # noqa: E402
 
-from labkit import simwarp  # noqa: E402
+from labkit.sim import warp as simwarp  # noqa: E402
 
 
 def test_installed_by_setup() -> None:

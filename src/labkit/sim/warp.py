@@ -15,13 +15,20 @@ runs on a CPU with the semantics of the hardware:
 A lane named in the mask that never arrives (it returned early, or waits at ``syncthreads``) makes the other
 lanes fail after :data:`WAIT_S` seconds with a message, instead of hanging as a real GPU might.
 
+``syncwarp`` also orders memory among the lanes that meet at it, under the strict memory model
+(:mod:`labkit.sim.memory`), as it does on a GPU.
+
 Call :func:`install` once the simulator is selected (``labkit.setup()`` does it in ``sim`` mode).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+import weakref
+from typing import Any, Callable
+
+from . import blocks
+from .errors import WarpError
 
 WAIT_S = 20.0  # generous: on a loaded 2-core machine 32 Python threads can take seconds to meet
 FULL_MASK = 0xFFFFFFFF
@@ -31,14 +38,21 @@ _installed = False
 calls = 0  # warp-level calls made so far in this process (the lab checks read it to see shuffles were used)
 
 
-class WarpError(RuntimeError):
-    """A warp-level call whose lanes did not all arrive, or a lane outside its own mask."""
+_open: "weakref.WeakSet[_Rendezvous]" = weakref.WeakSet()
 
 
 class _Rendezvous:
     def __init__(self, parties: int) -> None:
         self.barrier = threading.Barrier(parties, timeout=WAIT_S)
         self.slots: dict[int, Any] = {}
+        self.threads: dict[int, Any] = {}
+        _open.add(self)
+
+
+def _abort_all() -> None:
+    """Break every pending rendezvous (the launch is being stopped): waiting lanes return at once."""
+    for rv in list(_open):
+        rv.barrier.abort()
 
 
 def _lanes_in_warp(block_dim: Any, warp: int) -> int:
@@ -46,8 +60,11 @@ def _lanes_in_warp(block_dim: Any, warp: int) -> int:
     return max(0, min(32, n - 32 * warp))
 
 
-def _exchange(fake: Any, mask: int, value: Any, what: str) -> tuple[dict[int, Any], int, int]:
-    """All lanes of ``mask`` meet; returns ({lane: value}, own lane, mask of lanes that took part)."""
+def _exchange(fake: Any, mask: int, value: Any, what: str,
+              then: Callable[[list[Any]], None] | None = None) -> tuple[dict[int, Any], int, int]:
+    """All lanes of ``mask`` meet; returns ({lane: value}, own lane, mask of lanes that took part).
+
+    ``then(threads)`` runs once, in the lowest lane, after all have arrived and before any leaves."""
     global calls
     calls += 1
     thread = threading.current_thread()
@@ -64,9 +81,12 @@ def _exchange(fake: Any, mask: int, value: Any, what: str) -> tuple[dict[int, An
         if rv is None:
             rv = table[key] = _Rendezvous(bin(members).count("1"))
     rv.slots[lane] = value
+    rv.threads[lane] = thread
     try:
         rv.barrier.wait()
         values = dict(rv.slots)
+        if then is not None and lane == min(values):
+            then(list(rv.threads.values()))
         rv.barrier.wait()
     except threading.BrokenBarrierError:
         missing = [ln for ln in range(32) if (members >> ln) & 1 and ln not in rv.slots]
@@ -119,8 +139,15 @@ def ballot_sync(self: Any, mask: int, predicate: Any) -> int:
     return sum(1 << ln for ln, v in values.items() if v)
 
 
+def _order_memory(threads: list[Any]) -> None:
+    from . import memory
+
+    if memory.active is not None:
+        memory.active.syncwarp(threads)
+
+
 def syncwarp(self: Any, mask: int = FULL_MASK) -> None:
-    _exchange(self, mask, None, "syncwarp")
+    _exchange(self, mask, None, "syncwarp", then=_order_memory)
 
 
 def activemask(self: Any) -> int:
@@ -147,8 +174,9 @@ def install() -> bool:
     global _installed
     if _installed:
         return False
-    if not _is_simulator():
+    if not is_simulator():
         return False
+    blocks.state.stoppers.append(_abort_all)
     from numba.cuda.simulator import kernelapi
 
     for name, fn in _FUNCTIONS.items():
@@ -158,7 +186,8 @@ def install() -> bool:
     return True
 
 
-def _is_simulator() -> bool:
+def is_simulator() -> bool:
+    """True when numba's CUDA target is the simulator."""
     try:
         from numba.cuda.core import config
     except ImportError:  # pragma: no cover
