@@ -13,7 +13,8 @@ from labkit.hw import Figure, HardwareDataError
 
 
 def test_lists_cover_the_issue() -> None:
-    assert hw.gpus() == ["P100 SXM2", "V100 SXM2 16GB", "V100 SXM2 32GB", "A100 SXM4 40GB", "A100 SXM4 80GB", "H100 SXM", "H200", "B200"]
+    assert hw.gpus() == ["P100 SXM2", "V100 SXM2 16GB", "V100 SXM2 32GB", "V100 SXM3 32GB", "A100 SXM4 40GB", "A100 SXM4 80GB",
+                         "H100 SXM", "H200", "B200", "B200 (GB200)"]
     assert hw.systems() == ["DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200", "GB200 NVL72",
                             "DGX SuperPOD (A100)"]
     for name in ["NVLink 1", "NVLink 5", "NVSwitch 1", "NVSwitch 3", "PCIe 3", "PCIe 5", "InfiniBand EDR", "InfiniBand NDR"]:
@@ -87,7 +88,7 @@ def test_systems() -> None:
     d1 = hw.system("DGX-1 (P100)")
     assert d1.headline.value == 170 and int(d1.gpu_count) == 8
     d1v = hw.system("DGX-1")
-    assert d1v.name == "DGX-1 (V100)" and d1v.power.value == 3200 and d1v.network_bandwidth.value == 400
+    assert d1v.name == "DGX-1 (V100)" and d1v.power.value == 3500 and d1v.network_bandwidth.value == 400
     d2 = hw.system("dgx-2")
     assert int(d2.gpu_count) == 16 and int(d2.nvswitch_count) == 12 and d2.headline.to("TFLOP/s").value == 2000
     assert d2.gpu_memory_total.value == 512 and d2.memory_bandwidth_total.value == pytest.approx(14.4)
@@ -202,3 +203,70 @@ def test_unconfirmed_listing() -> None:
     assert ("B200", "peak fp8") in names and ("NVSwitch 2", "ports") in names
     assert all(fig.unconfirmed for _, _, fig in rows)
     assert not any(r == "H100 SXM" for r, _, _ in rows)
+
+
+# ------------------------------------------------------------------------- the source talk against the datasheets
+
+
+def test_dgx1_datasheet_figures_with_the_talks_in_a_note() -> None:
+    v, p = hw.system("DGX-1 (V100)"), hw.system("DGX-1 (P100)")
+    assert v.power.value == 3500 and "3,200 W" in v.power.note and "datasheet" in v.power.source
+    assert p.power.value == 3200
+    assert p.storage.value == pytest.approx(4 * 1.92) and "7 TB" in p.storage.note
+    assert v.storage.value == pytest.approx(7.68) and "8 TB" in v.storage.note
+
+
+def test_claims_pair_the_talk_with_the_datasheet() -> None:
+    by_key = {(c.record, c.field): c for c in hw.claims()}
+    power = by_key[("DGX-1 (V100)", "power")]
+    assert power.claimed.value == 3200 and power.datasheet.value == 3500
+    assert power.claimed.source == "DGX-2 technical talk (GTC 2018)"
+    assert power.difference == pytest.approx(-300 / 3500)
+    ssd = by_key[("DGX-1 (P100)", "storage")]
+    assert ssd.claimed.value == 7 and ssd.datasheet.value == pytest.approx(7.68)
+    assert "+4%" in str(by_key[("DGX-1 (V100)", "storage")])
+    assert all(c.datasheet.source != c.claimed.source for c in hw.claims())
+
+
+def test_broken_claim(tmp_path: Path) -> None:
+    p = _write(tmp_path, lambda r: r["claims"][0].__setitem__("field", "wattage"))
+    with pytest.raises(HardwareDataError, match="has no figure 'wattage'"):
+        hw.load(p)
+    p = _write(tmp_path, lambda r: r["claims"][0].__setitem__("claimed", {"value": 3200, "unit": "GB/s", "source": "a talk"}))
+    with pytest.raises(HardwareDataError, match="does not convert"):
+        hw.load(p)
+
+
+def test_gb200_gpu_is_its_own_record() -> None:
+    g = hw.gpu("GB200 NVL72")
+    assert g.name == "B200 (GB200)" and hw.gpu("GB200").name == "B200 (GB200)"
+    assert g.memory_size.value == 186 and g.power.value == 1200
+    assert g.peak("fp8", sparse=True).value == 10000 and not g.peak("fp8", sparse=True).unconfirmed
+    hgx = hw.gpu("B200")
+    assert hgx.memory_size.value == 180 and hgx.power.value == 1000
+    nvl = hw.system("GB200 NVL72")
+    assert nvl.gpu_memory_total.value == pytest.approx(72 * 186 / 1000, abs=0.01)
+    assert hw.match_device("NVIDIA GB200").name == "B200 (GB200)"
+
+
+def test_dgx2_gpu_is_the_sxm3_part_and_dgx2h_is_not_an_alias() -> None:
+    d2 = hw.system("DGX-2")
+    assert d2.gpu == "V100 SXM3 32GB" and d2.gpu_model.memory_size.value == 32
+    assert d2.gpu_model.peak("fp16").value == 125
+    assert hw.match_device("Tesla V100-SXM3-32GB").name == "V100 SXM3 32GB"
+    assert hw.match_device("Tesla V100-SXM2-32GB").name == "V100 SXM2 32GB"
+    assert "DGX-2H" in d2.note
+    with pytest.raises(LabkitError, match="no system called 'DGX-2H'"):
+        hw.system("DGX-2H")
+
+
+def test_fp64_peaks_say_where_they_run() -> None:
+    assert hw.gpu("P100").runs_on("fp64") == hw.gpu("V100").runs_on("fp64") == "CUDA cores"
+    assert hw.gpu("A100").runs_on("fp64") == hw.gpu("H100").runs_on("fp64") == "Tensor Cores"
+    assert hw.gpu("A100").peak("fp64", tensor_core=False).value == pytest.approx(9.7)
+    assert hw.gpu("V100").peak("fp64", tensor_core=False).value == 7.8
+    assert hw.gpu("B200").runs_on("fp64") == "Tensor Cores and CUDA cores"
+    assert hw.gpu("V100").runs_on("fp16") == "Tensor Cores" and hw.gpu("P100").runs_on("fp16") == "CUDA cores"
+    assert all(hw.gpu(n).runs_on("fp32") == "CUDA cores" for n in hw.gpus())
+    with pytest.raises(LabkitError, match="does not exist on the P100"):
+        hw.gpu("P100").runs_on("tf32")

@@ -35,10 +35,13 @@ from labkit.widgets import architecture as arch
 #
 # NVIDIA builds GPUs for three markets from shared architectures:
 #
-# - **Tesla** (today simply "data-centre GPUs"): compute for training and HPC — the P100, V100, A100, H100, H200, B200
-#   in this lab. They have HBM memory, NVLink and the full FP64 rate.
-# - **GeForce / Titan**: consumer and workstation graphics cards. Same programming model (CUDA), but GDDR memory,
-#   little FP64, and no NVLink between many GPUs.
+# - **Tesla** (today simply "data-centre GPUs"): compute for training, inference and HPC. The flagship parts in this
+#   lab — P100, V100, A100, H100, H200, B200 — have HBM memory, NVLink and a high FP64 rate (printed below). Not every
+#   data-centre GPU does: the inference and graphics cards T4, L4 and L40S have GDDR memory, no NVLink, and FP64 at a
+#   small fraction of their FP32 rate.
+# - **GeForce / Titan**: consumer and workstation graphics cards. Same programming model (CUDA); mostly GDDR memory,
+#   a low FP64 rate and no NVLink between many GPUs. The exception proves the rule: the Titan V uses the V100's chip,
+#   with HBM2 and its high FP64 rate.
 # - **Tegra** (now Jetson and DRIVE): systems-on-chip for robots, cars and cameras, built for low-power inference.
 #
 # A CUDA program written in this course runs on all three; what changes is how fast. `labkit.hw` holds the data-centre parts.
@@ -82,16 +85,24 @@ print("source:", hw.gpu("H100").sm_count.source)
 # %% [markdown]
 # Peaks depend on the precision. The Tensor Core rates dwarf the FP32 rate, and from the A100 on NVIDIA quotes a second
 # figure "with sparsity" (2:4 structured sparsity: two of every four weights are zero and skipped). Missing entries do
-# not exist on that GPU (the P100 has no Tensor Cores at all).
+# not exist on that GPU (the P100 has no Tensor Cores at all). FP64 needs two columns: from the A100 on, FP64 matrix
+# products run on the Tensor Cores at twice the CUDA-core rate, while the P100 and V100 do FP64 on the CUDA cores only.
+# A single "FP64" column would put a Tensor Core rate next to a CUDA-core rate.
 
 # %%
-precisions = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
-print(f"{'dense peak':16}" + "".join(f"{p:>8}" for p in precisions))
+precisions = ["fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
+print(f"{'dense peak':16}{'fp64 cores':>11}{'fp64 TC':>8}" + "".join(f"{p:>8}" for p in precisions))
 for name in ["P100", "V100", "A100", "H100", "B200"]:
     g = hw.gpu(name)
+    on_tc = "Tensor Cores" in g.runs_on("fp64")
+    fp64 = [f"{g.peak('fp64', tensor_core=False).value:11g}", f"{g.peak('fp64').value:8g}" if on_tc else f"{'—':>8}"]
     cells = [f"{g.peak(p).value:8g}" if g.has(p) else f"{'—':>8}" for p in precisions]
-    print(f"{g.name:16}" + "".join(cells))
-print("TFLOP/s (TOPS for int8). B200 figures are unconfirmed:", hw.gpu("B200").peak("fp16"))
+    print(f"{g.name:16}" + "".join(fp64 + cells))
+print("TFLOP/s (TOPS for int8). fp64 cores: on the CUDA cores; fp64 TC: FP64 on Tensor Cores (matrix products only).")
+print("B200 figures are unconfirmed:", hw.gpu("B200").peak("fp16"))
+for name in ["V100", "A100"]:
+    g = hw.gpu(name)
+    print(f"{g.name}: FP64 {g.peak('fp64', tensor_core=False).value / g.peak('fp32').value:.0%} of FP32 on the CUDA cores")
 
 # %% [markdown]
 # ## 3. Claim: V100 mixed precision is "more than 10×" the P100
@@ -160,6 +171,20 @@ pod = hw.system("SuperPOD")
 print(pod.name, ":", pod.system_count, "x", pod.system, "->", pod.headline)
 
 # %% [markdown]
+# **Check the talk against the datasheets.** The course's source, a 2018 talk on the DGX-2, also quotes DGX-1
+# figures. Set next to NVIDIA's datasheets, three of them are off: one is the older system's figure, two are
+# rounded. `labkit.hw` stores the datasheet figure and keeps the talk's in a note; `hw.claims()` lists each pair.
+
+# %%
+for claim in hw.claims():
+    print(claim)
+    print("   datasheet source:", claim.datasheet.source)
+
+# %% [markdown]
+# None of these changes a conclusion, but the first shows the habit worth keeping: when a figure in a talk matches
+# a different product's datasheet, the slide was probably reused. Read the datasheet of the exact product before
+# you plan a rack's power around a talk.
+#
 # **Exercise 3.** Recompute the DGX A100 headline from its GPU count and one A100's peak, in PFLOP/s (`pflops`).
 # Which precision and which kind of peak make it come out at 5?
 
@@ -402,7 +427,9 @@ here.draw()
 
 # %% [markdown]
 # ## What you learned
-# - Tesla/data-centre, GeForce/Titan and Tegra share CUDA; data-centre GPUs add HBM, NVLink and full FP64.
+# - Tesla/data-centre, GeForce/Titan and Tegra share CUDA; the flagship data-centre GPUs add HBM, NVLink and a high
+#   FP64 rate (not every data-centre card has them). A peak table must say which figures are Tensor Core rates.
+# - Check a vendor talk against the datasheets: the DGX-2 talk's DGX-1 power and SSD figures are off.
 # - A GPU is SMs running warps of 32 threads, with registers, shared memory, L2 and HBM; Tensor Cores give the large peaks.
 # - Vendor ratios depend on which precisions they compare and on sparsity: "10×" is Tensor Cores against FP32, "20×" is
 #   sparse TF32 against FP32, 5 PFLOPS is 8 GPUs with sparsity.

@@ -114,6 +114,28 @@ print(labkit.bench.table(timings))
 # Python thread. On a GPU, try more blocks (say 32 per SM): a memory-bound kernel needs many warps in flight to
 # hide the memory latency, which is what lab 03 is about.
 #
+# ### Why the first launch is slower
+#
+# `labkit.bench.measure` makes warm-up calls before it times anything, and the first call is why. Numba compiles a
+# kernel when it is first launched with a new set of argument types: Python bytecode to LLVM IR to PTX, then the
+# driver turns the PTX into machine code for this GPU. That takes far longer than the launch itself; later launches
+# with the same types reuse the compiled code. The cell below launches a fresh copy of SAXPY twice and times
+# each launch (on a GPU; the simulator compiles nothing, so there the two launches cost the same).
+
+# %% tags=["nbval-ignore-output"]
+import time
+
+if env.is_gpu:
+    fresh = cuda.jit(k_saxpy.py_func)  # a new kernel object: nothing compiled yet
+    for call in ("first launch (compiles)", "second launch"):
+        t0 = time.perf_counter()
+        fresh[blocks, threads](a, d_x, d_y, d_out)
+        cuda.synchronize()
+        print(f"{call}: {(time.perf_counter() - t0) * 1e3:.1f} ms (wall clock)")
+else:
+    print("sim mode: the simulator runs the Python function directly and compiles nothing, so the first launch is "
+          "not slower here. On a GPU the first launch includes the compilation.")
+#
 # ## Two dimensions: rows and columns
 #
 # Images and matrices are 2-D. Launch a 2-D grid of 2-D blocks, `kernel[(gx, gy), (bx, by)]`, and get both

@@ -67,8 +67,10 @@ print("counted:", d_count.copy_to_host()[0], " true count:", int((x > 0).sum()))
 find_race(count_positive_racy, 2, 128, x[:256], np.zeros(1, np.int32), names=("x", "count"));
 
 # %% [markdown]
-# (`find_race` runs in the simulator; on a GPU, NVIDIA's `compute-sanitizer --tool racecheck` does the same job
-# for shared memory.)
+# (`find_race` runs in the simulator and sees global and shared memory. On a GPU, NVIDIA's
+# `compute-sanitizer --tool racecheck` finds hazards in **shared memory only**: it would not report this race on a
+# global counter. For global memory, reason about which threads write each address, or run the kernel under
+# `find_race`.)
 #
 # ## Atomics
 #
@@ -223,7 +225,10 @@ labkit.check.block_sum(block_sum);
 # %% [markdown]
 # ## A full reduction in one launch
 #
-# Blocks cannot wait for each other inside a kernel, so the block sums must be combined another way: a second
+# In an ordinary launch, blocks cannot wait for each other: CUDA does not promise that all blocks are resident at
+# once, so a block spinning on another block's flag can wait forever. (A *cooperative* launch can: it runs only as
+# many blocks as fit on the GPU at once, and `cuda.cg.this_grid().sync()` is then a barrier for the whole grid. It
+# limits the grid size, so reductions rarely use it.) The block sums are combined another way: a second
 # launch over `partial`, or one atomic add per block into the result. Combine that with a grid-stride loop
 # (each thread first sums many elements in a register) and a grid of a few blocks per SM reads the whole array
 # at full bandwidth: one pass, one atomic per block.
@@ -402,6 +407,6 @@ labkit.check.race(count_above);
 #   with a second pass or one atomic each.
 # - Within a warp, shuffles exchange registers without shared memory or barriers.
 # - A race that the simulator's thread order hides is still a race: find it with a race detector
-#   (here `find_race`, on a GPU `compute-sanitizer --tool racecheck`).
+#   (here `find_race`; on a GPU `compute-sanitizer --tool racecheck`, which checks shared memory only).
 #
 # **Next:** [Lab 05 — CuPy](05-cupy.ipynb): array programming on the GPU, fused kernels and CUDA C++ from Python.

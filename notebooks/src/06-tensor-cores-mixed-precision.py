@@ -129,20 +129,30 @@ labkit.check.predict_range(predictions);
 
 # %% [markdown]
 # labkit never hides a range problem: `round_to` warns when values overflow, saturate or vanish, and
-# `quantize` returns a report with the counts. FP8 E4M3 has no infinity, so it saturates at its largest value.
+# `quantize` returns a report with the counts. FP8 E4M3 has no infinity, so what an out-of-range value becomes is
+# the **conversion's** choice, not the format's: the GPU's conversion with `.satfinite`
+# (`cvt.rn.satfinite.e4m3x2.f32`, what FP8 training recipes use) clamps it to the largest value, ±448, and labkit
+# rounds the same way; a conversion without saturation, such as `ml_dtypes.float8_e4m3fn` (NumPy's FP8 type),
+# turns it into NaN. The next cell shows both.
 
 # %%
 q = P.quantize([70000.0, 2e-5, 1e-8, 1.0], "fp16")
 print(q.values)
 print(q.report)
 print(P.quantize([500.0, -1000.0, 1.0], "fp8_e4m3").report)
+import ml_dtypes
+
+print("ml_dtypes.float8_e4m3fn (no saturation):", np.array([500.0, -1000.0, 1.0], np.float32).astype(ml_dtypes.float8_e4m3fn))
 
 # %% [markdown]
 # ## 2. Rounding to TF32
 #
 # An FP32 number has 23 mantissa bits; TF32 keeps the top 10, so the lowest 13 bits go. Round to nearest,
 # ties to even, works directly on the bit pattern: add `0xFFF` plus the lowest bit that stays (bit 13), then
-# clear the 13 low bits. A carry ripples into the exponent when the mantissa is all ones — that is correct.
+# clear the 13 low bits. For a finite number a carry ripples into the exponent when the mantissa is all ones —
+# that is correct (the largest FP32 numbers round up to infinity, as they should). It is **not** correct for a NaN:
+# its exponent is already all ones, so a NaN whose payload sits only in the 13 low bits would come out as infinity,
+# and one with an all-ones mantissa would wrap into the sign bit. Pass NaNs through unchanged (`np.where`).
 # (The PTX instruction `cvt.rna.tf32.f32` rounds ties *away from zero* instead; labkit uses ties-to-even,
 # like every other format here. The two differ only on exact ties.)
 #
@@ -156,10 +166,10 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     # BEGIN SOLUTION
     u = x.view(np.uint32).astype(np.uint64)
     u = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000
-    return u.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, u.astype(np.uint32).view(np.float32))  # a NaN stays a NaN
     # END SOLUTION
     # BEGIN SKELETON
-    ...  # view as uint32, round, clear the 13 low bits, view as float32
+    ...  # view as uint32, round, clear the 13 low bits, view as float32; keep NaNs
     # END SKELETON
 
 
@@ -182,7 +192,11 @@ for x, r in zip(ties, tf32(ties)):
 #
 # Each entry of `C = A @ B` is a dot product of length K. Rounding the inputs costs a relative error of about
 # the format's unit roundoff once; the running sum adds a rounding at every step, and those add up with K. On
-# Tensor Cores the products are exact and the sum is kept in FP32 — or, if you ask for it, in FP16.
+# Tensor Cores the products of FP16 inputs are exact and the sum is kept in an FP32-sized accumulator — or, if you
+# ask for it, in FP16. That accumulator is **not** IEEE FP32: published measurements of V100, T4 and A100 Tensor
+# Cores (Fasi, Higham, Mikaitis and Pranesh, 2021) found the products of one instruction aligned to the largest and
+# added with truncation (rounding toward zero) rather than round-to-nearest. labkit's emulation rounds every addition to nearest, so its errors are a **lower bound** on a
+# Tensor Core's; the GPU run in section 4 can compare.
 #
 # `P.gemm(a, b, fmt, accumulate)` emulates that on the CPU. Below, `m×K` by `K×m` matrices with entries
 # uniform in [0, 1) (all positive, so the sums grow like K — the hard case for a narrow accumulator). The
@@ -204,10 +218,18 @@ for label, errs in curves.items():
 W.error_vs_k_figure(ks, curves, title="GEMM error against K (CPU emulation of the arithmetic)")
 
 # %% [markdown]
-# Read the table: with an FP32 accumulator the error stays near the input format's rounding error at every K
-# — the inputs set it, not K. With an FP16 or BF16 accumulator it grows with K until the sum stops growing at
-# all (each new product is below half a unit in the last place of the running sum). That is why Tensor Cores
-# accumulate in FP32 for training, and why TF32 "feels like FP32" in most networks.
+# Read the table against the unit roundoffs printed below. With an FP32 accumulator the error is set by rounding
+# the **inputs**: it starts below the input format's unit roundoff and *falls* as K grows, because the input
+# roundings are independent and partly cancel in a long sum of positive terms (roughly as 1/√K); the FP32
+# accumulator's own error, the top row, stays near 1e-7. With an FP16 or BF16 accumulator the error *grows* with K
+# until the sum stops growing at all (each new product is below half a unit in the last place of the running
+# sum). That is why Tensor Cores accumulate in FP32 for training, and why TF32 "feels like FP32" in most networks.
+
+# %%
+for label, (fmt, acc) in runs.items():
+    if acc == "fp32":
+        print(f"{label:20s} unit roundoff of the inputs {P.format_info(fmt).unit_roundoff:.1e}; "
+              f"error at K={ks[0]} {curves[label][0]:.1e}, at K={ks[-1]} {curves[label][-1]:.1e}")
 
 # %% [markdown]
 # ## 4. Tensor Core GEMM throughput
@@ -233,6 +255,7 @@ for gpu_name in ("V100", "A100", "H100", "H200"):
     for p in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8"):
         if hw.gpu(gpu_name).has(p):
             print(" ", T.roofline_gemm(gpu_name, p, 8192))
+print("The fp64 peaks above are not alike:", "; ".join(f"{g} on {hw.gpu(g).runs_on('fp64')}" for g in ("V100", "A100", "H100", "H200")))
 
 # %% [markdown]
 # An 8192³ GEMM does hundreds to thousands of FLOPs per byte (the intensity in brackets above), far right of
@@ -339,7 +362,7 @@ W2_start = xp.asarray(1e-4 * rng_np.standard_normal((H, O)) / np.sqrt(H), dtype=
 
 
 def mm16(a, b):
-    """FP16 inputs, FP32 accumulation, FP16 result: what a Tensor Core matrix product does."""
+    """FP16 inputs, FP32 accumulation, FP16 result: an emulation of a Tensor Core matrix product (with IEEE sums)."""
     return (a.astype(f32) @ b.astype(f32)).astype(f16)
 
 
@@ -507,9 +530,11 @@ print(T.dissect_tensor_peak("H100", "fp16"))
 # ## What you learned
 #
 # - A format's exponent bits set its range and its mantissa bits its precision; FP16 runs out of range at
-#   both ends, BF16 and TF32 keep FP32's range, FP8 needs scaling, E4M3 saturates.
+#   both ends, BF16 and TF32 keep FP32's range, FP8 needs scaling; E4M3 has no infinity, so an overflow saturates
+#   (`.satfinite`) or becomes NaN, depending on the conversion.
 # - Rounding is round-to-nearest-even on the bit pattern; TF32 rounding is three integer operations.
-# - GEMM error is set by the input format when the accumulator is FP32, and grows with K when it is not.
+# - GEMM error is set by the input format when the accumulator is FP32, and grows with K when it is not; a CPU
+#   emulation with IEEE sums is a lower bound on a Tensor Core's error.
 # - Tensor Cores make the narrow formats fast: the GPU run (or the model) shows the gap to FP32.
 # - WMMA exposes Tensor Cores to CUDA C++ one 16×16×16 fragment at a time.
 # - FP16 training needs FP32 master weights and loss scaling; dynamic scaling finds the scale by itself.

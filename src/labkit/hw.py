@@ -165,6 +165,22 @@ class GPU:
             return entry.sparse
         return entry.dense
 
+    def runs_on(self, precision: str) -> str:
+        """Where the dense ``peak(precision)`` runs: ``"Tensor Cores"``, ``"CUDA cores"``, or
+        ``"Tensor Cores and CUDA cores"`` where the datasheet gives one figure for both (B200 FP64).
+
+        A table of peaks that mixes the two (the A100's FP64 is a Tensor Core rate, the V100's a CUDA-core rate)
+        should label each cell with this.
+        """
+        p = _normalise_precision(precision)
+        self.peak(p)  # a precision this GPU lacks raises with the reason
+        entry = self.peaks[p]
+        if not entry.tensor_core:
+            return "CUDA cores"
+        if entry.simt is not None and entry.simt.value == entry.dense.value:
+            return "Tensor Cores and CUDA cores"
+        return "Tensor Cores"
+
     def precisions(self) -> list[str]:
         """The precisions with a defined peak on this GPU."""
         return [p for p in PRECISIONS if p in self.peaks]
@@ -252,6 +268,26 @@ class Link:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A figure a source talk or article gave, next to the record's (datasheet) figure for the same thing."""
+
+    record: str
+    field: str
+    claimed: Figure
+    datasheet: Figure
+    why: str
+
+    @property
+    def difference(self) -> float:
+        """(claimed − datasheet) / datasheet, in the datasheet's unit: −0.09 means the talk says 9% less."""
+        return (self.claimed.to(self.datasheet.unit).value - self.datasheet.value) / self.datasheet.value
+
+    def __str__(self) -> str:
+        return (f"{self.record} {self.field.replace('_', ' ')}: the talk says {self.claimed.text()}, "
+                f"the datasheet {self.datasheet.text()} ({self.difference:+.0%}). {self.why}")
+
+
+@dataclass(frozen=True)
 class HardwareData:
     """Everything in one data file, validated."""
 
@@ -260,6 +296,7 @@ class HardwareData:
     links: dict[str, Link]
     headline_tolerance: float
     path: Path
+    claims: tuple[Claim, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -427,6 +464,28 @@ def _parse_link(name: str, d: dict) -> Link:
                 nvlink=d.get("nvlink"), used_in=tuple(d.get("used_in") or ()), **figs)
 
 
+def _parse_claims(raw: Any, gpus: dict[str, GPU], systems: dict[str, System]) -> tuple[Claim, ...]:
+    out: list[Claim] = []
+    for i, c in enumerate(raw or []):
+        where = f"claims[{i}]"
+        if not isinstance(c, dict) or set(c) - {"record", "field", "claimed", "why"}:
+            raise HardwareDataError(f"{where}: a claim has record, field, claimed and why.")
+        record, fname = str(_req(c, "record", where)), str(_req(c, "field", where))
+        rec = systems.get(record) or gpus.get(record)
+        if rec is None:
+            raise HardwareDataError(f"{where}: no system or GPU record called {record!r}.")
+        datasheet = rec.figures().get(fname)
+        if datasheet is None:
+            raise HardwareDataError(f"{where}: {record} has no figure {fname!r}.")
+        claimed = _figure(_req(c, "claimed", where), None, f"{where}.claimed")
+        try:
+            claimed.to(datasheet.unit)
+        except LabkitError:
+            raise HardwareDataError(f"{where}: claimed unit {claimed.unit} does not convert to {datasheet.unit}.") from None
+        out.append(Claim(record, fname, claimed, datasheet, str(_req(c, "why", where))))
+    return tuple(out)
+
+
 def _close(a: float, b: float, rel: float) -> bool:
     return abs(a - b) <= rel * max(abs(a), abs(b))
 
@@ -497,12 +556,15 @@ def load(path: str | Path | None = None) -> HardwareData:
     if not isinstance(raw, dict) or not {"gpus", "systems", "links"} <= set(raw):
         raise HardwareDataError(f"{p}: needs top-level gpus, systems and links.")
     tol = float((raw.get("checks") or {}).get("headline_tolerance", 0.02))
+    gpus_ = {n: _parse_gpu(n, d) for n, d in raw["gpus"].items()}
+    systems_ = {n: _parse_system(n, d) for n, d in raw["systems"].items()}
     data = HardwareData(
-        gpus={n: _parse_gpu(n, d) for n, d in raw["gpus"].items()},
-        systems={n: _parse_system(n, d) for n, d in raw["systems"].items()},
+        gpus=gpus_,
+        systems=systems_,
         links={n: _parse_link(n, d) for n, d in raw["links"].items()},
         headline_tolerance=tol,
         path=p,
+        claims=_parse_claims(raw.get("claims"), gpus_, systems_),
     )
     _validate(data)
     return data
@@ -601,6 +663,12 @@ def match_device(device_name: str) -> GPU | None:
         if any(normalise(d) == key for d in g.device_names) or key in (normalise(g.name),):
             return g
     return None
+
+
+def claims() -> list[Claim]:
+    """What the 2018 DGX-2 talk said where the datasheets differ: each :class:`Claim` pairs the talk's figure
+    with the record's datasheet figure and says why they differ."""
+    return list(data().claims)
 
 
 def unconfirmed() -> list[tuple[str, str, Figure]]:
