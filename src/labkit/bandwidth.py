@@ -8,9 +8,13 @@
 - :func:`latency`: time per small copy; :func:`size_sweep`: 1 KiB to 1 GiB, latency-bound to bandwidth-bound;
 - :func:`discover`, :func:`p2p_status`, :func:`pcie_link`: what NVML and ``nvidia-smi topo -m`` say about the machine.
 
-The method is nvbandwidth's: pinned host memory, 512 MiB buffers, warm-up copies, then for each sample 16 copies
-queued behind a spin kernel (so queuing is not timed) and bracketed by CUDA events; the median of the samples.
-Bidirectional figures are *per direction*, and say so.
+The method is nvbandwidth's: 512 MiB buffers; pinned host memory on the GPU's NUMA node where the OS names it
+(``/sys/bus/pci/devices/<bus id>/numa_node``; the measuring thread runs on that node's CPUs); for each sample a spin
+kernel holds the stream, warm-up copies, the start event, 16 copies and the stop event are queued behind it, then the
+hold is released (so neither queuing nor launching is timed); the median of the samples, with their coefficient of
+variation. Bidirectional copies start together (the second stream waits on an event recorded after the hold) and
+are reported *per direction*, and say so. A copy inside one GPU's memory counts its bytes once (nvbandwidth's
+convention); :attr:`Record.read_write_gbps` gives the read+write figure, labelled so.
 
 Both modes: :func:`host_stream` and :func:`host_sweep` measure this computer's memory with NumPy (one thread,
 bytes counted as STREAM counts them); :func:`model_peer_matrix` gives a DGX's peer matrix from
@@ -51,10 +55,11 @@ ONE_WAY = "one direction"
 PER_DIRECTION = "per direction, both directions running at once (nvbandwidth convention)"
 SUM_BOTH = "sum of both directions (p2pBandwidthLatencyTest convention)"
 READ_WRITE = "bytes read + bytes written (bandwidthTest D2D convention)"
+COPY_ONCE = ("bytes copied, counted once (nvbandwidth convention); read+write (bandwidthTest convention) is twice this: "
+             "Record.read_write_gbps")
 STREAM_COUNT = "STREAM count: copy 2, triad 3 array-sizes per pass (write-allocate not counted)"
 
-_SPIN_LIMIT = 128  # never queue more than this many operations behind the spin kernel
-_SPIN_TIMEOUT_S = 5.0  # the spin kernel gives up after this long, so a mistake cannot hang the GPU
+_SPIN_LIMIT = 128  # never queue more than this many operations behind the spin kernel (labkit.spin.MAX_QUEUED)
 
 # ---------------------------------------------------------------------------------------------- records
 
@@ -101,14 +106,34 @@ class Record:
             return None
         return (max(self.samples) - min(self.samples)) / s
 
+    @property
+    def cv(self) -> float | None:
+        """Coefficient of variation of the samples (standard deviation / mean), as nvbandwidth reports it."""
+        if len(self.samples) < 2:
+            return 0.0 if self.samples else None
+        mean = statistics.fmean(self.samples)
+        return statistics.stdev(self.samples) / mean if mean > 0 else None
+
+    @property
+    def read_write_gbps(self) -> float | None:
+        """For a copy inside one memory counted once (:data:`COPY_ONCE`): bytes read + written per second (twice
+        :attr:`gbps`); otherwise None (other tests move each byte across a link once)."""
+        return 2 * self.gbps if self.direction == COPY_ONCE and self.gbps is not None else None
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["samples"] = list(self.samples)
         d["seconds"] = self.seconds
+        d["cv"] = self.cv
+        d["read_write_gbps"] = self.read_write_gbps
         return d
 
     def __str__(self) -> str:
         rate = f"{self.gbps:,.2f} GB/s" if self.gbps is not None else "N/A"
+        if self.read_write_gbps is not None:
+            rate += f" (read+write {self.read_write_gbps:,.2f} GB/s)"
+        if self.kind != "model" and self.cv is not None and len(self.samples) > 1:
+            rate += f", CV {100 * self.cv:.1f}%"
         what = "model" if self.kind == "model" else f"measured on {self.device}"
         extra = f" ({self.note})" if self.note else ""
         return f"{self.test} {self.src}->{self.dst}, {_fmt_bytes(self.bytes)}: {rate} [{self.direction}; {what}]{extra}"
@@ -599,15 +624,6 @@ def format_peak_table(rows: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------------- GPU plumbing
 
 _KERNELS = r"""
-extern "C" __global__ void labkit_spin(volatile int *flag, unsigned long long timeout_clocks) {
-    // Holds the stream until the host writes 1 to *flag (or the timeout passes), so that copies queued
-    // behind it start back to back and the time to queue them is not measured.
-    unsigned long long start = clock64();
-    while (*flag == 0) {
-        if (clock64() - start > timeout_clocks) break;
-    }
-}
-
 extern "C" __global__ void labkit_sm_copy(const unsigned char *src, unsigned char *dst, unsigned long long nbytes) {
     // Grid-stride copy in 16-byte words, then the tail byte by byte.
     unsigned long long nvec = nbytes / 16;
@@ -662,6 +678,106 @@ def _check_device_memory(cp: Any, device: int, need: int, what: str) -> None:
             f"{what} needs {_fmt_bytes(need)} on GPU {device}, which has {_fmt_bytes(free)} free of {_fmt_bytes(total)}.",
             fix="Choose a smaller size (e.g. size='64MiB').",
         )
+
+
+# ---------------------------------------------------------------------------------------------- NUMA placement
+
+PCI_DEVICES = Path("/sys/bus/pci/devices")
+
+
+def _parse_cpulist(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def numa_placement(bus_id: str, root: Path | None = None) -> tuple[int | None, set[int]]:
+    """(NUMA node, CPUs near the device) for a PCI bus id, as Linux reports them under
+    ``/sys/bus/pci/devices/<bus id>/``; (None, empty) where the OS does not say (``numa_node`` is -1 or absent)."""
+    base = (PCI_DEVICES if root is None else root) / bus_id
+    try:
+        node = int((base / "numa_node").read_text().strip())
+    except (OSError, ValueError):
+        return None, set()
+    if node < 0:
+        return None, set()
+    try:
+        cpus = _parse_cpulist((base / "local_cpulist").read_text())
+    except (OSError, ValueError):
+        cpus = set()
+    return node, cpus
+
+
+_MPOL_DEFAULT, _MPOL_PREFERRED = 0, 1
+_SYS_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237}
+
+
+def _set_mempolicy(mode: int, node: int | None) -> bool:
+    """Linux ``set_mempolicy`` through ``syscall`` (glibc has no wrapper); True when the kernel accepted it."""
+    import platform
+
+    number = _SYS_SET_MEMPOLICY.get(platform.machine())
+    if number is None:
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if node is None:
+            return libc.syscall(number, mode, None, ctypes.c_ulong(0)) == 0
+        mask = (ctypes.c_ulong * (node // 64 + 1))()
+        mask[node // 64] = 1 << (node % 64)
+        return libc.syscall(number, mode, mask, ctypes.c_ulong(64 * len(mask) + 1)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+class _NumaLocal:
+    """``with _NumaLocal(bus_id):`` this thread runs on the CPUs of the GPU's NUMA node and prefers that node's
+    memory, so pinned buffers allocated inside are NUMA-local (nvbandwidth sets the CPU affinity the same way).
+    :attr:`note` says what was done (or that the OS does not name a node)."""
+
+    def __init__(self, bus_id: str, root: Path | None = None) -> None:
+        self.node, self.cpus = numa_placement(bus_id, root) if bus_id else (None, set())
+        self.bus_id = bus_id
+        self._old_cpus: set[int] | None = None
+        self._policy = False
+
+    @property
+    def note(self) -> str:
+        if self.node is None:
+            return "NUMA node not reported by the OS: host buffers wherever it put them"
+        return f"pinned host buffers on NUMA node {self.node}, local to the GPU ({self.bus_id})"
+
+    def __enter__(self) -> "_NumaLocal":
+        if self.node is None:
+            return self
+        if self.cpus and hasattr(os, "sched_setaffinity"):
+            try:
+                self._old_cpus = os.sched_getaffinity(0)
+                allowed = self.cpus & self._old_cpus
+                if allowed:
+                    os.sched_setaffinity(0, allowed)
+            except OSError:
+                self._old_cpus = None
+        self._policy = _set_mempolicy(_MPOL_PREFERRED, self.node)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._policy:
+            _set_mempolicy(_MPOL_DEFAULT, None)
+        if self._old_cpus is not None:
+            try:
+                os.sched_setaffinity(0, self._old_cpus)
+            except OSError:
+                pass
+
+
+def _bus_id(device: int) -> str:
+    gpus = env().gpus
+    return gpus[device].pci_bus_id if device < len(gpus) else ""
 
 
 class _Arena:
@@ -745,15 +861,7 @@ def _kernel(cp: Any, device: int, name: str) -> Any:
     return _KERNEL_CACHE[key]
 
 
-_ATTR_CLOCK_KHZ, _ATTR_SM_COUNT = 13, 16  # cudaDevAttrClockRate, cudaDevAttrMultiProcessorCount
-
-
-def _clock_hz(cp: Any, device: int) -> float:
-    try:
-        khz = cp.cuda.runtime.deviceGetAttribute(_ATTR_CLOCK_KHZ, device)
-    except Exception:  # deprecated attribute on newer toolkits: assume a fast clock (a longer timeout)
-        khz = 0
-    return float(khz) * 1e3 if khz else 3.0e9
+_ATTR_SM_COUNT = 16  # cudaDevAttrMultiProcessorCount
 
 
 class _Lane:
@@ -770,41 +878,52 @@ class _Lane:
 
 
 def _run_lanes(cp: Any, arena: _Arena, lanes: list[_Lane], copies: int, warmup: int, samples: int, spin: bool) -> list[list[float]]:
-    """For each lane, ``samples`` times in seconds of ``copies`` operations queued at once; all lanes run together.
+    """For each lane, ``samples`` times in seconds per copy of ``copies`` copies queued at once; all lanes together.
 
-    With ``spin``, each lane's stream is first held by a spin kernel reading a flag in pinned host memory; the start
-    event and the copies are queued behind it, then the host releases the flag: nvbandwidth's method."""
-    for lane in lanes:
-        with cp.cuda.Device(lane.device):
-            for _ in range(warmup):
-                lane.enqueue(lane.stream)
-    for lane in lanes:
-        lane.stream.synchronize()
-    spin = spin and copies <= _SPIN_LIMIT
-    flag_ptr = arena.pinned(4) if spin else 0
-    flag = ctypes.c_int.from_address(flag_ptr) if spin else None
+    Every sample: with ``spin``, the first lane's stream is held by a spin kernel (:mod:`labkit.spin`) and an event
+    recorded behind it; every other lane's stream waits on that event, so all lanes start together when the host
+    releases the hold. Each lane then queues ``warmup`` untimed copies, its start event, ``copies`` copies and its
+    stop event: nvbandwidth's method. Without ``spin`` (pageable memory: the call blocks the host), the same
+    sequence runs unheld."""
+    from .spin import SpinHold
+
+    spin = spin and warmup + copies <= _SPIN_LIMIT
     out: list[list[float]] = [[] for _ in lanes]
-    for _ in range(samples):
-        try:
-            if flag is not None:
-                flag.value = 0
+    hold = SpinHold(cp) if spin else None
+    go = None
+    if hold is not None and len(lanes) > 1:
+        with cp.cuda.Device(lanes[0].device):
+            go = cp.cuda.Event(disable_timing=True)
+    try:
+        for _ in range(samples):
+            try:
+                if hold is not None:
+                    hold.hold(lanes[0].stream, lanes[0].device)
+                    if go is not None:
+                        with cp.cuda.Device(lanes[0].device):
+                            go.record(lanes[0].stream)
+                        for lane in lanes[1:]:
+                            lane.stream.wait_event(go)
                 for lane in lanes:
-                    timeout = int(_SPIN_TIMEOUT_S * _clock_hz(cp, lane.device))
                     with cp.cuda.Device(lane.device):
-                        _kernel(cp, lane.device, "labkit_spin")((1,), (1,), (cp.uint64(flag_ptr), cp.uint64(timeout)),
-                                                                stream=lane.stream)
-            for lane in lanes:
-                with cp.cuda.Device(lane.device):
-                    lane.start.record(lane.stream)
-                    for _ in range(copies):
-                        lane.enqueue(lane.stream)
-                    lane.stop.record(lane.stream)
-        finally:
-            if flag is not None:
-                flag.value = 1
-        for i, lane in enumerate(lanes):
-            lane.stop.synchronize()
-            out[i].append(lane.elapsed_s() / copies)
+                        for _ in range(warmup):
+                            lane.enqueue(lane.stream)
+                        lane.start.record(lane.stream)
+                        for _ in range(copies):
+                            lane.enqueue(lane.stream)
+                        lane.stop.record(lane.stream)
+            finally:
+                if hold is not None:
+                    hold.release()
+            for i, lane in enumerate(lanes):
+                lane.stop.synchronize()
+                out[i].append(lane.elapsed_s() / copies)
+            if hold is not None and hold.timed_out:
+                raise LabkitError("the spin kernel timed out before the copies were queued: the host was blocked, so the "
+                                  "samples are not valid.", fix="Use fewer copies per sample, or pageable=False.")
+    finally:
+        if hold is not None:
+            hold.close()
     return out
 
 
@@ -835,8 +954,10 @@ def _record(test: str, src: str, dst: str, nbytes: int, times: list[float], dire
 
 
 def _method(how: str, copies: int, warmup: int, samples: int, spin: bool) -> str:
-    hold = "queued behind a spin kernel" if spin and copies <= _SPIN_LIMIT else "no spin kernel (the call blocks the host)"
-    return f"{how}; {warmup} warm-up, {copies} copies per sample {hold}, CUDA events, median of {samples} samples"
+    held = spin and warmup + copies <= _SPIN_LIMIT
+    hold = "queued behind a spin kernel" if held else "no spin kernel (the call blocks the host)"
+    return (f"{how}; per sample {warmup} warm-up and {copies} timed copies {hold}, CUDA events; median of {samples} "
+            "samples, with their CV")
 
 
 def _validate_run(size: int | str, copies: int, warmup: int, samples: int) -> tuple[int, int, int, int]:
@@ -857,7 +978,8 @@ def _host_device(direction: str, device: int, size: int | str, memory: str, copi
     _check_device_memory(cp, device, nbytes, what)
     _check_host_memory(nbytes, what)
     rt = cp.cuda.runtime
-    with _Arena(cp) as arena:
+    near = _NumaLocal(_bus_id(device))
+    with near, _Arena(cp) as arena:
         dev = arena.device(device, nbytes)
         host = arena.pinned(nbytes) if memory == "pinned" else arena.pageable(nbytes)
         if direction == "host_to_device":
@@ -869,7 +991,7 @@ def _host_device(direction: str, device: int, size: int | str, memory: str, copi
         spin = memory == "pinned"  # a pageable copy blocks the host: it cannot wait behind a spin kernel
         (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, warmup, samples, spin)
     return _record(direction, src, dst, nbytes, times, ONE_WAY,
-                   _method(f"cudaMemcpyAsync, copy engine, {memory} host memory", copies, warmup, samples, spin),
+                   _method(f"cudaMemcpyAsync, copy engine, {memory} host memory; {near.note}", copies, warmup, samples, spin),
                    _device_name(cp, device), note=memory)
 
 
@@ -889,8 +1011,9 @@ def device_local_copy(device: int = 0, size: int | str = DEFAULT_SIZE, method: s
                       warmup: int = DEFAULT_WARMUP, samples: int = DEFAULT_SAMPLES) -> Record:
     """A copy inside one GPU's memory: ``method="ce"`` (cudaMemcpyAsync, copy engine) or ``"sm"`` (a kernel).
 
-    Counted as bytes read + bytes written (2 x size), as bandwidthTest counts it, so it compares with the
-    memory's datasheet bandwidth."""
+    ``gbps`` counts the bytes copied once (nvbandwidth's convention, :data:`COPY_ONCE`); ``read_write_gbps`` counts
+    bytes read + bytes written (2 x size, bandwidthTest's convention), which is what compares with the memory's
+    datasheet bandwidth."""
     cp = _gpu(f"device_local_copy(method={method!r})")
     if method not in ("ce", "sm"):
         raise LabkitError(f"method is 'ce' (copy engine) or 'sm' (kernel), not {method!r}.")
@@ -904,8 +1027,8 @@ def device_local_copy(device: int = 0, size: int | str = DEFAULT_SIZE, method: s
         else:
             op, how = _sm_copy(cp, device, b, a, nbytes), "SM copy kernel, 16-byte words, grid-stride"
         (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, warmup, samples, True)
-    return _record("device_local_copy", f"GPU{device}", f"GPU{device}", nbytes, times, READ_WRITE,
-                   _method(how, copies, warmup, samples, True), _device_name(cp, device), counted=2 * nbytes, note=method)
+    return _record("device_local_copy", f"GPU{device}", f"GPU{device}", nbytes, times, COPY_ONCE,
+                   _method(how, copies, warmup, samples, True), _device_name(cp, device), note=method)
 
 
 def can_access_peer() -> list[list[bool]]:
@@ -1092,7 +1215,7 @@ def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None =
     before = _set_peer_access(cp, device, peer, True) if test == "peer" else None
     out = []
     try:
-        with _Arena(cp) as arena:
+        with _NumaLocal(_bus_id(device)), _Arena(cp) as arena:
             a = arena.device(device, top)
             b = {"host_to_device": arena.pinned, "device_to_host": arena.pinned}.get(test, lambda n: 0)(top)
             if test == "device_local_copy":
@@ -1107,13 +1230,13 @@ def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None =
                     op, src, dst, counted = _memcpy(cp, b, a, nbytes, rt.memcpyDeviceToHost), f"GPU{device}", "CPU", nbytes
                 elif test == "device_local_copy":
                     op, src, dst, counted = (_memcpy(cp, b, a, nbytes, rt.memcpyDeviceToDevice), f"GPU{device}", f"GPU{device}",
-                                             2 * nbytes)
+                                             nbytes)
                 else:
                     op = (lambda stream, n=nbytes: rt.memcpyPeerAsync(b, peer, a, device, n, stream.ptr))
                     src, dst, counted = f"GPU{device}", f"GPU{peer}", nbytes
                 (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, 2, samples, True)
                 out.append(_record(test if test != "peer" else "peer_unidirectional", src, dst, nbytes, times,
-                                   READ_WRITE if test == "device_local_copy" else ONE_WAY,
+                                   COPY_ONCE if test == "device_local_copy" else ONE_WAY,
                                    _method("cudaMemcpyAsync, copy engine, pinned host memory", copies, 2, samples, True),
                                    _device_name(cp, device), counted=counted))
     finally:
@@ -1137,22 +1260,25 @@ _P2P_STATUS_TEXT = {
 
 
 def _nvml() -> Any:
-    return require("pynvml", feature="NVML queries", install="pip install nvidia-ml-py")
+    from . import nvml
+
+    return nvml.load()
 
 
 def p2p_status() -> dict[tuple[int, int], dict[str, str]]:
-    """NVML's peer-to-peer status of every ordered GPU pair, per capability (READ, WRITE, NVLINK, ATOMICS):
-    ``"OK"`` or the reason in words."""
+    """NVML's peer-to-peer status of every ordered pair of CUDA devices, per capability (READ, WRITE, NVLINK,
+    ATOMICS): ``"OK"`` or the reason in words. Devices are matched to NVML by UUID / PCI bus id."""
     _gpu("p2p_status()")
-    return _p2p_status_module(_nvml())
+    return _p2p_status_module(_nvml(), env().gpus)
 
 
-def _p2p_status_module(nvml: Any) -> dict[tuple[int, int], dict[str, str]]:
-    codes = {getattr(nvml, k): v for k, v in _P2P_STATUS_TEXT.items() if hasattr(nvml, k)}
-    nvml.nvmlInit()
-    try:
-        n = nvml.nvmlDeviceGetCount()
-        hs = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+def _p2p_status_module(nvml: Any, gpus: Sequence[Any]) -> dict[tuple[int, int], dict[str, str]]:
+    from . import nvml as nv
+
+    codes = {nv.constant(nvml, k, -1): v for k, v in _P2P_STATUS_TEXT.items() if hasattr(nvml, k)}
+    with nv.session(nvml):
+        hs = nv.handles_for(nvml, gpus)
+        n = len(hs)
         out: dict[tuple[int, int], dict[str, str]] = {}
         for i in range(n):
             for j in range(n):
@@ -1160,52 +1286,47 @@ def _p2p_status_module(nvml: Any) -> dict[tuple[int, int], dict[str, str]]:
                     continue
                 row = {}
                 for cap in _P2P_CAPS:
-                    idx = getattr(nvml, f"NVML_P2P_CAPS_INDEX_{cap}", None)
-                    if idx is None:
+                    if not hasattr(nvml, f"NVML_P2P_CAPS_INDEX_{cap}"):
                         continue
                     try:
-                        code = nvml.nvmlDeviceGetP2PStatus(hs[i], hs[j], idx)
+                        code = nvml.nvmlDeviceGetP2PStatus(hs[i], hs[j], nv.cap_index(nvml, cap))
                         row[cap] = codes.get(code, f"status {code}")
-                    except Exception as exc:  # NVMLError
+                    except nvml.NVMLError as exc:
                         row[cap] = f"NVML error: {exc}"
                 out[(i, j)] = row
         return out
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def _p2p_reasons_safe() -> dict[tuple[int, int], str]:
     """For each pair whose READ capability is not OK, NVML's reason; empty if NVML cannot be asked."""
     try:
         status = p2p_status()
-    except Exception:
+    except LabkitError:
         return {}
     return {p: f"NVML says {row.get('READ')}" for p, row in status.items() if row.get("READ") not in (None, "OK")}
 
 
 def active_nvlinks() -> dict[int, int]:
-    """Active NVLinks per GPU (NVML ``nvmlDeviceGetNvLinkState``); 0 for a GPU without NVLink."""
+    """Active NVLinks per CUDA device (NVML ``nvmlDeviceGetNvLinkState``); 0 for a GPU without NVLink."""
     _gpu("active_nvlinks()")
-    nvml = _nvml()
-    nvml.nvmlInit()
-    try:
+    return _active_nvlinks_module(_nvml(), env().gpus)
+
+
+def _active_nvlinks_module(nvml: Any, gpus: Sequence[Any]) -> dict[int, int]:
+    from . import nvml as nv
+
+    with nv.session(nvml):
+        enabled = nv.constant(nvml, "NVML_FEATURE_ENABLED", 1)
         out = {}
-        for i in range(nvml.nvmlDeviceGetCount()):
-            h = nvml.nvmlDeviceGetHandleByIndex(i)
+        for g, h in zip(gpus, nv.handles_for(nvml, gpus)):
             k = 0
-            for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+            for link in range(nv.constant(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
                 try:
-                    if nvml.nvmlDeviceGetNvLinkState(h, link) == getattr(nvml, "NVML_FEATURE_ENABLED", 1):
-                        k += 1
-                except Exception:
-                    continue
-            out[i] = k
+                    k += int(nvml.nvmlDeviceGetNvLinkState(h, link) == enabled)
+                except nvml.NVMLError:  # NOT_SUPPORTED / INVALID_ARGUMENT: no more links
+                    break
+            out[g.index] = k
         return out
-    finally:
-        nvml.nvmlShutdown()
 
 
 def pcie_link(device: int = 0) -> dict[str, Any]:
@@ -1214,14 +1335,16 @@ def pcie_link(device: int = 0) -> dict[str, Any]:
     generation: it saves power until traffic arrives."""
     cp = _gpu("pcie_link()")
     device = _check_device(cp, device)
-    nvml = _nvml()
-    nvml.nvmlInit()
-    try:
-        h = nvml.nvmlDeviceGetHandleByIndex(device)
+    return _pcie_link_module(_nvml(), env().gpus[device])
+
+
+def _pcie_link_module(nvml: Any, gpu: Any) -> dict[str, Any]:
+    from . import nvml as nv
+
+    with nv.session(nvml):
+        h = nv.handle_for(nvml, gpu)
         cur_gen, cur_w = nvml.nvmlDeviceGetCurrPcieLinkGeneration(h), nvml.nvmlDeviceGetCurrPcieLinkWidth(h)
         max_gen, max_w = nvml.nvmlDeviceGetMaxPcieLinkGeneration(h), nvml.nvmlDeviceGetMaxPcieLinkWidth(h)
-    finally:
-        nvml.nvmlShutdown()
     return {"current": (int(cur_gen), int(cur_w)), "max": (int(max_gen), int(max_w)),
             "peak_gbps": pcie_peak(int(max_gen), int(max_w)), "source": "NVML; x16 figures from labkit.hw"}
 
@@ -1243,13 +1366,23 @@ def nvidia_smi_topo() -> str | None:
 
 def discover() -> dict[str, Any]:
     """This machine's GPU topology: ``{"nvml": Topology, "nvidia_smi": Topology | None, "active_nvlinks": {...},
-    "p2p": {...}, "pcie": {...}}``. Needs ``gpu`` mode."""
+    "p2p": {...}, "pcie": {...}, "skipped": {section: why}}``. Needs ``gpu`` mode. A section NVML cannot answer is
+    None and ``skipped`` says why; the others are still there."""
     _gpu("discover()")
+    from . import nvml as nv
     from . import topology
 
     e = env()
-    out: dict[str, Any] = {"nvml": topology.from_nvml(), "active_nvlinks": active_nvlinks(), "p2p": p2p_status(),
-                           "pcie": {i: pcie_link(i) for i in range(e.gpu_count)}}
+    out: dict[str, Any] = {"skipped": {}}
+    sections: dict[str, Callable[[], Any]] = {
+        "nvml": topology.from_nvml, "active_nvlinks": active_nvlinks, "p2p": p2p_status,
+        "pcie": lambda: {i: pcie_link(i) for i in range(e.gpu_count)}}
+    for key, fn in sections.items():
+        try:
+            out[key] = fn()
+        except LabkitError as exc:
+            out[key] = None
+            out["skipped"][key] = nv.skipped(key, exc)
     text = nvidia_smi_topo()
     out["nvidia_smi"] = topology.from_nvidia_smi(text, gpu=e.device_name) if text else None
     return out
@@ -1259,10 +1392,11 @@ def discover() -> dict[str, Any]:
 
 
 def _best_library_copy(cp: Any, nbytes: int, samples: int) -> list[tuple[str, float]]:
-    """Read+write GB/s of the copies other libraries offer on GPU 0 (CuPy elementwise, PyTorch if importable)."""
+    """GB/s (bytes copied, counted once) of the copies other libraries offer on GPU 0: CuPy's elementwise copy and,
+    if importable, PyTorch's ``copy_``; each sample is 16 copies between one pair of events, the median reported."""
     out = []
     n = nbytes // 4
-    a, b = cp.random.random(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
+    a, b = cp.ones(n, dtype=cp.float32), cp.empty(n, dtype=cp.float32)
     try:
         for _ in range(3):
             b[...] = a
@@ -1276,7 +1410,7 @@ def _best_library_copy(cp: Any, nbytes: int, samples: int) -> list[tuple[str, fl
             t.record()
             t.synchronize()
             times.append(cp.cuda.get_elapsed_time(s, t) / 1e3 / DEFAULT_COPIES)
-        out.append(("cupy b[...] = a", 2 * n * 4 / statistics.median(times) / 1e9))
+        out.append(("cupy b[...] = a", n * 4 / statistics.median(times) / 1e9))
     finally:
         del a, b
         cp.get_default_memory_pool().free_all_blocks()
@@ -1286,7 +1420,7 @@ def _best_library_copy(cp: Any, nbytes: int, samples: int) -> list[tuple[str, fl
         return out
     if not torch.cuda.is_available():
         return out
-    x = torch.rand(n, device="cuda:0")
+    x = torch.ones(n, device="cuda:0")
     y = torch.empty_like(x)
     try:
         for _ in range(3):
@@ -1301,46 +1435,71 @@ def _best_library_copy(cp: Any, nbytes: int, samples: int) -> list[tuple[str, fl
             t.record()
             t.synchronize()
             times.append(s.elapsed_time(t) / 1e3 / DEFAULT_COPIES)
-        out.append(("torch y.copy_(x)", 2 * n * 4 / statistics.median(times) / 1e9))
+        out.append(("torch y.copy_(x)", n * 4 / statistics.median(times) / 1e9))
     finally:
         del x, y
         torch.cuda.empty_cache()
     return out
 
 
+def _target(name: str, target: str, value: float | None, threshold: float, passed: bool | None, dev: str,
+            details: dict[str, Any], unit: str = "%", why: str | None = None) -> dict[str, Any]:
+    return {"name": name, "target": target, "value": value, "threshold": threshold, "unit": unit, "passed": passed,
+            "device": dev, "details": details, **({"error": why} if why else {})}
+
+
 def gpu_check_suite(size: int | str = DEFAULT_SIZE) -> list[dict[str, Any]]:
     """The bandwidth targets ``make gpu-check`` records, one dict each:
-    ``{"name", "target", "value", "threshold", "unit", "passed", "device", "details"}``.
+    ``{"name", "target", "value", "threshold", "unit", "passed", "device", "details"}`` (and ``"error"`` when a
+    target could not be measured: ``passed`` is then None and the other targets are still there).
 
     1. labkit's device-to-device copy (best of copy engine and SM kernel) within 5% of the best copy CuPy or PyTorch
-       achieves on GPU 0; 2. five repeated runs of it spread less than 3%; 3. pinned host->device at least 80% of
-       the PCIe link's theoretical rate (generation and width from NVML)."""
+       achieves on GPU 0 (both counted once); 2. five repeated runs of it spread less than 3%; 3. pinned host->device
+       at least 80% of the PCIe link's theoretical rate (generation and width from NVML)."""
+    from .gpuerrors import explain
+
     cp = _gpu("gpu_check_suite()")
     nbytes = parse_size(size)
     dev = _device_name(cp, 0)
     results = []
-    ce, sm = device_local_copy(0, nbytes, "ce"), device_local_copy(0, nbytes, "sm")
-    ours = max(ce.gbps or 0.0, sm.gbps or 0.0)
-    others = _best_library_copy(cp, nbytes, DEFAULT_SAMPLES)
-    best_name, best = max(others, key=lambda kv: kv[1]) if others else ("none", 0.0)
-    results.append({
-        "name": "bandwidth.d2d-vs-best-library", "target": "labkit's device-to-device GB/s >= 95% of the best library copy",
-        "value": 100 * ours / best if best else None, "threshold": 95.0, "unit": "%", "passed": bool(best) and ours >= 0.95 * best,
-        "device": dev, "details": {"labkit_ce_gbps": ce.gbps, "labkit_sm_gbps": sm.gbps, "libraries": dict(others),
-                                   "best": best_name, "counting": READ_WRITE, "size": nbytes}})
-    runs = [device_local_copy(0, nbytes, "ce" if (ce.gbps or 0) >= (sm.gbps or 0) else "sm").gbps or 0.0 for _ in range(5)]
-    spread = (max(runs) - min(runs)) / statistics.median(runs) if statistics.median(runs) > 0 else None
-    results.append({
-        "name": "bandwidth.d2d-repeatability", "target": "five runs of the device-to-device figure spread < 3%",
-        "value": None if spread is None else 100 * spread, "threshold": 3.0, "unit": "%",
-        "passed": spread is not None and spread < 0.03, "device": dev, "details": {"runs_gbps": runs}})
-    h2d = host_to_device(0, nbytes, "pinned")
-    link = pcie_link(0)
+    d2d = "bandwidth.d2d-vs-best-library"
+    try:
+        ce, sm = device_local_copy(0, nbytes, "ce"), device_local_copy(0, nbytes, "sm")
+        ours = max(ce.gbps or 0.0, sm.gbps or 0.0)
+        others = _best_library_copy(cp, nbytes, DEFAULT_SAMPLES)
+        best_name, best = max(others, key=lambda kv: kv[1]) if others else ("none", 0.0)
+        results.append(_target(d2d, "labkit's device-to-device GB/s >= 95% of the best library copy",
+                               100 * ours / best if best else None, 95.0, bool(best) and ours >= 0.95 * best, dev,
+                               {"labkit_ce_gbps": ce.gbps, "labkit_sm_gbps": sm.gbps, "labkit_ce_cv": ce.cv,
+                                "libraries": dict(others), "best": best_name, "counting": COPY_ONCE, "size": nbytes}))
+        runs = [device_local_copy(0, nbytes, "ce" if (ce.gbps or 0) >= (sm.gbps or 0) else "sm").gbps or 0.0 for _ in range(5)]
+        spread = (max(runs) - min(runs)) / statistics.median(runs) if statistics.median(runs) > 0 else None
+        results.append(_target("bandwidth.d2d-repeatability", "five runs of the device-to-device figure spread < 3%",
+                               None if spread is None else 100 * spread, 3.0, spread is not None and spread < 0.03, dev,
+                               {"runs_gbps": runs}))
+    except Exception as exc:  # noqa: BLE001 - one failing target must not lose the others
+        why = str(explain(exc, "the device-to-device copy"))
+        results.append(_target(d2d, "labkit's device-to-device GB/s >= 95% of the best library copy", None, 95.0, None,
+                               dev, {}, why=why))
+        results.append(_target("bandwidth.d2d-repeatability", "five runs of the device-to-device figure spread < 3%",
+                               None, 3.0, None, dev, {}, why=why))
+    h2d_name, h2d_target = "bandwidth.h2d-pinned-vs-pcie", "pinned host->device >= 80% of the PCIe link's theoretical rate"
+    try:
+        h2d = host_to_device(0, nbytes, "pinned")
+    except Exception as exc:  # noqa: BLE001
+        results.append(_target(h2d_name, h2d_target, None, 80.0, None, dev, {}, why=str(explain(exc, "host_to_device"))))
+        return results
+    try:
+        link = pcie_link(0)
+    except LabkitError as exc:  # no NVML: the measurement stays, the judgement says why it is missing
+        from . import nvml as nv
+
+        results.append(_target(h2d_name, h2d_target, None, 80.0, None, dev, {"h2d_gbps": h2d.gbps, "h2d_cv": h2d.cv},
+                               why=nv.skipped("the PCIe link rate", exc)))
+        return results
     pct = 100 * (h2d.gbps or 0.0) / link["peak_gbps"]
-    results.append({
-        "name": "bandwidth.h2d-pinned-vs-pcie", "target": "pinned host->device >= 80% of the PCIe link's theoretical rate",
-        "value": pct, "threshold": 80.0, "unit": "%", "passed": pct >= 80.0, "device": dev,
-        "details": {"h2d_gbps": h2d.gbps, "pcie": link}})
+    results.append(_target(h2d_name, h2d_target, pct, 80.0, pct >= 80.0, dev,
+                           {"h2d_gbps": h2d.gbps, "h2d_cv": h2d.cv, "method": h2d.method, "pcie": link}))
     return results
 
 

@@ -7,8 +7,9 @@ JSON keys (``labkit doctor --json``), all always present:
   networkx, plotly, ipywidgets, nvidia-ml-py, jupyterlab;
 - ``mode``: ``"gpu"`` or ``"sim"``; ``mode_reason``: why;
 - ``driver_version``: CUDA driver version (``"12.8"``) or null; ``cuda_runtime``: the CUDA runtime CuPy uses, or null;
-- ``gpus``: list of ``{index, name, compute_capability, memory_gib, sm_count}``;
-- ``nvlink``: ``{available: bool, reason, per_gpu: [{index, active_links}], p2p: [[status per pair]]}``;
+- ``gpus``: list of ``{index, name, compute_capability, memory_gib, sm_count, uuid, pci_bus_id, mig}`` (CUDA order);
+- ``nvlink``: ``{available: bool, reason, per_gpu: [{index, active_links}], p2p: [[status per pair]]}``: NVML's view,
+  each CUDA device matched to its NVML device by UUID or PCI bus id; without NVML ``reason`` says why it is skipped;
 - ``ptx``: ``{nvrtc, nvvm, ptxas, ok}``: the PTX toolchain that works without a GPU;
 - ``next_steps``: list of sentences.
 """
@@ -19,7 +20,9 @@ import json
 import platform
 import sys
 from importlib import metadata
-from typing import Any
+from typing import Any, Sequence
+
+from .errors import LabkitError
 
 PACKAGES = ("numpy", "numba", "numba-cuda", "cupy-cuda12x", "cupy-cuda13x", "cuda-bindings", "ml_dtypes",
             "networkx", "plotly", "ipywidgets", "nvidia-ml-py", "jupyterlab")
@@ -34,42 +37,43 @@ def _version(name: str) -> str | None:
         return None
 
 
-def _nvlink_summary(gpu_count: int) -> dict[str, Any]:
-    if gpu_count == 0:
-        return {"available": False, "reason": "no GPU", "per_gpu": [], "p2p": []}
-    try:
-        import pynvml
+def _nvlink_summary(gpus: Sequence[Any], nvml_module: Any = None) -> dict[str, Any]:
+    """NVLink links and P2P READ status of the CUDA devices ``gpus``, from NVML (``nvml_module``: tests)."""
+    from . import nvml as nv
 
-        pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - NVML missing or failing is a report, not a crash
-        return {"available": False, "reason": f"NVML unavailable: {exc}", "per_gpu": [], "p2p": []}
+    if not gpus:
+        return {"available": False, "reason": "no GPU in gpu mode", "per_gpu": [], "p2p": []}
     try:
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-        per_gpu = []
-        for i, h in enumerate(handles):
-            active = 0
-            for link in range(18):
-                try:
-                    active += int(pynvml.nvmlDeviceGetNvLinkState(h, link) == pynvml.NVML_FEATURE_ENABLED)
-                except pynvml.NVMLError:
-                    break
-            per_gpu.append({"index": i, "active_links": active})
-        p2p = []
-        for a in handles:
-            row = []
-            for b in handles:
-                if a is b:
-                    row.append("X")
-                    continue
-                try:
-                    status = pynvml.nvmlDeviceGetP2PStatus(a, b, pynvml.NVML_P2P_CAPS_INDEX_READ)
-                    row.append("OK" if status == pynvml.NVML_P2P_STATUS_OK else f"not supported ({status})")
-                except pynvml.NVMLError as exc:
-                    row.append(f"unknown ({exc})")
-            p2p.append(row)
-        return {"available": True, "reason": None, "per_gpu": per_gpu, "p2p": p2p}
-    finally:
-        pynvml.nvmlShutdown()
+        with nv.session(nvml_module) as pynvml:
+            handles = nv.handles_for(pynvml, gpus)
+            enabled = nv.constant(pynvml, "NVML_FEATURE_ENABLED", 1)
+            ok = nv.constant(pynvml, "NVML_P2P_STATUS_OK", 0)
+            read = nv.cap_index(pynvml, "READ")
+            per_gpu = []
+            for g, h in zip(gpus, handles):
+                active = 0
+                for link in range(nv.constant(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+                    try:
+                        active += int(pynvml.nvmlDeviceGetNvLinkState(h, link) == enabled)
+                    except pynvml.NVMLError:  # NOT_SUPPORTED / INVALID_ARGUMENT past the last link
+                        break
+                per_gpu.append({"index": g.index, "active_links": active})
+            p2p = []
+            for i, a in enumerate(handles):
+                row = []
+                for j, b in enumerate(handles):
+                    if i == j:
+                        row.append("X")
+                        continue
+                    try:
+                        status = pynvml.nvmlDeviceGetP2PStatus(a, b, read)
+                        row.append("OK" if status == ok else f"not supported ({status})")
+                    except pynvml.NVMLError as exc:
+                        row.append(f"unknown ({exc})")
+                p2p.append(row)
+            return {"available": True, "reason": None, "per_gpu": per_gpu, "p2p": p2p}
+    except LabkitError as exc:  # NVML missing, failing, or not knowing a CUDA device: a report, not a crash
+        return {"available": False, "reason": nv.skipped("NVLink and P2P", exc), "per_gpu": [], "p2p": []}
 
 
 def _cuda_runtime() -> str | None:
@@ -98,12 +102,18 @@ def report() -> dict[str, Any]:
     if e.mode == "sim":
         steps.append("You are in sim mode: every lab runs on this CPU through the CUDA simulator and NumPy; "
                      "timings are CPU times. Start with `make lab` (or `labkit lab`).")
-        if e.driver_version:
+        if e.driver_version and " found, but " in e.reason:
+            steps.append(f"A GPU is here but gpu mode is not possible yet: {e.reason}.")
+        elif e.driver_version and not cupy_installed:
+            from .mode import install_command
+
+            steps.append("A CUDA driver is installed but no device is usable; check `nvidia-smi` and CUDA_VISIBLE_DEVICES. "
+                         f"gpu mode also needs CuPy: {install_command(e.driver_version)}.")
+        elif e.driver_version:
             steps.append("A CUDA driver is installed but no device is usable; check `nvidia-smi` and CUDA_VISIBLE_DEVICES.")
     else:
-        if not cupy_installed:
-            major = (e.driver_version or "12").split(".")[0]
-            steps.append(f"Install CuPy for gpu mode: pip install -e '.[cuda{major if major in ('12', '13') else '12'}]'.")
+        if e.mig:
+            steps.append(f"This is a {e.mig}: peaks and sizes are the slice's, not the whole GPU's.")
         steps.append("You are in gpu mode: kernels run on the device and timings are CUDA-event times.")
     if not ptx["ok"]:
         steps.append("The PTX toolchain is incomplete: reinstall with `make test` or `pip install -e .` (needs the "
@@ -118,8 +128,9 @@ def report() -> dict[str, Any]:
         "driver_version": e.driver_version,
         "cuda_runtime": _cuda_runtime() if e.mode == "gpu" else None,
         "gpus": [{"index": g.index, "name": g.name, "compute_capability": ".".join(map(str, g.compute_capability)),
-                  "memory_gib": round(g.memory_bytes / 2**30, 1), "sm_count": g.sm_count} for g in e.gpus],
-        "nvlink": _nvlink_summary(e.gpu_count),
+                  "memory_gib": round(g.memory_bytes / 2**30, 1), "sm_count": g.sm_count, "uuid": g.uuid,
+                  "pci_bus_id": g.pci_bus_id, "mig": e.mig if g.mig or (g.index == 0 and e.mig) else None} for g in e.gpus],
+        "nvlink": _nvlink_summary(e.gpus),
         "ptx": ptx,
         "next_steps": steps,
     }
@@ -131,12 +142,14 @@ def render(data: dict[str, Any]) -> str:
              f"mode: {data['mode']} ({data['mode_reason']})",
              f"CUDA driver: {data['driver_version'] or 'none'}; CUDA runtime (CuPy): {data['cuda_runtime'] or 'n/a'}"]
     for g in data["gpus"]:
-        lines.append(f"GPU {g['index']}: {g['name']}, cc {g['compute_capability']}, {g['memory_gib']} GiB, {g['sm_count']} SMs")
+        lines.append(f"GPU {g['index']}: {g['name']}, cc {g['compute_capability']}, {g['memory_gib']} GiB, {g['sm_count']} SMs"
+                     + (f", PCI {g['pci_bus_id']}" if g.get("pci_bus_id") else "") + (f" ({g['mig']})" if g.get("mig") else ""))
     nv = data["nvlink"]
     if nv["available"]:
         lines.append("NVLink active links per GPU: " + ", ".join(f"GPU{p['index']}={p['active_links']}" for p in nv["per_gpu"]))
     else:
-        lines.append(f"NVLink/P2P: not available ({nv['reason']})")
+        lines.append(f"NVLink/P2P: {nv['reason']}" if nv["reason"] and "skipped" in nv["reason"] else
+                     f"NVLink/P2P: not available ({nv['reason']})")
     p = data["ptx"]
     lines.append(f"PTX toolchain: NVRTC {p['nvrtc'] or 'missing'}, NVVM {'found' if p['nvvm'] else 'missing'}, "
                  f"ptxas {'found' if p['ptxas'] else 'missing'} -> {'OK' if p['ok'] else 'INCOMPLETE'}")

@@ -19,6 +19,7 @@ import contextlib
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -144,20 +145,55 @@ def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WM
         raise NoGPUError(f"{env().device_name} has no Tensor Cores (compute capability below 7.0).")
     import cupy as cp
 
-    fn = cp.RawKernel(source, kernel, options=("--std=c++17",) + tuple(f"-I{d}" for d in _include_dirs()))
-    dA = cp.asarray(A.astype(np.float16))
-    dB = cp.asarray(B.astype(np.float16))
-    dC = cp.full((M, N), np.nan, dtype=cp.float32)
-    grid, block = wmma_launch(M, N)
-    fn(grid, block, (dA, dB, dC, np.int32(M), np.int32(N), np.int32(K)))
-    cp.cuda.runtime.deviceSynchronize()
-    return cp.asnumpy(dC).astype(np.float64)
+    from .gpuerrors import explain
+
+    include = wmma_include_dirs()
+    try:
+        fn = cp.RawKernel(source, kernel, options=("--std=c++17",) + tuple(f"-I{d}" for d in include))
+        dA = cp.asarray(A.astype(np.float16))
+        dB = cp.asarray(B.astype(np.float16))
+        dC = cp.full((M, N), np.nan, dtype=cp.float32)
+        grid, block = wmma_launch(M, N)
+        fn(grid, block, (dA, dB, dC, np.int32(M), np.int32(N), np.int32(K)))
+        cp.cuda.runtime.deviceSynchronize()
+        return cp.asnumpy(dC).astype(np.float64)
+    except Exception as exc:  # noqa: BLE001 - out of memory, compile error, ...: say which
+        raise explain(exc, f"the WMMA kernel ({M}x{K} @ {K}x{N})") from None
+
+
+def _toolkit_roots() -> list[Path]:
+    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    return [Path(r) for r in roots if r] + [Path("/usr/local/cuda")]
+
+
+def wmma_include_dirs() -> list[str]:
+    """Header folders that give WMMA's ``mma.h`` and the ``crt/mma.h`` it includes: the pinned CUDA wheels
+    (``crt/mma.h`` comes only with the nvcc wheel), else a CUDA toolkit at ``CUDA_HOME``, ``CUDA_PATH`` or
+    ``/usr/local/cuda``. Raises :class:`~labkit.errors.LabkitError` naming both ways when neither has them."""
+    from . import ptx
+
+    dirs = list(ptx.cuda_include_dirs())
+
+    def has(rel: str) -> bool:
+        return any((Path(d) / rel).is_file() for d in dirs)
+
+    if not (has("mma.h") and has("crt/mma.h")):
+        for root in _toolkit_roots():
+            inc = root / "include"
+            if (inc / "crt" / "mma.h").is_file() and (inc / "mma.h").is_file() and str(inc) not in dirs:
+                dirs.append(str(inc))
+                break
+    if not (has("mma.h") and has("crt/mma.h")):
+        raise LabkitError(
+            "the WMMA kernel needs the CUDA headers mma.h and crt/mma.h, and neither the CUDA wheels nor a CUDA "
+            "toolkit (CUDA_HOME, CUDA_PATH, /usr/local/cuda) has both.",
+            fix="pip install nvidia-cuda-nvcc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 (labkit's requirements), "
+                "or set CUDA_HOME to a CUDA toolkit.")
+    return dirs
 
 
 def _include_dirs() -> list[str]:
-    from . import ptx
-
-    return ptx.cuda_include_dirs()
+    return wmma_include_dirs()
 
 
 @dataclass(frozen=True)
@@ -302,7 +338,7 @@ def cublas_bf16_matmul(a: Any, b: Any, out: Any) -> Any:
     ``C^T = B^T A^T``, hence B first and the dimensions (n, m, k).
     """
     import cupy as cp
-    from cupy_backends.cuda.libs import cublas
+    from cupy.cuda import cublas  # loads libcublas first; importing cupy_backends.cuda.libs.cublas directly does not
 
     m, k = a.shape
     k2, n = b.shape
@@ -334,6 +370,7 @@ def gpu_gemm_throughput(
     reason. Peaks are the dense datasheet figures of the matching GPU in :mod:`labkit.hw`. GPU only.
     """
     from . import bench
+    from .gpuerrors import UNSUPPORTED_TYPE, explain
     from .mode import env
 
     if not env().is_gpu:
@@ -368,10 +405,11 @@ def gpu_gemm_throughput(
                     note = "TF32 compute type" if p == "tf32" else ""
                 del a, b
             rows.append(GemmRate(p, n, "GPU measurement", env().device_name, t.tflops, peak, source, t.median_s, note=note))
-        except Exception as exc:  # noqa: BLE001 - an unsupported type is a row that says so, not a crash
-            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        except Exception as exc:  # noqa: BLE001 - each failure is a row that says which and what to do
+            err = explain(exc, f"the {p.upper()} GEMM (n={n})")
+            label = f"not supported by this stack (CuPy {cp.__version__})" if err.kind == UNSUPPORTED_TYPE else err.kind
             rows.append(GemmRate(p, n, "GPU measurement", env().device_name, None, peak, source,
-                                 note=f"not supported by this stack (CuPy {cp.__version__}): {type(exc).__name__}: {first}"))
+                                 note=f"{label}: {err.args[0]} What to do: {err.fix}"))
         finally:
             cp.get_default_memory_pool().free_all_blocks()
     return rows
@@ -504,15 +542,31 @@ def gpu_check(n: int = 8192) -> dict[str, Any]:
     whether :data:`WMMA_SOURCE` is correct on random inputs. GPU only."""
     rows = gpu_gemm_throughput(("fp16", "bf16"), n=n)
     rng = np.random.default_rng()
-    wmma = []
+    wmma: list[dict[str, Any]] = []
     for M, N, K in ((16, 16, 16), (48, 80, 64), (256, 128, 512)):
         a, b = rng.uniform(-1, 1, (M, K)), rng.uniform(-1, 1, (K, N))
-        grade = wmma_error(run_wmma_gemm(a, b), a, b)
+        try:
+            grade = wmma_error(run_wmma_gemm(a, b), a, b)
+        except LabkitError as exc:  # missing headers, compile error, out of memory: recorded, not a crash
+            wmma.append({"shape": [M, N, K], "ok": False, "error": str(exc)})
+            continue
         wmma.append({"shape": [M, N, K], "ok": grade.ok, "relative_error": grade.relative_error, "worst_ratio": grade.worst_ratio})
+    targets = [{"name": f"tensorcores.{r.precision}-gemm-vs-dense-peak",
+                "target": f"CuPy {r.precision.upper()} GEMM >= 70% of the datasheet dense Tensor Core peak",
+                "value": r.percent_of_peak, "threshold": 70.0, "unit": "%",
+                "passed": None if r.percent_of_peak is None else r.percent_of_peak >= 70.0,
+                "details": r.as_dict(), **({} if r.tflops is not None and r.peak_tflops else
+                                           {"error": r.note or "no datasheet peak for this GPU in labkit.hw"})}
+               for r in rows]
+    targets.append({"name": "tensorcores.wmma-correct", "target": "the WMMA solution is correct on random inputs",
+                    "value": sum(bool(w["ok"]) for w in wmma), "threshold": len(wmma), "unit": "shapes correct",
+                    "passed": all(w["ok"] for w in wmma), "details": {"wmma": wmma},
+                    **({"error": next(w["error"] for w in wmma if "error" in w)} if any("error" in w for w in wmma) else {})})
     return {
         "gemm": [r.as_dict() for r in rows],
         "gemm_target_percent": 70,
         "gemm_meets_target": all((r.percent_of_peak or 0) >= 70 for r in rows),
         "wmma": wmma,
         "wmma_ok": all(w["ok"] for w in wmma),
+        "targets": targets,
     }

@@ -27,6 +27,7 @@ from typing import Any, Iterable
 import networkx as nx
 
 from . import hw
+from .device import normalise_bus_id
 from .errors import LabkitError, NoGPUError
 
 GB = 1e9
@@ -726,7 +727,9 @@ _ANCESTOR = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 def from_nvml(name: str = "this machine") -> Topology:
     """Build a :class:`Topology` of this machine's GPUs from NVML (NVLink state of every link, P2P status, PCIe
-    ancestry). Needs ``gpu`` mode; otherwise raises :class:`~labkit.errors.NoGPUError`."""
+    ancestry). GPUs are numbered as CUDA numbers them (each matched to NVML by UUID or PCI bus id, never by index).
+    Needs ``gpu`` mode; otherwise raises :class:`~labkit.errors.NoGPUError`; without NVML, a
+    :class:`~labkit.nvml.NvmlUnavailable` that says why."""
     from .mode import env
 
     e = env()
@@ -735,36 +738,43 @@ def from_nvml(name: str = "this machine") -> Topology:
             f"from_nvml() asks the NVIDIA driver about the GPUs in this machine, and labkit is in sim mode ({e.reason}).",
             fix="Use topology.load('DGX H100') for a model, or topology.from_nvidia_smi(text) with saved `nvidia-smi topo -m` output.",
         )
-    from .errors import require
+    from . import nvml as nv
 
-    nvml = require("pynvml", feature="topology.from_nvml", install="pip install nvidia-ml-py")
-    return _from_nvml_module(nvml, name)
+    return _from_nvml_module(nv.load(), name, e.gpus)
 
 
-def _from_nvml_module(nvml: Any, name: str = "this machine") -> Topology:
-    """The work of :func:`from_nvml`, with the NVML module passed in (tests give a fake one)."""
-    nvml.nvmlInit()
-    try:
-        count = nvml.nvmlDeviceGetCount()
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+def _from_nvml_module(nvml: Any, name: str = "this machine", gpus: Any = None) -> Topology:
+    """The work of :func:`from_nvml`, with the NVML module and the CUDA devices passed in (tests give fakes)."""
+    from . import nvml as nv
+    from .mode import env
+
+    gpus = tuple(env().gpus if gpus is None else gpus)
+    with nv.session(nvml):
+        count = len(gpus)
+        handles = nv.handles_for(nvml, gpus)
         names = [_text(nvml.nvmlDeviceGetName(h)) for h in handles]
-        bus = [_text(nvml.nvmlDeviceGetPciInfo(h).busId).lower() for h in handles]
+        bus = [nv.bus_id(nvml, h) for h in handles]
         model = hw.match_device(names[0]) if names else None
         per_nv = hw.link(model.nvlink).per_link.value if model else None
         g = nx.Graph()
         for i in range(count):
             a = 2 * math.pi * i / max(count, 1)
             _add_gpu(g, i, (3 * math.sin(a), 3 * math.cos(a)) if count > 1 else (0.0, 0.0), names[i])
-        max_links = getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)
+        max_links = nv.constant(nvml, "NVML_NVLINK_MAX_LINKS", 18)
+        enabled = nv.constant(nvml, "NVML_FEATURE_ENABLED", 1)
+        stop_codes = {nv.constant(nvml, "NVML_ERROR_NOT_SUPPORTED", 3), nv.constant(nvml, "NVML_ERROR_INVALID_ARGUMENT", 2)}
         switch_links: dict[int, int] = {}
+        link_errors: list[str] = []
         for i, h in enumerate(handles):
             for link in range(max_links):
                 try:
-                    if nvml.nvmlDeviceGetNvLinkState(h, link) != getattr(nvml, "NVML_FEATURE_ENABLED", 1):
+                    if nvml.nvmlDeviceGetNvLinkState(h, link) != enabled:
                         continue
-                    remote = _text(nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link).busId).lower()
-                except Exception:  # NVML_ERROR_NOT_SUPPORTED / INVALID_ARGUMENT past the last link
-                    continue
+                    remote = normalise_bus_id(_text(nvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
+                except nvml.NVMLError as exc:  # NOT_SUPPORTED / INVALID_ARGUMENT: no such link (or no NVLink)
+                    if getattr(exc, "value", None) not in stop_codes:
+                        link_errors.append(f"GPU{i} link {link}: {exc}")
+                    break
                 if remote in bus:
                     j = bus.index(remote)
                     if i < j:
@@ -777,8 +787,8 @@ def _from_nvml_module(nvml: Any, name: str = "this machine") -> Topology:
                 _link(g, f"GPU{i}", "NVSwitch", "nvlink", k, per_nv, model.nvlink if model else "NVLink")
         relations: dict[tuple[int, int], str] = {}
         p2p: dict[tuple[int, int], bool] = {}
-        read = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
-        ok = getattr(nvml, "NVML_P2P_STATUS_OK", 0)
+        read = nv.cap_index(nvml, "READ")
+        ok = nv.constant(nvml, "NVML_P2P_STATUS_OK", 0)
         for i, j in itertools.product(range(count), repeat=2):
             if i == j:
                 relations[(i, j)] = "X"
@@ -791,24 +801,24 @@ def _from_nvml_module(nvml: Any, name: str = "this machine") -> Topology:
             else:
                 try:
                     relations[(i, j)] = _ANCESTOR.get(int(nvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])), "SYS")
-                except Exception:
+                except nvml.NVMLError:
                     relations[(i, j)] = "SYS"
             try:
                 p2p[(i, j)] = nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], read) == ok
-            except Exception:
+            except nvml.NVMLError as exc:
                 p2p[(i, j)] = False
+                link_errors.append(f"P2P {i}->{j}: {exc}")
         g.add_node("CPU0", kind="cpu", pos=(0.0, -5.0), label="CPU0", detail="host")
         for i in range(count):
             _link(g, f"GPU{i}", "CPU0", "pcie", 1, None, "PCIe")
-        notes = [f"From NVML: {count} GPU(s), {names[0] if names else ''}."]
+        notes = [f"From NVML: {count} GPU(s), {names[0] if names else ''}; numbered as CUDA numbers them "
+                 "(matched by UUID / PCI bus id)."]
         no_p2p = [f"{i}->{j}" for (i, j), v in p2p.items() if not v]
-        notes.append("Peer-to-peer reads allowed between every pair." if not no_p2p else f"No peer-to-peer reads: {', '.join(no_p2p)}.")
+        if count > 1:
+            notes.append("Peer-to-peer reads allowed between every pair." if not no_p2p else f"No peer-to-peer reads: {', '.join(no_p2p)}.")
+        if link_errors:
+            notes.append("NVML errors: " + "; ".join(link_errors[:6]))
         return Topology(name, g, "NVML", model.name if model else None, relations=relations, notes=notes, p2p=p2p)
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def _text(x: Any) -> str:
