@@ -326,6 +326,61 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
     )
 
 
+#: The scope a token needs to reach the service at all (JupyterHub's own naming).
+ACCESS_SCOPE = f"access:services!service={SERVICE_NAME}"
+
+
+def _setting(section: Any, key: str, default: Any) -> Any:
+    """A value already set in a traitlets config section, else ``default`` (never traitlets' lazy placeholder)."""
+    from traitlets.config import LazyConfigValue
+
+    value = dict.get(section, key, default)
+    return default if isinstance(value, LazyConfigValue) else value
+
+
+def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0.1:10101", db: str = "labkit-progress.sqlite",
+                  instructors: Iterable[str] = (), instructor_group: str = "instructors", stuck_minutes: float = STUCK_MINUTES,
+                  python: str | None = None) -> None:
+    """Add the ``labkit-progress`` service to a JupyterHub configuration ``c`` (one place for the DGX config, the
+    Kubernetes values and the test hub):
+
+    - the managed service (``python -m labkit.progress_service``) listening at ``service_url``;
+    - the custom scope :data:`INSTRUCTOR_SCOPE` and an ``instructor`` role holding it, given to ``instructors`` and
+      to the group ``instructor_group``; every user gets :data:`ACCESS_SCOPE` (``extra_user_scopes``);
+    - learners' server tokens carry :data:`ACCESS_SCOPE`, so their kernels can post results;
+    - ``LABKIT_PROGRESS_URL`` in every server's environment: the service's address as the servers reach it,
+      ``public_url`` (the proxy's address as seen from the servers) + ``services/labkit-progress/``.
+    """
+    import sys
+
+    services = [s for s in _setting(c.JupyterHub, "services", []) if s.get("name") != SERVICE_NAME]
+    services.append({
+        "name": SERVICE_NAME,
+        "url": service_url,
+        "command": [python or sys.executable, "-m", "labkit.progress_service", "--db", db, "--stuck-minutes", f"{stuck_minutes:g}"],
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": [INSTRUCTOR_SCOPE],
+        "display": True,
+    })
+    c.JupyterHub.services = services
+    custom = dict(_setting(c.JupyterHub, "custom_scopes", {}))
+    custom[INSTRUCTOR_SCOPE] = {"description": "Read every learner's labkit check results (the instructor's progress page)."}
+    c.JupyterHub.custom_scopes = custom
+    roles = [r for r in _setting(c.JupyterHub, "load_roles", []) if r.get("name") != "instructor"]
+    roles.append({"name": "instructor", "description": "Sees every learner's progress", "scopes": [ACCESS_SCOPE, INSTRUCTOR_SCOPE],
+                  "users": sorted(instructors), "groups": [instructor_group]})
+    c.JupyterHub.load_roles = roles
+    extra = list(_setting(c.JupyterHub, "extra_user_scopes", []))
+    c.JupyterHub.extra_user_scopes = extra + ([ACCESS_SCOPE] if ACCESS_SCOPE not in extra else [])
+    groups = dict(_setting(c.JupyterHub, "load_groups", {}))
+    groups.setdefault(instructor_group, {"users": sorted(instructors)})
+    c.JupyterHub.load_groups = groups
+    c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", ACCESS_SCOPE]
+    env = dict(_setting(c.Spawner, "environment", {}))
+    env["LABKIT_PROGRESS_URL"] = public_url.rstrip("/") + f"/services/{SERVICE_NAME}/"
+    c.Spawner.environment = env
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m labkit.progress_service [--db PATH] [--stuck-minutes N]``, started by JupyterHub as a managed service."""
     from tornado import ioloop
