@@ -19,6 +19,7 @@ def _reference_vector_add() -> Any:
 
 @exercise(
     "00.vector-add",
+    kind="kernel",
     title="Your first kernel: add two vectors",
     hints=[
         "Each thread handles one element. Which element? `cuda.grid(1)` gives the thread's global index.",

@@ -40,6 +40,7 @@ def _v100_vs_p100() -> tuple[float, float]:
 
 @exercise(
     "01.v100-vs-p100",
+    kind="numeric",
     title="V100 mixed precision against P100",
     hints=[
         "The '10x' compares the V100's Tensor Core peak with one of the P100's peaks. Which one gives more than 10?",
@@ -69,6 +70,7 @@ def _a100_20x() -> float:
 
 @exercise(
     "01.a100-20x",
+    kind="numeric",
     title='The A100 "up to 20x"',
     hints=[
         "Which A100 precision is the highest one that still takes FP32 inputs unchanged in a framework? And is sparsity counted?",
@@ -100,6 +102,7 @@ def _dgx_a100_pflops() -> float:
 
 @exercise(
     "01.dgx-a100-5pf",
+    kind="numeric",
     title="DGX A100: 5 PFLOPS from its GPUs",
     hints=[
         "Multiply the number of GPUs by one GPU's peak. Which precision, and with or without sparsity, gives about 5?",
@@ -130,6 +133,7 @@ def _superpod() -> tuple[int, float]:
 
 @exercise(
     "01.superpod",
+    kind="numeric",
     title="DGX SuperPOD: 700 PFLOPS from 140 systems",
     hints=[
         "A SuperPOD is a number of DGX A100 systems; each has a GPU count and a headline.",
@@ -157,6 +161,7 @@ def _backplane() -> float:
 
 @exercise(
     "01.dgx2-backplane",
+    kind="numeric",
     title="DGX-2: 2.4 TB/s from each baseboard to the backplane",
     hints=[
         "Count the NVLinks that leave one baseboard: switches per board x backplane links per switch.",
@@ -185,6 +190,7 @@ def _dgx1_pairs() -> tuple[float, float, float]:
 
 @exercise(
     "01.dgx1-pairs",
+    kind="numeric",
     title="DGX-1 (V100): bandwidth between pairs of GPUs",
     hints=[
         "Look up how many NVLinks join each pair (topo.links_between) and what one link carries per direction.",
@@ -218,6 +224,7 @@ def _ring_reference(nbytes: float, n_gpus: int, bus_gbps: float) -> float:
 
 @exercise(
     "01.ring-allreduce",
+    kind="numeric",
     title="A model of ring all-reduce time",
     hints=[
         "In a ring all-reduce each GPU sends its buffer in n pieces, twice around the ring (reduce-scatter, then all-gather) minus its own piece.",
@@ -273,6 +280,7 @@ def _two_dgx1_ms() -> float:
 
 @exercise(
     "01.two-dgx1",
+    kind="numeric",
     title="One DGX-2 against two DGX-1",
     hints=[
         "A ring over 16 GPUs in two boxes must leave each box; the slowest hop is the network between them.",

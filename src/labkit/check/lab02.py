@@ -30,6 +30,7 @@ GRID_STRIDE = ("the grid had fewer threads than elements here: each thread must 
 
 @exercise(
     "02.saxpy",
+    kind="kernel",
     title="SAXPY with a grid-stride loop",
     hints=[
         "A grid-stride loop lets any grid cover any n: start at your global index, step by the number of threads in the grid.",
@@ -66,6 +67,7 @@ def _grey(img: np.ndarray) -> np.ndarray:
 
 @exercise(
     "02.grayscale",
+    kind="kernel",
     title="2-D indexing: an RGB image to greyscale",
     hints=[
         "With a 2-D grid, `cuda.grid(2)` gives (x, y). x is the fast direction: neighbouring threads take neighbouring columns.",
@@ -90,6 +92,7 @@ def grayscale(kernel: Any) -> str:
 # ----------------------------------------------------------------------------- 02.launch-config
 @exercise(
     "02.launch-config",
+    kind="code",
     title="Choose a 2-D launch configuration",
     hints=[
         "Each direction needs enough blocks to cover it: the number of blocks is a ceiling division.",
@@ -225,6 +228,7 @@ def _count_transfers() -> Iterator[_TransferCounter]:
 
 @exercise(
     "02.transfers",
+    kind="code",
     title="Keep data on the device between launches",
     hints=[
         "Every cuda.to_device and copy_to_host crosses PCIe (or NVLink-C2C); a kernel launch on device arrays does not.",

@@ -49,6 +49,7 @@ def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> st
 # ----------------------------------------------------------------------------- 03.coalesced-copy
 @exercise(
     "03.coalesced-copy",
+    kind="kernel",
     title="A coalesced 2-D copy",
     hints=[
         "A warp is 32 threads with consecutive threadIdx.x. Which array index should change between them so that they touch neighbouring bytes?",
@@ -79,6 +80,7 @@ TILE = 32
 
 @exercise(
     "03.transpose",
+    kind="kernel",
     title="Transpose through shared memory, without bank conflicts",
     hints=[
         "Read a 32 × 32 tile with coalesced reads into shared memory, wait for the whole block, then write it out "
@@ -133,6 +135,7 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
 # ----------------------------------------------------------------------------- 03.matmul
 @exercise(
     "03.matmul",
+    kind="kernel",
     title="Tiled matrix multiply in shared memory",
     hints=[
         "Each block computes one MM_TILE × MM_TILE tile of C. It walks along K in steps of MM_TILE: load a tile of A and a "
@@ -191,6 +194,7 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
 
 @exercise(
     "03.stencil",
+    kind="kernel",
     title="A 1-D stencil with halo cells in shared memory",
     hints=[
         "A block's outputs need its own blockDim.x inputs plus RADIUS more on each side (the halo). Load them all into "

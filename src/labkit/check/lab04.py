@@ -69,6 +69,7 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
 
 @exercise(
     "04.histogram-global",
+    kind="kernel",
     title="Histogram with global atomics",
     hints=[
         "Many threads meet the same byte value and increment the same bin. `hist[v] += 1` is a read, an add and a write: "
@@ -85,6 +86,7 @@ def histogram_global(kernel: Any) -> str:
 
 @exercise(
     "04.histogram-shared",
+    kind="kernel",
     title="Histogram with shared-memory atomics",
     hints=[
         "Give each block its own 256-bin histogram in shared memory: atomics there are much cheaper than in global "
@@ -111,6 +113,7 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
 
 @exercise(
     "04.block-sum",
+    kind="kernel",
     title="A block reduction with syncthreads",
     hints=[
         "Load one element per thread into shared memory (0.0 past the end), then halve the number of active threads "
@@ -140,6 +143,7 @@ def block_sum(kernel: Any) -> str:
 # ----------------------------------------------------------------------------- 04.full-sum
 @exercise(
     "04.full-sum",
+    kind="kernel",
     title="A full reduction in one launch",
     hints=[
         "Three levels: each thread sums many elements (a grid-stride loop), each block sums its threads (the tree of "
@@ -166,6 +170,7 @@ def full_sum(kernel: Any) -> str:
 # ----------------------------------------------------------------------------- 04.warp-sum
 @exercise(
     "04.warp-sum",
+    kind="kernel",
     title="A warp reduction with shuffles",
     hints=[
         "Within a warp, threads can read each other's registers with shuffles: no shared memory, no syncthreads.",
@@ -203,6 +208,7 @@ def warp_sum(kernel: Any) -> str:
 # ----------------------------------------------------------------------------- 04.race
 @exercise(
     "04.race",
+    kind="kernel",
     title="Find and fix the race",
     hints=[
         "Run `labkit.check.harness.find_race(count_above_racy, ...)` as the notebook shows: it names the array, "

@@ -72,6 +72,7 @@ def _reference_softmax() -> Callable[[Any], Any]:
 
 @exercise(
     "05.softmax",
+    kind="code",
     title="Device-agnostic softmax with broadcasting",
     hints=[
         "Get the module with `xp = labkit.cupylab.array_module(x)` and use `xp.exp`, never `np.exp`: then the same "
@@ -139,6 +140,7 @@ _FUSION_KEYS = ("launches_unfused", "bytes_unfused", "launches_fused", "bytes_fu
 
 @exercise(
     "05.fusion-traffic",
+    kind="numeric",
     title="Count launches and bytes, unfused and fused",
     hints=[
         "Without fusion every operator is one kernel that reads its array operands from memory and writes its result. "
@@ -198,6 +200,7 @@ def _as_parts(k: Any) -> Any:
 
 @exercise(
     "05.huber",
+    kind="kernel",
     title="ElementwiseKernel in CUDA C++: the Huber loss",
     hints=[
         "Use labkit.cupylab.elementwise_kernel(in_params, out_params, operation, name): the same four strings as "
@@ -258,6 +261,7 @@ def _reference_l2norm() -> Any:
 
 @exercise(
     "05.l2norm",
+    kind="kernel",
     title="ReductionKernel: the Euclidean norm",
     hints=[
         "A ReductionKernel has a map expression (per element), a reduce expression combining two partial results "
@@ -324,6 +328,7 @@ LEAKY_SIGNATURE = ("u64", "u64", "f32", ("u32", "s32", "b32"))
 
 @exercise(
     "05.leaky-relu",
+    kind="kernel",
     title="RawKernel in CUDA C++: leaky ReLU with a bounds check",
     hints=[
         "Each thread handles element i = blockIdx.x * blockDim.x + threadIdx.x. The grid comes in whole blocks, "
@@ -414,6 +419,7 @@ def _reference_pipeline() -> Callable[..., float]:
 
 @exercise(
     "05.pipeline",
+    kind="numeric",
     title="Predict the time of a copy/compute pipeline",
     hints=[
         "Draw the timeline for 3 chunks: the H2D engine, the SMs and the D2H engine each work on one chunk at a time, "

@@ -39,6 +39,7 @@ def _same(got: float, want: float) -> bool:
 
 @exercise(
     "06.decode-fp16",
+    kind="code",
     title="Decode an FP16 bit pattern",
     hints=[
         "Split the 16 characters: 1 sign bit, 5 exponent bits, 10 mantissa bits. int(s, 2) turns bits into a number.",
@@ -97,6 +98,7 @@ def _reference_predictions() -> dict[str, list[str]]:
 
 @exercise(
     "06.predict-range",
+    kind="numeric",
     title="Predict overflow and underflow in FP16 and BF16",
     hints=[
         "Compare each value with format_info('fp16') and format_info('bf16'): max_normal, min_normal, min_subnormal.",
@@ -159,6 +161,7 @@ def _tf32_cases() -> np.ndarray:
 
 @exercise(
     "06.tf32-round",
+    kind="code",
     title="Round FP32 to TF32 by bit manipulation",
     hints=[
         "View the float32 array as integers: x.view(np.uint32). TF32 keeps the top 19 bits; the low 13 mantissa bits go.",
@@ -221,6 +224,7 @@ def _reference_wmma() -> str:
 
 @exercise(
     "06.wmma-gemm",
+    kind="kernel",
     title="A Tensor Core GEMM with WMMA",
     hints=[
         "Inside the loop over k, each warp needs a 16×16 block of A (rows of its tile, columns k..k+15) and of B "
@@ -299,6 +303,7 @@ def reference_update_scale(scale: float, found_inf: bool, good_steps: int, growt
 
 @exercise(
     "06.loss-scale",
+    kind="code",
     title="Dynamic loss scaling: update the scale",
     hints=[
         "Two cases: the FP16 gradients contain inf or NaN (the scale was too big), or they are all finite.",
@@ -352,6 +357,7 @@ def _reference_v100_fma() -> float:
 
 @exercise(
     "06.v100-fma",
+    kind="numeric",
     title="Dissect the V100's 125 TFLOPS: FMAs per Tensor Core per clock",
     hints=[
         "Peak FLOP/s = SMs × Tensor Cores per SM × FMAs per Tensor Core per clock × 2 FLOP per FMA × clock (Hz). Solve for the FMAs.",

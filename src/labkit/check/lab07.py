@@ -38,6 +38,7 @@ def _ref_pcie() -> Callable[[int, int], float]:
 
 @exercise(
     "07.pcie-peak",
+    kind="numeric",
     title="The theoretical bandwidth of a PCIe link",
     hints=[
         "labkit.hw.link('PCIe 4').per_link is the bandwidth of an x16 link, per direction. A link with fewer lanes "
@@ -79,6 +80,7 @@ def _ref_pageable() -> Callable[[float, float], float]:
 
 @exercise(
     "07.pageable-model",
+    kind="numeric",
     title="Pinned against pageable: a model of the staged copy",
     hints=[
         "A pageable copy is two copies one after the other: the CPU copies the bytes into a pinned staging buffer, "
@@ -118,6 +120,7 @@ def _ref_copy_time() -> Callable[[float, float], float]:
 
 @exercise(
     "07.copy-time",
+    kind="numeric",
     title="Predict the time of a copy inside one memory",
     hints=[
         "A copy of N bytes inside one memory moves more than N bytes through that memory. Count what it reads and "
@@ -157,6 +160,7 @@ def _dgx1_expected() -> list[list[float]]:
 
 @exercise(
     "07.dgx1-peer-matrix",
+    kind="numeric",
     title="Predict the DGX-1 (V100) peer matrix from its wiring",
     hints=[
         "topo.links_between(i, j) counts the NVLinks joining GPUs i and j (0 when none); labkit.hw.link('NVLink 2')"
@@ -215,6 +219,7 @@ def _ref_ring() -> Callable[[float, int], float]:
 
 @exercise(
     "07.allreduce-bytes",
+    kind="numeric",
     title="Count the bytes one GPU sends in a ring all-reduce",
     hints=[
         "The ring all-reduce cuts the data into n chunks and runs two phases: reduce-scatter, then all-gather. "
@@ -254,6 +259,7 @@ def _dgx2_bidirectional() -> float:
 
 @exercise(
     "07.bidir-conventions",
+    kind="numeric",
     title="Two bidirectional conventions, a factor of 2 apart",
     hints=[
         "nvbandwidth reports each direction of a bidirectional test on its own; p2pBandwidthLatencyTest reports the "

@@ -120,6 +120,7 @@ def _first_diff(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> tuple[i
 
 @exercise(
     "08.ring-step",
+    kind="code",
     title="One step of the ring all-reduce, on NumPy arrays",
     hints=[
         "In every step every GPU g sends ONE chunk to its right neighbour (g + 1) % n. Which chunk depends on the phase "
@@ -199,6 +200,7 @@ def _ref_nccl_bw() -> Callable[[float, float, str, int], tuple[float, float]]:
 
 @exercise(
     "08.nccl-busbw",
+    kind="numeric",
     title="algbw and busbw from an nccl-tests time",
     hints=[
         "nccl-tests prints the time in microseconds. algbw = size / time in GB/s (10^9 bytes/s); busbw = algbw times a "
@@ -275,6 +277,7 @@ def _allreduce_ms() -> dict[str, float]:
 
 @exercise(
     "08.allreduce-dgx",
+    kind="numeric",
     title="All-reduce time of 300 M FP32 gradients on four DGX generations",
     hints=[
         "Ring all-reduce time = bytes each GPU sends / bandwidth each GPU can send. Bytes: 2(n-1)/n x the gradient "
@@ -344,6 +347,7 @@ def _ref_scaling() -> Callable[[float, float, int, float], tuple[float, float]]:
 
 @exercise(
     "08.scaling-efficiency",
+    kind="code",
     title="Data-parallel speedup and efficiency",
     hints=[
         "With n GPUs each step does n batches' work in one step time. One GPU needs compute_s per batch and no "
@@ -407,6 +411,7 @@ def _ref_mig() -> dict[str, float]:
 
 @exercise(
     "08.mig",
+    kind="numeric",
     title="MIG: instances per GPU and the smallest instance's memory",
     hints=[
         "hw.system('DGX A100').mig_instances is the whole system's count; the system has gpu_count GPUs. The memory of "

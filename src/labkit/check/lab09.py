@@ -60,6 +60,7 @@ def _fused_inputs(shape: tuple[int, int], thresh: float) -> tuple[np.ndarray, np
 
 @exercise(
     "09.fused-update",
+    kind="kernel",
     title="Fused background update, difference and threshold",
     hints=[
         "One thread per pixel, 2-D: `col, row = cuda.grid(2)` (x runs along a row) and nothing happens outside the frame. "
@@ -116,6 +117,7 @@ def _mask(shape: tuple[int, int], p: float) -> np.ndarray:
 
 @exercise(
     "09.erode",
+    kind="kernel",
     title="A 3 × 3 erosion with correct borders",
     hints=[
         "Erosion keeps a pixel only if its whole 3 × 3 neighbourhood is foreground. At the border some neighbours lie "
@@ -159,6 +161,7 @@ def _border_as_zero(m: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- 09.tile-counts
 @exercise(
     "09.tile-counts",
+    kind="kernel",
     title="Motion per tile with atomics",
     hints=[
         "One thread per pixel; a foreground pixel at (row, col) adds 1 to `counts[row // tile, col // tile]`. Many threads "
@@ -217,6 +220,7 @@ def _near(a: float, b: float, rel: float = 0.02) -> bool:
 
 @exercise(
     "09.fused-roofline",
+    kind="numeric",
     title="Place the fused step on the roofline",
     hints=[
         "Count the bytes one pixel moves to and from GPU memory in the fused step: what it reads (frame, bg) and what it "
