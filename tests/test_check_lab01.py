@@ -63,6 +63,10 @@ def test_a100_20x() -> None:
     r = check.a100_20x(312 / 125)
     assert not r and "Tensor Core FP16" in _cause(r)
     assert not check.a100_20x(7)
+    r = check.a100_20x(19.5)  # the A100's FP32 peak, the trap the lab names: 1.9% from the ratio
+    assert not r and "plain FP32 peak" in _cause(r) and "not a ratio" in _cause(r)
+    r = check.a100_20x("19.87")
+    assert not r and "should be a number, got str" in r.message
 
 
 def test_dgx_a100_pflops() -> None:
@@ -136,6 +140,57 @@ def test_two_dgx1() -> None:
     assert not r and "one EDR port" in _cause(r)
     r = check.two_dgx1(e / 2)
     assert not r and "4 bytes" in _cause(r)
+
+
+# Every numeric check of lab 01: plausible wrong answers, each with a word of the message it must get. The
+# tolerance must be tighter than the distance from the right value to every slip the check knows.
+WRONG = [
+    (check.a100_20x, (19.5,), "launch coverage quoted"),
+    (check.a100_20x, (156 / 15.7,), "dense TF32"),
+    (check.a100_20x, (624 / 15.7,), "FP16 with sparsity"),
+    (check.a100_20x, (15.7 / 312,), "upside down"),
+    (check.a100_20x, (19.5 / 15.7,), "FP32 with FP32"),
+    (check.v100_vs_p100, (31.4 / 10.6, 31.4 / 21.2), "CUDA cores"),
+    (check.v100_vs_p100, (125, 125), "not a ratio"),
+    (check.dgx_a100_pflops, (0.624,), "one GPU's peak"),
+    (check.dgx_a100_pflops, (1.248,), "TF32"),
+    (check.dgx_a100_pflops, (4992,), "TFLOP/s"),
+    (check.superpod, (1120, 350), "dense"),
+    (check.superpod, (1120, 5600), "GPU count by the system headline"),
+    (check.dgx2_backplane, (400,), "one switch"),
+    (check.dgx2_backplane, (4800,), "doubled twice"),
+    (check.two_dgx1, (45 / 3,), "InfiniBand"),
+    (check.two_dgx1, (45 * 1.75 / 1.875,), "n = 16"),
+    (check.two_dgx1, (45 * 4,), "one EDR port"),
+    (check.dgx1_pairs, (100, 25, 0), "bidirectional"),
+]
+
+
+@pytest.mark.parametrize("fn, args, word", WRONG, ids=[f"{f.__name__}-{a}" for f, a, _ in WRONG])
+def test_plausible_wrong_answers_named(fn, args, word) -> None:
+    r = fn(*args)
+    assert r.status == "failed" and word in _cause(r), _cause(r)
+
+
+def test_tolerance_tighter_than_every_slip() -> None:
+    from labkit.check.answers import separation
+
+    s32, s16 = lab01._v100_vs_p100_slips()
+    e32, e16 = lab01._v100_vs_p100()
+    tables = [(e32, s32), (e16, s16), (lab01._a100_20x(), lab01._a100_20x_slips()), (lab01._dgx_a100_pflops(), lab01._dgx_a100_slips()),
+              (lab01._superpod()[1], lab01._superpod_slips()), (lab01._backplane(), lab01._backplane_slips()),
+              (lab01._two_dgx1_ms(), lab01._two_dgx1_slips())]
+    for want, slips in tables:
+        assert separation(want, slips) > 2 * lab01.REL, (want, slips)
+    assert abs(19.5 - lab01._a100_20x()) / lab01._a100_20x() > 2 * lab01.REL  # the named trap
+
+
+@pytest.mark.parametrize("fn, args", [(check.dgx_a100_pflops, ("5",)), (check.superpod, ("1120", 700)),
+                                      (check.dgx2_backplane, (b"2400",)), (check.dgx1_pairs, (50, "25", 0)),
+                                      (check.two_dgx1, ("45 ms",)), (check.v100_vs_p100, (True, 5.9))])
+def test_strings_are_not_numbers(fn, args) -> None:
+    r = fn(*args)
+    assert r.status == "failed" and "should be a number" in r.message
 
 
 def test_references_match_labkit_models() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 from .core import Failed
 
@@ -37,3 +37,25 @@ def ratio_cause(got: float, want: float, causes: dict[float, str]) -> str | None
         if close(r, factor, 0.01):
             return cause
     return None
+
+
+def judge(got: float, want: float, what: str, unit: str, *, rel: float, slips: Mapping[str, float] | None = None,
+          otherwise: str = "recompute from the figures printed above (labkit.hw) and check the units") -> str:
+    """Pass ``got`` (a number already read with :func:`number`) when it is within ``rel`` of ``want`` and nearer to
+    ``want`` than to any slip; otherwise raise :class:`Failed` naming the nearest slip (``{cause: wrong value}``) when
+    ``got`` lies within ``rel`` of it. Returns a short description of the right answer."""
+    candidates = [(abs(got - want) / abs(want) if want else abs(got), None)]
+    for cause, value in (slips or {}).items():
+        candidates.append((abs(got - value) / abs(value) if value else abs(got), cause))
+    distance, cause = min(candidates, key=lambda c: c[0])
+    if cause is None and distance <= rel:
+        return f"{what} = {got:.4g} {unit}."
+    if cause is not None and distance <= rel:
+        raise Failed(f"{what}: you have {got:.4g} {unit}; that is not it.", cause=cause)
+    raise Failed(f"{what}: you have {got:.4g} {unit}, which does not match the data.", cause=otherwise)
+
+
+def separation(want: float, slips: Mapping[str, float]) -> float:
+    """The smallest relative distance from ``want`` to a slip's value: a check's tolerance must stay below half of it,
+    so that no plausible wrong answer passes (used by the tests)."""
+    return min((abs(v - want) / abs(want) for v in slips.values()), default=math.inf)
