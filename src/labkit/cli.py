@@ -112,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("bench", help="run a benchmark suite: labkit bench bandwidth [--json] [--sizes ...]", add_help=False)
     topo = sub.add_parser("topo", help="describe a DGX system's topology")
     topo.add_argument("system", nargs="?", help="e.g. 'DGX-2'; omit to list systems")
+    from . import mig
+
+    mig.add_cli(sub)
+    prog = sub.add_parser("progress", help="your map of the course: every exercise's checks from your progress file")
+    prog.add_argument("--json", action="store_true", help="machine-readable output")
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] == "lab":
@@ -125,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
             return doctor.main(as_json=args.json)
         if args.command == "topo":
             return topo_command(args.system)
+        if args.command == "mig-plan":
+            return mig.cli(args)
+        if args.command == "progress":
+            from . import progress
+
+            return progress.cli(as_json=args.json)
     except LabkitError as exc:
         print(f"labkit: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,259 @@
+"""A classroom on MIG slices: which profile, how many slices and GPUs, and which labs work on one slice.
+
+    $ labkit mig-plan --gpu H200 --learners 40
+    $ labkit mig-plan --gpu H100 --learners 56 --json
+
+The profiles and their counts per GPU come from ``labkit/data/hw.yml`` (``mig_profiles``, each with its source);
+the GPU's memory from :mod:`labkit.hw`. A profile's name says its size: ``1g.18gb`` is one of the GPU's seven
+compute slices and 18 GB (nominal) of its memory.
+
+What a slice cannot do: a MIG slice is one CUDA device with no CUDA IPC and no peer access to any other device, so
+peer copies and NCCL between slices do not exist, and a learner on one slice sees one GPU. The per-lab table
+(:data:`LABS`) says what each lab then skips; its GPU-memory figures are **computed from the labs' gpu-mode
+problem sizes** (the buffers a lab holds at once), not measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from . import hw
+from .errors import LabkitError
+
+#: GPUs in one DGX (DGX A100, H100, H200).
+GPUS_PER_DGX = 8
+_PROFILE = re.compile(r"^(\d)g\.(\d+)gb$")
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    """One MIG profile of one GPU model."""
+
+    name: str  # e.g. "1g.18gb"
+    gpu: str  # labkit.hw GPU name
+    compute_slices: int  # of the GPU's 7
+    memory: hw.Figure  # nominal, from the profile's name
+    per_gpu: hw.Figure  # instances of this profile a GPU holds in a uniform layout
+
+    @property
+    def node_label(self) -> str:
+        """The GPU Operator's configuration for a uniform layout: ``nvidia.com/mig.config=<this>``."""
+        return f"all-{self.name}"
+
+    @property
+    def resource_mixed(self) -> str:
+        """The Kubernetes resource a pod asks for under ``mig.strategy=mixed``."""
+        return f"nvidia.com/mig-{self.name}"
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, dict[str, Any]]:
+    import yaml
+
+    raw = yaml.safe_load(hw.DATA_FILE.read_text(encoding="utf-8")) or {}
+    table = raw.get("mig_profiles") or {}
+    if not table:
+        raise hw.HardwareDataError(f"{hw.DATA_FILE} has no mig_profiles section.")
+    return table
+
+
+def gpus() -> list[str]:
+    """The GPU models labkit has MIG profiles for."""
+    return list(_table())
+
+
+def profiles(gpu: str) -> list[MigProfile]:
+    """Every MIG profile of ``gpu`` (any name :func:`labkit.hw.gpu` knows), smallest first."""
+    g = hw.gpu(gpu)
+    entry = _table().get(g.name)
+    if entry is None:
+        raise LabkitError(f"labkit has no MIG profiles for the {g.name}.", fix=f"MIG profiles are known for: {', '.join(gpus())}.")
+    src = entry["source"]
+    out = []
+    for name, count in entry["profiles"].items():
+        m = _PROFILE.match(name)
+        if not m:
+            raise hw.HardwareDataError(f"mig_profiles.{g.name}: cannot read the profile name {name!r} (e.g. '1g.18gb').")
+        per_gpu = hw._figure(count, src, f"mig_profiles.{g.name}.{name}")
+        memory = hw.Figure(float(m.group(2)), "GB", src, note="nominal, from the profile's name")
+        out.append(MigProfile(name, g.name, int(m.group(1)), memory, per_gpu))
+    return sorted(out, key=lambda p: (p.compute_slices, p.memory.value))
+
+
+def profile(gpu: str, name: str | None = None) -> MigProfile:
+    """The profile called ``name`` on ``gpu``; without a name, the smallest (the one a learner gets)."""
+    all_ = profiles(gpu)
+    if name is None:
+        return all_[0]
+    for p in all_:
+        if p.name == name.strip().lower():
+            return p
+    raise LabkitError(f"the {all_[0].gpu} has no MIG profile {name!r}.", fix=f"Its profiles: {', '.join(p.name for p in all_)}.")
+
+
+def max_instances(gpu: str) -> hw.Figure:
+    """The most MIG instances one ``gpu`` holds (7 on the A100, H100 and H200)."""
+    g = hw.gpu(gpu)
+    entry = _table().get(g.name)
+    if entry is None:
+        raise LabkitError(f"labkit has no MIG data for the {g.name}.", fix=f"MIG data exist for: {', '.join(gpus())}.")
+    return hw._figure(entry["max_instances"], entry["source"], f"mig_profiles.{g.name}.max_instances")
+
+
+# ---------------------------------------------------------------------------------------------- the labs on a slice
+
+
+@dataclass(frozen=True)
+class LabOnSlice:
+    """What one lab needs in gpu mode and what it leaves out on one MIG slice."""
+
+    lab: str
+    gpu_memory_bytes: int  # computed from the lab's gpu-mode sizes: the buffers it holds at once
+    how: str  # the computation, for the reader
+    skips: tuple[str, ...] = ()  # sections that print a model instead of a measurement on one slice
+    source: tuple[str, ...] = ()  # literals in notebooks/src/<lab>-*.py the figure depends on (a test keeps them true)
+    label: str = "computed from the problem sizes, not measured"
+
+    @property
+    def gpu_memory_gb(self) -> float:
+        return self.gpu_memory_bytes / 1e9
+
+
+_F32 = 4
+#: Per lab: GPU memory in gpu mode (computed) and what a single slice skips.
+LABS: tuple[LabOnSlice, ...] = (
+    LabOnSlice("00", 3 * _F32 * 10_000_000, "vector add: x, y, out of 10,000,000 float32", source=("gpu=10_000_000",)),
+    LabOnSlice("01", 0, "figures, models and topology from labkit.hw; no device buffers"),
+    LabOnSlice("02", 3 * _F32 * (1 << 25) + 2 * _F32 * 1080 * 1920,
+               "SAXPY x, y, out of 2**25 float32; an image of 1080 x 1920 float32 in and out", source=("gpu=1 << 25", "gpu=(1080, 1920)")),
+    LabOnSlice("03", 3 * _F32 * 8192 * 8192 + 3 * _F32 * 2048 * 2048,
+               "transpose of 8192 x 8192 float32: input, output, library reference; matmul 2048 x 2048 A, B, C",
+               source=("gpu=8192", "gpu=2048")),
+    LabOnSlice("04", 2 * _F32 * (1 << 26), "reduction and histogram over 2**26 float32 (input and a work buffer)",
+               source=("gpu=1 << 26",)),
+    LabOnSlice("05", 3 * _F32 * (1 << 26), "2**26 float32 (256 MiB) copied in, normalised out of place, and a pinned-copy target",
+               source=("1 << 26",)),
+    LabOnSlice("06", 3 * _F32 * 8192 * 8192, "GEMM 8192 x 8192: A, B, C in float32 (the FP16/BF16 runs need less)",
+               source=("gpu=8192",)),
+    LabOnSlice("07", 2 * 512 * 2**20 + 512 * 2**20, "device-local copy of 512 MiB (source and destination) and a 512 MiB host-to-device target",
+               skips=("peer-to-peer matrix over NVLink (one device, no peer access): the DGX-1 model is shown",
+                      "bidirectional peer copies (same reason)"),
+               source=('size = "512MiB"', "512 * 2**20")),
+    LabOnSlice("08", 0, "models of all-reduce and scaling; the NCCL measurement needs two devices",
+               skips=("NCCL all-reduce measurement: one slice is one device, and slices have no CUDA IPC, so no NCCL between them",)),
+    LabOnSlice("09", 60 * 1080 * 1920 * 2 + _F32 * 1080 * 1920, "60 frames of 1080 x 1920 uint8 and their masks; the float32 background",
+               source=("gpu=60", "gpu=(1080, 1920)")),
+)
+
+
+def labs_on(p: MigProfile) -> list[dict[str, Any]]:
+    """Each lab on the slice ``p``: does it fit, what it skips, its computed GPU memory."""
+    rows = []
+    for lab in LABS:
+        fits = lab.gpu_memory_bytes <= p.memory.to("GB").value * 1e9 * 0.9  # leave 10% for the CUDA context and pools
+        rows.append({"lab": lab.lab, "works": fits, "gpu_memory_gb": round(lab.gpu_memory_gb, 2), "how": lab.how,
+                     "skips": list(lab.skips), "label": lab.label})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Slices and GPUs for a class: ``learners`` on ``profile``, plus whole GPUs for instructors."""
+
+    gpu: str
+    learners: int
+    profile: str
+    slice_memory_gb: float
+    slices_per_gpu: int
+    learner_gpus: int
+    instructor_gpus: int
+    gpus: int
+    dgx_systems: int
+    spare_slices: int
+    gpu_memory_gb: float
+    node_label: str
+    resource_single: str
+    resource_mixed: str
+    labs: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def plan(gpu: str, learners: int, *, instructor_gpus: int = 0, profile_name: str | None = None,
+         gpus_per_system: int = GPUS_PER_DGX) -> Plan:
+    """How to seat ``learners`` on MIG slices of ``gpu``: one slice each (the smallest profile unless named)."""
+    if not isinstance(learners, int) or isinstance(learners, bool) or learners < 1:
+        raise LabkitError(f"learners must be a whole number from 1, not {learners!r}.")
+    if not isinstance(instructor_gpus, int) or instructor_gpus < 0:
+        raise LabkitError(f"instructor_gpus must be a whole number from 0, not {instructor_gpus!r}.")
+    p = profile(gpu, profile_name)
+    g = hw.gpu(gpu)
+    per_gpu = int(p.per_gpu.value)
+    learner_gpus = math.ceil(learners / per_gpu)
+    total = learner_gpus + instructor_gpus
+    systems = math.ceil(total / gpus_per_system)
+    notes = [
+        "One learner, one slice: a slice is one CUDA device with its own SMs, L2 slice and memory; others' work does not slow it.",
+        "MIG slices have no CUDA IPC: no peer copies and no NCCL between slices; multi-GPU sections show labkit's models.",
+        f"Timings on a {p.name} slice reflect {p.compute_slices} of 7 compute slices; percent-of-peak figures use the whole "
+        f"{g.name}'s datasheet peaks, so read them as a share of the whole GPU.",
+    ]
+    if instructor_gpus:
+        notes.append("Instructor GPUs run with MIG disabled (a mixed node: mig.strategy=mixed, or a per-GPU mig-parted config).")
+    free = systems * gpus_per_system - total
+    if free:
+        notes.append(f"{free} GPU(s) of the {systems} system(s) stay free.")
+    return Plan(
+        gpu=g.name, learners=learners, profile=p.name, slice_memory_gb=p.memory.value, slices_per_gpu=per_gpu,
+        learner_gpus=learner_gpus, instructor_gpus=instructor_gpus, gpus=total, dgx_systems=systems,
+        spare_slices=learner_gpus * per_gpu - learners, gpu_memory_gb=g.memory_size.to("GB").value,
+        node_label=f"nvidia.com/mig.config={p.node_label}", resource_single="nvidia.com/gpu: 1",
+        resource_mixed=f"{p.resource_mixed}: 1", labs=labs_on(p), notes=notes,
+        sources={"profiles": p.per_gpu.source, "gpu memory": g.memory_size.source,
+                 "max instances": max_instances(gpu).source, "lab memory": LABS[0].label},
+    )
+
+
+def format_plan(pl: Plan) -> str:
+    """The plan as text for the terminal."""
+    lines = [
+        f"{pl.learners} learners on {pl.gpu} ({pl.gpu_memory_gb:g} GB): one MIG {pl.profile} slice each "
+        f"({pl.slice_memory_gb:g} GB, {pl.slices_per_gpu} per GPU)",
+        f"  GPUs: {pl.learner_gpus} for learners + {pl.instructor_gpus} whole for instructors = {pl.gpus} "
+        f"-> {pl.dgx_systems} DGX system(s) of {GPUS_PER_DGX}; {pl.spare_slices} spare slice(s)",
+        f"  GPU Operator: label the nodes {pl.node_label}; pods ask for {pl.resource_single} (mig.strategy=single) "
+        f"or {pl.resource_mixed} (mixed)",
+        "",
+        "  lab  works  GB*     skips on one slice",
+    ]
+    for row in pl.labs:
+        skips = "; ".join(row["skips"]) or "-"
+        lines.append(f"  {row['lab']}   {'yes' if row['works'] else 'NO ':<5}  {row['gpu_memory_gb']:>6.2f}  {skips}")
+    lines += [f"  * GPU memory the lab holds in gpu mode, {LABS[0].label}", "", *(f"  - {n}" for n in pl.notes), "", "  sources: " + "; ".join(f"{k}: {v}" for k, v in pl.sources.items())]
+    return "\n".join(lines)
+
+
+def add_cli(sub: Any) -> None:
+    """Register ``labkit mig-plan`` on an argparse subparsers object."""
+    p = sub.add_parser("mig-plan", help="plan MIG slices for a class: profile, slices per GPU, GPUs, labs on a slice")
+    p.add_argument("--gpu", default="H200", help="GPU model (default H200), e.g. H100")
+    p.add_argument("--learners", type=int, required=True, help="number of learners, one slice each")
+    p.add_argument("--instructor-gpus", type=int, default=0, help="whole GPUs (MIG off) for instructors")
+    p.add_argument("--profile", default=None, help="MIG profile (default: the smallest, e.g. 1g.18gb)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def cli(args: argparse.Namespace) -> int:
+    """Run ``labkit mig-plan`` with parsed arguments."""
+    pl = plan(args.gpu, args.learners, instructor_gpus=args.instructor_gpus, profile_name=args.profile)
+    print(json.dumps(asdict(pl), indent=2) if args.json else format_plan(pl))
+    return 0
