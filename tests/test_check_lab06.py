@@ -24,11 +24,41 @@ def _sim(monkeypatch):
 
 def good_decode(b):
     s, e, m = int(b[0]), int(b[1:6], 2), int(b[6:], 2)
+    sign = -1.0 if s else 1.0
+    if e == 31:
+        return math.nan if m else sign * math.inf
+    if e == 0:
+        return sign * m / 1024 * 2**-14
+    return sign * (1 + m / 1024) * 2 ** (e - 15)
+
+
+def ldexp_decode(b):  # correct, written differently: copysign keeps the sign of a zero
+    s, e, m = int(b[0]), int(b[1:6], 2), int(b[6:], 2)
+    if e == 31:
+        v = math.inf if m == 0 else math.nan
+    elif e == 0:
+        v = math.ldexp(m, -24)
+    else:
+        v = math.ldexp(1024 + m, e - 25)
+    return math.copysign(v, -1.0 if s == 1 else 1.0)
+
+
+def int_sign_decode(b):  # the old hint's formula: (-1)**s * 0 is the integer 0, so 1 00000 0000000000 gives +0.0
+    s, e, m = int(b[0]), int(b[1:6], 2), int(b[6:], 2)
     if e == 31:
         return math.nan if m else (-1) ** s * math.inf
     if e == 0:
         return (-1) ** s * m / 1024 * 2**-14
     return (-1) ** s * (1 + m / 1024) * 2 ** (e - 15)
+
+
+def abs_zero_decode(b):  # returns abs(0.0) for every zero
+    v = good_decode(b)
+    return 0.0 if v == 0 else v
+
+
+def string_decode(b):
+    return str(good_decode(b))
 
 
 def numpy_decode(b):
@@ -54,6 +84,26 @@ def wrong_bias(b):
 def test_decode_accepts_correct_versions():
     assert lab06.decode_fp16(good_decode)
     assert lab06.decode_fp16(numpy_decode)
+    assert lab06.decode_fp16(ldexp_decode)
+    assert lab06.decode_fp16(lab06._reference_decode_fp16())
+
+
+def test_decode_tells_negative_zero():
+    for fn in (int_sign_decode, abs_zero_decode):
+        r = lab06.decode_fp16(fn)
+        assert r.status == "failed" and "−0.0" in r.cause and "1 00000 0000000000 decodes to -0.0" in r.message
+
+
+def test_decode_hint_formula_keeps_the_sign_of_zero():
+    from labkit.check.core import _get
+
+    last = _get("06.decode-fp16").hints[-1]
+    assert "sign = -1.0 if s else 1.0" in last and "(-1)**s" not in last
+
+
+def test_decode_rejects_a_string():
+    r = lab06.decode_fp16(string_decode)
+    assert r.status == "failed" and "should be a number, got str" in r.message
 
 
 @pytest.mark.parametrize("fn, word", [(no_subnormals, "subnormal"), (wrong_bias, "bias")])
@@ -85,10 +135,24 @@ def test_predict_range():
 # ---------------------------------------------------------------- 06.tf32-round
 
 
-def tf32_good(x):
+def tf32_no_nan_care(x):  # the bit trick alone: low-payload NaNs become inf, all-ones NaNs wrap to -0.0
     u = x.view(np.uint32).astype(np.uint64)
     u = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000
     return u.astype(np.uint32).view(np.float32)
+
+
+def tf32_good(x):  # the taught trick: NaNs pass through
+    return np.where(np.isnan(x), x, tf32_no_nan_care(x))
+
+
+def tf32_quiet_nan(x):  # correct too: every NaN becomes the canonical quiet NaN
+    return np.where(np.isnan(x), np.float32(np.nan), tf32_no_nan_care(x)).astype(np.float32)
+
+
+def tf32_exponent_test(x):  # correct too: leaves every all-ones exponent (inf and NaN) alone
+    u = x.view(np.uint32)
+    special = (u & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    return np.where(special, x, tf32_no_nan_care(x))
 
 
 def tf32_truncate(x):
@@ -101,12 +165,29 @@ def tf32_half_up(x):
 
 
 def tf32_float64(x):
-    return tf32_good(x).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return tf32_good(x).astype(np.float64)
 
 
 def test_tf32_accepts_correct():
     assert lab06.tf32_round(tf32_good)
+    assert lab06.tf32_round(tf32_quiet_nan)
+    assert lab06.tf32_round(tf32_exponent_test)
     assert lab06.tf32_round(lab06._reference_round_tf32())
+
+
+def test_tf32_cases_hold_low_payload_nans():
+    x = lab06._tf32_cases()
+    bits = x.view(np.uint32)
+    nan = np.isnan(x)
+    low_only = nan & ((bits & np.uint32(0x007FE000)) == 0)  # payload only in the 13 dropped bits
+    assert low_only.sum() >= 10 and (nan & ((bits & np.uint32(0x7FFFFF)) == 0x7FFFFF)).any()
+    assert np.isinf(tf32_no_nan_care(x[low_only])).any()  # the bare trick really turns some into infinity
+
+
+def test_tf32_rejects_the_bare_trick_on_nans():
+    r = lab06.tf32_round(tf32_no_nan_care)
+    assert r.status == "failed" and "NaN must stay a NaN" in r.cause
 
 
 @pytest.mark.parametrize("fn, word", [(tf32_truncate, "truncates"), (tf32_half_up, "tie"), (tf32_float64, "float32")])
@@ -175,6 +256,45 @@ def test_loss_scale():
     assert lab06.loss_scale(lambda *a: None).status == "unsolved"
 
 
+def scaler_fixed_interval(scale, found_inf, good, interval):  # hard-codes the notebook's growth interval of 50
+    return lab06.reference_update_scale(scale, found_inf, good, 50)
+
+
+def scaler_off_by_one(scale, found_inf, good, interval):  # doubles one good step late
+    if found_inf:
+        return scale / 2, 0, False
+    if good + 1 > interval:
+        return scale * 2, 0, True
+    return scale, good + 1, True
+
+
+def scaler_strings(scale, found_inf, good, interval):
+    s, g, a = lab06.reference_update_scale(scale, found_inf, good, interval)
+    return str(s), g, a
+
+
+def scaler_int_flag(scale, found_inf, good, interval):  # 0/1 for the flag is not a bool
+    s, g, a = lab06.reference_update_scale(scale, found_inf, good, interval)
+    return s, g, int(a)
+
+
+def scaler_numpy(scale, found_inf, good, interval):  # correct: NumPy scalars
+    s, g, a = lab06.reference_update_scale(scale, found_inf, good, interval)
+    return np.float64(s), np.int64(g), np.bool_(a)
+
+
+@pytest.mark.parametrize("fn, word", [(scaler_fixed_interval, "expected"), (scaler_off_by_one, "growth_interval"),
+                                      (scaler_strings, "should be a number, got str"), (scaler_int_flag, "True or False")])
+def test_loss_scale_wrong(fn, word):
+    for _ in range(3):  # fresh intervals each run: a hard-coded 50 must fail every time
+        r = lab06.loss_scale(fn)
+        assert r.status == "failed" and word in r.message + (r.cause or "")
+
+
+def test_loss_scale_numpy_scalars_pass():
+    assert lab06.loss_scale(scaler_numpy)
+
+
 # ---------------------------------------------------------------- 06.v100-fma
 
 
@@ -191,6 +311,18 @@ def test_v100_fma():
     r = lab06.v100_fma(8 * fma)
     assert r.status == "failed" and "per Tensor Core" in r.cause
     assert lab06.v100_fma(...).status == "unsolved"
+    r = lab06.v100_fma("64")
+    assert r.status == "failed" and "should be a number, got str" in r.message
+    from labkit.check.answers import separation
+
+    assert separation(fma, lab06._v100_fma_slips()) > 2 * lab06.V100_FMA_REL
+
+
+@pytest.mark.parametrize("factor, word", [(0.5, "twice"), (8 / 64, "FP32 cores"), (1e9, "GHz"), (1e-12, "10^12"),
+                                          (1.1, "recheck the formula")])
+def test_v100_fma_wrong(factor, word):
+    r = lab06.v100_fma(lab06._reference_v100_fma() * factor)
+    assert r.status == "failed" and word in r.cause
 
 
 def test_every_lab06_exercise_has_three_hints_and_a_reference():

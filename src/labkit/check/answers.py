@@ -5,18 +5,23 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+import numpy as np
+
 from .core import Failed
 
 
-def number(value: Any, what: str, *, positive: bool = False) -> float:
-    """``value`` as a finite float, or :class:`Failed` naming ``what`` (booleans and strings are not numbers)."""
-    if isinstance(value, (bool, str, bytes)):
+def number(value: Any, what: str, *, positive: bool = False, finite: bool = True) -> float:
+    """``value`` as a float, or :class:`Failed` naming ``what`` (booleans and strings are not numbers, nor are
+    NumPy arrays of more than one element); infinities and NaN only where ``finite`` is False."""
+    if isinstance(value, (bool, str, bytes, np.bool_, np.str_, np.bytes_)) or (isinstance(value, np.ndarray) and value.size != 1):
         raise Failed(f"{what} should be a number, got {type(value).__name__} {value!r}.")
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "iuf":
+        raise Failed(f"{what} should be a number, got an array of {value.dtype}.")
     try:
         x = float(value)
     except (TypeError, ValueError):
         raise Failed(f"{what} should be a number, got {type(value).__name__} {value!r}.") from None
-    if not math.isfinite(x):
+    if finite and not math.isfinite(x):
         raise Failed(f"{what} is {x}, not a finite number.")
     if positive and x <= 0:
         raise Failed(f"{what} is {x}; it should be a positive number.")
@@ -48,11 +53,12 @@ def judge(got: float, want: float, what: str, unit: str, *, rel: float, slips: M
     for cause, value in (slips or {}).items():
         candidates.append((abs(got - value) / abs(value) if value else abs(got), cause))
     distance, cause = min(candidates, key=lambda c: c[0])
+    value = f"{got:.4g} {unit}".rstrip()
     if cause is None and distance <= rel:
-        return f"{what} = {got:.4g} {unit}."
+        return f"{what} = {value}."
     if cause is not None and distance <= rel:
-        raise Failed(f"{what}: you have {got:.4g} {unit}; that is not it.", cause=cause)
-    raise Failed(f"{what}: you have {got:.4g} {unit}, which does not match the data.", cause=otherwise)
+        raise Failed(f"{what}: you have {value}; that is not it.", cause=cause)
+    raise Failed(f"{what}: you have {value}, which does not match the data.", cause=otherwise)
 
 
 def separation(want: float, slips: Mapping[str, float]) -> float:
