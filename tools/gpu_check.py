@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""``make gpu-check``: on a machine with an NVIDIA GPU, run every solution notebook in ``gpu`` mode and the
-benchmark suite, and write ``benchmarks/results/<gpu>-<date>.json`` and ``.md``.
+"""``make gpu-check``: on a machine with an NVIDIA GPU, run the benchmark suite and every solution notebook in
+``gpu`` mode, judge every performance target of the course design (COURSE.md), and write
+``benchmarks/results/<gpu>-<date>.json`` and ``.md``.
 
-It needs no package registry: labkit is taken from ``src/`` (no install), and the machine's own CuPy,
-numba-cuda and Jupyter are used; packages it lacks come as wheels (see docs/gpu-check.md).
+Exit status: 0 every target met and every notebook passed; 1 a target failed or could not be measured, or a
+notebook failed; 2 gpu-check cannot run here (no GPU, no CuPy, labkit not importable).
 
     python3 tools/gpu_check.py [--out DIR] [--skip-notebooks] [--notebooks 00 02 ...] [--timeout S]
+    python3 tools/gpu_check.py --judge benchmarks/results/<file>.json     # judge a recorded result again
+
+It needs no package registry: labkit comes from ``src/`` (for this process and, through ``PYTHONPATH``, for the
+notebook kernels it starts) or from a wheelhouse (``make wheelhouse``, see docs/gpu-check.md).
 """
 
 from __future__ import annotations
@@ -19,16 +24,76 @@ import re
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-os.environ["LABKIT_MODE"] = "gpu"
+SRC = ROOT / "src"
+
+EXIT_OK, EXIT_TARGET_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Target:
+    """One performance target of COURSE.md: which record holds it and how its value is judged."""
+
+    id: str
+    course: str  # the target as COURSE.md states it
+    suite: str  # key of the suite in SUITES
+    record: str  # the record's "name"
+    op: str  # ">=", "<" or "true" (the record's "passed" must be True)
+    threshold: float | None
+    unit: str
+
+    def judge(self, value: Any) -> bool:
+        if self.op == "true":
+            return value is True
+        if self.op == ">=":
+            return float(value) >= float(self.threshold or 0)
+        return float(value) < float(self.threshold or 0)
+
+
+NUMBA, TENSOR, CUPY, BANDWIDTH = "numba kernels (labs 02-04)", "tensor cores (lab 06)", "cupy (lab 05)", "bandwidth (lab 07)"
+
+#: Every target in COURSE.md (and the lab-05 ones the issue adds), in the order the summary lists them.
+TARGETS = (
+    Target("saxpy", "reference SAXPY >= 85% of the measured device-to-device copy", NUMBA, "saxpy (Numba)", ">=", 85, "% of D2D"),
+    Target("copy", "reference copy kernel >= 85% of the measured device-to-device copy", NUMBA, "copy (Numba)", ">=", 85, "% of D2D"),
+    Target("transpose", "shared-memory transpose >= 75% of the device-to-device copy", NUMBA, "transpose, shared (Numba)", ">=", 75,
+           "% of D2D"),
+    Target("reduction", "reduction >= 75% of the device-to-device copy", NUMBA, "sum reduction (Numba)", ">=", 75, "% of D2D"),
+    Target("tiled-matmul", "tiled Numba matmul >= 4x the naive one", NUMBA, "matmul, tiled (Numba)", ">=", 4, "x naive"),
+    Target("fp16-gemm", "CuPy FP16 GEMM >= 70% of the datasheet dense Tensor Core peak", TENSOR,
+           "tensorcores.fp16-gemm-vs-dense-peak", ">=", 70, "% of peak"),
+    Target("bf16-gemm", "CuPy BF16 GEMM >= 70% of the datasheet dense Tensor Core peak", TENSOR,
+           "tensorcores.bf16-gemm-vs-dense-peak", ">=", 70, "% of peak"),
+    Target("wmma", "the WMMA exercise solution is correct on random inputs", TENSOR, "tensorcores.wmma-correct", "true", None,
+           "correct"),
+    Target("d2d-vs-library", "labkit's device-to-device figure within 5% of the best library copy", BANDWIDTH,
+           "bandwidth.d2d-vs-best-library", ">=", 95, "% of best"),
+    Target("d2d-spread", "labkit's device-to-device figure repeats within 3%", BANDWIDTH, "bandwidth.d2d-repeatability", "<", 3,
+           "% spread"),
+    Target("h2d-pinned", "pinned host->device >= 80% of the PCIe link", BANDWIDTH, "bandwidth.h2d-pinned-vs-pcie", ">=", 80,
+           "% of link"),
+    Target("overlap", "copy/compute overlap >= 1.5x the serial run", CUPY, "cupy-stream-overlap", ">=", 1.5, "x serial"),
+    Target("fusion", "cupy.fuse gives the unfused result (speed-up reported)", CUPY, "cupy-fusion", "true", None, "correct"),
+)
 
 
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+def _kernel_env() -> dict[str, str]:
+    """Environment for the notebook kernels: gpu mode, every check required to pass, and labkit importable
+    (``src/`` first on ``PYTHONPATH``, so the kernels import this checkout's labkit even when none is installed)."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {"LABKIT_MODE": "gpu", "LABKIT_EXPECT": "solved",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), path) if p)}
 
 
 def run_notebooks(stems: list[str] | None, timeout: int) -> list[dict[str, Any]]:
@@ -36,8 +101,7 @@ def run_notebooks(stems: list[str] | None, timeout: int) -> list[dict[str, Any]]
     import nbformat
     from nbclient import NotebookClient
 
-    env = {"LABKIT_MODE": "gpu", "LABKIT_EXPECT": "solved"}
-    os.environ.update(env)
+    os.environ.update(_kernel_env())  # the kernels nbclient starts inherit this process's environment
     rows = []
     for path in sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb")):
         if stems and not any(path.stem.startswith(s) for s in stems):
@@ -70,10 +134,10 @@ def run_benchmarks() -> list[dict[str, Any]]:
     import labkit
 
     suites = [
-        ("numba kernels (labs 02-04)", lambda: labkit.kernels.benchmark_suite()),
-        ("tensor cores (lab 06)", lambda: labkit.tensorcores.gpu_check()),
-        ("cupy fusion and overlap (lab 05)", lambda: labkit.cupylab.benchmarks()),
-        ("bandwidth (lab 07)", lambda: labkit.bandwidth.gpu_check_suite()),
+        (NUMBA, lambda: labkit.kernels.benchmark_suite()),
+        (TENSOR, lambda: labkit.tensorcores.gpu_check()),
+        (CUPY, lambda: labkit.cupylab.benchmarks()),
+        (BANDWIDTH, lambda: labkit.bandwidth.gpu_check_suite()),
     ]
     out = []
     for name, fn in suites:
@@ -82,43 +146,136 @@ def run_benchmarks() -> list[dict[str, Any]]:
     return out
 
 
-def _targets(suites: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every record that states a target, flattened for the summary."""
+# ---------------------------------------------------------------------------------------------- judging
+
+
+def _records(obj: Any) -> list[dict[str, Any]]:
+    """Every dict with a ``name`` inside a suite's result (lists, ``targets`` lists, nested dicts)."""
+    out: list[dict[str, Any]] = []
+    if isinstance(obj, dict):
+        if "name" in obj:
+            out.append(obj)
+        for v in obj.values():
+            if isinstance(v, (dict, list)):
+                out += _records(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            out += _records(v)
+    return out
+
+
+def _value(t: Target, rec: dict[str, Any]) -> Any:
+    if t.op == "true":
+        return rec.get("passed", rec.get("meets_target"))
+    if t.id == "tiled-matmul":
+        return rec.get("speedup_vs_naive", rec.get("value"))
+    return rec.get("value")
+
+
+def judge(benchmarks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per :data:`TARGETS` entry: ``{id, target, value, threshold, unit, passed, status, why}``.
+
+    ``status`` is ``"pass"``, ``"fail"`` or ``"not measured"`` (the suite did not run, the record is missing, or
+    it carries no value: ``why`` says which). The judgement is made here from the value, not taken from the record."""
+    suites = {s.get("suite"): s for s in benchmarks}
     rows = []
-
-    def visit(obj: Any, suite: str) -> None:
-        if isinstance(obj, dict):
-            if "passed" in obj or "meets_target" in obj:
-                rows.append({"suite": suite, **{k: v for k, v in obj.items() if not isinstance(v, (dict, list))}})
-            for v in obj.values():
-                if isinstance(v, (dict, list)):
-                    visit(v, suite)
-        elif isinstance(obj, list):
-            for v in obj:
-                visit(v, suite)
-
-    for s in suites:
-        visit(s.get("records"), s["suite"])
+    for t in TARGETS:
+        row: dict[str, Any] = {"id": t.id, "target": t.course, "value": None, "threshold": t.threshold, "unit": t.unit,
+                               "passed": None, "status": "not measured", "why": None}
+        suite = suites.get(t.suite)
+        if suite is None:
+            row["why"] = f"suite '{t.suite}' was not run"
+        elif not suite.get("ok"):
+            row["why"] = f"suite '{t.suite}' failed: {suite.get('error')}"
+        else:
+            found = [r for r in _records(suite.get("records")) if r.get("name") == t.record]
+            if not found:
+                row["why"] = f"no record '{t.record}' in suite '{t.suite}'"
+            else:
+                rec = found[-1]
+                value = _value(t, rec)
+                if value is None or (t.op != "true" and not isinstance(value, (int, float))):
+                    row["why"] = rec.get("error") or f"record '{t.record}' has no value"
+                else:
+                    row["value"] = round(float(value), 3) if t.op != "true" else value
+                    row["passed"] = t.judge(value)
+                    row["status"] = "pass" if row["passed"] else "fail"
+                    if rec.get("error"):
+                        row["why"] = rec["error"]
+        rows.append(row)
     return rows
 
 
+def exit_code(report: dict[str, Any]) -> int:
+    """0 all met, 1 a target failed or was not measured or a notebook failed, 2 the check could not run at all."""
+    if report.get("cannot_run"):
+        return EXIT_CANNOT_RUN
+    bad = [r for r in report.get("judgement", []) if r["status"] != "pass"]
+    bad += [n for n in report.get("notebooks", []) if n.get("status") != "passed"]
+    return EXIT_TARGET_FAILED if bad else EXIT_OK
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
+    return str(v)
+
+
 def markdown(report: dict[str, Any]) -> str:
-    lines = [f"# gpu-check: {report['device']['name']} — {report['date']}", "",
-             f"labkit {report['labkit']}, Python {report['python']}, driver {report['device']['driver']}, "
-             f"{report['device']['sm_count']} SMs, {report['device']['memory_gib']} GiB.", "",
-             "## Solution notebooks in gpu mode", "", "| notebook | status | seconds |", "|---|---|---|"]
-    lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} |" for r in report["notebooks"]]
-    lines += ["", "## Targets", "", "| suite | record | value | target | passed |", "|---|---|---|---|---|"]
-    for t in report["targets"]:
-        name = t.get("name") or t.get("test") or t.get("kernel") or "?"
-        value = t.get("value", t.get("speedup", t.get("percent_of_peak", "")))
-        target = t.get("threshold", t.get("target", t.get("target_speedup", "")))
-        passed = t.get("passed", t.get("meets_target"))
-        lines.append(f"| {t['suite']} | {name} | {value} | {target} | {passed} |")
-    failed = [s for s in report["benchmarks"] if not s["ok"]]
+    """The summary: every target with value, target and pass/fail; then the notebooks."""
+    d = report.get("device", {})
+    lines = [f"# gpu-check: {d.get('name', '?')} — {report.get('date', '?')}", "",
+             f"labkit {report.get('labkit')}, Python {report.get('python')}, driver {d.get('driver')}, "
+             f"{d.get('sm_count')} SMs, {d.get('memory_gib')} GiB" + (f", {d['mig']}" if d.get("mig") else "") + ".", "",
+             "## Targets (COURSE.md)", "", "| target | value | needed | result | note |", "|---|---|---|---|---|"]
+    for r in report.get("judgement", []):
+        need = ("true" if r["threshold"] is None else
+                f"{'≥' if r['id'] not in ('d2d-spread',) else '<'} {_fmt(r['threshold'])} {r['unit']}")
+        result = {"pass": "PASS", "fail": "FAIL"}.get(r["status"], "NOT MEASURED")
+        note = (r.get("why") or "").replace("|", "/").replace("\n", " ")[:200]
+        lines.append(f"| {r['target']} | {_fmt(r['value'])} | {need} | {result} | {note} |")
+    lines += ["", "## Solution notebooks in gpu mode", ""]
+    if report.get("notebooks"):
+        lines += ["| notebook | status | seconds |", "|---|---|---|"]
+        lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} |" for r in report["notebooks"]]
+    else:
+        lines.append("(not run)")
+    failed = [s for s in report.get("benchmarks", []) if not s.get("ok")]
     if failed:
-        lines += ["", "## Suites that failed to run", ""] + [f"- {s['suite']}: {s['error']}" for s in failed]
+        lines += ["", "## Suites that failed to run", ""] + [f"- {s['suite']}: {s.get('error')}" for s in failed]
+    code = exit_code(report)
+    lines += ["", f"Exit status {code}: " + {0: "every target met.", 1: "a target failed or was not measured, or a notebook failed.",
+                                              2: "gpu-check could not run."}[code]]
     return "\n".join(lines) + "\n"
+
+
+def print_judgement(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        result = {"pass": "PASS", "fail": "FAIL"}.get(r["status"], "NOT MEASURED")
+        extra = f"  ({r['why']})" if r.get("why") and r["status"] != "pass" else ""
+        print(f"{result:>12}  {r['target']}: {_fmt(r['value'])} {r['unit']}{extra}")
+
+
+def rejudge(path: Path) -> int:
+    """Judge a recorded result file again (it needs no GPU); prints the table and returns the exit status."""
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"gpu-check: cannot read {path}: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if report.get("cannot_run"):
+        print(f"gpu-check could not run there: {report['cannot_run']}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    report["judgement"] = judge(report.get("benchmarks", []))
+    print_judgement(report["judgement"])
+    return exit_code(report)
+
+
+# ---------------------------------------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,33 +284,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-notebooks", action="store_true")
     ap.add_argument("--notebooks", nargs="*", help="only these notebook stems (e.g. 02 03)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per notebook cell")
+    ap.add_argument("--judge", metavar="RESULT.json", help="judge a recorded result file instead of measuring")
     args = ap.parse_args(argv)
+    if args.judge:
+        return rejudge(Path(args.judge))
 
-    import labkit
-
+    os.environ["LABKIT_MODE"] = "gpu"
+    if str(SRC) not in sys.path:
+        sys.path.insert(0, str(SRC))
+    try:
+        import labkit
+    except Exception as exc:  # noqa: BLE001 - a missing dependency: say which and stop
+        print(f"gpu-check cannot import labkit: {type(exc).__name__}: {exc}\n  What to do: install the wheelhouse "
+              "(docs/gpu-check.md) or `pip install -e .`.", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     try:
         env = labkit.setup()
     except labkit.LabkitError as exc:
-        print(f"gpu-check needs a GPU: {exc}", file=sys.stderr)
-        return 2
+        print(f"gpu-check needs gpu mode: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     report: dict[str, Any] = {
         "labkit": labkit.__version__, "python": platform.python_version(),
         "date": dt.date.today().isoformat(),
         "device": {"name": env.device_name, "compute_capability": env.compute_capability, "sm_count": env.sm_count,
                    "memory_gib": round((env.memory_bytes or 0) / 2**30, 1), "gpu_count": env.gpu_count,
-                   "driver": env.driver_version},
+                   "driver": env.driver_version, "mig": env.mig},
     }
     report["benchmarks"] = run_benchmarks()
-    report["targets"] = _targets(report["benchmarks"])
+    report["judgement"] = judge(report["benchmarks"])
     report["notebooks"] = [] if args.skip_notebooks else run_notebooks(args.notebooks, args.timeout)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{_slug(env.device_name)}-{report['date']}"
     (out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
     (out / f"{stem}.md").write_text(markdown(report))
+    print_judgement(report["judgement"])
     print(f"wrote {out / stem}.json and .md")
-    bad = [n for n in report["notebooks"] if n["status"] != "passed"] + [s for s in report["benchmarks"] if not s["ok"]]
-    return 1 if bad else 0
+    return exit_code(report)
 
 
 if __name__ == "__main__":

@@ -1260,9 +1260,9 @@ _P2P_STATUS_TEXT = {
 
 
 def _nvml() -> Any:
-    from . import nvml
+    from . import nvml as nv
 
-    return nvml.load()
+    return nv.load()
 
 
 def p2p_status() -> dict[tuple[int, int], dict[str, str]]:

@@ -24,6 +24,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from . import kernels_cuda as _kernels_cuda
 from .errors import LabkitError, NoGPUError
 
 __all__ = [
@@ -48,32 +49,8 @@ WMMA_TILE = 16
 WMMA_KERNEL = "wmma_gemm"
 WARPS_PER_BLOCK = 4
 
-WMMA_SOURCE = r"""
-#include <cuda_fp16.h>
-#include <mma.h>
-using namespace nvcuda;
-
-// C (M x N, float) = A (M x K, half) @ B (K x N, half), all row-major; M, N, K multiples of 16.
-// One warp computes one 16 x 16 tile of C. Launch: block (32, WARPS), grid (N / 16, ceil(M / 16 / WARPS)).
-extern "C" __global__ void wmma_gemm(const half* A, const half* B, float* C, int M, int N, int K)
-{
-    const int tile_row = blockIdx.y * blockDim.y + threadIdx.y;   // which 16-row strip of C
-    const int tile_col = blockIdx.x;                              // which 16-column strip of C
-    if (tile_row * 16 >= M || tile_col * 16 >= N) return;         // the whole warp leaves together
-
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.0f);
-
-    for (int k = 0; k < K; k += 16) {
-        wmma::load_matrix_sync(a, A + (size_t)tile_row * 16 * K + k, K);   // 16 x 16 block of A
-        wmma::load_matrix_sync(b, B + (size_t)k * N + tile_col * 16, N);   // 16 x 16 block of B
-        wmma::mma_sync(acc, a, b, acc);                                    // acc += a @ b on Tensor Cores
-    }
-    wmma::store_matrix_sync(C + (size_t)tile_row * 16 * N + tile_col * 16, acc, N, wmma::mem_row_major);
-}
-"""
+#: The WMMA GEMM reference kernel, read from ``kernels/cuda/wmma_gemm.cu`` (see :mod:`labkit.kernels_cuda`).
+WMMA_SOURCE: str = _kernels_cuda.WMMA_GEMM
 
 
 # ----------------------------------------------------------------------------- WMMA: compile, run, grade
@@ -330,6 +307,14 @@ _CUBLAS_COMPUTE_32F = 68
 _CUBLAS_GEMM_DEFAULT = -1
 
 
+def _cublas() -> Any:
+    """CuPy's cuBLAS bindings, loaded the way CuPy loads them (``cupy.cuda.cublas`` finds the cuBLAS wheel first;
+    importing ``cupy_backends.cuda.libs.cublas`` directly fails with "libcublas.so.12: cannot open shared object")."""
+    from cupy.cuda import cublas
+
+    return cublas
+
+
 def cublas_bf16_matmul(a: Any, b: Any, out: Any) -> Any:
     """``out = a @ b`` for row-major BF16 CuPy matrices with cuBLAS ``GemmEx`` (BF16 in, FP32 accumulate).
 
@@ -338,8 +323,8 @@ def cublas_bf16_matmul(a: Any, b: Any, out: Any) -> Any:
     ``C^T = B^T A^T``, hence B first and the dimensions (n, m, k).
     """
     import cupy as cp
-    from cupy.cuda import cublas  # loads libcublas first; importing cupy_backends.cuda.libs.cublas directly does not
 
+    cublas = _cublas()
     m, k = a.shape
     k2, n = b.shape
     if k != k2 or out.shape != (m, n):

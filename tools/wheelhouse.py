@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""``make wheelhouse``: labkit's wheel plus the packages a GPU machine's image usually lacks, for a machine
+without a package registry (an NGC or cloud image with CuPy, numba-cuda and PyTorch preinstalled).
+
+    python3 tools/wheelhouse.py [DIR] [--python-version 3.12] [--platform manylinux_2_28_x86_64]
+
+Writes DIR (default ``wheelhouse/``): labkit's wheel, the pure-Python packages in :data:`PURE`, the binary ones in
+:data:`BINARY` for the given Python and platform (default: this machine's), all at the versions of
+``constraints.txt``, and ``INSTALL.txt`` with the one command to run there:
+
+    python3 -m pip install --no-index --no-deps DIR/*.whl
+
+``--no-deps`` because the image's own CuPy, numba-cuda and CUDA wheels must stay as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Pure-Python packages labkit and the notebook runner need that a GPU image (CuPy, numba-cuda, PyTorch, Jupyter
+#: kernel) usually does not have.
+PURE = ("plotly", "narwhals", "networkx", "nvidia-ml-py", "ipywidgets", "widgetsnbextension", "jupyterlab_widgets",
+        "comm", "nbclient", "nbformat", "fastjsonschema")
+#: Binary wheels, fetched for the GPU machine's Python and platform: ml_dtypes (BF16/FP8 on the host) and the nvcc
+#: wheel, whose ``crt/mma.h`` the WMMA kernel needs.
+BINARY = ("ml_dtypes", "nvidia-cuda-nvcc-cu12")
+
+#: Expected on the GPU machine already (docs/gpu-check.md lists them): not in the wheelhouse.
+EXPECTED_ON_IMAGE = ("numpy", "numba", "numba-cuda", "cuda-bindings", "cupy-cuda12x (with CUDA libraries: cuBLAS, cuRAND)",
+                     "pyyaml", "ipykernel", "jupyter_client", "jupyter_core", "traitlets", "jsonschema")
+
+
+def pins(path: Path = ROOT / "constraints.txt") -> dict[str, str]:
+    """``{normalised name: version}`` from constraints.txt."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            out[_norm(name)] = version.strip()
+    return out
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pinned(names: tuple[str, ...], versions: dict[str, str]) -> list[str]:
+    missing = [n for n in names if _norm(n) not in versions]
+    if missing:
+        raise SystemExit(f"wheelhouse: constraints.txt pins no version of {', '.join(missing)}")
+    return [f"{n}=={versions[_norm(n)]}" for n in names]
+
+
+def _pip(*args: str) -> None:
+    cmd = [sys.executable, "-m", "pip", *args]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"wheelhouse: `{' '.join(cmd)}` failed:\n{res.stderr[-3000:]}")
+
+
+def build(out: Path, python_version: str | None = None, platform: str | None = None, pure_only: bool = False) -> list[Path]:
+    """Fill ``out`` with the wheels and INSTALL.txt; returns the wheel paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    versions = pins()
+    _pip("wheel", "--quiet", "--no-deps", "-w", str(out), str(ROOT))
+    _pip("download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(out), *_pinned(PURE, versions))
+    if not pure_only:
+        target = []
+        if python_version:
+            target += ["--python-version", python_version, "--implementation", "cp"]
+        plat = platform or sysconfig.get_platform().replace("-", "_").replace("linux_", "manylinux_2_28_")
+        if python_version or platform:
+            target += ["--platform", plat]
+        _pip("download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(out), *target, *_pinned(BINARY, versions))
+    wheels = sorted(out.glob("*.whl"))
+    (out / "INSTALL.txt").write_text(
+        "On the GPU machine (no registry needed), with its own Python:\n\n"
+        f"    python3 -m pip install --no-index --no-deps {out.name}/*.whl\n\n"
+        "--no-deps keeps the machine's CuPy, numba-cuda and CUDA wheels as they are. Expected there already: "
+        + ", ".join(EXPECTED_ON_IMAGE) + ".\nThen: make gpu-check (see docs/gpu-check.md).\n\nWheels:\n"
+        + "".join(f"    {w.name}\n" for w in wheels))
+    return wheels
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", default=str(ROOT / "wheelhouse"))
+    ap.add_argument("--python-version", help="the GPU machine's Python, e.g. 3.12 (default: this one)")
+    ap.add_argument("--platform", help="its platform tag, e.g. manylinux_2_28_x86_64 (default: this one)")
+    ap.add_argument("--pure-only", action="store_true", help="labkit and the pure-Python packages only")
+    args = ap.parse_args(argv)
+    wheels = build(Path(args.out), args.python_version, args.platform, args.pure_only)
+    print(f"wheelhouse {args.out}: {len(wheels)} wheels; install there with: "
+          f"python3 -m pip install --no-index --no-deps {args.out}/*.whl")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
