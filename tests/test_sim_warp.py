@@ -1,4 +1,4 @@
-"""Warp shuffles, votes and syncwarp in the CUDA simulator (labkit.simwarp)."""
+"""Warp shuffles, votes, matches, activemask and syncwarp in the CUDA simulator (labkit.sim.warp)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_installed_by_setup() -> None:
 
     simwarp.install()
     for name in ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "all_sync", "any_sync",
-                 "eq_sync", "ballot_sync", "syncwarp", "activemask", "lanemask_lt"):
+                 "eq_sync", "ballot_sync", "match_any_sync", "match_all_sync", "syncwarp", "activemask", "lanemask_lt"):
         assert hasattr(kernelapi.FakeCUDAModule, name)
 
 
@@ -84,7 +84,7 @@ def test_votes_and_partial_warp() -> None:
     outs = [np.zeros(40, np.int64) for _ in range(4)]
     votes[1, 40](x, *outs)  # 40 threads: a full warp and a warp of 8 lanes
     ball, all_, any_, eq = outs
-    assert ball[0] == (1 << 0) | (1 << 5) and ball[35] == 1 << 1
+    assert ball[0] == (1 << 0) | (1 << 5) and ball[35] == 1 << 1  # lanes of the partial warp are not waited for
     assert all_.sum() == 0 and any_.all() and not eq.any()
 
 
@@ -105,5 +105,156 @@ def test_errors_instead_of_hangs(monkeypatch) -> None:
     monkeypatch.setattr(simwarp, "WAIT_S", 0.3)
     with pytest.raises(Exception, match="leaves it out"):
         outside_mask[1, 32](np.zeros(32, np.float32))
-    with pytest.raises(Exception, match="never reached"):
+    # lanes 16-31 returned: the shuffle does not wait for them, but lane 15 reads lane 16's value
+    with pytest.raises(Exception, match="lane 15 reads the value of lane 16, which has already exited"):
         missing_lanes[1, 32](np.zeros(32, np.float32))
+
+
+@cuda.jit
+def shift(x, d, up, down):
+    i = cuda.grid(1)
+    up[i] = cuda.shfl_up_sync(0xFFFFFFFF, x[i], d)
+    down[i] = cuda.shfl_down_sync(0xFFFFFFFF, x[i], d)
+
+
+def test_delta_keeps_its_low_five_bits() -> None:
+    x = np.arange(32, dtype=np.int32) + 100
+    up, down = np.zeros(32, np.int32), np.zeros(32, np.int32)
+    shift[1, 32](x, 33, up, down)  # 33 & 31 == 1
+    assert up[5] == x[4] and down[5] == x[6] and up[0] == x[0] and down[31] == x[31]
+    shift[1, 32](x, -1, up, down)  # -1 & 31 == 31
+    assert up[31] == x[0] and up[30] == x[30] and down[0] == x[31] and down[1] == x[1]
+
+
+@cuda.jit
+def vote_after_exit(x, out):
+    i = cuda.grid(1)
+    if i % 2 == 1:
+        return  # odd lanes leave: votes and syncwarp do not wait for them
+    b = cuda.ballot_sync(0xFFFFFFFF, x[i] > 0)
+    cuda.syncwarp()
+    out[i] = cuda.popc(b) if cuda.all_sync(0xFFFFFFFF, True) else -1
+
+
+def test_votes_do_not_wait_for_exited_lanes() -> None:
+    x = np.ones(32, np.int32)
+    out = np.zeros(32, np.int32)
+    vote_after_exit[1, 32](x, out)
+    assert np.array_equal(out[::2], np.full(16, 16)) and not out[1::2].any()
+
+
+@cuda.jit
+def ballot_type(out, neg):
+    i = cuda.grid(1)
+    b = cuda.ballot_sync(0xFFFFFFFF, True)
+    out[i] = cuda.popc(b)
+    neg[i] = b < 0
+
+
+def test_ballot_is_an_int32() -> None:
+    out, neg = np.zeros(32, np.int32), np.zeros(32, np.bool_)
+    ballot_type[1, 32](out, neg)
+    assert (out == 32).all() and neg.all()  # a full warp's ballot is -1 as an int32, and popc counts 32 bits
+
+
+@cuda.jit
+def branch_masks(out, sums):
+    i = cuda.grid(1)
+    if i < 10:
+        m = cuda.activemask()
+        sums[i] = cuda.shfl_sync(m, i, 3)
+    else:
+        m = cuda.activemask()
+        sums[i] = cuda.shfl_sync(m, i, 31)
+    out[i] = m
+
+
+def test_activemask_is_the_lanes_that_took_the_branch() -> None:
+    out, sums = np.zeros(32, np.uint32), np.zeros(32, np.int64)
+    branch_masks[1, 32](out, sums)
+    assert (out[:10] == 0x3FF).all() and (out[10:] == 0xFFFFFC00).all()
+    assert (sums[:10] == 3).all() and (sums[10:] == 31).all()
+
+
+@cuda.jit
+def cross_wait(x):
+    i = cuda.grid(1)
+    if i < 16:
+        x[i] = cuda.shfl_sync(0xFFFFFFFF, x[i], 0)
+    else:
+        cuda.syncwarp()
+
+
+def test_lanes_that_wait_elsewhere_fail_at_once() -> None:
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(Exception, match="cannot go on: lanes 0-15 at shfl_sync.*lanes 16-31 at syncwarp"):
+        cross_wait[1, 32](np.zeros(32, np.float32))
+    assert time.monotonic() - start < simwarp.WAIT_S / 4
+
+
+@cuda.jit
+def shuffle_u32(x, out):
+    i = cuda.grid(1)
+    out[i] = cuda.shfl_sync(0xFFFFFFFF, x[i], 0)
+
+
+@cuda.jit
+def vote_float(x, out):
+    i = cuda.grid(1)
+    out[i] = cuda.all_sync(0xFFFFFFFF, x[i])
+
+
+@cuda.jit
+def float_mask(x, out):
+    i = cuda.grid(1)
+    out[i] = cuda.any_sync(x[i], 1)
+
+
+def test_types_a_gpu_compile_rejects() -> None:
+    out = np.zeros(32, np.float64)
+    with pytest.raises(Exception, match="32- and 64-bit integers and floats only.*uint64"):
+        shuffle_u32[1, 32](np.ones(32, np.uint64), out)  # (narrower integers are read as int64 in the simulator)
+    with pytest.raises(Exception, match="predicate must be an integer or a boolean"):
+        vote_float[1, 32](np.ones(32, np.float32), out)
+    with pytest.raises(Exception, match="mask must be an integer"):
+        float_mask[1, 32](np.ones(32, np.float32), out)
+
+
+@cuda.jit
+def matches(x, any_, all_, pred):
+    i = cuda.grid(1)
+    any_[i] = cuda.match_any_sync(0xFFFFFFFF, x[i])
+    m, p = cuda.match_all_sync(0xFFFFFFFF, x[i])
+    all_[i] = m
+    pred[i] = p
+
+
+def test_match_any_and_all() -> None:
+    x = (np.arange(32) // 8).astype(np.float32)  # four groups of 8 lanes
+    any_, all_, pred = np.zeros(32, np.int64), np.zeros(32, np.int64), np.zeros(32, np.bool_)
+    matches[1, 32](x, any_, all_, pred)
+    assert [any_[k] & 0xFFFFFFFF for k in (0, 8, 16, 24)] == [0xFF, 0xFF00, 0xFF0000, 0xFF000000]
+    assert any_[24] < 0  # an int32: bit 31 set makes it negative
+    assert not all_.any() and not pred.any()
+    matches[1, 32](np.zeros(32, np.float32), any_, all_, pred)
+    assert (all_ == -1).all() and pred.all()
+
+
+@cuda.jit
+def publish(x, out):
+    sh = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    sh[t] = x[t]
+    cuda.syncwarp()
+    out[t] = sh[(t + 1) % 32]
+
+
+def test_syncwarp_orders_memory_under_the_strict_model() -> None:
+    from labkit.sim import launch_strict
+
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    report = launch_strict(publish, 1, 32, x, out, names=("x", "out"))
+    assert report.syncwarps == 1 and np.array_equal(out, np.roll(x, -1))
