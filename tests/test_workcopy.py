@@ -13,12 +13,17 @@ from labkit.errors import LabkitError
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _x(path: Path) -> str:
+    """The marker a test notebook carries."""
+    return json.loads(path.read_text())["x"]
+
+
 def _course(tmp_path: Path, labs: tuple[str, ...] = ("00-start-here", "03-memory-hierarchy")) -> Path:
     nbs = tmp_path / "course" / "notebooks"
     (nbs / "solutions").mkdir(parents=True)
     for name in labs:
-        (nbs / f"{name}.ipynb").write_text(f'{{"learner": "{name}"}}')
-        (nbs / "solutions" / f"{name}.ipynb").write_text(f'{{"solution": "{name}"}}')
+        (nbs / f"{name}.ipynb").write_text(json.dumps({"metadata": {}, "x": f"learner {name}"}))
+        (nbs / "solutions" / f"{name}.ipynb").write_text(json.dumps({"metadata": {}, "x": f"solution {name}"}))
     return nbs
 
 
@@ -38,34 +43,34 @@ def test_first_start_copies_everything_and_later_starts_keep_the_learners_work(t
     report = workcopy.sync(nbs, work)
     assert sorted(report.copied) == ["00-start-here.ipynb", "03-memory-hierarchy.ipynb",
                                      "solutions/00-start-here.ipynb", "solutions/03-memory-hierarchy.ipynb"]
-    assert (work / "solutions" / "03-memory-hierarchy.ipynb").read_text() == '{"solution": "03-memory-hierarchy"}'
-    (work / "03-memory-hierarchy.ipynb").write_text('{"learner": "my answers"}')
+    assert _x(work / "solutions" / "03-memory-hierarchy.ipynb") == "solution 03-memory-hierarchy"
+    (work / "03-memory-hierarchy.ipynb").write_text('{"x": "my answers"}')
     again = workcopy.sync(nbs, work)
     assert again.copied == [] and again.updated == []
-    assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"learner": "my answers"}'
+    assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"x": "my answers"}'
 
 
 def test_an_update_adds_new_labs_and_reports_changed_ones_without_overwriting(tmp_path) -> None:
     nbs, work = _course(tmp_path), tmp_path / "work"
     workcopy.sync(nbs, work)
-    (work / "03-memory-hierarchy.ipynb").write_text('{"learner": "my answers"}')
-    (nbs / "03-memory-hierarchy.ipynb").write_text('{"learner": "03, corrected"}')  # `git pull` brings a new version
+    (work / "03-memory-hierarchy.ipynb").write_text('{"x": "my answers"}')
+    (nbs / "03-memory-hierarchy.ipynb").write_text('{"x": "03, corrected"}')  # `git pull` brings a new version
     (nbs / "05-cupy.ipynb").write_text("{}")  # and a new lab
     report = workcopy.sync(nbs, work)
     assert report.copied == ["05-cupy.ipynb"] and report.updated == ["03-memory-hierarchy.ipynb"]
-    assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"learner": "my answers"}'
+    assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"x": "my answers"}'
     assert "labkit lab --reset 03" in "\n".join(report.lines())
 
 
 def test_reset_gives_a_fresh_copy_and_keeps_the_old_one_aside(tmp_path) -> None:
     nbs, work = _course(tmp_path), tmp_path / "work"
     workcopy.sync(nbs, work)
-    (work / "03-memory-hierarchy.ipynb").write_text('{"learner": "my answers"}')
-    (nbs / "03-memory-hierarchy.ipynb").write_text('{"learner": "03, corrected"}')
+    (work / "03-memory-hierarchy.ipynb").write_text('{"x": "my answers"}')
+    (nbs / "03-memory-hierarchy.ipynb").write_text('{"x": "03, corrected"}')
     lines = workcopy.reset(nbs, "3", work)
-    assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"learner": "03, corrected"}'
+    assert _x(work / "03-memory-hierarchy.ipynb") == "03, corrected"
     kept = list((work / "old").glob("03-memory-hierarchy.*.ipynb"))
-    assert len(kept) == 1 and kept[0].read_text() == '{"learner": "my answers"}'
+    assert len(kept) == 1 and kept[0].read_text() == '{"x": "my answers"}'
     assert list((work / "old" / "solutions").glob("03-memory-hierarchy.*.ipynb"))
     assert any("moved to" in line for line in lines)
     assert workcopy.sync(nbs, work).updated == []  # the manifest now records the new version
@@ -86,7 +91,23 @@ def test_the_real_course_copies_in_with_working_links(tmp_path) -> None:
     work = tmp_path / "work"
     report = workcopy.sync(ROOT / "notebooks", work)
     assert len(report.copied) == 20
+    copy = json.loads((work / "solutions" / "03-memory-hierarchy.ipynb").read_text())
+    assert copy["metadata"] == {**json.loads((ROOT / "notebooks" / "solutions" / "03-memory-hierarchy.ipynb").read_text())["metadata"],
+                                **workcopy.kernel_metadata()}
     assert {p.name for p in work.glob("*.ipynb")} == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
+
+
+def test_copies_carry_this_machines_kernel_so_jupyterlab_does_not_mark_them_changed(tmp_path) -> None:
+    """JupyterLab writes the kernel's language_info (Python version included) into a notebook it opens; a copy
+    that already has it opens clean (tests/test_browser.py checks the dot in a real browser)."""
+    import platform
+
+    meta = workcopy.kernel_metadata()
+    assert meta["language_info"]["version"] == platform.python_version()
+    assert meta["kernelspec"]["name"] == "python3"
+    nbs, work = _course(tmp_path), tmp_path / "work"
+    workcopy.sync(nbs, work)
+    assert json.loads((work / "00-start-here.ipynb").read_text())["metadata"] == meta
 
 
 def test_lab_help_is_labkits_own(capsys, monkeypatch, tmp_path) -> None:

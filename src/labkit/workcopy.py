@@ -12,6 +12,10 @@ versions of the course without conflicts.
 - :func:`reset`: a fresh copy of one lab (learner and solution notebooks); the old copies move to
   ``<work>/old/`` with a time stamp, never deleted.
 
+A copy is stamped with this machine's Python kernel (its kernelspec and ``language_info``): JupyterLab writes the
+running kernel's ``language_info`` into a notebook it opens, and where that differs from the file (another Python
+version, say) it marks the notebook changed before the learner has done anything.
+
 The folder mirrors ``notebooks/`` (``NN-topic.ipynb`` and ``solutions/NN-topic.ipynb``), so the notebooks'
 relative links work in the copies too. ``.labkit-work.json`` records the hash of the course version each copy
 was made from.
@@ -29,7 +33,7 @@ from pathlib import Path
 
 from .errors import LabkitError
 
-__all__ = ["MANIFEST", "SyncReport", "course_notebooks", "reset", "sync", "work_dir"]
+__all__ = ["MANIFEST", "SyncReport", "course_notebooks", "kernel_metadata", "reset", "sync", "work_dir"]
 
 #: The file in the work folder recording, per copy, the hash of the course notebook it was copied from.
 MANIFEST = ".labkit-work.json"
@@ -70,6 +74,35 @@ class SyncReport:
         return out
 
 
+def kernel_metadata() -> dict[str, dict]:
+    """The notebook metadata JupyterLab's Python kernel reports here: ``kernelspec`` and ``language_info``."""
+    import platform
+
+    info = {"name": "python", "version": platform.python_version(), "mimetype": "text/x-python",
+            "codemirror_mode": {"name": "ipython", "version": 3}, "pygments_lexer": "ipython3",
+            "nbconvert_exporter": "python", "file_extension": ".py"}
+    try:  # what ipykernel itself answers, where it differs from the sketch above
+        from ipykernel.ipkernel import IPythonKernel
+
+        info = dict(IPythonKernel.language_info)
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - JupyterLab always brings ipykernel
+        pass
+    return {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+            "language_info": info}
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """Copy a notebook, stamped with this machine's kernel metadata (a file that is not JSON is copied as is)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        nb = json.loads(src.read_text(encoding="utf-8"))
+        nb.setdefault("metadata", {}).update(kernel_metadata())
+    except (ValueError, AttributeError):
+        shutil.copyfile(src, dst)
+        return
+    dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
@@ -108,8 +141,7 @@ def sync(notebooks: Path, work: Path | None = None) -> SyncReport:
     for rel in course_notebooks(notebooks):
         src, dst, key = notebooks / rel, work / rel, rel.as_posix()
         if not dst.exists():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
+            _copy(src, dst)
             manifest[key] = _digest(src)
             report.copied.append(key)
         elif key in manifest and manifest[key] != _digest(src):
@@ -140,8 +172,7 @@ def reset(notebooks: Path, lab_id: str, work: Path | None = None) -> list[str]:
             aside.parent.mkdir(parents=True, exist_ok=True)
             dst.replace(aside)
             lines.append(f"your {key} moved to {aside}")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+        _copy(src, dst)
         manifest[key] = _digest(src)
         lines.append(f"fresh copy: {dst}")
     _save(work, manifest)

@@ -1,0 +1,315 @@
+"""What a learner sees in JupyterLab, in a real browser: every notebook runs and renders, every widget responds.
+
+One JupyterLab server, started as a learner starts it (``labkit lab``, on work copies in a temporary folder, so
+autosave never touches the tracked notebooks), one headless Chromium (Debian's ``chromium``, driven by Playwright
+from PyPI), one page reused for all 20 notebooks. For each notebook, learner and solution:
+
+- it opens without the unsaved-changes dot;
+- Run All finishes with no error output and nothing on stderr (labkit's errors and warnings print there);
+- every plotly figure is drawn (an SVG in a ``.js-plotly-plot``; no ``<plotly figure ...>`` text fallback) and every
+  widget is drawn (no "Error displaying widget");
+- each control of each widget, changed once, changes what the widget shows;
+- the browser's console has no errors, and the page raised none;
+- solution notebooks pass every check; learner notebooks report every exercise "not solved yet".
+
+On a failure the page is saved as a screenshot under the test's ``tmp_path``. Skips only when no Chromium is
+installed (``apt-get install chromium``; CI's ``.ci/run`` installs it). Costs about 3-4 minutes on one core.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+PATHS = [p.relative_to(NOTEBOOKS).as_posix()
+         for p in sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb")) + sorted((NOTEBOOKS / "solutions").glob("[0-9][0-9]-*.ipynb"))]
+TOKEN = "labkit-browser-test"
+RUN_TIMEOUT_S = 240  # one notebook's Run All; each runs in well under a minute in sim mode
+
+
+def _chromium() -> str | None:
+    """The system Chromium: $LABKIT_CHROMIUM, else Debian's `chromium` (or `chromium-browser`) on PATH."""
+    if os.environ.get("LABKIT_CHROMIUM"):
+        return os.environ["LABKIT_CHROMIUM"]
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+CHROMIUM = _chromium()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed: `apt-get install chromium` to run the browser "
+                                                "test (CI's .ci/run installs it)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tracked_digests() -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in NOTEBOOKS.rglob("*.ipynb")}
+
+
+class Lab:
+    """The JupyterLab page and what its console said."""
+
+    def __init__(self, page: Any, url: str, out: Path) -> None:
+        self.page, self.url, self.out = page, url, out
+        self.console: list[str] = []
+        page.on("console", lambda m: self.console.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.console.append(f"page error: {e}"))
+
+    def js(self, script: str, arg: Any = None) -> Any:
+        return self.page.evaluate(script, arg)
+
+    def screenshot(self, name: str) -> Path:
+        path = self.out / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.png"
+        self.page.screenshot(path=str(path), full_page=False)
+        return path
+
+
+# JavaScript run in the page; `window.jupyterapp` is there because the server runs with expose_app_in_browser.
+OPEN = """async (path) => {
+  const app = window.jupyterapp;
+  const w = await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
+  await w.context.ready; await w.sessionContext.ready;
+  const deadline = Date.now() + 60000;
+  while (Date.now() < deadline) {
+    const k = w.sessionContext.session && w.sessionContext.session.kernel;
+    if (k && k.status === 'idle' && k.info) { const info = await k.info; if (info) break; }
+    await new Promise(r => setTimeout(r, 100));
+  }
+  await new Promise(r => setTimeout(r, 500));  // let JupyterLab apply the kernel's info to the notebook
+  return {dirty: w.context.model.dirty, title: w.title.label};
+}"""
+RUN_ALL = """async () => {
+  const app = window.jupyterapp, w = app.shell.currentWidget;
+  const ok = await app.commands.execute('notebook:run-all-cells');
+  return ok;
+}"""
+# Widget views at the top level of an output (not those nested in another widget) get data-labkit-widget="k".
+FIND = """() => {
+  const node = window.jupyterapp.shell.currentWidget.content.node;
+  const views = [...node.querySelectorAll('.jp-OutputArea-output')]
+      .filter(e => e.querySelector(':scope > .jupyter-widgets') && !e.parentElement.closest('.jupyter-widgets'));
+  views.forEach((e, k) => e.setAttribute('data-labkit-widget', String(k)));
+  return views.length;
+}"""
+SETTLED = """() => {
+  const w = window.jupyterapp.shell.currentWidget, node = w.content.node;
+  const k = w.sessionContext.session && w.sessionContext.session.kernel;
+  const busy = [...node.querySelectorAll('.jp-InputPrompt')].some(e => e.textContent.includes('*'));
+  const loading = node.innerText.includes('Loading widget');
+  const plots = [...node.querySelectorAll('.jp-RenderedPlotly')];
+  return k && k.status === 'idle' && !busy && !loading && plots.every(p => p.querySelector('.main-svg'));
+}"""
+MODEL = "() => window.jupyterapp.shell.currentWidget.content.model.toJSON()"
+DOM = """() => {
+  const node = window.jupyterapp.shell.currentWidget.content.node;
+  const plots = [...node.querySelectorAll('.jp-RenderedPlotly')];
+  const texts = [...node.querySelectorAll('.jp-RenderedText')].map(e => e.innerText);
+  const widgets = [...node.querySelectorAll('[data-labkit-widget]')];
+  return {
+    plots: plots.length,
+    undrawn: plots.filter(p => !p.querySelector('.main-svg')).length,
+    fallbacks: texts.filter(t => /^\\s*(<plotly figure|Figure\\(\\{)/.test(t)).map(t => t.slice(0, 80)),
+    widgets: widgets.map(e => e.innerText.slice(0, 300)),
+    broken: (node.innerText.match(/Error displaying widget[^\\n]*/g) || []),
+  };
+}"""
+# What a widget shows: its text and, for each figure in it, the figure's data and title.
+SHOWN = """(k) => {
+  const el = window.jupyterapp.shell.currentWidget.content.node.querySelector(`[data-labkit-widget="${k}"]`);
+  const figs = [...el.querySelectorAll('.js-plotly-plot')].map(g => JSON.stringify([g.data, g.layout && g.layout.title]));
+  return JSON.stringify([el.innerText, figs]);
+}"""
+
+
+def _outputs(model: dict) -> Iterator[tuple[int, str, dict]]:
+    for i, cell in enumerate(model["cells"]):
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        for out in cell.get("outputs", []):
+            yield i, src, out
+
+
+def _text(out: dict) -> str:
+    if out["output_type"] == "stream":
+        return "".join(out["text"]) if isinstance(out["text"], list) else out["text"]
+    data = out.get("data", {})
+    value = data.get("text/plain", "")
+    return "".join(value) if isinstance(value, list) else value
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A JupyterLab server started by `labkit lab` on work copies, and one Chromium page on it."""
+    from playwright.sync_api import sync_playwright
+
+    base = tmp_path_factory.mktemp("browser")
+    settings = base / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    # every cell in the page (JupyterLab otherwise renders only the cells in view), so every output can be checked
+    (settings.parent / "notebook-extension").mkdir()
+    (settings.parent / "notebook-extension" / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    port = _free_port()
+    env = dict(os.environ, LABKIT_MODE="sim", LABKIT_WORK_DIR=str(base / "work"), OPENBLAS_NUM_THREADS="1",
+               OMP_NUM_THREADS="1", JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"), JUPYTER_RUNTIME_DIR=str(base / "runtime"))
+    for name in ("LABKIT_EXPECT", "LABKIT_PTX_AUDIT", "PLOTLY_RENDERER"):
+        env.pop(name, None)
+    cmd = [sys.executable, "-m", "labkit.cli", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--ServerApp.token={TOKEN}", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    log = (base / "server.log").open("w")
+    server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    before = _tracked_digests()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=5):
+                    break
+            except OSError:
+                assert server.poll() is None, f"labkit lab exited early; see {base / 'server.log'}"
+                assert time.monotonic() < deadline, "JupyterLab did not answer within 90 s"
+                time.sleep(0.3)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            # nothing but this server: no fonts, news or telemetry from elsewhere
+            page.route(re.compile(r"^(?!http://127\.0\.0\.1:%d/|ws://127\.0\.0\.1:%d/|data:|blob:)" % (port, port)),
+                       lambda route: route.abort())
+            page.set_default_timeout(60_000)
+            here = Lab(page, url, base)
+            page.goto(f"{url}/lab?token={TOKEN}")
+            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell && "
+                                   "document.querySelector('.jp-DirListing-item')")
+            page.evaluate("() => window.jupyterapp.restored")
+            yield here
+            browser.close()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+        log.close()
+    assert _tracked_digests() == before, "the browser session changed a tracked notebook"
+
+
+def _change_each_control(lab: Lab, index: int, problems: list[str]) -> int:
+    """Change every enabled control of widget ``index`` once; each change must change what the widget shows."""
+    widget = lab.page.locator(f'[data-labkit-widget="{index}"]')
+    widget.scroll_into_view_if_needed()
+    controls = []
+    for kind, selector in (("dropdown", ".widget-dropdown select"), ("select", ".widget-select-multiple select"),
+                           ("checkbox", ".widget-checkbox input[type=checkbox]"), ("slider", ".widget-slider .noUi-handle"),
+                           ("text", ".widget-text input[type=text]")):
+        for k in range(widget.locator(selector).count()):
+            controls.append((kind, widget.locator(selector).nth(k)))
+    changed = 0
+    for kind, control in controls:
+        if control.is_disabled() if kind != "slider" else control.get_attribute("aria-disabled") == "true":
+            continue
+        label = control.evaluate("e => (e.closest('.widget-inline-hbox, .widget-hbox, .widget-vbox')"
+                                 " ?.querySelector('.widget-label')?.innerText) || ''") or kind
+        before = lab.js(SHOWN, index)
+        if kind == "dropdown":
+            options = control.locator("option").all_inner_texts()
+            current = control.evaluate("e => e.selectedIndex")
+            control.select_option(index=(current + 1) % len(options))
+        elif kind == "select":
+            n = control.locator("option").count()
+            current = control.evaluate("e => [...e.options].filter(o => o.selected).map(o => o.index)")
+            control.select_option(index=sorted({*current[:1], (max(current or [0]) + 1) % n}))
+        elif kind == "checkbox":
+            control.click()
+        elif kind == "slider":
+            control.focus()
+            for _ in range(3):
+                control.press("ArrowRight")
+        elif kind == "text":
+            control.fill("65520")
+            control.press("Enter")
+        deadline = time.monotonic() + 15
+        while lab.js(SHOWN, index) == before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if lab.js(SHOWN, index) == before:
+            problems.append(f"widget {index + 1}: changing its {kind} '{label.strip()}' changed nothing it shows")
+        changed += 1
+    if not changed:
+        problems.append(f"widget {index + 1} has no control the test could change")
+    return changed
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_notebook_in_jupyterlab(lab: Lab, path: str) -> None:
+    """Open, Run All, check outputs, figures and widgets, drive every widget control; then close."""
+    solution = path.startswith("solutions/")
+    lab.console.clear()
+    problems: list[str] = []
+    try:
+        opened = lab.js(OPEN, path)
+        if opened["dirty"]:
+            problems.append("the notebook shows unsaved changes as soon as it opens")
+        started = time.monotonic()
+        lab.js(RUN_ALL)
+        lab.page.wait_for_function(SETTLED, timeout=RUN_TIMEOUT_S * 1000, polling=250)
+        took = time.monotonic() - started
+        n_widgets = lab.js(FIND)
+        model, dom = lab.js(MODEL), lab.js(DOM)
+        plotly_outputs = 0
+        for i, src, out in _outputs(model):
+            head = src.strip().splitlines()[0][:70] if src.strip() else ""
+            if out["output_type"] == "error":
+                problems.append(f"cell {i} ({head}): {out['ename']}: {out['evalue'][:300]}")
+            elif out["output_type"] == "stream" and out["name"] == "stderr":
+                problems.append(f"cell {i} ({head}) wrote to stderr: {_text(out)[:300]}")
+            plotly_outputs += "application/vnd.plotly.v1+json" in out.get("data", {})
+        unexecuted = [i for i, c in enumerate(model["cells"]) if c["cell_type"] == "code" and c["execution_count"] is None]
+        if unexecuted:
+            problems.append(f"cells {unexecuted} did not run")
+        if dom["undrawn"]:
+            problems.append(f"{dom['undrawn']} of {dom['plots']} plotly figures not drawn")
+        if dom["plots"] < plotly_outputs:
+            problems.append(f"{plotly_outputs} plotly outputs but {dom['plots']} shown")
+        problems += [f"a figure shown as text: {t!r}" for t in dom["fallbacks"]]
+        problems += [f"a widget not shown: {t!r}" for t in dom["broken"]]
+        everything = "\n".join(_text(out) for _, _, out in _outputs(model))
+        verdicts = re.findall(r"^\[(PASSED|NOT YET|NOT SOLVED YET)\] (\S+):", everything, flags=re.MULTILINE)
+        wanted = "PASSED" if solution else "NOT SOLVED YET"
+        problems += [f"check {ex} says {mark}, expected {wanted}" for mark, ex in verdicts if mark != wanted]
+        if "labkit.check." in json.dumps(model["cells"]) and not verdicts:
+            problems.append("no check printed a verdict")
+        controls = sum(_change_each_control(lab, k, problems) for k in range(n_widgets))
+        problems += list(dict.fromkeys(lab.console))
+        print(f"{path}: Run All {took:.1f} s, {dom['plots']} figures, {n_widgets} widgets, {controls} controls")
+        if problems:
+            shot = lab.screenshot(path)
+            pytest.fail(f"{path} in JupyterLab (screenshot {shot}):\n  " + "\n  ".join(problems), pytrace=False)
+    except Exception:
+        shot = lab.screenshot(path)
+        print(f"screenshot: {shot}")
+        raise
+    finally:
+        lab.js("""async () => {
+          const w = window.jupyterapp.shell.currentWidget;
+          if (!w || !w.context) return;
+          await w.sessionContext.shutdown(); await w.context.save(); w.dispose();
+        }""")
