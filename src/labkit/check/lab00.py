@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .core import exercise
-from .harness import check_kernel_1d, random_array
+from .harness import Launch, grade, random_array
 
 
 def _reference_vector_add() -> Any:
@@ -31,9 +33,15 @@ def _reference_vector_add() -> Any:
 )
 def vector_add(kernel: Any) -> str:
     """Grade a kernel ``vector_add(a, b, out)`` that sets ``out[i] = a[i] + b[i]``."""
-    return check_kernel_1d(
-        kernel,
-        make_inputs=lambda n: (random_array(n), random_array(n)),
-        reference=lambda a, b: a + b,
-        blocks=(32, 128),
-    )
+    from .draws import choice, not_multiple, sizes_1d
+
+    # fresh sizes each run: for blocks of 32 and of 64-256 threads, a partial last block, 1, one short of or past a
+    # block, a multiple; then the largest block CUDA allows (1024 threads) with two blocks, the second partial
+    mid = int(choice((64, 128, 256)))
+    cases = [(n, 32) for n in sizes_1d(32)] + [(n, mid) for n in sizes_1d(mid)[:3]] + [(not_multiple(1025, 1600, 1024), 1024)]
+    for k, (n, block) in enumerate(cases):
+        a, b = random_array(n), random_array(n)
+        grid = (n + block - 1) // block
+        grade(kernel, Launch(grid, block, [a, b], (a + b).astype(np.float32), f"n={n}, {grid} block(s) of {block} threads",
+                             out_shape=n, names=("a", "b", "out"), first=k == 0, reverse=k % 2 == 1))
+    return (f"correct on {len(cases)} runs (fresh sizes from 1 up, blocks of 32 to 1024 threads), no out-of-bounds writes.")
