@@ -1,0 +1,180 @@
+"""labkit.mig (mig-plan) and the DGX hub's MIG-slice allocator and DockerSpawner configuration. Under a second."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from labkit import cli, mig
+from labkit.errors import LabkitError
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy" / "jupyterhub"
+
+
+def load_module(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+alloc = load_module("mig_allocator", DEPLOY / "mig_allocator.py")
+
+
+# ---------------------------------------------------------------------------------------------- profiles and plans
+
+
+def test_profiles_from_the_gpu_operator_config() -> None:
+    h200 = mig.profile("H200")
+    assert (h200.name, h200.per_gpu.value, h200.memory.value, h200.compute_slices) == ("1g.18gb", 7, 18, 1)
+    assert "GPU Operator" in h200.per_gpu.source
+    assert mig.profile("H100").name == "1g.10gb" and mig.profile("H100").per_gpu.value == 7
+    assert mig.profile("H200", "3g.71gb").per_gpu.value == 2
+    assert mig.max_instances("H200").value == 7 and "Multi-Instance GPU user guide" in mig.max_instances("H200").source
+    assert h200.node_label == "all-1g.18gb" and h200.resource_mixed == "nvidia.com/mig-1g.18gb"
+    for gpu in mig.gpus():  # a uniform layout never exceeds the GPU's instances, nor its memory
+        for p in mig.profiles(gpu):
+            assert p.per_gpu.value * p.compute_slices <= 7
+            assert p.per_gpu.value * p.memory.value <= mig.hw.gpu(gpu).memory_size.value * 1.05
+
+
+def test_plan_for_40_and_56_learners() -> None:
+    p = mig.plan("H200", 40)
+    assert (p.profile, p.slices_per_gpu, p.learner_gpus, p.dgx_systems, p.spare_slices) == ("1g.18gb", 7, 6, 1, 2)
+    assert p.gpu_memory_gb == 141 and p.node_label == "nvidia.com/mig.config=all-1g.18gb"
+    p = mig.plan("H200", 56)
+    assert (p.learner_gpus, p.dgx_systems, p.spare_slices) == (8, 1, 0)
+    p = mig.plan("H200", 56, instructor_gpus=1)
+    assert (p.gpus, p.dgx_systems) == (9, 2)
+    p = mig.plan("H100", 100)
+    assert (p.profile, p.learner_gpus, p.dgx_systems) == ("1g.10gb", 15, 2)
+    assert p.resource_mixed == "nvidia.com/mig-1g.10gb: 1"
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_plan_refuses_bad_counts(bad) -> None:
+    with pytest.raises(LabkitError):
+        mig.plan("H200", bad)
+
+
+def test_unknown_gpu_and_profile() -> None:
+    with pytest.raises(LabkitError, match="no MIG profiles"):
+        mig.plan("V100", 10)
+    with pytest.raises(LabkitError, match="1g.18gb"):
+        mig.profile("H200", "1g.10gb")
+
+
+def test_every_lab_fits_a_1g_slice_and_says_what_it_skips() -> None:
+    rows = {r["lab"]: r for r in mig.labs_on(mig.profile("H100"))}  # the smallest slice of the two (10 GB)
+    assert set(rows) == {f"{i:02d}" for i in range(10)}
+    assert all(r["works"] for r in rows.values())
+    assert any("peer" in s for s in rows["07"]["skips"]) and any("NCCL" in s for s in rows["08"]["skips"])
+    assert all(r["label"].startswith("computed") for r in rows.values())
+
+
+def test_lab_sizes_match_the_notebooks() -> None:
+    """The computed memory figures rest on the gpu-mode sizes the notebooks use: keep them in step."""
+    for lab in mig.LABS:
+        (src,) = (ROOT / "notebooks" / "src").glob(f"{lab.lab}-*.py")
+        text = src.read_text()
+        for literal in lab.source:
+            assert literal in text, f"lab {lab.lab}: {literal!r} is no longer in {src.name}; update labkit.mig.LABS"
+
+
+def test_cli_text_and_json(capsys) -> None:
+    assert cli.main(["mig-plan", "--gpu", "H200", "--learners", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "1g.18gb" in out and "6 for learners" in out and "computed from the problem sizes" in out
+    assert cli.main(["mig-plan", "--gpu", "H100", "--learners", "56", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["profile"] == "1g.10gb" and doc["learner_gpus"] == 8 and len(doc["labs"]) == 10
+    assert cli.main(["mig-plan", "--gpu", "P100", "--learners", "3"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------- the allocator
+
+SMI = """GPU 0: NVIDIA H200 (UUID: GPU-11111111-2222-3333-4444-555555555555)
+  MIG 1g.18gb     Device  0: (UUID: MIG-aaaaaaaa-0000-5000-8000-000000000001)
+  MIG 1g.18gb     Device  1: (UUID: MIG-aaaaaaaa-0000-5000-8000-000000000002)
+GPU 1: NVIDIA H200 (UUID: GPU-66666666-2222-3333-4444-555555555555)
+  MIG 1g.18gb     Device  0: (UUID: MIG-bbbbbbbb-0000-5000-8000-000000000001)
+GPU 7: NVIDIA H200 (UUID: GPU-77777777-2222-3333-4444-555555555555)
+"""
+
+
+def test_parse_nvidia_smi_l() -> None:
+    slices, gpus = alloc.parse_nvidia_smi_l(SMI)
+    assert [(s.gpu, s.profile) for s in slices] == [(0, "1g.18gb"), (0, "1g.18gb"), (1, "1g.18gb")]
+    assert slices[2].uuid == "MIG-bbbbbbbb-0000-5000-8000-000000000001"
+    assert [g[0] for g in gpus] == [0, 1, 7]
+
+
+def test_discover_prefers_the_listed_slices_then_nvidia_smi(monkeypatch) -> None:
+    assert [s.uuid for s in alloc.discover({"LABKIT_MIG_SLICES": "MIG-x, MIG-y"})] == ["MIG-x", "MIG-y"]
+    monkeypatch.setattr(alloc, "slices_from_nvml", lambda: [])
+    fake_run = lambda *a, **k: SimpleNamespace(stdout=SMI)  # noqa: E731
+    assert len(alloc.discover({}, run=fake_run)) == 3
+
+
+def test_one_slice_per_user_never_twice_freed_on_stop(tmp_path: Path) -> None:
+    slices = alloc.parse_nvidia_smi_l(SMI)[0]
+    a = alloc.SliceAllocator(slices, state_file=tmp_path / "state.json")
+    s1, s2, s3 = (a.assign(u) for u in ("alice", "bob", "carol"))
+    assert len({s1, s2, s3}) == 3
+    assert a.assign("alice") == s1  # kept per user
+    with pytest.raises(alloc.NoSliceLeft):
+        a.assign("dave")
+    assert a.release("bob") == s2
+    assert a.assign("dave") == s2  # the freed slice, and only that one
+    # a restarted hub reads who holds what
+    b = alloc.SliceAllocator(slices, state_file=tmp_path / "state.json")
+    assert b.held() == {"alice": s1, "carol": s3, "dave": s2}
+    b.release("alice")
+    b.release("carol")
+    assert b.assign("alice") == s1  # her old slice, free again, goes back to her
+    assert b.assign("bob") == s3  # bob's old one (s2) is dave's: he gets the one left
+    with pytest.raises(ValueError):
+        alloc.SliceAllocator(["MIG-1", "MIG-1"])
+
+
+# ---------------------------------------------------------------------------------------------- the DGX hub config
+
+
+def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeypatch) -> None:
+    from traitlets.config import Config
+
+    c = Config()
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("LABKIT_MIG_SLICES", "MIG-a,MIG-b")
+    monkeypatch.setenv("LABKIT_INSTRUCTORS", "ingrid")
+    monkeypatch.setenv("LABKIT_INSTRUCTOR_GPUS", "7")
+    monkeypatch.setenv("LABKIT_CLASS_PASSWORD", "class-password-1234")
+    source = (DEPLOY / "jupyterhub_config.py").read_text()
+    exec(compile(source, str(DEPLOY / "jupyterhub_config.py"), "exec"), {"get_config": lambda: c, "__file__": str(DEPLOY / "jupyterhub_config.py")})
+    assert c.JupyterHub.spawner_class == "docker" and c.DockerSpawner.cmd == ["/opt/course/deploy/singleuser.sh"]
+    assert c.DockerSpawner.volumes == {"labkit-home-{username}": "/home/learner"}
+    assert "labkit-progress" in [s["name"] for s in c.JupyterHub.services]
+    assert c.Spawner.environment["LABKIT_PROGRESS_URL"].endswith("/services/labkit-progress/")
+
+    def spawner(name):
+        return SimpleNamespace(user=SimpleNamespace(name=name, groups=[]))
+
+    host = c.DockerSpawner.extra_host_config
+    got = {u: host(spawner(u))["device_requests"][0]["device_ids"] for u in ("alice", "bob")}
+    assert sorted(d[0] for d in got.values()) == ["MIG-a", "MIG-b"]
+    assert host(spawner("ingrid"))["device_requests"][0]["device_ids"] == ["7"]  # whole GPU
+    with pytest.raises(Exception, match="in use"):
+        host(spawner("carol"))
+    c.Spawner.post_stop_hook(spawner("alice"))
+    assert host(spawner("carol"))["device_requests"][0]["device_ids"] == got["alice"]
+    # docker-py accepts the request as DockerSpawner passes it (no daemon needed to build a HostConfig)
+    docker_types = pytest.importorskip("docker.types")
+    hc = docker_types.HostConfig(version="1.43", **host(spawner("carol")))
+    assert hc["DeviceRequests"][0]["DeviceIDs"] == got["alice"] and hc["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
