@@ -72,9 +72,39 @@ def test_saxpy_skeletons_unsolved() -> None:
     assert status(check.saxpy, ...) == "unsolved"
 
 
+@cuda.jit
+def saxpy_four_rounds(a, x, y, out):  # a fixed number of grid-stride rounds: enough for small tests only
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for r in range(4):
+        i = start + r * stride
+        if i < out.size:
+            out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_stride_256(a, x, y, out):  # assumes 256 threads per block in the stride
+    for i in range(cuda.grid(1), out.size, 256 * cuda.gridDim.x):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_small_block_only(a, x, y, out):  # threads past 512 of a block idle: the 1024-thread block catches it
+    if cuda.threadIdx.x < 512:
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            out[i] = a * x[i] + y[i]
+
+
+@pytest.mark.parametrize("k", [saxpy_four_rounds, saxpy_stride_256, saxpy_small_block_only])
+def test_saxpy_rejects_shortcuts(k) -> None:
+    r = check.saxpy(k)
+    assert r.status == "failed", r.message
+
+
 def test_saxpy_feedback_names_size_and_cause() -> None:
+    import re
+
     r = check.saxpy(saxpy_no_stride)
-    assert "n=323" in r.message and "grid-stride" in r.cause
+    assert re.search(r"n=\d+, [12] block\(s\) of 32 threads", r.message) and "grid-stride" in r.cause
     r = check.saxpy(saxpy_no_bounds)
     assert "out of bounds" in r.message or "indexed element" in r.message
 
@@ -124,6 +154,15 @@ def test_grayscale() -> None:
     assert r.status == "failed" and "truncat" in r.message
     assert status(check.grayscale, grey_no_bounds) == "failed"
     assert status(check.grayscale, grey_partial) == "failed"
+    assert status(check.grayscale, grey_block_16) == "failed"
+
+
+@cuda.jit
+def grey_block_16(img, out):  # hard-codes 16-thread-wide blocks in its index: wrong for 8×8 and 32×32 blocks
+    col = cuda.blockIdx.x * 16 + cuda.threadIdx.x
+    row = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = int(0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2] + 0.5)
 
 
 # ----------------------------------------------------------------------------- launch config
@@ -141,6 +180,10 @@ def test_launch_config() -> None:
     r = check.launch_config(lambda s, b: (s[1] / b[0], s[0] / b[1]))
     assert r.status == "failed" and "integer" in r.message
     assert status(check.launch_config, lambda s, b: None) == "unsolved"
+    frame = {((1080, 1920), (16, 16)): (120, 68), ((1, 1), (32, 8)): (1, 1)}  # answers learned from a fixed list
+    assert status(check.launch_config, lambda s, b: frame.get((tuple(s), tuple(b)), (1, 1))) == "failed"
+    r = check.launch_config(lambda s, b: ((s[1] + b[0] - 1) // b[0], max(1, s[0] // b[1])))  # floor in y only
+    assert r.status == "failed" and "too few" in r.cause
 
 
 # ----------------------------------------------------------------------------- transfers

@@ -41,9 +41,17 @@ GRID_STRIDE = ("the grid had fewer threads than elements here: each thread must 
 )
 def saxpy(kernel: Any) -> str:
     """Grade ``saxpy(a, x, y, out)``: ``out[i] = a * x[i] + y[i]`` for any grid, including grids smaller than n."""
-    # (n, threads per block, blocks): the first covers n exactly with a partial last block; then tiny,
-    # one-short, fewer threads than elements (grid-stride needed), more blocks than needed, a single block.
-    cases = [(199, 64, 4), (1, 64, 1), (63, 64, 1), (323, 64, 2), (100, 64, 4), (200, 32, 1), (300, 128, 3)]
+    from .draws import between, not_multiple
+
+    # (n, threads per block, blocks), fresh each run: the first covers n with a partial last block; then one element,
+    # one short of a block, a grid that must stride 10 to 12 times (grid × block × 10 < n), more blocks than needed,
+    # a single block striding a few times, and the largest block (1024 threads) striding once more.
+    first = not_multiple(129, 255, 64)
+    rounds_grid = between(1, 2)
+    few = between(50, 150)
+    cases = [(first, 64, -(-first // 64)), (1, 64, 1), (63, 64, 1),
+             (not_multiple(10 * 32 * rounds_grid + 1, 12 * 32 * rounds_grid, 32), 32, rounds_grid),
+             (few, 64, -(-few // 64) + 2), (not_multiple(97, 250, 32), 32, 1), (not_multiple(1025, 1500, 1024), 1024, 1)]
     for k, (n, block, grid) in enumerate(cases):
         a = np.float32(random_array(1, np.float32, -3, 3)[0])
         x, y = random_array(n), random_array(n)
@@ -51,8 +59,8 @@ def saxpy(kernel: Any) -> str:
         run_case(kernel, grid, block, (a, x, y), out_shape=n, out_dtype=np.float32, expected=a * x + y, label=label,
                  names=("a", "x", "y", "out"), first=k == 0, reverse=k == 3,
                  unwritten_cause=GRID_STRIDE if grid * block < n else None)
-    return (f"correct on {len(cases)} launches: n from 1 to 323, grids with fewer threads than elements and grids "
-            "with more; no out-of-bounds writes.")
+    return (f"correct on {len(cases)} launches of fresh sizes: grids that stride 10 times and more, grids with more threads "
+            "than elements, blocks of 32 to 1024 threads; no out-of-bounds writes.")
 
 
 # ----------------------------------------------------------------------------- 02.grayscale
@@ -79,14 +87,21 @@ def _grey(img: np.ndarray) -> np.ndarray:
 )
 def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
-    cases = [((13, 37), (16, 8)), ((1, 1), (16, 8)), ((8, 16), (16, 8)), ((21, 5), (8, 8)), ((40, 9), (16, 4))]
+    from .draws import between, not_multiple
+
+    # fresh non-square shapes each run: wider than tall, one pixel, taller than wide, and two blocks of the largest
+    # size (32 × 32 = 1024 threads), the second partly outside the image
+    cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)), ((1, 1), (16, 8)),
+             ((not_multiple(17, 45, 8), not_multiple(9, 15, 8)), (8, 8)), ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
+             ((between(9, 31), not_multiple(33, 40, 32)), (32, 32))]
     for k, (shape, block) in enumerate(cases):
         img = random_array((*shape, 3), np.uint8, 0, 231)  # grey < 231: never equal to the poison value 248
         grid = grid_2d(shape, block)
         label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
         run_case(kernel, grid, block, (img,), out_shape=shape, out_dtype=np.uint8, expected=_grey(img), label=label,
                  names=("img", "out"), first=k == 0, rtol=0, atol=0.5 + 1e-3, swapped_cause=SWAPPED)
-    return f"correct on {len(cases)} images from 1×1 to 40×9 with 4 block shapes; rounding right; no out-of-bounds writes."
+    return (f"correct on {len(cases)} fresh images (non-square, 1×1, smaller than a block) with 4 block shapes up to 32×32; "
+            "rounding right; no out-of-bounds writes.")
 
 
 # ----------------------------------------------------------------------------- 02.launch-config
@@ -106,8 +121,14 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
     a ``shape = (rows, cols)`` array, x along columns."""
     if not callable(grid_for):
         raise Failed(f"expected a function grid_for(shape, block), got {type(grid_for).__name__}.")
-    cases = [((1080, 1920), (16, 16)), ((100, 300), (32, 8)), ((64, 64), (16, 16)), ((1, 1), (32, 8)),
-             ((33, 31), (32, 32)), ((7, 1000), (128, 1)), ((512, 96), (32, 4))]
+    from .draws import between, choice
+
+    blocks = [(16, 16), (32, 8), (32, 32), (128, 1), (32, 4), (8, 8), (1024, 1), (64, 16)]
+    cases = [((1080, 1920), (16, 16)), ((1, 1), (32, 8))]  # the notebook's frame, a single element
+    for _ in range(6):  # fresh shapes: arbitrary, exact multiples of the block, and smaller than the block in one axis
+        bx, by = choice(blocks)  # type: ignore[misc]
+        cases += [((between(1, 3000), between(1, 3000)), (bx, by)), ((by * between(1, 40), bx * between(1, 8)), (bx, by)),
+                  ((between(1, by), between(bx + 1, 5000)), (bx, by))]
     for shape, block in cases:
         try:
             got = grid_for(shape, block)
@@ -137,7 +158,7 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
             cause = ("more blocks than needed: `n // b + 1` adds a whole idle block when n is a multiple of b; "
                      "use `(n + b - 1) // b`.")
         raise Failed(where + ".", cause=cause)
-    return f"right on {len(cases)} shapes, including exact multiples, 1×1 and non-square arrays."
+    return "right on every shape, fresh ones included: exact multiples, 1×1 and non-square arrays."
 
 
 # ----------------------------------------------------------------------------- 02.transfers
@@ -244,7 +265,9 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
     the device and 1 back, whatever ``steps`` is."""
     if not callable(repeated_saxpy):
         raise Failed(f"expected a function repeated_saxpy(a, x, y, steps), got {type(repeated_saxpy).__name__}.")
-    for n, steps in ((300, 3), (77, 1)):
+    from .draws import between
+
+    for n, steps in ((between(100, 400), between(2, 6)), (between(1, 99), 1)):
         a = np.float32(random_array(1, np.float32, -1, 1)[0])
         x, y = random_array(n), random_array(n)
         x0, y0 = x.copy(), y.copy()
@@ -257,9 +280,9 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
             except (NotImplementedError, Unsolved, Failed):
                 raise
             except Exception as exc:  # noqa: BLE001
-                from .harness import _explain_exception
+                from .harness import explain_exception
 
-                raise _explain_exception(exc) from None
+                raise explain_exception(exc) from None
         if got is None or got is Ellipsis:
             raise Unsolved("repeated_saxpy returns nothing yet; return the final y as a NumPy array.")
         if not isinstance(got, np.ndarray):
