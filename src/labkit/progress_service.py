@@ -330,6 +330,10 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
 ACCESS_SCOPE = f"access:services!service={SERVICE_NAME}"
 
 
+_SPAWNER_SECTIONS = ("KubeSpawner", "DockerSpawner", "SwarmSpawner", "SystemUserSpawner", "LocalProcessSpawner",
+                     "SimpleLocalProcessSpawner")
+
+
 def _setting(section: Any, key: str, default: Any) -> Any:
     """A value already set in a traitlets config section, else ``default`` (never traitlets' lazy placeholder)."""
     from traitlets.config import LazyConfigValue
@@ -376,13 +380,25 @@ def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0
     groups.setdefault(instructor_group, {"users": sorted(instructors)})
     c.JupyterHub.load_groups = groups
     c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", ACCESS_SCOPE]
+    progress_url = public_url.rstrip("/") + f"/services/{SERVICE_NAME}/"
     env = dict(_setting(c.Spawner, "environment", {}))
-    env["LABKIT_PROGRESS_URL"] = public_url.rstrip("/") + f"/services/{SERVICE_NAME}/"
+    env["LABKIT_PROGRESS_URL"] = progress_url
     c.Spawner.environment = env
+    # a spawner class's own section replaces (does not merge with) Spawner's: Zero to JupyterHub, for one, puts
+    # singleuser.extraEnv in c.KubeSpawner.environment. Add the URL there too.
+    for name in _SPAWNER_SECTIONS:
+        if name in c and "environment" in c[name]:
+            own = dict(_setting(c[name], "environment", {}))
+            own["LABKIT_PROGRESS_URL"] = progress_url
+            c[name].environment = own
+        if name in c and "server_token_scopes" in c[name]:
+            c[name].server_token_scopes = list(c.Spawner.server_token_scopes)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labkit.progress_service [--db PATH] [--stuck-minutes N]``, started by JupyterHub as a managed service."""
+    """``python -m labkit.progress_service [--db PATH] [--stuck-minutes N]``, started by JupyterHub as a managed service.
+
+    It listens where ``JUPYTERHUB_SERVICE_URL`` says, or on ``LABKIT_PROGRESS_LISTEN`` (an address) at that port."""
     from tornado import ioloop
 
     p = argparse.ArgumentParser(prog="labkit-progress", description="The labkit-progress JupyterHub service.")
@@ -392,8 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     url = urlsplit(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
     app = make_app(Store(args.db), prefix=prefix, stuck_minutes=args.stuck_minutes)
-    app.listen(url.port or 80, url.hostname or "127.0.0.1")
-    print(f"labkit-progress: listening on {url.hostname}:{url.port} at {prefix}, results in {args.db}", flush=True)
+    host = os.environ.get("LABKIT_PROGRESS_LISTEN") or url.hostname or "127.0.0.1"  # e.g. 0.0.0.0 behind a Service
+    app.listen(url.port or 80, host)
+    print(f"labkit-progress: listening on {host}:{url.port} at {prefix}, results in {args.db}", flush=True)
     ioloop.IOLoop.current().start()
     return 0
 

@@ -1,0 +1,187 @@
+"""deploy/k8s/values.yaml against a real KubeSpawner (jupyterhub-kubespawner from PyPI), no cluster: the values are
+mapped onto KubeSpawner's traits as Zero to JupyterHub's hub configuration maps them (the subset the course uses),
+the chart's extraConfig snippets run as the chart runs them, each profile is applied with KubeSpawner's own
+``load_user_options`` and the pod manifest it builds is checked: image, command, resource limits (a MIG slice as
+``nvidia.com/gpu`` or ``nvidia.com/mig-1g.18gb``, whole GPUs for instructors), node selector, environment, storage.
+About 1 s."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+kubespawner = pytest.importorskip("kubespawner")
+
+from traitlets.config import Config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+VALUES = yaml.safe_load((ROOT / "deploy" / "k8s" / "values.yaml").read_text())
+
+
+def chart_config(values: dict) -> Config:
+    """The hub configuration Zero to JupyterHub builds from ``values`` (the keys the course sets), then extraConfig."""
+    c = Config()
+    su = values["singleuser"]
+    c.KubeSpawner.image = f"{su['image']['name']}:{su['image']['tag']}"
+    c.KubeSpawner.image_pull_policy = su["image"]["pullPolicy"]
+    c.KubeSpawner.cmd = su["cmd"]
+    c.KubeSpawner.uid = su["uid"]
+    c.KubeSpawner.fs_gid = su["fsGid"]
+    c.KubeSpawner.cpu_limit = float(su["cpu"]["limit"])
+    c.KubeSpawner.cpu_guarantee = float(su["cpu"]["guarantee"])
+    c.KubeSpawner.mem_limit = su["memory"]["limit"]
+    c.KubeSpawner.mem_guarantee = su["memory"]["guarantee"]
+    c.KubeSpawner.environment = dict(su["extraEnv"])
+    c.KubeSpawner.start_timeout = su["startTimeout"]
+    c.KubeSpawner.profile_list = su["profileList"]
+    storage = su["storage"]
+    assert storage["type"] == "dynamic"
+    c.KubeSpawner.pvc_name_template = "claim-{user_server}"
+    c.KubeSpawner.storage_capacity = storage["capacity"]
+    c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}}]
+    c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": storage["homeMountPath"]}]
+    for section, settings in values["hub"]["config"].items():
+        for key, value in settings.items():
+            setattr(c[section], key, value)
+    for _, snippet in sorted(values["hub"]["extraConfig"].items()):
+        exec(compile(snippet, "extraConfig", "exec"), {"c": c})
+    return c
+
+
+def user(name: str, groups: tuple[str, ...] = ()) -> SimpleNamespace:
+    return SimpleNamespace(name=name, id=7, url=f"/user/{name}/", groups=[SimpleNamespace(name=g) for g in groups],
+                           escaped_name=name, server=None, spawners={})
+
+
+def in_loop(fn):
+    """Run ``fn`` inside an event loop: KubeSpawner makes its (never used) API client when it is made."""
+
+    async def run():
+        return await fn()
+
+    return asyncio.run(run())
+
+
+def pod_for(config: Config, who: SimpleNamespace, profile: str | None):
+    async def build():
+        spawner = kubespawner.KubeSpawner(_mock=True, config=config, user=who)
+        spawner.user_options = {"profile": profile} if profile else {}
+        await spawner.load_user_options()
+        return spawner, await spawner.get_pod_manifest()
+
+    return in_loop(build)
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: none, user: {token: not-a-real-token}}]
+contexts: [{name: none, context: {cluster: none, user: none, namespace: labkit}}]
+current-context: none
+"""
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Config:
+    """The chart's configuration; KubeSpawner loads a client configuration when it is made, so give it one that
+    points at a loopback port nothing listens on (building a pod manifest sends no request)."""
+    kubeconfig = tmp_path_factory.mktemp("kube") / "config"
+    kubeconfig.write_text(KUBECONFIG)
+    from concurrent.futures import ThreadPoolExecutor
+
+    import kubernetes_asyncio.config
+
+    def load_config(**kwargs) -> None:  # kubespawner.clients.load_config, with our file instead of ~/.kube/config
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(lambda: asyncio.run(kubernetes_asyncio.config.load_kube_config(config_file=str(kubeconfig)))).result()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kubespawner.spawner, "load_config", load_config)
+        yield chart_config(VALUES)
+
+
+def container(pod):
+    (c,) = pod.spec.containers
+    return c
+
+
+def field(obj, attr: str, key: str):
+    """A pod field, whether the manifest holds a client model or (as KubeSpawner does for some) a plain dict."""
+    return obj.get(key, obj.get(attr)) if isinstance(obj, dict) else getattr(obj, attr)
+
+
+def env_of(c) -> dict[str, str]:
+    return {e.name: e.value for e in c.env if e.value is not None}
+
+
+def test_learner_profile_asks_for_one_mig_slice(config: Config) -> None:
+    spawner, pod = pod_for(config, user("alice"), "learner")
+    c = container(pod)
+    assert c.image == "registry.example.org/labkit-course:cuda12"
+    assert c.args[0] == "/opt/course/deploy/singleuser.sh" or (c.command or [None])[0] == "/opt/course/deploy/singleuser.sh"
+    assert c.resources.limits["nvidia.com/gpu"] == "1"
+    assert not any(k.startswith("nvidia.com/mig-") for k in c.resources.limits)
+    assert c.resources.limits["cpu"] == 4 and c.resources.limits["memory"] == 16 * 1024**3
+    assert pod.spec.node_selector["nvidia.com/mig.config"] == "all-1g.18gb"
+    env = env_of(c)
+    assert env["LABKIT_PROGRESS_URL"] == "http://proxy-public/services/labkit-progress/"
+    assert env["LABKIT_WORK_DIR"] == "/home/learner/labkit-work" and env["LABKIT_GPU_SHARE"] == "mig-1g.18gb"
+    assert env["JUPYTERHUB_USER"] == "alice"
+    assert field(pod.spec.security_context, "fs_group", "fsGroup") == 1000
+    assert field(c.security_context, "run_as_user", "runAsUser") == 1000
+    mounts = {m.mount_path for m in c.volume_mounts}
+    assert "/home/learner" in mounts
+    claims = [field(field(v, "persistent_volume_claim", "persistentVolumeClaim"), "claim_name", "claimName")
+              for v in pod.spec.volumes if field(v, "persistent_volume_claim", "persistentVolumeClaim")]
+    assert claims == ["claim-alice"]
+
+
+def test_mixed_strategy_profile_asks_for_the_profile_by_name(config: Config) -> None:
+    _, pod = pod_for(config, user("bob"), "learner-mixed")
+    limits = container(pod).resources.limits
+    assert limits["nvidia.com/mig-1g.18gb"] == "1" and "nvidia.com/gpu" not in limits
+
+
+def test_default_profile_is_the_learners(config: Config) -> None:
+    _, pod = pod_for(config, user("carol"), None)
+    assert container(pod).resources.limits["nvidia.com/gpu"] == "1"
+    assert pod.spec.node_selector["nvidia.com/mig.config"] == "all-1g.18gb"
+
+
+@pytest.mark.parametrize("slug, gpus, memory", [("instructor", "1", 64), ("instructor-2gpu", "2", 128)])
+def test_instructor_profiles_get_whole_gpus(config: Config, slug: str, gpus: str, memory: int) -> None:
+    _, pod = pod_for(config, user("ivan", groups=("instructors",)), slug)
+    c = container(pod)
+    assert c.resources.limits["nvidia.com/gpu"] == gpus
+    assert c.resources.limits["memory"] == memory * 1024**3
+    assert pod.spec.node_selector["nvidia.com/mig.config"] == "all-disabled"
+    assert env_of(c)["LABKIT_GPU_SHARE"] == "whole-gpu"
+
+
+def test_learners_are_not_offered_the_instructor_profiles(config: Config) -> None:
+    async def check():
+        learner = kubespawner.KubeSpawner(_mock=True, config=config, user=user("alice"))
+        assert [p["slug"] for p in config.KubeSpawner.profile_list(learner)] == ["learner", "learner-mixed"]
+        teacher = kubespawner.KubeSpawner(_mock=True, config=config, user=user("ingrid"))
+        assert "instructor" in [p["slug"] for p in config.KubeSpawner.profile_list(teacher)]
+        learner.user_options = {"profile": "instructor"}
+        with pytest.raises(ValueError):
+            await learner.load_user_options()
+
+    in_loop(check)
+
+
+def test_hub_side_settings(config: Config) -> None:
+    names = [s["name"] for s in config.JupyterHub.services]
+    assert "labkit-progress" in names
+    svc = config.JupyterHub.services[names.index("labkit-progress")]
+    assert svc["url"] == "http://hub:10101" and svc["environment"]["LABKIT_PROGRESS_LISTEN"] == "0.0.0.0"
+    assert "access:services!service=labkit-progress" in config.Spawner.server_token_scopes
+    assert VALUES["cull"]["enabled"] is True and VALUES["cull"]["timeout"] > 0
+    assert any(p["port"] == 10101 for p in VALUES["hub"]["service"]["extraPorts"])
+    operator = yaml.safe_load((ROOT / "deploy" / "k8s" / "gpu-operator-values.yaml").read_text())
+    assert operator["mig"]["strategy"] == "single"
