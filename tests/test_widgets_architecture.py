@@ -72,3 +72,44 @@ def test_static_helpers() -> None:
         A.metric("DGX-2", "colour")
     fig = A.evolution_figure("GPU memory, all GPUs")
     assert fig.data[0].y[2] == 512
+
+
+def _shown(box) -> str:
+    """What the widget's own output area shows as text (a figure's title, or the message)."""
+    data = box.children[1].outputs[0]["data"] if box.children[1].outputs else {}
+    return data.get("text/html", "") + data.get("text/plain", "")
+
+
+def test_dgx_comparison_headline_of_different_kinds_shows_why_in_the_widget() -> None:
+    """GB200 NVL72's headline is a bandwidth (130 TB/s); beside DGX H100's 32 PFLOP/s there is no chart: the widget
+    says so, with what to do, and clears the old chart instead of leaving it (or logging the error only)."""
+    box = W.dgx_comparison(("DGX H100", "GB200 NVL72"))
+    assert box.figure is not None
+    box.controls["metric"].value = "headline compute"
+    assert box.figure is None
+    text = _shown(box)
+    assert "130 TB/s" in text and "32 PFLOP/s" in text and "What to do" in text and "Unselect" in text
+    assert "GB200 NVL72" in box.table.value and "130 TB/s" in box.table.value  # the table still has both
+    box.controls["systems"].value = ("DGX H100", "DGX H200")
+    assert box.figure is not None and list(box.figure.data[0].y) == [32, 32]
+    with pytest.raises(LabkitError, match="different kinds"):
+        A.evolution_figure("headline compute", ["DGX H100", "GB200 NVL72"])
+
+
+def test_list_price_and_year_read_like_a_person_wrote_them() -> None:
+    box = W.dgx_comparison(("DGX-2", "DGX H100"))
+    box.controls["metric"].value = "list price"  # labkit records no price for either
+    assert box.figure is None and "no list price" in _shown(box) and "None" not in _shown(box)
+    box.controls["systems"].value = ("DGX-2", "DGX A100")
+    title = box.figure.layout.title.text
+    assert title.startswith("list price (USD)") and "no figure in labkit for: DGX-2" in title
+    assert list(box.figure.data[0].x) == ["DGX A100"]
+    box.controls["metric"].value = "year"
+    assert box.figure.layout.title.text == "year" and box.figure.layout.yaxis.type == "linear"
+    assert list(box.figure.data[0].text) == ["2018", "2020"]
+    assert ">2016<" in A.comparison_html(["DGX-1 (P100)"]) and "2016 year" not in A.comparison_html(["DGX-1 (P100)"])
+
+
+def test_log_axes_label_powers_of_ten_only() -> None:
+    fig = A.evolution_figure("FP16 dense peak, all GPUs")
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1

@@ -62,3 +62,19 @@ def test_reexported_from_package() -> None:
     import labkit.widgets
 
     assert labkit.widgets.occupancy_calculator is wk.occupancy_calculator
+
+
+def test_occupancy_calculator_clears_the_figure_when_the_block_cannot_launch() -> None:
+    """sm_80, 672 threads, 128 registers: 86,016 registers for one block, over 65,536. The 33% chart of the
+    previous settings must not stay on screen beside "cannot launch"."""
+    calc = wk.occupancy_calculator("sm_80", 256, 32, 0)
+    arch, threads, registers, _ = [w for row in calc.children[:2] for w in row.children]
+    out = calc.children[-1]
+    assert calc.figure is not None and out.outputs
+    registers.value = 128
+    threads.value = 672
+    assert "cannot launch" in calc.children[2].value and "65536" in calc.children[2].value
+    assert calc.figure is None and out.outputs == ()
+    threads.value = 256
+    assert calc.figure is not None and "application/vnd.plotly.v1+json" in out.outputs[0]["data"]
+    assert "cannot launch" not in calc.children[2].value

@@ -16,6 +16,8 @@ from typing import Any, Callable, Sequence
 
 from .. import hw, roofline as rl, topology
 from ..errors import LabkitError
+from ..figstyle import log_axis
+from ._output import figure_outputs, guarded, message_outputs
 
 __all__ = [
     "DGX_GENERATIONS", "METRICS", "comparison_html", "dgx_comparison", "evolution_figure", "metric", "roofline_explorer",
@@ -71,11 +73,21 @@ def metric(system: str, label: str) -> hw.Figure | None:
     return METRICS[label](hw.system(system))
 
 
+def _text(fig: hw.Figure) -> str:
+    """A figure as a table or chart shows it: a year is just the year (``2016``, not ``2016 year``)."""
+    return f"{fig.value:.0f}" if fig.unit == "year" else fig.text()
+
+
+def _unit_label(unit: str | None) -> str:
+    """The unit for a title or axis: none for a count or a year."""
+    return "" if unit in (None, "count", "year") else unit
+
+
 def _cell(fig: hw.Figure | None, extra: str = "") -> str:
     if fig is None:
         return "<td style='color:#999'>—</td>"
     mark = " *" if fig.unconfirmed else ""
-    return f"<td title='{html.escape(fig.source)}'>{html.escape(fig.text())}{mark}{extra}</td>"
+    return f"<td title='{html.escape(fig.source)}'>{html.escape(_text(fig))}{mark}{extra}</td>"
 
 
 def comparison_html(systems: Sequence[str] = DGX_GENERATIONS, metrics: Sequence[str] | None = None) -> str:
@@ -100,36 +112,57 @@ def comparison_html(systems: Sequence[str] = DGX_GENERATIONS, metrics: Sequence[
 
 
 def evolution_figure(label: str = "FP16 dense peak, all GPUs", systems: Sequence[str] = DGX_GENERATIONS, log: bool = True) -> Any:
-    """A plotly bar chart of one metric across systems (log scale by default)."""
+    """A plotly bar chart of one metric across systems (log scale by default).
+
+    Systems without the metric are left out and named under the chart. Raises :class:`LabkitError` when none of
+    the systems has it, or when their figures are of different kinds (a bandwidth beside compute rates)."""
     import plotly.graph_objects as go
 
     if label not in METRICS:
         raise LabkitError(f"unknown metric {label!r}.", fix=f"Use one of: {', '.join(METRICS)}.")
-    names, values, texts, hover = [], [], [], []
-    unit = None
+    names, values, texts, hover, missing = [], [], [], [], []
+    first: tuple[str, hw.Figure] | None = None
     for s in systems:
         fig = METRICS[label](hw.system(s))
         if fig is None:
+            missing.append(s)
             continue
-        if unit is None:
-            unit = fig.unit
-        fig = fig.to(unit) if fig.unit != unit else fig
+        if first is None:
+            first = (s, fig)
+        elif fig.unit != first[1].unit:
+            try:
+                fig = fig.to(first[1].unit)
+            except LabkitError:
+                what = hw.system(s).headline_what if label == "headline compute" else label
+                raise LabkitError(
+                    f"{s}'s {label} is {fig.text()} ({what}), which cannot share a chart with {first[0]}'s "
+                    f"{first[1].text()}: they are different kinds of figure.",
+                    fix=f"Unselect {s} or {first[0]}, or chart another metric; the table below still lists both.",
+                ) from None
         names.append(s)
         values.append(fig.value)
-        texts.append(fig.text() + (" *" if fig.unconfirmed else ""))
-        hover.append(f"{s}: {fig}")
+        texts.append(_text(fig) + (" *" if fig.unconfirmed else ""))
+        hover.append(f"{s}: {_text(fig)} ({fig.source})")
+    if first is None:
+        raise LabkitError(f"labkit has no {label} for {', '.join(systems) or 'these systems'}.",
+                          fix="Pick other systems or another metric; the table shows — where a figure is missing.")
+    unit = _unit_label(first[1].unit)
+    if first[1].unit == "year":
+        log = False
     out = go.Figure(go.Bar(x=names, y=values, text=texts, textposition="outside", hovertext=hover, hoverinfo="text",
-                           marker_color="#76b900"))
-    out.update_layout(title=f"{label} ({unit})", template="plotly_white", height=380,
-                      yaxis={"type": "log" if log else "linear", "title": unit}, margin={"t": 50})
+                           marker_color="#76b900", cliponaxis=False))
+    title = f"{label} ({unit})" if unit else label
+    if missing:
+        title += f"<br><sup>no figure in labkit for: {html.escape(', '.join(missing))}</sup>"
+    yaxis: dict[str, Any] = log_axis(values, title=unit) if log else {"type": "linear", "title": unit}
+    if first[1].unit == "year":
+        yaxis.update(range=[min(values) - 2, max(values) + 1.5], tickformat="d", dtick=1 if max(values) - min(values) < 8 else 2)
+    out.update_layout(title=title, template="plotly_white", height=400, yaxis=yaxis, margin={"t": 70})
     return out
 
 
-def _mime(fig: Any) -> tuple[dict[str, Any], ...]:
-    """A plotly figure as an Output widget's display data (renders in Jupyter; no kernel needed to build it)."""
-    return ({"output_type": "display_data", "metadata": {},
-             "data": {"application/vnd.plotly.v1+json": json.loads(fig.to_json()),
-                      "text/plain": f"<plotly figure: {fig.layout.title.text}>"}},)
+_mime = figure_outputs
+_message = message_outputs
 
 
 def _box(children: list, **attrs: Any) -> Any:
@@ -158,6 +191,7 @@ def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any
                figure=None, topology=start)
     state: dict[str, Any] = {"topo": start, "busy": False}
 
+    @guarded(box, out)
     def render(*_: Any) -> None:
         if state["busy"]:
             return
@@ -181,6 +215,7 @@ def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any
             box.figure = t.draw(highlight=r["path"])
         out.outputs = _mime(box.figure)
 
+    @guarded(box, out)
     def on_system(change: dict) -> None:
         t = topology.load(change["new"])
         state["topo"] = box.topology = t
@@ -214,7 +249,12 @@ def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 
     def render(*_: Any) -> None:
         names = list(pick.value) or [DGX_GENERATIONS[0]]
         table.value = comparison_html(names)
-        box.figure = evolution_figure(metric_w.value, names, log=log_w.value)
+        try:
+            box.figure = evolution_figure(metric_w.value, names, log=log_w.value)
+        except LabkitError as exc:
+            box.figure = None  # the old chart no longer applies: clear it and say why, here rather than in a log
+            out.outputs = _message(exc)
+            return
         out.outputs = _mime(box.figure)
 
     for w in (pick, metric_w, log_w):
@@ -240,6 +280,7 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
 
     busy = [False]
 
+    @guarded(box, out)
     def render(*_: Any) -> None:
         if busy[0]:
             return

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import occupancy as occ
 from ..errors import LabkitError
+from ._output import figure_outputs, guarded
 
 __all__ = [
     "coalescing_explorer", "coalescing_figure", "occupancy_calculator", "occupancy_figure", "thread_map",
@@ -102,25 +103,28 @@ def thread_map_figure(shape: int | tuple[int, int], block: int | tuple[int, int]
 
 def _show(box: Any, out: Any, fig: Any) -> None:
     """Put a plotly figure into an Output widget as display data (renders in Jupyter, builds without a kernel)."""
-    import json
-
     box.figure = fig
-    out.outputs = ({"output_type": "display_data", "metadata": {},
-                    "data": {"application/vnd.plotly.v1+json": json.loads(fig.to_json()),
-                             "text/plain": f"<plotly figure: {fig.layout.title.text}>"}},)
+    out.outputs = figure_outputs(fig)
 
 
 def _explorer(rows: list, make: Any, controls: list, message: Any = None) -> Any:
-    """A VBox of control rows, an optional HTML message and the figure; ``.figure`` is the current figure."""
+    """A VBox of control rows, an optional HTML message and the figure; ``.figure`` is the current figure.
+
+    ``make()`` returns the figure, or None when there is none to show (the message says why): the old figure is
+    then cleared, never left standing for settings it does not show. A LabkitError shows in the widget."""
     import ipywidgets as W
 
     out = W.Output()
     box = W.VBox([*rows, *([message] if message is not None else []), out])
     box.figure = None
 
+    @guarded(box, out)
     def update(change: Any = None) -> None:
         fig = make()
-        if fig is not None:
+        if fig is None:
+            box.figure = None
+            out.outputs = ()
+        else:
             _show(box, out, fig)
 
     for w in controls:
