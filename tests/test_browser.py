@@ -90,13 +90,15 @@ OPEN = """async (path) => {
   const app = window.jupyterapp;
   const w = await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
   await w.context.ready; await w.sessionContext.ready;
+  // JupyterLab writes the kernel's language_info into the notebook once the kernel has answered: wait for that
   const deadline = Date.now() + 60000;
   while (Date.now() < deadline) {
     const k = w.sessionContext.session && w.sessionContext.session.kernel;
-    if (k && k.status === 'idle' && k.info) { const info = await k.info; if (info) break; }
-    await new Promise(r => setTimeout(r, 100));
+    const info = w.context.model.getMetadata('language_info');
+    if (k && k.status === 'idle' && info && info.version) { await k.info; break; }
+    await new Promise(r => setTimeout(r, 50));
   }
-  await new Promise(r => setTimeout(r, 500));  // let JupyterLab apply the kernel's info to the notebook
+  await new Promise(r => setTimeout(r, 200));
   return {dirty: w.context.model.dirty, title: w.title.label};
 }"""
 RUN_ALL = """async () => {
@@ -258,6 +260,17 @@ def _change_each_control(lab: Lab, index: int, problems: list[str]) -> int:
     return changed
 
 
+def _save_figures(lab: Lab, path: str, folder: Path) -> None:
+    """For authors (LABKIT_BROWSER_SHOTS=DIR): a PNG of every figure and widget as the learner sees it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = path.replace("/", "_").removesuffix(".ipynb")
+    for kind, selector in (("fig", ".jp-RenderedPlotly:not(.jupyter-widgets *)"), ("widget", "[data-labkit-widget]")):
+        items = lab.page.locator(selector)
+        for k in range(items.count()):
+            items.nth(k).scroll_into_view_if_needed()
+            items.nth(k).screenshot(path=str(folder / f"{stem}-{kind}{k + 1:02d}.png"))
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_notebook_in_jupyterlab(lab: Lab, path: str) -> None:
     """Open, Run All, check outputs, figures and widgets, drive every widget control; then close."""
@@ -297,6 +310,8 @@ def test_notebook_in_jupyterlab(lab: Lab, path: str) -> None:
         problems += [f"check {ex} says {mark}, expected {wanted}" for mark, ex in verdicts if mark != wanted]
         if "labkit.check." in json.dumps(model["cells"]) and not verdicts:
             problems.append("no check printed a verdict")
+        if os.environ.get("LABKIT_BROWSER_SHOTS"):
+            _save_figures(lab, path, Path(os.environ["LABKIT_BROWSER_SHOTS"]))
         controls = sum(_change_each_control(lab, k, problems) for k in range(n_widgets))
         problems += list(dict.fromkeys(lab.console))
         print(f"{path}: Run All {took:.1f} s, {dom['plots']} figures, {n_widgets} widgets, {controls} controls")
