@@ -1,5 +1,7 @@
 """The course's CUDA C++ kernels (for CuPy's RawKernel, RawModule, ElementwiseKernel, ReductionKernel), in one registry.
 
+The whole-kernel sources (RawKernel, RawModule) live in ``kernels/cuda/*.cu`` beside the Numba reference
+kernels, so they are highlighted, diffable and compilable by nvcc as they stand; this module reads them.
 Notebooks show these sources and the checks use them as references; ``tests/test_ptx_cuda_sources.py``
 compiles every one of them to PTX for sm_70, sm_80 and sm_90 with NVRTC. ElementwiseKernel and
 ReductionKernel entries keep CuPy's pieces (parameter lists and expressions); :func:`source` turns them
@@ -13,6 +15,7 @@ into the equivalent standalone CUDA C++ (see :mod:`labkit.cuda_cpp`) for compili
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from .errors import LabkitError
@@ -27,7 +30,7 @@ class CudaKernel:
     name: str
     kind: Kind
     lab: str
-    code: str = ""  # raw / module: the whole source
+    code: str = ""  # raw / module: the whole source (read from kernels/cuda/<name>.cu)
     entries: tuple[str, ...] = ()  # raw / module: kernel names (extern "C")
     parts: dict[str, str] = field(default_factory=dict)  # elementwise / reduction: CuPy's constructor arguments
     description: str = ""
@@ -45,49 +48,29 @@ class CudaKernel:
 
     @property
     def entry_names(self) -> tuple[str, ...]:
+        """The kernel (entry) names this source defines."""
         return self.entries or (self.name,)
 
 
-LEAKY_RELU = r"""
-extern "C" __global__
-void leaky_relu(const float* x, float* y, float alpha, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float v = x[i];
-        y[i] = v > 0.0f ? v : alpha * v;
-    }
-}
-"""
+#: Folder of the course's CUDA C++ sources (``*.cu``, compilable by nvcc and NVRTC as they stand) and of the
+#: CPU stand-in's headers (``host/``, used only by :mod:`labkit.cuda_cpp`). Installed as package data.
+CUDA_DIR = Path(__file__).parent / "kernels" / "cuda"
 
-ACTIVATIONS_MODULE = r"""
-__device__ float leaky(float v, float alpha) { return v > 0.0f ? v : alpha * v; }
 
-extern "C" __global__
-void leaky_relu_fwd(const float* x, float* y, float alpha, int n)
-{
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-        y[i] = leaky(x[i], alpha);
-}
+def read_source(filename: str) -> str:
+    """The text of one of the course's ``.cu`` files (``kernels/cuda/<filename>``)."""
+    path = CUDA_DIR / filename
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LabkitError(f"labkit's CUDA C++ source {filename} is missing ({exc.strerror}).",
+                          fix="Reinstall labkit (`pip install -e .`): the .cu files are package data.") from None
 
-extern "C" __global__
-void leaky_relu_bwd(const float* x, const float* dy, float* dx, float alpha, int n)
-{
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-        dx[i] = x[i] > 0.0f ? dy[i] : alpha * dy[i];
-}
-"""
 
-SCALE_SHIFT = r"""
-extern "C" __global__
-void scale_shift(const float* x, float* y, float a, float b, long long n)
-{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    long long stride = (long long)blockDim.x * gridDim.x;
-    for (; i < n; i += stride)
-        y[i] = a * x[i] + b;
-}
-"""
+LEAKY_RELU = read_source("leaky_relu.cu")
+ACTIVATIONS_MODULE = read_source("activations.cu")
+SCALE_SHIFT = read_source("scale_shift.cu")
+WMMA_GEMM = read_source("wmma_gemm.cu")
 
 _REGISTRY: dict[str, CudaKernel] = {
     k.name: k
@@ -98,6 +81,8 @@ _REGISTRY: dict[str, CudaKernel] = {
                    description="RawModule: a device function shared by two kernels (forward and backward), grid-stride loops."),
         CudaKernel("scale_shift", "raw", "05", code=SCALE_SHIFT, entries=("scale_shift",),
                    description="The compute stage of the stream-overlap pipeline: y = a * x + b, 64-bit indices."),
+        CudaKernel("wmma_gemm", "raw", "06", code=WMMA_GEMM, entries=("wmma_gemm",),
+                   description="WMMA exercise solution: C = A @ B with FP16 inputs and an FP32 accumulator, one warp per 16x16 tile."),
         CudaKernel("huber", "elementwise", "05", parts={
             "in_params": "float32 x, float32 y, float32 delta",
             "out_params": "float32 z",

@@ -1,0 +1,686 @@
+// labkit's CPU stand-in for CUDA C++ (used only by labkit.cuda_cpp.run_on_host; never given to nvcc/NVRTC).
+//
+// A learner's kernel is compiled as ordinary C++ with this prelude in front. Every thread of a block is a
+// fiber (ucontext) with its own stack, so locals are per thread, `__shared__` variables are per block, and
+// `__syncthreads()` really waits for the whole block. Warp-wide operations (`__syncwarp`, shuffles, votes,
+// the WMMA fragment calls in <mma.h>) meet the other lanes of the warp and are carried out once for the warp
+// as a whole. Barriers some threads never reach, and warp calls only part of a warp makes, are errors, as
+// they are undefined behaviour on a GPU. Kernels without any of these run thread after thread, without fibers.
+//
+// It checks values, not speed: nothing here says anything about how fast a GPU would be.
+#pragma once
+#ifndef LABKIT_CUDA_HOST_H
+#define LABKIT_CUDA_HOST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <assert.h>
+#include <float.h>
+#include <limits.h>
+#include <cmath>
+#include <cstdint>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+#include <type_traits>
+#include <algorithm>
+#include <ucontext.h>
+
+// ------------------------------------------------------------------------------------- qualifiers
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __constant__
+#define __managed__
+#define __grid_constant__
+#ifndef __CUDACC__
+#define __CUDACC__ 1
+#endif
+#define __CUDA_ARCH__ 900
+#define LABKIT_CPU_STANDIN 1
+
+// ------------------------------------------------------------------------------------- built-in variables
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+    constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+// Not static: the compiler must assume a fiber switch can change them.
+extern "C" {
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern dim3 blockDim;
+extern dim3 gridDim;
+}
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+static const int warpSize = 32;
+
+// ------------------------------------------------------------------------------------- vector types
+#define __LK_VEC2(T, N) struct N##2 { T x, y; }; static inline N##2 make_##N##2(T a, T b) { return N##2{a, b}; }
+#define __LK_VEC3(T, N) struct N##3 { T x, y, z; }; static inline N##3 make_##N##3(T a, T b, T c) { return N##3{a, b, c}; }
+#define __LK_VEC4(T, N) struct N##4 { T x, y, z, w; }; static inline N##4 make_##N##4(T a, T b, T c, T d) { return N##4{a, b, c, d}; }
+__LK_VEC2(float, float) __LK_VEC3(float, float) __LK_VEC4(float, float)
+__LK_VEC2(double, double) __LK_VEC3(double, double) __LK_VEC4(double, double)
+__LK_VEC2(int, int) __LK_VEC3(int, int) __LK_VEC4(int, int)
+__LK_VEC2(unsigned int, uint) __LK_VEC4(unsigned int, uint)
+__LK_VEC2(signed char, char) __LK_VEC3(signed char, char) __LK_VEC4(signed char, char)
+__LK_VEC2(unsigned char, uchar) __LK_VEC3(unsigned char, uchar) __LK_VEC4(unsigned char, uchar)
+__LK_VEC2(short, short) __LK_VEC4(short, short)
+__LK_VEC2(long long, longlong) __LK_VEC2(unsigned long long, ulonglong)
+static inline uint3 make_uint3(unsigned a, unsigned b, unsigned c) { return uint3{a, b, c}; }
+
+// ------------------------------------------------------------------------------------- errors
+static char __lk_error_text[1024];
+static int __lk_failed = 0;
+static void __lk_fail(const char* fmt, ...);  // defined with the scheduler below
+
+// ------------------------------------------------------------------------------------- fibers and the scheduler
+namespace __lk {
+enum State { READY, AT_BARRIER, AT_WARP, DONE };
+struct WarpCall;
+struct Fiber {
+    ucontext_t ctx;
+    char* stack;
+    State state;
+    uint3 tid;
+    int linear;
+    int barriers;  // how many __syncthreads this thread has passed
+};
+struct WarpCall {  // the warp-wide operation the lanes of one warp are meeting at
+    const char* name;     // nullptr: none pending
+    unsigned required;    // lanes that must arrive (bit per lane)
+    unsigned arrived;
+    bool whole_warp;      // WMMA: all 32 lanes must exist and take part
+    void* args[32];       // per lane: a pointer to that lane's arguments, on its stack
+    void (*perform)(WarpCall&);
+    int result_ready;
+};
+static const size_t STACK_BYTES = 256 * 1024;
+static Fiber* fibers = nullptr;
+static int nfib = 0, cap = 0, cur = -1;
+static WarpCall* warps = nullptr;
+static int nwarps = 0;
+static ucontext_t sched;
+static bool fiber_mode = false;
+static void (*body)() = nullptr;
+
+static inline unsigned lanes_of(int w) {  // lanes that exist in warp w (the last warp may be partial)
+    int n = nfib - 32 * w;
+    return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
+}
+static inline unsigned live_lanes(int w) {
+    unsigned m = 0;
+    for (int l = 0; l < 32 && 32 * w + l < nfib; ++l)
+        if (fibers[32 * w + l].state != DONE) m |= 1u << l;
+    return m;
+}
+static inline int my_lane() { return cur % 32; }
+static inline int my_warp() { return cur / 32; }
+static void yield_to_scheduler() {
+    int me = cur;
+    swapcontext(&fibers[me].ctx, &sched);
+    cur = me;
+    threadIdx = fibers[me].tid;
+}
+static void fiber_main() {
+    body();
+    fibers[cur].state = DONE;
+    swapcontext(&fibers[cur].ctx, &sched);
+}
+static void describe(int t, char* out, size_t n) {
+    snprintf(out, n, "(%u, %u, %u)", fibers[t].tid.x, fibers[t].tid.y, fibers[t].tid.z);
+}
+}  // namespace __lk
+
+static void __lk_fail(const char* fmt, ...) {
+    if (!__lk_failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(__lk_error_text, sizeof __lk_error_text, fmt, ap);
+        va_end(ap);
+        __lk_failed = 1;
+    }
+    if (__lk::fiber_mode && __lk::cur >= 0) {
+        // park this thread for good; the scheduler stops the launch
+        __lk::fibers[__lk::cur].state = __lk::DONE;
+        swapcontext(&__lk::fibers[__lk::cur].ctx, &__lk::sched);
+    }
+}
+
+// A warp-wide call: register this lane's arguments, wait for the other lanes, and let the last one perform it.
+static void __lk_warp_meet(const char* name, unsigned mask, bool whole_warp, void* my_args, void (*perform)(__lk::WarpCall&)) {
+    using namespace __lk;
+    if (!fiber_mode) { __lk_fail("internal: %s outside fiber mode", name); return; }
+    int w = my_warp(), lane = my_lane();
+    WarpCall& c = warps[w];
+    if (whole_warp && lanes_of(w) != 0xffffffffu) {
+        __lk_fail("%s needs a whole warp of 32 threads, but the block has %d thread(s), so its last warp has only %d.",
+                  name, nfib, nfib - 32 * w);
+        return;
+    }
+    if (!(mask >> lane & 1u)) {
+        __lk_fail("thread %d called %s with a mask 0x%08x that leaves out its own lane %d.", cur, name, mask, lane);
+        return;
+    }
+    if (c.name && strcmp(c.name, name) != 0) {
+        __lk_fail("the lanes of warp %d reached different warp-wide calls: %s and %s; every lane must make the same call.",
+                  w, c.name, name);
+        return;
+    }
+    if (!c.name) {
+        c.name = name; c.arrived = 0; c.whole_warp = whole_warp; c.perform = perform; c.result_ready = 0;
+        c.required = (whole_warp ? 0xffffffffu : mask) & lanes_of(w);
+        unsigned missing = c.required & ~live_lanes(w);
+        if (missing) {
+            int l = __builtin_ctz(missing);
+            __lk_fail("%s in warp %d: lane %d had already returned; %s.", name, w, l,
+                      whole_warp ? "every lane of the warp must call it (leave the kernel as a whole warp, or not at all)"
+                                 : "the mask names lanes that are no longer running");
+            return;
+        }
+    } else if (c.required != ((whole_warp ? 0xffffffffu : mask) & lanes_of(w))) {
+        __lk_fail("the lanes of warp %d called %s with different masks.", w, name);
+        return;
+    }
+    c.args[lane] = my_args;
+    c.arrived |= 1u << lane;
+    if ((c.arrived & c.required) == c.required) {
+        c.perform(c);
+        c.name = nullptr;
+        for (int l = 0; l < 32; ++l)
+            if ((c.required >> l & 1u) && l != lane && fibers[32 * w + l].state == AT_WARP) fibers[32 * w + l].state = READY;
+        return;
+    }
+    fibers[cur].state = AT_WARP;
+    yield_to_scheduler();
+}
+
+static inline void __syncthreads() {
+    using namespace __lk;
+    if (!fiber_mode) { __lk_fail("internal: __syncthreads outside fiber mode"); return; }
+    fibers[cur].state = AT_BARRIER;
+    yield_to_scheduler();
+    fibers[cur].barriers++;
+}
+static inline int __syncthreads_count(int p);
+static inline int __syncthreads_and(int p);
+static inline int __syncthreads_or(int p);
+
+// Run one block: every thread a fiber, round robin until all are done; barriers released when all arrive.
+static int __lk_run_block_fibers() {
+    using namespace __lk;
+    for (int t = 0; t < nfib; ++t) {
+        Fiber& f = fibers[t];
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = STACK_BYTES;
+        f.ctx.uc_link = &sched;
+        makecontext(&f.ctx, fiber_main, 0);
+        f.state = READY;
+        f.barriers = 0;
+    }
+    for (int w = 0; w < nwarps; ++w) warps[w].name = nullptr;
+    char a[64], b[64];
+    for (;;) {
+        bool ran = false;
+        for (int t = 0; t < nfib; ++t) {
+            if (fibers[t].state != READY) continue;
+            cur = t;
+            threadIdx = fibers[t].tid;
+            swapcontext(&sched, &fibers[t].ctx);
+            cur = -1;
+            ran = true;
+            if (__lk_failed) return 1;
+            if (fibers[t].state == DONE) {
+                // a lane that leaves while its warp-mates wait for it in a warp-wide call
+                int w = t / 32, lane = t % 32;
+                WarpCall& c = warps[w];
+                if (c.name && (c.required >> lane & 1u) && !(c.arrived >> lane & 1u)) {
+                    describe(t, a, sizeof a);
+                    __lk_fail("%s in warp %d: thread %s returned without making the call the other lanes of its warp are waiting in%s.",
+                              c.name, w, a, c.whole_warp ? " (WMMA calls are made by the whole warp together)" : "");
+                    return 1;
+                }
+            }
+        }
+        if (ran) continue;
+        int done = 0, at_barrier = 0, at_warp = 0, first_done = -1, first_barrier = -1, first_warp = -1;
+        for (int t = 0; t < nfib; ++t) {
+            switch (fibers[t].state) {
+                case DONE: ++done; if (first_done < 0) first_done = t; break;
+                case AT_BARRIER: ++at_barrier; if (first_barrier < 0) first_barrier = t; break;
+                case AT_WARP: ++at_warp; if (first_warp < 0) first_warp = t; break;
+                default: break;
+            }
+        }
+        if (done == nfib) return 0;
+        if (at_barrier && !at_warp && !done) {
+            for (int t = 0; t < nfib; ++t) fibers[t].state = READY;
+            continue;
+        }
+        if (at_barrier && done) {
+            describe(first_barrier, a, sizeof a);
+            describe(first_done, b, sizeof b);
+            __lk_fail("a __syncthreads() that only some threads of block (%u, %u, %u) reach: thread %s waits at it, "
+                      "thread %s had already left the kernel (%d of %d threads left it, skipping the barrier or returning early). On a GPU this is undefined behaviour; "
+                      "keep every thread running to each barrier (put the bounds check around the work, not around the barrier).",
+                      blockIdx.x, blockIdx.y, blockIdx.z, a, b, done, nfib);
+            return 1;
+        }
+        describe(first_warp >= 0 ? first_warp : first_barrier, a, sizeof a);
+        __lk_fail("the threads of block (%u, %u, %u) wait for each other at different places (thread %s in %s, %d thread(s) at "
+                  "__syncthreads()): this would hang on a GPU.", blockIdx.x, blockIdx.y, blockIdx.z, a,
+                  first_warp >= 0 ? warps[first_warp / 32].name : "__syncthreads()", at_barrier);
+        return 1;
+    }
+}
+
+// Barrier with a reduction over the block (count/and/or): each thread posts its flag before waiting.
+static int __lk_block_flags[1024];
+static inline int __lk_barrier_reduce(int p, int kind) {
+    using namespace __lk;
+    int gen_slot = cur;
+    __lk_block_flags[gen_slot] = p != 0;
+    __syncthreads();
+    int count = 0;
+    for (int t = 0; t < nfib; ++t) count += __lk_block_flags[t];
+    __syncthreads();  // nobody overwrites its flag before all have read
+    return kind == 0 ? count : kind == 1 ? (count == nfib) : (count > 0);
+}
+static inline int __syncthreads_count(int p) { return __lk_barrier_reduce(p, 0); }
+static inline int __syncthreads_and(int p) { return __lk_barrier_reduce(p, 1); }
+static inline int __syncthreads_or(int p) { return __lk_barrier_reduce(p, 2); }
+
+// ------------------------------------------------------------------------------------- warp functions
+namespace __lk {
+struct ShflArgs { unsigned long long bits; int src; int width; int mode; unsigned long long out; };
+static void perform_shfl(WarpCall& c) {
+    for (int l = 0; l < 32; ++l) {
+        if (!(c.required >> l & 1u)) continue;
+        ShflArgs* me = static_cast<ShflArgs*>(c.args[l]);
+        int width = me->width, base = l - l % width, s = l;
+        switch (me->mode) {
+            case 0: s = base + (me->src % width + width) % width; break;          // __shfl_sync
+            case 1: s = l - me->src; if (s < base) s = l; break;                  // __shfl_up_sync
+            case 2: s = l + me->src; if (s >= base + width) s = l; break;         // __shfl_down_sync
+            case 3: s = l ^ me->src; if (s >= base + width || s < base) s = l; break;  // __shfl_xor_sync
+        }
+        if (!(c.required >> s & 1u)) {
+            __lk_fail("a shuffle in warp %d reads lane %d, which is not in the mask (or has returned): its value is undefined.",
+                      cur / 32, s);
+            return;
+        }
+        me->out = static_cast<ShflArgs*>(c.args[s])->bits;
+    }
+}
+struct VoteArgs { int pred; unsigned out; };
+static void perform_vote(WarpCall& c) {
+    unsigned ballot = 0;
+    for (int l = 0; l < 32; ++l)
+        if ((c.required >> l & 1u) && static_cast<VoteArgs*>(c.args[l])->pred) ballot |= 1u << l;
+    for (int l = 0; l < 32; ++l)
+        if (c.required >> l & 1u) static_cast<VoteArgs*>(c.args[l])->out = ballot;
+}
+static void perform_nothing(WarpCall&) {}
+}  // namespace __lk
+
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    int dummy = 0;
+    __lk_warp_meet("__syncwarp", mask, false, &dummy, __lk::perform_nothing);
+}
+template <class T>
+static inline T __lk_shfl(const char* name, unsigned mask, T v, int src, int width, int mode) {
+    static_assert(sizeof(T) <= 8, "shuffles move values of up to 8 bytes");
+    if (width <= 0 || width > 32 || (width & (width - 1))) { __lk_fail("%s: width %d is not a power of 2 from 1 to 32.", name, width); return v; }
+    __lk::ShflArgs a{};
+    memcpy(&a.bits, &v, sizeof(T));
+    a.src = src; a.width = width; a.mode = mode;
+    __lk_warp_meet(name, mask, false, &a, __lk::perform_shfl);
+    T out;
+    memcpy(&out, &a.out, sizeof(T));
+    return out;
+}
+template <class T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) { return __lk_shfl("__shfl_sync", mask, v, src, width, 0); }
+template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32) { return __lk_shfl("__shfl_up_sync", mask, v, (int)(d & 31u), width, 1); }
+template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32) { return __lk_shfl("__shfl_down_sync", mask, v, (int)(d & 31u), width, 2); }
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lm, int width = 32) { return __lk_shfl("__shfl_xor_sync", mask, v, lm & 31, width, 3); }
+static inline unsigned __lk_vote(const char* name, unsigned mask, int pred) {
+    __lk::VoteArgs a{pred != 0, 0};
+    __lk_warp_meet(name, mask, false, &a, __lk::perform_vote);
+    return a.out;
+}
+static inline unsigned __ballot_sync(unsigned mask, int pred) { return __lk_vote("__ballot_sync", mask, pred) & mask; }
+static inline int __any_sync(unsigned mask, int pred) { return (__lk_vote("__any_sync", mask, pred) & mask) != 0; }
+static inline int __all_sync(unsigned mask, int pred) {
+    unsigned b = __lk_vote("__all_sync", mask, pred);
+    return (b & mask & __lk::lanes_of(__lk::my_warp())) == (mask & __lk::lanes_of(__lk::my_warp()));
+}
+static inline unsigned __activemask() {
+    return __lk::fiber_mode ? __lk::live_lanes(__lk::my_warp()) : 1u;
+}
+static inline unsigned __lanemask_lt() { return (1u << (__lk::fiber_mode ? __lk::my_lane() : 0)) - 1u; }
+
+// ------------------------------------------------------------------------------------- atomics (one thread runs at a time)
+template <class T, class U> static inline T atomicAdd(T* a, U v) { T o = *a; *a = (T)(o + (T)v); return o; }
+template <class T, class U> static inline T atomicSub(T* a, U v) { T o = *a; *a = (T)(o - (T)v); return o; }
+template <class T, class U> static inline T atomicExch(T* a, U v) { T o = *a; *a = (T)v; return o; }
+template <class T, class U> static inline T atomicMax(T* a, U v) { T o = *a; if ((T)v > o) *a = (T)v; return o; }
+template <class T, class U> static inline T atomicMin(T* a, U v) { T o = *a; if ((T)v < o) *a = (T)v; return o; }
+template <class T, class U> static inline T atomicAnd(T* a, U v) { T o = *a; *a = o & (T)v; return o; }
+template <class T, class U> static inline T atomicOr(T* a, U v) { T o = *a; *a = o | (T)v; return o; }
+template <class T, class U> static inline T atomicXor(T* a, U v) { T o = *a; *a = o ^ (T)v; return o; }
+template <class T, class U, class V> static inline T atomicCAS(T* a, U cmp, V v) { T o = *a; if (o == (T)cmp) *a = (T)v; return o; }
+static inline unsigned atomicInc(unsigned* a, unsigned v) { unsigned o = *a; *a = (o >= v) ? 0u : o + 1u; return o; }
+static inline unsigned atomicDec(unsigned* a, unsigned v) { unsigned o = *a; *a = (o == 0u || o > v) ? v : o - 1u; return o; }
+#define atomicAdd_block atomicAdd
+#define atomicAdd_system atomicAdd
+static inline void __threadfence() {}
+static inline void __threadfence_block() {}
+static inline void __threadfence_system() {}
+static inline void __nanosleep(unsigned) {}
+static inline long long clock64() { static long long t = 0; return t += 1000; }
+static inline void __trap() { __lk_fail("the kernel called __trap()."); }
+static inline void __brkpt() {}
+
+// ------------------------------------------------------------------------------------- loads with cache hints
+template <class T> static inline T __ldg(const T* p) { return *p; }
+template <class T> static inline T __ldcg(const T* p) { return *p; }
+template <class T> static inline T __ldca(const T* p) { return *p; }
+template <class T> static inline T __ldcs(const T* p) { return *p; }
+template <class T> static inline T __ldlu(const T* p) { return *p; }
+template <class T> static inline T __ldcv(const T* p) { return *p; }
+template <class T> static inline void __stcg(T* p, T v) { *p = v; }
+template <class T> static inline void __stcs(T* p, T v) { *p = v; }
+template <class T> static inline void __stwb(T* p, T v) { *p = v; }
+template <class T> static inline void __stwt(T* p, T v) { *p = v; }
+
+// ------------------------------------------------------------------------------------- math: CUDA's device functions
+template <class A, class B> static inline typename std::common_type<A, B>::type min(A a, B b) {
+    typedef typename std::common_type<A, B>::type R; return (R)b < (R)a ? (R)b : (R)a; }
+template <class A, class B> static inline typename std::common_type<A, B>::type max(A a, B b) {
+    typedef typename std::common_type<A, B>::type R; return (R)a < (R)b ? (R)b : (R)a; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+static inline double rcbrt(double x) { return 1.0 / cbrt(x); }
+static inline float __lk_exp10f(float x) { return powf(10.0f, x); }
+#define exp10f __lk_exp10f
+static inline double __lk_exp10(double x) { return pow(10.0, x); }
+#define exp10 __lk_exp10
+static inline float sinpif(float x) { return sinf((float)M_PI * x); }
+static inline float cospif(float x) { return cosf((float)M_PI * x); }
+static inline double sinpi(double x) { return sin(M_PI * x); }
+static inline double cospi(double x) { return cos(M_PI * x); }
+static inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+static inline float normcdff(float x) { return 0.5f * erfcf(-x * (float)M_SQRT1_2); }
+static inline double normcdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
+static inline float __lk_expf(float x) { return expf(x); }
+#define __expf __lk_expf
+static inline float __lk_fast_exp10f(float x) { return powf(10.0f, x); }
+#define __exp10f __lk_fast_exp10f
+static inline float __lk_logf(float x) { return logf(x); }
+#define __logf __lk_logf
+static inline float __lk_log2f(float x) { return log2f(x); }
+#define __log2f __lk_log2f
+static inline float __lk_log10f(float x) { return log10f(x); }
+#define __log10f __lk_log10f
+static inline float __lk_sinf(float x) { return sinf(x); }
+#define __sinf __lk_sinf
+static inline float __lk_cosf(float x) { return cosf(x); }
+#define __cosf __lk_cosf
+static inline float __lk_tanf(float x) { return tanf(x); }
+#define __tanf __lk_tanf
+static inline float __lk_powf(float a, float b) { return powf(a, b); }
+#define __powf __lk_powf
+static inline void __lk_sincosf(float x, float* s, float* c) { *s = sinf(x); *c = cosf(x); }
+#define __sincosf __lk_sincosf
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : (x != x ? 0.f : x)); }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline float __fadd_rz(float a, float b) { return a + b; }
+static inline float __fmul_rz(float a, float b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline double __drcp_rn(double x) { return 1.0 / x; }
+static inline double __dsqrt_rn(double x) { return sqrt(x); }
+static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static inline int __float2int_rz(float x) { return (int)x; }
+static inline int __float2int_rd(float x) { return (int)floorf(x); }
+static inline int __float2int_ru(float x) { return (int)ceilf(x); }
+static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
+static inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
+static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
+static inline int __double2int_rz(double x) { return (int)x; }
+static inline float __double2float_rn(double x) { return (float)x; }
+static inline float __int2float_rn(int x) { return (float)x; }
+static inline float __uint2float_rn(unsigned x) { return (float)x; }
+static inline double __int2double_rn(int x) { return (double)x; }
+static inline float __ll2float_rn(long long x) { return (float)x; }
+static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
+static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
+static inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
+static inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, 4); return x; }
+static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+static inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
+static inline int __double2hiint(double x) { return (int)(__double_as_longlong(x) >> 32); }
+static inline int __double2loint(double x) { return (int)(__double_as_longlong(x) & 0xffffffff); }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __brev(unsigned x) {
+    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1); x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+    x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4); x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8);
+    return (x >> 16) | (x << 16); }
+static inline int __mul24(int a, int b) { return a * b; }
+static inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) { return (unsigned long long)(((unsigned __int128)a * b) >> 64); }
+static inline int __sad(int a, int b, int c) { return (a > b ? a - b : b - a) + c; }
+static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) { s &= 31u; return s ? (hi << s) | (lo >> (32 - s)) : hi; }
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) { s &= 31u; return s ? (lo >> s) | (hi << (32 - s)) : lo; }
+static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+
+// ------------------------------------------------------------------------------------- half and bfloat16
+static inline unsigned short __lk_f2h_bits(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+    if (ax >= 0x47800000u) return (unsigned short)(sign | 0x7c00u);
+    if (ax >= 0x38800000u) {
+        uint32_t mant = ax & 0x7fffffu, e = (ax >> 23) - 112u;
+        uint32_t h = (e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h += 1u;
+        return (unsigned short)(sign | h);
+    }
+    if (ax < 0x33000000u) return (unsigned short)sign;
+    uint32_t e = ax >> 23, mant = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e;
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (h & 1u))) h += 1u;
+    return (unsigned short)(sign | h);
+}
+static inline float __lk_h2f(unsigned short h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
+    if (e == 0x1fu) x = sign | 0x7f800000u | (m << 13);
+    else if (e) x = sign | ((e + 112u) << 23) | (m << 13);
+    else if (!m) x = sign;
+    else { float v = ldexpf((float)m, -24); return sign ? -v : v; }
+    float f; memcpy(&f, &x, 4); return f;
+}
+static inline unsigned short __lk_f2bf_bits(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (unsigned short)(x >> 16);
+}
+static inline float __lk_bf2f(unsigned short b) { uint32_t x = (uint32_t)b << 16; float f; memcpy(&f, &x, 4); return f; }
+
+struct __half_raw { unsigned short x; };
+struct __half {
+    unsigned short __x;
+    __half() = default;
+    __half(const __half_raw& r) : __x(r.x) {}
+    __half(float f) : __x(__lk_f2h_bits(f)) {}
+    __half(double f) : __x(__lk_f2h_bits((float)f)) {}
+    __half(int i) : __x(__lk_f2h_bits((float)i)) {}
+    __half(unsigned i) : __x(__lk_f2h_bits((float)i)) {}
+    __half(long long i) : __x(__lk_f2h_bits((float)i)) {}
+    operator float() const { return __lk_h2f(__x); }
+    operator __half_raw() const { return __half_raw{__x}; }
+    __half& operator=(float f) { __x = __lk_f2h_bits(f); return *this; }
+    __half& operator+=(const __half& o) { __x = __lk_f2h_bits(float(*this) + float(o)); return *this; }
+    __half& operator-=(const __half& o) { __x = __lk_f2h_bits(float(*this) - float(o)); return *this; }
+    __half& operator*=(const __half& o) { __x = __lk_f2h_bits(float(*this) * float(o)); return *this; }
+    __half& operator/=(const __half& o) { __x = __lk_f2h_bits(float(*this) / float(o)); return *this; }
+};
+typedef __half half;
+static inline __half __lk_hraw(unsigned short b) { __half h; h.__x = b; return h; }
+static inline __half operator+(const __half& a, const __half& b) { return __half(float(a) + float(b)); }
+static inline __half operator-(const __half& a, const __half& b) { return __half(float(a) - float(b)); }
+static inline __half operator*(const __half& a, const __half& b) { return __half(float(a) * float(b)); }
+static inline __half operator/(const __half& a, const __half& b) { return __half(float(a) / float(b)); }
+static inline __half operator-(const __half& a) { return __lk_hraw((unsigned short)(a.__x ^ 0x8000u)); }
+static inline bool operator==(const __half& a, const __half& b) { return float(a) == float(b); }
+static inline bool operator!=(const __half& a, const __half& b) { return float(a) != float(b); }
+static inline bool operator<(const __half& a, const __half& b) { return float(a) < float(b); }
+static inline bool operator>(const __half& a, const __half& b) { return float(a) > float(b); }
+static inline bool operator<=(const __half& a, const __half& b) { return float(a) <= float(b); }
+static inline bool operator>=(const __half& a, const __half& b) { return float(a) >= float(b); }
+struct __half2 { __half x, y; };
+typedef __half2 half2;
+static inline __half __float2half(float f) { return __half(f); }
+static inline __half __float2half_rn(float f) { return __half(f); }
+static inline __half __double2half(double f) { return __half((float)f); }
+static inline float __half2float(__half h) { return float(h); }
+static inline __half __int2half_rn(int i) { return __half((float)i); }
+static inline __half __uint2half_rn(unsigned i) { return __half((float)i); }
+static inline int __half2int_rn(__half h) { return (int)nearbyintf(float(h)); }
+static inline int __half2int_rz(__half h) { return (int)float(h); }
+static inline short __half_as_short(__half h) { return (short)h.__x; }
+static inline unsigned short __half_as_ushort(__half h) { return h.__x; }
+static inline __half __short_as_half(short s) { return __lk_hraw((unsigned short)s); }
+static inline __half __ushort_as_half(unsigned short s) { return __lk_hraw(s); }
+static inline __half __hadd(__half a, __half b) { return a + b; }
+static inline __half __hsub(__half a, __half b) { return a - b; }
+static inline __half __hmul(__half a, __half b) { return a * b; }
+static inline __half __hdiv(__half a, __half b) { return a / b; }
+static inline __half __hfma(__half a, __half b, __half c) { return __half(fmaf(float(a), float(b), float(c))); }
+static inline __half __hneg(__half a) { return -a; }
+static inline __half __habs(__half a) { return __lk_hraw((unsigned short)(a.__x & 0x7fffu)); }
+static inline __half __hmax(__half a, __half b) { return float(a) < float(b) ? b : a; }
+static inline __half __hmin(__half a, __half b) { return float(b) < float(a) ? b : a; }
+static inline bool __heq(__half a, __half b) { return a == b; }
+static inline bool __hne(__half a, __half b) { return a != b; }
+static inline bool __hlt(__half a, __half b) { return a < b; }
+static inline bool __hle(__half a, __half b) { return a <= b; }
+static inline bool __hgt(__half a, __half b) { return a > b; }
+static inline bool __hge(__half a, __half b) { return a >= b; }
+static inline bool __hisnan(__half a) { return float(a) != float(a); }
+static inline bool __hisinf(__half a) { return (a.__x & 0x7fffu) == 0x7c00u; }
+static inline __half hsqrt(__half a) { return __half(sqrtf(float(a))); }
+static inline __half hrsqrt(__half a) { return __half(1.0f / sqrtf(float(a))); }
+static inline __half hexp(__half a) { return __half(expf(float(a))); }
+static inline __half hlog(__half a) { return __half(logf(float(a))); }
+static inline __half2 __floats2half2_rn(float a, float b) { return __half2{__half(a), __half(b)}; }
+static inline __half2 __float2half2_rn(float a) { return __half2{__half(a), __half(a)}; }
+static inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
+static inline __half2 __half2half2(__half a) { return __half2{a, a}; }
+static inline float2 __half22float2(__half2 h) { return float2{float(h.x), float(h.y)}; }
+static inline float __low2float(__half2 h) { return float(h.x); }
+static inline float __high2float(__half2 h) { return float(h.y); }
+static inline __half __low2half(__half2 h) { return h.x; }
+static inline __half __high2half(__half2 h) { return h.y; }
+static inline __half2 __hadd2(__half2 a, __half2 b) { return __half2{a.x + b.x, a.y + b.y}; }
+static inline __half2 __hsub2(__half2 a, __half2 b) { return __half2{a.x - b.x, a.y - b.y}; }
+static inline __half2 __hmul2(__half2 a, __half2 b) { return __half2{a.x * b.x, a.y * b.y}; }
+static inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return __half2{__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)}; }
+
+struct __nv_bfloat16 {
+    unsigned short __x;
+    __nv_bfloat16() = default;
+    __nv_bfloat16(float f) : __x(__lk_f2bf_bits(f)) {}
+    __nv_bfloat16(double f) : __x(__lk_f2bf_bits((float)f)) {}
+    __nv_bfloat16(int i) : __x(__lk_f2bf_bits((float)i)) {}
+    operator float() const { return __lk_bf2f(__x); }
+    __nv_bfloat16& operator+=(const __nv_bfloat16& o) { __x = __lk_f2bf_bits(float(*this) + float(o)); return *this; }
+    __nv_bfloat16& operator*=(const __nv_bfloat16& o) { __x = __lk_f2bf_bits(float(*this) * float(o)); return *this; }
+};
+typedef __nv_bfloat16 nv_bfloat16;
+struct __nv_bfloat162 { __nv_bfloat16 x, y; };
+typedef __nv_bfloat162 nv_bfloat162;
+static inline __nv_bfloat16 __lk_bfraw(unsigned short b) { __nv_bfloat16 h; h.__x = b; return h; }
+static inline __nv_bfloat16 operator+(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __nv_bfloat16(float(a) + float(b)); }
+static inline __nv_bfloat16 operator-(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __nv_bfloat16(float(a) - float(b)); }
+static inline __nv_bfloat16 operator*(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __nv_bfloat16(float(a) * float(b)); }
+static inline __nv_bfloat16 operator/(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __nv_bfloat16(float(a) / float(b)); }
+static inline __nv_bfloat16 operator-(const __nv_bfloat16& a) { return __lk_bfraw((unsigned short)(a.__x ^ 0x8000u)); }
+static inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
+static inline __nv_bfloat16 __double2bfloat16(double f) { return __nv_bfloat16((float)f); }
+static inline float __bfloat162float(__nv_bfloat16 b) { return float(b); }
+static inline short __bfloat16_as_short(__nv_bfloat16 b) { return (short)b.__x; }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
+static inline __nv_bfloat16 __short_as_bfloat16(short s) { return __lk_bfraw((unsigned short)s); }
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short s) { return __lk_bfraw(s); }
+static inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
+static inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return a - b; }
+static inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
+static inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) { return __nv_bfloat16(fmaf(float(a), float(b), float(c))); }
+static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return __nv_bfloat162{__nv_bfloat16(a), __nv_bfloat16(b)}; }
+static inline float2 __bfloat1622float2(__nv_bfloat162 h) { return float2{float(h.x), float(h.y)}; }
+
+// ------------------------------------------------------------------------------------- the launch
+namespace __lk {
+// Start the launch: allocate fiber stacks for the block size once.
+static bool prepare(unsigned threads, bool use_fibers) {
+    fiber_mode = use_fibers;
+    nfib = (int)threads;
+    nwarps = (nfib + 31) / 32;
+    if (!use_fibers) return true;
+    if (nfib > cap) {
+        Fiber* nf = (Fiber*)realloc(fibers, sizeof(Fiber) * (size_t)nfib);
+        if (!nf) return false;
+        fibers = nf;
+        for (int t = cap; t < nfib; ++t) {
+            fibers[t].stack = (char*)malloc(STACK_BYTES);
+            if (!fibers[t].stack) return false;
+        }
+        cap = nfib;
+        free(warps);
+        warps = (WarpCall*)calloc((size_t)nwarps, sizeof(WarpCall));
+        if (!warps) return false;
+    }
+    return true;
+}
+}  // namespace __lk
+
+#define __LK_THREAD_LOOP(bx, by, bz, BODY) \
+    for (unsigned __tz = 0; __tz < (bz); ++__tz) for (unsigned __ty = 0; __ty < (by); ++__ty) \
+    for (unsigned __tx = 0; __tx < (bx); ++__tx) { BODY }
+
+#endif  // LABKIT_CUDA_HOST_H
