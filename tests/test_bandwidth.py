@@ -227,9 +227,13 @@ class _FakeStream:
     def synchronize(self) -> None:
         pass
 
+    def wait_event(self, event: "_FakeEvent") -> None:
+        self.clock = max(self.clock, event.t)  # work queued after this starts no earlier than the event
+        self.cp.waits += 1
+
 
 class _FakeEvent:
-    def __init__(self) -> None:
+    def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
         self.t = 0.0
 
     def record(self, stream: _FakeStream | None = None) -> None:
@@ -257,6 +261,9 @@ class _FakeDevice:
 
 
 class _FakeRuntime:
+    """cupy.cuda.runtime as far as labkit.bandwidth goes; the fixture binds every method to the real signature and
+    the constants are the real ones."""
+
     memcpyHostToDevice, memcpyDeviceToHost, memcpyDeviceToDevice = 1, 2, 3
     hostAllocPortable, hostAllocMapped = 1, 2
 
@@ -309,8 +316,9 @@ class _FakeRuntime:
         self.copies.append((what, nbytes))
 
     def memcpyAsync(self, dst: int, src: int, n: int, kind: int, stream: int) -> None:
-        rate = {1: 50e9, 2: 50e9, 3: 2000e9}[kind]
-        self._advance(stream, n, rate, {1: "h2d", 2: "d2h", 3: "d2d"}[kind])
+        rate = {self.memcpyHostToDevice: 50e9, self.memcpyDeviceToHost: 50e9, self.memcpyDeviceToDevice: 2000e9}[kind]
+        self._advance(stream, n, rate, {self.memcpyHostToDevice: "h2d", self.memcpyDeviceToHost: "d2h",
+                                        self.memcpyDeviceToDevice: "d2d"}[kind])
 
     def memcpyPeerAsync(self, dst: int, dd: int, src: int, sd: int, n: int, stream: int) -> None:
         peer_on = (sd, dd) in self.cp.peer_enabled
@@ -321,6 +329,9 @@ class _FakeRuntime:
 
     def getDeviceProperties(self, d: int) -> dict[str, Any]:
         return {"name": b"Fake H200"}
+
+    def deviceSynchronize(self) -> None:
+        pass
 
 
 class _FakeKernel:
@@ -341,6 +352,7 @@ class FakeCuPy:
 
     def __init__(self, n: int = 2, can_peer: bool = True, free: int = 64 * 2**30) -> None:
         self.streams: dict[int, _FakeStream] = {}
+        self.waits = 0
         self.peer_enabled: set[tuple[int, int]] = set()
         self.runtime = _FakeRuntime(self, n, can_peer, free)
         cp = self
@@ -403,7 +415,21 @@ class _FakeCudart:
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Any:
     def make(**kw: Any) -> FakeCuPy:
+        cupy = pytest.importorskip("cupy")
+        from cuda.bindings import runtime as cudart
+
+        from gpu_fakes import check_fake_against
+
         cp = FakeCuPy(**kw)
+        real = cupy.cuda.runtime
+        for name in ("memcpyHostToDevice", "memcpyDeviceToHost", "memcpyDeviceToDevice", "hostAllocPortable", "hostAllocMapped"):
+            setattr(cp.runtime, name, getattr(real, name))  # the real constants
+        check_fake_against(cp.runtime, real)  # every fake function exists there and takes the same arguments
+        for cls, real_cls in ((_FakeStream, cupy.cuda.Stream), (_FakeEvent, cupy.cuda.Event)):
+            for name in ("synchronize", "wait_event", "record"):
+                if hasattr(cls, name):
+                    assert hasattr(real_cls, name), f"{real_cls.__name__} has no {name}"
+        assert all(hasattr(cudart, n) for n in dir(_FakeCudart) if n.startswith("cuda"))
         monkeypatch.setattr(bw, "_gpu", lambda what: cp)
         monkeypatch.setattr(bw, "_cudart", lambda: _FakeCudart(cp))
         monkeypatch.setattr(bw, "_p2p_reasons_safe", lambda: {(0, 1): "NVML says the PCIe topology does not support peer-to-peer"})
@@ -425,18 +451,21 @@ def test_fake_host_to_device_pinned_and_pageable(fake_gpu: Any) -> None:
     assert r.gbps == pytest.approx(rate) and r.direction == bw.ONE_WAY and r.src == "CPU" and r.dst == "GPU0"
     assert len(r.samples) == bw.DEFAULT_SAMPLES and "spin kernel" in r.method and r.note == "pinned"
     n_h2d = sum(1 for w, _ in cp.runtime.copies if w == "h2d")
-    assert n_h2d == bw.DEFAULT_WARMUP + bw.DEFAULT_SAMPLES * bw.DEFAULT_COPIES
+    assert n_h2d == bw.DEFAULT_SAMPLES * (bw.DEFAULT_WARMUP + bw.DEFAULT_COPIES)  # warm-up copies in every sample
+    assert bw.DEFAULT_COPIES == 16 and r.cv is not None and "CV" in str(r)
+    assert "NUMA node not reported" in r.method  # no bus id here: said, not guessed
     p = bw.device_to_host(1, "1MiB", "pageable")
     assert p.src == "GPU1" and p.dst == "CPU" and "no spin kernel" in p.method
     assert _all_freed(cp)
 
 
-def test_fake_device_local_copy_counts_read_and_write(fake_gpu: Any) -> None:
+def test_fake_device_local_copy_counts_bytes_once_and_labels_read_write(fake_gpu: Any) -> None:
     cp = fake_gpu()
     ce = bw.device_local_copy(0, "256MiB", "ce")
     sm = bw.device_local_copy(0, "256MiB", "sm")
-    assert ce.counted_bytes == 2 * 256 * MiB and ce.direction == bw.READ_WRITE
-    assert ce.gbps == pytest.approx(2 * 256 * MiB / (2e-6 + 256 * MiB / 2000e9) / 1e9)
+    assert ce.counted_bytes == 256 * MiB and ce.direction == bw.COPY_ONCE  # nvbandwidth's convention
+    assert ce.gbps == pytest.approx(256 * MiB / (2e-6 + 256 * MiB / 2000e9) / 1e9)
+    assert ce.read_write_gbps == pytest.approx(2 * ce.gbps) and "read+write" in str(ce)
     assert sm.gbps > 0 and ("sm", 256 * MiB) in cp.runtime.copies
     assert _all_freed(cp)
 
@@ -449,8 +478,10 @@ def test_fake_peer_matrix_enabled_disabled_and_restored(fake_gpu: Any) -> None:
     off = bw.peer_matrix("32MiB", peer_access=False)
     assert all(r.gbps and r.gbps < 11 for r in off) and "disabled" in off[0].method
     assert cp.peer_enabled == {(0, 1)}  # everything put back as it was
+    waits = cp.waits
     bi = bw.peer_matrix("32MiB", bidirectional=True)
     assert len(bi) == 6 and all(r.direction == bw.PER_DIRECTION for r in bi)
+    assert cp.waits - waits == 3 * bw.DEFAULT_SAMPLES  # per pair and sample, the second stream waits on the first
     assert len(bw.sum_convention(bi)) == 6
     assert _all_freed(cp)
 
@@ -484,7 +515,7 @@ def test_fake_latency_and_sweep(fake_gpu: Any) -> None:
     rates = [r.gbps for r in sweep]
     assert rates == sorted(rates) and rates[0] < 1 and rates[-1] > 45  # latency-bound, then bandwidth-bound
     d2d = bw.size_sweep("device_local_copy", ["4KiB", "64MiB"])
-    assert all(r.counted_bytes == 2 * r.bytes for r in d2d)
+    assert all(r.counted_bytes == r.bytes and r.read_write_gbps == pytest.approx(2 * r.gbps) for r in d2d)
     peer = bw.size_sweep("peer", ["4KiB", "64MiB"])
     assert peer[-1].test == "peer_unidirectional"
     assert cp.peer_enabled == set()
@@ -539,3 +570,99 @@ def test_fake_cli_gpu(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch, capsys: py
     assert bw.cli(["--size", "8MiB", "--samples", "1", "--sizes", "4KiB,1MiB"]) == 0
     out = capsys.readouterr().out
     assert "CPU(row) -> GPU(column)" in out and "bidirectional" in out and "µs per copy" in out
+
+
+# ---------------------------------------------------------------------------------------------- NUMA, NVML, gpu-check
+
+
+def test_numa_placement_from_sysfs(tmp_path: Any) -> None:
+    dev = tmp_path / "0000:19:00.0"
+    dev.mkdir()
+    (dev / "numa_node").write_text("1\n")
+    (dev / "local_cpulist").write_text("0-3,8,10-11\n")
+    assert bw.numa_placement("0000:19:00.0", tmp_path) == (1, {0, 1, 2, 3, 8, 10, 11})
+    (dev / "numa_node").write_text("-1\n")  # what a one-node machine (or a VM) reports
+    assert bw.numa_placement("0000:19:00.0", tmp_path) == (None, set())
+    assert bw.numa_placement("0000:aa:00.0", tmp_path) == (None, set())
+
+
+def test_numa_local_binds_this_thread_and_restores(tmp_path: Any) -> None:
+    import os
+
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    dev = tmp_path / "0000:19:00.0"
+    dev.mkdir()
+    (dev / "numa_node").write_text("0\n")
+    (dev / "local_cpulist").write_text(f"{cpu}\n")
+    near = bw._NumaLocal("0000:19:00.0", tmp_path)
+    with near:
+        assert os.sched_getaffinity(0) == {cpu}
+    assert os.sched_getaffinity(0) == before
+    assert "NUMA node 0" in near.note and "0000:19:00.0" in near.note
+
+
+def _nvml_and_gpus(p2p_ok: bool = True) -> tuple[Any, tuple]:
+    from gpu_fakes import FakeNvml, NvmlGpu
+    from labkit.device import GPUInfo, normalise_bus_id
+
+    nv = [NvmlGpu("NVIDIA H100 80GB HBM3", f"GPU-{i}{i}{i}{i}{i}{i}{i}{i}-0000-0000-0000-000000000000",
+                  f"00000000:{0x18 + i:02X}:00.0", [f"00000000:{0x19 - i:02X}:00.0"] * (2 + i) + [""], pcie=(5, 16 - 8 * i))
+          for i in range(2)]
+    cuda_order = (1, 0)  # CUDA_VISIBLE_DEVICES=1,0
+    gpus = tuple(GPUInfo(index=c, name=nv[k].name, compute_capability=(9, 0), memory_bytes=1, sm_count=132, l2_bytes=1,
+                         pci_bus=0, uuid=nv[k].uuid, pci_bus_id=normalise_bus_id(nv[k].bus_id))
+                 for c, k in enumerate(cuda_order))
+    return FakeNvml(nv, p2p_ok=p2p_ok), gpus
+
+
+def test_nvml_queries_follow_cuda_order_and_the_real_read_constant() -> None:
+    nvml, gpus = _nvml_and_gpus()
+    assert bw._active_nvlinks_module(nvml, gpus) == {0: 3, 1: 2}  # CUDA 0 is NVML 1 (3 links)
+    assert bw._pcie_link_module(nvml, gpus[0])["max"] == (5, 8)  # NVML 1's link, not NVML 0's
+    status = bw._p2p_status_module(nvml, gpus)
+    assert status[(0, 1)]["READ"] == "OK"  # the (0,) tuple unpacked, not an ArgumentError
+    nvml, gpus = _nvml_and_gpus(p2p_ok=False)
+    assert "not supported" in bw._p2p_status_module(nvml, gpus)[(1, 0)]["WRITE"]
+    assert "nvmlDeviceGetHandleByIndex" not in nvml.calls
+
+
+def test_gpu_check_suite_keeps_measurements_without_nvml(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The defect: a missing NVML failed the suite after the copies were measured, losing them."""
+    from labkit.nvml import NvmlUnavailable
+
+    fake_gpu()
+    monkeypatch.setattr(bw, "_best_library_copy", lambda cp, n, s: [("cupy b[...] = a", 2000.0)])
+
+    def no_nvml(device: int = 0) -> Any:
+        raise NvmlUnavailable("NVML could not start (NVMLError_LibraryNotFound: NVML Shared Library Not Found).")
+
+    monkeypatch.setattr(bw, "pcie_link", no_nvml)
+    rows = {r["name"]: r for r in bw.gpu_check_suite("16MiB")}
+    assert rows["bandwidth.d2d-vs-best-library"]["value"] > 0 and rows["bandwidth.d2d-repeatability"]["passed"] is not None
+    h2d = rows["bandwidth.h2d-pinned-vs-pcie"]
+    assert h2d["passed"] is None and h2d["details"]["h2d_gbps"] > 0
+    assert "skipped, it needs NVML" in h2d["error"]
+
+
+def test_discover_skips_each_nvml_section_with_a_reason(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit import topology
+    from labkit.nvml import NvmlUnavailable
+
+    fake_gpu()
+
+    def fail(*a: Any, **k: Any) -> Any:
+        raise NvmlUnavailable("NVML queries need the package nvidia-ml-py, which is not installed.")
+
+    for name in ("active_nvlinks", "p2p_status", "pcie_link"):
+        monkeypatch.setattr(bw, name, fail)
+    monkeypatch.setattr(topology, "from_nvml", fail)
+    monkeypatch.setattr(bw, "nvidia_smi_topo", lambda: None)
+
+    class _Env:
+        is_gpu, gpu_count, device_name, mode, gpus = True, 1, "Fake H200", "gpu", ()
+
+    monkeypatch.setattr(bw, "env", lambda: _Env())
+    out = bw.discover()
+    assert set(out["skipped"]) == {"nvml", "active_nvlinks", "p2p", "pcie"}
+    assert all("needs NVML" in why and "nvidia-ml-py" in why for why in out["skipped"].values())

@@ -90,27 +90,27 @@ def test_dissection_of_v100_and_a100():
 
 
 def test_cublas_bf16_matmul_passes_column_major_geometry(monkeypatch) -> None:
-    """Row-major C = A @ B is column-major C^T = B^T A^T: B first, dimensions (n, m, k), ldb = n, lda = k."""
-    import sys
+    """Row-major C = A @ B is column-major C^T = B^T A^T: B first, dimensions (n, m, k), ldb = n, lda = k.
+    The fake cuBLAS is the real module's constants with each function bound to the real signature first."""
     import types
 
     import numpy as np
 
+    cupy = pytest.importorskip("cupy")
+    from cupy.cuda import cublas as real
+
+    from gpu_fakes import checked
     from labkit import tensorcores
 
     calls = {}
     cublas = types.SimpleNamespace(
-        CUBLAS_OP_N=0, CUBLAS_POINTER_MODE_HOST=0,
-        getPointerMode=lambda h: 1, setPointerMode=lambda h, m: calls.setdefault("modes", []).append(m),
-        gemmEx=lambda *args: calls.setdefault("gemm", args),
+        CUBLAS_OP_N=real.CUBLAS_OP_N, CUBLAS_POINTER_MODE_HOST=real.CUBLAS_POINTER_MODE_HOST,
+        getPointerMode=checked(real.getPointerMode, lambda h: 1),
+        setPointerMode=checked(real.setPointerMode, lambda h, m: calls.setdefault("modes", []).append(m)),
+        gemmEx=checked(real.gemmEx, lambda *args: calls.setdefault("gemm", args)),
     )
-    libs = types.ModuleType("cupy_backends.cuda.libs")
-    libs.cublas = cublas
-    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(device=types.SimpleNamespace(get_cublas_handle=lambda: 7)))
-    monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setitem(sys.modules, "cupy_backends", types.ModuleType("cupy_backends"))
-    monkeypatch.setitem(sys.modules, "cupy_backends.cuda", types.ModuleType("cupy_backends.cuda"))
-    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", libs)
+    monkeypatch.setattr(tensorcores, "_cublas", lambda: cublas)
+    monkeypatch.setattr(cupy.cuda.device, "get_cublas_handle", lambda: 7)
 
     class Dev:  # just what the function reads of a CuPy array
         def __init__(self, shape, dtype, ptr):

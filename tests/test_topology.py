@@ -194,40 +194,65 @@ def test_from_nvml_needs_gpu_mode() -> None:
         topology.from_nvml()
 
 
-class _FakeNVML:
-    """Two H100s joined by 4 NVLinks and to an NVSwitch by the rest (enough of pynvml's API for from_nvml)."""
+_BUSES = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:C1:00.0"]  # NVML's 8-digit-domain spelling
 
-    NVML_NVLINK_MAX_LINKS = 18
-    NVML_FEATURE_ENABLED = 1
-    NVML_P2P_CAPS_INDEX_READ = 0
-    NVML_P2P_STATUS_OK = 0
 
-    def __init__(self) -> None:
-        self.buses = ["00000000:18:00.0", "00000000:2A:00.0"]
+def _nvml_gpus() -> list:
+    """Two H100s joined by 4 NVLinks and to an NVSwitch (bus C1) by two more; 18 link slots."""
+    from gpu_fakes import NvmlGpu
 
-    def nvmlInit(self) -> None: ...
-    def nvmlShutdown(self) -> None: ...
-    def nvmlDeviceGetCount(self) -> int: return 2
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int: return i
-    def nvmlDeviceGetName(self, h: int) -> bytes: return b"NVIDIA H100 80GB HBM3"
-    def nvmlDeviceGetPciInfo(self, h: int) -> SimpleNamespace: return SimpleNamespace(busId=self.buses[h].encode())
-    def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int: return 1 if link < 6 else 0
+    def links(other: str) -> list[str]:
+        return [other] * 4 + [_BUSES[2]] * 2 + [""] * 12
 
-    def nvmlDeviceGetNvLinkRemotePciInfo_v2(self, h: int, link: int) -> SimpleNamespace:
-        other = self.buses[1 - h] if link < 4 else "00000000:C1:00.0"  # links 4-5 go to a switch
-        return SimpleNamespace(busId=other)
+    return [NvmlGpu("NVIDIA H100 80GB HBM3", "GPU-aaaaaaaa-0000-0000-0000-000000000000", _BUSES[0], links(_BUSES[1])),
+            NvmlGpu("NVIDIA H100 80GB HBM3", "GPU-bbbbbbbb-0000-0000-0000-000000000000", _BUSES[1], links(_BUSES[0]))]
 
-    def nvmlDeviceGetTopologyCommonAncestor(self, a: int, b: int) -> int: return 50
-    def nvmlDeviceGetP2PStatus(self, a: int, b: int, cap: int) -> int: return 0
+
+def _cuda_gpus(order: tuple[int, ...] = (0, 1), uuids: bool = True) -> tuple:
+    """The CUDA devices as labkit.device reports them: ``order`` picks NVML devices (CUDA_VISIBLE_DEVICES=1,0 gives (1, 0))."""
+    from labkit.device import GPUInfo, normalise_bus_id
+
+    nv = _nvml_gpus()
+    return tuple(GPUInfo(index=i, name=nv[k].name, compute_capability=(9, 0), memory_bytes=80 * 2**30, sm_count=132,
+                         l2_bytes=50 * 2**20, pci_bus=int(nv[k].bus_id.split(":")[1], 16),
+                         uuid=nv[k].uuid if uuids else "", pci_bus_id=normalise_bus_id(nv[k].bus_id))
+                 for i, k in enumerate(order))
 
 
 def test_from_nvml_with_a_fake_driver() -> None:
-    t = topology._from_nvml_module(_FakeNVML())
+    """The fake is pynvml's own functions (autospec) and constants: NVML_P2P_CAPS_INDEX_READ is the real (0,)."""
+    from gpu_fakes import FakeNvml
+
+    fake = FakeNvml(_nvml_gpus())
+    t = topology._from_nvml_module(fake, gpus=_cuda_gpus())
     assert t.origin == "NVML" and t.gpu_model == "H100 SXM"
-    assert t.links_between(0, 1) == 4
+    assert t.links_between(0, 1) == 4  # found through nvmlDeviceGetNvLinkRemotePciInfo (the _v2 name does not exist)
     assert t.peer_bandwidth(0, 1) == pytest.approx(4 * 25 + 2 * 25)  # direct links plus the path through the switch
-    assert t.p2p[(0, 1)] is True and t.relation(0, 1) == "NV4"
+    assert t.p2p[(0, 1)] is True and t.relation(0, 1) == "NV4"  # the tuple constant did not turn into "no P2P"
+    assert "nvmlDeviceGetHandleByIndex" not in fake.calls  # matched by UUID, never by index
     t.draw()
+
+
+def test_from_nvml_matches_cuda_devices_by_uuid_or_bus_id_not_index() -> None:
+    """CUDA_VISIBLE_DEVICES=1 shows NVML's GPU 1 as CUDA device 0: its links and name must be NVML device 1's."""
+    from gpu_fakes import FakeNvml
+
+    nv = _nvml_gpus()
+    nv[1].name = "NVIDIA H100 80GB HBM3"
+    nv[1].nvlinks = [""] * 18  # only NVML's GPU 1 has no NVLink
+    for uuids in (True, False):  # by UUID, and by PCI bus id when the UUID is not known
+        fake = FakeNvml(nv)
+        t = topology._from_nvml_module(fake, gpus=_cuda_gpus((1,), uuids=uuids))
+        assert t.gpus() == [0] and not t.nodes("nvswitch")
+        assert ("nvmlDeviceGetHandleByUUID" if uuids else "nvmlDeviceGetHandleByPciBusId") in fake.calls
+
+
+def test_from_nvml_without_nvml_says_why() -> None:
+    from gpu_fakes import FakeNvml
+    from labkit.nvml import NvmlUnavailable
+
+    with pytest.raises(NvmlUnavailable, match="NVML could not start"):
+        topology._from_nvml_module(FakeNvml(_nvml_gpus(), init_error=True), gpus=_cuda_gpus())
 
 
 def test_describe_matches_nvidia_smi_fixture() -> None:

@@ -26,7 +26,7 @@ MAX_QUEUED = 128
 TIMEOUT_S = 5.0
 _ATTR_CLOCK_KHZ = 13  # cudaDevAttrClockRate
 
-_KERNELS: dict[int, Any] = {}
+_KERNELS: dict[tuple[int, int], Any] = {}  # (id of the CuPy module, device) -> RawKernel
 
 
 def clock_hz(cp: Any, device: int) -> float:
@@ -52,12 +52,13 @@ class SpinHold:
         """Queue the spin kernel on ``stream`` (of ``device``); it holds the stream until :meth:`release`."""
         cp = self.cp
         self.flag[0], self.flag[1] = 0, 0
-        if device not in _KERNELS:
+        key = (id(cp), device)
+        if key not in _KERNELS:
             with cp.cuda.Device(device):
-                _KERNELS[device] = cp.RawKernel(SOURCE, "labkit_spin")
+                _KERNELS[key] = cp.RawKernel(SOURCE, "labkit_spin")
         timeout = int(TIMEOUT_S * clock_hz(cp, device))
         with cp.cuda.Device(device):
-            _KERNELS[device]((1,), (1,), (cp.uint64(self.ptr), cp.uint64(timeout)), stream=stream)
+            _KERNELS[key]((1,), (1,), (cp.uint64(self.ptr), cp.uint64(timeout)), stream=stream)
 
     def release(self) -> None:
         """Let every held stream go."""
