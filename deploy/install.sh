@@ -2,22 +2,22 @@
 # The course image's install steps (deploy/Containerfile runs this; tests/test_image_install.py runs it too, in a
 # fresh virtual environment, since no container engine runs in CI).
 #
-#   deploy/install.sh [--cuda 12|13|none] [--venv DIR] [--source DIR] [--system-site-packages] [--no-index]
+#   deploy/install.sh [--cuda 12|13|none] [--venv DIR] [--source DIR] [--system-site-packages]
 #
 # 1. makes a virtual environment at DIR (default /opt/labkit/venv);
 # 2. installs the course (labkit, JupyterLab, JupyterHub's single-user server, the pinned CUDA wheels) from SOURCE
-#    (default: the repository this script lives in), every package pinned by SOURCE/constraints.txt, with CuPy for
-#    CUDA 12 (`cupy-cuda12x`) or CUDA 13 (`cupy-cuda13x`), or none (simulator mode only);
+#    (default: the repository this script lives in), every package pinned by SOURCE/constraints.txt, with the
+#    course's `cuda12` or `cuda13` extra (CuPy and its CUDA library wheels), or none (simulator mode only);
 # 3. checks the result: labkit and its hub service import, the commands the image runs exist.
-# --system-site-packages lets the new environment see the interpreter's packages (the test uses it to reuse the
-# development environment's packages instead of downloading them); --no-index installs nothing from an index.
+# --system-site-packages lets the new environment see the interpreter's packages. An existing environment at DIR is
+# kept and completed (the test prepares one that sees the development environment's packages, so nothing is
+# downloaded but the build backend).
 set -euo pipefail
 
 cuda=12
 venv=/opt/labkit/venv
 source_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv_flags=()
-pip_flags=()
 python=${PYTHON:-python3}
 
 while [ $# -gt 0 ]; do
@@ -26,28 +26,26 @@ while [ $# -gt 0 ]; do
         --venv) venv="$2"; shift 2 ;;
         --source) source_dir="$2"; shift 2 ;;
         --system-site-packages) venv_flags+=(--system-site-packages); shift ;;
-        --no-index) pip_flags+=(--no-index); shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 
 case "$cuda" in
-    12) extras="cuda12" ;;
-    13) extras="cuda13" ;;
-    none) extras="" ;;
+    12) extras="hub,cuda12" ;;
+    13) extras="hub,cuda13" ;;
+    none) extras="hub" ;;
     *) echo "install.sh: --cuda must be 12, 13 or none, not '$cuda'" >&2; exit 2 ;;
 esac
 [ -f "$source_dir/pyproject.toml" ] && [ -f "$source_dir/constraints.txt" ] || {
     echo "install.sh: $source_dir is not the course repository (no pyproject.toml / constraints.txt)" >&2; exit 2; }
 
-echo "install.sh: course from $source_dir into $venv (CuPy: ${extras:-none})"
+echo "install.sh: course from $source_dir into $venv (extras: $extras)"
 "$python" -m venv ${venv_flags[@]+"${venv_flags[@]}"} "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
-target="$source_dir"
-[ -n "$extras" ] && target="$source_dir[$extras]"
+target="$source_dir[$extras]"
 # editable: the notebooks and the package stay together in the course folder, where `labkit lab` finds them
-"${pip[@]}" install --quiet ${pip_flags[@]+"${pip_flags[@]}"} -c "$source_dir/constraints.txt" -e "$target"
+"${pip[@]}" install --quiet -c "$source_dir/constraints.txt" -e "$target"
 
 # what the image runs must be there
 for cmd in labkit jupyter jupyterhub-singleuser; do
@@ -61,7 +59,7 @@ for name in ("jupyterlab", "jupyterhub", "ipykernel", "numba", "numba.cuda"):
     importlib.import_module(name)
 print("install.sh: labkit", getattr(labkit, "__version__", "?"), "from", labkit.__file__)
 PY
-if [ -n "$extras" ]; then
-    "$venv/bin/python" -c "import importlib.metadata as m; print('install.sh: CuPy', m.version('cupy-cuda${cuda}x'))"
+if [ "$cuda" != none ]; then  # the course's `cuda13` extra is the same CUDA 12.9 CuPy (a CUDA 13 driver runs it)
+    "$venv/bin/python" -c "import importlib.metadata as m; print('install.sh: CuPy', m.version('cupy-cuda12x'))"
 fi
 echo "install.sh: done"

@@ -1,0 +1,89 @@
+"""The course image's install script (deploy/install.sh), run here in a fresh virtual environment: no container
+engine runs in CI, so the image itself is not built. About 15 s (pip builds labkit's editable wheel).
+
+What this proves: the script's real steps (venv, the pinned editable install of ``.[hub,cuda12]`` against
+constraints.txt, its own checks) pass; and, because the fresh environment sees the development environment's
+packages through a .pth file, pip installs nothing but labkit there only if every pinned requirement of the image
+is already met at exactly the pinned version (a pin that disagrees would make pip install another version, and the
+test fails). What it does not prove: that the base image's Debian packages install, that pip downloads every wheel
+from the index, that CUDA runs in the container (the driver comes from the host), the non-root user's rights.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "deploy" / "install.sh"
+DEV_BIN = Path(sys.executable).parent
+
+
+def run_script(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_scripts_parse() -> None:
+    for script in (SCRIPT, ROOT / "deploy" / "singleuser.sh"):
+        assert os.access(script, os.X_OK), f"{script.name} is not executable"
+        subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_install_script_in_a_fresh_venv(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    before = {p.name for p in site.iterdir()}
+    (site / "_labkit_dev_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{DEV_BIN}{os.pathsep}{env.get('PATH', '')}"  # jupyter's scripts: the dev env's
+    env["PYTHON"] = sys.executable
+    proc = run_script("--cuda", "12", "--venv", str(venv), "--source", str(ROOT), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "install.sh: done" in out and re.search(r"install.sh: CuPy 14\.\d+\.\d+", out), out
+    assert f"from {ROOT / 'src' / 'labkit'}" in out  # editable: the package stays beside the notebooks
+    assert (venv / "bin" / "labkit").exists()
+    added = {p.name for p in site.iterdir()} - before - {"_labkit_dev_env.pth"}
+    others = {n for n in added if not re.match(r"(__editable__.*labkit|labkit-[\d.]+\.dist-info|__pycache__)", n)}
+    assert not others, f"pip installed more than labkit, so a pin disagrees with the environment: {sorted(others)}"
+    lab = subprocess.run([str(venv / "bin" / "labkit"), "mig-plan", "--learners", "7", "--json"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert lab.returncode == 0 and '"slices_per_gpu": 7' in lab.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--cuda", "11"), "--cuda must be 12, 13 or none"),
+    (("--source", "/"), "is not the course repository"),
+    (("--bogus",), "unknown option"),
+])
+def test_bad_arguments_are_refused(args, message, tmp_path: Path) -> None:
+    proc = run_script(*args, "--venv", str(tmp_path / "v"), timeout=30)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert not (tmp_path / "v").exists()
+
+
+def test_containerfile_calls_the_script_and_runs_as_a_learner() -> None:
+    text = (ROOT / "deploy" / "Containerfile").read_text()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert any(ln.startswith("ARG CUDA=12") for ln in lines)
+    run = next(ln for ln in lines if "install.sh" in ln)
+    assert '--cuda "${CUDA}"' in run and "--source /opt/course" in run
+    users = [ln.split()[1] for ln in lines if ln.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0")
+    assert "EXPOSE 8888" in lines
+    assert re.search(r'^CMD \["labkit", "lab"', text, re.M)
+    # the hub configurations start the image's single-user script
+    assert "/opt/course/deploy/singleuser.sh" in (ROOT / "deploy" / "jupyterhub" / "jupyterhub_config.py").read_text()
+    assert "/opt/course/deploy/singleuser.sh" in (ROOT / "deploy" / "k8s" / "values.yaml").read_text()
+    ignore = (ROOT / "deploy" / "Containerfile.dockerignore").read_text().split()
+    assert ".venv" in ignore
