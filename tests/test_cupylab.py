@@ -197,9 +197,14 @@ def test_cpu_stand_in_reports_out_of_bounds_and_unsupported() -> None:
     bad = kernels_cuda.LEAKY_RELU.replace("if (i < n)", "")
     with pytest.raises(cuda_cpp.OutOfBounds):
         cuda_cpp.run_on_host(bad, "leaky_relu", (3,), (128,), _leaky_args())
-    shared = 'extern "C" __global__ void k(float* x, int n) { __shared__ float t[32]; t[threadIdx.x] = 1; __syncthreads(); if (threadIdx.x < n) x[threadIdx.x] = t[0]; }'
-    with pytest.raises(cuda_cpp.HostUnavailable, match="__syncthreads"):
-        cuda_cpp.run_on_host(shared, "k", (1,), (32,), (np.zeros(32, np.float32), np.int32(32)))
+    # shared memory and barriers run (threads are fibers); dynamic shared memory is not emulated
+    shared = 'extern "C" __global__ void k(float* x, int n) { __shared__ float t[32]; t[threadIdx.x] = threadIdx.x; __syncthreads(); if (threadIdx.x < n) x[threadIdx.x] = t[31 - threadIdx.x]; }'
+    x = np.zeros(32, np.float32)
+    cuda_cpp.run_on_host(shared, "k", (1,), (32,), (x, np.int32(32)))
+    np.testing.assert_array_equal(x, np.arange(31, -1, -1))
+    dynamic = shared.replace("__shared__ float t[32];", "extern __shared__ float t[];")
+    with pytest.raises(cuda_cpp.HostUnavailable, match="dynamic shared memory"):
+        cuda_cpp.run_on_host(dynamic, "k", (1,), (32,), (np.zeros(32, np.float32), np.int32(32)))
 
 
 @needs_host

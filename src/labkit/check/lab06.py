@@ -260,21 +260,27 @@ def _reference_wmma() -> str:
 def wmma_gemm(source: str) -> str:
     """Grade CUDA C++ source defining ``wmma_gemm(const half* A, const half* B, float* C, int M, int N, int K)``.
 
-    Without a GPU: it must compile to PTX with Tensor Core loads, ``wmma.mma`` and a store. With a GPU it also
-    runs on random matrices of several shapes and is compared with the float64 product.
+    The source must compile to PTX with Tensor Core loads, ``wmma.mma`` and a store. Then it runs on random
+    matrices of several shapes (K of up to 7 tiles, M not a multiple of the 64 rows a block covers) into a
+    NaN-poisoned C between guard zones, compared with the float64 product within the FP16-input, FP32-accumulate
+    tolerance: on the GPU with CuPy, in ``sim`` mode on the CPU stand-in, whose ``<mma.h>`` carries out each
+    fragment call for the warp as a whole (:mod:`labkit.cuda_cpp`).
     """
-    from ..errors import CompileError
+    from ..cuda_cpp import HostUnavailable, find_entry
+    from ..errors import CompileError, LabkitError
     from ..mode import env
     from .. import tensorcores as tc
 
     if not isinstance(source, str):
         raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")
-    if "wmma_gemm" not in source:
-        raise Failed("the source does not define a kernel named wmma_gemm.", cause='keep `extern "C" __global__ void wmma_gemm(...)`.')
     try:
         ptx = tc.compile_wmma(source, env().arch)
     except CompileError as exc:
         raise Failed(f"the kernel does not compile:\n{exc}", cause="read the first error line; NVRTC names the line.") from None
+    try:
+        find_entry(ptx.text, "wmma_gemm", n_params=6)
+    except LabkitError as exc:
+        raise Failed(str(exc).split("\n")[0], cause=exc.fix or 'keep `extern "C" __global__ void wmma_gemm(...)`.') from None
     counts = tc.tensor_core_instructions(ptx.text)
     if counts["wmma.mma"] == 0 and counts["mma"] == 0:
         raise Unsolved("the kernel compiles but does no Tensor Core multiply yet (no wmma.mma in its PTX).")
@@ -283,27 +289,101 @@ def wmma_gemm(source: str) -> str:
     if counts["wmma.store"] == 0:
         raise Failed("the kernel never stores its accumulator (no wmma.store in its PTX).", cause="call wmma::store_matrix_sync after the loop.")
     where = f"compiles for {ptx.arch}: {counts['wmma.load']} fragment loads, {counts['wmma.mma']} wmma.mma, {counts['wmma.store']} store"
-    if not env().is_gpu:
-        return where + " (a GPU run would also check the numbers)."
+    cases = [(a, b) for a, b in _wmma_cases()]
+    if env().is_gpu:
+        for a, b in cases:
+            M, K, N = a.shape[0], a.shape[1], b.shape[1]
+            try:
+                c = tc.run_wmma_gemm(a, b, source)
+            except CompileError as exc:
+                raise Failed(f"CuPy could not compile the kernel: {exc}") from None
+            except Exception as exc:  # noqa: BLE001
+                raise Failed(f"running the kernel on {M}×{K} @ {K}×{N} raised {type(exc).__name__}: {exc}") from None
+            _grade_wmma(c, a, b, None)
+        return where + f"; correct on the GPU for {len(cases)} shapes within the FP16-input, FP32-accumulate tolerance."
+    try:
+        results = _wmma_on_host(source, cases)
+    except HostUnavailable as exc:
+        return where + f". The CPU stand-in did not run it ({str(exc).splitlines()[0]}); a GPU run will check its values."
+    except LabkitError as exc:
+        raise Failed(str(exc).split("\n")[0], cause=exc.fix) from None
+    for (a, b), (c, outside) in zip(cases, results):
+        _grade_wmma(c, a, b, outside)
+    shapes = ", ".join(f"{a.shape[0]}×{a.shape[1]}×{b.shape[1]}" for a, b in cases)
+    return (where + f"; its values are right on the CPU stand-in for {len(cases)} shapes (M×K×N: {shapes}) within the "
+            "FP16-input, FP32-accumulate tolerance, no writes outside C. A GPU run checks it on Tensor Cores.")
+
+
+def _wmma_cases() -> list[tuple[np.ndarray, np.ndarray]]:
+    """Random A (M×K) and B (K×N) for fixed shapes and one drawn shape: K of 1 to 7 tiles, M and N not square."""
     r = rng()
-    for M, N, K in ((16, 16, 16), (32, 48, 64), (80, 16, 48), (128, 96, 256)):
-        a, b = r.uniform(-1, 1, (M, K)), r.uniform(-1, 1, (K, N))
-        try:
-            c = tc.run_wmma_gemm(a, b, source)
-        except CompileError as exc:
-            raise Failed(f"CuPy could not compile the kernel: {exc}") from None
-        except Exception as exc:  # noqa: BLE001
-            raise Failed(f"running the kernel on {M}×{K} @ {K}×{N} raised {type(exc).__name__}: {exc}") from None
-        grade = tc.wmma_error(c, a, b)
-        if grade.unwritten:
-            raise Failed(f"{M}×{K} @ {K}×{N}: {grade.unwritten} of {M * N} results were never written.",
-                         cause="the grid covers every 16×16 tile; check the pointer offsets of the store.")
-        if not grade.ok:
-            i, j = grade.first_bad or (0, 0)
-            ref = (a @ b)[i, j]
-            raise Failed(f"{M}×{K} @ {K}×{N}: C[{i},{j}] = {c[i, j]!r}, expected {ref!r} (beyond the FP16 tolerance).",
-                         cause="check the offsets: A's block at tile_row*16*K + k (ld K), B's at k*N + tile_col*16 (ld N).")
-    return where + "; correct on the GPU for 4 shapes within the FP16-input, FP32-accumulate tolerance."
+    shapes = [(16, 16, 16), (32, 48, 80), (80, 16, 48), (48, 112, 96)]
+    shapes.append((16 * int(r.integers(1, 9)), 16 * int(r.integers(1, 8)), 16 * int(r.integers(5, 8))))
+    return [(r.uniform(-1, 1, (M, K)), r.uniform(-1, 1, (K, N))) for M, N, K in shapes]
+
+
+def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, str | None]]:
+    """Run the kernel on the CPU stand-in, one launch per case (labkit's launch: blocks of 32×4, one warp per tile)."""
+    from ..cuda_cpp import run_on_host_batch
+    from .. import tensorcores as tc
+
+    launches, outs = [], []
+    for a, b in cases:
+        M, K, N = a.shape[0], a.shape[1], b.shape[1]
+        C = np.full((M, N), np.nan, np.float32)
+        grid, block = tc.wmma_launch(M, N)
+        launches.append((grid, block, (a.astype(np.float16), b.astype(np.float16), C, np.int32(M), np.int32(N), np.int32(K))))
+        outs.append(C)
+    report = run_on_host_batch(source, "wmma_gemm", launches)
+    return [(C.astype(np.float64), outside) for C, outside in zip(outs, report)]
+
+
+def _grade_wmma(c: np.ndarray, a: np.ndarray, b: np.ndarray, outside: str | None) -> None:
+    """Raise :class:`Failed` unless ``c`` is ``a @ b`` within the FP16 tolerance; the cause is read from the values."""
+    from .. import tensorcores as tc
+
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    label = f"{M}×{K} @ {K}×{N}"
+    if outside:
+        raise Failed(f"{label}: {outside} (C is M×N = {M}×{N}).",
+                     cause="check the store's pointer offset: C + tile_row*16*N + tile_col*16, leading dimension N.")
+    grade = tc.wmma_error(c, a, b)
+    if grade.unwritten:
+        raise Failed(f"{label}: {grade.unwritten} of {M * N} results were never written.",
+                     cause="the grid covers every 16×16 tile; check the pointer offsets of the store.")
+    if grade.ok:
+        return
+    i, j = grade.first_bad or (0, 0)
+    ref = (a @ b)[i, j]
+    raise Failed(f"{label}: C[{i},{j}] = {float(c[i, j]):.6g}, expected {float(ref):.6g} (beyond the FP16 tolerance).",
+                 cause=_wmma_cause(c, a, b))
+
+
+def _wmma_cause(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> str:
+    """Which plausible mistake the wrong C matches: a re-zeroed accumulator, a column-major store, a K step of 32."""
+    from .. import precision
+
+    a16, b16 = a.astype(np.float16).astype(np.float64), b.astype(np.float16).astype(np.float64)
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    bound = 2 * precision.gemm_tolerance(a, b, "fp16", "fp32")
+    ref = a16 @ b16
+
+    def matches(candidate: np.ndarray) -> bool:
+        return bool(np.all(np.abs(c - candidate) <= bound))
+
+    if K > 16 and matches(a16[:, K - 16:] @ b16[K - 16:, :]):
+        return ("C holds only the last 16-wide slice of K: the accumulator is zeroed inside the loop over k. Call "
+                "wmma::fill_fragment(acc, 0.0f) once, before the loop.")
+    tiles_t = ref.copy()
+    for r0 in range(0, M, 16):
+        for c0 in range(0, N, 16):
+            tiles_t[r0:r0 + 16, c0:c0 + 16] = ref[r0:r0 + 16, c0:c0 + 16].T
+    if matches(tiles_t):
+        return "each 16×16 tile of C is transposed: C is row-major, so store with wmma::mem_row_major (leading dimension N)."
+    if K > 16 and matches(sum(a16[:, k:k + 16] @ b16[k:k + 16, :] for k in range(0, K, 32))):
+        return "only every other 16-wide slice of K is multiplied: the loop over k must step by 16, the fragments' K."
+    return ("check the offsets: A's block at tile_row*16*K + k (leading dimension K), B's at k*N + tile_col*16 (leading "
+            "dimension N), the loop over k in steps of 16 from 0 to K, and one fill_fragment before it.")
 
 
 # --------------------------------------------------------------------------------------------- 06.loss-scale
