@@ -208,9 +208,63 @@ NO_STORE = WMMA_SOURCE.replace("    wmma::store_matrix_sync(C + (size_t)tile_row
 BROKEN = WMMA_SOURCE.replace("wmma::mma_sync(acc, a, b, acc);", "wmma::mma_sync(acc, a, b, acc)")
 
 
+HOST = __import__("labkit.cuda_cpp", fromlist=["host_compiler"]).host_compiler() is not None
+needs_host = pytest.mark.skipif(not HOST, reason="no C++ compiler for the CPU stand-in")
+
+
 def test_wmma_accepts_reference():
     r = lab06.wmma_gemm(WMMA_SOURCE)
     assert r and "wmma.mma" in r.message
+    assert ("values are right on the CPU stand-in" in r.message) == HOST
+
+
+def test_wmma_without_the_stand_in_says_a_gpu_checks_values(monkeypatch):
+    monkeypatch.setenv("LABKIT_HOST_CXX", "none")
+    r = lab06.wmma_gemm(WMMA_SOURCE)
+    assert r and "GPU run will check its values" in r.message
+
+
+# Each plausible WMMA mistake, and the word its likely cause must contain (None: the generic offsets cause).
+WMMA_WRONG = {
+    "tile offset": (("A + (size_t)tile_row * 16 * K + k", "A + (size_t)tile_row * K + k"), "offsets"),
+    "leading dimension": (("tile_col * 16, N);", "tile_col * 16, K);"), "leading dimension"),
+    "K step": (("k += 16", "k += 32"), "step by 16"),
+    "store layout": (("wmma::mem_row_major", "wmma::mem_col_major"), "transposed"),
+    "re-zeroed accumulator": (("        wmma::load_matrix_sync(a,", "        wmma::fill_fragment(acc, 0.0f);\n        wmma::load_matrix_sync(a,"),
+                              "zeroed inside the loop"),
+    "store offset": (("C + (size_t)tile_row * 16 * N + tile_col * 16,", "C + (size_t)tile_row * 16 * N + tile_col * 16 + 16,"), "outside"),
+    "lane-0 store": (("    wmma::store_matrix_sync(", "    if (threadIdx.x == 0) wmma::store_matrix_sync("), "lane"),
+}
+
+
+@needs_host
+@pytest.mark.parametrize("mistake", list(WMMA_WRONG))
+def test_wmma_mistakes_fail_by_their_values_in_sim(mistake):
+    (old, new), word = WMMA_WRONG[mistake]
+    src = WMMA_SOURCE.replace(old, new)
+    assert src != WMMA_SOURCE
+    r = lab06.wmma_gemm(src)
+    assert r.status == "failed", mistake
+    assert word in r.message + (r.cause or ""), (mistake, r.message, r.cause)
+
+
+@needs_host
+def test_wmma_specific_causes_are_not_given_to_other_mistakes():
+    r = lab06.wmma_gemm(WMMA_SOURCE.replace("A + (size_t)tile_row * 16 * K + k", "A + (size_t)tile_row * K + k"))
+    for word in ("zeroed inside the loop", "transposed", "every other"):
+        assert word not in (r.cause or "")
+
+
+@needs_host
+def test_wmma_correct_variants_pass_in_sim():
+    # the warp's tile row computed from the linear thread index instead of threadIdx.y; an int zero for fill_fragment
+    variant = WMMA_SOURCE.replace(
+        "const int tile_row = blockIdx.y * blockDim.y + threadIdx.y;",
+        "const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;\n    const int tile_row = blockIdx.y * 4 + warp;")
+    assert variant != WMMA_SOURCE
+    assert lab06.wmma_gemm(variant)
+    zero_c = WMMA_SOURCE.replace("wmma::fill_fragment(acc, 0.0f);", "wmma::fill_fragment(acc, 0);")
+    assert lab06.wmma_gemm(zero_c)
 
 
 def test_wmma_skeleton_is_unsolved():
