@@ -30,13 +30,14 @@ def test_cuda_extras_bring_cupys_cuda_libraries_and_agree_with_the_stack() -> No
     """The defect: cuda12/cuda13 installed CuPy without its CUDA libraries (cuBLAS, cuRAND: cp.matmul, cp.random)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert extras["cuda12"] == ["cupy-cuda12x[ctk]==14.2.0"]
+    assert extras["cuda12"] == ["cupy-cuda12x[ctk]==14.2.0", "nvidia-nccl-cu12==2.27.5"]  # NCCL is not in [ctk]
     assert extras["cuda13"] == ["labkit[cuda12]"]  # the CUDA 12.9 stack; a CUDA 13 driver runs it
     deps = " ".join(project["dependencies"])
     assert "numba-cuda[cu12]" in deps and "cuda-bindings==12.9" in deps  # why cupy-cuda13x[ctk] cannot join them
     pins = {_norm(l.split("==")[0]): l.split("==")[1] for l in (ROOT / "constraints.txt").read_text().split() if "==" in l}
     assert pins["cupy-cuda12x"] == "14.2.0"
-    for lib in ("nvidia-cublas-cu12", "nvidia-curand-cu12", "nvidia-cufft-cu12", "nvidia-cusolver-cu12", "nvidia-cusparse-cu12"):
+    for lib in ("nvidia-cublas-cu12", "nvidia-curand-cu12", "nvidia-cufft-cu12", "nvidia-cusolver-cu12", "nvidia-cusparse-cu12",
+                "nvidia-nccl-cu12"):
         assert lib in pins, lib
 
 
@@ -44,11 +45,12 @@ def test_installed_cupy_has_its_cuda_libraries() -> None:
     """What `make test` installs (.[cuda12]): the CUDA library wheels are there, at the pinned versions."""
     pytest.importorskip("cupy")
     pins = {_norm(l.split("==")[0]): l.split("==")[1] for l in (ROOT / "constraints.txt").read_text().split() if "==" in l}
-    for lib in ("nvidia-cublas-cu12", "nvidia-curand-cu12"):
+    for lib in ("nvidia-cublas-cu12", "nvidia-curand-cu12", "nvidia-nccl-cu12"):
         assert metadata.version(lib) == pins[lib]
-    code = "import cupy; from cupy.cuda import cublas, curand; print(cublas.gemmEx.__name__, curand.createGenerator.__name__)"
+    code = ("import cupy; from cupy.cuda import cublas, curand, nccl\n"
+            "print(cublas.gemmEx.__name__, curand.createGenerator.__name__, nccl.get_version() // 1000)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0 and "gemmEx createGenerator" in res.stdout, res.stderr[-1500:]
+    assert res.returncode == 0 and "gemmEx createGenerator 2" in res.stdout, res.stderr[-1500:]
 
 
 def _add_image(vsite: Path, wheel_names: set[str]) -> None:
