@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -178,3 +179,13 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     docker_types = pytest.importorskip("docker.types")
     hc = docker_types.HostConfig(version="1.43", **host(spawner("carol")))
     assert hc["DeviceRequests"][0]["DeviceIDs"] == got["alice"] and hc["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+
+
+def test_classroom_table_matches_labkit_mig() -> None:
+    """course/classroom.md's lab-by-lab table says what labkit.mig computes."""
+    text = (ROOT / "course" / "classroom.md").read_text()
+    for row in mig.labs_on(mig.profile("H100")):
+        m = re.search(rf"^\| {row['lab']} \| (\w+) \| ([\d.]+) \|", text, re.M)
+        assert m, f"lab {row['lab']} is missing from classroom.md's table"
+        assert m.group(1) == ("works" if row["works"] else "does not fit")
+        assert float(m.group(2)) == pytest.approx(row["gpu_memory_gb"], abs=0.005)
