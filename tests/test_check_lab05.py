@@ -138,6 +138,32 @@ def test_l2norm_rejects_wrong(parts: tuple[str, str, str, str]) -> None:
     assert check.l2norm(k).status == "failed"
 
 
+@needs_host
+@pytest.mark.parametrize("parts, shows, hides", [
+    (("x * x", "a + b", "y = a", "0"), "missing sqrt", "wrong identity"),
+    (("x * x", "a + b", "y = sqrt(a)", "1"), "wrong identity", "missing sqrt"),
+    (("x * x", "a + b", "y = sqrt(a)", "0.5f"), "wrong identity", "missing sqrt"),
+    (("x * x", "a + b", "y = a", "1"), "wrong identity", "not its root"),
+    (("x", "a + b", "y = sqrt(a)", "0"), "map", "identity"),
+    (("x * x", "max(a, b)", "y = sqrt(a)", "0"), "reduce", "identity"),
+])
+def test_l2norm_cause_names_the_mistake_it_shows(parts: tuple[str, str, str, str], shows: str, hides: str) -> None:
+    r = check.l2norm(cupylab.reduction_kernel("T x", "T y", *parts, "l2norm"))
+    assert r.status == "failed"
+    assert shows in r.cause and hides not in r.cause, r.cause
+
+
+def test_l2norm_cause_from_values_alone() -> None:
+    """The cause logic on made-up results: got = expected² is a missing sqrt; a nonzero norm of zeros, the identity."""
+    from labkit.check.lab05 import _l2norm_cause
+
+    want = [0.5, 3.0, 12.0]
+    assert "missing sqrt" in _l2norm_cause([(n, w * w, w) for n, w in zip((1, 100, 1000), want)], 0.0)
+    assert "wrong identity" in _l2norm_cause([(n, (w * w + 5) ** 0.5, w) for n, w in zip((1, 100, 1000), want)], 5 ** 0.5)
+    generic = _l2norm_cause([(n, 2 * w, w) for n, w in zip((1, 100, 1000), want)], 0.0)
+    assert "sqrt" not in generic.split("(")[0] and "identity" not in generic
+
+
 def test_l2norm_rejects_non_compiling(mode: str) -> None:
     k = cupylab.reduction_kernel("T x", "T y", "x * x", "a +", "y = sqrt(a)", "0", "l2norm")
     assert check.l2norm(k).status == "failed"
@@ -197,6 +223,43 @@ def test_leaky_relu_host_catches_off_by_one_and_wrong_formula() -> None:
     assert check.leaky_relu(wrong).status == "failed"
     partial = kernels_cuda.LEAKY_RELU.replace("if (i < n)", "if (i < n / 2)")
     assert check.leaky_relu(partial).status == "failed"
+
+
+COMMENTED_LEAKY = """#include <cuda_fp16.h>   // unused here; an include must not switch the CPU stand-in off
+// No __syncthreads(), no __shared__, no wmma::mma_sync and no __shfl_sync in this kernel; see also #include <mma.h>.
+__device__ __forceinline__ float leak(float v, float alpha) { return fmaxf(v, alpha * v); }  /* alpha < 1 */
+extern "C" __global__ void leaky_relu(const float* __restrict__ x, float* __restrict__ y, float alpha, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = leak(__ldg(&x[i]), alpha);  // "asm" and "extern __shared__" only in this comment
+}
+"""
+
+
+@needs_host
+def test_leaky_relu_words_in_comments_do_not_switch_off_the_values_check() -> None:
+    r = check.leaky_relu(COMMENTED_LEAKY)
+    assert r and "CPU stand-in" in r.message and "did not run" not in r.message
+    r = check.leaky_relu(COMMENTED_LEAKY.replace("i < n", "i <= n"))
+    assert r.status == "failed" and "outside" in r.message
+    r = check.leaky_relu(COMMENTED_LEAKY.replace("fmaxf(v, alpha * v)", "fminf(v, alpha * v)"))
+    assert r.status == "failed" and "outside" not in r.message
+
+
+@needs_host
+@pytest.mark.parametrize("body, right", [
+    ("y[i] = x[i] > 0.0f ? x[i] : __fmul_rn(alpha, x[i]);", True),
+    ("y[i] = fmaxf(x[i], 0.0f) + alpha * fminf(x[i], 0.0f);", True),
+    ("y[i] = __half2float(__float2half(x[i] > 0.0f ? x[i] : alpha * x[i]));", False),  # FP16 rounding: wrong values
+    ("y[i] = x[i] * (x[i] > 0.0f ? 1.0f : alpha) + 0.0f * rsqrtf(fabsf(x[i]) + 1.0f) * __expf(-fabsf(x[i]));", True),
+    ("y[i] = max(x[i], 0.0f) + alpha * min(x[i], 0.0f);", True),
+])
+def test_leaky_relu_intrinsics_are_checked_by_their_numbers(body: str, right: bool) -> None:
+    src = "#include <cuda_fp16.h>\n" + LEAKY_HEAD + "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) {" + body + "}\n}"
+    r = check.leaky_relu(src)
+    assert (r.status == "passed") == right, (body, r.message)
+    if right:
+        assert "CPU stand-in" in r.message and "did not run" not in r.message
 
 
 def test_leaky_relu_static_cannot_see_off_by_one(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -291,29 +291,61 @@ def l2norm(kernel: Any) -> str:
     sizes = [1, 2, 127, 1000, 1537]
     if cupy is not None:
         run = kernel.cupy() if parts is not None else kernel
+        results = []
         for n in sizes + [1_000_003]:
             x = random_array(n)
-            got = float(run(cupy.asarray(x)))
-            _close(got, float(np.linalg.norm(x.astype(np.float64))), n)
+            results.append((n, float(run(cupy.asarray(x))), float(np.linalg.norm(x.astype(np.float64)))))
+        _grade_l2norm(results, float(run(cupy.zeros(ZERO_N, dtype=cupy.float32))))
         return f"correct on the GPU for {len(sizes) + 1} sizes up to 1,000,003 (compiled by CuPy)."
     try:
+        results = []
         for n in sizes:
             x = random_array(n)
-            _close(float(kernel(x)), float(np.linalg.norm(x.astype(np.float64))), n)
+            results.append((n, float(kernel(x)), float(np.linalg.norm(x.astype(np.float64)))))
+        zero = float(kernel(np.zeros(ZERO_N, np.float32)))
     except HostUnavailable as exc:
         return f"compiles for {', '.join(ARCHES)} with NVRTC." + _host_note(exc)
     except LabkitError as exc:
         raise Failed(str(exc)) from None
+    _grade_l2norm(results, zero)
     return (f"compiles for {', '.join(ARCHES)} with NVRTC, and gives the norm on {len(sizes)} sizes on the CPU stand-in "
             "(4 partial results combined, as a tree reduction would). A GPU run checks the real cupy.ReductionKernel.")
 
 
-def _close(got: float, want: float, n: int) -> None:
-    if not np.isfinite(got) or abs(got - want) > 1e-4 * max(1.0, abs(want)):
-        cause = ("the identity must leave a value unchanged under your reduce expression (0 for a sum)."
-                 if abs(got ** 2 - want ** 2) > 1e-4 * want ** 2 and np.isfinite(got) else
-                 "check the map (square), reduce (add) and post-map (square root) expressions.")
-        raise Failed(f"n={n}: expected {want:.6g}, got {got:.6g}.", cause=cause)
+#: Length of the all-zero input every l2norm check also runs: its norm is 0 whatever the tree, unless the identity is not.
+ZERO_N = 1000
+
+
+def _l2norm_cause(results: list[tuple[int, float, float]], zero: float) -> str:
+    """The likely mistake behind wrong norms, from what the kernel returned: ``(n, got, expected)`` per size, and on zeros.
+
+    A missing square root returns the sum of squares: got ≈ expected². A wrong identity shows on an array of zeros:
+    every other expression gives 0 there, but the identity is combined with the partial results many times (how
+    many depends on the launch), so a nonzero identity makes the norm of zeros nonzero.
+    """
+    got = np.array([g for _, g, _ in results], dtype=np.float64)
+    want = np.array([w for _, _, w in results], dtype=np.float64)
+    if not np.isfinite(zero):
+        return ("an array of zeros gave inf or NaN: the identity must leave a value unchanged under your reduce expression "
+                "(0 for a sum).")
+    if zero == 0.0 and not np.isfinite(got).all():
+        return ("the result is NaN or inf: the root of a negative sum? Square each element in the map (`x * x`), add in the "
+                "reduce (`a + b`), take the root in the post-map.")
+    if zero != 0.0:
+        extra = ", and the result is the sum of squares (no sqrt in the post-map)" if np.allclose(got, want ** 2 + zero, rtol=1e-3) else ""
+        return (f"a wrong identity: an array of {ZERO_N} zeros gave {zero:.4g}, not 0{extra}. The identity is combined with "
+                "partial results many times, so it must leave a value unchanged under your reduce expression: 0 for a sum.")
+    if np.allclose(got, want ** 2, rtol=1e-4, atol=1e-6):
+        return "the result is the sum of squares, not its root: a missing sqrt. The post-map should be `y = sqrt(a)`."
+    return "check the map (square each element), the reduce (add a and b) and the post-map (square root) expressions."
+
+
+def _grade_l2norm(results: list[tuple[int, float, float]], zero: float) -> None:
+    """Raise :class:`Failed` at the first wrong norm (the all-zero input last), with the cause read from all of them."""
+    for n, got, want in [*results, (ZERO_N, zero, 0.0)]:
+        if not np.isfinite(got) or abs(got - want) > 1e-4 * max(1.0, abs(want)):
+            label = f"n={n}" + (" (all zeros)" if want == 0.0 and got == zero else "")
+            raise Failed(f"{label}: expected {want:.6g}, got {got:.6g}.", cause=_l2norm_cause(results, zero))
 
 
 # ----------------------------------------------------------------------------------------- 05.leaky-relu (RawKernel)
