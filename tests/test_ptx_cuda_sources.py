@@ -1,4 +1,5 @@
-"""Every CUDA C++ kernel of the course (labkit.kernels_cuda) compiles to PTX for sm_70, sm_80 and sm_90 without a GPU."""
+"""Every CUDA C++ kernel of the course (labkit.kernels_cuda, sources in src/labkit/kernels/cuda/*.cu) compiles to PTX
+for sm_70, sm_80 and sm_90 without a GPU; the .cu files are the registry's sources and are installed as package data."""
 
 import pytest
 
@@ -19,7 +20,7 @@ def test_compiles(name: str, arch: str) -> None:
         assert cuda_cpp.stores_global(e)
 
 
-@pytest.mark.parametrize("name", [n for n in kernels_cuda.names() if kernels_cuda.get(n).kind != "reduction"])
+@pytest.mark.parametrize("name", [n for n in kernels_cuda.names("05") if kernels_cuda.get(n).kind != "reduction"])
 def test_every_elementwise_entry_guards_its_size(name: str) -> None:
     k = kernels_cuda.get(name)
     text = cuda_cpp.compile_for(k.source(), name, ("sm_90",))["sm_90"].text
@@ -33,3 +34,28 @@ def test_unknown_name_is_a_labkit_error() -> None:
 
     with pytest.raises(LabkitError, match="Registered"):
         kernels_cuda.get("nope")
+
+
+def test_whole_kernel_sources_are_the_cu_files() -> None:
+    cu = sorted(p.stem for p in kernels_cuda.CUDA_DIR.glob("*.cu"))
+    raw = sorted(n for n in kernels_cuda.names() if kernels_cuda.get(n).kind in ("raw", "module"))
+    assert cu == raw  # every .cu file is registered, every whole-kernel source is a .cu file
+    for name in raw:
+        assert kernels_cuda.get(name).code == (kernels_cuda.CUDA_DIR / f"{name}.cu").read_text(encoding="utf-8")
+    from labkit import tensorcores
+
+    assert tensorcores.WMMA_SOURCE == kernels_cuda.get("wmma_gemm").code
+
+
+def test_cu_files_and_stand_in_headers_are_package_data() -> None:
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["labkit"]
+    pkg = root / "src" / "labkit"
+    files = [p.relative_to(pkg).as_posix() for p in (pkg / "kernels" / "cuda").rglob("*") if p.is_file() and p.suffix in (".cu", ".h")]
+    assert any(f.endswith("mma.h") for f in files) and any(f.endswith(".cu") for f in files)
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f
