@@ -190,7 +190,7 @@ def _gpu_samples(fn: Callable[[], Any], warmup: int, repeat: int, launches: int 
         stop.synchronize()
         launches = _launches_for(cp.cuda.get_elapsed_time(start, stop) / 1e3)
     samples: list[float] = []
-    with SpinHold(cp) as hold:
+    with SpinHold(cp, timeout_s=1.0) as hold:  # queuing 64 launches takes about a millisecond; 1 s means the host waited
         for _ in range(repeat):
             hold.hold(stream, device)
             try:

@@ -41,9 +41,9 @@ def clock_hz(cp: Any, device: int) -> float:
 class SpinHold:
     """A flag in pinned (mapped) host memory and the spin kernel that waits on it; :meth:`close` frees the flag."""
 
-    def __init__(self, cp: Any) -> None:
+    def __init__(self, cp: Any, timeout_s: float = TIMEOUT_S) -> None:
         rt = cp.cuda.runtime
-        self.cp = cp
+        self.cp, self.timeout_s = cp, timeout_s
         self.ptr = int(rt.hostAlloc(8, rt.hostAllocPortable | rt.hostAllocMapped))
         self.flag = (ctypes.c_int * 2).from_address(self.ptr)
         self.flag[0], self.flag[1] = 1, 0
@@ -56,7 +56,7 @@ class SpinHold:
         if key not in _KERNELS:
             with cp.cuda.Device(device):
                 _KERNELS[key] = cp.RawKernel(SOURCE, "labkit_spin")
-        timeout = int(TIMEOUT_S * clock_hz(cp, device))
+        timeout = int(self.timeout_s * clock_hz(cp, device))
         with cp.cuda.Device(device):
             _KERNELS[key]((1,), (1,), (cp.uint64(self.ptr), cp.uint64(timeout)), stream=stream)
 
