@@ -18,7 +18,7 @@ from .mode import Environment, current_mode, env, setup, size
 __version__ = "0.1.0"
 
 
-__all__ = ["Environment", "LabkitError", "current_mode", "env", "setup", "size", "xp", "__version__"]
+__all__ = ["Environment", "LabkitError", "current_mode", "env", "setup", "show", "size", "xp", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -26,6 +26,10 @@ def __getattr__(name: str) -> Any:
         from .mode import array_module
 
         return array_module()
+    if name == "show":  # labkit.show(kernel, *args, grid=, block=): what every thread read and wrote
+        from .widgets.trace import show
+
+        return show
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -71,6 +71,9 @@ class Access:
     seq: int  # the thread's n-th access to this array (lanes' n-th accesses form one warp request)
     flat: int  # row-major element index
     kind: str  # "read", "write" or "atomic"
+    space: str = "global"  # "global" or "shared"
+    epoch: int = 0  # block barriers (cuda.syncthreads) the block had passed before this access
+    value: Any = None  # the value stored, for a write
 
 
 _ARTICLE = {"read": "a read", "write": "a write", "atomic": "an atomic update"}
@@ -123,14 +126,18 @@ class Race:
                         "loop the stride is cuda.gridsize(1), all the threads of the grid, not cuda.blockDim.x.")
             return ("one block read what another block wrote during the same launch: nothing orders blocks, so split the "
                     "work into two kernel launches (or combine the blocks' results with atomics).")
-        if self.first == "write" and self.second == "read":
-            return ("a missing barrier between writing shared memory and reading what other threads wrote "
+        kinds = (self.first, self.second)
+        if kinds == ("write", "write"):
+            return "two threads wrote one element: check the index formula, each element should have one writer."
+        if "read" not in kinds:  # a plain write and an atomic update of one element
+            return ("a plain write and an atomic update of one element with no barrier between them: after initialising "
+                    "(zeroing) shared memory, call cuda.syncthreads() before the atomics; after the atomics, before reading.")
+        if self.second == "read":
+            return ("a missing barrier between writing memory and reading what other threads wrote "
                     "(cuda.syncthreads(), or cuda.syncwarp() among the lanes of one warp).")
-        if self.first == "read" and self.second == "write":
-            return ("a missing cuda.syncthreads() before overwriting memory that other threads still read (in a loop over "
-                    "tiles: a barrier at the end of each iteration too; in a tree reduction: read into a register, "
-                    "synchronise, then write).")
-        return "two threads wrote one element: check the index formula, each element should have one writer."
+        return ("a missing barrier before overwriting memory that other threads still read (cuda.syncthreads(); among "
+                "the lanes of one warp, cuda.syncwarp()): in a loop over tiles, a barrier at the end of each iteration "
+                "too; in a tree reduction, read into a register, synchronise, then write.")
 
 
 @dataclass(frozen=True)
@@ -205,6 +212,7 @@ class Model:
         self.seq: dict[tuple[int, str], int] = {}
         self.race: Race | None = None
         self.uninitialised: UninitialisedRead | None = None
+        self.epoch = 0  # barriers passed by the block running now
 
     def found_race(self, array: "TrackedArray", key: tuple[int, ...], other: Any, other_kind: str, kind: str,
                    *, scope: str = "block") -> None:
@@ -227,6 +235,7 @@ class Model:
 
     def barrier(self) -> None:
         self.barriers += 1
+        self.epoch += 1
         for a in self.arrays:
             a.sync()
 
@@ -235,6 +244,7 @@ class Model:
             s.live.fill(poison_value(s.live.dtype))
             s.written[...] = False
         self.seq.clear()
+        self.epoch = 0
         for a in self.arrays:
             a.sync()
 
@@ -245,12 +255,13 @@ class Model:
         for a in self.arrays:
             a.warp_sync(group)
 
-    def note(self, array: "TrackedArray", flat: int, kind: str) -> None:
+    def note(self, array: "TrackedArray", flat: int, kind: str, value: Any = None) -> None:
         t = threading.current_thread()
         key = (id(t), array.name)
         n = self.seq.get(key, 0)
         self.seq[key] = n + 1
-        self.accesses.append(Access(array.name, _bid(t), getattr(t, "thread_id", 0), n, flat, kind))  # type: ignore[arg-type]
+        self.accesses.append(Access(array.name, _bid(t), getattr(t, "thread_id", 0), n, flat, kind,  # type: ignore[arg-type]
+                                    array.space, self.epoch, value))
 
 
 class TrackedArray:
@@ -324,12 +335,12 @@ class TrackedArray:
     def _flat(self, key: tuple[int, ...]) -> int:
         return int(np.ravel_multi_index(key, self.live.shape)) if key else 0
 
-    def _access(self, key: tuple[int, ...], kind: str) -> Any:
+    def _access(self, key: tuple[int, ...], kind: str, value: Any = None) -> Any:
         """Race bookkeeping for one access by the current thread; returns the thread."""
         model = self._model
         me = threading.current_thread()
         if model.record:
-            model.note(self, self._flat(key), kind)
+            model.note(self, self._flat(key), kind, value)
         if model.race is None:
             for other_kind in _CONFLICTS[kind]:
                 for other, synced in self._epoch[other_kind].get(key, {}).items():
@@ -383,7 +394,7 @@ class TrackedArray:
                     f"{self.name} at index {fmt_index(key)}; the store truncates it to {int(value)}"
                 )
         value = store_value(value, self.live.dtype)
-        me = self._access(key, "write")
+        me = self._access(key, "write", value)
         if me in self._epoch["read"].get(key, {}):
             self.rmw.setdefault(key, set()).add(me)
         with np.errstate(over="ignore", invalid="ignore"):

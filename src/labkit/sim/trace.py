@@ -1,0 +1,549 @@
+"""What a kernel touched: every thread's reads and writes, from its execution in the simulator.
+
+:func:`trace` runs a kernel once under the strict memory model (:mod:`labkit.sim.memory`) with every element
+access recorded and returns a :class:`Trace`:
+
+- each access: array, element, kind (read, write, atomic), the value written, the thread and block, and the
+  barrier epoch (how many ``cuda.syncthreads()`` its block had passed);
+- each warp's memory requests (the n-th access of each lane of a warp to one array): the 32-byte sectors a
+  global request touches against the fewest it could, the n-way bank conflict of a shared request;
+- the races (up to :data:`MAX_RACES`, one per element), the blocks whose threads did not all reach a
+  ``syncthreads`` (each such block stops there; the other blocks still run), and errors the kernel raised;
+- :meth:`Trace.summary` and :meth:`Trace.score` (the most global and shared reads and writes one thread made,
+  as GPU-Puzzles scores its puzzles); :meth:`Trace.figure` draws it (:mod:`labkit.widgets.trace`).
+
+The kernel runs on copies of the arrays, so the caller's arrays are unchanged. Launches of more than
+``max_threads`` threads (default :data:`MAX_THREADS`) are *sampled*: only some blocks, evenly spaced and
+always the first and the last, run and are traced (:attr:`Trace.sampled` says so, and so does the picture).
+
+In ``gpu`` mode this process has Numba's real CUDA target, not the simulator, so the kernel's source is traced
+by a simulator in a separate process (:func:`_serve`); :attr:`Trace.origin` says which. A trace
+always comes from the simulator: it shows which elements each thread touches, never how fast a GPU is.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import memory
+from .errors import DivergentBarrier, KernelFault, KernelTimeout
+
+MAX_THREADS = 4096  # threads traced in one launch; more are sampled by block
+MAX_RACES = 256
+KINDS = ("read", "write", "atomic")
+SECTOR = 32
+ORIGIN_HERE = "the simulator (labkit.sim), in this process"
+ORIGIN_SUBPROCESS = ("the simulator (labkit.sim), in a separate process: the same kernel simulated on the same "
+                     "input, not the GPU's own execution")
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """An array the kernel touched: its name, memory space, shape and element size."""
+
+    name: str
+    space: str  # "global" or "shared"
+    shape: tuple[int, ...]
+    itemsize: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One warp memory request: the n-th access (``seq``) of each lane of a warp to one array, of one kind."""
+
+    array: str
+    kind: str
+    block: tuple[int, ...]
+    warp: int
+    seq: int
+    lanes: int
+    sectors: int  # 32-byte sectors touched
+    ideal: int  # the fewest sectors that could hold the bytes requested
+    ways: int  # shared memory: the n of the n-way bank conflict (1 = none); 1 for global
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A block whose threads did not all reach the same ``cuda.syncthreads()``."""
+
+    block: tuple[int, ...]
+    message: str
+
+
+@dataclass
+class Trace:
+    """The recorded execution of one launch in the simulator (see the module docstring)."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    arrays: dict[str, ArrayInfo]
+    columns: dict[str, np.ndarray]  # one entry per access: array (index into names), block, thread, seq, flat, kind, epoch, value
+    names: list[str]
+    requests: list[Request]
+    races: list[memory.Race]
+    divergent: list[Divergence]
+    errors: list[str]
+    traced_blocks: list[tuple[int, ...]]
+    total_blocks: int
+    origin: str = ORIGIN_HERE
+    seconds: float = 0.0
+    uninitialised: memory.UninitialisedRead | None = None
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)  # argument arrays after the launch (copies)
+
+    # -- shape of the launch -------------------------------------------------------------------------------
+    @property
+    def threads_per_block(self) -> int:
+        return int(np.prod(self.block))
+
+    @property
+    def sampled(self) -> bool:
+        """True when only some blocks ran and were traced (a launch of more than ``max_threads`` threads)."""
+        return len(self.traced_blocks) < self.total_blocks
+
+    @property
+    def threads_traced(self) -> int:
+        return len(self.traced_blocks) * self.threads_per_block
+
+    def block_index(self, linear: int) -> tuple[int, int, int]:
+        gx, gy, _ = self.grid
+        return (linear % gx, (linear // gx) % gy, linear // (gx * gy))
+
+    def thread_index(self, linear: int) -> tuple[int, int, int]:
+        bx, by, _ = self.block
+        return (linear % bx, (linear // bx) % by, linear // (bx * by))
+
+    def _block_linear(self, block: Sequence[int]) -> int:
+        b = tuple(block) + (0,) * (3 - len(block))
+        gx, gy, _ = self.grid
+        return int(b[0] + gx * (b[1] + gy * b[2]))
+
+    def _thread_linear(self, thread: Sequence[int] | int) -> int:
+        if isinstance(thread, (int, np.integer)):
+            return int(thread)
+        t = tuple(thread) + (0,) * (3 - len(thread))
+        bx, by, _ = self.block
+        return int(t[0] + bx * (t[1] + by * t[2]))
+
+    # -- queries -------------------------------------------------------------------------------------------
+    def select(self, array: str | None = None, *, block: Sequence[int] | int | None = None, warp: int | None = None,
+               thread: Sequence[int] | int | None = None, kind: str | None = None) -> np.ndarray:
+        """Boolean mask over the accesses of one array / block / warp / thread / kind (None: all)."""
+        c = self.columns
+        m = np.ones(len(c["flat"]), dtype=bool)
+        if array is not None:
+            if array not in self.names:
+                from ..errors import LabkitError
+
+                raise LabkitError(f"the trace has no array {array!r}.", fix=f"Use one of {', '.join(self.names)}.")
+            m &= c["array"] == self.names.index(array)
+        if block is not None:
+            m &= c["block"] == (block if isinstance(block, (int, np.integer)) else self._block_linear(block))
+        if warp is not None:
+            m &= c["thread"] // 32 == warp
+        if thread is not None:
+            m &= c["thread"] == self._thread_linear(thread)
+        if kind is not None:
+            m &= c["kind"] == KINDS.index(kind)
+        return m
+
+    def elements(self, array: str, kind: str, **where: Any) -> np.ndarray:
+        """The distinct flat (row-major) indices of ``array`` accessed with ``kind`` by the selection ``where``."""
+        return np.unique(self.columns["flat"][self.select(array, kind=kind, **where)])
+
+    def counts(self) -> dict[str, np.ndarray]:
+        """Per traced thread (row ``k`` = ``k``-th traced block's threads in order): global/shared reads and writes.
+
+        An atomic update counts as a read and a write. Keys: ``"global reads"``, ``"global writes"``,
+        ``"shared reads"``, ``"shared writes"``; each an array of shape (traced blocks, threads per block)."""
+        c = self.columns
+        order = {self._block_linear(b): k for k, b in enumerate(self.traced_blocks)}
+        rows = np.array([order.get(int(b), -1) for b in c["block"]], dtype=np.int64) if len(c["block"]) else np.zeros(0, np.int64)
+        shape = (max(1, len(self.traced_blocks)), self.threads_per_block)
+        shared = np.array([self.arrays[n].space == "shared" for n in self.names], dtype=bool)
+        is_shared = shared[c["array"]] if len(c["array"]) else np.zeros(0, bool)
+        out = {}
+        for space, sel in (("global", ~is_shared), ("shared", is_shared)):
+            for what, kinds in (("reads", (0, 2)), ("writes", (1, 2))):
+                m = sel & np.isin(c["kind"], kinds) & (rows >= 0)
+                grid = np.zeros(shape, dtype=np.int64)
+                np.add.at(grid, (rows[m], c["thread"][m]), 1)
+                out[f"{space} {what}"] = grid
+        return out
+
+    def score(self) -> dict[str, int]:
+        """The most global and shared reads and writes any one thread made (as GPU-Puzzles prints its score)."""
+        return {k: int(v.max()) if v.size else 0 for k, v in self.counts().items()}
+
+    def score_text(self) -> str:
+        s = self.score()
+        return ("Score (max per thread): " + ", ".join(f"{k} {v}" for k, v in s.items()))
+
+    def sectors_per_request(self, array: str, kind: str | None = None) -> float:
+        """Mean 32-byte sectors per warp request to a global ``array`` (reads and writes, or one ``kind``)."""
+        rs = [r for r in self.requests if r.array == array and (kind is None or r.kind == kind)]
+        return float(np.mean([r.sectors for r in rs])) if rs else 0.0
+
+    def ideal_sectors_per_request(self, array: str, kind: str | None = None) -> float:
+        rs = [r for r in self.requests if r.array == array and (kind is None or r.kind == kind)]
+        return float(np.mean([r.ideal for r in rs])) if rs else 0.0
+
+    def max_conflict_ways(self, array: str) -> int:
+        """The worst n-way bank conflict of any warp request to a shared ``array`` (1 = conflict-free)."""
+        return max((r.ways for r in self.requests if r.array == array), default=1)
+
+    def summary(self) -> dict[str, Any]:
+        """``global_sectors_per_request`` and ``ideal_sectors_per_request`` (by global array),
+        ``shared_max_conflict_ways`` (by shared array), ``races``, ``divergent_barriers``, ``errors`` (counts),
+        ``score``, ``threads_traced``, ``sampled`` and ``origin``."""
+        glob = [n for n in self.names if self.arrays[n].space == "global"]
+        shar = [n for n in self.names if self.arrays[n].space == "shared"]
+        return {
+            "global_sectors_per_request": {n: round(self.sectors_per_request(n), 3) for n in glob},
+            "ideal_sectors_per_request": {n: round(self.ideal_sectors_per_request(n), 3) for n in glob},
+            "shared_max_conflict_ways": {n: self.max_conflict_ways(n) for n in shar},
+            "races": len(self.races),
+            "divergent_barriers": len(self.divergent),
+            "errors": len(self.errors),
+            "score": self.score(),
+            "threads_traced": self.threads_traced,
+            "sampled": self.sampled,
+            "origin": self.origin,
+        }
+
+    def describe(self) -> str:
+        """A few lines of text: what was traced, the score, coalescing, conflicts, races, divergent barriers."""
+        s = self.summary()
+        lines = [f"{self.kernel}[{_dims(self.grid)}, {_dims(self.block)}]: {s['threads_traced']} threads traced in "
+                 f"{self.origin}" + (f" (sampled: {len(self.traced_blocks)} of {self.total_blocks} blocks)" if self.sampled else "")]
+        lines.append(self.score_text())
+        for n, v in s["global_sectors_per_request"].items():
+            lines.append(f"  {n}: {v:g} sectors per warp request (ideal {s['ideal_sectors_per_request'][n]:g})")
+        for n, v in s["shared_max_conflict_ways"].items():
+            lines.append(f"  {n}: worst bank conflict {v}-way")
+        for r in self.races[:3]:
+            lines.append("  race: " + r.message())
+        if len(self.races) > 3:
+            lines.append(f"  ... {len(self.races) - 3} more race(s)")
+        for d in self.divergent[:2]:
+            lines.append("  divergent barrier: " + d.message)
+        for e in self.errors[:2]:
+            lines.append("  error: " + e)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Trace {self.describe().splitlines()[0]}>"
+
+    def figure(self, **options: Any) -> Any:
+        """The picture of this trace (an ipywidgets box; see :func:`labkit.widgets.trace.trace_view`)."""
+        from ..widgets.trace import trace_view
+
+        return trace_view(self, **options)
+
+
+def _dims(d: Sequence[int]) -> str:
+    d = list(d)
+    while len(d) > 1 and d[-1] == 1:
+        d.pop()
+    return str(d[0]) if len(d) == 1 else str(tuple(d))
+
+
+# ----------------------------------------------------------------------------- recording
+class _TraceModel(memory.Model):
+    """The strict model, recording everything and collecting every race (one per element), not just the first."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[memory.Race, tuple]] = []
+        self._raced: set[tuple] = set()
+        super().__init__(reverse=False, record=True)
+
+    # the base model stops looking for races after the first; a trace wants them all
+    race = property(lambda self: None, lambda self, value: None)
+
+    def found_race(self, array: Any, key: tuple[int, ...], other: Any, other_kind: str, kind: str,
+                   *, scope: str = "block") -> None:
+        tag = (array.name, key, scope)
+        if tag in self._raced or len(self.found) >= MAX_RACES:
+            return
+        self._raced.add(tag)
+        me = threading.current_thread()
+        race = memory.Race(array.name, array.space, key, memory._bid(me), memory._tid(other), other_kind, memory._tid(me),
+                           kind, scope=scope, other_block=memory._bid(other) if scope == "grid" else None)
+        self.found.append((race, (array, key, other, me)))
+
+    def all_races(self) -> list[memory.Race]:
+        atomics = sum(self.atomics.values()) > 0
+        out = []
+        for race, (array, key, other, me) in self.found:
+            rmw = array.rmw.get(key, set())
+            out.append(replace(race, lost_update=other in rmw and me in rmw, atomics_used=atomics))
+        return out
+
+
+def _sample(grid: tuple[int, int, int], per_block: int, max_threads: int) -> list[tuple[int, ...]] | None:
+    points = list(np.ndindex(*grid))
+    if len(points) * per_block <= max_threads:
+        return None
+    keep = max(1, max_threads // per_block)
+    picks = sorted({int(round(v)) for v in np.linspace(0, len(points) - 1, keep)})
+    return [tuple(int(x) for x in points[k]) for k in picks]
+
+
+def _as_dim3(d: Any, what: str) -> tuple[int, int, int]:
+    from ..errors import LabkitError
+
+    t = (d,) if isinstance(d, (int, np.integer)) else tuple(d)
+    if not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in t):
+        raise LabkitError(f"{what} must be a positive integer or a tuple of up to 3 of them, got {d!r}.")
+    return tuple(int(v) for v in t) + (1,) * (3 - len(t))  # type: ignore[return-value]
+
+
+def _host_copy(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    if hasattr(a, "copy_to_host"):  # a Numba device array
+        return a.copy_to_host()
+    if type(a).__module__.startswith("cupy"):
+        return a.get()
+    if hasattr(a, "__cuda_array_interface__") and hasattr(a, "get"):
+        return a.get()
+    return a
+
+
+def _arg_names(kernel: Any, n: int) -> list[str]:
+    py = getattr(kernel, "py_func", kernel)
+    try:
+        params = list(inspect.signature(py).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return [params[k] if k < len(params) else f"argument {k + 1}" for k in range(n)]
+
+
+def _shared_label(name: str, taken: set[str]) -> str:
+    """``tile`` for the model's "shared array `tile`" (with " (shared)" added if an argument has that name)."""
+    if name.startswith("shared array `") and name.endswith("`"):
+        name = name[len("shared array `"):-1]
+    return name + " (shared)" if name in taken else name
+
+
+def _value(v: Any) -> float:
+    if v is None:
+        return math.nan
+    try:
+        return float(np.asarray(v).reshape(-1)[0].real)
+    except (TypeError, ValueError, IndexError):
+        return math.nan
+
+
+def _requests(trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[str, np.ndarray],
+              block_of: Any) -> list[Request]:
+    from ..occupancy import bank_conflict_degree, coalescing
+
+    groups: dict[tuple, list[int]] = {}
+    arr, blk, thr, seq, flat, kind = (cols[k].tolist() for k in ("array", "block", "thread", "seq", "flat", "kind"))
+    for a, b, t, s, f, k in zip(arr, blk, thr, seq, flat, kind):
+        groups.setdefault((a, k, b, t // 32, s), []).append(f)
+    out = []
+    for (a, k, b, w, s), flats in groups.items():
+        info = trace_arrays[names[a]]
+        size = info.itemsize
+        addresses = [f * size for f in flats]
+        distinct = len(set(flats))
+        if info.space == "global":
+            sectors = coalescing(addresses, size).sectors
+            ways = 1
+        else:
+            sectors = coalescing(addresses, size).sectors
+            ways = bank_conflict_degree(addresses)
+        out.append(Request(names[a], KINDS[k], block_of(b), w, s, len(flats), sectors,
+                           max(1, math.ceil(distinct * size / SECTOR)), ways))
+    return out
+
+
+def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
+                names: Sequence[str], max_threads: int, time_limit_s: float | None) -> Trace:
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    from . import install
+    from .launch import launch
+
+    install()
+    per_block = int(np.prod(block))
+    sample = _sample(grid, per_block, max_threads)
+    wanted = set(sample) if sample is not None else None
+    model = _TraceModel()
+    copies = [_host_copy(a) for a in args]
+    tracked = memory._track_args(model, copies, list(names), ())
+    traced: list[tuple[int, ...]] = []
+    divergent: list[Divergence] = []
+    errors: list[str] = []
+    original = sim_kernel.BlockManager.run
+
+    def run(manager: Any, grid_point: Any, *a: Any) -> None:
+        point = tuple(int(v) for v in grid_point)
+        if wanted is not None and point not in wanted:
+            return
+        traced.append(point)
+        try:
+            original(manager, grid_point, *a)
+        except DivergentBarrier as exc:
+            divergent.append(Divergence(point, str(exc)))
+        except KernelTimeout:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded; the other blocks still run
+            text = f"block {point}: {type(exc).__name__}: {exc}"
+            if len(errors) < 5:
+                errors.append(text)
+
+    started = time.perf_counter()
+    sim_kernel.BlockManager.run = run
+    try:
+        with memory._StrictPatches(model):
+            try:
+                launch(kernel, grid, block, *tracked, time_limit_s=time_limit_s or memory.SIM_TIME_LIMIT_S)
+            except KernelFault as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        sim_kernel.BlockManager.run = original
+    seconds = time.perf_counter() - started
+
+    arrays: dict[str, ArrayInfo] = {}
+    labels: dict[str, str] = {}
+    for a in model.arrays:
+        label = _shared_label(a.name, set(names)) if a.space == "shared" else a.name
+        labels[a.name] = label
+        arrays[label] = ArrayInfo(label, a.space, tuple(a.live.shape), a.live.dtype.itemsize, str(a.live.dtype))
+    order = list(arrays)
+    acc = model.accesses
+    gx, gy, _ = grid
+    cols = {
+        "array": np.array([order.index(labels[x.array]) for x in acc], dtype=np.int16),
+        "block": np.array([x.block[0] + gx * (x.block[1] + gy * x.block[2]) for x in acc], dtype=np.int64),
+        "thread": np.array([x.thread for x in acc], dtype=np.int64),
+        "seq": np.array([x.seq for x in acc], dtype=np.int64),
+        "flat": np.array([x.flat for x in acc], dtype=np.int64),
+        "kind": np.array([KINDS.index(x.kind) for x in acc], dtype=np.int8),
+        "epoch": np.array([getattr(x, "epoch", 0) for x in acc], dtype=np.int64),
+        "value": np.array([_value(x.value) if x.kind == "write" else math.nan for x in acc], dtype=np.float64),
+    }
+    t = Trace(
+        kernel=getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel"), grid=grid, block=block, arrays=arrays,
+        columns=cols, names=order, requests=[], races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()],
+        divergent=divergent, errors=errors, traced_blocks=traced, total_blocks=int(np.prod(grid)), seconds=seconds,
+        uninitialised=model.uninitialised,
+        outputs={n: c for n, c in zip(names, copies) if isinstance(c, np.ndarray)},
+    )
+    t.requests = _requests(arrays, order, cols, t.block_index)
+    return t
+
+
+# ----------------------------------------------------------------------------- public entry point
+def trace(kernel: Any, grid: Any, block: Any, *args: Any, names: Sequence[str] | None = None,
+          max_threads: int = MAX_THREADS, time_limit_s: float | None = None, subprocess_: bool | None = None) -> Trace:
+    """Run ``kernel[grid, block](*args)`` in the simulator with every access recorded; returns a :class:`Trace`.
+
+    ``names`` names the arguments (default: the kernel's parameter names). Arrays are copied first (the
+    caller's are unchanged). More than ``max_threads`` threads: only some blocks are traced (sampled).
+    In ``gpu`` mode (or with ``subprocess_=True``) the kernel's source is traced by a simulator subprocess.
+    """
+    from ..errors import LabkitError
+    from .warp import is_simulator
+
+    py = getattr(kernel, "py_func", kernel)
+    if not callable(py) or not hasattr(py, "__code__"):
+        raise LabkitError(f"labkit.sim.trace needs a @cuda.jit kernel, got {type(kernel).__name__}.",
+                          fix="Pass the kernel itself (the function decorated with @cuda.jit), not a call of it.")
+    g, b = _as_dim3(grid, "grid"), _as_dim3(block, "block")
+    if int(np.prod(b)) > 1024:
+        raise LabkitError(f"a block has at most 1024 threads, got {int(np.prod(b))}.")
+    if max_threads < 1:
+        raise LabkitError(f"max_threads must be positive, got {max_threads}.")
+    arg_names = list(names) if names is not None else _arg_names(kernel, len(args))
+    if len(arg_names) < len(args):
+        arg_names += [f"argument {k + 1}" for k in range(len(arg_names), len(args))]
+    away = (not is_simulator()) if subprocess_ is None else subprocess_
+    if away:
+        return _trace_in_subprocess(kernel, g, b, args, arg_names, max_threads, time_limit_s)
+    return _trace_here(kernel, g, b, args, arg_names, max_threads, time_limit_s)
+
+
+# ----------------------------------------------------------------------------- gpu mode: a simulator subprocess
+SUBPROCESS_TIMEOUT_S = 180.0
+
+
+def _trace_in_subprocess(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
+                         names: Sequence[str], max_threads: int, time_limit_s: float | None) -> Trace:
+    from ..errors import LabkitError
+    from ..ptx import _standalone_source
+
+    py = getattr(kernel, "py_func", kernel)
+    try:
+        source, _ = _standalone_source(kernel)
+    except Exception as exc:  # noqa: BLE001 - a CompileError explaining why the source cannot be read
+        raise LabkitError(f"cannot trace {py.__name__} in the simulator: {exc}",
+                          fix="Define the kernel in a notebook cell or a .py file.") from None
+    payload = {"source": source, "name": py.__name__, "grid": grid, "block": block,
+               "args": [_host_copy(a) for a in args], "names": list(names), "max_threads": max_threads,
+               "time_limit_s": time_limit_s}
+    env = dict(os.environ, LABKIT_MODE="sim", NUMBA_ENABLE_CUDASIM="1")
+    env.pop("LABKIT_EXPECT", None)
+    try:
+        proc = subprocess.run([sys.executable, "-c", "from labkit.sim.trace import _serve; _serve()"], input=pickle.dumps(payload),
+                              capture_output=True, env=env, timeout=SUBPROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise LabkitError(f"tracing {py.__name__} in the simulator took more than {SUBPROCESS_TIMEOUT_S:.0f} s.",
+                          fix="Trace a smaller input (a few thousand threads).") from None
+    try:
+        reply = pickle.loads(proc.stdout)
+    except Exception:  # noqa: BLE001
+        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise LabkitError(f"the simulator process tracing {py.__name__} stopped: {' '.join(tail) or 'no output'}",
+                          fix="Run the kernel with LABKIT_MODE=sim to see the error.") from None
+    if isinstance(reply, dict):
+        raise LabkitError(f"cannot trace {py.__name__} in the simulator: {reply['error']}",
+                          fix="Check that the kernel uses only names defined in the notebook (numpy, cuda, constants, "
+                              "device functions).")
+    reply.origin = ORIGIN_SUBPROCESS
+    return reply
+
+
+def _serve() -> None:
+    """The subprocess side: read a pickled request on stdin, write a pickled Trace (or {"error": text})."""
+    payload = pickle.loads(sys.stdin.buffer.read())
+    out: Any
+    try:
+        import labkit
+
+        labkit.setup(quiet=True)
+        from numba import cuda
+
+        import importlib
+
+        module = importlib.import_module("labkit.sim.trace")  # (labkit.sim.trace, the attribute, is the function)
+
+        ns: dict[str, Any] = {}
+        import linecache
+
+        linecache.cache["<traced kernel>"] = (len(payload["source"]), None, payload["source"].splitlines(True),
+                                              "<traced kernel>")
+        exec(compile(payload["source"], "<traced kernel>", "exec"), ns)  # noqa: S102 - the learner's own kernel
+        kernel = cuda.jit(ns[payload["name"]])
+        out = module.trace(kernel, payload["grid"], payload["block"], *payload["args"], names=payload["names"],
+                    max_threads=payload["max_threads"], time_limit_s=payload["time_limit_s"], subprocess_=False)
+        out.outputs = {}
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        out = {"error": f"{type(exc).__name__}: {exc}"}
+    sys.stdout.buffer.write(pickle.dumps(out))
+    sys.stdout.buffer.flush()

@@ -1,0 +1,437 @@
+"""Pictures of what a kernel touched, from its traced execution in the simulator (:mod:`labkit.sim.trace`).
+
+- :func:`show` (also ``labkit.show``): trace ``kernel[grid, block](*args)`` and draw it; with ``reference=``
+  the reference kernel is traced on the same input and the two are compared, score for score;
+- :func:`trace_view` (also ``Trace.figure()``): the ipywidgets picture of one trace — the grid of threads
+  (races marked ×, blocks with a divergent barrier outlined in red), a thread / warp / block chosen with the
+  controls and the elements it read and wrote in each array, the sectors each warp request touched against the
+  ideal, and the bank-conflict map of the shared-memory requests;
+- the figures alone (plotly ``go.Figure``): :func:`threads_figure`, :func:`elements_figure`,
+  :func:`coalescing_figure`, :func:`banks_figure`; :func:`score_table` (HTML).
+
+The score is GPU-Puzzles': the most global and shared reads and writes any one thread makes (an atomic counts
+as a read and a write). Every picture says that it comes from the simulator, and when only some blocks were
+traced (a large launch), which.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import LabkitError
+
+__all__ = ["banks_figure", "coalescing_figure", "elements_figure", "score_table", "show", "threads_figure", "trace_view"]
+
+NONE, READ, WRITE, BOTH, ATOMIC = range(5)
+_CATEGORY = ["untouched", "read", "written", "read and written", "atomic"]
+_COLORS = ["#f2f2f2", "#4c78a8", "#f58518", "#b279a2", "#54a24b"]
+MAX_REQUESTS_DRAWN = 48
+
+
+def _scale() -> list[list[Any]]:
+    n = len(_COLORS)
+    out = []
+    for k, c in enumerate(_COLORS):
+        out += [[k / n, c], [(k + 1) / n, c]]
+    return out
+
+
+def _sim_note(trace: Any) -> str:
+    note = "traced in the simulator"
+    if trace.sampled:
+        note += f"; sampled: {len(trace.traced_blocks)} of {trace.total_blocks} blocks traced"
+    return note
+
+
+def _is_1d(trace: Any) -> bool:
+    return trace.grid[1:] == (1, 1) and trace.block[1:] == (1, 1)
+
+
+def _cell(trace: Any, k: int, t: int) -> tuple[int, int]:
+    """(row, col) in the threads figure of thread ``t`` of the ``k``-th traced block."""
+    if _is_1d(trace):
+        return k, t
+    bx, by, bz = trace.traced_blocks[k]
+    tx, ty, tz = trace.thread_index(t)
+    BX, BY, BZ = trace.block
+    GY = trace.grid[1]
+    return (bz * BZ + tz) * GY * BY + by * BY + ty, bx * BX + tx
+
+
+# ----------------------------------------------------------------------------- figures
+def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread") -> Any:
+    """The grid of traced threads, coloured by how many reads and writes each made; the selection outlined.
+
+    1-D launches: one row per traced block. Otherwise: threads at their global (x, y) position. Threads of a
+    race are marked ×; blocks where a divergent barrier stopped the block are outlined in red."""
+    import plotly.graph_objects as go
+
+    counts = trace.counts()
+    total = sum(counts.values())
+    one_d = _is_1d(trace)
+    if one_d:
+        rows, cols = max(1, len(trace.traced_blocks)), trace.threads_per_block
+    else:
+        rows = trace.grid[1] * trace.block[1] * trace.grid[2] * trace.block[2]
+        cols = trace.grid[0] * trace.block[0]
+    z: list[list[Any]] = [[None] * cols for _ in range(rows)]
+    text: list[list[str]] = [[""] * cols for _ in range(rows)]
+    for k, b in enumerate(trace.traced_blocks):
+        for t in range(trace.threads_per_block):
+            r, c = _cell(trace, k, t)
+            z[r][c] = int(total[k, t])
+            parts = ", ".join(f"{name} {int(v[k, t])}" for name, v in counts.items() if v[k, t])
+            text[r][c] = f"block {b}, thread {trace.thread_index(t)} (warp {t // 32})<br>{parts or 'no accesses'}"
+    fig = go.Figure(go.Heatmap(z=z, text=text, hoverinfo="text", colorscale="Blues", colorbar=dict(title="accesses"),
+                               xgap=1, ygap=1))
+    # selection
+    k = max(0, min(block, len(trace.traced_blocks) - 1))
+    if trace.traced_blocks:
+        if scope == "block":
+            members = range(trace.threads_per_block)
+        elif scope == "warp":
+            w = thread // 32
+            members = range(32 * w, min(32 * w + 32, trace.threads_per_block))
+        else:
+            members = [thread]
+        cells = [_cell(trace, k, t) for t in members]
+        rs, cs = [c[0] for c in cells], [c[1] for c in cells]
+        fig.add_shape(type="rect", x0=min(cs) - 0.5, x1=max(cs) + 0.5, y0=min(rs) - 0.5, y1=max(rs) + 0.5,
+                      line=dict(color="black", width=2))
+    # races: both threads
+    order = {tuple(b): k for k, b in enumerate(trace.traced_blocks)}
+    xs, ys, hover = [], [], []
+    for race in trace.races:
+        other = race.other_block if race.scope == "grid" else race.block
+        for blk, thr in ((other, race.first_thread), (race.block, race.second_thread)):
+            kk = order.get(tuple(blk))
+            if kk is None:
+                continue
+            r, c = _cell(trace, kk, trace._thread_linear(thr))
+            xs.append(c)
+            ys.append(r)
+            hover.append(html.escape(race.message()))
+    if xs:
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", marker=dict(symbol="x", color="crimson", size=9),
+                                 name="race", text=hover, hoverinfo="text"))
+    for d in trace.divergent:
+        kk = order.get(tuple(d.block))
+        if kk is None:
+            continue
+        cells = [_cell(trace, kk, t) for t in (0, trace.threads_per_block - 1)]
+        fig.add_shape(type="rect", x0=min(c[1] for c in cells) - 0.5, x1=max(c[1] for c in cells) + 0.5,
+                      y0=min(c[0] for c in cells) - 0.5, y1=max(c[0] for c in cells) + 0.5,
+                      line=dict(color="crimson", width=3, dash="dot"))
+    title = (f"{trace.kernel}: threads ({_sim_note(trace)}); {len(trace.races)} race(s), "
+             f"{len(trace.divergent)} divergent barrier(s)")
+    fig.update_layout(title=title, height=min(700, 140 + 14 * rows), margin=dict(l=60, r=20, t=50, b=40),
+                      xaxis_title="threadIdx.x" if one_d else "global x (blockIdx.x * blockDim.x + threadIdx.x)",
+                      yaxis_title="traced block" if one_d else "global y", showlegend=False)
+    fig.update_yaxes(autorange="reversed")
+    if one_d:
+        fig.update_yaxes(tickmode="array", tickvals=list(range(rows)),
+                         ticktext=[str(b[0]) for b in trace.traced_blocks] or ["0"])
+    return fig
+
+
+MAX_ELEMENTS_DRAWN = 16384
+
+
+def _window(trace: Any, name: str) -> tuple[int, int, int, int]:
+    """(first element, rows, cols, elements drawn) of an array's panel: 2-D arrays as they are, 1-D wrapped in rows
+    of 32 or 64, more dimensions flattened; an array larger than :data:`MAX_ELEMENTS_DRAWN` is drawn from the first
+    element the kernel touched, whole rows, up to that many."""
+    info = trace.arrays[name]
+    shape = info.shape or (1,)
+    size = int(np.prod(shape))
+    if len(shape) == 1:
+        cols = max(1, min(size, 32 if size <= 1024 else 64))
+    else:
+        cols = int(shape[-1])
+    first = 0
+    if size > MAX_ELEMENTS_DRAWN:
+        touched = trace.columns["flat"][trace.columns["array"] == trace.names.index(name)]
+        first = (int(touched.min()) // cols) * cols if touched.size else 0
+    count = min(size - first, max(cols, (MAX_ELEMENTS_DRAWN // cols) * cols))
+    return first, math.ceil(count / cols), cols, count
+
+
+def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread",
+                    arrays: Sequence[str] | None = None) -> Any:
+    """For the selected thread, warp or block: the elements it read and wrote in each array (one panel per array).
+
+    Shared arrays show the selected block's copy. Colours: read, written, both, atomic."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    names = list(arrays) if arrays is not None else list(trace.names)
+    if not names:
+        fig = go.Figure()
+        fig.update_layout(title=f"{trace.kernel} touched no array elements ({_sim_note(trace)})", height=200)
+        return fig
+    b = trace.traced_blocks[max(0, min(block, len(trace.traced_blocks) - 1))] if trace.traced_blocks else (0, 0, 0)
+    where: dict[str, Any] = {"block": b}
+    if scope == "thread":
+        where["thread"] = thread
+    elif scope == "warp":
+        where["warp"] = thread // 32
+    windows = {n: _window(trace, n) for n in names}
+    titles = []
+    for n in names:
+        info, (first, rows, cols, count) = trace.arrays[n], windows[n]
+        part = "" if count == int(np.prod(info.shape or (1,))) else f", elements {first}..{first + count - 1} drawn"
+        titles.append(f"{n} ({info.space}, shape {info.shape}{part})")
+    fig = make_subplots(rows=len(names), cols=1, vertical_spacing=min(0.08, 0.3 / len(names)),
+                        row_heights=[max(1, windows[n][1]) for n in names], subplot_titles=titles)
+    for row, name in enumerate(names, start=1):
+        info = trace.arrays[name]
+        first, rows, cols, count = windows[name]
+        cat = np.zeros(rows * cols, dtype=np.int64)
+        for kind, value in (("read", READ), ("write", WRITE), ("atomic", ATOMIC)):
+            flats = trace.elements(name, kind, **where) - first
+            flats = flats[(flats >= 0) & (flats < count)]
+            if kind == "write":
+                cat[flats] = np.where(cat[flats] == READ, BOTH, WRITE)
+            else:
+                cat[flats] = value
+        z = cat.astype(float)
+        z[count:] = np.nan
+        shape = info.shape or (1,)
+
+        def label(i: int) -> str:
+            if i >= count:
+                return ""
+            f = first + i
+            idx = f if len(shape) == 1 else tuple(int(v) for v in np.unravel_index(f, shape))
+            return f"{name}[{idx}]: {_CATEGORY[int(cat[i])]}"
+
+        text = np.array([label(i) for i in range(rows * cols)], dtype=object).reshape(rows, cols)
+        fig.add_trace(go.Heatmap(z=z.reshape(rows, cols), text=text, hoverinfo="text", zmin=-0.5,
+                                 zmax=len(_COLORS) - 0.5, colorscale=_scale(), showscale=row == 1, xgap=1, ygap=1,
+                                 colorbar=dict(tickvals=list(range(len(_COLORS))), ticktext=_CATEGORY, len=0.5, y=1,
+                                               yanchor="top")),
+                      row=row, col=1)
+        fig.update_yaxes(autorange="reversed", row=row, col=1)
+    who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "all its threads"}[scope]
+    fig.update_layout(title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})",
+                      height=min(1400, 120 + sum(40 + 16 * windows[n][1] for n in names)),
+                      margin=dict(l=50, r=20, t=70, b=30))
+    return fig
+
+
+def coalescing_figure(trace: Any, *, block: int = 0) -> Any:
+    """Each warp request of the selected block to a global array: 32-byte sectors touched against the ideal."""
+    import plotly.graph_objects as go
+
+    b = trace.traced_blocks[max(0, min(block, len(trace.traced_blocks) - 1))] if trace.traced_blocks else (0, 0, 0)
+    reqs = [r for r in trace.requests if tuple(r.block) == tuple(b) and trace.arrays[r.array].space == "global"]
+    reqs.sort(key=lambda r: (r.warp, trace.names.index(r.array), r.seq, r.kind))
+    shown = reqs[:MAX_REQUESTS_DRAWN]
+    labels = [f"w{r.warp} {r.array} {r.kind} #{r.seq}" for r in shown]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[r.sectors for r in shown], name="sectors touched",
+                         marker_color=["crimson" if r.sectors > r.ideal else "steelblue" for r in shown],
+                         text=[f"{r.lanes} lanes" for r in shown], hovertemplate="%{x}: %{y} sectors, %{text}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=labels, y=[r.ideal for r in shown], mode="markers", name="ideal",
+                             marker=dict(symbol="line-ew-open", size=18, color="black")))
+    more = f" (first {len(shown)} of {len(reqs)} requests)" if len(reqs) > len(shown) else ""
+    means = ", ".join(f"{n} {trace.sectors_per_request(n):g}/{trace.ideal_sectors_per_request(n):g}"
+                      for n in trace.names if trace.arrays[n].space == "global")
+    fig.update_layout(title=f"sectors per warp request in block {b}{more}; whole trace (measured/ideal): {means or '—'}"
+                            f" ({_sim_note(trace)})",
+                      yaxis_title="32-byte sectors", height=360, margin=dict(l=60, r=20, t=60, b=90), barmode="overlay")
+    return fig
+
+
+def banks_figure(trace: Any, *, block: int = 0, thread: int = 0) -> Any:
+    """The shared-memory requests of the selected warp: distinct 4-byte words each request reads in each of the
+    32 banks (more than one word in a bank = a conflict; the worst bank gives the n of an n-way conflict)."""
+    import plotly.graph_objects as go
+
+    b = trace.traced_blocks[max(0, min(block, len(trace.traced_blocks) - 1))] if trace.traced_blocks else (0, 0, 0)
+    warp = thread // 32
+    shared = [n for n in trace.names if trace.arrays[n].space == "shared"]
+    c = trace.columns
+    rows, labels = [], []
+    for r in sorted((r for r in trace.requests if r.array in shared and tuple(r.block) == tuple(b) and r.warp == warp),
+                    key=lambda r: (r.array, r.seq, r.kind))[:MAX_REQUESTS_DRAWN]:
+        m = trace.select(r.array, block=b, warp=warp, kind=r.kind) & (c["seq"] == r.seq)
+        size = trace.arrays[r.array].itemsize
+        words: dict[int, set[int]] = {}
+        for f in c["flat"][m]:
+            w = int(f) * size // 4
+            words.setdefault(w % 32, set()).add(w)
+        rows.append([len(words.get(k, ())) for k in range(32)])
+        labels.append(f"{r.array} {r.kind} #{r.seq} ({r.ways}-way)")
+    fig = go.Figure()
+    if rows:
+        fig.add_trace(go.Heatmap(z=rows, x=list(range(32)), y=labels, colorscale="Reds", zmin=0,
+                                 colorbar=dict(title="words"), xgap=1, ygap=1,
+                                 hovertemplate="bank %{x}, %{y}: %{z} word(s)<extra></extra>"))
+        worst = max(max(r) for r in rows)
+        title = f"shared-memory banks, warp {warp} of block {b}: worst {worst}-way conflict ({_sim_note(trace)})"
+    else:
+        title = (f"no shared-memory requests by warp {warp} of block {b}" if shared else
+                 f"{trace.kernel} uses no shared memory") + f" ({_sim_note(trace)})"
+    fig.update_layout(title=title, xaxis_title="bank", height=min(700, 160 + 22 * max(1, len(rows))),
+                      margin=dict(l=200, r=20, t=60, b=40))
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+# ----------------------------------------------------------------------------- text
+def score_table(traces: dict[str, Any]) -> str:
+    """HTML table: score and summary of one or more traces side by side (columns = traces)."""
+    labels = list(traces)
+    s = {k: t.summary() for k, t in traces.items()}
+    rows: list[tuple[str, list[str]]] = []
+    for key in next(iter(s.values()))["score"]:
+        rows.append((f"{key} (max per thread)", [str(s[k]["score"][key]) for k in labels]))
+    arrays = list(dict.fromkeys(n for v in s.values() for n in v["global_sectors_per_request"]))
+    for n in arrays:
+        rows.append((f"{n}: sectors per warp request (ideal)",
+                     [f"{s[k]['global_sectors_per_request'][n]:g} ({s[k]['ideal_sectors_per_request'][n]:g})"
+                      if n in s[k]["global_sectors_per_request"] else "—" for k in labels]))
+    shared = list(dict.fromkeys(n for v in s.values() for n in v["shared_max_conflict_ways"]))
+    for n in shared:
+        rows.append((f"{n} (shared): worst bank conflict",
+                     [f"{s[k]['shared_max_conflict_ways'][n]}-way" if n in s[k]["shared_max_conflict_ways"] else "—"
+                      for k in labels]))
+    for key, name in (("races", "races"), ("divergent_barriers", "divergent barriers"), ("errors", "errors")):
+        rows.append((name, [str(s[k][key]) for k in labels]))
+    head = "".join(f"<th style='padding:2px 10px'>{html.escape(k)}</th>" for k in labels)
+    body = "".join(f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td style='text-align:center'>{html.escape(v)}</td>"
+                                                                   for v in vals) + "</tr>" for name, vals in rows)
+    return f"<table><tr><th></th>{head}</tr>{body}</table>"
+
+
+def _notes(trace: Any) -> str:
+    parts = [f"<b>{html.escape(trace.kernel)}</b>[{html.escape(str(trace.grid))}, {html.escape(str(trace.block))}]: "
+             f"{trace.threads_traced} threads traced in {html.escape(trace.origin)} — which elements each thread touched, "
+             "not how fast a GPU runs it."]
+    if trace.sampled:
+        parts.append(f"<b>Sampled</b>: the launch has {trace.total_blocks} blocks; {len(trace.traced_blocks)} of them "
+                     "(evenly spaced, the first and the last included) ran and are drawn.")
+    for r in trace.races[:3]:
+        parts.append("<span style='color:crimson'>race</span>: " + html.escape(r.message()))
+    if len(trace.races) > 3:
+        parts.append(f"... and {len(trace.races) - 3} more race(s), marked × in the grid of threads.")
+    for d in trace.divergent[:2]:
+        parts.append("<span style='color:crimson'>divergent barrier</span>: " + html.escape(d.message))
+    for e in trace.errors[:2]:
+        parts.append("<span style='color:crimson'>error</span>: " + html.escape(e))
+    if trace.uninitialised is not None:
+        u = trace.uninitialised
+        parts.append(f"uninitialised read: {html.escape(u.array)} at {html.escape(str(u.index))} by thread {u.thread}")
+    return "<br>".join(parts)
+
+
+# ----------------------------------------------------------------------------- widgets
+def _put(out: Any, fig: Any) -> None:
+    """A plotly figure into an Output widget as display data (renders in Jupyter, builds without a kernel)."""
+    import json
+
+    out.outputs = ({"output_type": "display_data", "metadata": {},
+                    "data": {"application/vnd.plotly.v1+json": json.loads(fig.to_json()),
+                             "text/plain": f"<plotly figure: {fig.layout.title.text}>"}},)
+
+
+def _default_selection(trace: Any) -> tuple[int, int]:
+    order = {tuple(b): k for k, b in enumerate(trace.traced_blocks)}
+    if trace.races:
+        r = trace.races[0]
+        return order.get(tuple(r.block), 0), trace._thread_linear(r.second_thread)
+    if trace.divergent:
+        return order.get(tuple(trace.divergent[0].block), 0), 0
+    return 0, 0
+
+
+def trace_view(trace: Any, *, block: int | None = None, thread: int | None = None, scope: str = "thread") -> Any:
+    """The picture of a :class:`~labkit.sim.trace.Trace` with controls (an ipywidgets VBox, builds headless).
+
+    ``box.figures`` holds the current plotly figures (``threads``, ``elements``, ``coalescing``, ``banks``);
+    ``box.controls`` the scope buttons and the block and thread selectors."""
+    import ipywidgets as W
+
+    if scope not in ("thread", "warp", "block"):
+        raise LabkitError(f"scope must be 'thread', 'warp' or 'block', got {scope!r}.")
+    b0, t0 = _default_selection(trace)
+    b0 = b0 if block is None else block
+    t0 = t0 if thread is None else thread
+    nb = max(1, len(trace.traced_blocks))
+    if not 0 <= b0 < nb or not 0 <= t0 < trace.threads_per_block:
+        raise LabkitError(f"block must be 0..{nb - 1} (a traced block) and thread 0..{trace.threads_per_block - 1}.")
+    scope_w = W.ToggleButtons(options=["thread", "warp", "block"], value=scope, description="show")
+    block_w = W.Dropdown(options=[(f"block {b}", k) for k, b in enumerate(trace.traced_blocks)] or [("block (0, 0, 0)", 0)],
+                         value=b0, description="block")
+    thread_w = W.IntSlider(value=t0, min=0, max=trace.threads_per_block - 1, description="thread")
+    where = W.HTML()
+    outs = {k: W.Output() for k in ("threads", "elements", "coalescing", "banks")}
+    header = W.HTML(_notes(trace) + "<br>" + score_table({trace.kernel: trace}))
+    box = W.VBox([header, W.HBox([scope_w, block_w]), W.HBox([thread_w, where]), outs["threads"], outs["elements"],
+                  outs["coalescing"], outs["banks"]])
+    box.trace = trace
+    box.figures = {}
+    box.controls = {"scope": scope_w, "block": block_w, "thread": thread_w}
+
+    def update(change: Any = None) -> None:
+        k, t, s = block_w.value, thread_w.value, scope_w.value
+        where.value = f"threadIdx {trace.thread_index(t)}, warp {t // 32}, lane {t % 32}"
+        figs = {
+            "threads": threads_figure(trace, block=k, thread=t, scope=s),
+            "elements": elements_figure(trace, block=k, thread=t, scope=s),
+            "coalescing": coalescing_figure(trace, block=k),
+            "banks": banks_figure(trace, block=k, thread=t),
+        }
+        for name, fig in figs.items():
+            _put(outs[name], fig)
+        box.figures = figs
+
+    for w in (scope_w, block_w, thread_w):
+        w.observe(update, names="value")
+    update()
+    return box
+
+
+def _case_args(args: Sequence[Any], grid: Any, block: Any, names: Sequence[str] | None) -> tuple[Any, Any, list, Any]:
+    """``show(kernel, case)`` with a case object (grid, block, args, names) from the check layer, or plain args."""
+    if len(args) == 1 and all(hasattr(args[0], a) for a in ("grid", "block", "args")):
+        case = args[0]
+        return case.grid, case.block, list(case.args), names or getattr(case, "names", None)
+    if grid is None or block is None:
+        raise LabkitError("labkit.show needs the launch configuration: labkit.show(kernel, *args, grid=..., block=...).",
+                          fix="Pass grid= and block= as you would write kernel[grid, block](*args).")
+    return grid, block, list(args), names
+
+
+def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference: Any = None,
+         names: Sequence[str] | None = None, max_threads: int | None = None) -> Any:
+    """Trace ``kernel[grid, block](*args)`` in the simulator and draw what every thread read and wrote.
+
+    With ``reference=`` (the exercise's reference kernel) both are traced on copies of the same input and shown
+    with their scores side by side, then one tab each. Returns an ipywidgets box (the last expression of a cell
+    displays it). The caller's arrays are unchanged."""
+    import ipywidgets as W
+
+    from ..sim.trace import MAX_THREADS, trace
+
+    grid, block, call_args, names = _case_args(args, grid, block, names)
+    limit = max_threads or MAX_THREADS
+    mine = trace(kernel, grid, block, *call_args, names=names, max_threads=limit)
+    if reference is None:
+        return trace_view(mine)
+    ref = trace(reference, grid, block, *call_args, names=names, max_threads=limit)
+    yours, theirs = f"your kernel ({mine.kernel})", f"reference ({ref.kernel})"
+    table = W.HTML("<b>Your kernel beside the reference, on the same input</b> (traced in the simulator; the score is "
+                   "the most reads and writes one thread makes, lower is better for the same result):<br>"
+                   + score_table({yours: mine, theirs: ref}))
+    tabs = W.Tab(children=[trace_view(mine), trace_view(ref)])
+    for k, title in enumerate((yours, theirs)):
+        tabs.set_title(k, title)
+    box = W.VBox([table, tabs])
+    box.traces = {"yours": mine, "reference": ref}
+    return box

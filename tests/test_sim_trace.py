@@ -1,0 +1,186 @@
+"""labkit.sim.trace on hand-worked kernels: sectors per request, bank conflicts, races, divergent barriers,
+sampling, the recorded values and epochs, and the subprocess path gpu mode uses (run here with the simulator).
+
+About 15 s on one core (two 256-thread transposes, one 4,096-thread launch, one subprocess)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import labkit
+
+env = labkit.setup(quiet=True)
+pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
+
+from numba import cuda  # noqa: E402
+
+from labkit.errors import LabkitError  # noqa: E402
+from labkit.sim import trace  # noqa: E402
+from labkit.sim.trace import Trace  # noqa: E402
+
+
+@cuda.jit
+def strided_copy(x, out, stride):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i * stride]
+
+
+@pytest.mark.parametrize("stride, sectors", [(1, 4), (2, 8), (4, 16), (32, 32)])
+def test_strided_copy_sectors_per_request(stride: int, sectors: int) -> None:
+    # float32: 32 lanes read 32 elements `stride` apart; a sector holds 8 of them
+    x = np.arange(64 * stride, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    t = trace(strided_copy, 2, 32, x, out, stride)
+    s = t.summary()
+    assert isinstance(t, Trace)
+    assert s["global_sectors_per_request"] == {"x": sectors, "out": 4}
+    assert s["ideal_sectors_per_request"] == {"x": 4, "out": 4}
+    assert s["races"] == 0 and s["divergent_barriers"] == 0 and s["shared_max_conflict_ways"] == {}
+    assert not out.any(), "the caller's arrays are unchanged (the kernel runs on copies)"
+    assert np.array_equal(t.outputs["out"], x[::stride][:64])
+    assert set(t.elements("x", "read", block=1, thread=3)) == {35 * stride}
+
+
+TILE, ROWS = 32, 8
+
+
+@cuda.jit
+def transpose(a, out):
+    tile = cuda.shared.array((32, 32), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x, y = cuda.blockIdx.x * 32 + tx, cuda.blockIdx.y * 32 + ty
+    for j in range(0, 32, 8):
+        tile[ty + j, tx] = a[y + j, x]
+    cuda.syncthreads()
+    x, y = cuda.blockIdx.y * 32 + tx, cuda.blockIdx.x * 32 + ty
+    for j in range(0, 32, 8):
+        out[y + j, x] = tile[tx, ty + j]  # a column of the tile: all 32 lanes in one bank
+
+
+@cuda.jit
+def transpose_padded(a, out):
+    tile = cuda.shared.array((32, 33), np.float32)  # one spare column: a column spreads over all 32 banks
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x, y = cuda.blockIdx.x * 32 + tx, cuda.blockIdx.y * 32 + ty
+    for j in range(0, 32, 8):
+        tile[ty + j, tx] = a[y + j, x]
+    cuda.syncthreads()
+    x, y = cuda.blockIdx.y * 32 + tx, cuda.blockIdx.x * 32 + ty
+    for j in range(0, 32, 8):
+        out[y + j, x] = tile[tx, ty + j]
+
+
+def test_transpose_bank_conflicts_with_and_without_padding() -> None:
+    a = np.random.default_rng(0).random((32, 32)).astype(np.float32)
+    out = np.zeros_like(a)
+    plain = trace(transpose, 1, (TILE, ROWS), a, out)
+    padded = trace(transpose_padded, 1, (TILE, ROWS), a, out)
+    assert plain.summary()["shared_max_conflict_ways"] == {"tile": 32}
+    assert padded.summary()["shared_max_conflict_ways"] == {"tile": 1}
+    # the row-wise writes of the tile are conflict-free in both; only the column reads conflict
+    assert max(r.ways for r in plain.requests if r.array == "tile" and r.kind == "write") == 1
+    for t in (plain, padded):
+        assert np.array_equal(t.outputs["out"], a.T)
+        assert t.summary()["global_sectors_per_request"] == {"a": 4, "out": 4}
+        assert t.score() == {"global reads": 4, "global writes": 4, "shared reads": 4, "shared writes": 4}
+    # the epoch: tile writes before the barrier, reads after it
+    c, k = plain.columns, plain.names.index("tile")
+    assert set(c["epoch"][(c["array"] == k) & (c["kind"] == 0)]) == {1}
+    assert set(c["epoch"][(c["array"] == k) & (c["kind"] == 1)]) == {0}
+
+
+@cuda.jit
+def neighbour_without_barrier(x, out):
+    s = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[t]
+    out[t] = s[(t + 1) % 64]  # reads what thread t + 1 wrote, with no syncthreads between
+
+
+def test_race_pair() -> None:
+    x = np.arange(64, dtype=np.float32)
+    t = trace(neighbour_without_barrier, 1, 64, x, np.zeros(64, np.float32))
+    assert t.summary()["races"] == 64  # one per element of s
+    race = t.races[0]
+    assert race.array == "s" and race.space == "shared" and race.scope == "block"
+    first, second = race.first_thread[0], race.second_thread[0]
+    assert abs(first - second) in (1, 63) and {race.first, race.second} == {"read", "write"}
+
+
+@cuda.jit
+def barrier_in_if(x):
+    t = cuda.threadIdx.x
+    if t < 16:
+        cuda.syncthreads()
+    x[cuda.grid(1)] = t
+
+
+def test_divergent_barrier_is_recorded_per_block() -> None:
+    t = trace(barrier_in_if, 3, 32, np.zeros(96))
+    s = t.summary()
+    assert s["divergent_barriers"] == 3 and s["errors"] == 0
+    assert [d.block for d in t.divergent] == [(0, 0, 0), (1, 0, 0), (2, 0, 0)]
+    assert "reached by 16 of 32 threads" in t.divergent[0].message
+    assert len(t.traced_blocks) == 3  # the other blocks still ran after the first divergent one
+
+
+@cuda.jit
+def three_reads(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + x[(i + 1) % x.size] + x[(i + 2) % x.size]
+
+
+def test_score_values_and_sampling() -> None:
+    x = np.arange(512, dtype=np.float32)
+    t = trace(three_reads, 8, 64, x, np.zeros(512, np.float32), max_threads=128)
+    assert t.sampled and t.total_blocks == 8 and t.traced_blocks == [(0, 0, 0), (7, 0, 0)]
+    assert t.threads_traced == 128
+    assert t.score() == {"global reads": 3, "global writes": 1, "shared reads": 0, "shared writes": 0}
+    c = t.columns
+    written = c["value"][c["kind"] == 1]
+    assert written[0] == 0 + 1 + 2  # block 0, thread 0 wrote x[0] + x[1] + x[2]
+    assert np.isnan(c["value"][c["kind"] == 0]).all()
+
+
+def test_4096_threads_over_three_arrays_in_under_10_s() -> None:
+    n = 4096
+    a, b = np.ones(n, np.float32), np.arange(n, dtype=np.float32)
+
+    @cuda.jit
+    def add(a, b, c):
+        i = cuda.grid(1)
+        if i < c.size:
+            c[i] = a[i] + b[i]
+
+    start = time.perf_counter()
+    t = trace(add, 16, 256, a, b, np.zeros(n, np.float32))
+    seconds = time.perf_counter() - start
+    assert not t.sampled and t.threads_traced == 4096 and len(t.columns["flat"]) == 3 * n
+    assert seconds < 10, f"tracing 4,096 threads took {seconds:.1f} s"
+
+
+def test_the_gpu_mode_path_runs_the_source_in_a_simulator_subprocess() -> None:
+    x = np.arange(96, dtype=np.float32)
+    here = trace(strided_copy, 2, 32, x, np.zeros(48, np.float32), 2)
+    away = trace(strided_copy, 2, 32, x, np.zeros(48, np.float32), 2, subprocess_=True)
+    assert "separate process" in away.origin and "separate process" not in here.origin
+    assert {k: v for k, v in away.summary().items() if k != "origin"} == \
+           {k: v for k, v in here.summary().items() if k != "origin"}
+    def accesses(t: Trace) -> list[tuple]:  # threads interleave differently from run to run
+        return sorted(zip(*(t.columns[k].tolist() for k in ("block", "thread", "seq", "array", "flat", "kind"))))
+
+    assert accesses(away) == accesses(here)
+
+
+def test_bad_calls_are_explained() -> None:
+    with pytest.raises(LabkitError, match="needs a @cuda.jit kernel"):
+        trace(42, 1, 32)
+    with pytest.raises(LabkitError, match="grid must be"):
+        trace(strided_copy, 0, 32, np.zeros(4), np.zeros(4), 1)
+    with pytest.raises(LabkitError, match="at most 1024"):
+        trace(strided_copy, 1, (64, 32), np.zeros(4), np.zeros(4), 1)

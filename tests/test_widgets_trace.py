@@ -1,0 +1,128 @@
+"""The trace pictures build headless and show what the trace holds (labkit.show, Trace.figure).
+
+About 5 s on one core."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+import labkit
+
+env = labkit.setup(quiet=True)
+pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
+
+from numba import cuda  # noqa: E402
+
+from labkit.errors import LabkitError  # noqa: E402
+from labkit.sim import trace  # noqa: E402
+from labkit.widgets import trace as wt  # noqa: E402
+
+
+@cuda.jit
+def copy_shifted(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i + 1]
+
+
+@cuda.jit
+def copy_plain(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i]
+
+
+@cuda.jit
+def column_tile(a, out):
+    tile = cuda.shared.array((32, 32), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    tile[ty, tx] = a[ty, tx]
+    cuda.syncthreads()
+    out[ty, tx] = tile[tx, ty]
+
+
+@cuda.jit
+def racy_then_divergent(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[t]
+    out[t] = s[31 - t]  # no barrier: a race
+    if t < 8:
+        cuda.syncthreads()  # only some threads: a divergent barrier
+
+
+@pytest.fixture(scope="module")
+def tile_trace():
+    a = np.arange(32 * 4, dtype=np.float32).reshape(4, 32)
+    return trace(column_tile, 1, (32, 4), a, np.zeros((4, 32), np.float32))
+
+
+def test_figures_of_one_trace(tile_trace) -> None:
+    box = tile_trace.figure()
+    import ipywidgets as W
+
+    assert isinstance(box, W.VBox) and set(box.figures) == {"threads", "elements", "coalescing", "banks"}
+    assert "traced in the simulator" in box.figures["threads"].layout.title.text
+    assert "worst 32-way conflict" in box.figures["banks"].layout.title.text  # column reads of a 32×32 tile
+    banks = box.figures["banks"].data[0]
+    assert list(banks.x) == list(range(32)) and max(max(row) for row in banks.z) == 32  # warp 0 reads column 0: bank 0
+    # thread (3, 1): read a[1, 3] and tile[3, 1], wrote tile[1, 3] and out[1, 3]
+    box.controls["thread"].value = 3 + 32 * 1
+    el = box.figures["elements"]
+    assert "thread (3, 1, 0)" in el.layout.title.text
+    a_panel, out_panel, tile_panel = el.data
+    assert a_panel.z[1][3] == wt.READ and np.nansum(a_panel.z) == wt.READ
+    assert out_panel.z[1][3] == wt.WRITE
+    assert tile_panel.z[1][3] == wt.WRITE and tile_panel.z[3][1] == wt.READ
+    box.controls["scope"].value = "warp"
+    assert (np.array(box.figures["elements"].data[0].z)[1] == wt.READ).all()  # warp 1 read row 1 of a
+    assert "<table>" in box.children[0].value and "shared reads" in box.children[0].value
+
+
+def test_races_and_divergent_barriers_are_marked() -> None:
+    t = trace(racy_then_divergent, 1, 32, np.arange(32, dtype=np.float32), np.zeros(32, np.float32))
+    fig = wt.threads_figure(t)
+    marks = [d for d in fig.data if d.name == "race"]
+    assert marks and len(marks[0].x) == 2 * len(t.races) and "race" in marks[0].text[0]
+    red = [s for s in fig.layout.shapes if s.line.color == "crimson"]
+    assert len(red) == 1  # the block whose barrier diverged
+    assert "1 divergent barrier" in fig.layout.title.text
+    html_text = wt.trace_view(t).children[0].value
+    assert "race" in html_text and "divergent barrier" in html_text
+
+
+def test_sampled_traces_say_so() -> None:
+    x = np.arange(1024, dtype=np.float32)
+    t = trace(copy_plain, 16, 64, x, np.zeros(1024, np.float32), max_threads=256)
+    assert t.sampled
+    for fig in (wt.threads_figure(t), wt.elements_figure(t), wt.coalescing_figure(t), wt.banks_figure(t)):
+        assert "sampled: 4 of 16 blocks traced" in fig.layout.title.text
+    assert "Sampled" in wt.trace_view(t).children[0].value
+
+
+def test_coalescing_against_the_ideal() -> None:
+    x = np.arange(65, dtype=np.float32)
+    t = trace(copy_shifted, 1, 64, x, np.zeros(64, np.float32))
+    fig = wt.coalescing_figure(t)
+    bars, ideal = fig.data
+    reads = [k for k, label in enumerate(bars.x) if " x read" in label]
+    assert [bars.y[k] for k in reads] == [5, 5] and [ideal.y[k] for k in reads] == [4, 4]  # one element off: 5 sectors
+    assert "x 5/4" in fig.layout.title.text
+
+
+def test_show_beside_the_reference_and_with_a_case() -> None:
+    x = np.arange(65, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    box = labkit.show(copy_shifted, x, out, grid=1, block=64, reference=copy_plain)
+    assert set(box.traces) == {"yours", "reference"}
+    table = box.children[0].value
+    assert "your kernel (copy_shifted)" in table and "reference (copy_plain)" in table
+    assert "5 (4)" in table and "4 (4)" in table  # sectors per request of x: yours, the reference's
+    case = types.SimpleNamespace(grid=1, block=64, args=[x, out], names=["x", "out"])
+    one = labkit.show(copy_plain, case)
+    assert one.trace.names == ["x", "out"] and not out.any()
+    with pytest.raises(LabkitError, match="launch configuration"):
+        labkit.show(copy_plain, x, out)
