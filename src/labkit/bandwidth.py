@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import LabkitError, NoGPUError, require
+from .figstyle import bytes_axis, human_bytes, log_axis
 from .mode import env
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -548,10 +549,12 @@ def heatmap(records: Iterable[Record], title: str | None = None) -> Any:
         raise LabkitError("heatmap() got no records.", fix="Pass the list that peer_matrix() or model_peer_matrix() returned.")
     srcs, dsts, m = matrix(recs)
     r0 = recs[0]
-    text = [["" if v is None else f"{v:,.0f}" for v in row] for row in m]
+    text = [["N/A" if v is None else f"{v:,.0f}" for v in row] for row in m]
+    hover = [["N/A: nothing ran" if v is None else f"{v:,.1f} GB/s" for v in row] for row in m]  # as table() says
     what = "model" if r0.kind == "model" else f"measured on {r0.device}"
     fig = go.Figure(go.Heatmap(z=m, x=dsts, y=srcs, text=text, texttemplate="%{text}", colorscale="Greens",
-                               colorbar={"title": "GB/s"}, hovertemplate="%{y} -> %{x}: %{z:.1f} GB/s<extra></extra>"))
+                               customdata=hover, hoverongaps=True, colorbar={"title": "GB/s"},
+                               hovertemplate="%{y} -> %{x}: %{customdata}<extra></extra>"))
     fig.update_layout(title=title or f"{r0.test} ({what}; {r0.direction.split('(')[0].strip()})",
                       xaxis_title="destination", yaxis_title="source", yaxis_autorange="reversed", width=620, height=520)
     return fig
@@ -570,10 +573,12 @@ def sweep_figure(records: Iterable[Record], title: str | None = None) -> Any:
         fig.add_trace(go.Scatter(
             x=[r.bytes for r in rs], y=[r.gbps for r in rs], mode="lines+markers+text", name=test,
             text=[r.note if r.test.startswith("host_") else "" for r in rs], textposition="top center",
-            hovertemplate="%{x} B: %{y:.2f} GB/s<extra>" + test + "</extra>"))
+            customdata=[human_bytes(r.bytes) for r in rs],
+            hovertemplate="%{customdata}: %{y:.2f} GB/s<extra>" + test + "</extra>"))
     where = recs[0].device
-    fig.update_layout(title=title or f"Bandwidth against size (measured on {where})", xaxis_type="log", yaxis_type="log",
-                      xaxis_title="bytes per array / per copy", yaxis_title="GB/s", width=760, height=460)
+    fig.update_layout(title=title or f"Bandwidth against size (measured on {where})", width=760, height=460,
+                      xaxis=bytes_axis([r.bytes for r in recs], title="bytes per array / per copy"),
+                      yaxis=log_axis([r.gbps for r in recs], title="GB/s"))
     return fig
 
 
@@ -903,7 +908,8 @@ def _run_lanes(cp: Any, arena: _Arena, lanes: list[_Lane], copies: int, warmup: 
                         with cp.cuda.Device(lanes[0].device):
                             go.record(lanes[0].stream)
                         for lane in lanes[1:]:
-                            lane.stream.wait_event(go)
+                            with cp.cuda.Device(lane.device):
+                                lane.stream.wait_event(go)
                 for lane in lanes:
                     with cp.cuda.Device(lane.device):
                         for _ in range(warmup):
