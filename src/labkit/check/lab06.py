@@ -309,9 +309,9 @@ def wmma_gemm(source: str) -> str:
         raise Failed(str(exc).split("\n")[0], cause=exc.fix) from None
     for (a, b), (c, outside) in zip(cases, results):
         _grade_wmma(c, a, b, outside)
-    shapes = ", ".join(f"{a.shape[0]}×{a.shape[1]}×{b.shape[1]}" for a, b in cases)
-    return (where + f"; its values are right on the CPU stand-in for {len(cases)} shapes (M×K×N: {shapes}) within the "
-            "FP16-input, FP32-accumulate tolerance, no writes outside C. A GPU run checks it on Tensor Cores.")
+    return (where + f"; its values are right on the CPU stand-in for {len(cases)} shapes (K of up to 7 tiles, some warps "
+            "with no tile) within the FP16-input, FP32-accumulate tolerance, no writes outside C. A GPU run checks it on "
+            "Tensor Cores.")
 
 
 def _wmma_cases() -> list[tuple[np.ndarray, np.ndarray]]:
@@ -513,3 +513,123 @@ def _v100_fma_slips() -> dict[str, float]:
         "units: the clock in Hz, not GHz, and TFLOP/s is 10^12 FLOP/s.": want * 1e-9,
         "units: TFLOP/s is 10^12 FLOP/s: multiply the peak by 1e12 as well as the FP32 peak.": want * 1e-12,
     }
+
+
+# --------------------------------------------------------------------------------------------- 06.gemm-predict
+GEMM_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}
+
+
+def _reference_gemm_predict() -> Callable[[int, int, int, str, str], float]:
+    def predict_gemm(m: int, n: int, k: int, precision: str, gpu: str) -> float:
+        from labkit import hw
+
+        g = hw.gpu(gpu)
+        size = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}[precision]
+        flops = 2 * m * n * k
+        traffic = size * (m * k + k * n + m * n)  # A and B read once, C written once
+        seconds = max(flops / (g.peak(precision).value * 1e12), traffic / (g.memory_bandwidth.value * 1e9))
+        return flops / seconds / 1e12
+
+    return predict_gemm
+
+
+def _gemm_slips(m: int, n: int, k: int, precision: str, gpu: str, want: float) -> dict[str, float]:
+    from .. import hw
+
+    g = hw.gpu(gpu)
+    peak, bw, size = g.peak(precision).value, g.memory_bandwidth.value, GEMM_BYTES[precision]
+    flops = 2 * m * n * k
+
+    def rate(f: float, traffic: float, p: float = peak, b: float = bw) -> float:
+        return f / max(f / (p * 1e12), traffic / (b * 1e9)) / 1e12
+
+    slips = {
+        "the peak alone: a GEMM this thin moves more bytes than the Tensor Cores can use; take the slower of compute and "
+        "memory (the roofline)": peak,
+        "a multiply-add is 2 FLOPs: FLOPs = 2 m n k": rate(flops / 2, size * (m * k + k * n + m * n)),
+        "the square formula 3 n² for the traffic: here A is m×k, B k×n, C m×n": rate(flops, size * 3 * max(m, n, k) ** 2),
+        "bytes per element: the traffic counts bytes, not elements": rate(flops, m * k + k * n + m * n),
+        "only the inputs: C (m×n) is written too": rate(flops, size * (m * k + k * n)),
+    }
+    if g.has(precision):
+        try:
+            slips["the sparse peak: a dense GEMM gets the dense rate"] = rate(flops, size * (m * k + k * n + m * n),
+                                                                            p=g.peak(precision, sparse=True).value)
+        except Exception:  # noqa: BLE001 - no sparse rate for this precision
+            pass
+    return {c: v for c, v in slips.items() if abs(v - want) > 0.02 * want}
+
+
+@exercise(
+    "06.gemm-predict",
+    kind="code",
+    title="Predict a GEMM's TFLOP/s from its shape and the peak",
+    hints=[
+        "A GEMM can be limited by the Tensor Cores or by memory. Count both for C = A @ B with A m×k and B k×n: how "
+        "many FLOPs, and how many bytes must at least cross HBM? Which of the two times is the bound?",
+        "FLOPs = 2 m n k (a multiply and an add). Bytes, at least: A and B read once and C written once, "
+        "size × (m k + k n + m n), with size the bytes per element (fp8 1, fp16/bf16 2, fp32/tf32 4, fp64 8). The time "
+        "is the larger of FLOPs / peak and bytes / bandwidth (hw.gpu(gpu).peak(precision), .memory_bandwidth).",
+        "seconds = max(2*m*n*k / (peak * 1e12), size*(m*k + k*n + m*n) / (bandwidth * 1e9)); return 2*m*n*k / seconds / 1e12",
+    ],
+    reference=_reference_gemm_predict,
+)
+def gemm_predict(fn: Callable[..., float]) -> str:
+    """Grade ``predict_gemm(m, n, k, precision, gpu) -> TFLOP/s``: the roofline bound for C = A @ B (A m×k, B k×n) from
+    labkit.hw's dense peak and memory bandwidth, on fresh shapes from square to matrix-vector, several precisions and
+    GPUs. On a GPU it also measures CuPy GEMMs of two shapes and requires the prediction to bound them."""
+    from ..cupylab import cupy_or_none
+    from .streams import call_learner
+
+    if not callable(fn):
+        raise Failed(f"expected a function predict_gemm(m, n, k, precision, gpu), got {type(fn).__name__}.")
+    gen = rng()
+    combos = [("V100", "fp16"), ("A100", "bf16"), ("A100", "tf32"), ("A100", "fp64"), ("H100", "fp8"), ("H200", "bf16"),
+              ("H200", "fp32")]
+    cases = []
+    for gpu, p in [combos[i] for i in gen.permutation(len(combos))[:5]]:
+        big = int(gen.integers(2, 9)) * 1024 + int(gen.integers(1, 512))
+        cases.append((big, big + int(gen.integers(1, 300)), big - int(gen.integers(1, 300)), p, gpu))  # near square
+        cases.append((int(gen.integers(4096, 16384)), int(gen.integers(1, 9)), int(gen.integers(4096, 16384)), p, gpu))  # thin
+        cases.append((int(gen.integers(4096, 16384)), int(gen.integers(4096, 16384)), int(gen.integers(1, 9)), p, gpu))  # short k
+    ref = _reference_gemm_predict()
+    for m, n, k, p, gpu in cases:
+        call = f"predict_gemm({m}, {n}, {k}, {p!r}, {gpu!r})"
+        got = call_learner(fn, m, n, k, p, gpu, what=call)
+        if got is None or got is Ellipsis:
+            raise Unsolved("predict_gemm returns nothing yet.")
+        value = number(got, f"{call} (TFLOP/s)", positive=True)
+        want = ref(m, n, k, p, gpu)
+        try:
+            judge(value, want, call, "TFLOP/s", rel=0.005, slips=_gemm_slips(m, n, k, p, gpu, want),
+                  otherwise="the roofline: FLOPs / max(FLOPs / peak, bytes / bandwidth), in TFLOP/s.")
+        except Failed as exc:
+            raise Failed(f"{exc} Expected {want:,.4g} TFLOP/s.", cause=exc.cause) from None
+    extra = ""
+    cp = cupy_or_none()
+    if cp is not None:
+        extra = _measure_gemm_gpu(cp, fn)
+    return (f"right on {len(cases)} fresh shapes, near-square ones (compute-bound), thin ones and ones with a short k "
+            f"(memory-bound), for 5 pairs of precision and GPU (a model from labkit.hw).{extra}")
+
+
+def _measure_gemm_gpu(cp: object, fn: Callable[..., float]) -> str:
+    """On a GPU: time CuPy FP16 GEMMs of a square and a thin shape and require the learner's prediction to bound them."""
+    from .. import bench, hw
+    from ..mode import env
+    from .streams import call_learner
+
+    gpu = hw.match_device(env().device_name)
+    if gpu is None:
+        return " (No labkit.hw record for this GPU, so no measurement was compared.)"
+    lines = []
+    for m, n, k in ((8192, 8192, 8192), (8192, 16, 8192)):
+        a = cp.random.standard_normal((m, k), dtype=cp.float32).astype(cp.float16)  # type: ignore[attr-defined]
+        b = cp.random.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)  # type: ignore[attr-defined]
+        t = bench.measure(cp.matmul, a, b, name=f"fp16 gemm {m}x{n}x{k}", flops=2.0 * m * n * k, warmup=3, repeat=10)  # type: ignore[attr-defined]
+        predicted = number(call_learner(fn, m, n, k, "fp16", gpu.name, what="predict_gemm on this GPU"), "prediction")
+        if t.tflops > 1.1 * predicted:
+            raise Failed(f"on the GPU, {m}×{n}×{k} fp16: measured {t.tflops:,.1f} TFLOP/s, above your bound of "
+                         f"{predicted:,.1f}: a roofline is an upper bound.", cause="check the FLOPs and bytes you count.")
+        lines.append(f"{m}×{n}×{k}: measured {t.tflops:,.1f} of predicted {predicted:,.1f} TFLOP/s")
+    return " Measured on the GPU (fp16): " + "; ".join(lines) + "."
