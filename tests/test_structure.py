@@ -50,6 +50,9 @@ def test_notebooks_are_built_from_their_sources() -> None:
 
 @pytest.mark.parametrize("lab", READY, ids=lambda lab: lab.id)
 def test_learner_and_solution_in_lockstep(lab: course.Lab) -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_notebooks
+
     learner, solution = _read(NOTEBOOKS / lab.filename), _read(NOTEBOOKS / "solutions" / lab.filename)
     assert len(learner.cells) == len(solution.cells)
     exercises = 0
@@ -59,6 +62,8 @@ def test_learner_and_solution_in_lockstep(lab: course.Lab) -> None:
         if "exercise" in _tags(a):
             exercises += 1
             assert a.source != b.source, f"cell {i}: the exercise's skeleton equals its solution"
+        elif a.cell_type == "markdown":  # the solution's title, banner and links to the learner labs (the build's)
+            assert build_notebooks.solution_markdown(a.source, i, lab.notebook) == b.source, f"cell {i} differs"
         else:
             assert a.source == b.source, f"cell {i} differs outside an exercise cell"
     assert exercises >= MIN_EXERCISES[lab.id]

@@ -19,6 +19,16 @@ only, so the tests compare what each check printed (after sanitising) and the fi
     python tools/build_notebooks.py [--execute] [--check] [NAMES...]
 
 ``--check`` rebuilds in memory and fails if a committed notebook differs from its source (outputs aside).
+
+A solution notebook says what it is: its title ends in "(solutions)", a banner under it links the lab to try first,
+and its notebook metadata carries ``labkit: {"notebook": "solution"}``. Its links to other notebooks lead to the
+learner labs (``../NN-topic.ipynb``): after reading a solution a learner goes on to *do* the next lab, and every
+"Next" link in the course leads the same way. Nothing else differs from the learner notebook outside exercises
+(:func:`solution_markdown` is the whole difference; tests/test_structure.py holds the two in lockstep with it).
+
+Both notebooks get the kernelspec that JupyterLab's Python kernel reports (``python3``, "Python 3 (ipykernel)"),
+so JupyterLab has nothing to rewrite when it opens one; ``labkit lab``'s work copies add this machine's
+``language_info`` (labkit.workcopy), the other field JupyterLab fills in from the running kernel.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -38,6 +49,22 @@ LEARNER = ROOT / "notebooks"
 SOLUTIONS = ROOT / "notebooks" / "solutions"
 CHECKED = "nbval-check-output"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN SKELETON", "END SKELETON")
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+#: a Markdown link to a sibling notebook, ``[Lab 02](02-first-kernels.ipynb#part)``
+SIBLING = re.compile(r"\]\((\d\d-[A-Za-z0-9_-]+\.ipynb(?:#[^)\s]*)?)\)")
+TITLE = re.compile(r"\A(# Lab (\d\d) — [^\n]*)")
+
+
+def solution_markdown(source: str, index: int, stem: str) -> str:
+    """A learner notebook's Markdown cell as the solution notebook shows it: links to the learner labs; in the
+    first cell, "(solutions)" after the title and a banner under it."""
+    out = SIBLING.sub(r"](../\1)", source)
+    if index == 0:
+        out = TITLE.sub(lambda m: (
+            f"{m.group(1)} (solutions)\n\n"
+            f"> **Solution notebook.** Every exercise here is solved and every check passes. Try it yourself first "
+            f"in [Lab {m.group(2)}](../{stem}.ipynb); links in this notebook lead to the learner labs."), out, count=1)
+    return out
 
 
 def split_exercise(source: str, keep: str) -> str:
@@ -61,9 +88,10 @@ def build(src: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
     """(learner, solution) notebooks from one source file."""
     nb = jupytext.read(src)
     nb.metadata.pop("jupytext", None)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     learner, solution = copy.deepcopy(nb), copy.deepcopy(nb)
+    solution.metadata["labkit"] = {"notebook": "solution"}
     for version, keep in ((learner, "SKELETON"), (solution, "SOLUTION")):
         for i, cell in enumerate(version.cells):
             cell.id = f"{src.stem[:2]}-{i:03d}"  # stable ids keep diffs small
@@ -77,6 +105,8 @@ def build(src: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
             else:
                 cell.pop("outputs", None)
                 cell.pop("execution_count", None)
+                if keep == "SOLUTION" and cell.cell_type == "markdown":
+                    cell.source = solution_markdown(cell.source, i, src.stem)
     return learner, solution
 
 

@@ -17,7 +17,7 @@
 # - Pass GPU arrays to Numba and other libraries without copies (`__cuda_array_interface__`, DLPack).
 # - Overlap copies with compute using streams, events and pinned memory; time GPU code with `cupyx.profiler.benchmark`.
 #
-# **Prerequisites:** Lab 02 (first kernels: threads, blocks, bounds checks). Some C syntax helps.
+# **Prerequisites:** [Lab 02](02-first-kernels.ipynb) (first kernels: threads, blocks, bounds checks). Some C syntax helps.
 #
 # **Time:** 70 minutes (teaching 30, exercises 40)
 

@@ -17,7 +17,8 @@
 # - Train a small network in FP16 with FP32 master weights and fix vanishing gradients with loss scaling.
 # - Take vendor headlines (V100's FP16 Tensor Core peak, A100's "up to 20×") apart into SMs, Tensor Cores and clocks.
 #
-# **Prerequisites:** Lab 03 (memory hierarchy) and Lab 05 (CuPy, RawKernel). No GPU needed.
+# **Prerequisites:** [Lab 03](03-memory-hierarchy.ipynb) (memory hierarchy) and [Lab 05](05-cupy.ipynb) (CuPy, RawKernel).
+# No GPU needed.
 #
 # **Time:** 70 minutes (teaching 30, exercises 40)
 
@@ -28,6 +29,7 @@ env = labkit.setup()
 
 # %%
 import math
+import warnings
 
 import numpy as np
 
@@ -209,10 +211,17 @@ runs = {
     "BF16, FP32 acc": ("bf16", "fp32"), "FP8 E4M3, FP32 acc": ("fp8_e4m3", "fp32"),
     "FP16, FP16 acc": ("fp16", "same"), "BF16, BF16 acc": ("bf16", "same"),
 }
-curves = {label: P.error_vs_k(fmt, acc, ks, m=16, seed=6) for label, (fmt, acc) in runs.items()}
+with warnings.catch_warnings(record=True) as range_notes:  # printed below as notes, not as warning boxes
+    warnings.simplefilter("always", P.PrecisionWarning)
+    curves = {label: P.error_vs_k(fmt, acc, ks, m=16, seed=6) for label, (fmt, acc) in runs.items()}
 print(f"{'':20s}" + "".join(f"{'K=' + str(k):>10s}" for k in ks))
 for label, errs in curves.items():
     print(f"{label:20s}" + "".join(f"{e:10.2e}" for e in errs))
+for note in range_notes:
+    print("note:", note.message)
+if curves["TF32, FP32 acc"] == curves["FP16, FP32 acc"]:
+    print("TF32 and FP16 inputs give the same errors here: both keep 10 mantissa bits, and these values are far inside "
+          "both ranges. In the chart the TF32 line is dashed, drawn over the FP16 one.")
 
 # %% tags=["nbval-ignore-output"]
 W.error_vs_k_figure(ks, curves, title="GEMM error against K (CPU emulation of the arithmetic)")
@@ -451,11 +460,14 @@ for label, h in results.items():
 # %% tags=["nbval-ignore-output"]
 import plotly.graph_objects as go
 
+from labkit.figstyle import log_axis
+
 fig = go.Figure()
-for label, h in results.items():
-    fig.add_scatter(y=h["loss"], mode="lines", name=label)
-fig.update_layout(title="Training loss (FP32 master weights; FP16 passes)", yaxis_type="log", xaxis_title="step",
-                  yaxis_title="loss", height=380)
+for label, h in results.items():  # FP32 wide and light underneath: the static-scale curve runs on top of it
+    fig.add_scatter(y=h["loss"], mode="lines", name=label,
+                    line={"width": 7, "color": "rgba(99, 110, 250, 0.35)"} if label == "FP32" else {"width": 2})
+fig.update_layout(title="Training loss (FP32 master weights; FP16 passes)", xaxis_title="step", height=380,
+                  yaxis=log_axis([v for h in results.values() for v in h["loss"]], title="loss", exponentformat="e"))
 fig
 
 # %% [markdown]

@@ -17,6 +17,7 @@ JSON keys (``labkit doctor --json``), all always present:
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 from importlib import metadata
@@ -86,6 +87,19 @@ def _cuda_runtime() -> str | None:
         return None
 
 
+def _in_jupyter() -> bool:
+    """True inside a Jupyter kernel (a notebook), or in a command a notebook or JupyterLab's terminal started."""
+    if "ipykernel" in sys.modules:
+        try:
+            from IPython import get_ipython
+
+            if getattr(get_ipython(), "kernel", None) is not None:
+                return True
+        except ImportError:  # pragma: no cover
+            pass
+    return bool(os.environ.get("JPY_PARENT_PID") or os.environ.get("JPY_SESSION_NAME"))
+
+
 def report() -> dict[str, Any]:
     """Everything ``labkit doctor`` knows, as a JSON-ready dict with the keys in :data:`KEYS`."""
     from . import __version__
@@ -100,8 +114,10 @@ def report() -> dict[str, Any]:
     cupy_installed = bool(packages["cupy-cuda12x"] or packages["cupy-cuda13x"])
     steps = []
     if e.mode == "sim":
+        start = ("Carry on with the labs in this JupyterLab." if _in_jupyter() else
+                 "Start with `make lab` (or `labkit lab`).")
         steps.append("You are in sim mode: every lab runs on this CPU through the CUDA simulator and NumPy; "
-                     "timings are CPU times. Start with `make lab` (or `labkit lab`).")
+                     f"timings are CPU times. {start}")
         if e.driver_version and " found, but " in e.reason:
             steps.append(f"A GPU is here but gpu mode is not possible yet: {e.reason}.")
         elif e.driver_version and not cupy_installed:

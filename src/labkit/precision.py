@@ -427,7 +427,7 @@ def round_to(x: Any, fmt: Any, *, on_range: Literal["warn", "raise", "ignore"] =
     q = quantize(x, fmt)
     rep = q.report
     if rep.range_problems and on_range != "ignore":
-        message = f"rounding to {q.fmt}: {rep}"
+        message = f"rounding {rep}"
         if on_range == "raise":
             raise LabkitError(message, fix="Scale the values into the format's range (see format_info(...).max_normal / min_normal).")
         warnings.warn(message, PrecisionWarning, stacklevel=2)
@@ -775,16 +775,20 @@ def error_vs_k(
     The same seed gives the same matrices, so the curves of different formats are comparable.
     """
     rng = np.random.default_rng(seed)
-    errors = []
-    with warnings.catch_warnings(record=True) as caught:  # one summary below, not a warning per K
-        warnings.simplefilter("always", PrecisionWarning)
-        for k in ks:
-            a = rng.uniform(low, high, size=(m, int(k)))
-            b = rng.uniform(low, high, size=(int(k), m))
+    errors, flagged = [], []
+    first = None
+    for k in ks:
+        a = rng.uniform(low, high, size=(m, int(k)))
+        b = rng.uniform(low, high, size=(int(k), m))
+        with warnings.catch_warnings(record=True) as caught:  # one summary below, not a warning per matrix
+            warnings.simplefilter("always", PrecisionWarning)
             errors.append(gemm_error(a, b, fmt, accumulate))
-    if caught:
-        warnings.warn(f"{len(caught)} range warning(s) over the {len(errors)} GEMMs; the first: {caught[0].message}",
-                      PrecisionWarning, stacklevel=2)
+        if caught:
+            flagged.append(int(k))
+            first = first or caught[0].message
+    if flagged:
+        warnings.warn(f"{normalize_name(fmt)}: range problems in {len(flagged)} of the {len(errors)} GEMMs "
+                      f"(K = {', '.join(map(str, flagged))}); the first: {first}", PrecisionWarning, stacklevel=2)
     return errors
 
 

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 
 from . import hw
 from .errors import LabkitError
+from .figstyle import log_axis
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,15 @@ def roofline_figure(
         fig.add_trace(go.Scatter(x=[r.ridge_point], y=[r.peak.value], mode="markers", marker={"symbol": "diamond", "size": 9},
                                  name=f"ridge {r.ridge_point:.1f} FLOP/B", hovertemplate="ridge point %{x:.1f} FLOP/B<extra></extra>"))
     main = roofs[0]
+    placed: list[tuple[float, float]] = []
+    spots = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom right")
+
+    def spot(x: float, y: float) -> str:
+        """Where a kernel's label goes: above it, unless labels already sit close by (equal intensities)."""
+        near = sum(1 for px, py in placed if abs(np.log10(x / px)) < 0.3 and abs(np.log10(y / py)) < 0.3)
+        placed.append((x, y))
+        return spots[near % len(spots)]
+
     for item in kernels:
         try:
             name, intensity, measured = item
@@ -97,17 +107,18 @@ def roofline_figure(
             raise LabkitError(f"each kernel is (name, intensity, measured_tflops_or_None), got {item!r}.") from None
         bound = main.attainable(intensity)
         if measured is None:
-            fig.add_trace(go.Scatter(x=[intensity], y=[bound], mode="markers+text", text=[name], textposition="top center",
+            fig.add_trace(go.Scatter(x=[intensity], y=[bound], mode="markers+text", text=[name], textposition=spot(intensity, bound),
                                      marker={"size": 11, "symbol": "circle-open", "line": {"width": 2}},
                                      name=f"{name} (model bound {bound:.3g})"))
         else:
             if measured <= 0:
                 raise LabkitError(f"measured rate of {name!r} must be positive, got {measured!r}.")
-            fig.add_trace(go.Scatter(x=[intensity], y=[measured], mode="markers+text", text=[name], textposition="top center",
+            fig.add_trace(go.Scatter(x=[intensity], y=[measured], mode="markers+text", text=[name],
+                                     textposition=spot(intensity, measured),
                                      marker={"size": 11}, name=f"{name} ({measured / bound:.0%} of its roof)"))
     fig.update_layout(
         title=f"Roofline of the {main.gpu} (model from datasheet figures)", template="plotly_white", height=450,
-        xaxis={"type": "log", "title": "arithmetic intensity (FLOP per byte of memory traffic)"},
-        yaxis={"type": "log", "title": f"attainable rate ({main.peak.unit})"},
+        xaxis=log_axis([lo, hi], title="arithmetic intensity (FLOP per byte of memory traffic)"),
+        yaxis=log_axis([r.peak.value for r in roofs] + [main.attainable(lo)], title=f"attainable rate ({main.peak.unit})"),
     )
     return fig

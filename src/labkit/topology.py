@@ -319,13 +319,16 @@ class Topology:
             by_width: dict[float, list] = {}
             for u, v, d in edges:
                 by_width.setdefault(1 + 1.2 * min(d["links"], 8) if kind == "nvlink" else 1.0, []).append((u, v, d))
+            dense = len(edges) > 200  # an NVL72 has 1,296 GPU-switch links: thin, light lines keep the GPUs visible
             for width, group in sorted(by_width.items()):
                 xs, ys = [], []
                 for u, v, _ in group:
                     xs += [pos[u][0], pos[v][0], None]
                     ys += [pos[u][1], pos[v][1], None]
                 fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                                         line={"color": colour, "width": width, "dash": "solid" if kind == "nvlink" else "dot"}))
+                                         opacity=0.25 if dense else 1.0,
+                                         line={"color": colour, "width": 0.6 if dense else width,
+                                               "dash": "solid" if kind == "nvlink" else "dot"}))
             if edges:
                 mx = [(pos[u][0] + pos[v][0]) / 2 for u, v, _ in edges]
                 my = [(pos[u][1] + pos[v][1]) / 2 for u, v, _ in edges]
@@ -509,7 +512,10 @@ def _switched(system: str, links_per_switch: list[int], pcie: str, nic_link: str
     per = hw.link(s.nvlink).per_link.value
     n = int(s.gpu_count.value)
     g = nx.Graph()
-    width = max(n - 1, 1) * 1.0
+    # up to 16 GPUs in one row; more (72 in an NVL72) in columns of 4, one per compute tray, so the drawing stays readable
+    per_col = 1 if n <= 16 else 4
+    cols = -(-n // per_col)
+    width = max(cols - 1, 1) * 1.0
     sws = []
     for k, _ in enumerate(links_per_switch):
         sw = f"NVSwitch{k}"
@@ -517,7 +523,9 @@ def _switched(system: str, links_per_switch: list[int], pcie: str, nic_link: str
         g.add_node(sw, kind="nvswitch", pos=(x, 0.0), label=sw, detail=f"{s.nvswitch}")
         sws.append(sw)
     for i in range(n):
-        gp = _add_gpu(g, i, (float(i), 2.0), s.gpu)
+        gp = _add_gpu(g, i, (float(i // per_col), 2.0 + (i % per_col)), s.gpu)
+        if per_col > 1:
+            g.nodes[gp]["label"] = str(i)  # "GPU71" does not fit a square in a drawing of 72
         for sw, k in zip(sws, links_per_switch):
             _link(g, gp, sw, "nvlink", k, per, s.nvlink)
     notes = [f"{s.name}: {len(sws)} NVSwitch chips; each GPU has {' + '.join(map(str, links_per_switch))} = "

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import LabkitError
+from .figstyle import count_axis
 
 Box = tuple[int, int, int, int]  # (row0, row1, col0, col1), ends exclusive
 
@@ -501,8 +502,12 @@ def frames_figure(video: Video | np.ndarray, result: PipelineResult | None = Non
             fig.add_shape(type="rect", x0=c0 - 0.5, x1=c1 - 0.5, y0=r0 - 0.5, y1=r1 - 0.5, line=style, row=1, col=1)
     for k in range(1, panels + 1):
         fig.update_yaxes(autorange="reversed", scaleanchor=f"x{'' if k == 1 else k}", row=1, col=k)
-    fig.update_layout(template="plotly_white", height=320, margin={"t": 40, "b": 10, "l": 10, "r": 10},
-                      title_text="dashed: true objects; solid: what the pipeline found" if result is not None else None)
+    # the figure's title sits above the panel titles, with room between them
+    fig.update_layout(template="plotly_white", height=360 if result is not None else 320,
+                      margin={"t": 80 if result is not None else 40, "b": 10, "l": 10, "r": 10},
+                      title={"text": "dashed: true objects; solid: what the pipeline found", "y": 0.97, "yanchor": "top"}
+                      if result is not None else None)
+    fig.update_annotations(font_size=12)
     return fig
 
 
@@ -514,7 +519,12 @@ def activity_figure(result: PipelineResult) -> Any:
     fig = go.Figure()
     fig.add_trace(go.Bar(x=n, y=result.motion_pixels, name="foreground pixels"))
     fig.add_trace(go.Scatter(x=n, y=[len(b) for b in result.boxes], name="motion regions", yaxis="y2", mode="lines+markers"))
-    fig.update_layout(template="plotly_white", height=300, title=f"Activity per frame ({result.how})",
-                      xaxis={"title": "frame"}, yaxis={"title": "foreground pixels"},
-                      yaxis2={"title": "regions", "overlaying": "y", "side": "right", "rangemode": "tozero"})
+    regions = max((len(b) for b in result.boxes), default=0)
+    fig.update_layout(template="plotly_white", height=320, title=f"Activity per frame ({result.how})",
+                      xaxis=count_axis(len(n) - 1, title="frame", rangemode="normal"),
+                      yaxis=count_axis(max(result.motion_pixels, default=0), title="foreground pixels"),
+                      yaxis2=count_axis(max(regions, 1), title="motion regions", overlaying="y", side="right",
+                                        range=[0, max(regions, 1) * 1.15], showgrid=False),
+                      legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},  # clear of both axis titles
+                      margin={"t": 80})
     return fig

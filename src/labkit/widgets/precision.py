@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any, Iterable, Sequence
 
 from .. import precision as P
+from ..figstyle import log_axis
 
 __all__ = ["bit_explorer", "bit_fields_html", "bit_table_html", "error_vs_k_figure", "range_chart"]
 
@@ -106,14 +108,34 @@ def range_chart(formats: Sequence[str] = ("fp32", "tf32", "bf16", "fp16", "fp8_e
 
 
 def error_vs_k_figure(ks: Sequence[int], curves: dict[str, Sequence[float]], *, title: str | None = None) -> Any:
-    """plotly log-log chart: one line per label in ``curves`` (relative error for each K)."""
+    """plotly log-log chart: one line per label in ``curves`` (relative error for each K).
+
+    A curve accumulating in its own format (``"FP16, FP16 acc"``, ``"... same"``) is dotted. A curve equal to an
+    earlier one (TF32 and FP16 inputs both keep 10 mantissa bits, so their errors agree) would hide under it: it is
+    drawn dashed with open markers and its legend entry says which curve it equals."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    drawn: dict[str, list[float]] = {}
+    values: list[float] = []
     for label, errs in curves.items():
-        dash = "dot" if "same" in label or "FP16 acc" in label else None
-        fig.add_scatter(x=list(ks), y=[max(e, 1e-17) for e in errs], mode="lines+markers", name=label, line=dict(dash=dash))
-    fig.update_layout(title=title or "GEMM error against K (CPU emulation)", xaxis_type="log", yaxis_type="log",
-                      xaxis_title="K (length of each dot product)", yaxis_title="max |C − C_fp64| / max |C_fp64|",
-                      height=420, margin=dict(l=60, r=20, t=50, b=50))
+        ys = [max(float(e), 1e-17) for e in errs]
+        values += ys
+        twin = next((other for other, prev in drawn.items()
+                     if len(prev) == len(ys) and all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(prev, ys))), None)
+        own_acc = "same" in label or re.fullmatch(r"\s*(.+?),\s*\1 acc\s*", label, flags=re.IGNORECASE) is not None
+        line: dict[str, Any] = {"dash": "dot" if own_acc else None}
+        marker: dict[str, Any] = {}
+        name = label
+        if twin is not None:
+            line.update(dash="dash", width=3)
+            marker.update(symbol="circle-open", size=11, line={"width": 2})
+            name = f"{label} (= {twin}: drawn over it)"
+        fig.add_scatter(x=list(ks), y=ys, mode="lines+markers", name=name, line=line, marker=marker)
+        drawn[label] = ys
+    fig.update_layout(title=title or "GEMM error against K (CPU emulation)",
+                      xaxis=log_axis(ks, title="K (length of each dot product)", tickmode="array", tickvals=list(ks),
+                                     ticktext=[str(k) for k in ks]),
+                      yaxis=log_axis(values, title="max |C − C_fp64| / max |C_fp64|", exponentformat="power"),
+                      height=440, margin=dict(l=70, r=20, t=50, b=50))
     return fig
