@@ -285,8 +285,11 @@ print("The fp64 peaks above are not alike:", "; ".join(f"{g} on {hw.gpu(g).runs_
 # ### Exercise 4 — complete the WMMA GEMM
 #
 # Fill in the loop body and the store. `A` is M×K and `B` K×N, both row-major, so the leading dimension of A
-# is K and that of B is N. Without a GPU the check compiles your kernel to PTX and looks for the Tensor Core
-# instructions; on a GPU it also runs it and compares with the float64 product within the FP16 tolerance.
+# is K and that of B is N. The check compiles your kernel to PTX and looks for the Tensor Core instructions, then
+# runs it on random matrices of five shapes (K of up to 7 tiles, some warps without a tile) and compares C with
+# the float64 product within the FP16 tolerance: on a GPU with CuPy, without one on labkit's CPU stand-in, whose
+# `<mma.h>` carries out each fragment call for the warp as a whole. A wrong offset, leading dimension, K step or
+# store layout, or an accumulator zeroed inside the loop, gives wrong numbers either way.
 
 # %% tags=["exercise"]
 wmma_source = r"""
@@ -342,7 +345,7 @@ if env.is_gpu:
     grade = T.wmma_error(T.run_wmma_gemm(a, b, kernel_source), a, b)
     print(f"WMMA on {env.device_name}: relative error {grade.relative_error:.2e}, within tolerance: {grade.ok}")
 else:
-    print("A GPU run would execute this kernel on random matrices and compare it with the float64 product.")
+    print("Without a GPU the check ran this kernel on labkit's CPU stand-in (values only); a GPU run executes it on Tensor Cores.")
 try:
     T.run_wmma_gemm(np.ones((20, 16)), np.ones((16, 16)), kernel_source)
 except labkit.LabkitError as err:
