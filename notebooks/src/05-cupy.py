@@ -243,6 +243,8 @@ labkit.check.huber(huber);
 # ### Exercise 4 — the Euclidean norm
 #
 # Build `l2norm` with `cupylab.reduction_kernel("T x", "T y", map_expr, reduce_expr, post_map_expr, identity, "l2norm")`.
+# The check runs it on five sizes and on an array of zeros, whose norm is 0 however the tree combines it, unless
+# the identity is not the identity.
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
