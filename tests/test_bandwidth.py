@@ -666,3 +666,15 @@ def test_discover_skips_each_nvml_section_with_a_reason(fake_gpu: Any, monkeypat
     out = bw.discover()
     assert set(out["skipped"]) == {"nvml", "active_nvlinks", "p2p", "pcie"}
     assert all("needs NVML" in why and "nvidia-ml-py" in why for why in out["skipped"].values())
+
+
+def test_pcie_link_from_sysfs_when_nvml_is_missing(tmp_path: Any) -> None:
+    dev = tmp_path / "0000:19:00.0"
+    dev.mkdir()
+    for kind, speed, width in (("max", "32.0 GT/s PCIe", "16"), ("current", "2.5 GT/s PCIe", "16")):
+        (dev / f"{kind}_link_speed").write_text(speed + "\n")
+        (dev / f"{kind}_link_width").write_text(width + "\n")
+    link = bw.pcie_from_sysfs("0000:19:00.0", tmp_path)
+    assert link["max"] == (5, 16) and link["current"] == (1, 16)  # an idle GPU saves power on a slower link
+    assert link["peak_gbps"] == bw.pcie_peak(5, 16) and "sysfs" in link["source"]
+    assert bw.pcie_from_sysfs("0000:aa:00.0", tmp_path) is None

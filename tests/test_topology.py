@@ -263,3 +263,24 @@ def test_describe_matches_nvidia_smi_fixture() -> None:
     text = model.describe()
     assert "GPU0        X    NV1    NV1    NV2    NV2    SYS" in text
     assert "NV6" in topology.load("DGX-2").describe()
+
+
+def test_from_nvml_without_nvml_gives_the_cuda_gpus_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lab 01 calls from_nvml() in gpu mode: without NVML it must still draw the GPUs and say what is missing."""
+    import labkit.mode
+    from labkit import nvml
+    from labkit.nvml import NvmlUnavailable
+
+    class _Env:
+        is_gpu, reason, gpus = True, "test", _cuda_gpus()
+
+    monkeypatch.setattr(labkit.mode, "env", lambda: _Env())
+
+    def missing() -> None:
+        raise NvmlUnavailable("NVML queries need the package nvidia-ml-py, which is not installed.")
+
+    monkeypatch.setattr(nvml, "load", missing)
+    t = topology.from_nvml()
+    assert t.gpus() == [0, 1] and t.origin.startswith("CUDA only") and t.gpu_model == "H100 SXM"
+    assert "skipped, it needs NVML" in t.summary() and "nvidia-ml-py" in t.summary()
+    t.draw()

@@ -1336,12 +1336,42 @@ def _active_nvlinks_module(nvml: Any, gpus: Sequence[Any]) -> dict[int, int]:
 
 
 def pcie_link(device: int = 0) -> dict[str, Any]:
-    """The PCIe link of GPU ``device`` from NVML: current and maximum generation and width, and the theoretical
+    """The PCIe link of GPU ``device``: current and maximum generation and width, and the theoretical
     per-direction bandwidth of the maximum (GB/s, from :mod:`labkit.hw`). An idle GPU may show a lower current
-    generation: it saves power until traffic arrives."""
+    generation: it saves power until traffic arrives. From NVML; without NVML, from Linux's
+    ``/sys/bus/pci/devices/<bus id>/`` (``source`` says which); neither: :class:`~labkit.nvml.NvmlUnavailable`."""
+    from . import nvml as nv
+
     cp = _gpu("pcie_link()")
     device = _check_device(cp, device)
-    return _pcie_link_module(_nvml(), env().gpus[device])
+    gpu = env().gpus[device]
+    try:
+        return _pcie_link_module(_nvml(), gpu)
+    except nv.NvmlUnavailable as exc:
+        found = pcie_from_sysfs(gpu.pci_bus_id)
+        if found is None:
+            raise nv.NvmlUnavailable(f"{exc} Linux's /sys/bus/pci/devices/{gpu.pci_bus_id or '?'} does not give the link either.",
+                                     fix=exc.fix) from None
+        return found
+
+
+_GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def pcie_from_sysfs(bus_id: str, root: Path | None = None) -> dict[str, Any] | None:
+    """The PCIe link as Linux reports it (``max_link_speed`` "32.0 GT/s PCIe", ``max_link_width`` "16", and the
+    current ones), in :func:`pcie_link`'s form; None when the files are not there."""
+    base = (PCI_DEVICES if root is None else root) / bus_id
+    try:
+        def read(kind: str) -> tuple[int, int]:
+            speed = float((base / f"{kind}_link_speed").read_text().split()[0])
+            return _GTS_TO_GEN[speed], int((base / f"{kind}_link_width").read_text().strip())
+
+        cur, top = read("current"), read("max")
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+    return {"current": cur, "max": top, "peak_gbps": pcie_peak(*top),
+            "source": f"Linux sysfs ({base}); x16 figures from labkit.hw"}
 
 
 def _pcie_link_module(nvml: Any, gpu: Any) -> dict[str, Any]:

@@ -736,8 +736,9 @@ _ANCESTOR = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 def from_nvml(name: str = "this machine") -> Topology:
     """Build a :class:`Topology` of this machine's GPUs from NVML (NVLink state of every link, P2P status, PCIe
     ancestry). GPUs are numbered as CUDA numbers them (each matched to NVML by UUID or PCI bus id, never by index).
-    Needs ``gpu`` mode; otherwise raises :class:`~labkit.errors.NoGPUError`; without NVML, a
-    :class:`~labkit.nvml.NvmlUnavailable` that says why."""
+    Needs ``gpu`` mode; otherwise raises :class:`~labkit.errors.NoGPUError`. Without NVML (no nvidia-ml-py, no
+    driver library) it returns the GPUs CUDA sees, with no links and a note saying why NVLink, P2P and PCIe
+    ancestry are missing (``origin`` says "CUDA only")."""
     from .mode import env
 
     e = env()
@@ -748,7 +749,22 @@ def from_nvml(name: str = "this machine") -> Topology:
         )
     from . import nvml as nv
 
-    return _from_nvml_module(nv.load(), name, e.gpus)
+    try:
+        return _from_nvml_module(nv.load(), name, e.gpus)
+    except nv.NvmlUnavailable as exc:
+        return _cuda_only(name, e.gpus, nv.skipped("NVLink, P2P and PCIe ancestry", exc))
+
+
+def _cuda_only(name: str, gpus: Any, why: str) -> Topology:
+    """The GPUs CUDA sees, without links: what is known when NVML cannot be asked."""
+    g = nx.Graph()
+    count = len(gpus)
+    for i, gpu in enumerate(gpus):
+        a = 2 * math.pi * i / max(count, 1)
+        _add_gpu(g, i, (3 * math.sin(a), 3 * math.cos(a)) if count > 1 else (0.0, 0.0), gpu.name)
+    model = hw.match_device(gpus[0].name.split(" MIG ")[0]) if gpus else None
+    notes = [f"From CUDA: {count} GPU(s){', ' + gpus[0].name if gpus else ''}.", why + "."]
+    return Topology(name, g, "CUDA only (NVML unavailable)", model.name if model else None, notes=notes)
 
 
 def _from_nvml_module(nvml: Any, name: str = "this machine", gpus: Any = None) -> Topology:
