@@ -240,6 +240,16 @@ def test_classroom_hub(tmp_path: Path) -> None:
         assert cells["bob"]["08.mig"]["solved"] is False and cells["bob"]["08.mig"]["status"] == "failed"
         status, page = http("GET", service, tokens[INSTRUCTOR])
         assert status == 200 and "alice" in page and "bob" in page
+        # a browser without a token is sent to the hub's OAuth login (the page is a HubOAuth client of the hub)
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+
+        try:
+            urllib.request.build_opener(NoRedirect).open(service, timeout=10)
+            raise AssertionError("the instructor page answered without a login")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 302 and "/hub/api/oauth2/authorize" in exc.headers["Location"], (exc.code, exc.headers)
         for user in LEARNERS:
             assert http("GET", f"{service}api/summary", tokens[user])[0] == 403
             assert http("GET", service, tokens[user])[0] == 403
