@@ -13,6 +13,7 @@ import ast
 import ctypes
 import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -158,8 +159,6 @@ def test_nvml_constants_labkit_reads_are_integers_after_unpacking() -> None:
     for cap in bandwidth._P2P_CAPS:
         assert isinstance(nvml.cap_index(pynvml, cap), int)
     src = "\n".join((SRC / f).read_text() for f in GPU_MODULES)
-    import re
-
     names = set(re.findall(r'constant\(\w+, "(NVML_\w+)"', src)) | set(bandwidth._P2P_STATUS_TEXT)
     assert names and all(hasattr(pynvml, n) for n in names), sorted(n for n in names if not hasattr(pynvml, n))
     assert all(isinstance(nvml.constant(pynvml, n, -1), int) for n in names)
@@ -219,16 +218,35 @@ def test_cublas_loads_the_way_labkit_imports_it_in_a_fresh_process() -> None:
     assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr[-2000:]
 
 
+def _numba_cuda_uses() -> dict[str, list[str]]:
+    """``cuda.<name>`` in every labkit module where ``cuda`` is numba's CUDA module (``from numba import cuda`` or
+    ``cuda = ...cuda_module()``): name -> where."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text()
+        if "from numba import cuda" not in text and not re.search(r"^\s*cuda = .*(cuda_module|_cuda)\(\)", text, re.M):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and _chain(node) == ("cuda", node.attr):
+                out.setdefault(node.attr, []).append(f"{path.relative_to(SRC)}:{node.lineno}")
+    return out
+
+
 def test_numba_cuda_names_exist_in_the_real_target() -> None:
-    """bench and the kernels suite use numba.cuda's real target on a GPU; the test process runs the simulator, so
-    the real module is asked in a subprocess (it imports without a GPU)."""
-    names = ["event", "event_elapsed_time", "synchronize", "to_device", "device_array", "jit", "grid", "gridsize",
-             "shared", "syncthreads", "atomic", "threadIdx", "blockIdx", "blockDim", "local", "stream", "pinned_array"]
-    code = f"from numba import cuda; import json; print(json.dumps([n for n in {names!r} if not hasattr(cuda, n)]))"
+    """The Numba labs and the kernels suite use numba.cuda's real target on a GPU; the test process runs the
+    simulator, so the real module is asked in a subprocess (it imports without a GPU)."""
+    uses = _numba_cuda_uses()
+    assert {"grid", "jit", "syncthreads", "to_device", "device_array", "shared", "atomic"} <= set(uses)
+    code = ("import importlib, json, sys\nfrom numba import cuda\nnames = json.loads(sys.argv[1])\n"
+            "def has(n):\n    if hasattr(cuda, n): return True\n"
+            "    try: importlib.import_module('numba.cuda.' + n); return True\n    except ImportError: return False\n"
+            "print(json.dumps([n for n in names if not has(n)]))")
     env = {k: v for k, v in __import__("os").environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "LABKIT_MODE")}
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    res = subprocess.run([sys.executable, "-c", code, json.dumps(sorted(uses))], capture_output=True, text=True, env=env,
+                         timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert json.loads(res.stdout.strip().splitlines()[-1]) == []
+    missing = json.loads(res.stdout.strip().splitlines()[-1])
+    assert missing == [], {n: uses[n] for n in missing}
 
 
 def test_spin_kernel_and_wmma_compile_for_the_course_targets() -> None:
