@@ -265,3 +265,15 @@ def test_every_registered_raw_kernel_runs_its_source_file_on_the_cpu() -> None:
         if k.kind in ("raw", "module"):
             assert k.code == (kernels_cuda.CUDA_DIR / f"{name}.cu").read_text()
             cuda_cpp.host_plan(k.code)  # nothing the stand-in lacks
+
+
+def test_printf_output_is_shown_and_strings_with_comment_marks_are_code(capsys: pytest.CaptureFixture[str]) -> None:
+    src = r'''extern "C" __global__ void k(float* x, int n) {
+    int i = threadIdx.x;
+    if (i < n) { x[i] = 2 * i; if (i < 2) printf("thread %d: /* not a comment */ // nor this\n", i); }
+}'''
+    x = np.zeros(4, np.float32)
+    cuda_cpp.run_on_host(src, "k", (1,), (32,), (x, np.int32(4)))
+    np.testing.assert_array_equal(x, [0, 2, 4, 6])
+    assert capsys.readouterr().out.splitlines() == ["thread 0: /* not a comment */ // nor this",
+                                                    "thread 1: /* not a comment */ // nor this"]

@@ -374,7 +374,8 @@ for launch in req["launches"]:
     if status:
         break
 np.savez(req["out"], **out)
-print(json.dumps(report))
+with open(req["report"], "w") as f:  # not stdout: that carries the kernel's own printf output
+    json.dump(report, f)
 """
 
 _CTYPES = {"f32": ("c_float", np.float32), "f64": ("c_double", np.float64), "u32": ("c_int32", np.int32),
@@ -555,7 +556,8 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
         # room for every thread of the grid to write one element too far
         specs.append({"args": spec, "grid": g, "block": b, "guard": int(np.prod(g) * np.prod(b)) + 64})
     np.savez(tmp / "in.npz", **arrays)
-    req = {"lib": lib, "arrays": str(tmp / "in.npz"), "out": str(tmp / "out.npz"), "launches": specs}
+    req = {"lib": lib, "arrays": str(tmp / "in.npz"), "out": str(tmp / "out.npz"), "report": str(tmp / "report.json"),
+           "launches": specs}
     try:
         proc = subprocess.run([sys.executable, "-c", _WORKER], input=json.dumps(req), capture_output=True, text=True,
                               timeout=timeout_s)
@@ -569,7 +571,8 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
         raise LabkitError(
             f"{name} crashed on the CPU stand-in" + (" (it touched memory far outside its arrays)." if crash else f": {proc.stderr.strip()[-300:]}"),
             fix="Check the index arithmetic and the bounds check: every access must stay inside its array.")
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = json.loads((tmp / "report.json").read_text())
+    _show_printf(proc.stdout, name)
     out = np.load(tmp / "out.npz")
     for key, arr in arrays.items():
         if key in out.files:
@@ -587,6 +590,15 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
         else:
             sentences.append(None)
     return sentences
+
+
+def _show_printf(text: str, name: str, limit: int = 4000) -> None:
+    """Print what the kernel printed with ``printf`` (as a GPU run would), cut at ``limit`` characters."""
+    if text:
+        cut = text[:limit]
+        sys.stdout.write(cut + ("" if cut.endswith("\n") else "\n"))
+        if len(text) > limit:
+            sys.stdout.write(f"[{name}'s printf output cut after {limit} of {len(text)} characters]\n")
 
 
 def _learner_limit_s() -> float:
