@@ -153,3 +153,22 @@ def test_gpu_timing_of_a_function_that_waits_says_so(monkeypatch: pytest.MonkeyP
     t = bench.measure(work, repeat=3, warmup=1, launches=2)
     assert t.how == bench.BETWEEN_EVENTS.format(n=2) and "makes the host wait" in t.how
     assert len(t.samples_s) == 3 and t.median_s == pytest.approx(1e-3)
+
+
+def test_gpu_out_of_memory_while_timing_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy = pytest.importorskip("cupy")
+    fake, work, clock = _fake_cupy(per_call_s=1e-3)
+    _gpu_env(monkeypatch, fake)
+
+    def oom() -> None:
+        raise cupy.cuda.memory.OutOfMemoryError(1 << 36, 1 << 30)
+
+    with pytest.raises(LabkitError, match="ran out of GPU memory") as err:
+        bench.measure(oom, name="big")
+    assert "free_all_blocks" in err.value.fix
+
+    def bug() -> None:
+        raise KeyError("learner's own bug")
+
+    with pytest.raises(KeyError):  # not dressed up as a GPU problem
+        bench.measure(bug)

@@ -1077,8 +1077,12 @@ def _set_peer_access(cp: Any, src: int, dst: int, enabled: bool) -> bool:
             before = True
         if err != err_t.cudaSuccess:
             _, text = cudart.cudaGetErrorString(err)
-            raise LabkitError(f"could not {'enable' if enabled else 'disable'} peer access GPU{src} -> GPU{dst}: "
-                              f"{text.decode() if isinstance(text, bytes) else text}.")
+            from .gpuerrors import PEER_UNAVAILABLE, GpuError
+
+            raise GpuError(f"could not {'enable' if enabled else 'disable'} peer access GPU{src} -> GPU{dst}: "
+                           f"{text.decode() if isinstance(text, bytes) else text}.", kind=PEER_UNAVAILABLE,
+                           fix="Check p2p_status() or `nvidia-smi topo -p2p r` for the reason; peer_matrix(peer_access=False) "
+                               "still measures, staged through host memory.")
         return before
     finally:
         cp.cuda.runtime.setDevice(current)

@@ -264,7 +264,17 @@ def measure(
                           fix="Use fewer launches, or a bigger problem per launch.")
     mode = current_mode()
     if mode == "gpu":
-        samples, how, per_sample = _gpu_samples(call, warmup, repeat, launches)
+        try:
+            samples, how, per_sample = _gpu_samples(call, warmup, repeat, launches)
+        except LabkitError:
+            raise
+        except Exception as exc:
+            from .gpuerrors import OTHER, explain
+
+            err = explain(exc, f"timing {name or getattr(fn, '__name__', 'the call')}")
+            if err.kind == OTHER:  # a bug in the function itself: its own exception, unchanged
+                raise
+            raise err from None
     else:
         samples, how, per_sample = _cpu_samples(call, warmup, repeat), WALL_CLOCK, 1
     peak_gbps, peak_tflops, source = device_peaks(precision)
