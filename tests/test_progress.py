@@ -178,3 +178,14 @@ def test_service_url_from_the_hub_public_url(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("JUPYTERHUB_PUBLIC_URL", "https://hub.example.org/course/user/alice/")
     monkeypatch.setenv("JUPYTERHUB_BASE_URL", "/course/")
     assert progress.service_url() == "https://hub.example.org/course/services/labkit-progress/"
+
+
+def test_labkit_progress_command(data_home: Path, toy_exercise: str, capsys) -> None:
+    from labkit import cli
+
+    core.run(toy_exercise, 42)
+    capsys.readouterr()
+    assert cli.main(["progress", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["file"] == str(data_home / "labkit" / "progress.jsonl")
+    assert cli.main(["progress"]) == 0 and "[x] 99.progress-toy" in capsys.readouterr().out
