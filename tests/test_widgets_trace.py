@@ -126,3 +126,16 @@ def test_show_beside_the_reference_and_with_a_case() -> None:
     assert one.trace.names == ["x", "out"] and not out.any()
     with pytest.raises(LabkitError, match="launch configuration"):
         labkit.show(copy_plain, x, out)
+
+
+def test_a_failed_check_names_the_show_call_that_draws_its_case() -> None:
+    from labkit.check import harness
+
+    x = np.arange(65, dtype=np.float32)
+    case = harness.Launch(grid=1, block=64, inputs=(x,), expected=x[:64], label="n=64", names=("x", "out"))
+    text = harness.show_hint_for(copy_shifted, case)
+    assert text.endswith("labkit.show(copy_shifted, labkit.check.harness.failed_case())")
+    failed = harness.failed_case()
+    assert failed.args[0] is not x and failed.args[1].shape == (64,)
+    box = labkit.show(copy_shifted, failed)
+    assert box.trace.summary()["global_sectors_per_request"]["x"] == 5

@@ -5,8 +5,10 @@ access recorded and returns a :class:`Trace`:
 
 - each access: array, element, kind (read, write, atomic), the value written, the thread and block, and the
   barrier epoch (how many ``cuda.syncthreads()`` its block had passed);
-- each warp's memory requests (the n-th access of each lane of a warp to one array): the 32-byte sectors a
-  global request touches against the fewest it could, the n-way bank conflict of a shared request;
+- each warp's memory requests: the accesses of one kind to one array that its lanes make on one line of the code
+  for the n-th time (one instruction, one loop iteration; lanes that diverge within a line can be grouped
+  wrongly): the 32-byte sectors a global request touches against the fewest it could, the n-way bank conflict
+  of a shared request;
 - the races (up to :data:`MAX_RACES`, one per element), the blocks whose threads did not all reach a
   ``syncthreads`` (each such block stops there; the other blocks still run), and errors the kernel raised;
 - :meth:`Trace.summary` and :meth:`Trace.score` (the most global and shared reads and writes one thread made,
@@ -61,13 +63,16 @@ class ArrayInfo:
 
 @dataclass(frozen=True)
 class Request:
-    """One warp memory request: the n-th access (``seq``) of each lane of a warp to one array, of one kind."""
+    """One warp memory request: the accesses the lanes of a warp make at one place in the code (``line``) for the
+    ``seq``-th time (a loop's iterations are separate requests), to one array, of one kind."""
 
     array: str
     kind: str
     block: tuple[int, ...]
     warp: int
     seq: int
+    line: int
+    site: int  # index into Trace.sites
     lanes: int
     sectors: int  # 32-byte sectors touched
     ideal: int  # the fewest sectors that could hold the bytes requested
@@ -90,7 +95,8 @@ class Trace:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     arrays: dict[str, ArrayInfo]
-    columns: dict[str, np.ndarray]  # one entry per access: array (index into names), block, thread, seq, flat, kind, epoch, value
+    columns: dict[str, np.ndarray]  # per access: array (index into names), block, thread, seq, flat, kind, epoch, value,
+    #                                 site (index into sites), instance (the thread's n-th access at that site)
     names: list[str]
     requests: list[Request]
     races: list[memory.Race]
@@ -101,6 +107,7 @@ class Trace:
     origin: str = ORIGIN_HERE
     seconds: float = 0.0
     uninitialised: memory.UninitialisedRead | None = None
+    sites: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of each place in the code that accessed memory
     outputs: dict[str, np.ndarray] = field(default_factory=dict)  # argument arrays after the launch (copies)
 
     # -- shape of the launch -------------------------------------------------------------------------------
@@ -262,12 +269,35 @@ def _dims(d: Sequence[int]) -> str:
 
 # ----------------------------------------------------------------------------- recording
 class _TraceModel(memory.Model):
-    """The strict model, recording everything and collecting every race (one per element), not just the first."""
+    """The strict model, recording everything (with the place in the kernel's code of each access) and
+    collecting every race (one per element), not just the first."""
 
     def __init__(self) -> None:
         self.found: list[tuple[memory.Race, tuple]] = []
         self._raced: set[tuple] = set()
+        self.sites: list[tuple[int, int]] = []  # per access, aligned with self.accesses: (site, instance)
+        self.site_ids: dict[tuple[str, int], int] = {}
+        self._instances: dict[tuple[int, int, str, str], int] = {}
+        self._note_lock = threading.Lock()
+        self._skip = _library_dirs()
         super().__init__(reverse=False, record=True)
+
+    def note(self, array: Any, flat: int, kind: str, value: Any = None) -> None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(self._skip):
+            frame = frame.f_back  # type: ignore[assignment]
+        site = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
+        with self._note_lock:  # the access and its site are appended together
+            super().note(array, flat, kind, value)
+            sid = self.site_ids.setdefault(site, len(self.site_ids))
+            key = (id(threading.current_thread()), sid, array.name, kind)
+            n = self._instances.get(key, 0)
+            self._instances[key] = n + 1
+            self.sites.append((sid, n))
+
+    def block_start(self) -> None:
+        super().block_start()
+        self._instances.clear()
 
     # the base model stops looking for races after the first; a trace wants them all
     race = property(lambda self: None, lambda self, value: None)
@@ -290,6 +320,15 @@ class _TraceModel(memory.Model):
             rmw = array.rmw.get(key, set())
             out.append(replace(race, lost_update=other in rmw and me in rmw, atomics_used=atomics))
         return out
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Directories whose frames are not the kernel's: this package (the memory model) and Numba's simulator."""
+    from pathlib import Path
+
+    from numba.cuda import simulator
+
+    return (str(Path(memory.__file__).parent), str(Path(simulator.__file__).parent))
 
 
 def _sample(grid: tuple[int, int, int], per_block: int, max_threads: int) -> list[tuple[int, ...]] | None:
@@ -348,15 +387,16 @@ def _value(v: Any) -> float:
 
 
 def _requests(trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[str, np.ndarray],
-              block_of: Any) -> list[Request]:
+              block_of: Any, lines: list[int]) -> list[Request]:
     from ..occupancy import bank_conflict_degree, coalescing
 
     groups: dict[tuple, list[int]] = {}
-    arr, blk, thr, seq, flat, kind = (cols[k].tolist() for k in ("array", "block", "thread", "seq", "flat", "kind"))
-    for a, b, t, s, f, k in zip(arr, blk, thr, seq, flat, kind):
-        groups.setdefault((a, k, b, t // 32, s), []).append(f)
+    arr, blk, thr, site, inst, flat, kind = (cols[k].tolist() for k in ("array", "block", "thread", "site", "instance",
+                                                                         "flat", "kind"))
+    for a, b, t, si, n, f, k in zip(arr, blk, thr, site, inst, flat, kind):
+        groups.setdefault((a, k, b, t // 32, si, n), []).append(f)
     out = []
-    for (a, k, b, w, s), flats in groups.items():
+    for (a, k, b, w, si, n), flats in groups.items():
         info = trace_arrays[names[a]]
         size = info.itemsize
         addresses = [f * size for f in flats]
@@ -367,7 +407,7 @@ def _requests(trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[s
         else:
             sectors = coalescing(addresses, size).sectors
             ways = bank_conflict_degree(addresses)
-        out.append(Request(names[a], KINDS[k], block_of(b), w, s, len(flats), sectors,
+        out.append(Request(names[a], KINDS[k], block_of(b), w, n, lines[si], si, len(flats), sectors,
                            max(1, math.ceil(distinct * size / SECTOR)), ways))
     return out
 
@@ -437,15 +477,18 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
         "kind": np.array([KINDS.index(x.kind) for x in acc], dtype=np.int8),
         "epoch": np.array([getattr(x, "epoch", 0) for x in acc], dtype=np.int64),
         "value": np.array([_value(x.value) if x.kind == "write" else math.nan for x in acc], dtype=np.float64),
+        "site": np.array([s for s, _ in model.sites], dtype=np.int64),
+        "instance": np.array([n for _, n in model.sites], dtype=np.int64),
     }
+    sites = [site for site, _sid in sorted(model.site_ids.items(), key=lambda kv: kv[1])]
     t = Trace(
         kernel=getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel"), grid=grid, block=block, arrays=arrays,
         columns=cols, names=order, requests=[], races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()],
         divergent=divergent, errors=errors, traced_blocks=traced, total_blocks=int(np.prod(grid)), seconds=seconds,
-        uninitialised=model.uninitialised,
+        uninitialised=model.uninitialised, sites=sites,
         outputs={n: c for n, c in zip(names, copies) if isinstance(c, np.ndarray)},
     )
-    t.requests = _requests(arrays, order, cols, t.block_index)
+    t.requests = _requests(arrays, order, cols, t.block_index, [line for _, line in sites])
     return t
 
 

@@ -229,9 +229,9 @@ def coalescing_figure(trace: Any, *, block: int = 0) -> Any:
 
     b = trace.traced_blocks[max(0, min(block, len(trace.traced_blocks) - 1))] if trace.traced_blocks else (0, 0, 0)
     reqs = [r for r in trace.requests if tuple(r.block) == tuple(b) and trace.arrays[r.array].space == "global"]
-    reqs.sort(key=lambda r: (r.warp, trace.names.index(r.array), r.seq, r.kind))
+    reqs.sort(key=lambda r: (r.warp, trace.names.index(r.array), r.line, r.seq, r.kind))
     shown = reqs[:MAX_REQUESTS_DRAWN]
-    labels = [f"w{r.warp} {r.array} {r.kind} #{r.seq}" for r in shown]
+    labels = [f"w{r.warp} {r.array} {r.kind} line {r.line}" + (f" #{r.seq}" if r.seq else "") for r in shown]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=labels, y=[r.sectors for r in shown], name="sectors touched",
                          marker_color=["crimson" if r.sectors > r.ideal else "steelblue" for r in shown],
@@ -258,15 +258,15 @@ def banks_figure(trace: Any, *, block: int = 0, thread: int = 0) -> Any:
     c = trace.columns
     rows, labels = [], []
     for r in sorted((r for r in trace.requests if r.array in shared and tuple(r.block) == tuple(b) and r.warp == warp),
-                    key=lambda r: (r.array, r.seq, r.kind))[:MAX_REQUESTS_DRAWN]:
-        m = trace.select(r.array, block=b, warp=warp, kind=r.kind) & (c["seq"] == r.seq)
+                    key=lambda r: (r.array, r.line, r.seq, r.kind))[:MAX_REQUESTS_DRAWN]:
+        m = trace.select(r.array, block=b, warp=warp, kind=r.kind) & (c["instance"] == r.seq) & (c["site"] == r.site)
         size = trace.arrays[r.array].itemsize
         words: dict[int, set[int]] = {}
         for f in c["flat"][m]:
             w = int(f) * size // 4
             words.setdefault(w % 32, set()).add(w)
         rows.append([len(words.get(k, ())) for k in range(32)])
-        labels.append(f"{r.array} {r.kind} #{r.seq} ({r.ways}-way)")
+        labels.append(f"{r.array} {r.kind} line {r.line}" + (f" #{r.seq}" if r.seq else "") + f" ({r.ways}-way)")
     fig = go.Figure()
     if rows:
         fig.add_trace(go.Heatmap(z=rows, x=list(range(32)), y=labels, colorscale="Reds", zmin=0,
@@ -409,12 +409,15 @@ def _case_args(args: Sequence[Any], grid: Any, block: Any, names: Sequence[str] 
 
 
 def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference: Any = None,
-         names: Sequence[str] | None = None, max_threads: int | None = None) -> Any:
+         names: Sequence[str] | None = None, max_threads: int | None = None,
+         labels: tuple[str, str] | None = None) -> Any:
     """Trace ``kernel[grid, block](*args)`` in the simulator and draw what every thread read and wrote.
 
     With ``reference=`` (the exercise's reference kernel) both are traced on copies of the same input and shown
-    with their scores side by side, then one tab each. Returns an ipywidgets box (the last expression of a cell
-    displays it). The caller's arrays are unchanged."""
+    with their scores side by side, then one tab each (``labels`` names the two; default "your kernel" and
+    "reference"). ``show(kernel, case)`` takes the launch from a case object (``grid``, ``block``, ``args``,
+    ``names``), as a failed check offers. Returns an ipywidgets box (the last expression of a cell displays it).
+    The caller's arrays are unchanged."""
     import ipywidgets as W
 
     from ..sim.trace import MAX_THREADS, trace
@@ -425,10 +428,12 @@ def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference
     if reference is None:
         return trace_view(mine)
     ref = trace(reference, grid, block, *call_args, names=names, max_threads=limit)
-    yours, theirs = f"your kernel ({mine.kernel})", f"reference ({ref.kernel})"
-    table = W.HTML("<b>Your kernel beside the reference, on the same input</b> (traced in the simulator; the score is "
-                   "the most reads and writes one thread makes, lower is better for the same result):<br>"
-                   + score_table({yours: mine, theirs: ref}))
+    yours, theirs = labels or (f"your kernel ({mine.kernel})", f"reference ({ref.kernel})")
+    if yours == theirs:
+        raise LabkitError("the two labels must differ.")
+    table = W.HTML(f"<b>{html.escape(yours)} beside {html.escape(theirs)}, on the same input</b> (traced in the "
+                   "simulator; the score is the most reads and writes one thread makes, lower is better for the same "
+                   "result):<br>" + score_table({yours: mine, theirs: ref}))
     tabs = W.Tab(children=[trace_view(mine), trace_view(ref)])
     for k, title in enumerate((yours, theirs)):
         tabs.set_title(k, title)
