@@ -153,3 +153,20 @@ def test_doctor_without_nvml_says_why_the_section_is_skipped() -> None:
             "cuda_runtime": "12.9", "gpus": [], "nvlink": out, "ptx": {"nvrtc": "12.9", "nvvm": True, "ptxas": "p", "ok": True},
             "packages": {}, "next_steps": []}
     assert "NVLink/P2P: NVLink and P2P: skipped" in doctor.render(data)
+
+
+def test_doctor_report_in_gpu_mode_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real pynvml here finds no NVML library: the report still has every key, and says why NVLink is skipped."""
+    import labkit.mode
+    from labkit import doctor
+
+    _, gpus = _doctor_gpus()
+    e = labkit.mode.Environment("gpu", gpus[0].name, (9, 0), gpus[0].memory_bytes, 132, 2, "12.8", "test", gpus)
+    monkeypatch.setattr(labkit.mode, "env", lambda: e)
+    monkeypatch.setattr(doctor, "_cuda_runtime", lambda: "12.9")
+    data = doctor.report()
+    assert tuple(data) == doctor.KEYS
+    assert data["gpus"][1]["pci_bus_id"] == "0000:19:00.0" and data["gpus"][0]["uuid"] == gpus[0].uuid
+    assert data["nvlink"]["reason"].startswith("NVLink and P2P: skipped, it needs NVML")
+    assert "gpu mode" in " ".join(data["next_steps"])
+    assert "PCI 0000:18:00.0" in doctor.render(data)
