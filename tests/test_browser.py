@@ -310,6 +310,11 @@ def test_notebook_in_jupyterlab(lab: Lab, path: str) -> None:
         problems += [f"check {ex} says {mark}, expected {wanted}" for mark, ex in verdicts if mark != wanted]
         if "labkit.check." in json.dumps(model["cells"]) and not verdicts:
             problems.append("no check printed a verdict")
+        if "make lab" in everything:
+            problems.append("an output tells the learner, who is in JupyterLab already, to run `make lab`")
+        first = "".join(model["cells"][0]["source"])
+        if solution != ("**Solution notebook.**" in first and first.splitlines()[0].endswith("(solutions)")):
+            problems.append("the first cell does not say whether this is the solution notebook")
         if os.environ.get("LABKIT_BROWSER_SHOTS"):
             _save_figures(lab, path, Path(os.environ["LABKIT_BROWSER_SHOTS"]))
         controls = sum(_change_each_control(lab, k, problems) for k in range(n_widgets))

@@ -333,7 +333,8 @@ class Topology:
                 mx = [(pos[u][0] + pos[v][0]) / 2 for u, v, _ in edges]
                 my = [(pos[u][1] + pos[v][1]) / 2 for u, v, _ in edges]
                 text = [_edge_text(u, v, d) for u, v, d in edges]
-                fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", marker={"size": 6, "color": colour, "opacity": 0.25},
+                fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", marker={"size": 3 if len(edges) > 200 else 6,
+                                                                                 "color": colour, "opacity": 0.25},
                                          hovertext=text, hoverinfo="text", name=f"{kind} links", showlegend=True))
         if hl_edges:
             xs, ys = [], []
@@ -520,7 +521,8 @@ def _switched(system: str, links_per_switch: list[int], pcie: str, nic_link: str
     for k, _ in enumerate(links_per_switch):
         sw = f"NVSwitch{k}"
         x = (k + 0.5) * width / len(links_per_switch)
-        g.add_node(sw, kind="nvswitch", pos=(x, 0.0), label=sw, detail=f"{s.nvswitch}")
+        g.add_node(sw, kind="nvswitch", pos=(x, 0.0), label=sw if len(links_per_switch) <= 8 else f"SW{k}",
+                   detail=f"{s.nvswitch}")
         sws.append(sw)
     for i in range(n):
         gp = _add_gpu(g, i, (float(i // per_col), 2.0 + (i % per_col)), s.gpu)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from typing import Any, Callable, Sequence
 
 from .. import hw, roofline as rl, topology
@@ -154,7 +155,9 @@ def evolution_figure(label: str = "FP16 dense peak, all GPUs", systems: Sequence
     title = f"{label} ({unit})" if unit else label
     if missing:
         title += f"<br><sup>no figure in labkit for: {html.escape(', '.join(missing))}</sup>"
-    yaxis: dict[str, Any] = log_axis(values, title=unit) if log else {"type": "linear", "title": unit}
+    yaxis: dict[str, Any] = {"type": "linear", "title": unit}
+    if log and min(values) > 0:  # bars from the decade below the smallest, so at least two labels show
+        yaxis = log_axis(values, title=unit, range=[math.floor(math.log10(min(values))), math.log10(max(values)) + 0.2])
     if first[1].unit == "year":
         yaxis.update(range=[min(values) - 2, max(values) + 1.5], tickformat="d", dtick=1 if max(values) - min(values) < 8 else 2)
     out.update_layout(title=title, template="plotly_white", height=400, yaxis=yaxis, margin={"t": 70})
