@@ -201,8 +201,11 @@ def render_table(data: dict[str, Any]) -> str:
                 tds.append('<td class="none"></td>')
                 continue
             cls = "solved" if c["solved"] else ("stuck" if c["stuck"] else "trying")
-            text = "solved" if c["solved"] else (f"stuck {c['stuck_minutes']:g} min" if c["stuck"] else c["status"])
-            tds.append(f'<td class="{cls}">{text}<br><small>{c["attempts"]} tries, {c["hints"]} hints</small></td>')
+            verdict = {"failed": "not yet", "unsolved": "skeleton", "passed": "solved"}.get(c["status"], c["status"])
+            text = "solved" if c["solved"] else (f"stuck {c['stuck_minutes']:g} min" if c["stuck"] else verdict)
+            tries = f"{c['attempts']} {'try' if c['attempts'] == 1 else 'tries'}"
+            hints = f"{c['hints']} {'hint' if c['hints'] == 1 else 'hints'}"
+            tds.append(f'<td class="{cls}">{text}<br><small>{tries}, {hints}</small></td>')
         body.append(f"<tr><th>{html.escape(lr['user'])}</th><td>{lr['solved']}</td>{''.join(tds)}</tr>")
     return f"<table><tr><th>learner</th><th>solved</th>{head}</tr>{''.join(body)}</table>"
 
