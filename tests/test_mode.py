@@ -177,6 +177,7 @@ def test_cupy_ready_against_the_real_cupy_without_a_gpu() -> None:
     pytest.importorskip("cupy")
     why = mode.cupy_ready(_probe())
     assert why is not None and "could not run an operation on the GPU" in why and "CUDARuntimeError" in why
+    assert "cudaErrorInsufficientDriver" in why and "update the driver" in why  # what that error means, said
 
 
 def test_cupy_for_a_newer_cuda_than_the_driver_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

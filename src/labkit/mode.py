@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -117,7 +118,7 @@ def cupy_ready(probe: DriverProbe) -> str | None:
     major = probe.driver_major
     if major is not None and runtime // 1000 > major:
         return (f"CuPy {cupy.__version__} is built for CUDA {runtime // 1000}.{(runtime % 1000) // 10}, newer than "
-                f"the driver's CUDA {probe.driver_version}")
+                f"the driver's CUDA {probe.driver_version} (remove it first: pip uninstall -y cupy-cuda{runtime // 1000}x)")
     try:
         with cupy.cuda.Device(0):
             x = cupy.arange(8, dtype=cupy.float32)
@@ -125,7 +126,11 @@ def cupy_ready(probe: DriverProbe) -> str | None:
             cupy.cuda.runtime.deviceSynchronize()
     except Exception as exc:  # noqa: BLE001 - no device, driver too old, NVRTC missing: say which
         text = str(exc).splitlines()[0] if str(exc) else ""
-        return f"CuPy {cupy.__version__} could not run an operation on the GPU ({type(exc).__name__}: {text})"
+        hint = ""
+        if probe.usable and re.search(r"InsufficientDriver|UnsupportedPtxVersion|PTX_VERSION", text):
+            hint = (f"; the driver (CUDA {probe.driver_version}) is older than CuPy's CUDA "
+                    f"{runtime // 1000}.{(runtime % 1000) // 10} libraries: update the driver")
+        return f"CuPy {cupy.__version__} could not run an operation on the GPU ({type(exc).__name__}: {text}){hint}"
     if total != 56.0:
         return f"CuPy's test operation on the GPU returned {total}, not 56"
     return None
