@@ -87,3 +87,22 @@ def test_containerfile_calls_the_script_and_runs_as_a_learner() -> None:
     assert "/opt/course/deploy/singleuser.sh" in (ROOT / "deploy" / "k8s" / "values.yaml").read_text()
     ignore = (ROOT / "deploy" / "Containerfile.dockerignore").read_text().split()
     assert ".venv" in ignore
+
+
+def test_singleuser_script_syncs_work_copies_then_starts_the_server(tmp_path: Path) -> None:
+    """deploy/singleuser.sh with a stand-in ``jupyterhub-singleuser`` that prints what it was given."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    fake = fake_bin / "jupyterhub-singleuser"
+    fake.write_text('#!/usr/bin/env bash\necho "SINGLEUSER $*"\n')
+    fake.chmod(0o755)
+    (fake_bin / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # the course's Python, as in the image
+    (fake_bin / "python").chmod(0o755)
+    work = tmp_path / "work"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABKIT_", "JUPYTERHUB_"))}
+    env.update(PATH=f"{fake_bin}{os.pathsep}{env.get('PATH', '')}", LABKIT_COURSE=str(ROOT), LABKIT_WORK_DIR=str(work))
+    proc = subprocess.run(["bash", str(ROOT / "deploy" / "singleuser.sh"), "--debug"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"SINGLEUSER --ServerApp.root_dir={work} --debug" in proc.stdout
+    assert (work / "00-start-here.ipynb").exists() and (work / "solutions").is_dir()
