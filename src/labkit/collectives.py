@@ -39,6 +39,7 @@ import numpy as np
 from . import bandwidth as _bw
 from . import hw
 from .errors import LabkitError, NoGPUError
+from .figstyle import bytes_axis, human_bytes, log_axis
 
 GB = 1e9
 RS, AG = "reduce-scatter", "all-gather"
@@ -665,14 +666,17 @@ def cost_figure(n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US, si
 
     sizes = list(sizes) if sizes is not None else [2.0**k for k in range(10, 33)]
     fig = go.Figure()
+    times: list[float] = []
     for name, fn in (("ring", ring_cost), ("tree (pipelined)", tree_cost)):
         ts = [fn(s, n, link_gbps, alpha_us).seconds * 1e6 for s in sizes]
-        fig.add_trace(go.Scatter(x=sizes, y=ts, mode="lines", name=name))
+        times += ts
+        fig.add_trace(go.Scatter(x=sizes, y=ts, mode="lines", name=name, customdata=[human_bytes(s) for s in sizes],
+                                 hovertemplate="%{customdata}: %{y:.3g} us<extra>" + name + "</extra>"))
     x = crossover_bytes(n, link_gbps, alpha_us)
     if x > 0:
         fig.add_vline(x=x, line_dash="dot", annotation_text=f"crossover {x / 2**20:.3g} MiB")
     fig.update_layout(title=title or f"All-reduce time, {n} GPUs at {link_gbps:g} GB/s, alpha {alpha_us:g} us (MODEL)",
-                      xaxis={"type": "log", "title": "buffer size (bytes)"}, yaxis={"type": "log", "title": "time (us)"},
+                      xaxis=bytes_axis(sizes, title="buffer size"), yaxis=log_axis(times, title="time (us)"),
                       template="plotly_white", height=400)
     return fig
 
