@@ -57,8 +57,16 @@ def lab(lab_id: str) -> Lab:
     raise LabkitError(f"there is no lab {lab_id!r}; labs are {', '.join(x.id for x in labs())}.")
 
 
-def course_map(relative_to: str = "") -> str:
-    """A Markdown table of the labs with times and links (ready labs link to their notebook)."""
+def course_map(relative_to: str | None = None) -> str:
+    """A Markdown table of the labs with times and links (ready labs link to their notebook).
+
+    Links are relative to ``relative_to``; by default they lead to the learner labs from where the notebook runs:
+    ``../`` from ``solutions/`` (as every link in a solution notebook does), else the same folder."""
+    if relative_to is None:
+        from pathlib import Path
+
+        here = Path.cwd()
+        relative_to = "../" if here.name == "solutions" and (here.parent / labs()[0].filename).exists() else ""
     rows = ["| # | lab | time | prerequisites |", "|---|---|---|---|"]
     for item in labs():
         name = f"[{item.title}]({relative_to}{item.filename})" if item.ready else f"{item.title} (planned)"
