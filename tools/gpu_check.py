@@ -180,8 +180,8 @@ def judge(benchmarks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     suites = {s.get("suite"): s for s in benchmarks}
     rows = []
     for t in TARGETS:
-        row: dict[str, Any] = {"id": t.id, "target": t.course, "value": None, "threshold": t.threshold, "unit": t.unit,
-                               "passed": None, "status": "not measured", "why": None}
+        row: dict[str, Any] = {"id": t.id, "target": t.course, "value": None, "op": t.op, "threshold": t.threshold,
+                               "unit": t.unit, "passed": None, "status": "not measured", "why": None}
         suite = suites.get(t.suite)
         if suite is None:
             row["why"] = f"suite '{t.suite}' was not run"
@@ -233,8 +233,8 @@ def markdown(report: dict[str, Any]) -> str:
              f"{d.get('sm_count')} SMs, {d.get('memory_gib')} GiB" + (f", {d['mig']}" if d.get("mig") else "") + ".", "",
              "## Targets (COURSE.md)", "", "| target | value | needed | result | note |", "|---|---|---|---|---|"]
     for r in report.get("judgement", []):
-        need = ("true" if r["threshold"] is None else
-                f"{'≥' if r['id'] not in ('d2d-spread',) else '<'} {_fmt(r['threshold'])} {r['unit']}")
+        op = r.get("op", ">=")
+        need = "yes" if op == "true" else f"{'≥' if op == '>=' else op} {_fmt(r['threshold'])} {r['unit']}"
         result = {"pass": "PASS", "fail": "FAIL"}.get(r["status"], "NOT MEASURED")
         note = (r.get("why") or "").replace("|", "/").replace("\n", " ")[:200]
         lines.append(f"| {r['target']} | {_fmt(r['value'])} | {need} | {result} | {note} |")

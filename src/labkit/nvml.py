@@ -98,5 +98,5 @@ def bus_id(nvml: Any, handle: Any) -> str:
 
 def skipped(section: str, exc: BaseException) -> str:
     """The sentence a report shows for a section that needs NVML when NVML could not answer."""
-    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return f"{section}: skipped, it needs NVML and {first[0].lower() + first[1:] if first else 'NVML failed'}"
+    first = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+    return f"{section}: skipped, it needs NVML ({first})"
