@@ -87,6 +87,9 @@ def test_lab_sizes_match_the_notebooks() -> None:
         text = src.read_text()
         for literal in lab.source:
             assert literal in text, f"lab {lab.lab}: {literal!r} is no longer in {src.name}; update labkit.mig.LABS"
+    from labkit import bandwidth
+
+    assert max(bandwidth.SWEEP_SIZES) == 2**30  # lab 07's estimate counts the sweep's largest buffer
 
 
 def test_cli_text_and_json(capsys) -> None:
