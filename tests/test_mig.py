@@ -146,6 +146,8 @@ def test_one_slice_per_user_never_twice_freed_on_stop(tmp_path: Path) -> None:
     assert b.assign("bob") == s3  # bob's old one (s2) is dave's: he gets the one left
     with pytest.raises(ValueError):
         alloc.SliceAllocator(["MIG-1", "MIG-1"])
+    with pytest.raises(alloc.NoSliceLeft, match="no MIG slices were found"):
+        alloc.SliceAllocator([]).assign("alice")
 
 
 # ---------------------------------------------------------------------------------------------- the DGX hub config

@@ -145,6 +145,9 @@ class SliceAllocator:
                 return self._held[user]
             taken = set(self._held.values())
             free = [s.uuid for s in self.slices if s.uuid not in taken]
+            if not self.slices:
+                raise NoSliceLeft("no MIG slices were found (NVML, nvidia-smi -L, LABKIT_MIG_SLICES): "
+                                  "enable MIG and create the instances before starting the hub")
             if not free:
                 raise NoSliceLeft(f"all {len(self.slices)} MIG slices are in use; stop an idle server or add GPUs")
             choice = self._last.get(user) if self._last.get(user) in free else free[0]
