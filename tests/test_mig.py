@@ -194,3 +194,37 @@ def test_classroom_table_matches_labkit_mig() -> None:
         assert m, f"lab {row['lab']} is missing from classroom.md's table"
         assert m.group(1) == ("works" if row["works"] else "does not fit")
         assert float(m.group(2)) == pytest.approx(row["gpu_memory_gb"], abs=0.005)
+
+
+def test_slices_from_nvml_with_a_stand_in(monkeypatch) -> None:
+    """The NVML path, against a stand-in with the names of the real pynvml (checked below): GPU 0 in MIG mode with
+    two slices, GPU 1 whole."""
+    import pynvml as real
+
+    names = ["nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetMigMode",
+             "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetUUID",
+             "nvmlDeviceGetName", "NVML_DEVICE_MIG_ENABLE", "NVMLError"]
+    assert all(hasattr(real, n) for n in names)
+
+    class NVMLError(Exception):
+        pass
+
+    migs = {0: ["MIG-0a", "MIG-0b", None]}
+    fake = SimpleNamespace(
+        NVMLError=NVMLError, NVML_DEVICE_MIG_ENABLE=1, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetMigMode=lambda g: (1, 1) if g == 0 else (0, 0),
+        nvmlDeviceGetMaxMigDeviceCount=lambda g: 3,
+        nvmlDeviceGetUUID=lambda h: h, nvmlDeviceGetName=lambda h: "NVIDIA H200 MIG 1g.18gb",
+    )
+
+    def handle(g, j):
+        uuid = migs[g][j]
+        if uuid is None:
+            raise NVMLError("no MIG device at this index")
+        return uuid
+
+    fake.nvmlDeviceGetMigDeviceHandleByIndex = handle
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    found = alloc.slices_from_nvml()
+    assert [(s.gpu, s.profile, s.uuid) for s in found] == [(0, "1g.18gb", "MIG-0a"), (0, "1g.18gb", "MIG-0b")]
