@@ -277,3 +277,17 @@ def test_printf_output_is_shown_and_strings_with_comment_marks_are_code(capsys: 
     np.testing.assert_array_equal(x, [0, 2, 4, 6])
     assert capsys.readouterr().out.splitlines() == ["thread 0: /* not a comment */ // nor this",
                                                     "thread 1: /* not a comment */ // nor this"]
+
+
+def test_shared_memory_starts_each_block_uninitialised() -> None:
+    """Shared memory is poisoned (all bytes 0xFF) before every block: a kernel that leaves part of a tile unwritten
+    reads NaN there, as it would read garbage on a GPU, instead of zeros or the previous block's values."""
+    forgets = BLOCK_SUM.replace("    s[t] = i < n ? x[i] : 0.0f;", "    if (i < n) s[t] = x[i];")
+    x = np.ones(1000, np.float32)
+    out = np.zeros(4, np.float32)
+    cuda_cpp.run_on_host(forgets, "bsum", (4,), (256,), (x, out, np.int32(1000)))
+    assert out[:3].tolist() == [256, 256, 256] and np.isnan(out[3])
+    counter = 'extern "C" __global__ void k(int* out) { __shared__ int c; if (threadIdx.x == 0) out[blockIdx.x] = c; c = 0; }'
+    got = np.zeros(3, np.int32)
+    cuda_cpp.run_on_host(counter, "k", (3,), (32,), (got,))
+    assert got.tolist() == [-1, -1, -1]  # not 0, and not what the previous block left

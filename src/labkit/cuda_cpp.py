@@ -222,6 +222,7 @@ extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, u
     if (!__lk::prepare(bx * by * bz, __LK_FIBERS)) { snprintf(msg, msglen, "the CPU stand-in ran out of memory"); return 2; }
     for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x) {
         blockIdx = uint3{x, y, z};
+        __lk_poison_shared();
         if (__LK_FIBERS) {
             int t = 0;
             for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx, ++t)

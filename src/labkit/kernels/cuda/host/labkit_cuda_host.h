@@ -37,7 +37,15 @@
 #define __forceinline__ inline
 #define __noinline__
 #define __launch_bounds__(...)
-#define __shared__ static
+// Shared memory: one copy per program, used by the block that runs; all of it lies in one section, poisoned
+// (every byte 0xFF: NaN as a float or half, -1 as an int) before each block, as a GPU's is uninitialised.
+#define __shared__ static __attribute__((section("lk_shared")))
+extern "C" char __start_lk_shared[] __attribute__((weak));
+extern "C" char __stop_lk_shared[] __attribute__((weak));
+static inline void __lk_poison_shared() {
+    if (__start_lk_shared && __stop_lk_shared > __start_lk_shared)
+        memset(__start_lk_shared, 0xFF, (size_t)(__stop_lk_shared - __start_lk_shared));
+}
 #define __constant__
 #define __managed__
 #define __grid_constant__
