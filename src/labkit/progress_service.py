@@ -280,11 +280,13 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
             return user
 
     class Results(Base):
-        def check_xsrf_cookie(self) -> None:  # token-authenticated API: no cookie, so no XSRF to check
+        def check_xsrf_cookie(self) -> None:  # token-authenticated only (see post): no cookie, so no XSRF to check
             return None
 
         def post(self) -> None:
             user = self.hub_user()
+            if not getattr(self, "_token_authenticated", False):  # a browser's cookie could be made to post (CSRF)
+                raise web.HTTPError(403, "results are posted with a token (the server's JUPYTERHUB_API_TOKEN)")
             if user.get("kind", "user") != "user":
                 raise web.HTTPError(403, "only users post results")
             try:
