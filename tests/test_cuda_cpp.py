@@ -1,4 +1,4 @@
-"""labkit.cuda_cpp's CPU stand-in: real constructs decide (not words in comments), CUDA's device functions exist and
+"""labkit.cuda_host (re-exported by labkit.cuda_cpp), the CPU stand-in: real constructs decide (not words in comments), CUDA's device functions exist and
 compute the right numbers, barriers and warp calls behave as on a GPU (and their misuse is an error), and the
 nvcuda::wmma fragment API runs on the CPU. About 15 s on 2 cores (most of it compiling kernels once; cached)."""
 

@@ -7,16 +7,9 @@ What this module does with a learner's CUDA C++ source (as given to CuPy's ``Raw
   spot a kernel whose name was C++-mangled because ``extern "C"`` is missing;
 - :func:`guards_with` is a static signal for a bounds check: some comparison in the kernel involves the
   size parameter (followed through moves and conversions) and drives a branch, a predicated store or a select;
-- :func:`run_on_host` compiles the same source as ordinary C++ with the machine's C++ compiler (when there is
-  one) after labkit's prelude (``kernels/cuda/host/labkit_cuda_host.h``: CUDA's built-in variables, qualifiers,
-  math intrinsics, ``__half``/``__nv_bfloat16``, atomics, barriers, warp shuffles and votes) and with labkit's
-  stand-in headers on the include path (``<mma.h>``: the ``nvcuda::wmma`` fragment API on the CPU). It runs the
-  grid in a separate process, block after block; when the kernel uses barriers, shared memory or warp-wide calls,
-  every thread of a block is a fiber with its own stack, so ``__syncthreads()`` really waits for the block and
-  warp calls are made by the warp together (a barrier or warp call that not every thread makes is an error, as
-  it is undefined on a GPU). Arrays sit between poisoned guard zones that are read back. Keyword tests run on
-  the source with comments and strings removed (:func:`strip_comments_and_strings`): a word in a comment
-  never changes the decision. It checks values; it says nothing about speed.
+- :func:`run_on_host` runs it on the CPU stand-in (:mod:`labkit.cuda_host`, re-exported here): the same source
+  compiled as plain C++ after labkit's prelude, threads as fibers where barriers and warp calls need them, the
+  ``nvcuda::wmma`` fragment API on the CPU, arrays between poisoned guard zones. It checks values, not speed.
 - :class:`RawKernel` wraps all this behind CuPy's calling convention ``kernel(grid, block, args)``: arguments are
   checked against the kernel's parameters before anything is launched. On a GPU it launches ``cupy.RawKernel``;
   in ``sim`` mode it runs the CPU stand-in.
@@ -24,20 +17,14 @@ What this module does with a learner's CUDA C++ source (as given to CuPy's ``Raw
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from .cuda_host import (HostKernelError, HostPlan, HostUnavailable, OutOfBounds, host_compiler, host_include_dir, host_plan,
+                        host_source, run_on_host, run_on_host_batch, source_includes, strip_comments_and_strings)
 from .errors import CompileError, LabkitError, NoGPUError
 
 #: The architectures the course compiles for: Volta, Ampere, Hopper.
@@ -181,275 +168,12 @@ def compile_for(source: str, name: str, arches: Sequence[str] = COURSE_ARCHES) -
     return {arch: ptx.compile_cuda(source, arch, name=f"{name}.cu") for arch in arches}
 
 
-# ----------------------------------------------------------------------------------------- CPU stand-in
-class OutOfBounds(LabkitError):
-    """A kernel run on the CPU stand-in wrote into the guard zone around an array."""
-
-
-class HostUnavailable(LabkitError):
-    """The CPU stand-in cannot run this source here (no C++ compiler, or features it does not emulate)."""
-
-
-class HostKernelError(LabkitError):
-    """On the CPU stand-in the kernel did what is undefined on a GPU (a barrier or a warp-wide call not every thread makes)."""
-
-
-# What the stand-in is: a prelude (kernels/cuda/host/labkit_cuda_host.h) that makes CUDA C++ plain C++, with
-# every thread of a block a fiber, plus stand-in headers (<mma.h>, <cuda_fp16.h>, ...) in the same folder.
-def host_include_dir() -> Path:
-    """The folder of the stand-in's headers (``labkit_cuda_host.h``, ``mma.h``, ``cuda_fp16.h``, ...)."""
-    from .kernels_cuda import CUDA_DIR
-
-    return CUDA_DIR / "host"
-
-
-_PROLOGUE = '#include "labkit_cuda_host.h"\n#define __LK_FIBERS {fibers}\n#line 1 "kernel.cu"\n'
-
-_LAUNCHER = r"""
-#line 1 "labkit-launcher"
-template <typename... A, std::size_t... I>
-static void __lk_call(void (*f)(A...), void** args, std::index_sequence<I...>) {
-    f(*static_cast<typename std::remove_reference<A>::type*>(args[I])...);
-}
-static void** __lk_args;
-static void __lk_body() { __lk_call(&KERNEL_NAME, __lk_args, std::make_index_sequence<NPARAMS>{}); }
-extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                           char* msg, int msglen) {
-    __lk_failed = 0; __lk_error_text[0] = 0;
-    gridDim = dim3(gx, gy, gz); blockDim = dim3(bx, by, bz);
-    __lk_args = args;
-    __lk::body = __lk_body;
-    if (!__lk::prepare(bx * by * bz, __LK_FIBERS)) { snprintf(msg, msglen, "the CPU stand-in ran out of memory"); return 2; }
-    for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x) {
-        blockIdx = uint3{x, y, z};
-        __lk_poison_shared();
-        if (__LK_FIBERS) {
-            int t = 0;
-            for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx, ++t)
-                __lk::fibers[t].tid = uint3{tx, ty, tz};
-            if (__lk_run_block_fibers()) { snprintf(msg, msglen, "%s", __lk_error_text); return 1; }
-        } else {
-            for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx) {
-                threadIdx = uint3{tx, ty, tz};
-                __lk_body();
-                if (__lk_failed) { snprintf(msg, msglen, "%s", __lk_error_text); return 1; }
-            }
-        }
-    }
-    return 0;
-}
-"""
-
-# ---------------------------------------------------------------------------------- reading the source as a compiler does
-_LEX = re.compile(
-    r"""(?P<line>//[^\n]*)"""
-    r"""|(?P<block>/\*.*?(?:\*/|\Z))"""
-    r"""|(?P<raw>R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)")"""
-    r"""|(?P<str>"(?:\\.|[^"\\\n])*")"""
-    r"""|(?P<chr>'(?:\\.|[^'\\\n])*')""",
-    re.S,
-)
-
-
-def strip_comments_and_strings(source: str) -> str:
-    """``source`` with comments blanked and string/character literals emptied, line numbers kept.
-
-    Every keyword test of the stand-in runs on this text, so a word in a comment (``// no __syncthreads here``)
-    or in a ``printf`` format never changes what is decided. ``#include <...>`` names survive (they are not
-    string literals); ``#include "x.h"`` keeps its quotes and loses the name, so includes are read separately
-    by :func:`source_includes`.
-    """
-
-    def blank(m: re.Match[str]) -> str:
-        text = m.group(0)
-        if m.group("line") or m.group("block"):
-            return "".join("\n" if c == "\n" else " " for c in text)
-        quote = '"' if m.group("raw") or m.group("str") else "'"
-        return quote + "\n" * text.count("\n") + quote
-
-    return _LEX.sub(blank, source)
-
-
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
-
-
-def source_includes(source: str) -> list[str]:
-    """The header names of the ``#include`` lines that are code (not inside comments), in order."""
-    code_lines = strip_comments_and_strings(source).splitlines()
-    out = []
-    for line_no, line in enumerate(source.splitlines()):
-        m = _INCLUDE.match(line)
-        if m and line_no < len(code_lines) and re.match(r"^[ \t]*#[ \t]*include", code_lines[line_no]):
-            out.append(m.group(2).strip())
-    return out
-
-
-#: Headers the stand-in provides itself (kernels/cuda/host/).
-STANDIN_HEADERS = ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda.h",
-                   "device_launch_parameters.h", "vector_types.h", "math_constants.h")
-#: Standard C/C++ headers a kernel may include (the host's own).
-STANDARD_HEADERS = ("stdio.h", "stdint.h", "stddef.h", "math.h", "float.h", "limits.h", "assert.h", "stdlib.h",
-                    "string.h", "cstdio", "cstdint", "cstddef", "cmath", "cfloat", "climits", "cassert", "cstdlib",
-                    "cstring", "type_traits", "utility", "limits", "algorithm", "initializer_list")
-
-# Real constructs (tested on the stripped text) that decide how the stand-in runs a kernel.
-_NEEDS_FIBERS = re.compile(
-    r"\b(?:__syncthreads(?:_count|_and|_or)?|__syncwarp|__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync"
-    r"|__all_sync|__activemask|__lanemask_lt|load_matrix_sync|store_matrix_sync|mma_sync|fill_fragment|__shared__)\b")
-_NOT_EMULATED = (
-    (re.compile(r"\bextern\s+__shared__\b"), "dynamic shared memory (extern __shared__)"),
-    (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX (asm)"),
-    (re.compile(r"\b(?:tex[123]D\w*|tex1Dfetch|surf[123]D\w*|cudaTextureObject_t|cudaSurfaceObject_t)\b"), "textures and surfaces"),
-    (re.compile(r"\bcooperative_groups\b|\bcg::"), "cooperative groups"),
-    (re.compile(r"<<<"), "kernel launches from the GPU (dynamic parallelism)"),
-    (re.compile(r"\b__match_(?:any|all)_sync\b|\b__reduce_\w+_sync\b"), "__match_*_sync and __reduce_*_sync"),
-    (re.compile(r"\b__cluster_dims__\b|\bcluster_group\b"), "thread-block clusters"),
-    (re.compile(r"\bwmma::(?:precision|experimental)\b|\bbmma_sync\b"), "WMMA beyond FP16/BF16 16×16×16 fragments"),
-)
-
-
-@dataclass(frozen=True)
-class HostPlan:
-    """How the CPU stand-in will run a source: with fibers (barriers, warp calls, shared memory) or thread by thread."""
-
-    fibers: bool
-    includes: tuple[str, ...]
-
-
-def host_plan(source: str) -> HostPlan:
-    """Decide from the source's real constructs how to run it; :class:`HostUnavailable` if the stand-in cannot.
-
-    Comments and string literals are ignored: only code counts.
-    """
-    code = strip_comments_and_strings(source)
-    for pattern, what in _NOT_EMULATED:
-        if pattern.search(code):
-            raise HostUnavailable(f"the CPU stand-in does not emulate {what}.",
-                                  fix="This kernel is checked by compiling it only; run the notebook on a GPU to check its results.")
-    includes = tuple(source_includes(source))
-    for name in includes:
-        base = name.replace("\\", "/")
-        if base not in STANDIN_HEADERS and base not in STANDARD_HEADERS:
-            raise HostUnavailable(f"the CPU stand-in has no <{name}>.",
-                                  fix="This kernel is checked by compiling it only; run the notebook on a GPU to check its results.")
-    return HostPlan(bool(_NEEDS_FIBERS.search(code)), includes)
-
-
-_WORKER = r"""
-import ctypes, json, sys
-import numpy as np
-req = json.load(sys.stdin)
-lib = ctypes.CDLL(req["lib"])
-lib.__lk_launch.restype = ctypes.c_int
-data = np.load(req["arrays"])
-out, report = {}, []
-ALIGN = 256
-for launch in req["launches"]:
-    keep, ptrs, bufs = [], [], {}
-    for k, a in enumerate(launch["args"]):
-        if a["kind"] == "array":
-            inner = data[a["key"]]
-            pattern = 0xA1 + k  # a different poison per array, so copying one guard zone into another shows
-            nbytes = inner.size * inner.itemsize
-            gbytes = -(-launch["guard"] * inner.itemsize // ALIGN) * ALIGN
-            raw = np.full(nbytes + 2 * gbytes + ALIGN, pattern, dtype=np.uint8)
-            start = (-raw.ctypes.data) % ALIGN + gbytes  # the array starts 256-byte aligned, as cudaMalloc's do
-            raw[start:start + nbytes] = np.ascontiguousarray(inner).view(np.uint8).ravel()
-            bufs[a["key"]] = (raw, start, nbytes, inner.dtype, inner.shape, pattern)
-            c = ctypes.c_void_p(raw.ctypes.data + start)
-        else:
-            c = getattr(ctypes, a["ctype"])(a["value"])
-        keep.append(c)
-        ptrs.append(ctypes.cast(ctypes.pointer(c), ctypes.c_void_p))
-    argv = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
-    msg = ctypes.create_string_buffer(2048)
-    status = lib.__lk_launch(argv, *[ctypes.c_uint(v) for v in launch["grid"] + launch["block"]], msg, 2048)
-    outside = {}
-    for key, (raw, start, nbytes, dtype, shape, pattern) in bufs.items():
-        if (raw[:start] != pattern).any():
-            outside[key] = "before the start"
-        elif (raw[start + nbytes:] != pattern).any():
-            outside[key] = "past the end"
-        out[key] = raw[start:start + nbytes].view(dtype).reshape(shape).copy()
-    report.append({"outside": outside, "status": status, "error": msg.value.decode("utf-8", "replace")})
-    if status:
-        break
-np.savez(req["out"], **out)
-with open(req["report"], "w") as f:  # not stdout: that carries the kernel's own printf output
-    json.dump(report, f)
-"""
-
+# ----------------------------------------------------------------------------------------- CPU stand-in (labkit.cuda_host)
+#: ctypes and NumPy types of PTX parameter types, for scalar arguments.
 _CTYPES = {"f32": ("c_float", np.float32), "f64": ("c_double", np.float64), "u32": ("c_int32", np.int32),
            "s32": ("c_int32", np.int32), "b32": ("c_int32", np.int32), "u64": ("c_int64", np.int64),
            "s64": ("c_int64", np.int64), "b64": ("c_int64", np.int64), "u16": ("c_uint16", np.uint16),
            "s16": ("c_int16", np.int16), "u8": ("c_uint8", np.uint8), "s8": ("c_int8", np.int8)}
-
-_SO_CACHE: dict[str, str] = {}
-
-
-def host_compiler() -> str | None:
-    """The C++ compiler the CPU stand-in uses: ``$LABKIT_HOST_CXX`` (``none`` turns the stand-in off), else g++/clang++."""
-    chosen = os.environ.get("LABKIT_HOST_CXX")
-    if chosen is not None:
-        return None if chosen.lower() in ("", "none", "0", "off") else shutil.which(chosen) or chosen
-    for cand in ("g++", "c++", "clang++"):
-        path = shutil.which(cand)
-        if path:
-            return path
-    return None
-
-
-def host_source(source: str, name: str, n_params: int, *, fibers: bool | None = None) -> str:
-    """The plain C++ translation unit the stand-in compiles: prelude, the learner's source unchanged, launcher."""
-    use = host_plan(source).fibers if fibers is None else fibers
-    launcher = _LAUNCHER.replace("KERNEL_NAME", name).replace("NPARAMS", str(n_params))
-    return _PROLOGUE.format(fibers=int(use)) + source + "\n" + launcher
-
-
-def _cache_dir() -> Path:
-    d = Path(tempfile.gettempdir()) / f"labkit-host-{os.getuid() if hasattr(os, 'getuid') else 'u'}"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def _first_error(stderr: str) -> str:
-    for ln in stderr.splitlines():
-        if "error" in ln:
-            return ln.split("error:", 1)[-1].strip() if "error:" in ln else ln.strip()
-    return stderr.strip()[:300]
-
-
-def _host_library(source: str, name: str, n_params: int) -> str:
-    cxx = host_compiler()
-    if cxx is None:
-        raise HostUnavailable("no C++ compiler on this machine, so the CPU stand-in cannot run CUDA C++ here.",
-                              fix="Install g++ (or set LABKIT_HOST_CXX) to run kernels on the CPU; a GPU run checks them fully.")
-    text = host_source(source, name, n_params)
-    inc = host_include_dir()
-    headers = "".join(p.read_text() for p in sorted(inc.glob("*.h")))
-    key = hashlib.sha256((cxx + "\0" + headers + "\0" + text).encode()).hexdigest()[:24]
-    if key in _SO_CACHE and Path(_SO_CACHE[key]).exists():
-        return _SO_CACHE[key]
-    lib = _cache_dir() / f"{key}.so"
-    if not lib.exists():
-        tmp = Path(tempfile.mkdtemp(prefix="labkit-host-"))
-        src, built = tmp / "k.cpp", tmp / "k.so"
-        src.write_text(text)
-        try:
-            proc = subprocess.run([cxx, "-std=c++17", "-O1", "-w", "-fno-strict-aliasing", "-shared", "-fPIC", f"-I{inc}",
-                                   str(src), "-o", str(built)], capture_output=True, text=True, timeout=120)
-        except subprocess.TimeoutExpired:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise HostUnavailable("the CPU stand-in's C++ compiler took over 2 minutes on this kernel.",
-                                  fix="A GPU run checks its results.") from None
-        if proc.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise HostUnavailable(f"the CPU stand-in could not build this kernel as plain C++ ({_first_error(proc.stderr)}).",
-                                  fix="NVRTC compiled it, so it is valid CUDA C++; a GPU run checks its results.")
-        os.replace(built, lib)  # atomic: another process may build the same kernel
-        shutil.rmtree(tmp, ignore_errors=True)
-    _SO_CACHE[key] = str(lib)
-    return str(lib)
 
 
 def _dims(value: Any, what: str) -> list[int]:
@@ -525,104 +249,6 @@ def _check_device(arr: Any, where: str) -> None:
     if dev is not None and getattr(dev, "id", current) != current:
         raise LabkitError(f"{where} lives on GPU {dev.id}, but kernels launch on GPU {current}.",
                           fix=f"Copy it: with cupy.cuda.Device({current}): x = cupy.asarray(x); or launch inside `with cupy.cuda.Device({dev.id}):`.")
-
-
-def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any, Sequence[Any]]], *,
-                      timeout_s: float | None = None) -> list[str | None]:
-    """Run several launches ``(grid, block, args)`` of one kernel on the CPU stand-in, in one helper process.
-
-    Array arguments (NumPy) are updated in place; each lies 256-byte aligned between guard zones of a poison
-    byte pattern, read back after the launch. Returns, per launch, None or a sentence saying which array
-    argument was written outside its bounds. Raises :class:`HostUnavailable` (no compiler, or constructs the
-    stand-in does not emulate), :class:`HostKernelError` (the kernel did what is undefined on a GPU: a barrier
-    only some threads reach, a warp-wide call only part of the warp makes, ...) and :class:`LabkitError` (crash,
-    time-out, bad arguments: see :func:`check_launch`). The time limit is labkit's limit for learner code.
-    """
-    if timeout_s is None:
-        timeout_s = _learner_limit_s()
-    entry = find_entry(_ptx_sm90(source, name), name)
-    checked = [check_launch(entry, grid, block, args, on_gpu=False) for grid, block, args in launches]
-    lib = _host_library(source, name, len(entry.params))
-    tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
-    arrays: dict[str, np.ndarray] = {}
-    specs = []
-    for li, ((grid, block, args), (g, b)) in enumerate(zip(launches, checked)):
-        spec = []
-        for k, (arg, ptype) in enumerate(zip(args, entry.params)):
-            if isinstance(arg, np.ndarray):
-                arrays[f"l{li}a{k}"] = arg
-                spec.append({"kind": "array", "key": f"l{li}a{k}"})
-            else:
-                spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
-        # room for every thread of the grid to write one element too far
-        specs.append({"args": spec, "grid": g, "block": b, "guard": int(np.prod(g) * np.prod(b)) + 64})
-    np.savez(tmp / "in.npz", **arrays)
-    req = {"lib": lib, "arrays": str(tmp / "in.npz"), "out": str(tmp / "out.npz"), "report": str(tmp / "report.json"),
-           "launches": specs}
-    try:
-        proc = subprocess.run([sys.executable, "-c", _WORKER], input=json.dumps(req), capture_output=True, text=True,
-                              timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise LabkitError(f"{name} did not finish within {timeout_s:.0f} s on the CPU stand-in.",
-                          fix="Look for a loop whose condition never becomes false (a grid-stride step of 0?).") from None
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        crash = proc.returncode < 0
-        raise LabkitError(
-            f"{name} crashed on the CPU stand-in" + (" (it touched memory far outside its arrays)." if crash else f": {proc.stderr.strip()[-300:]}"),
-            fix="Check the index arithmetic and the bounds check: every access must stay inside its array.")
-    report = json.loads((tmp / "report.json").read_text())
-    _show_printf(proc.stdout, name)
-    out = np.load(tmp / "out.npz")
-    for key, arr in arrays.items():
-        if key in out.files:
-            np.copyto(arr, out[key])
-    shutil.rmtree(tmp, ignore_errors=True)
-    sentences: list[str | None] = []
-    for li, rec in enumerate(report):
-        if rec["status"]:
-            g, b = checked[li]
-            raise HostKernelError(f"{name} (grid {tuple(g)}, block {tuple(b)}) on the CPU stand-in: {rec['error']}",
-                                  fix="A GPU would give undefined results or hang here; see the sentence above for what to change.")
-        if rec["outside"]:
-            key, side = next(iter(rec["outside"].items()))
-            sentences.append(f"{name} wrote outside array argument {key.split('a')[-1]} ({side})")
-        else:
-            sentences.append(None)
-    return sentences
-
-
-def _show_printf(text: str, name: str, limit: int = 4000) -> None:
-    """Print what the kernel printed with ``printf`` (as a GPU run would), cut at ``limit`` characters."""
-    if text:
-        cut = text[:limit]
-        sys.stdout.write(cut + ("" if cut.endswith("\n") else "\n"))
-        if len(text) > limit:
-            sys.stdout.write(f"[{name}'s printf output cut after {limit} of {len(text)} characters]\n")
-
-
-def _learner_limit_s() -> float:
-    try:
-        from .sim.limits import LEARNER_CODE_LIMIT_S
-    except ImportError:  # pragma: no cover - the simulator layer is part of labkit
-        return 20.0
-    return float(LEARNER_CODE_LIMIT_S)
-
-
-def run_on_host(source: str, name: str, grid: Any, block: Any, args: Sequence[Any], *, timeout_s: float | None = None) -> None:
-    """Run a CUDA C++ kernel on the CPU stand-in, in a separate process (see :mod:`labkit.cuda_cpp`).
-
-    Array arguments (NumPy) are updated in place, as a kernel launch would. Raises :class:`HostUnavailable`
-    when there is no C++ compiler or the kernel needs what the stand-in lacks (dynamic shared memory, inline
-    PTX, textures, cooperative groups), :class:`HostKernelError` for a barrier or warp-wide call not every
-    thread makes, :class:`OutOfBounds` when it writes outside an array, and :class:`LabkitError` when it
-    crashes (a wild memory access) or does not finish.
-    """
-    (outside,) = run_on_host_batch(source, name, [(grid, block, args)], timeout_s=timeout_s)
-    if outside:
-        raise OutOfBounds(f"{outside} on the CPU stand-in.",
-                          fix="Threads whose index is past the last element must not write: add the bounds check `if (i < n)`.")
 
 
 _PTX_CACHE: dict[tuple[str, str], str] = {}
