@@ -34,11 +34,22 @@ def log_axis(values: Iterable[Any] = (), title: str | None = None, **extra: Any)
     """A log axis for ``values``: labels at powers of ten (or 1-2-5 within a decade), minor ticks unlabelled."""
     xs = _finite_positive(values)
     span = math.log10(max(xs) / min(xs)) if len(xs) > 1 else 0.0
-    axis: dict[str, Any] = {"type": "log", "exponentformat": "power" if span > 4 else "SI",
-                            "minor": {"ticks": "outside", "ticklen": 3, "showgrid": False}}
-    axis["dtick"] = 1 if span >= 1 or not xs else "D2"
+    plain = not xs or (min(xs) >= 1e-3 and max(xs) <= 1e5)  # 0.01 ... 10000 as numbers; beyond, 10^k
+    axis: dict[str, Any] = {"type": "log", "exponentformat": "none" if plain else "power"}
+    if span >= 1 or not xs:
+        axis.update(dtick=1, minor={"ticks": "outside", "ticklen": 3, "showgrid": False})
+    else:  # within a decade plotly would label bare digits: label a few round values in full instead
+        lo, hi = min(xs), max(xs)
+        ticks = sorted({m * 10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                        for m in (1, 1.5, 2, 3, 4, 5, 6, 8) if lo * 0.97 <= m * 10.0**e <= hi * 1.03})
+        while len(ticks) > 6:
+            ticks = ticks[::2]
+        axis.update(tickmode="array", tickvals=ticks, ticktext=[f"{t:.2g}" for t in ticks])
     if title is not None:
         axis["title"] = title
+    if "tickvals" in extra:
+        axis.pop("minor", None)
+        axis.pop("dtick", None)
     axis.update(extra)
     return axis
 

@@ -520,7 +520,7 @@ def activity_figure(result: PipelineResult) -> Any:
     fig.add_trace(go.Bar(x=n, y=result.motion_pixels, name="foreground pixels"))
     fig.add_trace(go.Scatter(x=n, y=[len(b) for b in result.boxes], name="motion regions", yaxis="y2", mode="lines+markers"))
     regions = max((len(b) for b in result.boxes), default=0)
-    fig.update_layout(template="plotly_white", height=320, title=f"Activity per frame ({result.how})",
+    fig.update_layout(template="plotly_white", height=360, title=f"Activity per frame ({result.how})",
                       xaxis=count_axis(len(n) - 1, title="frame", rangemode="normal"),
                       yaxis=count_axis(max(result.motion_pixels, default=0), title="foreground pixels"),
                       yaxis2=count_axis(max(regions, 1), title="motion regions", overlaying="y", side="right",
