@@ -137,3 +137,49 @@ def test_notebook_kernels_can_import_labkit_without_an_install(tmp_path: Path) -
     res = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=bare, cwd=tmp_path, timeout=60)
     assert res.returncode != 0  # the check above is not vacuous
     assert env["LABKIT_MODE"] == "gpu" and env["LABKIT_EXPECT"] == "solved"
+
+
+# ---------------------------------------------------------------------------------------------- Nsight Compute reports
+
+
+def _ncu_tool():
+    spec = importlib.util.spec_from_file_location("ncu_reference_tool", ROOT / "tools" / "ncu_reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    sys.modules["ncu_reference_tool"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fake_ncu(tmp_path: Path, body: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / "ncu"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+
+
+def test_ncu_reports_are_saved_per_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ncu = _ncu_tool()
+    _fake_ncu(tmp_path, 'echo "==PROF== Connected"\necho "\\"ID\\",\\"Kernel Name\\",\\"args\\""\necho "\\"0\\",\\"k\\",\\"$*\\""\n')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert ncu.profile(tmp_path / "out", ["saxpy", "wmma_gemm"], "fixture-gpu-2026-12-01") == 0
+    csv = (tmp_path / "out" / "fixture-gpu-2026-12-01-ncu-saxpy.csv").read_text()
+    assert "--set full" in csv and "regex:saxpy" in csv and "--launch saxpy" in csv and "==PROF==" not in csv
+    assert (tmp_path / "out" / "fixture-gpu-2026-12-01-ncu-wmma_gemm.csv").exists()
+
+
+def test_ncu_without_counter_permission_writes_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ncu = _ncu_tool()
+    _fake_ncu(tmp_path, 'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission" >&2\nexit 1\n')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert ncu.profile(tmp_path / "out", ["saxpy"], "g") == 3
+    assert "NVreg_RestrictProfilingToAdminUsers" in (tmp_path / "out" / "g-ncu-note.txt").read_text()
+
+
+def test_ncu_missing_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ncu = _ncu_tool()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert ncu.profile(tmp_path / "out", ["copy"], "g") == 3
+    assert "not installed" in (tmp_path / "out" / "g-ncu-note.txt").read_text()
+    assert set(ncu.KERNELS) >= {"saxpy", "copy", "transpose_shared", "sum_all", "matmul_tiled", "wmma_gemm"}

@@ -118,3 +118,20 @@ def test_labkit_installs_from_the_wheelhouse_with_no_index(tmp_path: Path) -> No
     lines = res.stdout.strip().splitlines()
     assert lines[0].startswith(str(venv)) and lines[1].startswith(str(venv))  # from the wheelhouse, not this checkout
     assert lines[2] == "sim True" and lines[3] == "True"
+
+
+def test_image_names_file_and_first_run_script() -> None:
+    """The prepared first GPU run: the image's package list parses, and the script's phases fit one 10-minute command."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import wheelhouse
+    finally:
+        sys.path.pop(0)
+    names = wheelhouse.read_names(ROOT / "benchmarks" / "gpu-image-h200.txt")
+    assert {"cupy-cuda13x", "numba-cuda", "torch", "ml-dtypes", "nvidia-ml-py"} <= names and "ipykernel" not in names
+    script = (ROOT / "tools" / "first_gpu_run.sh").read_text()
+    limits = [int(m) for m in re.findall(r"(?<![-\w])timeout (\d+) ", script)]
+    assert sum(limits) <= 580, limits
+    assert "--image benchmarks/gpu-image-h200.txt --notebooks --no-nvcc" in script
+    res = subprocess.run(["sh", "-n", str(ROOT / "tools" / "first_gpu_run.sh")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr

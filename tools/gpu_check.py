@@ -96,8 +96,9 @@ def _kernel_env() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), path) if p)}
 
 
-def run_notebooks(stems: list[str] | None, timeout: int) -> list[dict[str, Any]]:
-    """Execute each solution notebook in gpu mode with every check required to pass."""
+def run_notebooks(stems: list[str] | None, timeout: int,
+                  progress: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+    """Execute each solution notebook in gpu mode with every check required to pass; ``progress(rows)`` after each."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -116,6 +117,8 @@ def run_notebooks(stems: list[str] | None, timeout: int) -> list[dict[str, Any]]
             status, error = "failed", f"{type(exc).__name__}: {str(exc)[-1500:]}"
         rows.append({"notebook": path.name, "status": status, "seconds": round(time.perf_counter() - t0, 1), "error": error})
         print(f"{path.name}: {status} in {rows[-1]['seconds']} s", flush=True)
+        if progress is not None:
+            progress(rows)
     return rows
 
 
@@ -285,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--notebooks", nargs="*", help="only these notebook stems (e.g. 02 03)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per notebook cell")
     ap.add_argument("--judge", metavar="RESULT.json", help="judge a recorded result file instead of measuring")
+    ap.add_argument("--skip-benchmarks", action="store_true",
+                    help="keep the benchmarks of today's result file in --out and run only the notebooks")
     args = ap.parse_args(argv)
     if args.judge:
         return rejudge(Path(args.judge))
@@ -310,14 +315,28 @@ def main(argv: list[str] | None = None) -> int:
                    "memory_gib": round((env.memory_bytes or 0) / 2**30, 1), "gpu_count": env.gpu_count,
                    "driver": env.driver_version, "mig": env.mig},
     }
-    report["benchmarks"] = run_benchmarks()
-    report["judgement"] = judge(report["benchmarks"])
-    report["notebooks"] = [] if args.skip_notebooks else run_notebooks(args.notebooks, args.timeout)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{_slug(env.device_name)}-{report['date']}"
-    (out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
-    (out / f"{stem}.md").write_text(markdown(report))
+
+    def write(rows: list[dict[str, Any]] | None = None) -> None:
+        """Written after the benchmarks and after every notebook, so a run cut short keeps what it measured."""
+        if rows is not None:
+            report["notebooks"] = list(rows)
+        (out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
+        (out / f"{stem}.md").write_text(markdown(report))
+
+    earlier = out / f"{stem}.json"
+    if args.skip_benchmarks and earlier.exists():
+        report["benchmarks"] = json.loads(earlier.read_text()).get("benchmarks", [])
+    else:
+        report["benchmarks"] = [] if args.skip_benchmarks else run_benchmarks()
+    report["judgement"] = judge(report["benchmarks"])
+    report["notebooks"] = []
+    write()
+    if not args.skip_notebooks:
+        run_notebooks(args.notebooks, args.timeout, progress=write)
+    write()
     print_judgement(report["judgement"])
     print(f"wrote {out / stem}.json and .md")
     return exit_code(report)

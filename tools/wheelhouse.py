@@ -19,7 +19,6 @@ import argparse
 import re
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,20 +65,58 @@ def _pip(*args: str) -> None:
         raise SystemExit(f"wheelhouse: `{' '.join(cmd)}` failed:\n{res.stderr[-3000:]}")
 
 
-def build(out: Path, python_version: str | None = None, platform: str | None = None, pure_only: bool = False) -> list[Path]:
-    """Fill ``out`` with the wheels and INSTALL.txt; returns the wheel paths."""
+#: With ``--notebooks``: what runs the solution notebooks (a Jupyter kernel and nbclient), for an image without Jupyter.
+KERNEL = ("ipykernel", "nbclient", "nbformat")
+
+#: More platform tags, so pip finds wheels built for older manylinux baselines too.
+_MANYLINUX = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+              "manylinux1_x86_64")
+
+
+def read_names(path: Path) -> set[str]:
+    """Package names, one per line (``name`` or ``name==version``; ``#`` comments), normalised."""
+    names = set()
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            names.add(_norm(re.split(r"[=<>~ ]", line, maxsplit=1)[0]))
+    return names
+
+
+def _wheel_name(path: Path) -> str:
+    return _norm(path.name.split("-")[0])
+
+
+def build(out: Path, python_version: str | None = None, platform: str | None = None, pure_only: bool = False,
+          image: set[str] | None = None, notebooks: bool = False, nvcc: bool = True) -> list[Path]:
+    """Fill ``out`` with the wheels and INSTALL.txt; returns the wheel paths.
+
+    Without ``image``: labkit, :data:`PURE` and :data:`BINARY`, each without its dependencies. With ``image`` (the
+    package names the GPU machine already has): the same plus their dependencies (and :data:`KERNEL` with
+    ``notebooks``), resolved by pip for the target Python and platform at constraints.txt's versions, minus every
+    package the image has. ``nvcc=False`` leaves out the nvcc wheel (a machine with a CUDA toolkit of its own)."""
     out.mkdir(parents=True, exist_ok=True)
     versions = pins()
-    _pip("wheel", "--quiet", "--no-deps", "-w", str(out), str(ROOT))
-    _pip("download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(out), *_pinned(PURE, versions))
-    if not pure_only:
-        target = []
-        if python_version:
-            target += ["--python-version", python_version, "--implementation", "cp"]
-        plat = platform or sysconfig.get_platform().replace("-", "_").replace("linux_", "manylinux_2_28_")
-        if python_version or platform:
+    target: list[str] = []
+    if python_version:
+        target += ["--python-version", python_version, "--implementation", "cp"]
+    if python_version or platform:
+        for plat in ([platform] if platform else []) + list(_MANYLINUX):
             target += ["--platform", plat]
-        _pip("download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(out), *target, *_pinned(BINARY, versions))
+    binary = tuple(b for b in BINARY if nvcc or b != "nvidia-cuda-nvcc-cu12")
+    _pip("wheel", "--quiet", "--no-deps", "-w", str(out), str(ROOT))
+    if image is None:
+        _pip("download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(out), *_pinned(PURE, versions))
+        if not pure_only:
+            _pip("download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(out), *target, *_pinned(binary, versions))
+    else:
+        wanted = PURE + (() if pure_only else binary) + (KERNEL if notebooks else ())
+        wanted = tuple(w for w in wanted if _norm(w) not in image)
+        _pip("download", "--quiet", "--only-binary=:all:", "-c", str(ROOT / "constraints.txt"), "-d", str(out), *target,
+             *_pinned(wanted, versions))
+        for wheel in out.glob("*.whl"):
+            if _wheel_name(wheel) in image and _wheel_name(wheel) != "labkit":
+                wheel.unlink()
     wheels = sorted(out.glob("*.whl"))
     (out / "INSTALL.txt").write_text(
         "On the GPU machine (no registry needed), with its own Python:\n\n"
@@ -96,8 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python-version", help="the GPU machine's Python, e.g. 3.12 (default: this one)")
     ap.add_argument("--platform", help="its platform tag, e.g. manylinux_2_28_x86_64 (default: this one)")
     ap.add_argument("--pure-only", action="store_true", help="labkit and the pure-Python packages only")
+    ap.add_argument("--image", metavar="NAMES.txt", help="package names the GPU machine has (one a line): add the "
+                    "dependencies the wheels need, minus these")
+    ap.add_argument("--notebooks", action="store_true", help="with --image: also ipykernel, nbclient, nbformat")
+    ap.add_argument("--no-nvcc", action="store_true", help="leave out the nvcc wheel (the machine has a CUDA toolkit)")
     args = ap.parse_args(argv)
-    wheels = build(Path(args.out), args.python_version, args.platform, args.pure_only)
+    image = read_names(Path(args.image)) if args.image else None
+    wheels = build(Path(args.out), args.python_version, args.platform, args.pure_only, image, args.notebooks,
+                   not args.no_nvcc)
     print(f"wheelhouse {args.out}: {len(wheels)} wheels; install there with: "
           f"python3 -m pip install --no-index --no-deps {args.out}/*.whl")
     return 0
