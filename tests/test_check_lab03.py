@@ -124,7 +124,7 @@ def test_transpose_rejects(k, word) -> None:
 
 
 # ----------------------------------------------------------------------------- matmul
-def _mm(first_barrier: bool, second_barrier: bool, pad_zero: bool = True):
+def _mm(first_barrier: bool, second_barrier: bool, pad_zero: bool = True, k_steps: int = 0, floor_k: bool = False):
     @cuda.jit
     def mm(A, B, C):
         sa = cuda.shared.array((MM_TILE, MM_TILE), np.float32)
@@ -133,7 +133,12 @@ def _mm(first_barrier: bool, second_barrier: bool, pad_zero: bool = True):
         col = cuda.blockIdx.x * MM_TILE + tx
         row = cuda.blockIdx.y * MM_TILE + ty
         acc = np.float32(0.0)
-        for t in range((A.shape[1] + MM_TILE - 1) // MM_TILE):
+        steps = (A.shape[1] + MM_TILE - 1) // MM_TILE
+        if k_steps:  # a fixed number of K tiles: enough for the notebook's small shapes only
+            steps = k_steps
+        if floor_k:  # drops the partial last tile of K
+            steps = A.shape[1] // MM_TILE
+        for t in range(steps):
             k = t * MM_TILE
             if row < A.shape[0] and k + tx < A.shape[1]:
                 sa[ty, tx] = A[row, k + tx]
@@ -166,6 +171,24 @@ def test_matmul() -> None:
     assert r.status == "failed"
     r = check.matmul(kernels.get("matmul_naive"))
     assert r.status == "failed" and "global memory" in r.message
+
+
+@pytest.mark.parametrize("options", [{"k_steps": 3}, {"floor_k": True}])
+def test_matmul_rejects_k_shortcuts(options) -> None:
+    r = check.matmul(_mm(True, True, **options))
+    assert r.status == "failed" and "elements are wrong" in r.message, r.message
+
+
+@cuda.jit
+def copy_fixed_32(src, dst):  # hard-codes 32-thread-wide blocks in its index
+    col = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+    row = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if row < dst.shape[0] and col < dst.shape[1]:
+        dst[row, col] = src[row, col]
+
+
+def test_coalesced_copy_rejects_fixed_block_width() -> None:
+    assert check.coalesced_copy(copy_fixed_32).status == "failed"
 
 
 # ----------------------------------------------------------------------------- stencil
@@ -227,9 +250,25 @@ def stencil_fixed_block(x, out):  # hard-codes a block of 32 for the right halo
         out[i] = acc / (2 * R + 1)
 
 
+@cuda.jit
+def stencil_sized_for_128(x, out):  # the shared array holds a 128-thread block and its halo: too small for 256
+    sh = cuda.shared.array(134, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t + R] = x[i] if i < x.size else 0.0
+    if t < R:
+        sh[t] = x[i - R] if i - R >= 0 else 0.0
+        sh[t + cuda.blockDim.x + R] = x[i + cuda.blockDim.x] if i + cuda.blockDim.x < x.size else 0.0
+    cuda.syncthreads()
+    if i < x.size:
+        acc = 0.0
+        for k in range(2 * R + 1):
+            acc += sh[t + k]
+        out[i] = acc / (2 * R + 1)
+
+
 def test_stencil() -> None:
     assert check.stencil(kernels.get("stencil_1d")).passed
-    for k in (stencil_global, stencil_no_halo, stencil_no_barrier, stencil_fixed_block):
+    for k in (stencil_global, stencil_no_halo, stencil_no_barrier, stencil_fixed_block, stencil_sized_for_128):
         r = check.stencil(k)
         assert r.status == "failed", (k, r.message)
 
@@ -285,3 +324,64 @@ def test_shared_memory_must_replace_global_reads() -> None:
     assert r.status == "failed" and "global reads" in r.message
     r = check.stencil(stencil_own_element_shared)
     assert r.status == "failed" and "global reads" in r.message
+
+
+# ----------------------------------------------------------------------------- 03.occupancy
+def _plan_top_down(arch, target, shared):
+    """Correct, written differently: largest blocks first, budgets counted down, the first that reaches the target."""
+    from labkit import LabkitError, occupancy
+
+    best = None
+    for threads in range(1024, 31, -32):
+        for regs in range(255, 0, -1):
+            try:
+                occ = occupancy.occupancy(arch, threads, regs, shared).occupancy
+            except LabkitError:
+                continue
+            if occ >= target:
+                if best is None or regs > best[1]:
+                    best = (threads, regs)
+                break
+    return best
+
+
+def _plan_naive(arch, target, shared):  # divides the register file, ignoring the allocation unit and shared memory
+    warps = -(-int(target * 64 * 1000) // 1000)
+    return 256, min(255, 65536 // (warps * 32))
+
+
+def _plan_never_none(arch, target, shared):
+    from labkit.check import core
+
+    return core._REGISTRY["03.occupancy"].reference()(arch, target, shared) or (1024, 32)
+
+
+@pytest.mark.parametrize("answer", [_plan_top_down])
+def test_occupancy_accepts_correct_plans(answer) -> None:
+    from labkit.check import core
+
+    assert check.launch_plan(core._REGISTRY["03.occupancy"].reference())
+    assert check.launch_plan(answer)
+
+
+@pytest.mark.parametrize(("answer", "needle"), [
+    (_plan_naive, "occupancy"),
+    (lambda arch, target, shared: (256, 32), "(256, 32)"),
+    (_plan_never_none, "no block size reaches"),
+    (lambda arch, target, shared: None, "can be reached"),
+    (lambda arch, target, shared: (100, 16), "multiple of 32"),
+    (lambda arch, target, shared: (256.0, 32.0), "integers"),
+    (lambda arch, target, shared: (1024, 255), "cannot launch"),
+    (lambda arch, target, shared: 256, "pair"),
+    (lambda arch, target, shared: 1 / 0, "ZeroDivisionError"),
+])
+def test_occupancy_rejects_wrong_plans(answer, needle) -> None:
+    result = check.launch_plan(answer)
+    assert result.status == "failed", result.report()
+    assert needle in result.message + (result.cause or ""), result.report()
+
+
+def test_occupancy_wrong_calls() -> None:
+    assert check.launch_plan("sm_90").status == "failed"
+    assert check.launch_plan(lambda arch: None).status == "failed"
+    assert check.launch_plan(lambda arch, target, shared: ...).status == "unsolved"

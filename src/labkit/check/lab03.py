@@ -60,7 +60,13 @@ def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> st
 )
 def coalesced_copy(kernel: Any) -> str:
     """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
-    cases = [((13, 37), (32, 4)), ((1, 1), (32, 4)), ((40, 9), (16, 8)), ((32, 32), (32, 4))]
+    from .draws import between, not_multiple
+
+    # fresh shapes each run: wider than tall, one element, taller than wide, two blocks of the largest size
+    # (32 × 32 threads), and last a recorded launch whose rows are whole warps (32-column multiples) for the sector count
+    cases = [((not_multiple(9, 20, 4), not_multiple(33, 60, 32)), (32, 4)), ((1, 1), (32, 4)),
+             ((not_multiple(33, 45, 8), not_multiple(17, 31, 16)), (16, 8)), ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
+             ((between(5, 12), 32 * between(1, 2)), (32, 4))]
     note = ""
     for k, (shape, block) in enumerate(cases):
         src = random_array(shape)
@@ -71,7 +77,7 @@ def coalesced_copy(kernel: Any) -> str:
                           names=("src", "dst"), first=k == 0, record=record, swapped_cause=SWAPPED)
         if record and report is not None:
             note = "; " + _efficiency(report, "src", "read", "read", label) + "; " + _efficiency(report, "dst", "write", "write", label)
-    return f"correct on {len(cases)} arrays{note}."
+    return f"correct on {len(cases)} fresh arrays, blocks up to 32×32{note}."
 
 
 # ----------------------------------------------------------------------------- 03.transpose
@@ -98,8 +104,13 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
     memory without bank conflicts, coalesced global reads and writes."""
     if block_rows not in (1, 2, 4, 8, 16, 32):
         raise Failed(f"block_rows={block_rows}: it must divide the tile size 32 (1, 2, 4, 8, 16 or 32).")
+    from .draws import between, not_multiple
+
     block = (TILE, block_rows)
-    cases = [(37, 45), (5, 3), (32, 32)]
+    # fresh shapes each run: 2 × 2 tiles, both partial; smaller than a tile; three tiles across in one direction and
+    # one partial in the other; last one whole tile, recorded for coalescing and bank conflicts
+    cases = [(not_multiple(33, 63, 32), not_multiple(33, 63, 32)), (between(1, 7), between(1, 7)),
+             (between(3, 20), not_multiple(65, 95, 32)), (32, 32)]
     notes = []
     for k, shape in enumerate(cases):
         a = random_array(shape)
@@ -129,7 +140,7 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
     if current_mode() == "gpu":
         require_ptx(kernel, "void(float32[:, :], float32[:, :])", ["shared memory", "a barrier"], label="transpose",
                     cause="stage each tile in cuda.shared.array and wait for the block with cuda.syncthreads().")
-    return f"correct on {len(cases)} shapes" + (": " + "; ".join(notes) if notes else "") + "."
+    return f"correct on {len(cases)} fresh shapes" + (": " + "; ".join(notes) if notes else "") + "."
 
 
 # ----------------------------------------------------------------------------- 03.matmul
@@ -152,7 +163,12 @@ def matmul(kernel: Any, tile: int = 16) -> str:
     """Grade ``matmul(A, B, C)``: C = A @ B (float32), blocks of ``tile`` × ``tile`` threads, tiles in shared memory."""
     if tile not in (8, 16, 32):
         raise Failed(f"tile={tile}: use 8, 16 or 32.")
-    cases = [(23, 19, 29), (1, 1, 1), (16, 40, 5)]
+    from .draws import between, not_multiple
+
+    # fresh shapes each run: 2 × 2 blocks of C over 2 partial tiles of K; 1 × 1; and K of 5 tiles or more, not a
+    # multiple of the tile, so that a fixed number of K steps or a dropped partial tile gives wrong sums
+    cases = [(not_multiple(tile + 1, 2 * tile - 1, tile), not_multiple(tile + 1, 2 * tile - 1, tile), not_multiple(tile + 1, 2 * tile - 1, tile)),
+             (1, 1, 1), (between(2, tile), not_multiple(5 * tile + 1, 6 * tile - 1, tile), between(2, tile))]
     for k, (m, kk, n) in enumerate(cases):
         A, B = random_array((m, kk)), random_array((kk, n))
         grid = grid_2d((m, n), (tile, tile))
@@ -179,8 +195,8 @@ def matmul(kernel: Any, tile: int = 16) -> str:
     if current_mode() == "gpu":
         require_ptx(kernel, "void(float32[:, :], float32[:, :], float32[:, :])", ["shared memory", "a barrier"],
                     label="matmul", cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.")
-    return (f"correct on {len(cases)} products (sizes that are not multiples of the tile, and 1×1), with tiles in shared "
-            "memory and no races between loading and using them.")
+    return (f"correct on {len(cases)} fresh products (sizes that are not multiples of the tile, K over 5 tiles, and 1×1), "
+            "with tiles in shared memory and no races between loading and using them.")
 
 
 # ----------------------------------------------------------------------------- 03.stencil
@@ -207,7 +223,12 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
 )
 def stencil(kernel: Any) -> str:
     """Grade ``stencil(x, out)``: ``out[i]`` = mean of ``x[i-3 .. i+3]`` with zeros outside ``x``, block sizes up to 256."""
-    cases = [(100, 32), (1, 32), (64, 64), (200, 128), (5, 64)]
+    from .draws import between, not_multiple
+
+    # fresh sizes each run: a few blocks with a partial last one, one element, an exact multiple, a recorded launch,
+    # fewer elements than a block, and two blocks of the largest size the exercise allows (MAX_BLOCK = 256)
+    cases = [(not_multiple(65, 127, 32), 32), (1, 32), (64 * between(1, 2), 64), (not_multiple(129, 250, 128), 128),
+             (between(2, 30), 64), (not_multiple(257, 400, 256), 256)]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         grid = -(-n // block)
@@ -228,4 +249,129 @@ def stencil(kernel: Any) -> str:
     if current_mode() == "gpu":
         require_ptx(kernel, "void(float32[:], float32[:])", ["shared memory", "a barrier"], label="stencil",
                     cause="load the block's inputs and halo into cuda.shared.array, then cuda.syncthreads().")
-    return f"correct on {len(cases)} sizes and block sizes 32 to 128, edges included; halo loaded, no races."
+    return f"correct on {len(cases)} fresh sizes and block sizes 32 to 256, edges included; halo loaded, no races."
+
+
+# ----------------------------------------------------------------------------- 03.occupancy
+def _reference_launch_plan() -> Callable[[str, float, int], Any]:
+    def launch_plan(arch: str, target: float, shared_per_block: int) -> tuple[int, int] | None:
+        from labkit import LabkitError, occupancy
+
+        def reaches(threads: int, regs: int) -> bool:
+            try:
+                return occupancy.occupancy(arch, threads, regs, shared_per_block).occupancy >= target
+            except LabkitError:  # this block cannot launch with these resources
+                return False
+
+        best = None
+        for threads in range(32, 1025, 32):
+            budgets = [r for r in range(1, 256) if reaches(threads, r)]
+            if budgets and (best is None or max(budgets) > best[1]):
+                best = (threads, max(budgets))
+        return best
+
+    return launch_plan
+
+
+def _occ(arch: str, threads: int, regs: int, shared: int) -> float | None:
+    """Occupancy (0-1) from labkit.occupancy, or None when the block cannot launch with these resources."""
+    from .. import occupancy
+    from ..errors import LabkitError
+
+    try:
+        return occupancy.occupancy(arch, threads, regs, shared).occupancy
+    except LabkitError:
+        return None
+
+
+def _best_budget(arch: str, threads: int, target: float, shared: int) -> int | None:
+    """The largest registers per thread that keep ``target`` with blocks of ``threads``; None if none does."""
+    ok = [r for r in range(1, 256) if (_occ(arch, threads, r, shared) or 0) >= target - 1e-12]
+    return max(ok) if ok else None
+
+
+def _reachable(arch: str, target: float, shared: int) -> bool:
+    return any(_best_budget(arch, t, target, shared) is not None for t in range(32, 1025, 32))
+
+
+@exercise(
+    "03.occupancy",
+    kind="code",
+    title="Choose a block size and a register budget for a target occupancy",
+    hints=[
+        "Occupancy is active warps / the SM's maximum (64 on sm_70 to sm_90). Three resources each allow some blocks per "
+        "SM: warp slots, registers, shared memory; the smallest number wins. Which of them does the register budget "
+        "change, and which does the block size change?",
+        "For a block size, try budgets from 255 down and keep the first one whose labkit.occupancy.occupancy(arch, "
+        "threads, regs, shared).occupancy reaches the target: registers are allocated per warp in units of 256, so "
+        "42 registers can cost as much as 48. A target may be out of reach: shared memory alone can allow too few "
+        "blocks for any block size. occupancy() raises LabkitError for a block that cannot launch at all.",
+        "def reaches(t, r): occupancy(arch, t, r, shared).occupancy >= target, False on LabkitError. For threads in "
+        "range(32, 1025, 32): budgets = [r for r in range(1, 256) if reaches(threads, r)]; keep the (threads, "
+        "max(budgets)) with the largest budget; return None if no block size has any.",
+    ],
+    reference=_reference_launch_plan,
+)
+def launch_plan(fn: Any) -> str:
+    """Grade ``launch_plan(arch, target, shared_per_block) -> (threads_per_block, registers_per_thread) | None``:
+    a block size (a multiple of 32) and the largest register budget with which ``labkit.occupancy`` gives at least
+    ``target`` occupancy, for fresh random targets, architectures and shared-memory sizes (some out of reach)."""
+    from .core import Unsolved
+    from .streams import call_learner
+
+    if not callable(fn):
+        raise Failed(f"expected a function launch_plan(arch, target, shared_per_block), got {type(fn).__name__}.")
+    rng = np.random.default_rng()
+    arches = ["sm_70", "sm_80", "sm_90"]
+    cases = [(str(rng.choice(arches)), 1.0, 0),  # full occupancy: 64 warps, at most 32 registers
+             (str(rng.choice(arches)), float(rng.choice([0.625, 0.75, 0.8125])), int(rng.integers(1, 8)) * 1000 + 7),
+             ("sm_80", 0.5, 40_000 + int(rng.integers(0, 3000))),  # shared memory limits the blocks: large blocks needed
+             ("sm_70", 0.75, 60_000 + int(rng.integers(0, 4000)))]  # out of reach: one block of at most 32 warps
+    for _ in range(4):
+        cases.append((str(rng.choice(arches)), float(rng.choice([0.25, 0.375, 0.5, 0.625, 0.75, 1.0])),
+                      int(rng.integers(0, 24_000))))
+    for arch, target, shared in cases:
+        call = f"launch_plan({arch!r}, {target}, {shared})"
+        got = call_learner(fn, arch, target, shared, what=call)
+        reachable = _reachable(arch, target, shared)
+        if got is Ellipsis:
+            raise Unsolved("launch_plan returns nothing yet.")
+        if got is None:
+            if reachable:
+                raise Failed(f"{call} returned None, but the target can be reached.",
+                             cause="return None only when no block size reaches the target, even with few registers.")
+            continue
+        if not reachable:
+            raise Failed(f"{call} returned {got!r}, but no block size reaches {target:.0%} occupancy with {shared} B of "
+                         f"shared memory per block on {arch}.",
+                         cause="shared memory alone can cap the blocks per SM: check the occupancy a plan really gives "
+                               "with labkit.occupancy.occupancy and return None when nothing reaches the target.")
+        try:
+            threads, regs = got
+        except (TypeError, ValueError):
+            raise Failed(f"{call} returned {got!r}; expected a pair (threads_per_block, registers_per_thread) or None.") from None
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (threads, regs)):
+            raise Failed(f"{call} returned {got!r}: both numbers must be integers.")
+        threads, regs = int(threads), int(regs)
+        if not (32 <= threads <= 1024 and threads % 32 == 0):
+            raise Failed(f"{call}: {threads} threads per block; use a multiple of 32 (whole warps) from 32 to 1024.")
+        occ = _occ(arch, threads, regs, shared) if 1 <= regs <= 255 else None
+        if occ is None:
+            raise Failed(f"{call}: blocks of {threads} threads with {regs} registers each cannot launch on {arch} "
+                         "(1 to 255 registers, at most 65,536 per block).")
+        if occ < target - 1e-12:
+            best = _best_budget(arch, threads, target, shared)
+            cause = ("registers are allocated per warp in units of 256 (8 per thread), so the budget from dividing the "
+                     "register file by the warps can round up past it; confirm with labkit.occupancy.occupancy.")
+            if best is None:
+                cause = (f"blocks of {threads} threads cannot reach the target with this shared memory at any budget: "
+                         "take larger blocks (shared memory is per block) or a different size.")
+            raise Failed(f"{call}: ({threads}, {regs}) gives {occ:.1%} occupancy on {arch}, below the target.", cause=cause)
+        best = _best_budget(arch, threads, target, shared)
+        if best is not None and regs < best:
+            raise Failed(f"{call}: ({threads}, {regs}) reaches the target, but blocks of {threads} threads still reach it "
+                         f"with up to {best} registers per thread.",
+                         cause="the budget is the largest that keeps the target: a kernel that needs more registers "
+                               "than the budget spills to local memory, so do not give any away.")
+    return (f"right on {len(cases)} fresh cases on sm_70, sm_80 and sm_90: full occupancy, shared memory that limits "
+            "the blocks, and a target out of reach.")
