@@ -926,7 +926,8 @@ def _run_lanes(cp: Any, arena: _Arena, lanes: list[_Lane], copies: int, warmup: 
                 out[i].append(lane.elapsed_s() / copies)
             if hold is not None and hold.timed_out:
                 raise LabkitError("the spin kernel timed out before the copies were queued: the host was blocked, so the "
-                                  "samples are not valid.", fix="Use fewer copies per sample, or pageable=False.")
+                                  "samples are not valid.", fix="Use fewer copies or warm-up copies per sample (copies=, warmup=); if it repeats, "
+                                      "another process may be holding the GPU (nvidia-smi).")
     finally:
         if hold is not None:
             hold.close()
