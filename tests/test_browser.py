@@ -18,7 +18,6 @@ installed (``apt-get install chromium``; CI's ``.ci/run`` installs it). Costs ab
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -63,8 +62,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _tracked_digests() -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in NOTEBOOKS.rglob("*.ipynb")}
+def _learner_outputs() -> list[str]:
+    """Tracked learner notebooks that hold outputs: what JupyterLab's autosave left there before work copies."""
+    found = []
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        if any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code"):
+            found.append(path.name)
+    return found
 
 
 class Lab:
@@ -182,7 +187,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     log = (base / "server.log").open("w")
     server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    before = _tracked_digests()
+    assert not _learner_outputs(), "tracked learner notebooks hold outputs before the test"
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
@@ -212,7 +217,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
         log.close()
-    assert _tracked_digests() == before, "the browser session changed a tracked notebook"
+    written = _learner_outputs()
+    assert not written, f"JupyterLab wrote outputs into the tracked notebooks {written}, not into the work copies"
+    saved = [p.name for p in sorted((base / "work").glob("[0-9][0-9]-*.ipynb"))
+             if any(c.get("outputs") for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")]
+    assert saved, "the work copies hold no outputs: where did JupyterLab save the runs?"
 
 
 def _change_each_control(lab: Lab, index: int, problems: list[str]) -> int:
