@@ -219,7 +219,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         log.close()
     written = _learner_outputs()
     assert not written, f"JupyterLab wrote outputs into the tracked notebooks {written}, not into the work copies"
-    saved = [p.name for p in sorted((base / "work").glob("[0-9][0-9]-*.ipynb"))
+    saved = [p.name for p in sorted((base / "work").rglob("[0-9][0-9]-*.ipynb"))
              if any(c.get("outputs") for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")]
     assert saved, "the work copies hold no outputs: where did JupyterLab save the runs?"
 
