@@ -276,8 +276,13 @@ def _save_figures(lab: Lab, path: str, folder: Path) -> None:
     for kind, selector in (("fig", ".jp-RenderedPlotly:not(.jupyter-widgets *)"), ("widget", "[data-labkit-widget]")):
         items = lab.page.locator(selector)
         for k in range(items.count()):
-            items.nth(k).scroll_into_view_if_needed()
-            items.nth(k).screenshot(path=str(folder / f"{stem}-{kind}{k + 1:02d}.png"))
+            shot = str(folder / f"{stem}-{kind}{k + 1:02d}.png")
+            if kind == "fig":
+                items.nth(k).scroll_into_view_if_needed()
+                items.nth(k).screenshot(path=shot)
+            else:  # a widget can be taller than the notebook's scrolling area: the view from its top
+                items.nth(k).evaluate("e => e.scrollIntoView({block: 'start'})")
+                lab.page.screenshot(path=shot)
 
 
 @pytest.mark.parametrize("path", PATHS)
