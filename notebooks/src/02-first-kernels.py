@@ -84,6 +84,22 @@ def saxpy(a, x, y, out):
 labkit.check.saxpy(saxpy);
 
 # %% [markdown]
+# ### What each thread touched
+#
+# `labkit.show` runs a kernel in the simulator with every read and write recorded, and draws it: the grid of
+# threads, then for the thread, warp or block you pick, the elements it read (blue) and wrote (orange) in each
+# array, and how many 32-byte sectors each warp's request touched. Here SAXPY on 150 elements with only 2 blocks
+# of 32 threads: with a grid-stride loop, thread 5 of block 0 handles elements 5, 69 and 133. Beside it, the
+# reference kernel on the same input, with the score GPU-Puzzles gives its puzzles: the most global reads and
+# writes any one thread makes. (Until your SAXPY passes, the reference stands in for it.)
+
+# %% tags=["nbval-ignore-output"]
+n_show = 150
+labkit.show(labkit.check.solved_or_reference("02.saxpy", saxpy), np.float32(2.0), rng.random(n_show, dtype=np.float32),
+            rng.random(n_show, dtype=np.float32), np.zeros(n_show, np.float32), grid=2, block=32,
+            reference=labkit.kernels.get("saxpy"))
+
+# %% [markdown]
 # Now run SAXPY on a larger array with a deliberately small grid, and compare with the array library's own
 # `a * x + y` (CuPy on a GPU, NumPy here). Both are timed with `labkit.bench.measure`; SAXPY reads `x` and `y`
 # and writes `out`, 12 bytes per element, so the GB/s it reports is the memory bandwidth the kernel achieved.
@@ -174,6 +190,16 @@ def grayscale(img, out):
 
 # %%
 labkit.check.grayscale(grayscale);
+
+# %% [markdown]
+# Your greyscale kernel on a 6 × 10 image with blocks of 4 × 4 threads: the grid of threads is 12 × 8, wider and
+# taller than the image. Pick a thread of the last column or row of blocks (block `(2, 1)`): the ones outside the
+# image read and write nothing, thanks to the bounds check. Each thread reads the three channels of its pixel.
+
+# %% tags=["nbval-ignore-output"]
+img_show = rng.integers(0, 256, (6, 10, 3)).astype(np.uint8)
+labkit.show(labkit.check.solved_or_reference("02.grayscale", grayscale), img_show, np.zeros((6, 10), np.uint8),
+            grid=(3, 2), block=(4, 4), reference=labkit.kernels.get("grayscale"))
 
 # %% [markdown]
 # A small synthetic image (a colour gradient) through the kernel:

@@ -111,6 +111,18 @@ def copy2d(src, dst):
 labkit.check.coalesced_copy(copy2d);
 
 # %% [markdown]
+# What the two copies touch, traced in the simulator on a 32 × 32 array with blocks of 32 × 8 threads. Choose
+# "warp" and look at the elements warp 0 reads: with x along the rows (`copy2d_strided`) they are one per row, a
+# column, and each warp request touches 32 sectors; with x along the columns (your `copy2d`) they are one
+# 128-byte piece of a row, 4 sectors. The coalescing panel sets each request against the ideal.
+
+# %% tags=["nbval-ignore-output"]
+a_show = rng.standard_normal((32, 32), dtype=np.float32)
+labkit.show(copy2d_strided, a_show, np.zeros_like(a_show), grid=(1, 4), block=(32, 8),
+            reference=labkit.check.solved_or_reference("03.coalesced-copy", copy2d),
+            labels=("copy2d_strided (x = row)", "copy2d (x = column)"))
+
+# %% [markdown]
 # Both copies timed. The strided one is launched with its grid transposed so that it covers the array too.
 # Each copies `2 × rows × cols × 4` bytes (read and write); on a GPU, compare their GB/s.
 
@@ -214,6 +226,48 @@ print(labkit.bench.table([t_naive, t_tiled, t_lib, t_good]))
 # %%
 ptx_tr = labkit.ptx.compile(k_tr, "void(float32[:,:], float32[:,:])", arch=env.arch)
 ptx_tr.show("bar.sync", "ld.shared", "st.shared", limit=10)
+
+# %% [markdown]
+# The bank conflicts themselves, traced: two one-tile kernels that write a tile row by row and read it column by
+# column, one with a 32 × 32 tile, one padded to 32 × 33. The bank map at the bottom shows each shared-memory
+# request of the chosen warp over the 32 banks: without padding the 32 words of a column are all in one bank
+# (32-way), with padding each is in its own.
+
+# %%
+@cuda.jit
+def tile_columns(out):
+    tile = cuda.shared.array((TILE, TILE), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    for j in range(0, TILE, BLOCK_ROWS):
+        tile[ty + j, tx] = ty + j  # each warp writes a row of the tile
+    cuda.syncthreads()
+    for j in range(0, TILE, BLOCK_ROWS):
+        out[ty + j, tx] = tile[tx, ty + j]  # each warp reads a column
+
+
+@cuda.jit
+def tile_columns_padded(out):
+    tile = cuda.shared.array((TILE, TILE_PADDED), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    for j in range(0, TILE, BLOCK_ROWS):
+        tile[ty + j, tx] = ty + j
+    cuda.syncthreads()
+    for j in range(0, TILE, BLOCK_ROWS):
+        out[ty + j, tx] = tile[tx, ty + j]
+
+
+# %% tags=["nbval-ignore-output"]
+labkit.show(tile_columns, np.zeros((TILE, TILE), np.float32), grid=1, block=(TILE, BLOCK_ROWS),
+            reference=tile_columns_padded, labels=("32 × 32 tile", "32 × 33 tile (padded)"))
+
+# %% [markdown]
+# And your transpose beside the reference on a 40 × 72 matrix: 3 × 2 tiles, the last ones partly outside. Compare
+# the scores, the sectors per request of `a` and `out`, and the worst bank conflict of the tile.
+
+# %% tags=["nbval-ignore-output"]
+m_show = rng.standard_normal((40, 72), dtype=np.float32)
+labkit.show(k_tr, m_show, np.zeros((72, 40), np.float32), grid=(3, 2), block=(TILE, BLOCK_ROWS),
+            reference=labkit.kernels.get("transpose_shared"))
 
 # %% [markdown]
 # ## Shared memory for reuse: a tiled matrix multiply
@@ -347,6 +401,17 @@ def stencil(x, out):
 
 # %%
 labkit.check.stencil(stencil);
+
+# %% [markdown]
+# Your stencil beside the reference on 100 elements in blocks of 32. Pick block 1, thread 0: it loads its own
+# element, `x[32]`, and the halo elements `x[29]` and `x[64]`; threads 1 and 2 load the rest of the halo. Then
+# each thread reads seven elements of shared memory, not of global memory (compare the two reads columns of
+# the score).
+
+# %% tags=["nbval-ignore-output"]
+x_show = rng.standard_normal(100, dtype=np.float32)
+labkit.show(labkit.check.solved_or_reference("03.stencil", stencil), x_show, np.zeros(100, np.float32), grid=4, block=32,
+            reference=labkit.kernels.get("stencil_1d"))
 
 # %% [markdown]
 # ## Occupancy

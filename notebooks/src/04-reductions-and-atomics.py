@@ -223,6 +223,17 @@ def block_sum(x, partial):
 labkit.check.block_sum(block_sum);
 
 # %% [markdown]
+# The tree, traced: your `block_sum` beside the reference on 64 elements in blocks of 32. Pick thread 0: after
+# loading its element it reads `sh[16]`, `sh[8]`, `sh[4]`, `sh[2]` and `sh[1]`, one step per barrier, adding
+# each into `sh[0]`; thread 31 only loads. Choose "block" to see every element of the shared array read and
+# written. The reference's score shows 11 shared reads for thread 0: two per step of the tree, and the last read.
+
+# %% tags=["nbval-ignore-output"]
+x_tree = rng.standard_normal(64).astype(np.float32)
+labkit.show(labkit.check.solved_or_reference("04.block-sum", block_sum), x_tree, np.zeros(2, np.float32), grid=2,
+            block=32, reference=labkit.kernels.get("block_sum"))
+
+# %% [markdown]
 # ## A full reduction in one launch
 #
 # In an ordinary launch, blocks cannot wait for each other: CUDA does not promise that all blocks are resident at
@@ -369,6 +380,14 @@ x_small = rng.standard_normal(128).astype(np.float32)
 find_race(count_above_racy, 2, 64, x_small, np.float32(0.0), np.zeros(2, np.int32), names=("x", "threshold", "counts"));
 
 # %% [markdown]
+# The same races, drawn: each × in the grid of threads is a thread of a conflicting pair (hover for the report),
+# and the elements panel shows the one-element shared array `count` read and written by every thread whose
+# element is above the threshold, with nothing ordering them.
+
+# %% tags=["nbval-ignore-output"]
+labkit.show(count_above_racy, x_small, np.float32(0.0), np.zeros(2, np.int32), grid=2, block=64)
+
+# %% [markdown]
 # ### Exercise 6 — fix it
 #
 # Copy `count_above_racy` into the cell below and fix it. There is more than one problem: after fixing the
@@ -398,6 +417,14 @@ def count_above(x, threshold, counts):
 
 # %%
 labkit.check.race(count_above);
+
+# %% [markdown]
+# Your fixed kernel beside the reference on the same input: no race left, and `count` is updated atomically
+# (green in the elements panel once you choose "block").
+
+# %% tags=["nbval-ignore-output"]
+labkit.show(labkit.check.solved_or_reference("04.race", count_above), x_small, np.float32(0.0), np.zeros(2, np.int32),
+            grid=2, block=64, reference=labkit.kernels.get("count_above"))
 
 # %% [markdown]
 # ## What you learned

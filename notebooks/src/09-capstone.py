@@ -149,6 +149,16 @@ def erode(mask, out):
 labkit.check.erode(erode);
 
 # %% [markdown]
+# Your erosion beside labkit's on a 10 × 12 mask in blocks of 8 × 8. Pick thread 0 of block `(0, 0)`, the corner
+# pixel: it reads 4 pixels; along an edge a thread reads 6, inside 9, and threads outside the frame read none.
+# The score is the most any thread reads: 9.
+
+# %% tags=["nbval-ignore-output"]
+mask_show = (np.random.default_rng(9).random((10, 12)) > 0.2).astype(np.uint8)
+labkit.show(labkit.check.solved_or_reference("09.erode", erode), mask_show, np.zeros((10, 12), np.uint8),
+            grid=(2, 2), block=(8, 8), reference=labkit.video.reference_kernels().erode)
+
+# %% [markdown]
 # ### Exercise 3 — motion per tile, with atomics
 #
 # Write `count(mask, tile, counts)`: `counts` (int32, `ceil(rows / tile) × ceil(cols / tile)`) starts at zero;
