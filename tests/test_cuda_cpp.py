@@ -291,3 +291,10 @@ def test_shared_memory_starts_each_block_uninitialised() -> None:
     got = np.zeros(3, np.int32)
     cuda_cpp.run_on_host(counter, "k", (3,), (32,), (got,))
     assert got.tolist() == [-1, -1, -1]  # not 0, and not what the previous block left
+
+
+def test_an_array_passed_twice_is_one_buffer() -> None:
+    src = 'extern "C" __global__ void inc(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i] + 1.0f; }'
+    a = np.arange(8, dtype=np.float32)
+    cuda_cpp.run_on_host(src, "inc", (1,), (32,), (a, a, np.int32(8)))  # in place, as on a GPU
+    np.testing.assert_array_equal(a, np.arange(8) + 1)

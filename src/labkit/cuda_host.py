@@ -188,26 +188,28 @@ def host_plan(source: str) -> HostPlan:
 
 _WORKER = r"""
 import ctypes, json, sys
-import numpy as np
 req = json.load(sys.stdin)
 lib = ctypes.CDLL(req["lib"])
 lib.__lk_launch.restype = ctypes.c_int
-data = np.load(req["arrays"])
-out, report = {}, []
 ALIGN = 256
+with open(req["arrays"], "rb") as f:
+    blob = f.read()
+report, results = [], {}
 for launch in req["launches"]:
     keep, ptrs, bufs = [], [], {}
-    for k, a in enumerate(launch["args"]):
+    for a in launch["args"]:
         if a["kind"] == "array":
-            inner = data[a["key"]]
-            pattern = 0xA1 + k  # a different poison per array, so copying one guard zone into another shows
-            nbytes = inner.size * inner.itemsize
-            gbytes = -(-launch["guard"] * inner.itemsize // ALIGN) * ALIGN
-            raw = np.full(nbytes + 2 * gbytes + ALIGN, pattern, dtype=np.uint8)
-            start = (-raw.ctypes.data) % ALIGN + gbytes  # the array starts 256-byte aligned, as cudaMalloc's do
-            raw[start:start + nbytes] = np.ascontiguousarray(inner).view(np.uint8).ravel()
-            bufs[a["key"]] = (raw, start, nbytes, inner.dtype, inner.shape, pattern)
-            c = ctypes.c_void_p(raw.ctypes.data + start)
+            key = a["key"]
+            if key not in bufs:  # an array passed twice is one buffer, as on a GPU
+                nbytes, pattern = a["nbytes"], a["pattern"]
+                gbytes = -(-launch["guard"] * a["itemsize"] // ALIGN) * ALIGN
+                total = nbytes + 2 * gbytes + ALIGN
+                raw = ctypes.create_string_buffer(total)
+                ctypes.memset(raw, pattern, total)
+                start = (-ctypes.addressof(raw)) % ALIGN + gbytes  # 256-byte aligned, as cudaMalloc's are
+                ctypes.memmove(ctypes.addressof(raw) + start, blob[a["offset"]:a["offset"] + nbytes], nbytes)
+                bufs[key] = (raw, start, nbytes, pattern)
+            c = ctypes.c_void_p(ctypes.addressof(bufs[key][0]) + bufs[key][1])
         else:
             c = getattr(ctypes, a["ctype"])(a["value"])
         keep.append(c)
@@ -216,18 +218,24 @@ for launch in req["launches"]:
     msg = ctypes.create_string_buffer(2048)
     status = lib.__lk_launch(argv, *[ctypes.c_uint(v) for v in launch["grid"] + launch["block"]], msg, 2048)
     outside = {}
-    for key, (raw, start, nbytes, dtype, shape, pattern) in bufs.items():
-        if (raw[:start] != pattern).any():
+    for key, (raw, start, nbytes, pattern) in bufs.items():
+        data, p = raw.raw, bytes([pattern])
+        if data[:start].strip(p):
             outside[key] = "before the start"
-        elif (raw[start + nbytes:] != pattern).any():
+        elif data[start + nbytes:].strip(p):
             outside[key] = "past the end"
-        out[key] = raw[start:start + nbytes].view(dtype).reshape(shape).copy()
+        results[key] = data[start:start + nbytes]
     report.append({"outside": outside, "status": status, "error": msg.value.decode("utf-8", "replace")})
     if status:
         break
-np.savez(req["out"], **out)
+offsets, pos = {}, 0
+with open(req["out"], "wb") as f:
+    for key, data in results.items():
+        f.write(data)
+        offsets[key] = pos
+        pos += len(data)
 with open(req["report"], "w") as f:  # not stdout: that carries the kernel's own printf output
-    json.dump(report, f)
+    json.dump({"launches": report, "offsets": offsets}, f)
 """
 
 
@@ -319,23 +327,35 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
     lib = _host_library(source, name, len(entry.params))
     tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
     arrays: dict[str, np.ndarray] = {}
+    blob: list[bytes] = []
+    offset = 0
     specs = []
     for li, ((grid, block, args), (g, b)) in enumerate(zip(launches, checked)):
-        spec = []
+        spec: list[dict[str, Any]] = []
+        seen: dict[int, str] = {}
         for k, (arg, ptype) in enumerate(zip(args, entry.params)):
             if isinstance(arg, np.ndarray):
-                arrays[f"l{li}a{k}"] = arg
-                spec.append({"kind": "array", "key": f"l{li}a{k}"})
+                key = seen.setdefault(id(arg), f"l{li}a{k}")
+                if key not in arrays:
+                    arrays[key] = arg
+                    data = np.ascontiguousarray(arg).tobytes()
+                    blob.append(data)
+                    record = {"offset": offset, "nbytes": len(data), "itemsize": arg.itemsize, "pattern": 0xA1 + k}
+                    offset += len(data)
+                # a different poison per array, so copying one guard zone into another shows
+                spec.append({"kind": "array", "key": key, **record} if key == f"l{li}a{k}" else
+                            next({**s_, "key": key} for s_ in spec if s_.get("key") == key))
             else:
                 spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
         # room for every thread of the grid to write one element too far
         specs.append({"args": spec, "grid": g, "block": b, "guard": int(np.prod(g) * np.prod(b)) + 64})
-    np.savez(tmp / "in.npz", **arrays)
-    req = {"lib": lib, "arrays": str(tmp / "in.npz"), "out": str(tmp / "out.npz"), "report": str(tmp / "report.json"),
+    (tmp / "in.bin").write_bytes(b"".join(blob))
+    req = {"lib": lib, "arrays": str(tmp / "in.bin"), "out": str(tmp / "out.bin"), "report": str(tmp / "report.json"),
            "launches": specs}
     try:
-        proc = subprocess.run([sys.executable, "-c", _WORKER], input=json.dumps(req), capture_output=True, text=True,
-                              timeout=timeout_s)
+        # no numpy and no site packages in the helper: it starts in a tenth of the time
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _WORKER], input=json.dumps(req), capture_output=True,
+                              text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         shutil.rmtree(tmp, ignore_errors=True)
         raise LabkitError(f"{name} did not finish within {timeout_s:.0f} s on the CPU stand-in.",
@@ -346,12 +366,14 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
         raise LabkitError(
             f"{name} crashed on the CPU stand-in" + (" (it touched memory far outside its arrays)." if crash else f": {proc.stderr.strip()[-300:]}"),
             fix="Check the index arithmetic and the bounds check: every access must stay inside its array.")
-    report = json.loads((tmp / "report.json").read_text())
+    done = json.loads((tmp / "report.json").read_text())
+    report = done["launches"]
     _show_printf(proc.stdout, name)
-    out = np.load(tmp / "out.npz")
-    for key, arr in arrays.items():
-        if key in out.files:
-            np.copyto(arr, out[key])
+    out = (tmp / "out.bin").read_bytes()
+    for key, pos in done["offsets"].items():
+        arr = arrays[key]
+        got = np.frombuffer(out, dtype=arr.dtype, count=arr.size, offset=pos).reshape(arr.shape)
+        np.copyto(arr, got)
     shutil.rmtree(tmp, ignore_errors=True)
     sentences: list[str | None] = []
     for li, rec in enumerate(report):
