@@ -336,15 +336,16 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
         for k, (arg, ptype) in enumerate(zip(args, entry.params)):
             if isinstance(arg, np.ndarray):
                 key = seen.setdefault(id(arg), f"l{li}a{k}")
-                if key not in arrays:
-                    arrays[key] = arg
-                    data = np.ascontiguousarray(arg).tobytes()
-                    blob.append(data)
-                    record = {"offset": offset, "nbytes": len(data), "itemsize": arg.itemsize, "pattern": 0xA1 + k}
-                    offset += len(data)
+                if key in arrays:  # the same array again: the helper gives it the same buffer
+                    spec.append({"kind": "array", "key": key})
+                    continue
+                arrays[key] = arg
+                data = np.ascontiguousarray(arg).tobytes()
+                blob.append(data)
                 # a different poison per array, so copying one guard zone into another shows
-                spec.append({"kind": "array", "key": key, **record} if key == f"l{li}a{k}" else
-                            next({**s_, "key": key} for s_ in spec if s_.get("key") == key))
+                spec.append({"kind": "array", "key": key, "offset": offset, "nbytes": len(data), "itemsize": arg.itemsize,
+                             "pattern": 0xA1 + k})
+                offset += len(data)
             else:
                 spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
         # room for every thread of the grid to write one element too far
