@@ -215,7 +215,7 @@ def test_mig_slice_is_named_and_its_peaks_scaled(monkeypatch: pytest.MonkeyPatch
     g = p.gpus[0]
     assert g.mig and g.uuid.startswith("MIG-")
     text = mode.describe_slice(g)
-    assert "MIG slice: 16 of 132 SMs" in text and "of a H100 SXM" in text and "scaled" in text
+    assert "MIG slice: 16 of 132 SMs" in text and "of the whole H100 SXM" in text and "scaled" in text
     e = mode.Environment("gpu", g.name, (9, 0), g.memory_bytes, g.sm_count, 1, "12.8", "test", (g,), mig=text)
     assert "MIG slice" in e.banner()
     monkeypatch.setattr(bench, "env", lambda: e)

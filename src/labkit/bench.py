@@ -142,9 +142,10 @@ def device_peaks(precision: str = "fp32") -> tuple[float | None, float | None, s
         gpu = hw.match_device(e.device_name.split(" MIG ")[0])
         if gpu is None:
             return None, None, None
-        compute, memory = slice_fractions(e.sm_count or 0, e.memory_bytes or 0, gpu) if e.mig else (1.0, 1.0)
+        mig = getattr(e, "mig", None)
+        compute, memory = slice_fractions(e.sm_count or 0, e.memory_bytes or 0, gpu) if mig else (1.0, 1.0)
         scaled = (f"; scaled to this MIG slice ({e.sm_count} of {gpu.sm_count.value:.0f} SMs: x{compute:.3f} compute, "
-                  f"x{memory:.3f} memory bandwidth)") if e.mig else ""
+                  f"x{memory:.3f} memory bandwidth)") if mig else ""
         mem = gpu.memory_bandwidth
         try:
             peak = gpu.peak(precision)

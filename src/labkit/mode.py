@@ -149,7 +149,7 @@ def describe_slice(gpu: GPUInfo) -> str | None:
         return f"MIG slice: {gpu.sm_count} SMs, {mem:.1f} GiB; peak figures unknown for this GPU"
     full_mem = whole.memory_size.value
     return (f"MIG slice: {gpu.sm_count} of {full_sms} SMs, {mem:.1f} GiB of {full_mem:g} {whole.memory_size.unit} "
-            f"of a {whole.name}; peak figures scaled to the slice")
+            f"of the whole {whole.name}; peak figures scaled to the slice")
 
 
 def _decide(requested: str | None) -> tuple[Mode, str, tuple[GPUInfo, ...], str | None]:
