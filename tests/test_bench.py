@@ -143,6 +143,7 @@ def test_gpu_timing_queues_launches_behind_a_spin_kernel(monkeypatch: pytest.Mon
     samples = "".join("S" if e == "spin" else "E" if e == "event" else "c" if e == "call" else "" for e in clock.log)
     assert samples.endswith(("S" + "E" + "c" * 64 + "E") * 4)
     assert "Python's launch time excluded" in t.as_dict()["how"] and t.claims_rate and "GB/s" in str(t)
+    assert "64 launches held behind a spin kernel" in t.label
     with pytest.raises(LabkitError, match="at most 64"):
         bench.measure(work, launches=500)
 
@@ -152,6 +153,7 @@ def test_gpu_timing_of_a_function_that_waits_says_so(monkeypatch: pytest.MonkeyP
     _gpu_env(monkeypatch, fake)
     t = bench.measure(work, repeat=3, warmup=1, launches=2)
     assert t.how == bench.BETWEEN_EVENTS.format(n=2) and "makes the host wait" in t.how
+    assert "2 calls between one pair of events" in t.label
     assert len(t.samples_s) == 3 and t.median_s == pytest.approx(1e-3)
 
 

@@ -81,7 +81,13 @@ class Timing:
     @property
     def label(self) -> str:
         """What kind of time this is, in words."""
-        return f"CUDA-event time on {self.device}" if self.mode == "gpu" else "CPU time (simulator or NumPy), not GPU speed"
+        if self.mode != "gpu":
+            return "CPU time (simulator or NumPy), not GPU speed"
+        if "spin kernel:" in self.how:
+            return f"CUDA-event time on {self.device}, {self.launches} launches held behind a spin kernel (launch time excluded)"
+        if "back-to-back" in self.how:
+            return f"CUDA-event time on {self.device}, {self.launches} calls between one pair of events (the call waits)"
+        return f"CUDA-event time on {self.device}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
