@@ -169,20 +169,35 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     assert "labkit-progress" in [s["name"] for s in c.JupyterHub.services]
     assert c.Spawner.environment["LABKIT_PROGRESS_URL"].endswith("/services/labkit-progress/")
 
-    def spawner(name):
-        return SimpleNamespace(user=SimpleNamespace(name=name, groups=[]))
+    # real DockerSpawner objects made from this config (no Docker daemon is asked anything): traitlets copies config
+    # values into each spawner, so this also shows that every spawner shares the one allocator
+    dockerspawner = pytest.importorskip("dockerspawner")
 
-    host = c.DockerSpawner.extra_host_config
-    got = {u: host(spawner(u))["device_requests"][0]["device_ids"] for u in ("alice", "bob")}
+    def spawner(name, groups=()):
+        user = SimpleNamespace(name=name, groups=[SimpleNamespace(name=g) for g in groups], id=1, url=f"/user/{name}/",
+                               escaped_name=name, server=None, spawners={})
+        return dockerspawner.DockerSpawner(config=c, user=user)
+
+    def devices(sp):
+        return sp._render_templates(sp._eval_if_callable(sp.extra_host_config))["device_requests"][0]["device_ids"]
+
+    alice, bob = spawner("alice"), spawner("bob")
+    assert alice.image == "labkit-course:cuda12" and alice.network_name == "labkit" and alice.remove
+    assert alice.mem_limit == 16 * 1024**3 and alice.cpu_limit == 4
+    assert alice.environment["LABKIT_PROGRESS_URL"].endswith("/services/labkit-progress/")
+    got = {"alice": devices(alice), "bob": devices(bob)}
     assert sorted(d[0] for d in got.values()) == ["MIG-a", "MIG-b"]
-    assert host(spawner("ingrid"))["device_requests"][0]["device_ids"] == ["7"]  # whole GPU
+    assert devices(spawner("ingrid")) == ["7"]  # an instructor: a whole GPU
+    assert devices(spawner("ivan", groups=("instructors",))) == ["7"]
     with pytest.raises(Exception, match="in use"):
-        host(spawner("carol"))
-    c.Spawner.post_stop_hook(spawner("alice"))
-    assert host(spawner("carol"))["device_requests"][0]["device_ids"] == got["alice"]
-    # docker-py accepts the request as DockerSpawner passes it (no daemon needed to build a HostConfig)
+        devices(spawner("carol"))
+    alice.post_stop_hook(alice)
+    carol = spawner("carol")
+    assert devices(carol) == got["alice"]
+    # docker-py accepts the request as DockerSpawner passes it (building a HostConfig needs no daemon)
     docker_types = pytest.importorskip("docker.types")
-    hc = docker_types.HostConfig(version="1.43", **host(spawner("carol")))
+    hc = docker_types.HostConfig(version="1.43", device_requests=[dict(r) for r in
+                                 carol._eval_if_callable(carol.extra_host_config)["device_requests"]])
     assert hc["DeviceRequests"][0]["DeviceIDs"] == got["alice"] and hc["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
 
 

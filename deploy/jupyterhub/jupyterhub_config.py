@@ -77,9 +77,20 @@ c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 90
 
 allocator = SliceAllocator(discover(), state_file=state / "mig-slices.json")
-c.DockerSpawner.extra_host_config = lambda spawner: allocator.host_config(
-    spawner, instructors=instructors, instructor_gpus=instructor_gpus)
-c.Spawner.post_stop_hook = allocator.post_stop_hook
+
+
+# plain functions, not bound methods: traitlets deep-copies config values into each spawner, and a copied
+# allocator would no longer be the one that knows which slices are taken
+def _device_request(spawner):
+    return allocator.host_config(spawner, instructors=instructors, instructor_gpus=instructor_gpus)
+
+
+def _free_slice(spawner):
+    allocator.post_stop_hook(spawner)
+
+
+c.DockerSpawner.extra_host_config = _device_request
+c.Spawner.post_stop_hook = _free_slice
 
 # ---------------------------------------------------------------------------------------------- progress and culling
 configure_hub(

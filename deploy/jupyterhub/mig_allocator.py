@@ -182,5 +182,6 @@ class SliceAllocator:
         return {"device_requests": [{"driver": "nvidia", "device_ids": devices, "capabilities": [["gpu"]]}]}
 
     def post_stop_hook(self, spawner: Any) -> None:
-        """``Spawner.post_stop_hook``: free the slice of the server that stopped."""
+        """Free the slice of the server that stopped. Give ``Spawner.post_stop_hook`` a plain function that calls
+        this, not the bound method: traitlets deep-copies config values, and would copy the allocator with it."""
         self.release(spawner.user.name)
