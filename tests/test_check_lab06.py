@@ -234,6 +234,9 @@ WMMA_WRONG = {
                               "zeroed inside the loop"),
     "store offset": (("C + (size_t)tile_row * 16 * N + tile_col * 16,", "C + (size_t)tile_row * 16 * N + tile_col * 16 + 16,"), "outside"),
     "lane-0 store": (("    wmma::store_matrix_sync(", "    if (threadIdx.x == 0) wmma::store_matrix_sync("), "lane"),
+    "early return off by one": (("tile_row * 16 >= M", "tile_row * 16 > M"), "outside C"),
+    "no early return": (("if (tile_row * 16 >= M || tile_col * 16 >= N) return;", ""), "must leave before any load"),
+    "A read column-major": (("half, wmma::row_major> a;", "half, wmma::col_major> a;"), "offsets"),
 }
 
 

@@ -308,7 +308,7 @@ def _host_library(source: str, name: str, n_params: int) -> str:
 
 
 def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any, Sequence[Any]]], *,
-                      timeout_s: float | None = None) -> list[str | None]:
+                      timeout_s: float | None = None, guard: int | None = None) -> list[str | None]:
     """Run several launches ``(grid, block, args)`` of one kernel on the CPU stand-in, in one helper process.
 
     Array arguments (NumPy) are updated in place; each lies 256-byte aligned between guard zones of a poison
@@ -317,6 +317,7 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
     stand-in does not emulate), :class:`HostKernelError` (the kernel did what is undefined on a GPU: a barrier
     only some threads reach, a warp-wide call only part of the warp makes, ...) and :class:`LabkitError` (crash,
     time-out, bad arguments: see :func:`check_launch`). The time limit is labkit's limit for learner code.
+    ``guard`` is the size of each guard zone in elements (default: one per thread of the grid, plus 64).
     """
     from .cuda_cpp import _CTYPES, _ptx_sm90, check_launch, find_entry
 
@@ -349,7 +350,7 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
             else:
                 spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
         # room for every thread of the grid to write one element too far
-        specs.append({"args": spec, "grid": g, "block": b, "guard": int(np.prod(g) * np.prod(b)) + 64})
+        specs.append({"args": spec, "grid": g, "block": b, "guard": guard or int(np.prod(g) * np.prod(b)) + 64})
     (tmp / "in.bin").write_bytes(b"".join(blob))
     req = {"lib": lib, "arrays": str(tmp / "in.bin"), "out": str(tmp / "out.bin"), "report": str(tmp / "report.json"),
            "launches": specs}

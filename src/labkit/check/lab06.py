@@ -334,7 +334,9 @@ def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> li
         grid, block = tc.wmma_launch(M, N)
         launches.append((grid, block, (a.astype(np.float16), b.astype(np.float16), C, np.int32(M), np.int32(N), np.int32(K))))
         outs.append(C)
-    report = run_on_host_batch(source, "wmma_gemm", launches)
+    # guard zones wide enough for every warp of the last block row to load and store one tile past the end
+    guard = 64 * max(max(a.shape[0], a.shape[1], b.shape[1]) for a, b in cases) + 256
+    report = run_on_host_batch(source, "wmma_gemm", launches, guard=guard)
     return [(C.astype(np.float64), outside) for C, outside in zip(outs, report)]
 
 
@@ -345,8 +347,11 @@ def _grade_wmma(c: np.ndarray, a: np.ndarray, b: np.ndarray, outside: str | None
     M, K, N = a.shape[0], a.shape[1], b.shape[1]
     label = f"{M}×{K} @ {K}×{N}"
     if outside:
-        raise Failed(f"{label}: {outside} (C is M×N = {M}×{N}).",
-                     cause="check the store's pointer offset: C + tile_row*16*N + tile_col*16, leading dimension N.")
+        where = outside.replace("wmma_gemm wrote outside array argument 2", "the kernel wrote outside C")
+        raise Failed(f"{label}: {where} (C is M×N = {M}×{N}).",
+                     cause="a warp whose tile lies past the end of C must leave before any load or store "
+                           "(`if (tile_row * 16 >= M || tile_col * 16 >= N) return;`), and the store goes to "
+                           "C + tile_row*16*N + tile_col*16 with leading dimension N.")
     grade = tc.wmma_error(c, a, b)
     if grade.unwritten:
         raise Failed(f"{label}: {grade.unwritten} of {M * N} results were never written.",
