@@ -512,3 +512,32 @@ def require_ptx(kernel: Any, signature: str, features: Sequence[str], *, label: 
     missing = [f for f in features if not _FEATURES[f](mix)]
     if missing:
         raise Failed(f"{label}: the values are right, but its PTX shows no {' and no '.join(missing)}.", cause=cause)
+
+# ----------------------------------------------------------------------------- the picture of a failed case
+_failed_case: Any = None
+
+
+def show_hint_for(kernel: Any, case: Launch) -> str:
+    """Remember ``case`` as the failed case and return the line that draws it: what each thread of ``kernel`` read
+    and wrote on these inputs (``labkit.show``, traced in the simulator). Appended to a failed kernel check's message."""
+    global _failed_case
+    import types
+
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in case.inputs]
+    shape = case.out_shape if case.out_shape is not None else np.shape(case.expected)
+    out = np.zeros(shape, case.out_dtype) if case.out_init is None else np.full(shape, case.out_init, case.out_dtype)
+    args.insert(len(args) if case.out_position == -1 else case.out_position, out)
+    _failed_case = types.SimpleNamespace(grid=case.grid, block=case.block, args=args, names=list(case.names) or None,
+                                         label=case.label)
+    name = getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
+    return f"To see what each thread read and wrote in this case: labkit.show({name}, labkit.check.harness.failed_case())"
+
+
+def failed_case() -> Any:
+    """The case :func:`show_hint_for` last remembered (``grid``, ``block``, ``args``, ``names``), for ``labkit.show``."""
+    if _failed_case is None:
+        from ..errors import LabkitError
+
+        raise LabkitError("no kernel check has failed in this session yet.",
+                          fix="Run a check first; a failed kernel check names this call.")
+    return _failed_case
