@@ -261,10 +261,23 @@ def host_source(source: str, name: str, n_params: int, *, fibers: bool | None = 
     return _PROLOGUE.format(fibers=int(use)) + source + "\n" + launcher
 
 
+_PRIVATE_CACHE: list[Path] = []
+
+
 def _cache_dir() -> Path:
-    d = Path(tempfile.gettempdir()) / f"labkit-host-{os.getuid() if hasattr(os, 'getuid') else 'u'}"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    """Where built kernels are kept between processes: a folder only this user can write, else a private one."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    d = Path(tempfile.gettempdir()) / f"labkit-host-{uid if uid is not None else 'u'}"
+    try:
+        d.mkdir(mode=0o700, exist_ok=True)
+        st = d.lstat()
+        if uid is None or (st.st_uid == uid and not st.st_mode & 0o022 and d.is_dir() and not d.is_symlink()):
+            return d
+    except OSError:
+        pass
+    if not _PRIVATE_CACHE:  # someone else's folder (or none possible): never load libraries from it
+        _PRIVATE_CACHE.append(Path(tempfile.mkdtemp(prefix="labkit-host-")))
+    return _PRIVATE_CACHE[0]
 
 
 def _first_error(stderr: str) -> str:
