@@ -13,6 +13,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if path.suffix == ".ipynb":
         # Set before nbval starts the notebook's kernel, which inherits this environment.
         os.environ["LABKIT_MODE"] = "sim"
+        os.environ["LABKIT_PROGRESS"] = "off"
         solution = path.parent.name == "solutions"
         os.environ["LABKIT_EXPECT"] = "solved" if solution else "unsolved"
         # Every kernel a solution's check accepts must compile to PTX for the course's three architectures.

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import CompileError, LabkitError
 
 ARCHES = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
@@ -268,9 +270,16 @@ def _function_source(fn: Any, *, keep_decorators: bool) -> str:
     return src
 
 
+_UNSUPPORTED_GLOBAL = (
+    "class __labkit_unsupported_global:\n"
+    "    def __init__(self, name, kind): self.name, self.kind = name, kind\n"
+    "    def __getattr__(self, attr): raise TypeError(f'the kernel uses the global {self.name!r}, a Python {self.kind}')"
+)
+
+
 def _standalone_source(fn: Any) -> tuple[str, int]:
     """A self-contained module defining ``fn`` and the globals it uses; returns (source, line of def)."""
-    header: list[str] = ["import numba", "from numba import cuda"]
+    header: list[str] = ["import numba", "from numba import cuda", _UNSUPPORTED_GLOBAL]
     defs: list[str] = []
     seen: set[int] = set()
 
@@ -298,6 +307,14 @@ def _standalone_source(fn: Any) -> tuple[str, int]:
                 header.append(f"{name} = numba.types.{value}")
             elif isinstance(value, type) and value.__module__ == "numpy":
                 header.append(f"import numpy; {name} = numpy.{value.__name__}")
+            elif isinstance(value, np.ndarray) and value.size <= 65536:  # a global array: a constant on the GPU
+                header.append(f"import numpy; {name} = numpy.array({value.tolist()!r}, dtype=numpy.{value.dtype.name})")
+            elif isinstance(value, np.dtype):
+                header.append(f"import numpy; {name} = numpy.dtype({value.name!r})")
+            elif isinstance(value, (np.integer, np.floating)):
+                header.append(f"import numpy; {name} = numpy.{value.dtype.name}({value.item()!r})")
+            else:  # what the real compiler makes of it (a list, a dict, an object) is the real compiler's to say
+                header.append(f"{name} = __labkit_unsupported_global({name!r}, {type(value).__name__!r})")
         defs.append(_function_source(py, keep_decorators=keep_decorators))
 
     visit(fn, keep_decorators=False)
@@ -369,6 +386,8 @@ class _Worker:
 
 
 def _readable_numba_error(error: str, fn: Any, offset: int) -> str:
+    """The compiler's message, short: its first line and, when Numba nests the real reason under "Rejected as the
+    implementation raised a specific error", that reason too; ``<kernel>`` lines relabelled to the learner's lines."""
     py = getattr(fn, "py_func", fn)
     first = py.__code__.co_firstlineno
 
@@ -376,16 +395,27 @@ def _readable_numba_error(error: str, fn: Any, offset: int) -> str:
         return f"in {py.__name__}, line {int(m.group(1)) - offset + first}"
 
     text = re.sub(r'File "<kernel>", line (\d+)', relabel, error)
-    lines = [ln for ln in text.splitlines() if ln.strip() and "During:" not in ln and "site-packages" not in ln]
-    where = [ln.strip() for ln in lines if f"in {py.__name__}, line" in ln]
-    return "\n".join(lines[:8] + where[-1:])
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "During:" not in ln and "site-packages" not in ln]
+    keep = lines[:2]
+    for k, ln in enumerate(lines):
+        if ln.startswith("Rejected as the implementation raised a specific error") and k + 1 < len(lines):
+            keep.append(lines[k + 1])
+            break
+    keep = [ln for ln in dict.fromkeys(keep) if not ln.startswith("Rejected as")]
+    return " ".join(keep)[:600]
 
 
 def _guess_error_line(error: str, source_lines: list[str]) -> int | None:
     """Numba does not always say where a typing error is; find the line for the common cases."""
-    m = re.search(r"name '(\w+)' is not defined", error)
+    m = re.search(r"name '(\w+)' is not defined|the global '(\w+)'", error)
     if m:
-        pattern = re.compile(rf"\b{re.escape(m.group(1))}\b")
+        pattern = re.compile(rf"\b{re.escape(m.group(1) or m.group(2))}\b")
+    elif "yield in a closure" in error:
+        pattern = re.compile(r"\(.*\bfor\b.*\bin\b")
+    elif "Function(<class 'str'>)" in error:
+        pattern = re.compile(r"\bf[\"']|\bstr\(|\.format\(")
+    elif "shared.array" in error or "local.array" in error:
+        pattern = re.compile(r"(shared|local)\.array")
     elif "setitem" in error:
         pattern = re.compile(r"\w\[[^\]]*\]\s*=[^=]")
     elif "getitem" in error:
@@ -398,11 +428,46 @@ def _guess_error_line(error: str, source_lines: list[str]) -> int | None:
     return None
 
 
+# What the compiler's words mean for a kernel that ran in the simulator, in plain words.
+_PLAIN_REASONS: tuple[tuple[str, str], ...] = (
+    (r"Function\(<class 'str'>\)|format_spec|FormattedValue|JoinedStr|str\(int|str\(float",
+     "it formats a string (an f-string, str() or format()), which does not compile for a GPU: pass the values "
+     "to print() separately, e.g. `print(\"i =\", i)`."),
+    (r"yield in a closure|generator",
+     "it uses a generator expression (for example `sum(x[j] for j in ...)`), which does not compile for a GPU: "
+     "write a for loop that adds into a variable."),
+    (r"NRT required but not enabled|NRT_MemInfo|cannot be allocated|np\.empty|np\.zeros|np\.ones",
+     "it creates a Python list or a NumPy array while running: a GPU kernel cannot allocate memory. Use scalar "
+     "variables, or cuda.local.array / cuda.shared.array with a constant size."),
+    (r"Function\(<function (shared|local)\.array",
+     "the shape of cuda.shared.array (or cuda.local.array) must be known when the kernel compiles: an integer "
+     "literal, a global integer constant, or a tuple of them. A computed shape such as `(TILE, TILE + 1)` or "
+     "`cuda.blockDim.x` is not a constant: define a global `TILE_PAD = TILE + 1`, or use dynamic shared memory."),
+    (r"Untyped global name '(\w+)'|uses the global '(\w+)'",
+     "it uses a global that is not a number, a tuple of numbers or a NumPy array (a list, a dict, an object): a GPU "
+     "kernel can only read those as constants. Use a tuple or a NumPy array, or pass it as an argument."),
+    (r"Use of unsupported NumPy function|Unknown attribute '\w+' of type Module\(<module 'numpy'",
+     "it calls a NumPy function that has no GPU implementation inside a kernel: compute it with a loop."),
+)
+
+
+def plain_reason(error: str) -> str | None:
+    """The reason a kernel does not build for a GPU, in plain words, for the common cases; None otherwise."""
+    for pattern, reason in _PLAIN_REASONS:
+        if re.search(pattern, error):
+            return reason
+    return None
+
+
+_COMPILED: dict[tuple[str, str, str, tuple[int, int], bool], PTX | CompileError] = {}
+
+
 def compile(kernel: Any, signature: str, arch: str = "sm_90", *, device: bool = False) -> PTX:  # noqa: A001
     """Compile a Numba kernel (or device function, ``device=True``) to PTX for ``arch``; works without a GPU.
 
     ``signature`` is a Numba signature string, e.g. ``"void(float32[:], float32[:], float32[:])"``.
-    A kernel that does not compile raises :class:`~labkit.errors.CompileError` with the compiler's message and the line.
+    A kernel that does not compile raises :class:`~labkit.errors.CompileError` with the reason in plain words
+    (where it is a common one), the compiler's message and the line. Results are cached by source and types.
     """
     if not isinstance(signature, str):
         raise LabkitError("the signature must be a string such as \"void(float32[:], float32[:])\".")
@@ -411,15 +476,29 @@ def compile(kernel: Any, signature: str, arch: str = "sm_90", *, device: bool = 
         raise LabkitError(f"expected a @cuda.jit kernel or a Python function, got {type(kernel).__name__}.")
     cc = _cc(arch)
     source, offset = _standalone_source(kernel)
+    key = (source, py.__name__, signature, cc, device)
+    cached = _COMPILED.get(key)
+    if cached is None:
+        cached = _COMPILED[key] = _compile_uncached(kernel, py, source, offset, signature, cc, device)
+    if isinstance(cached, CompileError):
+        raise cached
+    return cached
+
+
+def _compile_uncached(kernel: Any, py: Any, source: str, offset: int, signature: str, cc: tuple[int, int],
+                      device: bool) -> PTX | CompileError:
     reply = _Worker.request({"source": source, "name": py.__name__, "signature": signature, "cc": cc, "device": device})
-    if not reply["ok"]:
-        where = ""
-        source_lines = _function_source(py, keep_decorators=False).splitlines()
-        line = reply["line"] - offset if reply.get("line") else _guess_error_line(reply["error"], source_lines)
-        if line is not None and 0 <= line < len(source_lines):
-            where = f"\n  at line {line + 1} of {py.__name__}: {source_lines[line].strip()}"
-        raise CompileError(f"{py.__name__} does not compile for sm_{cc[0]}{cc[1]}:\n{_readable_numba_error(reply['error'], kernel, offset)}{where}")
-    return PTX(reply["ptx"], f"sm_{cc[0]}{cc[1]}", py.__name__)
+    if reply["ok"]:
+        return PTX(reply["ptx"], f"sm_{cc[0]}{cc[1]}", py.__name__)
+    where = ""
+    source_lines = _function_source(py, keep_decorators=False).splitlines()
+    line = reply["line"] - offset if reply.get("line") else _guess_error_line(reply["error"], source_lines)
+    if line is not None and 0 <= line < len(source_lines):
+        where = f"\n  at line {py.__code__.co_firstlineno + line} ({py.__name__}): {source_lines[line].strip()}"
+    reason = plain_reason(reply["error"])
+    words = f"\n  Why: {reason}" if reason else ""
+    detail = _readable_numba_error(reply["error"], kernel, offset)
+    return CompileError(f"{py.__name__} does not compile for sm_{cc[0]}{cc[1]}:{where}{words}\n  The compiler says: {detail}")
 
 
 # ----------------------------------------------------------------------------- CUDA C++ through NVRTC

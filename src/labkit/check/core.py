@@ -24,12 +24,14 @@ Kind = Literal["kernel", "code", "numeric"]
 KINDS: tuple[str, ...] = ("kernel", "code", "numeric")
 
 
-class Unsolved(Exception):
-    """Raised inside a check when the answer is still the skeleton."""
+class Unsolved(LabkitError):
+    """Raised inside a check when the answer is still the skeleton.
+
+    A :class:`LabkitError`, so that if one ever reaches a notebook outside a check it shows as a message."""
 
 
-class Failed(Exception):
-    """Raised inside a check with the learner-facing explanation of what is wrong."""
+class Failed(LabkitError):
+    """Raised inside a check with the learner-facing explanation of what is wrong (and its likely ``cause``)."""
 
     def __init__(self, message: str, *, cause: str | None = None) -> None:
         super().__init__(message)
@@ -124,18 +126,48 @@ def exercise(
 
 
 def is_skeleton(answer: Any) -> bool:
-    """True for the skeleton placeholders the notebooks use: ``...`` or ``None``."""
-    return answer is Ellipsis or answer is None
+    """True for the skeleton placeholder the notebooks use: ``...``."""
+    return answer is Ellipsis
+
+
+def _wrong_call(ex: Exercise, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """What is wrong with how the check was called (number or names of arguments, None passed), or None."""
+    import inspect
+
+    try:
+        params = inspect.signature(ex.check)
+    except (TypeError, ValueError):
+        return None
+    name = f"labkit.check.{ex.check.__name__}"
+    wanted = ", ".join(p.name for p in params.parameters.values())
+    try:
+        params.bind(*args, **kwargs)
+    except TypeError as exc:
+        return f"{name}({wanted}) was called with {len(args)} argument(s) ({exc}): pass {wanted}."
+    for value in (*args, *kwargs.values()):
+        if value is None:
+            return (f"{name}({wanted}) got None. If you passed the result of a call (launching a kernel, "
+                    "`kernel[blocks, threads](...)`, returns None; so does a function without `return`), pass the "
+                    "kernel or function itself, or return the value.")
+    return None
 
 
 def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
+    from ..sim.errors import KernelFault
+    from ..sim.limits import PythonTimeout, time_limit
+
     ex = _get(exercise_id)
     _take_launched()
+    problem = _wrong_call(ex, args, kwargs)
     if any(is_skeleton(a) for a in args) or any(is_skeleton(v) for v in kwargs.values()):
         result = Result(exercise_id, "unsolved", "the answer is still the skeleton (`...`); fill it in and run the check again.")
+    elif problem:
+        result = Result(exercise_id, "failed", problem)
     else:
         try:
-            message = ex.check(*args, **kwargs)
+            with time_limit():
+                message = ex.check(*args, **kwargs)
+            _build_for_gpu(exercise_id)
             result = Result(exercise_id, "passed", message or "correct.")
         except Unsolved as exc:
             result = Result(exercise_id, "unsolved", str(exc) or "not solved yet.")
@@ -143,14 +175,22 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
             result = Result(exercise_id, "unsolved", "the function still raises NotImplementedError; write its body.")
         except Failed as exc:
             result = Result(exercise_id, "failed", str(exc), cause=exc.cause)
+        except AuditFailure:
+            raise
+        except (KernelFault, PythonTimeout) as exc:  # the time limit of the learner's Python code, or a kernel fault
+            result = Result(exercise_id, "failed", str(exc), cause=exc.cause)
         except LabkitError as exc:
             result = Result(exercise_id, "failed", str(exc))
+        except Exception as exc:  # noqa: BLE001 - the answer broke the check in a way it does not foresee
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            result = Result(exercise_id, "failed",
+                            f"the check could not use this answer: {type(exc).__name__}: {first}",
+                            cause="an answer of another kind than the exercise asks for (a kernel, a function, a number: "
+                                  "see the exercise's statement), or an error inside your code.")
     _LAST[exercise_id] = result
     _record_progress(exercise_id, result)
     print(result.report())
     _enforce_expectation(result)
-    if result.passed and os.environ.get("LABKIT_PTX_AUDIT"):
-        _ptx_audit(exercise_id, os.environ["LABKIT_PTX_AUDIT"].split(","))
     return result
 
 
@@ -170,18 +210,37 @@ def _take_launched() -> list[tuple[Any, str]]:
     return sys.modules["labkit.check.harness"].take_launched()
 
 
-def _ptx_audit(exercise_id: str, arches: list[str]) -> None:
-    """``LABKIT_PTX_AUDIT=sm_70,sm_80,sm_90`` (set by the solution-notebook tests): every kernel a passing check
-    launched must also compile to PTX for each architecture, with the argument types it was launched with."""
+class AuditFailure(AssertionError):
+    """A kernel a solution's check accepted does not compile for an architecture of ``LABKIT_PTX_AUDIT`` (tests only)."""
+
+
+GPU_BUILD_ARCH = "sm_80"  # in sim mode every kernel a check accepts is also built for this GPU architecture
+
+
+def _build_for_gpu(exercise_id: str) -> None:
+    """In ``sim`` mode, build every kernel the check launched with Numba's real CUDA compiler, for the argument types
+    it was launched with, so that a pass in the simulator means the kernel also builds for a GPU; raise
+    :class:`Failed` with the compiler's reason and line if not. ``LABKIT_PTX_AUDIT=sm_70,sm_80,sm_90`` (set by the
+    solution-notebook tests) builds for each of those architectures instead and raises AssertionError."""
+    from ..mode import current_mode
+
+    launched = _take_launched()
+    if current_mode() != "sim" or not launched:
+        return
     from .. import ptx
     from ..errors import CompileError
 
-    for kernel, signature in _take_launched():
-        for arch in arches:
+    audit = [a.strip() for a in os.environ.get("LABKIT_PTX_AUDIT", "").split(",") if a.strip()]
+    for kernel, signature in launched:
+        for arch in audit or [GPU_BUILD_ARCH]:
             try:
-                ptx.compile(kernel, signature, arch.strip())
+                ptx.compile(kernel, signature, arch)
             except CompileError as exc:
-                raise AssertionError(f"{exercise_id}: the kernel passed its check but does not compile for {arch}: {exc}") from None
+                if audit:
+                    raise AuditFailure(f"{exercise_id}: the kernel passed its check but does not compile for {arch}: {exc}") from None
+                raise Failed(f"the kernel gives the right values in the simulator, but it does not build for a GPU: {exc}",
+                             cause="the simulator runs kernels as Python; a GPU runs only what Numba's CUDA compiler "
+                                   "accepts. Fix the line it names.") from None
 
 
 def _enforce_expectation(result: Result) -> None:
@@ -192,8 +251,14 @@ def _enforce_expectation(result: Result) -> None:
         raise AssertionError(f"LABKIT_EXPECT=unsolved but {result.exercise_id} reported {result.status}: {result.message}")
 
 
-def _get(exercise_id: str) -> Exercise:
+def _get(exercise_id: Any) -> Exercise:
     _load_all()
+    exercise_id = getattr(exercise_id, "exercise_id", exercise_id)  # a check function stands for its exercise
+    if not isinstance(exercise_id, str):
+        raise LabkitError(
+            f"an exercise is named by its id, a string such as '02.saxpy', not by a {type(exercise_id).__name__}.",
+            fix="labkit.check.exercises() lists the ids; the check cell of each exercise shows its id too.",
+        )
     try:
         return _REGISTRY[exercise_id]
     except KeyError:
@@ -212,27 +277,67 @@ def run(exercise_id: str, *answer: Any, **kwargs: Any) -> Result:
     return _run(exercise_id, *answer, **kwargs)
 
 
-def exercises(lab: str | None = None) -> list[tuple[str, str, str]]:
-    """``(id, title, last status)`` for every exercise, or those whose id starts with ``lab``."""
+class ExerciseList(list):
+    """The exercises as ``(id, title, last status)`` rows, shown as a table (with each exercise's kind)."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "(no exercises)"
+        width = max(len(r[0]) for r in self)
+        lines = [f"{'exercise':<{width}}  {'kind':<7}  {'status':<14}  title"]
+        for ex_id, title, status in self:
+            kind = _REGISTRY[ex_id].kind or "-" if ex_id in _REGISTRY else "-"
+            lines.append(f"{ex_id:<{width}}  {kind:<7}  {status:<14}  {title}")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+def _lab_prefix(lab: Any) -> str:
+    """``3``, ``"3"``, ``"03"``, ``"lab03"``, ``"Lab 03"`` all mean the prefix ``"03."``."""
+    import re
+
+    if isinstance(lab, bool) or not isinstance(lab, (int, str)):
+        raise LabkitError(f"exercises() takes a lab number such as 3 or '03', not a {type(lab).__name__}.")
+    text = str(lab).strip().lower()
+    m = re.fullmatch(r"(?:lab\s*)?(\d{1,2})\.?", text)
+    if not m:
+        raise LabkitError(f"there is no lab {lab!r}.", fix="Give a lab number from 0 to 9, e.g. exercises(3) or exercises('03').")
+    return f"{int(m.group(1)):02d}."
+
+
+def exercises(lab: int | str | None = None) -> ExerciseList:
+    """Every exercise (or lab ``lab``'s: ``3``, ``'03'`` or ``'lab03'``) as ``(id, title, last status)`` rows."""
     _load_all()
-    rows = []
+    prefix = None if lab is None else _lab_prefix(lab)
+    rows = ExerciseList()
     for ex_id, ex in sorted(_REGISTRY.items()):
-        if lab is None or ex_id.startswith(lab):
+        if prefix is None or ex_id.startswith(prefix):
             last = _LAST.get(ex_id)
             rows.append((ex_id, ex.title, last.status if last is not None else "not run"))
+    if prefix is not None and not rows:
+        raise LabkitError(f"lab {prefix[:2]} has no exercises.", fix="exercises() with no argument lists them all.")
     return rows
 
 
-def hint(exercise_id: str, level: int | None = None) -> None:
+def hint(exercise_id: Any, level: int | None = None) -> None:
     """Show the next hint for an exercise (or hint number ``level``, from 1). Hints go from a nudge to the answer's shape."""
     ex = _get(exercise_id)
+    n = len(ex.hints)
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+        raise LabkitError(f"the hint level is a number from 1 to {n}, not {level!r}.")
+    shown = _HINT_LEVEL.get(ex.exercise_id, 0)
     if level is None:
-        level = min(_HINT_LEVEL.get(exercise_id, 0) + 1, len(ex.hints))
-    if not 1 <= level <= len(ex.hints):
-        raise LabkitError(f"{exercise_id} has hints 1 to {len(ex.hints)}, not {level}.")
-    _HINT_LEVEL[exercise_id] = level
-    more = " (that is the last one)" if level == len(ex.hints) else " (run again for the next)"
-    print(f"Hint {level}/{len(ex.hints)}{more}: {ex.hints[level - 1]}")
+        if shown >= n:
+            print(f"That was the last hint for {ex.exercise_id} ({n} of {n}). Here it is again: {ex.hints[-1]}")
+            return
+        level = shown + 1
+    if not 1 <= level <= n:
+        raise LabkitError(f"{ex.exercise_id} has hints 1 to {n}, not {level}.")
+    _HINT_LEVEL[ex.exercise_id] = max(shown, level)
+    more = " (that is the last one)" if level == n else " (run again for the next)"
+    print(f"Hint {level}/{n}{more}: {ex.hints[level - 1]}")
 
 
 def solved_or_reference(exercise_id: str, answer: Any) -> Any:

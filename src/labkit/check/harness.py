@@ -112,7 +112,7 @@ def explain_exception(exc: BaseException) -> Failed:
         return Failed(f"the kernel does not compile: {first}", cause="look at the line the compiler names.")
     if isinstance(exc, TimeoutError):
         return Failed(str(exc), cause=LIKELY_HANG)
-    if isinstance(exc, TypeError) and _NOT_SUBSCRIPTABLE.search(text):
+    if (isinstance(exc, TypeError) and _NOT_SUBSCRIPTABLE.search(text)) or "invalid index to scalar variable" in text:
         return Failed(f"the kernel indexed a number as if it were an array{at}: {first}",
                       cause="the kernel's parameters are in a different order from the exercise's signature, "
                             "or a scalar parameter is used as an array.")
@@ -220,12 +220,14 @@ def compare(
     written: np.ndarray | None = None,
     unwritten_cause: str | None = None,
     swapped_cause: str | None = None,
+    swapped: bool = False,
 ) -> None:
     """Raise :class:`Failed` (or :class:`Unsolved`) at the first element where ``got`` differs from ``expected``.
 
     ``written`` (from a strict launch) tells elements never written from elements written with a poisoned value
     (one read from memory no thread had written yet); ``unwritten_cause`` replaces the default likely cause of
-    unwritten elements; ``swapped_cause`` is given instead when the values written look transposed.
+    unwritten elements; ``swapped_cause`` is given instead when the values written look transposed (or when
+    ``swapped``: the caller saw the writes cover the launch's extents with rows and columns exchanged).
     """
     if got.shape != expected.shape:
         raise Failed(f"{label}: result has shape {got.shape}, expected {expected.shape}.")
@@ -239,7 +241,7 @@ def compare(
             cause="a read of memory before any thread wrote it: a missing cuda.syncthreads() after filling shared memory, "
                   "or an index outside the part of a tile (or halo) that was loaded.",
         )
-    transposed = _looks_transposed(got, expected, rtol, atol)
+    transposed = swapped or _looks_transposed(got, expected, rtol, atol)
     if poison.any():
         idx = tuple(int(i) for i in np.argwhere(poison)[0])
         count = int(poison.sum())
@@ -283,6 +285,24 @@ def _looks_transposed(got: np.ndarray, expected: np.ndarray, rtol: float, atol: 
     if off.sum() < 2:
         return False
     return bool((~_mismatch(g, e.T, rtol, atol) & off).sum() >= 0.8 * off.sum())
+
+
+def _extent(dim: Any, axis: int) -> int:
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    return int(dims[axis]) if axis < len(dims) else 1
+
+
+def swapped_coverage(got: np.ndarray, grid: Any, block: Any) -> bool:
+    """True when a 2-D (rows, cols) result was written exactly where a kernel with x taken as the row would write:
+    rows below the grid's x extent and columns below its y extent, and that is not the whole array."""
+    if got.ndim != 2:
+        return False
+    rows, cols = got.shape
+    x_extent = _extent(grid, 0) * _extent(block, 0)
+    y_extent = _extent(grid, 1) * _extent(block, 1)
+    region = np.zeros(got.shape, dtype=bool)
+    region[: min(rows, x_extent), : min(cols, y_extent)] = True
+    return not region.all() and bool(np.array_equal(~_is_poison(got), region))
 
 
 def _guess_cause(got: np.ndarray, expected: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6) -> str:
@@ -443,7 +463,8 @@ def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, ou
             raise Unsolved("the kernel ran but its output is still all " + repr(case.out_init) + "; write the kernel body.")
     try:
         compare(got, expected, label=case.label, rtol=rtol, atol=atol, unwritten_means_unsolved=case.first,
-                written=written, unwritten_cause=case.unwritten_cause, swapped_cause=case.swapped_cause)
+                written=written, unwritten_cause=case.unwritten_cause, swapped_cause=case.swapped_cause,
+                swapped=swapped_coverage(got, case.grid, case.block))
     except Failed as exc:
         cause = exc.cause
         if report is not None and report.uninitialised is not None:
@@ -512,6 +533,7 @@ def require_ptx(kernel: Any, signature: str, features: Sequence[str], *, label: 
     missing = [f for f in features if not _FEATURES[f](mix)]
     if missing:
         raise Failed(f"{label}: the values are right, but its PTX shows no {' and no '.join(missing)}.", cause=cause)
+
 
 # ----------------------------------------------------------------------------- the picture of a failed case
 _failed_case: Any = None
