@@ -74,10 +74,10 @@ uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
 static const int warpSize = 32;
 
-// ------------------------------------------------------------------------------------- vector types
-#define __LK_VEC2(T, N) struct N##2 { T x, y; }; static inline N##2 make_##N##2(T a, T b) { return N##2{a, b}; }
+// ------------------------------------------------------------------------------------- vector types (CUDA's sizes and alignments)
+#define __LK_VEC2(T, N) struct alignas(2 * sizeof(T)) N##2 { T x, y; }; static inline N##2 make_##N##2(T a, T b) { return N##2{a, b}; }
 #define __LK_VEC3(T, N) struct N##3 { T x, y, z; }; static inline N##3 make_##N##3(T a, T b, T c) { return N##3{a, b, c}; }
-#define __LK_VEC4(T, N) struct N##4 { T x, y, z, w; }; static inline N##4 make_##N##4(T a, T b, T c, T d) { return N##4{a, b, c, d}; }
+#define __LK_VEC4(T, N) struct alignas(4 * sizeof(T) > 16 ? 16 : 4 * sizeof(T)) N##4 { T x, y, z, w; }; static inline N##4 make_##N##4(T a, T b, T c, T d) { return N##4{a, b, c, d}; }
 __LK_VEC2(float, float) __LK_VEC3(float, float) __LK_VEC4(float, float)
 __LK_VEC2(double, double) __LK_VEC3(double, double) __LK_VEC4(double, double)
 __LK_VEC2(int, int) __LK_VEC3(int, int) __LK_VEC4(int, int)
