@@ -90,6 +90,7 @@ def test_wmma_headers_from_a_system_toolkit(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setattr(ptx, "cuda_include_dirs", lambda: [])  # no CUDA wheels
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     monkeypatch.setattr(tc, "_toolkit_roots", lambda: [tmp_path / "cuda"])
+    monkeypatch.setattr(tc, "_pathfinder_headers", lambda: [])
     with pytest.raises(LabkitError, match="mma.h and crt/mma.h") as err:
         tc.wmma_include_dirs()
     assert "CUDA_HOME" in str(err.value) and "nvidia-cuda-nvcc-cu12" in err.value.fix
@@ -105,7 +106,19 @@ def test_wmma_toolkit_roots_read_cuda_home_and_cuda_path(monkeypatch: pytest.Mon
 
     monkeypatch.setenv("CUDA_HOME", "/opt/cuda-a")
     monkeypatch.setenv("CUDA_PATH", "/opt/cuda-b")
+    monkeypatch.setenv("PATH", "/nonexistent")
     assert [str(p) for p in tc._toolkit_roots()] == ["/opt/cuda-a", "/opt/cuda-b", "/usr/local/cuda"]
+
+
+def test_wmma_headers_through_cuda_pathfinder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA 13 image's wheels are laid out differently; cuda-pathfinder (the real one) finds the folders."""
+    from labkit import ptx
+    from labkit import tensorcores as tc
+
+    monkeypatch.setattr(ptx, "cuda_include_dirs", lambda: [])
+    monkeypatch.setattr(tc, "_toolkit_roots", lambda: [])
+    dirs = [Path(d) for d in tc.wmma_include_dirs()]
+    assert any((d / "crt" / "mma.h").is_file() for d in dirs) and any((d / "mma.h").is_file() for d in dirs)
 
 
 def test_wmma_headers_in_the_pinned_wheels() -> None:

@@ -139,20 +139,46 @@ def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WM
 
 
 def _toolkit_roots() -> list[Path]:
+    """CUDA toolkits to look in: ``CUDA_HOME``, ``CUDA_PATH``, the one ``nvcc`` on PATH belongs to, /usr/local/cuda."""
+    import shutil
+
     roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(Path(nvcc).resolve().parents[1]))
     return [Path(r) for r in roots if r] + [Path("/usr/local/cuda")]
+
+
+def _pathfinder_headers() -> list[str]:
+    """Header folders cuda-pathfinder finds (it knows the CUDA 12 and CUDA 13 wheel layouts and conda)."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+    except ImportError:
+        return []
+    out = []
+    for lib in ("cudart", "nvcc"):
+        try:
+            found = find_nvidia_header_directory(lib)
+        except Exception:  # noqa: BLE001 - unknown name in an older pathfinder: not found
+            found = None
+        if found:
+            out.append(str(found))
+    return out
 
 
 def wmma_include_dirs() -> list[str]:
     """Header folders that give WMMA's ``mma.h`` and the ``crt/mma.h`` it includes: the pinned CUDA wheels
-    (``crt/mma.h`` comes only with the nvcc wheel), else a CUDA toolkit at ``CUDA_HOME``, ``CUDA_PATH`` or
-    ``/usr/local/cuda``. Raises :class:`~labkit.errors.LabkitError` naming both ways when neither has them."""
+    (``crt/mma.h`` comes only with the nvcc wheel), else what cuda-pathfinder finds (CUDA 13 wheel layouts), else a
+    CUDA toolkit at ``CUDA_HOME``, ``CUDA_PATH``, the one of the ``nvcc`` on PATH, or ``/usr/local/cuda``. Raises :class:`~labkit.errors.LabkitError` naming both ways when neither has them."""
     from . import ptx
 
     dirs = list(ptx.cuda_include_dirs())
 
     def has(rel: str) -> bool:
         return any((Path(d) / rel).is_file() for d in dirs)
+
+    if not (has("mma.h") and has("crt/mma.h")):
+        dirs += [d for d in _pathfinder_headers() if d not in dirs]
 
     if not (has("mma.h") and has("crt/mma.h")):
         for root in _toolkit_roots():
