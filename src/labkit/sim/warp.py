@@ -294,8 +294,16 @@ def _meet(op: str, members_arg: int | None, value: Any, site: tuple[str, int],
         g.values[lane] = value
         g.threads[lane] = thread
         blk.parked[tid] = g
-        _progress(blk, warp)
-        _notify_warp(blk, warp)
+        if g.op != "activemask" and len(g.values) == bin(g.members).count("1"):
+            _complete(blk, g)  # the usual case: the last lane of the mask arrived
+        else:
+            masks = any(k[0] == warp and k[1] == "activemask" for k in blk.groups)
+            base, n = 32 * warp, _lanes_in_warp(blk.size, warp)
+            waiting = sum(1 for ln in range(base, base + n) if ln in blk.parked or ln in blk.exited)
+            if masks or waiting == n or any(base + ln in blk.exited for ln in range(n) if (g.members >> ln) & 1):
+                _progress(blk, warp)
+            if masks:
+                _notify_warp(blk, warp)  # lanes at activemask look again at who is still running
         started = time.monotonic()
         while not g.done and g.error is None:
             if blk.aborted or thread.abort:
