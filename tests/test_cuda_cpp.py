@@ -298,3 +298,12 @@ def test_an_array_passed_twice_is_one_buffer() -> None:
     a = np.arange(8, dtype=np.float32)
     cuda_cpp.run_on_host(src, "inc", (1,), (32,), (a, a, np.int32(8)))  # in place, as on a GPU
     np.testing.assert_array_equal(a, np.arange(8) + 1)
+
+
+def test_a_kernel_that_never_ends_or_writes_far_away_is_a_clear_error() -> None:
+    spin = 'extern "C" __global__ void k(float* x, int n) { for (int i = threadIdx.x; i < n; i += 0) x[i] = 1; }'
+    with pytest.raises(cuda_cpp.LabkitError, match="did not finish within"):
+        cuda_cpp.run_on_host(spin, "k", (1,), (32,), (np.zeros(8, np.float32), np.int32(8)), timeout_s=1.5)
+    wild = 'extern "C" __global__ void k(float* x, int n) { x[(long long)threadIdx.x << 34] = 1; }'
+    with pytest.raises(cuda_cpp.LabkitError, match="crashed"):
+        cuda_cpp.run_on_host(wild, "k", (1,), (32,), (np.zeros(8, np.float32), np.int32(8)))
