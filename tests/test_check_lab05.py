@@ -293,3 +293,78 @@ def test_every_lab05_exercise_registered_with_hints() -> None:
     assert len(ids) >= 5
     for ex_id in ids:
         assert len(check.core._get(ex_id).hints) == 3
+
+
+# ------------------------------------------------------------------------------------------- 05.streams
+def _pipeline(*, blocking=False, streams_kw=None, end_waits=True, sync=True, chunk=None, shared=False, start_late=False,
+              seconds=False, null_work=False):
+    """A family of pipeline(cp, x, out, kernel, chunks, n_streams) answers: the defaults give the correct one."""
+
+    def pipeline(cp, x, out, kernel, chunks, n_streams):
+        kw = {"non_blocking": True} if streams_kw is None else streams_kw
+        streams = [cp.cuda.Stream(**kw) for _ in range(n_streams)]
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        step = chunk(x.size, chunks) if chunk else -(-x.size // chunks)
+        if not start_late:
+            start.record(streams[0])
+        d_all = cp.empty(x.size, x.dtype) if shared else None
+        d_tmp = cp.empty(step, x.dtype) if shared else None
+        for c in range(chunks):
+            lo, hi = c * step, min(x.size, (c + 1) * step)
+            if lo >= hi:
+                break
+            s = cp.cuda.Stream.null if null_work else streams[c % n_streams]
+            with s:
+                d_in = d_all[lo:hi] if shared else cp.empty(hi - lo, x.dtype)
+                d_out = d_tmp[:hi - lo] if shared else cp.empty(hi - lo, x.dtype)
+                d_in.set(x[lo:hi])
+                kernel(d_in, d_out)
+                d_out.get(out=out[lo:hi], blocking=blocking)
+            if start_late and c == 0:
+                start.record(streams[0])
+        if end_waits:
+            for s in streams[1:]:
+                streams[0].wait_event(s.record())
+        end.record(streams[0])
+        if sync:
+            end.synchronize()
+        ms = cp.cuda.get_elapsed_time(start, end)
+        return ms / 1e3 if seconds else ms
+
+    return pipeline
+
+
+def test_streams_accepts_the_reference_and_variants() -> None:
+    from labkit.check import core, lab05
+
+    assert lab05.streams_pipeline(core._REGISTRY["05.streams"].reference())
+    assert lab05.streams_pipeline(_pipeline())
+    assert lab05.streams_pipeline(_pipeline(streams_kw={}))  # blocking streams overlap too while the null stream is idle
+    assert lab05.streams_pipeline(_pipeline(chunk=lambda n, c: (n + c - 1) // c))
+
+
+@pytest.mark.parametrize(("answer", "needle"), [
+    (_pipeline(blocking=True), "blocks the host"),
+    (_pipeline(end_waits=False), "end event does not wait"),
+    (_pipeline(sync=False), "has not completed"),
+    (_pipeline(shared=True), "no order between them"),
+    (_pipeline(chunk=lambda n, c: n // c), "never copied back"),
+    (_pipeline(start_late=True), "start event was recorded after"),
+    (_pipeline(seconds=True), "milliseconds"),
+    (_pipeline(null_work=True), "stream"),
+])
+def test_streams_rejects_wrong_pipelines(answer, needle, capsys) -> None:
+    result = check.streams_pipeline(answer)
+    assert not result and result.status == "failed"
+    assert needle in result.message + (result.cause or ""), result.report()
+
+
+def test_streams_wrong_calls_get_messages() -> None:
+    assert check.streams_pipeline(42).status == "failed"
+    assert check.streams_pipeline(lambda cp: None).status == "failed"  # wrong argument count: a message
+
+    def skeleton(cp, x, out, kernel, chunks, n_streams):
+        raise NotImplementedError
+
+    assert check.streams_pipeline(skeleton).status == "unsolved"
+    assert check.streams_pipeline(lambda cp, x, out, k, c, s: None).status == "unsolved"

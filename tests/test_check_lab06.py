@@ -390,3 +390,50 @@ def test_every_lab06_exercise_has_three_hints_and_a_reference():
     for ex_id in ids:
         ex = core._REGISTRY[ex_id]
         assert len(ex.hints) == 3 and ex.reference is not None
+
+
+# --------------------------------------------------------------------------------------------- 06.gemm-predict
+def _gemm(*, flops2=True, traffic="full", roof=True, size_of=None, sparse=False):
+    """predict_gemm answers: the defaults give a correct one written differently from the reference."""
+    from labkit import hw
+
+    def predict_gemm(m, n, k, precision, gpu):
+        g = hw.gpu(gpu)
+        size = (size_of or {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1})[precision]
+        flops = (2 if flops2 else 1) * m * n * k
+        elems = {"full": m * k + k * n + m * n, "inputs": m * k + k * n, "square": 3 * max(m, n, k) ** 2}[traffic]
+        peak = g.peak(precision, sparse=sparse).value * 1e12
+        bw = g.memory_bandwidth.to("GB/s").value * 1e9
+        if not roof:
+            return peak / 1e12
+        intensity = flops / (size * elems)
+        return min(peak, intensity * bw) / 1e12
+
+    return predict_gemm
+
+
+def test_gemm_predict_accepts_correct_models() -> None:
+    from labkit.check import core
+
+    assert lab06.gemm_predict(core._REGISTRY["06.gemm-predict"].reference())
+    assert lab06.gemm_predict(_gemm())  # min(peak, intensity x bandwidth) is the same roofline
+
+
+@pytest.mark.parametrize(("answer", "needle"), [
+    (_gemm(roof=False), "roofline"),
+    (_gemm(flops2=False), "2 FLOPs"),
+    (_gemm(traffic="square"), "square formula"),
+    (_gemm(traffic="inputs"), "TFLOP/s"),  # on a short-k shape this reads as the peak alone
+    (_gemm(size_of={p: 1 for p in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")}), "TFLOP/s"),
+])
+def test_gemm_predict_rejects_wrong_models(answer, needle) -> None:
+    result = lab06.gemm_predict(answer)
+    assert result.status == "failed", result.report()
+    assert needle in (result.cause or "") + result.message, result.report()
+
+
+def test_gemm_predict_wrong_calls() -> None:
+    assert lab06.gemm_predict(1.0).status == "failed"
+    assert lab06.gemm_predict(lambda m, n, k, p, g: "fast").status == "failed"
+    assert lab06.gemm_predict(lambda m, n: 1.0).status == "failed"
+    assert lab06.gemm_predict(lambda m, n, k, p, g: None).status == "unsolved"

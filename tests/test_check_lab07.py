@@ -145,3 +145,86 @@ def test_registered_with_hints_and_references(capsys) -> None:
     assert lab07.pageable_copy_model(check.core._get("07.pageable-model").reference())
     assert lab07.hbm_copy_time(check.core._get("07.copy-time").reference())
     assert lab07.allreduce_ring_bytes(check.core._get("07.allreduce-bytes").reference())
+
+
+# ------------------------------------------------------------------------------------------ 07.event-timing
+def _time_copies(*, warm=True, once=False, gib=False, copies=None, other_stream=False, per_copy=False, keys=None):
+    """time_copies(cp, host, repeat) answers: the defaults give the correct one."""
+
+    def time_copies(cp, host, repeat):
+        work = cp.cuda.Stream(non_blocking=True)
+        timing = cp.cuda.Stream(non_blocking=True) if other_stream else work
+        a, b = cp.empty(host.shape, host.dtype), cp.empty(host.shape, host.dtype)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        k = repeat if copies is None else copies
+        figures = {}
+        for name, copy, factor in (("h2d", lambda: a.set(host), 1), ("d2d_read_write", lambda: b.__setitem__(Ellipsis, a), 2)):
+            with work:
+                if warm:
+                    copy()
+                start.record(timing)
+                for _ in range(k):
+                    copy()
+                end.record(timing)
+            end.synchronize()
+            seconds = cp.cuda.get_elapsed_time(start, end) * 1e-3
+            nbytes = host.nbytes * (1 if per_copy else repeat) * (1 if once else factor)
+            figures[name] = nbytes / seconds / (2**30 if gib else 1e9)
+        return figures if keys is None else {key: figures[old] for key, old in zip(keys, figures)}
+
+    return time_copies
+
+
+def test_event_timing_accepts_the_reference_and_a_variant() -> None:
+    from labkit.check import core
+
+    assert check.event_timing(core._REGISTRY["07.event-timing"].reference())
+    assert check.event_timing(_time_copies())
+
+
+@pytest.mark.parametrize(("answer", "needle"), [
+    (_time_copies(warm=False), "nothing warmed up"),
+    (_time_copies(once=True), "counted each byte once"),
+    (_time_copies(gib=True), "GiB/s"),
+    (_time_copies(copies=1), "repeat="),
+    (_time_copies(other_stream=True), "stream the copies run on"),
+    (_time_copies(per_copy=True), "one copy"),
+    (_time_copies(keys=("h2d", "d2d")), "keys"),
+])
+def test_event_timing_rejects_wrong_measurements(answer, needle) -> None:
+    result = check.event_timing(answer)
+    assert result.status == "failed", result.report()
+    assert needle in result.message + (result.cause or ""), result.report()
+
+
+def test_event_timing_without_events_or_sync() -> None:
+    import time
+
+    def wall_clock(cp, host, repeat):
+        a = cp.empty(host.shape, host.dtype)
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            a.set(host)
+        return {"h2d": repeat * host.nbytes / (time.perf_counter() - t0) / 1e9, "d2d_read_write": 1.0}
+
+    assert "events" in check.event_timing(wall_clock).cause
+
+    def no_sync(cp, host, repeat):
+        a = cp.empty(host.shape, host.dtype)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        s = cp.cuda.Stream(non_blocking=True)
+        with s:
+            a.set(host)
+            start.record()
+            a.set(host)
+            end.record()
+        return {"h2d": cp.cuda.get_elapsed_time(start, end), "d2d_read_write": 1.0}
+
+    result = check.event_timing(no_sync)
+    assert result.status == "failed" and "synchronize" in (result.cause or "")
+
+
+def test_event_timing_wrong_calls_get_messages() -> None:
+    assert check.event_timing("no").status == "failed"
+    assert check.event_timing(lambda cp, host, repeat: 1 / 0).status == "failed"
+    assert check.event_timing(lambda cp, host: None).status == "failed"

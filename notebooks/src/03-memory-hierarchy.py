@@ -13,11 +13,12 @@
 # - Explain coalescing: how a warp's 32 accesses become 32-byte sectors, and write coalesced 2-D kernels.
 # - Use shared memory to reorder data (a transpose) and to reuse it (a tiled matrix multiply, a stencil with halo cells).
 # - Avoid shared-memory bank conflicts with padding; place `cuda.syncthreads()` where it is needed and nowhere else.
-# - Work out occupancy from threads, registers and shared memory, and read shared loads and barriers in PTX.
+# - Work out occupancy from threads, registers and shared memory; choose a block size and a register budget for a
+#   target occupancy and confirm it with `ptxas`; read shared loads and barriers in PTX.
 #
 # **Prerequisites:** [Lab 02](02-first-kernels.ipynb) (2-D indexing, grid-stride loops).
 #
-# **Time:** 75 minutes (teaching 30, exercises 45)
+# **Time:** 85 minutes (teaching 30, exercises 55)
 
 # %%
 import labkit
@@ -90,8 +91,8 @@ def copy2d_strided(src, dst):
 # ### Exercise 1 — a coalesced 2-D copy
 #
 # Write `copy2d` so that consecutive threads of a warp copy consecutive elements of a row. The check launches it
-# with x over the columns, compares the values, and (in `sim` mode) records every access to count the sectors
-# per warp request.
+# with x over the columns on shapes drawn fresh each run, with blocks up to 32 × 32, compares the values, and
+# (in `sim` mode) records every access to count the sectors per warp request.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -162,7 +163,8 @@ print(f"column of a 32×33 tile: {occupancy.bank_conflict_degree(col_of_33)}-way
 # Blocks of `TILE × BLOCK_ROWS` = 32 × 8 threads; each block moves one 32 × 32 tile, each thread 4 elements
 # (rows `ty`, `ty + 8`, `ty + 16`, `ty + 24` of the tile). Block `(bx, by)` reads tile `(bx, by)` of `a` and
 # writes it, transposed, to tile `(by, bx)` of `out`. Shared-array shapes must be constants, hence
-# `TILE_PADDED`. The check wants right values on non-square shapes, coalesced global reads and writes, and no
+# `TILE_PADDED`. The check wants right values on non-square shapes drawn fresh each run (up to three tiles
+# across), coalesced global reads and writes, and no
 # bank conflicts; any missing `syncthreads()` shows as a race that names the two threads.
 
 # %%
@@ -288,9 +290,9 @@ matmul_naive = labkit.kernels.get("matmul_naive")
 # %% [markdown]
 # ### Exercise 3 — tiled matrix multiply
 #
-# Write `matmul(A, B, C)` for blocks of `MM_TILE × MM_TILE` threads. The check multiplies shapes that are not
-# multiples of the tile (23 × 19 by 19 × 29, 16 × 40 by 40 × 5, 1 × 1) and reports a missing barrier as a race
-# (the one after loading, and the one at the end of each step).
+# Write `matmul(A, B, C)` for blocks of `MM_TILE × MM_TILE` threads. The check multiplies shapes drawn fresh each
+# run that are not multiples of the tile, one with K of five tiles or more, and 1 × 1, and reports a missing
+# barrier as a race (the one after loading, and the one at the end of each step).
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -360,8 +362,8 @@ ptx_mm.show("bar.sync", limit=4)
 #
 # ### Exercise 4 — stencil with halo
 #
-# Write `stencil(x, out)` for blocks of up to `MAX_BLOCK` threads (the check uses 32, 64 and 128, and arrays
-# shorter than a block). Store element `i` at `sh[t + RADIUS]`; let the first `RADIUS` threads also load the
+# Write `stencil(x, out)` for blocks of up to `MAX_BLOCK` threads (the check uses 32 up to 256, on sizes drawn
+# fresh each run, and arrays shorter than a block). Store element `i` at `sh[t + RADIUS]`; let the first `RADIUS` threads also load the
 # halo on both sides.
 
 # %%
@@ -440,12 +442,65 @@ for arch in ("sm_70", "sm_80", "sm_90"):
 # bandwidth with half the warps. But a kernel that runs at 12% occupancy because it asks for 255 registers
 # usually has a problem.
 #
+# ### Exercise 5 — a launch plan for a target occupancy
+#
+# Write `launch_plan(arch, target, shared_per_block)`: a block size (a multiple of 32, up to 1,024) and the
+# **largest** register budget per thread with which `occupancy.occupancy(arch, threads, registers,
+# shared_per_block).occupancy` still reaches `target` (a fraction: 0.75 for 75%), or `None` when no block size
+# reaches it. Why the largest: a kernel that needs more registers than its budget spills them to slow local memory,
+# so give none away. The check draws fresh targets, architectures (sm_70, sm_80, sm_90) and shared-memory sizes:
+# full occupancy, shared memory that caps the blocks per SM, and a target out of reach. `occupancy()` raises
+# `labkit.LabkitError` for a block that cannot launch at all.
+
+# %% tags=["exercise"]
+def launch_plan(arch, target, shared_per_block):
+    # BEGIN SOLUTION
+    def reaches(threads, regs):
+        try:
+            return occupancy.occupancy(arch, threads, regs, shared_per_block).occupancy >= target
+        except labkit.LabkitError:  # this block cannot launch with these resources
+            return False
+
+    best = None
+    for threads in range(32, 1025, 32):
+        budgets = [r for r in range(1, 256) if reaches(threads, r)]
+        if budgets and (best is None or max(budgets) > best[1]):
+            best = (threads, max(budgets))
+    return best
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError  # for each block size, the largest budget that still reaches the target
+    # END SKELETON
+
+
+# %%
+labkit.check.launch_plan(launch_plan);
+
+# %% [markdown]
+# Now confirm a plan for a real kernel. The plan gives a budget; the compiler decides what the kernel uses.
+# `ptxas` reports it (`ptx.resources()`), and the calculator turns the kernel's real registers into its real
+# occupancy. A kernel over budget would need `@cuda.jit(max_registers=budget)`, which may make it spill.
+
+# %%
+plan = labkit.check.solved_or_reference("03.occupancy", launch_plan)
+target = 0.75
+threads, budget = plan("sm_90", target, 0)
+print(f"plan for {target:.0%} occupancy on sm_90: blocks of {threads} threads, at most {budget} registers per thread")
+saxpy_res = labkit.ptx.compile(labkit.kernels.get("saxpy"), "void(float32, float32[:], float32[:], float32[:])",
+                               arch="sm_90").resources()
+used = saxpy_res[0].registers if saxpy_res else budget
+print(f"SAXPY uses {used} registers per thread" + (" (ptxas)" if saxpy_res else " (ptxas not installed: assumed)"))
+print(occupancy.occupancy("sm_90", threads, used, 0))
+print("confirmed: the kernel fits the budget" if used <= budget else "over budget: limit it with max_registers")
+
+# %% [markdown]
 # ## What you learned
 # - A warp's accesses are served in 32-byte sectors: neighbouring lanes should touch neighbouring addresses,
 #   so x is the column.
 # - Shared memory reorders data (transpose) and lets a block reuse it (tiled matmul, stencil halo); a barrier
 #   separates writing shared memory from reading it, and reading it from overwriting it.
 # - 32 banks of 4 bytes: a padded row (33 instead of 32) turns a 32-way conflict into none.
-# - Occupancy is set by warps, registers and shared memory per block; `ptxas` tells you the registers.
+# - Occupancy is set by warps, registers and shared memory per block; a launch plan picks a block size and a
+#   register budget for a target, and `ptxas` tells you whether the kernel fits it.
 #
 # **Next:** [Lab 04 — Reductions and atomics](04-reductions-and-atomics.ipynb): many threads, one result.

@@ -14,10 +14,11 @@
 # - Use atomics in global and in shared memory; build a histogram both ways and compare their PTX.
 # - Write a tree reduction in shared memory with `cuda.syncthreads()`, and a full reduction in one launch.
 # - Reduce within a warp with shuffles (`shfl_down_sync`), without shared memory or barriers.
+# - Write an inclusive prefix scan in shared memory that works for any n, through block sums.
 #
 # **Prerequisites:** [Lab 03](03-memory-hierarchy.ipynb) (shared memory, barriers).
 #
-# **Time:** 70 minutes (teaching 30, exercises 40)
+# **Time:** 85 minutes (teaching 30, exercises 55)
 
 # %%
 import labkit
@@ -427,12 +428,97 @@ labkit.show(labkit.check.solved_or_reference("04.race", count_above), x_small, n
             grid=2, block=64, reference=labkit.kernels.get("count_above"))
 
 # %% [markdown]
+# ## Prefix sums: a scan
+#
+# An **inclusive scan** replaces each element by the sum of all elements up to it: `[3, 1, 4, 1]` becomes
+# `[3, 4, 8, 9]`. It is a reduction that keeps every partial result, and it is everywhere: stream compaction (where
+# does each kept element go?), radix sort, histograms turned into offsets. Sequentially it is one loop; in parallel
+# it takes three steps, because blocks cannot wait for each other:
+#
+# 1. each block scans its own elements in shared memory and writes its total to `sums[blockIdx.x]`;
+# 2. the block totals are scanned — with the same kernel, again and again while there are more totals than fit in
+#    one block;
+# 3. every block after the first adds the scanned total of all blocks before it.
+#
+# Inside a block, **Hillis–Steele** takes log₂(block) steps: in the step with offset `d`, thread `t` adds the value
+# `d` places to its left. Every thread must read before anyone overwrites, and everyone must have written before
+# the next step reads: two barriers per step (or two shared buffers used in turn and one barrier).
+#
+# ### Exercise 7 — an inclusive scan for any n
+#
+# Write `scan_block(x, sums, out)` (steps 1 and 2) and `add_offsets(partial, offsets, out)` (step 3:
+# `out[i] = partial[i] + offsets[blockIdx.x - 1]` for every block but the first). Blocks are powers of two from 32
+# to `SCAN_BLOCK` threads. The check draws fresh whole numbers (so every order of adding gives the same result),
+# sizes that span several blocks and are not multiples of the block, the largest block, and then runs the whole scan
+# with labkit's `scan_any_n`, whose block sums need a second level.
+
+# %%
+SCAN_BLOCK = 256
+
+# %% tags=["exercise"]
+@cuda.jit
+def scan_block(x, sums, out):
+    # BEGIN SOLUTION
+    sh = cuda.shared.array(SCAN_BLOCK, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else np.float32(0.0)
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        v = sh[t - offset] if t >= offset else np.float32(0.0)
+        cuda.syncthreads()  # everyone has read before anyone writes
+        sh[t] += v
+        cuda.syncthreads()  # everyone has written before the next step reads
+        offset *= 2
+    if i < out.size:
+        out[i] = sh[t]
+    if t == cuda.blockDim.x - 1:  # the last thread holds the block's total (padding adds 0)
+        sums[cuda.blockIdx.x] = sh[t]
+    # END SOLUTION
+    # BEGIN SKELETON
+    # sh = cuda.shared.array(SCAN_BLOCK, np.float32); load x[i] (0 past the end); barrier
+    # for offset = 1, 2, 4, ... < blockDim.x: read sh[t - offset] (0 if t < offset), barrier, add, barrier
+    # write out[i]; the block's last thread writes sums[blockIdx.x]
+    pass
+    # END SKELETON
+
+
+@cuda.jit
+def add_offsets(partial, offsets, out):
+    # BEGIN SOLUTION
+    i = cuda.grid(1)
+    if i < out.size:
+        b = cuda.blockIdx.x
+        out[i] = partial[i] + (offsets[b - 1] if b > 0 else np.float32(0.0))
+    # END SOLUTION
+    # BEGIN SKELETON
+    pass
+    # END SKELETON
+
+
+# %%
+labkit.check.scan(scan_block, add_offsets);
+
+# %% [markdown]
+# The whole scan of an array of any length, with your kernels (or labkit's while the check has not passed):
+
+# %% tags=["nbval-ignore-output"]
+from labkit.check.lab04 import scan_any_n
+
+my_scan, my_add = labkit.check.solved_or_reference("04.scan", (scan_block, add_offsets))
+values = np.rint(rng.uniform(-9, 9, labkit.size(gpu=1 << 20, sim=700))).astype(np.float32)
+scanned = scan_any_n(my_scan, my_add, cuda.to_device(values), 64).copy_to_host()
+print(f"n = {values.size}: matches np.cumsum: {np.array_equal(scanned, np.cumsum(values))}; last = {scanned[-1]:g}")
+
+# %% [markdown]
 # ## What you learned
 # - A read-modify-write from several threads loses updates; `cuda.atomic.add` makes it indivisible.
 # - Privatising in shared memory (`atom.shared`) cuts contention on global atomics.
 # - A tree reduction needs a barrier after every step, reached by every thread of the block; blocks combine
 #   with a second pass or one atomic each.
 # - Within a warp, shuffles exchange registers without shared memory or barriers.
+# - A scan keeps every partial sum: scan each block in shared memory, scan the block totals, add them back.
 # - A race that the simulator's thread order hides is still a race: find it with a race detector
 #   (here `find_race`; on a GPU `compute-sanitizer --tool racecheck`, which checks shared memory only).
 #

@@ -15,11 +15,12 @@
 # - Count the kernel launches and bytes that kernel fusion (`cupy.fuse`) saves, and measure them on a GPU.
 # - Write `ElementwiseKernel`, `ReductionKernel` and `RawKernel`/`RawModule` kernels in CUDA C++ and read their PTX.
 # - Pass GPU arrays to Numba and other libraries without copies (`__cuda_array_interface__`, DLPack).
-# - Overlap copies with compute using streams, events and pinned memory; time GPU code with `cupyx.profiler.benchmark`.
+# - Overlap copies with compute: split a copy → kernel → copy pipeline into chunks on several streams, ordered and
+#   timed with events, from pinned memory; time GPU code with `cupyx.profiler.benchmark`.
 #
 # **Prerequisites:** [Lab 02](02-first-kernels.ipynb) (first kernels: threads, blocks, bounds checks). Some C syntax helps.
 #
-# **Time:** 70 minutes (teaching 30, exercises 40)
+# **Time:** 85 minutes (teaching 30, exercises 55)
 
 # %%
 import labkit
@@ -459,6 +460,66 @@ if env.is_gpu:
           f"(model {rec['model']['speedup']:.2f}x)  [{rec['label']}]")
 else:
     print("sim mode: no copy engines to overlap. On a GPU this cell measures the pipeline against the serial version.")
+
+# %% [markdown]
+# ### Exercise 7 — the pipeline on streams, timed with events
+#
+# Now write the pipeline itself. `pipeline(cp, x, out, kernel, chunks, n_streams)` gets the array module `cp`, a
+# pinned host array `x`, a pinned host array `out` of the same size, and `kernel(d_in, d_out)`, an element-wise
+# kernel that runs on the current stream. Split `x` into `chunks` pieces (the last may be shorter: the check's sizes
+# are never multiples of `chunks`); for each piece copy it in (`d.set(host_piece)`), run `kernel`, and copy the result
+# back into its place in `out` (`d.get(out=out[lo:hi], blocking=False)`), rotating the pieces over `n_streams` streams
+# you create (`cp.cuda.Stream(non_blocking=True)`). Time the whole pipeline with two events
+# (`cp.cuda.Event()`, `record`, `synchronize`) and return the milliseconds from `cp.cuda.get_elapsed_time`.
+#
+# On a GPU `cp` is CuPy. In `sim` mode it is labkit's **recording stand-in**, with CuPy's names: it runs every copy
+# and kernel on the CPU, records the stream each went to, and checks what a GPU guarantees and what it does not: two
+# operations on the same memory with no order between them (a GPU may run them either way round), an end event that
+# does not follow all the work, copies still running when the function returns, and the overlap, on a model
+# timeline of an H200 on PCIe 5. On a GPU the check also measures your pipeline against one chunk on one stream.
+
+# %% tags=["exercise"]
+def pipeline(cp, x, out, kernel, chunks, n_streams):
+    # BEGIN SOLUTION
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    step = -(-x.size // chunks)  # ceiling division: the last piece may be shorter
+    start.record(streams[0])
+    for s in streams[1:]:
+        s.wait_event(start)  # no stream starts before the start event
+    for c in range(chunks):
+        lo, hi = c * step, min(x.size, (c + 1) * step)
+        if lo >= hi:
+            break
+        s = streams[c % n_streams]
+        with s:  # copies and the kernel below go on s, in order
+            d_in, d_out = cp.empty(hi - lo, x.dtype), cp.empty(hi - lo, x.dtype)
+            d_in.set(x[lo:hi])
+            kernel(d_in, d_out)
+            d_out.get(out=out[lo:hi], blocking=False)
+    for s in streams[1:]:
+        streams[0].wait_event(s.record())  # the end event follows every stream's work
+    end.record(streams[0])
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError  # streams, two events, the chunk loop inside `with stream:`, wait, synchronize, time
+    # END SKELETON
+
+
+# %%
+labkit.check.streams_pipeline(pipeline);
+
+# %% [markdown]
+# What the stand-in recorded for your pipeline (or labkit's, until yours passes): each copy and kernel with its
+# stream and engine on the model's timeline. The host→device copies follow each other on one copy engine while the
+# kernels and the copies back of earlier pieces run beside them.
+
+# %% tags=["nbval-ignore-output"]
+from labkit.check.lab05 import pipeline_timeline
+
+print(pipeline_timeline(labkit.check.solved_or_reference("05.streams", pipeline)))
 
 # %% [markdown]
 # ## 11. Timing GPU code: `cupyx.profiler.benchmark`

@@ -13,14 +13,15 @@
 # - Read FP32, TF32, FP16, BF16 and FP8 bit patterns: sign, exponent, mantissa, bias, subnormals.
 # - Predict when a value overflows or underflows in FP16 and in BF16, and round to TF32 by hand.
 # - Measure how GEMM error grows with the dot-product length K for each input precision and accumulator.
-# - Compare Tensor Core GEMM throughput per precision with the datasheet peaks, and write a WMMA kernel.
+# - Predict a GEMM's TFLOP/s from its shape and the peak, compare Tensor Core GEMM throughput per precision with
+#   the datasheet peaks (measured on a GPU), and write a WMMA kernel.
 # - Train a small network in FP16 with FP32 master weights and fix vanishing gradients with loss scaling.
 # - Take vendor headlines (V100's FP16 Tensor Core peak, A100's "up to 20×") apart into SMs, Tensor Cores and clocks.
 #
 # **Prerequisites:** [Lab 03](03-memory-hierarchy.ipynb) (memory hierarchy) and [Lab 05](05-cupy.ipynb) (CuPy, RawKernel).
 # No GPU needed.
 #
-# **Time:** 70 minutes (teaching 30, exercises 40)
+# **Time:** 80 minutes (teaching 30, exercises 50)
 
 # %%
 import labkit
@@ -76,7 +77,8 @@ W.bit_explorer(0.1)
 # Write `decode_fp16(bits)` that takes a string of 16 characters `'0'`/`'1'` (sign, 5 exponent bits,
 # 10 mantissa bits; bias 15) and returns its value as a float. Handle normal numbers, zero and subnormals
 # (exponent field 0: no hidden 1, exponent `1 − 15`), infinities and NaN (exponent field all ones).
-# The check tries every kind of pattern against `labkit.precision.decode`.
+# The check tries every kind of pattern against `labkit.precision.decode`, fresh random ones included, and tells
+# −0.0 (`1 00000 0000000000`) from +0.0.
 
 # %% tags=["exercise"]
 def decode_fp16(bits: str) -> float:
@@ -161,7 +163,8 @@ print("ml_dtypes.float8_e4m3fn (no saturation):", np.array([500.0, -1000.0, 1.0]
 # ### Exercise 3 — implement TF32 rounding
 #
 # Write `round_tf32(x)` for a float32 NumPy array, returning float32. The check compares it bit for bit with
-# labkit's on random numbers, exact ties of both parities, the largest FP32 numbers, subnormals and infinities.
+# labkit's on random numbers, exact ties of both parities, the largest FP32 numbers, subnormals, infinities and
+# NaNs whose payload sits only in the 13 low bits (they must come out NaN).
 
 # %% tags=["exercise"]
 def round_tf32(x: np.ndarray) -> np.ndarray:
@@ -271,6 +274,52 @@ print("The fp64 peaks above are not alike:", "; ".join(f"{g} on {hw.gpu(g).runs_
 # every GPU's ridge point: the model says the peak is reachable. Real libraries get a large fraction of it; the
 # gap is what the GPU run above measures.
 # Note the jumps between generations come from the Tensor Core precisions, not from FP32.
+#
+# ### Exercise 3b — predict a GEMM's TFLOP/s from its shape
+#
+# Not every GEMM is square. Write `predict_gemm(m, n, k, precision, gpu)`: the roofline's TFLOP/s for `C = A @ B`
+# with `A` m×k and `B` k×n, from the GPU's dense peak and memory bandwidth in `labkit.hw`. Count the FLOPs, count the
+# fewest bytes that must cross HBM (each matrix read or written once), and take the slower of the two limits. The
+# check draws fresh shapes: near-square, thin (n of a few columns, as in decoding one token at a time) and with a
+# short k, in several precisions on several GPUs. On a GPU it also times two FP16 GEMMs with CuPy and requires your
+# prediction to bound what they reach.
+
+# %% tags=["exercise"]
+def predict_gemm(m, n, k, precision, gpu):
+    # BEGIN SOLUTION
+    g = hw.gpu(gpu)
+    size = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}[precision]  # bytes per element
+    flops = 2 * m * n * k
+    traffic = size * (m * k + k * n + m * n)
+    seconds = max(flops / (g.peak(precision).value * 1e12), traffic / (g.memory_bandwidth.value * 1e9))
+    return flops / seconds / 1e12
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError  # FLOPs, bytes, the slower of the two times, TFLOP/s
+    # END SKELETON
+
+
+# %%
+labkit.check.gemm_predict(predict_gemm);
+
+# %% [markdown]
+# The same GEMM of 8192 × 8192 weights against a batch of n columns: the prediction climbs with n until the
+# Tensor Cores, not memory, set the pace. On a GPU the cell measures the same shapes with CuPy beside it.
+
+# %% tags=["nbval-ignore-output"]
+predict = labkit.check.solved_or_reference("06.gemm-predict", predict_gemm)
+here = hw.match_device(env.device_name) if env.is_gpu else None
+gpu_name = here.name if here is not None else "H200"
+for cols in (1, 16, 128, 1024, 8192):
+    line = f"{gpu_name} fp16 8192×{cols}×8192: predicted {predict(8192, cols, 8192, 'fp16', gpu_name):8.1f} TFLOP/s (model)"
+    if env.is_gpu:
+        import cupy
+
+        a = cupy.random.standard_normal((8192, 8192), dtype=cupy.float32).astype(cupy.float16)
+        b = cupy.random.standard_normal((8192, cols), dtype=cupy.float32).astype(cupy.float16)
+        t = labkit.bench.measure(cupy.matmul, a, b, name="fp16 gemm", flops=2.0 * 8192 * cols * 8192, warmup=3, repeat=10)
+        line += f"; measured {t.tflops:8.1f} TFLOP/s"
+    print(line)
 
 # %% [markdown]
 # ## 5. A WMMA kernel
@@ -551,6 +600,7 @@ print(T.dissect_tensor_peak("H100", "fp16"))
 # - GEMM error is set by the input format when the accumulator is FP32, and grows with K when it is not; a CPU
 #   emulation with IEEE sums is a lower bound on a Tensor Core's error.
 # - Tensor Cores make the narrow formats fast: the GPU run (or the model) shows the gap to FP32.
+# - A GEMM's speed is bounded by its FLOPs over the peak and its bytes over the bandwidth: thin GEMMs are memory-bound.
 # - WMMA exposes Tensor Cores to CUDA C++ one 16×16×16 fragment at a time.
 # - FP16 training needs FP32 master weights and loss scaling; dynamic scaling finds the scale by itself.
 # - Headlines mix precisions and sparsity: take them apart into SMs × units × work per clock × clock.

@@ -13,12 +13,13 @@
 # - Work out the theoretical bandwidth of a PCIe or NVLink connection and say whether a figure is per direction or bidirectional.
 # - Measure host↔device bandwidth with pinned and pageable memory, and explain the difference with a model.
 # - Predict and measure a copy inside one memory (HBM on a GPU, DRAM on the host), and read a size sweep: latency-bound, then bandwidth-bound.
+# - Time host→device and device→device copies yourself with CUDA events, and compare with labkit's measurement.
 # - Predict a DGX's GPU-to-GPU bandwidth matrix from its wiring and compare it with a measured or modelled one.
 # - Derive nccl-tests' bus-bandwidth factor 2(n−1)/n for all-reduce from the ring algorithm.
 #
 # **Prerequisites:** [Lab 01](01-gpu-and-dgx-architecture.ipynb) (DGX wiring) and [Lab 05](05-cupy.ipynb) (streams and events).
 #
-# **Time:** 60 minutes (teaching 25, exercises 35)
+# **Time:** 70 minutes (teaching 25, exercises 45)
 
 # %%
 import labkit
@@ -193,6 +194,73 @@ else:
     print(f"predicted with {staging.gbps:.1f} GB/s (host DRAM, measured): {predict(nbytes, staging.gbps) * 1e3:.1f} ms")
     big = bw.host_stream("copy", nbytes, samples=3)
     print(f"measured: {big.seconds * 1e3:.1f} ms ({big.gbps:.1f} GB/s, host memory, not HBM)")
+
+# %% [markdown]
+# ### Exercise 3b — time copies with events, as nvbandwidth does
+#
+# `labkit.bandwidth` measured for you so far; now measure yourself, the way this lab explains. Write
+# `time_copies(cp, host, repeat)`, returning `{"h2d": GB/s, "d2d_read_write": GB/s}`: one **warm-up** copy, then
+# **events** around a batch of `repeat` copies on one stream — `a.set(host)` for host→device, `b[...] = a` for
+# device→device — `end.synchronize()`, and `cp.cuda.get_elapsed_time(start, end)` (milliseconds). Count the bytes as
+# this lab does: a host→device copy moves each byte once; a copy inside one memory reads and writes each byte.
+# `host` is pinned.
+#
+# On a GPU `cp` is CuPy. In `sim` mode it is labkit's recording stand-in with CuPy's names, whose "device" is host
+# memory and whose events read the host clock: the check sees where your events are, how many copies they bracket,
+# on which stream, and whether your figures follow from them. The cell after the check compares your figures with
+# labkit's measurement (on a GPU the check also requires them within 30% of it).
+
+# %% tags=["exercise"]
+def time_copies(cp, host, repeat):
+    # BEGIN SOLUTION
+    stream = cp.cuda.Stream(non_blocking=True)
+    a, b = cp.empty(host.shape, host.dtype), cp.empty(host.shape, host.dtype)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    figures = {}
+    with stream:  # the copies and event.record() below all go on this stream
+        for name, copy, counted in (("h2d", lambda: a.set(host), host.nbytes),
+                                    ("d2d_read_write", lambda: b.__setitem__(Ellipsis, a), 2 * host.nbytes)):
+            copy()  # warm-up
+            start.record()
+            for _ in range(repeat):
+                copy()
+            end.record()
+            end.synchronize()
+            seconds = cp.cuda.get_elapsed_time(start, end) * 1e-3
+            figures[name] = repeat * counted / seconds / 1e9
+    return figures
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError  # a stream, two events; warm up, record, repeat copies, record, synchronize, GB/s
+    # END SKELETON
+
+
+# %%
+labkit.check.event_timing(time_copies);
+
+# %% tags=["nbval-ignore-output"]
+import numpy as np
+
+timer = labkit.check.solved_or_reference("07.event-timing", time_copies)
+if env.is_gpu:
+    import cupy
+    import cupyx
+
+    pinned = cupyx.empty_pinned((64 * 2**20,), dtype=np.float32)
+    pinned[:] = 1.0
+    mine = timer(cupy, pinned, 8)
+    print(f"yours:  h2d {mine['h2d']:.1f} GB/s, d2d {mine['d2d_read_write']:.0f} GB/s read+write")
+    print(f"labkit: h2d {bw.host_to_device(0, pinned.nbytes, 'pinned').gbps:.1f} GB/s, "
+          f"d2d {bw.device_local_copy(0, pinned.nbytes, 'ce').read_write_gbps:.0f} GB/s read+write")
+else:
+    from labkit.check.streams import RecordingCuPy
+
+    host_buf = np.ones(4 * 2**20, np.float32)
+    stand_in = RecordingCuPy(clock="host")
+    stand_in.pinned.append(host_buf)
+    mine = timer(stand_in, host_buf, 8)
+    print(f"yours (host memory through the stand-in): d2d {mine['d2d_read_write']:.1f} GB/s read+write")
+    print(f"labkit's host copy of the same size:       {bw.host_stream('copy', host_buf.nbytes, samples=3).gbps:.1f} GB/s read+write")
 
 # %% [markdown]
 # ### Size sweep: latency-bound, then bandwidth-bound

@@ -492,3 +492,234 @@ def pipeline_time(fn: Any) -> str:
             raise Failed(f"t_in={t_in:.3g}, t_kernel={t_k:.3g}, t_out={t_out:.3g}, chunks={chunks}: expected {want:.6g}, got {got!r}.",
                          cause=cause)
     return f"matches labkit's event-by-event pipeline model on {len(cases)} cases (a model of the copy engines and SMs)."
+
+
+# ----------------------------------------------------------------------------------------- 05.streams
+def _reference_streams() -> Callable[..., float]:
+    def pipeline(cp: Any, x: Any, out: Any, kernel: Any, chunks: int, n_streams: int) -> float:
+        streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        step = -(-x.size // chunks)
+        start.record(streams[0])
+        for s in streams[1:]:
+            s.wait_event(start)
+        for c in range(chunks):
+            lo, hi = c * step, min(x.size, (c + 1) * step)
+            if lo >= hi:
+                break
+            s = streams[c % n_streams]
+            with s:
+                d_in, d_out = cp.empty(hi - lo, x.dtype), cp.empty(hi - lo, x.dtype)
+                d_in.set(x[lo:hi])
+                kernel(d_in, d_out)
+                d_out.get(out=out[lo:hi], blocking=False)
+        for s in streams[1:]:
+            streams[0].wait_event(s.record())
+        end.record(streams[0])
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end)
+
+    return pipeline
+
+
+def _pipeline_rates() -> dict[str, float]:
+    """GB/s of the stand-in's model clock: an H200 on PCIe 5 (labkit.hw), so the copies dominate as on a real GPU."""
+    from ..cupylab import transfer_model
+
+    tm = transfer_model(1 << 30)
+    return {"h2d": tm.link_gbps, "d2h": tm.link_gbps, "d2d": tm.hbm_gbps, "kernel": tm.hbm_gbps}
+
+
+def _run_pipeline_standin(fn: Any, n: int, chunks: int, n_streams: int, a: float, b: float) -> tuple[Any, Any, np.ndarray, Any]:
+    from .streams import RecordingCuPy, call_learner
+
+    rec = RecordingCuPy(_pipeline_rates())
+    x = random_array(n)
+    out = np.full(n, np.nan, np.float32)
+    rec.pinned += [x, out]
+
+    def scale_shift(src: np.ndarray, dst: np.ndarray) -> None:
+        np.multiply(src, np.float32(a), out=dst)
+        dst += np.float32(b)
+
+    kernel = rec.kernel(scale_shift, "scale_shift")
+    got = call_learner(fn, rec, x, out, kernel, chunks, n_streams, what=f"pipeline(cp, x, out, kernel, chunks={chunks}, n_streams={n_streams})")
+    return rec, got, x, out
+
+
+def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
+    """One stand-in run: values, hazards, the host's view, events, and the overlap against the reference schedule."""
+    from .answers import number
+    from .streams import describe_hazard
+
+    rng = np.random.default_rng()
+    a, b = float(rng.uniform(0.5, 3.0)), float(rng.uniform(-2.0, 2.0))
+    label = f"n={n}, chunks={chunks}, n_streams={n_streams}"
+    rec, got, x, out = _run_pipeline_standin(fn, n, chunks, n_streams, a, b)
+    if not rec.ops:
+        raise Unsolved("pipeline() issued no copies or kernels yet; write its body.")
+    kinds = [o.kind for o in rec.ops]
+    if "h2d" not in kinds or "d2h" not in kinds or "kernel" not in kinds:
+        raise Failed(f"{label}: the function must copy each chunk in (d.set(...)), run kernel(d_in, d_out) and copy it "
+                     f"out (d.get(out=..., blocking=False)); it issued {', '.join(sorted(set(kinds)))} only.")
+    hazards = rec.hazards()
+    if hazards:
+        first = hazards[0]
+        raise Failed(f"{label}: {describe_hazard(*first)}",
+                     cause="keep a chunk's copy in, kernel and copy out on one stream (they then run in order), give "
+                           "every chunk its own device buffers, or make one stream wait for the other with "
+                           "stream.wait_event(event).")
+    want = (a * x.astype(np.float64) + b).astype(np.float32)
+    bad = ~np.isclose(out, want, rtol=1e-5, atol=1e-5)
+    if bad.any():
+        i = int(np.argmax(bad))
+        nan = bool(np.isnan(out[i]))
+        raise Failed(f"{label}: out[{i}] is {out[i]!r}, expected {want[i]!r} ({int(bad.sum())} of {n} elements wrong).",
+                     cause=("that element was never copied back: with n not a multiple of chunks the last chunk is "
+                            "shorter; use ceil division for the chunk size and min(n, hi) for its end.") if nan else
+                           "each chunk must be copied in, passed through kernel(d_in, d_out) and copied back to the same "
+                           "place in out.")
+    if not rec.elapsed_reads:
+        raise Failed(f"{label}: the values are right, but the time was not measured with events.",
+                     cause="record a start event before the work and an end event after it, end.synchronize(), then "
+                           "return cupy.cuda.get_elapsed_time(start, end).")
+    start, end = rec.elapsed_reads[-1]
+    if start._recorded_after > 0:
+        raise Failed(f"{label}: the start event was recorded after {start._recorded_after} operations had been issued, "
+                     "so the time misses them.", cause="record start before the first copy.")
+    if not rec.covers_all(end):
+        missed = [o for o in rec.ops[:end._recorded_after] if o.index not in rec._ancestors(end._frontier)]
+        raise Failed(f"{label}: the end event does not wait for all the work: {len(missed)} operations (the first: "
+                     f"{missed[0].label}) may still run after it, so the time is too short.",
+                     cause="an event marks a point in one stream only. Record an event on every other stream, make the "
+                           "end event's stream wait for each (stream.wait_event(ev)), then record end.")
+    pending = rec.pending_host_writes()
+    if pending:
+        raise Failed(f"{label}: the function returns while {len(pending)} copies back to the host may still be running "
+                     f"(the first: {pending[0].label}).",
+                     cause="synchronize before returning: end.synchronize() on an event recorded after all the work, "
+                           "or each stream's synchronize().")
+    value = number(got, "the returned time (ms)", positive=True)
+    measured = (end._t - start._t) * 1e3
+    if not np.isclose(value, measured, rtol=1e-6):
+        raise Failed(f"{label}: the function returned {value:.6g}, but its events measured {measured:.6g} ms.",
+                     cause="return cupy.cuda.get_elapsed_time(start, end): milliseconds, as CuPy gives them.")
+    used = {s for s in rec.streams_used() if not s.null}
+    if len(used) < min(n_streams, chunks):
+        raise Failed(f"{label}: the work ran on {len(used)} stream(s) besides the default one; n_streams={n_streams} "
+                     "were asked for.", cause="create n_streams streams and give chunk c the stream c % n_streams.")
+    ref_rec, *_ = _run_pipeline_standin(_reference_streams(), n, chunks, n_streams, a, b)
+    if rec.makespan() > 1.1 * ref_rec.makespan():
+        cause = "the chunks do not overlap."
+        if rec.blocking_gets:
+            cause = ("get() blocks the host by default until its copy is done, so the next chunk is issued only then: "
+                     "pass blocking=False (out is pinned memory) and synchronize once at the end.")
+        elif len(used) < 2:
+            cause = "all the work is on one stream, which runs it in order: rotate the chunks over the streams."
+        elif any(s.null for s in rec.streams_used()):
+            cause = ("some work is on the default (null) stream, which waits for every other blocking stream: create "
+                     "the streams with non_blocking=True and issue every chunk inside `with stream:`.")
+        raise Failed(f"{label}: the values and the timing are right, but the pipeline takes {rec.makespan() * 1e6:.3g} µs "
+                     f"on the stand-in's timeline against {ref_rec.makespan() * 1e6:.3g} µs for chunks overlapped on "
+                     f"{n_streams} streams (a model of an H200 on PCIe 5).", cause=cause)
+    return label
+
+
+def _measure_pipeline_gpu(fn: Any) -> str:
+    """On a GPU: the learner's pipeline with real CuPy, pinned buffers and the scale_shift RawKernel, against the same
+    function in one chunk on one stream; checks the values and the measured overlap."""
+    import cupy
+    import cupyx
+
+    from ..kernels_cuda import SCALE_SHIFT
+    from .answers import number
+    from .streams import call_learner
+
+    n = 1 << 25  # 128 MiB of float32
+    x = cupyx.empty_pinned((n,), dtype=np.float32)
+    x[:] = random_array(n)
+    out = cupyx.empty_pinned((n,), dtype=np.float32)
+    raw = cupy.RawKernel(SCALE_SHIFT, "scale_shift")
+    a, b = np.float32(2.0), np.float32(-1.0)
+
+    def kernel(d_in: Any, d_out: Any) -> None:
+        m = int(d_in.size)
+        raw((min((m + 255) // 256, 65535),), (256,), (d_in, d_out, a, b, np.int64(m)))
+
+    times = {}
+    for chunks, streams in ((1, 1), (8, 4)):
+        out[:] = np.nan
+        call_learner(fn, cupy, x, out, kernel, chunks, streams, what="pipeline (warm-up)")
+        out[:] = np.nan
+        got = call_learner(fn, cupy, x, out, kernel, chunks, streams, what=f"pipeline(chunks={chunks}, n_streams={streams})")
+        times[chunks] = number(got, "the returned time (ms)", positive=True)
+        if not np.allclose(out, a * x + b, rtol=1e-5, atol=1e-5):
+            raise Failed(f"on the GPU, chunks={chunks}: out does not equal 2 * x - 1 everywhere.",
+                         cause="synchronize before returning, and copy every chunk back to its place in out.")
+    speedup = times[1] / times[8]
+    if speedup < 1.25:
+        raise Failed(f"on the GPU: one chunk on one stream {times[1]:.2f} ms, 8 chunks on 4 streams {times[8]:.2f} ms "
+                     f"({speedup:.2f}x): the copies and the kernel do not overlap.",
+                     cause="pinned host memory, non-blocking streams, get(..., blocking=False), one synchronize at the end.")
+    return f" Measured on the GPU: 1 chunk {times[1]:.2f} ms, 8 chunks on 4 streams {times[8]:.2f} ms ({speedup:.2f}x)."
+
+
+@exercise(
+    "05.streams",
+    kind="code",
+    title="A copy → kernel → copy pipeline on several streams, timed with events",
+    hints=[
+        "Picture three engines: host→device copies, the SMs, device→host copies. Work on one stream runs in order; "
+        "work on different streams may overlap. So each chunk's three steps go on one stream, and the chunks rotate "
+        "over the streams. What would make the host wait between chunks?",
+        "Inside `with s:` every copy and kernel goes on s. d.set(host_chunk) copies in; d.get(out=out[lo:hi], "
+        "blocking=False) copies back without making the host wait (blocking=True, the default, waits). An event marks "
+        "a point in ONE stream: to time all streams, record an event on each, make the first stream wait_event on "
+        "each, and record end there; end.synchronize() before cupy.cuda.get_elapsed_time(start, end).",
+        "step = ceil(n / chunks); chunk c covers [c*step, min(n, (c+1)*step)) on streams[c % n_streams]; give every "
+        "chunk its own cp.empty buffers. Before the loop: start.record(streams[0]) and s.wait_event(start) for the "
+        "others. After: streams[0].wait_event(s.record()) for the others, end.record(streams[0]), end.synchronize().",
+    ],
+    reference=_reference_streams,
+)
+def streams_pipeline(fn: Any) -> str:
+    """Grade ``pipeline(cp, x, out, kernel, chunks, n_streams) -> ms``: copy each chunk of pinned ``x`` in, run
+    ``kernel(d_in, d_out)``, copy it back into pinned ``out``, chunks rotating over ``n_streams`` streams; time it
+    with events. In ``sim`` mode ``cp`` is a recording stand-in of CuPy's stream and event API: the check reads the
+    order and dependencies of the work, the values, the events, and the overlap on a model timeline. On a GPU it
+    also measures the pipeline against one chunk on one stream."""
+    if not callable(fn):
+        raise Failed(f"expected a function pipeline(cp, x, out, kernel, chunks, n_streams), got {type(fn).__name__}.")
+    rng = np.random.default_rng()
+    cases = []
+    for _ in range(2):
+        chunks = int(rng.integers(3, 9))
+        n_streams = int(rng.integers(2, min(chunks, 4) + 1))
+        n = int(rng.integers(300, 900)) * chunks + int(rng.integers(1, chunks))  # never a multiple of chunks
+        cases.append((n, chunks, n_streams))
+    cases.append((int(rng.integers(50, 100)) * 4 + 3, 4, 4))  # one stream per chunk
+    labels = [_grade_pipeline_record(fn, *c) for c in cases]
+    extra = ""
+    if cupy_or_none() is not None:
+        extra = _measure_pipeline_gpu(fn)
+    return (f"right values, no hazards, events that cover all the work, and chunks that overlap like the model's on "
+            f"{len(labels)} cases (sizes not multiples of the chunk count).{extra}")
+
+
+def pipeline_timeline(fn: Any, n: int = 1 << 20, chunks: int = 4, n_streams: int = 2) -> str:
+    """Run ``pipeline(cp, ...)`` once on the recording stand-in and describe its model timeline: every operation with
+    its stream, engine, start and end (µs, a model of an H200 on PCIe 5, not a measurement), and the same work in one
+    chunk on one stream for comparison."""
+    from .streams import ENGINES
+
+    lines = [f"model timeline (recording stand-in, H200 on PCIe 5; not a measurement): n={n}, chunks={chunks}, "
+             f"n_streams={n_streams}"]
+    rec, *_ = _run_pipeline_standin(fn, n, chunks, n_streams, 2.0, -1.0)
+    t0 = min((o.start for o in rec.ops), default=0.0)
+    for o in rec.ops:
+        lines.append(f"  {o.kind:6} {o.stream.name:12} {ENGINES[o.kind]:26} {(o.start - t0) * 1e6:8.2f} → "
+                     f"{(o.end - t0) * 1e6:8.2f} µs")
+    one, *_ = _run_pipeline_standin(fn, n, 1, 1, 2.0, -1.0)
+    lines.append(f"pipelined: {rec.makespan() * 1e6:.2f} µs; one chunk on one stream: {one.makespan() * 1e6:.2f} µs "
+                 f"({one.makespan() / rec.makespan():.2f}x)")
+    return "\n".join(lines)

@@ -296,3 +296,158 @@ def bidirectional_conventions(answer: Any, forward: float, backward: float) -> s
         raise Failed(f"dgx2_per_direction is {d:g}, expected {bidir / 2:g} GB/s.", cause=cause)
     return (f"correct: the same link reads {want / 2:g} (per direction, nvbandwidth) or {want:g} (sum, "
             f"p2pBandwidthLatencyTest); the DGX-2's {bidir:g} GB/s is {bidir / 2:g} each way.")
+
+
+# ------------------------------------------------------------------------------------------ 07.event-timing
+def _reference_event_timing() -> Callable[..., dict[str, float]]:
+    def time_copies(cp: Any, host: Any, repeat: int) -> dict[str, float]:
+        stream = cp.cuda.Stream(non_blocking=True)
+        a, b = cp.empty(host.shape, host.dtype), cp.empty(host.shape, host.dtype)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        with stream:
+            a.set(host)  # warm-up
+            start.record()
+            for _ in range(repeat):
+                a.set(host)
+            end.record()
+            end.synchronize()
+            h2d = repeat * host.nbytes / (cp.cuda.get_elapsed_time(start, end) * 1e-3) / 1e9
+            b[...] = a  # warm-up
+            start.record()
+            for _ in range(repeat):
+                b[...] = a
+            end.record()
+            end.synchronize()
+            d2d = 2 * repeat * host.nbytes / (cp.cuda.get_elapsed_time(start, end) * 1e-3) / 1e9
+        return {"h2d": h2d, "d2d_read_write": d2d}
+
+    return time_copies
+
+
+_TIMING_KEYS = ("h2d", "d2d_read_write")
+
+
+def _timed_regions(rec: Any) -> dict[str, tuple[Any, Any, list[Any]]]:
+    """For each event pair whose time the function read: the operations recorded between the two events, by kind."""
+    regions: dict[str, tuple[Any, Any, list[Any]]] = {}
+    for start, end in rec.elapsed_reads:
+        ops = rec.ops[start._recorded_after:end._recorded_after]
+        kinds = {o.kind for o in ops}
+        if len(kinds) == 1:
+            regions[kinds.pop()] = (start, end, ops)
+    return regions
+
+
+def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str) -> dict[str, float]:
+    """What the learner's events measured, checked against how the lab says to measure: returns the GB/s figures."""
+    from .answers import judge
+    if not rec.ops:
+        raise Unsolved("time_copies issued no copies yet; write its body.")
+    if not isinstance(got, dict) or set(_TIMING_KEYS) - set(got):
+        raise Failed(f"{label}: return a dict with the keys {', '.join(map(repr, _TIMING_KEYS))}, got {got!r:.80}.")
+    if any(got[k] is Ellipsis or got[k] is None for k in _TIMING_KEYS):
+        raise Unsolved("fill in both figures of the dict.")
+    regions = _timed_regions(rec)
+    out = {}
+    for key, kind, factor, what in (("h2d", "h2d", 1, "host→device copies (d.set(host))"),
+                                    ("d2d_read_write", "d2d", 2, "device→device copies (b[...] = a)")):
+        if kind not in regions:
+            raise Failed(f"{label}: no pair of events brackets the {what} alone, or their time was never read.",
+                         cause="record start, issue the copies of one kind, record end, end.synchronize(), then "
+                               "cupy.cuda.get_elapsed_time(start, end); one pair of events per kind of copy.")
+        start, end, ops = regions[kind]
+        if len(ops) != repeat:
+            raise Failed(f"{label}: {len(ops)} {what} between the events; repeat={repeat} were asked for.",
+                         cause="time a batch of `repeat` copies: one copy is too short to time with events.")
+        if not any(o.kind == kind for o in rec.ops[:start._recorded_after]):
+            raise Failed(f"{label}: the first of the {what} is inside the timed region: nothing warmed up.",
+                         cause="do one copy of the same kind before recording start: the first copy pays set-up costs.")
+        if not rec.covers_all(end):
+            raise Failed(f"{label}: the end event does not follow the {what}: they ran on another stream than the events.",
+                         cause="record the events on the stream the copies run on (inside `with stream:`, "
+                               "event.record() uses the current stream).")
+        ms = (end._t - start._t) * 1e3
+        want = factor * repeat * host.nbytes / (ms * 1e-3) / 1e9
+        value = number(got[key], f"{key!r}", positive=True)
+        slips = {"counted each byte once: a copy inside one memory reads and writes it, so the memory moved 2 x nbytes "
+                 "per copy": want / 2} if factor == 2 else {
+                 "counted both directions or read+write: a host→device copy moves each byte once over the link": want * 2}
+        slips.update({"GiB/s (2^30) instead of GB/s (10^9)": want * 1e9 / 2**30,
+                      "get_elapsed_time returns milliseconds: divide by 1e3 for seconds": want * 1e3,
+                      "divided by 1e3 once too often (milliseconds are 1e-3 s)": want / 1e3,
+                      "the bytes of one copy, not of the whole batch": want / repeat})
+        judge(value, want, key, "GB/s", rel=0.01, slips=slips,
+              otherwise="GB/s = bytes moved in the timed region / seconds between the events / 1e9.")
+        out[key] = value
+    return out
+
+
+@exercise(
+    "07.event-timing",
+    kind="code",
+    title="Time a host→device and a device→device copy with CUDA events",
+    hints=[
+        "The host only queues GPU work, so a host clock around it measures the queueing. Events are recorded into the "
+        "stream and the GPU stamps them when it reaches them. What does a single copy's time suffer from, and what "
+        "does the first copy of a kind pay that later ones do not?",
+        "One warm-up copy; start.record(); `repeat` copies; end.record(); end.synchronize(); then "
+        "cupy.cuda.get_elapsed_time(start, end) in milliseconds. Do it once for a.set(host) and once for b[...] = a.",
+        "h2d = repeat * host.nbytes / (ms * 1e-3) / 1e9; a device copy reads and writes every byte, so "
+        "d2d_read_write = 2 * repeat * host.nbytes / (ms * 1e-3) / 1e9.",
+    ],
+    reference=_reference_event_timing,
+)
+def event_timing(fn: Any) -> str:
+    """Grade ``time_copies(cp, host, repeat) -> {"h2d": GB/s, "d2d_read_write": GB/s}``. In ``sim`` mode ``cp`` is a
+    recording stand-in of CuPy's stream and event API whose copies are real host-memory copies, timed by the host
+    clock where the events sit: the check reads where the events are, how many copies they bracket, and whether the
+    figures follow from them. On a GPU ``cp`` is CuPy and the figures are also compared with ``labkit.bandwidth``'s
+    nvbandwidth-style measurements (within 30%)."""
+    import numpy as np
+
+    from .. import bandwidth as bw
+    from ..cupylab import cupy_or_none
+    from .streams import RecordingCuPy, call_learner
+
+    if not callable(fn):
+        raise Failed(f"expected a function time_copies(cp, host, repeat), got {type(fn).__name__}.")
+    rng = np.random.default_rng()
+    n = int(rng.integers(3, 6)) * (1 << 20) + int(rng.integers(1, 1000))  # 12-24 MB of float32, not a round size
+    repeat = int(rng.integers(4, 9))
+    host = rng.standard_normal(n).astype(np.float32)
+    rec = RecordingCuPy(clock="host")
+    rec.pinned.append(host)
+    label = f"{host.nbytes / 1e6:.1f} MB, repeat={repeat}"
+    try:
+        got = call_learner(fn, rec, host, repeat, what=f"time_copies(cp, host, repeat={repeat})")
+    except Failed as exc:
+        if any(e._t == s._t for s, e in rec.elapsed_reads):
+            raise Failed(str(exc), cause="the events measured 0 ms: no work ran between them on their stream. Record "
+                                         "them on the stream the copies run on (inside `with stream:`, event.record() "
+                                         "uses the current stream).") from None
+        raise
+    _grade_timing_record(rec, got, host, repeat, label)  # host-memory timings vary with the machine's load: the
+    # figures are graded against the learner's own events; the notebook prints labkit's host measurement beside them
+    extra = ""
+    cp = cupy_or_none()
+    if cp is not None:
+        import cupyx
+
+        size = 256 * 2**20
+        pinned = cupyx.empty_pinned((size // 4,), dtype=np.float32)
+        pinned[:] = 1.0
+        mine = call_learner(fn, cp, pinned, 8, what="time_copies on the GPU")
+        if not isinstance(mine, dict) or set(_TIMING_KEYS) - set(mine):
+            raise Failed("on the GPU: time_copies did not return the dict.")
+        h2d = bw.host_to_device(0, size, "pinned").gbps
+        d2d = bw.device_local_copy(0, size, "ce").read_write_gbps
+        for key, theirs in (("h2d", h2d), ("d2d_read_write", d2d)):
+            yours = number(mine[key], key, positive=True)
+            if not 0.7 <= yours / theirs <= 1.3:
+                raise Failed(f"on the GPU: your {key} {yours:.1f} GB/s against labkit.bandwidth's {theirs:.1f} GB/s: "
+                             "more than 30% apart.",
+                             cause="pinned host memory, a warm-up copy, a batch of copies between the events, the "
+                                   "events on the copies' stream, end.synchronize() before reading the time.")
+        extra = f" On the GPU: h2d {mine['h2d']:.1f} GB/s (labkit {h2d:.1f}), d2d {mine['d2d_read_write']:.0f} GB/s read+write (labkit {d2d:.0f})."
+    return ("events bracket a warmed-up batch of each kind of copy on the copies' stream, and both GB/s figures follow "
+            "from them (host-memory copies in sim mode)." + extra)

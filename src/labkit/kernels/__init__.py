@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, NamedTuple
 
-from . import memory, numba_basics, reductions
+from . import memory, numba_basics, reductions, scan
 
-_MODULES = (numba_basics, memory, reductions)
+_MODULES = (numba_basics, memory, reductions, scan)
 _CACHE: dict[str, Any] = {}
 
 
@@ -84,6 +84,8 @@ REFERENCE: list[Reference] = [
     _ref("sum_all", f"void({F1}, {F1})", "barriers", "atomics_global"),
     _ref("warp_sum", f"void({F1}, {F1})", "shuffles"),
     _ref("count_above", f"void({F1}, float32, int32[:])", "atomics_shared", "barriers"),
+    _ref("scan_block", f"void({F1}, {F1}, {F1})", "barriers", "shared_loads"),
+    _ref("add_offsets", f"void({F1}, {F1}, {F1})"),
 ]
 
 
