@@ -368,3 +368,171 @@ def count_at_least(x, threshold, counts):  # counts x >= threshold: elements equ
 
 def test_race_rejects_greater_or_equal() -> None:
     assert check.race(count_at_least).status == "failed"
+
+
+# ----------------------------------------------------------------------------- 04.scan
+SB = 256
+
+
+@cuda.jit
+def scan_double_buffer(x, sums, out):  # correct, written differently: two shared buffers, one barrier per step
+    a = cuda.shared.array(SB, np.float32)
+    b = cuda.shared.array(SB, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    a[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    offset = 1
+    src = 0
+    while offset < cuda.blockDim.x:
+        if src == 0:
+            b[t] = a[t] + (a[t - offset] if t >= offset else 0.0)
+        else:
+            a[t] = b[t] + (b[t - offset] if t >= offset else 0.0)
+        cuda.syncthreads()
+        src = 1 - src
+        offset *= 2
+    v = a[t] if src == 0 else b[t]
+    if i < out.size:
+        out[i] = v
+    if t == cuda.blockDim.x - 1:
+        sums[cuda.blockIdx.x] = v
+
+
+@cuda.jit
+def scan_one_barrier(x, sums, out):  # reads and writes sh in the same step without a barrier between: a race
+    sh = cuda.shared.array(SB, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        if t >= offset:
+            sh[t] += sh[t - offset]
+        cuda.syncthreads()
+        offset *= 2
+    if i < out.size:
+        out[i] = sh[t]
+    if t == cuda.blockDim.x - 1:
+        sums[cuda.blockIdx.x] = sh[t]
+
+
+@cuda.jit
+def scan_sums_from_thread0(x, sums, out):  # the block total is in the last thread, not the first
+    sh = cuda.shared.array(SB, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        v = sh[t - offset] if t >= offset else 0.0
+        cuda.syncthreads()
+        sh[t] += v
+        cuda.syncthreads()
+        offset *= 2
+    if i < out.size:
+        out[i] = sh[t]
+    if t == 0:
+        sums[cuda.blockIdx.x] = sh[t]
+
+
+@cuda.jit
+def scan_sums_inside_bounds(x, sums, out):  # the partial last block's last thread is past n: its total is lost
+    sh = cuda.shared.array(SB, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        v = sh[t - offset] if t >= offset else 0.0
+        cuda.syncthreads()
+        sh[t] += v
+        cuda.syncthreads()
+        offset *= 2
+    if i < out.size:
+        out[i] = sh[t]
+        if t == cuda.blockDim.x - 1:
+            sums[cuda.blockIdx.x] = sh[t]
+
+
+@cuda.jit
+def scan_exclusive(x, sums, out):
+    sh = cuda.shared.array(SB, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        v = sh[t - offset] if t >= offset else 0.0
+        cuda.syncthreads()
+        sh[t] += v
+        cuda.syncthreads()
+        offset *= 2
+    if i < out.size:
+        out[i] = sh[t] - x[i]
+    if t == cuda.blockDim.x - 1:
+        sums[cuda.blockIdx.x] = sh[t]
+
+
+@cuda.jit
+def scan_from_global(x, sums, out):  # every thread sums its block's prefix from global memory: right but no sharing
+    sh = cuda.shared.array(SB, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    start = cuda.blockIdx.x * cuda.blockDim.x
+    acc = 0.0
+    for j in range(start, min(i + 1, x.size)):
+        acc += x[j]
+    sh[t] = acc
+    cuda.syncthreads()
+    if i < out.size:
+        out[i] = sh[t]
+    if t == cuda.blockDim.x - 1:
+        sums[cuda.blockIdx.x] = sh[t]
+
+
+@cuda.jit
+def offsets_same_block(partial, offsets, out):  # adds the block's own scanned sum: one block too far
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = partial[i] + offsets[cuda.blockIdx.x]
+
+
+@cuda.jit
+def offsets_skip_first(partial, offsets, out):  # block 0 writes nothing
+    i = cuda.grid(1)
+    b = cuda.blockIdx.x
+    if i < out.size and b > 0:
+        out[i] = partial[i] + offsets[b - 1]
+
+
+def _scan_status(scan_block, add_offsets) -> tuple[str, str]:
+    r = check.scan(scan_block, add_offsets)
+    return r.status, r.message + " " + (r.cause or "")
+
+
+def test_scan_accepts_the_reference_and_a_double_buffer() -> None:
+    ref_scan, ref_add = kernels.get("scan_block"), kernels.get("add_offsets")
+    assert check.scan(ref_scan, ref_add)
+    assert check.scan(scan_double_buffer, ref_add)
+
+
+def test_scan_rejects_wrong_block_scans() -> None:
+    add = kernels.get("add_offsets")
+    for kernel, needle in ((scan_one_barrier, ""), (scan_sums_from_thread0, "sums["), (scan_sums_inside_bounds, "sums["),
+                           (scan_exclusive, "expected"), (scan_from_global, "read")):
+        status, text = _scan_status(kernel, add)
+        assert status == "failed" and needle in text, (kernel.__name__, text)
+
+
+def test_scan_rejects_wrong_offsets_and_wrong_calls() -> None:
+    ref_scan = kernels.get("scan_block")
+    for kernel in (offsets_same_block, offsets_skip_first):
+        status, _ = _scan_status(ref_scan, kernel)
+        assert status in ("failed", "unsolved")
+    assert check.scan(ref_scan).status == "failed"  # one kernel only: a message
+    assert check.scan(ref_scan, 3).status == "failed"

@@ -236,3 +236,124 @@ def race(kernel: Any) -> str:
         run_case(kernel, grid, block, (x, threshold), out_shape=grid, out_dtype=np.int32, expected=expected, label=label,
                  names=("x", "threshold", "counts"), first=k == 0, reverse=k == 1)
     return "correct and race-free on every launch."
+
+
+# ----------------------------------------------------------------------------- 04.scan
+SCAN_BLOCKS = (32, 64, 128, 256)  # the block sizes the scan exercise allows: powers of two up to the shared array
+
+
+def _scan_reference() -> tuple[Any, Any]:
+    from .. import kernels
+
+    return kernels.get("scan_block"), kernels.get("add_offsets")
+
+
+def _int_floats(n: int) -> np.ndarray:
+    """Random whole numbers as float32: every partial sum is exact, so any summation order gives the same bits."""
+    return np.rint(random_array(n, np.float32, -20.0, 20.0)).astype(np.float32)
+
+
+def _block_scan(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    nb = -(-x.size // block)
+    padded = np.zeros(nb * block, np.float64)
+    padded[:x.size] = x
+    scans = np.cumsum(padded.reshape(nb, block), axis=1)
+    return scans.reshape(-1)[:x.size].astype(np.float32), scans[:, -1].astype(np.float32)
+
+
+def scan_any_n(scan_block: Any, add_offsets: Any, x: Any, block: int = 256) -> Any:
+    """The inclusive scan of a device array ``x`` of any length with the two kernels: scan each block, scan the block
+    sums (recursively, with the same kernels), add them to the blocks after the first. Returns a device array."""
+    from .harness import cuda_module, launch
+
+    cuda = cuda_module()
+    n = int(x.size)
+    nb = -(-n // block)
+    partial = cuda.device_array(n, np.float32)
+    sums = cuda.device_array(nb, np.float32)
+    launch(scan_block, nb, block, x, sums, partial)
+    if nb == 1:
+        return partial
+    offsets = scan_any_n(scan_block, add_offsets, sums, block)
+    out = cuda.device_array(n, np.float32)
+    launch(add_offsets, nb, block, partial, offsets, out)
+    return out
+
+
+@exercise(
+    "04.scan",
+    kind="kernel",
+    title="An inclusive prefix scan in shared memory, for any n, through block sums",
+    hints=[
+        "A scan is a reduction that keeps every partial result. Inside a block, threads can share partial sums through "
+        "shared memory, but each step must finish reading before anyone overwrites: how many barriers does one step need? "
+        "Across blocks, nothing waits, so each block needs to know the total of all blocks before it: where can that come from?",
+        "scan_block (Hillis-Steele): sh[t] = x[i] (0 past the end); then for offset = 1, 2, 4, ... < blockDim: read "
+        "v = sh[t - offset] (0 if t < offset), syncthreads, sh[t] += v, syncthreads. Write out[i] and, from the block's "
+        "last thread, sums[blockIdx.x]. add_offsets: block b > 0 adds the inclusive scan of the sums at b - 1.",
+        "In add_offsets: `i = cuda.grid(1); if i < out.size: out[i] = partial[i] + (offsets[cuda.blockIdx.x - 1] if "
+        "cuda.blockIdx.x > 0 else 0.0)`. labkit's scan_any_n scans the sums with your scan_block again (recursively), "
+        "so a block count larger than a block works too.",
+    ],
+    reference=_scan_reference,
+)
+def scan(scan_block: Any, add_offsets: Any = None) -> str:
+    """Grade the two kernels of an inclusive scan: ``scan_block(x, sums, out)`` scans each block of ``x`` into
+    ``out`` in shared memory and writes the block's total to ``sums[blockIdx.x]``; ``add_offsets(partial, offsets,
+    out)`` adds ``offsets[blockIdx.x - 1]`` to every element of blocks after the first. Blocks of 32 to 256 threads
+    (powers of two); sizes spanning several blocks and not multiples of the block; then the whole scan of any n
+    with labkit's :func:`scan_any_n`, whose block sums need a second level of scanning."""
+    from .harness import compare, device
+
+    if add_offsets is None:
+        raise Failed("pass both kernels: labkit.check.scan(scan_block, add_offsets).")
+    cases = [(200, 64), (1, 32), (300, SCAN_BLOCKS[-1])]
+    for k, (n, block) in enumerate(cases):
+        x = _int_floats(n)
+        want, want_sums = _block_scan(x, block)
+        nb = -(-n // block)
+        sums = device(np.full(nb, np.nan, np.float32))
+        label = f"scan_block: n={n}, {nb} block(s) of {block} threads"
+        report = run_case(scan_block, nb, block, (x, sums), out_shape=n, out_dtype=np.float32, expected=want,
+                          label=label, names=("x", "sums", "out"), first=k == 0, reverse=k == 1, record=k == 0,
+                          unwritten_cause="every thread whose i < n writes out[i], including the last, partial block.")
+        got_sums = sums.copy_to_host()
+        if not np.array_equal(got_sums, want_sums):
+            j = int(np.argmax(got_sums != want_sums))
+            raise Failed(f"{label}: out is right, but sums[{j}] is {got_sums[j]!r}, expected {want_sums[j]!r} (the block's total).",
+                         cause="the block's last thread (t == blockDim.x - 1) holds the total after the scan: it writes "
+                               "sums[blockIdx.x], also in a partial last block (the padding adds 0).")
+        if report is not None:
+            if not report.shared or report.barriers == 0:
+                raise Failed(f"{label}: the values are right, but the kernel does not scan in shared memory with barriers.",
+                             cause="load the block into cuda.shared.array, and combine partial sums there with "
+                                   "cuda.syncthreads() between the steps.")
+            reads = sum(1 for a in report.accesses if a.array == "x" and a.kind == "read")
+            if reads > n:
+                raise Failed(f"{label}: the values are right, but x was read {reads} times for {n} elements.",
+                             cause="each thread should read its element of x once, into shared memory: summing from "
+                                   "global memory makes every thread read all elements before it.")
+    for k, (n, block) in enumerate([(777, 64), (257, SCAN_BLOCKS[-1])]):
+        partial = _int_floats(n)
+        nb = -(-n // block)
+        offsets = _int_floats(nb)
+        want = partial.copy()
+        for b in range(1, nb):
+            want[b * block:(b + 1) * block] += offsets[b - 1]
+        run_case(add_offsets, nb, block, (partial, offsets), out_shape=n, out_dtype=np.float32, expected=want,
+                 label=f"add_offsets: n={n}, {nb} blocks of {block} threads", names=("partial", "offsets", "out"),
+                 first=k == 0, reverse=k == 1,
+                 unwritten_cause="every element gets a value, the first block's too (it adds nothing).")
+    for n, block in ((1025 + int(random_array(1, np.float32, 0, 60)[0]), 32),):
+        x = _int_floats(n)
+        label = f"the whole scan: n={n} with blocks of {block} ({-(-n // block)} block sums, scanned again)"
+        try:
+            got = scan_any_n(scan_block, add_offsets, device(x), block).copy_to_host()
+        except Failed as exc:
+            raise Failed(f"{label}: {exc}", cause=exc.cause) from None
+        compare(got, np.cumsum(x.astype(np.float64)).astype(np.float32), label=label, rtol=0, atol=0)
+    if current_mode() == "gpu":
+        require_ptx(scan_block, "void(float32[:], float32[:], float32[:])", ["shared memory", "a barrier"],
+                    label="scan_block", cause="scan in cuda.shared.array with cuda.syncthreads() between the steps.")
+    return ("both kernels right for block sizes 32 to 256 and sizes that are not multiples of the block, and the whole "
+            "scan right for n whose block sums need a second level.")
