@@ -379,7 +379,8 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
         shutil.rmtree(tmp, ignore_errors=True)
         crash = proc.returncode < 0
         raise LabkitError(
-            f"{name} crashed on the CPU stand-in" + (" (it touched memory far outside its arrays)." if crash else f": {proc.stderr.strip()[-300:]}"),
+            f"{name} crashed on the CPU stand-in" + (" (it touched memory far outside its arrays, or its local arrays "
+                                                     "outgrew the 512 KiB a thread has)." if crash else f": {proc.stderr.strip()[-300:]}"),
             fix="Check the index arithmetic and the bounds check: every access must stay inside its array.")
     done = json.loads((tmp / "report.json").read_text())
     report = done["launches"]

@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <algorithm>
 #include <ucontext.h>
+#include <sys/mman.h>
 
 // ------------------------------------------------------------------------------------- qualifiers
 #define __global__
@@ -114,7 +115,8 @@ struct WarpCall {  // the warp-wide operation the lanes of one warp are meeting 
     void (*perform)(WarpCall&);
     int result_ready;
 };
-static const size_t STACK_BYTES = 256 * 1024;
+static const size_t STACK_BYTES = 512 * 1024;  // a GPU thread's local memory is at most 512 KiB
+static const size_t GUARD_BYTES = 64 * 1024;  // no access: a stack overflow crashes instead of corrupting
 static Fiber* fibers = nullptr;
 static int nfib = 0, cap = 0, cur = -1;
 static WarpCall* warps = nullptr;
@@ -675,8 +677,11 @@ static bool prepare(unsigned threads, bool use_fibers) {
         if (!nf) return false;
         fibers = nf;
         for (int t = cap; t < nfib; ++t) {
-            fibers[t].stack = (char*)malloc(STACK_BYTES);
-            if (!fibers[t].stack) return false;
+            void* base = mmap(nullptr, STACK_BYTES + GUARD_BYTES, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (base == MAP_FAILED) return false;
+            mprotect(base, GUARD_BYTES, PROT_NONE);  // stacks grow down, into this
+            fibers[t].stack = (char*)base + GUARD_BYTES;
         }
         cap = nfib;
         free(warps);
