@@ -128,7 +128,7 @@ def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = 
                       line=dict(color="crimson", width=3, dash="dot"))
     title = (f"{trace.kernel}: threads ({_sim_note(trace)}); {len(trace.races)} race(s), "
              f"{len(trace.divergent)} divergent barrier(s)")
-    fig.update_layout(title=title, height=min(700, 140 + 14 * rows), margin=dict(l=60, r=20, t=50, b=40),
+    fig.update_layout(title=title, height=min(700, max(260, 140 + 14 * rows)), margin=dict(l=60, r=20, t=50, b=40),
                       xaxis_title="threadIdx.x" if one_d else "global x (blockIdx.x * blockDim.x + threadIdx.x)",
                       yaxis_title="traced block" if one_d else "global y", showlegend=False)
     fig.update_yaxes(autorange="reversed")
@@ -160,6 +160,12 @@ def _window(trace: Any, name: str) -> tuple[int, int, int, int]:
     return first, math.ceil(count / cols), cols, count
 
 
+def _ticks(n: int, most: int = 8) -> list[int]:
+    """At most ``most`` evenly spaced tick positions in 0..n-1 (integers only)."""
+    step = max(1, math.ceil(n / most))
+    return list(range(0, n, step))
+
+
 def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread",
                     arrays: Sequence[str] | None = None) -> Any:
     """For the selected thread, warp or block: the elements it read and wrote in each array (one panel per array).
@@ -185,8 +191,13 @@ def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str =
         info, (first, rows, cols, count) = trace.arrays[n], windows[n]
         part = "" if count == int(np.prod(info.shape or (1,))) else f", elements {first}..{first + count - 1} drawn"
         titles.append(f"{n} ({info.space}, shape {info.shape}{part})")
-    fig = make_subplots(rows=len(names), cols=1, vertical_spacing=min(0.08, 0.3 / len(names)),
-                        row_heights=[max(1, windows[n][1]) for n in names], subplot_titles=titles)
+    # cells about square on a ~900-pixel-wide plot, 4 to 22 pixels high, a panel at most ~480 pixels; room for titles
+    panel = [max(1, windows[n][1]) * max(4, min(22, 900 // max(1, windows[n][2]), 480 // max(1, windows[n][1])))
+             for n in names]
+    gap = 70
+    total = sum(panel) + gap * len(names) + 40
+    fig = make_subplots(rows=len(names), cols=1, vertical_spacing=gap / total if len(names) > 1 else 0,
+                        row_heights=panel, subplot_titles=titles)
     for row, name in enumerate(names, start=1):
         info = trace.arrays[name]
         first, rows, cols, count = windows[name]
@@ -215,11 +226,13 @@ def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str =
                                  colorbar=dict(tickvals=list(range(len(_COLORS))), ticktext=_CATEGORY, len=0.5, y=1,
                                                yanchor="top")),
                       row=row, col=1)
-        fig.update_yaxes(autorange="reversed", row=row, col=1)
+        fig.update_yaxes(autorange="reversed", row=row, col=1, tickmode="array", tickvals=_ticks(rows),
+                         ticktext=[str(first // cols + r) if len(shape) > 1 else str(first + r * cols) for r in _ticks(rows)],
+                         title_text="row" if len(shape) > 1 else "first index")
+        fig.update_xaxes(row=row, col=1, tickmode="array", tickvals=_ticks(cols), ticktext=[str(c) for c in _ticks(cols)])
     who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "all its threads"}[scope]
     fig.update_layout(title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})",
-                      height=min(1400, 120 + sum(40 + 16 * windows[n][1] for n in names)),
-                      margin=dict(l=50, r=20, t=70, b=30))
+                      height=total + 60, margin=dict(l=70, r=20, t=80, b=30))
     return fig
 
 
