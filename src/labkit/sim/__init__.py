@@ -1,0 +1,42 @@
+"""The course's strict CUDA simulator, on top of Numba's.
+
+Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) runs kernels on a CPU, one Python thread per CUDA thread. This
+package makes it behave like a GPU wherever a learner's kernel could otherwise pass by luck:
+
+- :mod:`.blocks`: barriers as a GPU has them (a ``syncthreads`` some threads skip is an error), interrupts and
+  time limits that stop every thread;
+- :mod:`.memory`: the strict memory model (writes visible after barriers, races within and between blocks,
+  poisoned shared memory), with recorded accesses for coalescing and bank-conflict counts;
+- :mod:`.warp`: warp shuffles, votes and ``syncwarp``;
+- :mod:`.integers`: narrow-integer arithmetic as Numba types it;
+- :mod:`.limits`: one time limit for learner code, in kernels, device functions and plain Python.
+- :mod:`.trace`: :func:`trace` records every thread's reads and writes of one launch (``labkit.show`` draws it).
+
+It knows nothing of exercises: :mod:`labkit.check` grades with it. :func:`install` runs when
+``labkit.setup()`` chooses ``sim`` mode.
+"""
+
+from __future__ import annotations
+
+from .errors import DivergentBarrier, KernelFault, KernelTimeout, WarpError
+from .launch import launch
+from .limits import LEARNER_CODE_LIMIT_S, PythonTimeout, time_limit
+from .memory import LaunchReport, Race, bank_conflicts, launch_strict, sectors_per_request
+from .trace import Trace, trace
+
+__all__ = [
+    "DivergentBarrier", "KernelFault", "KernelTimeout", "PythonTimeout", "WarpError", "LEARNER_CODE_LIMIT_S", "LaunchReport", "Race",
+    "bank_conflicts", "install", "launch", "launch_strict", "sectors_per_request", "time_limit", "Trace", "trace",
+]
+
+
+def install() -> bool:
+    """Install the course's rules into Numba's simulator. Returns False outside the simulator (a no-op)."""
+    from . import blocks, integers, warp
+
+    if not warp.is_simulator():
+        return False
+    blocks.install()
+    integers.install()
+    warp.install()
+    return True

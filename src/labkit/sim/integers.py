@@ -1,0 +1,83 @@
+"""Integer arithmetic in the simulator as Numba does it on a GPU.
+
+Numba types arithmetic on integers narrower than 64 bits as 64-bit (``uint8 * 299`` is ``int64``), while
+NumPy 2 keeps the narrow type and raises ``OverflowError`` (``np.uint8(200) * 299``) or wraps. Reading an
+element of a narrow integer array as ``np.int64`` makes the simulator compute what the GPU computes; a store
+of a wide integer into a narrow array keeps the low bits, as a GPU store does, and so does an atomic.
+
+One difference remains: Numba types ``uint8 - uint8`` as ``uint64`` (it wraps around below zero), the
+simulator as ``int64`` (it goes negative). Stored back into a narrow array both give the same bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def widen(value: Any) -> Any:
+    """A narrow NumPy integer scalar as ``np.int64``; anything else unchanged."""
+    if isinstance(value, np.integer) and value.dtype.itemsize < 8:
+        return np.int64(value)
+    return value
+
+
+def store_value(value: Any, dtype: np.dtype) -> Any:
+    """``value`` ready to store into an integer array of ``dtype``: integers wrap to its width like a GPU store."""
+    if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        wide = np.uint64 if isinstance(value, np.unsignedinteger) or (isinstance(value, int) and value >= 1 << 63) else np.int64
+        try:
+            return np.array(value, dtype=wide).astype(dtype)
+        except OverflowError:  # beyond 64 bits: keep the low 64, as the GPU's int64 arithmetic would have
+            return np.array(int(value) & ((1 << 64) - 1), dtype=np.uint64).astype(dtype)
+    return value
+
+
+def _cast(value: Any, dtype: np.dtype) -> Any:
+    """An atomic's operand in the array's own type, as Numba converts it on a GPU."""
+    if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return store_value(value, dtype)[()]
+    if dtype.kind == "f" and isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return dtype.type(value)
+    return value
+
+
+def _atomic(original: Any) -> Any:
+    def atomic(self: Any, array: Any, index: Any, *rest: Any) -> Any:
+        dtype = getattr(array, "dtype", None)
+        if isinstance(dtype, np.dtype):
+            rest = tuple(_cast(v, dtype) for v in rest)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return widen(original(self, array, index, *rest))
+
+    return atomic
+
+
+_ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "cas")
+_installed = False
+
+
+def install() -> None:
+    """Make element reads and stores of kernels' array arguments follow GPU integer rules (sim mode; idempotent)."""
+    global _installed
+    if _installed:
+        return
+    from numba.cuda.simulator.cudadrv import devicearray
+
+    cls = devicearray.FakeWithinKernelCUDAArray
+    get, put = cls.__getitem__, cls.__setitem__
+
+    def getitem(self: Any, idx: Any) -> Any:
+        return widen(get(self, idx))
+
+    def setitem(self: Any, idx: Any, value: Any) -> None:
+        dtype = getattr(self._item, "dtype", None)
+        put(self, idx, store_value(value, dtype) if isinstance(dtype, np.dtype) else value)
+
+    cls.__getitem__, cls.__setitem__ = getitem, setitem
+    from numba.cuda.simulator import kernelapi
+
+    for name in _ATOMICS:  # integer atomics wrap around in the array's width, as on a GPU
+        setattr(kernelapi.FakeCUDAAtomic, name, _atomic(kernelapi.FakeCUDAAtomic.__dict__[name]))
+    _installed = True
