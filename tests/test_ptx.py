@@ -55,7 +55,8 @@ def test_compile_error_names_the_line() -> None:
     with pytest.raises(CompileError) as info:
         ptx.compile(broken, "void(float32[:])")
     text = str(info.value)
-    assert "broken does not compile" in text and "line 3 of broken: a[i] = a + 1" in text
+    line = broken.py_func.__code__.co_firstlineno + 3  # the decorator, def, i = ..., then the faulty line
+    assert "broken does not compile" in text and f"at line {line} of the cell or file (broken): a[i] = a + 1" in text
 
 
 def test_undefined_name_error() -> None:

@@ -493,8 +493,12 @@ def _compile_uncached(kernel: Any, py: Any, source: str, offset: int, signature:
     where = ""
     source_lines = _function_source(py, keep_decorators=False).splitlines()
     line = reply["line"] - offset if reply.get("line") else _guess_error_line(reply["error"], source_lines)
+    if line is None or not 0 <= line < len(source_lines):
+        line = _guess_error_line(reply["error"], source_lines)
     if line is not None and 0 <= line < len(source_lines):
-        where = f"\n  at line {py.__code__.co_firstlineno + line} ({py.__name__}): {source_lines[line].strip()}"
+        decorators = len(_function_source(py, keep_decorators=True).splitlines()) - len(source_lines)
+        where = (f"\n  at line {py.__code__.co_firstlineno + decorators + line} of the cell or file ({py.__name__}): "
+                 f"{source_lines[line].strip()}")
     reason = plain_reason(reply["error"])
     words = f"\n  Why: {reason}" if reason else ""
     detail = _readable_numba_error(reply["error"], kernel, offset)
