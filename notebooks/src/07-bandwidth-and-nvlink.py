@@ -208,7 +208,7 @@ else:
 # On a GPU `cp` is CuPy. In `sim` mode it is labkit's recording stand-in with CuPy's names, whose "device" is host
 # memory and whose events read the host clock: the check sees where your events are, how many copies they bracket,
 # on which stream, and whether your figures follow from them. The cell after the check compares your figures with
-# labkit's measurement (on a GPU the check also requires them within 30% of it).
+# labkit's measurement (on a GPU the check also requires them to come close to it).
 
 # %% tags=["exercise"]
 def time_copies(cp, host, repeat):

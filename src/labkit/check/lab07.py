@@ -402,7 +402,8 @@ def event_timing(fn: Any) -> str:
     recording stand-in of CuPy's stream and event API whose copies are real host-memory copies, timed by the host
     clock where the events sit: the check reads where the events are, how many copies they bracket, and whether the
     figures follow from them. On a GPU ``cp`` is CuPy and the figures are also compared with ``labkit.bandwidth``'s
-    nvbandwidth-style measurements (within 30%)."""
+    nvbandwidth-style measurements (host→device within 30%; device→device from 60% to 130% of the better of the
+    copy-engine and SM copies)."""
     import numpy as np
 
     from .. import bandwidth as bw
@@ -440,12 +441,13 @@ def event_timing(fn: Any) -> str:
         if not isinstance(mine, dict) or set(_TIMING_KEYS) - set(mine):
             raise Failed("on the GPU: time_copies did not return the dict.")
         h2d = bw.host_to_device(0, size, "pinned").gbps
-        d2d = bw.device_local_copy(0, size, "ce").read_write_gbps
-        for key, theirs in (("h2d", h2d), ("d2d_read_write", d2d)):
+        # a device copy may run on the copy engine or on the SMs (b[...] = a is a kernel): compare with the better
+        d2d = max(bw.device_local_copy(0, size, "ce").read_write_gbps, bw.device_local_copy(0, size, "sm").read_write_gbps)
+        for key, theirs, low in (("h2d", h2d, 0.7), ("d2d_read_write", d2d, 0.6)):
             yours = number(mine[key], key, positive=True)
-            if not 0.7 <= yours / theirs <= 1.3:
+            if not low <= yours / theirs <= 1.3:
                 raise Failed(f"on the GPU: your {key} {yours:.1f} GB/s against labkit.bandwidth's {theirs:.1f} GB/s: "
-                             "more than 30% apart.",
+                             f"outside {low:.0%} to 130% of it.",
                              cause="pinned host memory, a warm-up copy, a batch of copies between the events, the "
                                    "events on the copies' stream, end.synchronize() before reading the time.")
         extra = f" On the GPU: h2d {mine['h2d']:.1f} GB/s (labkit {h2d:.1f}), d2d {mine['d2d_read_write']:.0f} GB/s read+write (labkit {d2d:.0f})."
