@@ -142,8 +142,8 @@ def test_score_values_and_sampling() -> None:
     assert t.threads_traced == 128
     assert t.score() == {"global reads": 3, "global writes": 1, "shared reads": 0, "shared writes": 0}
     c = t.columns
-    written = c["value"][c["kind"] == 1]
-    assert written[0] == 0 + 1 + 2  # block 0, thread 0 wrote x[0] + x[1] + x[2]
+    written = c["value"][t.select("out", block=0, thread=0, kind="write")]
+    assert list(written) == [0 + 1 + 2]  # block 0, thread 0 wrote x[0] + x[1] + x[2]
     assert np.isnan(c["value"][c["kind"] == 0]).all()
 
 
@@ -184,3 +184,18 @@ def test_bad_calls_are_explained() -> None:
         trace(strided_copy, 0, 32, np.zeros(4), np.zeros(4), 1)
     with pytest.raises(LabkitError, match="at most 1024"):
         trace(strided_copy, 1, (64, 32), np.zeros(4), np.zeros(4), 1)
+
+
+TABLE = {0: 1.5}  # a global dict: a GPU kernel cannot use it, and the simulator process cannot rebuild it
+
+
+@cuda.jit
+def uses_a_global_dict(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = TABLE[0]
+
+
+def test_the_subprocess_says_what_it_could_not_rebuild() -> None:
+    t = trace(uses_a_global_dict, 1, 32, np.zeros(32, np.float32), subprocess_=True)
+    assert t.summary()["errors"] == 1 and "TABLE" in t.errors[0]

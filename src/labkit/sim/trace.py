@@ -524,6 +524,7 @@ def trace(kernel: Any, grid: Any, block: Any, *args: Any, names: Sequence[str] |
 
 # ----------------------------------------------------------------------------- gpu mode: a simulator subprocess
 SUBPROCESS_TIMEOUT_S = 180.0
+SUBPROCESS_MAX_BYTES = 256 << 20  # arrays sent to the simulator process: a small input, not a benchmark's
 
 
 def _trace_in_subprocess(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
@@ -537,8 +538,15 @@ def _trace_in_subprocess(kernel: Any, grid: tuple[int, int, int], block: tuple[i
     except Exception as exc:  # noqa: BLE001 - a CompileError explaining why the source cannot be read
         raise LabkitError(f"cannot trace {py.__name__} in the simulator: {exc}",
                           fix="Define the kernel in a notebook cell or a .py file.") from None
+    host = [_host_copy(a) for a in args]
+    size = sum(a.nbytes for a in host if isinstance(a, np.ndarray))
+    if size > SUBPROCESS_MAX_BYTES:
+        raise LabkitError(f"the arrays to trace hold {size / 2**20:.0f} MiB; the simulator traces small inputs "
+                          f"(at most {SUBPROCESS_MAX_BYTES >> 20} MiB).",
+                          fix="Trace the kernel on a small input (a few thousand elements): it shows which elements "
+                              "each thread touches, which does not depend on the size.")
     payload = {"source": source, "name": py.__name__, "grid": grid, "block": block,
-               "args": [_host_copy(a) for a in args], "names": list(names), "max_threads": max_threads,
+               "args": host, "names": list(names), "max_threads": max_threads,
                "time_limit_s": time_limit_s}
     env = dict(os.environ, LABKIT_MODE="sim", NUMBA_ENABLE_CUDASIM="1")
     env.pop("LABKIT_EXPECT", None)
