@@ -158,6 +158,22 @@ def test_ballot_is_an_int32() -> None:
 
 
 @cuda.jit
+def bit_ops(out):
+    i = cuda.grid(1)
+    b = cuda.ballot_sync(0xFFFFFFFF, i >= 4)  # lanes 4-31: 0xFFFFFFF0, an int32 below zero
+    out[i, 0] = cuda.ffs(b)
+    out[i, 1] = cuda.clz(b)
+    out[i, 2] = cuda.brev(b)
+    out[i, 3] = cuda.clz(1)  # a Python int is an int64 to Numba
+
+
+def test_bit_operations_in_the_width_numba_types() -> None:
+    out = np.zeros((32, 4), np.int64)
+    bit_ops[1, 32](out)
+    assert list(out[0]) == [5, 0, 0x0FFFFFFF, 63]
+
+
+@cuda.jit
 def branch_masks(out, sums):
     i = cuda.grid(1)
     if i < 10:

@@ -26,8 +26,9 @@ compiles for a GPU). Lanes that can never all meet (some wait at a different war
 ``syncthreads``) raise at once with where each lane is; a lane that computes for longer than :data:`WAIT_S`
 while the others wait makes them fail with a message instead of hanging.
 
-``cuda.popc`` is replaced too: the simulator's counts the bits of ``bin(-1)`` as one; this one counts the
-bits of the value's width (32 for an ``int32`` such as a ballot, 64 for a Python ``int``).
+``cuda.popc``, ``cuda.clz``, ``cuda.ffs`` and ``cuda.brev`` are replaced too: the simulator's count the bits of
+``bin(-1)`` (one) or assume 32 bits; these work in the value's width as Numba types it (32 for an ``int32`` such as
+a ballot, 64 for a Python ``int``).
 
 Call :func:`install` once the simulator is selected (``labkit.setup()`` does it in ``sim`` mode).
 """
@@ -429,22 +430,45 @@ def lanemask_lt(self: Any) -> int:
     return (1 << (threading.current_thread().thread_id % 32)) - 1
 
 
+def _width(value: Any) -> int:
+    """Bits of an integer as Numba types it on a GPU: 32 for int32 values such as ballots, a NumPy integer's own
+    width, 64 for a Python int."""
+    if isinstance(value, WarpInt32):
+        return 32
+    if isinstance(value, np.integer):
+        return value.dtype.itemsize * 8
+    return 64
+
+
 def popc(self: Any, value: Any) -> int:
     """Number of set bits in the value's width (32 for int32 values such as ballots)."""
-    if isinstance(value, WarpInt32):
-        bits = 32
-    elif isinstance(value, np.integer):
-        bits = value.dtype.itemsize * 8
-    else:
-        bits = 64
-    return bin(int(value) & ((1 << bits) - 1)).count("1")
+    return bin(int(value) & ((1 << _width(value)) - 1)).count("1")
+
+
+def clz(self: Any, value: Any) -> int:
+    """Leading zero bits in the value's width."""
+    width = _width(value)
+    return width - (int(value) & ((1 << width) - 1)).bit_length()
+
+
+def ffs(self: Any, value: Any) -> int:
+    """Position (from 1) of the least significant set bit, 0 when none is set."""
+    bits = int(value) & ((1 << _width(value)) - 1)
+    return (bits & -bits).bit_length()
+
+
+def brev(self: Any, value: Any) -> int:
+    """The bits reversed, as an unsigned integer of the value's width (Numba's brev takes uint32 or uint64)."""
+    width = 32 if _width(value) <= 32 else 64
+    return int(format(int(value) & ((1 << width) - 1), f"0{width}b")[::-1], 2)
 
 
 _FUNCTIONS = {
     "shfl_sync": shfl_sync, "shfl_up_sync": shfl_up_sync, "shfl_down_sync": shfl_down_sync,
     "shfl_xor_sync": shfl_xor_sync, "all_sync": all_sync, "any_sync": any_sync, "eq_sync": eq_sync,
     "ballot_sync": ballot_sync, "match_any_sync": match_any_sync, "match_all_sync": match_all_sync,
-    "syncwarp": syncwarp, "activemask": activemask, "lanemask_lt": lanemask_lt, "popc": popc,
+    "syncwarp": syncwarp, "activemask": activemask, "lanemask_lt": lanemask_lt, "popc": popc, "clz": clz,
+    "ffs": ffs, "brev": brev,
 }
 
 
