@@ -312,5 +312,6 @@ else:
 # - Outside the GPU, host-to-device transfers can cost more than all the kernels: batch, pin and overlap — the same
 #   reasoning that put many GPUs and their HBM (printed at the top) in one DGX-2 for video surveillance.
 #
-# **Next:** this is the last lab. Go back to [Lab 00 — Start here](00-start-here.ipynb) for the course map, or take
-# the pipeline further: a shared-memory erosion, the opening fused into one kernel, or batches of frames in streams.
+# **Next:** [Lab 10 — Where next](10-where-next.ipynb): the tools after this course, and how to profile and debug
+# your own kernels. Or take the pipeline further: a shared-memory erosion, the opening fused into one kernel, or
+# batches of frames in streams.
