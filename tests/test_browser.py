@@ -62,6 +62,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _kernel_metadata() -> dict:
+    from labkit import workcopy
+
+    return workcopy.kernel_metadata()
+
+
 def _learner_outputs() -> list[str]:
     """Tracked learner notebooks that hold outputs: what JupyterLab's autosave left there before work copies."""
     found = []
@@ -94,6 +100,8 @@ class Lab:
 OPEN = """async (path) => {
   const app = window.jupyterapp;
   const w = await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
+  window.labkitCurrent = w;  // the notebook under test, whatever else takes the focus
+  w.node.setAttribute('data-labkit-current', '');
   await w.context.ready; await w.sessionContext.ready;
   // JupyterLab writes the kernel's language_info into the notebook once the kernel has answered: wait for that
   const deadline = Date.now() + 60000;
@@ -104,32 +112,50 @@ OPEN = """async (path) => {
     await new Promise(r => setTimeout(r, 50));
   }
   await new Promise(r => setTimeout(r, 200));
+  // what the kernel reports outside cells (a widget callback's exception goes to JupyterLab's log console)
+  window.labkitKernelErrors = [];
+  w.sessionContext.session.kernel.iopubMessage.connect((_, msg) => {
+    const t = msg.header.msg_type, c = msg.content;
+    if (t === 'error') window.labkitKernelErrors.push(`${c.ename}: ${c.evalue}`);
+    if (t === 'stream' && c.name === 'stderr') window.labkitKernelErrors.push(c.text);
+  });
   return {dirty: w.context.model.dirty, title: w.title.label};
 }"""
+# Save and close every document, shutting its kernel down (no dialogs: disposing skips "save changes?")
+CLOSE_ALL = """async () => {
+  for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
+    if (w.context) { try { await w.context.save(); } catch (e) {} }
+    if (w.sessionContext) { try { await w.sessionContext.shutdown(); } catch (e) {} }
+    w.dispose();
+  }
+  window.labkitCurrent = null;
+}"""
 RUN_ALL = """async () => {
-  const app = window.jupyterapp, w = app.shell.currentWidget;
+  const app = window.jupyterapp, w = window.labkitCurrent;
+  app.shell.activateById(w.id);  // notebook commands act on the active notebook
   const ok = await app.commands.execute('notebook:run-all-cells');
   return ok;
 }"""
 # Widget views at the top level of an output (not those nested in another widget) get data-labkit-widget="k".
 FIND = """() => {
-  const node = window.jupyterapp.shell.currentWidget.content.node;
+  const node = window.labkitCurrent.content.node;
+  document.querySelectorAll('[data-labkit-widget]').forEach(e => e.removeAttribute('data-labkit-widget'));
   const views = [...node.querySelectorAll('.jp-OutputArea-output')]
       .filter(e => e.querySelector(':scope > .jupyter-widgets') && !e.parentElement.closest('.jupyter-widgets'));
   views.forEach((e, k) => e.setAttribute('data-labkit-widget', String(k)));
   return views.length;
 }"""
 SETTLED = """() => {
-  const w = window.jupyterapp.shell.currentWidget, node = w.content.node;
+  const w = window.labkitCurrent, node = w.content.node;
   const k = w.sessionContext.session && w.sessionContext.session.kernel;
   const busy = [...node.querySelectorAll('.jp-InputPrompt')].some(e => e.textContent.includes('*'));
   const loading = node.innerText.includes('Loading widget');
   const plots = [...node.querySelectorAll('.jp-RenderedPlotly')];
   return k && k.status === 'idle' && !busy && !loading && plots.every(p => p.querySelector('.main-svg'));
 }"""
-MODEL = "() => window.jupyterapp.shell.currentWidget.content.model.toJSON()"
+MODEL = "() => window.labkitCurrent.content.model.toJSON()"
 DOM = """() => {
-  const node = window.jupyterapp.shell.currentWidget.content.node;
+  const node = window.labkitCurrent.content.node;
   const plots = [...node.querySelectorAll('.jp-RenderedPlotly')];
   const texts = [...node.querySelectorAll('.jp-RenderedText')].map(e => e.innerText);
   const widgets = [...node.querySelectorAll('[data-labkit-widget]')];
@@ -143,7 +169,7 @@ DOM = """() => {
 }"""
 # What a widget shows: its text and, for each figure in it, the figure's data and title.
 SHOWN = """(k) => {
-  const el = window.jupyterapp.shell.currentWidget.content.node.querySelector(`[data-labkit-widget="${k}"]`);
+  const el = window.labkitCurrent.content.node.querySelector(`[data-labkit-widget="${k}"]`);
   const figs = [...el.querySelectorAll('.js-plotly-plot')].map(g => JSON.stringify([g.data, g.layout && g.layout.title]));
   return JSON.stringify([el.innerText, figs]);
 }"""
@@ -226,17 +252,24 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 def _change_each_control(lab: Lab, index: int, problems: list[str]) -> int:
     """Change every enabled control of widget ``index`` once; each change must change what the widget shows."""
-    widget = lab.page.locator(f'[data-labkit-widget="{index}"]')
+    widget = lab.page.locator(f'[data-labkit-current] [data-labkit-widget="{index}"]')
     widget.scroll_into_view_if_needed()
     controls = []
-    for kind, selector in (("dropdown", ".widget-dropdown select"), ("select", ".widget-select-multiple select"),
+    for kind, selector in (("tab", ".lm-TabBar-tab"), ("dropdown", ".widget-dropdown select"),
+                           ("select", ".widget-select-multiple select"), ("toggle", ".widget-toggle-buttons"),
                            ("checkbox", ".widget-checkbox input[type=checkbox]"), ("slider", ".widget-slider .noUi-handle"),
                            ("text", ".widget-text input[type=text]")):
         for k in range(widget.locator(selector).count()):
             controls.append((kind, widget.locator(selector).nth(k)))
     changed = 0
     for kind, control in controls:
-        if control.is_disabled() if kind != "slider" else control.get_attribute("aria-disabled") == "true":
+        if not control.is_visible():  # in a tab not shown, say: the tab's own turn comes with the tab bar
+            continue
+        if kind in ("dropdown", "select", "checkbox", "text") and control.is_disabled():
+            continue
+        if kind == "slider" and control.get_attribute("aria-disabled") == "true":
+            continue
+        if kind == "tab" and "lm-mod-current" in (control.get_attribute("class") or ""):
             continue
         label = control.evaluate("e => (e.closest('.widget-inline-hbox, .widget-hbox, .widget-vbox')"
                                  " ?.querySelector('.widget-label')?.innerText) || ''") or kind
@@ -249,8 +282,10 @@ def _change_each_control(lab: Lab, index: int, problems: list[str]) -> int:
             n = control.locator("option").count()
             current = control.evaluate("e => [...e.options].filter(o => o.selected).map(o => o.index)")
             control.select_option(index=sorted({*current[:1], (max(current or [0]) + 1) % n}))
-        elif kind == "checkbox":
+        elif kind in ("checkbox", "tab"):
             control.click()
+        elif kind == "toggle":
+            control.locator("button:not(.mod-active)").first.click()
         elif kind == "slider":
             control.focus()
             for _ in range(3):
@@ -273,7 +308,7 @@ def _save_figures(lab: Lab, path: str, folder: Path) -> None:
     """For authors (LABKIT_BROWSER_SHOTS=DIR): a PNG of every figure and widget as the learner sees it."""
     folder.mkdir(parents=True, exist_ok=True)
     stem = path.replace("/", "_").removesuffix(".ipynb")
-    for kind, selector in (("fig", ".jp-RenderedPlotly:not(.jupyter-widgets *)"), ("widget", "[data-labkit-widget]")):
+    for kind, selector in (("fig", "[data-labkit-current] .jp-RenderedPlotly:not(.jupyter-widgets *)"), ("widget", "[data-labkit-current] [data-labkit-widget]")):
         items = lab.page.locator(selector)
         for k in range(items.count()):
             shot = str(folder / f"{stem}-{kind}{k + 1:02d}.png")
@@ -331,7 +366,10 @@ def test_notebook_in_jupyterlab(lab: Lab, path: str) -> None:
             problems.append("the first cell does not say whether this is the solution notebook")
         if os.environ.get("LABKIT_BROWSER_SHOTS"):
             _save_figures(lab, path, Path(os.environ["LABKIT_BROWSER_SHOTS"]))
+        lab.js("() => { window.labkitKernelErrors.length = 0; }")
         controls = sum(_change_each_control(lab, k, problems) for k in range(n_widgets))
+        problems += [f"a widget control raised in the kernel (seen only in the log console): {e[:300]}"
+                     for e in dict.fromkeys(lab.js("() => window.labkitKernelErrors"))]
         problems += list(dict.fromkeys(lab.console))
         print(f"{path}: Run All {took:.1f} s, {dom['plots']} figures, {n_widgets} widgets, {controls} controls")
         if problems:
@@ -342,8 +380,36 @@ def test_notebook_in_jupyterlab(lab: Lab, path: str) -> None:
         print(f"screenshot: {shot}")
         raise
     finally:
-        lab.js("""async () => {
-          const w = window.jupyterapp.shell.currentWidget;
-          if (!w || !w.context) return;
-          await w.sessionContext.shutdown(); await w.context.save(); w.dispose();
-        }""")
+        lab.js(CLOSE_ALL)
+
+
+def test_a_widget_error_shows_in_the_widget(lab: Lab) -> None:
+    """Lab 01's DGX comparison with GB200 NVL72 (headline 130 TB/s) beside DGX H100 (32 PFLOP/s), charting
+    "headline compute": the widget itself says why there is no chart and what to do, and clears the old chart;
+    nothing goes only to JupyterLab's log console."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(metadata=json.loads(json.dumps(_kernel_metadata())))
+    nb.cells = [nbformat.v4.new_code_cell("from labkit.widgets import architecture as arch\n"
+                                          "arch.dgx_comparison(('DGX H100', 'GB200 NVL72'))")]
+    nbformat.write(nb, lab.out / "work" / "scratch-widget-error.ipynb")
+    lab.console.clear()
+    try:
+        lab.js(OPEN, "scratch-widget-error.ipynb")
+        lab.js(RUN_ALL)
+        lab.page.wait_for_function(SETTLED, timeout=RUN_TIMEOUT_S * 1000, polling=250)
+        assert lab.js(FIND) == 1
+        widget = lab.page.locator('[data-labkit-current] [data-labkit-widget="0"]')
+        assert widget.locator(".js-plotly-plot").count() == 1
+        lab.js("() => { window.labkitKernelErrors.length = 0; }")
+        widget.locator(".widget-dropdown select").select_option(label="headline compute")
+        widget.get_by_text("What to do").wait_for(timeout=15_000)
+        text = widget.inner_text()
+        assert "130 TB/s" in text and "32 PFLOP/s" in text and "Unselect" in text
+        assert widget.locator(".js-plotly-plot").count() == 0, "the chart for the old metric is still shown"
+        assert lab.js("() => window.labkitKernelErrors") == [] and not lab.console
+    except BaseException:
+        print(f"screenshot: {lab.screenshot('widget-error')}")
+        raise
+    finally:
+        lab.js(CLOSE_ALL)
