@@ -94,10 +94,50 @@ def test_histogram_global() -> None:
     r = check.histogram_global(hist_plain)
     assert r.status == "failed" and "atomic" in r.cause
     r = check.histogram_global(hist_one_per_thread_no_stride)
-    assert r.status == "failed" and "n=700" in r.message
+    assert r.status == "failed" and "1 block(s) of 64 threads" in r.message and "grid-stride" in r.cause
     assert check.histogram_global(hist_empty).status == "unsolved"
     r = check.histogram_global(kernels.get("histogram_shared"))  # right, but not the exercise's global atomics
     assert r.passed or r.status == "failed"
+
+
+def _hist_shared_narrow(dtype):
+    @cuda.jit
+    def k(data, hist):  # counts in a shared array of a narrow type: wraps past 255 (uint8) or 65,535 (uint16)
+        local = cuda.shared.array(NB, dtype)
+        t = cuda.threadIdx.x
+        for b in range(t, NB, cuda.blockDim.x):
+            local[b] = 0
+        cuda.syncthreads()
+        for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+            cuda.atomic.add(local, data[i], 1)
+        cuda.syncthreads()
+        for b in range(t, NB, cuda.blockDim.x):
+            cuda.atomic.add(hist, b, local[b])
+
+    return k
+
+
+@cuda.jit
+def hist_four_rounds(data, hist):  # a fixed number of grid-stride rounds
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for r in range(4):
+        i = start + r * stride
+        if i < data.size:
+            cuda.atomic.add(hist, data[i], 1)
+
+
+def test_histogram_rejects_shortcuts() -> None:
+    r = check.histogram_global(hist_four_rounds)
+    assert r.status == "failed" and "never written" not in r.message
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's overflow warning inside the simulator
+        r = check.histogram_shared(_hist_shared_narrow(np.uint8))
+        assert r.status == "failed" and "more than 255" in r.cause, r.message
+        r = check.histogram_shared(_hist_shared_narrow(np.uint16))  # right on every case but the 65,600-element one
+        assert r.status == "failed" and "more than 65,535" in r.cause and "1 block(s) of 256" in r.message, r.message
+    assert check.histogram_shared(_hist_shared_narrow(np.uint32)).passed  # unsigned 32 bits: wide enough
 
 
 def test_histogram_shared() -> None:
@@ -190,6 +230,27 @@ def bsum_float64_partial(x, partial):  # writes through a float64 accumulation: 
         partial[cuda.blockIdx.x] = sh[0]
 
 
+@cuda.jit
+def bsum_sized_for_128(x, partial):  # the shared array holds 128 threads: too small for the 256-thread blocks
+    sh = cuda.shared.array(128, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+def test_block_sum_rejects_small_shared_array() -> None:
+    r = check.block_sum(bsum_sized_for_128)
+    assert r.status == "failed" and "256 threads" in r.message
+
+
 def test_block_sum() -> None:
     assert check.block_sum(kernels.get("block_sum")).passed
     assert check.block_sum(bsum_interleaved).passed
@@ -228,11 +289,57 @@ def fsum_every_thread_atomic(x, out):  # valid (slow) variant: one atomic per el
         cuda.atomic.add(out, 0, x[i])
 
 
+@cuda.jit
+def fsum_four_rounds(x, out):  # a fixed number of grid-stride rounds per thread
+    sh = cuda.shared.array(256, np.float32)
+    t = cuda.threadIdx.x
+    acc = 0.0
+    for r in range(4):
+        i = cuda.grid(1) + r * cuda.gridsize(1)
+        if i < x.size:
+            acc += x[i]
+    sh[t] = acc
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, sh[0])
+
+
+@cuda.jit
+def fsum_tree_from_64(x, out):  # starts the tree at 64: right for blocks of 128, wrong for 256
+    sh = cuda.shared.array(256, np.float32)
+    t = cuda.threadIdx.x
+    acc = 0.0
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        acc += x[i]
+    sh[t] = acc
+    cuda.syncthreads()
+    s = 64
+    while s > 0:
+        if t < s and t + s < cuda.blockDim.x:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, sh[0])
+
+
+def test_full_sum_rejects_shortcuts() -> None:
+    for k in (fsum_four_rounds, fsum_tree_from_64):
+        r = check.full_sum(k)
+        assert r.status == "failed" and "elements are wrong" in r.message, (k, r.message)
+
+
 def test_full_sum() -> None:
     assert check.full_sum(kernels.get("sum_all")).passed
     assert check.full_sum(fsum_every_thread_atomic).passed
     r = check.full_sum(fsum_plain_add)
-    assert r.status == "failed" and "two blocks" in r.message
+    assert r.status == "failed" and "between blocks" in r.message and "atomic" in r.cause
 
 
 # ----------------------------------------------------------------------------- warp sum
@@ -285,6 +392,22 @@ def wsum_shared(x, out):  # right values through shared memory, no shuffles
         for k in range(32):
             s += sh[t + k]
         out[i // 32] = s
+
+
+@cuda.jit
+def wsum_four_warps_per_block(x, out):  # assumes 128-thread blocks when numbering warps
+    v = x[cuda.grid(1)] if cuda.grid(1) < x.size else 0.0
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    w = cuda.blockIdx.x * 4 + cuda.threadIdx.x // 32
+    if cuda.laneid == 0 and w < out.size:
+        out[w] = v
+
+
+def test_warp_sum_rejects_fixed_warps_per_block() -> None:
+    assert check.warp_sum(wsum_four_warps_per_block).status == "failed"
 
 
 def test_warp_sum(monkeypatch) -> None:
@@ -368,6 +491,29 @@ def count_at_least(x, threshold, counts):  # counts x >= threshold: elements equ
 
 def test_race_rejects_greater_or_equal() -> None:
     assert check.race(count_at_least).status == "failed"
+
+
+@cuda.jit
+def count_uint8(x, threshold, counts):  # a uint8 counter: wraps in the 1024-thread block
+    count = cuda.shared.array(1, np.uint8)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    if t == 0:
+        count[0] = 0
+    cuda.syncthreads()
+    if i < x.size and x[i] > threshold:
+        cuda.atomic.add(count, 0, 1)
+    cuda.syncthreads()
+    if t == 0:
+        counts[cuda.blockIdx.x] = count[0]
+
+
+def test_race_rejects_narrow_counter() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = check.race(count_uint8)
+    assert r.status == "failed" and "1024 threads" in r.message
 
 
 # ----------------------------------------------------------------------------- 04.scan

@@ -36,16 +36,39 @@ def _bytes(n: int) -> np.ndarray:
     return np.where(random_array(n, np.float32, 0, 1) < 0.7, few, data).astype(np.uint8)
 
 
+def _heavy_bin(n: int, count: int) -> np.ndarray:
+    """``n`` bytes of which ``count`` share one value (drawn afresh) and the rest are spread over all 256 values, in
+    random order: one bin then holds more than a narrow counter type can (255 for uint8, 65,535 for uint16)."""
+    from .harness import rng
+
+    data = random_array(n, np.uint8, 0, 256)
+    data[:count] = random_array(1, np.uint8, 0, 256)[0]
+    return data[rng().permutation(n)]
+
+
 def _histogram_cases(kernel: Any, *, shared: bool) -> str:
-    cases = [(500, 128, 4), (1, 64, 1), (130, 64, 3), (700, 64, 2)]  # the last grid is smaller than the data
-    for k, (n, block, grid) in enumerate(cases):
-        data = _bytes(n)
+    from .draws import between, not_multiple
+
+    # fresh sizes each run: a grid larger than the data, one element, a reversed launch, and one block that strides
+    # 10 rounds and more with one bin above 255 counts (a uint8 counter wraps)
+    cases = [(not_multiple(300, 500, 128), 128, 4, None), (1, 64, 1, None), (between(130, 190), 64, 3, None),
+             (not_multiple(900, 1200, 64), 64, 1, between(300, 400))]
+    if shared:  # one block counting more than 65,535 of one value into its shared bins (a uint16 counter wraps)
+        cases.append((between(65_600, 65_700), 256, 1, between(65_540, 65_590)))
+    for k, (n, block, grid, heavy) in enumerate(cases):
+        data = _bytes(n) if heavy is None else _heavy_bin(n, heavy)
         label = f"n={n} bytes, {grid} block(s) of {block} threads"
         report = run_case(kernel, grid, block, (data,), out_shape=NBINS, out_dtype=np.int32,
                           expected=np.bincount(data, minlength=NBINS).astype(np.int32), label=label,
                           names=("data", "hist"), out_init=0, first=k == 0, reverse=k == 2,
                           unwritten_cause="some elements were not counted: cover all of data (a grid-stride loop covers it "
-                                          "with any grid).")
+                                          "with any grid).",
+                          extra_cause=" ".join(filter(None, (
+                              "(The grid here has fewer threads than elements: a grid-stride loop must cover the rest.)"
+                              if grid * block < n else None,
+                              None if heavy is None else
+                              f"(One bin here counts more than {255 if heavy < 65_536 else 65_535:,} bytes: a counter "
+                              "narrower than int32 — uint8 holds 255, uint16 65,535 — wraps around.)"))) or None)
         if report is None:
             continue
         if shared:
@@ -64,7 +87,9 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
         need = ["shared-memory atomics"] if shared else ["global atomics"]
         require_ptx(kernel, "void(uint8[:], int32[:])", need, label="histogram",
                     cause="count with cuda.atomic.add " + ("into a cuda.shared.array first." if shared else "on hist."))
-    return f"correct on {len(cases)} launches (skewed data, grids larger and smaller than the data), no lost updates."
+    big = " and above 65,535 in one block" if shared else ""
+    return (f"correct on {len(cases)} launches of fresh sizes (skewed data, grids larger and smaller than the data, 10+ "
+            f"grid-stride rounds, a bin above 255 counts{big}), no lost updates.")
 
 
 @exercise(
@@ -127,7 +152,11 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
 )
 def block_sum(kernel: Any) -> str:
     """Grade ``block_sum(x, partial)``: ``partial[b]`` = sum of block b's elements; power-of-two blocks up to 256."""
-    cases = [(300, 64), (1, 32), (256, 256), (200, 128), (100, 32)]
+    from .draws import between, not_multiple
+
+    # fresh sizes each run, every power-of-two block from 32 to MAX_BLOCK = 256, partial last blocks
+    cases = [(not_multiple(129, 250, 64), 64), (1, 32), (not_multiple(257, 500, 256), 256), (not_multiple(129, 250, 128), 128),
+             (between(33, 100), 32)]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         grid = -(-n // block)
@@ -157,14 +186,20 @@ def block_sum(kernel: Any) -> str:
 )
 def full_sum(kernel: Any) -> str:
     """Grade ``sum_all(x, out)``: adds ``sum(x)`` to ``out[0]`` (which starts at 0) for any grid."""
-    cases = [(1000, 128, 2), (1, 32, 1), (300, 64, 4), (77, 32, 3)]
+    from .draws import between, not_multiple
+
+    # (n, block, grid), fresh each run: a few rounds, one element, more threads than elements, 10 to 12 grid-stride
+    # rounds (grid × block × 10 < n), and one block of MAX_BLOCK = 256 threads
+    cases = [(not_multiple(900, 1300, 128), 128, 2), (1, 32, 1), (between(40, 90), 32, 3), (between(257, 400), 64, 4),
+             (not_multiple(641, 768, 64), 32, 2), (between(300, 700), 256, 1)]
     for k, (n, block, grid) in enumerate(cases):
         x = random_array(n)
         label = f"n={n}, {grid} block(s) of {block} threads"
         run_case(kernel, grid, block, (x,), out_shape=1, out_dtype=np.float32,
                  expected=np.array([x.astype(np.float64).sum()]), label=label, names=("x", "out"), out_init=0.0,
                  first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4)
-    return "correct for grids larger and smaller than the data; blocks combine atomically."
+    return ("correct for fresh sizes with grids larger and smaller than the data (10+ grid-stride rounds) and blocks of "
+            "32 to 256 threads; blocks combine atomically.")
 
 
 # ----------------------------------------------------------------------------- 04.warp-sum
@@ -183,10 +218,15 @@ def full_sum(kernel: Any) -> str:
 )
 def warp_sum(kernel: Any) -> str:
     """Grade ``warp_sum(x, out)``: ``out[w]`` = sum of elements ``32w .. 32w + 31`` (zeros past the end);
-    blocks of 32 to 128 threads."""
+    blocks of 32 to 256 threads."""
     from ..sim import warp as simwarp
 
-    cases = [(200, 64), (1, 32), (96, 96), (64, 128)]
+    from .draws import between, not_multiple
+
+    # fresh sizes each run: several warps with a partial last one, one element, a block of 3 warps, a block larger than
+    # the data, and two blocks of the largest size the exercise allows (256 threads, 8 warps), the second partial
+    cases = [(not_multiple(150, 250, 32), 64), (1, 32), (between(65, 96), 96), (between(33, 64), 128),
+             (not_multiple(257, 500, 32), 256)]
     before = simwarp.calls
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
@@ -202,7 +242,7 @@ def warp_sum(kernel: Any) -> str:
     elif simwarp.calls == before:
         raise Failed("the sums are right, but the kernel made no warp shuffle.",
                      cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).")
-    return "correct for 1 to 7 warps and blocks of 32 to 128 threads, using warp shuffles."
+    return "correct for 1 to 16 warps on fresh sizes and blocks of 32 to 256 threads, using warp shuffles."
 
 
 # ----------------------------------------------------------------------------- 04.race
@@ -222,10 +262,16 @@ def warp_sum(kernel: Any) -> str:
 )
 def race(kernel: Any) -> str:
     """Grade ``count_above(x, threshold, counts)``: ``counts[b]`` = elements of block b greater than ``threshold``."""
-    cases = [(300, 64), (1, 32), (256, 128), (90, 32)]
+    from .draws import between, not_multiple
+
+    # fresh sizes each run: a partial last block, one element, whole blocks, fewer elements than a block, and blocks
+    # of 1024 threads (the most a block can have), where many more threads meet at the shared counter
+    cases = [(not_multiple(257, 400, 64), 64), (1, 32), (128 * between(1, 2), 128), (between(33, 90), 32),
+             (between(700, 1023), 1024)]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
-        threshold = np.float32(random_array(1, np.float32, -0.5, 0.5)[0])
+        low, high = (-0.8, -0.3) if block == 1024 else (-0.5, 0.5)  # the 1024-thread block counts more than 255
+        threshold = np.float32(random_array(1, np.float32, low, high)[0])
         if n > 1:  # some elements equal the threshold: "greater than" must not count them
             x[:: max(2, n // 8)] = threshold
         grid = -(-n // block)
@@ -235,7 +281,7 @@ def race(kernel: Any) -> str:
         label = f"n={n}, threshold {threshold:.3f}, {grid} block(s) of {block} threads"
         run_case(kernel, grid, block, (x, threshold), out_shape=grid, out_dtype=np.int32, expected=expected, label=label,
                  names=("x", "threshold", "counts"), first=k == 0, reverse=k == 1)
-    return "correct and race-free on every launch."
+    return "correct and race-free on every launch (fresh sizes, blocks of 32 to 1024 threads)."
 
 
 # ----------------------------------------------------------------------------- 04.scan

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..cupylab import cupy_or_none
 from ..errors import CompileError, LabkitError
+from .answers import number
 from .core import Failed, Unsolved, exercise
 from .harness import compare, random_array, sizes_for
 
@@ -58,6 +59,20 @@ def _ref_softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _softmax_input(shape: tuple[int, ...], dtype: Any, scale: float | None) -> np.ndarray:
+    """Random values in ±scale; for ``scale=None`` each row (last axis) gets its own scale from 0.01 to 1000, the
+    smallest and the largest both present."""
+    from .harness import rng
+
+    if scale is not None:
+        return random_array(shape, dtype, -scale, scale)
+    scales = 10.0 ** rng().uniform(-2, 3, size=shape[:-1])
+    flat = scales.reshape(-1)
+    first, second = rng().choice(flat.size, size=2, replace=False)
+    flat[first], flat[second] = 0.01, 1000.0
+    return (random_array(shape, np.float64, -1, 1) * scales[..., None]).astype(dtype)
+
+
 def _reference_softmax() -> Callable[[Any], Any]:
     from ..cupylab import array_module
 
@@ -87,10 +102,16 @@ def softmax(fn: Any) -> str:
     """Grade ``softmax(x)`` over the last axis: NumPy and CuPy inputs, 2-D and 3-D, float32 and float64, large values."""
     if not callable(fn):
         raise Failed(f"expected a function softmax(x), got {type(fn).__name__}.")
+    from .draws import between
+
     cupy = cupy_or_none()
-    cases = [((4, 7), np.float32, 1.0), ((3, 2, 33), np.float64, 1.0), ((5, 129), np.float32, 5.0), ((2, 50), np.float32, 800.0)]
+    # fresh shapes each run; values in ±scale, or (None) rows whose scales differ by orders of magnitude (0.01 to 1000
+    # within one array), where one maximum of the whole array instead of one per row underflows the small rows to 0/0
+    cases = [((between(3, 6), between(5, 40)), np.float32, 1.0), ((between(2, 4), between(2, 3), between(20, 70)), np.float64, 1.0),
+             ((between(3, 8), between(100, 300)), np.float32, 5.0), ((between(2, 4), between(30, 90)), np.float32, 800.0),
+             ((between(4, 8), between(16, 64)), np.float32, None), ((between(2, 3), between(3, 5), between(8, 40)), np.float64, None)]
     for shape, dtype, scale in cases:
-        host = random_array(shape, dtype, -scale, scale)
+        host = _softmax_input(shape, dtype, scale)
         x = cupy.asarray(host) if cupy is not None else host
         try:
             got = fn(x)
@@ -111,13 +132,27 @@ def softmax(fn: Any) -> str:
                          cause="reduce over the last axis with keepdims=True so the result broadcasts back.")
         if got_h.dtype != np.dtype(dtype):
             raise Failed(f"a {np.dtype(dtype).name} input gave a {got_h.dtype} result.", cause="keep the input's dtype.")
+        where_vals = f"inputs in [-{scale:g}, {scale:g}]" if scale else "rows scaled from 0.01 to 1000"
+        one_max = ("one maximum for the whole array makes exp(x - max) underflow to 0 in rows with small values: take "
+                   "each row's maximum, `x.max(axis=-1, keepdims=True)`.")
         if not np.isfinite(got_h).all():
-            raise Failed(f"inputs in [-{scale:g}, {scale:g}] gave inf or nan.",
-                         cause="exp overflows for large inputs: subtract each row's maximum first.")
+            raise Failed(f"shape {shape}, {where_vals}: the result has inf or nan.",
+                         cause=one_max if scale is None else "exp overflows for large inputs: subtract each row's maximum first.")
         rtol = 1e-4 if dtype == np.float32 else 1e-10
-        compare(got_h.astype(np.float64), _ref_softmax(host), label=f"shape {shape}, {np.dtype(dtype).name}", rtol=rtol, atol=1e-7)
+        try:
+            compare(got_h.astype(np.float64), _ref_softmax(host), label=f"shape {shape}, {np.dtype(dtype).name}, {where_vals}",
+                    rtol=rtol, atol=1e-7)
+        except Failed as exc:
+            rows = got_h.sum(axis=-1)
+            if scale is None and not np.allclose(rows, 1.0, rtol=1e-3):
+                raise Failed(str(exc), cause=one_max) from None
+            if not np.allclose(rows, 1.0, rtol=1e-3):
+                raise Failed(str(exc), cause="each row of a softmax sums to 1: normalise over the last axis "
+                                             "(`e.sum(axis=-1, keepdims=True)`), not over the whole array or another axis.") from None
+            raise
     where = "CuPy arrays on the GPU (results stayed on the device)" if cupy is not None else "NumPy arrays (sim mode)"
-    return f"correct on {len(cases)} inputs ({where}), 2-D and 3-D, float32 and float64, values up to ±800."
+    return (f"correct on {len(cases)} fresh inputs ({where}), 2-D and 3-D, float32 and float64, values up to ±800 and rows "
+            "whose scales differ by orders of magnitude.")
 
 
 # ----------------------------------------------------------------------------------------- 05.fusion-traffic
@@ -136,6 +171,24 @@ def _traffic() -> Any:
 
 
 _FUSION_KEYS = ("launches_unfused", "bytes_unfused", "launches_fused", "bytes_fused")
+
+
+def _fusion_slips() -> dict[str, dict[float, str]]:
+    """Plausible wrong answers of 05.fusion-traffic, per key: {value: cause}."""
+    t = _traffic()
+    n4 = 4 * FUSION_N
+    return {
+        "launches_unfused": {4.0: "x - y is computed twice: Python evaluates both (x - y) factors, so 5 kernels, not 4.",
+                             3.0: "count the multiplication by w and the addition of b too: a scalar operand still needs a kernel."},
+        "bytes_unfused": {t.bytes_unfused / 4: "that counts elements; each float32 is 4 bytes.",
+                          t.bytes_unfused * 8: "that is bits; give bytes.",
+                          float(t.bytes_unfused - 3 * n4): "x - y is computed twice: its second kernel reads x and y and writes again.",
+                          float(t.bytes_unfused + 2 * n4): "a scalar (w, b) costs no memory traffic: only array operands are read."},
+        "launches_fused": {float(t.launches_unfused): "fused, the whole expression is one kernel."},
+        "bytes_fused": {t.bytes_fused / 4: "that counts elements; each float32 is 4 bytes.",
+                        float(t.bytes_fused + 2 * n4): "x and y are read once each, even though x - y appears twice.",
+                        float(t.bytes_unfused): "that is the unfused traffic; fused, temporaries stay in registers."},
+    }
 
 
 @exercise(
@@ -167,11 +220,13 @@ def fusion_traffic(answer: Any) -> str:
         "launches_fused": "cupy.fuse turns the whole function into one kernel.",
         "bytes_fused": "the fused kernel reads x and y once each and writes one result; temporaries stay in registers.",
     }
+    slips = _fusion_slips()
     for k in _FUSION_KEYS:
         want = getattr(t, k)
-        got = answer[k]
-        if not isinstance(got, (int, float, np.integer, np.floating)) or got != want:
-            raise Failed(f"{k} = {got!r} is not right for n = {FUSION_N:,} float32 elements.", cause=causes[k])
+        got = number(answer[k], k)
+        if got != want:  # counts of launches and bytes: exact
+            cause = next((c for v, c in slips[k].items() if got == v), causes[k])
+            raise Failed(f"{k} = {got:,g} is not right for n = {FUSION_N:,} float32 elements.", cause=cause)
     return (f"right: {t.launches_unfused} launches and {t.bytes_unfused / 1e6:.1f} MB unfused, 1 launch and "
             f"{t.bytes_fused / 1e6:.1f} MB fused: {t.ratio:.2f}x less traffic (a model; a GPU run measures it).")
 
@@ -468,8 +523,14 @@ def pipeline_time(fn: Any) -> str:
 
     if not callable(fn):
         raise Failed(f"expected a function pipelined_time(t_in, t_kernel, t_out, chunks), got {type(fn).__name__}.")
-    rng = np.random.default_rng()
-    cases = [(2.0, 0.5, 2.0, 1), (2.0, 0.5, 2.0, 8), (1.0, 3.0, 0.5, 4)]
+    from .harness import rng as _rng
+
+    rng = _rng()
+    # fresh cases each run: one chunk, copies slower than the kernel, the kernel slowest, and random mixes
+    big, small = (float(v) for v in rng.uniform(1.5, 5.0, 2)), float(rng.uniform(0.1, 0.9))
+    copy, kern = next(big), next(big)
+    cases = [(copy, small, copy * float(rng.uniform(0.8, 1.2)), 1), (copy, small, copy, int(rng.integers(4, 17))),
+             (small, kern, small * 0.5, int(rng.integers(2, 9)))]
     cases += [(*(float(v) for v in rng.uniform(0.1, 5.0, 3)), int(rng.integers(2, 33))) for _ in range(5)]
     for t_in, t_k, t_out, chunks in cases:
         try:
@@ -481,17 +542,20 @@ def pipeline_time(fn: Any) -> str:
         if got is None or got is Ellipsis:
             raise Unsolved("pipelined_time returns nothing yet.")
         want = pipeline(t_in, t_k, t_out, chunks).makespan_s
-        if not isinstance(got, (int, float, np.floating)) or not np.isclose(float(got), want, rtol=1e-9):
+        got = number(got, "the time pipelined_time returns")
+        if not np.isclose(got, want, rtol=1e-9):
             serial = t_in + t_k + t_out
-            if isinstance(got, (int, float, np.floating)) and np.isclose(float(got), serial / chunks):
+            if np.isclose(got, serial / chunks):
                 cause = "that assumes all three engines work on every chunk at the same time; the first chunk must pass all stages in turn."
-            elif isinstance(got, (int, float, np.floating)) and np.isclose(float(got), serial):
+            elif np.isclose(got, max(t_in, t_k, t_out)):
+                cause = "the slowest stage alone is the limit for many chunks; the first chunk still passes every stage."
+            elif np.isclose(got, serial):
                 cause = "that is the serial time: with chunks, the stages of different chunks overlap."
             else:
                 cause = "first chunk through all stages, then one slowest-stage step per further chunk."
             raise Failed(f"t_in={t_in:.3g}, t_kernel={t_k:.3g}, t_out={t_out:.3g}, chunks={chunks}: expected {want:.6g}, got {got!r}.",
                          cause=cause)
-    return f"matches labkit's event-by-event pipeline model on {len(cases)} cases (a model of the copy engines and SMs)."
+    return f"matches labkit's event-by-event pipeline model on {len(cases)} fresh cases (a model of the copy engines and SMs)."
 
 
 # ----------------------------------------------------------------------------------------- 05.streams
