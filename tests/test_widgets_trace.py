@@ -79,7 +79,7 @@ def test_figures_of_one_trace(tile_trace) -> None:
     assert tile_panel.z[1][3] == wt.WRITE and tile_panel.z[3][1] == wt.READ
     box.controls["scope"].value = "warp"
     assert (np.array(box.figures["elements"].data[0].z)[1] == wt.READ).all()  # warp 1 read row 1 of a
-    assert "<table>" in box.children[0].value and "shared reads" in box.children[0].value
+    assert "<table" in box.children[0].value and "shared reads" in box.children[0].value
 
 
 def test_races_and_divergent_barriers_are_marked() -> None:
@@ -139,3 +139,12 @@ def test_a_failed_check_names_the_show_call_that_draws_its_case() -> None:
     assert failed.args[0] is not x and failed.args[1].shape == (64,)
     box = labkit.show(copy_shifted, failed)
     assert box.trace.summary()["global_sectors_per_request"]["x"] == 5
+
+
+def test_one_table_for_two_traces_and_no_choice_where_there_is_none() -> None:
+    x = np.arange(65, dtype=np.float32)
+    box = labkit.show(copy_shifted, x, np.zeros(64, np.float32), grid=1, block=64, reference=copy_plain)
+    assert box.children[0].value.count("<table") == 1
+    for view in box.children[1].children:
+        assert "<table" not in view.children[0].value
+        assert view.controls["block"].disabled  # one block traced: nothing to choose

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import LabkitError
+from ..sim.trace import _dims
 
 __all__ = ["banks_figure", "coalescing_figure", "elements_figure", "score_table", "show", "threads_figure", "trace_view"]
 
@@ -316,14 +317,16 @@ def score_table(traces: dict[str, Any]) -> str:
                       for k in labels]))
     for key, name in (("races", "races"), ("divergent_barriers", "divergent barriers"), ("errors", "errors")):
         rows.append((name, [str(s[k][key]) for k in labels]))
-    head = "".join(f"<th style='padding:2px 10px'>{html.escape(k)}</th>" for k in labels)
-    body = "".join(f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td style='text-align:center'>{html.escape(v)}</td>"
-                                                                   for v in vals) + "</tr>" for name, vals in rows)
-    return f"<table><tr><th></th>{head}</tr>{body}</table>"
+    cell = "padding:0 10px; line-height:1.25"
+    head = "".join(f"<th style='{cell}'>{html.escape(k)}</th>" for k in labels)
+    body = "".join(f"<tr><td style='{cell}'>{html.escape(name)}</td>"
+                   + "".join(f"<td style='{cell}; text-align:center'>{html.escape(v)}</td>" for v in vals) + "</tr>"
+                   for name, vals in rows)
+    return f"<table style='border-collapse:collapse; font-size:0.95em'><tr><th></th>{head}</tr>{body}</table>"
 
 
 def _notes(trace: Any) -> str:
-    parts = [f"<b>{html.escape(trace.kernel)}</b>[{html.escape(str(trace.grid))}, {html.escape(str(trace.block))}]: "
+    parts = [f"<b>{html.escape(trace.kernel)}</b>[{html.escape(_dims(trace.grid))}, {html.escape(_dims(trace.block))}]: "
              f"{trace.threads_traced} threads traced in {html.escape(trace.origin)} — which elements each thread touched, "
              "not how fast a GPU runs it."]
     if trace.sampled:
@@ -363,9 +366,11 @@ def _default_selection(trace: Any) -> tuple[int, int]:
     return 0, 0
 
 
-def trace_view(trace: Any, *, block: int | None = None, thread: int | None = None, scope: str = "thread") -> Any:
+def trace_view(trace: Any, *, block: int | None = None, thread: int | None = None, scope: str = "thread",
+               table: bool = True) -> Any:
     """The picture of a :class:`~labkit.sim.trace.Trace` with controls (an ipywidgets VBox, builds headless).
 
+    ``table=False`` leaves out the score table (:func:`show` puts one table above two traces).
     ``box.figures`` holds the current plotly figures (``threads``, ``elements``, ``coalescing``, ``banks``);
     ``box.controls`` the scope buttons and the block and thread selectors."""
     import ipywidgets as W
@@ -381,10 +386,12 @@ def trace_view(trace: Any, *, block: int | None = None, thread: int | None = Non
     scope_w = W.ToggleButtons(options=["thread", "warp", "block"], value=scope, description="show")
     block_w = W.Dropdown(options=[(f"block {b}", k) for k, b in enumerate(trace.traced_blocks)] or [("block (0, 0, 0)", 0)],
                          value=b0, description="block")
-    thread_w = W.IntSlider(value=t0, min=0, max=trace.threads_per_block - 1, description="thread")
+    block_w.disabled = len(trace.traced_blocks) <= 1  # nothing to choose
+    thread_w = W.IntSlider(value=t0, min=0, max=trace.threads_per_block - 1, description="thread",
+                           disabled=trace.threads_per_block <= 1)
     where = W.HTML()
     outs = {k: W.Output() for k in ("threads", "elements", "coalescing", "banks")}
-    header = W.HTML(_notes(trace) + "<br>" + score_table({trace.kernel: trace}))
+    header = W.HTML(_notes(trace) + ("<br>" + score_table({trace.kernel: trace}) if table else ""))
     box = W.VBox([header, W.HBox([scope_w, block_w]), W.HBox([thread_w, where]), outs["threads"], outs["elements"],
                   outs["coalescing"], outs["banks"]])
     box.trace = trace
@@ -393,7 +400,8 @@ def trace_view(trace: Any, *, block: int | None = None, thread: int | None = Non
 
     def update(change: Any = None) -> None:
         k, t, s = block_w.value, thread_w.value, scope_w.value
-        where.value = f"threadIdx {trace.thread_index(t)}, warp {t // 32}, lane {t % 32}"
+        shown = trace.traced_blocks[k] if 0 <= k < len(trace.traced_blocks) else (0, 0, 0)
+        where.value = f"block {shown}, threadIdx {trace.thread_index(t)}, warp {t // 32}, lane {t % 32}"
         figs = {
             "threads": threads_figure(trace, block=k, thread=t, scope=s),
             "elements": elements_figure(trace, block=k, thread=t, scope=s),
@@ -447,7 +455,7 @@ def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference
     table = W.HTML(f"<b>{html.escape(yours)} beside {html.escape(theirs)}, on the same input</b> (traced in the "
                    "simulator; the score is the most reads and writes one thread makes, lower is better for the same "
                    "result):<br>" + score_table({yours: mine, theirs: ref}))
-    tabs = W.Tab(children=[trace_view(mine), trace_view(ref)])
+    tabs = W.Tab(children=[trace_view(mine, table=False), trace_view(ref, table=False)])
     for k, title in enumerate((yours, theirs)):
         tabs.set_title(k, title)
     box = W.VBox([table, tabs])
