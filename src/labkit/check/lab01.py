@@ -55,7 +55,9 @@ def _v100_vs_p100_slips() -> tuple[dict[str, float], dict[str, float]]:
     hints=[
         "The '10x' compares the V100's Tensor Core peak with one of the P100's peaks. Which one gives more than 10?",
         "hw.gpu('V100').peak('fp16') is the Tensor Core rate; divide it by hw.gpu('P100').peak('fp32') and by .peak('fp16').",
-        "ratio_fp32 = V100 fp16 / P100 fp32 (about 12); ratio_fp16 = V100 fp16 / P100 fp16 (about 6). Use .value.",
+        "Check the two ratios against the claim: one should be above 10 (the comparison the talk made), the other about "
+        "half of it, because the P100 runs FP16 at twice its FP32 rate. Both near 6 means you divided by FP16 twice. "
+        "Use .value: a Figure carries a unit.",
     ],
     reference=_v100_vs_p100,
 )
@@ -100,7 +102,8 @@ def _a100_20x_slips() -> dict[str, float]:
     hints=[
         "Which A100 precision is the highest one that still takes FP32 inputs unchanged in a framework? And is sparsity counted?",
         "Compare hw.gpu('A100').peak('tf32', sparse=True) with hw.gpu('V100').peak('fp32').",
-        "ratio = A100 TF32 with sparsity / V100 FP32 = 312 / 15.7.",
+        "List every A100 rate that takes FP32 inputs (FP32 on the CUDA cores; TF32 on Tensor Cores, dense and sparse) "
+        "and divide each by the V100's FP32 rate: only one comes out near 20. Which two choices does the headline stack?",
     ],
     reference=_a100_20x,
 )
@@ -135,7 +138,8 @@ def _dgx_a100_slips() -> dict[str, float]:
     hints=[
         "Multiply the number of GPUs by one GPU's peak. Which precision, and with or without sparsity, gives about 5?",
         "hw.system('DGX A100').gpu_count x hw.gpu('A100').peak('fp16', sparse=True); the answer is in PFLOP/s.",
-        "8 x 624 TFLOP/s = 4992 TFLOP/s; divide by 1000.",
+        "Try the four candidates (FP16 or TF32, dense or sparse): only one product of the GPU count and a per-GPU peak "
+        "lands near 5. Then mind the unit: peaks are in TFLOP/s, the headline in PFLOP/s (1 PFLOP/s = 1000 TFLOP/s).",
     ],
     reference=_dgx_a100_pflops,
 )
@@ -167,7 +171,8 @@ def _superpod_slips() -> dict[str, float]:
     hints=[
         "A SuperPOD is a number of DGX A100 systems; each has a GPU count and a headline.",
         "gpus = system_count x 8; pflops = system_count x the DGX A100 headline in PFLOP/s.",
-        "140 x 8 GPUs; 140 x 5 PFLOP/s.",
+        "Build it up one level at a time: GPUs per system x systems; PFLOP/s per system x systems. PFLOP/s 8 times too "
+        "large means the GPU count went in twice: the system headline already counts its GPUs.",
     ],
     reference=_superpod,
 )
@@ -204,7 +209,8 @@ def _backplane_slips() -> dict[str, float]:
     hints=[
         "Count the NVLinks that leave one baseboard: switches per board x backplane links per switch.",
         "6 NVSwitches x 8 links = 48 links, each hw.link('NVLink 2').per_link per direction.",
-        "48 x 25 GB/s x 2 directions; answer in GB/s, bidirectional.",
+        "Mind the conventions before multiplying: labkit's per-link rate is per direction, the figure asked for adds "
+        "both directions, in GB/s. Compare your result with the talk's figure for the backplane.",
     ],
     reference=_backplane,
 )
@@ -227,7 +233,8 @@ def _dgx1_pairs() -> tuple[float, float, float]:
     hints=[
         "Look up how many NVLinks join each pair (topo.links_between) and what one link carries per direction.",
         "GPU0-GPU3 has two links, GPU0-GPU1 one, GPU0-GPU5 none; one NVLink 2 carries 25 GB/s per direction.",
-        "(2 x 25, 1 x 25, 0) GB/s per direction.",
+        "Read GPU0's row of the hybrid cube-mesh: which GPUs are joined by two links, which by one, which by none? A "
+        "pair without NVLink gets no NVLink bandwidth (its traffic goes over PCIe and the CPUs): answer 0 for it.",
     ],
     reference=_dgx1_pairs,
 )
@@ -261,7 +268,8 @@ def _ring_reference(nbytes: float, n_gpus: int, bus_gbps: float) -> float:
     hints=[
         "In a ring all-reduce each GPU sends its buffer in n pieces, twice around the ring (reduce-scatter, then all-gather) minus its own piece.",
         "Each GPU sends 2(n-1)/n x nbytes; time = that / bandwidth. The bandwidth is in GB/s = 1e9 bytes/s.",
-        "return 2 * (n_gpus - 1) / n_gpus * nbytes / (bus_gbps * 1e9)",
+        "Test the formula by hand before you trust it: for 2 GPUs each sends its whole buffer once (half in each "
+        "phase); for many GPUs the factor approaches 2. Convert GB/s to bytes per second (x 1e9) before dividing.",
     ],
     reference=lambda: _ring_reference,
 )
@@ -333,7 +341,8 @@ def _two_dgx1_slips() -> dict[str, float]:
     hints=[
         "A ring over 16 GPUs in two boxes must leave each box; the slowest hop is the network between them.",
         "Each DGX-1 (V100) has 4 InfiniBand EDR ports of 100 Gb/s: 4 x 12.5 GB/s per direction. Gradients: 300 M x 4 bytes.",
-        "ring_allreduce_time(300e6 * 4, 16, 4 * 12.5) in seconds, x 1000 for milliseconds.",
+        "The ring must cross between the boxes, so its slowest hop is the InfiniBand: add up one box's ports in GB/s "
+        "per direction (Gb/s / 8), use that as the ring bandwidth in your function, and turn seconds into milliseconds.",
     ],
     reference=_two_dgx1_ms,
 )
