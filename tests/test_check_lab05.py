@@ -69,6 +69,44 @@ def test_softmax_rejects_unstable_and_wrong_axis() -> None:
     assert check.softmax(upcast).status == "failed"
 
 
+def test_softmax_rejects_one_global_maximum() -> None:
+    def global_max(x):  # right for rows of similar scale; rows 1000x smaller underflow to 0 / 0
+        e = np.exp(x - x.max())
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def whole_sum(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum()
+
+    with np.errstate(all="ignore"):
+        for _ in range(3):  # fresh inputs each run: it fails every time
+            r = check.softmax(global_max)
+            assert r.status == "failed" and "each row's maximum" in r.cause
+    r = check.softmax(whole_sum)
+    assert r.status == "failed" and "sums to 1" in r.cause
+
+
+def test_softmax_correct_but_different_pass() -> None:
+    def log_sum_exp(x):
+        m = x.max(axis=-1, keepdims=True)
+        lse = m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+        return np.exp(x - lse)
+
+    def transposed_max(x):  # the maximum along the last axis, written with swapaxes
+        m = np.swapaxes(np.swapaxes(x, -1, 0).max(axis=0, keepdims=True), -1, 0)
+        e = np.exp(x - m)
+        return e / e.sum(axis=-1, keepdims=True)
+
+    assert check.softmax(log_sum_exp)
+    assert check.softmax(transposed_max)
+
+
+def test_softmax_inputs_mix_scales_by_orders_of_magnitude() -> None:
+    x = check.lab05._softmax_input((5, 20), np.float32, None)
+    spread = np.abs(x).max(axis=-1)
+    assert spread.max() / spread.min() > 1e4
+
+
 # ----------------------------------------------------------------------------------------- fusion traffic
 def test_fusion_traffic_model_numbers() -> None:
     t = cupylab.traffic(check.lab05.scaled_squared_error, 1 << 20, "float32", scalars=("w", "b"))
@@ -85,6 +123,25 @@ def test_fusion_traffic_accepts_and_rejects() -> None:
     assert check.fusion_traffic({**good, "bytes_fused": 2 * 4 * n}).status == "failed"
     assert check.fusion_traffic({"launches_unfused": 5}).status == "failed"
     assert check.fusion_traffic([1, 2]).status == "failed"
+    r = check.fusion_traffic({**good, "launches_fused": "1"})
+    assert r.status == "failed" and "should be a number, got str" in r.message
+
+
+# wrong answers a tired learner writes, with a word of the cause each gets; exact counts: any other number fails
+FUSION_WRONG = [("launches_unfused", 4, "twice"), ("launches_unfused", 3, "scalar"), ("bytes_unfused", 13 * (1 << 20), "4 bytes"),
+                ("bytes_unfused", 13 * 4 * 8 * (1 << 20), "bits"), ("bytes_unfused", 10 * 4 * (1 << 20), "twice"),
+                ("bytes_unfused", 15 * 4 * (1 << 20), "scalar"), ("launches_fused", 5, "one kernel"),
+                ("bytes_fused", 5 * 4 * (1 << 20), "once each"), ("bytes_fused", 13 * 4 * (1 << 20), "unfused"),
+                ("bytes_fused", 3 * (1 << 20), "4 bytes")]
+
+
+@pytest.mark.parametrize("key, value, word", FUSION_WRONG)
+def test_fusion_traffic_names_each_slip(key, value, word) -> None:
+    n = 1 << 20
+    good = {"launches_unfused": 5, "bytes_unfused": 13 * 4 * n, "launches_fused": 1, "bytes_fused": 3 * 4 * n}
+    r = check.fusion_traffic({**good, key: value})
+    assert r.status == "failed" and word in r.cause, r.cause
+    assert check.fusion_traffic({**good, key: np.int64(good[key])})  # NumPy integers are numbers too
 
 
 # ----------------------------------------------------------------------------------------- huber (ElementwiseKernel)
@@ -286,6 +343,26 @@ def test_pipeline_accepts_reference_and_rejects_wrong() -> None:
     assert r.status == "failed" and "first chunk" in r.cause
     assert check.pipeline_time(serial).status == "failed"
     assert check.pipeline_time(sk).status == "unsolved"
+
+    def slowest_only(t_in, t_kernel, t_out, chunks):
+        return max(t_in, t_kernel, t_out)
+
+    def copies_only(t_in, t_kernel, t_out, chunks):  # forgets that the kernel can be the slowest stage
+        return (t_in + t_kernel + t_out) / chunks + (chunks - 1) * max(t_in, t_out) / chunks
+
+    def as_string(t_in, t_kernel, t_out, chunks):
+        return str(check.core._get("05.pipeline").reference()(t_in, t_kernel, t_out, chunks))
+
+    def by_stages(t_in, t_kernel, t_out, chunks):  # correct, written as a timeline of the last chunk
+        step = max(t_in, t_kernel, t_out) / chunks
+        return t_in / chunks + t_kernel / chunks + t_out / chunks + step * (chunks - 1)
+
+    r = check.pipeline_time(slowest_only)
+    assert r.status == "failed" and "slowest stage alone" in r.cause
+    assert check.pipeline_time(copies_only).status == "failed"
+    r = check.pipeline_time(as_string)
+    assert r.status == "failed" and "should be a number, got str" in r.message
+    assert check.pipeline_time(by_stages)
 
 
 def test_every_lab05_exercise_registered_with_hints() -> None:

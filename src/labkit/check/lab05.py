@@ -73,6 +73,14 @@ def _softmax_input(shape: tuple[int, ...], dtype: Any, scale: float | None) -> n
     return (random_array(shape, np.float64, -1, 1) * scales[..., None]).astype(dtype)
 
 
+def _looks_like_one_max(got: np.ndarray, x: np.ndarray) -> bool:
+    """True when ``got`` is the softmax computed with one maximum of the whole array (in the input's precision)."""
+    with np.errstate(all="ignore"):
+        e = np.exp(x - x.max())
+        variant = e / e.sum(axis=-1, keepdims=True)
+    return bool(np.allclose(got, variant, rtol=1e-3, atol=1e-9, equal_nan=True))
+
+
 def _reference_softmax() -> Callable[[Any], Any]:
     from ..cupylab import array_module
 
@@ -144,7 +152,7 @@ def softmax(fn: Any) -> str:
                     rtol=rtol, atol=1e-7)
         except Failed as exc:
             rows = got_h.sum(axis=-1)
-            if scale is None and not np.allclose(rows, 1.0, rtol=1e-3):
+            if _looks_like_one_max(got_h, host) or (scale is None and not np.allclose(rows, 1.0, rtol=1e-3)):
                 raise Failed(str(exc), cause=one_max) from None
             if not np.allclose(rows, 1.0, rtol=1e-3):
                 raise Failed(str(exc), cause="each row of a softmax sums to 1: normalise over the last axis "
