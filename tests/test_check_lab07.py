@@ -137,7 +137,7 @@ def test_bidir_conventions() -> None:
 
 def test_registered_with_hints_and_references(capsys) -> None:
     ids = [e[0] for e in check.exercises("07.")]
-    assert len(ids) == 6
+    assert len(ids) == 7  # with 07.event-timing
     for ex_id in ids:
         check.hint(ex_id, 1)
         assert "Hint 1/3" in capsys.readouterr().out
@@ -228,3 +228,63 @@ def test_event_timing_wrong_calls_get_messages() -> None:
     assert check.event_timing("no").status == "failed"
     assert check.event_timing(lambda cp, host, repeat: 1 / 0).status == "failed"
     assert check.event_timing(lambda cp, host: None).status == "failed"
+
+
+# ---------------------------------------------------------------------------------------------- numeric tolerances
+# Every numeric check of lab 07, with the plausible wrong answers (each a factor of the right one) and a word of the
+# cause each must get. A right answer off by 0.4% (rounding) passes: the tolerance (1%) lies between the two.
+def _pcie(g, n):
+    return hw.link(f"PCIe {g}").per_link.value * n / 16
+
+
+def _pageable(p, s):
+    return 1 / (1 / p + 1 / s)
+
+
+def _copy(n, g):
+    return 2 * n / (g * 1e9)
+
+
+def _ring(s, n):
+    return 2 * (n - 1) * s / n
+
+
+SLIPS = [
+    (lab07.pcie_link_bandwidth, _pcie, 2.0, "both directions"),
+    (lab07.pcie_link_bandwidth, _pcie, 8.0, "gigabits"),
+    (lab07.pcie_link_bandwidth, _pcie, 1 / 1.073741824, "GiB/s"),
+    (lab07.hbm_copy_time, _copy, 0.5, "2 x nbytes"),
+    (lab07.hbm_copy_time, _copy, 1e3, "milliseconds"),
+    (lab07.hbm_copy_time, _copy, 1e6, "microseconds"),
+    (lab07.hbm_copy_time, _copy, 1e-9, "multiply by 10^9"),
+    (lab07.allreduce_ring_bytes, _ring, 0.5, "one phase"),
+]
+
+
+@pytest.mark.parametrize("check_fn, right, factor, word", SLIPS, ids=[f"{c.__name__}-{f:g}" for c, _, f, _ in SLIPS])
+def test_each_slip_is_named_and_rounding_passes(check_fn, right, factor, word) -> None:
+    r = check_fn(lambda *a: right(*a) * factor)
+    assert r.status == "failed" and word in (r.cause or ""), r.cause
+    assert check_fn(lambda *a: right(*a) * 1.004)
+
+
+def test_fresh_cases_defeat_a_lookup_table() -> None:
+    # answers learned from the old fixed cases, right there and wrong elsewhere
+    table = {(63.0, 10.0): _pageable(63.0, 10.0), (31.5, 31.5): 15.75}
+    assert _status(lab07.pageable_copy_model(lambda p, s: table.get((p, s), min(p, s)))) == "failed"
+    copies = {2**30: _copy(2**30, 4800.0)}
+    assert _status(lab07.hbm_copy_time(lambda n, g: copies.get(n, n / (g * 1e9)))) == "failed"
+    ring = {(2**20, 4): _ring(2**20, 4)}
+    assert _status(lab07.allreduce_ring_bytes(lambda s, n: ring.get((s, n), 2 * s))) == "failed"
+
+
+def test_strings_are_not_numbers() -> None:
+    for check_fn, right in ((lab07.pcie_link_bandwidth, _pcie), (lab07.pageable_copy_model, _pageable),
+                            (lab07.hbm_copy_time, _copy), (lab07.allreduce_ring_bytes, _ring)):
+        r = check_fn(lambda *a: f"{right(*a):.6g}")
+        assert r.status == "failed" and "should be a number, got str" in r.message
+    r = lab07.bidirectional_conventions({"p2p_sum": "95", "dgx2_per_direction": 150.0}, 48.0, 47.0)
+    assert r.status == "failed" and "should be a number" in r.message
+    m = _dgx1()
+    m[0][3] = "50"
+    assert "should be a number" in lab07.dgx1_peer_matrix(m).message

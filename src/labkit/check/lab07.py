@@ -44,29 +44,33 @@ def _ref_pcie() -> Callable[[int, int], float]:
         "labkit.hw.link('PCIe 4').per_link is the bandwidth of an x16 link, per direction. A link with fewer lanes "
         "carries proportionally less.",
         "Per lane: per_link.value / 16. Multiply by the number of lanes. Do not double it: the figure is per direction.",
-        "return labkit.hw.link(f'PCIe {generation}').per_link.value * lanes / 16",
+        "Check with known cases before running the check: x16 must give the table's figure, x8 half of it, and "
+        "Gen4 twice Gen3 at the same width. A result twice too large means you added the second direction.",
     ],
     reference=_ref_pcie,
 )
 def pcie_link_bandwidth(fn: Any) -> str:
     """Grade ``fn(generation, lanes)`` -> theoretical GB/s per direction of a PCIe link."""
     from ..bandwidth import pcie_peak
+    from .harness import rng
 
-    for gen in (3, 4, 5):
-        for lanes in (16, 8, 4, 1):
-            want = pcie_peak(gen, lanes)
-            got = number(_call(fn, gen, lanes), f"pcie_gbps({gen}, {lanes})")
-            if not close(got, want):
-                causes: dict[float, str] = {}
-                if lanes != 16:
-                    causes[16.0 / lanes] = "the result does not depend on the lane count: an x16 figure for every width."
-                for k, v in ((2.0, "that is both directions added; the question asks for one direction."),
-                             (8.0, "that is gigabits per second; divide by 8 bits per byte."),
-                             (1 / 1.073741824, "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s)."),
-                             (1 / 16, "that is the bandwidth of one lane; multiply by the number of lanes.")):
-                    causes.setdefault(k, v)
-                cause = ratio_cause(got, want, causes)
-                raise Failed(f"pcie_gbps({gen}, {lanes}) returned {got:.3f}, expected {want:.3f} GB/s per direction.", cause=cause)
+    # every generation and width, in a fresh order each run (x16 first: its slips have distinct ratios)
+    combos = [(gen, lanes) for gen in (3, 4, 5) for lanes in (8, 4, 2, 1, 32)]
+    combos = [(int(g), 16) for g in rng().permutation([3, 4, 5])] + [combos[int(k)] for k in rng().permutation(len(combos))]
+    for gen, lanes in combos:
+        want = pcie_peak(gen, lanes)
+        got = number(_call(fn, gen, lanes), f"pcie_gbps({gen}, {lanes})")
+        if not close(got, want):
+            causes: dict[float, str] = {}
+            if lanes != 16:
+                causes[16.0 / lanes] = "the result does not depend on the lane count: an x16 figure for every width."
+            for k, v in ((2.0, "that is both directions added; the question asks for one direction."),
+                         (8.0, "that is gigabits per second; divide by 8 bits per byte."),
+                         (1 / 1.073741824, "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s)."),
+                         (1 / 16, "that is the bandwidth of one lane; multiply by the number of lanes.")):
+                causes.setdefault(k, v)
+            cause = ratio_cause(got, want, causes)
+            raise Failed(f"pcie_gbps({gen}, {lanes}) returned {got:.3f}, expected {want:.3f} GB/s per direction.", cause=cause)
     return (f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
             "twice that with both directions busy.")
 
@@ -86,13 +90,20 @@ def _ref_pageable() -> Callable[[float, float], float]:
         "A pageable copy is two copies one after the other: the CPU copies the bytes into a pinned staging buffer, "
         "then the copy engine sends them over the link. Add the times, not the rates.",
         "For N bytes: time = N / staging_rate + N / link_rate. The rate is N / time; N cancels.",
-        "return 1 / (1 / link_gbps + 1 / staging_gbps)",
+        "Sanity checks: the result is below both rates; with two equal rates it is half of one; with a very fast "
+        "staging copy it approaches the link's rate. An average of the two rates fails the first check.",
     ],
     reference=_ref_pageable,
 )
 def pageable_copy_model(fn: Any) -> str:
     """Grade ``fn(link_gbps, staging_gbps)`` -> GB/s of a copy staged through pinned memory with no overlap."""
-    cases = [(63.0, 10.0), (31.5, 31.5), (25.0, 100.0), (12.0, 6.0), (55.0, 8.5)]
+    from .harness import rng
+
+    r = rng()
+    # fresh rates each run: staging slower than the link, both equal, staging faster, and two more at random
+    slow, fast = float(round(r.uniform(20, 100), 1)), float(round(r.uniform(3, 15), 1))
+    same = float(round(r.uniform(5, 60), 1))
+    cases = [(slow, fast), (same, same), (fast, slow)] + [(float(round(a, 1)), float(round(b, 1))) for a, b in r.uniform(2, 120, (2, 2))]
     for link, staging in cases:
         want = 1.0 / (1.0 / link + 1.0 / staging)
         got = number(_call(fn, link, staging), f"pageable_gbps({link}, {staging})")
@@ -126,13 +137,19 @@ def _ref_copy_time() -> Callable[[float, float], float]:
         "A copy of N bytes inside one memory moves more than N bytes through that memory. Count what it reads and "
         "what it writes.",
         "It reads N bytes and writes N bytes: 2N bytes at peak_gbps x 10^9 bytes per second.",
-        "return 2 * nbytes / (peak_gbps * 1e9)",
+        "Check the units: GB/s x 1e9 is bytes per second; bytes / (bytes per second) is seconds. If your time is "
+        "half of the check's, you counted the reads or the writes, not both.",
     ],
     reference=_ref_copy_time,
 )
 def hbm_copy_time(fn: Any) -> str:
     """Grade ``fn(nbytes, peak_gbps)`` -> the shortest time in seconds to copy ``nbytes`` within one memory."""
-    cases = [(2**30, 4800.0), (512 * 2**20, 900.0), (10**9, 2039.0), (64 * 2**20, 20.0), (4096, 100.0)]
+    from .harness import rng
+
+    r = rng()
+    # fresh sizes (4 KiB to 8 GiB) and peaks (20 to 5000 GB/s) each run
+    cases = [(int(2 ** r.uniform(12, 33)), float(round(r.uniform(20, 5000), 1))) for _ in range(5)]
+    cases[0] = (int(r.integers(1, 9)) * 2**30, cases[0][1])  # a whole number of GiB: GiB against GB shows
     for nbytes, peak in cases:
         want = 2 * nbytes / (peak * 1e9)
         got = number(_call(fn, nbytes, peak), f"copy_seconds({nbytes}, {peak})")
@@ -166,7 +183,8 @@ def _dgx1_expected() -> list[list[float]]:
         "topo.links_between(i, j) counts the NVLinks joining GPUs i and j (0 when none); labkit.hw.link('NVLink 2')"
         ".per_link is one link's bandwidth per direction.",
         "Entry [i][j] = links_between(i, j) x per-link GB/s. The diagonal and the pairs without NVLink are 0 here.",
-        "peer = [[topo.links_between(i, j) * per_link for j in range(8)] for i in range(8)]",
+        "Check your matrix: it must be symmetric (links carry both directions), every row must add up to one GPU's 6 "
+        "links x the per-link rate, and the diagonal is 0 (a GPU's copy to itself is not a peer copy).",
     ],
     reference=_dgx1_expected,
 )
@@ -225,14 +243,20 @@ def _ref_ring() -> Callable[[float, int], float]:
         "The ring all-reduce cuts the data into n chunks and runs two phases: reduce-scatter, then all-gather. "
         "Each phase has n - 1 steps; in each step every GPU sends one chunk to its neighbour.",
         "Per phase: (n - 1) steps x nbytes / n. Two phases.",
-        "return 2 * (n - 1) * nbytes / n",
+        "Check it by hand for 2 GPUs (each sends half its buffer in each phase: one buffer in all) and for many GPUs "
+        "(the total approaches twice the buffer). Count chunks of nbytes / n, not whole buffers, per step.",
     ],
     reference=_ref_ring,
 )
 def allreduce_ring_bytes(fn: Any) -> str:
     """Grade ``fn(nbytes, n)`` -> bytes each GPU sends in a ring all-reduce of ``nbytes`` over ``n`` GPUs."""
-    for n in (4, 3, 8, 16, 2, 1):  # 4 first: its wrong answers have distinct ratios
-        for nbytes in (2**20, 10**9):
+    from .harness import rng
+
+    r = rng()
+    # 4 first (its wrong answers have distinct ratios), then a fresh mix of ring sizes, one GPU included; fresh sizes
+    sizes = [int(r.integers(2, 9)), int(r.integers(9, 33)), int(r.integers(33, 1025))]
+    for n in (4, *sizes, 2, 1):
+        for nbytes in (int(2 ** r.uniform(10, 34)), int(r.integers(1, 100)) * 10**7):
             want = 2 * (n - 1) * nbytes / n
             got = number(_call(fn, nbytes, n), f"ring_allreduce_sent({nbytes}, {n})")
             if not close(got, want) and not (want == 0 and abs(got) < 1e-9):
@@ -265,7 +289,8 @@ def _dgx2_bidirectional() -> float:
         "nvbandwidth reports each direction of a bidirectional test on its own; p2pBandwidthLatencyTest reports the "
         "two directions added. The DGX-2's '300 GB/s' between any two GPUs is bidirectional, both directions added.",
         "p2p_sum = forward + backward. dgx2_per_direction = the 300 GB/s total split over two directions.",
-        "answer = {'p2p_sum': forward + backward, 'dgx2_per_direction': dgx2_bidirectional / 2}",
+        "Ask of each figure: one direction, or both added? Converting to the sum doubles a per-direction figure; "
+        "converting a sum to per direction halves it. The DGX-2's figure is a sum.",
     ],
 )
 def bidirectional_conventions(answer: Any, forward: float, backward: float) -> str:
