@@ -227,3 +227,70 @@ def test_check_names_do_not_clash() -> None:
                     names[name] = info.name
     assert {"ring_step", "nccl_tests_bandwidth", "allreduce_across_dgx", "data_parallel_scaling", "mig_slices"} <= set(names)
     assert np is not None
+
+
+# ---------------------------------------------------------------------------------------------- numeric tolerances
+# 08.allreduce-dgx passes within 2%, 08.mig and the functions within 1%; every plausible wrong answer lies further.
+@pytest.mark.parametrize("factor, cause", [
+    (0.5, "bidirectional"), (2.0, "twice"), (1e3, "microseconds"), (1e-3, "seconds"), (8.0, "bits"), (0.125, "gigabits"),
+])
+def test_allreduce_dgx_each_slip_is_named(factor: float, cause: str) -> None:
+    r = lab08.allreduce_across_dgx({k: v * factor for k, v in _times().items()})
+    assert r.status == "failed" and cause in (r.cause or ""), r.cause
+    assert lab08.allreduce_across_dgx({k: v * 1.012 for k, v in _times().items()})  # rounded: passes
+
+
+def test_allreduce_dgx_nearest_slip_lies_beyond_the_tolerance() -> None:
+    for name in lab08.ALLREDUCE_SYSTEMS:
+        n = int(hw.system(name).gpu_count.value)
+        f = 2 * (n - 1) / n
+        for ratio in (0.5, 1 / f, 1 / (2 * f), 2.0):
+            assert abs(ratio - 1) > 2 * 0.02, (name, ratio)
+    r = lab08.allreduce_across_dgx({**_times(), "DGX-2": "15"})
+    assert r.status == "failed" and "should be a number, got str" in r.message
+
+
+def test_mig_strings_and_near_misses() -> None:
+    assert "should be a number" in lab08.mig_slices({"per_gpu": "7", "memory_gb": 5}).message
+    assert lab08.mig_slices({"per_gpu": 7.0, "memory_gb": 5.0})
+    assert not lab08.mig_slices({"per_gpu": 7, "memory_gb": 5.2})  # 4% off: not rounding
+
+
+def test_fresh_cases_defeat_lookup_tables() -> None:
+    ref_nccl = check.core._get("08.nccl-busbw").reference()
+    old = {(2**30, 8123.4, "all_reduce", 8): ref_nccl(2**30, 8123.4, "all_reduce", 8)}
+    assert lab08.nccl_tests_bandwidth(lambda s, t, c, n: old.get((s, t, c, n), (1.0, 1.0))).status == "failed"
+    ref_scaling = lab08._ref_scaling()
+    old_s = {(0.010, 0.030, 16, 0.5): ref_scaling(0.010, 0.030, 16, 0.5)}
+    assert lab08.data_parallel_scaling(lambda c, a, n, f: old_s.get((c, a, n, f), (n, 1.0))).status == "failed"
+
+
+def test_functions_returning_strings_are_rejected() -> None:
+    ref_nccl = check.core._get("08.nccl-busbw").reference()
+    r = lab08.nccl_tests_bandwidth(lambda s, t, c, n: tuple(f"{v:.6g}" for v in ref_nccl(s, t, c, n)))
+    assert r.status == "failed" and "should be a number, got str" in r.message
+    ref_scaling = lab08._ref_scaling()
+    r = lab08.data_parallel_scaling(lambda c, a, n, f: (str(ref_scaling(c, a, n, f)[0]), ref_scaling(c, a, n, f)[1]))
+    assert r.status == "failed" and "should be a number, got str" in r.message
+
+
+def test_ring_step_cases_are_fresh() -> None:
+    # a step that hard-codes the old fixed seed's buffers cannot exist any more: two runs see different data
+    from labkit.check import lab08 as m
+
+    seen = []
+    real = m._fresh
+
+    def spy(n, size, dtype, seed):
+        seen.append(seed)
+        return real(n, size, dtype, seed)
+
+    try:
+        m._fresh = spy
+        lab08.ring_step(check.core._get("08.ring-step").reference())
+        first = set(seen)
+        seen.clear()
+        lab08.ring_step(check.core._get("08.ring-step").reference())
+    finally:
+        m._fresh = real
+    assert first != set(seen)

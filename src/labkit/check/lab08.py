@@ -137,14 +137,20 @@ def ring_step(fn: Any) -> str:
     chunk c. Run over every step of both phases for n = 1, 2, 3, 5, 8 and sizes that n does not divide."""
     from ..collectives import ring_schedule, ring_step as ref
 
+    from .draws import between, not_multiple
+    from .harness import rng
+
     changed_any = False
-    cases = [(4, 12), (3, 10), (2, 7), (8, 21), (5, 5), (8, 3), (1, 6), (3, 1000)]
+    # fresh buffers and sizes each run (n does not divide most of them); n from 1 to 12, one size below n
+    cases = [(4, not_multiple(9, 40, 4)), (3, not_multiple(7, 30, 3)), (2, not_multiple(3, 21, 2)), (8, not_multiple(17, 60, 8)),
+             (5, 5), (8, between(2, 7)), (1, between(2, 9)), (3, not_multiple(900, 1100, 3)), (between(6, 12), between(13, 50))]
+    seed = int(rng().integers(0, 2**31))
     for k, (n, size) in enumerate(cases):
         dtype = np.float64 if k % 2 == 0 else np.float32
-        bufs, mine = _fresh(n, size, dtype, seed=k)
+        bufs, mine = _fresh(n, size, dtype, seed=seed + k)
         inputs = [b.copy() for b in bufs]
-        _, want = _fresh(n, size, dtype, seed=k)
-        variants = {name: _fresh(n, size, dtype, seed=k)[1] for name in _VARIANT_CAUSES}
+        _, want = _fresh(n, size, dtype, seed=seed + k)
+        variants = {name: _fresh(n, size, dtype, seed=seed + k)[1] for name in _VARIANT_CAUSES}
         for phase in (RS, AG):
             for s in range(n - 1):
                 before = _state(mine)
@@ -181,8 +187,8 @@ def ring_step(fn: Any) -> str:
                 raise Failed(f"n = {n}: after all steps GPU{g} does not hold the sum.")
     if not changed_any:
         raise Unsolved("your step does not change any chunk yet; write the sends of one step.")
-    return ("correct: 2(n-1) steps, one chunk per GPU per step, and every GPU ends with the sum, for n = 1 to 8 and "
-            "sizes n does not divide.")
+    return ("correct: 2(n-1) steps, one chunk per GPU per step, and every GPU ends with the sum, for n = 1 to 12 and "
+            "fresh sizes n does not divide.")
 
 
 # ---------------------------------------------------------------------------------------------- 08.nccl-busbw
@@ -207,7 +213,8 @@ def _ref_nccl_bw() -> Callable[[float, float, str, int], tuple[float, float]]:
         "factor that depends on the collective and on n.",
         "algbw = size_bytes / (time_us * 1e-6) / 1e9. Factor: all_reduce 2(n-1)/n; all_gather and reduce_scatter (n-1)/n; "
         "broadcast 1. labkit.bandwidth.busbw_factor(collective, n) has them all.",
-        "a = size_bytes / (time_us * 1e-6) / 1e9; return a, a * bw.busbw_factor(collective, n)",
+        "Check your units and factors: microseconds are 1e-6 s, GB/s is 1e9 bytes/s; busbw equals algbw for "
+        "broadcast, and for all_reduce on 2 GPUs (2(n-1)/n = 1); it approaches 2 x algbw for all_reduce on many GPUs.",
     ],
     reference=_ref_nccl_bw,
 )
@@ -215,9 +222,19 @@ def nccl_tests_bandwidth(fn: Any) -> str:
     """Grade ``fn(size_bytes, time_us, collective, n) -> (algbw, busbw)`` in GB/s, as nccl-tests computes them."""
     from .. import bandwidth as bw
 
-    cases = [(2**30, 8123.4, "all_reduce", 8), (2**30, 4210.0, "all_gather", 8), (2**28, 1500.0, "reduce_scatter", 4),
-             (2**27, 2600.0, "all_reduce", 16), (2**26, 700.0, "broadcast", 8), (10**9, 5000.0, "all_gather", 2),
-             (2**20, 35.5, "all_reduce", 2)]
+    from .draws import choice
+    from .harness import rng
+
+    r = rng()
+
+    def draw(coll: str, n: int) -> tuple[int, float, str, int]:
+        size = int(2 ** int(r.integers(20, 33))) if r.random() < 0.7 else int(r.integers(1, 10)) * 10**9
+        return size, float(round(size / (r.uniform(20, 400) * 1e3), 1)), coll, n  # a time for 20 to 400 GB/s
+
+    # fresh sizes and times each run, every collective, rings of 2 to 72 GPUs (n = 2: all_reduce's factor is 1)
+    cases = [draw("all_reduce", 8), draw("all_gather", 8), draw("reduce_scatter", 4), draw("all_reduce", 16),
+             draw("broadcast", int(choice((4, 8)))), draw("all_gather", 2), draw("all_reduce", 2),
+             draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73)))]
     for size, t_us, coll, n in cases:
         out = _call(fn, size, t_us, coll, n)
         if out is None or out is Ellipsis:
@@ -284,8 +301,9 @@ def _allreduce_ms() -> dict[str, float]:
         "buffer (300 M x 4 bytes). Bandwidth: the GPU's NVLink figure in labkit.hw is bidirectional.",
         "n = hw.system(name).gpu_count.value; per-direction GB/s = hw.system(name).gpu_model.nvlink_bandwidth.value / 2; "
         "seconds = 2(n-1)/n x 1.2e9 / (per_direction x 1e9). Report milliseconds.",
-        "{name: 2*(n-1)/n * 300e6*4 / (gpu.nvlink_bandwidth.value/2 * 1e9) * 1e3 for each system, with n and gpu "
-        "from hw.system(name)}",
+        "Check the ordering before the numbers: more GPUs per box send a little more (2(n-1)/n), faster NVLink makes it "
+        "quicker; the DGX-2 should not be slower than the DGX-1 by much, the DGX H100 fastest. A time half the check's "
+        "means you used the bidirectional figure as one direction's.",
     ],
     reference=_allreduce_ms,
 )
@@ -361,9 +379,20 @@ def _ref_scaling() -> Callable[[float, float, int, float], tuple[float, float]]:
 def data_parallel_scaling(fn: Any) -> str:
     """Grade ``fn(compute_s, allreduce_s, n, overlap) -> (speedup, efficiency)`` for weak scaling: each GPU keeps its
     batch; an all-reduce of the gradients follows each step; ``overlap`` x compute can hide communication."""
+    from .harness import rng
+
     ref = _ref_scaling()
-    cases = [(0.010, 0.030, 16, 0.5), (0.100, 0.020, 8, 0.0), (0.050, 0.010, 4, 0.0), (0.074, 0.014, 8, 0.5),
-             (0.009, 0.0047, 8, 1.0), (0.100, 0.0, 8, 0.0), (0.100, 0.050, 1, 0.0)]
+    r = rng()
+
+    def ms(lo: float, hi: float) -> float:
+        return float(round(r.uniform(lo, hi), 4))
+
+    # fresh times each run: communication longer than compute with some overlap, no overlap, all-reduce fully
+    # hidden (overlap 1, all-reduce shorter than compute), partly hidden, no communication, and one GPU
+    cases = [(ms(0.005, 0.015), ms(0.02, 0.04), 16, 0.5), (ms(0.08, 0.12), ms(0.01, 0.03), 8, 0.0),
+             (ms(0.04, 0.06), ms(0.005, 0.015), 4, 0.0), (ms(0.06, 0.09), ms(0.01, 0.02), int(r.integers(2, 65)), 0.5),
+             (ms(0.008, 0.012), ms(0.003, 0.006), 8, 1.0), (ms(0.05, 0.15), 0.0, 8, 0.0), (ms(0.05, 0.15), ms(0.01, 0.06), 1, 0.0),
+             (ms(0.01, 0.1), ms(0.01, 0.1), int(r.integers(2, 257)), float(round(r.uniform(0.1, 0.9), 2)))]
     for c, a, n, f in cases:
         out = _call(fn, c, a, n, f)
         if out is None or out is Ellipsis:
@@ -418,7 +447,8 @@ def _ref_mig() -> dict[str, float]:
         "one A100 is hw.system('DGX A100').gpu_model.memory_size.",
         "per_gpu = mig_instances / gpu_count. MIG cuts the memory into MIG_MEMORY_SLICES (8) equal slices, and the "
         "smallest instance gets one of them, even though at most 7 instances exist.",
-        "{'per_gpu': s.mig_instances.value / s.gpu_count.value, 'memory_gb': s.gpu_model.memory_size.value / 8}",
+        "Check both against what you know of MIG: the per-GPU count is the 'up to 7 instances' of one A100; the memory "
+        "of the smallest instance is one of the equal memory slices (MIG_MEMORY_SLICES), not a seventh of the memory.",
     ],
     reference=_ref_mig,
 )
