@@ -208,7 +208,9 @@ def _fusion_slips() -> dict[str, dict[float, str]]:
         "Python evaluates `w * (x - y) * (x - y) + b` left to right: list the kernels in that order.",
         "There are five kernels: x - y, w * t1, x - y again, t2 * t3, t4 + b. A scalar costs no memory traffic. "
         "Fused, one kernel reads x and y once and writes the result once.",
-        "Per element (4 bytes each): unfused 2+1, 1+1, 2+1, 2+1, 1+1 = 13 array accesses; fused 2+1 = 3. Multiply by 4 * n.",
+        "Make a table: one row per kernel, columns 'arrays read' and 'arrays written' (a scalar is neither), then add "
+        "them up and multiply by the bytes of one array. Check the fused count: it can be no less than reading each "
+        "input once and writing the output once.",
     ],
     reference=lambda: {k: getattr(_traffic(), k) for k in _FUSION_KEYS},
 )
@@ -521,7 +523,8 @@ def _reference_pipeline() -> Callable[..., float]:
         "and a chunk's kernel cannot start before its copy in has finished.",
         "The first chunk goes through all three stages (t_in + t_kernel + t_out) / chunks. After that, the slowest "
         "stage sets the pace: each further chunk adds max(t_in, t_kernel, t_out) / chunks.",
-        "return (t_in + t_kernel + t_out) / chunks + (chunks - 1) * max(t_in, t_kernel, t_out) / chunks",
+        "Test your formula on the edge cases before the check does: 1 chunk must give the serial time; equal stage "
+        "times t must give (chunks + 2) x t / chunks; and many chunks must approach the slowest stage alone.",
     ],
     reference=_reference_pipeline,
 )

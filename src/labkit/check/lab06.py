@@ -112,8 +112,9 @@ def _reference_predictions() -> dict[str, list[str]]:
         "Compare each value with format_info('fp16') and format_info('bf16'): max_normal, min_normal, min_subnormal.",
         "Above max_normal (after rounding): overflow. Between min_subnormal/2 and min_normal: subnormal. "
         "Below half the smallest subnormal: underflow to 0. BF16 has FP32's exponent range, FP16 a much smaller one.",
-        "FP16: only values up to max_normal survive (a value rounding to it is normal); below min_normal they lose bits, "
-        "below half of min_subnormal they vanish. BF16's limits are nearly FP32's: print both format_info(...).summary().",
+        "Place each value on a line with four marks per format: half the smallest subnormal, the smallest subnormal, the "
+        "smallest normal, the largest normal. Compare orders of magnitude first (FP16 spans about 6e-8 to 6.5e4; look "
+        "up BF16's); only a value near a mark needs the exact figure and the rounding.",
     ],
     reference=_reference_predictions,
 )
@@ -480,8 +481,8 @@ def _reference_v100_fma() -> float:
     hints=[
         "Peak FLOP/s = SMs × Tensor Cores per SM × FMAs per Tensor Core per clock × 2 FLOP per FMA × clock (Hz). Solve for the FMAs.",
         "The clock is not in labkit.hw, but the FP32 peak gives it: FP32 peak = SMs × FP32 cores per SM × 2 × clock.",
-        "clock = v100.peak('fp32').value * 1e12 / (v100.sm_count.value * v100.fp32_cores_per_sm.value * 2); "
-        "fma = v100.peak('fp16').value * 1e12 / (v100.sm_count.value * v100.tensor_cores_per_sm.value * 2 * clock)",
+        "Check each step: the clock you derive should be a plausible GPU clock (about 1 to 2 GHz); the FMAs per Tensor "
+        "Core per clock should come out close to a whole number, the work of one small matrix product. Keep TFLOP/s as 1e12 FLOP/s.",
     ],
     reference=_reference_v100_fma,
 )
