@@ -173,7 +173,8 @@ DOM = """() => {
 SHOWN = """(k) => {
   const el = window.labkitCurrent.content.node.querySelector(`[data-labkit-widget="${k}"]`);
   const figs = [...el.querySelectorAll('.js-plotly-plot')].map(g => JSON.stringify([g.data, g.layout && g.layout.title]));
-  return JSON.stringify([el.innerText, figs]);
+  const tabs = [...el.querySelectorAll('.lm-TabBar-tab.lm-mod-current')].map(t => t.innerText);  // the tab in front
+  return JSON.stringify([el.innerText, figs, tabs]);
 }"""
 
 
