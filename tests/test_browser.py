@@ -229,7 +229,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                 assert time.monotonic() < deadline, "JupyterLab did not answer within 90 s"
                 time.sleep(0.3)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             # nothing but this server: no fonts, news or telemetry from elsewhere
             page.route(re.compile(r"^(?!http://127\.0\.0\.1:%d/|ws://127\.0\.0\.1:%d/|data:|blob:)" % (port, port)),
