@@ -90,7 +90,7 @@ def test_the_real_course_copies_in_with_working_links(tmp_path) -> None:
     """Links between notebooks are relative: the copy keeps notebooks/'s layout, so they resolve there too."""
     work = tmp_path / "work"
     report = workcopy.sync(ROOT / "notebooks", work)
-    assert len(report.copied) == 20
+    assert len(report.copied) == len(workcopy.course_notebooks(ROOT / "notebooks")) >= 20
     copy = json.loads((work / "solutions" / "03-memory-hierarchy.ipynb").read_text())
     assert copy["metadata"] == {**json.loads((ROOT / "notebooks" / "solutions" / "03-memory-hierarchy.ipynb").read_text())["metadata"],
                                 **workcopy.kernel_metadata()}
