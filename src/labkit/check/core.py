@@ -33,9 +33,10 @@ class Unsolved(LabkitError):
 class Failed(LabkitError):
     """Raised inside a check with the learner-facing explanation of what is wrong (and its likely ``cause``)."""
 
-    def __init__(self, message: str, *, cause: str | None = None) -> None:
+    def __init__(self, message: str, *, cause: str | None = None, show: str | None = None) -> None:
         super().__init__(message)
         self.cause = cause
+        self.show = show  # the ``labkit.show(...)`` call that draws the failing case, for a kernel
 
 
 @dataclass
@@ -61,6 +62,8 @@ class Result:
         lines = [f"[{mark}] {self.exercise_id}: {self.message}"]
         if self.cause:
             lines.append(f"  Likely cause: {self.cause}")
+        if self.details.get("show"):
+            lines.append(f"  See what each thread read and wrote: {self.details['show']}")
         if self.status != "passed":
             lines.append(f"  Hint: labkit.check.hint({self.exercise_id!r})")
         return "\n".join(lines)
@@ -174,7 +177,8 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         except NotImplementedError:
             result = Result(exercise_id, "unsolved", "the function still raises NotImplementedError; write its body.")
         except Failed as exc:
-            result = Result(exercise_id, "failed", str(exc), cause=exc.cause)
+            result = Result(exercise_id, "failed", str(exc), cause=exc.cause,
+                            details={"show": exc.show} if exc.show else {})
         except AuditFailure:
             raise
         except (KernelFault, PythonTimeout) as exc:  # the time limit of the learner's Python code, or a kernel fault

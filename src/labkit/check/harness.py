@@ -442,11 +442,16 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
                 launch(kernel, case.grid, case.block, *args)
             got = out.fetch()
         except Failed as exc:
-            raise Failed(f"{case.label}: {exc}", cause=_more(exc.cause, case.extra_cause)) from None
+            raise Failed(f"{case.label}: {exc}", cause=_more(exc.cause, case.extra_cause),
+                         show=show_hint_for(kernel, case)) from None
         except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
             failed = explain_exception(exc)
-            raise Failed(f"{case.label}: {failed}", cause=_more(failed.cause, case.extra_cause)) from None
-        _judge(got, case, report, names[pos])
+            raise Failed(f"{case.label}: {failed}", cause=_more(failed.cause, case.extra_cause),
+                         show=show_hint_for(kernel, case)) from None
+        try:
+            _judge(got, case, report, names[pos])
+        except Failed as exc:
+            raise Failed(str(exc), cause=exc.cause, show=show_hint_for(kernel, case)) from None
     return report
 
 
@@ -539,20 +544,23 @@ def require_ptx(kernel: Any, signature: str, features: Sequence[str], *, label: 
 _failed_case: Any = None
 
 
-def show_hint_for(kernel: Any, case: Launch) -> str:
+def show_hint_for(kernel: Any, case: Launch) -> str | None:
     """Remember ``case`` as the failed case and return the line that draws it: what each thread of ``kernel`` read
     and wrote on these inputs (``labkit.show``, traced in the simulator). Appended to a failed kernel check's message."""
     global _failed_case
     import types
 
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in case.inputs]
-    shape = case.out_shape if case.out_shape is not None else np.shape(case.expected)
-    out = np.zeros(shape, case.out_dtype) if case.out_init is None else np.full(shape, case.out_init, case.out_dtype)
-    args.insert(len(args) if case.out_position == -1 else case.out_position, out)
+    try:
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in case.inputs]
+        shape = case.out_shape if case.out_shape is not None else np.shape(case.expected)
+        out = np.zeros(shape, case.out_dtype) if case.out_init is None else np.full(shape, case.out_init, case.out_dtype)
+        args.insert(len(args) if case.out_position == -1 else case.out_position, out)
+    except (TypeError, ValueError):  # an output labkit cannot rebuild: no picture offered rather than an error
+        return None
     _failed_case = types.SimpleNamespace(grid=case.grid, block=case.block, args=args, names=list(case.names) or None,
                                          label=case.label)
     name = getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
-    return f"To see what each thread read and wrote in this case: labkit.show({name}, labkit.check.harness.failed_case())"
+    return f"labkit.show({name}, labkit.check.harness.failed_case())"
 
 
 def failed_case() -> Any:
