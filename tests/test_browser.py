@@ -15,7 +15,8 @@ from PyPI), one page reused for all 20 notebooks. For each notebook, learner and
 - solution notebooks pass every check; learner notebooks report every exercise "not solved yet".
 
 On a failure the page is saved as a screenshot under the test's ``tmp_path``. Skips only when no Chromium is
-installed (``apt-get install chromium``; CI's ``.ci/run`` installs it). Costs about 3-4 minutes on one core.
+installed (``apt-get install chromium``; CI's ``.ci/run`` installs it). Costs about 4.5 minutes (22 notebooks; Run All
+itself about 2.5 of them) on the 2-core machine, other tests running beside it.
 """
 
 from __future__ import annotations
