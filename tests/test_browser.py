@@ -215,9 +215,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     cmd = [sys.executable, "-m", "labkit.cli", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
            f"--ServerApp.token={TOKEN}", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    assert not _learner_outputs(), "tracked learner notebooks hold outputs before the test"
     log = (base / "server.log").open("w")
     server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    assert not _learner_outputs(), "tracked learner notebooks hold outputs before the test"
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
@@ -230,7 +230,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                 assert time.monotonic() < deadline, "JupyterLab did not answer within 90 s"
                 time.sleep(0.3)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+            browser = pw.chromium.launch(executable_path=CHROMIUM,
+                                         args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             # nothing but this server: no fonts, news or telemetry from elsewhere
             page.route(re.compile(r"^(?!http://127\.0\.0\.1:%d/|ws://127\.0\.0\.1:%d/|data:|blob:)" % (port, port)),
