@@ -66,7 +66,8 @@ class SyncReport:
         """Short sentences for the terminal."""
         out = [f"your notebooks: {self.work}"]
         if self.copied:
-            out.append(f"copied {len(self.copied)} notebook(s) from the course: {', '.join(self.copied)}")
+            names = ", ".join(self.copied) if len(self.copied) <= 4 else "all labs and their solutions"
+            out.append(f"copied {len(self.copied)} notebook(s) from the course: {names}")
         if self.updated:
             labs = sorted({Path(n).name[:2] for n in self.updated})
             out.append(f"the course has a newer version of {', '.join(self.updated)}; your copy is kept. "
