@@ -836,15 +836,198 @@ CORRECT.update({
 })
 
 
+# ============================================================================= 00.vector-add
+@cuda.jit
+def vector_add_below_1000(a, b, out):
+    i = cuda.grid(1)
+    if i < 1000:  # wrong: a hard-coded size instead of out.size
+        if i < out.size:
+            out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def vector_add_grid_stride(a, b, out):
+    # correct: a grid-stride loop where one element per thread would do
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a[i] + b[i]
+
+
+# ============================================================================= 04.scan
+SCAN_MAX = 256
+
+
+@cuda.jit
+def scan_block_no_middle_barrier(x, sums, out):
+    sh = cuda.shared.array(SCAN_MAX, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        if t >= offset:
+            sh[t] += sh[t - offset]  # wrong: reads a neighbour that may already hold this round's value
+        cuda.syncthreads()
+        offset *= 2
+    if i < out.size:
+        out[i] = sh[t]
+    if t == cuda.blockDim.x - 1:
+        sums[cuda.blockIdx.x] = sh[t]
+
+
+@cuda.jit
+def scan_block_ping_pong(x, sums, out):
+    # correct: Hillis-Steele with two buffers (one barrier per round)
+    sh = cuda.shared.array((2, SCAN_MAX), np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[0, t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    src = 0
+    offset = 1
+    while offset < cuda.blockDim.x:
+        v = sh[src, t]
+        if t >= offset:
+            v += sh[src, t - offset]
+        sh[1 - src, t] = v
+        cuda.syncthreads()
+        src = 1 - src
+        offset *= 2
+    if i < out.size:
+        out[i] = sh[src, t]
+    if t == cuda.blockDim.x - 1:
+        sums[cuda.blockIdx.x] = sh[src, t]
+
+
+@cuda.jit
+def add_offsets_ok(partial, offsets, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        b = cuda.blockIdx.x
+        out[i] = partial[i] + (offsets[b - 1] if b > 0 else 0.0)
+
+
+@cuda.jit
+def add_offsets_same_block(partial, offsets, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = partial[i] + offsets[cuda.blockIdx.x]  # wrong: the block's own total, not the blocks before it
+
+
+# ============================================================================= 05.leaky-relu (CUDA C++ source)
+LEAKY_LE_N = r"""
+extern "C" __global__
+void leaky_relu(const float* x, float* y, float alpha, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : alpha * v;
+    }
+}
+"""
+
+LEAKY_NO_GUARD = r"""
+extern "C" __global__
+void leaky_relu(const float* x, float* y, float alpha, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    y[i] = v > 0.0f ? v : alpha * v;
+}
+"""
+
+LEAKY_ALPHA_ALWAYS = r"""
+extern "C" __global__
+void leaky_relu(const float* x, float* y, float alpha, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f) * alpha;  // wrong: scales the positive part too, drops the negative part
+}
+"""
+
+LEAKY_GRID_STRIDE = r"""
+// a grid-stride loop; the comment mentions __shared__ and #include <cuda_fp16.h> on purpose
+extern "C" __global__
+void leaky_relu(const float* __restrict__ x, float* __restrict__ y, float alpha, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        const float v = x[i];
+        y[i] = (v > 0.0f) ? v : v * alpha;
+    }
+}
+"""
+
+
+# ============================================================================= 08.ring-step
+def ring_step_gather_adds(chunks, phase, step):
+    """Wrong: the all-gather adds like the reduce-scatter instead of replacing."""
+    n = len(chunks)
+    shift = 0 if phase == "reduce-scatter" else 1
+    sends = [(g, (g + 1) % n, (g + shift - step) % n) for g in range(n)]
+    data = [chunks[g][c].copy() for g, _, c in sends]
+    for (g, dst, c), d in zip(sends, data):
+        chunks[dst][c] += d
+
+
+def ring_step_rebinds(chunks, phase, step):
+    """Wrong: replaces the list entry (a new array) instead of writing into the GPU's buffer."""
+    n = len(chunks)
+    shift = 0 if phase == "reduce-scatter" else 1
+    sends = [(g, (g + 1) % n, (g + shift - step) % n) for g in range(n)]
+    data = [chunks[g][c].copy() for g, _, c in sends]
+    for (g, dst, c), d in zip(sends, data):
+        chunks[dst][c] = chunks[dst][c] + d if phase == "reduce-scatter" else d
+
+
+def ring_step_schedule(chunks, phase, step):
+    """Correct: labkit's schedule, np.add / np.copyto into the buffers (no copy needed: no GPU receives the chunk it sends)."""
+    from labkit.collectives import ring_schedule
+
+    n = len(chunks)
+    if n == 1:
+        return
+    for src, dst, c in ring_schedule(n, phase, step):
+        if phase == "reduce-scatter":
+            np.add(chunks[dst][c], chunks[src][c], out=chunks[dst][c])
+        else:
+            np.copyto(chunks[dst][c], chunks[src][c])
+
+
+WRONG.update({
+    "00.vector-add/below-1000": ("00.vector-add", vector_add_below_1000),
+    "04.scan/no-middle-barrier": ("04.scan", (scan_block_no_middle_barrier, add_offsets_ok)),
+    "04.scan/offsets-same-block": ("04.scan", (scan_block_ping_pong, add_offsets_same_block)),
+    "05.leaky-relu/i-le-n": ("05.leaky-relu", LEAKY_LE_N),
+    "05.leaky-relu/no-guard": ("05.leaky-relu", LEAKY_NO_GUARD),
+    "05.leaky-relu/alpha-always": ("05.leaky-relu", LEAKY_ALPHA_ALWAYS),
+    "08.ring-step/gather-adds": ("08.ring-step", ring_step_gather_adds),
+    "08.ring-step/rebinds": ("08.ring-step", ring_step_rebinds),
+})
+CORRECT.update({
+    "00.vector-add/grid-stride": ("00.vector-add", vector_add_grid_stride),
+    "04.scan/ping-pong": ("04.scan", (scan_block_ping_pong, add_offsets_ok)),
+    "05.leaky-relu/grid-stride-restrict": ("05.leaky-relu", LEAKY_GRID_STRIDE),
+    "08.ring-step/schedule": ("08.ring-step", ring_step_schedule),
+})
+
+
+def _run(exercise: str, answer: object):  # type: ignore[no-untyped-def]
+    """check.run with one answer, or with several (a tuple) for exercises that take more than one."""
+    if isinstance(answer, tuple):
+        return check.run(exercise, *answer)
+    return check.run(exercise, answer)
+
+
 @pytest.mark.parametrize("key", list(WRONG))
 def test_wrong_answer_fails(key: str) -> None:
     exercise, answer = WRONG[key]
-    result = check.run(exercise, answer)
+    result = _run(exercise, answer)
     assert not result.passed, f"{key} passed: {result.report()}"
 
 
 @pytest.mark.parametrize("key", list(CORRECT))
 def test_correct_variant_passes(key: str) -> None:
     exercise, answer = CORRECT[key]
-    result = check.run(exercise, answer)
+    result = _run(exercise, answer)
     assert result.passed, f"{key} failed: {result.report()}"
