@@ -1011,6 +1011,81 @@ CORRECT.update({
     "08.ring-step/schedule": ("08.ring-step", ring_step_schedule),
 })
 
+# ============================================================================= 07.pcie-peak / 07.event-timing
+_GTS = {3: 8.0, 4: 16.0, 5: 32.0}
+
+
+def pcie_no_encoding(generation, lanes):
+    """Wrong: GT/s × lanes / 8, forgetting the 128b/130b line code (1.5% high)."""
+    return _GTS[generation] * lanes / 8
+
+
+def pcie_from_gts(generation, lanes):
+    """Correct: from the transfer rate and the 128b/130b encoding, not from labkit's table."""
+    return _GTS[generation] * (128 / 130) * lanes / 8
+
+
+def _timed(cp, host, repeat, *, warm: bool = True, sync: bool = True, d2d_bytes: int = 2, default_stream: bool = False):
+    a, b = cp.empty(host.shape, host.dtype), cp.empty(host.shape, host.dtype)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    out = {}
+    for name, copy, counted in (("h2d", lambda: a.set(host), host.nbytes),
+                                ("d2d_read_write", lambda: b.__setitem__(Ellipsis, a), d2d_bytes * host.nbytes)):
+        if warm:
+            copy()
+        start.record()
+        for _ in range(repeat):
+            copy()
+        end.record()
+        if sync:
+            end.synchronize()
+        out[name] = repeat * counted / (cp.cuda.get_elapsed_time(start, end) * 1e-3) / 1e9
+    return out
+
+
+def _on_stream(cp, host, repeat, **kw):  # type: ignore[no-untyped-def]
+    with cp.cuda.Stream(non_blocking=True):
+        return _timed(cp, host, repeat, **kw)
+
+
+def events_no_warmup(cp, host, repeat):
+    """Wrong: no warm-up copy (the first copy's set-up is timed)."""
+    return _on_stream(cp, host, repeat, warm=False)
+
+
+def events_no_sync(cp, host, repeat):
+    """Wrong: reads the elapsed time without waiting for the end event."""
+    return _on_stream(cp, host, repeat, sync=False)
+
+
+def events_d2d_once(cp, host, repeat):
+    """Wrong: counts a device-to-device copy's bytes once (this lab counts the read and the write)."""
+    return _on_stream(cp, host, repeat, d2d_bytes=1)
+
+
+def events_constants(cp, host, repeat):
+    """Wrong: figures from the data sheet, nothing timed."""
+    return {"h2d": 25.0, "d2d_read_write": 1500.0}
+
+
+def events_default_stream(cp, host, repeat):
+    """Correct: everything on the default stream, which is one stream too."""
+    return _timed(cp, host, repeat)
+
+
+WRONG.update({
+    "07.pcie-peak/no-encoding": ("07.pcie-peak", pcie_no_encoding),
+    "07.event-timing/no-warmup": ("07.event-timing", events_no_warmup),
+    "07.event-timing/no-sync": ("07.event-timing", events_no_sync),
+    "07.event-timing/d2d-bytes-once": ("07.event-timing", events_d2d_once),
+    "07.event-timing/constants": ("07.event-timing", events_constants),
+})
+CORRECT.update({
+    "07.pcie-peak/from-gts": ("07.pcie-peak", pcie_from_gts),
+    "07.event-timing/default-stream": ("07.event-timing", events_default_stream),
+})
+
+
 
 def _run(exercise: str, answer: object):  # type: ignore[no-untyped-def]
     """check.run with one answer, or with several (a tuple) for exercises that take more than one."""
