@@ -1175,6 +1175,89 @@ CORRECT.update({
 })
 
 
+# ============================================================================= 06.loss-scale / 06.gemm-predict
+def loss_scale_off_by_one(scale, found_inf, good_steps, growth_interval):
+    """Wrong: grows one good step late (count > interval)."""
+    if found_inf:
+        return scale / 2, 0, False
+    good_steps += 1
+    if good_steps > growth_interval:
+        return scale * 2, 0, True
+    return scale, good_steps, True
+
+
+def loss_scale_applies_overflow(scale, found_inf, good_steps, growth_interval):
+    """Wrong: applies the step whose gradients overflowed."""
+    if found_inf:
+        return scale / 2, 0, True
+    good_steps += 1
+    if good_steps >= growth_interval:
+        return scale * 2, 0, True
+    return scale, good_steps, True
+
+
+def loss_scale_keeps_count(scale, found_inf, good_steps, growth_interval):
+    """Wrong: halves the scale but keeps counting good steps across the overflow."""
+    if found_inf:
+        return scale / 2, good_steps, False
+    good_steps += 1
+    if good_steps >= growth_interval:
+        return scale * 2, 0, True
+    return scale, good_steps, True
+
+
+def loss_scale_arith(scale, found_inf, good_steps, growth_interval):
+    """Correct: the same rule written with one return."""
+    new_count = 0 if found_inf else (good_steps + 1) % growth_interval
+    grow = (not found_inf) and good_steps + 1 == growth_interval
+    return scale * (0.5 if found_inf else 2.0 if grow else 1.0), new_count, not found_inf
+
+
+def gemm_sum_of_times(m, n, k, precision, gpu):
+    """Wrong: adds the compute and the memory time instead of taking the slower."""
+    from labkit import hw
+
+    g = hw.gpu(gpu)
+    size = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}[precision]
+    flops = 2 * m * n * k
+    seconds = flops / (g.peak(precision).value * 1e12) + size * (m * k + k * n + m * n) / (g.memory_bandwidth.value * 1e9)
+    return flops / seconds / 1e12
+
+
+def gemm_mnk_flops(m, n, k, precision, gpu):
+    """Wrong: m·n·k FLOPs (an FMA is 2)."""
+    from labkit import hw
+
+    g = hw.gpu(gpu)
+    size = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}[precision]
+    flops = m * n * k
+    seconds = max(flops / (g.peak(precision).value * 1e12), size * (m * k + k * n + m * n) / (g.memory_bandwidth.value * 1e9))
+    return flops / seconds / 1e12
+
+
+def gemm_roofline_min(m, n, k, precision, gpu):
+    """Correct: min(peak, intensity × bandwidth), the same roofline in another form."""
+    from labkit import hw
+
+    g = hw.gpu(gpu)
+    size = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}[precision]
+    intensity = 2 * m * n * k / (size * (m * k + k * n + m * n))
+    return min(g.peak(precision).value, intensity * g.memory_bandwidth.value / 1000)
+
+
+WRONG.update({
+    "06.loss-scale/off-by-one": ("06.loss-scale", loss_scale_off_by_one),
+    "06.loss-scale/applies-overflow": ("06.loss-scale", loss_scale_applies_overflow),
+    "06.loss-scale/keeps-count": ("06.loss-scale", loss_scale_keeps_count),
+    "06.gemm-predict/sum-of-times": ("06.gemm-predict", gemm_sum_of_times),
+    "06.gemm-predict/mnk-flops": ("06.gemm-predict", gemm_mnk_flops),
+})
+CORRECT.update({
+    "06.loss-scale/one-return": ("06.loss-scale", loss_scale_arith),
+    "06.gemm-predict/roofline-min": ("06.gemm-predict", gemm_roofline_min),
+})
+
+
 
 def _run(exercise: str, answer: object):  # type: ignore[no-untyped-def]
     """check.run with one answer, or with several (a tuple) for exercises that take more than one."""
