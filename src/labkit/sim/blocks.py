@@ -14,7 +14,6 @@ simulator's ``BlockManager.run``; it
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import threading
 import time
@@ -83,23 +82,36 @@ def _thread_run(self: Any) -> None:
         self.exception = (exc, exc.__traceback__)
 
 
-def stop_threads(threads: Sequence[Any], exc: type[BaseException] = StoppedThread) -> None:
-    """Stop simulator threads: wake those at a barrier or warp call, and raise ``exc`` in those still computing
-    (even in a loop that calls nothing), so no thread runs on after a launch has ended."""
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1.0)  # keep the GIL while signalling: dozens of busy threads would otherwise starve this loop
-    try:
-        for stopper in list(state.stoppers):
-            stopper()
-        for t in threads:
-            t.abort = True
-            t.syncthreads_blocked = False
-            t.syncthreads_event.set()
-            if t.is_alive() and t.ident is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(exc))
-    finally:
-        sys.setswitchinterval(switch)
-    end = time.monotonic() + 1.5
+def _line_check(frame: Any, event: str, arg: Any) -> Any:
+    """Trace function of learner frames in simulator threads: stop the thread when its launch is stopped or
+    past its deadline. It runs in the thread itself, at a line of learner code: a safe place to raise, which needs
+    no help from the launching thread (that, with dozens of busy threads, may wait long for the GIL)."""
+    if event == "line":
+        thread = threading.current_thread()
+        if getattr(thread, "abort", False):
+            raise StoppedThread("stopped")
+        if state.deadline is not None and time.monotonic() > state.deadline:
+            raise KernelTimeout(f"the kernel did not finish within {state.seconds:.0f} s in the simulator", cause=LIKELY_HANG)
+    return _line_check
+
+
+def thread_tracer(frame: Any, event: str, arg: Any) -> Any:
+    """``threading.settrace`` hook for a launch: trace lines of learner code only (the simulator runs untraced)."""
+    if event == "call" and is_learner_file(frame.f_code.co_filename):
+        return _line_check
+    return None
+
+
+def stop_threads(threads: Sequence[Any], *, within: float = 2.0) -> None:
+    """Stop simulator threads: wake those at a barrier or warp call and flag all of them, so that each stops at its
+    next line of learner code (see :func:`thread_tracer`); wait up to ``within`` seconds for them to end."""
+    for stopper in list(state.stoppers):
+        stopper()
+    for t in threads:
+        t.abort = True
+        t.syncthreads_blocked = False
+        t.syncthreads_event.set()
+    end = time.monotonic() + within
     for t in threads:
         t.join(timeout=max(0.0, end - time.monotonic()))
 
@@ -171,7 +183,8 @@ def run_block(self: Any, grid_point: Any, *args: Any) -> None:
 
     def target() -> None:
         gate.wait()
-        self._f(*args)
+        if not threading.current_thread().abort:
+            self._f(*args)
 
     try:
         for block_point in points:
@@ -186,6 +199,8 @@ def run_block(self: Any, grid_point: Any, *args: Any) -> None:
                 if t.syncthreads_blocked:
                     blocked.add(t)
                 elif t.exception:
+                    if isinstance(t.exception[0], KernelTimeout):  # a thread saw the deadline first: describe the block
+                        raise _timeout(grid_point, threads, live)
                     _raise_first(threads, t)
             if blocked and live == blocked:
                 if len(blocked) < len(threads) or len({t.barrier_site for t in blocked}) > 1:
@@ -204,6 +219,7 @@ def run_block(self: Any, grid_point: Any, *args: Any) -> None:
             if live and state.deadline is not None and time.monotonic() > state.deadline:
                 raise _timeout(grid_point, threads, live)
     except BaseException:
+        gate.set()
         stop_threads(threads)
         raise
     for t in threads:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -20,8 +21,11 @@ def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: f
 
     install()
     seconds = time_limit_s or LEARNER_CODE_LIMIT_S
+    before = threading.gettrace()
+    threading.settrace(blocks.thread_tracer)
     blocks.state.deadline, blocks.state.seconds = time.monotonic() + seconds, seconds
     try:
         kernel[griddim, blockdim](*args)
     finally:
+        threading.settrace(before)  # type: ignore[arg-type]
         blocks.state.deadline = None

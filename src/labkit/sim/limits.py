@@ -110,7 +110,8 @@ def time_limit(seconds: float | None = None, *, interval: float = 0.1) -> Iterat
             if _in_learner_code(frame, anchor):
                 spent += now - last
             last = now
-            if spent > seconds:
+            innermost_learner = frame is not None and is_learner_file(frame.f_code.co_filename)
+            if spent > seconds and innermost_learner:  # raise only at learner code: never inside Python's own locks
                 with lock:
                     if state["active"]:
                         state["fired"] = True
