@@ -148,3 +148,9 @@ def test_one_table_for_two_traces_and_no_choice_where_there_is_none() -> None:
     for view in box.children[1].children:
         assert "<table" not in view.children[0].value
         assert view.controls["block"].disabled  # one block traced: nothing to choose
+
+
+def test_the_reference_beside_itself_is_shown_once() -> None:
+    x = np.arange(64, dtype=np.float32)
+    box = labkit.show(copy_plain, x, np.zeros(64, np.float32), grid=1, block=64, reference=copy_plain)
+    assert "once its check has passed" in box.children[0].value and box.trace.kernel == "copy_plain"
