@@ -1258,6 +1258,89 @@ CORRECT.update({
 })
 
 
+# ============================================================================= 02.launch-config / 02.transfers
+def grid_plus_one(shape, block):
+    """Wrong: one block too many on exact multiples (not the smallest grid)."""
+    rows, cols = shape
+    return (cols // block[0] + 1, rows // block[1] + 1)
+
+
+def grid_rows_first(shape, block):
+    """Wrong: (rows, cols) order, x over rows."""
+    rows, cols = shape
+    return (-(-rows // block[0]), -(-cols // block[1]))
+
+
+def grid_ceil(shape, block):
+    """Correct: math.ceil on the ratio."""
+    return (math.ceil(shape[1] / block[0]), math.ceil(shape[0] / block[1]))
+
+
+def transfers_numpy_each_launch(a, x, y, steps):
+    """Wrong: NumPy arrays passed to every launch (Numba copies them in and out each time)."""
+    y = y.copy()
+    for _ in range(steps):
+        saxpy_while[2, 64](a, x, y, y)
+    return y
+
+
+def transfers_copy_back_each_step(a, x, y, steps):
+    """Wrong: copies the result back after every step."""
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    out = y
+    for _ in range(steps):
+        saxpy_while[2, 64](a, dx, dy, dy)
+        out = dy.copy_to_host()
+    return out
+
+
+def transfers_ping_pong(a, x, y, steps):
+    """Correct: two device buffers swapped each step, one copy back."""
+    dx, d0 = cuda.to_device(x), cuda.to_device(y)
+    d1 = cuda.device_array_like(d0)
+    for _ in range(steps):
+        saxpy_while[1, 96](a, dx, d0, d1)
+        d0, d1 = d1, d0
+    return d0.copy_to_host()
+
+
+# ============================================================================= 08.scaling-efficiency
+def scaling_unbounded_overlap(compute_s, allreduce_s, n, overlap=0.0):
+    """Wrong: hides overlap × compute even when the all-reduce is shorter (step faster than compute)."""
+    if n == 1:
+        return 1.0, 1.0
+    step = compute_s + allreduce_s - overlap * compute_s
+    return n * compute_s / step, compute_s / step
+
+
+def scaling_one_gpu_pays(compute_s, allreduce_s, n, overlap=0.0):
+    """Wrong: one GPU pays the all-reduce too."""
+    step = compute_s + max(0.0, allreduce_s - overlap * compute_s)
+    return n * compute_s / step, compute_s / step
+
+
+def scaling_exposed(compute_s, allreduce_s, n, overlap=0.0):
+    """Correct: the exposed part of the all-reduce, max(0, ...), and 1 GPU with nothing to reduce."""
+    exposed = 0.0 if n == 1 else max(0.0, allreduce_s - overlap * compute_s)
+    eff = compute_s / (compute_s + exposed)
+    return n * eff, eff
+
+
+WRONG.update({
+    "02.launch-config/plus-one": ("02.launch-config", grid_plus_one),
+    "02.launch-config/rows-first": ("02.launch-config", grid_rows_first),
+    "02.transfers/numpy-each-launch": ("02.transfers", transfers_numpy_each_launch),
+    "02.transfers/copy-back-each-step": ("02.transfers", transfers_copy_back_each_step),
+    "08.scaling-efficiency/unbounded-overlap": ("08.scaling-efficiency", scaling_unbounded_overlap),
+    "08.scaling-efficiency/one-gpu-pays": ("08.scaling-efficiency", scaling_one_gpu_pays),
+})
+CORRECT.update({
+    "02.launch-config/ceil": ("02.launch-config", grid_ceil),
+    "02.transfers/ping-pong": ("02.transfers", transfers_ping_pong),
+    "08.scaling-efficiency/exposed": ("08.scaling-efficiency", scaling_exposed),
+})
+
+
 
 def _run(exercise: str, answer: object):  # type: ignore[no-untyped-def]
     """check.run with one answer, or with several (a tuple) for exercises that take more than one."""
