@@ -339,3 +339,70 @@ def test_hints_and_references() -> None:
         assert check.core._get(ex).reference() is not None
     assert check.core._get("09.erode").reference() is refk.erode3x3
     assert video.reference_kernels().count is refk.tile_counts
+
+
+# ----------------------------------------------------------------------------- shortcuts that fresh shapes, large blocks and big tiles catch
+def _counts_shared(dtype):
+    @cuda.jit
+    def k(mask, tile, counts):  # per-block shared counters for the tiles the block touches, then one atomic each
+        local = cuda.shared.array(128, dtype)
+        lin = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+        nthreads = cuda.blockDim.x * cuda.blockDim.y
+        x0, y0 = cuda.blockIdx.x * cuda.blockDim.x, cuda.blockIdx.y * cuda.blockDim.y
+        tr0, tc0 = y0 // tile, x0 // tile
+        ncols = (x0 + cuda.blockDim.x - 1) // tile - tc0 + 1
+        nrows = (y0 + cuda.blockDim.y - 1) // tile - tr0 + 1
+        for j in range(lin, 128, nthreads):
+            local[j] = 0
+        cuda.syncthreads()
+        col, row = cuda.grid(2)
+        if row < mask.shape[0] and col < mask.shape[1] and mask[row, col] != 0:
+            cuda.atomic.add(local, (row // tile - tr0) * ncols + (col // tile - tc0), 1)
+        cuda.syncthreads()
+        for j in range(lin, nrows * ncols, nthreads):
+            r, c = tr0 + j // ncols, tc0 + j % ncols
+            if local[j] != 0 and r < counts.shape[0] and c < counts.shape[1]:
+                cuda.atomic.add(counts, (r, c), local[j])
+
+    return k
+
+
+def test_counts_shared_int32_passes_and_uint8_fails() -> None:
+    assert check.tile_counts(_counts_shared(np.int32))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = check.tile_counts(_counts_shared(np.uint8))
+    assert r.status == "failed" and "tiles of 32×32" in r.message, r.message
+
+
+@cuda.jit
+def erode_block_16(mask, out):  # hard-codes 16-thread-wide blocks in its column index
+    col = cuda.blockIdx.x * 16 + cuda.threadIdx.x
+    row = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    rows, cols = mask.shape
+    if row < rows and col < cols:
+        v = 1
+        for r in range(max(row - 1, 0), min(row + 2, rows)):
+            for c in range(max(col - 1, 0), min(col + 2, cols)):
+                if mask[r, c] == 0:
+                    v = 0
+        out[row, col] = v
+
+
+def test_erode_rejects_fixed_block_width() -> None:
+    assert check.erode(erode_block_16).status == "failed"
+
+
+def test_fused_roofline_strings_and_near_misses() -> None:
+    b, i, h100, h200, fps = lab09._fused_roofline()
+    r = check.fused_roofline("10", i, h100, h200, fps)
+    assert r.status == "failed" and "should be a number, got str" in r.message
+    r = check.fused_roofline(b, i, h100, h200, f"{fps:.0f}")
+    assert r.status == "failed" and "should be a number, got str" in r.message
+    assert check.fused_roofline(b, i, h100, h200, round(fps, -2))  # rounded to 100 frames/s: passes
+    for wrong, word in ((fps * 2**30 / 1e9, "2^30"), (fps * 1e9 / 2**30, "2^30"), (fps * 1e-9, "1e9")):
+        r = check.fused_roofline(b, i, h100, h200, wrong)
+        assert r.status == "failed" and word in r.cause, (wrong, r.cause)
+        assert abs(wrong - fps) / fps > 2 * 0.02  # the tolerance lies inside the distance to the slip

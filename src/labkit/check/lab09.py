@@ -16,7 +16,7 @@ import numpy as np
 from .. import hw, video
 from .answers import number
 from .core import Failed, exercise
-from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, launch_strict, random_array, run_case
+from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, launch_strict, random_array, run_case, swapped_coverage
 
 
 def _ref(name: str) -> Callable[[], Any]:
@@ -34,9 +34,15 @@ def _ref(name: str) -> Callable[[], Any]:
 SWAPPED = ("x = cuda.grid(2)[0] is the column (it runs along a row): `col, row = cuda.grid(2)`, and the bounds test "
            "compares row with shape[0], col with shape[1]. With x as the row, part of a non-square frame is never reached.")
 
-# (shape, block (x, y)): a mid size that is not a multiple of the block first, a single pixel, a frame smaller than
-# one block, non-square frames, and blocks of different shapes.
-CASES_2D = [((13, 37), (16, 8)), ((1, 1), (8, 8)), ((20, 9), (8, 8)), ((24, 33), (32, 4))]
+def _cases_2d() -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(shape, block (x, y)), fresh each run: a mid size that is not a multiple of the block first, a single pixel,
+    a frame taller than wide, a wide one, and two blocks of the largest size (32 × 32 = 1024 threads), the second
+    partly outside the frame."""
+    from .draws import between, not_multiple
+
+    return [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)), ((1, 1), (8, 8)),
+            ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8)), ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4)),
+            ((between(9, 31), not_multiple(33, 40, 32)), (32, 32))]
 
 
 def _label(shape: tuple[int, int], block: tuple[int, int]) -> str:
@@ -75,8 +81,12 @@ def _fused_inputs(shape: tuple[int, int], thresh: float) -> tuple[np.ndarray, np
 def fused_update(kernel: Any) -> str:
     """Grade ``fused(frame, bg, mask, alpha, thresh)``: frame uint8, bg float32 (updated in place), mask uint8
     (1 = foreground), alpha and thresh float32; 2-D grid with x along a row."""
-    params = [(0.05, 25.0), (0.2, 10.0), (0.05, 25.0), (0.5, 40.0)]
-    for k, ((shape, block), (alpha, thresh)) in enumerate(zip(CASES_2D, params)):
+    from .harness import rng
+
+    cases = _cases_2d()
+    # fresh alpha (a float32) and whole-number thresholds (exact in float32, so |d| == thresh can be tested)
+    params = [(float(np.float32(round(rng().uniform(0.02, 0.5), 3))), float(rng().integers(5, 61))) for _ in cases]
+    for k, ((shape, block), (alpha, thresh)) in enumerate(zip(cases, params)):
         frame, bg = _fused_inputs(shape, thresh)
         exp_bg = bg.copy()
         exp_mask = video.fused_step(frame, exp_bg, alpha, thresh)
@@ -97,7 +107,7 @@ def fused_update(kernel: Any) -> str:
             raise Failed(f"{label}: the mask is 1 where |d| equals thresh exactly.",
                          cause="foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.")
         compare(mask, exp_mask, label=f"{label}, mask", unwritten_means_unsolved=k == 0, written=written,
-                swapped_cause=SWAPPED)
+                swapped_cause=SWAPPED, swapped=swapped_coverage(mask, grid_2d(shape, block), block))
         if np.array_equal(new_bg, bg) and not np.array_equal(exp_bg, bg):
             raise Failed(f"{label}: the mask is right but the background was not updated.",
                          cause="write the new background back: `bg[row, col] = b + alpha * d`.")
@@ -106,8 +116,8 @@ def fused_update(kernel: Any) -> str:
         except Failed as exc:
             raise Failed(str(exc), cause="the new background is `bg + alpha * (frame - bg)`, with the old bg on the right; "
                                          "and the difference is taken before the update.") from None
-    return (f"correct on {len(CASES_2D)} frames (non-square, smaller than a block, not multiples of the block) with "
-            "different alpha and thresholds; one pass, nothing written outside the frame.")
+    return (f"correct on {len(cases)} fresh frames (non-square, smaller than a block, not multiples of the block, blocks "
+            "up to 32×32) with fresh alpha and thresholds; one pass, nothing written outside the frame.")
 
 
 # ----------------------------------------------------------------------------- 09.erode
@@ -133,7 +143,8 @@ def erode(kernel: Any) -> str:
     """Grade ``erode(mask, out)``: uint8 0/1 masks; ``out`` = 1 where every neighbour inside the frame is 1."""
     border = ("every pixel gets a value, border pixels too: at the edge, use the neighbours that exist (clamp the loops "
               "to the frame) rather than skipping the pixel.")
-    for k, ((shape, block), p) in enumerate(zip(CASES_2D, (0.85, 1.0, 0.9, 0.8))):
+    cases = _cases_2d()
+    for k, ((shape, block), p) in enumerate(zip(cases, (0.85, 1.0, 0.9, 0.8, 0.9))):
         m = _mask(shape, p)
         label = _label(shape, block) + f", {int(m.sum())} of {m.size} pixels set"
         exp = video.erode(m)
@@ -147,8 +158,8 @@ def erode(kernel: Any) -> str:
             if "elements are wrong" in msg and not np.array_equal(outside0, exp):
                 msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
             raise Failed(msg, cause=exc.cause) from None
-    return (f"correct on {len(CASES_2D)} masks, border pixels included (neighbours outside the frame ignored), with "
-            "blocks of 16×8, 8×8 and 32×4.")
+    return (f"correct on {len(cases)} fresh masks, border pixels included (neighbours outside the frame ignored), with "
+            "blocks of 16×8, 8×8, 32×4 and 32×32.")
 
 
 def _border_as_zero(m: np.ndarray) -> np.ndarray:
@@ -176,18 +187,24 @@ def _border_as_zero(m: np.ndarray) -> np.ndarray:
 )
 def tile_counts(kernel: Any) -> str:
     """Grade ``count(mask, tile, counts)``: counts int32 ``(ceil(rows/tile), ceil(cols/tile))`` start at 0; after
-    the kernel each holds its tile's foreground pixels. Tiles of 4 and 8 pixels, blocks of several shapes."""
-    cases = [((13, 37), (16, 8), 4), ((1, 1), (8, 8), 8), ((20, 9), (8, 8), 4), ((24, 33), (32, 4), 8), ((30, 30), (16, 16), 4)]
+    the kernel each holds its tile's foreground pixels. Tiles of 4 to 32 pixels, blocks of several shapes up to 32 × 32."""
+    from .draws import between, not_multiple
+
+    # fresh frames each run, tiles of 4 to 32 pixels; the last is one block of 32 × 32 threads over one 32 × 32 tile
+    # holding more than 255 foreground pixels (a uint8 counter in shared memory wraps)
+    cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8), 4), ((1, 1), (8, 8), 8),
+             ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8), 4), ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4), 8),
+             ((not_multiple(17, 31, 16), not_multiple(17, 31, 16)), (16, 16), 16), ((between(24, 32), between(24, 32)), (32, 32), 32)]
     for k, (shape, block, tile) in enumerate(cases):
-        m = _mask(shape, 0.5 if k != 1 else 1.0)
+        m = _mask(shape, 1.0 if k == 1 else 0.9 if tile == 32 else 0.5)
         ntiles = (-(-shape[0] // tile), -(-shape[1] // tile))
         label = _label(shape, block) + f", tiles of {tile}×{tile}"
         run_case(kernel, grid_2d(shape, block), block, (m, tile), out_shape=ntiles, out_dtype=np.int32,
                  expected=video.tile_counts(m, tile), label=label, names=("mask", "tile", "counts"), out_init=0,
                  first=k == 0, reverse=k == 2,
                  extra_cause="(Tile (i, j) holds rows i·tile … i·tile + tile − 1 and the same columns; x is the column.)")
-    return (f"correct on {len(cases)} masks with tiles of 4 and 8 and blocks of 8×8 to 32×4 threads; every update "
-            "atomic, none lost.")
+    return (f"correct on {len(cases)} fresh masks with tiles of 4 to 32 (one holding more than 255 pixels) and blocks of "
+            "8×8 to 32×32 threads; every update atomic, none lost.")
 
 
 # ----------------------------------------------------------------------------- 09.fused-roofline
