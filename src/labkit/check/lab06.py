@@ -217,10 +217,11 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     bad = np.where(nan_in, ~np.isnan(got), np.isnan(got) | (got.view(np.uint32) != want.view(np.uint32)))  # bit for bit
     if not bad.any():
         return "random values, exact ties, overflow cases and NaNs (kept NaN) all round exactly like labkit's TF32."
-    i = int(np.argwhere(bad)[0][0])
+    finite = ~nan_in
+    bad_finite = bad & finite
+    i = int(np.argwhere(bad_finite if bad_finite.any() else bad)[0][0])  # a wrong number first: it says more than a NaN
     low = int(x.view(np.uint32)[i]) & 0x1FFF
     cause = "compare with the rule: add 0xFFF + the kept lowest bit, then clear 13 bits."
-    finite = ~nan_in
     if np.array_equal(got.view(np.uint32)[finite], x.view(np.uint32)[finite] & np.uint32(0xFFFFE000)):
         cause = "this truncates (clears the bits) instead of rounding to nearest."
     elif nan_in[i]:
@@ -229,6 +230,8 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
         cause = "an exact tie: ties go to the even neighbour (kept lowest bit 0), not always up or always down."
     elif not np.isfinite(want[i]):
         cause = "rounding up past the largest TF32 number must give infinity: a carry into the exponent is right."
+    if not nan_in[i] and (bad & nan_in).any():
+        cause += " Also, " + NAN_KEPT[0].lower() + NAN_KEPT[1:]
     raise Failed(
         f"{int(bad.sum())} of {x.size} values differ; first: x = {x[i]!r} (bits 0x{int(x.view(np.uint32)[i]):08X}), "
         f"expected {want[i]!r}, got {got[i]!r}.",
