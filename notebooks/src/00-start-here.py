@@ -75,8 +75,8 @@ print(f"{n} elements, {blocks} blocks of {threads_per_block} threads = {blocks *
 #
 # Write the body of `vector_add` so that thread `i` sets `out[i] = a[i] + b[i]`, and threads past the end
 # of the arrays do nothing. Then run the check below it. The check launches your kernel on fresh random
-# inputs of several sizes (one element, sizes that are not multiples of the block size, several blocks) with
-# two block sizes, poisons the output first and watches for writes past its end.
+# inputs of sizes drawn anew each run (one element, sizes that are not multiples of the block size, several
+# blocks), with blocks of 32 up to 1024 threads, poisons the output first and watches for writes past its end.
 
 # %% tags=["exercise"]
 @cuda.jit

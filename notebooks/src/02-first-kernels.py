@@ -63,8 +63,9 @@ labkit.widgets.thread_map_figure(100, 32, grid=2)
 # ### Exercise 1 — SAXPY with a grid-stride loop
 #
 # SAXPY ("single-precision a·x plus y") is the classic first BLAS routine: `out[i] = a * x[i] + y[i]`.
-# Write it with a grid-stride loop. The check launches it with grids larger than the data, exactly the right
-# size, and smaller than the data (2 blocks for 323 elements), with a poisoned output guarded on both sides.
+# Write it with a grid-stride loop. The check launches it on sizes drawn fresh each run, with grids larger than the
+# data, exactly the right size, and much smaller (each thread loops ten times or more), blocks of 32 to 1024
+# threads, and a poisoned output guarded on both sides.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -168,8 +169,8 @@ labkit.widgets.thread_map_figure((20, 45), (16, 8))
 #
 # `img` is an RGB image of shape `(rows, cols, 3)`, `uint8`. Write `out[row, col]`, also `uint8`, as the luma
 # `0.299 R + 0.587 G + 0.114 B` **rounded** to the nearest integer. Storing a float into a `uint8` array
-# truncates it (3.9 becomes 3), so round on purpose. The check uses non-square images (13 × 37, 40 × 9, 1 × 1)
-# and several block shapes; a row/column mix-up, a missing bounds check or a truncating store fails it.
+# truncates it (3.9 becomes 3), so round on purpose. The check uses non-square images drawn fresh each run, 1 × 1,
+# and block shapes up to 32 × 32; a row/column mix-up, a missing bounds check or a truncating store fails it.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -237,7 +238,8 @@ print("source:", labkit.occupancy.SOURCE)
 # ### Exercise 3 — a 2-D grid
 #
 # Write `grid_for(shape, block)`: for an array of `shape = (rows, cols)` and blocks of `block = (bx, by)`
-# threads (x along columns), return `(gx, gy)`, the smallest grid that covers every element.
+# threads (x along columns), return `(gx, gy)`, the smallest grid that covers every element. The check tries
+# shapes and blocks drawn fresh each run, exact multiples and arrays thinner than one block included.
 
 # %% tags=["exercise"]
 def grid_for(shape, block):

@@ -82,7 +82,8 @@ find_race(count_positive_racy, 2, 128, x[:256], np.zeros(1, np.int32), names=("x
 #
 # `data` holds bytes (`uint8`); `hist` has 256 `int32` bins, zero at the start. Count each value with a
 # grid-stride loop and global atomics. The check uses skewed data (most bytes in a few bins, so many threads
-# collide) and grids both larger and smaller than the data.
+# collide), sizes drawn fresh each run, and grids both larger and smaller than the data (one block strides ten
+# times and more, with a bin above 255 counts).
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -109,6 +110,9 @@ labkit.check.histogram_global(histogram);
 # histogram once per bin. Three phases, separated by barriers: zero the bins, count, merge.
 #
 # ### Exercise 2 — histogram with shared-memory atomics
+#
+# The check runs the cases of Exercise 1 and one more: a single block counting over 65,535 bytes of one value, so
+# the shared bins must be `int32` (a `uint8` or `uint16` counter wraps around).
 
 # %%
 NBINS = 256
@@ -186,8 +190,8 @@ for name, k in (("global", k_hg), ("shared", k_hs)):
 # ### Exercise 3 — block sum
 #
 # Write `block_sum(x, partial)`: `partial[b]` = the sum of block `b`'s elements (0.0 past the end of `x`). Blocks
-# are powers of two up to `MAX_BLOCK` = 256 threads; the check uses 32, 64, 128 and 256, so nothing may assume
-# one block size.
+# are powers of two up to `MAX_BLOCK` = 256 threads; the check uses 32, 64, 128 and 256 on sizes drawn fresh
+# each run, so nothing may assume one block size.
 
 # %%
 MAX_BLOCK = 256
@@ -248,7 +252,8 @@ labkit.show(labkit.check.solved_or_reference("04.block-sum", block_sum), x_tree,
 # ### Exercise 4 — sum everything
 #
 # Write `sum_all(x, out)`, which adds `sum(x)` to `out[0]` (zero at the start) for any grid: the check launches
-# 2 blocks for 1,000 elements and 4 blocks of 64 for 300.
+# sizes drawn fresh each run on grids larger than the data and on grids where each thread loops ten times and more,
+# with blocks of 32 up to `MAX_BLOCK` threads.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -317,7 +322,8 @@ print(labkit.bench.table([timed(reduce, "sum_all (your kernel)", bytes=4 * n),
 # ### Exercise 5 — warp sum
 #
 # Write `warp_sum(x, out)`: `out[w]` = the sum of elements `32w` to `32w + 31` (zeros past the end of `x`).
-# Blocks are multiples of 32 threads, so warp `w` is global thread `i` with `i // 32 == w`.
+# Blocks are multiples of 32 threads, up to 256 (the check uses 32 to 256, on sizes drawn fresh each run), so
+# warp `w` is global thread `i` with `i // 32 == w`.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -392,7 +398,8 @@ labkit.show(count_above_racy, x_small, np.float32(0.0), np.zeros(2, np.int32), g
 # ### Exercise 6 — fix it
 #
 # Copy `count_above_racy` into the cell below and fix it. There is more than one problem: after fixing the
-# first, run `find_race` on your version until it reports no race, then run the check.
+# first, run `find_race` on your version until it reports no race, then run the check. It uses sizes drawn fresh
+# each run and blocks of 32 up to 1024 threads.
 
 # %% tags=["exercise"]
 @cuda.jit

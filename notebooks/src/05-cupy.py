@@ -109,7 +109,9 @@ print(m - m.max(axis=1, keepdims=True))
 #
 # Write `softmax(x)` over the last axis, `exp(x) / sum(exp(x))` per row, so that it runs on NumPy and CuPy arrays
 # alike and never leaves the device. It must survive inputs as large as ±800 (where `exp` overflows in float32 and
-# float64): subtracting each row's maximum first changes nothing mathematically. Keep the input's dtype.
+# float64): subtracting each row's maximum first changes nothing mathematically. Keep the input's dtype. The check
+# uses shapes drawn fresh each run, and arrays whose rows differ in scale from 0.01 to 1000, where one maximum
+# for the whole array is not enough.
 
 # %% tags=["exercise"]
 def softmax(x):
@@ -147,7 +149,7 @@ print(cupylab.traffic(cupylab.affine_normalize, 1 << 24, "float32", scalars=("me
 # memory and read back) and with `cupy.fuse`. Count 4 bytes for every float32 element read or written; the scalars
 # `w` and `b` are kernel arguments and move no array bytes. Python evaluates `w * (x - y) * (x - y) + b` left to
 # right, and nothing shares the two `x - y`. Give bytes as plain integers (not MB). Count by hand; `traffic` is for
-# checking yourself afterwards.
+# checking yourself afterwards. The check wants these four counts exactly, as numbers.
 
 # %%
 import inspect
@@ -420,7 +422,8 @@ timeline.figure()
 # Each chunk passes H2D copy → kernel → D2H copy; each engine works on one chunk at a time; a stage of a chunk starts
 # when its engine is free and the chunk's previous stage is done. The arguments are the stage times of the *whole*
 # job (`t_in`, `t_kernel`, `t_out`) and the number of equal chunks, so each stage of one chunk takes `t / chunks`.
-# Return the time until the last chunk is back. (Draw three chunks on paper first.)
+# Return the time until the last chunk is back. (Draw three chunks on paper first.) The check compares it with
+# labkit's event-by-event model on stage times and chunk counts drawn fresh each run.
 
 # %% tags=["exercise"]
 def pipelined_time(t_in, t_kernel, t_out, chunks):

@@ -88,7 +88,8 @@ co.ring_figure(sim)
 # Write `my_ring_step(chunks, phase, step)`. `chunks[g][c]` is GPU g's copy of chunk c (a NumPy array; chunks may
 # have different lengths, even zero, when n does not divide the size). Perform **in place** every send of that one
 # step, for all GPUs, following the schedule above (`phase` is `"reduce-scatter"` or `"all-gather"`). Return nothing.
-# The check drives your step through whole all-reduces for n = 1, 2, 3, 5, 8 and compares the state after each step.
+# The check drives your step through whole all-reduces for n = 1 to 12, on buffers and sizes drawn fresh each run,
+# and compares the state after each step.
 
 # %% tags=["exercise"]
 def my_ring_step(chunks, phase, step):
@@ -183,7 +184,8 @@ co.cost_figure(8, B_a100)
 # ### Exercise 2 — read an nccl-tests line
 #
 # Write `nccl_bw(size_bytes, time_us, collective, n)` returning `(algbw, busbw)` in GB/s, for `all_reduce`,
-# `all_gather`, `reduce_scatter` and `broadcast`. `bw.busbw_factor(collective, n)` gives the factor.
+# `all_gather`, `reduce_scatter` and `broadcast`. `bw.busbw_factor(collective, n)` gives the factor. The check uses
+# sizes, times and GPU counts drawn fresh each run.
 
 # %% tags=["exercise"]
 def nccl_bw(size_bytes, time_us, collective, n):
@@ -302,7 +304,7 @@ for n_gpus in range(2, 9):
 #
 # Write `data_parallel(compute_s, allreduce_s, n, overlap)` returning `(speedup, efficiency)`: the speedup of n GPUs
 # over one (throughput ratio), and speedup / n. The all-reduce can hide behind at most `overlap` × `compute_s`.
-# One GPU has no all-reduce.
+# One GPU has no all-reduce. The check uses times, GPU counts and overlaps drawn fresh each run.
 
 # %% tags=["exercise"]
 def data_parallel(compute_s, allreduce_s, n, overlap=0.0):

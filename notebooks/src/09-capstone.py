@@ -93,7 +93,8 @@ for s in video.STAGES.values():
 # (1 = foreground, 0 = background), `alpha` and `thresh` float32. One thread per pixel on a 2-D grid, x along a
 # row; threads outside the frame do nothing. Compare with the *old* background, then update it. Three separate
 # kernels (difference, threshold, update) would read `bg` twice and write a temporary `d` that the other two read
-# back; fused, each byte moves once.
+# back; fused, each byte moves once. The check uses frames, `alpha` and `thresh` drawn fresh each run, and blocks
+# up to 32 × 32.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -123,7 +124,8 @@ labkit.check.fused_update(fused);
 # non-zero, else 0. At the frame's edge the neighbours outside are ignored — not counted as background (that would
 # eat every object touching the edge) and not wrapped around. Every pixel, borders included, gets a value. A
 # shared-memory tile with a halo (as in Lab 03's stencil) is a fine optional refinement. The dilation is the same
-# loop with "any" instead of "every"; labkit's is used below.
+# loop with "any" instead of "every"; labkit's is used below. The check uses masks drawn fresh each run and blocks
+# up to 32 × 32.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -165,7 +167,9 @@ labkit.show(labkit.check.solved_or_reference("09.erode", erode), mask_show, np.z
 # afterwards `counts[i, j]` holds the number of foreground pixels in tile (i, j). Many threads add to one counter,
 # so a plain `+= 1` loses updates (the check's strict memory model names the two threads that collide). An atomic
 # add per foreground pixel is enough to pass. Optional, and faster, like Lab 04's shared histogram: count into
-# `cuda.shared.array` counters for the tiles your block touches, then add each to `counts` once.
+# `cuda.shared.array` counters for the tiles your block touches, then add each to `counts` once. The check uses
+# frames drawn fresh each run, tiles of 4 to 32 pixels and blocks up to 32 × 32, one block counting more than 255
+# pixels of one tile (so shared counters must be `int32`).
 
 # %% tags=["exercise"]
 @cuda.jit
