@@ -64,8 +64,8 @@ for name in ("PCIe 3", "PCIe 4", "PCIe 5", "NVLink 2", "NVLink 3", "NVLink 4"):
 # ### Exercise 1 — a PCIe link's peak
 #
 # Write `pcie_gbps(generation, lanes)`: the theoretical bandwidth in GB/s **per direction** of a PCIe link of
-# that generation and width (x1, x4, x8, x16). Use `hw.link(...)`. GPUs sit on x16 links; NICs and SSDs often
-# on x4 or x8.
+# that generation and width (x1, x2, x4, x8, x16 or x32). Use `hw.link(...)`. GPUs sit on x16 links; NICs and
+# SSDs often on x4 or x8. The check tries every generation and width, in a fresh order each run.
 
 # %% tags=["exercise"]
 def pcie_gbps(generation, lanes):
@@ -122,7 +122,8 @@ print(f"host memcpy: {staging_gbps:.1f} GB/s of bytes copied")
 # ### Exercise 2 — a model of the pageable copy
 #
 # Suppose the staging copy and the DMA take turns (no overlap). Write `pageable_gbps(link_gbps, staging_gbps)`:
-# the rate of the whole pageable copy, given the link's rate and the CPU's copy rate, both in GB/s.
+# the rate of the whole pageable copy, given the link's rate and the CPU's copy rate, both in GB/s. The check uses
+# rates drawn fresh each run.
 
 # %% tags=["exercise"]
 def pageable_gbps(link_gbps, staging_gbps):
@@ -158,7 +159,8 @@ else:
 # ### Exercise 3 — predict the copy time
 #
 # Write `copy_seconds(nbytes, peak_gbps)`: the shortest possible time to copy a buffer of `nbytes` bytes to
-# another buffer in the same memory, whose bandwidth is `peak_gbps` GB/s.
+# another buffer in the same memory, whose bandwidth is `peak_gbps` GB/s. The check uses sizes and peaks drawn
+# fresh each run.
 
 # %% tags=["exercise"]
 def copy_seconds(nbytes, peak_gbps):
@@ -389,7 +391,7 @@ labkit.check.bidirectional_conventions(answer, forward, backward);
 # ### Exercise 6 — count the bytes
 #
 # Write `ring_allreduce_sent(nbytes, n)`: how many bytes one GPU sends during a ring all-reduce of `nbytes` over
-# `n` GPUs.
+# `n` GPUs. The check uses sizes and GPU counts (one GPU too) drawn fresh each run.
 
 # %% tags=["exercise"]
 def ring_allreduce_sent(nbytes, n):
