@@ -51,7 +51,8 @@ def saxpy(kernel: Any) -> str:
     few = between(50, 150)
     cases = [(first, 64, -(-first // 64)), (1, 64, 1), (63, 64, 1),
              (not_multiple(10 * 32 * rounds_grid + 1, 12 * 32 * rounds_grid, 32), 32, rounds_grid),
-             (few, 64, -(-few // 64) + 2), (not_multiple(97, 250, 32), 32, 1), (not_multiple(1025, 1500, 1024), 1024, 1)]
+             (few, 64, -(-few // 64) + 2), (not_multiple(97, 250, 32), 32, 1), (not_multiple(1025, 1500, 1024), 1024, 1),
+             (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1)]  # 100 to 140 rounds: no fixed count of rounds passes
     for k, (n, block, grid) in enumerate(cases):
         a = np.float32(random_array(1, np.float32, -3, 3)[0])
         x, y = random_array(n), random_array(n)

@@ -165,9 +165,9 @@ def matmul(kernel: Any, tile: int = 16) -> str:
         raise Failed(f"tile={tile}: use 8, 16 or 32.")
     from .draws import between, not_multiple
 
-    # fresh shapes each run: 2 × 2 blocks of C over 2 partial tiles of K; 1 × 1; and K of 5 tiles or more, not a
-    # multiple of the tile, so that a fixed number of K steps or a dropped partial tile gives wrong sums
-    long_k = (between(2, tile), not_multiple(5 * tile + 1, 6 * tile - 1, tile), between(2, tile))
+    # fresh shapes each run: 2 × 2 blocks of C over 2 partial tiles of K; 1 × 1; and K of 10 or 11 tiles, not a
+    # multiple of the tile, so that a fixed number of K steps (up to 9) or a dropped partial tile gives wrong sums
+    long_k = (between(2, tile), not_multiple(9 * tile + 1, 11 * tile - 1, tile), between(2, tile))
     if tile < 32:
         two = not_multiple(tile + 1, 2 * tile - 1, tile)
         cases = [(two, not_multiple(tile + 1, 2 * tile - 1, tile), not_multiple(tile + 1, 2 * tile - 1, tile)), (1, 1, 1), long_k]
@@ -199,7 +199,7 @@ def matmul(kernel: Any, tile: int = 16) -> str:
     if current_mode() == "gpu":
         require_ptx(kernel, "void(float32[:, :], float32[:, :], float32[:, :])", ["shared memory", "a barrier"],
                     label="matmul", cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.")
-    return (f"correct on {len(cases)} fresh products (sizes that are not multiples of the tile, K over 5 tiles, and 1×1), "
+    return (f"correct on {len(cases)} fresh products (sizes that are not multiples of the tile, K over 10 tiles, and 1×1), "
             "with tiles in shared memory and no races between loading and using them.")
 
 

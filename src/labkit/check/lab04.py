@@ -52,7 +52,8 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     # fresh sizes each run: a grid larger than the data, one element, a reversed launch, and one block that strides
     # 10 rounds and more with one bin above 255 counts (a uint8 counter wraps)
     cases = [(not_multiple(300, 500, 128), 128, 4, None), (1, 64, 1, None), (between(130, 190), 64, 3, None),
-             (not_multiple(900, 1200, 64), 64, 1, between(300, 400))]
+             (not_multiple(900, 1200, 64), 64, 1, between(300, 400)),
+             (not_multiple(100 * 32 + 1, 130 * 32 - 1, 32), 32, 1, None)]  # 100 to 130 rounds: no fixed count passes
     if shared:  # one block counting more than 65,535 of one value into its shared bins (a uint16 counter wraps)
         cases.append((between(65_600, 65_700), 256, 1, between(65_540, 65_590)))
     for k, (n, block, grid, heavy) in enumerate(cases):
@@ -191,7 +192,8 @@ def full_sum(kernel: Any) -> str:
     # (n, block, grid), fresh each run: a few rounds, one element, more threads than elements, 10 to 12 grid-stride
     # rounds (grid × block × 10 < n), and one block of MAX_BLOCK = 256 threads
     cases = [(not_multiple(900, 1300, 128), 128, 2), (1, 32, 1), (between(40, 90), 32, 3), (between(257, 400), 64, 4),
-             (not_multiple(641, 768, 64), 32, 2), (between(300, 700), 256, 1)]
+             (not_multiple(641, 768, 64), 32, 2), (between(300, 700), 256, 1),
+             (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1)]  # 100 to 140 rounds: no fixed count of rounds passes
     for k, (n, block, grid) in enumerate(cases):
         x = random_array(n)
         label = f"n={n}, {grid} block(s) of {block} threads"

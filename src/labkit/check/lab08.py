@@ -148,6 +148,7 @@ def ring_step(fn: Any) -> str:
     for k, (n, size) in enumerate(cases):
         dtype = np.float64 if k % 2 == 0 else np.float32
         bufs, mine = _fresh(n, size, dtype, seed=seed + k)
+        pieces = [list(row) for row in mine]  # each chunk is a piece of its GPU's buffer, as in ring_allreduce
         inputs = [b.copy() for b in bufs]
         _, want = _fresh(n, size, dtype, seed=seed + k)
         variants = {name: _fresh(n, size, dtype, seed=seed + k)[1] for name in _VARIANT_CAUSES}
@@ -158,6 +159,13 @@ def ring_step(fn: Any) -> str:
                 if isinstance(result, list) and result is not mine:
                     raise Failed("your function returned a new list; it should change `chunks` in place (and return nothing).",
                                  cause="write into chunks[dst][c] (+= or [...] =) instead of building new arrays.")
+                rebound = next(((g, c) for g, row in enumerate(mine) for c, piece in enumerate(row)
+                                if piece is not pieces[g][c]), None)
+                if rebound is not None:
+                    g, c = rebound
+                    raise Failed(f"n = {n}, {phase} step {s}: chunks[{g}][{c}] was replaced by a new array instead of "
+                                 "written into: the chunk is a piece of GPU" + f"{g}'s buffer, so the data never reaches it.",
+                                 cause="write into the chunk in place: `chunks[dst][c][:] = ...` or `chunks[dst][c] += ...`.")
                 ref(want, phase, s)
                 for name, state in variants.items():
                     _variant_step(name)(state, phase, s)
