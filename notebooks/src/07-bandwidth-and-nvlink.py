@@ -190,7 +190,8 @@ if env.is_gpu:
         print(f"{gpu_rec.name}: {gpu_rec.memory_bandwidth} -> predicted {predict(nbytes, gpu_rec.memory_bandwidth.value) * 1e3:.3f} ms")
     for method in ("ce", "sm"):
         r = bw.device_local_copy(0, nbytes, method)
-        print(f"measured ({method}): {r.seconds * 1e3:.3f} ms, {r.gbps:,.0f} GB/s read+write")
+        print(f"measured ({method}): {r.seconds * 1e3:.3f} ms, {r.gbps:,.0f} GB/s (bytes counted once), "
+              f"{r.read_write_gbps:,.0f} GB/s read+write")
 else:
     nbytes = 128 * 2**20
     print(f"predicted with {staging.gbps:.1f} GB/s (host DRAM, measured): {predict(nbytes, staging.gbps) * 1e3:.1f} ms")
