@@ -28,7 +28,6 @@ from .core import Failed, Unsolved
 if TYPE_CHECKING:
     from ..sim import memory
 
-SIM_TIME_LIMIT_S = LEARNER_CODE_LIMIT_S
 CASE_TIME_LIMIT_S = LEARNER_CODE_LIMIT_S  # one graded launch of a lab check (run_case) in the simulator
 GPU_REPEATS = 3  # on a GPU, run_case launches each case this many times (races show by chance there)
 GUARD = 64  # elements of guard zone on each side of an output
@@ -171,7 +170,7 @@ def require_kernel(kernel: Any) -> None:
 def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: float | None = None) -> None:
     """Launch ``kernel[griddim, blockdim](*args)`` and wait; any error becomes a :class:`Failed` message.
 
-    In ``sim`` mode learner code still running after ``time_limit_s`` (default :data:`SIM_TIME_LIMIT_S`) is stopped.
+    In ``sim`` mode learner code still running after ``time_limit_s`` (default :data:`CASE_TIME_LIMIT_S`) is stopped.
     """
     cuda = cuda_module()
     require_kernel(kernel)
@@ -180,7 +179,7 @@ def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: f
         if current_mode() == "sim":
             from .. import sim
 
-            sim.launch(kernel, griddim, blockdim, *args, time_limit_s=time_limit_s)
+            sim.launch(kernel, griddim, blockdim, *args, time_limit_s=time_limit_s or CASE_TIME_LIMIT_S)
         else:
             kernel[griddim, blockdim](*args)
         cuda.synchronize()

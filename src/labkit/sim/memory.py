@@ -33,7 +33,6 @@ from . import blocks
 from .errors import KernelFault
 from .integers import store_value, widen
 
-SIM_TIME_LIMIT_S = 20.0
 
 
 def poison_value(dtype: Any) -> Any:
@@ -211,6 +210,7 @@ class Model:
         self.lock = threading.Lock()
         self.seq: dict[tuple[int, str], int] = {}
         self.race: Race | None = None
+        self._race_parties: tuple[Any, ...] = ()  # (array, element, other thread, this thread) of the first race
         self.uninitialised: UninitialisedRead | None = None
         self.epoch = 0  # barriers passed by the block running now
 
@@ -535,7 +535,7 @@ def launch_strict(
     ``reverse`` starts the threads of each block in reverse order; ``record`` keeps every element access
     (for :func:`sectors_per_request` and :func:`bank_conflicts`). A data race raises
     :class:`~labkit.sim.errors.KernelFault` naming both threads, unless ``allow_races``; a divergent barrier,
-    a broken warp call or the time limit (default :data:`SIM_TIME_LIMIT_S`) raise too. ``outputs`` names the
+    a broken warp call or the time limit (default :data:`labkit.sim.limits.LEARNER_CODE_LIMIT_S`) raise too. ``outputs`` names the
     arguments that start filled with poison (a read of one before any write is reported as uninitialised).
     """
     from .launch import launch
@@ -543,7 +543,7 @@ def launch_strict(
     model = Model(reverse=reverse, record=record)
     tracked = _track_args(model, args, names, outputs)
     with _StrictPatches(model):
-        launch(kernel, griddim, blockdim, *tracked, time_limit_s=time_limit_s or SIM_TIME_LIMIT_S)
+        launch(kernel, griddim, blockdim, *tracked, time_limit_s=time_limit_s)
     race = model.finish_race()
     if race is not None and not allow_races:
         raise KernelFault(race.message(), cause=race.cause())

@@ -452,7 +452,7 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
     try:
         with memory._StrictPatches(model):
             try:
-                launch(kernel, grid, block, *tracked, time_limit_s=time_limit_s or memory.SIM_TIME_LIMIT_S)
+                launch(kernel, grid, block, *tracked, time_limit_s=time_limit_s)
             except KernelFault as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
     finally:
