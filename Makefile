@@ -9,8 +9,13 @@ WHEELHOUSE ?= wheelhouse
 CHP_VERSION ?= 5.3.0
 CHP    := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 PYTEST_WORKERS ?= 2
+# The CUDA 13 toolchain (constraints-cu13.txt) in its own cached venv: its four wheels, and the base .venv's packages
+# (a .pth that adds .venv's site-packages after its own), so `make test` runs the toolchain tests under both.
+VENV13 := .venv-cu13
+PY13   := $(VENV13)/bin/python
+CU13_STAMP := $(VENV13)/.installed
 
-.PHONY: lab test unit notebooks-test notebooks gpu-check wheelhouse doctor clean
+.PHONY: lab test test-cu13 unit notebooks-test notebooks gpu-check wheelhouse doctor clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +29,16 @@ $(CUPY_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,cuda12]"
 	touch $(CUPY_STAMP)
 
+$(CU13_STAMP): $(STAMP) constraints-cu13.txt
+	rm -rf $(VENV13)
+	$(PY) -m venv --without-pip $(VENV13)
+	site=$$($(PY13) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	base=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	$(PY) -m pip install --quiet --no-deps --target "$$site" -r constraints-cu13.txt && \
+	echo "import site; site.addsitedir('$$base')" > "$$site/labkit-base-venv.pth"
+	$(PY13) -c 'import cuda.bindings.nvrtc as n; v = n.nvrtcVersion(); assert v[1] == 13, v; print("CUDA 13 toolchain: NVRTC", v[1:])'
+	touch $(CU13_STAMP)
+
 # The JupyterHub test (tests/test_hub.py) runs a real hub behind configurable-http-proxy, from the npm registry
 # (needs node and npm; .ci/run installs them when missing). `make lab` does not need it.
 $(CHP): $(STAMP)
@@ -34,13 +49,21 @@ $(CHP): $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/labkit lab
 
-## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval
-test: $(STAMP) $(CUPY_STAMP) $(CHP)
+## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
+## then the toolchain-dependent tests again under CUDA 13 (test-cu13)
+test: $(STAMP) $(CUPY_STAMP) $(CHP) $(CU13_STAMP)
 	@start=$$(date +%s); \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	    -p no:randomly --timeout 600 -q; status=$$?; \
+	$(MAKE) --no-print-directory test-cu13 || status=1; \
 	echo "make test: whole suite took $$(( $$(date +%s) - start )) s"; exit $$status
+
+## test-cu13: the toolchain-dependent tests (NVRTC compiles of labs 05, 06 and 10, the CUDA C++ sources, WMMA, doctor) under CUDA 13
+test-cu13: $(CU13_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY13) -m pytest -n $(PYTEST_WORKERS) -m toolchain -p no:randomly --timeout 300 -q \
+	    tests/test_toolchains.py tests/test_ptx.py tests/test_ptx_cuda_sources.py tests/test_tensorcores.py \
+	    tests/test_check_lab05.py tests/test_check_lab06.py
 
 ## notebooks: rebuild learner and solution notebooks from notebooks/src (and store solution outputs, sim mode)
 notebooks: $(STAMP)
@@ -58,4 +81,4 @@ doctor: $(STAMP)
 	$(VENV)/bin/labkit doctor
 
 clean:
-	rm -rf $(VENV) .pytest_cache build src/*.egg-info
+	rm -rf $(VENV) $(VENV13) .pytest_cache build src/*.egg-info

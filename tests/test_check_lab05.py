@@ -148,6 +148,7 @@ def test_fusion_traffic_names_each_slip(key, value, word) -> None:
 HUBER_IN, HUBER_OUT = "float32 x, float32 y, float32 delta", "float32 z"
 
 
+@pytest.mark.toolchain
 def test_huber_reference_passes(mode: str) -> None:
     r = check.huber(check.core._get("05.huber").reference())
     assert r
@@ -156,6 +157,7 @@ def test_huber_reference_passes(mode: str) -> None:
         assert "GPU run" in r.message
 
 
+@pytest.mark.toolchain
 def test_huber_rejects_non_compiling(mode: str) -> None:
     k = cupylab.elementwise_kernel(HUBER_IN, HUBER_OUT, "z = fabsf(x - y) <= delta ? 0.5f * d * d : 0", "huber")
     r = check.huber(k)
@@ -179,6 +181,7 @@ def test_huber_skeleton_unsolved() -> None:
 
 
 # ----------------------------------------------------------------------------------------- l2norm (ReductionKernel)
+@pytest.mark.toolchain
 def test_l2norm_reference_passes(mode: str) -> None:
     assert check.l2norm(check.core._get("05.l2norm").reference())
 
@@ -221,12 +224,14 @@ def test_l2norm_cause_from_values_alone() -> None:
     assert "sqrt" not in generic.split("(")[0] and "identity" not in generic
 
 
+@pytest.mark.toolchain
 def test_l2norm_rejects_non_compiling(mode: str) -> None:
     k = cupylab.reduction_kernel("T x", "T y", "x * x", "a +", "y = sqrt(a)", "0", "l2norm")
     assert check.l2norm(k).status == "failed"
 
 
 # ----------------------------------------------------------------------------------------- leaky_relu (RawKernel)
+@pytest.mark.toolchain
 def test_leaky_relu_reference_and_variants_pass(mode: str) -> None:
     assert check.leaky_relu(kernels_cuda.LEAKY_RELU)
     grid_stride = LEAKY_HEAD + """
@@ -247,23 +252,27 @@ def test_leaky_relu_skeleton_unsolved(mode: str) -> None:
     assert check.leaky_relu(...).status == "unsolved"
 
 
+@pytest.mark.toolchain
 def test_leaky_relu_rejects_compile_error(mode: str) -> None:
     r = check.leaky_relu(LEAKY_HEAD + "  int i = blockIdx.x * blockDim.x + threadIdx.x\n  if (i < n) y[i] = x[i];\n}")
     assert r.status == "failed" and "does not compile" in r.message and "line" in r.message
 
 
+@pytest.mark.toolchain
 def test_leaky_relu_rejects_missing_extern_c(mode: str) -> None:
     src = kernels_cuda.LEAKY_RELU.replace('extern "C"', "")
     r = check.leaky_relu(src)
     assert r.status == "failed" and "extern" in (r.message + (r.cause or ""))
 
 
+@pytest.mark.toolchain
 def test_leaky_relu_rejects_missing_bounds_check(mode: str) -> None:
     src = LEAKY_HEAD + "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  y[i] = x[i] > 0 ? x[i] : alpha * x[i];\n}"
     r = check.leaky_relu(src)
     assert r.status == "failed" and "bounds" in r.cause
 
 
+@pytest.mark.toolchain
 def test_leaky_relu_rejects_wrong_signature(mode: str) -> None:
     src = kernels_cuda.LEAKY_RELU.replace("float alpha, int n", "double alpha, int n")
     assert check.leaky_relu(src).status == "failed"

@@ -212,12 +212,14 @@ HOST = __import__("labkit.cuda_cpp", fromlist=["host_compiler"]).host_compiler()
 needs_host = pytest.mark.skipif(not HOST, reason="no C++ compiler for the CPU stand-in")
 
 
+@pytest.mark.toolchain
 def test_wmma_accepts_reference():
     r = lab06.wmma_gemm(WMMA_SOURCE)
     assert r and "wmma.mma" in r.message
     assert ("values are right on the CPU stand-in" in r.message) == HOST
 
 
+@pytest.mark.toolchain
 def test_wmma_without_the_stand_in_says_a_gpu_checks_values(monkeypatch):
     monkeypatch.setenv("LABKIT_HOST_CXX", "none")
     r = lab06.wmma_gemm(WMMA_SOURCE)
@@ -270,10 +272,12 @@ def test_wmma_correct_variants_pass_in_sim():
     assert lab06.wmma_gemm(zero_c)
 
 
+@pytest.mark.toolchain
 def test_wmma_skeleton_is_unsolved():
     assert lab06.wmma_gemm(SKELETON).status == "unsolved"
 
 
+@pytest.mark.toolchain
 def test_wmma_rejects_missing_store_and_compile_errors():
     r = lab06.wmma_gemm(NO_STORE)
     assert r.status == "failed" and "store" in r.message

@@ -131,7 +131,7 @@ def test_guards_with_static_signal() -> None:
         "int i = blockIdx.x * blockDim.x + threadIdx.x; y[i] = a * x[i] * n; }": False,
     }
     for body, expected in cases.items():
-        e = cuda_cpp.find_entry(cuda_cpp.compile_for(head + body, "k", ("sm_70",))["sm_70"].text, "k")
+        e = cuda_cpp.find_entry(cuda_cpp.compile_for(head + body, "k", ("sm_80",))["sm_80"].text, "k")
         assert cuda_cpp.guards_with(e, 3) is expected, body
 
 

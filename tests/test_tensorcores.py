@@ -16,8 +16,15 @@ def _sim(monkeypatch):
     labkit.setup(quiet=True)
 
 
+@pytest.mark.toolchain
 @pytest.mark.parametrize("arch", ["sm_70", "sm_80", "sm_90"])
 def test_wmma_compiles_to_tensor_core_ptx(arch):
+    from labkit import ptx as P
+
+    if not P.can_target(arch):
+        with pytest.raises(P.ArchNotSupported, match=arch):
+            T.compile_wmma(arch=arch)
+        return
     ptx = T.compile_wmma(arch=arch)
     counts = T.tensor_core_instructions(ptx.text)
     assert counts["wmma.mma"] + counts["mma"] >= 1

@@ -382,9 +382,12 @@ labkit.check.wmma_gemm(wmma_source);
 
 # %%
 kernel_source = labkit.check.solved_or_reference("06.wmma-gemm", wmma_source)
-for arch in ("sm_70", "sm_90"):
+arches, skipped = labkit.ptx.targetable(("sm_70", "sm_90"))  # NVRTC 13 no longer targets Volta
+for arch in arches:
     ptx = T.compile_wmma(kernel_source, arch)
     print(arch, T.tensor_core_instructions(ptx.text))
+if skipped:
+    print(labkit.ptx.skipped_note(skipped).strip())
 ptx.show("wmma.mma", limit=2)
 
 # %%

@@ -159,13 +159,35 @@ def stores_global(entry: Entry) -> bool:
 
 # ----------------------------------------------------------------------------------------- compile
 def compile_for(source: str, name: str, arches: Sequence[str] = COURSE_ARCHES) -> dict[str, Any]:
-    """Compile ``source`` with NVRTC for each architecture; ``{arch: labkit.ptx.PTX}``. Raises CompileError."""
+    """Compile ``source`` with NVRTC for each architecture the installed NVRTC targets; ``{arch: labkit.ptx.PTX}``.
+
+    An architecture the NVRTC cannot target (NVRTC 13 has no sm_70) is left out of the result, not an error:
+    :func:`skipped_arches` names those. Raises CompileError when the source does not compile, and
+    :class:`labkit.ptx.ArchNotSupported` when NVRTC targets none of ``arches``."""
     if not isinstance(source, str):
         raise LabkitError(f"the CUDA C++ source must be a string, got {type(source).__name__}.",
                           fix='Put the kernel in a Python string: source = r"""extern "C" __global__ void ..."""')
     from . import ptx
 
-    return {arch: ptx.compile_cuda(source, arch, name=f"{name}.cu") for arch in arches}
+    kept, _ = ptx.targetable(list(arches))
+    if not kept and arches:
+        ptx.compile_cuda(source, arches[0], name=f"{name}.cu")  # raises ArchNotSupported, naming what NVRTC targets
+    return {arch: ptx.compile_cuda(source, arch, name=f"{name}.cu") for arch in kept}
+
+
+def skipped_arches(arches: Sequence[str] = COURSE_ARCHES) -> list[str]:
+    """The architectures of ``arches`` that :func:`compile_for` leaves out: the installed NVRTC cannot target them."""
+    from . import ptx
+
+    return ptx.targetable(list(arches))[1]
+
+
+def arches_compiled(arches: Sequence[str] = COURSE_ARCHES) -> str:
+    """"sm_70, sm_80, sm_90", or "sm_80, sm_90 (sm_70 skipped: NVRTC 13.0 cannot target it.)": for check messages."""
+    from . import ptx
+
+    kept, skipped = ptx.targetable(list(arches))
+    return ", ".join(kept) + ptx.skipped_note(skipped)
 
 
 # ----------------------------------------------------------------------------------------- CPU stand-in (labkit.cuda_host)
@@ -305,7 +327,7 @@ def no_gpu(what: str) -> NoGPUError:
                       fix="Run the notebook on a machine with an NVIDIA GPU; in sim mode the cell explains what it would show.")
 
 
-__all__ = ["COURSE_ARCHES", "Entry", "HostKernelError", "HostPlan", "HostUnavailable", "RawKernel", "host_plan", "host_source",
+__all__ = ["COURSE_ARCHES", "Entry", "arches_compiled", "skipped_arches", "HostKernelError", "HostPlan", "HostUnavailable", "RawKernel", "host_plan", "host_source",
            "host_include_dir", "strip_comments_and_strings", "source_includes", "check_launch", "compile_for", "entries",
            "OutOfBounds", "run_on_host_batch", "elementwise_source", "reduction_source", "reduction_host_source", "parse_params", "find_entry", "guards_with", "host_compiler", "run_on_host", "stores_global", "CompileError"]
 

@@ -10,7 +10,9 @@ JSON keys (``labkit doctor --json``), all always present:
 - ``gpus``: list of ``{index, name, compute_capability, memory_gib, sm_count, uuid, pci_bus_id, mig}`` (CUDA order);
 - ``nvlink``: ``{available: bool, reason, per_gpu: [{index, active_links}], p2p: [[status per pair]]}``: NVML's view,
   each CUDA device matched to its NVML device by UUID or PCI bus id; without NVML ``reason`` says why it is skipped;
-- ``ptx``: ``{nvrtc, nvvm, ptxas, ok}``: the PTX toolchain that works without a GPU;
+- ``ptx``: ``{toolchain, nvrtc, cuda_bindings, arches, headers_from, nvvm, ptxas, ok}``: the PTX toolchain that works
+  without a GPU: which CUDA it is (``"CUDA 12.9"`` or ``"CUDA 13.0"``), the architectures its NVRTC targets and
+  where its headers came from (``[{path, origin}]``: a wheel and its version, or a toolkit such as ``CUDA_HOME``);
 - ``next_steps``: list of sentences.
 """
 
@@ -25,7 +27,7 @@ from typing import Any, Sequence
 
 from .errors import LabkitError
 
-PACKAGES = ("numpy", "numba", "numba-cuda", "cupy-cuda12x", "cupy-cuda13x", "cuda-bindings", "ml_dtypes",
+PACKAGES = ("numpy", "numba", "numba-cuda", "cupy-cuda12x", "cupy-cuda13x", "cuda-bindings", "cuda-pathfinder", "ml_dtypes",
             "networkx", "plotly", "ipywidgets", "nvidia-ml-py", "jupyterlab")
 KEYS = ("labkit", "python", "platform", "packages", "mode", "mode_reason", "driver_version", "cuda_runtime",
         "gpus", "nvlink", "ptx", "next_steps")
@@ -108,8 +110,10 @@ def report() -> dict[str, Any]:
 
     e = env()
     tc = toolchain()
-    ptx = {"nvrtc": tc.get("nvrtc"), "nvvm": tc.get("nvvm"), "ptxas": tc.get("ptxas"),
-           "ok": bool(tc.get("nvrtc") and tc.get("nvvm"))}
+    ptx = {"toolchain": tc.get("toolchain"), "nvrtc": tc.get("nvrtc"), "cuda_bindings": tc.get("cuda_bindings"),
+           "arches": tc.get("arches", []), "headers_from": tc.get("headers_from", []), "headers": tc.get("headers", {}),
+           "nvvm": tc.get("nvvm"), "ptxas": tc.get("ptxas"),
+           "ok": bool(tc.get("nvrtc") and tc.get("nvvm") and all(tc.get("headers", {}).values()))}
     packages = {name: _version(name) for name in PACKAGES}
     cupy_installed = bool(packages["cupy-cuda12x"] or packages["cupy-cuda13x"])
     steps = []
@@ -132,8 +136,11 @@ def report() -> dict[str, Any]:
             steps.append(f"This is a {e.mig}: peaks and sizes are the slice's, not the whole GPU's.")
         steps.append("You are in gpu mode: kernels run on the device and timings are CUDA-event times.")
     if not ptx["ok"]:
-        steps.append("The PTX toolchain is incomplete: reinstall with `make test` or `pip install -e .` (needs the "
-                     "nvidia-cuda-nvrtc-cu12 and nvidia-cuda-nvcc-cu12 wheels).")
+        missing = [h for h, ok in ptx["headers"].items() if not ok]
+        what = f" (headers not found: {', '.join(missing)})" if missing else ""
+        steps.append(f"The PTX toolchain is incomplete{what}: reinstall with `make test` or `pip install -e .` (the "
+                     "nvidia-cuda-nvrtc-cu12 and nvidia-cuda-nvcc-cu12 wheels), or on a CUDA 13 stack set CUDA_HOME "
+                     "to a CUDA 13 toolkit (or install nvidia-cuda-crt, nvidia-cuda-runtime and nvidia-cuda-nvrtc 13).")
     return {
         "labkit": __version__,
         "python": platform.python_version(),
@@ -167,8 +174,13 @@ def render(data: dict[str, Any]) -> str:
         lines.append(f"NVLink/P2P: {nv['reason']}" if nv["reason"] and "skipped" in nv["reason"] else
                      f"NVLink/P2P: not available ({nv['reason']})")
     p = data["ptx"]
-    lines.append(f"PTX toolchain: NVRTC {p['nvrtc'] or 'missing'}, NVVM {'found' if p['nvvm'] else 'missing'}, "
+    arches = p.get("arches") or []
+    span = f", targets {arches[0]} to {arches[-1]}" if arches else ""
+    lines.append(f"PTX toolchain: {p.get('toolchain') or 'no CUDA toolchain'} (NVRTC {p['nvrtc'] or 'missing'}{span}; "
+                 f"cuda-bindings {p.get('cuda_bindings') or 'missing'}), NVVM {'found' if p['nvvm'] else 'missing'}, "
                  f"ptxas {'found' if p['ptxas'] else 'missing'} -> {'OK' if p['ok'] else 'INCOMPLETE'}")
+    origins = list(dict.fromkeys(h["origin"] for h in p.get("headers_from") or []))
+    lines.append("CUDA headers from: " + ("; ".join(origins) if origins else "nowhere (no CUDA header folder found)"))
     lines.append("packages: " + ", ".join(f"{k} {v}" for k, v in data["packages"].items() if v))
     lines.append("next:")
     lines += [f"  - {s}" for s in data["next_steps"]]

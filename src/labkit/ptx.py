@@ -150,16 +150,46 @@ class Resources:
     local_bytes: int
 
 
-def ptxas_path() -> str | None:
-    """The ``ptxas`` of the pinned CUDA wheels, else one on PATH, else None."""
-    try:
-        import nvidia.cuda_nvcc as nvcc  # type: ignore[import-not-found]
+def _wheel_files(suffix: str, kinds: tuple[str, ...]) -> list[tuple[int | None, Path]]:
+    """(CUDA major, path) of the files ending in ``suffix`` in the installed CUDA wheels of ``kinds`` (nvcc, nvvm)."""
+    import importlib.metadata as md
 
-        candidate = Path(list(nvcc.__path__)[0]) / "bin" / "ptxas"
-        if candidate.exists():
-            return str(candidate)
-    except ImportError:
-        pass
+    out = []
+    for dist in md.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        m = re.fullmatch(r"nvidia-(?:cuda-)?(\w+?)(?:-cu\d+)?", name)
+        if not m or m.group(1) not in kinds:
+            continue
+        try:
+            major: int | None = int(dist.version.split(".")[0])
+        except ValueError:
+            major = None
+        for f in dist.files or ():
+            if str(f).replace("\\", "/").endswith(suffix):
+                path = Path(str(dist.locate_file(f)))
+                if path.exists():
+                    out.append((major, path))
+    return out
+
+
+def _same_major_first(found: list[tuple[int | None, Path]]) -> Path | None:
+    """The file of the NVRTC's CUDA major version; None when only other versions' files are there."""
+    v = nvrtc_version()
+    for major, path in found:
+        if v is None or major in (None, v[0]):
+            return path
+    return None
+
+
+def ptxas_path() -> str | None:
+    """The ``ptxas`` of the installed CUDA wheels (the NVRTC's CUDA version), else a toolkit's, else one on PATH, else None."""
+    found = _same_major_first(_wheel_files("bin/ptxas", ("nvcc",)))
+    if found is not None:
+        return str(found)
+    v = nvrtc_version()
+    for _, root in toolkit_roots():
+        if (root / "bin" / "ptxas").is_file() and (v is None or (toolkit_version(root) or v)[0] == v[0]):
+            return str(root / "bin" / "ptxas")
     return shutil.which("ptxas")
 
 
@@ -506,19 +536,190 @@ def _compile_uncached(kernel: Any, py: Any, source: str, offset: int, signature:
 
 
 # ----------------------------------------------------------------------------- CUDA C++ through NVRTC
-def cuda_include_dirs() -> list[str]:
-    """Header folders of the pinned CUDA wheels (runtime headers, ``crt/``, ``mma.h``)."""
-    dirs = []
-    for mod in ("nvidia.cuda_runtime", "nvidia.cuda_nvcc", "nvidia.cuda_nvrtc", "nvidia.cuda_cccl"):
+class ArchNotSupported(CompileError):
+    """The installed NVRTC cannot target this architecture (NVRTC 13 dropped sm_70, for instance).
+
+    Not a fault of the source: callers that compile for several architectures skip it with a note."""
+
+
+def nvrtc_version() -> tuple[int, int] | None:
+    """(major, minor) of the NVRTC that cuda-bindings loads, or None when there is none."""
+    try:
+        from cuda.bindings import nvrtc
+
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception:  # noqa: BLE001 - no cuda-bindings, or no NVRTC library: reported by toolchain()
+        return None
+    return (int(major), int(minor)) if int(err) == 0 else None
+
+
+_SUPPORTED: dict[str, tuple[str, ...] | None] = {}
+
+
+def supported_arches() -> tuple[str, ...] | None:
+    """The architectures the installed NVRTC can target (``nvrtcGetSupportedArchs``), e.g. ``("sm_75", ..., "sm_120")``;
+    None when NVRTC is missing or too old to say."""
+    if "nvrtc" not in _SUPPORTED:
         try:
-            pkg = __import__(mod, fromlist=["x"])
-        except ImportError:
+            from cuda.bindings import nvrtc
+
+            err, archs = nvrtc.nvrtcGetSupportedArchs()
+            _SUPPORTED["nvrtc"] = tuple(f"sm_{int(a)}" for a in archs) if int(err) == 0 else None
+        except Exception:  # noqa: BLE001 - no NVRTC: compile_cuda says so itself
+            _SUPPORTED["nvrtc"] = None
+    return _SUPPORTED["nvrtc"]
+
+
+def can_target(arch: str) -> bool:
+    """True when the installed NVRTC compiles for ``arch`` (also when it cannot say: NVRTC then decides)."""
+    cc = _cc(arch)
+    known = supported_arches()
+    return known is None or f"sm_{cc[0]}{cc[1]}" in known
+
+
+def targetable(arches: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
+    """``arches`` split into (those the installed NVRTC targets, those it cannot)."""
+    kept = [a for a in arches if can_target(a)]
+    return kept, [a for a in arches if a not in kept]
+
+
+def skipped_note(skipped: list[str] | tuple[str, ...]) -> str:
+    """A sentence for architectures left out because the installed NVRTC cannot target them ("" when none)."""
+    if not skipped:
+        return ""
+    v = nvrtc_version()
+    who = f"NVRTC {v[0]}.{v[1]}" if v else "the installed NVRTC"
+    return f" ({', '.join(skipped)} skipped: {who} cannot target {'it' if len(skipped) == 1 else 'them'}.)"
+
+
+# Headers a kernel of the course includes, each found where an installed package puts it.
+_ANCHOR_HEADERS = ("nvrtc.h", "cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h", "crt/host_config.h",
+                   "cooperative_groups.h", "cuda/std/cstdint", "cuda/std/version")
+# The wheels whose headers NVRTC may need: CUDA 12 names end in -cu12, CUDA 13 ones have no suffix.
+_HEADER_WHEELS = ("runtime", "nvrtc", "nvcc", "crt", "cccl")
+
+
+@dataclass(frozen=True)
+class HeaderDir:
+    """One folder of CUDA headers and where it came from."""
+
+    path: str
+    origin: str  # "wheel nvidia-cuda-runtime 13.0.96", "CUDA_HOME (CUDA 13.0)", ...
+    cuda_major: int | None
+
+
+def _wheel_header_dirs() -> list[HeaderDir]:
+    """Header folders of the installed CUDA wheels, read from each wheel's own file list (RECORD)."""
+    import importlib.metadata as md
+
+    out: list[HeaderDir] = []
+    seen: set[str] = set()
+    dists = sorted(md.distributions(), key=lambda d: _HEADER_WHEELS.index(_wheel_kind(d) or "cccl"))
+    for dist in dists:
+        kind = _wheel_kind(dist)
+        if kind is None:
             continue
-        for base in pkg.__path__:
-            inc = Path(base) / "include"
-            if inc.is_dir():
-                dirs.append(str(inc))
-    return dirs
+        try:
+            major = int(dist.version.split(".")[0])
+        except ValueError:
+            major = None
+        for f in dist.files or ():
+            name = str(f).replace("\\", "/")
+            for anchor in _ANCHOR_HEADERS:
+                # a bare name counts in a folder called include; a path (crt/mma.h, cuda/std/version) wherever it is
+                if not name.endswith("/" + anchor) or ("/" not in anchor and not name.endswith("/include/" + anchor)):
+                    continue
+                inc = str(Path(str(dist.locate_file(name[: len(name) - len(anchor)]))))
+                if inc not in seen and Path(inc).is_dir():
+                    seen.add(inc)
+                    out.append(HeaderDir(inc, f"wheel {dist.metadata['Name']} {dist.version}", major))
+    return out
+
+
+def _wheel_kind(dist: Any) -> str | None:
+    name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+    m = re.fullmatch(r"nvidia-cuda-(\w+?)(?:-cu(\d+))?", name)
+    return m.group(1) if m and m.group(1) in _HEADER_WHEELS else None
+
+
+def toolkit_roots() -> list[tuple[str, Path]]:
+    """CUDA toolkits to look in, in order: ``CUDA_HOME``, ``CUDA_PATH``, the one the ``nvcc`` on PATH belongs to,
+    ``/usr/local/cuda``; as (how it was found, root)."""
+    roots: list[tuple[str, Path]] = [(v, Path(os.environ[v])) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(("nvcc on PATH", Path(nvcc).resolve().parents[1]))
+    roots.append(("/usr/local/cuda", Path("/usr/local/cuda")))
+    out, seen = [], set()
+    for how, root in roots:
+        if str(root) not in seen:
+            seen.add(str(root))
+            out.append((how, root))
+    return out
+
+
+def toolkit_version(root: Path) -> tuple[int, int] | None:
+    """The CUDA version of a toolkit folder: ``version.json``, else ``CUDA_VERSION`` in ``include/cuda.h``."""
+    try:
+        data = json.loads((root / "version.json").read_text())
+        major, minor = str(data["cuda"]["version"]).split(".")[:2]
+        return int(major), int(minor)
+    except (OSError, KeyError, ValueError, TypeError):
+        pass
+    try:
+        m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", (root / "include" / "cuda.h").read_text(errors="replace"))
+    except OSError:
+        return None
+    return (int(m.group(1)) // 1000, int(m.group(1)) % 1000 // 10) if m else None
+
+
+def _toolkit_header_dirs() -> list[HeaderDir]:
+    out = []
+    for how, root in toolkit_roots():
+        inc = root / "include"
+        if not (inc / "cuda_runtime.h").is_file():
+            continue
+        v = toolkit_version(root)
+        where = str(root) if how == str(root) else f"{how}={root}"
+        label = f"toolkit {where} (CUDA {v[0]}.{v[1]})" if v else f"toolkit {where}"
+        out.append(HeaderDir(str(inc), label, v[0] if v else None))
+        if (inc / "cccl" / "cuda" / "std").is_dir():  # CUDA 13 puts libcu++/CUB/Thrust under include/cccl
+            out.append(HeaderDir(str(inc / "cccl"), label, v[0] if v else None))
+    return out
+
+
+def header_dirs() -> list[HeaderDir]:
+    """Every CUDA header folder NVRTC is given, with its origin: the installed wheels of the same CUDA major version
+    as the NVRTC in use (CUDA 12: ``nvidia/cuda_runtime/include``, ...; CUDA 13: ``nvidia/cu13/include``), then a CUDA
+    toolkit of that version (``CUDA_HOME``, ``CUDA_PATH``, ``nvcc`` on PATH, ``/usr/local/cuda``) for what the wheels lack
+    (the CUDA 13 wheels of a GPU image have no ``crt/mma.h``). Headers of another CUDA version are never mixed in."""
+    key = (tuple(sys.path), *(os.environ.get(k, "") for k in ("CUDA_HOME", "CUDA_PATH", "PATH")))
+    if _HEADER_CACHE.get("key") != key:  # reading every wheel's file list takes a moment: once per environment
+        _HEADER_CACHE.update(key=key, dirs=_header_dirs_uncached())
+    return list(_HEADER_CACHE["dirs"])
+
+
+_HEADER_CACHE: dict[str, Any] = {}
+
+
+def _header_dirs_uncached() -> list[HeaderDir]:
+    v = nvrtc_version()
+    major = v[0] if v else None
+    wheels = [h for h in _wheel_header_dirs() if major is None or h.cuda_major in (None, major)]
+    toolkits = [h for h in _toolkit_header_dirs() if major is None or h.cuda_major in (None, major)]
+    if major is None and wheels:
+        toolkits = []  # without NVRTC nothing says which toolkit fits; keep the wheels (the pinned install)
+    out, seen = [], set()
+    for h in wheels + toolkits:
+        if h.path not in seen:
+            seen.add(h.path)
+            out.append(h)
+    return out
+
+
+def cuda_include_dirs() -> list[str]:
+    """Header folders for NVRTC (runtime headers, ``crt/``, ``mma.h``, libcu++): see :func:`header_dirs`."""
+    return [h.path for h in header_dirs()]
 
 
 def _nvrtc_errors(log: str, source: str, name: str) -> str:
@@ -538,16 +739,22 @@ def _nvrtc_errors(log: str, source: str, name: str) -> str:
 def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", options: tuple[str, ...] = ()) -> PTX:
     """Compile CUDA C++ source (as given to CuPy's ``RawKernel``) to PTX with NVRTC; works without a GPU.
 
-    Errors come back as :class:`~labkit.errors.CompileError` with NVRTC's messages, each naming its line.
+    Errors come back as :class:`~labkit.errors.CompileError` with NVRTC's messages, each naming its line; an
+    architecture the installed NVRTC cannot target raises :class:`ArchNotSupported` (see :func:`targetable`).
     """
     try:
         from cuda.bindings import nvrtc
     except ImportError:
         from .errors import MissingPackageError
 
-        raise MissingPackageError("compiling CUDA C++ needs NVRTC (the cuda-bindings and nvidia-cuda-nvrtc-cu12 packages).",
+        raise MissingPackageError("compiling CUDA C++ needs NVRTC (the cuda-bindings and nvidia-cuda-nvrtc packages).",
                                   fix="Reinstall the course environment: `make test` or `pip install -e .`") from None
     cc = _cc(arch)
+    if not can_target(arch):
+        v = nvrtc_version()
+        who = f"NVRTC {v[0]}.{v[1]}" if v else "the installed NVRTC"
+        raise ArchNotSupported(f"{who} cannot target sm_{cc[0]}{cc[1]}; it targets {', '.join(supported_arches() or ())}.",
+                               fix="Compile for an architecture in that list (a CUDA 12 NVRTC still targets sm_70).")
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     opts = [f"--gpu-architecture=compute_{cc[0]}{cc[1]}".encode(), b"--std=c++17"]
     opts += [f"-I{d}".encode() for d in cuda_include_dirs()] + [o.encode() for o in options]
@@ -567,21 +774,35 @@ def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", o
     return PTX(buf.decode().rstrip("\x00"), f"sm_{cc[0]}{cc[1]}", name)
 
 
+def _has(dirs: list[str], rel: str) -> bool:
+    return any((Path(d) / rel).is_file() for d in dirs)
+
+
 def toolchain() -> dict[str, Any]:
-    """State of the PTX toolchain: NVRTC and NVVM versions, ptxas path, header folders."""
-    state: dict[str, Any] = {"ptxas": ptxas_path(), "include_dirs": cuda_include_dirs()}
-    try:
-        from cuda.bindings import nvrtc
+    """State of the PTX toolchain: which CUDA it is (``"CUDA 12.9"``, ``"CUDA 13.0"``), NVRTC and the architectures it
+    targets, NVVM, ptxas, the header folders and where each came from, and the headers the course's kernels need."""
+    import importlib.metadata as md
 
-        _, major, minor = nvrtc.nvrtcVersion()
-        state["nvrtc"] = f"{major}.{minor}"
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        state["nvrtc"] = None
-        state["nvrtc_error"] = str(exc)
+    dirs = header_dirs()
+    paths = [h.path for h in dirs]
+    state: dict[str, Any] = {"ptxas": ptxas_path(), "include_dirs": paths,
+                             "headers_from": [{"path": h.path, "origin": h.origin} for h in dirs]}
     try:
-        import nvidia.cuda_nvcc as nvcc  # type: ignore[import-not-found]
+        state["cuda_bindings"] = md.version("cuda-bindings")
+    except md.PackageNotFoundError:
+        state["cuda_bindings"] = None
+    v = nvrtc_version()
+    state["nvrtc"] = f"{v[0]}.{v[1]}" if v else None
+    if v is None:
+        try:
+            from cuda.bindings import nvrtc
 
-        state["nvvm"] = any((Path(p) / "nvvm" / "lib64" / "libnvvm.so").exists() for p in nvcc.__path__)
-    except ImportError:
-        state["nvvm"] = False
+            nvrtc.nvrtcVersion()
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            state["nvrtc_error"] = str(exc)
+    state["toolchain"] = f"CUDA {v[0]}.{v[1]}" if v else None
+    state["arches"] = list(supported_arches() or ())
+    state["headers"] = {h: _has(paths, h) for h in ("cuda_runtime.h", "cuda_fp16.h", "mma.h", "crt/mma.h")}
+    nvvm = _wheel_files("libnvvm.so", ("nvcc", "nvvm"))
+    state["nvvm"] = bool(nvvm) or any((root / "nvvm" / "lib64" / "libnvvm.so").exists() for _, root in toolkit_roots())
     return state

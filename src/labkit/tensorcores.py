@@ -62,7 +62,7 @@ def compile_wmma(source: str = WMMA_SOURCE, arch: str = "sm_90") -> Any:
         raise LabkitError(f"the kernel source must be a string of CUDA C++, not {type(source).__name__}.")
     m = re.fullmatch(r"(?:sm_|compute_)?(\d)(\d)a?", arch.strip())
     if m and int(m.group(1)) < 7:
-        raise LabkitError(f"{arch} has no Tensor Cores; WMMA needs sm_70 (Volta) or newer.", fix="Use arch='sm_70', 'sm_80' or 'sm_90'.")
+        raise LabkitError(f"{arch} has no Tensor Cores; WMMA needs sm_70 (Volta) or newer.", fix="Use arch='sm_80' or 'sm_90'.")
     from . import ptx
 
     return ptx.compile_cuda(source, arch, name="wmma_gemm.cu")
@@ -140,13 +140,9 @@ def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WM
 
 def _toolkit_roots() -> list[Path]:
     """CUDA toolkits to look in: ``CUDA_HOME``, ``CUDA_PATH``, the one ``nvcc`` on PATH belongs to, /usr/local/cuda."""
-    import shutil
+    from . import ptx
 
-    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        roots.append(str(Path(nvcc).resolve().parents[1]))
-    return [Path(r) for r in roots if r] + [Path("/usr/local/cuda")]
+    return [root for _, root in ptx.toolkit_roots()]
 
 
 def _pathfinder_headers() -> list[str]:

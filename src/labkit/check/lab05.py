@@ -3,7 +3,8 @@ RawKernel in CUDA C++, and the copy/compute pipeline model.
 
 CUDA C++ answers are graded in two ways. On a GPU, the learner's kernel runs on fresh random inputs of several
 sizes (smaller than a block, not multiples, multiples) against NumPy, into poisoned outputs with guard zones.
-In ``sim`` mode the source is compiled with NVRTC for sm_70, sm_80 and sm_90, its PTX entry is inspected (name,
+In ``sim`` mode the source is compiled with NVRTC for sm_70, sm_80 and sm_90 (those of them the installed NVRTC
+targets: NVRTC 13 has no sm_70, which is then skipped with a note), its PTX entry is inspected (name,
 ``extern "C"``, parameter count and types, a comparison with the size that steers a branch or store), and,
 where a C++ compiler is installed, the same source runs on the CPU stand-in (:mod:`labkit.cuda_cpp`) with the
 same inputs and guard zones. The success message says which of these happened.
@@ -22,6 +23,13 @@ from .core import Failed, Unsolved, exercise
 from .harness import compare, random_array, sizes_for
 
 ARCHES = ("sm_70", "sm_80", "sm_90")
+
+
+def _arches() -> str:
+    """The architectures compiled for, and a note for those the installed NVRTC cannot target."""
+    from ..cuda_cpp import arches_compiled
+
+    return arches_compiled(ARCHES)
 
 
 def _compile_all(source: str, name: str) -> dict[str, Any]:
@@ -308,10 +316,10 @@ def huber(kernel: Any) -> str:
             z = kernel(x, y, np.float32(delta))
             compare(np.asarray(z).astype(np.float64), _huber_ref(x, y, delta), label=f"n={n}", rtol=1e-5, atol=1e-6)
     except HostUnavailable as exc:
-        return f"compiles for {', '.join(ARCHES)} with NVRTC." + _host_note(exc)
+        return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
     except LabkitError as exc:
         raise Failed(str(exc)) from None
-    return (f"compiles for {', '.join(ARCHES)} with NVRTC, and its values are right on {len(sizes)} sizes on the CPU "
+    return (f"compiles for {_arches()} with NVRTC, and its values are right on {len(sizes)} sizes on the CPU "
             "stand-in (labkit's equivalent of CuPy's elementwise kernel). A GPU run checks the real cupy.ElementwiseKernel.")
 
 
@@ -369,11 +377,11 @@ def l2norm(kernel: Any) -> str:
             results.append((n, float(kernel(x)), float(np.linalg.norm(x.astype(np.float64)))))
         zero = float(kernel(np.zeros(ZERO_N, np.float32)))
     except HostUnavailable as exc:
-        return f"compiles for {', '.join(ARCHES)} with NVRTC." + _host_note(exc)
+        return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
     except LabkitError as exc:
         raise Failed(str(exc)) from None
     _grade_l2norm(results, zero)
-    return (f"compiles for {', '.join(ARCHES)} with NVRTC, and gives the norm on {len(sizes)} sizes on the CPU stand-in "
+    return (f"compiles for {_arches()} with NVRTC, and gives the norm on {len(sizes)} sizes on the CPU stand-in "
             "(4 partial results combined, as a tree reduction would). A GPU run checks the real cupy.ReductionKernel.")
 
 
@@ -471,7 +479,7 @@ def leaky_relu(source: Any) -> str:
     try:
         report = run_on_host_batch(source, "leaky_relu", [((g,), (b,), (x, y, np.float32(alpha), np.int32(n))) for x, y, n, b, g in runs])
     except HostUnavailable as exc:
-        return (f"compiles for {', '.join(ARCHES)}; entry leaky_relu(u64, u64, f32, u32) found; a comparison with n "
+        return (f"compiles for {_arches()}; entry leaky_relu(u64, u64, f32, u32) found; a comparison with n "
                 "guards its work (read from the PTX)." + _host_note(exc))
     except LabkitError as exc:
         raise Failed(str(exc).split("\n")[0], cause=exc.fix) from None
@@ -480,7 +488,7 @@ def leaky_relu(source: Any) -> str:
         if outside:
             raise Failed(f"{label}: {outside}.", cause="a wrong bounds check (`i <= n`?): only threads with i < n may write.")
         compare(y, np.where(x > 0, x, np.float32(alpha) * x).astype(np.float32), label=label, unwritten_means_unsolved=False)
-    return (f"compiles for {', '.join(ARCHES)}; entry and bounds check found in the PTX; correct on {len(runs)} launches "
+    return (f"compiles for {_arches()}; entry and bounds check found in the PTX; correct on {len(runs)} launches "
             "on the CPU stand-in, with a spare block and no writes out of bounds. A GPU run checks it with cupy.RawKernel.")
 
 
