@@ -190,3 +190,58 @@ class FakeNvml:
         except TypeError:
             raise ctypes.ArgumentError(f"argument 3: TypeError: Don't know how to convert parameter 3 ({index!r})") from None
         return self._real.NVML_P2P_STATUS_OK if self._p2p_ok else self._real.NVML_P2P_STATUS_NOT_SUPPORTED
+
+
+class LazyLoadDeadlock(RuntimeError):
+    """What a real GPU would do instead: wait for the device to go idle behind a spin kernel that waits for the host."""
+
+
+class LazyLoading:
+    """CUDA's lazy loading (``CUDA_MODULE_LOADING=LAZY``, the default) for a fake CuPy: a kernel's function is loaded at
+    its first launch unless something loaded it before (reading its attributes: ``cuFuncGetAttribute``), and loading
+    waits for the device to go idle. A first load while a spin kernel holds a stream never finishes on a GPU; here it
+    raises :class:`LazyLoadDeadlock`, so a test fails where the GPU would hang until the spin kernel's timeout."""
+
+    def __init__(self) -> None:
+        self.holds: list[tuple[Any, Any]] = []  # (the flag as two ints, the object that owns its memory)
+        self.loads: list[tuple[str, bool]] = []  # (kernel name, loaded while a stream was held)
+
+    def hold(self, flag_address: int, owner: Any = None) -> None:
+        """A spin kernel was launched on the flag at ``flag_address`` (flag[0] == 0 while it holds its stream)."""
+        import ctypes
+
+        self.holds.append(((ctypes.c_int * 2).from_address(int(flag_address)), owner))
+
+    @property
+    def held(self) -> bool:
+        return any(flag[0] == 0 for flag, _ in self.holds)
+
+    def kernel(self, name: str, launch: Callable[..., Any] | None = None) -> "LazyKernel":
+        return LazyKernel(self, name, launch)
+
+
+class LazyKernel:
+    """A fake ``cupy.RawKernel`` under :class:`LazyLoading`: ``attributes`` loads it; a first launch loads it too,
+    and fails with :class:`LazyLoadDeadlock` while a stream is held. ``launch(grid, block, args, stream)`` is the work."""
+
+    def __init__(self, lazy: LazyLoading, name: str, launch: Callable[..., Any] | None = None) -> None:
+        self.lazy, self.name, self._launch, self.loaded = lazy, name, launch, False
+
+    def _load(self) -> None:
+        if not self.loaded:
+            held = self.lazy.held
+            self.lazy.loads.append((self.name, held))
+            if held:
+                raise LazyLoadDeadlock(f"{self.name} is first loaded while a spin kernel holds a stream: loading waits "
+                                       "for the device to go idle, the spin kernel waits for the host (a deadlock)")
+            self.loaded = True
+
+    @property
+    def attributes(self) -> dict[str, int]:
+        self._load()
+        return {"max_threads_per_block": 1024, "num_regs": 16, "shared_size_bytes": 0}
+
+    def __call__(self, grid: tuple, block: tuple, args: tuple, stream: Any = None, **kw: Any) -> None:
+        self._load()
+        if self._launch is not None:
+            self._launch(grid, block, args, stream)

@@ -334,23 +334,28 @@ class _FakeRuntime:
         pass
 
 
-class _FakeKernel:
-    def __init__(self, cp: "FakeCuPy", name: str) -> None:
-        self.cp, self.name = cp, name
+def _fake_kernel(cp: "FakeCuPy", name: str) -> Any:
+    """A RawKernel under CUDA's lazy loading (gpu_fakes.LazyKernel): a first load behind a held stream fails."""
 
-    def __call__(self, grid: tuple, block: tuple, args: tuple, stream: _FakeStream | None = None) -> None:
+    def launch(grid: tuple, block: tuple, args: tuple, stream: _FakeStream | None) -> None:
         assert stream is not None
-        if self.name == "labkit_spin":
+        if name == "labkit_spin":
             ctypes.c_int.from_address(int(args[0])).value  # the flag must be readable host memory
+            cp.lazy.hold(int(args[0]), cp.runtime.host_mem.get(int(args[0])))
             return
         stream.clock += 1e-6 + int(args[2]) / 1800e9
-        self.cp.runtime.copies.append(("sm", int(args[2])))
+        cp.runtime.copies.append(("sm", int(args[2])))
+
+    return cp.lazy.kernel(name, launch)
 
 
 class FakeCuPy:
     uint64 = np.uint64
 
     def __init__(self, n: int = 2, can_peer: bool = True, free: int = 64 * 2**30) -> None:
+        from gpu_fakes import LazyLoading
+
+        self.lazy = LazyLoading()
         self.streams: dict[int, _FakeStream] = {}
         self.waits = 0
         self.peer_enabled: set[tuple[int, int]] = set()
@@ -376,9 +381,9 @@ class FakeCuPy:
 
         self.cuda = _Cuda
 
-    def RawKernel(self, src: str, name: str) -> _FakeKernel:
+    def RawKernel(self, src: str, name: str) -> Any:
         assert name in src
-        return _FakeKernel(self, name)
+        return _fake_kernel(self, name)
 
 
 class _FakeCudart:
@@ -434,6 +439,11 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.setattr(bw, "_cudart", lambda: _FakeCudart(cp))
         monkeypatch.setattr(bw, "_p2p_reasons_safe", lambda: {(0, 1): "NVML says the PCIe topology does not support peer-to-peer"})
         bw._KERNEL_CACHE.clear()
+        from labkit import spin
+
+        spin._KERNELS.clear()
+        for name in ("attributes", "name"):
+            assert hasattr(cupy.RawKernel, name), name  # what labkit.spin.load reads exists on the real RawKernel
         return cp
 
     yield make
@@ -678,3 +688,29 @@ def test_pcie_link_from_sysfs_when_nvml_is_missing(tmp_path: Any) -> None:
     assert link["max"] == (5, 16) and link["current"] == (1, 16)  # an idle GPU saves power on a slower link
     assert link["peak_gbps"] == bw.pcie_peak(5, 16) and "sysfs" in link["source"]
     assert bw.pcie_from_sysfs("0000:aa:00.0", tmp_path) is None
+
+
+# ---------------------------------------------------------------------------------------------- lazy loading
+def test_every_kernel_behind_the_spin_kernel_is_loaded_before_the_hold(fake_gpu: Any) -> None:
+    """With lazy loading a first load waits for the device to go idle; behind a held stream that never happens.
+    The fake fails such a load (gpu_fakes.LazyLoading): the SM copy and the spin kernel itself load unheld."""
+    cp = fake_gpu()
+    r = bw.device_local_copy(0, "64MiB", "sm")
+    assert r.gbps and "spin kernel" in r.method
+    assert ("labkit_sm_copy", False) in cp.lazy.loads and ("labkit_spin", False) in cp.lazy.loads
+    assert not any(held for _, held in cp.lazy.loads)
+    assert cp.lazy.holds  # the copies were held, so the test would have caught a load behind the hold
+    assert _all_freed(cp)
+
+
+def test_the_lazy_loading_fake_fails_a_first_load_behind_a_hold(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake is not vacuous: without the preload, the SM copy's first launch comes behind the hold and fails."""
+    from gpu_fakes import LazyLoadDeadlock
+
+    from labkit import spin
+
+    cp = fake_gpu()
+    monkeypatch.setattr(spin, "load", lambda cp_, kernel, device: None if kernel.name != "labkit_spin" else kernel.attributes)
+    with pytest.raises(LazyLoadDeadlock, match="labkit_sm_copy is first loaded while a spin kernel holds"):
+        bw.device_local_copy(0, "64MiB", "sm")
+    assert ("labkit_sm_copy", True) in cp.lazy.loads

@@ -81,6 +81,8 @@ def _fake_cupy(per_call_s: float, blocks_host: bool = False):
             pass
 
     class Kernel:
+        attributes = {"num_regs": 8}  # read by labkit.spin.load: the spin kernel is loaded before it holds
+
         def __call__(self, grid, block, args, stream=None) -> None:
             import ctypes
 
@@ -174,3 +176,13 @@ def test_gpu_out_of_memory_while_timing_says_what_to_do(monkeypatch: pytest.Monk
 
     with pytest.raises(KeyError):  # not dressed up as a GPU problem
         bench.measure(bug)
+
+
+def test_gpu_timing_without_warmup_still_calls_once_before_the_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lazy loading: fn's kernels load at its first call, which must not come behind the spin kernel (it would wait
+    for the device to go idle); with warmup=0 and launches given, one call still runs unheld first."""
+    fake, work, clock = _fake_cupy(per_call_s=5e-6)
+    _gpu_env(monkeypatch, fake)
+    bench.measure(work, repeat=2, warmup=0, launches=3)
+    first_spin = clock.log.index("spin")
+    assert "call" in clock.log[:first_spin]

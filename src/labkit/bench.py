@@ -186,8 +186,8 @@ def _gpu_samples(fn: Callable[[], Any], warmup: int, repeat: int, launches: int 
 
     stream = cp.cuda.get_current_stream()
     device = cp.cuda.runtime.getDevice()
-    for _ in range(warmup):
-        fn()
+    for _ in range(max(1, warmup) if launches is not None else warmup):  # at least one call before the hold: lazy
+        fn()                                                               # loading loads fn's kernels now, unheld
     stream.synchronize()
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     if launches is None:  # one call between events, after the warm-up, to size the batches
