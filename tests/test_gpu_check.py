@@ -183,3 +183,131 @@ def test_ncu_missing_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert ncu.profile(tmp_path / "out", ["copy"], "g") == 3
     assert "not installed" in (tmp_path / "out" / "g-ncu-note.txt").read_text()
     assert set(ncu.KERNELS) >= {"saxpy", "copy", "transpose_shared", "sum_all", "matmul_tiled", "wmma_gemm"}
+
+
+# ---------------------------------------------------------------------------------------------- nothing measured is lost
+class _FakeEnv:
+    device_name, compute_capability, sm_count, memory_bytes, gpu_count, driver_version, mig = \
+        "Fake H200", (9, 0), 132, 141 * 2**30, 1, "13.0", None
+
+
+def _fake_gpu_check(monkeypatch: pytest.MonkeyPatch, suites: dict) -> None:
+    import labkit
+
+    monkeypatch.setenv("LABKIT_MODE", os.environ.get("LABKIT_MODE", "sim"))  # gpu_check.main sets it to gpu: restored after
+    monkeypatch.setattr(labkit, "setup", lambda *a, **k: _FakeEnv())
+    for (module, fn), impl in suites.items():
+        monkeypatch.setattr(getattr(labkit, module), fn, impl)
+
+
+def test_the_json_is_written_after_each_suite_and_survives_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A suite that kills the run (here: KeyboardInterrupt, as a timeout's signal would) keeps the suites before it."""
+
+    def crash() -> None:
+        raise KeyboardInterrupt
+
+    _fake_gpu_check(monkeypatch, {
+        ("kernels", "benchmark_suite"): lambda: [{"name": "saxpy", "gbps": 4000.0}],
+        ("tensorcores", "gpu_check"): lambda: {"targets": [{"name": "fp16", "tflops": 700.0}]},
+        ("cupylab", "benchmarks"): crash,
+    })
+    with pytest.raises(KeyboardInterrupt):
+        gc.main(["--skip-notebooks", "--out", str(tmp_path)])
+    (written,) = tmp_path.glob("*.json")
+    report = json.loads(written.read_text())
+    assert [s["suite"] for s in report["benchmarks"]] == [gc.NUMBA, gc.TENSOR]
+    assert report["benchmarks"][0]["records"] == [{"name": "saxpy", "gbps": 4000.0}]
+    assert report["judgement"] and (tmp_path / written.name.replace(".json", ".md")).exists()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_notebook_phase_keeps_the_benchmarks_and_the_benchmark_phase_keeps_the_notebooks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_gpu_check(monkeypatch, {
+        ("kernels", "benchmark_suite"): lambda: [{"name": "saxpy"}], ("tensorcores", "gpu_check"): lambda: [],
+        ("cupylab", "benchmarks"): lambda: [], ("bandwidth", "gpu_check_suite"): lambda: [],
+    })
+    rows = [{"notebook": "00-start-here.ipynb", "status": "passed", "seconds": 1.0, "error": None}]
+
+    def fake_notebooks(stems, timeout, progress=None, jobs=1):
+        progress(rows)
+        return rows
+
+    monkeypatch.setattr(gc, "run_notebooks", fake_notebooks)
+    gc.main(["--skip-benchmarks", "--out", str(tmp_path)])
+    gc.main(["--skip-notebooks", "--out", str(tmp_path)])  # a later benchmark run of the same day
+    (written,) = tmp_path.glob("*.json")
+    report = json.loads(written.read_text())
+    assert report["notebooks"] == rows and len(report["benchmarks"]) == 4
+
+
+def test_notebooks_share_the_gpu_but_the_bandwidth_one_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
+    batches = gc.notebook_batches(paths, 3)
+    assert [p.name[:3] for p in batches[-1]] == ["07-"] and len(batches) == 2
+    assert not any(p.name.startswith("07-") for p in batches[0]) and len(batches[0]) == len(paths) - 1
+    assert gc.notebook_batches(paths, 1) == [[p] for p in paths]
+    seen: list[int] = []
+
+    def runner(path: Path, timeout: int) -> dict:
+        return {"notebook": path.name, "status": "passed", "seconds": 0.1, "error": None}
+
+    monkeypatch.setattr(gc, "_kernel_env", lambda: {})
+    out = gc.run_notebooks(None, 5, progress=lambda r: seen.append(len(r)), jobs=3, runner=runner)
+    assert seen == list(range(1, len(paths) + 1))  # written after every notebook
+    assert [r["notebook"] for r in out] == sorted(p.name for p in paths)
+
+
+def test_ncu_runs_at_the_gpus_own_clocks() -> None:
+    spec = importlib.util.spec_from_file_location("ncu_tool_clock", ROOT / "tools" / "ncu_reference.py")
+    ncu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ncu)
+    cmd = ncu.ncu_command("ncu", "saxpy")
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
+
+
+def _first_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str], Path]:
+    """tools/first_gpu_run.sh with python3, nvidia-smi and timeout faked: python3 logs what it runs and writes a file
+    into gpu-check's --out, as the real phases do; the version script runs on the real Python."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    log = tmp_path / "log"
+    (fake / "python3").write_text(f"""#!/bin/sh
+[ "$1" = - ] && exec {sys.executable} -
+echo "$*" >> {log}
+case "$*" in *gpu_check.py*) out=$(echo "$*" | sed 's/.*--out \\([^ ]*\\).*/\\1/'); echo "$*" > "$out/gpu-check-$(date +%s%N).json";; esac
+exit 0
+""")
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: Fake H200'\n")
+    (fake / "timeout").write_text(f"#!/bin/sh\necho \"limit $1\" >> {log}\nshift\nexec \"$@\"\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "OUT": str(tmp_path / "device-out")}
+    res = subprocess.run(["sh", str(ROOT / "tools" / "first_gpu_run.sh"), *args], capture_output=True, text=True,
+                         env=env, timeout=60)
+    return res, log.read_text().splitlines(), tmp_path / "device-out"
+
+
+def test_first_gpu_run_order_limits_and_output_folder(tmp_path: Path) -> None:
+    res, log, device_out = _first_run(tmp_path, str(tmp_path / "results"))
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    # versions and MemAvailable first, before anything touches the GPU
+    assert out.index("cuda-bindings") < out.index("== labkit doctor")
+    for name in ("cuda-bindings", "numba-cuda", "cuda-pathfinder", "cupy-cuda13x", "MemAvailable"):
+        assert name in out
+    runs = [line for line in log if not line.startswith("limit")]
+    assert "labkit.doctor" in runs[0] and "--skip-notebooks" in runs[1] and "--skip-benchmarks --jobs 3" in runs[2]
+    assert "ncu_reference.py" in runs[3]  # the notebooks run before ncu
+    limits = [int(line.split()[1]) for line in log if line.startswith("limit")]
+    assert len(limits) == 5 and sum(limits) <= 540 - 30, limits  # 30 s of margin at least
+    assert all(f"--out {tmp_path / 'results'}" in r for r in runs[1:])
+    assert len(list((tmp_path / "results").glob("gpu-check-*.json"))) == 2 and list((tmp_path / "results").glob("doctor-*.json"))
+    assert out.count("finished (exit") == 5  # a copy to $OUT after every phase
+    assert len(list((device_out / "results").glob("gpu-check-*.json"))) == 2
+
+
+def test_first_gpu_run_defaults_to_benchmarks_results() -> None:
+    script = (ROOT / "tools" / "first_gpu_run.sh").read_text()
+    assert 'RES=${1:-benchmarks/results}' in script
+    assert "/work/" not in script and "carry" not in script  # the course's own commands only

@@ -96,29 +96,65 @@ def _kernel_env() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), path) if p)}
 
 
-def run_notebooks(stems: list[str] | None, timeout: int,
-                  progress: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
-    """Execute each solution notebook in gpu mode with every check required to pass; ``progress(rows)`` after each."""
+#: Notebooks that measure bandwidth and timings: they run alone, after the others, so no other notebook shares the GPU.
+ALONE = ("07-",)
+
+
+def _run_one(path: Path, timeout: int) -> dict[str, Any]:
     import nbformat
     from nbclient import NotebookClient
 
+    nb = nbformat.read(path, as_version=4)
+    t0 = time.perf_counter()
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        status, error = "passed", None
+    except Exception as exc:  # noqa: BLE001 - a failing notebook is a result to report
+        status, error = "failed", f"{type(exc).__name__}: {str(exc)[-1500:]}"
+    return {"notebook": path.name, "status": status, "seconds": round(time.perf_counter() - t0, 1), "error": error}
+
+
+def notebook_batches(paths: list[Path], jobs: int) -> list[list[Path]]:
+    """The order notebooks run in: with ``jobs`` > 1, all but the :data:`ALONE` ones share the GPU ``jobs`` at a time
+    (one batch), then each ALONE notebook by itself; with ``jobs`` == 1, one at a time in order."""
+    if jobs <= 1:
+        return [[p] for p in paths]
+    shared = [p for p in paths if not p.name.startswith(ALONE)]
+    return ([shared] if shared else []) + [[p] for p in paths if p.name.startswith(ALONE)]
+
+
+def run_notebooks(stems: list[str] | None, timeout: int,
+                  progress: Callable[[list[dict[str, Any]]], None] | None = None, jobs: int = 1,
+                  runner: Callable[[Path, int], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Execute each solution notebook in gpu mode with every check required to pass, ``jobs`` at a time (each in its
+    own kernel process; see :func:`notebook_batches`); ``progress(rows)`` after each notebook, so a run cut short
+    keeps every notebook that finished."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     os.environ.update(_kernel_env())  # the kernels nbclient starts inherit this process's environment
-    rows = []
-    for path in sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb")):
-        if stems and not any(path.stem.startswith(s) for s in stems):
+    run = runner or _run_one
+    paths = [p for p in sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
+             if not stems or any(p.stem.startswith(s) for s in stems)]
+    rows: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def done(row: dict[str, Any]) -> None:
+        with lock:
+            rows.append(row)
+            rows.sort(key=lambda r: r["notebook"])
+            print(f"{row['notebook']}: {row['status']} in {row['seconds']} s", flush=True)
+            if progress is not None:
+                progress(list(rows))
+
+    for batch in notebook_batches(paths, jobs):
+        if len(batch) == 1:
+            done(run(batch[0], timeout))
             continue
-        nb = nbformat.read(path, as_version=4)
-        t0 = time.perf_counter()
-        try:
-            NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
-            status, error = "passed", None
-        except Exception as exc:  # noqa: BLE001 - a failing notebook is a result to report
-            status, error = "failed", f"{type(exc).__name__}: {str(exc)[-1500:]}"
-        rows.append({"notebook": path.name, "status": status, "seconds": round(time.perf_counter() - t0, 1), "error": error})
-        print(f"{path.name}: {status} in {rows[-1]['seconds']} s", flush=True)
-        if progress is not None:
-            progress(rows)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for fut in as_completed([pool.submit(run, p, timeout) for p in batch]):
+                done(fut.result())
     return rows
 
 
@@ -132,8 +168,9 @@ def _suite(name: str, fn: Callable[[], Any]) -> dict[str, Any]:
                 "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
 
 
-def run_benchmarks() -> list[dict[str, Any]]:
-    """The course's performance targets (COURSE.md), each suite from the module that owns it."""
+def run_benchmarks(progress: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+    """The course's performance targets (COURSE.md), each suite from the module that owns it; ``progress(suites)``
+    after each suite, so a crash or a timeout in a later suite keeps the earlier ones."""
     import labkit
 
     suites = [
@@ -146,6 +183,8 @@ def run_benchmarks() -> list[dict[str, Any]]:
     for name, fn in suites:
         print(f"benchmark suite: {name} ...", flush=True)
         out.append(_suite(name, fn))
+        if progress is not None:
+            progress(list(out))
     return out
 
 
@@ -281,12 +320,20 @@ def rejudge(path: Path) -> int:
 # ---------------------------------------------------------------------------------------------- main
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a kill mid-write leaves the previous complete file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--skip-notebooks", action="store_true")
     ap.add_argument("--notebooks", nargs="*", help="only these notebook stems (e.g. 02 03)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per notebook cell")
+    ap.add_argument("--jobs", type=int, default=1, help="notebooks run at once on the GPU (the bandwidth notebook runs alone)")
     ap.add_argument("--judge", metavar="RESULT.json", help="judge a recorded result file instead of measuring")
     ap.add_argument("--skip-benchmarks", action="store_true",
                     help="keep the benchmarks of today's result file in --out and run only the notebooks")
@@ -320,22 +367,28 @@ def main(argv: list[str] | None = None) -> int:
     stem = f"{_slug(env.device_name)}-{report['date']}"
 
     def write(rows: list[dict[str, Any]] | None = None) -> None:
-        """Written after the benchmarks and after every notebook, so a run cut short keeps what it measured."""
+        """Written after every suite and every notebook, so a run cut short keeps what it measured."""
         if rows is not None:
             report["notebooks"] = list(rows)
-        (out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
-        (out / f"{stem}.md").write_text(markdown(report))
+        _write_atomic(out / f"{stem}.json", json.dumps(report, indent=2, default=str))
+        _write_atomic(out / f"{stem}.md", markdown(report))
 
-    earlier = out / f"{stem}.json"
-    if args.skip_benchmarks and earlier.exists():
-        report["benchmarks"] = json.loads(earlier.read_text()).get("benchmarks", [])
-    else:
-        report["benchmarks"] = [] if args.skip_benchmarks else run_benchmarks()
+    def suites_done(suites: list[dict[str, Any]]) -> None:
+        report["benchmarks"] = suites
+        report["judgement"] = judge(suites)
+        write()
+
+    earlier_path = out / f"{stem}.json"
+    earlier = json.loads(earlier_path.read_text()) if earlier_path.exists() else {}
+    # A phase keeps what the other phase of the same day wrote: notebooks and benchmarks run as separate commands.
+    report["notebooks"] = earlier.get("notebooks", []) if args.skip_notebooks else []
+    report["benchmarks"] = earlier.get("benchmarks", []) if args.skip_benchmarks else []
     report["judgement"] = judge(report["benchmarks"])
-    report["notebooks"] = []
     write()
+    if not args.skip_benchmarks:
+        run_benchmarks(progress=suites_done)
     if not args.skip_notebooks:
-        run_notebooks(args.notebooks, args.timeout, progress=write)
+        run_notebooks(args.notebooks, args.timeout, progress=write, jobs=args.jobs)
     write()
     print_judgement(report["judgement"])
     print(f"wrote {out / stem}.json and .md")

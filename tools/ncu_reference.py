@@ -109,8 +109,9 @@ def default_stem() -> str:
 
 
 def ncu_command(ncu: str, kernel: str) -> list[str]:
-    """The ncu command line that profiles the first launch of ``kernel``."""
-    return [ncu, "--set", "full", "--kernel-name", f"regex:{kernel}", "--launch-count", "1", "--csv", "--page", "raw",
+    """The ncu command line that profiles the first launch of ``kernel``, at the clocks the GPU runs at (ncu locks them
+    to base clocks by default, which would make its figures disagree with the course's measurements)."""
+    return [ncu, "--clock-control", "none", "--set", "full", "--kernel-name", f"regex:{kernel}", "--launch-count", "1", "--csv", "--page", "raw",
             "--target-processes", "all", sys.executable, str(Path(__file__).resolve()), "--launch", kernel]
 
 
