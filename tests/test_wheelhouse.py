@@ -133,5 +133,7 @@ def test_image_names_file_and_first_run_script() -> None:
     limits = [int(m) for m in re.findall(r"(?<![-\w])timeout (\d+) ", script)]
     assert sum(limits) <= 540, limits
     assert "--image benchmarks/gpu-image-h200.txt --notebooks --no-nvcc" in script
+    header = (ROOT / "benchmarks" / "gpu-image-h200.txt").read_text().split("\n", 2)[:2]
+    assert "H200 image" in header[0] and "2026-11-17" in header[0] and not any("/work/" in h or ".library" in h for h in header)
     res = subprocess.run(["sh", "-n", str(ROOT / "tools" / "first_gpu_run.sh")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
