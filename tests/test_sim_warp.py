@@ -101,8 +101,7 @@ def missing_lanes(x):
         x[i] = cuda.shfl_down_sync(0xFFFFFFFF, x[i], 1)
 
 
-def test_errors_instead_of_hangs(monkeypatch) -> None:
-    monkeypatch.setattr(simwarp, "WAIT_S", 0.3)
+def test_errors_instead_of_hangs() -> None:
     with pytest.raises(Exception, match="leaves it out"):
         outside_mask[1, 32](np.zeros(32, np.float32))
     # lanes 16-31 returned: the shuffle does not wait for them, but lane 15 reads lane 16's value
@@ -207,7 +206,7 @@ def test_lanes_that_wait_elsewhere_fail_at_once() -> None:
     start = time.monotonic()
     with pytest.raises(Exception, match="cannot go on: lanes 0-15 at shfl_sync.*lanes 16-31 at syncwarp"):
         cross_wait[1, 32](np.zeros(32, np.float32))
-    assert time.monotonic() - start < simwarp.WAIT_S / 4
+    assert time.monotonic() - start < 2
 
 
 @cuda.jit

@@ -61,7 +61,7 @@ def tile_trace():
 
 
 def test_figures_of_one_trace(tile_trace) -> None:
-    box = tile_trace.figure()
+    box = wt.trace_view(tile_trace)
     import ipywidgets as W
 
     assert isinstance(box, W.VBox) and set(box.figures) == {"threads", "elements", "coalescing", "banks"}

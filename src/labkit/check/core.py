@@ -157,7 +157,7 @@ def _wrong_call(ex: Exercise, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     from ..sim.errors import KernelFault
-    from ..sim.limits import PythonTimeout, time_limit
+    from ..sim.limits import PythonTimeout, python_time_limit
 
     ex = _get(exercise_id)
     _take_launched()
@@ -168,7 +168,7 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         result = Result(exercise_id, "failed", problem)
     else:
         try:
-            with time_limit():
+            with python_time_limit():
                 message = ex.check(*args, **kwargs)
             _build_for_gpu(exercise_id)
             result = Result(exercise_id, "passed", message or "correct.")

@@ -494,11 +494,11 @@ class RecordingCuPy:
 def call_learner(fn: Any, *args: Any, what: str) -> Any:
     """Call a learner's function under the course's time limit; its mistakes come back as ``Failed`` with the reason."""
     from ..sim.errors import KernelTimeout
-    from ..sim.limits import time_limit
+    from ..sim.limits import python_time_limit
     from .core import Failed
 
     try:
-        with time_limit():
+        with python_time_limit():
             return fn(*args)
     except NotImplementedError:
         raise

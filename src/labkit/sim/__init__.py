@@ -1,10 +1,12 @@
 """The course's strict CUDA simulator, on top of Numba's.
 
 Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) runs kernels on a CPU, one Python thread per CUDA thread. This
-package makes it behave like a GPU wherever a learner's kernel could otherwise pass by luck:
+package runs them faster and makes them behave like a GPU wherever a learner's kernel could otherwise pass by luck:
 
-- :mod:`.blocks`: barriers as a GPU has them (a ``syncthreads`` some threads skip is an error), interrupts and
-  time limits that stop every thread;
+- :mod:`.engine`: every launch runs its CUDA threads as greenlets in the launching thread, in a deterministic
+  (seeded) order, with a limit on CPU time and Interrupt that stops it at once; :mod:`.launch` puts it under
+  every launch of Numba's simulator;
+- :mod:`.blocks`: barriers as a GPU has them (a ``syncthreads`` some threads skip is an error), in words;
 - :mod:`.memory`: the strict memory model (writes visible after barriers, races within and between blocks,
   poisoned shared memory), with recorded accesses for coalescing and bank-conflict counts;
 - :mod:`.warp`: warp shuffles, votes and ``syncwarp``;
@@ -19,8 +21,8 @@ It knows nothing of exercises: :mod:`labkit.check` grades with it. :func:`instal
 from __future__ import annotations
 
 from .errors import DivergentBarrier, KernelFault, KernelTimeout, WarpError
-from .launch import launch
-from .limits import LEARNER_CODE_LIMIT_S, PythonTimeout, time_limit
+from .launch import launch, time_limit
+from .limits import LEARNER_CODE_LIMIT_S, PythonTimeout
 from .memory import LaunchReport, Race, bank_conflicts, launch_strict, sectors_per_request
 from .trace import Trace, trace
 
@@ -32,11 +34,12 @@ __all__ = [
 
 def install() -> bool:
     """Install the course's rules into Numba's simulator. Returns False outside the simulator (a no-op)."""
-    from . import blocks, integers, warp
+    from . import integers, warp
+    from .launch import install as install_launches
 
     if not warp.is_simulator():
         return False
-    blocks.install()
+    install_launches()
     integers.install()
     warp.install()
     return True

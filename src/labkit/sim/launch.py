@@ -1,31 +1,147 @@
-"""One kernel launch in the simulator, with the course's rules installed and a time limit on learner code."""
+"""Kernel launches in the simulator: Numba's launch path, with the course's engine underneath.
+
+:func:`install` replaces ``FakeCUDAKernel.__call__`` of Numba's simulator, so that *every* launch in ``sim``
+mode, a learner's direct ``kernel[blocks, threads](...)`` as much as a check's, runs on
+:mod:`labkit.sim.engine`: greenlets instead of threads, a limit on CPU time, and Interrupt that stops it at
+once. Arguments are prepared as Numba prepares them (host arrays copied in and back).
+
+:func:`launch` runs one launch with a given time limit; :class:`time_limit` sets the limit of launches that
+name none (the learner can raise it for a long experiment); :func:`options` hands a memory model and a
+schedule to the next launch (:func:`labkit.sim.launch_strict` and :func:`labkit.sim.trace` use it).
+"""
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Any
+import contextlib
+import functools
+from typing import Any, Iterator
 
-from . import blocks
+import numpy as np
+
+from . import engine
 from .limits import LEARNER_CODE_LIMIT_S
+
+_pending: dict[str, Any] = {}  # options for the next launch
+_default_limit_s: list[float] = [LEARNER_CODE_LIMIT_S]
+
+
+class time_limit:  # noqa: N801 - used like a function: labkit.sim.time_limit(60)
+    """Set the CPU-time limit (seconds) of every simulator launch that names none; ``time_limit()`` reads it.
+
+    ``labkit.sim.time_limit(120)`` raises it for the rest of the session; ``with labkit.sim.time_limit(120):``
+    only inside the block. Checks keep their own limit. The default is
+    :data:`~labkit.sim.limits.LEARNER_CODE_LIMIT_S`.
+    """
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.previous = _default_limit_s[0]
+        if seconds is not None:
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
+                from ..errors import LabkitError
+
+                raise LabkitError(f"a time limit is a positive number of seconds, got {seconds!r}.")
+            _default_limit_s[0] = float(seconds)
+        self.seconds = _default_limit_s[0]
+
+    def __enter__(self) -> float:
+        return self.seconds
+
+    def __exit__(self, *exc: Any) -> None:
+        _default_limit_s[0] = self.previous
+
+    def __float__(self) -> float:
+        return self.seconds
+
+    def __repr__(self) -> str:
+        return f"simulator launches stop after {self.seconds:g} s of CPU time"
+
+
+def default_limit_s() -> float:
+    """The limit of a launch that names none."""
+    return _default_limit_s[0]
+
+
+@contextlib.contextmanager
+def options(**opts: Any) -> Iterator[None]:
+    """Options (``hooks``, ``schedule``, ``seed``, ``blocks_to_run``, ``on_block_error``, ``time_limit_s``) for the
+    launch made inside the ``with`` block."""
+    saved = dict(_pending)
+    _pending.clear()
+    _pending.update(opts)
+    try:
+        yield
+    finally:
+        _pending.clear()
+        _pending.update(saved)
 
 
 def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: float | None = None) -> None:
     """Run ``kernel[griddim, blockdim](*args)`` in the simulator and wait for it.
 
-    A launch still running after ``time_limit_s`` (default :data:`~labkit.sim.limits.LEARNER_CODE_LIMIT_S`) is
-    stopped, every thread of it, whatever code it is in (the kernel, a device function from any cell), with
-    :class:`~labkit.sim.errors.KernelTimeout`; every other error of a thread is raised here as it was raised.
+    A launch still running after ``time_limit_s`` seconds of CPU time (default: :func:`default_limit_s`) is
+    stopped with :class:`~labkit.sim.errors.KernelTimeout`; every other error of a thread is raised as it was.
     """
     from . import install
 
     install()
-    seconds = time_limit_s or LEARNER_CODE_LIMIT_S
-    before = threading.gettrace()
-    threading.settrace(blocks.thread_tracer)
-    blocks.state.deadline, blocks.state.seconds = time.monotonic() + seconds, seconds
-    try:
+    with options(time_limit_s=time_limit_s):
         kernel[griddim, blockdim](*args)
-    finally:
-        threading.settrace(before)  # type: ignore[arg-type]
-        blocks.state.deadline = None
+
+
+def _fake_arg(kernel: Any, arg: Any, retr: list[Any]) -> Any:
+    """An argument as Numba's simulator passes it to a kernel (host arrays become device arrays, copied back)."""
+    from numba.cuda.simulator.args import ArgHint, InOut
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
+
+    _, arg = functools.reduce(lambda ty_val, ext: ext.prepare_args(*ty_val, stream=0, retr=retr),
+                              kernel.extensions, (None, arg))
+    if isinstance(arg, np.ndarray) and arg.ndim > 0:
+        ret = InOut(arg).to_device(retr)
+    elif isinstance(arg, ArgHint):
+        ret = arg.to_device(retr)
+    elif isinstance(arg, np.void):
+        ret = FakeCUDAArray(arg)
+    else:
+        ret = arg
+    return FakeWithinKernelCUDAArray(ret) if isinstance(ret, FakeCUDAArray) else ret
+
+
+def kernel_call(self: Any, *args: Any) -> Any:
+    """``FakeCUDAKernel.__call__``: a device function is called in place; a launch runs on the engine."""
+    from numba.cuda.errors import normalize_kernel_dimensions
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator.kernelapi import swapped_cuda_module
+
+    if self._device or sim_kernel._kernel_context is not None:
+        with swapped_cuda_module(self.fn, sim_kernel._kernel_context):
+            return self.fn(*args)
+    grid, block = normalize_kernel_dimensions(self.grid_dim, self.block_dim)
+    module = engine.Module(grid, block, self.dynshared_size)
+    opts = dict(_pending)
+    _pending.clear()
+    opts["time_limit_s"] = opts.get("time_limit_s") or default_limit_s()
+    with sim_kernel._push_kernel_context(module):
+        retr: list[Any] = []
+        fake_args = [_fake_arg(self, a, retr) for a in args]
+        setup = opts.pop("setup", None)
+        if setup is not None:
+            setup(module)
+        with swapped_cuda_module(self.fn, module):
+            engine.run(self.fn, grid, block, fake_args, module=module, **opts)
+        for write_back in retr:
+            write_back()
+    return None
+
+
+_installed = False
+
+
+def install() -> None:
+    """Make every launch of Numba's simulator run on the engine (sim mode only; idempotent)."""
+    global _installed
+    if _installed:
+        return
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    sim_kernel.FakeCUDAKernel.__call__ = kernel_call
+    _installed = True

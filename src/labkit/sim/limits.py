@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 
 LEARNER_CODE_LIMIT_S = 20.0  # at most this long for one kernel launch, or one check's calls of plain Python answers
+launches_running = 0  # simulator launches in progress (their time counts against their own limit, not this one)
 
 LIKELY_HANG = ("a loop whose condition never becomes false (a `while` whose index never advances, a stride of 0); "
                "a cuda.syncthreads() that some threads never reach; or a warp shuffle or vote after some lanes returned.")
@@ -85,18 +86,18 @@ def raise_in_thread(ident: int, exc: type[BaseException] | None) -> None:
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float | None = None, *, interval: float = 0.1) -> Iterator[None]:
+def python_time_limit(seconds: float | None = None, *, interval: float = 0.1) -> Iterator[None]:
     """Stop learner code in this thread once it has run ``seconds`` in all, with :class:`PythonTimeout`.
 
     A watchdog thread samples what this thread is doing every ``interval`` seconds and counts only the time
     spent in learner code (frames of a notebook cell or a script, :func:`is_learner_file`, called from inside
     the ``with`` block), so labkit's own
     work in a check never counts, and nothing is traced: measurements the learner's code makes run at full speed.
-    Kernel launches have their own limit (:mod:`labkit.sim.blocks`).
+    Kernel launches have their own limit (:mod:`labkit.sim.engine`), and their time does not count here.
     """
     seconds = LEARNER_CODE_LIMIT_S if seconds is None else seconds
     ident = threading.get_ident()
-    anchor = sys._getframe(2)  # the caller of ``with time_limit():`` (past contextlib's __enter__)
+    anchor = sys._getframe(2)  # the caller of ``with python_time_limit():`` (past contextlib's __enter__)
     done = threading.Event()
     lock = threading.Lock()
     state = {"active": True, "fired": False}
@@ -107,7 +108,7 @@ def time_limit(seconds: float | None = None, *, interval: float = 0.1) -> Iterat
         while not done.wait(interval):
             now = time.monotonic()
             frame = sys._current_frames().get(ident)
-            if _in_learner_code(frame, anchor):
+            if _in_learner_code(frame, anchor) and not launches_running:
                 spent += now - last
             last = now
             innermost_learner = frame is not None and is_learner_file(frame.f_code.co_filename)

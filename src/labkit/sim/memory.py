@@ -1,8 +1,7 @@
 """The strict memory model: how races and missing barriers show in the CUDA simulator.
 
-In the simulator every CUDA thread is a Python thread, and one usually runs to its end before the next
-starts, and the blocks of a launch run one after another: a missing barrier or a non-atomic update rarely
-shows by itself. A *strict* launch runs the kernel under a memory model as weak as CUDA promises:
+In the simulator the threads of a block run one after another (each until its next barrier) and the blocks
+of a launch in turn: a missing barrier or a non-atomic update would rarely show by itself. A *strict* launch runs the kernel under a memory model as weak as CUDA promises:
 
 - a thread sees its own writes at once, other threads' plain writes only after a barrier they share:
   ``cuda.syncthreads()`` for the block, ``cuda.syncwarp()`` among the lanes that took part in it;
@@ -21,17 +20,16 @@ shows by itself. A *strict* launch runs the kernel under a memory model as weak 
 
 from __future__ import annotations
 
+import contextlib
 import re
-import sys
-import threading
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from . import blocks
+from . import engine
 from .errors import KernelFault
-from .integers import store_value, widen
+from .integers import store_value
 
 
 
@@ -165,12 +163,19 @@ class LaunchReport:
     shared: list[tuple[str, tuple[int, ...], np.dtype]]  # (name, shape, dtype) of each shared array
     barriers: int
     float_into_int: str | None
-    accesses: list[Access]
-    itemsizes: dict[str, int]
+    log: list[tuple] = field(default_factory=list, repr=False)  # recorded accesses, see Model.note
+    itemsizes: dict[str, int] = field(default_factory=dict)
     race: Race | None = None
     written: dict[str, np.ndarray] = field(default_factory=dict)  # argument name -> mask of elements written
     uninitialised: UninitialisedRead | None = None
     syncwarps: int = 0
+    schedule: str = "forward"
+    seed: int | None = None
+
+    @property
+    def accesses(self) -> list[Access]:
+        """Every recorded access in the order they happened (``record=True``)."""
+        return accesses_of(self.log)
 
     def requests(self, array: str, kind: str = "read") -> dict[tuple, list[int]]:
         """Warp requests: {(block, warp, seq): [flat index per lane]} for one array and kind of access."""
@@ -181,236 +186,431 @@ class LaunchReport:
         return out
 
 
+KINDS = ("read", "write", "atomic")
+READ, WRITE, ATOMIC = 0, 1, 2
+
+
+def accesses_of(log: Sequence[tuple]) -> list[Access]:
+    """:class:`Access` records from a model's log (``seq`` counted per thread and array, in order)."""
+    seq: dict[tuple, int] = {}
+    out = []
+    for array, t, flat, kind, epoch, value in log:
+        key = (t.key, array.name)
+        n = seq.get(key, 0)
+        seq[key] = n + 1
+        out.append(Access(array.name, tuple(t.blockIdx), t.thread_id, n, flat, KINDS[kind], array.space, epoch, value))
+    return out
+
+
 def _tid(t: Any) -> tuple[int, ...]:
-    return tuple(getattr(t, "threadIdx", (0, 0, 0)))
+    return tuple(t.threadIdx)
 
 
 def _bid(t: Any) -> tuple[int, ...]:
-    return tuple(getattr(t, "blockIdx", (0, 0, 0)))
+    return tuple(t.blockIdx)
 
 
 # Which kinds of access conflict: everything but read/read and atomic/atomic.
 _CONFLICTS = {"read": ("write", "atomic"), "write": ("read", "write", "atomic"), "atomic": ("read", "write")}
-_BIT = {"read": 1, "write": 2, "atomic": 4}
+_BIT = (1, 2, 4)  # read, write, atomic
+_CONFLICT_BITS = (2 | 4, 1 | 2 | 4, 1 | 2)  # the kinds each kind conflicts with, as bits
+
+
+def _ordered(stamp: Any, me: Any) -> bool:
+    """Is the access recorded as ``stamp`` (a thread, or (thread, its syncwarp count then)) ordered before ``me``'s?
+
+    Only through ``cuda.syncwarp()``: a later meeting of both threads orders it (within an epoch nothing else does)."""
+    if type(stamp) is tuple:
+        u, c = stamp
+    else:
+        u, c = stamp, 0
+    if u is me:
+        return True
+    meets = u.meets
+    if meets is None or u.warp != me.warp:
+        return False
+    bit = 1 << me.lane
+    for mask in meets[c:]:
+        if mask & bit:
+            return True
+    return False
+
+
+def _thread_of(stamp: Any) -> Any:
+    return stamp[0] if type(stamp) is tuple else stamp
 
 
 class Model:
-    """The state of one strict launch (implements :class:`labkit.sim.blocks.BlockHooks`)."""
+    """The state of one strict launch (the engine's :class:`~labkit.sim.engine.Hooks`)."""
 
-    def __init__(self, *, reverse: bool, record: bool) -> None:
-        self.arrays: list[TrackedArray] = []
-        self.shared: list[TrackedArray] = []
-        self.reverse = reverse
+    collect_all = False  # a trace collects every race (one per element); a check stops at the first
+
+    def __init__(self, *, record: bool) -> None:
+        self.globals: list[TrackedArray] = []
+        self.block_shared: list[TrackedArray] = []  # the shared arrays of the block running now
+        self.shared: list[tuple[str, tuple[int, ...], np.dtype]] = []  # every distinct shared array, for the report
+        self.written_shared: dict[str, np.ndarray] = {}
         self.record = record
         self.atomics: dict[str, int] = {"global": 0, "shared": 0}
         self.barriers = 0
         self.syncwarps = 0
         self.float_into_int: str | None = None
-        self.accesses: list[Access] = []
-        self.lock = threading.Lock()
-        self.seq: dict[tuple[int, str], int] = {}
+        self.log: list[tuple] = []
         self.race: Race | None = None
-        self._race_parties: tuple[Any, ...] = ()  # (array, element, other thread, this thread) of the first race
+        self._race_parties: tuple[Any, ...] = ()  # (array, flat, other thread, this thread) of the first race
         self.uninitialised: UninitialisedRead | None = None
         self.epoch = 0  # barriers passed by the block running now
+        self.block: Any = None
 
-    def found_race(self, array: "TrackedArray", key: tuple[int, ...], other: Any, other_kind: str, kind: str,
-                   *, scope: str = "block") -> None:
+    # -- races
+    def found_race(self, array: "TrackedArray", flat: int, other: Any, other_kind: int, kind: int,
+                   *, scope: str = "block", me: Any = None) -> None:
         if self.race is None:
-            me = threading.current_thread()
-            self.race = Race(array.name, array.space, key, _bid(me), _tid(other), other_kind, _tid(me), kind,
-                             scope=scope, other_block=_bid(other) if scope == "grid" else None)
-            self._race_parties = (array, key, other, me)
+            me = me or engine.current
+            self.race = Race(array.name, array.space, array.index_of(flat), _bid(me), _tid(other), KINDS[other_kind],
+                             _tid(me), KINDS[kind], scope=scope, other_block=_bid(other) if scope == "grid" else None)
+            self._race_parties = (array, flat, other, me)
+
+    @property
+    def racing(self) -> bool:
+        """True while races are still looked for (a check stops at the first)."""
+        return self.race is None
 
     def finish_race(self) -> Race | None:
         """The first race, classified once the launch has ended (lost update or not, atomics used or not)."""
         if self.race is None:
             return None
-        array, key, other, me = self._race_parties
-        rmw = array.rmw.get(key, set())
-        lost = other in rmw and me in rmw
-        from dataclasses import replace
+        array, flat, other, me = self._race_parties
+        rmw = array.rmw.get(flat, ())
+        return replace(self.race, lost_update=other in rmw and me in rmw, atomics_used=sum(self.atomics.values()) > 0)
 
-        return replace(self.race, lost_update=lost, atomics_used=sum(self.atomics.values()) > 0)
+    # -- engine hooks
+    def block_start(self, block: Any) -> None:
+        if self.block is not None:
+            self.end_block()
+        self.block = block
+        self.epoch = 0
+        self.block_shared = []
 
-    def barrier(self) -> None:
+    def end_block(self) -> None:
+        """The block that ran has ended (called at the next block's start and at the end of the launch)."""
+        for a in self.globals:
+            a.end_block()
+        self.block = None
+
+    def barrier(self, block: Any) -> None:
         self.barriers += 1
         self.epoch += 1
-        for a in self.arrays:
+        for a in self.globals:
             a.sync()
-
-    def block_start(self) -> None:
-        for s in self.shared:
-            s.live.fill(poison_value(s.live.dtype))
-            s.written[...] = False
-        self.seq.clear()
-        self.epoch = 0
-        for a in self.arrays:
+        for a in self.block_shared:
             a.sync()
+        for t in block.threads:
+            t.meets = None
 
-    def syncwarp(self, lanes: Sequence[Any]) -> None:
-        """The lanes in ``lanes`` met at ``cuda.syncwarp()``: their earlier accesses are ordered before their later ones."""
+    def syncwarp(self, threads: Sequence[Any]) -> None:
+        """The lanes ``threads`` met at ``cuda.syncwarp()``: their earlier accesses are ordered before their later ones."""
         self.syncwarps += 1
-        group = frozenset(lanes)
-        for a in self.arrays:
-            a.warp_sync(group)
+        mask = 0
+        for t in threads:
+            mask |= 1 << t.lane
+        for t in threads:
+            if t.meets is None:
+                t.meets = []
+            t.meets.append(mask)
 
-    def note(self, array: "TrackedArray", flat: int, kind: str, value: Any = None) -> None:
-        t = threading.current_thread()
-        key = (id(t), array.name)
-        n = self.seq.get(key, 0)
-        self.seq[key] = n + 1
-        self.accesses.append(Access(array.name, _bid(t), getattr(t, "thread_id", 0), n, flat, kind,  # type: ignore[arg-type]
-                                    array.space, self.epoch, value))
+    def note(self, array: "TrackedArray", t: Any, flat: int, kind: int, value: Any = None) -> None:
+        self.log.append((array, t, flat, kind, self.epoch, value))
+
+    # -- shared memory of a block
+    def shared_array(self, shape: Any, dtype: np.dtype, frame: Any) -> "TrackedArray":
+        name = _shared_name(frame)
+        live = np.full(shape, poison_value(dtype), dtype=dtype)
+        arr = track(live, self, "shared", name, poisoned=True)
+        self.block_shared.append(arr)
+        if not any(s[0] == name for s in self.shared):
+            self.shared.append((name, tuple(live.shape), live.dtype))
+        return arr
+
+
+def _stamp(t: Any) -> Any:
+    """How an access by ``t`` is remembered: the thread, or (thread, its syncwarp count) once it has met at one."""
+    meets = t.meets
+    return t if meets is None else (t, len(meets))
 
 
 class TrackedArray:
-    """An array as a kernel sees it under the strict memory model (see the module docstring)."""
+    """An array as a kernel sees it under the strict memory model (see the module docstring).
+
+    :func:`track` makes one; 1-D and 2-D arrays get subclasses with a short path for the usual element access.
+    Accesses are remembered per *epoch* (since the block's last barrier); at a barrier each global array folds its
+    epoch into what its block did, and at the end of a block compares that with what earlier blocks did (races
+    between blocks), with set operations rather than work on every access.
+    """
+
+    __slots__ = ("live", "shape", "size", "ndim", "dtype", "space", "name", "poisoned", "_model", "_mult", "_widen",
+                 "_int", "_poison", "_r", "_w", "_a", "_old", "rmw", "wmask", "_record", "_s1", "_block", "_earlier",
+                 "__weakref__")
 
     def __init__(self, live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False) -> None:
         self.live = live
-        self.poisoned = poisoned or space == "shared"  # starts as poison: a read before any write is uninitialised
-        self._seen = live.copy()
-        self._own: dict[Any, dict[tuple[int, ...], Any]] = {}  # thread -> elements it can see ahead of the others
-        # this epoch (since the last block barrier): element -> {thread: the threads it has since synchronised with}
-        self._epoch: dict[str, dict[tuple[int, ...], dict[Any, frozenset]]] = {"read": {}, "write": {}, "atomic": {}}
-        self.rmw: dict[tuple[int, ...], set[Any]] = {}  # element -> threads that read it and then wrote it plainly
-        self.written = np.zeros(live.shape, dtype=bool)
-        self._grid: dict[tuple[int, ...], list[Any]] = {}  # global: element -> [first block, its kinds, others' kinds, a thread]
+        self.shape, self.size, self.ndim, self.dtype = live.shape, live.size, live.ndim, live.dtype
+        self.space, self.name = space, name
+        self.poisoned = poisoned  # starts as poison: a read before any write is uninitialised
         self._model = model
-        self.space = space
-        self.name = name
-        self._widen = live.dtype.kind in "iu" and live.dtype.itemsize < 8
-        model.arrays.append(self)
-
-    # array attributes a kernel may use
-    shape = property(lambda self: self.live.shape)
-    size = property(lambda self: self.live.size)
-    ndim = property(lambda self: self.live.ndim)
-    dtype = property(lambda self: self.live.dtype)
+        self._record = model.record
+        mult, m = [], 1
+        for n in reversed(live.shape):
+            mult.append(m)
+            m *= n
+        self._mult = tuple(reversed(mult))
+        self._s1 = live.shape[1] if live.ndim == 2 else 0
+        self._int = live.dtype.kind in "iu"
+        self._widen = self._int and live.dtype.itemsize < 8
+        self._poison = poison_value(live.dtype) if live.dtype.kind in "fiub" else None
+        # this epoch: element -> reader(s), writer, atomic updater(s), as stamps (see _stamp)
+        self._r: dict[int, Any] = {}
+        self._w: dict[int, Any] = {}
+        self._a: dict[int, Any] = {}
+        self._old: dict[int, Any] = {}  # element -> its value before this epoch's first write
+        self.rmw: dict[int, set] = {}  # element -> threads that read it and then wrote it plainly
+        self.wmask = bytearray(live.size)  # elements written so far
+        # global memory: element -> the first thread of this block / of earlier blocks, by kind of access
+        self._block: list[dict[int, Any]] = [{}, {}, {}]
+        self._earlier: list[dict[int, Any]] = [{}, {}, {}]
+        if space == "global":
+            model.globals.append(self)
 
     def __len__(self) -> int:
-        return len(self.live)
+        return self.shape[0]
 
+    @property
+    def written(self) -> np.ndarray:
+        return np.frombuffer(bytes(self.wmask), dtype=np.bool_).reshape(self.shape)
+
+    def index_of(self, flat: int) -> tuple[int, ...]:
+        return tuple(int(i) for i in np.unravel_index(flat, self.shape)) if self.shape else ()
+
+    # -- epochs and blocks
     def sync(self) -> None:
-        """A block barrier: everything written so far becomes visible; a new epoch starts."""
-        self._seen[...] = self.live
-        self._own.clear()
-        for table in self._epoch.values():
+        """A block barrier (or the block's end): everything written so far is visible to all; a new epoch starts."""
+        tables = (self._r, self._w, self._a)
+        if self.space == "global":
+            for mine, table in zip(self._block, tables):
+                if table:
+                    mine.update(table)  # (a thread that made such an access: the one a race message names)
+        for table in tables:
+            if table:
+                table.clear()
+        if self._old:
+            self._old.clear()
+
+    def end_block(self) -> None:
+        """The block has ended: compare what it did with what earlier blocks did (global memory only)."""
+        self.sync()
+        model = self._model
+        mine, earlier = self._block, self._earlier
+        if model.race is None or model.collect_all:
+            for kind in (WRITE, ATOMIC, READ):
+                for other in (WRITE, ATOMIC, READ):
+                    if not _BIT[other] & _CONFLICT_BITS[kind] or not mine[kind] or not earlier[other]:
+                        continue
+                    common = mine[kind].keys() & earlier[other].keys()
+                    for flat in sorted(common)[: 1 if not model.collect_all else len(common)]:
+                        model.found_race(self, flat, _thread_of(_first(earlier[other][flat])), other, kind, scope="grid",
+                                         me=_thread_of(_first(mine[kind][flat])))
+        for before, table in zip(earlier, mine):
+            before.update(table)
             table.clear()
 
-    def warp_sync(self, group: frozenset) -> None:
-        """``cuda.syncwarp()`` among ``group``: their accesses so far are ordered before their later ones,
-        and each sees what the others wrote."""
-        for table in self._epoch.values():
-            for entries in table.values():
-                for t in entries:
-                    if t in group:
-                        entries[t] = entries[t] | group
-        keys: set[tuple[int, ...]] = set()
-        for t in group:
-            keys.update(self._own.get(t, ()))
-        if keys:
-            for t in group:
-                own = self._own.setdefault(t, {})
-                for k in keys:
-                    own[k] = self.live[k]
-
-    def _key(self, idx: Any) -> tuple[int, ...]:
+    # -- indices
+    def _key(self, idx: Any) -> tuple[Any, int]:
+        """(the index for NumPy, the flat element) of an element index; out of bounds raises IndexError."""
         if not isinstance(idx, tuple):
             idx = (idx,)
-        if len(idx) != self.live.ndim:
-            raise IndexError(f"{self.name}: {len(idx)} indices for an array of {self.live.ndim} dimensions")
-        key = []
-        for axis, (i, n) in enumerate(zip(idx, self.live.shape)):
-            try:
-                i = int(i.__index__())
-            except (AttributeError, TypeError):
-                raise TypeError(f"array index must be an integer, got {type(i).__name__} {i!r}") from None
+        if len(idx) != self.ndim:
+            raise IndexError(f"{self.name}: {len(idx)} indices for an array of {self.ndim} dimensions")
+        flat = 0
+        norm = []
+        for axis, i in enumerate(idx):
+            if type(i) is not int:
+                try:
+                    i = int(i.__index__())
+                except (AttributeError, TypeError):
+                    raise TypeError(f"array index must be an integer, got {type(i).__name__} {i!r}") from None
+            n = self.shape[axis]
             if not 0 <= i < n:
                 raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
-            key.append(i)
-        return tuple(key)
+            norm.append(i)
+            flat += i * self._mult[axis]
+        return (norm[0] if self.ndim == 1 else tuple(norm)), flat
 
-    def _flat(self, key: tuple[int, ...]) -> int:
-        return int(np.ravel_multi_index(key, self.live.shape)) if key else 0
-
-    def _access(self, key: tuple[int, ...], kind: str, value: Any = None) -> Any:
-        """Race bookkeeping for one access by the current thread; returns the thread."""
-        model = self._model
-        me = threading.current_thread()
-        if model.record:
-            model.note(self, self._flat(key), kind, value)
-        if model.race is None:
-            for other_kind in _CONFLICTS[kind]:
-                for other, synced in self._epoch[other_kind].get(key, {}).items():
-                    if other is not me and me not in synced:
-                        model.found_race(self, key, other, other_kind, kind)
-                        break
-        self._epoch[kind].setdefault(key, {})[me] = frozenset()
-        if self.space == "global":
-            self._grid_access(key, kind, me)
-        return me
-
-    def _grid_access(self, key: tuple[int, ...], kind: str, me: Any) -> None:
-        """Cross-block bookkeeping: compare each access with those of the first block that touched the element."""
-        block = _bid(me)
-        entry = self._grid.get(key)
-        if entry is None:
-            self._grid[key] = [block, _BIT[kind], me]
-            return
-        first_block, first_kinds, first_thread = entry
-        if block == first_block:
-            entry[1] |= _BIT[kind]
-            return
-        if self._model.race is None:
-            for other_kind in _CONFLICTS[kind]:
-                if first_kinds & _BIT[other_kind]:
-                    self._model.found_race(self, key, first_thread, other_kind, kind, scope="grid")
-                    break
-
-    def __getitem__(self, idx: Any) -> Any:
+    def _view(self, idx: Any) -> Any:
+        """What ``a[idx]`` is when ``idx`` does not name one element: a slice (untracked) or a row (``a[i][j]``)."""
         if isinstance(idx, slice) or (isinstance(idx, tuple) and any(isinstance(i, slice) for i in idx)):
             return self.live[idx]
-        if self.live.ndim > 1 and (not isinstance(idx, tuple) or len(idx) < self.live.ndim):
+        if self.ndim > 1 and (not isinstance(idx, tuple) or len(idx) < self.ndim):
             return _Row(self, idx if isinstance(idx, tuple) else (idx,))
-        key = self._key(idx)
-        me = self._access(key, "read")
-        own = self._own.get(me)
-        value = own[key] if own is not None and key in own else self._seen[key]
-        if self.poisoned and not self.written[key] and self._model.uninitialised is None and is_poison(np.asarray(value)):
-            self._model.uninitialised = UninitialisedRead(self.name, self.space, key, _tid(me), _bid(me))
-        return widen(value) if self._widen else value
+        return None
+
+    # -- races within the block
+    def _conflicts(self, flat: int, kind: int, me: Any) -> None:
+        """Report a race if another thread's unordered access of this epoch conflicts with this one."""
+        model = self._model
+        if model.race is not None and not model.collect_all:
+            return
+        for other_kind, table in ((WRITE, self._w), (ATOMIC, self._a), (READ, self._r)):
+            if not _BIT[other_kind] & _CONFLICT_BITS[kind]:
+                continue
+            entry = table.get(flat)
+            if entry is None:
+                continue
+            for stamp in (entry if type(entry) is list else (entry,)):
+                if not _ordered(stamp, me):
+                    model.found_race(self, flat, _thread_of(stamp), other_kind, kind)
+                    return
+
+    # -- element access
+    def __getitem__(self, idx: Any) -> Any:
+        view = self._view(idx)
+        if view is not None:
+            return view
+        index, flat = self._key(idx)
+        return self._read(flat, self.live[index])
+
+    def _read(self, flat: int, value: Any) -> Any:
+        """The bookkeeping of a read of element ``flat`` that holds ``value``; returns what the thread sees."""
+        me = engine.current
+        if self._record:
+            self._model.note(self, me, flat, READ)
+        if self._w:
+            w = self._w.get(flat)
+            if w is not None and w is not me and not _ordered(w, me):
+                model = self._model
+                if model.race is None or model.collect_all:
+                    model.found_race(self, flat, _thread_of(w), WRITE, READ)
+                value = self._old[flat]  # another thread's write of this epoch is not visible yet
+        if self._a and flat in self._a:
+            self._conflicts(flat, READ, me)
+        readers = self._r
+        r = readers.get(flat)
+        if r is None:
+            readers[flat] = me if me.meets is None else (me, len(me.meets))
+        elif r is not me:
+            if type(r) is list:
+                if r[-1] is not me:
+                    r.append(me if me.meets is None else (me, len(me.meets)))
+            else:
+                readers[flat] = [r, me if me.meets is None else (me, len(me.meets))]
+        if self.poisoned and not self.wmask[flat] and self._model.uninitialised is None and self._is_poison(value):
+            self._model.uninitialised = UninitialisedRead(self.name, self.space, self.index_of(flat), _tid(me), _bid(me))
+        return np.int64(value) if self._widen else value
+
+    def _is_poison(self, value: Any) -> bool:
+        p = self._poison
+        if isinstance(p, float):
+            return value != value
+        return bool(value == p)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
-        if self.live.ndim > 1 and not isinstance(idx, tuple):
-            raise IndexError(f"{self.name}: one index for an array of {self.live.ndim} dimensions")
-        key = self._key(idx)
-        model = self._model
-        if self.live.dtype.kind in "iu" and isinstance(value, (float, np.floating)) and model.float_into_int is None:
-            if np.isfinite(value) and value != int(value):
-                model.float_into_int = (
-                    f"the kernel stored the float {float(value)!r} into the {self.live.dtype} array "
-                    f"{self.name} at index {fmt_index(key)}; the store truncates it to {int(value)}"
-                )
-        value = store_value(value, self.live.dtype)
-        me = self._access(key, "write", value)
-        if me in self._epoch["read"].get(key, {}):
-            self.rmw.setdefault(key, set()).add(me)
-        with np.errstate(over="ignore", invalid="ignore"):
-            self.live[key] = value
-        self.written[key] = True
-        self._own.setdefault(me, {})[key] = self.live[key]
+        if self.ndim > 1 and not isinstance(idx, tuple):
+            raise IndexError(f"{self.name}: one index for an array of {self.ndim} dimensions")
+        index, flat = self._key(idx)
+        self._write(index, flat, value)
 
-    def atomic_target(self, idx: Any) -> tuple[np.ndarray, tuple[int, ...]]:
-        """Record an atomic update of element ``idx``; returns (memory, key) for the simulator's atomic to act on."""
-        key = self._key(idx)
+    def _write(self, index: Any, flat: int, value: Any) -> None:
+        """A plain store of ``value`` into element ``flat`` (``index`` for NumPy)."""
         model = self._model
-        with model.lock:
-            model.atomics[self.space] = model.atomics.get(self.space, 0) + 1
-        self._access(key, "atomic")
-        self.written[key] = True
-        return self.live, key
+        if self._int:
+            if isinstance(value, (float, np.floating)) and model.float_into_int is None:
+                if np.isfinite(value) and value != int(value):
+                    model.float_into_int = (
+                        f"the kernel stored the float {float(value)!r} into the {self.dtype} array "
+                        f"{self.name} at index {fmt_index(self.index_of(flat))}; the store truncates it to {int(value)}")
+            value = store_value(value, self.dtype)
+        me = engine.current
+        if self._record:
+            model.note(self, me, flat, WRITE, value)
+        if model.race is None or model.collect_all:
+            self._conflicts(flat, WRITE, me)
+        r = self._r.get(flat)
+        if r is not None and (r is me or (type(r) is list and any(_thread_of(s) is me for s in r))
+                              or (type(r) is tuple and r[0] is me)):
+            self.rmw.setdefault(flat, set()).add(me)
+        w = self._w
+        if flat not in w:
+            self._old[flat] = self.live[index]
+        w[flat] = me if me.meets is None else _stamp(me)
+        self.live[index] = value
+        self.wmask[flat] = 1
+
+    def atomic_target(self, idx: Any) -> tuple[np.ndarray, Any]:
+        """Record an atomic update of element ``idx``; returns (memory, index) for the atomic to act on."""
+        index, flat = self._key(idx)
+        model = self._model
+        model.atomics[self.space] += 1
+        me = engine.current
+        if self._record:
+            model.note(self, me, flat, ATOMIC)
+        self._conflicts(flat, ATOMIC, me)
+        a = self._a.get(flat)
+        if a is None:
+            self._a[flat] = _stamp(me)
+        elif type(a) is list:
+            a.append(_stamp(me))
+        elif _thread_of(a) is not me:
+            self._a[flat] = [a, _stamp(me)]
+        self.wmask[flat] = 1
+        return self.live, index
+
+
+class _Tracked1D(TrackedArray):
+    """A 1-D tracked array: ``a[i]`` with a plain int in bounds takes the short path."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i: Any) -> Any:
+        if type(i) is int and i >= 0:
+            return self._read(i, self.live[i])  # (NumPy raises IndexError past the end)
+        return TrackedArray.__getitem__(self, i)
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        if type(i) is int and 0 <= i < self.size:
+            self._write(i, i, value)
+        else:
+            TrackedArray.__setitem__(self, i, value)
+
+
+class _Tracked2D(TrackedArray):
+    """A 2-D tracked array: ``a[i, j]`` with plain ints in bounds takes the short path."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        if type(idx) is tuple and len(idx) == 2:
+            i, j = idx
+            if type(i) is int and type(j) is int and i >= 0 and 0 <= j < self._s1:
+                return self._read(i * self._s1 + j, self.live[i, j])  # (NumPy raises IndexError past the last row)
+        return TrackedArray.__getitem__(self, idx)
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        if type(idx) is tuple and len(idx) == 2:
+            i, j = idx
+            if type(i) is int and type(j) is int and 0 <= i < self.shape[0] and 0 <= j < self._s1:
+                self._write(idx, i * self._s1 + j, value)
+                return
+        TrackedArray.__setitem__(self, idx, value)
+
+
+def track(live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False) -> TrackedArray:
+    """A :class:`TrackedArray` over ``live`` (of the subclass for its number of dimensions)."""
+    cls = _Tracked1D if live.ndim == 1 else _Tracked2D if live.ndim == 2 else TrackedArray
+    return cls(live, model, space, name, poisoned=poisoned)
+
+
+def _first(entry: Any) -> Any:
+    """The first stamp of an entry (one stamp, or a list of them)."""
+    return entry[0] if type(entry) is list else entry
 
 
 class _Row:
@@ -436,7 +636,7 @@ class _Row:
     def __setitem__(self, idx: Any, value: Any) -> None:
         self._parent[self._full(idx)] = value
 
-    def atomic_target(self, idx: Any) -> tuple[np.ndarray, tuple[int, ...]]:
+    def atomic_target(self, idx: Any) -> tuple[np.ndarray, Any]:
         return self._parent.atomic_target(self._full(idx))
 
 
@@ -453,64 +653,27 @@ def _shared_name(frame: Any) -> str:
     return f"shared array `{m.group(1)}`" if m else f"shared array (line {frame.f_lineno})"
 
 
-class _StrictPatches:
-    """Context manager: install the strict model into the simulator for one launch."""
+class _StrictAtomics:
+    """``cuda.atomic`` of a strict launch: updates of tracked arrays are recorded, then done on memory itself."""
 
-    def __init__(self, model: Model) -> None:
-        self.model = model
-        self.saved: list[tuple[Any, str, Any]] = []
+    def __init__(self, plain: Any) -> None:
+        self._plain = plain
 
-    def _patch(self, owner: Any, name: str, value: Any) -> None:
-        self.saved.append((owner, name, owner.__dict__[name]))
-        setattr(owner, name, value)
 
-    def __enter__(self) -> "_StrictPatches":
-        global active
-        from numba.cuda.simulator import kernelapi
+def _strict_atomic(name: str) -> Any:
+    def atomic(self: _StrictAtomics, array: Any, index: Any, *rest: Any) -> Any:
+        op = getattr(self._plain, name)
+        if isinstance(array, (TrackedArray, _Row)):
+            target, key = array.atomic_target(index)
+            return op(target, key, *rest)
+        return op(array, index, *rest)
 
-        active = self.model
-        blocks.state.hooks = self.model
-        model = self.model
+    atomic.__name__ = name
+    return atomic
 
-        def shared_array(fake: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
-            from numba.cuda import types as nbtypes
-            from numba.cuda.np import numpy_support
 
-            if isinstance(dtype, nbtypes.Type):
-                dtype = numpy_support.as_dtype(dtype)
-            dtype = np.dtype(dtype)
-            if shape == 0:  # dynamic shared memory: as the simulator does it
-                return np.frombuffer(fake._dynshared.data, dtype=dtype, count=fake._dynshared_size // dtype.itemsize)
-            frame = sys._getframe(1)
-            caller = (frame.f_code.co_filename, frame.f_lineno)
-            with model.lock:
-                res = fake._allocations.get(caller)
-                if res is None:
-                    live = np.full(shape, poison_value(dtype), dtype=dtype)
-                    res = TrackedArray(live, model, "shared", _shared_name(frame))
-                    model.shared.append(res)
-                    fake._allocations[caller] = res
-            return res
-
-        self._patch(kernelapi.FakeCUDAShared, "array", shared_array)
-        for name in _ATOMICS:
-            original = kernelapi.FakeCUDAAtomic.__dict__[name]
-
-            def atomic(fake: Any, array: Any, index: Any, *rest: Any, _orig: Any = original) -> Any:
-                if isinstance(array, (TrackedArray, _Row)):
-                    target, key = array.atomic_target(index)
-                    return _orig(fake, target, key, *rest)
-                return _orig(fake, array, index, *rest)
-
-            self._patch(kernelapi.FakeCUDAAtomic, name, atomic)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        global active
-        for owner, name, value in reversed(self.saved):
-            setattr(owner, name, value)
-        active = None
-        blocks.state.hooks = None
+for _name in _ATOMICS:
+    setattr(_StrictAtomics, _name, _strict_atomic(_name))
 
 
 def _track_args(model: Model, args: Sequence[Any], names: Sequence[str] | None, outputs: Sequence[str]) -> list[Any]:
@@ -519,38 +682,61 @@ def _track_args(model: Model, args: Sequence[Any], names: Sequence[str] | None, 
         live = getattr(a, "_ary", None) if not isinstance(a, np.ndarray) else a
         if isinstance(live, np.ndarray) and live.ndim > 0:
             name = names[k] if names and k < len(names) else f"argument {k + 1}"
-            out.append(TrackedArray(live, model, "global", name, poisoned=name in outputs))
+            out.append(track(live, model, "global", name, poisoned=name in outputs))
         else:
             out.append(a)
     return out
 
 
+@contextlib.contextmanager
+def strict(model: Model, **opts: Any) -> Iterator[None]:
+    """Run the launch made inside the ``with`` block under ``model`` (its hooks, shared arrays and atomics)."""
+    global active
+    from . import install
+    from .launch import options
+
+    install()
+
+    def setup(module: Any) -> None:
+        module._shared.factory = model.shared_array
+        module._atomic = _StrictAtomics(module._atomic)
+
+    active = model
+    try:
+        with options(hooks=model, setup=setup, **opts):
+            yield
+    finally:
+        active = None
+
+
 def launch_strict(
     kernel: Any, griddim: Any, blockdim: Any, *args: Any, reverse: bool = False, record: bool = False,
     time_limit_s: float | None = None, allow_races: bool = False, names: Sequence[str] | None = None,
-    outputs: Sequence[str] = (),
+    outputs: Sequence[str] = (), schedule: str | None = None, seed: int | None = None,
 ) -> LaunchReport:
     """Launch ``kernel[griddim, blockdim](*args)`` in the simulator under the strict memory model.
 
-    ``reverse`` starts the threads of each block in reverse order; ``record`` keeps every element access
-    (for :func:`sectors_per_request` and :func:`bank_conflicts`). A data race raises
+    ``schedule`` orders the threads of each block: ``"forward"`` (the default), ``"reverse"`` (also
+    ``reverse=True``) or ``"shuffle"`` with ``seed``; ``record`` keeps every element access (for
+    :func:`sectors_per_request` and :func:`bank_conflicts`). A data race raises
     :class:`~labkit.sim.errors.KernelFault` naming both threads, unless ``allow_races``; a divergent barrier,
     a broken warp call or the time limit (default :data:`labkit.sim.limits.LEARNER_CODE_LIMIT_S`) raise too. ``outputs`` names the
     arguments that start filled with poison (a read of one before any write is reported as uninitialised).
     """
-    from .launch import launch
-
-    model = Model(reverse=reverse, record=record)
+    schedule = schedule or ("reverse" if reverse else "forward")
+    model = Model(record=record)
     tracked = _track_args(model, args, names, outputs)
-    with _StrictPatches(model):
-        launch(kernel, griddim, blockdim, *tracked, time_limit_s=time_limit_s)
+    with strict(model, schedule=schedule, seed=seed, time_limit_s=time_limit_s):
+        kernel[griddim, blockdim](*tracked)
+    model.end_block()
     race = model.finish_race()
     if race is not None and not allow_races:
-        raise KernelFault(race.message(), cause=race.cause())
+        replay = "" if schedule == "forward" else f" (threads run in {engine.describe_schedule(schedule, seed)})"
+        raise KernelFault(race.message() + replay, cause=race.cause())
     return LaunchReport(
-        dict(model.atomics), [(s.name, s.live.shape, s.live.dtype) for s in model.shared], model.barriers,
-        model.float_into_int, model.accesses, {a.name: a.live.dtype.itemsize for a in model.arrays}, race,
-        {a.name: a.written for a in model.arrays if a.space == "global"}, model.uninitialised, model.syncwarps,
+        dict(model.atomics), list(model.shared), model.barriers, model.float_into_int, model.log,
+        {a.name: a.dtype.itemsize for a in model.globals} | {s[0]: s[2].itemsize for s in model.shared}, race,
+        {a.name: a.written for a in model.globals}, model.uninitialised, model.syncwarps, schedule, seed,
     )
 
 

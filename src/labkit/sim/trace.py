@@ -12,7 +12,8 @@ access recorded and returns a :class:`Trace`:
 - the races (up to :data:`MAX_RACES`, one per element), the blocks whose threads did not all reach a
   ``syncthreads`` (each such block stops there; the other blocks still run), and errors the kernel raised;
 - :meth:`Trace.summary` and :meth:`Trace.score` (the most global and shared reads and writes one thread made,
-  as GPU-Puzzles scores its puzzles); :meth:`Trace.figure` draws it (:mod:`labkit.widgets.trace`).
+  as GPU-Puzzles scores its puzzles). :func:`labkit.widgets.trace.trace_view` draws it (``labkit.show``); this
+  module knows nothing of pictures.
 
 The kernel runs on copies of the arrays, so the caller's arrays are unchanged. Launches of more than
 ``max_threads`` threads (default :data:`MAX_THREADS`) are *sampled*: only some blocks, evenly spaced and
@@ -38,8 +39,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import memory
-from .errors import DivergentBarrier, KernelFault, KernelTimeout
+from . import engine, memory
+from .errors import DivergentBarrier, KernelFault
 
 MAX_THREADS = 4096  # threads traced in one launch; more are sampled by block
 MAX_RACES = 256
@@ -253,12 +254,6 @@ class Trace:
     def __repr__(self) -> str:
         return f"<Trace {self.describe().splitlines()[0]}>"
 
-    def figure(self, **options: Any) -> Any:
-        """The picture of this trace (an ipywidgets box; see :func:`labkit.widgets.trace.trace_view`)."""
-        from ..widgets.trace import trace_view
-
-        return trace_view(self, **options)
-
 
 def _dims(d: Sequence[int]) -> str:
     d = list(d)
@@ -272,52 +267,46 @@ class _TraceModel(memory.Model):
     """The strict model, recording everything (with the place in the kernel's code of each access) and
     collecting every race (one per element), not just the first."""
 
+    collect_all = True
+
     def __init__(self) -> None:
         self.found: list[tuple[memory.Race, tuple]] = []
         self._raced: set[tuple] = set()
-        self.sites: list[tuple[int, int]] = []  # per access, aligned with self.accesses: (site, instance)
+        self.sites: list[tuple[int, int]] = []  # per access, aligned with self.log: (site, instance)
         self.site_ids: dict[tuple[str, int], int] = {}
-        self._instances: dict[tuple[int, int, str, str], int] = {}
-        self._note_lock = threading.Lock()
+        self._instances: dict[tuple, int] = {}
         self._skip = _library_dirs()
-        super().__init__(reverse=False, record=True)
+        super().__init__(record=True)
 
-    def note(self, array: Any, flat: int, kind: str, value: Any = None) -> None:
+    def note(self, array: Any, t: Any, flat: int, kind: int, value: Any = None) -> None:
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename.startswith(self._skip):
             frame = frame.f_back  # type: ignore[assignment]
         site = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
-        with self._note_lock:  # the access and its site are appended together
-            super().note(array, flat, kind, value)
-            sid = self.site_ids.setdefault(site, len(self.site_ids))
-            key = (id(threading.current_thread()), sid, array.name, kind)
-            n = self._instances.get(key, 0)
-            self._instances[key] = n + 1
-            self.sites.append((sid, n))
+        super().note(array, t, flat, kind, value)
+        sid = self.site_ids.setdefault(site, len(self.site_ids))
+        key = (t.key, sid, array.name, kind)
+        n = self._instances.get(key, 0)
+        self._instances[key] = n + 1
+        self.sites.append((sid, n))
 
-    def block_start(self) -> None:
-        super().block_start()
-        self._instances.clear()
-
-    # the base model stops looking for races after the first; a trace wants them all
-    race = property(lambda self: None, lambda self, value: None)
-
-    def found_race(self, array: Any, key: tuple[int, ...], other: Any, other_kind: str, kind: str,
-                   *, scope: str = "block") -> None:
-        tag = (array.name, key, scope)
+    def found_race(self, array: Any, flat: int, other: Any, other_kind: int, kind: int,
+                   *, scope: str = "block", me: Any = None) -> None:
+        tag = (array.name, flat, scope)
         if tag in self._raced or len(self.found) >= MAX_RACES:
             return
         self._raced.add(tag)
-        me = threading.current_thread()
-        race = memory.Race(array.name, array.space, key, memory._bid(me), memory._tid(other), other_kind, memory._tid(me),
-                           kind, scope=scope, other_block=memory._bid(other) if scope == "grid" else None)
-        self.found.append((race, (array, key, other, me)))
+        me = me or engine.current
+        race = memory.Race(array.name, array.space, array.index_of(flat), memory._bid(me), memory._tid(other),
+                           memory.KINDS[other_kind], memory._tid(me), memory.KINDS[kind], scope=scope,
+                           other_block=memory._bid(other) if scope == "grid" else None)
+        self.found.append((race, (array, flat, other, me)))
 
     def all_races(self) -> list[memory.Race]:
         atomics = sum(self.atomics.values()) > 0
         out = []
-        for race, (array, key, other, me) in self.found:
-            rmw = array.rmw.get(key, set())
+        for race, (array, flat, other, me) in self.found:
+            rmw = array.rmw.get(flat, set())
             out.append(replace(race, lost_update=other in rmw and me in rmw, atomics_used=atomics))
         return out
 
@@ -414,59 +403,42 @@ def _requests(trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[s
 
 def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
                 names: Sequence[str], max_threads: int, time_limit_s: float | None) -> Trace:
-    from numba.cuda.simulator import kernel as sim_kernel
-
-    from . import install
-    from .launch import launch
-
-    install()
     per_block = int(np.prod(block))
     sample = _sample(grid, per_block, max_threads)
-    wanted = set(sample) if sample is not None else None
     model = _TraceModel()
     copies = [_host_copy(a) for a in args]
     tracked = memory._track_args(model, copies, list(names), ())
-    traced: list[tuple[int, ...]] = []
     divergent: list[Divergence] = []
     errors: list[str] = []
-    original = sim_kernel.BlockManager.run
+    traced = sample if sample is not None else [(x, y, z) for z in range(grid[2]) for y in range(grid[1])
+                                                for x in range(grid[0])]
 
-    def run(manager: Any, grid_point: Any, *a: Any) -> None:
-        point = tuple(int(v) for v in grid_point)
-        if wanted is not None and point not in wanted:
-            return
-        traced.append(point)
-        try:
-            original(manager, grid_point, *a)
-        except DivergentBarrier as exc:
-            divergent.append(Divergence(point, str(exc)))
-        except KernelTimeout:
-            raise
-        except Exception as exc:  # noqa: BLE001 - recorded; the other blocks still run
-            text = f"block {point}: {type(exc).__name__}: {exc}"
-            if len(errors) < 5:
-                errors.append(text)
+    def on_block_error(point: tuple[int, int, int], exc: Exception) -> bool:
+        if isinstance(exc, DivergentBarrier):
+            divergent.append(Divergence(tuple(point), str(exc)))
+        elif len(errors) < 5:
+            errors.append(f"block {tuple(point)}: {type(exc).__name__}: {exc}")
+        return True  # the other blocks still run
 
     started = time.perf_counter()
-    sim_kernel.BlockManager.run = run
-    try:
-        with memory._StrictPatches(model):
-            try:
-                launch(kernel, grid, block, *tracked, time_limit_s=time_limit_s)
-            except KernelFault as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
-    finally:
-        sim_kernel.BlockManager.run = original
+    with memory.strict(model, blocks_to_run=traced, on_block_error=on_block_error, time_limit_s=time_limit_s):
+        try:
+            kernel[grid, block](*tracked)
+        except KernelFault as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+    model.end_block()
     seconds = time.perf_counter() - started
 
     arrays: dict[str, ArrayInfo] = {}
     labels: dict[str, str] = {}
-    for a in model.arrays:
-        label = _shared_label(a.name, set(names)) if a.space == "shared" else a.name
-        labels[a.name] = label
-        arrays[label] = ArrayInfo(label, a.space, tuple(a.live.shape), a.live.dtype.itemsize, str(a.live.dtype))
+    for a in model.globals:
+        labels[a.name] = a.name
+        arrays[a.name] = ArrayInfo(a.name, "global", tuple(a.shape), a.dtype.itemsize, str(a.dtype))
+    for name, shape, dtype in model.shared:
+        label = labels[name] = _shared_label(name, set(names))
+        arrays[label] = ArrayInfo(label, "shared", tuple(shape), dtype.itemsize, str(dtype))
     order = list(arrays)
-    acc = model.accesses
+    acc = memory.accesses_of(model.log)
     gx, gy, _ = grid
     cols = {
         "array": np.array([order.index(labels[x.array]) for x in acc], dtype=np.int16),

@@ -1,8 +1,9 @@
 """Warp-level primitives for Numba's CUDA simulator, as CUDA defines them.
 
-The simulator runs each CUDA thread of a block as a Python thread and has no warp functions. This module
-adds them to the simulator's in-kernel ``cuda`` module so that warp-level code runs on a CPU with the
-semantics of a GPU with independent thread scheduling (Volta and later):
+Numba's simulator has no warp functions. This module adds them to the in-kernel ``cuda`` module so that
+warp-level code runs on a CPU with the semantics of a GPU with independent thread scheduling (Volta and
+later). A lane that must wait for others parks (:func:`labkit.sim.engine.park`) and the engine runs the
+others; the last lane to arrive completes the meeting and goes on at once:
 
 - a call with a ``mask`` is a meeting of the lanes named in it that are still running: each contributes a
   value and receives a result; lanes that have exited (returned) are not waited for, as on a GPU;
@@ -15,7 +16,7 @@ semantics of a GPU with independent thread scheduling (Volta and later):
 - ``syncwarp(mask)``, which also orders memory among the lanes that meet at it under the strict memory
   model (:mod:`labkit.sim.memory`); ``lanemask_lt()``;
 - ``activemask()``: the lanes of the warp that are executing this same call (the same line) together. A lane
-  calling it waits until every other lane of its warp has reached a warp call, a ``syncthreads`` or its end,
+  calling it waits until no other lane of its warp can run (each has reached a warp call, a ``syncthreads`` or its end),
   and the answer is the set of lanes at this line. That is what a GPU does after a branch (the lanes of the
   other side are not active), but it is a model: on a GPU lanes that took the same branch may still run apart
   (activemask may be smaller), and lanes that reach this line at different loop iterations count together.
@@ -23,8 +24,8 @@ semantics of a GPU with independent thread scheduling (Volta and later):
 Values of types that a GPU compile rejects (``shfl_sync`` of a ``uint32`` or a ``bool``, a float mask or
 vote predicate) raise :class:`~labkit.sim.errors.WarpError` at the call (Numba raises ``TypingError`` when it
 compiles for a GPU). Lanes that can never all meet (some wait at a different warp call or at
-``syncthreads``) raise at once with where each lane is; a lane that computes for longer than :data:`WAIT_S`
-while the others wait makes them fail with a message instead of hanging.
+``syncthreads``) raise as soon as no lane can run, with where each lane is; a lane that computes for ever
+while the others wait is stopped by the launch's time limit.
 
 ``cuda.popc``, ``cuda.clz``, ``cuda.ffs`` and ``cuda.brev`` are replaced too: the simulator's count the bits of
 ``bin(-1)`` (one) or assume 32 bits; these work in the value's width as Numba types it (32 for an ``int32`` such as
@@ -36,21 +37,16 @@ Call :func:`install` once the simulator is selected (``labkit.setup()`` does it 
 from __future__ import annotations
 
 import sys
-import threading
-import time
-import weakref
 from typing import Any, Callable
 
 import numpy as np
 
-from . import blocks
+from . import engine
+from .engine import BARRIER, DONE, WAITING
 from .errors import WarpError
 
-WAIT_S = 20.0  # generous: on a loaded 2-core machine 32 Python threads can take seconds to meet
-POLL_S = 0.02  # how often waiting lanes look again at lanes that may have reached a syncthreads or exited
 FULL_MASK = 0xFFFFFFFF
 
-_lock = threading.Lock()
 _installed = False
 calls = 0  # warp-level calls made so far in this process (the lab checks read it to see shuffles were used)
 
@@ -69,52 +65,32 @@ class WarpInt32(int):
 class _Group:
     """One meeting of lanes of a warp at a warp function (or, for activemask, at one line)."""
 
-    def __init__(self, op: str, members: int, site: tuple[str, int],
+    __slots__ = ("op", "members", "site", "then", "values", "threads", "done", "participants", "warp")
+
+    def __init__(self, op: str, members: int, site: tuple[str, int], warp: int,
                  then: Callable[[list[Any]], None] | None = None) -> None:
-        self.op, self.members, self.site, self.then = op, members, site, then
-        self.cond = threading.Condition(_lock)
+        self.op, self.members, self.site, self.warp, self.then = op, members, site, warp, then
         self.values: dict[int, Any] = {}
         self.threads: dict[int, Any] = {}
         self.done = False
-        self.error: WarpError | None = None
         self.participants = 0  # mask of the lanes that met, once done
 
 
-class _Block:
-    """The warp state of one thread block: its threads, the lanes that exited, the meetings in progress."""
+class _Warps:
+    """The warp state of one thread block: the lanes that exited, the meetings in progress."""
 
-    def __init__(self, size: int, index: tuple[int, ...]) -> None:
-        self.size, self.index = size, index
-        self.threads: dict[int, Any] = {}  # linear thread id -> thread, from the moment it starts
-        self.exited: set[int] = set()
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.exited: set[int] = set()  # linear thread ids
         self.parked: dict[int, _Group] = {}  # thread id -> the meeting it waits at
         self.groups: dict[tuple, _Group] = {}
-        self.aborted = False
 
 
-_open: "weakref.WeakSet[_Block]" = weakref.WeakSet()
-
-
-def _block_of(thread: Any) -> _Block:
-    manager = thread._manager
-    blk = manager.__dict__.get("_labkit_warp")
-    if blk is None:
-        with _lock:
-            blk = manager.__dict__.get("_labkit_warp")
-            if blk is None:
-                dims = manager._block_dim
-                blk = manager.__dict__["_labkit_warp"] = _Block(int(np.prod(dims)), tuple(thread.blockIdx))
-                _open.add(blk)
-    return blk
-
-
-def _abort_all() -> None:
-    """Wake every lane waiting at a warp call (the launch is being stopped): they stop at once."""
-    with _lock:
-        for blk in list(_open):
-            blk.aborted = True
-            for g in list(blk.groups.values()):
-                g.cond.notify_all()
+def _warps(block: Any) -> _Warps:
+    ws = block.warp_state
+    if ws is None:
+        ws = block.warp_state = _Warps(block.size)
+    return ws
 
 
 def _lanes_in_warp(size: int, warp: int) -> int:
@@ -172,87 +148,40 @@ def _caller_site(depth: int) -> tuple[str, int]:
     return frame.f_code.co_filename, frame.f_lineno
 
 
-def _exited(blk: _Block, tid: int) -> bool:
-    if tid in blk.exited:
-        return True
-    t = blk.threads.get(tid)
-    return t is not None and not t.is_alive()
+def _ready(ws: _Warps, g: _Group) -> bool:
+    """Every lane of the meeting's mask that has not exited has arrived."""
+    base = 32 * g.warp
+    members = g.members
+    for ln in range(_lanes_in_warp(ws.size, g.warp)):
+        if (members >> ln) & 1 and ln not in g.values and base + ln not in ws.exited:
+            return False
+    return True
 
 
-def _where(blk: _Block, tid: int) -> str:
-    """Where a lane is: 'exited', 'syncthreads', 'running' or the op of the meeting it waits at."""
-    if _exited(blk, tid):
-        return "exited"
-    g = blk.parked.get(tid)
-    if g is not None and not g.done:
-        return g.op
-    t = blk.threads.get(tid)
-    if t is not None and t.syncthreads_blocked:
-        return "syncthreads"
-    return "running"
-
-
-def _complete(blk: _Block, g: _Group) -> None:
-    """Close a meeting (under _lock): its hook runs before any of its lanes can go on."""
+def _complete(block: Any, ws: _Warps, g: _Group) -> None:
+    """Close a meeting: its hook runs before any of its lanes goes on; the lanes that wait are made runnable."""
     if g.then is not None:
         g.then(list(g.threads.values()))
     g.done = True
     g.participants = sum(1 << ln for ln in g.values)
-    for key, other in list(blk.groups.items()):
+    for key, other in list(ws.groups.items()):
         if other is g:
-            del blk.groups[key]
-    for t in g.threads.values():
-        blk.parked.pop(t.thread_id, None)
-    g.cond.notify_all()
+            del ws.groups[key]
+    for t in block.ordered(g.threads.values()):
+        ws.parked.pop(t.thread_id, None)
+        if t.state == WAITING:  # (the lane that completed the meeting runs on)
+            block.resume(t)
 
 
-def _notify_warp(blk: _Block, warp: int) -> None:
-    for key, g in blk.groups.items():
-        if key[0] == warp:
-            g.cond.notify_all()
-
-
-def _progress(blk: _Block, warp: int) -> None:
-    """Complete the meetings of ``warp`` that can complete; report lanes that can never all meet. Under _lock."""
-    base, n = 32 * warp, _lanes_in_warp(blk.size, warp)
-    pending = [g for key, g in blk.groups.items() if key[0] == warp and not g.done and g.error is None]
-    if not pending:
-        return
-    for g in pending:
-        if g.op == "activemask":
-            continue
-        needed = [ln for ln in range(n) if (g.members >> ln) & 1 and not _exited(blk, base + ln)]
-        if all(ln in g.values for ln in needed):
-            _complete(blk, g)
-    where = {ln: _where(blk, base + ln) for ln in range(n)}
-    if "running" in where.values():
-        return
-    masks = [g for g in pending if g.op == "activemask" and not g.done]
-    for g in masks:
-        _complete(blk, g)
-    if masks or any(g.done for g in pending):
-        return
-    # every lane is waiting somewhere, and no meeting can complete: on a GPU this warp hangs
-    groups: dict[str, list[int]] = {}
-    for ln, w in where.items():
-        label = w
-        if w not in ("exited", "syncthreads"):
-            g = blk.parked[base + ln]
-            label = f"{g.op} (mask {g.members:#010x}, line {g.site[1]})"
-        elif w == "syncthreads":
-            label = "cuda.syncthreads()"
-        groups.setdefault(label, []).append(ln)
-    parts = "; ".join(f"lanes {_lanes(v)} at {k}" if k != "exited" else f"lanes {_lanes(v)} have exited"
-                      for k, v in groups.items())
-    err = WarpError(f"warp {warp} of block {blk.index} "
-                    f"cannot go on: {parts}. Every lane named in a warp call's mask must reach the same call "
-                    "(on a GPU this warp would hang).",
-                    cause="a warp call (shuffle, vote, syncwarp) inside an `if` that only some lanes of the mask take, "
-                          "or a mask that names lanes doing something else: call it where all the mask's lanes arrive, "
-                          "or build the mask with cuda.activemask() / cuda.ballot_sync().")
-    for g in pending:
-        g.error = err
-        g.cond.notify_all()
+def _where(block: Any, ws: _Warps, tid: int) -> str:
+    """Where a lane is: 'exited', 'syncthreads', 'running' or the op of the meeting it waits at."""
+    t = block.threads[tid]
+    if t.state == DONE:
+        return "exited"
+    g = ws.parked.get(tid)
+    if g is not None and not g.done:
+        return g.op
+    return "syncthreads" if t.state == BARRIER else "running"
 
 
 def _lanes(lanes: list[int]) -> str:
@@ -266,18 +195,67 @@ def _lanes(lanes: list[int]) -> str:
     return ", ".join(runs)
 
 
+class _Collectives:
+    """What the engine asks of the warp layer (see :class:`labkit.sim.engine.Collectives`)."""
+
+    def exited(self, thread: Any) -> None:
+        ws = thread.block.warp_state
+        if ws is None:
+            return
+        ws.exited.add(thread.thread_id)
+        for g in [g for g in ws.groups.values() if g.warp == thread.warp and not g.done and g.op != "activemask"]:
+            if _ready(ws, g):
+                _complete(thread.block, ws, g)
+
+    def idle(self, block: Any) -> bool:
+        """No thread can run: lanes at ``activemask`` learn who is at their line."""
+        ws = block.warp_state
+        if ws is None:
+            return False
+        masks = [g for g in ws.groups.values() if g.op == "activemask" and not g.done]
+        for g in masks:
+            _complete(block, ws, g)
+        return bool(masks)
+
+    def deadlock(self, block: Any) -> Exception | None:
+        """No thread can run and some lanes wait at a warp call that can never complete: say where each lane is."""
+        ws = block.warp_state
+        if ws is None or not ws.groups:
+            return None
+        warp = min(g.warp for g in ws.groups.values())
+        base, n = 32 * warp, _lanes_in_warp(block.size, warp)
+        groups: dict[str, list[int]] = {}
+        for ln in range(n):
+            w = _where(block, ws, base + ln)
+            if w not in ("exited", "syncthreads", "running"):
+                g = ws.parked[base + ln]
+                w = f"{g.op} (mask {g.members:#010x}, line {g.site[1]})"
+            elif w == "syncthreads":
+                w = "cuda.syncthreads()"
+            groups.setdefault(w, []).append(ln)
+        parts = "; ".join(f"lanes {_lanes(v)} at {k}" if k != "exited" else f"lanes {_lanes(v)} have exited"
+                          for k, v in groups.items())
+        return WarpError(f"warp {warp} of block {tuple(block.index)} cannot go on: {parts}. Every lane named in a "
+                         "warp call's mask must reach the same call (on a GPU this warp would hang).",
+                         cause="a warp call (shuffle, vote, syncwarp) inside an `if` that only some lanes of the mask "
+                               "take, or a mask that names lanes doing something else: call it where all the mask's "
+                               "lanes arrive, or build the mask with cuda.activemask() / cuda.ballot_sync().")
+
+
 def _meet(op: str, members_arg: int | None, value: Any, site: tuple[str, int],
           then: Callable[[list[Any]], None] | None = None) -> tuple[_Group, int]:
     """The calling lane joins the meeting for ``op``; returns (the completed meeting, own lane).
 
     ``members_arg`` is the mask (None for activemask, whose meeting is the lanes at ``site``). ``then(threads)``
-    runs once, after all have met and before any leaves (``syncwarp`` orders memory with it)."""
+    runs once, after all have met and before any goes on (``syncwarp`` orders memory with it)."""
     global calls
-    thread = threading.current_thread()
-    tid = thread.thread_id
-    lane, warp = tid % 32, tid // 32
-    blk = _block_of(thread)
-    present = (1 << _lanes_in_warp(blk.size, warp)) - 1
+    thread = engine.current
+    if thread is None:
+        raise WarpError(f"{op} called outside a kernel launch")
+    lane, warp = thread.lane, thread.warp
+    block = thread.block
+    ws = _warps(block)
+    present = (1 << _lanes_in_warp(block.size, warp)) - 1
     if members_arg is None:
         key: tuple = (warp, op, site)
         members = present
@@ -286,41 +264,17 @@ def _meet(op: str, members_arg: int | None, value: Any, site: tuple[str, int],
         if not (members >> lane) & 1:
             raise WarpError(f"{op}: lane {lane} of warp {warp} called it with mask {members_arg:#010x}, which leaves it out")
         key = (warp, op, members)
-    with _lock:
-        calls += 1
-        blk.threads.setdefault(tid, thread)
-        g = blk.groups.get(key)
-        if g is None:
-            g = blk.groups[key] = _Group(op, members, site, then)
-        g.values[lane] = value
-        g.threads[lane] = thread
-        blk.parked[tid] = g
-        if g.op != "activemask" and len(g.values) == bin(g.members).count("1"):
-            _complete(blk, g)  # the usual case: the last lane of the mask arrived
-        else:
-            masks = any(k[0] == warp and k[1] == "activemask" for k in blk.groups)
-            base, n = 32 * warp, _lanes_in_warp(blk.size, warp)
-            waiting = sum(1 for ln in range(base, base + n) if ln in blk.parked or ln in blk.exited)
-            if masks or waiting == n or any(base + ln in blk.exited for ln in range(n) if (g.members >> ln) & 1):
-                _progress(blk, warp)
-            if masks:
-                _notify_warp(blk, warp)  # lanes at activemask look again at who is still running
-        started = time.monotonic()
-        while not g.done and g.error is None:
-            if blk.aborted or thread.abort:
-                blk.parked.pop(tid, None)
-                raise blocks.StoppedThread("stopped")
-            g.cond.wait(POLL_S)
-            if not g.done and g.error is None:
-                _progress(blk, warp)
-            if not g.done and g.error is None and time.monotonic() - started > WAIT_S:
-                missing = [ln for ln in range(32) if (members >> ln) & 1 and ln not in g.values]
-                blk.parked.pop(tid, None)
-                raise WarpError(
-                    f"{op} in block {tuple(thread.blockIdx)}, warp {warp}: lanes {_lanes(missing) or '?'} named in mask "
-                    f"{members:#010x} never reached it within {WAIT_S:.0f} s (are they still computing?)")
-        if g.error is not None:
-            raise g.error
+    calls += 1
+    g = ws.groups.get(key)
+    if g is None:
+        g = ws.groups[key] = _Group(op, members, site, warp, then)
+    g.values[lane] = value
+    g.threads[lane] = thread
+    if op != "activemask" and _ready(ws, g):
+        _complete(block, ws, g)  # the last lane of the mask arrived: it goes on without waiting
+    else:
+        ws.parked[thread.thread_id] = g
+        engine.park(thread, WAITING)
     return g, lane
 
 
@@ -330,11 +284,11 @@ def _source(g: _Group, lane: int, j: int, value: Any, what: str) -> Any:
     if j in g.values:
         return g.values[j]
     thread = g.threads[lane]
-    blk = _block_of(thread)
-    base = 32 * (thread.thread_id // 32)
-    if base + j >= blk.size:
-        why = f"does not exist (the block has {blk.size} threads)"
-    elif _exited(blk, base + j):
+    block = thread.block
+    base = 32 * thread.warp
+    if base + j >= block.size:
+        why = f"does not exist (the block has {block.size} threads)"
+    elif block.threads[base + j].state == DONE:
         why = "has already exited (returned), so it never reached this call"
     else:
         why = f"is not in the mask {g.members:#010x}"
@@ -427,7 +381,7 @@ def activemask(self: Any) -> int:
 
 
 def lanemask_lt(self: Any) -> int:
-    return (1 << (threading.current_thread().thread_id % 32)) - 1
+    return (1 << engine.current.lane) - 1
 
 
 def _width(value: Any) -> int:
@@ -472,29 +426,6 @@ _FUNCTIONS = {
 }
 
 
-def _tracking_run(previous: Callable[[Any], None]) -> Callable[[Any], None]:
-    """BlockThread.run that tells the warp state of its block when the thread starts and ends."""
-
-    def run(self: Any) -> None:
-        try:
-            blk = _block_of(self)
-            with _lock:
-                blk.threads[self.thread_id] = self
-        except Exception:  # noqa: BLE001 - a thread outside a block manager: nothing to track
-            blk = None
-        try:
-            previous(self)
-        finally:
-            if blk is not None:
-                with _lock:
-                    blk.exited.add(self.thread_id)
-                    blk.parked.pop(self.thread_id, None)
-                    _notify_warp(blk, self.thread_id // 32)
-
-    run._labkit_warp = True  # type: ignore[attr-defined]
-    return run
-
-
 def install() -> bool:
     """Add the warp functions to the simulator's in-kernel ``cuda`` module. Returns True if installed now.
 
@@ -505,15 +436,11 @@ def install() -> bool:
         return False
     if not is_simulator():
         return False
-    blocks.install()
-    blocks.state.stoppers.append(_abort_all)
-    from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator import kernelapi
 
     for name, fn in _FUNCTIONS.items():
         setattr(kernelapi.FakeCUDAModule, name, fn)
-    if not getattr(sim_kernel.BlockThread.run, "_labkit_warp", False):
-        sim_kernel.BlockThread.run = _tracking_run(sim_kernel.BlockThread.run)
+    engine.collectives = _Collectives()
     _installed = True
     return True
 

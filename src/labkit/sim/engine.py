@@ -1,0 +1,496 @@
+"""The engine of the simulator: every CUDA thread of a block is a greenlet in the launching thread.
+
+Numba's simulator runs each CUDA thread as an operating-system thread. This engine runs them as greenlets
+(the ``greenlet`` package) in the thread that launched the kernel, one at a time, in a deterministic order:
+
+- a thread runs until it reaches ``cuda.syncthreads()``, a warp-level call that must wait for other lanes, or
+  its end, and only then does the next one run; nothing else switches, so a launch gives the same result on
+  every run and under any machine load;
+- the order is the *schedule*: ``"forward"`` (thread 0 first), ``"reverse"`` or ``"shuffle"`` (a fresh
+  permutation, drawn from ``seed``, at the start of the block and after every barrier);
+- a barrier is released when every thread of the block waits at the same one; a barrier that some threads
+  skip (one inside an ``if``, or after some threads returned) is reported by :mod:`.blocks`;
+- a launch has a limit on the CPU time it takes (the launching thread's CPU clock, so a loaded machine does
+  not make a correct kernel time out) and stops on Interrupt (``KeyboardInterrupt``) at once: no thread is
+  left running because no thread is started.
+
+The in-kernel ``cuda`` module (:class:`Module`) answers ``threadIdx``, ``blockIdx`` and ``laneid`` from plain
+attributes that the scheduler sets at each switch. Memory models (:mod:`.memory`) plug in through
+:class:`Hooks`, warp-level calls (:mod:`.warp`) through :data:`collectives`. The engine knows nothing of them.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+import greenlet
+import numpy as np
+
+from . import blocks
+from .blocks import BARRIER, DONE, RUNNING, WAITING
+from .errors import KernelTimeout
+from . import limits
+from .limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG, is_learner_file, raise_in_thread
+SCHEDULES = ("forward", "reverse", "shuffle")
+
+
+class SimThread:
+    """One CUDA thread of the block being run."""
+
+    __slots__ = ("threadIdx", "blockIdx", "thread_id", "lane", "warp", "glet", "state", "site", "value", "result",
+                 "block", "key", "meets")
+
+    def __init__(self, block: "BlockRun", point: tuple[int, int, int], thread_id: int) -> None:
+        self.threadIdx = Dim3(*point)
+        self.blockIdx = block.index_dim3
+        self.thread_id = thread_id
+        self.lane, self.warp = thread_id % 32, thread_id // 32
+        self.glet: Any = None
+        self.state = RUNNING
+        self.site: tuple[str, int] = ("?", 0)  # where it waits (barrier or warp call)
+        self.value: Any = None  # what it brought to a barrier (syncthreads_count and friends)
+        self.result: Any = None  # what the barrier hands back
+        self.block = block
+        self.key = (block.linear, thread_id)  # unique in the launch: (block, thread)
+        self.meets: list[int] | None = None  # masks of the syncwarp meetings it joined since the last barrier
+
+    def __repr__(self) -> str:
+        return f"<thread {tuple(self.threadIdx)} of block {tuple(self.blockIdx)}>"
+
+
+class Hooks(Protocol):
+    """What a memory model supplies to a launch."""
+
+    def block_start(self, block: "BlockRun") -> None: ...
+
+    def barrier(self, block: "BlockRun") -> None: ...
+
+
+class Collectives(Protocol):
+    """What the warp layer supplies: it is told of exits and asked what to do when no thread can run."""
+
+    def exited(self, thread: SimThread) -> None: ...
+
+    def idle(self, block: "BlockRun") -> bool: ...  # True when it made a thread runnable
+
+    def deadlock(self, block: "BlockRun") -> Exception | None: ...
+
+
+collectives: Collectives | None = None  # set by labkit.sim.warp when it is installed
+
+current: SimThread | None = None  # the thread running now (None outside a launch)
+launch_active = False  # True while a launch runs (the Python-answer time limit does not count it)
+
+
+class BlockRun:
+    """The state of one block while it runs: its threads, the runnable queue, the schedule."""
+
+    def __init__(self, run: "LaunchRun", index: tuple[int, int, int]) -> None:
+        self.launch = run
+        self.index = index
+        self.index_dim3 = Dim3(*index)
+        gx, gy, _ = run.grid
+        self.linear = index[0] + gx * (index[1] + gy * index[2])
+        bx, by, _ = run.block
+        self.size = run.threads_per_block
+        self.threads: list[SimThread] = [
+            SimThread(self, (k % bx, (k // bx) % by, k // (bx * by)), k) for k in range(self.size)]
+        self.runnable: deque[SimThread] = deque()
+        self.warp_state: Any = None  # owned by the warp layer
+        self.barriers = 0
+
+    def ordered(self, threads: Iterable[SimThread]) -> deque[SimThread]:
+        """``threads`` in the launch's schedule order."""
+        ts = sorted(threads, key=lambda t: t.thread_id)
+        schedule = self.launch.schedule
+        if schedule == "reverse":
+            ts.reverse()
+        elif schedule == "shuffle":
+            self.launch.rng.shuffle(ts)
+        return deque(ts)
+
+    def resume(self, thread: SimThread) -> None:
+        """Make a waiting thread runnable again (after the threads already queued)."""
+        thread.state = RUNNING
+        self.runnable.append(thread)
+
+
+class Dim3:
+    """``threadIdx``, ``blockIdx``: x, y and z, and iterable as (x, y, z)."""
+
+    __slots__ = ("x", "y", "z")
+
+    def __init__(self, x: int, y: int, z: int) -> None:
+        self.x, self.y, self.z = x, y, z
+
+    def __iter__(self) -> Any:
+        return iter((self.x, self.y, self.z))
+
+    def __repr__(self) -> str:
+        return f"Dim3({self.x}, {self.y}, {self.z})"
+
+
+_module_class: type | None = None
+
+
+def Module(grid: tuple[int, int, int], block: tuple[int, int, int], dynshared_size: int) -> Any:  # noqa: N802
+    """The in-kernel ``cuda`` module of one launch (Numba's fake module, with per-thread values as plain
+    attributes that the scheduler sets). Built on first use, so that importing this module imports no Numba."""
+    global _module_class
+    if _module_class is None:
+        from numba.cuda.simulator.kernelapi import FakeCUDAModule
+
+        _module_class = type("Module", (_ModuleMixin, FakeCUDAModule), {"threadIdx": None, "blockIdx": None, "laneid": 0})
+    module = _module_class(grid, block, dynshared_size)
+    module._shared = SharedArrays(dynshared_size)
+    module._cg = _Cooperative()
+    return module
+
+
+class _ModuleMixin:
+    """What the engine's in-kernel ``cuda`` does differently from Numba's: the index arithmetic and barriers."""
+
+    blockDim: Any
+    blockIdx: Any
+    threadIdx: Any
+
+    def grid(self, n: int) -> Any:
+        bd, bi, ti = self.blockDim, self.blockIdx, self.threadIdx
+        x = bi.x * bd.x + ti.x
+        if n == 1:
+            return x
+        if n == 2:
+            return x, bi.y * bd.y + ti.y
+        if n == 3:
+            return x, bi.y * bd.y + ti.y, bi.z * bd.z + ti.z
+        raise RuntimeError(f"Global ID has 1-3 dimensions. {n} requested")
+
+    def syncthreads(self) -> None:
+        barrier(sys._getframe(1))
+
+    def syncthreads_count(self, value: Any) -> int:
+        return int(sum(1 for v in barrier(sys._getframe(1), value) if v))
+
+    def syncthreads_and(self, value: Any) -> int:
+        return int(all(barrier(sys._getframe(1), value)))
+
+    def syncthreads_or(self, value: Any) -> int:
+        return int(any(barrier(sys._getframe(1), value)))
+
+
+class _GridGroup:
+    def sync(self) -> None:  # a cooperative launch of one block: a grid sync is the block's barrier
+        barrier(sys._getframe(1))
+
+
+class _Cooperative:
+    def this_grid(self) -> _GridGroup:
+        return _GridGroup()
+
+
+class SharedArrays:
+    """``cuda.shared.array``: one array per allocating line and block (a fresh block gets fresh arrays)."""
+
+    def __init__(self, dynshared_size: int) -> None:
+        self._dynshared_size = dynshared_size
+        self._dynshared = np.zeros(dynshared_size, dtype=np.byte)
+        self.allocations: dict[tuple[str, int], Any] = {}
+        self.factory: Callable[[Any, Any, Any], Any] | None = None  # a memory model's: (shape, dtype, frame) -> array
+
+    def reset(self) -> None:
+        """A new block: new shared arrays (their contents are undefined, as on a GPU)."""
+        self.allocations = {}
+        self._dynshared = np.zeros(self._dynshared_size, dtype=np.byte)
+
+    def array(self, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        if alignment is not None:
+            raise RuntimeError("Array alignment is not supported in cudasim")
+        from numba.cuda import types as nbtypes
+        from numba.cuda.np import numpy_support
+
+        if isinstance(dtype, nbtypes.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        dtype = np.dtype(dtype)
+        if shape == 0:  # dynamic shared memory: one buffer for every such array
+            return np.frombuffer(self._dynshared.data, dtype=dtype, count=self._dynshared_size // dtype.itemsize)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        res = self.allocations.get(caller)
+        if res is None:
+            res = self.factory(shape, dtype, frame) if self.factory else np.empty(shape, dtype)
+            self.allocations[caller] = res
+        return res
+
+
+def _site(frame: Any) -> tuple[str, int]:
+    """(file, line) of the innermost learner frame at or above ``frame``."""
+    f = frame
+    while f is not None:
+        if is_learner_file(f.f_code.co_filename):
+            return f.f_code.co_filename, f.f_lineno
+        f = f.f_back
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+def barrier(frame: Any, value: Any = None) -> list[Any]:
+    """The calling thread waits at a block barrier; returns the values every thread brought (in thread order)."""
+    t = current
+    if t is None:
+        raise RuntimeError("cuda.syncthreads() outside a kernel launch")
+    t.site = _site(frame)
+    t.value = value
+    park(t, BARRIER)
+    return t.result
+
+
+def park(thread: SimThread, state: int) -> None:
+    """Suspend the calling thread (``state``: BARRIER or WAITING) until the scheduler resumes it."""
+    global current
+    thread.state = state
+    thread.block.launch.scheduler.switch()
+    current = thread  # (the scheduler sets it too; a thread resumed by a throw() sees itself)
+
+
+class LaunchRun:
+    """One launch: its shape, schedule and time limit."""
+
+    def __init__(self, grid: tuple[int, int, int], block: tuple[int, int, int], schedule: str, seed: int | None,
+                 limit_s: float) -> None:
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+        self.grid, self.block = grid, block
+        self.threads_per_block = int(block[0] * block[1] * block[2])
+        self.schedule = schedule
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.limit_s = limit_s
+        self.scheduler: Any = None
+
+
+def describe_schedule(schedule: str, seed: int | None) -> str:
+    """How to replay a run: ``schedule 'shuffle', seed 12`` (the words a failure message carries)."""
+    return f"schedule {schedule!r}" + (f", seed {seed}" if schedule == "shuffle" else "")
+
+
+# ----------------------------------------------------------------------------- the time limit
+class _Watchdog:
+    """Stops a launch that runs past its limit of CPU time even when it never returns to the scheduler (a loop
+    that spins without a barrier): an asynchronous exception, raised only while the launching thread runs
+    learner code, which the scheduler turns into a :class:`KernelTimeout`."""
+
+    POLL_S = 0.05
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._job: tuple[int, Any, float, float, type] | None = None
+        self._fired = False
+        self._thread: threading.Thread | None = None
+
+    def arm(self, limit_s: float, exc: type[BaseException]) -> None:
+        ident = threading.get_ident()
+        try:
+            clock = time.pthread_getcpuclockid(ident)
+        except (AttributeError, OSError):  # no per-thread CPU clock (macOS): wall time instead
+            clock = None
+        start = time.clock_gettime(clock) if clock is not None else time.monotonic()
+        wall_end = time.monotonic() + 10 * limit_s + 30  # a backstop: a launch never runs for ever
+        with self._lock:
+            self._job = (ident, clock, start + limit_s, wall_end, exc)
+            self._fired = False
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="labkit-sim-watchdog", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def disarm(self) -> None:
+        with self._lock:
+            job, self._job = self._job, None
+            if self._fired and job is not None:
+                raise_in_thread(job[0], None)  # cancel an exception not yet delivered
+            self._fired = False
+
+    def _run(self) -> None:
+        with self._lock:
+            while True:
+                if self._job is None or self._fired:
+                    self._wake.wait()
+                    continue
+                ident, clock, end, wall_end, exc = self._job
+                used = time.clock_gettime(clock) if clock is not None else time.monotonic()
+                if used > end or time.monotonic() > wall_end:
+                    frame = sys._current_frames().get(ident)
+                    if frame is not None and is_learner_file(frame.f_code.co_filename):
+                        self._fired = True
+                        raise_in_thread(ident, exc)
+                        continue
+                self._wake.wait(self.POLL_S)
+
+
+_watchdog = _Watchdog()
+
+
+def _timeout_class(seconds: float) -> type[KernelTimeout]:
+    class LaunchTimeLimit(KernelTimeout):
+        def __init__(self) -> None:
+            super().__init__(f"the kernel did not finish within {seconds:g} s of CPU time in the simulator",
+                             cause=LIKELY_HANG)
+
+    LaunchTimeLimit.__name__ = LaunchTimeLimit.__qualname__ = "KernelTimeout"
+    return LaunchTimeLimit
+
+
+# ----------------------------------------------------------------------------- running a launch
+def run(fn: Callable[..., Any], grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any], *,
+        module: Any, hooks: Hooks | None = None, schedule: str = "forward", seed: int | None = None,
+        blocks_to_run: Iterable[tuple[int, int, int]] | None = None,
+        on_block_error: Callable[[tuple[int, int, int], Exception], bool] | None = None,
+        time_limit_s: float | None = None) -> None:
+    """Run ``fn(*args)`` as every thread of every block of the launch, block after block.
+
+    ``module`` is the in-kernel ``cuda`` (already swapped into the kernel's globals); ``hooks`` a memory model;
+    ``blocks_to_run`` the blocks to run (default: all, in order); ``on_block_error(block, exc)`` may return True
+    to go on with the next block after an error of one (a trace records it). Raises the first thread's error,
+    :class:`~labkit.sim.errors.KernelTimeout` past the limit, ``KeyboardInterrupt`` on Interrupt.
+    """
+    global launch_active
+    limit = float(time_limit_s or LEARNER_CODE_LIMIT_S)
+    run_ = LaunchRun(grid, block, schedule, seed, limit)
+    run_.scheduler = greenlet.getcurrent()
+    timeout = _timeout_class(limit)
+    cpu_end = time.thread_time() + limit
+    points = list(blocks_to_run) if blocks_to_run is not None else [
+        (x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    outer = launch_active
+    launch_active = True
+    limits.launches_running += 1
+    _watchdog.arm(limit, timeout)
+    try:
+        for point in points:
+            blk = BlockRun(run_, point)
+            try:
+                _run_block(fn, args, blk, module, hooks, cpu_end, timeout)
+            except KernelTimeout:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the caller decides
+                if on_block_error is None or not on_block_error(point, exc):
+                    raise
+    finally:
+        _watchdog.disarm()
+        limits.launches_running -= 1
+        launch_active = outer
+
+
+_FINISHED = object()  # what a worker hands the scheduler when its thread has ended
+_pools = threading.local()  # idle worker greenlets of this OS thread
+
+
+def _work(fn: Callable[..., Any], args: Sequence[Any]) -> None:
+    """A worker greenlet: runs one CUDA thread after another (starting a greenlet costs far more than a switch)."""
+    while True:
+        fn(*args)
+        fn, args = greenlet.getcurrent().parent.switch(_FINISHED)
+
+
+def _idle_workers() -> list[Any]:
+    pool = getattr(_pools, "idle", None)
+    if pool is None:
+        pool = _pools.idle = []
+    return pool
+
+
+def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, module: Any, hooks: Hooks | None,
+               cpu_end: float, timeout: type[KernelTimeout]) -> None:
+    global current
+    module._shared.reset()
+    module.blockIdx = blk.index_dim3
+    if hooks is not None:
+        hooks.block_start(blk)
+    scheduler = blk.launch.scheduler
+    idle = _idle_workers()
+    blk.runnable = blk.ordered(blk.threads)
+    live = blk.size
+    coll = collectives
+    switches = 0
+    try:
+        while True:
+            queue = blk.runnable
+            while queue:
+                t = queue.popleft()
+                current = t
+                module.threadIdx, module.laneid = t.threadIdx, t.lane
+                try:
+                    g = t.glet
+                    if g is None:  # the thread starts, on an idle worker or a new one
+                        if idle:
+                            g = idle.pop()
+                            g.parent = scheduler
+                        else:
+                            g = greenlet.greenlet(_work, parent=scheduler)
+                        t.glet = g
+                        done = g.switch(fn, args)
+                    else:
+                        done = g.switch()
+                except timeout:
+                    raise blocks.timeout_report(blk, blk.launch.limit_s) from None
+                except BaseException as exc:
+                    if isinstance(exc, Exception):
+                        exc.sim_thread = (tuple(t.threadIdx), tuple(blk.index))  # type: ignore[attr-defined]
+                    raise
+                if done is _FINISHED:
+                    t.state = DONE
+                    t.glet = None
+                    idle.append(g)
+                    live -= 1
+                    if coll is not None:
+                        coll.exited(t)
+                switches += 1
+                if not switches & 63 and time.thread_time() > cpu_end:
+                    raise blocks.timeout_report(blk, blk.launch.limit_s)
+                queue = blk.runnable
+            if not live:
+                return
+            if time.thread_time() > cpu_end:
+                raise blocks.timeout_report(blk, blk.launch.limit_s)
+            if coll is not None and coll.idle(blk):
+                continue
+            waiting = [t for t in blk.threads if t.state == BARRIER]
+            if len(waiting) == live and live == blk.size and len({t.site for t in waiting}) == 1:
+                _release(blk, hooks)
+                continue
+            problem = coll.deadlock(blk) if coll is not None else None
+            raise problem or blocks.divergent_report(blk)
+    finally:
+        current = None
+        module.threadIdx = None
+        _stop(blk)
+
+
+def _release(blk: BlockRun, hooks: Hooks | None) -> None:
+    """Every thread waits at the same barrier: make what they wrote visible, hand back the values, go on."""
+    blk.barriers += 1
+    if hooks is not None:
+        hooks.barrier(blk)
+    values = [t.value for t in blk.threads]
+    for t in blk.threads:
+        t.result = values
+        t.state = RUNNING
+    blk.runnable = blk.ordered(blk.threads)
+
+
+def _stop(blk: BlockRun) -> None:
+    """Unwind the workers of threads that are still suspended (after an error, a timeout or an interrupt): their
+    greenlets end, and are not used again."""
+    for t in blk.threads:
+        g = t.glet
+        if g is not None and g and not g.dead:
+            try:
+                g.throw(greenlet.GreenletExit)
+            except BaseException:  # noqa: BLE001 - a thread's own clean-up failed: it is gone all the same
+                pass
+        t.glet = None
