@@ -90,14 +90,14 @@ def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: f
 
 def _fake_arg(kernel: Any, arg: Any, retr: list[Any]) -> Any:
     """An argument as Numba's simulator passes it to a kernel (host arrays become device arrays, copied back)."""
-    from numba.cuda.simulator.args import ArgHint, InOut
+    from numba.cuda.simulator import kernel as sim_kernel  # (its InOut, which a check may replace to count copies)
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
 
     _, arg = functools.reduce(lambda ty_val, ext: ext.prepare_args(*ty_val, stream=0, retr=retr),
                               kernel.extensions, (None, arg))
     if isinstance(arg, np.ndarray) and arg.ndim > 0:
-        ret = InOut(arg).to_device(retr)
-    elif isinstance(arg, ArgHint):
+        ret = sim_kernel.InOut(arg).to_device(retr)
+    elif isinstance(arg, sim_kernel.ArgHint):
         ret = arg.to_device(retr)
     elif isinstance(arg, np.void):
         ret = FakeCUDAArray(arg)

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""How fast labkit's strict simulator runs the course's Numba kernels, against Numba's own CUDA simulator.
+
+    python benchmarks/sim_speed.py [--repeat N] [--only NAME,NAME] [--out DIR]     (``make bench-sim``)
+
+Every reference kernel of the course (``labkit.kernels.REFERENCE``, the lab 09 kernels of
+``labkit.kernels.video``, and the kernels of the solution notebooks that are not already among them) runs on
+the same seeded inputs, at the sizes the labs and checks use in ``sim`` mode:
+
+- under **Numba's simulator** as it ships (``NUMBA_ENABLE_CUDASIM=1``, one OS thread per CUDA thread), in a
+  fresh Python process that never imports labkit's simulator, so nothing of labkit changes it;
+- under **labkit.sim** in this process, as a check launches it: ``labkit.sim.launch_strict`` with every rule on
+  (races within and between blocks, divergent barriers, warp rules, poisoned outputs and shared memory,
+  integer widths) and, in a second timing, with every access recorded (``record=True``, what coalescing and
+  bank-conflict checks and ``labkit.sim.trace`` use).
+
+Each time is the best of ``--repeat`` runs (default 3) of one launch, on this machine's CPU. These are times of
+simulators, never of a GPU. The outputs of both simulators are compared. Results go to
+``benchmarks/results/sim-speed-<date>.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel launch to time: ``make(rng)`` returns (args, names, outputs poisoned by the strict launch)."""
+
+    name: str
+    kernel: str  # "module:function" inside labkit.kernels
+    grid: Any
+    block: Any
+    make: Callable[[np.random.Generator], tuple[list[Any], list[str], tuple[str, ...]]]
+
+
+def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _zeros(*shape: int, dtype: Any = np.float32) -> np.ndarray:
+    return np.zeros(shape, dtype)
+
+
+N1 = 2000  # 1-D kernels: elements (8 blocks of 256 threads, the last one partial)
+B1 = 256
+G1 = -(-N1 // B1)
+FRAME = (40, 48)  # lab 09 frames (rows, columns)
+MM = 48  # matrix multiplies: 48 x 48 (the issue's measurement), blocks of 16 x 16
+
+
+def _cases() -> list[Case]:
+    c = [
+        Case("saxpy", "numba_basics:saxpy", G1, B1,
+             lambda r: ([np.float32(2.5), _f32(r, N1), _f32(r, N1), _zeros(N1)], ["a", "x", "y", "out"], ("out",))),
+        Case("copy", "numba_basics:copy", G1, B1,
+             lambda r: ([_f32(r, N1), _zeros(N1)], ["src", "dst"], ("dst",))),
+        Case("grayscale", "numba_basics:grayscale", (3, 3), (16, 16),
+             lambda r: ([r.integers(0, 256, (*FRAME, 3)).astype(np.uint8), _zeros(*FRAME, dtype=np.uint8)],
+                        ["img", "out"], ("out",))),
+        Case("copy2d_coalesced", "memory:copy2d_coalesced", (2, 5), (32, 8),
+             lambda r: ([_f32(r, *FRAME), _zeros(*FRAME)], ["src", "dst"], ("dst",))),
+        Case("copy2d_strided", "memory:copy2d_strided", (5, 2), (8, 32),
+             lambda r: ([_f32(r, *FRAME), _zeros(*FRAME)], ["src", "dst"], ("dst",))),
+        Case("transpose_naive", "memory:transpose_naive", (2, 5), (32, 8),
+             lambda r: ([_f32(r, *FRAME), _zeros(FRAME[1], FRAME[0])], ["a", "out"], ("out",))),
+        Case("transpose_shared", "memory:transpose_shared", (2, 2), (32, 8),
+             lambda r: ([_f32(r, *FRAME), _zeros(FRAME[1], FRAME[0])], ["a", "out"], ("out",))),
+        Case("matmul_naive", "memory:matmul_naive", (3, 3), (16, 16),
+             lambda r: ([_f32(r, MM, MM), _f32(r, MM, MM), _zeros(MM, MM)], ["A", "B", "C"], ("C",))),
+        Case("matmul_tiled", "memory:matmul_tiled", (3, 3), (16, 16),
+             lambda r: ([_f32(r, MM, MM), _f32(r, MM, MM), _zeros(MM, MM)], ["A", "B", "C"], ("C",))),
+        Case("stencil_1d", "memory:stencil_1d", G1, B1,
+             lambda r: ([_f32(r, N1), _zeros(N1)], ["x", "out"], ("out",))),
+        Case("histogram_global", "reductions:histogram_global", G1, B1,
+             lambda r: ([r.integers(0, 256, N1).astype(np.uint8), _zeros(256, dtype=np.int32)], ["data", "hist"], ())),
+        Case("histogram_shared", "reductions:histogram_shared", G1, B1,
+             lambda r: ([r.integers(0, 256, N1).astype(np.uint8), _zeros(256, dtype=np.int32)], ["data", "hist"], ())),
+        Case("block_sum", "reductions:block_sum", G1, B1,
+             lambda r: ([_f32(r, N1), _zeros(G1)], ["x", "partial"], ("partial",))),
+        Case("sum_all", "reductions:sum_all", G1, B1,
+             lambda r: ([_f32(r, N1), _zeros(1)], ["x", "out"], ())),
+        Case("warp_sum", "reductions:warp_sum", G1, B1,
+             lambda r: ([_f32(r, N1), _zeros(-(-N1 // 32))], ["x", "out"], ("out",))),
+        Case("count_above", "reductions:count_above", G1, B1,
+             lambda r: ([_f32(r, N1), np.float32(0.5), _zeros(G1, dtype=np.int32)], ["x", "threshold", "counts"],
+                        ("counts",))),
+        Case("scan_block", "scan:scan_block", G1, B1,
+             lambda r: ([_f32(r, N1), _zeros(G1), _zeros(N1)], ["x", "sums", "out"], ("sums", "out"))),
+        Case("add_offsets", "scan:add_offsets", G1, B1,
+             lambda r: ([_f32(r, N1), _f32(r, G1), _zeros(N1)], ["partial", "offsets", "out"], ("out",))),
+        Case("fused_update", "video:fused_update", (3, 3), (16, 16),
+             lambda r: ([r.integers(0, 256, FRAME).astype(np.uint8), (r.random(FRAME) * 255).astype(np.float32),
+                         _zeros(*FRAME, dtype=np.uint8), np.float32(0.05), np.float32(25.0)],
+                        ["frame", "bg", "mask", "alpha", "thresh"], ("mask",))),
+        Case("erode3x3", "video:erode3x3", (3, 3), (16, 16),
+             lambda r: ([(r.random(FRAME) < 0.8).astype(np.uint8), _zeros(*FRAME, dtype=np.uint8)], ["mask", "out"],
+                        ("out",))),
+        Case("dilate3x3", "video:dilate3x3", (3, 3), (16, 16),
+             lambda r: ([(r.random(FRAME) < 0.2).astype(np.uint8), _zeros(*FRAME, dtype=np.uint8)], ["mask", "out"],
+                        ("out",))),
+        Case("tile_counts", "video:tile_counts", (3, 3), (16, 16),
+             lambda r: ([(r.random(FRAME) < 0.3).astype(np.uint8), 8, _zeros(5, 6, dtype=np.int32)],
+                        ["mask", "tile", "counts"], ())),
+    ]
+    return c
+
+
+def _kernel(spec: str, jit: Callable[[Any], Any], cuda: Any) -> Any:
+    """The jitted kernel for ``module:function`` of labkit.kernels (video kernels are jitted at import)."""
+    import importlib
+
+    module_name, fn = spec.split(":")
+    module = importlib.import_module(f"labkit.kernels.{module_name}")
+    if module_name == "video":
+        return getattr(module, fn)
+    module.cuda = cuda
+    return jit(getattr(module, fn))
+
+
+def _inputs(case: Case) -> tuple[list[Any], list[str], tuple[str, ...]]:
+    seed = sum(ord(ch) * (k + 1) for k, ch in enumerate(case.name))
+    return case.make(np.random.default_rng(seed))
+
+
+def _best(run: Callable[[], None], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _numba_child(names: list[str], repeat: int, outdir: str) -> None:
+    """In a fresh process: Numba's own simulator, nothing of labkit's simulator imported."""
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    from numba import cuda
+
+    times = {}
+    for case in [c for c in _cases() if c.name in names]:
+        kernel = _kernel(case.kernel, cuda.jit, cuda)
+        args, _, _ = _inputs(case)
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        kernel[case.grid, case.block](*copies)  # the outputs of one run, to compare
+        np.savez(Path(outdir) / f"{case.name}.npz", *[a for a in copies if isinstance(a, np.ndarray)])
+
+        def run() -> None:
+            fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+            kernel[case.grid, case.block](*fresh)
+
+        times[case.name] = _best(run, repeat)
+    print(json.dumps(times))
+
+
+def _labkit_times(case: Case, repeat: int) -> tuple[float, float, list[np.ndarray]]:
+    import labkit
+    from labkit import sim
+
+    labkit.setup(quiet=True)
+    from numba import cuda
+
+    kernel = _kernel(case.kernel, lambda fn: cuda.jit(fn), cuda)
+    args, names, outputs = _inputs(case)
+
+    def fresh() -> list[Any]:
+        return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+    first = fresh()
+    sim.launch_strict(kernel, case.grid, case.block, *first, names=names, outputs=outputs)
+    strict = _best(lambda: sim.launch_strict(kernel, case.grid, case.block, *fresh(), names=names, outputs=outputs), repeat)
+    recorded = _best(lambda: sim.launch_strict(kernel, case.grid, case.block, *fresh(), names=names, outputs=outputs,
+                                               record=True), repeat)
+    return strict, recorded, [a for a in first if isinstance(a, np.ndarray)]
+
+
+def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
+    """Time every case under both simulators; returns the results as a JSON-ready dict."""
+    cases = [c for c in _cases() if not only or c.name in only]
+    with tempfile.TemporaryDirectory() as outdir:
+        proc = subprocess.run([sys.executable, __file__, "--numba-child", ",".join(c.name for c in cases),
+                               "--repeat", str(repeat), "--outdir", outdir],
+                              capture_output=True, text=True, env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1"))
+        if proc.returncode != 0:
+            raise SystemExit(f"Numba's simulator run failed:\n{proc.stderr[-2000:]}")
+        numba_times = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows = []
+        for case in cases:
+            strict, recorded, outs = _labkit_times(case, repeat)
+            with np.load(Path(outdir) / f"{case.name}.npz") as ref:
+                theirs = [ref[f"arr_{k}"] for k in range(len(ref.files))]
+            same = all(np.allclose(a, b, rtol=1e-5, atol=1e-5, equal_nan=True) for a, b in zip(outs, theirs))
+            numba_s = numba_times[case.name]
+            rows.append({"kernel": case.name, "grid": case.grid, "block": case.block, "numba_s": round(numba_s, 4),
+                         "labkit_strict_s": round(strict, 4), "labkit_recorded_s": round(recorded, 4),
+                         "speedup_strict": round(numba_s / strict, 1), "speedup_recorded": round(numba_s / recorded, 1),
+                         "same_outputs": bool(same)})
+    import greenlet
+    import numba
+
+    return {
+        "what": "seconds per launch (best of repeat) of the course's reference kernels in two CUDA simulators on a CPU; "
+                "not GPU times",
+        "date": _dt.date.today().isoformat(), "repeat": repeat, "python": platform.python_version(),
+        "numba": numba.__version__, "greenlet": greenlet.__version__, "cpu_count": os.cpu_count(),
+        "machine": platform.machine(), "rows": rows,
+        "min_speedup_strict": min(r["speedup_strict"] for r in rows),
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The table of a result, as in the README."""
+    lines = [f"Simulator speed on {result['date']} ({result['cpu_count']} CPU cores, Python {result['python']}, Numba "
+             f"{result['numba']}; best of {result['repeat']} launches; CPU times of simulators, not GPU times):", "",
+             "| kernel | grid × block | Numba's simulator | labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['kernel']} | {r['grid']} × {r['block']} | {r['numba_s']:.3f} s | {r['labkit_strict_s']:.3f} s | "
+                     f"{r['speedup_strict']:.1f} | {r['labkit_recorded_s']:.3f} s | {r['speedup_recorded']:.1f} | "
+                     f"{'yes' if r['same_outputs'] else 'NO'} |")
+    lines += ["", f"Smallest speed-up with every rule on: {result['min_speedup_strict']:.1f}×."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--numba-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--outdir", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.numba_child is not None:
+        _numba_child(args.numba_child.split(","), args.repeat, args.outdir)
+        return 0
+    result = run(args.repeat, [n for n in args.only.split(",") if n] or None)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"sim-speed-{result['date']}"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    stem.with_suffix(".md").write_text(markdown(result))
+    print(markdown(result))
+    print(f"wrote {stem}.json and {stem}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
