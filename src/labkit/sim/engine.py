@@ -21,6 +21,7 @@ attributes that the scheduler sets at each switch. Memory models (:mod:`.memory`
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import threading
@@ -369,6 +370,8 @@ def run(fn: Callable[..., Any], grid: tuple[int, int, int], block: tuple[int, in
     outer = launch_active
     launch_active = True
     limits.launches_running += 1
+    collecting = gc.isenabled()
+    gc.disable()  # a launch makes many small objects and few cycles: collect after it, not during it
     _watchdog.arm(limit, timeout)
     try:
         for point in points:
@@ -382,6 +385,8 @@ def run(fn: Callable[..., Any], grid: tuple[int, int, int], block: tuple[int, in
                     raise
     finally:
         _watchdog.disarm()
+        if collecting:
+            gc.enable()
         limits.launches_running -= 1
         launch_active = outer
 

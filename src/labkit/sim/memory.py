@@ -350,10 +350,13 @@ class TrackedArray:
 
     __slots__ = ("live", "shape", "size", "ndim", "dtype", "space", "name", "poisoned", "_model", "_mult", "_widen",
                  "_int", "_poison", "_r", "_w", "_a", "_old", "rmw", "wmask", "_record", "_s1", "_block", "_earlier",
-                 "__weakref__")
+                 "_track", "position", "_log", "__weakref__")
 
-    def __init__(self, live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False) -> None:
+    def __init__(self, live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False,
+                 watched: bool = True, position: int = -1) -> None:
         self.live = live
+        self._track = watched or poisoned or space == "shared"  # False: reads are not remembered (see launch_strict)
+        self.position = position  # the kernel argument it is (-1 for shared memory)
         self.shape, self.size, self.ndim, self.dtype = live.shape, live.size, live.ndim, live.dtype
         self.space, self.name = space, name
         self.poisoned = poisoned  # starts as poison: a read before any write is uninitialised
@@ -369,6 +372,7 @@ class TrackedArray:
         self._widen = self._int and live.dtype.itemsize < 8
         self._poison = poison_value(live.dtype) if live.dtype.kind in "fiub" else None
         # this epoch: element -> reader(s), writer, atomic updater(s), as stamps (see _stamp)
+        self._log: list[tuple[int, Any]] = []  # this epoch's reads, (element, stamp), until _readers() sorts them
         self._r: dict[int, Any] = {}
         self._w: dict[int, Any] = {}
         self._a: dict[int, Any] = {}
@@ -394,7 +398,8 @@ class TrackedArray:
     # -- epochs and blocks
     def sync(self) -> None:
         """A block barrier (or the block's end): everything written so far is visible to all; a new epoch starts."""
-        tables = (self._r, self._w, self._a)
+        tables = (self._readers() if self.space == "global" else self._r, self._w, self._a)
+        self._log.clear()
         if self.space == "global":
             for mine, table in zip(self._block, tables):
                 if table:
@@ -459,7 +464,7 @@ class TrackedArray:
         model = self._model
         if model.race is not None and not model.collect_all:
             return
-        for other_kind, table in ((WRITE, self._w), (ATOMIC, self._a), (READ, self._r)):
+        for other_kind, table in ((WRITE, self._w), (ATOMIC, self._a), (READ, self._readers())):
             if not _BIT[other_kind] & _CONFLICT_BITS[kind]:
                 continue
             entry = table.get(flat)
@@ -483,28 +488,43 @@ class TrackedArray:
         me = engine.current
         if self._record:
             self._model.note(self, me, flat, READ)
-        if self._w:
-            w = self._w.get(flat)
-            if w is not None and w is not me and not _ordered(w, me):
-                model = self._model
-                if model.race is None or model.collect_all:
-                    model.found_race(self, flat, _thread_of(w), WRITE, READ)
-                value = self._old[flat]  # another thread's write of this epoch is not visible yet
-        if self._a and flat in self._a:
-            self._conflicts(flat, READ, me)
-        readers = self._r
-        r = readers.get(flat)
-        if r is None:
-            readers[flat] = me if me.meets is None else (me, len(me.meets))
-        elif r is not me:
-            if type(r) is list:
-                if r[-1] is not me:
-                    r.append(me if me.meets is None else (me, len(me.meets)))
-            else:
-                readers[flat] = [r, me if me.meets is None else (me, len(me.meets))]
+        if not self._track:  # an array no thread writes in this launch: its reads cannot race
+            return np.int64(value) if self._widen else value
+        if self._w or self._a:
+            value = self._read_written(flat, value, me)
+        self._log.append((flat, me) if me.meets is None else (flat, (me, len(me.meets))))
         if self.poisoned and not self.wmask[flat] and self._model.uninitialised is None and self._is_poison(value):
             self._model.uninitialised = UninitialisedRead(self.name, self.space, self.index_of(flat), _tid(me), _bid(me))
         return np.int64(value) if self._widen else value
+
+    def _read_written(self, flat: int, value: Any, me: Any) -> Any:
+        """A read in an epoch with writes or atomics: a race if another thread's of this element is not ordered
+        before it; that thread's plain write is not visible yet (the value before this epoch is)."""
+        w = self._w.get(flat)
+        if w is not None and w is not me and not _ordered(w, me):
+            model = self._model
+            if model.race is None or model.collect_all:
+                model.found_race(self, flat, _thread_of(w), WRITE, READ)
+            value = self._old[flat]
+        if flat in self._a:
+            self._conflicts(flat, READ, me)
+        return value
+
+    def _readers(self) -> dict[int, Any]:
+        """This epoch's readers by element (reads are logged as they come, and sorted only when a write needs them)."""
+        log, readers = self._log, self._r
+        if log:
+            for flat, stamp in log:
+                r = readers.get(flat)
+                if r is None:
+                    readers[flat] = stamp
+                elif type(r) is list:
+                    if r[-1] is not stamp:
+                        r.append(stamp)
+                elif r is not stamp:
+                    readers[flat] = [r, stamp]
+            log.clear()
+        return readers
 
     def _is_poison(self, value: Any) -> bool:
         p = self._poison
@@ -520,6 +540,8 @@ class TrackedArray:
 
     def _write(self, index: Any, flat: int, value: Any) -> None:
         """A plain store of ``value`` into element ``flat`` (``index`` for NumPy)."""
+        if not self._track:
+            raise Retrack(self)
         model = self._model
         if self._int:
             if isinstance(value, (float, np.floating)) and model.float_into_int is None:
@@ -533,7 +555,7 @@ class TrackedArray:
             model.note(self, me, flat, WRITE, value)
         if model.race is None or model.collect_all:
             self._conflicts(flat, WRITE, me)
-        r = self._r.get(flat)
+        r = self._readers().get(flat)
         if r is not None and (r is me or (type(r) is list and any(_thread_of(s) is me for s in r))
                               or (type(r) is tuple and r[0] is me)):
             self.rmw.setdefault(flat, set()).add(me)
@@ -547,6 +569,8 @@ class TrackedArray:
     def atomic_target(self, idx: Any) -> tuple[np.ndarray, Any]:
         """Record an atomic update of element ``idx``; returns (memory, index) for the atomic to act on."""
         index, flat = self._key(idx)
+        if not self._track:
+            raise Retrack(self)
         model = self._model
         model.atomics[self.space] += 1
         me = engine.current
@@ -571,7 +595,13 @@ class _Tracked1D(TrackedArray):
 
     def __getitem__(self, i: Any) -> Any:
         if type(i) is int and i >= 0:
-            return self._read(i, self.live[i])  # (NumPy raises IndexError past the end)
+            value = self.live[i]  # (NumPy raises IndexError past the end)
+            if self._record or self._w or self._a or (self.poisoned and not self.wmask[i]):
+                return self._read(i, value)
+            if self._track:  # the usual read, inlined from _read: remember the reader
+                me = engine.current
+                self._log.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
+            return np.int64(value) if self._widen else value
         return TrackedArray.__getitem__(self, i)
 
     def __setitem__(self, i: Any, value: Any) -> None:
@@ -590,7 +620,14 @@ class _Tracked2D(TrackedArray):
         if type(idx) is tuple and len(idx) == 2:
             i, j = idx
             if type(i) is int and type(j) is int and i >= 0 and 0 <= j < self._s1:
-                return self._read(i * self._s1 + j, self.live[i, j])  # (NumPy raises IndexError past the last row)
+                value = self.live[idx]  # (NumPy raises IndexError past the last row)
+                flat = i * self._s1 + j
+                if self._record or self._w or self._a or (self.poisoned and not self.wmask[flat]):
+                    return self._read(flat, value)
+                if self._track:  # the usual read, inlined from _read: remember the reader
+                    me = engine.current
+                    self._log.append((flat, me) if me.meets is None else (flat, (me, len(me.meets))))
+                return np.int64(value) if self._widen else value
         return TrackedArray.__getitem__(self, idx)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
@@ -602,10 +639,55 @@ class _Tracked2D(TrackedArray):
         TrackedArray.__setitem__(self, idx, value)
 
 
-def track(live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False) -> TrackedArray:
-    """A :class:`TrackedArray` over ``live`` (of the subclass for its number of dimensions)."""
-    cls = _Tracked1D if live.ndim == 1 else _Tracked2D if live.ndim == 2 else TrackedArray
-    return cls(live, model, space, name, poisoned=poisoned)
+class _Unwatched1D(_Tracked1D):
+    """A 1-D array whose reads need no bookkeeping (see :func:`launch_strict`): a read is a bounds check."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i: Any) -> Any:
+        if type(i) is int and i >= 0:
+            return self.live[i]
+        return TrackedArray.__getitem__(self, i)
+
+
+class _Unwatched2D(_Tracked2D):
+    """A 2-D array whose reads need no bookkeeping: ``a[i, j]`` is a bounds check (NumPy's for the upper bounds)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        if type(idx) is tuple and len(idx) == 2:
+            i, j = idx
+            if type(i) is int and type(j) is int and i >= 0 and j >= 0:
+                return self.live[idx]
+        return TrackedArray.__getitem__(self, idx)
+
+
+def track(live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False, watched: bool = True,
+          position: int = -1) -> TrackedArray:
+    """A :class:`TrackedArray` over ``live`` (of the subclass for its number of dimensions and what it must watch)."""
+    lean = not (watched or poisoned or model.record or space == "shared") and not (
+        live.dtype.kind in "iu" and live.dtype.itemsize < 8)
+    if live.ndim == 1:
+        cls: type[TrackedArray] = _Unwatched1D if lean else _Tracked1D
+    elif live.ndim == 2:
+        cls = _Unwatched2D if lean else _Tracked2D
+    else:
+        cls = TrackedArray
+    return cls(live, model, space, name, poisoned=poisoned, watched=watched, position=position)
+
+
+class Retrack(BaseException):
+    """Raised by a write to an array whose reads were not remembered: the launch runs again, that array watched.
+
+    A ``BaseException``, so that nothing on its way (a kernel's ``except Exception``) stops it."""
+
+    def __init__(self, array: TrackedArray) -> None:
+        super().__init__(array.name)
+        self.position = array.position
+
+
+_WRITTEN: dict[Any, set[int]] = {}  # kernel code -> the arguments launches of it have written
 
 
 def _first(entry: Any) -> Any:
@@ -676,13 +758,16 @@ for _name in _ATOMICS:
     setattr(_StrictAtomics, _name, _strict_atomic(_name))
 
 
-def _track_args(model: Model, args: Sequence[Any], names: Sequence[str] | None, outputs: Sequence[str]) -> list[Any]:
+def _track_args(model: Model, args: Sequence[Any], names: Sequence[str] | None, outputs: Sequence[str],
+                watched: set[int] | None = None) -> list[Any]:
+    """The kernel's array arguments as tracked arrays; those not in ``watched`` (None: all) start unwatched."""
     out = []
     for k, a in enumerate(args):
         live = getattr(a, "_ary", None) if not isinstance(a, np.ndarray) else a
         if isinstance(live, np.ndarray) and live.ndim > 0:
             name = names[k] if names and k < len(names) else f"argument {k + 1}"
-            out.append(track(live, model, "global", name, poisoned=name in outputs))
+            out.append(track(live, model, "global", name, poisoned=name in outputs,
+                             watched=watched is None or k in watched, position=k))
         else:
             out.append(a)
     return out
@@ -724,10 +809,22 @@ def launch_strict(
     arguments that start filled with poison (a read of one before any write is reported as uninitialised).
     """
     schedule = schedule or ("reverse" if reverse else "forward")
-    model = Model(record=record)
-    tracked = _track_args(model, args, names, outputs)
-    with strict(model, schedule=schedule, seed=seed, time_limit_s=time_limit_s):
-        kernel[griddim, blockdim](*tracked)
+    code = getattr(getattr(kernel, "py_func", None), "__code__", None)
+    written = _WRITTEN.setdefault(code, set())
+    saved = [(a, a.copy()) for a in (getattr(x, "_ary", x) for x in args) if isinstance(a, np.ndarray)]
+    while True:
+        # An array argument that no launch of this kernel has written is not watched: nothing can race with its
+        # reads. If a thread writes it after all, its contents are restored and the launch runs again, watching it.
+        model = Model(record=record)
+        tracked = _track_args(model, args, names, outputs, written | {k for k, n in enumerate(names or ()) if n in outputs})
+        try:
+            with strict(model, schedule=schedule, seed=seed, time_limit_s=time_limit_s):
+                kernel[griddim, blockdim](*tracked)
+            break
+        except Retrack as again:
+            written.add(again.position)
+            for live, copy in saved:
+                live[...] = copy
     model.end_block()
     race = model.finish_race()
     if race is not None and not allow_races:
