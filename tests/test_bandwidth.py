@@ -714,3 +714,159 @@ def test_the_lazy_loading_fake_fails_a_first_load_behind_a_hold(fake_gpu: Any, m
     with pytest.raises(LazyLoadDeadlock, match="labkit_sm_copy is first loaded while a spin kernel holds"):
         bw.device_local_copy(0, "64MiB", "sm")
     assert ("labkit_sm_copy", True) in cp.lazy.loads
+
+
+# ---------------------------------------------------------------------------------------------- issue 24's smaller items
+def test_small_sweep_sizes_and_latency_stay_behind_the_spin_kernel(fake_gpu: Any) -> None:
+    """The defect: a 1 KiB sweep step queued 128 copies + 2 warm-ups, more than a hold allows, so it ran unheld and
+    said "the call blocks the host". Every step now fits behind the hold, and says so."""
+    cp = fake_gpu()
+    holds = len(cp.lazy.holds)
+    sweep = bw.size_sweep("host_to_device", ["1KiB", "4KiB", "64MiB"], samples=2)
+    assert all("queued behind a spin kernel" in r.method for r in sweep)
+    assert len(cp.lazy.holds) - holds == 3 * 2  # one hold per sample of every size
+    per_sample = {}
+    for what, n in cp.runtime.copies:
+        per_sample[n] = per_sample.get(n, 0) + 1
+    assert per_sample[1024] // 2 <= bw._SPIN_LIMIT  # warm-up and timed copies of a sample, all behind one hold
+    lat = bw.latency("host_to_device", copies=1000)
+    assert "queued behind a spin kernel" in lat.method
+    assert "blocks the host" not in lat.method
+
+
+def test_a_run_too_long_to_hold_says_why_not_that_the_call_blocks(fake_gpu: Any) -> None:
+    fake_gpu()
+    r = bw.host_to_device(0, "1MiB", copies=200)
+    assert "no spin kernel (204 operations per sample, more than the 128" in r.method
+    assert "blocks the host" not in r.method
+    assert "blocks the host" in bw.host_to_device(0, "1MiB", "pageable").method  # that one really does
+
+
+def test_host_memory_guard_lets_the_default_size_try_on_a_vm_that_grows(fake_gpu: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A VM can show little MemAvailable and grow on demand: up to nvbandwidth's 512 MiB the allocation itself
+    decides (and says "could not pin" when it fails); beyond it, the guard still refuses before allocating."""
+    cp = fake_gpu()
+    monkeypatch.setattr(bw, "host_available_bytes", lambda: 40 * MiB)
+    assert bw.host_to_device(0, "64MiB").gbps  # 64 MiB > half of 40 MiB: refused before the fix
+    with pytest.raises(LabkitError, match="host memory"):
+        bw.host_to_device(0, "1GiB")
+    assert not cp.runtime.host_mem  # refused before anything was pinned
+
+
+def test_set_peer_access_checks_cuda_set_device(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit.gpuerrors import GpuError
+
+    cp = fake_gpu(n=2)
+
+    class _NoSwitch(_FakeCudart):
+        def cudaSetDevice(self, d: int) -> tuple[int]:
+            return (101,)  # cudaErrorInvalidDevice: the current device did not change
+
+    monkeypatch.setattr(bw, "_cudart", lambda: _NoSwitch(cp))
+    cp.runtime.current = 0
+    with pytest.raises(GpuError, match="could not make GPU1 current"):
+        bw._set_peer_access(cp, 1, 0, True)
+    assert cp.peer_enabled == set()  # nothing enabled for the wrong GPU (GPU0 -> GPU0)
+    assert cp.runtime.current == 0
+
+
+def test_peer_access_docstring_matches_cupy_14() -> None:
+    cupy = pytest.importorskip("cupy")
+    doc = bw._set_peer_access.__doc__ or ""
+    assert "no call to disable" not in doc
+    assert hasattr(cupy.cuda.runtime, "deviceDisablePeerAccess") and "deviceDisablePeerAccess" in doc
+
+
+def test_h2d_above_the_reported_pcie_link_is_flagged_not_judged(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake copies host->device at 50 GB/s; a reported Gen3 x16 link carries 15.75: the link is wrong."""
+    fake_gpu()
+    monkeypatch.setattr(bw, "_best_library_copy", lambda cp, n, s: [("cupy b[...] = a", 2000.0)])
+    monkeypatch.setattr(bw, "pcie_link", lambda device=0: {"current": (3, 16), "max": (3, 16), "peak_gbps": bw.pcie_peak(3, 16),
+                                                           "source": "NVML; x16 figures from labkit.hw"})
+    h2d = {r["name"]: r for r in bw.gpu_check_suite("16MiB")}["bandwidth.h2d-pinned-vs-pcie"]
+    assert h2d["value"] > 100 and h2d["passed"] is None and h2d["implausible"] is True
+    assert "above the 15.8 GB/s a PCIe Gen3 x16 link can carry" in h2d["error"] and "VM" in h2d["error"]
+    monkeypatch.setattr(bw, "pcie_link", lambda device=0: {"current": (5, 16), "max": (5, 16), "peak_gbps": bw.pcie_peak(5, 16),
+                                                           "source": "NVML"})
+    h2d = {r["name"]: r for r in bw.gpu_check_suite("16MiB")}["bandwidth.h2d-pinned-vs-pcie"]
+    assert 75 < h2d["value"] < 100 and "implausible" not in h2d and h2d["passed"] is (h2d["value"] >= 80)
+
+
+class _MigEnv:
+    """A 1g.10gb slice of an H100 SXM as labkit.mode.env() describes it."""
+
+    mode, is_gpu, device_name, mig = "gpu", True, "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "1g.10gb"
+    sm_count, memory_bytes, compute_capability, gpu_count, gpus = 16, 10 * 10**9, (9, 0), 1, ()
+
+
+def test_peak_table_scales_a_mig_slices_memory_bandwidth(monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit import bench, hw
+
+    monkeypatch.setattr(bench, "env", lambda: _MigEnv())
+    rec = bw.Record("device_local_copy", "GPU0", "GPU0", MiB, 300.0, bw.COPY_ONCE, (1e-3,), "ce", _MigEnv.device_name)
+    (row,) = bw.peak_table([rec])
+    whole = hw.gpu("H100 SXM").memory_bandwidth.value
+    assert row["peak"] == pytest.approx(whole * 10e9 / 80e9) and "MIG slice" in row["link"]
+    other = bw.Record("device_local_copy", "GPU0", "GPU0", MiB, 300.0, bw.COPY_ONCE, (1e-3,), "ce", "NVIDIA H200")
+    assert bw.peak_table([other])[0]["peak"] == hw.gpu("H200").memory_bandwidth.value  # another device: unscaled
+
+
+def test_every_pcie_link_call_in_the_notebooks_is_guarded() -> None:
+    """pcie_link raises NvmlUnavailable where neither NVML nor sysfs answers (a container): a notebook that calls
+    it must catch labkit.LabkitError, or the whole notebook fails on such a GPU machine."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "notebooks" / "src"
+    calls = 0
+    for path in sorted(root.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        guarded: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Try) and any("LabkitError" in ast.unparse(h.type or ast.Name("")) for h in node.handlers):
+                guarded |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pcie_link":
+                calls += 1
+                assert id(node) in guarded, f"{path.name}:{node.lineno}: pcie_link() outside a try/except LabkitError"
+    assert calls >= 1
+
+
+def test_smi_bus_ids_parse() -> None:
+    assert bw.parse_smi_bus_ids("0, 00000000:19:00.0\n1, 00000000:3B:00.0\n") == {0: "00000000:19:00.0", 1: "00000000:3B:00.0"}
+    assert bw.parse_smi_bus_ids("No devices were found") is None
+
+
+def test_discover_numbers_the_nvidia_smi_topology_as_cuda_does(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from labkit import topology
+    from labkit.device import GPUInfo
+    from labkit.nvml import NvmlUnavailable
+
+    fake_gpu()
+    text = (Path(__file__).parent / "fixtures" / "nvidia-smi-topo-dgx1-v100.txt").read_text()
+
+    def fail(*a: Any, **k: Any) -> Any:
+        raise NvmlUnavailable("no NVML here")
+
+    for name in ("active_nvlinks", "p2p_status", "pcie_link"):
+        monkeypatch.setattr(bw, name, fail)
+    monkeypatch.setattr(topology, "from_nvml", fail)
+    monkeypatch.setattr(bw, "nvidia_smi_topo", lambda: text)
+    monkeypatch.setattr(bw, "nvidia_smi_bus_ids", lambda: {k: f"00000000:{0x10 + k:02X}:00.0" for k in range(8)})
+    gpus = tuple(GPUInfo(index=c, name="Tesla V100-SXM2-16GB", compute_capability=(7, 0), memory_bytes=1, sm_count=80,
+                         l2_bytes=1, pci_bus=0, uuid="", pci_bus_id=f"0000:{0x10 + 7 - c:02x}:00.0") for c in range(8))
+
+    class _Env:
+        is_gpu, gpu_count, device_name, mode = True, 8, "Tesla V100-SXM2-16GB", "gpu"
+
+    _Env.gpus = gpus
+    monkeypatch.setattr(bw, "env", lambda: _Env())
+    smi = bw.discover()["nvidia_smi"]
+    raw = topology.from_nvidia_smi(text, gpu="Tesla V100-SXM2-16GB")
+    assert smi.relation(0, 1) == raw.relation(7, 6) and "nvidia-smi GPU7 is CUDA GPU0" in smi.notes[-1]
+    monkeypatch.setattr(bw, "nvidia_smi_bus_ids", lambda: None)
+    smi = bw.discover()["nvidia_smi"]
+    assert smi.relation(0, 1) == raw.relation(0, 1) and "need not be CUDA's" in smi.notes[-1]

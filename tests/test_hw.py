@@ -14,7 +14,7 @@ from labkit.hw import Figure, HardwareDataError
 
 def test_lists_cover_the_issue() -> None:
     assert hw.gpus() == ["P100 SXM2", "V100 SXM2 16GB", "V100 SXM2 32GB", "V100 SXM3 32GB", "A100 SXM4 40GB", "A100 SXM4 80GB",
-                         "H100 SXM", "H200", "B200", "B200 (GB200)"]
+                         "H100 SXM", "H200", "H200 NVL", "B200", "B200 (GB200)"]
     assert hw.systems() == ["DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200", "GB200 NVL72",
                             "DGX SuperPOD (A100)"]
     for name in ["NVLink 1", "NVLink 5", "NVSwitch 1", "NVSwitch 3", "PCIe 3", "PCIe 5", "InfiniBand EDR", "InfiniBand NDR"]:
@@ -127,7 +127,7 @@ def test_lookup_aliases_and_did_you_mean() -> None:
 
 @pytest.mark.parametrize(
     ("driver", "record"),
-    [("NVIDIA H200", "H200"), ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("Tesla V100-SXM2-32GB", "V100 SXM2 32GB"),
+    [("NVIDIA H200", "H200"), ("NVIDIA H200 NVL", "H200 NVL"), ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("Tesla V100-SXM2-32GB", "V100 SXM2 32GB"),
      ("Tesla V100-SXM2-16GB", "V100 SXM2 16GB"), ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"),
      ("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB"), ("NVIDIA B200", "B200"), ("Tesla P100-SXM2-16GB", "P100 SXM2")],
 )
@@ -270,3 +270,12 @@ def test_fp64_peaks_say_where_they_run() -> None:
     assert all(hw.gpu(n).runs_on("fp32") == "CUDA cores" for n in hw.gpus())
     with pytest.raises(LabkitError, match="does not exist on the P100"):
         hw.gpu("P100").runs_on("tf32")
+
+
+def test_h200_nvl_is_its_own_record_with_the_nvl_figures() -> None:
+    """The PCIe card (600 W, lower clocks) is not the SXM part: a GEMM on it is judged against its own peak."""
+    nvl, sxm = hw.match_device("NVIDIA H200 NVL"), hw.match_device("NVIDIA H200")
+    assert nvl.name == "H200 NVL" and sxm.name == "H200"
+    assert nvl.peak("bf16").value == pytest.approx(835.5) and nvl.peak("bf16", sparse=True).value == pytest.approx(1671)
+    assert nvl.peak("fp16").value < sxm.peak("fp16").value and nvl.memory_bandwidth.value == sxm.memory_bandwidth.value
+    assert nvl.sm_count.unconfirmed  # the datasheet gives no SM count

@@ -284,3 +284,23 @@ def test_from_nvml_without_nvml_gives_the_cuda_gpus_and_says_why(monkeypatch: py
     assert t.gpus() == [0, 1] and t.origin.startswith("CUDA only") and t.gpu_model == "H100 SXM"
     assert "skipped, it needs NVML" in t.summary() and "nvidia-ml-py" in t.summary()
     t.draw()
+
+
+def test_nvidia_smi_numbering_is_turned_into_cudas() -> None:
+    """nvidia-smi numbers GPUs as NVML does (PCI order); a measurement's GPU0 is CUDA's. With CUDA's order reversed
+    (CUDA_VISIBLE_DEVICES=7,6,...,0), CUDA GPU0 is nvidia-smi GPU7: its links must be asked for as GPU0."""
+    t = topology.from_nvidia_smi((FIX / "nvidia-smi-topo-dgx1-v100.txt").read_text(), gpu="Tesla V100-SXM2-16GB")
+    smi_bus = {k: f"00000000:{0x10 + k:02X}:00.0" for k in t.gpus()}
+    cuda_bus = [f"0000:{0x10 + k:02x}:00.0" for k in reversed(t.gpus())]  # CUDA's spelling, 4-digit domain
+    c = topology.in_cuda_order(t, smi_bus, cuda_bus)
+    last = t.gpus()[-1]
+    for a in t.gpus():
+        for b in t.gpus():
+            if a != b:
+                assert c.relation(last - a, last - b) == t.relation(a, b)
+                assert c.peer_bandwidth(last - a, last - b) == t.peer_bandwidth(a, b)
+    assert "nvidia-smi GPU7 is CUDA GPU0" in c.notes[-1]
+    same = topology.in_cuda_order(t, smi_bus, [smi_bus[k] for k in t.gpus()])
+    assert same.relations == t.relations and "the same" in same.notes[-1]
+    hidden = topology.in_cuda_order(t, smi_bus, cuda_bus[:4])  # CUDA sees 4 of the 8: nothing renumbered, and said
+    assert hidden.relations == t.relations and "CUDA_VISIBLE_DEVICES" in hidden.notes[-1]

@@ -61,6 +61,7 @@ COPY_ONCE = ("bytes copied, counted once (nvbandwidth convention); read+write (b
 STREAM_COUNT = "STREAM count: copy 2, triad 3 array-sizes per pass (write-allocate not counted)"
 
 _SPIN_LIMIT = 128  # never queue more than this many operations behind the spin kernel (labkit.spin.MAX_QUEUED)
+_SWEEP_WARMUP, _LATENCY_WARMUP = 2, 4  # untimed copies per sample of size_sweep and latency
 
 # ---------------------------------------------------------------------------------------------- records
 
@@ -206,6 +207,12 @@ def host_available_bytes() -> int | None:
 
 
 def _check_host_memory(need: int, what: str, fraction: float = 0.5) -> None:
+    """Refuse a host buffer larger than ``fraction`` of the memory available now, but never one of nvbandwidth's
+    size (:data:`DEFAULT_SIZE`) or less: a VM's memory can grow when it is asked for (ballooning, hot-plug), so
+    ``MemAvailable`` read before the allocation can be too low; a default-sized allocation that really fails is
+    reported by the allocation itself ("could not pin ...")."""
+    if need <= DEFAULT_SIZE:
+        return
     avail = host_available_bytes()
     if avail is not None and need > fraction * avail:
         raise LabkitError(
@@ -586,9 +593,9 @@ def peak_table(records: Iterable[Record], topo: Any = None, pcie: tuple[int, int
     """Each measured figure beside its theoretical link peak: ``{"test", "src", "dst", "measured", "peak", "percent", "link"}``.
 
     Peer records use ``topo`` (a :class:`labkit.topology.Topology`; NVLink, else the PCIe link); host<->device records
-    use ``pcie = (generation, lanes)``; device-local copies use the GPU's memory bandwidth from :mod:`labkit.hw`;
-    host records have no datasheet peak here (None)."""
-    from . import hw
+    use ``pcie = (generation, lanes)``; device-local copies use the GPU's memory bandwidth from :mod:`labkit.hw`
+    (a MIG slice's share of it: :func:`labkit.bench.device_hw`); host records have no datasheet peak here (None)."""
+    from .bench import device_hw
 
     rows = []
     for r in records:
@@ -606,9 +613,10 @@ def peak_table(records: Iterable[Record], topo: Any = None, pcie: tuple[int, int
         elif r.test in ("host_to_device", "device_to_host") and pcie is not None:
             peak, link = pcie_peak(*pcie), f"PCIe Gen{pcie[0]} x{pcie[1]}"
         elif r.test == "device_local_copy":
-            g = hw.match_device(r.device)
+            g, _, memory, scaled = device_hw(r.device)
             if g is not None:
-                peak, link = g.memory_bandwidth.to("GB/s").value, f"{g.memory_type} ({g.memory_bandwidth.source})"
+                peak = g.memory_bandwidth.to("GB/s").value * memory
+                link = f"{g.memory_type} ({g.memory_bandwidth.source}{scaled})"
         pct = 100 * r.gbps / peak if (peak and r.gbps is not None) else None
         rows.append({"test": r.test, "src": r.src, "dst": r.dst, "measured": r.gbps, "peak": peak, "percent": pct,
                      "link": link, "kind": r.kind})
@@ -971,8 +979,13 @@ def _record(test: str, src: str, dst: str, nbytes: int, times: list[float], dire
 
 
 def _method(how: str, copies: int, warmup: int, samples: int, spin: bool) -> str:
-    held = spin and warmup + copies <= _SPIN_LIMIT
-    hold = "queued behind a spin kernel" if held else "no spin kernel (the call blocks the host)"
+    if spin and warmup + copies <= _SPIN_LIMIT:
+        hold = "queued behind a spin kernel"
+    elif spin:  # asked for, but more operations than may wait behind it: launch overhead is in these timings
+        hold = (f"no spin kernel ({warmup + copies} operations per sample, more than the {_SPIN_LIMIT} a hold may queue; "
+                "launch overhead is timed)")
+    else:
+        hold = "no spin kernel (the call blocks the host)"
     return (f"{how}; per sample {warmup} warm-up and {copies} timed copies {hold}, CUDA events; median of {samples} "
             "samples, with their CV")
 
@@ -1070,12 +1083,26 @@ def _cudart() -> Any:
 def _set_peer_access(cp: Any, src: int, dst: int, enabled: bool) -> bool:
     """Enable or disable ``src``'s access to ``dst``'s memory; return whether it was enabled before.
 
-    CuPy has no call to disable peer access, so this goes through ``cuda.bindings`` (the same primary context)."""
+    This goes through ``cuda.bindings`` (the same primary context as CuPy's), whose calls return the error code
+    instead of raising, so "already enabled" and "not enabled" are told apart from a real failure; CuPy 14's
+    ``runtime.deviceDisablePeerAccess`` would do too, but raises for both. Every call's code is checked, the
+    ``cudaSetDevice`` first: on a failed switch the enable or disable would apply to the wrong GPU."""
+    from .gpuerrors import PEER_UNAVAILABLE, GpuError
+
     cudart = _cudart()
     err_t = cudart.cudaError_t
+
+    def text_of(err: Any) -> str:
+        _, text = cudart.cudaGetErrorString(err)
+        return text.decode() if isinstance(text, bytes) else str(text)
+
     current = cp.cuda.runtime.getDevice()
     try:
         (err,) = cudart.cudaSetDevice(src)
+        if err != err_t.cudaSuccess:
+            raise GpuError(f"could not make GPU{src} current to {'enable' if enabled else 'disable'} its peer access to "
+                           f"GPU{dst}: {text_of(err)}.", kind=PEER_UNAVAILABLE,
+                           fix="Check that the GPU is visible (CUDA_VISIBLE_DEVICES) and healthy (nvidia-smi).")
         if enabled:
             (err,) = cudart.cudaDeviceEnablePeerAccess(dst, 0)
             if err == err_t.cudaErrorPeerAccessAlreadyEnabled:
@@ -1087,11 +1114,8 @@ def _set_peer_access(cp: Any, src: int, dst: int, enabled: bool) -> bool:
                 return False
             before = True
         if err != err_t.cudaSuccess:
-            _, text = cudart.cudaGetErrorString(err)
-            from .gpuerrors import PEER_UNAVAILABLE, GpuError
-
             raise GpuError(f"could not {'enable' if enabled else 'disable'} peer access GPU{src} -> GPU{dst}: "
-                           f"{text.decode() if isinstance(text, bytes) else text}.", kind=PEER_UNAVAILABLE,
+                           f"{text_of(err)}.", kind=PEER_UNAVAILABLE,
                            fix="Check p2p_status() or `nvidia-smi topo -p2p r` for the reason; peer_matrix(peer_access=False) "
                                "still measures, staged through host memory.")
         return before
@@ -1178,7 +1202,7 @@ def latency(test: str = "host_to_device", *, device: int = 0, peer: int = 1, siz
     if test not in ("host_to_device", "device_to_host", "peer"):
         raise LabkitError(f"latency test is 'host_to_device', 'device_to_host' or 'peer', not {test!r}.")
     nbytes = parse_size(size)
-    copies = min(_positive_int(copies, "copies"), _SPIN_LIMIT)
+    copies = min(_positive_int(copies, "copies"), _SPIN_LIMIT - _LATENCY_WARMUP)  # warm-up and copies all behind the hold
     samples = _positive_int(samples, "samples")
     device = _check_device(cp, device)
     rt = cp.cuda.runtime
@@ -1202,12 +1226,13 @@ def latency(test: str = "host_to_device", *, device: int = 0, peer: int = 1, siz
                 b = arena.device(peer, nbytes)
                 op = (lambda stream: rt.memcpyPeerAsync(b, peer, a, device, nbytes, stream.ptr))
                 src, dst = f"GPU{device}", f"GPU{peer}"
-            (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, 4, samples, True)
+            (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, _LATENCY_WARMUP, samples, True)
     finally:
         if before is False:
             _set_peer_access(cp, device, peer, False)
     return _record(f"latency_{test}", src, dst, nbytes, times, ONE_WAY,
-                   _method(f"{_fmt_bytes(nbytes)} cudaMemcpyAsync copies back to back; time per copy", copies, 4, samples, True),
+                   _method(f"{_fmt_bytes(nbytes)} cudaMemcpyAsync copies back to back; time per copy", copies,
+                           _LATENCY_WARMUP, samples, True),
                    _device_name(cp, device))
 
 
@@ -1244,7 +1269,8 @@ def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None =
             elif test == "peer":
                 b = arena.device(peer, top)
             for nbytes in sizes_b:
-                copies = int(min(_SPIN_LIMIT, max(DEFAULT_COPIES, (64 * MiB) // nbytes)))
+                # warm-up and timed copies all fit behind the spin kernel, however small the copy
+                copies = int(min(_SPIN_LIMIT - _SWEEP_WARMUP, max(DEFAULT_COPIES, (64 * MiB) // nbytes)))
                 if test == "host_to_device":
                     op, src, dst, counted = _memcpy(cp, a, b, nbytes, rt.memcpyHostToDevice), "CPU", f"GPU{device}", nbytes
                 elif test == "device_to_host":
@@ -1255,10 +1281,10 @@ def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None =
                 else:
                     op = (lambda stream, n=nbytes: rt.memcpyPeerAsync(b, peer, a, device, n, stream.ptr))
                     src, dst, counted = f"GPU{device}", f"GPU{peer}", nbytes
-                (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, 2, samples, True)
+                (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, _SWEEP_WARMUP, samples, True)
                 out.append(_record(test if test != "peer" else "peer_unidirectional", src, dst, nbytes, times,
                                    COPY_ONCE if test == "device_local_copy" else ONE_WAY,
-                                   _method("cudaMemcpyAsync, copy engine, pinned host memory", copies, 2, samples, True),
+                                   _method("cudaMemcpyAsync, copy engine, pinned host memory", copies, _SWEEP_WARMUP, samples, True),
                                    _device_name(cp, device), counted=counted))
     finally:
         if before is False:
@@ -1415,6 +1441,36 @@ def nvidia_smi_topo() -> str | None:
     return res.stdout if res.returncode == 0 and res.stdout.strip() else None
 
 
+def nvidia_smi_bus_ids() -> dict[int, str] | None:
+    """nvidia-smi's index -> PCI bus id of each GPU (``nvidia-smi --query-gpu=index,pci.bus_id``): the key from
+    ``nvidia-smi topo -m``'s numbering (NVML's) to CUDA's. None when nvidia-smi is not there or fails."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        res = subprocess.run([exe, "--query-gpu=index,pci.bus_id", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_smi_bus_ids(res.stdout) if res.returncode == 0 else None
+
+
+def parse_smi_bus_ids(text: str) -> dict[int, str] | None:
+    """``"0, 00000000:19:00.0"`` lines -> ``{0: "00000000:19:00.0"}``; None when a line is not of that form."""
+    out: dict[int, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        index, _, bus = line.partition(",")
+        if not index.strip().isdigit() or not bus.strip():
+            return None
+        out[int(index)] = bus.strip()
+    return out or None
+
+
 def discover() -> dict[str, Any]:
     """This machine's GPU topology: ``{"nvml": Topology, "nvidia_smi": Topology | None, "active_nvlinks": {...},
     "p2p": {...}, "pcie": {...}, "skipped": {section: why}}``. Needs ``gpu`` mode. A section NVML cannot answer is
@@ -1435,7 +1491,20 @@ def discover() -> dict[str, Any]:
             out[key] = None
             out["skipped"][key] = nv.skipped(key, exc)
     text = nvidia_smi_topo()
-    out["nvidia_smi"] = topology.from_nvidia_smi(text, gpu=e.device_name) if text else None
+    smi = None
+    if text:
+        try:
+            smi = topology.from_nvidia_smi(text, gpu=e.device_name)
+        except LabkitError:  # a GPU labkit.hw has no record of: the wiring without bandwidths
+            smi = topology.from_nvidia_smi(text)
+    if smi is not None:  # nvidia-smi numbers GPUs as NVML does; measurements use CUDA's numbers
+        buses = nvidia_smi_bus_ids()
+        if buses is not None:
+            smi = topology.in_cuda_order(smi, buses, [g.pci_bus_id for g in e.gpus])
+        else:
+            smi.notes.append("GPUs are numbered as nvidia-smi numbers them (NVML's order), which need not be CUDA's: "
+                             "nvidia-smi did not give the PCI bus ids to match them.")
+    out["nvidia_smi"] = smi
     return out
 
 
@@ -1549,8 +1618,17 @@ def gpu_check_suite(size: int | str = DEFAULT_SIZE) -> list[dict[str, Any]]:
                                why=nv.skipped("the PCIe link rate", exc)))
         return results
     pct = 100 * (h2d.gbps or 0.0) / link["peak_gbps"]
-    results.append(_target(h2d_name, h2d_target, pct, 80.0, pct >= 80.0, dev,
-                           {"h2d_gbps": h2d.gbps, "h2d_cv": h2d.cv, "method": h2d.method, "pcie": link}))
+    details = {"h2d_gbps": h2d.gbps, "h2d_cv": h2d.cv, "method": h2d.method, "pcie": link}
+    if pct > 100.0:  # faster than the link can carry: the link reported is not the link the copies used
+        gen, lanes = link["max"]
+        rec = _target(h2d_name, h2d_target, pct, 80.0, None, dev, details,
+                      why=f"measured {h2d.gbps:.1f} GB/s, above the {link['peak_gbps']:.1f} GB/s a PCIe Gen{gen} x{lanes} "
+                          f"link can carry ({link['source']}): the reported link is wrong (in a VM the link the "
+                          "hypervisor shows need not be the physical one), so the percentage is not judged")
+        rec["implausible"] = True
+        results.append(rec)
+        return results
+    results.append(_target(h2d_name, h2d_target, pct, 80.0, pct >= 80.0, dev, details))
     return results
 
 

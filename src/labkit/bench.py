@@ -135,23 +135,43 @@ def slice_fractions(sm_count: int, memory_bytes: int, whole: Any) -> tuple[float
     return compute, memory
 
 
+def device_hw(device_name: str | None = None) -> tuple[Any, float, float, str]:
+    """``(record, compute fraction, memory fraction, note)`` for a device of ``labkit.hw``: the current GPU when
+    ``device_name`` is None or is its name, else the device so named (whole, unscaled). A MIG slice
+    (``"NVIDIA H100 80GB HBM3 MIG 1g.10gb"``) is its parent GPU's record with :func:`slice_fractions` of it, and
+    ``note`` says so ("; scaled to this MIG slice ..."); a slice that is not the current device cannot be scaled,
+    so it gets no record. ``(None, 1.0, 1.0, "")`` when labkit.hw has no record. The one place every peak a
+    measurement is compared with (bench, tensorcores, bandwidth.peak_table, the lab-06 check) is looked up."""
+    from . import hw
+
+    e = env()
+    current = device_name is None or device_name == e.device_name
+    name = e.device_name if device_name is None else device_name
+    mig = bool(getattr(e, "mig", None)) if current else False
+    if " MIG " in name and not current:
+        return None, 1.0, 1.0, ""
+    gpu = hw.match_device(name.split(" MIG ")[0])
+    if gpu is None:
+        return None, 1.0, 1.0, ""
+    if not (mig or " MIG " in name):
+        return gpu, 1.0, 1.0, ""
+    compute, memory = slice_fractions(e.sm_count or 0, e.memory_bytes or 0, gpu)
+    note = (f"; scaled to this MIG slice ({e.sm_count} of {gpu.sm_count.value:.0f} SMs: x{compute:.3f} compute, "
+            f"x{memory:.3f} memory bandwidth)")
+    return gpu, compute, memory, note
+
+
 def device_peaks(precision: str = "fp32") -> tuple[float | None, float | None, str | None]:
     """(memory GB/s, compute TFLOP/s for ``precision``, source) of the current GPU from ``labkit.hw``, or Nones.
 
-    On a MIG slice the figures are scaled to the slice's SMs and memory, and the source says so."""
+    On a MIG slice the figures are scaled to the slice's SMs and memory, and the source says so (:func:`device_hw`)."""
     e = env()
     if not e.is_gpu:
         return None, None, None
     try:
-        from . import hw
-
-        gpu = hw.match_device(e.device_name.split(" MIG ")[0])
+        gpu, compute, memory, scaled = device_hw()
         if gpu is None:
             return None, None, None
-        mig = getattr(e, "mig", None)
-        compute, memory = slice_fractions(e.sm_count or 0, e.memory_bytes or 0, gpu) if mig else (1.0, 1.0)
-        scaled = (f"; scaled to this MIG slice ({e.sm_count} of {gpu.sm_count.value:.0f} SMs: x{compute:.3f} compute, "
-                  f"x{memory:.3f} memory bandwidth)") if mig else ""
         mem = gpu.memory_bandwidth
         try:
             peak = gpu.peak(precision)

@@ -317,10 +317,10 @@ def _cupy_dtype(precision: str) -> Any:
 
 
 def _device_gpu() -> Any:
-    from . import hw
-    from .mode import env
+    """The current GPU's labkit.hw record (a MIG slice's parent GPU), or None."""
+    from . import bench
 
-    return hw.match_device(env().device_name)
+    return bench.device_hw()[0]
 
 
 # cuBLAS enum values (cublas_api.h, library_types.h)
@@ -384,7 +384,7 @@ def gpu_gemm_throughput(
         raise NoGPUError("GPU GEMM throughput needs a GPU (this is sim mode).", fix="Use cpu_gemm_throughput() and roofline_gemm() instead.")
     import cupy as cp
 
-    gpu = _device_gpu()
+    gpu, compute, _, scaled = bench.device_hw()  # a MIG slice: its parent's record, the peak scaled to its SMs
     rows = []
     for p in precisions:
         if p not in GPU_PRECISIONS:
@@ -393,7 +393,7 @@ def gpu_gemm_throughput(
         if gpu is not None:
             try:
                 fig = gpu.peak(p)
-                peak, source = fig.value, fig.source
+                peak, source = fig.value * compute, f"{fig.source}{scaled}"
             except LabkitError:
                 pass
         try:

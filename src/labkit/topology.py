@@ -730,6 +730,35 @@ def from_nvidia_smi(text: str, gpu: str | None = None, name: str = "this machine
     return Topology(name, g, "nvidia-smi topo -m", model.name if model else None, relations=relations, notes=notes)
 
 
+def in_cuda_order(topo: Topology, smi_bus_ids: dict[int, str], cuda_bus_ids: list[str]) -> Topology:
+    """``topo`` (from :func:`from_nvidia_smi`, whose GPUk is nvidia-smi's, i.e. NVML's, k-th GPU in PCI order) with
+    its GPUs renumbered as CUDA numbers them, so ``GPU0`` here is the ``GPU0`` of a measurement.
+
+    ``smi_bus_ids``: nvidia-smi's index -> PCI bus id (``nvidia-smi --query-gpu=index,pci.bus_id``);
+    ``cuda_bus_ids``: the bus id of each CUDA device, in CUDA's order. CUDA's order differs from NVML's under
+    ``CUDA_VISIBLE_DEVICES`` or ``CUDA_DEVICE_ORDER=FASTEST_FIRST``. When the two sets of GPUs are not the same (a
+    GPU hidden from CUDA, a bus id missing), the numbering stays nvidia-smi's and a note says so."""
+    cuda = [normalise_bus_id(b) for b in cuda_bus_ids]
+    smi = {int(k): normalise_bus_id(v) for k, v in smi_bus_ids.items()}
+    gpus = topo.gpus()
+    mapping = {k: cuda.index(smi[k]) for k in gpus if k in smi and smi[k] in cuda}
+    if len(mapping) != len(gpus) or len(set(mapping.values())) != len(gpus) or len(cuda) != len(gpus):
+        note = ("GPUs are numbered as nvidia-smi (NVML, PCI order) numbers them, which need not be CUDA's order: "
+                "CUDA sees other GPUs than nvidia-smi here (CUDA_VISIBLE_DEVICES?).")
+        return Topology(topo.name, topo.graph, topo.origin, topo.gpu_model, dict(topo.relations), topo.notes + [note],
+                        dict(topo.p2p))
+    g = nx.relabel_nodes(topo.graph, {f"GPU{k}": f"GPU{v}" for k, v in mapping.items()}, copy=True)
+    for k, v in mapping.items():
+        g.nodes[f"GPU{v}"].update(index=v, label=f"GPU{v}")
+    relations = {(mapping[a], mapping[b]): r for (a, b), r in topo.relations.items() if a in mapping and b in mapping}
+    p2p = {(mapping[a], mapping[b]): ok for (a, b), ok in topo.p2p.items() if a in mapping and b in mapping}
+    moved = {k: v for k, v in mapping.items() if k != v}
+    note = ("GPUs renumbered from nvidia-smi's order to CUDA's by PCI bus id: "
+            + ", ".join(f"nvidia-smi GPU{k} is CUDA GPU{v}" for k, v in sorted(moved.items())) + "."
+            if moved else "nvidia-smi's order and CUDA's are the same here (matched by PCI bus id).")
+    return Topology(topo.name, g, topo.origin, topo.gpu_model, relations, topo.notes + [note], p2p)
+
+
 # ---------------------------------------------------------------------------------------------- NVML
 
 _ANCESTOR = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}

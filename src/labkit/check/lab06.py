@@ -624,21 +624,23 @@ def gemm_predict(fn: Callable[..., float]) -> str:
 
 def _measure_gemm_gpu(cp: object, fn: Callable[..., float]) -> str:
     """On a GPU: time CuPy FP16 GEMMs of a square and a thin shape and require the learner's prediction to bound them."""
-    from .. import bench, hw
-    from ..mode import env
+    from .. import bench
     from .streams import call_learner
 
-    gpu = hw.match_device(env().device_name)
+    gpu, compute, memory, scaled = bench.device_hw()  # a MIG slice: its parent GPU, bounds scaled to its share
     if gpu is None:
         return " (No labkit.hw record for this GPU, so no measurement was compared.)"
+    # The learner predicts for the whole GPU; a slice with fractions c (compute) and m (memory) takes at least
+    # max(F / (P c), B / (W m)) >= max(F / P, B / W) / max(c, m), so max(c, m) x the prediction bounds it.
+    share = max(compute, memory)
     lines = []
     for m, n, k in ((8192, 8192, 8192), (8192, 16, 8192)):
         a = cp.random.standard_normal((m, k), dtype=cp.float32).astype(cp.float16)  # type: ignore[attr-defined]
         b = cp.random.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)  # type: ignore[attr-defined]
         t = bench.measure(cp.matmul, a, b, name=f"fp16 gemm {m}x{n}x{k}", flops=2.0 * m * n * k, warmup=3, repeat=10)  # type: ignore[attr-defined]
-        predicted = number(call_learner(fn, m, n, k, "fp16", gpu.name, what="predict_gemm on this GPU"), "prediction")
+        predicted = share * number(call_learner(fn, m, n, k, "fp16", gpu.name, what="predict_gemm on this GPU"), "prediction")
         if t.tflops > 1.1 * predicted:
             raise Failed(f"on the GPU, {m}×{n}×{k} fp16: measured {t.tflops:,.1f} TFLOP/s, above your bound of "
                          f"{predicted:,.1f}: a roofline is an upper bound.", cause="check the FLOPs and bytes you count.")
         lines.append(f"{m}×{n}×{k}: measured {t.tflops:,.1f} of predicted {predicted:,.1f} TFLOP/s")
-    return " Measured on the GPU (fp16): " + "; ".join(lines) + "."
+    return " Measured on the GPU (fp16): " + "; ".join(lines) + (f" (predictions{scaled})" if scaled else "") + "."
