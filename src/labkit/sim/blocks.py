@@ -58,9 +58,12 @@ def timeout_report(block: Any, seconds: float) -> KernelTimeout:
     """The time limit passed while ``block`` ran: say what its threads were doing, and the likely cause."""
     threads = block.threads
     waiting = [t for t in threads if t.state == BARRIER]
-    computing = [t for t in threads if t.state in (RUNNING, WAITING)]
+    computing = [t for t in threads if t.state in (RUNNING, WAITING) and t.glet is not None]
+    unstarted = sum(1 for t in threads if t.state == RUNNING and t.glet is None)
     done = sum(1 for t in threads if t.state == DONE)
     words = f"{len(computing)} thread(s) still computing"
+    if unstarted:
+        words += f", {unstarted} not started yet"
     if waiting:
         words += f", {len(waiting)} waiting at cuda.syncthreads() ({', '.join(sorted({_site(t.site) for t in waiting}))})"
     if done:
