@@ -53,7 +53,7 @@ class SimThread:
         self.lane, self.warp = thread_id % 32, thread_id // 32
         self.glet: Any = None
         self.state = RUNNING
-        self.site: tuple[str, int] = ("?", 0)  # where it waits (barrier or warp call)
+        self.site: tuple[Any, int] = (None, 0)  # where it waits at a barrier: (code, line)
         self.value: Any = None  # what it brought to a barrier (syncthreads_count and friends)
         self.result: Any = None  # what the barrier hands back
         self.block = block
@@ -211,12 +211,8 @@ class SharedArrays:
     def array(self, shape: Any, dtype: Any, alignment: Any = None) -> Any:
         if alignment is not None:
             raise RuntimeError("Array alignment is not supported in cudasim")
-        from numba.cuda import types as nbtypes
-        from numba.cuda.np import numpy_support
-
-        if isinstance(dtype, nbtypes.Type):
-            dtype = numpy_support.as_dtype(dtype)
-        dtype = np.dtype(dtype)
+        if not isinstance(dtype, np.dtype):
+            dtype = _as_dtype(dtype)
         if shape == 0:  # dynamic shared memory: one buffer for every such array
             return np.frombuffer(self._dynshared.data, dtype=dtype, count=self._dynshared_size // dtype.itemsize)
         frame = sys._getframe(1)
@@ -228,22 +224,24 @@ class SharedArrays:
         return res
 
 
-def _site(frame: Any) -> tuple[str, int]:
-    """(file, line) of the innermost learner frame at or above ``frame``."""
-    f = frame
-    while f is not None:
-        if is_learner_file(f.f_code.co_filename):
-            return f.f_code.co_filename, f.f_lineno
-        f = f.f_back
-    return frame.f_code.co_filename, frame.f_lineno
+def _as_dtype(dtype: Any) -> np.dtype:
+    """A NumPy dtype for what a kernel passes as one (``np.float32``, or a Numba type such as ``float32``)."""
+    from numba.cuda import types as nbtypes
+    from numba.cuda.np import numpy_support
+
+    if isinstance(dtype, nbtypes.Type):
+        return numpy_support.as_dtype(dtype)
+    return np.dtype(dtype)
 
 
 def barrier(frame: Any, value: Any = None) -> list[Any]:
-    """The calling thread waits at a block barrier; returns the values every thread brought (in thread order)."""
+    """The calling thread waits at a block barrier; returns the values every thread brought (in thread order).
+
+    ``frame`` is the caller's: its code and line say which barrier it is."""
     t = current
     if t is None:
         raise RuntimeError("cuda.syncthreads() outside a kernel launch")
-    t.site = _site(frame)
+    t.site = (frame.f_code, frame.f_lineno)
     t.value = value
     park(t, BARRIER)
     return t.result

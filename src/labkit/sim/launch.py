@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import engine
+from .arrays import kernel_array
 from .limits import LEARNER_CODE_LIMIT_S
 
 _pending: dict[str, Any] = {}  # options for the next launch
@@ -103,7 +104,12 @@ def _fake_arg(kernel: Any, arg: Any, retr: list[Any]) -> Any:
         ret = FakeCUDAArray(arg)
     else:
         ret = arg
-    return FakeWithinKernelCUDAArray(ret) if isinstance(ret, FakeCUDAArray) else ret
+    if isinstance(ret, FakeCUDAArray):
+        live = ret._ary
+        if isinstance(live, np.ndarray) and live.ndim > 0 and live.dtype.names is None:
+            return kernel_array(live)
+        return FakeWithinKernelCUDAArray(ret)  # (records and structured arrays: Numba's own wrapper)
+    return ret
 
 
 def kernel_call(self: Any, *args: Any) -> Any:

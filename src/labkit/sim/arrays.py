@@ -1,0 +1,88 @@
+"""Arrays as a kernel sees them in a plain (not strict) simulator launch.
+
+Numba's simulator hands a kernel its arrays through two layers of wrappers, and builds a new tuple for every
+``a.shape``; in a loop that is most of the time a kernel takes. :class:`KernelArray` is one thin layer over the
+NumPy array with GPU rules where NumPy differs:
+
+- an element index below zero is out of bounds (NumPy would count from the end);
+- elements of integer types narrower than 64 bits read as ``np.int64`` and stores wrap to the element's width,
+  as Numba types them on a GPU (:mod:`labkit.sim.integers`);
+- ``shape``, ``size``, ``ndim`` and ``dtype`` are plain attributes; anything else is the NumPy array's.
+
+The strict memory model has its own arrays (:mod:`labkit.sim.memory`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .integers import store_value
+
+
+class KernelArray:
+    """A kernel's view of an array argument in a plain launch (see the module docstring)."""
+
+    __slots__ = ("live", "shape", "size", "ndim", "dtype")
+
+    def __init__(self, live: np.ndarray) -> None:
+        self.live = live
+        self.shape, self.size, self.ndim, self.dtype = live.shape, live.size, live.ndim, live.dtype
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getattr__(self, name: str) -> Any:  # (only for names not above: a kernel rarely needs them)
+        return getattr(self.live, name)
+
+    def __getitem__(self, idx: Any) -> Any:
+        if type(idx) is int:
+            if idx >= 0:
+                return self.live[idx]
+        elif type(idx) is tuple and len(idx) == 2:
+            i, j = idx
+            if type(i) is int and type(j) is int and i >= 0 and j >= 0:
+                return self.live[idx]
+        return self.live[_checked(idx, self.shape)]
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        if type(idx) is int:
+            if idx >= 0:
+                self.live[idx] = value
+                return
+        elif type(idx) is tuple and len(idx) == 2:
+            i, j = idx
+            if type(i) is int and type(j) is int and i >= 0 and j >= 0:
+                self.live[idx] = value
+                return
+        self.live[_checked(idx, self.shape)] = value
+
+
+class NarrowIntArray(KernelArray):
+    """A :class:`KernelArray` of int8/16/32 or uint8/16/32 elements: reads widen, stores wrap (as on a GPU)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        value = KernelArray.__getitem__(self, idx)
+        return np.int64(value) if isinstance(value, np.integer) else value
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        KernelArray.__setitem__(self, idx, store_value(value, self.dtype))
+
+
+def _checked(idx: Any, shape: tuple[int, ...]) -> Any:
+    """``idx`` with every integer index checked: below zero is out of bounds, as on a GPU."""
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    for axis, i in enumerate(parts):
+        if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and i < 0:
+            size = shape[axis] if axis < len(shape) else 0
+            raise IndexError(f"index {int(i)} is out of bounds for axis {axis} with size {size}")
+    return idx
+
+
+def kernel_array(live: np.ndarray) -> KernelArray:
+    """The view a kernel gets of ``live``."""
+    narrow = live.dtype.kind in "iu" and live.dtype.itemsize < 8
+    return (NarrowIntArray if narrow else KernelArray)(live)
