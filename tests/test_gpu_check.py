@@ -1,6 +1,8 @@
 """tools/gpu_check.py as a judge: every COURSE.md target reported with value, target and pass/fail; exit 1 when a
-target fails (or is not measured, or a notebook fails), 2 when it cannot run. Judged from recorded result files
-(tests/fixtures/gpu_check/*.json, synthetic, written by make_fixtures.py there). Cost: about 3 s."""
+target fails (or is not measured, or a notebook fails), 2 when it cannot run. The result files it judges are made
+by the producers: gpu_check's own ``main`` running every suite's real record-building code on fakes
+(tests/gpu_producers.py), so a record or a field renamed in a suite fails here. Only
+tests/fixtures/gpu_check/cannot-run.json is a file (no producer writes one). Cost: about 20 s."""
 
 from __future__ import annotations
 
@@ -14,25 +16,29 @@ from pathlib import Path
 
 import pytest
 
+import gpu_producers
+
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "gpu_check"
 TOOL = ROOT / "tools" / "gpu_check.py"
 
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("gpu_check_tool", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    sys.modules["gpu_check_tool"] = mod  # dataclasses look the module up while the class is made
-    spec.loader.exec_module(mod)
-    return mod
+gc = gpu_producers.gpu_check_tool()
 
 
-gc = _tool()
+@pytest.fixture(scope="module")
+def produced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every variant of gpu_producers.VARIANTS written by the producers, once for this module."""
+    tmp = tmp_path_factory.mktemp("produced")
+    gpu_producers.write_all(tmp / "work", tmp / "results")
+    return tmp / "results"
 
 
-def _report(name: str) -> dict:
-    return json.loads((FIX / name).read_text())
+@pytest.fixture
+def report_of(produced: Path):
+    def load(name: str) -> dict:
+        return json.loads(((FIX if name == "cannot-run.json" else produced) / name).read_text())
+
+    return load
 
 
 def test_every_course_target_is_judged() -> None:
@@ -51,8 +57,8 @@ def test_every_course_target_is_judged() -> None:
             assert figure in section, figure
 
 
-def test_all_pass_fixture_exits_0_with_every_target_reported() -> None:
-    rep = _report("all-pass.json")
+def test_all_pass_fixture_exits_0_with_every_target_reported(report_of) -> None:
+    rep = report_of("all-pass.json")
     rows = gc.judge(rep["benchmarks"])
     assert [r["id"] for r in rows] == [t.id for t in gc.TARGETS]
     assert all(r["status"] == "pass" and r["value"] is not None for r in rows)
@@ -68,9 +74,11 @@ def test_all_pass_fixture_exits_0_with_every_target_reported() -> None:
     ("gemm-below-target.json", "bf16-gemm", "fail"),
     ("wmma-wrong.json", "wmma", "fail"),
     ("no-nvml.json", "h2d-pinned", "not measured"),
+    ("overlap-wrong-result.json", "overlap", "fail"),
+    ("h2d-above-link.json", "h2d-pinned", "not measured"),
 ])
-def test_one_bad_target_exits_1_and_names_it(name: str, failing: str, status: str) -> None:
-    rep = _report(name)
+def test_one_bad_target_exits_1_and_names_it(report_of, name: str, failing: str, status: str) -> None:
+    rep = report_of(name)
     rows = {r["id"]: r for r in gc.judge(rep["benchmarks"])}
     assert rows[failing]["status"] == status
     assert all(r["status"] == "pass" for k, r in rows.items() if k != failing)
@@ -78,10 +86,14 @@ def test_one_bad_target_exits_1_and_names_it(name: str, failing: str, status: st
     assert gc.exit_code(rep) == 1
     if name == "no-nvml.json":
         assert "NVML" in rows[failing]["why"]
+    if name == "overlap-wrong-result.json":  # the speed-up passes; the wrong result fails it
+        assert rows[failing]["value"] >= 1.5 and "correct = False" in rows[failing]["why"]
+    if name == "h2d-above-link.json":  # the figure is kept and shown, but not judged
+        assert rows[failing]["value"] > 100 and "PCIe Gen3 x16" in rows[failing]["why"]
 
 
-def test_the_judge_does_not_trust_a_records_own_verdict() -> None:
-    rep = _report("all-pass.json")
+def test_the_judge_does_not_trust_a_records_own_verdict(report_of) -> None:
+    rep = report_of("all-pass.json")
     bw = next(s for s in rep["benchmarks"] if s["suite"] == gc.BANDWIDTH)
     h2d = next(r for r in bw["records"] if r["name"] == "bandwidth.h2d-pinned-vs-pcie")
     h2d["value"], h2d["passed"] = 61.0, True  # a record claiming a pass below the target
@@ -89,8 +101,8 @@ def test_the_judge_does_not_trust_a_records_own_verdict() -> None:
     assert rows["h2d-pinned"]["status"] == "fail" and rows["h2d-pinned"]["value"] == 61.0
 
 
-def test_a_crashed_suite_marks_its_targets_not_measured() -> None:
-    rep = _report("tensor-suite-crashed.json")
+def test_a_crashed_suite_marks_its_targets_not_measured(report_of) -> None:
+    rep = report_of("tensor-suite-crashed.json")
     rows = {r["id"]: r for r in gc.judge(rep["benchmarks"])}
     for tid in ("fp16-gemm", "bf16-gemm", "wmma"):
         assert rows[tid]["status"] == "not measured" and "libcublas" in rows[tid]["why"]
@@ -99,8 +111,8 @@ def test_a_crashed_suite_marks_its_targets_not_measured() -> None:
     assert gc.exit_code(rep) == 1
 
 
-def test_missing_record_is_not_a_pass() -> None:
-    rep = _report("all-pass.json")
+def test_missing_record_is_not_a_pass(report_of) -> None:
+    rep = report_of("all-pass.json")
     numba = next(s for s in rep["benchmarks"] if s["suite"] == gc.NUMBA)
     numba["records"] = [r for r in numba["records"] if r["name"] != "sum reduction (Numba)"]
     rows = {r["id"]: r for r in gc.judge(rep["benchmarks"])}
@@ -108,12 +120,55 @@ def test_missing_record_is_not_a_pass() -> None:
 
 
 @pytest.mark.parametrize("name,code", [("all-pass.json", 0), ("gemm-below-target.json", 1), ("no-nvml.json", 1),
-                                       ("notebook-failed.json", 1), ("cannot-run.json", 2)])
-def test_judge_command_exit_status(name: str, code: int) -> None:
-    res = subprocess.run([sys.executable, str(TOOL), "--judge", str(FIX / name)], capture_output=True, text=True, timeout=60)
+                                       ("notebook-failed.json", 1), ("overlap-wrong-result.json", 1),
+                                       ("cannot-run.json", 2)])
+def test_judge_command_exit_status(produced: Path, name: str, code: int) -> None:
+    path = (FIX if name == "cannot-run.json" else produced) / name
+    res = subprocess.run([sys.executable, str(TOOL), "--judge", str(path)], capture_output=True, text=True, timeout=60)
     assert res.returncode == code, res.stdout + res.stderr
     if code != 2:
         assert len(re.findall(r"^\s*(PASS|FAIL|NOT MEASURED)\s", res.stdout, re.M)) == len(gc.TARGETS)
+
+
+def test_the_overlap_needs_its_correct_field(report_of) -> None:
+    """The speed-up alone is not the target: a record with no ``correct`` (or not True) fails."""
+    rep = report_of("all-pass.json")
+    cupy = next(s for s in rep["benchmarks"] if s["suite"] == gc.CUPY)
+    overlap = next(r for r in cupy["records"] if r["name"] == "cupy-stream-overlap")
+    assert overlap["correct"] is True  # the producer's own field
+    del overlap["correct"]
+    row = {r["id"]: r for r in gc.judge(rep["benchmarks"])}["overlap"]
+    assert row["status"] == "fail" and "correct = None" in row["why"]
+
+
+@pytest.mark.parametrize("module,fn,old,new,target", [
+    ("tensorcores", "gpu_check", "tensorcores.bf16-gemm-vs-dense-peak", "tensorcores.bf16-vs-peak", "bf16-gemm"),
+    ("kernels", "benchmark_suite", "sum reduction (Numba)", "reduction (Numba)", "reduction"),
+    ("cupylab", "benchmarks", "cupy-stream-overlap", "cupy-overlap", "overlap"),
+    ("bandwidth", "gpu_check_suite", "bandwidth.h2d-pinned-vs-pcie", "bandwidth.h2d-vs-pcie", "h2d-pinned"),
+])
+def test_a_record_renamed_by_its_producer_is_not_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str,
+                                                         fn: str, old: str, new: str, target: str) -> None:
+    """What the fixtures being produced buys: rename a record where a suite makes it and the judge no longer
+    finds it (the all-pass tests above then fail)."""
+    import labkit
+    import labkit.kernels  # noqa: F401 - the attribute below
+
+    mod = getattr(labkit, module)
+    real = getattr(mod, fn)
+
+    def renamed(*a, **k):
+        out = real(*a, **k)
+        for rec in gc._records(out):
+            if rec.get("name") == old:
+                rec["name"] = new
+        return out
+
+    monkeypatch.setattr(mod, fn, renamed)
+    rep = gpu_producers.report(tmp_path)
+    rows = {r["id"]: r for r in gc.judge(rep["benchmarks"])}
+    assert rows[target]["status"] == "not measured" and f"no record '{old}'" in rows[target]["why"]
+    assert gc.exit_code({**rep, "judgement": list(rows.values())}) == 1
 
 
 def test_without_a_gpu_gpu_check_exits_2_and_says_why(tmp_path: Path) -> None:
