@@ -409,6 +409,8 @@ class ArrayCuPy:
                 return 0
 
         check_fake_against(_Runtime, real_rt, ["memcpyAsync", "deviceSynchronize", "getDevice"])
+        for name in ("synchronize", "wait_event", "record"):  # the stream and event methods the fake offers exist
+            assert hasattr(cupy.cuda.Stream, name) and (name == "wait_event" or hasattr(cupy.cuda.Event, name)), name
 
         class _Stream(_Ctx):
             def __init__(self, non_blocking: bool = False, null: bool = False, ptds: bool = False, priority: int = 0) -> None:
@@ -416,6 +418,9 @@ class ArrayCuPy:
 
             def wait_event(self, event: Any) -> None:
                 pass
+
+            def record(self, event: Any = None) -> Any:
+                return event if event is not None else _Event()
 
         class _Event(_Ctx):
             def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
