@@ -441,3 +441,38 @@ def test_gemm_predict_wrong_calls() -> None:
     assert lab06.gemm_predict(lambda m, n, k, p, g: "fast").status == "failed"
     assert lab06.gemm_predict(lambda m, n: 1.0).status == "failed"
     assert lab06.gemm_predict(lambda m, n, k, p, g: None).status == "unsolved"
+
+
+def test_gemm_predict_gpu_part_on_a_mig_slice_bounds_with_the_slices_share(monkeypatch) -> None:
+    """On a slice the learner still predicts for the whole GPU; the bound is scaled by the slice's share, so a slice
+    is measured (not "no labkit.hw record") and a figure above the slice's share still fails."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from labkit import bench
+    from labkit.check import lab06
+    from labkit.check.core import Failed
+
+    from test_tensorcores import _mig_environment
+
+    e = _mig_environment()
+    monkeypatch.setattr(bench, "env", lambda: e)
+    ref = lab06._reference_gemm_predict()
+    share = max(bench.slice_fractions(e.sm_count, e.memory_bytes, bench.device_hw()[0]))
+    measured = {}
+
+    def measure(fn, *args, name=None, flops=None, **kw):
+        m, n, k = (int(v) for v in name.split()[-1].split("x"))
+        tflops = measured["factor"] * share * ref(m, n, k, "fp16", "H100 SXM")
+        return bench.Timing(name=name, samples_s=(flops / (tflops * 1e12),), mode="gpu", device=e.device_name, flops=flops)
+
+    monkeypatch.setattr(bench, "measure", measure)
+    cp = SimpleNamespace(random=SimpleNamespace(standard_normal=lambda shape, dtype=None: np.zeros((2, 2), np.float32)),
+                         float32=np.float32, float16=np.float16, matmul=np.matmul)
+    measured["factor"] = 0.9
+    out = lab06._measure_gemm_gpu(cp, ref)
+    assert "Measured on the GPU" in out and "MIG slice" in out
+    measured["factor"] = 1.5  # above what the slice can do: the check still catches a bound that is not a bound
+    with pytest.raises(Failed, match="above your bound"):
+        lab06._measure_gemm_gpu(cp, lambda m, n, k, p, g: 0.5 * ref(m, n, k, p, g))

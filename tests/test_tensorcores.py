@@ -134,3 +134,40 @@ def test_cublas_bf16_matmul_passes_column_major_geometry(monkeypatch) -> None:
     assert calls["modes"] == [0, 1]                      # host pointer mode, then restored
     with pytest.raises(labkit.LabkitError, match="do not match"):
         tensorcores.cublas_bf16_matmul(a, a, c)
+
+
+# ---------------------------------------------------------------------------------------------- a MIG slice (issue 24)
+def _mig_environment():
+    from labkit.mode import Environment
+
+    return Environment(mode="gpu", device_name="NVIDIA H100 80GB HBM3 MIG 1g.10gb", compute_capability=(9, 0),
+                       memory_bytes=10 * 10**9, sm_count=16, gpu_count=1, driver_version="580", reason="fake MIG slice",
+                       mig="1g.10gb: 16 of 132 SMs")
+
+
+def test_gemm_targets_on_a_mig_slice_use_the_slices_share_of_the_peak(monkeypatch) -> None:
+    """The defect: a slice's name matched no labkit.hw record, so the GEMM targets were NOT MEASURED. The parent's
+    peak, scaled to the slice's SMs (as bench does), is what the GEMM is compared with."""
+    import sys
+
+    from gpu_fakes import KERNEL_IMPLS, ArrayCuPy
+    from labkit import bench, hw, mode
+    from labkit import tensorcores as tc
+
+    e = _mig_environment()
+    monkeypatch.setattr(mode, "env", lambda: e)
+    monkeypatch.setattr(bench, "env", lambda: e)
+    monkeypatch.setitem(sys.modules, "cupy", ArrayCuPy(KERNEL_IMPLS))
+    monkeypatch.setitem(sys.modules, "cupy._core", None)
+
+    def measure(fn, *args, name=None, flops=None, **kw):
+        return bench.Timing(name=name or "gemm", samples_s=(flops / 100e12,), mode="gpu", device=e.device_name, flops=flops)
+
+    monkeypatch.setattr(bench, "measure", measure)
+    out = tc.gpu_check(n=32)
+    share = 16 / hw.gpu("H100 SXM").sm_count.value
+    for t in out["targets"][:2]:
+        peak = hw.gpu("H100 SXM").peak(t["details"]["precision"]).value * share
+        assert "error" not in t and t["value"] == pytest.approx(100 * 100 / peak)
+        assert "MIG slice" in t["details"]["peak_source"]
+    assert out["targets"][2]["passed"] is True  # the WMMA kernel too (checked launches on the NumPy CuPy)
