@@ -15,7 +15,7 @@ VENV13 := .venv-cu13
 PY13   := $(VENV13)/bin/python
 CU13_STAMP := $(VENV13)/.installed
 
-.PHONY: lab test test-cu13 unit notebooks-test notebooks gpu-check wheelhouse doctor clean
+.PHONY: lab test test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,10 @@ test-cu13: $(CU13_STAMP)
 ## notebooks: rebuild learner and solution notebooks from notebooks/src (and store solution outputs, sim mode)
 notebooks: $(STAMP)
 	$(PY) tools/build_notebooks.py --execute
+
+## bench-sim: time the course's reference kernels under Numba's simulator and labkit.sim (benchmarks/results/sim-speed-*)
+bench-sim: $(STAMP)
+	$(PY) benchmarks/sim_speed.py
 
 ## gpu-check: on a GPU machine, run every solution notebook in gpu mode and the benchmark suite
 gpu-check:

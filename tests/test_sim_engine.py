@@ -162,12 +162,20 @@ def shift_left(x, out):
     out[t] = sh[(t + 1) % 64]  # no barrier: a race
 
 
-def test_a_race_message_names_the_schedule_to_replay() -> None:
-    x, out = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
-    with pytest.raises(sim.KernelFault, match=r"schedule 'shuffle', seed 12"):
-        sim.launch_strict(shift_left, 1, 64, x, out, schedule="shuffle", seed=12)
+def test_a_failed_case_names_the_schedule_to_replay() -> None:
+    from labkit.check.core import Failed
+    from labkit.check.harness import Launch, grade
+
+    x = np.arange(64, dtype=np.float32)
+    case = Launch(1, 64, [x], np.roll(x, -1), "n=64", names=("x", "out"), schedule="shuffle", seed=12)
+    with pytest.raises(Failed, match=r"n=64 \(threads in schedule 'shuffle', seed 12\): a race on shared array `sh`"):
+        grade(shift_left, case)
+    assert Launch(1, 64, [x], x, "n=64", first=True).thread_order() == ("forward", None)
+    assert Launch(1, 64, [x], x, "n=64", reverse=True).thread_order() == ("reverse", None)
+    schedule, seed = Launch(1, 64, [x], x, "n=64").thread_order()
+    assert schedule == "shuffle" and isinstance(seed, int)
     with pytest.raises(ValueError, match="schedule must be one of"):
-        sim.launch_strict(shift_left, 1, 64, x, out, schedule="sideways")
+        sim.launch_strict(shift_left, 1, 64, x, np.zeros(64, np.float32), schedule="sideways")
 
 
 @cuda.jit

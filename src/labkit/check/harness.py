@@ -323,7 +323,9 @@ class Launch:
     ``inputs`` are host arrays (copied to the device) or scalars (passed as they are); the output, poisoned and
     guarded (or filled with ``out_init``), goes at ``out_position`` among the arguments (default last).
     ``first``: an output left untouched means "not solved yet". ``reverse`` starts each block's threads in
-    reverse order, ``record`` keeps every access (coalescing, bank conflicts). Every failure names ``label``;
+    reverse order; otherwise the first case runs them forward and the others in a shuffled order (``schedule``
+    and ``seed`` choose one; a failure names the seed, to replay it). ``record`` keeps every access
+    (coalescing, bank conflicts). Every failure names ``label``;
     ``unwritten_cause`` / ``swapped_cause`` / ``extra_cause`` refine the likely cause.
     """
 
@@ -346,6 +348,14 @@ class Launch:
     swapped_cause: str | None = None
     extra_cause: str | None = None
     time_limit_s: float | None = None
+    schedule: str | None = None  # "forward", "reverse" or "shuffle" (default: from first and reverse)
+    seed: int | None = None  # of a shuffled schedule (default: drawn afresh)
+
+    def thread_order(self) -> tuple[str, int | None]:
+        """(schedule, seed) of the strict launch: see the class docstring."""
+        schedule = self.schedule or ("reverse" if self.reverse else "forward" if self.first else "shuffle")
+        seed = (self.seed if self.seed is not None else int(_rng.integers(1 << 31))) if schedule == "shuffle" else None
+        return schedule, seed
 
 
 def sizes_for(block: int, *, sim_cap: int = 1500) -> list[int]:
@@ -423,6 +433,8 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
     require_kernel(kernel)
     sim = current_mode() == "sim"
     report = None
+    schedule, seed = case.thread_order()
+    label = case.label if schedule == "forward" or not sim else f"{case.label} (threads in {_order_words(schedule, seed)})"
     for _ in range(1 if sim else GPU_REPEATS):
         args: list[Any] = [device(a) if isinstance(a, np.ndarray) else a for a in case.inputs]
         out = Guarded(case.out_shape if case.out_shape is not None else case.expected.shape, case.out_dtype, fill=case.out_init)
@@ -434,24 +446,32 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             if sim:
                 from .. import sim as simulator
 
-                report = simulator.launch_strict(kernel, case.grid, case.block, *args, reverse=case.reverse,
+                report = simulator.launch_strict(kernel, case.grid, case.block, *args, schedule=schedule, seed=seed,
                                                  record=case.record, names=names, outputs=(names[pos],),
                                                  time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S)
             else:
                 launch(kernel, case.grid, case.block, *args)
             got = out.fetch()
         except Failed as exc:
-            raise Failed(f"{case.label}: {exc}", cause=_more(exc.cause, case.extra_cause),
+            raise Failed(f"{label}: {exc}", cause=_more(exc.cause, case.extra_cause),
                          show=show_hint_for(kernel, case)) from None
         except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
             failed = explain_exception(exc)
-            raise Failed(f"{case.label}: {failed}", cause=_more(failed.cause, case.extra_cause),
+            raise Failed(f"{label}: {failed}", cause=_more(failed.cause, case.extra_cause),
                          show=show_hint_for(kernel, case)) from None
         try:
             _judge(got, case, report, names[pos])
         except Failed as exc:
-            raise Failed(str(exc), cause=exc.cause, show=show_hint_for(kernel, case)) from None
+            message = str(exc) if label == case.label else str(exc).replace(case.label, label, 1)
+            raise Failed(message, cause=exc.cause, show=show_hint_for(kernel, case)) from None
     return report
+
+
+def _order_words(schedule: str, seed: int | None) -> str:
+    """``schedule 'shuffle', seed 12``: how the threads ran, enough to replay it with labkit.sim.launch_strict."""
+    from ..sim.engine import describe_schedule
+
+    return describe_schedule(schedule, seed)
 
 
 def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, out_name: str) -> None:

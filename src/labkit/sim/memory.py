@@ -828,8 +828,7 @@ def launch_strict(
     model.end_block()
     race = model.finish_race()
     if race is not None and not allow_races:
-        replay = "" if schedule == "forward" else f" (threads run in {engine.describe_schedule(schedule, seed)})"
-        raise KernelFault(race.message() + replay, cause=race.cause())
+        raise KernelFault(race.message(), cause=race.cause())
     return LaunchReport(
         dict(model.atomics), list(model.shared), model.barriers, model.float_into_int, model.log,
         {a.name: a.dtype.itemsize for a in model.globals} | {s[0]: s[2].itemsize for s in model.shared}, race,
