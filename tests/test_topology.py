@@ -304,3 +304,9 @@ def test_nvidia_smi_numbering_is_turned_into_cudas() -> None:
     assert same.relations == t.relations and "the same" in same.notes[-1]
     hidden = topology.in_cuda_order(t, smi_bus, cuda_bus[:4])  # CUDA sees 4 of the 8: nothing renumbered, and said
     assert hidden.relations == t.relations and "CUDA_VISIBLE_DEVICES" in hidden.notes[-1]
+
+
+def test_from_nvidia_smi_names_a_mig_slice_by_its_parent() -> None:
+    text = (FIX / "nvidia-smi-topo-dgx1-v100.txt").read_text()
+    t = topology.from_nvidia_smi(text, gpu="NVIDIA A100-SXM4-80GB MIG 1g.10gb")
+    assert t.gpu_model == "A100 SXM4 80GB"

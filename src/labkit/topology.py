@@ -658,7 +658,7 @@ def from_nvidia_smi(text: str, gpu: str | None = None, name: str = "this machine
                           fix="Pass the whole output, header row and one row per GPU.")
     model = None
     if gpu is not None:
-        model = hw.match_device(gpu)
+        model = hw.match_device(gpu.split(" MIG ")[0])  # a MIG slice sits on its parent GPU's links
         if model is None:
             model = hw.gpu(gpu)
     per_nv = hw.link(model.nvlink).per_link.value if model else None
