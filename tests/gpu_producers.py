@@ -114,17 +114,14 @@ def _numba_suite(fig: Figures, mp: pytest.MonkeyPatch, real: Any) -> Any:
 def _tensor_suite(fig: Figures, mp: pytest.MonkeyPatch, real: Any) -> Any:
     """labkit.tensorcores.gpu_check on a NumPy CuPy: the GEMMs timed by a fake bench.measure at the chosen share of
     the H200's dense peak, the WMMA kernel launched (arguments checked) and computed by NumPy."""
-    import numpy as np
-
     from gpu_fakes import KERNEL_IMPLS, ArrayCuPy
     from labkit import bench, hw
 
     impls = dict(KERNEL_IMPLS)
     if not fig.wmma_ok:
         def wrong(grid: tuple, block: tuple, A: Any, B: Any, C: Any, M: Any, N: Any, K: Any) -> None:
-            impls_ok = KERNEL_IMPLS["wmma_gemm"]
-            impls_ok(grid, block, A, B, C, M, N, K)
-            C.reshape(int(M), int(N))[: 16, : 16] = 0.0  # the first tile never written: a wrong kernel
+            KERNEL_IMPLS["wmma_gemm"](grid, block, A, B, C, M, N, K)
+            C.reshape(int(M), int(N))[:16, :16] = 0.0  # the first tile wrong: a kernel with a bug
 
         impls["wmma_gemm"] = wrong
     cp = ArrayCuPy(impls)
@@ -139,9 +136,7 @@ def _tensor_suite(fig: Figures, mp: pytest.MonkeyPatch, real: Any) -> Any:
         m.setitem(sys.modules, "cupy", cp)
         m.setitem(sys.modules, "cupy._core", None)  # CuPy's TF32 switch: not in the fake
         m.setattr(bench, "measure", measure)
-        out = real(n=64)
-    assert np.isfinite(out["targets"][0]["value"])
-    return out
+        return real(n=64)
 
 
 def _cupy_suite(fig: Figures, mp: pytest.MonkeyPatch, real: Any) -> Any:

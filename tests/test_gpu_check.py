@@ -2,7 +2,7 @@
 target fails (or is not measured, or a notebook fails), 2 when it cannot run. The result files it judges are made
 by the producers: gpu_check's own ``main`` running every suite's real record-building code on fakes
 (tests/gpu_producers.py), so a record or a field renamed in a suite fails here. Only
-tests/fixtures/gpu_check/cannot-run.json is a file (no producer writes one). Cost: about 20 s."""
+tests/fixtures/gpu_check/cannot-run.json is a file (no producer writes one). Cost: about 8 s."""
 
 from __future__ import annotations
 
