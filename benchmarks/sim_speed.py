@@ -153,12 +153,16 @@ def _numba_child(names: list[str], repeat: int, outdir: str) -> None:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     from numba import cuda
 
-    times = {}
+    times: dict[str, Any] = {}
     for case in [c for c in _cases() if c.name in names]:
         kernel = _kernel(case.kernel, cuda.jit, cuda)
         args, _, _ = _inputs(case)
         copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-        kernel[case.grid, case.block](*copies)  # the outputs of one run, to compare
+        try:
+            kernel[case.grid, case.block](*copies)  # the outputs of one run, to compare
+        except Exception as exc:  # noqa: BLE001 - e.g. warp shuffles, which Numba's simulator does not have
+            times[case.name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
+            continue
         np.savez(Path(outdir) / f"{case.name}.npz", *[a for a in copies if isinstance(a, np.ndarray)])
 
         def run() -> None:
@@ -203,14 +207,19 @@ def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
         rows = []
         for case in cases:
             strict, recorded, outs = _labkit_times(case, repeat)
-            with np.load(Path(outdir) / f"{case.name}.npz") as ref:
-                theirs = [ref[f"arr_{k}"] for k in range(len(ref.files))]
-            same = all(np.allclose(a, b, rtol=1e-5, atol=1e-5, equal_nan=True) for a, b in zip(outs, theirs))
+            row = {"kernel": case.name, "grid": case.grid, "block": case.block, "labkit_strict_s": round(strict, 4),
+                   "labkit_recorded_s": round(recorded, 4)}
             numba_s = numba_times[case.name]
-            rows.append({"kernel": case.name, "grid": case.grid, "block": case.block, "numba_s": round(numba_s, 4),
-                         "labkit_strict_s": round(strict, 4), "labkit_recorded_s": round(recorded, 4),
-                         "speedup_strict": round(numba_s / strict, 1), "speedup_recorded": round(numba_s / recorded, 1),
-                         "same_outputs": bool(same)})
+            if isinstance(numba_s, dict):
+                row.update(numba_s=None, numba_error=numba_s["error"], speedup_strict=None, speedup_recorded=None,
+                           same_outputs=None)
+            else:
+                with np.load(Path(outdir) / f"{case.name}.npz") as ref:
+                    theirs = [ref[f"arr_{k}"] for k in range(len(ref.files))]
+                same = all(np.allclose(a, b, rtol=1e-5, atol=1e-5, equal_nan=True) for a, b in zip(outs, theirs))
+                row.update(numba_s=round(numba_s, 4), speedup_strict=round(numba_s / strict, 1),
+                           speedup_recorded=round(numba_s / recorded, 1), same_outputs=bool(same))
+            rows.append(row)
     import greenlet
     import numba
 
@@ -220,7 +229,7 @@ def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
         "date": _dt.date.today().isoformat(), "repeat": repeat, "python": platform.python_version(),
         "numba": numba.__version__, "greenlet": greenlet.__version__, "cpu_count": os.cpu_count(),
         "machine": platform.machine(), "rows": rows,
-        "min_speedup_strict": min(r["speedup_strict"] for r in rows),
+        "min_speedup_strict": min((r["speedup_strict"] for r in rows if r["speedup_strict"]), default=None),
     }
 
 
@@ -231,6 +240,10 @@ def markdown(result: dict[str, Any]) -> str:
              "| kernel | grid × block | Numba's simulator | labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in result["rows"]:
+        if r["numba_s"] is None:
+            lines.append(f"| {r['kernel']} | {r['grid']} × {r['block']} | cannot run it ({r['numba_error'][:60]}) | "
+                         f"{r['labkit_strict_s']:.3f} s | – | {r['labkit_recorded_s']:.3f} s | – | – |")
+            continue
         lines.append(f"| {r['kernel']} | {r['grid']} × {r['block']} | {r['numba_s']:.3f} s | {r['labkit_strict_s']:.3f} s | "
                      f"{r['speedup_strict']:.1f} | {r['labkit_recorded_s']:.3f} s | {r['speedup_recorded']:.1f} | "
                      f"{'yes' if r['same_outputs'] else 'NO'} |")

@@ -129,7 +129,7 @@ labkit.show(copy2d_strided, a_show, np.zeros_like(a_show), grid=(1, 4), block=(3
 
 # %% tags=["nbval-ignore-output"]
 k_copy = labkit.check.solved_or_reference("03.coalesced-copy", copy2d)
-side = labkit.size(gpu=8192, sim=32)
+side = labkit.size(gpu=8192, sim=64)
 src = cuda.to_device(rng.standard_normal((side, side), dtype=np.float32))
 dst = cuda.device_array((side, side), np.float32)
 blk = (32, 8)
@@ -329,7 +329,7 @@ labkit.check.matmul(matmul, tile=MM_TILE);
 
 # %% tags=["nbval-ignore-output"]
 k_mm = labkit.check.solved_or_reference("03.matmul", matmul)
-m = labkit.size(gpu=2048, sim=32)
+m = labkit.size(gpu=2048, sim=128)
 A = cuda.to_device(rng.standard_normal((m, m), dtype=np.float32))
 B = cuda.to_device(rng.standard_normal((m, m), dtype=np.float32))
 C = cuda.device_array((m, m), np.float32)

@@ -343,7 +343,7 @@ class Launch:
     atol: float = 1e-6
     first: bool = False
     reverse: bool = False
-    record: bool = False
+    record: bool | Sequence[str] = False  # keep every access, or those of the arrays named
     unwritten_cause: str | None = None
     swapped_cause: str | None = None
     extra_cause: str | None = None

@@ -363,7 +363,7 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         sums = device(np.full(nb, np.nan, np.float32))
         label = f"scan_block: n={n}, {nb} block(s) of {block} threads"
         report = run_case(scan_block, nb, block, (x, sums), out_shape=n, out_dtype=np.float32, expected=want,
-                          label=label, names=("x", "sums", "out"), first=k == 0, reverse=k == 1, record=k == 0,
+                          label=label, names=("x", "sums", "out"), first=k == 0, reverse=k == 1, record=("x",) if k == 0 else False,
                           unwritten_cause="every thread whose i < n writes out[i], including the last, partial block.")
         got_sums = sums.copy_to_host()
         if not np.array_equal(got_sums, want_sums):
@@ -376,7 +376,7 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
                 raise Failed(f"{label}: the values are right, but the kernel does not scan in shared memory with barriers.",
                              cause="load the block into cuda.shared.array, and combine partial sums there with "
                                    "cuda.syncthreads() between the steps.")
-            reads = sum(1 for a in report.accesses if a.array == "x" and a.kind == "read")
+            reads = report.count("x", "read")
             if reads > n:
                 raise Failed(f"{label}: the values are right, but x was read {reads} times for {n} elements.",
                              cause="each thread should read its element of x once, into shared memory: summing from "

@@ -105,9 +105,9 @@ class BlockRun:
         self.warp_state: Any = None  # owned by the warp layer
         self.barriers = 0
 
-    def ordered(self, threads: Iterable[SimThread]) -> deque[SimThread]:
-        """``threads`` in the launch's schedule order."""
-        ts = sorted(threads, key=lambda t: t.thread_id)
+    def ordered(self, threads: Iterable[SimThread] | None = None) -> deque[SimThread]:
+        """``threads`` (default: all the block's, in order) in the launch's schedule order."""
+        ts = list(self.threads) if threads is None else sorted(threads, key=lambda t: t.thread_id)
         schedule = self.launch.schedule
         if schedule == "reverse":
             ts.reverse()
@@ -224,14 +224,19 @@ class SharedArrays:
         return res
 
 
+_dtypes: dict[Any, np.dtype] = {}
+
+
 def _as_dtype(dtype: Any) -> np.dtype:
     """A NumPy dtype for what a kernel passes as one (``np.float32``, or a Numba type such as ``float32``)."""
-    from numba.cuda import types as nbtypes
-    from numba.cuda.np import numpy_support
+    found = _dtypes.get(dtype)
+    if found is None:
+        from numba.cuda import types as nbtypes
+        from numba.cuda.np import numpy_support
 
-    if isinstance(dtype, nbtypes.Type):
-        return numpy_support.as_dtype(dtype)
-    return np.dtype(dtype)
+        found = numpy_support.as_dtype(dtype) if isinstance(dtype, nbtypes.Type) else np.dtype(dtype)
+        _dtypes[dtype] = found
+    return found
 
 
 def barrier(frame: Any, value: Any = None) -> list[Any]:
@@ -416,7 +421,7 @@ def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, modul
         hooks.block_start(blk)
     scheduler = blk.launch.scheduler
     idle = _idle_workers()
-    blk.runnable = blk.ordered(blk.threads)
+    blk.runnable = blk.ordered()
     live = blk.size
     coll = collectives
     switches = 0
@@ -483,7 +488,7 @@ def _release(blk: BlockRun, hooks: Hooks | None) -> None:
     for t in blk.threads:
         t.result = values
         t.state = RUNNING
-    blk.runnable = blk.ordered(blk.threads)
+    blk.runnable = blk.ordered()
 
 
 def _stop(blk: BlockRun) -> None:

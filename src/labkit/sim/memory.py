@@ -177,6 +177,11 @@ class LaunchReport:
         """Every recorded access in the order they happened (``record=True``)."""
         return accesses_of(self.log)
 
+    def count(self, array: str, kind: str = "read") -> int:
+        """How many recorded accesses of ``kind`` the launch made to ``array``."""
+        code = KINDS.index(kind)
+        return sum(1 for a, _, _, k, _, _ in self.log if k == code and a.name == array)
+
     def requests(self, array: str, kind: str = "read") -> dict[tuple, list[int]]:
         """Warp requests: {(block, warp, seq): [flat index per lane]} for one array and kind of access."""
         out: dict[tuple, list[int]] = {}
@@ -245,7 +250,9 @@ class Model:
 
     collect_all = False  # a trace collects every race (one per element); a check stops at the first
 
-    def __init__(self, *, record: bool) -> None:
+    def __init__(self, *, record: bool | Sequence[str]) -> None:
+        self.record_only: frozenset[str] | None = None if isinstance(record, bool) else frozenset(record)
+        record = bool(record)
         self.globals: list[TrackedArray] = []
         self.block_shared: list[TrackedArray] = []  # the shared arrays of the block running now
         self.shared: list[tuple[str, tuple[int, ...], np.dtype]] = []  # every distinct shared array, for the report
@@ -361,7 +368,7 @@ class TrackedArray:
         self.space, self.name = space, name
         self.poisoned = poisoned  # starts as poison: a read before any write is uninitialised
         self._model = model
-        self._record = model.record
+        self._record = model.record and (model.record_only is None or name in model.record_only)
         mult, m = [], 1
         for n in reversed(live.shape):
             mult.append(m)
@@ -666,7 +673,8 @@ class _Unwatched2D(_Tracked2D):
 def track(live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False, watched: bool = True,
           position: int = -1) -> TrackedArray:
     """A :class:`TrackedArray` over ``live`` (of the subclass for its number of dimensions and what it must watch)."""
-    lean = not (watched or poisoned or model.record or space == "shared") and not (
+    recorded = model.record and (model.record_only is None or name in model.record_only)
+    lean = not (watched or poisoned or recorded or space == "shared") and not (
         live.dtype.kind in "iu" and live.dtype.itemsize < 8)
     if live.ndim == 1:
         cls: type[TrackedArray] = _Unwatched1D if lean else _Tracked1D
@@ -795,7 +803,7 @@ def strict(model: Model, **opts: Any) -> Iterator[None]:
 
 
 def launch_strict(
-    kernel: Any, griddim: Any, blockdim: Any, *args: Any, reverse: bool = False, record: bool = False,
+    kernel: Any, griddim: Any, blockdim: Any, *args: Any, reverse: bool = False, record: bool | Sequence[str] = False,
     time_limit_s: float | None = None, allow_races: bool = False, names: Sequence[str] | None = None,
     outputs: Sequence[str] = (), schedule: str | None = None, seed: int | None = None,
 ) -> LaunchReport:
@@ -803,7 +811,7 @@ def launch_strict(
 
     ``schedule`` orders the threads of each block: ``"forward"`` (the default), ``"reverse"`` (also
     ``reverse=True``) or ``"shuffle"`` with ``seed``; ``record`` keeps every element access (for
-    :func:`sectors_per_request` and :func:`bank_conflicts`). A data race raises
+    :func:`sectors_per_request` and :func:`bank_conflicts`), or those of the arrays it names. A data race raises
     :class:`~labkit.sim.errors.KernelFault` naming both threads, unless ``allow_races``; a divergent barrier,
     a broken warp call or the time limit (default :data:`labkit.sim.limits.LEARNER_CODE_LIMIT_S`) raise too. ``outputs`` names the
     arguments that start filled with poison (a read of one before any write is reported as uninitialised).

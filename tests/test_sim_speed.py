@@ -1,0 +1,46 @@
+"""benchmarks/sim_speed.py (make bench-sim): both simulators time the same kernels and agree on their outputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import labkit
+
+env = labkit.setup(quiet=True)
+pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator benchmark")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("sim_speed", ROOT / "benchmarks" / "sim_speed.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sim_speed"] = module  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_reference_kernel_has_a_case() -> None:
+    from labkit import kernels
+
+    bench = _bench()
+    names = {c.name for c in bench._cases()}
+    assert set(kernels.names()) <= names
+    assert {"fused_update", "erode3x3", "dilate3x3", "tile_counts"} <= names
+
+
+def test_a_run_writes_json_and_markdown(tmp_path: Path) -> None:
+    bench = _bench()
+    assert bench.main(["--only", "copy,warp_sum", "--repeat", "1", "--out", str(tmp_path)]) == 0
+    (json_file,) = tmp_path.glob("sim-speed-*.json")
+    result = json.loads(json_file.read_text())
+    rows = {r["kernel"]: r for r in result["rows"]}
+    assert rows["copy"]["same_outputs"] is True and rows["copy"]["numba_s"] > 0 and rows["copy"]["labkit_strict_s"] > 0
+    assert rows["warp_sum"]["numba_s"] is None and "shfl_down_sync" in rows["warp_sum"]["numba_error"]
+    table = json_file.with_suffix(".md").read_text()
+    assert "| copy |" in table and "not GPU times" in table
