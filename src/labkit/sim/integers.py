@@ -23,8 +23,23 @@ def widen(value: Any) -> Any:
     return value
 
 
+_RANGES: dict[np.dtype, tuple[int, int]] = {}
+
+
+def _range(dtype: np.dtype) -> tuple[int, int]:
+    found = _RANGES.get(dtype)
+    if found is None:
+        info = np.iinfo(dtype)
+        found = _RANGES[dtype] = (int(info.min), int(info.max))
+    return found
+
+
 def store_value(value: Any, dtype: np.dtype) -> Any:
     """``value`` ready to store into an integer array of ``dtype``: integers wrap to its width like a GPU store."""
+    if type(value) is int and dtype.kind in "iu":
+        low, high = _range(dtype)
+        if low <= value <= high:  # the usual case: it fits, nothing to wrap
+            return value
     if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         wide = np.uint64 if isinstance(value, np.unsignedinteger) or (isinstance(value, int) and value >= 1 << 63) else np.int64
         try:
@@ -37,7 +52,7 @@ def store_value(value: Any, dtype: np.dtype) -> Any:
 def _cast(value: Any, dtype: np.dtype) -> Any:
     """An atomic's operand in the array's own type, as Numba converts it on a GPU."""
     if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return store_value(value, dtype)[()]
+        return dtype.type(store_value(value, dtype))
     if dtype.kind == "f" and isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
         return dtype.type(value)
     return value

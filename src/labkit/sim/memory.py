@@ -575,7 +575,10 @@ class TrackedArray:
 
     def atomic_target(self, idx: Any) -> tuple[np.ndarray, Any]:
         """Record an atomic update of element ``idx``; returns (memory, index) for the atomic to act on."""
-        index, flat = self._key(idx)
+        if type(idx) is int and self.ndim == 1 and 0 <= idx < self.size:
+            index = flat = idx
+        else:
+            index, flat = self._key(idx)
         if not self._track:
             raise Retrack(self)
         model = self._model
@@ -670,18 +673,72 @@ class _Unwatched2D(_Tracked2D):
         return TrackedArray.__getitem__(self, idx)
 
 
+class _UnwatchedND(TrackedArray):
+    """An array of 3 or more dimensions whose reads need no bookkeeping."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        if type(idx) is tuple and len(idx) == self.ndim:
+            for i in idx:
+                if type(i) is not int or i < 0:
+                    break
+            else:
+                return self.live[idx]
+        return TrackedArray.__getitem__(self, idx)
+
+
+class _UnwatchedNarrow1D(_Tracked1D):
+    """:class:`_Unwatched1D` of a narrow integer type: reads widen to int64, as Numba types them."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i: Any) -> Any:
+        if type(i) is int and i >= 0:
+            return np.int64(self.live[i])
+        return TrackedArray.__getitem__(self, i)
+
+
+class _UnwatchedNarrow2D(_Tracked2D):
+    """:class:`_Unwatched2D` of a narrow integer type: reads widen to int64."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        if type(idx) is tuple and len(idx) == 2:
+            i, j = idx
+            if type(i) is int and type(j) is int and i >= 0 and j >= 0:
+                return np.int64(self.live[idx])
+        return TrackedArray.__getitem__(self, idx)
+
+
+class _UnwatchedNarrowND(TrackedArray):
+    """:class:`_UnwatchedND` of a narrow integer type: reads widen to int64."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        if type(idx) is tuple and len(idx) == self.ndim:
+            for i in idx:
+                if type(i) is not int or i < 0:
+                    break
+            else:
+                return np.int64(self.live[idx])
+        return TrackedArray.__getitem__(self, idx)
+
+
 def track(live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False, watched: bool = True,
           position: int = -1) -> TrackedArray:
     """A :class:`TrackedArray` over ``live`` (of the subclass for its number of dimensions and what it must watch)."""
     recorded = model.record and (model.record_only is None or name in model.record_only)
-    lean = not (watched or poisoned or recorded or space == "shared") and not (
-        live.dtype.kind in "iu" and live.dtype.itemsize < 8)
+    lean = not (watched or poisoned or recorded or space == "shared")
+    narrow = live.dtype.kind in "iu" and live.dtype.itemsize < 8
     if live.ndim == 1:
-        cls: type[TrackedArray] = _Unwatched1D if lean else _Tracked1D
+        cls: type[TrackedArray] = (_UnwatchedNarrow1D if narrow else _Unwatched1D) if lean else _Tracked1D
     elif live.ndim == 2:
-        cls = _Unwatched2D if lean else _Tracked2D
+        cls = (_UnwatchedNarrow2D if narrow else _Unwatched2D) if lean else _Tracked2D
     else:
-        cls = TrackedArray
+        cls = (_UnwatchedNarrowND if narrow else _UnwatchedND) if lean else TrackedArray
     return cls(live, model, space, name, poisoned=poisoned, watched=watched, position=position)
 
 
@@ -764,6 +821,26 @@ def _strict_atomic(name: str) -> Any:
 
 for _name in _ATOMICS:
     setattr(_StrictAtomics, _name, _strict_atomic(_name))
+
+
+def _strict_add(self: _StrictAtomics, array: Any, index: Any, val: Any) -> Any:
+    """``cuda.atomic.add``, the atomic of histograms and counters, done directly on a tracked array's memory."""
+    if isinstance(array, (TrackedArray, _Row)) and isinstance(val, (int, float, np.integer, np.floating)) \
+            and not isinstance(val, (bool, np.bool_)):
+        target, key = array.atomic_target(index)
+        dt = target.dtype
+        old = target[key]
+        if dt.kind in "iu" and isinstance(val, (int, np.integer)):
+            target[key] = store_value(int(old) + int(val), dt)  # wraps to the element's width, as on a GPU
+            return np.int64(old) if dt.itemsize < 8 else old
+        if dt.kind == "f":
+            target[key] = old + dt.type(val)  # (Numba converts the value to the array's type first)
+            return old
+        return self._plain.add(target, key, val)  # (another combination: the simulator's own atomic)
+    return _strict_atomic("add")(self, array, index, val)
+
+
+_StrictAtomics.add = _strict_add  # type: ignore[attr-defined]
 
 
 def _track_args(model: Model, args: Sequence[Any], names: Sequence[str] | None, outputs: Sequence[str],
