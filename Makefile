@@ -71,7 +71,7 @@ notebooks: $(STAMP)
 
 ## bench-sim: time the course's reference kernels under Numba's simulator and labkit.sim (benchmarks/results/sim-speed-*)
 bench-sim: $(STAMP)
-	$(PY) benchmarks/sim_speed.py
+	$(PY) benchmarks/sim_speed.py && $(PY) tools/readme_sim_table.py
 
 ## gpu-check: on a GPU machine, run every solution notebook in gpu mode and the benchmark suite
 gpu-check:

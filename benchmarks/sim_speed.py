@@ -3,9 +3,10 @@
 
     python benchmarks/sim_speed.py [--repeat N] [--only NAME,NAME] [--out DIR]     (``make bench-sim``)
 
-Every reference kernel of the course (``labkit.kernels.REFERENCE``, the lab 09 kernels of
-``labkit.kernels.video``, and the kernels of the solution notebooks that are not already among them) runs on
-the same seeded inputs, at the sizes the labs and checks use in ``sim`` mode:
+Every reference kernel of the course (``labkit.kernels.REFERENCE``, which the checks grade against and the
+solution notebooks use, the lab 09 kernels of ``labkit.kernels.video``, and the correct kernels of the solution
+notebooks that are not among them) runs on the same seeded inputs, at the sizes the labs and checks use in
+``sim`` mode:
 
 - under **Numba's simulator** as it ships (``NUMBA_ENABLE_CUDASIM=1``, one OS thread per CUDA thread), in a
   fresh Python process that never imports labkit's simulator, so nothing of labkit changes it;
@@ -118,14 +119,49 @@ def _cases() -> list[Case]:
         Case("tile_counts", "video:tile_counts", (3, 3), (16, 16),
              lambda r: ([(r.random(FRAME) < 0.3).astype(np.uint8), 8, _zeros(5, 6, dtype=np.int32)],
                         ["mask", "tile", "counts"], ())),
+        # kernels of the solution notebooks that labkit.kernels does not have
+        Case("vector_add (lab 00)", "notebook:00-start-here:vector_add", G1, B1,
+             lambda r: ([_f32(r, N1), _f32(r, N1), _zeros(N1)], ["a", "b", "out"], ("out",))),
+        Case("tile_columns (lab 03)", "notebook:03-memory-hierarchy:tile_columns", 1, (32, 8),
+             lambda r: ([_zeros(32, 32)], ["out"], ("out",))),
+        Case("tile_columns_padded (lab 03)", "notebook:03-memory-hierarchy:tile_columns_padded", 1, (32, 8),
+             lambda r: ([_zeros(32, 32)], ["out"], ("out",))),
     ]
     return c
 
 
+def _notebook_kernel(stem: str, name: str, jit: Callable[[Any], Any], cuda: Any) -> Any:
+    """A ``@cuda.jit`` function of a solution notebook, from its source (``notebooks/src/<stem>.py``), with the
+    notebook's integer constants; the learner's skeleton lines are left out."""
+    import re
+
+    text = (ROOT / "notebooks" / "src" / f"{stem}.py").read_text()
+    names: dict[str, Any] = {"cuda": cuda, "np": np}
+    for const, value in re.findall(r"^([A-Z_][A-Z0-9_]*) = (\d+)\s*(?:#.*)?$", text, flags=re.M):
+        names[const] = int(value)
+    for const, expr in re.findall(r"^([A-Z_][A-Z0-9_]*) = ([A-Z_][A-Z0-9_]* [+*] \d+)\s*(?:#.*)?$", text, flags=re.M):
+        names[const] = eval(expr, {}, dict(names))  # noqa: S307 - the course's own constants (TILE + 1)
+    lines = text.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith(f"def {name}("))
+    body, skeleton = [], False
+    for line in lines[start:]:
+        if body and line and not line.startswith((" ", "#")):
+            break
+        skeleton = (skeleton or "BEGIN SKELETON" in line) and "END SKELETON" not in line
+        if not skeleton and "END SKELETON" not in line:
+            body.append(line)
+    exec(compile("\n".join(body), f"<notebook {stem}>", "exec"), names)  # noqa: S102 - the course's own kernel
+    return jit(names[name])
+
+
 def _kernel(spec: str, jit: Callable[[Any], Any], cuda: Any) -> Any:
-    """The jitted kernel for ``module:function`` of labkit.kernels (video kernels are jitted at import)."""
+    """The jitted kernel for ``module:function`` of labkit.kernels (video kernels are jitted at import), or
+    ``notebook:<stem>:function`` of a solution notebook."""
     import importlib
 
+    if spec.startswith("notebook:"):
+        _, stem, name = spec.split(":")
+        return _notebook_kernel(stem, name, jit, cuda)
     module_name, fn = spec.split(":")
     module = importlib.import_module(f"labkit.kernels.{module_name}")
     if module_name == "video":
@@ -236,7 +272,7 @@ def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     """The table of a result, as in the README."""
     lines = [f"Simulator speed on {result['date']} ({result['cpu_count']} CPU cores, Python {result['python']}, Numba "
-             f"{result['numba']}; best of {result['repeat']} launches; CPU times of simulators, not GPU times):", "",
+             f"{result['numba']}; best of {result['repeat']} launches, wall-clock seconds on a CPU; simulators, not GPU times):", "",
              "| kernel | grid × block | Numba's simulator | labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in result["rows"]:

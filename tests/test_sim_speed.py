@@ -44,3 +44,11 @@ def test_a_run_writes_json_and_markdown(tmp_path: Path) -> None:
     assert rows["warp_sum"]["numba_s"] is None and "shfl_down_sync" in rows["warp_sum"]["numba_error"]
     table = json_file.with_suffix(".md").read_text()
     assert "| copy |" in table and "not GPU times" in table
+
+
+def test_the_readme_shows_the_newest_committed_table() -> None:
+    results = sorted((ROOT / "benchmarks" / "results").glob("sim-speed-*.md"))
+    assert results, "run `make bench-sim` and commit benchmarks/results/sim-speed-<date>.md"
+    table = [line for line in results[-1].read_text().splitlines() if line.startswith("|")]
+    readme = (ROOT / "README.md").read_text()
+    assert all(line in readme for line in table), "README.md's simulator table differs from " + results[-1].name

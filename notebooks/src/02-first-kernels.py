@@ -127,8 +127,8 @@ timings = [
 print(labkit.bench.table(timings))
 
 # %% [markdown]
-# In `sim` mode both times are CPU times and say nothing about a GPU: the simulator runs each CUDA thread as a
-# Python thread. On a GPU, try more blocks (say 32 per SM): a memory-bound kernel needs many warps in flight to
+# In `sim` mode both times are CPU times and say nothing about a GPU: the simulator runs the CUDA threads in
+# Python, one after another. On a GPU, try more blocks (say 32 per SM): a memory-bound kernel needs many warps in flight to
 # hide the memory latency, which is what lab 03 is about.
 #
 # ### Why the first launch is slower

@@ -44,7 +44,7 @@ class SimThread:
     """One CUDA thread of the block being run."""
 
     __slots__ = ("threadIdx", "blockIdx", "thread_id", "lane", "warp", "glet", "state", "site", "value", "result",
-                 "block", "key", "meets")
+                 "block", "key", "meets", "scheduler")
 
     def __init__(self, block: "BlockRun", point: tuple[int, int, int], thread_id: int) -> None:
         self.threadIdx = Dim3(*point)
@@ -59,6 +59,7 @@ class SimThread:
         self.block = block
         self.key = (block.linear, thread_id)  # unique in the launch: (block, thread)
         self.meets: list[int] | None = None  # masks of the syncwarp meetings it joined since the last barrier
+        self.scheduler = block.launch.scheduler  # the greenlet it hands control back to
 
     def __repr__(self) -> str:
         return f"<thread {tuple(self.threadIdx)} of block {tuple(self.blockIdx)}>"
@@ -172,7 +173,15 @@ class _ModuleMixin:
         raise RuntimeError(f"Global ID has 1-3 dimensions. {n} requested")
 
     def syncthreads(self) -> None:
-        barrier(sys._getframe(1))
+        """``cuda.syncthreads()``: :func:`barrier` written out, as kernels call it in their inner loops."""
+        t = current
+        if t is None:
+            raise RuntimeError("cuda.syncthreads() outside a kernel launch")
+        frame = sys._getframe(1)
+        t.site = (frame.f_code, frame.f_lineno)
+        t.value = None
+        t.state = BARRIER
+        t.scheduler.switch()
 
     def syncthreads_count(self, value: Any) -> int:
         return int(sum(1 for v in barrier(sys._getframe(1), value) if v))
@@ -253,11 +262,10 @@ def barrier(frame: Any, value: Any = None) -> list[Any]:
 
 
 def park(thread: SimThread, state: int) -> None:
-    """Suspend the calling thread (``state``: BARRIER or WAITING) until the scheduler resumes it."""
-    global current
+    """Suspend the calling thread (``state``: BARRIER or WAITING) until the scheduler resumes it (and sets
+    :data:`current` to it again)."""
     thread.state = state
-    thread.block.launch.scheduler.switch()
-    current = thread  # (the scheduler sets it too; a thread resumed by a throw() sees itself)
+    thread.scheduler.switch()
 
 
 class LaunchRun:
@@ -437,7 +445,8 @@ def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, modul
                     if g is None:  # the thread starts, on an idle worker or a new one
                         if idle:
                             g = idle.pop()
-                            g.parent = scheduler
+                            if g.parent is not scheduler:
+                                g.parent = scheduler
                         else:
                             g = greenlet.greenlet(_work, parent=scheduler)
                         t.glet = g
@@ -460,7 +469,6 @@ def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, modul
                 switches += 1
                 if not switches & 63 and time.thread_time() > cpu_end:
                     raise blocks.timeout_report(blk, blk.launch.limit_s)
-                queue = blk.runnable
             if not live:
                 return
             if time.thread_time() > cpu_end:

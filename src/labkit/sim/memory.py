@@ -560,7 +560,7 @@ class TrackedArray:
         me = engine.current
         if self._record:
             model.note(self, me, flat, WRITE, value)
-        if model.race is None or model.collect_all:
+        if (model.race is None or model.collect_all) and (flat in self._w or flat in self._a or self._log or self._r):
             self._conflicts(flat, WRITE, me)
         r = self._readers().get(flat)
         if r is not None and (r is me or (type(r) is list and any(_thread_of(s) is me for s in r))
@@ -666,10 +666,12 @@ class _Unwatched2D(_Tracked2D):
     __slots__ = ()
 
     def __getitem__(self, idx: Any) -> Any:
-        if type(idx) is tuple and len(idx) == 2:
+        try:
             i, j = idx
-            if type(i) is int and type(j) is int and i >= 0 and j >= 0:
-                return self.live[idx]
+            if i >= 0 <= j:
+                return self.live[idx]  # (NumPy raises IndexError past the upper bounds, and for non-integers)
+        except (TypeError, ValueError):  # not two indices, or a slice among them
+            pass
         return TrackedArray.__getitem__(self, idx)
 
 
@@ -705,20 +707,29 @@ class _UnwatchedNarrow2D(_Tracked2D):
     __slots__ = ()
 
     def __getitem__(self, idx: Any) -> Any:
-        if type(idx) is tuple and len(idx) == 2:
+        try:
             i, j = idx
-            if type(i) is int and type(j) is int and i >= 0 and j >= 0:
+            if i >= 0 <= j:
                 return np.int64(self.live[idx])
+        except (TypeError, ValueError):
+            pass
         return TrackedArray.__getitem__(self, idx)
 
 
 class _UnwatchedNarrowND(TrackedArray):
-    """:class:`_UnwatchedND` of a narrow integer type: reads widen to int64."""
+    """:class:`_UnwatchedND` of a narrow integer type: reads widen to int64 (3-D ones, images, take a short path)."""
 
     __slots__ = ()
 
     def __getitem__(self, idx: Any) -> Any:
-        if type(idx) is tuple and len(idx) == self.ndim:
+        if self.ndim == 3:
+            try:
+                i, j, k = idx
+                if i >= 0 <= j and k >= 0:
+                    return np.int64(self.live[idx])
+            except (TypeError, ValueError):
+                pass
+        elif type(idx) is tuple and len(idx) == self.ndim:
             for i in idx:
                 if type(i) is not int or i < 0:
                     break
