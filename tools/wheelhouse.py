@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: kernel) usually does not have.
 PURE = ("plotly", "narwhals", "networkx", "nvidia-ml-py", "ipywidgets", "widgetsnbextension", "jupyterlab_widgets",
         "comm", "nbclient", "nbformat", "fastjsonschema")
-#: Binary wheels, fetched for the GPU machine's Python and platform: ml_dtypes (BF16/FP8 on the host) and the nvcc
-#: wheel, whose ``crt/mma.h`` the WMMA kernel needs.
-BINARY = ("ml_dtypes", "nvidia-cuda-nvcc-cu12")
+#: Binary wheels, fetched for the GPU machine's Python and platform: ml_dtypes (BF16/FP8 on the host), greenlet
+#: (labkit's simulator, which traces kernels for labkit.show on a GPU too) and the nvcc wheel, whose ``crt/mma.h``
+#: the WMMA kernel needs.
+BINARY = ("ml_dtypes", "greenlet", "nvidia-cuda-nvcc-cu12")
 
 #: Expected on the GPU machine already (docs/gpu-check.md lists them): not in the wheelhouse.
 EXPECTED_ON_IMAGE = ("numpy", "numba", "numba-cuda", "cuda-bindings", "cupy-cuda12x (with CUDA libraries: cuBLAS, cuRAND)",
