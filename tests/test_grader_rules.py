@@ -329,7 +329,9 @@ def test_a_hung_device_function_from_another_cell_is_stopped(tmp_path: Path, mon
     assert r.status == "failed" and "did not finish within 1 s" in r.message and "loop" in r.cause
     assert time.monotonic() - t0 < 8
     time.sleep(0.2)
-    assert not [t for t in threading.enumerate() if type(t).__name__ == "BlockThread" and t.is_alive()]
+    from labkit.sim import engine
+
+    assert engine.current is None and not engine.launch_active
 
 
 def test_a_plain_python_answer_that_never_ends_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
