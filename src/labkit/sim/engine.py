@@ -12,7 +12,7 @@ Numba's simulator runs each CUDA thread as an operating-system thread. This engi
   skip (one inside an ``if``, or after some threads returned) is reported by :mod:`.blocks`;
 - a launch has a limit on the CPU time it takes (the launching thread's CPU clock, so a loaded machine does
   not make a correct kernel time out) and stops on Interrupt (``KeyboardInterrupt``) at once: no thread is
-  left running because no thread is started.
+  left running because no thread is started; worker greenlets are reused from one CUDA thread to the next.
 
 The in-kernel ``cuda`` module (:class:`Module`) answers ``threadIdx``, ``blockIdx`` and ``laneid`` from plain
 attributes that the scheduler sets at each switch. Memory models (:mod:`.memory`) plug in through
@@ -32,11 +32,11 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import greenlet
 import numpy as np
 
-from . import blocks
-from .blocks import BARRIER, DONE, RUNNING, WAITING
+from . import blocks, limits
+from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
 from .errors import KernelTimeout
-from . import limits
 from .limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG, is_learner_file, raise_in_thread
+
 SCHEDULES = ("forward", "reverse", "shuffle")
 
 

@@ -32,7 +32,6 @@ import os
 import pickle
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
