@@ -104,6 +104,48 @@ def test_systems() -> None:
             assert fig.unit in hw.UNITS and fig.source, (name, fname)
 
 
+def test_every_system_headline_is_a_compute_rate_with_its_format_and_sparsity() -> None:
+    """Each system's headline is compute (TFLOP/s or PFLOP/s; TOPS or POPS for int8), names its number format and
+    says dense or sparse, and is n GPUs x that GPU's peak; bandwidths are figures of their own."""
+    for name in hw.systems():
+        s = hw.system(name)
+        assert s.headline_precision in hw.PRECISIONS, name
+        assert isinstance(s.headline_sparse, bool), name
+        kind = "int" if s.headline_precision == "int8" else "float"
+        assert s.headline.unit in hw.HEADLINE_UNITS[kind], (name, s.headline.unit)
+        assert s.headline.to("POPS" if kind == "int" else "PFLOP/s").value > 0
+        peak = s.gpu_model.peak(s.headline_precision, sparse=s.headline_sparse)
+        per_gpu = s.gpu_count.value * peak.to("TOPS" if kind == "int" else "TFLOP/s").value
+        assert s.headline.to(peak.unit).value == pytest.approx(per_gpu, rel=hw.data().headline_tolerance), name
+        assert s.headline_text().startswith(s.headline.text()) and s.headline_precision.upper() in s.headline_text()
+    nvl = hw.system("GB200 NVL72")
+    assert nvl.headline.text() == "720 PFLOP/s" and nvl.headline_precision == "fp8" and nvl.headline_sparse
+    assert nvl.headline_text() == "720 PFLOP/s FP8 (sparse)" and nvl.headline.source == "NVIDIA GB200 NVL72 spec table"
+    assert nvl.nvlink_domain_bandwidth.text() == "130 TB/s"
+
+
+def test_a_bandwidth_or_untyped_headline_is_refused(tmp_path: Path) -> None:
+    def bandwidth(r: dict) -> None:
+        r["systems"]["GB200 NVL72"]["headline"] = {"value": 130, "unit": "TB/s", "precision": "fp8", "sparse": True}
+    with pytest.raises(HardwareDataError, match="GB200 NVL72.headline: unit 'TB/s' is not a compute rate"):
+        hw.load(_write(tmp_path, bandwidth))
+
+    def untyped(r: dict) -> None:
+        r["systems"]["DGX H100"]["headline"].pop("precision")
+    with pytest.raises(HardwareDataError, match="DGX H100.headline: no precision"):
+        hw.load(_write(tmp_path, untyped))
+
+    def kind(r: dict) -> None:
+        r["systems"]["DGX H100"]["headline"]["kind"] = "nvlink"
+    with pytest.raises(HardwareDataError, match=r"unknown key\(s\) \['kind'\]"):
+        hw.load(_write(tmp_path, kind))
+
+    def domain(r: dict) -> None:
+        r["systems"]["GB200 NVL72"]["nvlink_domain_bandwidth"] = "65 TB/s"
+    with pytest.raises(HardwareDataError, match="72 GPUs x 1800 GB/s = 129600 GB/s, but nvlink_domain_bandwidth says 65 TB/s"):
+        hw.load(_write(tmp_path, domain))
+
+
 def test_links() -> None:
     assert hw.link("NVLink 2").per_link.value == 25 and hw.link("nvlink1").per_link.value == 20
     assert hw.link("NVLink 5").per_gpu.value == 1800

@@ -80,12 +80,36 @@ def _shown(box) -> str:
     return data.get("text/html", "") + data.get("text/plain", "")
 
 
-def test_dgx_comparison_headline_of_different_kinds_shows_why_in_the_widget() -> None:
-    """GB200 NVL72's headline is a bandwidth (130 TB/s); beside DGX H100's 32 PFLOP/s there is no chart: the widget
-    says so, with what to do, and clears the old chart instead of leaving it (or logging the error only)."""
+def _row(table: str, label: str) -> str:
+    """One row of :func:`A.comparison_html`'s table, by its label."""
+    start = table.index(f"<tr><td>{label}</td>")
+    return table[start:table.index("</tr>", start)]
+
+
+def test_gb200_headline_is_compute_and_its_nvlink_bandwidth_is_its_own_row() -> None:
+    """GB200 NVL72's headline is 720 PFLOP/s FP8 with sparsity (not its 130 TB/s of NVLink): it charts beside DGX H100's
+    32 PFLOP/s, and the 130 TB/s is in the NVLink row."""
+    box = W.dgx_comparison(("DGX H100", "GB200 NVL72"))
+    box.controls["metric"].value = "headline compute"
+    assert box.figure is not None and list(box.figure.data[0].y) == [32, 720]
+    assert "(PFLOP/s)" in box.figure.layout.title.text
+    headline = _row(box.table.value, "headline compute")
+    assert "720 PFLOP/s" in headline and "FP8 Tensor Core with sparsity" in headline and "TB/s" not in headline
+    nvlink = _row(box.table.value, "NVLink, all GPUs (bidirectional)")
+    assert "130 TB/s" in nvlink and "7.2 TB/s" in nvlink  # 8 x 900 GB/s for the DGX H100
+    box.controls["metric"].value = "NVLink, all GPUs (bidirectional)"
+    assert list(box.figure.data[0].y) == [7.2, 130]
+
+
+def test_dgx_comparison_figures_of_different_kinds_show_why_in_the_widget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metric whose figures are of different kinds (here a made-up one: a bandwidth for one system, compute for the
+    other) gives no chart: the widget says so, with what to do, and clears the old chart instead of leaving it."""
+    mixed = {"DGX H100": lambda s: s.headline, "GB200 NVL72": lambda s: s.nvlink_domain_bandwidth}
+    monkeypatch.setitem(A.METRICS, "mixed", lambda s: mixed.get(s.name, mixed["DGX H100"])(s))
     box = W.dgx_comparison(("DGX H100", "GB200 NVL72"))
     assert box.figure is not None
-    box.controls["metric"].value = "headline compute"
+    box.controls["metric"].options = list(A.METRICS)
+    box.controls["metric"].value = "mixed"
     assert box.figure is None
     text = _shown(box)
     assert "130 TB/s" in text and "32 PFLOP/s" in text and "What to do" in text and "Unselect" in text
@@ -93,7 +117,7 @@ def test_dgx_comparison_headline_of_different_kinds_shows_why_in_the_widget() ->
     box.controls["systems"].value = ("DGX H100", "DGX H200")
     assert box.figure is not None and list(box.figure.data[0].y) == [32, 32]
     with pytest.raises(LabkitError, match="different kinds"):
-        A.evolution_figure("headline compute", ["DGX H100", "GB200 NVL72"])
+        A.evolution_figure("mixed", ["DGX H100", "GB200 NVL72"])
 
 
 def test_list_price_and_year_read_like_a_person_wrote_them() -> None:
@@ -105,9 +129,27 @@ def test_list_price_and_year_read_like_a_person_wrote_them() -> None:
     assert title.startswith("list price (USD)") and "no figure in labkit for: DGX-2" in title
     assert list(box.figure.data[0].x) == ["DGX A100"]
     box.controls["metric"].value = "year"
-    assert box.figure.layout.title.text == "year" and box.figure.layout.yaxis.type == "linear"
+    assert box.figure.layout.title.text.startswith("year<br>") and box.figure.layout.yaxis.type == "linear"
     assert list(box.figure.data[0].text) == ["2018", "2020"]
     assert ">2016<" in A.comparison_html(["DGX-1 (P100)"]) and "2016 year" not in A.comparison_html(["DGX-1 (P100)"])
+
+
+def test_log_scale_on_the_year_chart_is_greyed_out_and_the_chart_says_why() -> None:
+    """"log scale" cannot apply to years: the box is disabled while the year is charted, and the chart's title says
+    the years are on a linear axis (rather than the tick being silently ignored)."""
+    box = W.dgx_comparison()
+    log = box.controls["log"]
+    assert log.value and not log.disabled
+    box.controls["metric"].value = "year"
+    assert log.disabled and "not for years" in log.description and "linear" in log.tooltip
+    assert box.figure.layout.yaxis.type == "linear" and "years on a linear axis" in box.figure.layout.title.text
+    log.value = False
+    assert "years on a linear axis" not in box.figure.layout.title.text
+    box.controls["metric"].value = "GPUs"
+    assert not log.disabled and log.description == "log scale"
+    log.value = True
+    assert box.figure.layout.yaxis.type == "log"
+    assert "linear" not in A.evolution_figure("year", log=False).layout.title.text
 
 
 def test_log_axes_label_powers_of_ten_only() -> None:

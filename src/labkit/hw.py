@@ -9,7 +9,9 @@
 The data live in one file, ``labkit/data/hw.yml``. The loader checks every unit against :data:`UNITS`,
 requires a source for every figure, and recomputes derived totals (links x per-link bandwidth x 2 =
 a GPU's bidirectional NVLink bandwidth; GPU count x per-GPU peak = a system's headline, within the
-tolerance the file states), so a typo in the data fails loudly. Bandwidth is in GB/s (10^9 B/s), per
+tolerance the file states), so a typo in the data fails loudly. A system's headline is always a compute rate
+(TFLOP/s or PFLOP/s, TOPS or POPS for integers) with its number format (``headline_precision``) and whether it counts
+2:4 sparsity (``headline_sparse``); a system's NVLink bandwidth is its own figure (``nvlink_domain_bandwidth``). Bandwidth is in GB/s (10^9 B/s), per
 direction unless the name says bidirectional; compute in TFLOP/s (TOPS for integers).
 """
 
@@ -33,6 +35,8 @@ UNITS = frozenset(
         "W", "kW", "mm²", "billion", "count", "USD", "year",
     }
 )
+#: Units a system's headline (a compute rate) may carry: TFLOP/s or PFLOP/s, for int8 TOPS or POPS.
+HEADLINE_UNITS = {"float": ("TFLOP/s", "PFLOP/s"), "int": ("TOPS", "POPS")}
 #: Precisions :meth:`GPU.peak` knows.
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 
@@ -234,6 +238,10 @@ class System:
         """The :class:`GPU` record of this system's GPUs."""
         return gpu(self.gpu)
 
+    def headline_text(self) -> str:
+        """The headline with its number format and sparsity, e.g. ``"720 PFLOP/s FP8 (sparse)"``."""
+        return f"{self.headline.text()} {(self.headline_precision or '').upper()} ({'sparse' if self.headline_sparse else 'dense'})"
+
     def figures(self) -> dict[str, Figure]:
         """Every figure of this system by attribute name."""
         return {k: v for k, v in vars(self).items() if isinstance(v, Figure)}
@@ -425,8 +433,25 @@ def _parse_system(name: str, d: dict) -> System:
     where = f"systems.{name}"
     src = _req(d, "source", where)
     h = dict(_req(d, "headline", where))
-    precision, sparse, what = h.pop("precision", None), bool(h.pop("sparse", False)), str(h.pop("what", ""))
-    h.pop("kind", None)
+    unknown = set(h) - _FIGURE_KEYS - {"precision", "sparse", "what"}
+    if unknown:
+        raise HardwareDataError(f"{where}.headline: unknown key(s) {sorted(unknown)}.",
+                                fix="A headline is a compute rate: value, unit, precision, sparse, what (and source, note).")
+    precision, sparse, what = h.pop("precision", None), h.pop("sparse", False), str(h.pop("what", ""))
+    if precision is None:
+        raise HardwareDataError(f"{where}.headline: no precision: a system's headline is a compute rate in a number format.",
+                                fix="Give precision (fp8, fp16, ...) and sparse; put a bandwidth in its own field "
+                                    "(e.g. nvlink_domain_bandwidth).")
+    try:
+        precision = _normalise_precision(str(precision))
+    except LabkitError:
+        raise HardwareDataError(f"{where}.headline: unknown precision {precision!r}.", fix=f"Use {', '.join(PRECISIONS)}.") from None
+    if not isinstance(sparse, bool):
+        raise HardwareDataError(f"{where}.headline: sparse must be true or false, not {sparse!r}.")
+    allowed = HEADLINE_UNITS["int" if precision == "int8" else "float"]
+    if isinstance(h, dict) and h.get("unit") not in allowed:
+        raise HardwareDataError(f"{where}.headline: unit {h.get('unit')!r} is not a compute rate for {precision.upper()}.",
+                                fix=f"Write the headline in {' or '.join(allowed)}; a bandwidth goes in its own field.")
     return System(
         name=name,
         aliases=tuple(d.get("aliases") or ()),
@@ -528,18 +553,20 @@ def _validate(data: HardwareData) -> None:
             inner = data.systems[s.system]
             if not _close(s.system_count.value * inner.gpu_count.value, n, 1e-9):
                 raise HardwareDataError(f"systems.{s.name}: {s.system_count.value:g} x {inner.gpu_count.value:g} GPUs is not {n:g}.")
-        if s.headline_precision:
-            peak = g.peak(s.headline_precision, sparse=s.headline_sparse).to("TFLOP/s" if s.headline_precision != "int8" else "TOPS")
-            derived = n * peak.value
-            unit = "TFLOP/s" if s.headline_precision != "int8" else "TOPS"
-        else:
-            derived, unit = n * g.nvlink_bandwidth.to("GB/s").value, "GB/s"
+        unit = "TOPS" if s.headline_precision == "int8" else "TFLOP/s"
+        derived = n * g.peak(str(s.headline_precision), sparse=s.headline_sparse).to(unit).value
         claimed = s.headline.to(unit).value
         if not _close(derived, claimed, tol):
             raise HardwareDataError(
                 f"systems.{s.name}: {n:g} GPUs x per-GPU figure = {derived:g} {unit}, but the headline says "
                 f"{s.headline.text()} (more than {tol:.0%} apart).",
                 fix="Check the GPU count, the GPU's peak, the headline's precision and sparsity.")
+        if s.nvlink_domain_bandwidth is not None and not s.system:
+            derived = n * g.nvlink_bandwidth.to("GB/s").value
+            if not _close(derived, s.nvlink_domain_bandwidth.to("GB/s").value, tol):
+                raise HardwareDataError(
+                    f"systems.{s.name}: {n:g} GPUs x {g.nvlink_bandwidth.text()} = {derived:g} GB/s, but "
+                    f"nvlink_domain_bandwidth says {s.nvlink_domain_bandwidth.text()} (more than {tol:.0%} apart).")
 
 
 def load(path: str | Path | None = None) -> HardwareData:

@@ -50,12 +50,21 @@ def _memory_total(s: hw.System) -> hw.Figure:
     return _computed(s.gpu_count.value * g.memory_size.value, "GB", f"{s.gpu_count.value:g} x {g.memory_size.text()}")
 
 
+def _nvlink_total(s: hw.System) -> hw.Figure:
+    if s.nvlink_domain_bandwidth is not None:
+        return s.nvlink_domain_bandwidth
+    g = s.gpu_model
+    n = s.gpu_count.value
+    return _computed(n * g.nvlink_bandwidth.value / 1000, "TB/s", f"{n:g} x {g.nvlink_bandwidth.text()} ({g.nvlink_bandwidth.source})")
+
+
 #: Metrics for :func:`dgx_comparison`: label -> function of a System returning a Figure (or None where not defined).
 METRICS: dict[str, Callable[[hw.System], hw.Figure | None]] = {
     "year": lambda s: s.year,
     "GPUs": lambda s: s.gpu_count,
     "NVSwitch chips": lambda s: s.nvswitch_count,
     "NVLink per GPU (bidirectional)": lambda s: s.gpu_model.nvlink_bandwidth,
+    "NVLink, all GPUs (bidirectional)": _nvlink_total,
     "HBM bandwidth per GPU": lambda s: s.gpu_model.memory_bandwidth,
     "GPU memory, all GPUs": _memory_total,
     "headline compute": lambda s: s.headline,
@@ -115,7 +124,8 @@ def comparison_html(systems: Sequence[str] = DGX_GENERATIONS, metrics: Sequence[
 def evolution_figure(label: str = "FP16 dense peak, all GPUs", systems: Sequence[str] = DGX_GENERATIONS, log: bool = True) -> Any:
     """A plotly bar chart of one metric across systems (log scale by default).
 
-    Systems without the metric are left out and named under the chart. Raises :class:`LabkitError` when none of
+    Systems without the metric are left out and named under the chart. Years are always drawn on a linear axis (the
+    title says so when ``log`` asked for a log scale). Raises :class:`LabkitError` when none of
     the systems has it, or when their figures are of different kinds (a bandwidth beside compute rates)."""
     import plotly.graph_objects as go
 
@@ -148,11 +158,14 @@ def evolution_figure(label: str = "FP16 dense peak, all GPUs", systems: Sequence
         raise LabkitError(f"labkit has no {label} for {', '.join(systems) or 'these systems'}.",
                           fix="Pick other systems or another metric; the table shows — where a figure is missing.")
     unit = _unit_label(first[1].unit)
+    linear_years = first[1].unit == "year" and log
     if first[1].unit == "year":
         log = False
     out = go.Figure(go.Bar(x=names, y=values, text=texts, textposition="outside", hovertext=hover, hoverinfo="text",
                            marker_color="#76b900", cliponaxis=False))
     title = f"{label} ({unit})" if unit else label
+    if linear_years:
+        title += "<br><sup>years on a linear axis: a log scale does not apply to them</sup>"
     if missing:
         title += f"<br><sup>no figure in labkit for: {html.escape(', '.join(missing))}</sup>"
     yaxis: dict[str, Any] = {"type": "linear", "title": unit}
@@ -252,6 +265,10 @@ def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 
     def render(*_: Any) -> None:
         names = list(pick.value) or [DGX_GENERATIONS[0]]
         table.value = comparison_html(names)
+        years = metric_w.value == "year"  # a year has no log scale: the box greys out and says so
+        log_w.disabled = years
+        log_w.description = "log scale (not for years)" if years else "log scale"
+        log_w.tooltip = "years are drawn on a linear axis" if years else None
         try:
             box.figure = evolution_figure(metric_w.value, names, log=log_w.value)
         except LabkitError as exc:
