@@ -182,6 +182,16 @@ def test_peak_table_and_plots() -> None:
         bw.heatmap([])
 
 
+def test_heatmap_cells_keep_the_figure_unrounded() -> None:
+    """Lab 07's model heatmap of a DGX-1 (V100): pairs without NVLink go over PCIe Gen3 at 15.75 GB/s, and the cell
+    says 15.75 (not "16"); whole figures stay whole, thousands get a separator."""
+    fig = bw.heatmap(bw.model_peer_matrix("DGX-1 (V100)"))
+    cells = {t for row in fig.data[0].text for t in row}
+    assert "15.75" in cells and "16" not in cells and {"25", "50"} <= cells
+    assert "15.75 GB/s" in {t for row in fig.data[0].customdata for t in row}
+    assert [bw._cell_text(v) for v in (15.75, 31.5, 300.0, 1519.347, 0.0)] == ["15.75", "31.5", "300", "1,519.35", "0"]
+
+
 def test_json_round_trip() -> None:
     recs = bw.model_peer_matrix("DGX-1 (V100)")[:3] + [bw.host_stream("copy", "64KiB", samples=2)]
     doc = json.loads(bw.to_json(recs, mode="sim"))

@@ -547,6 +547,12 @@ def format_matrix(records: Iterable[Record], title: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _cell_text(v: float) -> str:
+    """A GB/s figure as a heatmap cell shows it: up to two decimals, none padded (15.75, 31.5, 300), never rounded to
+    a whole number the figure is not (PCIe Gen3 x16's 15.75 GB/s is not "16")."""
+    return f"{v:,.2f}".rstrip("0").rstrip(".")
+
+
 def heatmap(records: Iterable[Record], title: str | None = None) -> Any:
     """A plotly heatmap of pairwise records (source rows, destination columns), labelled model or measured."""
     import plotly.graph_objects as go
@@ -556,8 +562,8 @@ def heatmap(records: Iterable[Record], title: str | None = None) -> Any:
         raise LabkitError("heatmap() got no records.", fix="Pass the list that peer_matrix() or model_peer_matrix() returned.")
     srcs, dsts, m = matrix(recs)
     r0 = recs[0]
-    text = [["N/A" if v is None else f"{v:,.0f}" for v in row] for row in m]
-    hover = [["N/A: nothing ran" if v is None else f"{v:,.1f} GB/s" for v in row] for row in m]  # as table() says
+    text = [["N/A" if v is None else _cell_text(v) for v in row] for row in m]
+    hover = [["N/A: nothing ran" if v is None else f"{_cell_text(v)} GB/s" for v in row] for row in m]  # as table() says
     what = "model" if r0.kind == "model" else f"measured on {r0.device}"
     fig = go.Figure(go.Heatmap(z=m, x=dsts, y=srcs, text=text, texttemplate="%{text}", colorscale="Greens",
                                customdata=hover, hoverongaps=True, colorbar={"title": "GB/s"},
