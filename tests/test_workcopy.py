@@ -71,11 +71,55 @@ def test_reset_gives_a_fresh_copy_and_keeps_the_old_one_aside(tmp_path) -> None:
     assert _x(work / "03-memory-hierarchy.ipynb") == "03, corrected"
     kept = list((work / "old").glob("03-memory-hierarchy.*.ipynb"))
     assert len(kept) == 1 and kept[0].read_text() == '{"x": "my answers"}'
-    assert list((work / "old" / "solutions").glob("03-memory-hierarchy.*.ipynb"))
+    assert not list((work / "old" / "solutions").glob("03-memory-hierarchy.*.ipynb"))  # untouched: just replaced
     assert any("moved to" in line for line in lines)
     assert workcopy.sync(nbs, work).updated == []  # the manifest now records the new version
     manifest = json.loads((work / workcopy.MANIFEST).read_text())
     assert set(manifest) >= {"03-memory-hierarchy.ipynb", "solutions/03-memory-hierarchy.ipynb"}
+
+
+def test_reset_replaces_an_untouched_copy_without_moving_it_to_old(tmp_path) -> None:
+    """A copy still as labkit made it (even with its metadata rewritten, as JupyterLab does on opening) is replaced,
+    not kept in old/; the changed one beside it is kept; a copy from before labkit recorded copies is kept too."""
+    nbs, work = _course(tmp_path), tmp_path / "work"
+    workcopy.sync(nbs, work)
+    opened = json.loads((work / "03-memory-hierarchy.ipynb").read_text())
+    opened["metadata"]["language_info"] = {"name": "python", "version": "3.99"}  # only opened in JupyterLab
+    (work / "03-memory-hierarchy.ipynb").write_text(json.dumps(opened))
+    (work / "solutions" / "03-memory-hierarchy.ipynb").write_text('{"x": "my notes"}')
+    (nbs / "03-memory-hierarchy.ipynb").write_text('{"metadata": {}, "x": "03, corrected"}')
+    lines = workcopy.reset(nbs, "03", work)
+    assert _x(work / "03-memory-hierarchy.ipynb") == "03, corrected"
+    assert not list((work / "old").glob("03-memory-hierarchy.*.ipynb"))
+    kept = list((work / "old" / "solutions").glob("03-memory-hierarchy.*.ipynb"))
+    assert len(kept) == 1 and kept[0].read_text() == '{"x": "my notes"}'
+    assert any("03-memory-hierarchy.ipynb was untouched" in line for line in lines)
+    assert any("solutions/03-memory-hierarchy.ipynb moved to" in line for line in lines)
+    # the fresh copies are untouched in turn: a second reset keeps nothing
+    assert not any("moved to" in line for line in workcopy.reset(nbs, "03", work))
+    assert len(list((work / "old").rglob("*.ipynb"))) == 1
+    # a copy labkit has no record of (made before it kept them) counts as the learner's
+    manifest = json.loads((work / workcopy.MANIFEST).read_text())
+    del manifest["copy:00-start-here.ipynb"]
+    (work / workcopy.MANIFEST).write_text(json.dumps(manifest))
+    assert any("00-start-here.ipynb moved to" in line for line in workcopy.reset(nbs, "00", work))
+
+
+def test_untouched_means_cells_and_outputs_unchanged(tmp_path) -> None:
+    """Running a cell (new outputs) or editing one makes a copy the learner's; cell metadata and ids do not."""
+    nb = {"metadata": {}, "nbformat": 4, "cells": [
+        {"cell_type": "code", "id": "a1", "metadata": {}, "source": "x = 1", "outputs": [], "execution_count": None}]}
+    p = tmp_path / "n.ipynb"
+    p.write_text(json.dumps(nb))
+    before = workcopy._content_digest(p)
+    nb["cells"][0].update(id="b2", metadata={"collapsed": True})
+    p.write_text(json.dumps(nb, indent=1))
+    assert workcopy._content_digest(p) == before
+    nb["cells"][0].update(execution_count=1, outputs=[{"output_type": "stream", "name": "stdout", "text": "1"}])
+    p.write_text(json.dumps(nb))
+    assert workcopy._content_digest(p) != before
+    p.write_text("not json")
+    assert workcopy._content_digest(p) != before
 
 
 def test_reset_of_an_unknown_lab_and_a_work_folder_inside_the_course_are_clear_errors(tmp_path) -> None:

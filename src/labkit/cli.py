@@ -32,8 +32,8 @@ course without touching your work.
 
 options:
   -h, --help         show this help (JupyterLab's own flags: jupyter lab --help)
-  --reset NN ...     give lab NN a fresh copy (learner and solution notebooks); your old copy moves to
-                     old/ in the work folder, and JupyterLab is not started
+  --reset NN ...     give lab NN a fresh copy (learner and solution notebooks); a copy you changed moves to
+                     old/ in the work folder (an untouched one is just replaced); JupyterLab is not started
   --work DIR         use DIR as the work folder (default above)
 
 Any other flag goes to `jupyter lab` unchanged, e.g. labkit lab --no-browser --port 8899

@@ -9,8 +9,9 @@ versions of the course without conflicts.
 - :func:`sync`: on every start, copy in each course notebook the folder lacks (all of them the first time, a new
   lab after an update); never overwrite a copy. A copy whose course version changed since it was copied is
   reported as ``updated``, so the learner can choose ``labkit lab --reset NN``.
-- :func:`reset`: a fresh copy of one lab (learner and solution notebooks); the old copies move to
-  ``<work>/old/`` with a time stamp, never deleted.
+- :func:`reset`: a fresh copy of one lab (learner and solution notebooks); a copy the learner changed moves to
+  ``<work>/old/`` with a time stamp, never deleted; a copy still as it was made (nothing typed, run or saved in it)
+  is simply replaced, so ``old/`` holds only work.
 
 A copy is stamped with this machine's Python kernel (its kernelspec and ``language_info``): JupyterLab writes the
 running kernel's ``language_info`` into a notebook it opens, and where that differs from the file (another Python
@@ -18,7 +19,8 @@ version, say) it marks the notebook changed before the learner has done anything
 
 The folder mirrors ``notebooks/`` (``NN-topic.ipynb`` and ``solutions/NN-topic.ipynb``), so the notebooks'
 relative links work in the copies too. ``.labkit-work.json`` records the hash of the course version each copy
-was made from.
+was made from (key: the notebook's path) and the hash of the copy's content as written (key: ``copy:`` + the path;
+cells, sources and outputs, not the notebook metadata JupyterLab may rewrite on opening).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class SyncReport:
         if self.updated:
             labs = sorted({Path(n).name[:2] for n in self.updated})
             out.append(f"the course has a newer version of {', '.join(self.updated)}; your copy is kept. "
-                       f"For a fresh copy (yours moves to old/): labkit lab --reset {' '.join(labs)}")
+                       f"For a fresh copy (one you changed moves to old/): labkit lab --reset {' '.join(labs)}")
         return out
 
 
@@ -106,6 +108,33 @@ def _copy(src: Path, dst: Path) -> None:
 
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _content_digest(path: Path) -> str:
+    """Hash of what a learner can change in a notebook: everything but the notebook's and the cells' metadata and
+    cell ids (which JupyterLab may rewrite by only opening it). A file that is not a JSON object: its bytes."""
+    raw = path.read_bytes()
+    try:
+        nb = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        nb = None
+    if not isinstance(nb, dict):
+        return hashlib.sha256(raw).hexdigest()[:16]
+    body = {k: v for k, v in nb.items() if k != "metadata"}
+    if isinstance(body.get("cells"), list):
+        body["cells"] = [{k: v for k, v in c.items() if k not in ("metadata", "id")} if isinstance(c, dict) else c
+                         for c in body["cells"]]
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _copy_key(key: str) -> str:
+    return f"copy:{key}"
+
+
+def _untouched(work: Path, key: str, manifest: dict[str, str]) -> bool:
+    """True when the copy ``work/key`` is still as labkit wrote it (a copy from before labkit recorded that: False)."""
+    recorded = manifest.get(_copy_key(key))
+    return recorded is not None and _content_digest(work / key) == recorded
 
 
 def _load(work: Path) -> dict[str, str]:
@@ -143,7 +172,7 @@ def sync(notebooks: Path, work: Path | None = None) -> SyncReport:
         src, dst, key = notebooks / rel, work / rel, rel.as_posix()
         if not dst.exists():
             _copy(src, dst)
-            manifest[key] = _digest(src)
+            manifest[key], manifest[_copy_key(key)] = _digest(src), _content_digest(dst)
             report.copied.append(key)
         elif key in manifest and manifest[key] != _digest(src):
             report.updated.append(key)
@@ -154,9 +183,11 @@ def sync(notebooks: Path, work: Path | None = None) -> SyncReport:
 
 
 def reset(notebooks: Path, lab_id: str, work: Path | None = None) -> list[str]:
-    """A fresh copy of lab ``lab_id`` (e.g. ``"03"``), learner and solution notebooks; old copies go to ``old/``.
+    """A fresh copy of lab ``lab_id`` (e.g. ``"03"``), learner and solution notebooks.
 
-    Returns one line per notebook saying what happened."""
+    A copy the learner changed goes to ``old/`` first; one still as labkit made it is replaced (nothing of the
+    learner's is lost, and ``old/`` does not fill with untouched copies). Returns one line per notebook saying what
+    happened."""
     from . import course
 
     work = work_dir() if work is None else Path(work)
@@ -168,13 +199,15 @@ def reset(notebooks: Path, lab_id: str, work: Path | None = None) -> list[str]:
         src, dst, key = notebooks / rel, work / rel, rel.as_posix()
         if not src.exists():
             continue
-        if dst.exists():
+        if dst.exists() and _untouched(work, key, manifest):
+            lines.append(f"your {key} was untouched: replaced, nothing kept")
+        elif dst.exists():
             aside = work / "old" / rel.parent / f"{rel.stem}.{stamp}{rel.suffix}"
             aside.parent.mkdir(parents=True, exist_ok=True)
             dst.replace(aside)
             lines.append(f"your {key} moved to {aside}")
         _copy(src, dst)
-        manifest[key] = _digest(src)
+        manifest[key], manifest[_copy_key(key)] = _digest(src), _content_digest(dst)
         lines.append(f"fresh copy: {dst}")
     _save(work, manifest)
     return lines
