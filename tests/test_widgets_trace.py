@@ -54,6 +54,15 @@ def racy_then_divergent(x, out):
         cuda.syncthreads()  # only some threads: a divergent barrier
 
 
+@cuda.jit
+def row_f64(x, out):
+    s = cuda.shared.array(32, np.float64)
+    t = cuda.threadIdx.x
+    s[t] = x[t]
+    cuda.syncthreads()
+    out[t] = s[t]
+
+
 @pytest.fixture(scope="module")
 def tile_trace():
     a = np.arange(32 * 4, dtype=np.float32).reshape(4, 32)
@@ -154,3 +163,23 @@ def test_the_reference_beside_itself_is_shown_once() -> None:
     x = np.arange(64, dtype=np.float32)
     box = labkit.show(copy_plain, x, np.zeros(64, np.float32), grid=1, block=64, reference=copy_plain)
     assert "once its check has passed" in box.children[0].value and box.trace.kernel == "copy_plain"
+
+
+def test_bank_pictures_say_they_use_the_4_byte_bank_model(tile_trace) -> None:
+    """A contiguous float64 access counts as 2-way in the 4-byte bank model (Nsight Compute: two phases, no conflict):
+    the banks figure and the score table say which model they use, and for 8-byte arrays what it means."""
+    t = trace(row_f64, 1, 32, np.arange(32, dtype=np.float64), np.zeros(32, np.float64))
+    fig = wt.banks_figure(t)
+    title = fig.layout.title.text
+    assert "worst 2-way conflict" in title and wt.BANK_MODEL in title
+    assert "8-byte elements span two banks" in title and "Nsight Compute" in title and "no conflict" in title
+    table = wt.score_table({"row_f64": t})
+    assert "worst bank conflict, 4-byte banks" in table and "2-way" in table
+    assert "4-byte bank model" in table and "two phases" in table
+    # a float32 tile: the model is named, the float64 remark is not
+    f32 = wt.banks_figure(tile_trace).layout.title.text
+    assert wt.BANK_MODEL in f32 and "8-byte" not in f32
+    assert "4-byte bank model" in wt.score_table({"tile": tile_trace}) and "8-byte" not in wt.score_table({"tile": tile_trace})
+    # a kernel without shared memory: no bank remark at all
+    plain = trace(copy_plain, 1, 32, np.arange(32, dtype=np.float32), np.zeros(32, np.float32))
+    assert "bank model" not in wt.banks_figure(plain).layout.title.text and "bank model" not in wt.score_table({"p": plain})

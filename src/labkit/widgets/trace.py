@@ -28,6 +28,15 @@ from ..sim.trace import _dims
 __all__ = ["banks_figure", "coalescing_figure", "elements_figure", "score_table", "show", "threads_figure", "trace_view"]
 
 NONE, READ, WRITE, BOTH, ATOMIC = range(5)
+
+#: The bank model the bank pictures and tables use, said beside every bank-conflict figure.
+BANK_MODEL = "4-byte bank model: 32 banks, each one 4-byte word wide"
+
+
+def _wide_bank_note(names: Sequence[str]) -> str:
+    """What the 4-byte bank model means for shared arrays of 8-byte elements (float64, int64), named in ``names``."""
+    return (f"{', '.join(names)}: 8-byte elements span two banks, so a contiguous warp access counts as 2-way in this "
+            "model; Nsight Compute serves an 8-byte warp access in two phases of 16 lanes and reports no conflict")
 _CATEGORY = ["untouched", "read", "written", "read and written", "atomic"]
 _COLORS = ["#f2f2f2", "#4c78a8", "#f58518", "#b279a2", "#54a24b"]
 MAX_REQUESTS_DRAWN = 48
@@ -263,7 +272,11 @@ def coalescing_figure(trace: Any, *, block: int = 0) -> Any:
 
 def banks_figure(trace: Any, *, block: int = 0, thread: int = 0) -> Any:
     """The shared-memory requests of the selected warp: distinct 4-byte words each request reads in each of the
-    32 banks (more than one word in a bank = a conflict; the worst bank gives the n of an n-way conflict)."""
+    32 banks (more than one word in a bank = a conflict; the worst bank gives the n of an n-way conflict).
+
+    The picture uses the 4-byte bank model (:data:`BANK_MODEL`) and says so under its title; where a shared array
+    has 8-byte elements it also says that a contiguous float64 access is 2-way here and conflict-free in Nsight
+    Compute's two-phase count."""
     import plotly.graph_objects as go
 
     b = trace.traced_blocks[max(0, min(block, len(trace.traced_blocks) - 1))] if trace.traced_blocks else (0, 0, 0)
@@ -291,8 +304,11 @@ def banks_figure(trace: Any, *, block: int = 0, thread: int = 0) -> Any:
     else:
         title = (f"no shared-memory requests by warp {warp} of block {b}" if shared else
                  f"{trace.kernel} uses no shared memory") + f" ({_sim_note(trace)})"
+    if shared:
+        wide = [n for n in shared if trace.arrays[n].itemsize > 4]
+        title += f"<br><sup>{BANK_MODEL}" + (f"; {html.escape(_wide_bank_note(wide))}" if wide else "") + "</sup>"
     fig.update_layout(title=title, xaxis_title="bank", height=min(700, 160 + 22 * max(1, len(rows))),
-                      margin=dict(l=200, r=20, t=60, b=40))
+                      margin=dict(l=200, r=20, t=80 if shared else 60, b=40))
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -311,8 +327,9 @@ def score_table(traces: dict[str, Any]) -> str:
                      [f"{s[k]['global_sectors_per_request'][n]:g} ({s[k]['ideal_sectors_per_request'][n]:g})"
                       if n in s[k]["global_sectors_per_request"] else "—" for k in labels]))
     shared = list(dict.fromkeys(n for v in s.values() for n in v["shared_max_conflict_ways"]))
+    wide = [n for n in shared if any(n in t.arrays and t.arrays[n].itemsize > 4 for t in traces.values())]
     for n in shared:
-        rows.append((f"{n} (shared): worst bank conflict",
+        rows.append((f"{n} (shared): worst bank conflict, 4-byte banks",
                      [f"{s[k]['shared_max_conflict_ways'][n]}-way" if n in s[k]["shared_max_conflict_ways"] else "—"
                       for k in labels]))
     for key, name in (("races", "races"), ("divergent_barriers", "divergent barriers"), ("errors", "errors")):
@@ -322,7 +339,11 @@ def score_table(traces: dict[str, Any]) -> str:
     body = "".join(f"<tr><td style='{cell}'>{html.escape(name)}</td>"
                    + "".join(f"<td style='{cell}; text-align:center'>{html.escape(v)}</td>" for v in vals) + "</tr>"
                    for name, vals in rows)
-    return f"<table style='border-collapse:collapse; font-size:0.95em'><tr><th></th>{head}</tr>{body}</table>"
+    table = f"<table style='border-collapse:collapse; font-size:0.95em'><tr><th></th>{head}</tr>{body}</table>"
+    if shared:
+        note = BANK_MODEL + (f"; {_wide_bank_note(wide)}" if wide else "") + "."
+        table += f"<div style='font-size:0.85em; color:#555'>Bank conflicts: {html.escape(note)}</div>"
+    return table
 
 
 def _notes(trace: Any) -> str:
