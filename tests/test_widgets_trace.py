@@ -183,3 +183,18 @@ def test_bank_pictures_say_they_use_the_4_byte_bank_model(tile_trace) -> None:
     # a kernel without shared memory: no bank remark at all
     plain = trace(copy_plain, 1, 32, np.arange(32, dtype=np.float32), np.zeros(32, np.float32))
     assert "bank model" not in wt.banks_figure(plain).layout.title.text and "bank model" not in wt.score_table({"p": plain})
+
+
+def test_a_figure_with_nothing_to_draw_is_one_line_of_text_not_an_empty_chart() -> None:
+    """copy_plain uses no shared memory: its bank map would be an empty chart; the explorer shows one line of text
+    (the figure's title) in that place, and the figures with content stay charts."""
+    t = trace(copy_plain, 1, 32, np.arange(32, dtype=np.float32), np.zeros(32, np.float32))
+    box = wt.trace_view(t)
+    banks_out = box.children[-1]
+    (only,) = banks_out.outputs
+    assert set(only["data"]) == {"text/html", "text/plain"} and "uses no shared memory" in only["data"]["text/plain"]
+    assert "<br>" not in only["data"]["text/plain"]
+    assert "uses no shared memory" in box.figures["banks"].layout.title.text  # the figure object is still there
+    for out in box.children[3:6]:  # threads, elements, coalescing: real charts
+        assert "application/vnd.plotly.v1+json" in out.outputs[0]["data"]
+    assert wt._empty(wt.banks_figure(t)) and not wt._empty(wt.coalescing_figure(t))

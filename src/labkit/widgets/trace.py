@@ -368,10 +368,26 @@ def _notes(trace: Any) -> str:
 
 
 # ----------------------------------------------------------------------------- widgets
+def _empty(fig: Any) -> bool:
+    """True for a figure with nothing drawn in it: no trace, or traces without a single point."""
+    def points(t: Any) -> int:
+        return max((len(v) for v in (getattr(t, k, None) for k in ("x", "y", "z")) if v is not None), default=0)
+    return all(points(t) == 0 for t in fig.data)
+
+
 def _put(out: Any, fig: Any) -> None:
-    """A plotly figure into an Output widget as display data (renders in Jupyter, builds without a kernel)."""
+    """A plotly figure into an Output widget as display data (renders in Jupyter, builds without a kernel).
+
+    A figure with nothing drawn (a kernel without shared memory has no bank map) shows as one line of text, its
+    title, instead of an empty chart taking a figure's space."""
     import json
 
+    if _empty(fig):
+        line = (fig.layout.title.text or "nothing to draw").split("<br>")[0]
+        out.outputs = ({"output_type": "display_data", "metadata": {},
+                        "data": {"text/html": f"<div class='labkit-trace-empty' style='color:#555'>{html.escape(line)}</div>",
+                                 "text/plain": line}},)
+        return
     out.outputs = ({"output_type": "display_data", "metadata": {},
                     "data": {"application/vnd.plotly.v1+json": json.loads(fig.to_json()),
                              "text/plain": f"<plotly figure: {fig.layout.title.text}>"}},)
