@@ -393,14 +393,18 @@ def test_notebook_in_jupyterlab(lab: Lab, path: str) -> None:
 
 
 def test_a_widget_error_shows_in_the_widget(lab: Lab) -> None:
-    """Lab 01's DGX comparison with GB200 NVL72 (headline 130 TB/s) beside DGX H100 (32 PFLOP/s), charting
-    "headline compute": the widget itself says why there is no chart and what to do, and clears the old chart;
-    nothing goes only to JupyterLab's log console."""
+    """Lab 01's DGX comparison charting a metric whose figures are of different kinds (a made-up one: GB200 NVL72's
+    130 TB/s NVLink beside DGX H100's 32 PFLOP/s): the widget itself says why there is no chart and what to do, and
+    clears the old chart; nothing goes only to JupyterLab's log console."""
     import nbformat
 
     nb = nbformat.v4.new_notebook(metadata=json.loads(json.dumps(_kernel_metadata())))
-    nb.cells = [nbformat.v4.new_code_cell("from labkit.widgets import architecture as arch\n"
-                                          "arch.dgx_comparison(('DGX H100', 'GB200 NVL72'))")]
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from labkit.widgets import architecture as arch\n"
+        "arch.METRICS['mixed'] = lambda s: s.nvlink_domain_bandwidth if s.name == 'GB200 NVL72' else s.headline\n"
+        "box = arch.dgx_comparison(('DGX H100', 'GB200 NVL72'))\n"
+        "box.controls['metric'].options = list(arch.METRICS)\n"
+        "box")]
     nbformat.write(nb, lab.out / "work" / "scratch-widget-error.ipynb")
     lab.console.clear()
     try:
@@ -411,7 +415,7 @@ def test_a_widget_error_shows_in_the_widget(lab: Lab) -> None:
         widget = lab.page.locator('[data-labkit-current] [data-labkit-widget="0"]')
         assert widget.locator(".js-plotly-plot").count() == 1
         lab.js("() => { window.labkitKernelErrors.length = 0; }")
-        widget.locator(".widget-dropdown select").select_option(label="headline compute")
+        widget.locator(".widget-dropdown select").select_option(label="mixed")
         widget.get_by_text("What to do").wait_for(timeout=15_000)
         text = widget.inner_text()
         assert "130 TB/s" in text and "32 PFLOP/s" in text and "Unselect" in text
