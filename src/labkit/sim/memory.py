@@ -216,7 +216,6 @@ def _bid(t: Any) -> tuple[int, ...]:
 
 
 # Which kinds of access conflict: everything but read/read and atomic/atomic.
-_CONFLICTS = {"read": ("write", "atomic"), "write": ("read", "write", "atomic"), "atomic": ("read", "write")}
 _BIT = (1, 2, 4)  # read, write, atomic
 _CONFLICT_BITS = (2 | 4, 1 | 2 | 4, 1 | 2)  # the kinds each kind conflicts with, as bits
 
