@@ -343,3 +343,47 @@ def test_measure_allreduce_with_fake_nccl(monkeypatch: pytest.MonkeyPatch, broke
     assert m["correct"] is (broken is None)
     with pytest.raises(LabkitError):
         co.measure_allreduce(2**20, devices=[0])
+
+
+# ---------------------------------------------------------------------------------------------- NVLS, chain, NCCL's choice
+
+
+def test_nvls_sends_the_buffer_once_and_its_busbw_exceeds_the_link() -> None:
+    B = 450.0
+    for n in (2, 4, 8):
+        m = co.nvls_cost(2**30, n, B, alpha_us=0.0)
+        assert m.bytes_per_gpu == pytest.approx(2**30)
+        assert m.algbw == pytest.approx(B)
+        assert m.busbw == pytest.approx(B * 2 * (n - 1) / n)
+    assert co.nvls_cost(2**30, 8, B, 0.0).busbw > B  # the ring's factor on a switch-reduced algbw
+    assert co.ring_cost(2**30, 8, B, 0.0).busbw == pytest.approx(B)  # a ring's busbw is the link rate at best
+    assert co.nvls_cost(1e9, 1, B).seconds == 0.0
+
+
+def test_chain_is_nccls_tree_inside_a_node() -> None:
+    c, r = co.chain_cost(2**20, 8, 450.0, 5.0), co.ring_cost(2**20, 8, 450.0, 5.0)
+    assert c.steps == r.steps == 14 and c.bandwidth_s > r.bandwidth_s
+    assert "chain" in " ".join(c.assumptions)
+
+
+def test_nccl_choice_and_algorithm_list() -> None:
+    assert set(co.NCCL_ALGORITHMS) == {"Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT"}
+    assert co.has_nvls("DGX H100") and co.has_nvls("DGX H200")
+    assert not co.has_nvls("DGX A100") and not co.has_nvls("DGX-2") and not co.has_nvls("2x DGX-1 (V100)")
+    h = co.nccl_choice("DGX H200", 2**30)
+    assert h.algorithm == "NVLS" and set(h.models) == {"Ring", "Tree", "NVLS"} and "[model]" in str(h)
+    a = co.nccl_choice("DGX A100", 2**30)
+    assert a.algorithm == "Ring" and "NVLS" not in a.models
+    with pytest.raises(LabkitError, match="NVLS"):
+        co.allreduce_time("DGX A100", 1e9, algorithm="nvls")
+    assert co.allreduce_time("DGX H200", 1e9, algorithm="nvls").algorithm == "NVLS"
+    with pytest.raises(LabkitError):
+        co.nccl_choice("DGX H200", 1e9, n=1)
+
+
+def test_measured_nvls_reference_is_in_hw_with_its_source() -> None:
+    s = hw.system("DGX H200")
+    per_direction = s.gpu_model.nvlink_bandwidth.value / 2
+    assert s.allreduce_busbw_nvls.value == 480 and s.allreduce_busbw_ring.value == 367
+    assert s.allreduce_busbw_nvls.value > per_direction > s.allreduce_busbw_ring.value
+    assert "measurement" in s.allreduce_busbw_nvls.source

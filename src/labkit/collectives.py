@@ -13,8 +13,10 @@ What is here, and what kind of result each thing gives:
 - :func:`ring_allreduce` **simulates** the ring all-reduce (reduce-scatter, then all-gather) over ``n`` simulated
   GPUs, step by step: which GPU sends which chunk to which, how many bytes, and the final arrays, so the result
   can be checked and the traffic counted. :func:`ring_step` is one step of it (the reference of exercise 08.ring-step).
-- :func:`ring_cost` and :func:`tree_cost` are **alpha-beta models** (latency per step + bytes / bandwidth) of the
-  ring and the binary-tree all-reduce; each returns a :class:`CostModel` whose ``assumptions`` say what it ignores.
+- :func:`ring_cost`, :func:`tree_cost`, :func:`chain_cost` and :func:`nvls_cost` are **alpha-beta models** (latency
+  per step + bytes / bandwidth) of the ring, the binary tree, NCCL's in-node tree (a chain) and NVLS (the NVSwitch
+  reduces); each returns a :class:`CostModel` whose ``assumptions`` say what it ignores. :func:`nccl_choice` models
+  which of them NCCL picks; :data:`NCCL_ALGORITHMS` lists NCCL's algorithms.
 - :func:`allreduce_time` and :func:`scaling` are **models** of a DGX system: the ring bandwidth comes from
   :mod:`labkit.topology` (the wiring, figures from :mod:`labkit.hw`), the compute time from the GPU's peak and an
   assumed utilisation. Step time = compute + all-reduce (minus the part hidden behind compute, if any overlap).
@@ -371,6 +373,116 @@ def tree_cost(nbytes: float, n: int, link_gbps: float, alpha_us: float = DEFAULT
     return CostModel("tree" if pipelined else "tree (not pipelined)", n, S, B, a, steps, steps * a * 1e-6, bw_s, per_gpu, assumptions)
 
 
+def chain_cost(nbytes: float, n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US) -> CostModel:
+    """Alpha-beta model of NCCL's "tree" inside one node, which is a **chain** through the GPUs (the tree proper
+    joins nodes): reduce along the chain, broadcast back, pipelined in small pieces. Each GPU sends about the
+    buffer once up and once down, ``2 x nbytes / B``, but the latency grows with the chain: ``2(n-1) x alpha``."""
+    S, n, B, a = _ab_args(nbytes, n, link_gbps, alpha_us)
+    if n == 1:
+        return CostModel("chain", 1, S, B, a, 0, 0.0, 0.0, 0.0, ("MODEL: one GPU, nothing to reduce",))
+    steps = 2 * (n - 1)
+    assumptions = (
+        "MODEL (alpha-beta), not a measurement",
+        f"NCCL's tree inside one node is a chain of {n} GPUs: {steps} latency steps of alpha = {a:g} us (assumed)",
+        f"pipelined: each GPU sends about 1 x the buffer up the chain and 1 x down, 2 x {S / GB:.4g} GB at B = {B:g} GB/s",
+        "no congestion, no overlap with computation",
+    )
+    return CostModel("chain", n, S, B, a, steps, steps * a * 1e-6, 2 * S / (B * GB), 2 * S, assumptions)
+
+
+def nvls_cost(nbytes: float, n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US) -> CostModel:
+    """Alpha-beta model of an NVLS all-reduce (NVLink SHARP, NVSwitch 3 and later): the **switch** adds the data.
+
+    Each GPU reduces its 1/n share of the buffer with one multicast load-and-reduce through the switch (the switch
+    reads that share from all n GPUs and returns the sum), then stores the summed share to every GPU with one
+    multicast store. Each GPU's link therefore carries about the buffer once in each direction, ``nbytes / B``,
+    instead of the ring's 2(n-1)/n x the buffer; two latency steps. nccl-tests still multiplies algbw by the
+    ring's 2(n-1)/n, so the reported busbw is up to 2(n-1)/n x B: above the wire rate of the link.
+    """
+    S, n, B, a = _ab_args(nbytes, n, link_gbps, alpha_us)
+    if n == 1:
+        return CostModel("NVLS", 1, S, B, a, 0, 0.0, 0.0, 0.0, ("MODEL: one GPU, nothing to reduce",))
+    assumptions = (
+        "MODEL (alpha-beta), not a measurement",
+        "NVLS: the NVSwitch reduces (multimem load-reduce) and multicasts (multimem store); 2 latency steps of "
+        f"alpha = {a:g} us (assumed)",
+        f"each GPU sends and receives about 1 x the buffer ({S / GB:.4g} GB) at B = {B:g} GB/s per direction",
+        "the switch's reduction and the SMs NCCL gives NVLS are not limits here; measured NVLS stays well below "
+        "this bound (see labkit.hw's allreduce_busbw_nvls)",
+    )
+    return CostModel("NVLS", n, S, B, a, 2, 2 * a * 1e-6, S / (B * GB), S, assumptions)
+
+
+#: NCCL's all-reduce algorithms (``NCCL_ALGO``), one line each. Source: NCCL documentation, environment
+#: variables (NCCL_ALGO) and NVIDIA/nccl src/include/nccl_common.h (the algorithm list).
+NCCL_ALGORITHMS: dict[str, str] = {
+    "Ring": "reduce-scatter then all-gather round a ring; 2(n-1)/n x the buffer per GPU; best bandwidth without switch help",
+    "Tree": "pipelined double binary tree between nodes; inside one node each tree is a chain through the GPUs",
+    "NVLS": "NVLink SHARP (NVSwitch 3+): the switch reduces and multicasts; about 1 x the buffer per GPU",
+    "NVLSTree": "NVLS inside each node, a tree between nodes",
+    "CollNetDirect": "in-network reduction by the InfiniBand switches (SHARP), every GPU talking to the network directly",
+    "CollNetChain": "in-network reduction by the InfiniBand switches, GPUs of a node chained to one network port",
+    "PAT": "parallel aggregated trees: all-gather and reduce-scatter at one GPU per node, latency log(n) at scale",
+}
+
+
+def has_nvls(system: str) -> bool:
+    """True when ``system``'s switches can reduce (NVLink SHARP): NVSwitch 3 (DGX H100/H200) and later. Source:
+    NVIDIA H100 Tensor Core GPU architecture whitepaper (NVLink SHARP arrives with the third-generation NVSwitch)."""
+    try:
+        s = hw.system(_system_name(system))
+    except LabkitError:  # a cluster of systems: no switch joins them all
+        return False
+    if not s.nvswitch:
+        return False
+    try:
+        return int(str(s.nvswitch).split()[-1]) >= 3
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which all-reduce algorithm a model says is fastest for one size, with every candidate's modelled time."""
+
+    system: str
+    nbytes: float
+    n: int
+    models: dict[str, CostModel]
+
+    @property
+    def algorithm(self) -> str:
+        """The fastest candidate's name (``"Ring"``, ``"Tree"`` or ``"NVLS"``)."""
+        return min(self.models, key=lambda k: self.models[k].seconds)
+
+    def __str__(self) -> str:
+        times = ", ".join(f"{k} {m.seconds * 1e6:.4g} us (busbw {m.busbw:.0f} GB/s)" for k, m in self.models.items())
+        return (f"{self.system}, {self.n} GPUs, {human_bytes(self.nbytes)}: {self.algorithm} fastest [model]; {times}")
+
+
+def nccl_choice(system: str, nbytes: float, n: int | None = None, alpha_us: float = DEFAULT_ALPHA_US,
+                efficiency: float = 1.0) -> Choice:
+    """Model which algorithm NCCL picks for an all-reduce of ``nbytes`` over ``n`` GPUs of one ``system``.
+
+    NCCL's tuner does the same in spirit: it models each algorithm's time (latency + size / bandwidth, with its own
+    figures per algorithm and protocol) and takes the fastest, unless ``NCCL_ALGO`` forces one. Candidates here:
+    Ring, Tree (a chain inside one node, :func:`chain_cost`) and, on NVSwitch 3 or later, NVLS. A MODEL: NCCL's own
+    latencies and efficiencies differ, so the crossovers differ too.
+    """
+    from . import topology
+
+    t = topology.load(system)
+    n = len(t.gpus()) if n is None else _count(n)
+    if n < 2:
+        raise LabkitError("a choice of algorithm needs two GPUs or more.", fix="Use n >= 2.")
+    eff = _positive(efficiency, "efficiency")
+    B = ring_bandwidth(system, n) * min(eff, 1.0)
+    models = {"Ring": ring_cost(nbytes, n, B, alpha_us), "Tree": chain_cost(nbytes, n, B, alpha_us)}
+    if has_nvls(t.name):
+        models["NVLS"] = nvls_cost(nbytes, n, B, alpha_us)
+    return Choice(t.name, float(nbytes), n, models)
+
+
 def crossover_bytes(n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US) -> float:
     """Buffer size (bytes) below which the pipelined tree beats the ring in these models:
     ``n x B x (n - 1 - depth) x alpha``. 0 for two GPUs, where both take 2 steps and the ring sends less."""
@@ -432,8 +544,15 @@ def allreduce_time(system: str, nbytes: float, n: int | None = None, algorithm: 
         model = ring_cost(nbytes, n, B, alpha_us)
     elif algorithm == "tree":
         model = tree_cost(nbytes, n, B, alpha_us)
+    elif algorithm == "chain":
+        model = chain_cost(nbytes, n, B, alpha_us)
+    elif algorithm == "nvls":
+        if not has_nvls(t.name):
+            raise LabkitError(f"{t.name} has no NVLS: NVLink SHARP needs NVSwitch 3 or later (DGX H100/H200).",
+                              fix="Use algorithm='ring' here, or a DGX H100 / DGX H200.")
+        model = nvls_cost(nbytes, n, B, alpha_us)
     else:
-        raise LabkitError(f"algorithm must be 'ring' or 'tree', got {algorithm!r}.")
+        raise LabkitError(f"algorithm must be 'ring', 'tree', 'chain' or 'nvls', got {algorithm!r}.")
     extra = (f"system {t.name}: B = {B:g} GB/s per direction per GPU for the first {n} GPUs, from labkit.topology's wiring "
              f"model{f' x {eff:g} efficiency' if eff < 1 else ' at datasheet link rates'}",)
     return CostModel(model.algorithm, model.n, model.nbytes, model.link_gbps, model.alpha_us, model.steps, model.latency_s,

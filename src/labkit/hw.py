@@ -228,6 +228,8 @@ class System:
     nvlink_domain_bandwidth: Figure | None = None
     mig_instances: Figure | None = None
     price: Figure | None = None
+    allreduce_busbw_nvls: Figure | None = None  # measured NCCL all-reduce busbw with NVLS (in-switch reduction)
+    allreduce_busbw_ring: Figure | None = None  # the same with NCCL_NVLS_ENABLE=0 (ring)
     system: str | None = None
     system_count: Figure | None = None
     pcie: str | None = None
@@ -426,6 +428,7 @@ def _parse_gpu(name: str, d: dict) -> GPU:
 _SYSTEM_FIGURES = (
     "nvswitch_count", "cpu_count", "system_memory", "storage", "network_bandwidth", "power", "gpu_memory_total",
     "memory_bandwidth_total", "nvlink_domain_bandwidth", "mig_instances", "price", "system_count",
+    "allreduce_busbw_nvls", "allreduce_busbw_ring",
 )
 
 
