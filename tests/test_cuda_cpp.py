@@ -32,7 +32,7 @@ def test_plan_is_decided_by_code_only() -> None:
 
 
 @pytest.mark.parametrize("code, what", [
-    ('extern __shared__ float s[]; extern "C" __global__ void k(float* x) { x[0] = s[0]; }', "dynamic shared memory"),
+    ('extern __shared__ float s[4]; extern "C" __global__ void k(float* x) { x[0] = s[0]; }', "dynamic shared memory"),
     ('extern "C" __global__ void k(float* x) { asm volatile("trap;"); }', "inline PTX"),
     ('#include <cooperative_groups.h>\nextern "C" __global__ void k(float* x) { x[0] = 1; }', "cooperative"),
     ('#include <curand_kernel.h>\nextern "C" __global__ void k(float* x) { x[0] = 1; }', "curand_kernel"),

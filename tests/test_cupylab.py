@@ -197,14 +197,21 @@ def test_cpu_stand_in_reports_out_of_bounds_and_unsupported() -> None:
     bad = kernels_cuda.LEAKY_RELU.replace("if (i < n)", "")
     with pytest.raises(cuda_cpp.OutOfBounds):
         cuda_cpp.run_on_host(bad, "leaky_relu", (3,), (128,), _leaky_args())
-    # shared memory and barriers run (threads are fibers); dynamic shared memory is not emulated
+    # shared memory and barriers run (threads are fibers); dynamic shared memory has the launch's shared_mem bytes
     shared = 'extern "C" __global__ void k(float* x, int n) { __shared__ float t[32]; t[threadIdx.x] = threadIdx.x; __syncthreads(); if (threadIdx.x < n) x[threadIdx.x] = t[31 - threadIdx.x]; }'
     x = np.zeros(32, np.float32)
     cuda_cpp.run_on_host(shared, "k", (1,), (32,), (x, np.int32(32)))
     np.testing.assert_array_equal(x, np.arange(31, -1, -1))
     dynamic = shared.replace("__shared__ float t[32];", "extern __shared__ float t[];")
-    with pytest.raises(cuda_cpp.HostUnavailable, match="dynamic shared memory"):
+    with pytest.raises(cuda_cpp.HostKernelError, match="outside the 0 bytes the launch allocated"):
         cuda_cpp.run_on_host(dynamic, "k", (1,), (32,), (np.zeros(32, np.float32), np.int32(32)))
+    with pytest.raises(cuda_cpp.HostKernelError, match="at byte 64, outside the 64 bytes"):
+        cuda_cpp.run_on_host(dynamic, "k", (1,), (32,), (np.zeros(32, np.float32), np.int32(32)), shared_mem=64)
+    x = np.zeros(32, np.float32)
+    cuda_cpp.run_on_host(dynamic, "k", (1,), (32,), (x, np.int32(32)), shared_mem=128)
+    np.testing.assert_array_equal(x, np.arange(31, -1, -1))
+    with pytest.raises(LabkitError, match="shared_mem"):
+        cuda_cpp.run_on_host(dynamic, "k", (1,), (32,), (x, np.int32(32)), shared_mem=-1)
 
 
 @needs_host

@@ -306,16 +306,21 @@ class RawKernel:
         """PTX types of the parameters (``u64`` is a pointer or a 64-bit integer)."""
         return self.entry.params
 
-    def __call__(self, grid: Any, block: Any, args: Sequence[Any]) -> None:
+    def __call__(self, grid: Any, block: Any, args: Sequence[Any], *, shared_mem: int = 0) -> None:
+        """Launch: ``shared_mem`` is the dynamic shared memory per block in bytes (``extern __shared__`` arrays), as
+        in CuPy."""
+        from .cuda_host import _with_shared_mem
+
+        smem = _with_shared_mem((grid, block, args, shared_mem))[3]
         if self._env.is_gpu:
             g, b = check_launch(self.entry, grid, block, args, on_gpu=True)
             import cupy
 
             if self._cupy_kernel is None:
                 self._cupy_kernel = cupy.RawKernel(self.code, self.name)
-            self._cupy_kernel(tuple(g), tuple(b), tuple(args))
+            self._cupy_kernel(tuple(g), tuple(b), tuple(args), shared_mem=smem)
         else:
-            run_on_host(self.code, self.name, grid, block, args)
+            run_on_host(self.code, self.name, grid, block, args, shared_mem=smem)
 
     def __repr__(self) -> str:
         return f"<labkit RawKernel {self.name}({', '.join(self.params)})>"
@@ -349,8 +354,10 @@ class Param:
     generic: str | None = None  # a type placeholder such as "T"
 
 
-def parse_params(text: str, what: str, *, generic_default: str = "float32") -> list[Param]:
-    """Parse CuPy's parameter-list syntax (``"float32 x, T y, raw T z"``); placeholders become ``generic_default``."""
+def parse_params(text: str, what: str, *, generic_default: str = "float32",
+                 generic_types: dict[str, str] | None = None) -> list[Param]:
+    """Parse CuPy's parameter-list syntax (``"float32 x, T y, raw T z"``); a placeholder becomes its type in
+    ``generic_types`` (a NumPy name, as CuPy binds it from the arguments), else ``generic_default``."""
     if not isinstance(text, str):
         raise LabkitError(f"{what} must be a string such as 'float32 x, float32 y', got {type(text).__name__}.")
     out: list[Param] = []
@@ -369,7 +376,7 @@ def parse_params(text: str, what: str, *, generic_default: str = "float32") -> l
         if t in _C_TYPES:
             out.append(Param(_C_TYPES[t], n, raw))
         elif re.fullmatch(r"[A-Z]\w*", t):
-            out.append(Param(_C_TYPES[generic_default], n, raw, generic=t))
+            out.append(Param(_C_TYPES[(generic_types or {}).get(t, generic_default)], n, raw, generic=t))
         else:
             raise LabkitError(f"{what}: unknown type {t!r} in {part!r}.",
                               fix=f"Use a NumPy type name ({', '.join(list(_C_TYPES)[:6])}, ...) or a placeholder such as T.")
@@ -386,14 +393,24 @@ def _typedefs(params: Sequence[Param]) -> str:
     return "".join(f"typedef {c} {g};\n" for g, c in seen.items())
 
 
-def elementwise_source(in_params: str, out_params: str, operation: str, name: str, preamble: str = "") -> str:
+#: CuPy's index objects as the stand-ins define them for 1-D arrays: ``size()``, ``set(i)``, ``get()`` (CuPy's
+#: ``CIndexer``: ``_ind`` in an ElementwiseKernel, ``_in_ind``/``_out_ind`` in a ReductionKernel).
+_INDEXER = ("#ifndef _LK_INDEXER\n#define _LK_INDEXER\nstruct _LkIndexer { long long _n; long long _i;\n"
+            "  __device__ long long size() const { return _n; }\n  __device__ void set(long long i) { _i = i; }\n"
+            "  __device__ const long long* get() const { return &_i; } };\n#endif\n")
+
+
+def elementwise_source(in_params: str, out_params: str, operation: str, name: str, preamble: str = "", *,
+                       types: dict[str, str] | None = None) -> str:
     """CUDA C++ equivalent to ``cupy.ElementwiseKernel(in_params, out_params, operation, name)`` on 1-D arrays.
 
     CuPy generates its own (more general) kernel; this stand-in has the same meaning for contiguous 1-D arrays of
-    equal length: a grid-stride loop over ``i < n``, inputs as ``const`` values, outputs as references.
-    Placeholder types (``T``) are instantiated as ``float``.
+    equal length: a grid-stride loop over ``i < n``, inputs as ``const`` values, outputs as references, and
+    CuPy's ``_ind`` (``_ind.size()`` is n). Placeholder types (``T``) are instantiated as ``types`` says (NumPy
+    names, as CuPy binds them from the arguments), else as ``float``.
     """
-    ins, outs = parse_params(in_params, "in_params"), parse_params(out_params, "out_params")
+    ins = parse_params(in_params, "in_params", generic_types=types)
+    outs = parse_params(out_params, "out_params", generic_types=types)
     if not isinstance(operation, str) or not operation.strip():
         raise LabkitError("operation must be a non-empty string of CUDA C++, e.g. 'z = x + y'.")
     if not _IDENT.match(name or ""):
@@ -412,11 +429,12 @@ def elementwise_source(in_params: str, out_params: str, operation: str, name: st
         body.append(f"{p.ctype}* {p.name} = _out_{p.name};" if p.raw else f"{p.ctype}& {p.name} = _out_{p.name}[i];")
     op = operation.strip().rstrip(";")
     return (
-        f"{_typedefs(ins + outs)}{preamble}\n"
+        f"{_typedefs(ins + outs)}{_INDEXER}{preamble}\n"
         f'extern "C" __global__ void {name}({", ".join(sig)}, long long n) {{\n'
+        f"  _LkIndexer _ind = {{n, 0}};\n"
         f"  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
         f" i += (long long)blockDim.x * gridDim.x) {{\n"
-        f"    {' '.join(body)}\n"
+        f"    _ind.set(i); {' '.join(body)}\n"
         f"    {op};\n"
         f"  }}\n}}\n"
     )
@@ -428,7 +446,8 @@ def reduction_source(in_params: str, out_params: str, map_expr: str, reduce_expr
 
     Each thread folds a strided share of the input starting from ``identity`` (``partials`` shares in all, as
     a tree reduction would), then thread 0 folds the partial results, again from ``identity``, and applies
-    ``post_map_expr``. ``a`` and ``b`` are the reduction's operands, as in CuPy. Launch with one block of
+    ``post_map_expr``. ``a`` and ``b`` are the reduction's operands, and ``_in_ind``/``_out_ind`` its index objects
+    (``_in_ind.size()`` is n, ``_out_ind.size()`` 1 for a whole-array reduction), as in CuPy. Launch with one block of
     ``partials`` threads. Slow on purpose: it checks meaning, not speed.
     """
     ins, outs = parse_params(in_params, "in_params"), parse_params(out_params, "out_params")
@@ -444,13 +463,14 @@ def reduction_source(in_params: str, out_params: str, map_expr: str, reduce_expr
     sig = [f"const {p.ctype}* _in_{p.name}" for p in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]
     loads = " ".join(f"const {p.ctype} {p.name} = _in_{p.name}[_j];" for p in ins)
     return (
-        f"{_typedefs(ins + outs)}"
+        f"{_typedefs(ins + outs)}{_INDEXER}"
         f"#define _LK_REDUCE(a, b) ({reduce_expr.strip().rstrip(';')})\n"
         f'extern "C" __global__ void {name}({", ".join(sig)}) {{\n'
         f"  __shared__ {acc} _part[{partials}];\n"
+        f"  _LkIndexer _in_ind = {{n, 0}}, _out_ind = {{1, 0}};\n"
         f"  {acc} _acc = ({acc})({identity.strip()});\n"
         f"  for (long long _j = threadIdx.x; _j < n; _j += blockDim.x) {{\n"
-        f"    {loads}\n"
+        f"    _in_ind.set(_j); {loads}\n"
         f"    {acc} _m = ({acc})({map_expr.strip().rstrip(';')});\n"
         f"    _acc = _LK_REDUCE(_acc, _m);\n"
         f"  }}\n"
@@ -474,14 +494,15 @@ def reduction_host_source(in_params: str, out_params: str, map_expr: str, reduce
     sig = [f"const {p.ctype}* _in_{p.name}" for p in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]
     loads = " ".join(f"const {p.ctype} {p.name} = _in_{p.name}[_j];" for p in ins)
     return (
-        f"{_typedefs(ins + outs)}"
+        f"{_typedefs(ins + outs)}{_INDEXER}"
         f"#define _LK_REDUCE(a, b) ({reduce_expr.strip().rstrip(';')})\n"
         f'extern "C" __global__ void {name}({", ".join(sig)}) {{\n'
         f"  {acc} _part[{partials}];\n"
+        f"  _LkIndexer _in_ind = {{n, 0}}, _out_ind = {{1, 0}};\n"
         f"  for (unsigned _t = 0; _t < {partials}; ++_t) {{\n"
         f"    {acc} _acc = ({acc})({identity.strip()});\n"
         f"    for (long long _j = _t; _j < n; _j += {partials}) {{\n"
-        f"      {loads}\n"
+        f"      _in_ind.set(_j); {loads}\n"
         f"      {acc} _m = ({acc})({map_expr.strip().rstrip(';')});\n"
         f"      _acc = _LK_REDUCE(_acc, _m);\n"
         f"    }}\n"

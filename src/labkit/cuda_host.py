@@ -54,7 +54,39 @@ def host_include_dir() -> Path:
     return CUDA_DIR / "host"
 
 
-_PROLOGUE = '#include "labkit_cuda_host.h"\n#define __LK_FIBERS {fibers}\n#line 1 "kernel.cu"\n'
+#: The most dynamic shared memory a launch may ask for without opting in (CUDA's default limit: 48 KiB per block;
+#: more needs cudaFuncSetAttribute, which the stand-in does not offer).
+DYNAMIC_SHARED_MAX = 48 * 1024
+# Dynamic shared memory (``extern __shared__ T s[];``): one fixed buffer between guard zones. Each block's window is
+# poisoned (0xFF, as static shared memory) for the launch's ``shared_mem`` bytes; everything past them, and a zone
+# before, holds the guard byte 0xCD, read back after every block: a write there is outside what the launch allocated.
+_DYN_GUARD = 4096
+_PROLOGUE = ('#include "labkit_cuda_host.h"\n#define __LK_FIBERS {fibers}\n#define __LK_DYN {dynamic}\n'
+             f"#define __LK_DYN_GUARD {_DYN_GUARD}\n#define __LK_DYN_MAX {DYNAMIC_SHARED_MAX}\n"
+             "alignas(256) static char __lk_dyn_buf[__LK_DYN_GUARD + __LK_DYN_MAX + __LK_DYN_GUARD];\n"
+             "static char* const __lk_dyn_smem = __lk_dyn_buf + __LK_DYN_GUARD;\n"
+             '#line 1 "kernel.cu"\n')
+
+# ``extern __shared__ [alignas(N)|__align__(N)] T name[];`` (at file or function scope): rewritten to a pointer to the
+# stand-in's dynamic shared buffer, the same text length on one line so line numbers stay.
+_DYN_DECL = re.compile(
+    r"\bextern\s+__shared__\s+((?:(?:alignas|__align__)\s*\(\s*\w+\s*\)\s*)*)"
+    r"((?:const\s+|volatile\s+|unsigned\s+|signed\s+|long\s+|short\s+)*[A-Za-z_][\w:]*(?:\s*<[^<>;]*>)?)\s*"
+    r"((?:(?:alignas|__align__)\s*\(\s*\w+\s*\)\s*)*)([A-Za-z_]\w*)\s*\[\s*\]\s*;")
+
+
+def rewrite_dynamic_shared(source: str) -> tuple[str, int]:
+    """``source`` with each ``extern __shared__ T name[];`` made a pointer into the stand-in's dynamic shared memory,
+    and how many declarations were rewritten (all of them alias one buffer, as on a GPU)."""
+    count = 0
+
+    def repl(m: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        typ, name = m.group(2).strip(), m.group(4)
+        return f"{typ}* const {name} = reinterpret_cast<{typ}*>(__lk_dyn_smem);" + "\n" * m.group(0).count("\n")
+
+    return _DYN_DECL.sub(repl, source), count
 
 _LAUNCHER = r"""
 #line 1 "labkit-launcher"
@@ -64,8 +96,20 @@ static void __lk_call(void (*f)(A...), void** args, std::index_sequence<I...>) {
 }
 static void** __lk_args;
 static void __lk_body() { __lk_call(&KERNEL_NAME, __lk_args, std::make_index_sequence<NPARAMS>{}); }
+static int __lk_dyn_poison(unsigned smem) {
+    memset(__lk_dyn_buf, 0xCD, sizeof __lk_dyn_buf);
+    memset(__lk_dyn_smem, 0xFF, smem);
+    return 0;
+}
+static int __lk_dyn_outside(unsigned smem, long* at) {  // 1 and the first byte offset written outside [0, smem)
+    for (long k = 0; k < __LK_DYN_GUARD; ++k)
+        if ((unsigned char)__lk_dyn_buf[k] != 0xCD) { *at = k - __LK_DYN_GUARD; return 1; }
+    for (long k = __LK_DYN_GUARD + (long)smem; k < (long)sizeof __lk_dyn_buf; ++k)
+        if ((unsigned char)__lk_dyn_buf[k] != 0xCD) { *at = k - __LK_DYN_GUARD; return 1; }
+    return 0;
+}
 extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                           char* msg, int msglen) {
+                           unsigned smem, char* msg, int msglen) {
     __lk_failed = 0; __lk_error_text[0] = 0;
     gridDim = dim3(gx, gy, gz); blockDim = dim3(bx, by, bz);
     __lk_args = args;
@@ -74,6 +118,7 @@ extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, u
     for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x) {
         blockIdx = uint3{x, y, z};
         __lk_poison_shared();
+        if (__LK_DYN) __lk_dyn_poison(smem);
         if (__LK_FIBERS) {
             int t = 0;
             for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx, ++t)
@@ -84,6 +129,14 @@ extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, u
                 threadIdx = uint3{tx, ty, tz};
                 __lk_body();
                 if (__lk_failed) { snprintf(msg, msglen, "%s", __lk_error_text); return 1; }
+            }
+        }
+        if (__LK_DYN) {
+            long off = 0;
+            if (__lk_dyn_outside(smem, &off)) {
+                snprintf(msg, msglen, "block (%u, %u, %u) wrote dynamic shared memory (extern __shared__) at byte %ld, "
+                         "outside the %u bytes the launch allocated (its shared_mem argument)", x, y, z, off, smem);
+                return 3;
             }
         }
     }
@@ -148,7 +201,7 @@ _NEEDS_FIBERS = re.compile(
     r"\b(?:__syncthreads(?:_count|_and|_or)?|__syncwarp|__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync"
     r"|__all_sync|__activemask|__lanemask_lt|load_matrix_sync|store_matrix_sync|mma_sync|fill_fragment|__shared__)\b")
 _NOT_EMULATED = (
-    (re.compile(r"\bextern\s+__shared__\b"), "dynamic shared memory (extern __shared__)"),
+    (re.compile(r"\bextern\s+__shared__\b"), "dynamic shared memory declared other than `extern __shared__ T name[];`"),
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX (asm)"),
     (re.compile(r"\b(?:tex[123]D\w*|tex1Dfetch|surf[123]D\w*|cudaTextureObject_t|cudaSurfaceObject_t)\b"), "textures and surfaces"),
     (re.compile(r"\bcooperative_groups\b|\bcg::"), "cooperative groups"),
@@ -165,6 +218,7 @@ class HostPlan:
 
     fibers: bool
     includes: tuple[str, ...]
+    dynamic_shared: bool = False  # the kernel declares `extern __shared__` arrays (sized by the launch's shared_mem)
 
 
 def host_plan(source: str) -> HostPlan:
@@ -172,7 +226,7 @@ def host_plan(source: str) -> HostPlan:
 
     Comments and string literals are ignored: only code counts.
     """
-    code = strip_comments_and_strings(source)
+    code, dynamic = rewrite_dynamic_shared(strip_comments_and_strings(source))
     for pattern, what in _NOT_EMULATED:
         if pattern.search(code):
             raise HostUnavailable(f"the CPU stand-in does not emulate {what}.",
@@ -183,7 +237,7 @@ def host_plan(source: str) -> HostPlan:
         if base not in STANDIN_HEADERS and base not in STANDARD_HEADERS:
             raise HostUnavailable(f"the CPU stand-in has no <{name}>.",
                                   fix="This kernel is checked by compiling it only; run the notebook on a GPU to check its results.")
-    return HostPlan(bool(_NEEDS_FIBERS.search(code)), includes)
+    return HostPlan(bool(_NEEDS_FIBERS.search(code)) or dynamic > 0, includes, dynamic > 0)
 
 
 _WORKER = r"""
@@ -216,7 +270,7 @@ for launch in req["launches"]:
         ptrs.append(ctypes.cast(ctypes.pointer(c), ctypes.c_void_p))
     argv = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
     msg = ctypes.create_string_buffer(2048)
-    status = lib.__lk_launch(argv, *[ctypes.c_uint(v) for v in launch["grid"] + launch["block"]], msg, 2048)
+    status = lib.__lk_launch(argv, *[ctypes.c_uint(v) for v in launch["grid"] + launch["block"] + [launch["smem"]]], msg, 2048)
     outside = {}
     for key, (raw, start, nbytes, pattern) in bufs.items():
         data, p = raw.raw, bytes([pattern])
@@ -256,9 +310,11 @@ def host_compiler() -> str | None:
 
 def host_source(source: str, name: str, n_params: int, *, fibers: bool | None = None) -> str:
     """The plain C++ translation unit the stand-in compiles: prelude, the learner's source unchanged, launcher."""
-    use = host_plan(source).fibers if fibers is None else fibers
+    plan = host_plan(source)
+    use = plan.fibers if fibers is None else fibers
     launcher = _LAUNCHER.replace("KERNEL_NAME", name).replace("NPARAMS", str(n_params))
-    return _PROLOGUE.format(fibers=int(use)) + source + "\n" + launcher
+    body = rewrite_dynamic_shared(source)[0] if plan.dynamic_shared else source
+    return _PROLOGUE.format(fibers=int(use), dynamic=int(plan.dynamic_shared)) + body + "\n" + launcher
 
 
 _PRIVATE_CACHE: list[Path] = []
@@ -320,9 +376,12 @@ def _host_library(source: str, name: str, n_params: int) -> str:
     return str(lib)
 
 
-def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any, Sequence[Any]]], *,
+def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, ...]], *,
                       timeout_s: float | None = None, guard: int | None = None) -> list[str | None]:
-    """Run several launches ``(grid, block, args)`` of one kernel on the CPU stand-in, in one helper process.
+    """Run several launches ``(grid, block, args)`` or ``(grid, block, args, shared_mem)`` of one kernel on the CPU
+    stand-in, in one helper process. ``shared_mem`` (default 0) is the dynamic shared memory of the launch in bytes,
+    as CuPy's ``kernel(grid, block, args, shared_mem=...)``: ``extern __shared__`` arrays get exactly that much,
+    and a block that writes past it is a :class:`HostKernelError`.
 
     Array arguments (NumPy) are updated in place; each lies 256-byte aligned between guard zones of a poison
     byte pattern, read back after the launch. Returns, per launch, None or a sentence saying which array
@@ -337,14 +396,15 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
     if timeout_s is None:
         timeout_s = _learner_limit_s()
     entry = find_entry(_ptx_sm90(source, name), name)
-    checked = [check_launch(entry, grid, block, args, on_gpu=False) for grid, block, args in launches]
+    launches = [_with_shared_mem(la) for la in launches]
+    checked = [check_launch(entry, grid, block, args, on_gpu=False) for grid, block, args, _ in launches]
     lib = _host_library(source, name, len(entry.params))
     tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
     arrays: dict[str, np.ndarray] = {}
     blob: list[bytes] = []
     offset = 0
     specs = []
-    for li, ((grid, block, args), (g, b)) in enumerate(zip(launches, checked)):
+    for li, ((grid, block, args, smem), (g, b)) in enumerate(zip(launches, checked)):
         spec: list[dict[str, Any]] = []
         seen: dict[int, str] = {}
         for k, (arg, ptype) in enumerate(zip(args, entry.params)):
@@ -363,7 +423,7 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
             else:
                 spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
         # room for every thread of the grid to write one element too far
-        specs.append({"args": spec, "grid": g, "block": b, "guard": guard or int(np.prod(g) * np.prod(b)) + 64})
+        specs.append({"args": spec, "grid": g, "block": b, "guard": guard or int(np.prod(g) * np.prod(b)) + 64, "smem": smem})
     (tmp / "in.bin").write_bytes(b"".join(blob))
     req = {"lib": lib, "arrays": str(tmp / "in.bin"), "out": str(tmp / "out.bin"), "report": str(tmp / "report.json"),
            "launches": specs}
@@ -393,6 +453,14 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
     shutil.rmtree(tmp, ignore_errors=True)
     sentences: list[str | None] = []
     for li, rec in enumerate(report):
+        if rec["status"] == 3:
+            smem = launches[li][3]
+            raise HostKernelError(
+                f"{name} on the CPU stand-in: {rec['error']}.",
+                fix=("The launch allocated no dynamic shared memory: pass shared_mem=<bytes> with the launch "
+                     "(kernel(grid, block, args, shared_mem=...)), or declare a fixed-size `__shared__ T s[N];`."
+                     if smem == 0 else "Size shared_mem for every element the block uses (elements × sizeof(T)), or "
+                                       "keep the indices of the extern __shared__ array below that."))
         if rec["status"]:
             g, b = checked[li]
             raise HostKernelError(f"{name} (grid {tuple(g)}, block {tuple(b)}) on the CPU stand-in: {rec['error']}",
@@ -403,6 +471,21 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, Any,
         else:
             sentences.append(None)
     return sentences
+
+
+def _with_shared_mem(launch: Sequence[Any]) -> tuple[Any, Any, Any, int]:
+    """``(grid, block, args, shared_mem)`` from a launch tuple of 3 or 4 items, ``shared_mem`` checked."""
+    if not isinstance(launch, (tuple, list)) or len(launch) not in (3, 4):
+        raise LabkitError("a launch is (grid, block, args) or (grid, block, args, shared_mem).")
+    smem = launch[3] if len(launch) == 4 else 0
+    if isinstance(smem, bool) or not isinstance(smem, (int, np.integer)) or smem < 0:
+        raise LabkitError(f"shared_mem must be a whole number of bytes ≥ 0, got {smem!r}.",
+                          fix="For 256 floats: shared_mem=256 * 4.")
+    if smem > DYNAMIC_SHARED_MAX:
+        raise LabkitError(f"shared_mem={int(smem):,} bytes is more than the {DYNAMIC_SHARED_MAX:,} a launch may ask for "
+                          "by default.", fix="Use at most 48 KiB of dynamic shared memory per block (more needs an opt-in "
+                                             "attribute set on the kernel), or fewer elements per block.")
+    return launch[0], launch[1], launch[2], int(smem)
 
 
 def _show_printf(text: str, name: str, limit: int = 4000) -> None:
@@ -422,21 +505,22 @@ def _learner_limit_s() -> float:
     return float(LEARNER_CODE_LIMIT_S)
 
 
-def run_on_host(source: str, name: str, grid: Any, block: Any, args: Sequence[Any], *, timeout_s: float | None = None) -> None:
+def run_on_host(source: str, name: str, grid: Any, block: Any, args: Sequence[Any], *, timeout_s: float | None = None,
+                shared_mem: int = 0) -> None:
     """Run a CUDA C++ kernel on the CPU stand-in, in a separate process (see :mod:`labkit.cuda_cpp`).
 
     Array arguments (NumPy) are updated in place, as a kernel launch would. Raises :class:`HostUnavailable`
-    when there is no C++ compiler or the kernel needs what the stand-in lacks (dynamic shared memory, inline
-    PTX, textures, cooperative groups), :class:`HostKernelError` for a barrier or warp-wide call not every
-    thread makes, :class:`OutOfBounds` when it writes outside an array, and :class:`LabkitError` when it
+    when there is no C++ compiler or the kernel needs what the stand-in lacks (inline PTX, textures, cooperative
+    groups), :class:`HostKernelError` for a barrier or warp-wide call not every thread makes, or a write past the
+    ``shared_mem`` bytes of dynamic shared memory (``extern __shared__``) the launch allocates, :class:`OutOfBounds` when it writes outside an array, and :class:`LabkitError` when it
     crashes (a wild memory access) or does not finish.
     """
-    (outside,) = run_on_host_batch(source, name, [(grid, block, args)], timeout_s=timeout_s)
+    (outside,) = run_on_host_batch(source, name, [(grid, block, args, shared_mem)], timeout_s=timeout_s)
     if outside:
         raise OutOfBounds(f"{outside} on the CPU stand-in.",
                           fix="Threads whose index is past the last element must not write: add the bounds check `if (i < n)`.")
 
 
-__all__ = ["HostKernelError", "HostPlan", "HostUnavailable", "OutOfBounds", "STANDARD_HEADERS", "STANDIN_HEADERS",
-           "host_compiler", "host_include_dir", "host_plan", "host_source", "run_on_host", "run_on_host_batch",
+__all__ = ["DYNAMIC_SHARED_MAX", "HostKernelError", "HostPlan", "HostUnavailable", "OutOfBounds", "STANDARD_HEADERS", "STANDIN_HEADERS",
+           "host_compiler", "host_include_dir", "host_plan", "host_source", "rewrite_dynamic_shared", "run_on_host", "run_on_host_batch",
            "source_includes", "strip_comments_and_strings"]

@@ -343,11 +343,30 @@ class Elementwise:
     operation: str
     name: str = "kernel"
 
-    def source(self) -> str:
-        """labkit's equivalent standalone CUDA C++ (CuPy generates its own, more general, kernel)."""
+    def source(self, types: dict[str, str] | None = None) -> str:
+        """labkit's equivalent standalone CUDA C++ (CuPy generates its own, more general, kernel); placeholder
+        types (``T``) as ``types`` binds them (NumPy names), else float32."""
         from .cuda_cpp import elementwise_source
 
-        return elementwise_source(self.in_params, self.out_params, self.operation, self.name)
+        return elementwise_source(self.in_params, self.out_params, self.operation, self.name, types=types)
+
+    def bind_types(self, *args: Any) -> dict[str, str]:
+        """The NumPy type each placeholder (``T``) gets from ``args``, as CuPy binds it: from the first array (or
+        NumPy scalar) passed for a parameter of that placeholder; Python numbers bind nothing (CuPy's weak scalars)."""
+        from .cuda_cpp import parse_params
+
+        bound: dict[str, str] = {}
+        for p, a in zip(parse_params(self.in_params, "in_params"), args):
+            if p.generic and p.generic not in bound and isinstance(a, (np.ndarray, np.generic)):
+                if np.dtype(a.dtype).name not in _NP_OF_CTYPE.values():
+                    raise LabkitError(f"{self.name}: {p.name} is a {a.dtype} array, which the stand-in does not run.",
+                                      fix="Pass float32, float64 or an integer type.")
+                bound[p.generic] = np.dtype(a.dtype).name
+        unbound = {p.generic for p in parse_params(self.out_params, "out_params") if p.generic and p.generic not in bound}
+        if unbound:
+            raise LabkitError(f"{self.name}: the output's type {', '.join(sorted(unbound))} is bound by no input array.",
+                              fix="Give the output a type name (float32 z) or a placeholder an input array binds.")
+        return bound
 
     def compile(self, arch: str = "sm_90") -> Any:
         """PTX of the equivalent kernel for ``arch`` (raises CompileError with NVRTC's lines)."""
@@ -369,9 +388,12 @@ class Elementwise:
             return self.cupy()(*args)
         from .cuda_cpp import parse_params, run_on_host
 
-        ins, outs = parse_params(self.in_params, "in_params"), parse_params(self.out_params, "out_params")
+        ins = parse_params(self.in_params, "in_params")
         if len(args) != len(ins):
             raise LabkitError(f"{self.name} takes {len(ins)} input(s) ({self.in_params}), got {len(args)}.")
+        types = self.bind_types(*args)
+        ins = parse_params(self.in_params, "in_params", generic_types=types)
+        outs = parse_params(self.out_params, "out_params", generic_types=types)
         dtypes = [np.dtype(_NP_OF_CTYPE[p.ctype]) for p in ins + outs]
         arrays = np.broadcast_arrays(*[np.asarray(a) for a in args])
         if arrays[0].ndim != 1:
@@ -381,7 +403,7 @@ class Elementwise:
         out_arrays = [np.empty(n, dtype=dt) for dt in dtypes[len(ins):]]
         block = 128
         grid = max(1, min((n + block - 1) // block, 64))
-        run_on_host(self.source(), self.name, (grid,), (block,), (*in_arrays, *out_arrays, np.int64(n)))
+        run_on_host(self.source(types), self.name, (grid,), (block,), (*in_arrays, *out_arrays, np.int64(n)))
         return out_arrays[0] if len(out_arrays) == 1 else tuple(out_arrays)
 
 

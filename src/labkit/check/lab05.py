@@ -613,11 +613,14 @@ def _pipeline_rates() -> dict[str, float]:
     return {"h2d": tm.link_gbps, "d2h": tm.link_gbps, "d2d": tm.hbm_gbps, "kernel": tm.hbm_gbps}
 
 
-def _run_pipeline_standin(fn: Any, n: int, chunks: int, n_streams: int, a: float, b: float) -> tuple[Any, Any, np.ndarray, Any]:
+def _run_pipeline_standin(fn: Any, n: int, chunks: int, n_streams: int, a: float,
+                          b: float) -> tuple[Any, Any, np.ndarray, Any, np.ndarray]:
+    """One run on the recording stand-in: (record, returned value, x after the call, out, a copy of x made before)."""
     from .streams import RecordingCuPy, call_learner
 
     rec = RecordingCuPy(_pipeline_rates())
     x = random_array(n)
+    x_before = x.copy()
     out = np.full(n, np.nan, np.float32)
     rec.pinned += [x, out]
 
@@ -627,7 +630,7 @@ def _run_pipeline_standin(fn: Any, n: int, chunks: int, n_streams: int, a: float
 
     kernel = rec.kernel(scale_shift, "scale_shift")
     got = call_learner(fn, rec, x, out, kernel, chunks, n_streams, what=f"pipeline(cp, x, out, kernel, chunks={chunks}, n_streams={n_streams})")
-    return rec, got, x, out
+    return rec, got, x, out, x_before
 
 
 def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
@@ -638,7 +641,7 @@ def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
     rng = np.random.default_rng()
     a, b = float(rng.uniform(0.5, 3.0)), float(rng.uniform(-2.0, 2.0))
     label = f"n={n}, chunks={chunks}, n_streams={n_streams}"
-    rec, got, x, out = _run_pipeline_standin(fn, n, chunks, n_streams, a, b)
+    rec, got, x, out, x_before = _run_pipeline_standin(fn, n, chunks, n_streams, a, b)
     if not rec.ops:
         raise Unsolved("pipeline() issued no copies or kernels yet; write its body.")
     kinds = [o.kind for o in rec.ops]
@@ -652,7 +655,19 @@ def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
                      cause="keep a chunk's copy in, kernel and copy out on one stream (they then run in order), give "
                            "every chunk its own device buffers, or make one stream wait for the other with "
                            "stream.wait_event(event).")
-    want = (a * x.astype(np.float64) + b).astype(np.float32)
+    if not np.array_equal(x, x_before):
+        k = int(np.argmax(x != x_before))
+        raise Failed(f"{label}: your function wrote into its input x (x[{k}] was {x_before[k]!r}, is now {x[k]!r}).",
+                     cause="x is the data to copy in: leave it as it is. Copy results into `out` "
+                           "(d_out.get(out=out[lo:hi], blocking=False)), never into x.")
+    pageable = rec.pageable_copies()
+    if pageable:
+        raise Failed(f"{label}: {len(pageable)} copies use pageable host memory (the first: {pageable[0].label}), not the "
+                     "pinned x and out the function was given.",
+                     cause="copy straight from slices of x and into slices of out (x[lo:hi] is a view of pinned memory; "
+                           "x[lo:hi].copy() or np.array(...) is a new, pageable buffer): a copy from pageable memory is "
+                           "staged by the driver, blocks the host and overlaps nothing.")
+    want = (a * x_before.astype(np.float64) + b).astype(np.float32)
     bad = ~np.isclose(out, want, rtol=1e-5, atol=1e-5)
     if bad.any():
         i = int(np.argmax(bad))
@@ -670,6 +685,14 @@ def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
     if start._recorded_after > 0:
         raise Failed(f"{label}: the start event was recorded after {start._recorded_after} operations had been issued, "
                      "so the time misses them.", cause="record start before the first copy.")
+    early = rec.not_after(start) if _start_on_null(rec, start) else []
+    if early:
+        raise Failed(f"{label}: {len(early)} operations (the first: {early[0].label}) are not ordered after the start "
+                     "event, which was recorded on the null stream: the GPU may run them before it, so the time misses "
+                     "them.",
+                     cause="non-blocking streams never wait for the null stream: record start on one of your streams "
+                           "(start.record(streams[0])) and make every other stream wait for it (s.wait_event(start)) "
+                           "before the first copy.")
     if not rec.covers_all(end):
         missed = [o for o in rec.ops[:end._recorded_after] if o.index not in rec._ancestors(end._frontier)]
         raise Failed(f"{label}: the end event does not wait for all the work: {len(missed)} operations (the first: "
@@ -706,6 +729,11 @@ def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
                      f"on the stand-in's timeline against {ref_rec.makespan() * 1e6:.3g} µs for chunks overlapped on "
                      f"{n_streams} streams (a model of an H200 on PCIe 5).", cause=cause)
     return label
+
+
+def _start_on_null(rec: Any, start: Any) -> bool:
+    """True when the event of ``start`` (an event state) was recorded on the null stream."""
+    return any(e._token == start._token and getattr(e, "_stream", None) is rec.null for e in rec._events)
 
 
 def _measure_pipeline_gpu(fn: Any) -> str:

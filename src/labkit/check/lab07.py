@@ -372,6 +372,13 @@ def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str)
         raise Failed(f"{label}: return a dict with the keys {', '.join(map(repr, _TIMING_KEYS))}, got {got!r:.80}.")
     if any(got[k] is Ellipsis or got[k] is None for k in _TIMING_KEYS):
         raise Unsolved("fill in both figures of the dict.")
+    pageable = rec.pageable_copies()
+    if pageable:
+        raise Failed(f"{label}: {len(pageable)} copies use pageable host memory (the first: {pageable[0].label}), not the "
+                     "pinned `host` the function was given.",
+                     cause="copy from `host` itself (a.set(host)): host.copy(), np.array(host) or host.astype(...) make a "
+                           "new, pageable buffer, and a copy from pageable memory is staged through a pinned one by the "
+                           "driver: it measures the pageable rate, not the link's.")
     regions = _timed_regions(rec)
     out = {}
     for key, kind, factor, what in (("h2d", "h2d", 1, "host→device copies (d.set(host))"),
@@ -387,6 +394,13 @@ def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str)
         if not any(o.kind == kind for o in rec.ops[:start._recorded_after]):
             raise Failed(f"{label}: the first of the {what} is inside the timed region: nothing warmed up.",
                          cause="do one copy of the same kind before recording start: the first copy pays set-up costs.")
+        early = [o for o in rec.not_after(start) if o in ops]
+        if early:
+            raise Failed(f"{label}: {len(early)} of the {what} are not ordered after the start event: they ran on a "
+                         "stream that never waits for the stream start was recorded on (a non-blocking stream does not "
+                         "wait for the null stream), so the GPU may run them before start is stamped.",
+                         cause="record the events on the stream the copies run on (inside `with stream:`, "
+                               "event.record() uses the current stream).")
         if not rec.covers_all(end):
             raise Failed(f"{label}: the end event does not follow the {what}: they ran on another stream than the events.",
                          cause="record the events on the stream the copies run on (inside `with stream:`, "
@@ -441,6 +455,7 @@ def event_timing(fn: Any) -> str:
     n = int(rng.integers(3, 6)) * (1 << 20) + int(rng.integers(1, 1000))  # 12-24 MB of float32, not a round size
     repeat = int(rng.integers(4, 9))
     host = rng.standard_normal(n).astype(np.float32)
+    host_before = host.copy()
     rec = RecordingCuPy(clock="host")
     rec.pinned.append(host)
     label = f"{host.nbytes / 1e6:.1f} MB, repeat={repeat}"
@@ -452,6 +467,10 @@ def event_timing(fn: Any) -> str:
                                          "them on the stream the copies run on (inside `with stream:`, event.record() "
                                          "uses the current stream).") from None
         raise
+    if not np.array_equal(host, host_before):
+        k = int(np.argmax(host != host_before))
+        raise Failed(f"{label}: your function wrote into its input `host` (host[{k}] was {host_before[k]!r}, is now "
+                     f"{host[k]!r}).", cause="time copies *from* host; leave its contents alone (no d.get(out=host)).")
     _grade_timing_record(rec, got, host, repeat, label)  # host-memory timings vary with the machine's load: the
     # figures are graded against the learner's own events; the notebook prints labkit's host measurement beside them
     extra = ""

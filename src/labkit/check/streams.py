@@ -52,6 +52,8 @@ class Op:
     end: float = 0.0
     label: str = ""
     host_out: tuple[int, int, int] | None = None  # (id of the host array, start, stop) a d2h copy writes
+    pinned: bool | None = None  # a copy's host side: pinned (True) or pageable (False) memory; None for device work
+    marks: frozenset[int] = frozenset()  # the events (their tokens) this operation is ordered after on the GPU
 
 
 class _Buffer:
@@ -139,6 +141,7 @@ class EventState:
     _frontier: set[int]
     _t: float
     _recorded_after: int
+    _token: int = 0
 
 
 class Event:
@@ -149,6 +152,8 @@ class Event:
         self._frontier: set[int] | None = None  # ops the event waits for; None until recorded
         self._t = 0.0
         self._recorded_after = 0
+        self._token = 0  # a fresh token at each record: later work ordered after the event carries it in its marks
+        self._marks: frozenset[int] = frozenset()
         rec._events.append(self)
 
     def record(self, stream: "Stream | None" = None) -> None:
@@ -157,13 +162,17 @@ class Event:
         self._t = max([self._rec._host_t] + [self._rec.ops[i].end for i in self._frontier])
         self._recorded_after = len(self._rec.ops)
         self._stream = s
+        self._token = self._rec._new_token()
+        self._marks = s._position_marks(self._rec) | {self._token}
+        s._marks = s._marks | {self._token}
 
     def _snapshot(self) -> "EventState":
-        return EventState(set(self._frontier or ()), self._t, self._recorded_after)
+        return EventState(set(self._frontier or ()), self._t, self._recorded_after, self._token)
 
     def synchronize(self) -> None:
         if self._frontier is not None:
             self._rec._host_waits(self._frontier, self._t)
+            self._rec._host_marks |= self._marks
 
     @property
     def done(self) -> bool:
@@ -181,6 +190,7 @@ class Stream:
                  priority: int = 0, *, name: str | None = None) -> None:
         self._rec, self.null, self.non_blocking = rec, null, non_blocking and not null
         self._tail: set[int] = set()
+        self._marks: frozenset[int] = frozenset()  # events recorded on this stream or waited for by it
         self.name = name or f"stream {len(rec._streams)}"
         rec._streams.append(self)
 
@@ -190,6 +200,15 @@ class Stream:
         if not self.non_blocking:
             return set(self._tail) | set(rec.null._tail)
         return set(self._tail)
+
+    def _position_marks(self, rec: "RecordingCuPy") -> frozenset[int]:
+        """The events work issued now on this stream is ordered after (the legacy default stream's rules, as
+        :meth:`_position`): a non-blocking stream never waits for an event recorded on the null stream."""
+        if self.null:
+            return self._marks.union(*(s._marks for s in rec._streams if not s.null and not s.non_blocking))
+        if not self.non_blocking:
+            return self._marks | rec.null._marks
+        return self._marks
 
     def __enter__(self) -> "Stream":
         self._rec._current.append(self)
@@ -205,6 +224,7 @@ class Stream:
     def synchronize(self) -> None:
         pos = self._position(self._rec)
         self._rec._host_waits(pos, max([self._rec.ops[i].end for i in pos], default=0.0))
+        self._rec._host_marks |= self._position_marks(self._rec)
 
     def record(self, event: Event | None = None) -> Event:
         ev = event if event is not None else Event(self._rec)
@@ -217,6 +237,7 @@ class Stream:
         if event._frontier is None:
             return  # CUDA: waiting on an event never recorded returns at once
         self._tail = set(self._tail) | event._frontier
+        self._marks = self._marks | event._marks
 
     @property
     def done(self) -> bool:
@@ -255,6 +276,7 @@ class _CudaNamespace:
 
             def synchronize(self) -> None:
                 outer._rec._host_waits(set(range(len(outer._rec.ops))), max([o.end for o in outer._rec.ops], default=0.0))
+                outer._rec._host_marks |= frozenset(range(1, outer._rec._tokens + 1))
 
         self.Device = _Device
         self.runtime = type("runtime", (), {"deviceSynchronize": staticmethod(lambda: _Device().synchronize())})
@@ -302,6 +324,8 @@ class RecordingCuPy:
         self.pinned: list[np.ndarray] = []
         self.elapsed_reads: list[tuple[EventState, EventState]] = []
         self.blocking_gets = 0
+        self._tokens = 0
+        self._host_marks: frozenset[int] = frozenset()  # events the host has seen complete
         self.cuda = _CudaNamespace(self)
         self.float32, self.float64, self.int32 = np.float32, np.float64, np.int32
         self.ndarray = DeviceArray
@@ -338,6 +362,10 @@ class RecordingCuPy:
         self._d2d(dst, src)
 
     # ------------------------------------------------------------------ recording
+    def _new_token(self) -> int:
+        self._tokens += 1
+        return self._tokens
+
     def _stream(self, stream: Stream | None) -> Stream:
         if stream is None:
             return self._current[-1]
@@ -355,6 +383,7 @@ class RecordingCuPy:
                label: str) -> Op:
         op = Op(len(self.ops), kind, stream, nbytes, reads, writes, label=label)
         op.deps = set(stream._position(self)) | set(self._host_known)
+        op.marks = stream._position_marks(self) | self._host_marks
         op.issue_t = self._host_t
         t0 = time.perf_counter()
         run()
@@ -384,7 +413,8 @@ class RecordingCuPy:
         op = self._issue("h2d", s, dst.nbytes, [], [dst._range()],
                          lambda: np.copyto(dst._view(), src.reshape(dst.shape).astype(dst.dtype, copy=False)),
                          f"copy host→device of {dst.size} elements on {s!r}")
-        if not self.is_pinned(src):  # pageable memory: the driver stages it and the call returns when done
+        op.pinned = self.is_pinned(src)
+        if not op.pinned:  # pageable memory: the driver stages it and the call returns when done
             self._host_waits({op.index}, op.end)
 
     def _d2h(self, src: DeviceArray, stream: Stream | None, out: Any, blocking: bool) -> np.ndarray:
@@ -400,7 +430,8 @@ class RecordingCuPy:
                          f"copy device→host of {src.size} elements on {s!r}")
         op.host_out = (id(host.base if host.base is not None else host), 0, host.size)
         op.host_array = host  # type: ignore[attr-defined]
-        if blocking or not self.is_pinned(host):
+        op.pinned = self.is_pinned(host)
+        if blocking or not op.pinned:
             if blocking:
                 self.blocking_gets += 1
             self._host_waits({op.index}, op.end)
@@ -432,8 +463,10 @@ class RecordingCuPy:
 
     # ------------------------------------------------------------------ host synchronisation
     def _host_waits(self, ops: set[int], until: float) -> None:
-        self._host_known |= self._ancestors(ops)
+        known = self._ancestors(ops)
+        self._host_known |= known
         self._host_t = max(self._host_t, until)
+        self._host_marks = self._host_marks.union(*(self.ops[i].marks for i in ops if i < len(self.ops)))
 
     # ------------------------------------------------------------------ questions
     def _ancestors(self, ops: set[int]) -> set[int]:
@@ -466,6 +499,17 @@ class RecordingCuPy:
                         found.append((a, b, what))
                         break
         return found
+
+    def pageable_copies(self) -> list[Op]:
+        """Copies whose host side is pageable memory (not one of :attr:`pinned`): on a GPU they are staged through a
+        pinned buffer by the driver, run at the pageable rate and never overlap other work."""
+        return [o for o in self.ops if o.pinned is False]
+
+    def not_after(self, event: "Event | EventState") -> list[Op]:
+        """Operations issued after ``event`` was recorded that the GPU may run before it: on a stream that never
+        waited for it (a non-blocking stream and an event on the null stream, say). Its time then misses them."""
+        token = event._token
+        return [o for o in self.ops[event._recorded_after:] if token not in o.marks]
 
     def pending_host_writes(self) -> list[Op]:
         """Device→host copies the host has not waited for: their data may not be there yet."""
