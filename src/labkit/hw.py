@@ -724,3 +724,56 @@ def table(names: Iterable[str] | None = None, attrs: Iterable[str] = ("memory_si
         g = gpu(n)
         rows.append({"gpu": g.name, **{a: getattr(g, a) for a in attrs}})
     return rows
+
+
+# ----------------------------------------------------------------------------- FP64 against FP32, per architecture
+#: Source of :func:`arithmetic_rates`: the throughput table of NVIDIA's programming guide.
+ARITHMETIC_SOURCE = ("CUDA C++ Programming Guide, Arithmetic Instructions: throughput of native arithmetic "
+                     "instructions (operations per clock cycle per multiprocessor), 32-bit and 64-bit floating-point add, "
+                     "multiply, multiply-add")
+#: compute capability -> (FP32, FP64) results per clock per SM, and GPUs of that compute capability.
+_PER_CLOCK: dict[tuple[int, int], tuple[int, int, str]] = {
+    (7, 0): (64, 32, "V100"), (7, 5): (64, 2, "T4"), (8, 0): (64, 32, "A100"), (8, 6): (128, 2, "A10, A40"),
+    (8, 9): (128, 2, "L4, L40S"), (9, 0): (128, 64, "H100, H200"),
+}
+
+
+@dataclass(frozen=True)
+class ArithmeticRates:
+    """FP32 and FP64 add/multiply/FMA results per clock per SM for one compute capability."""
+
+    compute_capability: tuple[int, int]
+    gpus: str
+    fp32_per_clock: Figure
+    fp64_per_clock: Figure
+
+    @property
+    def fp64_fraction(self) -> float:
+        """FP64 rate over FP32 rate: 1/2 on the HPC parts (V100, A100, H100), 1/64 on L4 and L40S."""
+        return self.fp64_per_clock.value / self.fp32_per_clock.value
+
+    def __str__(self) -> str:
+        cc = f"{self.compute_capability[0]}.{self.compute_capability[1]}"
+        return (f"compute capability {cc} ({self.gpus}): {self.fp32_per_clock.text()} FP32 and {self.fp64_per_clock.text()} "
+                f"FP64 results per clock per SM, FP64 at 1/{round(1 / self.fp64_fraction)} of FP32 ({ARITHMETIC_SOURCE})")
+
+
+def arithmetic_rates(arch: str | tuple[int, int]) -> ArithmeticRates:
+    """FP32 and FP64 throughput per SM and clock for ``arch`` (``"sm_89"``, ``(8, 9)``, or a GPU named in the table
+    such as ``"L4"``), from the programming guide's table (:data:`ARITHMETIC_SOURCE`)."""
+    cc: tuple[int, int] | None = None
+    if isinstance(arch, tuple) and len(arch) == 2:
+        cc = (int(arch[0]), int(arch[1]))
+    elif isinstance(arch, str):
+        m = re.fullmatch(r"(?:sm_|compute_)?(\d)(\d)a?", arch.strip())
+        if m:
+            cc = (int(m.group(1)), int(m.group(2)))
+        else:
+            key = normalise(arch)
+            cc = next((c for c, (_, _, names) in _PER_CLOCK.items()
+                       if key in {normalise(n) for n in names.split(", ")}), None)
+    if cc not in _PER_CLOCK:
+        known = ", ".join(f"sm_{a}{b} ({n})" for (a, b), (_, _, n) in _PER_CLOCK.items())
+        raise LabkitError(f"labkit has no FP32/FP64 throughput for {arch!r}.", fix=f"Ask for one of {known}.")
+    f32, f64, names = _PER_CLOCK[cc]
+    return ArithmeticRates(cc, names, Figure(f32, "count", ARITHMETIC_SOURCE), Figure(f64, "count", ARITHMETIC_SOURCE))

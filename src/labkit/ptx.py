@@ -137,6 +137,24 @@ def summarize(ptx_text: str) -> InstructionMix:
     return InstructionMix(dict(gl), dict(gs), dict(sl), dict(ss), barriers, atom_g, atom_s, shfl, vote, tc, fma, total, ops)
 
 
+def fp64_instructions(ptx_text: str) -> list[str]:
+    """Instruction lines whose opcode has an ``.f64`` part: FP64 arithmetic and conversions to or from FP64.
+
+    In a Numba kernel a Python float literal (``0.299``) is a float64, so ``0.299 * x`` converts ``x`` to FP64 and
+    multiplies in FP64 (``cvt.rn.f64.*``, ``mul.f64``) unless the constant is written ``np.float32(0.299)``. GPUs
+    outside the HPC line run FP64 at a small fraction of the FP32 rate (``labkit.hw.fp64_ratio``)."""
+    out = []
+    for raw in ptx_text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("//", ".", "{", "}")) or line.endswith(":"):
+            continue
+        body = line.split(None, 1)[1] if line.startswith("@") and " " in line else line
+        op = body.split(None, 1)[0].rstrip(";")
+        if ".f64" in op:
+            out.append(line)
+    return out
+
+
 # ----------------------------------------------------------------------------- resources via ptxas
 @dataclass(frozen=True)
 class Resources:
@@ -247,6 +265,11 @@ class PTX:
         """Instruction lines containing any of ``patterns`` (all instruction lines if none)."""
         body = [ln.strip() for ln in self.text.splitlines() if ln.strip() and not ln.strip().startswith(("//", "."))]
         return [ln for ln in body if not patterns or any(p in ln for p in patterns)]
+
+    def fp64(self) -> list[str]:
+        """The instructions that compute, or convert to or from, 64-bit floating point (``mul.f64``, ``cvt.rn.f64.u16``):
+        what a Python float literal such as ``0.299`` puts in a Numba kernel (see :func:`fp64_instructions`)."""
+        return fp64_instructions(self.text)
 
     def show(self, *patterns: str, limit: int = 12) -> None:
         """Print the instruction mix, resources and the lines matching ``patterns``."""

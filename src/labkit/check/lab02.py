@@ -81,8 +81,9 @@ def _grey(img: np.ndarray) -> np.ndarray:
     hints=[
         "With a 2-D grid, `cuda.grid(2)` gives (x, y). x is the fast direction: neighbouring threads take neighbouring columns.",
         "`col, row = cuda.grid(2)`, then `if row < out.shape[0] and col < out.shape[1]:` — the image has rows × cols pixels.",
-        "`v = 0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2]` and store "
-        "`out[row, col] = int(v + 0.5)` (rounded: storing a float into a uint8 array truncates it).",
+        "`v = np.float32(0.299) * img[row, col, 0] + np.float32(0.587) * img[row, col, 1] + np.float32(0.114) * "
+        "img[row, col, 2]` and store `out[row, col] = int(v + np.float32(0.5))` (rounded: storing a float into a uint8 "
+        "array truncates it; np.float32 constants keep the arithmetic in FP32, where a bare 0.299 is a float64).",
     ],
     reference=_ref("grayscale"),
 )

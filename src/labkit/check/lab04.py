@@ -180,8 +180,8 @@ def block_sum(kernel: Any) -> str:
         "04.block-sum), and the blocks combine their results.",
         "Blocks cannot wait for each other inside a kernel, and `out[0] += s` from several blocks loses updates: let "
         "thread 0 of each block add its block's sum with `cuda.atomic.add(out, 0, s)`.",
-        "`acc = 0.0; for i in range(cuda.grid(1), x.size, cuda.gridsize(1)): acc += x[i]`; `sh[t] = acc`; the tree; "
-        "`if t == 0: cuda.atomic.add(out, 0, sh[0])`.",
+        "`acc = np.float32(0.0); for i in range(cuda.grid(1), x.size, cuda.gridsize(1)): acc += x[i]`; `sh[t] = acc`; "
+        "the tree; `if t == 0: cuda.atomic.add(out, 0, sh[0])` (a bare `0.0` is a float64: the sum would run in FP64).",
     ],
     reference=_ref("sum_all"),
 )

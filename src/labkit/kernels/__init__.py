@@ -71,6 +71,7 @@ REFERENCE: list[Reference] = [
     _ref("saxpy", f"void(float32, {F1}, {F1}, {F1})"),
     _ref("copy", f"void({F1}, {F1})"),
     _ref("grayscale", "void(uint8[:,:,:], uint8[:,:])"),
+    _ref("to_unit", "void(uint8[:,:], float32[:,:])"),
     _ref("copy2d_coalesced", f"void({F2}, {F2})"),
     _ref("copy2d_strided", f"void({F2}, {F2})"),
     _ref("transpose_naive", f"void({F2}, {F2})"),

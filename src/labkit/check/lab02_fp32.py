@@ -1,0 +1,85 @@
+"""Check for lab 02's float-literal exercise: pixels to float32 in [-1, 1] with no FP64 instruction in the PTX.
+
+In Numba a Python float literal is a float64, so ``img[r, c] / 127.5 - 1.0`` converts the pixel to FP64 and divides
+in FP64. The values are right, which is why the mistake survives: only the PTX shows it (``cvt.rn.f64.u16``,
+``div.rn.f64``). :func:`require_no_fp64` is the reusable part: it compiles a kernel that passed and fails it, with the
+FP64 lines and the fix, when the reference for the same argument types has no FP64 instruction.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .core import Failed, exercise
+from .harness import fmt_shape, grid_2d, random_array, run_case
+
+FP64_CAUSE = ("a Python float literal (`127.5`, `1.0`, `0.5`) is a float64 in Numba, and so is `float(...)` and the result "
+              "of `/` on two integers: the arithmetic then runs in FP64, which most GPUs run at a small fraction of the FP32 "
+              "rate (labkit.hw.arithmetic_rates). Write the constants as `np.float32(127.5)` and keep every operand float32.")
+
+
+def fp64_lines(kernel: Any, signature: str, arch: str = "sm_80") -> list[str]:
+    """The FP64 instruction lines of ``kernel`` compiled for ``signature`` (``labkit.ptx``, works without a GPU)."""
+    from .. import ptx
+
+    return ptx.compile(kernel, signature, arch).fp64()
+
+
+def require_no_fp64(kernel: Any, signature: str, reference: Any, *, label: str) -> None:
+    """Raise :class:`Failed` when ``kernel``'s PTX has FP64 instructions and ``reference``'s (same types) has none.
+
+    The likely cause names the FP64 instructions found and the float32 fix."""
+    from ..errors import CompileError
+
+    try:
+        found = fp64_lines(kernel, signature)
+    except CompileError as exc:
+        raise Failed(f"{label}: the kernel does not compile to PTX: {str(exc).splitlines()[0]}") from None
+    if not found or fp64_lines(reference, signature):
+        return
+    shown = "; ".join(line.split(None, 1)[0].rstrip(";") for line in found[:4])
+    raise Failed(f"{label}: the values are right, but the PTX has {len(found)} FP64 instruction(s) where the reference has "
+                 f"none ({shown}{', ...' if len(found) > 4 else ''}).", cause=FP64_CAUSE)
+
+
+def _ref() -> Callable[[], Any]:
+    def get() -> Any:
+        from .. import kernels
+
+        return kernels.get("to_unit")
+
+    return get
+
+
+@exercise(
+    "02.float32",
+    kind="kernel",
+    title="Pixels to float32 without FP64",
+    hints=[
+        "The values are not the problem: the PTX is. Every literal such as `127.5` or `1.0` is a float64 in Numba.",
+        "Write each constant as `np.float32(...)`: a uint8 pixel divided by a float32 gives a float32.",
+        "`col, row = cuda.grid(2)`; `if row < out.shape[0] and col < out.shape[1]: out[row, col] = img[row, col] / "
+        "np.float32(127.5) - np.float32(1.0)`.",
+    ],
+    reference=_ref(),
+)
+def to_unit(kernel: Any) -> str:
+    """Grade ``to_unit(img, out)``: ``img`` uint8 (rows, cols), ``out`` float32 (rows, cols) = ``img / 127.5 - 1``,
+    and no FP64 instruction in the kernel's PTX."""
+    from .. import kernels
+    from .draws import between, not_multiple
+
+    cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)), ((1, 1), (16, 8)),
+             ((not_multiple(17, 45, 8), not_multiple(9, 15, 8)), (8, 8)), ((between(9, 31), not_multiple(33, 40, 32)), (32, 32))]
+    for k, (shape, block) in enumerate(cases):
+        img = random_array(shape, np.uint8, 0, 256)
+        grid = grid_2d(shape, block)
+        label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
+        run_case(kernel, grid, block, (img,), out_shape=shape, out_dtype=np.float32,
+                 expected=img.astype(np.float64) / 127.5 - 1.0, label=label, names=("img", "out"), first=k == 0,
+                 rtol=0, atol=1e-6)
+    require_no_fp64(kernel, "void(uint8[:, :], float32[:, :])", kernels.get("to_unit"), label="the PTX for sm_80")
+    return (f"correct on {len(cases)} fresh images with 3 block shapes up to 32×32, and its PTX has no FP64 instruction: "
+            "all the arithmetic is float32.")
