@@ -198,3 +198,99 @@ def test_a_figure_with_nothing_to_draw_is_one_line_of_text_not_an_empty_chart() 
     for out in box.children[3:6]:  # threads, elements, coalescing: real charts
         assert "application/vnd.plotly.v1+json" in out.outputs[0]["data"]
     assert wt._empty(wt.banks_figure(t)) and not wt._empty(wt.coalescing_figure(t))
+
+
+# ----------------------------------------------------------------------------- the picture of a failed check
+@cuda.jit
+def saxpy_past_the_end(a, x, y, out):
+    i = cuda.grid(1)
+    if i <= x.size:  # one thread too many
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_one_lane_wrong(a, x, y, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = a * x[i] + y[i] + (np.float32(1.0) if cuda.threadIdx.x == 5 else np.float32(0.0))
+
+
+@cuda.jit
+def transpose_without_barrier(a, out):
+    tile = cuda.shared.array((32, 33), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.blockIdx.x * 32 + tx, cuda.blockIdx.y * 32 + ty
+    for j in range(0, 32, 8):
+        if row + j < a.shape[0] and col < a.shape[1]:
+            tile[ty + j, tx] = a[row + j, col]
+    col, row = cuda.blockIdx.y * 32 + tx, cuda.blockIdx.x * 32 + ty
+    for j in range(0, 32, 8):
+        if row + j < out.shape[0] and col < out.shape[1]:
+            out[row + j, col] = tile[tx, ty + j]
+
+
+def _picture_of_failure(check, kernel):
+    from labkit.check import harness
+
+    result = check(kernel)
+    assert not result
+    case = harness.failed_case()
+    return result, case, labkit.show(kernel, case)
+
+
+def _star(fig):
+    return [(t.x[0], t.y[0]) for t in fig.data if getattr(t, "name", None) == "the check's thread"]
+
+
+def test_the_picture_of_an_out_of_bounds_thread_opens_on_it_and_says_why_its_block_stopped() -> None:
+    import re
+
+    result, case, box = _picture_of_failure(labkit.check.saxpy, saxpy_past_the_end)
+    m = re.search(r"thread \((\d+), 0, 0\) of block \((\d+), 0, 0\)", result.message)
+    thread, block = int(m.group(1)), int(m.group(2))
+    k = box.controls["block"].value
+    assert box.trace.traced_blocks[k] == (block, 0, 0) and box.controls["thread"].value == thread
+    assert _star(box.figures["threads"]) == [(thread, k)]
+    assert any(t.name == "raised" for t in box.figures["threads"].data)
+    header = box.children[0].value
+    assert "The check found" in header and f"threadIdx ({thread}, 0, 0)" in header and "not a second bug" in header
+    again = labkit.show(saxpy_past_the_end, case)  # the same case draws the same picture
+    assert again.figures["threads"].to_json() == box.figures["threads"].to_json()
+    assert again.figures["elements"].to_json() == box.figures["elements"].to_json()
+
+
+def test_the_picture_of_a_wrong_value_opens_on_the_thread_that_wrote_it_and_marks_the_element() -> None:
+    result, case, box = _picture_of_failure(labkit.check.saxpy, saxpy_one_lane_wrong)
+    assert "first at index 5:" in result.message
+    assert case.focus.array == "out" and case.focus.index == (5,)
+    assert box.controls["thread"].value == 5 and box.trace.traced_blocks[box.controls["block"].value] == (0, 0, 0)
+    stars = [t for t in box.figures["elements"].data if t.type == "scatter"]
+    assert len(stars) == 1 and "out[5]" in stars[0].text[0]
+    assert "the last thread that wrote out[5]" in box.children[0].value
+
+
+def test_the_picture_of_a_race_replays_the_checks_schedule_and_opens_on_the_thread_it_names() -> None:
+    import re
+
+    result, case, box = _picture_of_failure(labkit.check.transpose, transpose_without_barrier)
+    m = re.search(r"thread \(\d+, \d+, \d+\) did a \w+ and thread \((\d+), (\d+), 0\) a", result.message)
+    assert m, result.message
+    t = int(m.group(1)) + 32 * int(m.group(2))
+    assert box.controls["thread"].value == t
+    assert box.trace.schedule == case.schedule and box.trace.seed == case.seed
+    assert "race" in box.children[0].value and "block" in box.children[0].value
+
+
+def test_a_sampled_trace_keeps_the_block_the_check_names() -> None:
+    from labkit.sim.trace import Focus
+
+    x = np.arange(64 * 200, dtype=np.float32)
+    case = types.SimpleNamespace(grid=200, block=64, args=[x, np.zeros(x.size - 1, np.float32)], names=["x", "out"],
+                                 schedule="shuffle", seed=3, outputs=("out",),
+                                 focus=Focus("made up", array="out", index=(64 * 137 + 9,), block=(137, 0, 0),
+                                             thread=(9, 0, 0)))
+    box = labkit.show(copy_shifted, case)
+    assert box.trace.sampled and (137, 0, 0) in box.trace.traced_blocks
+    assert box.trace.traced_blocks[box.controls["block"].value] == (137, 0, 0) and box.controls["thread"].value == 9
+    with pytest.raises(LabkitError, match="plain Python function"):
+        labkit.show(copy_shifted.py_func, x, x, grid=1, block=32)

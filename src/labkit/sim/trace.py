@@ -87,6 +87,29 @@ class Divergence:
     message: str
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A thread that raised (an index out of bounds, a broken rule): its block stopped there, so the threads of
+    that block not yet run in the schedule did not run."""
+
+    block: tuple[int, ...]
+    thread: tuple[int, ...]
+    message: str
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What a failed check found, for the picture to open on: the element it named (``array``, ``index``) and,
+    when the check knows it, the thread (``threadIdx``) and block involved; ``finding`` is the check's words.
+    Built by the check layer; :meth:`Trace.locate` finds the thread to select."""
+
+    finding: str
+    array: str | None = None
+    index: tuple[int, ...] | None = None
+    block: tuple[int, ...] | None = None
+    thread: tuple[int, ...] | None = None
+
+
 @dataclass
 class Trace:
     """The recorded execution of one launch in the simulator (see the module docstring)."""
@@ -109,6 +132,9 @@ class Trace:
     uninitialised: memory.UninitialisedRead | None = None
     sites: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of each place in the code that accessed memory
     outputs: dict[str, np.ndarray] = field(default_factory=dict)  # argument arrays after the launch (copies)
+    faults: list[Fault] = field(default_factory=list)
+    schedule: str = "forward"
+    seed: int | None = None
 
     # -- shape of the launch -------------------------------------------------------------------------------
     @property
@@ -169,6 +195,35 @@ class Trace:
     def elements(self, array: str, kind: str, **where: Any) -> np.ndarray:
         """The distinct flat (row-major) indices of ``array`` accessed with ``kind`` by the selection ``where``."""
         return np.unique(self.columns["flat"][self.select(array, kind=kind, **where)])
+
+    def last_writer(self, array: str, index: Sequence[int] | int) -> tuple[tuple[int, ...], int] | None:
+        """(block, linear thread) of the last write (or atomic) to ``array[index]`` among the traced blocks, or
+        None when no traced thread wrote it."""
+        info = self.arrays.get(array)
+        if info is None:
+            return None
+        idx = (index,) if isinstance(index, (int, np.integer)) else tuple(index)
+        if len(idx) != len(info.shape) or not all(0 <= i < n for i, n in zip(idx, info.shape)):
+            return None
+        flat = int(np.ravel_multi_index(idx, info.shape)) if info.shape else 0
+        c = self.columns
+        hit = self.select(array) & (c["flat"] == flat) & (c["kind"] != KINDS.index("read"))
+        if not hit.any():
+            return None
+        last = int(np.flatnonzero(hit)[np.argmax(c["seq"][hit])])
+        return self.block_index(int(c["block"][last])), int(c["thread"][last])
+
+    def locate(self, focus: Focus) -> tuple[int, int] | None:
+        """(index into :attr:`traced_blocks`, linear thread) that the picture of ``focus`` opens on: the thread
+        the check named, else the last thread that wrote the element it named; None when neither was traced."""
+        order = {tuple(b): k for k, b in enumerate(self.traced_blocks)}
+        if focus.block is not None and focus.thread is not None and tuple(focus.block) in order:
+            return order[tuple(focus.block)], self._thread_linear(focus.thread)
+        if focus.array is not None and focus.index is not None:
+            writer = self.last_writer(focus.array, focus.index)
+            if writer is not None and tuple(writer[0]) in order:
+                return order[tuple(writer[0])], writer[1]
+        return None
 
     def counts(self) -> dict[str, np.ndarray]:
         """Per traced thread (row ``k`` = ``k``-th traced block's threads in order): global/shared reads and writes.
@@ -319,13 +374,18 @@ def _library_dirs() -> tuple[str, ...]:
     return (str(Path(memory.__file__).parent), str(Path(simulator.__file__).parent))
 
 
-def _sample(grid: tuple[int, int, int], per_block: int, max_threads: int) -> list[tuple[int, ...]] | None:
+def _sample(grid: tuple[int, int, int], per_block: int, max_threads: int,
+            include: Sequence[tuple[int, ...]] = ()) -> list[tuple[int, ...]] | None:
+    """The blocks to run when the launch has more than ``max_threads`` threads (None: all): evenly spaced, the
+    first and the last, and every block of ``include`` that is in the grid."""
     points = list(np.ndindex(*grid))
     if len(points) * per_block <= max_threads:
         return None
     keep = max(1, max_threads // per_block)
-    picks = sorted({int(round(v)) for v in np.linspace(0, len(points) - 1, keep)})
-    return [tuple(int(x) for x in points[k]) for k in picks]
+    picks = {int(round(v)) for v in np.linspace(0, len(points) - 1, keep)}
+    position = {p: k for k, p in enumerate(points)}
+    picks |= {position[tuple(p)] for p in include if tuple(p) in position}
+    return [tuple(int(x) for x in points[k]) for k in sorted(picks)]
 
 
 def _as_dim3(d: Any, what: str) -> tuple[int, int, int]:
@@ -335,6 +395,16 @@ def _as_dim3(d: Any, what: str) -> tuple[int, int, int]:
     if not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in t):
         raise LabkitError(f"{what} must be a positive integer or a tuple of up to 3 of them, got {d!r}.")
     return tuple(int(v) for v in t) + (1,) * (3 - len(t))  # type: ignore[return-value]
+
+
+def _block_point(p: Any) -> tuple[int, int, int]:
+    """A block's index (blockIdx) as an (x, y, z) tuple."""
+    from ..errors import LabkitError
+
+    t = tuple(p) if isinstance(p, (tuple, list)) else (p,)
+    if not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and v >= 0 for v in t):
+        raise LabkitError(f"a block index is up to 3 integers of at least 0, got {p!r}.")
+    return tuple(int(v) for v in t) + (0,) * (3 - len(t))  # type: ignore[return-value]
 
 
 def _host_copy(a: Any) -> Any:
@@ -401,26 +471,32 @@ def _requests(trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[s
 
 
 def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
-                names: Sequence[str], max_threads: int, time_limit_s: float | None) -> Trace:
+                names: Sequence[str], max_threads: int, time_limit_s: float | None, *, schedule: str = "forward",
+                seed: int | None = None, outputs: Sequence[str] = (), include: Sequence[tuple[int, ...]] = ()) -> Trace:
     per_block = int(np.prod(block))
-    sample = _sample(grid, per_block, max_threads)
+    sample = _sample(grid, per_block, max_threads, include)
     model = _TraceModel()
     copies = [_host_copy(a) for a in args]
-    tracked = memory._track_args(model, copies, list(names), ())
+    tracked = memory._track_args(model, copies, list(names), tuple(outputs))
     divergent: list[Divergence] = []
+    faults: list[Fault] = []
     errors: list[str] = []
     traced = sample if sample is not None else [(x, y, z) for z in range(grid[2]) for y in range(grid[1])
                                                 for x in range(grid[0])]
 
     def on_block_error(point: tuple[int, int, int], exc: Exception) -> bool:
+        where = getattr(exc, "sim_thread", None)
         if isinstance(exc, DivergentBarrier):
             divergent.append(Divergence(tuple(point), str(exc)))
         elif len(errors) < 5:
             errors.append(f"block {tuple(point)}: {type(exc).__name__}: {exc}")
+            if where is not None:
+                faults.append(Fault(tuple(point), tuple(where[0]), f"{type(exc).__name__}: {exc}"))
         return True  # the other blocks still run
 
     started = time.perf_counter()
-    with memory.strict(model, blocks_to_run=traced, on_block_error=on_block_error, time_limit_s=time_limit_s):
+    with memory.strict(model, blocks_to_run=traced, on_block_error=on_block_error, time_limit_s=time_limit_s,
+                       schedule=schedule, seed=seed):
         try:
             kernel[grid, block](*tracked)
         except KernelFault as exc:
@@ -457,7 +533,8 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
         columns=cols, names=order, requests=[], races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()],
         divergent=divergent, errors=errors, traced_blocks=traced, total_blocks=int(np.prod(grid)), seconds=seconds,
         uninitialised=model.uninitialised, sites=sites,
-        outputs={n: c for n, c in zip(names, copies) if isinstance(c, np.ndarray)},
+        outputs={n: c for n, c in zip(names, copies) if isinstance(c, np.ndarray)}, faults=faults,
+        schedule=schedule, seed=seed,
     )
     t.requests = _requests(arrays, order, cols, t.block_index, [line for _, line in sites])
     return t
@@ -465,11 +542,16 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
 
 # ----------------------------------------------------------------------------- public entry point
 def trace(kernel: Any, grid: Any, block: Any, *args: Any, names: Sequence[str] | None = None,
-          max_threads: int = MAX_THREADS, time_limit_s: float | None = None, subprocess_: bool | None = None) -> Trace:
+          max_threads: int = MAX_THREADS, time_limit_s: float | None = None, subprocess_: bool | None = None,
+          schedule: str = "forward", seed: int | None = None, outputs: Sequence[str] = (),
+          include_blocks: Sequence[Sequence[int]] = ()) -> Trace:
     """Run ``kernel[grid, block](*args)`` in the simulator with every access recorded; returns a :class:`Trace`.
 
     ``names`` names the arguments (default: the kernel's parameter names). Arrays are copied first (the
-    caller's are unchanged). More than ``max_threads`` threads: only some blocks are traced (sampled).
+    caller's are unchanged). More than ``max_threads`` threads: only some blocks are traced (sampled), always
+    with those in ``include_blocks``. ``schedule`` and ``seed`` order each block's threads as in
+    :func:`labkit.sim.launch_strict`, so a check's failing case replays exactly; the arrays named in ``outputs``
+    start filled with poison, as a check's output does.
     In ``gpu`` mode (or with ``subprocess_=True``) the kernel's source is traced by a simulator subprocess.
     """
     from ..errors import LabkitError
@@ -479,6 +561,9 @@ def trace(kernel: Any, grid: Any, block: Any, *args: Any, names: Sequence[str] |
     if not callable(py) or not hasattr(py, "__code__"):
         raise LabkitError(f"labkit.sim.trace needs a @cuda.jit kernel, got {type(kernel).__name__}.",
                           fix="Pass the kernel itself (the function decorated with @cuda.jit), not a call of it.")
+    if not hasattr(kernel, "py_func") and not hasattr(type(kernel), "__getitem__"):
+        raise LabkitError(f"labkit.sim.trace needs a @cuda.jit kernel; {py.__name__} is a plain Python function.",
+                          fix="Decorate it with @cuda.jit (from numba import cuda), as a kernel is.")
     g, b = _as_dim3(grid, "grid"), _as_dim3(block, "block")
     if int(np.prod(b)) > 1024:
         raise LabkitError(f"a block has at most 1024 threads, got {int(np.prod(b))}.")
@@ -487,10 +572,14 @@ def trace(kernel: Any, grid: Any, block: Any, *args: Any, names: Sequence[str] |
     arg_names = list(names) if names is not None else _arg_names(kernel, len(args))
     if len(arg_names) < len(args):
         arg_names += [f"argument {k + 1}" for k in range(len(arg_names), len(args))]
+    if schedule not in engine.SCHEDULES:
+        raise LabkitError(f"schedule must be one of {', '.join(engine.SCHEDULES)}, got {schedule!r}.")
+    run = dict(schedule=schedule, seed=seed, outputs=tuple(outputs),
+               include=tuple(_block_point(p) for p in include_blocks))
     away = (not is_simulator()) if subprocess_ is None else subprocess_
     if away:
-        return _trace_in_subprocess(kernel, g, b, args, arg_names, max_threads, time_limit_s)
-    return _trace_here(kernel, g, b, args, arg_names, max_threads, time_limit_s)
+        return _trace_in_subprocess(kernel, g, b, args, arg_names, max_threads, time_limit_s, run)
+    return _trace_here(kernel, g, b, args, arg_names, max_threads, time_limit_s, **run)
 
 
 # ----------------------------------------------------------------------------- gpu mode: a simulator subprocess
@@ -499,7 +588,8 @@ SUBPROCESS_MAX_BYTES = 256 << 20  # arrays sent to the simulator process: a smal
 
 
 def _trace_in_subprocess(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
-                         names: Sequence[str], max_threads: int, time_limit_s: float | None) -> Trace:
+                         names: Sequence[str], max_threads: int, time_limit_s: float | None,
+                         run: dict[str, Any]) -> Trace:
     from ..errors import LabkitError
     from ..ptx import _standalone_source
 
@@ -518,7 +608,7 @@ def _trace_in_subprocess(kernel: Any, grid: tuple[int, int, int], block: tuple[i
                               "each thread touches, which does not depend on the size.")
     payload = {"source": source, "name": py.__name__, "grid": grid, "block": block,
                "args": host, "names": list(names), "max_threads": max_threads,
-               "time_limit_s": time_limit_s}
+               "time_limit_s": time_limit_s, "run": run}
     env = dict(os.environ, LABKIT_MODE="sim", NUMBA_ENABLE_CUDASIM="1")
     env.pop("LABKIT_EXPECT", None)
     try:
@@ -562,8 +652,11 @@ def _serve() -> None:
                                               "<traced kernel>")
         exec(compile(payload["source"], "<traced kernel>", "exec"), ns)  # noqa: S102 - the learner's own kernel
         kernel = cuda.jit(ns[payload["name"]])
+        run = payload["run"]
         out = module.trace(kernel, payload["grid"], payload["block"], *payload["args"], names=payload["names"],
-                    max_threads=payload["max_threads"], time_limit_s=payload["time_limit_s"], subprocess_=False)
+                           max_threads=payload["max_threads"], time_limit_s=payload["time_limit_s"], subprocess_=False,
+                           schedule=run["schedule"], seed=run["seed"], outputs=run["outputs"],
+                           include_blocks=run["include"])
         out.outputs = {}
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         out = {"error": f"{type(exc).__name__}: {exc}"}

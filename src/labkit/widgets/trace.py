@@ -73,11 +73,13 @@ def _cell(trace: Any, k: int, t: int) -> tuple[int, int]:
 
 
 # ----------------------------------------------------------------------------- figures
-def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread") -> Any:
+def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread",
+                   marked: tuple[int, int] | None = None) -> Any:
     """The grid of traced threads, coloured by how many reads and writes each made; the selection outlined.
 
     1-D launches: one row per traced block. Otherwise: threads at their global (x, y) position. Threads of a
-    race are marked ×; blocks where a divergent barrier stopped the block are outlined in red."""
+    race are marked ×, threads that raised (an index out of bounds) ◆; blocks where a divergent barrier stopped
+    the block are outlined in red. ``marked`` (traced block, thread), the thread a failed check points at, gets ★."""
     import plotly.graph_objects as go
 
     counts = trace.counts()
@@ -128,6 +130,18 @@ def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = 
     if xs:
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", marker=dict(symbol="x", color="crimson", size=9),
                                  name="race", text=hover, hoverinfo="text"))
+    faults = [(order[tuple(f.block)], trace._thread_linear(f.thread), f.message) for f in getattr(trace, "faults", [])
+              if tuple(f.block) in order]
+    if faults:
+        cells = [_cell(trace, kk, t) for kk, t, _ in faults]
+        fig.add_trace(go.Scatter(x=[c[1] for c in cells], y=[c[0] for c in cells], mode="markers", name="raised",
+                                 marker=dict(symbol="diamond", color="crimson", size=10, line=dict(color="white", width=1)),
+                                 text=[html.escape(m) for _, _, m in faults], hoverinfo="text"))
+    if marked is not None and 0 <= marked[0] < len(trace.traced_blocks) and 0 <= marked[1] < trace.threads_per_block:
+        r, c = _cell(trace, *marked)
+        fig.add_trace(go.Scatter(x=[c], y=[r], mode="markers", name="the check's thread", hoverinfo="text",
+                                 text=["the thread the check's message is about"],
+                                 marker=dict(symbol="star", color="gold", size=15, line=dict(color="black", width=1))))
     for d in trace.divergent:
         kk = order.get(tuple(d.block))
         if kk is None:
@@ -151,10 +165,23 @@ def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = 
 MAX_ELEMENTS_DRAWN = 16384
 
 
-def _window(trace: Any, name: str) -> tuple[int, int, int, int]:
+def _flat_in(trace: Any, marked: tuple[str, tuple[int, ...]]) -> int | None:
+    """The flat index of element ``marked`` = (array, index) of the trace, None when it is not in the array."""
+    info = trace.arrays.get(marked[0])
+    idx = tuple(int(i) for i in marked[1])
+    if info is None or len(idx) != len(info.shape) or not all(0 <= i < n for i, n in zip(idx, info.shape)):
+        return None
+    return int(np.ravel_multi_index(idx, info.shape)) if info.shape else 0
+
+
+def _fmt_index(index: Sequence[int]) -> str:
+    return str(index[0]) if len(index) == 1 else ", ".join(str(i) for i in index)
+
+
+def _window(trace: Any, name: str, keep: int | None = None) -> tuple[int, int, int, int]:
     """(first element, rows, cols, elements drawn) of an array's panel: 2-D arrays as they are, 1-D wrapped in rows
     of 32 or 64, more dimensions flattened; an array larger than :data:`MAX_ELEMENTS_DRAWN` is drawn from the first
-    element the kernel touched, whole rows, up to that many."""
+    element the kernel touched (or so that flat element ``keep`` is in view), whole rows, up to that many."""
     info = trace.arrays[name]
     shape = info.shape or (1,)
     size = int(np.prod(shape))
@@ -166,6 +193,9 @@ def _window(trace: Any, name: str) -> tuple[int, int, int, int]:
     if size > MAX_ELEMENTS_DRAWN:
         touched = trace.columns["flat"][trace.columns["array"] == trace.names.index(name)]
         first = (int(touched.min()) // cols) * cols if touched.size else 0
+        span = max(cols, (MAX_ELEMENTS_DRAWN // cols) * cols)
+        if keep is not None and not first <= keep < first + span:
+            first = max(0, (keep // cols) * cols - span // 2 // cols * cols)
     count = min(size - first, max(cols, (MAX_ELEMENTS_DRAWN // cols) * cols))
     return first, math.ceil(count / cols), cols, count
 
@@ -177,10 +207,12 @@ def _ticks(n: int, most: int = 8) -> list[int]:
 
 
 def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread",
-                    arrays: Sequence[str] | None = None) -> Any:
+                    arrays: Sequence[str] | None = None,
+                    marked: tuple[str, tuple[int, ...]] | None = None) -> Any:
     """For the selected thread, warp or block: the elements it read and wrote in each array (one panel per array).
 
-    Shared arrays show the selected block's copy. Colours: read, written, both, atomic."""
+    Shared arrays show the selected block's copy. Colours: read, written, both, atomic. ``marked`` (array,
+    index), the element a failed check names, is outlined with ★ in its panel."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -195,7 +227,8 @@ def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str =
         where["thread"] = thread
     elif scope == "warp":
         where["warp"] = thread // 32
-    windows = {n: _window(trace, n) for n in names}
+    mark_flat = _flat_in(trace, marked) if marked is not None else None
+    windows = {n: _window(trace, n, mark_flat if marked is not None and marked[0] == n else None) for n in names}
     titles = []
     for n in names:
         info, (first, rows, cols, count) = trace.arrays[n], windows[n]
@@ -240,6 +273,12 @@ def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str =
                          ticktext=[str(first // cols + r) if len(shape) > 1 else str(first + r * cols) for r in _ticks(rows)],
                          title_text="row" if len(shape) > 1 else "first index")
         fig.update_xaxes(row=row, col=1, tickmode="array", tickvals=_ticks(cols), ticktext=[str(c) for c in _ticks(cols)])
+        if marked is not None and marked[0] == name and mark_flat is not None and 0 <= mark_flat - first < count:
+            r, c = divmod(mark_flat - first, cols)
+            fig.add_trace(go.Scatter(x=[c], y=[r], mode="markers", hoverinfo="text", showlegend=False,
+                                     text=[f"{name}[{_fmt_index(marked[1])}]: the element the check names"],
+                                     marker=dict(symbol="star", color="gold", size=14, line=dict(color="black", width=1))),
+                          row=row, col=1)
     who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "all its threads"}[scope]
     fig.update_layout(title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})",
                       height=total + 60, margin=dict(l=70, r=20, t=80, b=30))
@@ -346,8 +385,20 @@ def score_table(traces: dict[str, Any]) -> str:
     return table
 
 
-def _notes(trace: Any) -> str:
-    parts = [f"<b>{html.escape(trace.kernel)}</b>[{html.escape(_dims(trace.grid))}, {html.escape(_dims(trace.block))}]: "
+def _notes(trace: Any, focus: Any = None, opened: tuple[int, int] | None = None, why: str = "") -> str:
+    parts = []
+    if focus is not None:
+        line = f"<b>The check found</b>: {html.escape(focus.finding)}"
+        if opened is not None and trace.traced_blocks:
+            b = trace.traced_blocks[opened[0]]
+            line += (f"<br><b>Opened on</b> block {html.escape(str(tuple(b)))}, threadIdx "
+                     f"{html.escape(str(trace.thread_index(opened[1])))} (★){html.escape(why)}")
+        elif why:
+            line += "<br>" + html.escape(why)
+        if getattr(trace, "schedule", "forward") != "forward":
+            line += f" — threads in {html.escape(engine_words(trace))}, as in the check"
+        parts.append(line)
+    parts += [f"<b>{html.escape(trace.kernel)}</b>[{html.escape(_dims(trace.grid))}, {html.escape(_dims(trace.block))}]: "
              f"{trace.threads_traced} threads traced in {html.escape(trace.origin)} — which elements each thread touched, "
              "not how fast a GPU runs it."]
     if trace.sampled:
@@ -361,10 +412,22 @@ def _notes(trace: Any) -> str:
         parts.append("<span style='color:crimson'>divergent barrier</span>: " + html.escape(d.message))
     for e in trace.errors[:2]:
         parts.append("<span style='color:crimson'>error</span>: " + html.escape(e))
+    for f in getattr(trace, "faults", [])[:2]:
+        parts.append(f"thread {html.escape(str(f.thread))} of block {html.escape(str(f.block))} raised (◆): that block "
+                     "stopped there, so its threads that had not run yet drew no accesses — not a second bug")
     if trace.uninitialised is not None:
         u = trace.uninitialised
-        parts.append(f"uninitialised read: {html.escape(u.array)} at {html.escape(str(u.index))} by thread {u.thread}")
+        name = u.array[len("shared array `"):-1] if u.array.startswith("shared array `") else u.array
+        parts.append(f"uninitialised read: {html.escape(name)}[{html.escape(_fmt_index(u.index))}] by thread "
+                     f"{html.escape(str(u.thread))} of block {html.escape(str(u.block))}")
     return "<br>".join(parts)
+
+
+def engine_words(trace: Any) -> str:
+    """How the traced threads were ordered (``schedule 'shuffle', seed 12``)."""
+    from ..sim.engine import describe_schedule
+
+    return describe_schedule(trace.schedule, trace.seed)
 
 
 # ----------------------------------------------------------------------------- widgets
@@ -393,6 +456,38 @@ def _put(out: Any, fig: Any) -> None:
                              "text/plain": f"<plotly figure: {fig.layout.title.text}>"}},)
 
 
+def _natural_thread(trace: Any, index: Sequence[int]) -> tuple[int, int] | None:
+    """(traced block, thread) whose global index is ``index`` (x the last axis of a 2-D element): in a kernel with
+    one thread per element, the thread that should have written it; None when that thread was not traced."""
+    idx = tuple(int(i) for i in index)
+    gx = (idx[0],) if len(idx) == 1 else ((idx[1], idx[0]) if len(idx) == 2 else None)
+    if gx is None:
+        return None
+    blk = tuple(g // b for g, b in zip(gx, trace.block)) + (0,) * (3 - len(gx))
+    thr = tuple(g % b for g, b in zip(gx, trace.block)) + (0,) * (3 - len(gx))
+    order = {tuple(b): k for k, b in enumerate(trace.traced_blocks)}
+    if blk not in order or any(t >= b for t, b in zip(thr, trace.block)):
+        return None
+    return order[blk], trace._thread_linear(thr)
+
+
+def _focus_selection(trace: Any, focus: Any) -> tuple[tuple[int, int] | None, str]:
+    """Where the picture of a failed check opens, and why there (for the header)."""
+    found = trace.locate(focus)
+    if found is not None:
+        if focus.block is not None and focus.thread is not None:
+            return found, ": the thread the check names"
+        return found, f": the last thread that wrote {focus.array}[{_fmt_index(focus.index)}]"
+    if focus.index is not None:
+        guess = _natural_thread(trace, focus.index)
+        what = f"{focus.array}[{_fmt_index(focus.index)}]" if focus.array else f"element {_fmt_index(focus.index)}"
+        if guess is not None:
+            return guess, (f": no thread wrote {what}; this is the thread whose global index matches it, the one that "
+                           "writes it in a kernel with one thread per element")
+        return None, f"No traced thread wrote {what}."
+    return None, ""
+
+
 def _default_selection(trace: Any) -> tuple[int, int]:
     order = {tuple(b): k for k, b in enumerate(trace.traced_blocks)}
     if trace.races:
@@ -404,10 +499,12 @@ def _default_selection(trace: Any) -> tuple[int, int]:
 
 
 def trace_view(trace: Any, *, block: int | None = None, thread: int | None = None, scope: str = "thread",
-               table: bool = True) -> Any:
+               table: bool = True, focus: Any = None) -> Any:
     """The picture of a :class:`~labkit.sim.trace.Trace` with controls (an ipywidgets VBox, builds headless).
 
-    ``table=False`` leaves out the score table (:func:`show` puts one table above two traces).
+    ``table=False`` leaves out the score table (:func:`show` puts one table above two traces). ``focus`` (a
+    :class:`~labkit.sim.trace.Focus` from a failed check) opens the picture on the thread it is about, marks that
+    thread and the element the check named with ★, and says in the header what the check found.
     ``box.figures`` holds the current plotly figures (``threads``, ``elements``, ``coalescing``, ``banks``);
     ``box.controls`` the scope buttons and the block and thread selectors."""
     import ipywidgets as W
@@ -415,6 +512,9 @@ def trace_view(trace: Any, *, block: int | None = None, thread: int | None = Non
     if scope not in ("thread", "warp", "block"):
         raise LabkitError(f"scope must be 'thread', 'warp' or 'block', got {scope!r}.")
     b0, t0 = _default_selection(trace)
+    opened, why = _focus_selection(trace, focus) if focus is not None else (None, "")
+    if opened is not None:
+        b0, t0 = opened
     b0 = b0 if block is None else block
     t0 = t0 if thread is None else thread
     nb = max(1, len(trace.traced_blocks))
@@ -428,20 +528,22 @@ def trace_view(trace: Any, *, block: int | None = None, thread: int | None = Non
                            disabled=trace.threads_per_block <= 1)
     where = W.HTML()
     outs = {k: W.Output() for k in ("threads", "elements", "coalescing", "banks")}
-    header = W.HTML(_notes(trace) + ("<br>" + score_table({trace.kernel: trace}) if table else ""))
+    header = W.HTML(_notes(trace, focus, opened, why) + ("<br>" + score_table({trace.kernel: trace}) if table else ""))
     box = W.VBox([header, W.HBox([scope_w, block_w]), W.HBox([thread_w, where]), outs["threads"], outs["elements"],
                   outs["coalescing"], outs["banks"]])
     box.trace = trace
     box.figures = {}
     box.controls = {"scope": scope_w, "block": block_w, "thread": thread_w}
+    box.focus = focus
+    marked_element = (focus.array, tuple(focus.index)) if focus is not None and focus.array and focus.index else None
 
     def update(change: Any = None) -> None:
         k, t, s = block_w.value, thread_w.value, scope_w.value
         shown = trace.traced_blocks[k] if 0 <= k < len(trace.traced_blocks) else (0, 0, 0)
         where.value = f"block {shown}, threadIdx {trace.thread_index(t)}, warp {t // 32}, lane {t % 32}"
         figs = {
-            "threads": threads_figure(trace, block=k, thread=t, scope=s),
-            "elements": elements_figure(trace, block=k, thread=t, scope=s),
+            "threads": threads_figure(trace, block=k, thread=t, scope=s, marked=opened),
+            "elements": elements_figure(trace, block=k, thread=t, scope=s, marked=marked_element),
             "coalescing": coalescing_figure(trace, block=k),
             "banks": banks_figure(trace, block=k, thread=t),
         }
@@ -480,7 +582,9 @@ def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference
     With ``reference=`` (the exercise's reference kernel) both are traced on copies of the same input and shown
     with their scores side by side, then one tab each (``labels`` names the two; default "your kernel" and
     "reference"). ``show(kernel, case)`` takes the launch from a case object (``grid``, ``block``, ``args``,
-    ``names``), as a failed check offers. Returns an ipywidgets box (the last expression of a cell displays it).
+    ``names``), as a failed check offers: then the threads run in the check's order (its schedule and seed), its
+    output starts poisoned as the check's did, and the picture opens on the thread and element the check's message
+    is about (see :func:`trace_view`). Returns an ipywidgets box (the last expression of a cell displays it).
     The caller's arrays are unchanged."""
     import ipywidgets as W
 
@@ -488,23 +592,28 @@ def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference
 
     grid, block, call_args, names = _case_args(args, grid, block, names)
     limit = max_threads or MAX_THREADS
-    mine = trace(kernel, grid, block, *call_args, names=names, max_threads=limit)
+    case = args[0] if len(args) == 1 and hasattr(args[0], "args") else None
+    focus = getattr(case, "focus", None)
+    replay = dict(schedule=getattr(case, "schedule", "forward"), seed=getattr(case, "seed", None),
+                  outputs=tuple(getattr(case, "outputs", ())),
+                  include_blocks=[focus.block] if focus is not None and focus.block is not None else [])
+    mine = trace(kernel, grid, block, *call_args, names=names, max_threads=limit, **replay)
     if reference is None:
-        return trace_view(mine)
+        return trace_view(mine, focus=focus)
     if _same_kernel(kernel, reference):  # solved_or_reference gave the reference: the learner's kernel is not there yet
         note = W.HTML(f"<b>The reference kernel ({html.escape(mine.kernel)})</b>: your own kernel appears here beside "
                       "it once its check has passed.")
         box = W.VBox([note, trace_view(mine)])
         box.trace = mine
         return box
-    ref = trace(reference, grid, block, *call_args, names=names, max_threads=limit)
+    ref = trace(reference, grid, block, *call_args, names=names, max_threads=limit, **replay)
     yours, theirs = labels or (f"your kernel ({mine.kernel})", f"reference ({ref.kernel})")
     if yours == theirs:
         raise LabkitError("the two labels must differ.")
     table = W.HTML(f"<b>{html.escape(yours)} beside {html.escape(theirs)}, on the same input</b> (traced in the "
                    "simulator; the score is the most reads and writes one thread makes, lower is better for the same "
                    "result):<br>" + score_table({yours: mine, theirs: ref}))
-    tabs = W.Tab(children=[trace_view(mine, table=False), trace_view(ref, table=False)])
+    tabs = W.Tab(children=[trace_view(mine, table=False, focus=focus), trace_view(ref, table=False)])
     for k, title in enumerate((yours, theirs)):
         tabs.set_title(k, title)
     box = W.VBox([table, tabs])

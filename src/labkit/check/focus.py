@@ -1,0 +1,53 @@
+"""What the picture of a failed kernel check opens on: the thread and element its message is about.
+
+A failed kernel check offers ``labkit.show(kernel, labkit.check.harness.failed_case())``. :func:`focus_of` turns
+the evidence behind the verdict into a :class:`labkit.sim.trace.Focus`: the thread that raised (an index out of
+bounds names its thread and block), the two threads of a race, the thread that read memory nobody had written,
+or the output element the comparison named (the picture then opens on the last thread that wrote it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..sim.trace import Focus
+
+_INDEX = re.compile(r"index (-?\d+) is out of bounds")
+
+
+def _array_name(name: str | None) -> str | None:
+    """``tile`` for the memory model's "shared array `tile`", as the picture names it."""
+    if name and name.startswith("shared array `") and name.endswith("`"):
+        return name[len("shared array `"):-1]
+    return name
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def focus_of(evidence: Any, finding: str, *, output: str | None = None, report: Any = None) -> Focus:
+    """The :class:`~labkit.sim.trace.Focus` of one failed launch.
+
+    ``evidence`` is what made the verdict: the exception the launch raised (with the simulator's ``sim_thread``),
+    a :class:`~labkit.sim.memory.Race`, or the :class:`~labkit.check.core.Failed` of the comparison (its
+    ``element`` attribute, the output element it names); ``finding`` the check's message; ``output`` the name of
+    the output argument; ``report`` the strict launch's report (an uninitialised read in it is what the check's
+    likely cause names, so the picture opens there)."""
+    finding = _first_line(finding)
+    where = getattr(evidence, "sim_thread", None)
+    if where is not None:
+        m = _INDEX.search(str(evidence))
+        return Focus(finding, index=(int(m.group(1)),) if m else None, thread=tuple(where[0]), block=tuple(where[1]))
+    if hasattr(evidence, "second_thread") and hasattr(evidence, "block"):  # a race: the thread that came second
+        return Focus(finding, array=_array_name(evidence.array), index=tuple(evidence.index),
+                     thread=tuple(evidence.second_thread), block=tuple(evidence.block))
+    uninitialised = getattr(report, "uninitialised", None)
+    if uninitialised is not None:
+        return Focus(finding, array=_array_name(uninitialised.array), index=tuple(uninitialised.index),
+                     thread=tuple(uninitialised.thread), block=tuple(uninitialised.block))
+    element = getattr(evidence, "element", None)
+    if element is not None and output is not None:
+        return Focus(finding, array=output, index=tuple(int(i) for i in element))
+    return Focus(finding)
