@@ -52,11 +52,11 @@ def test_shared_allocation_granularity() -> None:
 
 
 def test_impossible_launches_say_why() -> None:
-    with pytest.raises(LabkitError, match="threads per block"):
+    with pytest.raises(LabkitError, match="threads_per_block must be a whole number from 1 to 1024, got 2048"):
         occ.occupancy("sm_80", 2048)
-    with pytest.raises(LabkitError, match="registers"):
+    with pytest.raises(LabkitError, match="cannot launch: 65 registers per thread × 1024 threads"):
         occ.occupancy("sm_80", 1024, 65)  # 2304 × 32 warps > 65536
-    with pytest.raises(LabkitError, match="shared memory"):
+    with pytest.raises(LabkitError, match="shared_per_block must be a whole number from 0 to 98304, got 99328"):
         occ.occupancy("sm_70", 128, 32, 97 * 1024)
     with pytest.raises(LabkitError):
         occ.occupancy("sm_90", 128, 256)
@@ -87,3 +87,66 @@ def test_bank_conflicts() -> None:
     assert occ.bank_conflict_degree([i * 33 * word for i in range(32)]) == 1  # padded to 33
     assert occ.bank_conflict_degree([i * 2 * word for i in range(32)]) == 2
     assert occ.bank_conflict_degree([0] * 32) == 1  # broadcast
+
+
+def _cuda_occupancy_h_blocks(lim: occ.ArchLimits, threads: int, regs: int, smem: int) -> int:
+    """cudaOccMaxActiveBlocksPerMultiprocessor transcribed from cuda_occupancy.h (CUDA 12), partitioned GC off:
+    0 where the block cannot launch. Written apart from labkit.occupancy, to compare with it."""
+    warps = -(-threads // 32)
+    by_warps = min(lim.max_blocks_per_sm, lim.max_warps_per_sm // warps)
+    regs_per_warp = -(-(regs * 32) // 256) * 256
+    regs_per_cta = regs_per_warp * warps
+    regs_assumed = regs_per_warp * (-(-warps // 4) * 4)  # "the warp allocation ... rounded up to the number of partitions"
+    if lim.max_registers_per_block < regs_assumed or lim.max_registers_per_block < regs_per_cta:
+        return 0
+    by_regs = ((lim.registers_per_sm // 4) // regs_per_warp) * 4 // warps
+    per_block = -(-(smem + lim.reserved_shared_per_block) // lim.shared_alloc_unit) * lim.shared_alloc_unit
+    by_smem = lim.shared_per_sm // per_block if per_block else lim.max_blocks_per_sm
+    return min(by_warps, by_regs, by_smem)
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_80", "sm_90"])
+def test_agrees_with_cuda_occupancy_h(arch: str) -> None:
+    """Every block size from 1 to 1024 threads at register counts around each allocation step: the same blocks
+    per SM as the transcription of cuda_occupancy.h, and a LabkitError exactly where it gives 0."""
+    lim = occ.limits(arch)
+    for threads in list(range(1, 1025, 31)) + [800, 864, 992, 1024]:
+        for regs in (1, 16, 32, 40, 64, 72, 80, 96, 128, 168, 200, 255):
+            for smem in (0, 4000, 48 * 1024):
+                want = _cuda_occupancy_h_blocks(lim, threads, regs, smem)
+                if want == 0:
+                    with pytest.raises(LabkitError, match="cannot launch"):
+                        occ.occupancy(arch, threads, regs, smem)
+                else:
+                    assert occ.occupancy(arch, threads, regs, smem).blocks_per_sm == want, (threads, regs, smem)
+
+
+def test_register_check_rounds_warps_up_to_the_sub_partitions() -> None:
+    # 800 threads = 25 warps × 2560 registers = 64000 fit the 65536 of a block, but the hardware's check counts
+    # 28 warps (25 rounded up to a multiple of 4): 71680 > 65536, so the launch fails; it is not "0 blocks"
+    with pytest.raises(LabkitError, match=r"cannot launch: 80 registers per thread × 800 threads.*counted as 28"):
+        occ.occupancy("sm_90", 800, 80)
+    assert occ.occupancy("sm_90", 768, 80).blocks_per_sm == 1  # 24 warps: already a multiple of 4, 61440 registers
+    assert occ.occupancy("sm_90", 800, 72).blocks_per_sm == 1  # 28 × 2304 = 64512 fits
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: occ.occupancy("sm_90", 256.5), r"threads_per_block must be a whole number from 1 to 1024, got 256\.5"),
+    (lambda: occ.occupancy("sm_90", "256"), r"threads_per_block must be a whole number.*got '256'"),
+    (lambda: occ.occupancy(None, 256), r"arch must be one of sm_70, sm_80, sm_90; got None"),
+    (lambda: occ.occupancy("sm_91", 256), r"Did you mean sm_90"),
+    (lambda: occ.occupancy("sm_90", 256, float("nan")), r"registers_per_thread must be a whole number"),
+    (lambda: occ.occupancy("sm_90", 256, 32, -1), r"shared_per_block must be a whole number from 0 to 232448"),
+    (lambda: occ.coalescing(["a"], 4), r"addresses\[0\] must be a non-negative whole number"),
+    (lambda: occ.coalescing([0, 4], 0), r"size must be a whole number from 1"),
+    (lambda: occ.bank_conflict_degree(None), r"addresses must be a list of byte addresses"),
+    (lambda: occ.bank_conflict_degree([0, 4], banks=0), r"banks must be a whole number from 1"),
+    (lambda: occ.warp_addresses("strided", stride=None), r"stride must be a whole number"),
+])
+def test_junk_arguments_say_what_was_expected(call, match) -> None:
+    with pytest.raises(LabkitError, match=match):
+        call()
+
+
+def test_a_whole_float_is_a_whole_number() -> None:
+    assert occ.occupancy("sm_90", 256.0, 32.0).blocks_per_sm == occ.occupancy("sm_90", 256, 32).blocks_per_sm

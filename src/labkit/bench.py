@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from .errors import LabkitError
 from .mode import current_mode, env
+from .validate import describe, require_callable, require_int, require_number, require_sequence, require_str
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,12 @@ def slice_fractions(sm_count: int, memory_bytes: int, whole: Any) -> tuple[float
 
     A MIG slice gets its SMs' share of the compute peak and its memory's share of the bandwidth (memory slices
     come with their share of the memory controllers); a whole GPU gets (1, 1)."""
+    from . import hw
+
+    sm_count = require_int(sm_count, "sm_count", min=0)
+    memory_bytes = require_int(memory_bytes, "memory_bytes", min=0)
+    if not isinstance(whole, hw.GPU):
+        raise LabkitError(f"whole must be a GPU record of labkit.hw, got {describe(whole)}.", fix="e.g. labkit.hw.gpu('H100').")
     full_sms = float(whole.sm_count.value)
     compute = min(1.0, sm_count / full_sms) if full_sms else 1.0
     full_mem = float(whole.memory_size.to("GB").value if hasattr(whole.memory_size, "to") else whole.memory_size.value) * 1e9
@@ -144,6 +151,8 @@ def device_hw(device_name: str | None = None) -> tuple[Any, float, float, str]:
     measurement is compared with (bench, tensorcores, bandwidth.peak_table, the lab-06 check) is looked up."""
     from . import hw
 
+    if device_name is not None:
+        device_name = require_str(device_name, "device_name", fix="A device name, e.g. 'NVIDIA H100 80GB HBM3', or None.")
     e = env()
     current = device_name is None or device_name == e.device_name
     name = e.device_name if device_name is None else device_name
@@ -277,13 +286,23 @@ def measure(
     a CuPy call) on the default stream: ``launches`` calls per sample (default: enough for about 1 ms, at most 64)
     are queued behind a spin kernel, so the events time the GPU's work without Python's launch overhead.
     """
-    if repeat < 1 or warmup < 0:
-        raise LabkitError(f"repeat must be ≥ 1 and warmup ≥ 0 (got repeat={repeat}, warmup={warmup}).")
-    if not callable(fn):
-        raise LabkitError(f"measure() needs a function to call, got {type(fn).__name__}.")
+    fn = require_callable(fn, "measure()'s first argument", what="a function to call (the function itself, not its result)",
+                          fix="e.g. bench.measure(kernel[grid, block], x, y, out) or bench.measure(lambda: xp.sort(a)).")
+    repeat = require_int(repeat, "repeat", min=1, max=100_000, fix="repeat is how many timed calls to make, e.g. repeat=10.")
+    warmup = require_int(warmup, "warmup", min=0, max=100_000, fix="warmup is how many untimed calls come first, e.g. warmup=2.")
+    if name is not None:
+        name = require_str(name, "name", fix="name is the label printed for this timing, e.g. name='saxpy'.")
+    if bytes is not None:
+        bytes = require_number(bytes, "bytes", min=0, min_open=True,  # noqa: A001
+                               fix="bytes = bytes read plus written by one call, e.g. 3 * n * 4 for SAXPY in FP32.")
+    if flops is not None:
+        flops = require_number(flops, "flops", min=0, min_open=True, fix="flops = floating-point operations of one call, e.g. 2 * n.")
+    from .hw import _normalise_precision
+
+    precision = _normalise_precision(precision)
     call = (lambda: fn(*args, **kwargs)) if args or kwargs else fn
-    if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
-        raise LabkitError(f"launches must be a whole number ≥ 1 (got {launches!r}).")
+    if launches is not None:
+        launches = require_int(launches, "launches", min=1, fix="launches is the calls per sample, a whole number ≥ 1.")
     from .spin import MAX_QUEUED
 
     if launches is not None and launches > MAX_QUEUED // 2:
@@ -322,6 +341,12 @@ def measure(
 
 def table(timings: list[Timing]) -> str:
     """A plain-text table of several timings (name, median, GB/s, TFLOP/s, % of peak)."""
+    timings = require_sequence(timings, "table()'s argument", what="a list of timings from bench.measure",
+                               fix="e.g. bench.table([t1, t2]) with t1 = bench.measure(...).")
+    for i, t in enumerate(timings):
+        if not isinstance(t, Timing):
+            raise LabkitError(f"table() takes timings from bench.measure; element {i} is {describe(t)}.",
+                              fix="e.g. bench.table([bench.measure(f, x), bench.measure(g, x)]).")
     width = max([28, *(len(t.name) for t in timings)])
     rows = [f"{'name':<{width}} {'median':>10} {'GB/s':>10} {'TFLOP/s':>9} {'% peak':>7}"]
     for t in timings:

@@ -7,7 +7,11 @@ Programming Guide, appendix "Compute Capabilities", table "Technical Specificati
 - warps: a block takes ``ceil(threads / 32)`` warp slots; an SM holds at most ``max_warps`` warps and
   ``max_blocks`` blocks;
 - registers: a warp's registers are allocated in units of 256 (``regs_per_thread × 32`` rounded up); each SM
-  has 4 sub-partitions with a quarter of the register file each, and a warp lives in one of them;
+  has 4 sub-partitions with a quarter of the register file each, and a warp lives in one of them. A block
+  launches only if its registers fit the per-block limit twice over: as allocated (``warps × regs per warp``) and
+  as the hardware checks it, with the block's warps rounded up to a multiple of the 4 sub-partitions (800
+  threads = 25 warps are checked as 28); a block that fails either cannot launch (``LabkitError``), it is not
+  "0 blocks";
 - shared memory: per block, the request plus the memory the runtime reserves per block (1 KiB from cc 8.0)
   rounded up to the allocation unit; the SM's shared memory (at the largest carve-out) divided by that.
 
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .errors import LabkitError
+from .validate import require_choice, require_int, require_sequence
 
 SOURCE = ("CUDA C++ Programming Guide, 'Compute Capabilities': Technical Specifications per Compute Capability; "
           "allocation granularities from the CUDA Occupancy Calculator (cuda_occupancy.h, CUDA toolkit)")
@@ -56,10 +61,11 @@ ARCHS: dict[str, ArchLimits] = {
 
 
 def limits(arch: str) -> ArchLimits:
-    """The :class:`ArchLimits` of ``"sm_70"``, ``"sm_80"`` or ``"sm_90"``."""
-    key = arch.strip().lower().replace("compute_", "sm_")
-    if key not in ARCHS:
-        raise LabkitError(f"no occupancy data for {arch!r}.", fix=f"Use one of {', '.join(ARCHS)}.")
+    """The :class:`ArchLimits` of ``"sm_70"``, ``"sm_80"`` or ``"sm_90"`` (``"compute_90"`` is read as ``"sm_90"``)."""
+    if isinstance(arch, str) and arch.strip().lower().replace("compute_", "sm_") in ARCHS:
+        return ARCHS[arch.strip().lower().replace("compute_", "sm_")]
+    key = require_choice(arch, "arch", list(ARCHS),
+                         fix=f"Use one of {', '.join(ARCHS)} (Volta, Ampere, Hopper): labkit has occupancy data for these.")
     return ARCHS[key]
 
 
@@ -101,19 +107,30 @@ def occupancy(arch: str, threads_per_block: int, registers_per_thread: int = 32,
     A configuration that cannot launch at all raises :class:`~labkit.errors.LabkitError` saying why.
     """
     lim = limits(arch)
-    if not 1 <= threads_per_block <= lim.max_threads_per_block:
-        raise LabkitError(f"{threads_per_block} threads per block: {lim.arch} allows 1 to {lim.max_threads_per_block}.")
-    if not 1 <= registers_per_thread <= lim.max_registers_per_thread:
-        raise LabkitError(f"{registers_per_thread} registers per thread: {lim.arch} allows 1 to {lim.max_registers_per_thread}.")
-    if not 0 <= shared_per_block <= lim.max_shared_per_block:
-        raise LabkitError(f"{shared_per_block} B of shared memory per block: {lim.arch} allows at most "
-                          f"{lim.max_shared_per_block} B (with the opt-in attribute; 49152 B without it).")
+    threads_per_block = require_int(threads_per_block, "threads_per_block", min=1, max=lim.max_threads_per_block,
+                                    fix=f"A block has 1 to {lim.max_threads_per_block} threads on {lim.arch}, "
+                                        "a whole number (a multiple of 32 fills its warps).")
+    registers_per_thread = require_int(registers_per_thread, "registers_per_thread", min=1,
+                                       max=lim.max_registers_per_thread,
+                                       fix=f"{lim.arch} gives a thread 1 to {lim.max_registers_per_thread} registers.")
+    shared_per_block = require_int(shared_per_block, "shared_per_block", min=0, max=lim.max_shared_per_block,
+                                   fix=f"Shared memory per block is in bytes: at most {lim.max_shared_per_block} B on "
+                                       f"{lim.arch} with the opt-in attribute, 49152 B without it.")
     warps = math.ceil(threads_per_block / 32)
     by_warps = lim.max_warps_per_sm // warps
     regs_per_warp = _round_up(registers_per_thread * 32, lim.register_alloc_unit)
-    if regs_per_warp * warps > lim.max_registers_per_block:
-        raise LabkitError(f"{registers_per_thread} registers × {threads_per_block} threads exceed the "
-                          f"{lim.max_registers_per_block} registers one block may use on {lim.arch}.")
+    allocated = regs_per_warp * warps
+    checked_warps = _round_up(warps, lim.sub_partitions)  # the hardware's check: warps rounded up to the 4 sub-partitions
+    checked = regs_per_warp * checked_warps
+    if allocated > lim.max_registers_per_block or checked > lim.max_registers_per_block:
+        how = (f"{warps} warps × {regs_per_warp} registers per warp = {allocated}" if allocated > lim.max_registers_per_block
+               else f"{warps} warps, counted as {checked_warps} (the launch check rounds a block's warps up to a multiple "
+                    f"of the {lim.sub_partitions} sub-partitions) × {regs_per_warp} registers per warp = {checked}")
+        raise LabkitError(f"cannot launch: {registers_per_thread} registers per thread × {threads_per_block} threads "
+                          f"need more than the {lim.max_registers_per_block} registers one block may use on {lim.arch} "
+                          f"({how}).",
+                          fix="Use fewer threads per block, or fewer registers per thread (__launch_bounds__, "
+                              "maxrregcount / max_registers).")
     warps_per_partition = (lim.registers_per_sm // lim.sub_partitions) // regs_per_warp
     by_regs = (warps_per_partition * lim.sub_partitions) // warps
     if shared_per_block > 0 or lim.reserved_shared_per_block:
@@ -151,11 +168,12 @@ class Coalescing:
 def coalescing(addresses: Sequence[int], size: int = 4) -> Coalescing:
     """Sectors and efficiency of one warp request: ``addresses`` are the byte addresses of the active lanes,
     each accessing ``size`` bytes (assumed aligned to ``size``)."""
-    if size <= 0:
-        raise LabkitError(f"access size must be positive, got {size}.")
+    size = require_int(size, "size", min=1, max=256, fix="size is the bytes each lane accesses: 1, 2, 4, 8 or 16.")
+    addrs = require_sequence(addresses, "addresses", what="a list of byte addresses (whole numbers ≥ 0)",
+                             max_len=1024, item=lambda a, n: require_int(a, n, min=0))
     used: set[int] = set()
-    for a in addresses:
-        used.update(range(int(a), int(a) + size))
+    for a in addrs:
+        used.update(range(a, a + size))
     sectors = {b // SECTOR for b in used}
     lines = {b // LINE for b in used}
     return Coalescing(len(sectors), len(lines), len(used), len(sectors) * SECTOR)
@@ -169,6 +187,12 @@ def warp_addresses(pattern: str, *, size: int = 4, stride: int = 1, offset: int 
     (a column of a row-major matrix with ``stride`` columns is this); ``"broadcast"``: all lanes read
     element ``offset``; ``"random"``: random elements of a 1 Mi-element array.
     """
+    pattern = require_choice(pattern, "pattern", ["contiguous", "strided", "broadcast", "random"])
+    size = require_int(size, "size", min=1, max=256, fix="size is the bytes of one element: 1, 2, 4, 8 or 16.")
+    stride = require_int(stride, "stride", min=0, max=1 << 24)
+    offset = require_int(offset, "offset", min=0, max=1 << 30)
+    lanes = require_int(lanes, "lanes", min=1, max=1024, fix="A warp has 32 lanes.")
+    seed = require_int(seed, "seed")
     if pattern == "contiguous":
         idx = [offset + i for i in range(lanes)]
     elif pattern == "strided":
@@ -190,8 +214,12 @@ def bank_conflict_degree(addresses: Sequence[int], banks: int = 32, word: int = 
 
     Lanes reading the same 4-byte word share one access (broadcast); distinct words in one bank serialise.
     """
+    banks = require_int(banks, "banks", min=1, max=1024, fix="Shared memory has 32 banks.")
+    word = require_int(word, "word", min=1, max=256, fix="A bank is 4 bytes wide.")
+    addrs = require_sequence(addresses, "addresses", what="a list of byte addresses (whole numbers ≥ 0)",
+                             max_len=1024, item=lambda a, n: require_int(a, n, min=0))
     per_bank: dict[int, set[int]] = {}
-    for a in addresses:
-        w = int(a) // word
+    for a in addrs:
+        w = a // word
         per_bank.setdefault(w % banks, set()).add(w)
     return max((len(ws) for ws in per_bank.values()), default=1)

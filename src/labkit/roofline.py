@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 from . import hw
 from .errors import LabkitError
 from .figstyle import log_axis
+from .validate import describe, require_bool, require_number, require_sequence, require_str
 
 
 @dataclass(frozen=True)
@@ -37,15 +38,20 @@ class Roofline:
         """The highest rate (TFLOP/s) a kernel of ``intensity`` FLOP/byte can reach; works on numbers and NumPy arrays."""
         import numpy as np
 
-        arr = np.asarray(intensity, dtype=float)
-        if np.any(~np.isfinite(arr)) or np.any(arr <= 0):
+        try:
+            arr = np.asarray(intensity, dtype=float)
+        except (TypeError, ValueError):
+            arr = np.asarray(np.nan)
+        if arr.size == 0 or np.any(~np.isfinite(arr)) or np.any(arr <= 0):
             raise LabkitError(f"arithmetic intensity must be a positive number of FLOP per byte, got {intensity!r}.",
                               fix="Intensity = FLOPs / bytes moved, e.g. 2 FLOP / 12 bytes for SAXPY in FP32.")
         out = np.minimum(self.peak.value, arr * self.bandwidth.to("GB/s").value / 1e3)
         return float(out) if out.ndim == 0 else out
 
     def bound(self, intensity: float) -> str:
-        """``"memory-bound"`` or ``"compute-bound"``."""
+        """``"memory-bound"`` or ``"compute-bound"`` for a kernel of ``intensity`` FLOP/byte."""
+        intensity = require_number(intensity, "intensity", min=0, min_open=True,
+                                   fix="Intensity = FLOPs / bytes moved, a positive number, e.g. 2 / 12 for SAXPY in FP32.")
         return "memory-bound" if intensity < self.ridge_point else "compute-bound"
 
     def __str__(self) -> str:
@@ -56,6 +62,10 @@ class Roofline:
 
 def roofline(gpu_name: str, precision: str = "fp32", sparse: bool = False) -> Roofline:
     """The :class:`Roofline` of ``gpu_name`` (any name :func:`labkit.hw.gpu` accepts) at ``precision``."""
+    sparse = require_bool(sparse, "sparse", fix="sparse=True gives the 2:4 structured-sparsity peak.")
+    if not isinstance(precision, str):
+        raise LabkitError(f"precision must be a name such as 'fp32' or 'bf16', got {describe(precision)}.",
+                          fix=f"Use one of: {', '.join(hw.PRECISIONS)}.")
     g = hw.gpu(gpu_name)
     peak = g.peak(precision, sparse=sparse)
     return Roofline(g.name, precision.lower(), sparse, peak, g.memory_bandwidth)
@@ -76,12 +86,16 @@ def roofline_figure(
     import numpy as np
     import plotly.graph_objects as go
 
-    precisions = [precision] if isinstance(precision, str) else list(precision)
-    if not precisions:
-        raise LabkitError("roofline_figure needs at least one precision.", fix="e.g. precision='bf16' or ['fp32', 'bf16'].")
-    lo, hi = intensity_range
-    if not 0 < lo < hi:
+    precisions = [precision] if isinstance(precision, str) else require_sequence(
+        precision, "precision", what="a precision name or a list of them", min_len=1, item=require_str,
+        fix="e.g. precision='bf16' or ['fp32', 'bf16'].")
+    rng = require_sequence(intensity_range, "intensity_range", what="a pair (low, high) of intensities", min_len=2, max_len=2,
+                           item=lambda v, n: require_number(v, n, min=0, min_open=True))
+    lo, hi = rng
+    if not lo < hi:
         raise LabkitError(f"intensity_range must be (low, high) with 0 < low < high, got {intensity_range!r}.")
+    kernels = require_sequence(kernels, "kernels", what="a list of (name, intensity, measured TFLOP/s or None)",
+                               fix="e.g. kernels=[('saxpy', 2 / 12, None)].")
     xs = np.logspace(np.log10(lo), np.log10(hi), 200)
     fig = go.Figure()
     roofs = [roofline(gpu_name, p, sparse) for p in precisions]
@@ -105,6 +119,12 @@ def roofline_figure(
             name, intensity, measured = item
         except (TypeError, ValueError):
             raise LabkitError(f"each kernel is (name, intensity, measured_tflops_or_None), got {item!r}.") from None
+        name = str(name)
+        intensity = require_number(intensity, f"the intensity of {name!r}", min=0, min_open=True,
+                                   fix="Intensity = FLOPs / bytes moved, a positive number.")
+        if measured is not None:
+            measured = require_number(measured, f"the measured rate of {name!r}", min=0, min_open=True,
+                                      fix="Give the measured TFLOP/s, or None for a kernel not measured.")
         bound = main.attainable(intensity)
         if measured is None:
             fig.add_trace(go.Scatter(x=[intensity], y=[bound], mode="markers+text", text=[name], textposition=spot(intensity, bound),

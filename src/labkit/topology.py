@@ -29,6 +29,7 @@ import networkx as nx
 from . import hw
 from .device import normalise_bus_id
 from .errors import LabkitError, NoGPUError
+from .validate import describe, require_bool, require_int, require_number, require_sequence, require_str
 
 GB = 1e9
 
@@ -81,10 +82,12 @@ class Topology:
         if isinstance(g, str) and re.fullmatch(r"(?i)\s*gpu\s*(\d+)\s*", g):
             g = int(re.findall(r"\d+", g)[0])
         try:
+            if isinstance(g, bool):
+                raise TypeError
             index = int(g)
             if index != g and not isinstance(g, str):
                 raise ValueError
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise LabkitError(f"{g!r} is not a GPU of {self.name}.", fix=f"Give a GPU index ({span}) or a name like 'GPU0'.") from None
         if index not in valid:
             raise LabkitError(f"GPU {index} does not exist in {self.name}: it has GPUs {span}.", fix=f"Use a GPU index from {span}.")
@@ -93,6 +96,7 @@ class Topology:
     def _gpu_set(self, gs: Any, what: str) -> list[str]:
         if isinstance(gs, (int, str)):
             gs = [gs]
+        gs = require_sequence(gs, what, what="a GPU index or a list of them", fix="e.g. [0, 1, 2, 3].")
         out = [self._gpu(g) for g in gs]
         if not out:
             raise LabkitError(f"{what} is empty.", fix="Give at least one GPU index.")
@@ -178,6 +182,7 @@ class Topology:
         """GB/s between GPUs ``a`` and ``b`` over NVLink: direct links, or paths through NVSwitches (the bottleneck
         along each path, all paths together). Other GPUs do not forward. 0 when no NVLink path exists.
         Per direction unless ``bidirectional=True`` (both directions added)."""
+        bidirectional = require_bool(bidirectional, "bidirectional")
         na, nb = self._gpu(a), self._gpu(b)
         if na == nb:
             raise LabkitError(f"peer bandwidth needs two different GPUs, got {na} twice.", fix="Pick two different GPU indices.")
@@ -210,6 +215,7 @@ class Topology:
         ``relay=True`` lets other GPUs forward traffic (as NCCL's rings do); ``relay=False`` allows only switches.
         ``over="all"`` adds PCIe and the network (between the systems of a cluster).
         Per direction unless ``bidirectional=True``."""
+        bidirectional, relay = require_bool(bidirectional, "bidirectional"), require_bool(relay, "relay")
         if over not in ("nvlink", "all"):
             raise LabkitError(f"over must be 'nvlink' or 'all', got {over!r}.")
         src, dst = self._gpu_set(src_gpus, "src_gpus"), self._gpu_set(dst_gpus, "dst_gpus")
@@ -226,6 +232,7 @@ class Topology:
 
         ``over="nvlink"`` counts NVLink (and NVSwitches) only; ``over="all"`` adds PCIe and the network (for clusters).
         """
+        bidirectional = require_bool(bidirectional, "bidirectional")
         if over not in ("nvlink", "all"):
             raise LabkitError(f"over must be 'nvlink' or 'all', got {over!r}.")
         gpus = [f"GPU{i}" for i in self.gpus()]
@@ -268,13 +275,12 @@ class Topology:
         two of the GPUs over NVLink (other GPUs do not forward), or over PCIe and the network when NVLink does not
         join them all. ``efficiency`` scales the link rates (e.g. 0.8 for NCCL's 20 of 25 GB/s).
         """
-        if not isinstance(nbytes, (int, float)) or nbytes < 0 or isinstance(nbytes, bool):
-            raise LabkitError(f"nbytes must be a non-negative number of bytes, got {nbytes!r}.")
-        if not 0 < efficiency <= 1:
-            raise LabkitError(f"efficiency must be in (0, 1], got {efficiency!r}.")
+        nbytes = require_number(nbytes, "nbytes", min=0, fix="nbytes is the size of the buffer to all-reduce, in bytes.")
+        efficiency = require_number(efficiency, "efficiency", min=0, min_open=True, max=1,
+                                    fix="efficiency scales the link rates, e.g. 0.8 for 80% of the datasheet rate.")
         all_gpus = self.gpus()
-        n = len(all_gpus) if n_gpus is None else n_gpus
-        if not isinstance(n, int) or not 1 <= n <= len(all_gpus):
+        n = len(all_gpus) if n_gpus is None else require_int(n_gpus, "n_gpus", fix=f"{self.name} has {len(all_gpus)} GPUs.")
+        if not 1 <= n <= len(all_gpus):
             raise LabkitError(f"n_gpus must be 1 to {len(all_gpus)} for {self.name}, got {n_gpus!r}.")
         chosen = [f"GPU{i}" for i in all_gpus[:n]]
         size = f"{nbytes / GB:g} GB"
@@ -310,9 +316,16 @@ class Topology:
         ``highlight`` is a path of node names (e.g. ``route(a, b)["path"]``) drawn in red."""
         import plotly.graph_objects as go
 
+        hl = [] if highlight is None else require_sequence(
+            highlight, "highlight", what="a path of node names, e.g. route(0, 5)['path']", item=require_str)
+        unknown = [n for n in hl if n not in self.graph]
+        if unknown:
+            raise LabkitError(f"highlight names {unknown[0]!r}, which is not a node of {self.name}.",
+                              fix="Use a path from route(a, b)['path'], or node names such as 'GPU0'.")
+        if title is not None:
+            title = require_str(title, "title", empty=True)
         pos = _positions(self)
         fig = go.Figure()
-        hl = list(highlight or [])
         hl_edges = {frozenset(p) for p in zip(hl, hl[1:])}
         for kind, colour in _EDGE_COLOURS.items():
             edges = [(u, v, d) for u, v, d in self.graph.edges(data=True) if d["kind"] == kind]
@@ -573,8 +586,9 @@ def load(name: str) -> Topology:
 
 def cluster(name: str, count: int, network: str | None = None) -> Topology:
     """``count`` copies of a system joined by an InfiniBand switch through their NICs (GPUs renumbered 0..)."""
-    if not isinstance(count, int) or count < 1:
-        raise LabkitError(f"a cluster needs a whole number of systems (1 or more), got {count!r}.")
+    count = require_int(count, "count", min=1, max=64, fix="A cluster of 1 to 64 systems, e.g. cluster('DGX H100', 2).")
+    if network is not None:
+        network = require_str(network, "network", fix="A network of labkit.hw.links(), e.g. 'InfiniBand NDR'.")
     one = load(name)
     rec = hw.system(one.name)
     net = network or {"DGX-1 (P100)": "InfiniBand EDR", "DGX-1 (V100)": "InfiniBand EDR", "DGX-2": "InfiniBand EDR",
@@ -738,6 +752,16 @@ def in_cuda_order(topo: Topology, smi_bus_ids: dict[int, str], cuda_bus_ids: lis
     ``cuda_bus_ids``: the bus id of each CUDA device, in CUDA's order. CUDA's order differs from NVML's under
     ``CUDA_VISIBLE_DEVICES`` or ``CUDA_DEVICE_ORDER=FASTEST_FIRST``. When the two sets of GPUs are not the same (a
     GPU hidden from CUDA, a bus id missing), the numbering stays nvidia-smi's and a note says so."""
+    if not isinstance(topo, Topology):
+        raise LabkitError(f"in_cuda_order() takes a Topology first, got {describe(topo)}.",
+                          fix="e.g. in_cuda_order(from_nvidia_smi(text), smi_bus_ids, cuda_bus_ids).")
+    if not isinstance(smi_bus_ids, dict) or not all(
+            isinstance(k, (int, str)) and not isinstance(k, bool) and str(k).strip().isdigit() and isinstance(v, str)
+            for k, v in smi_bus_ids.items()):
+        raise LabkitError(f"smi_bus_ids must be a dict of nvidia-smi index -> PCI bus id string, got {describe(smi_bus_ids)}.",
+                          fix="e.g. {0: '00000000:18:00.0', 1: '00000000:2A:00.0'}.")
+    cuda_bus_ids = require_sequence(cuda_bus_ids, "cuda_bus_ids", what="a list of PCI bus id strings, in CUDA's order",
+                                    item=require_str)
     cuda = [normalise_bus_id(b) for b in cuda_bus_ids]
     smi = {int(k): normalise_bus_id(v) for k, v in smi_bus_ids.items()}
     gpus = topo.gpus()
