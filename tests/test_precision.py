@@ -60,7 +60,7 @@ def test_inf_nan_flags_and_int8():
     assert P.format_info("fp8_e5m2").has_inf is True
     i8 = P.format_info("int8")
     assert i8.kind == "int" and i8.max_normal == 127 and not i8.has_nan
-    assert P.formats() == ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8"]
+    assert P.formats() == ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8"]
 
 
 def test_names_aliases_and_did_you_mean():

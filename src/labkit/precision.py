@@ -1,6 +1,7 @@
 """Number formats of GPU arithmetic, emulated exactly on the CPU.
 
-Formats: ``fp64``, ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8_e4m3``, ``fp8_e5m2`` and ``int8``.
+Formats: ``fp64``, ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8_e4m3``, ``fp8_e5m2``, ``fp4_e2m1`` and ``int8``.
+The block-scaled formats built on them (MXFP8, MXFP4, NVFP4) and FP8 per-tensor scaling are in :mod:`labkit.scaling`.
 
 - :func:`formats` and :func:`format_info` describe each one (bit layout, bias, range, machine epsilon).
 - :func:`bits` shows the sign, exponent and mantissa fields of a number once rounded to a format;
@@ -11,6 +12,8 @@ Formats: ``fp64``, ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8_e4m3``, ``fp8_e
   saturates or underflows to zero, unless told otherwise.
 - :func:`gemm` multiplies matrices with inputs rounded to a format and the accumulator in FP32 or in the
   format itself, for error studies; :func:`gemm_error` and :func:`relative_error` measure the result.
+  ``accumulate="limited"`` models the narrow FP8 Tensor Core accumulator of Hopper (about 14 bits) and
+  ``promote_every=N`` the promotion of its partial sums to FP32 every N products (DeepSeek-V3).
 
 Rounding is exact: a value is rounded once, from its float64 value, to the nearest number of the format,
 ties to the even mantissa. (``ml_dtypes`` casts float64 through float32, which rounds twice; labkit uses
@@ -50,6 +53,7 @@ __all__ = [
     "normalize_name",
     "quantize",
     "relative_error",
+    "round_significant",
     "round_tf32_bits",
     "round_to",
     "storage_dtype",
@@ -117,7 +121,8 @@ class FormatInfo:
 
 
 def _float_format(
-    name: str, description: str, e: int, m: int, *, ieee: bool = True, saturates: bool = False, max_normal: float | None = None
+    name: str, description: str, e: int, m: int, *, ieee: bool = True, saturates: bool = False, max_normal: float | None = None,
+    has_nan: bool = True,
 ) -> FormatInfo:
     bias = 2 ** (e - 1) - 1
     emax = bias if ieee else bias + 1
@@ -135,7 +140,7 @@ def _float_format(
         min_subnormal=2.0 ** (1 - bias - m),
         epsilon=2.0**-m,
         has_inf=ieee,
-        has_nan=True,
+        has_nan=has_nan,
         saturates=saturates,
     )
 
@@ -151,6 +156,11 @@ FORMATS: dict[str, FormatInfo] = {
         "fp8_e4m3", "FP8 E4M3 (OCP/NVIDIA): no infinity, saturates at 448", 4, 3, ieee=False, saturates=True, max_normal=448.0
     ),
     "fp8_e5m2": _float_format("fp8_e5m2", "FP8 E5M2 (OCP/NVIDIA): IEEE-like, with infinities", 5, 2),
+    # OCP MX v1.0 FP4 E2M1: no infinity and no NaN; the element format of MXFP4 and NVFP4 (labkit.scaling), max 6.
+    "fp4_e2m1": _float_format(
+        "fp4_e2m1", "FP4 E2M1 (OCP MX): no infinity, no NaN, saturates at 6; the element of MXFP4 and NVFP4", 2, 1,
+        ieee=False, saturates=True, max_normal=6.0, has_nan=False,
+    ),
     "int8": FormatInfo(
         name="int8",
         description="8-bit two's complement integer; conversion rounds to nearest even and saturates",
@@ -177,6 +187,7 @@ _ALIASES = {
     "bfloat16": "bf16",
     "e4m3": "fp8_e4m3", "fp8e4m3": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "float8_e4m3": "fp8_e4m3",
     "e5m2": "fp8_e5m2", "fp8e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
+    "e2m1": "fp4_e2m1", "fp4": "fp4_e2m1", "fp4e2m1": "fp4_e2m1", "float4_e2m1fn": "fp4_e2m1", "float4_e2m1": "fp4_e2m1",
     "i8": "int8", "s8": "int8",
 }
 
@@ -201,6 +212,12 @@ def normalize_name(fmt: Any) -> str:
         return key
     if key in _ALIASES:
         return _ALIASES[key]
+    if key in ("mxfp8", "mxfp6", "mxfp4", "nvfp4", "mxint8", "mxfp8_e4m3", "mxfp8_e5m2"):
+        raise LabkitError(
+            f"{fmt!r} is a block-scaled format (elements plus one scale per block), not a number format.",
+            fix="Use labkit.scaling.quantize_blocks(x, 'mxfp8_e4m3' | 'mxfp4' | 'nvfp4'); its elements are fp8_e4m3, "
+                "fp8_e5m2 or fp4_e2m1 here.",
+        )
     if key in ("fp8", "float8", "f8"):
         raise LabkitError(
             f"{fmt!r} is ambiguous: there are two FP8 formats. Did you mean fp8_e4m3 or fp8_e5m2?",
@@ -225,10 +242,11 @@ def format_info(name: Any) -> FormatInfo:
 def storage_dtype(fmt: Any) -> np.dtype:
     """The NumPy dtype that stores a format: ml_dtypes for bf16 and FP8, float32 for TF32 (low 13 bits zero)."""
     name = normalize_name(fmt)
-    if name in ("bf16", "fp8_e4m3", "fp8_e5m2"):
+    if name in ("bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"):
         import ml_dtypes
 
-        return np.dtype({"bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2}[name])
+        return np.dtype({"bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2,
+                         "fp4_e2m1": ml_dtypes.float4_e2m1fn}[name])
     return np.dtype({"fp64": np.float64, "fp32": np.float32, "tf32": np.float32, "fp16": np.float16, "int8": np.int8}[name])
 
 
@@ -570,6 +588,9 @@ def bits(x: float, fmt: Any) -> BitFields:
     sign = int(math.copysign(1.0, value) < 0) if not math.isnan(value) else 0
     top = 2**info.exponent_bits - 1
     m = info.mantissa_bits
+    if math.isnan(value) and not info.has_nan:
+        raise LabkitError(f"{name} has no NaN: no bit pattern of it encodes {x!r}.",
+                          fix=f"Every one of {name}'s {2**info.bits} patterns is a number; pass a number.")
     if math.isnan(value):
         if info.has_inf:
             return BitFields(name, x, value, sign, top, 1 << (m - 1), "nan", None)
@@ -635,7 +656,7 @@ def decode(pattern: Any, fmt: Any) -> float:
     top = 2**e - 1
     if info.has_inf and ef == top:
         return sign * math.inf if mf == 0 else math.nan
-    if not info.has_inf and ef == top and mf == 2**m - 1:
+    if not info.has_inf and info.has_nan and ef == top and mf == 2**m - 1:
         return math.nan
     if ef == 0:
         return sign * math.ldexp(mf, info.emin - m)
@@ -643,6 +664,12 @@ def decode(pattern: Any, fmt: Any) -> float:
 
 
 # --------------------------------------------------------------------------------------------- GEMM
+
+
+#: Significant bits the limited accumulator keeps: "around 14 bits" for FP8 GEMMs on Hopper (DeepSeek-V3, §3.3.2).
+LIMITED_ACC_BITS = 14
+#: Products a limited accumulator adds before it rounds: K = 32 of one FP8 ``wgmma.mma_async`` (m64nNk32).
+LIMITED_BLOCK_K = 32
 
 
 _MAX_SAME_WORK = 256**3 * 4  # multiply-adds an emulated same-format GEMM may do (a few seconds on one core)
@@ -664,10 +691,13 @@ def gemm(
     a: Any,
     b: Any,
     fmt: Any,
-    accumulate: Literal["fp32", "same", "fp64", "int32"] | None = None,
+    accumulate: Literal["fp32", "same", "fp64", "int32", "limited"] | None = None,
     *,
-    block_k: int = 1,
+    block_k: int | None = None,
     on_range: Literal["warn", "raise", "ignore"] = "warn",
+    acc_bits: int = LIMITED_ACC_BITS,
+    promote_every: int | None = None,
+    acc_rounding: Literal["toward_zero", "nearest"] = "toward_zero",
 ) -> np.ndarray:
     """``a @ b`` as a GPU would compute it with inputs in ``fmt``; returns float64 values.
 
@@ -681,18 +711,29 @@ def gemm(
       a short dot product before it rounds). FP32 ``"same"`` is the float32 product, FP64 the float64 one;
     - ``"int32"``: the only choice for ``int8``, exact integer sums as in INT8 Tensor Core instructions.
 
-    ``"same"`` is an emulation with one NumPy step per block of K: keep M×N×K below about 67 million
+    - ``"limited"``: a model of the FP8 Tensor Core accumulator of Hopper, which keeps only about 14 significant
+      bits (DeepSeek-V3 technical report, §3.3.2). The products of each block of ``block_k`` (default 32, the K of one
+      FP8 ``wgmma`` instruction) are added exactly, then the running sum is cut to ``acc_bits`` significant bits
+      (``acc_rounding="toward_zero"`` by default, like the truncating alignment measured on earlier Tensor Cores by
+      Fasi et al. 2021; ``"nearest"`` for a gentler bound). ``promote_every=N`` (a multiple of ``block_k``) models
+      DeepSeek-V3's fix: every N products the partial sum is added to an FP32 accumulator on the CUDA cores (rounded
+      to nearest FP32) and the Tensor Core accumulator starts again from zero. Without it one limited accumulator
+      takes the whole of K.
+
+    ``"same"`` and ``"limited"`` are emulations with one NumPy step per block of K: keep M×N×K below about 67 million
     multiply-adds (256×256×1024).
     """
     name = normalize_name(fmt)
     A, B = _check_matrices(a, b)
     M, K = A.shape
     N = B.shape[1]
-    if not isinstance(block_k, (int, np.integer)) or block_k < 1:
-        raise LabkitError(f"block_k must be a positive integer, not {block_k!r}.")
     default = {"fp64": "same", "int8": "int32"}.get(name, "fp32")
     acc = default if accumulate is None else str(accumulate).lower()
-    allowed = {"int8": ("int32",), "fp64": ("same", "fp64")}.get(name, ("fp32", "same", "fp64"))
+    if block_k is None:
+        block_k = LIMITED_BLOCK_K if acc == "limited" else 1
+    if isinstance(block_k, (bool, np.bool_)) or not isinstance(block_k, (int, np.integer)) or block_k < 1:
+        raise LabkitError(f"block_k must be a positive integer, not {block_k!r}.")
+    allowed = {"int8": ("int32",), "fp64": ("same", "fp64")}.get(name, ("fp32", "same", "fp64", "limited"))
     if acc not in allowed:
         raise LabkitError(
             f"accumulate={accumulate!r} is not possible with {name} inputs.",
@@ -706,6 +747,8 @@ def gemm(
         return np.asarray(Ar) @ np.asarray(Br)
     if acc == "fp32" or name == "fp32":
         return (np.asarray(Ar, np.float32) @ np.asarray(Br, np.float32)).astype(np.float64)
+    if acc == "limited":
+        return _limited_gemm(np.asarray(Ar), np.asarray(Br), int(block_k), acc_bits, promote_every, acc_rounding)
     # accumulate in the format itself
     if M * N * K > _MAX_SAME_WORK:
         raise LabkitError(
@@ -738,6 +781,49 @@ def _round_accumulator(v: np.ndarray, name: str, info: FormatInfo) -> np.ndarray
     return out
 
 
+def round_significant(v: Any, bits: int, rounding: Literal["toward_zero", "nearest"] = "nearest") -> np.ndarray:
+    """``v`` kept to ``bits`` significant bits (FP32's exponent range; zero stays zero), toward zero or to nearest
+    (ties to even): the register of an accumulator narrower than FP32."""
+    if isinstance(bits, (bool, np.bool_)) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 24:
+        raise LabkitError(f"an accumulator keeps 2 to 24 significant bits, not {bits!r}.",
+                          fix="Hopper's FP8 accumulator keeps about 14 (LIMITED_ACC_BITS); FP32 keeps 24.")
+    if rounding not in ("toward_zero", "nearest"):
+        raise LabkitError(f"rounding={rounding!r} is not an option.", fix='Use "toward_zero" or "nearest".')
+    x = _as_float64(v)
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, e = np.frexp(x)
+        q = np.maximum(e.astype(np.int64), -125) - int(bits)  # |x| in [2^(e-1), 2^e): spacing 2^(e - bits)
+        scaled = np.ldexp(x, -q)
+        kept = np.trunc(scaled) if rounding == "toward_zero" else np.rint(scaled)
+        return np.ldexp(kept, q)
+
+
+def _limited_gemm(A: np.ndarray, B: np.ndarray, block_k: int, bits: int, promote_every: int | None, rounding: str) -> np.ndarray:
+    M, K = A.shape
+    N = B.shape[1]
+    if promote_every is not None:
+        if isinstance(promote_every, (bool, np.bool_)) or not isinstance(promote_every, (int, np.integer)) or promote_every < 1:
+            raise LabkitError(f"promote_every must be a positive number of products, not {promote_every!r}.",
+                              fix="DeepSeek-V3 promotes every 128 products; pass None for no promotion.")
+        if promote_every % block_k:
+            raise LabkitError(f"promote_every={promote_every} is not a multiple of block_k={block_k}: a partial sum can "
+                              "only be promoted between Tensor Core instructions.", fix=f"Use a multiple of {block_k}, e.g. 128.")
+    if M * N * K > _MAX_SAME_WORK:
+        raise LabkitError(f"an emulated GEMM with a limited accumulator of {M}×{K} by {K}×{N} is too big for the CPU "
+                          f"({M * N * K:.3g} multiply-adds).", fix="Use matrices with M×N×K below 67 million, e.g. 64×64 with K up to 16384.")
+    chunk = promote_every or K
+    total = np.zeros((M, N), dtype=np.float32)  # the FP32 accumulator on the CUDA cores
+    for c0 in range(0, K, chunk):
+        part = np.zeros((M, N))  # the Tensor Core accumulator, restarted from zero
+        for k0 in range(c0, min(c0 + chunk, K), block_k):
+            k1 = min(k0 + block_k, c0 + chunk, K)
+            part = round_significant(part + A[:, k0:k1] @ B[k0:k1, :], bits, rounding)  # type: ignore[arg-type]
+        if promote_every is None:
+            return part
+        total += part.astype(np.float32)  # promoted: one FP32 addition (exact conversion, one rounding)
+    return total.astype(np.float64)
+
+
 def relative_error(approx: Any, reference: Any) -> float:
     """Largest absolute difference divided by the largest reference magnitude (a normwise relative error).
 
@@ -754,10 +840,12 @@ def relative_error(approx: Any, reference: Any) -> float:
     return diff / scale
 
 
-def gemm_error(a: Any, b: Any, fmt: Any, accumulate: str | None = None, *, block_k: int = 1) -> float:
-    """:func:`relative_error` of :func:`gemm` in ``fmt`` against the float64 product of the *unrounded* inputs."""
+def gemm_error(a: Any, b: Any, fmt: Any, accumulate: str | None = None, *, block_k: int | None = None, **limited: Any) -> float:
+    """:func:`relative_error` of :func:`gemm` in ``fmt`` against the float64 product of the *unrounded* inputs.
+
+    ``limited`` passes ``acc_bits``, ``promote_every`` and ``acc_rounding`` on to :func:`gemm` (``accumulate="limited"``)."""
     A, B = _check_matrices(a, b)
-    return relative_error(gemm(A, B, fmt, accumulate, block_k=block_k), A @ B)
+    return relative_error(gemm(A, B, fmt, accumulate, block_k=block_k, **limited), A @ B)
 
 
 def error_vs_k(
@@ -769,10 +857,12 @@ def error_vs_k(
     seed: int = 0,
     low: float = 0.0,
     high: float = 1.0,
+    **limited: Any,
 ) -> list[float]:
     """:func:`gemm_error` for m×K by K×m uniform random matrices in ``[low, high)`` for each K in ``ks``.
 
-    The same seed gives the same matrices, so the curves of different formats are comparable.
+    The same seed gives the same matrices, so the curves of different formats are comparable. ``limited``
+    (``acc_bits``, ``promote_every``, ``acc_rounding``) goes to :func:`gemm` with ``accumulate="limited"``.
     """
     rng = np.random.default_rng(seed)
     errors, flagged = [], []
@@ -782,7 +872,7 @@ def error_vs_k(
         b = rng.uniform(low, high, size=(int(k), m))
         with warnings.catch_warnings(record=True) as caught:  # one summary below, not a warning per matrix
             warnings.simplefilter("always", PrecisionWarning)
-            errors.append(gemm_error(a, b, fmt, accumulate))
+            errors.append(gemm_error(a, b, fmt, accumulate, **limited))
         if caught:
             flagged.append(int(k))
             first = first or caught[0].message

@@ -779,7 +779,8 @@ def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", o
         raise ArchNotSupported(f"{who} cannot target sm_{cc[0]}{cc[1]}; it targets {', '.join(supported_arches() or ())}.",
                                fix="Compile for an architecture in that list (a CUDA 12 NVRTC still targets sm_70).")
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
-    opts = [f"--gpu-architecture=compute_{cc[0]}{cc[1]}".encode(), b"--std=c++17"]
+    suffix = "a" if arch.strip().endswith("a") else ""  # sm_90a: arch-specific instructions (wgmma, setmaxnreg)
+    opts = [f"--gpu-architecture=compute_{cc[0]}{cc[1]}{suffix}".encode(), b"--std=c++17"]
     opts += [f"-I{d}".encode() for d in cuda_include_dirs()] + [o.encode() for o in options]
     try:
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
@@ -794,7 +795,7 @@ def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", o
         nvrtc.nvrtcGetPTX(prog, buf)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return PTX(buf.decode().rstrip("\x00"), f"sm_{cc[0]}{cc[1]}", name)
+    return PTX(buf.decode().rstrip("\x00"), f"sm_{cc[0]}{cc[1]}{suffix}", name)
 
 
 def _has(dirs: list[str], rel: str) -> bool:
