@@ -21,6 +21,7 @@ from ..errors import CompileError, LabkitError
 from .answers import number
 from .core import Failed, Unsolved, exercise
 from .harness import compare, random_array, sizes_for
+from .slips import INPUT_CAUSE, input_written, merge_slips, unit_cause
 
 ARCHES = ("sm_70", "sm_80", "sm_90")
 
@@ -128,13 +129,18 @@ def softmax(fn: Any) -> str:
              ((between(4, 8), between(16, 64)), np.float32, None), ((between(2, 3), between(3, 5), between(8, 40)), np.float64, None)]
     for shape, dtype, scale in cases:
         host = _softmax_input(shape, dtype, scale)
-        x = cupy.asarray(host) if cupy is not None else host
+        x = cupy.asarray(host) if cupy is not None else host.copy()  # host stays the copy made before the call
         try:
             got = fn(x)
         except NotImplementedError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported to the learner
             raise Failed(f"softmax raised {type(exc).__name__}: {exc} (input shape {shape}, {np.dtype(dtype).name}).") from None
+        written = input_written("x", host, cupy.asnumpy(x) if cupy is not None else x)
+        if written:
+            raise Failed(f"shape {shape}, {np.dtype(dtype).name}: {written}.",
+                         cause="softmax must return a new array and leave x as it is: `z = x - x.max(axis=-1, "
+                               "keepdims=True)` makes a new array, `x -= ...` or `xp.exp(x, out=x)` overwrite the input.")
         if got is None or got is Ellipsis:
             raise Unsolved("softmax returns nothing yet; compute and return the result.")
         if cupy is not None and not isinstance(got, cupy.ndarray):
@@ -243,7 +249,7 @@ def fusion_traffic(answer: Any) -> str:
         want = getattr(t, k)
         got = number(answer[k], k)
         if got != want:  # counts of launches and bytes: exact
-            cause = next((c for v, c in slips[k].items() if got == v), causes[k])
+            cause = next((c for v, c in slips[k].items() if got == v), None) or unit_cause(got, want) or causes[k]
             raise Failed(f"{k} = {got:,g} is not right for n = {FUSION_N:,} float32 elements.", cause=cause)
     return (f"right: {t.launches_unfused} launches and {t.bytes_unfused / 1e6:.1f} MB unfused, 1 launch and "
             f"{t.bytes_fused / 1e6:.1f} MB fused: {t.ratio:.2f}x less traffic (a model; a GPU run measures it).")
@@ -303,24 +309,71 @@ def huber(kernel: Any) -> str:
         _compile_all(parts.source(), parts.name)
     delta = float(np.float32(np.random.default_rng().uniform(0.2, 0.8)))
     sizes = [391, 1, 127, 128, 129, 1000]
+    # a kernel written for a placeholder type (T x, T y, ...) must also be right for float64, as CuPy instantiates it
+    generic = parts is not None and any(p.generic for p in ins + outs)
+    cases: list[tuple[int, Any]] = [(n, np.float32) for n in sizes] + ([(257, np.float64)] if generic else [])
+    xp = cupy if cupy is not None else np
+    run = (kernel.cupy() if parts is not None else kernel) if cupy is not None else kernel
     if cupy is not None:
-        run = kernel.cupy() if parts is not None else kernel
-        for n in sizes + [1_000_003]:
-            x, y = random_array(n), random_array(n)
-            z = run(cupy.asarray(x), cupy.asarray(y), np.float32(delta))
-            compare(cupy.asnumpy(z).astype(np.float64), _huber_ref(x, y, delta), label=f"n={n}", rtol=1e-5, atol=1e-6)
-        return f"correct on the GPU for {len(sizes) + 1} sizes up to 1,000,003 (compiled by CuPy)."
+        cases.append((1_000_003, np.float32))
     try:
-        for n in sizes:
-            x, y = random_array(n), random_array(n)
-            z = kernel(x, y, np.float32(delta))
-            compare(np.asarray(z).astype(np.float64), _huber_ref(x, y, delta), label=f"n={n}", rtol=1e-5, atol=1e-6)
+        for n, dt in cases:
+            x, y = random_array(n, dt), random_array(n, dt)
+            x0, y0 = x.copy(), y.copy()
+            dx, dy = (cupy.asarray(x), cupy.asarray(y)) if cupy is not None else (x, y)
+            z = run(dx, dy, dt(delta))
+            for name, before, arr in (("x", x0, dx), ("y", y0, dy)):
+                written = input_written(name, before, cupy.asnumpy(arr) if cupy is not None else arr)
+                if written:
+                    raise Failed(f"n={n}: {written}.", cause=INPUT_CAUSE)
+            z = np.asarray(cupy.asnumpy(z) if cupy is not None else z)
+            label = f"n={n}, {np.dtype(dt).name}"
+            if dt == np.float64 and z.dtype != np.float64:
+                raise Failed(f"{label}: the kernel is written for a placeholder type, but float64 inputs gave a {z.dtype} "
+                             "result.", cause="an output of type T gets the inputs' type: declare z as T too.")
+            want = _huber_ref(x0, y0, delta)
+            tol = 1e-12 if dt == np.float64 else 1e-5
+            try:
+                compare(z.astype(np.float64), want, label=label, rtol=tol, atol=tol / 10)
+            except Failed as exc:
+                raise Failed(str(exc), cause=_huber_cause(z.astype(np.float64), x0, y0, delta, dt) or exc.cause) from None
     except HostUnavailable as exc:
         return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
+    except Failed:
+        raise
     except LabkitError as exc:
         raise Failed(str(exc)) from None
-    return (f"compiles for {_arches()} with NVRTC, and its values are right on {len(sizes)} sizes on the CPU "
-            "stand-in (labkit's equivalent of CuPy's elementwise kernel). A GPU run checks the real cupy.ElementwiseKernel.")
+    del xp
+    if cupy is not None:
+        return f"correct on the GPU for {len(cases)} sizes up to 1,000,003 (compiled by CuPy)."
+    return (f"compiles for {_arches()} with NVRTC, and its values are right on {len(cases)} sizes on the CPU "
+            "stand-in (labkit's equivalent of CuPy's elementwise kernel)" + (", float64 too (its placeholder type)" if generic else "")
+            + ". A GPU run checks the real cupy.ElementwiseKernel.")
+
+
+def _huber_cause(got: np.ndarray, x: np.ndarray, y: np.ndarray, delta: float, dtype: Any) -> str | None:
+    """The slip whose values ``got`` matches: each candidate is the Huber loss with one plausible mistake."""
+    diff = x.astype(np.float64) - y
+    d = np.abs(diff)
+    quad, lin = 0.5 * d * d, delta * (d - 0.5 * delta)
+    candidates = [
+        ("the absolute value is missing: with d = x - y, every negative difference takes the quadratic branch. Use "
+         "fabsf(x - y).", np.where(diff <= delta, 0.5 * diff * diff, delta * (diff - 0.5 * delta))),
+        ("the branches are swapped: the quadratic 0.5·d² is for small differences (d <= delta), the linear one for "
+         "large.", np.where(d <= delta, lin, quad)),
+        ("the quadratic branch lacks its factor 0.5: it is 0.5f * d * d.", np.where(d <= delta, d * d, lin)),
+        ("the linear branch is delta * (d - 0.5f * delta): the `- 0.5f * delta` keeps the two branches meeting at "
+         "d = delta.", np.where(d <= delta, quad, delta * d)),
+        ("that is 0.5·d² everywhere: large differences take the linear branch delta * (d - 0.5f * delta).", quad),
+        ("that is |x - y| everywhere: small differences take the quadratic branch 0.5f * d * d.", d),
+    ]
+    for cause, cand in candidates:
+        if np.allclose(got, cand, rtol=1e-4, atol=1e-6):
+            return cause
+    if dtype == np.float64 and np.allclose(got, _huber_ref(x, y, delta), rtol=1e-5, atol=1e-6):
+        return ("right in float32 precision only: for T = double, fabsf and 0.5f compute in float. Use fabs (or abs) and "
+                "plain constants (0.5), which follow T.")
+    return None
 
 
 # ----------------------------------------------------------------------------------------- 05.l2norm (ReductionKernel)
@@ -476,6 +529,7 @@ def leaky_relu(source: Any) -> str:
             y = np.full(n, np.nan, np.float32)
             grid = (n + block - 1) // block + 1  # one block more than needed: the bounds check must hold
             runs.append((x, y, n, block, grid))
+    originals = [x.copy() for x, *_ in runs]
     try:
         report = run_on_host_batch(source, "leaky_relu", [((g,), (b,), (x, y, np.float32(alpha), np.int32(n))) for x, y, n, b, g in runs])
     except HostUnavailable as exc:
@@ -483,13 +537,38 @@ def leaky_relu(source: Any) -> str:
                 "guards its work (read from the PTX)." + _host_note(exc))
     except LabkitError as exc:
         raise Failed(str(exc).split("\n")[0], cause=exc.fix) from None
-    for (x, y, n, block, grid), outside in zip(runs, report):
+    for (x, y, n, block, grid), outside, x0 in zip(runs, report, originals):
         label = f"n={n}, {grid} block(s) of {block} threads"
         if outside:
             raise Failed(f"{label}: {outside}.", cause="a wrong bounds check (`i <= n`?): only threads with i < n may write.")
-        compare(y, np.where(x > 0, x, np.float32(alpha) * x).astype(np.float32), label=label, unwritten_means_unsolved=False)
+        written = input_written("x", x0, x)
+        if written:
+            raise Failed(f"{label}: {written.replace('your code', 'your kernel')}.",
+                         cause="x is `const float*`: read it, write only y (a cast that drops the const, or a write "
+                               "to x[i], destroys the input).")
+        want = np.where(x0 > 0, x0, np.float32(alpha) * x0).astype(np.float32)
+        try:
+            compare(y, want, label=label, unwritten_means_unsolved=False)
+        except Failed as exc:
+            raise Failed(str(exc), cause=_leaky_cause(y, x0, alpha) or exc.cause) from None
     return (f"compiles for {_arches()}; entry and bounds check found in the PTX; correct on {len(runs)} launches "
             "on the CPU stand-in, with a spare block and no writes out of bounds. A GPU run checks it with cupy.RawKernel.")
+
+
+def _leaky_cause(y: np.ndarray, x: np.ndarray, alpha: float) -> str | None:
+    """The slip whose values ``y`` (all written) matches, or None."""
+    a = np.float32(alpha)
+    if not np.isfinite(y).all():
+        return None
+    for cause, cand in (
+        ("negative inputs pass unchanged: they must be multiplied by alpha (`v > 0.0f ? v : alpha * v`).", x),
+        ("every element is multiplied by alpha: only negative ones are; positive ones pass unchanged.", a * x),
+        ("that is a plain ReLU (negatives become 0): a leaky ReLU gives alpha * v for negative v.", np.maximum(x, 0)),
+        ("the branches are swapped: positive inputs pass unchanged, negative ones are multiplied by alpha.", np.where(x > 0, a * x, x)),
+    ):
+        if np.allclose(y, cand, rtol=1e-5, atol=1e-7):
+            return cause
+    return None
 
 
 def _leaky_relu_gpu(cupy: Any, source: str, alpha: float) -> str:
@@ -551,6 +630,10 @@ def pipeline_time(fn: Any) -> str:
     cases = [(copy, small, copy * float(rng.uniform(0.8, 1.2)), 1), (copy, small, copy, int(rng.integers(4, 17))),
              (small, kern, small * 0.5, int(rng.integers(2, 9)))]
     cases += [(*(float(v) for v in rng.uniform(0.1, 5.0, 3)), int(rng.integers(2, 33))) for _ in range(5)]
+    # the same chunk count again with other times, and the same times again: an answer that remembers results by
+    # chunk count (or by call) gives itself away
+    cases += [(float(rng.uniform(0.1, 5.0)), float(rng.uniform(0.1, 5.0)), float(rng.uniform(0.1, 5.0)), cases[1][3]),
+              cases[4]]
     for t_in, t_k, t_out, chunks in cases:
         try:
             got = fn(t_in, t_k, t_out, chunks)
@@ -562,9 +645,23 @@ def pipeline_time(fn: Any) -> str:
             raise Unsolved("pipelined_time returns nothing yet.")
         want = pipeline(t_in, t_k, t_out, chunks).makespan_s
         got = number(got, "the time pipelined_time returns")
-        if not np.isclose(got, want, rtol=1e-9):
+        if not np.isclose(got, want, rtol=1e-6):  # float32 arithmetic (np.float32 inputs or result) is right too
             serial = t_in + t_k + t_out
-            if np.isclose(got, serial / chunks):
+            slow = max(t_in, t_k, t_out)
+            variants = {
+                "the further chunks each add the slowest stage's time for one chunk: divide it by chunks too "
+                "(max(t_in, t_kernel, t_out) / chunks).": serial / chunks + (chunks - 1) * slow,
+                "after the first chunk, (chunks - 1) further chunks follow, not chunks.": serial / chunks + chunks * slow / chunks,
+                "the pace after the first chunk is set by the slowest stage, max(...), not by the sum of the stages.":
+                    serial / chunks + (chunks - 1) * serial / chunks,
+                "the first chunk passes all three stages in turn: (t_in + t_kernel + t_out) / chunks, not the slowest "
+                "stage alone.": slow / chunks + (chunks - 1) * slow / chunks,
+            }
+            variants = merge_slips({c: v for c, v in variants.items() if not np.isclose(v, want, rtol=1e-6)}, 1e-6)
+            match = next((c for c, v in variants.items() if np.isclose(got, v, rtol=1e-6)), None)
+            if match:
+                cause = match
+            elif np.isclose(got, serial / chunks):
                 cause = "that assumes all three engines work on every chunk at the same time; the first chunk must pass all stages in turn."
             elif np.isclose(got, max(t_in, t_k, t_out)):
                 cause = "the slowest stage alone is the limit for many chunks; the first chunk still passes every stage."
