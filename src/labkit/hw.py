@@ -32,7 +32,7 @@ DATA_FILE = Path(__file__).with_name("data") / "hw.yml"
 UNITS = frozenset(
     {
         "GB", "TB", "MB", "KB", "GB/s", "TB/s", "Gb/s", "TFLOP/s", "PFLOP/s", "TOPS", "POPS",
-        "W", "kW", "mm²", "billion", "count", "USD", "year",
+        "W", "kW", "mm²", "billion", "count", "USD", "year", "FMA/clock", "B/clock",
     }
 )
 #: Units a system's headline (a compute rate) may carry: TFLOP/s or PFLOP/s, for int8 TOPS or POPS.
@@ -135,6 +135,8 @@ class GPU:
     l2_cache: Figure | None = None
     register_file_per_sm: Figure | None = None
     shared_memory_per_sm: Figure | None = None
+    tensor_core_fma_per_clock: Figure | None = None  # dense FP16 multiply-adds per Tensor Core per clock
+    shared_memory_bandwidth_per_sm: Figure | None = None  # bytes per clock per SM (32 banks x 4 B)
     peaks: dict[str, Peak] = field(default_factory=dict, repr=False)
     undefined: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -420,6 +422,8 @@ def _parse_gpu(name: str, d: dict) -> GPU:
         l2_cache=_opt(d, "l2_cache", src, where),
         register_file_per_sm=_opt(d, "register_file_per_sm", src, where),
         shared_memory_per_sm=_opt(d, "shared_memory_per_sm", src, where),
+        tensor_core_fma_per_clock=_opt(d, "tensor_core_fma_per_clock", src, where),
+        shared_memory_bandwidth_per_sm=_opt(d, "shared_memory_bandwidth_per_sm", src, where),
         peaks=peaks,
         undefined=undefined,
     )
