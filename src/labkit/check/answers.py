@@ -44,19 +44,48 @@ def ratio_cause(got: float, want: float, causes: dict[float, str]) -> str | None
     return None
 
 
+UNIT_FACTORS: dict[float, str] = {
+    8.0: "exactly 8 times the right value: bits where bytes were meant (a byte is 8 bits; 100 Gb/s is 12.5 GB/s)",
+    1 / 8: "exactly 1/8 of the right value: bytes where bits were meant, or a divide by 8 too many (a byte is 8 bits)",
+    1000.0: "exactly 1000 times the right value: a unit slip (TFLOP/s for PFLOP/s, GB/s for TB/s, ms for s)",
+    1 / 1000: "exactly 1/1000 of the right value: a unit slip (PFLOP/s for TFLOP/s, TB/s for GB/s, s for ms)",
+}
+
+
+def unit_slips(want: float, slips: Mapping[str, float] | None = None, *, rel: float = 0.01) -> dict[str, float]:
+    """The wrong values that exact factors of 8 and 1000 give (bits for bytes, a unit prefix off by one step), each
+    with its cause, leaving out any that a more specific slip in ``slips`` already explains (lies within ``rel`` of)."""
+    out: dict[str, float] = {}
+    for factor, cause in UNIT_FACTORS.items():
+        value = want * factor
+        if value and not any(abs(v - value) <= rel * abs(value) for v in (slips or {}).values()):
+            out[cause] = value
+    return out
+
+
 def judge(got: float, want: float, what: str, unit: str, *, rel: float, slips: Mapping[str, float] | None = None,
-          otherwise: str = "recompute from the figures printed above (labkit.hw) and check the units") -> str:
+          otherwise: str = "recompute from the figures printed above (labkit.hw) and check the units",
+          unit_factors: bool = False) -> str:
     """Pass ``got`` (a number already read with :func:`number`) when it is within ``rel`` of ``want`` and nearer to
     ``want`` than to any slip; otherwise raise :class:`Failed` naming the nearest slip (``{cause: wrong value}``) when
-    ``got`` lies within ``rel`` of it. Returns a short description of the right answer."""
-    candidates = [(abs(got - want) / abs(want) if want else abs(got), None)]
-    for cause, value in (slips or {}).items():
-        candidates.append((abs(got - value) / abs(value) if value else abs(got), cause))
-    distance, cause = min(candidates, key=lambda c: c[0])
+    ``got`` lies within ``rel`` of it. Two slips that give the same number (within ``rel``) are named together,
+    since the number cannot tell them apart. ``unit_factors`` adds the slips of :func:`unit_slips` (exact factors
+    of 8 and 1000). Returns a short description of the right answer."""
+    slips = dict(slips or {})
+    if unit_factors:
+        slips.update(unit_slips(want, slips, rel=rel))
+    candidates = [(abs(got - want) / abs(want) if want else abs(got), None, want)]
+    for cause, value in slips.items():
+        candidates.append((abs(got - value) / abs(value) if value else abs(got), cause, value))
+    distance, cause, nearest = min(candidates, key=lambda c: c[0])
     value = f"{got:.4g} {unit}".rstrip()
     if cause is None and distance <= rel:
         return f"{what} = {value}."
     if cause is not None and distance <= rel:
+        alike = [c for d, c, v in candidates if c is not None and d <= rel
+                 and abs(v - nearest) <= rel * max(abs(nearest), 1e-300)]
+        if len(alike) > 1:
+            cause = "slips that give this same number (it cannot tell them apart): " + "; or ".join(alike)
         raise Failed(f"{what}: you have {value}; that is not it.", cause=cause)
     raise Failed(f"{what}: you have {value}, which does not match the data.", cause=otherwise)
 

@@ -186,11 +186,17 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         except LabkitError as exc:
             result = Result(exercise_id, "failed", str(exc))
         except Exception as exc:  # noqa: BLE001 - the answer broke the check in a way it does not foresee
-            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            from .causes import plain_words
+
+            first = plain_words((str(exc).strip().splitlines() or [""])[0][:300])
             result = Result(exercise_id, "failed",
                             f"the check could not use this answer: {type(exc).__name__}: {first}",
                             cause="an answer of another kind than the exercise asks for (a kernel, a function, a number: "
                                   "see the exercise's statement), or an error inside your code.")
+    from .causes import plain_words
+
+    result.message = plain_words(result.message)  # no internal class name (FakeCUDAArray, TrackedArray) is shown
+    result.cause = plain_words(result.cause) if result.cause else result.cause
     _LAST[exercise_id] = result
     _record_progress(exercise_id, result)
     print(result.report())
@@ -203,7 +209,7 @@ def _record_progress(exercise_id: str, result: Result) -> None:
     try:
         from .. import progress
 
-        progress.record_result(exercise_id, result)
+        progress.record(exercise_id, str(result.status), hints=int(_HINT_LEVEL.get(exercise_id, 0)))
     except Exception:  # noqa: BLE001
         pass
 
@@ -263,12 +269,15 @@ def _get(exercise_id: Any) -> Exercise:
             f"an exercise is named by its id, a string such as '02.saxpy', not by a {type(exercise_id).__name__}.",
             fix="labkit.check.exercises() lists the ids; the check cell of each exercise shows its id too.",
         )
+    key = exercise_id.strip()
+    if key not in _REGISTRY:  # ids are matched case-insensitively: hint("02.SAXPY") is 02.saxpy
+        key = next((k for k in _REGISTRY if k.lower() == key.lower()), key)
     try:
-        return _REGISTRY[exercise_id]
+        return _REGISTRY[key]
     except KeyError:
         import difflib
 
-        close = difflib.get_close_matches(exercise_id, _REGISTRY, n=3)
+        close = difflib.get_close_matches(key.lower(), _REGISTRY, n=3)
         suggestion = f" Did you mean {', '.join(close)}?" if close else ""
         raise LabkitError(
             f"there is no exercise {exercise_id!r}.{suggestion}",

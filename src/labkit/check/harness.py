@@ -90,15 +90,19 @@ _SIM_INDEX_ERROR = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) wi
 _NOT_SUBSCRIPTABLE = re.compile(r"'(int|float|bool|numpy\.\w+)' object (is not subscriptable|does not support item assignment)")
 
 
-def explain_exception(exc: BaseException) -> Failed:
-    """A learner-facing :class:`Failed` for anything a kernel launch raised."""
+def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
+    """A learner-facing :class:`Failed` for anything a kernel launch raised (``kernel``, when given, lets a time-out
+    caused by whole-array NumPy work in the kernel be named as such). Internal class names never reach the learner."""
     from ..sim.errors import KernelFault
+
+    from .causes import plain_words, whole_array_calls, whole_array_cause
 
     where = getattr(exc, "sim_thread", None)
     at = f" (thread {where[0]} of block {where[1]})" if where else ""
     if isinstance(exc, KernelFault):
-        return Failed(f"{exc}{at}", cause=exc.cause)
-    text = f"{type(exc).__name__}: {exc}"
+        calls = whole_array_calls(kernel) if kernel is not None and isinstance(exc, TimeoutError) else []
+        return Failed(plain_words(f"{exc}{at}"), cause=whole_array_cause(calls) if calls else exc.cause)
+    text = plain_words(f"{type(exc).__name__}: {exc}")
     first = text.strip().splitlines()[0][:400]
     m = _SIM_INDEX_ERROR.search(text)
     if m:
@@ -110,7 +114,8 @@ def explain_exception(exc: BaseException) -> Failed:
     if name in ("TypingError", "UnsupportedError", "NumbaError", "LoweringError") or "numba" in type(exc).__module__:
         return Failed(f"the kernel does not compile: {first}", cause="look at the line the compiler names.")
     if isinstance(exc, TimeoutError):
-        return Failed(str(exc), cause=LIKELY_HANG)
+        calls = whole_array_calls(kernel) if kernel is not None else []
+        return Failed(plain_words(str(exc)), cause=whole_array_cause(calls) if calls else LIKELY_HANG)
     if (isinstance(exc, TypeError) and _NOT_SUBSCRIPTABLE.search(text)) or "invalid index to scalar variable" in text:
         return Failed(f"the kernel indexed a number as if it were an array{at}: {first}",
                       cause="the kernel's parameters are in a different order from the exercise's signature, "
@@ -118,7 +123,22 @@ def explain_exception(exc: BaseException) -> Failed:
     if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
         return Failed(f"the kernel was called with arguments it does not accept: {first}",
                       cause="the kernel's parameters must match the exercise's signature (their number and order).")
+    if where is None and not _raised_in_kernel(exc):
+        return Failed(f"your code raised {first} on the host (outside any kernel).",
+                      cause="look at the line of your host code the error names (a misspelt name, a wrong argument).")
     return Failed(f"the kernel raised {first}{at}")
+
+
+def _raised_in_kernel(exc: BaseException) -> bool:
+    """True when the traceback of ``exc`` passes through a simulated kernel launch (its thread run)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if module.startswith(("labkit.sim", "numba.cuda.simulator.kernel", "numba.cuda.dispatcher", "numba.cuda.compiler",
+                              "numba.core")):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 _launched: dict[Any, tuple[Any, str]] = {}
@@ -186,7 +206,7 @@ def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: f
     except Failed:
         raise
     except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
-        raise explain_exception(exc) from None
+        raise explain_exception(exc, kernel) from None
 
 
 SWAPPED_AXES = "rows and columns are swapped: x = cuda.grid(2)[0] runs along a row, so it is the column (x is the column, y is the row)."
@@ -205,7 +225,7 @@ def launch_strict(kernel: Any, griddim: Any, blockdim: Any, *args: Any, **option
     try:
         return sim.launch_strict(kernel, griddim, blockdim, *args, **options)
     except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
-        raise explain_exception(exc) from None
+        raise explain_exception(exc, kernel) from None
 
 
 def compare(
@@ -235,11 +255,11 @@ def compare(
         raise Unsolved("the kernel ran but wrote nothing to its output; write the kernel body.")
     if written is not None and (poison & written).any():
         idx = tuple(int(i) for i in np.argwhere(poison & written)[0])
-        raise Failed(
+        raise _at(idx, Failed(
             f"{label}: element {_fmt(idx)} was written with a value that no thread had stored (expected {_v(expected[idx])}).",
             cause="a read of memory before any thread wrote it: a missing cuda.syncthreads() after filling shared memory, "
                   "or an index outside the part of a tile (or halo) that was loaded.",
-        )
+        ))
     transposed = swapped or _looks_transposed(got, expected, rtol, atol)
     if poison.any():
         idx = tuple(int(i) for i in np.argwhere(poison)[0])
@@ -247,16 +267,16 @@ def compare(
         cause = (swapped_cause or SWAPPED_AXES) if transposed else (
             unwritten_cause or "some threads do no work: check the index arithmetic, the grid covers the whole array, "
                                "and the loop bounds.")
-        raise Failed(f"{label}: {count} of {got.size} elements were never written; the first is at index {_fmt(idx)}.",
-                     cause=cause)
+        raise _at(idx, Failed(f"{label}: {count} of {got.size} elements were never written; the first is at index "
+                              f"{_fmt(idx)}.", cause=cause))
     bad = _mismatch(got, expected, rtol, atol)
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise Failed(
+        raise _at(idx, Failed(
             f"{label}: {int(bad.sum())} of {got.size} elements are wrong; first at index {_fmt(idx)}: "
             f"expected {_v(expected[idx])}, got {_v(got[idx])}.",
             cause=(swapped_cause or SWAPPED_AXES) if transposed else _guess_cause(got, expected, rtol, atol),
-        )
+        ))
 
 
 def _mismatch(got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> np.ndarray:
@@ -327,6 +347,11 @@ class Launch:
     and ``seed`` choose one; a failure names the seed, to replay it). ``record`` keeps every access
     (coalescing, bank conflicts). Every failure names ``label``;
     ``unwritten_cause`` / ``swapped_cause`` / ``extra_cause`` refine the likely cause.
+
+    Inputs are part of the answer: after the launch every array in ``inputs`` is copied back and compared with the
+    host array it came from; a change fails the case naming the argument ("your kernel wrote into its input `a`"),
+    unless ``in_place`` names it (an exercise whose statement says it works in place). Compute ``expected`` from
+    the check's host arrays: the kernel only ever sees device copies of them.
     """
 
     grid: Any
@@ -347,6 +372,7 @@ class Launch:
     unwritten_cause: str | None = None
     swapped_cause: str | None = None
     extra_cause: str | None = None
+    in_place: Sequence[str] = ()  # inputs the statement lets the kernel change (all others are compared after the launch)
     time_limit_s: float | None = None
     schedule: str | None = None  # "forward", "reverse" or "shuffle" (default: from first and reverse)
     seed: int | None = None  # of a shuffled schedule (default: drawn afresh)
@@ -441,6 +467,7 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
         pos = len(args) if case.out_position == -1 else case.out_position
         args.insert(pos, out.device)
         names = list(case.names) or [f"argument {k + 1}" for k in range(len(args))]
+        guard = _input_guard(case, args, names, pos)
         _remember_launch(kernel, tuple(args))
         try:
             if sim:
@@ -448,23 +475,50 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
 
                 report = simulator.launch_strict(kernel, case.grid, case.block, *args, schedule=schedule, seed=seed,
                                                  record=case.record, names=names, outputs=(names[pos],),
-                                                 time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S)
+                                                 time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S, allow_races=True)
             else:
                 launch(kernel, case.grid, case.block, *args)
             got = out.fetch()
         except Failed as exc:
             raise Failed(f"{label}: {exc}", cause=_more(exc.cause, case.extra_cause),
-                         show=show_hint_for(kernel, case)) from None
+                         show=show_hint_for(kernel, case, exc, f"{label}: {exc}")) from None
         except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
-            failed = explain_exception(exc)
+            failed = explain_exception(exc, kernel)
             raise Failed(f"{label}: {failed}", cause=_more(failed.cause, case.extra_cause),
-                         show=show_hint_for(kernel, case)) from None
+                         show=show_hint_for(kernel, case, exc, f"{label}: {failed}")) from None
+        wrote_input = guard.problem()
+        if wrote_input is not None:  # before any race or wrong value: those often follow from it
+            raise Failed(f"{label}: {wrote_input}", cause=wrote_input.cause,
+                         show=show_hint_for(kernel, case, None, f"{label}: {wrote_input}"))
+        if report is not None and report.race is not None:
+            race = report.race
+            raise Failed(f"{label}: {race.message()}", cause=_more(race.cause(), case.extra_cause),
+                         show=show_hint_for(kernel, case, race, f"{label}: {race.message()}"))
         try:
-            _judge(got, case, report, names[pos])
+            _judge(got, case, report, names[pos], kernel=kernel, args=args)
         except Failed as exc:
             message = str(exc) if label == case.label else str(exc).replace(case.label, label, 1)
-            raise Failed(message, cause=exc.cause, show=show_hint_for(kernel, case)) from None
+            raise Failed(message, cause=exc.cause,
+                         show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report)) from None
     return report
+
+
+def _input_guard(case: Launch, args: Sequence[Any], names: Sequence[str], pos: int) -> Any:
+    """An :class:`~labkit.check.inputs.InputGuard` over the launch's array inputs (not ``case.in_place`` ones): the
+    device copies, compared after the launch with the host arrays they came from (``case.inputs``)."""
+    from .inputs import InputGuard
+
+    guard = InputGuard({}, who="your kernel")
+    for k, value in enumerate(case.inputs):
+        if not isinstance(value, np.ndarray):
+            continue
+        at = k if k < pos else k + 1
+        name = names[at] if at < len(names) else f"argument {at + 1}"
+        if name in case.in_place:
+            continue
+        guard._live[name] = args[at]
+        guard._before[name] = value  # the check's host array: never given to the kernel, so as it was
+    return guard
 
 
 def _order_words(schedule: str, seed: int | None) -> str:
@@ -474,26 +528,112 @@ def _order_words(schedule: str, seed: int | None) -> str:
     return describe_schedule(schedule, seed)
 
 
-def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, out_name: str) -> None:
+def _wrote_elsewhere(report: memory.LaunchReport | None, out_name: str) -> bool:
+    """True when a strict launch shows work other than into the output: writes into another array, shared memory,
+    barriers or atomics (then an untouched output is a wrong answer, not a skeleton)."""
+    if report is None:
+        return False
+    others = any(mask.any() for name, mask in report.written.items() if name != out_name)
+    return bool(others or report.shared or report.barriers or sum(report.atomics.values()))
+
+
+def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, out_name: str, *, kernel: Any = None,
+           args: Sequence[Any] = ()) -> None:
     expected, rtol, atol = case.expected, case.rtol, case.atol
     written = report.written.get(out_name) if report is not None else None
+    first = case.first and not _wrote_elsewhere(report, out_name)
+    if case.first and not first and _is_poison(got).all() and case.out_init is None and (written is None or not written.any()):
+        raise Failed(f"{case.label}: the kernel ran and did work, but wrote nothing into its output `{out_name}`.",
+                     cause=f"store each result into `{out_name}` (the exercise's output argument), not into another "
+                           "array or only into shared memory.")
     if report is not None and report.float_into_int and not np.allclose(got.astype(np.float64), expected, rtol=rtol, atol=atol):
         raise Failed(f"{case.label}: {report.float_into_int}.",
                      cause="a value of the wrong type stored into an integer array: round it (`int(v + 0.5)`) or "
                            "compute in integers, so the store does not truncate.")
     if case.out_init is not None:
         written = None  # an initialised output (a counter) may legitimately stay at its initial value
-        if case.first and (got == case.out_init).all() and not (expected == case.out_init).all():
+        if first and (got == case.out_init).all() and not (expected == case.out_init).all():
             raise Unsolved("the kernel ran but its output is still all " + repr(case.out_init) + "; write the kernel body.")
     try:
-        compare(got, expected, label=case.label, rtol=rtol, atol=atol, unwritten_means_unsolved=case.first,
+        compare(got, expected, label=case.label, rtol=rtol, atol=atol, unwritten_means_unsolved=first,
                 written=written, unwritten_cause=case.unwritten_cause, swapped_cause=case.swapped_cause,
                 swapped=swapped_coverage(got, case.grid, case.block))
     except Failed as exc:
         cause = exc.cause
         if report is not None and report.uninitialised is not None:
-            cause = report.uninitialised.cause()
-        raise Failed(str(exc), cause=_more(cause, case.extra_cause)) from None
+            cause = _uninitialised_cause(kernel, case, report, args)
+        elif (wrap := counter_wrap_cause(got, expected)) is not None:
+            cause = wrap
+        raise _at(getattr(exc, "element", None), Failed(str(exc), cause=_more(cause, case.extra_cause))) from None
+
+
+def _at(element: tuple[int, ...] | None, failed: Failed) -> Failed:
+    """``failed`` with the output element it names (``failed.element``), for the picture of the failing case."""
+    failed.element = element  # type: ignore[attr-defined]
+    return failed
+
+
+def counter_wrap_cause(got: np.ndarray, expected: np.ndarray) -> str | None:
+    """"A counter narrower than int32 wraps", when every wrong count equals the right one modulo 2**8 or 2**16:
+    see :func:`labkit.check.causes.counter_wrap_cause`. Every kernel check gets it through :func:`grade`; a check
+    that compares counts itself (a host function, a second output) calls it for its likely cause."""
+    from .causes import counter_wrap_cause as wrap
+
+    return wrap(got, expected)
+
+
+def _uninitialised_cause(kernel: Any, case: Launch, report: memory.LaunchReport, args: Sequence[Any]) -> str:
+    """Why a thread read memory nobody had written, from evidence: for shared memory the launch is replayed with that
+    array recorded, to see whether the element is written later by the same thread (an update in place: zero it
+    first), by another (a missing barrier) or never (the load fills other elements)."""
+    from .causes import uninitialised_cause
+
+    read = report.uninitialised
+    if read.space != "shared" or kernel is None or current_mode() != "sim":
+        return read.cause()
+    try:
+        from .. import sim as simulator
+
+        fresh = [device(a) if isinstance(a, np.ndarray) else a for a in case.inputs]
+        out = Guarded(case.out_shape if case.out_shape is not None else case.expected.shape, case.out_dtype,
+                      fill=case.out_init)
+        pos = len(fresh) if case.out_position == -1 else case.out_position
+        fresh.insert(pos, out.device)
+        names = list(case.names) or [f"argument {k + 1}" for k in range(len(fresh))]
+        again = simulator.launch_strict(kernel, case.grid, case.block, *fresh, schedule=report.schedule,
+                                        seed=report.seed, record=(read.array,), names=names, outputs=(names[pos],),
+                                        time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S, allow_races=True)
+    except Exception:  # noqa: BLE001 - the replay is only for a better cause
+        return uninitialised_cause(read, None)
+    block = _pad3(read.block)
+    flat = _flat_index(read.index, next((s for n, s, _ in again.shared if n == read.array), None))
+    seq = [(a.thread, a.kind) for a in again.accesses
+           if a.array == read.array and _pad3(a.block) == block and a.flat == flat]
+    first = next((k for k, (_, kind) in enumerate(seq) if kind in ("read", "atomic")), None)
+    if first is None:
+        return uninitialised_cause(read, None, -1)
+    later = seq[first:] if seq[first][1] == "atomic" else seq[first + 1:]
+    counters = any(a.kind == "atomic" for a in again.accesses if a.array == read.array and _pad3(a.block) == block)
+    return uninitialised_cause(read, later, _thread_flat(read.thread, case.block), counters=counters)
+
+
+def _pad3(v: Any) -> tuple[int, ...]:
+    t = tuple(int(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
+    return t + (0,) * (3 - len(t))
+
+
+def _flat_index(index: Any, shape: Any) -> int:
+    idx = tuple(index) if isinstance(index, (tuple, list)) else (int(index),)
+    if shape is None or len(idx) == 1:
+        return int(idx[0])
+    return int(np.ravel_multi_index(idx, tuple(shape)))
+
+
+def _thread_flat(thread: Any, block: Any) -> int:
+    t = _pad3(thread)
+    dims = tuple(int(d) for d in (block if isinstance(block, (tuple, list)) else (block,)))
+    dims = dims + (1,) * (3 - len(dims))
+    return int(t[0] + dims[0] * (t[1] + dims[1] * t[2]))
 
 
 def _more(cause: str | None, extra: str | None) -> str | None:
@@ -563,7 +703,8 @@ def require_ptx(kernel: Any, signature: str, features: Sequence[str], *, label: 
 _failed_case: Any = None
 
 
-def show_hint_for(kernel: Any, case: Launch) -> str | None:
+def show_hint_for(kernel: Any, case: Launch, evidence: Any = None, finding: str = "", *, output: str | None = None,
+                  report: Any = None) -> str | None:
     """Remember ``case`` as the failed case and return the line that draws it: what each thread of ``kernel`` read
     and wrote on these inputs (``labkit.show``, traced in the simulator). Appended to a failed kernel check's message."""
     global _failed_case
@@ -576,14 +717,23 @@ def show_hint_for(kernel: Any, case: Launch) -> str | None:
         args.insert(len(args) if case.out_position == -1 else case.out_position, out)
     except (TypeError, ValueError):  # an output labkit cannot rebuild: no picture offered rather than an error
         return None
-    _failed_case = types.SimpleNamespace(grid=case.grid, block=case.block, args=args, names=list(case.names) or None,
-                                         label=case.label)
+    from .focus import focus_of
+
+    schedule, seed = case.thread_order() if current_mode() == "sim" else ("forward", None)
+    names = list(case.names) or None
+    out_name = names[case.out_position] if names and case.out_position != -1 else (names[-1] if names else None)
+    _failed_case = types.SimpleNamespace(grid=case.grid, block=case.block, args=args, names=names, label=case.label,
+                                         schedule=schedule, seed=seed,
+                                         outputs=(out_name,) if out_name and case.out_init is None else (),
+                                         focus=focus_of(evidence, finding or case.label, output=output, report=report))
     name = getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
     return f"labkit.show({name}, labkit.check.harness.failed_case())"
 
 
 def failed_case() -> Any:
-    """The case :func:`show_hint_for` last remembered (``grid``, ``block``, ``args``, ``names``), for ``labkit.show``."""
+    """The case :func:`show_hint_for` last remembered, for ``labkit.show``: ``grid``, ``block``, ``args``, ``names``,
+    the order its threads ran in (``schedule``, ``seed``), the ``outputs`` that started poisoned, and the ``focus``
+    (:class:`labkit.sim.trace.Focus`) the picture opens on."""
     if _failed_case is None:
         from ..errors import LabkitError
 

@@ -28,7 +28,7 @@ def _near(x: float, y: float, rel: float = REL) -> bool:
 
 def _diagnose(got: float, expected: float, what: str, slips: dict[str, float], unit: str) -> str:
     """Raise Failed naming the slip nearest to ``got``; return a message when ``got`` is right."""
-    return judge(got, expected, what, unit, rel=REL, slips=slips)
+    return judge(got, expected, what, unit, rel=REL, slips=slips, unit_factors=True)
 
 
 def _v100_vs_p100() -> tuple[float, float]:
@@ -182,7 +182,10 @@ def superpod(gpus: Any, pflops: Any) -> str:
     eg, ep = _superpod()
     if _near(g, eg / 8):
         raise Failed(f"gpus = {g:g} counts systems, not GPUs.", cause="each DGX A100 holds 8 GPUs")
-    _diagnose(g, eg, "gpus", {}, "GPUs")
+    if g != int(g):
+        raise Failed(f"gpus = {g:g} is not a whole number: a SuperPOD holds whole GPUs.",
+                     cause="count them exactly (systems x GPUs per system), with no rounding or estimate.")
+    judge(g, eg, "gpus", "GPUs", rel=0.0, slips={"you counted 8 GPUs per system twice (systems x 8 x 8)": eg * 8})
     _diagnose(p, ep, "pflops", _superpod_slips(), "PFLOP/s")
     return f"{g:g} GPUs, {p:g} PFLOP/s (FP16 with sparsity) — the 700 PFLOPS headline."
 
@@ -261,6 +264,23 @@ def _ring_reference(nbytes: float, n_gpus: int, bus_gbps: float) -> float:
     return 2 * (n_gpus - 1) / n_gpus * nbytes / (bus_gbps * 1e9)
 
 
+_RING_SLIPS: dict[str, Callable[[float, int, float], float]] = {
+    "the factor 2 is missing: reduce-scatter and all-gather each move (n-1)/n of the data":
+        lambda b, n, w: _ring_reference(b, n, w) / 2,
+    "use (n-1)/n, not n: each GPU sends n-1 of its n pieces per phase": lambda b, n, w: 2 * n * b / (w * 1e9),
+    "use 2(n-1)/n, not 2(n-1): each piece is 1/n of the buffer": lambda b, n, w: 2 * (n - 1) * b / (w * 1e9),
+    "units: GB/s is 1e9 bytes per second (not 2**30)": lambda b, n, w: _ring_reference(b, n, w) * 1e9 / 2**30,
+    "units: convert GB/s to bytes/s (x 1e9) and give seconds": lambda b, n, w: _ring_reference(b, n, w) * 1e9,
+    "milliseconds where seconds were asked": lambda b, n, w: _ring_reference(b, n, w) * 1e3,
+    "exactly 8 times too long: bits where bytes were meant (the bandwidth is in GB/s, bytes)":
+        lambda b, n, w: _ring_reference(b, n, w) * 8,
+    "exactly 8 times too short: a divide by 8 too many (nbytes is already bytes, bus_gbps already GB/s)":
+        lambda b, n, w: _ring_reference(b, n, w) / 8,
+    "1000 times too short: GB/s taken as 1e12 bytes/s, or microseconds mixed with milliseconds":
+        lambda b, n, w: _ring_reference(b, n, w) / 1e3,
+}
+
+
 @exercise(
     "01.ring-allreduce",
     kind="numeric",
@@ -285,6 +305,7 @@ def ring_allreduce(fn: Callable[[float, int, float], float]) -> str:
     # fresh cases each run: 2 GPUs, a few, a DGX's 8 or 16, and a large ring; sizes and bandwidths at random
     cases = [(float(r.uniform(1e6, 4e9)), int(n), float(r.uniform(10.0, 1000.0)))
              for n in (2, r.integers(3, 8), r.choice([8, 16]), r.integers(17, 257), r.integers(2, 65))]
+    results: list[tuple[float, int, float, float]] = []
     for nbytes, n, bw in cases:
         try:
             got = fn(nbytes, n, bw)
@@ -294,24 +315,23 @@ def ring_allreduce(fn: Callable[[float, int, float], float]) -> str:
             raise Failed(f"ring_allreduce_time({nbytes:g}, {n}, {bw:g}) raised {type(exc).__name__}: {exc}") from None
         if got is None or got is Ellipsis:
             raise Unsolved("the function returns nothing yet.")
-        got = number(got, "the returned time")
-        e = _ring_reference(nbytes, n, bw)
-        if _near(got, e, 1e-6):
-            continue
-        slips = {
-            "the factor 2 is missing: reduce-scatter and all-gather each move (n-1)/n of the data": e / 2,
-            "use (n-1)/n, not n: each GPU sends n-1 of its n pieces per phase": 2 * n * nbytes / (bw * 1e9),
-            "use 2(n-1)/n, not 2(n-1): each piece is 1/n of the buffer": 2 * (n - 1) * nbytes / (bw * 1e9),
-            "units: GB/s is 1e9 bytes per second (not 2**30)": e * 1e9 / 2**30,
-            "units: convert GB/s to bytes/s (x 1e9) and give seconds": e * 1e9,
-            "milliseconds where seconds were asked": e * 1e3,
-        }
-        for cause, value in slips.items():
-            if _near(got, value, 1e-3):
-                raise Failed(f"for {nbytes:g} bytes on {n} GPUs at {bw:g} GB/s you return {got:.4g} s.", cause=cause)
-        raise Failed(f"for {nbytes:g} bytes on {n} GPUs at {bw:g} GB/s you return {got:.4g} s, which does not match the model.",
-                     cause="time = 2(n-1)/n x nbytes / (bus_gbps x 1e9)")
-    return "your model matches 2(n-1)/n x bytes / bandwidth on every case."
+        results.append((nbytes, n, bw, number(got, "the returned time")))
+    wrong = [(nbytes, n, bw, got) for nbytes, n, bw, got in results if not _near(got, _ring_reference(nbytes, n, bw), 1e-6)]
+    if not wrong:
+        return "your model matches 2(n-1)/n x bytes / bandwidth on every case."
+    nbytes, n, bw, got = wrong[0]
+    # the slips every wrong case agrees with: a single case (2 GPUs, say) cannot tell some of them apart
+    fitting = [cause for cause, slip in _RING_SLIPS.items()
+               if all(_near(g, slip(b, k, w), 1e-3) for b, k, w, g in results)]
+    if not fitting:
+        fitting = [cause for cause, slip in _RING_SLIPS.items() if _near(got, slip(nbytes, n, bw), 1e-3)]
+    where = f"for {nbytes:g} bytes on {n} GPUs at {bw:g} GB/s you return {got:.4g} s"
+    if len(fitting) == 1:
+        raise Failed(f"{where}.", cause=fitting[0])
+    if fitting:
+        raise Failed(f"{where}.", cause="slips that give these same numbers (they cannot be told apart): " + "; or ".join(fitting))
+    raise Failed(f"{where}, which does not match the model (expected {_ring_reference(nbytes, n, bw):.4g} s).",
+                 cause="time = 2(n-1)/n x nbytes / (bus_gbps x 1e9)")
 
 
 def _two_dgx1_ms() -> float:

@@ -1,0 +1,180 @@
+"""Likely causes read from evidence: what a wrong result, a kernel's source or its PTX shows about the slip.
+
+Each function here returns a cause (a sentence for the learner) only when the evidence supports it, and None
+otherwise, so that a check never offers a guess the data contradicts:
+
+- :func:`counter_wrap_cause`: the counts equal the right ones modulo 2**8 or 2**16 (a narrow counter wrapped);
+- :func:`whole_array_calls`: NumPy calls on whole arrays inside a kernel (``np.add(a, b)[i]``), which make every
+  thread do the whole array's work;
+- :func:`plain_words`: an exception's text without the simulator's internal class names;
+- :func:`uninitialised_cause`: why a thread read shared memory nobody had written (accumulating without zeroing,
+  a missing barrier, or a load that fills other elements than the reads use);
+- :func:`fp64_note`: FP64 instructions in a kernel's PTX where labkit's reference has none (Python float literals).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
+from typing import Any, Sequence
+
+import numpy as np
+
+# ----------------------------------------------------------------------------- narrow counters
+_WIDTHS = ((8, "uint8 holds 0 to 255, int8 -128 to 127"), (16, "uint16 holds 0 to 65,535, int16 -32,768 to 32,767"))
+
+
+def counter_wrap_cause(got: np.ndarray, expected: np.ndarray) -> str | None:
+    """The cause "a counter narrower than int32 wraps" when every wrong count equals the right one modulo 2**8 or
+    2**16 (and some count reaches that far), else None. For integer results (counts, histograms)."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    if got.shape != expected.shape or expected.dtype.kind not in "iu" or got.dtype.kind not in "iuf":
+        return None
+    g, e = got.astype(np.int64), expected.astype(np.int64)
+    wrong = g != e
+    if not wrong.any():
+        return None
+    for bits, words in _WIDTHS:
+        m = 1 << bits
+        if ((e - g)[wrong] % m == 0).all():
+            return (f"the wrong counts are the right ones minus a multiple of {m:,}: a counter narrower than int32 wraps "
+                    f"around ({words}). Count in int32 (np.int32 shared or local arrays) and store into the int32 output.")
+    return None
+
+
+# ----------------------------------------------------------------------------- whole-array work in a kernel
+_SCALAR_NP = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+              "uint64", "bool_", "complex64", "complex128", "intp", "uintp"}
+_ARRAY_METHODS = {"sum", "mean", "max", "min", "prod", "dot", "cumsum", "copy", "sort", "argmax", "argmin", "std",
+                  "var", "any", "all", "reshape", "flatten", "ravel", "astype", "copy_to_host", "transpose"}
+
+
+def _source_tree(kernel: Any) -> ast.FunctionDef | None:
+    fn = getattr(kernel, "py_func", kernel)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            return node
+    return None
+
+
+def whole_array_calls(kernel: Any) -> list[str]:
+    """Calls in ``kernel``'s source that work on a whole array argument at once: ``np.add(a, b)``, ``np.sum(x)``,
+    ``x.sum()``, ``a + b`` of two array parameters used as a whole. Empty when there are none (or no source)."""
+    fn = _source_tree(kernel)
+    if fn is None:
+        return []
+    params = {a.arg for a in fn.args.args}
+    found: list[str] = []
+
+    def is_param(node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in params
+
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner, attr = node.func.value, node.func.attr
+            if isinstance(owner, ast.Name) and owner.id in ("np", "numpy") and attr not in _SCALAR_NP:
+                if any(is_param(a) for a in node.args):
+                    found.append(ast.unparse(node))
+            elif is_param(owner) and attr in _ARRAY_METHODS:
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.BinOp) and is_param(node.left) and is_param(node.right):
+            found.append(ast.unparse(node))
+    return list(dict.fromkeys(found))
+
+
+def whole_array_cause(calls: Sequence[str]) -> str:
+    """The cause for a kernel that is slow because each thread does whole-array work (see :func:`whole_array_calls`)."""
+    shown = ", ".join(f"`{c}`" for c in calls[:3])
+    return (f"{shown} works on whole arrays, so every thread computes the entire result to use one element of it: "
+            "n threads do n × n work (and on a GPU Numba cannot compile it). Index single elements instead "
+            "(`a[i] + b[i]`).")
+
+
+# ----------------------------------------------------------------------------- words a learner can read
+_INTERNAL = re.compile(r"\b(?:_?(?:Unwatched|Tracked)(?:Narrow)?(?:1D|2D|ND)?(?:Array)?|TrackedArray|FakeCUDAArray|"
+                       r"FakeCUDAKernel|FakeCUDAModule|FakeWithinKernelCUDAArray|KernelArray|NarrowIntArray|_Row|"
+                       r"SharedArrays|SimThread|WarpInt32)\b")
+
+
+def plain_words(text: str) -> str:
+    """``text`` with the simulator's internal class names (``FakeCUDAArray``, ``TrackedArray``, ...) replaced by what
+    they stand for: a device array (or a kernel)."""
+    def word(m: re.Match[str]) -> str:
+        name = m.group(0)
+        if "Kernel" in name and "Array" not in name:
+            return "kernel"
+        if name in ("SimThread",):
+            return "thread"
+        if name == "WarpInt32":
+            return "int"
+        return "device array"
+
+    return _INTERNAL.sub(word, text)
+
+
+# ----------------------------------------------------------------------------- reads of unwritten shared memory
+def uninitialised_cause(read: Any, later: Sequence[tuple[int, str]] | None, me: int, *, counters: bool = False) -> str:
+    """Why ``read`` (a :class:`labkit.sim.memory.UninitialisedRead` of shared memory, by the thread whose linear
+    index in the block is ``me``) happened, given ``later``: the (linear thread index, kind) of the accesses to the
+    same element in the same block from that read on (an atomic included), in order; None when unknown.
+    "Zero it first" only when the element is updated in place (the first write after the read is the reader's own,
+    a ``+=``, or an atomic); a missing barrier when another thread writes it later; a load of the wrong elements
+    when no thread of the block ever writes it (zeroing would hide that), unless the array is a set of counters
+    (``counters``: the block updates it with atomics), which must start at zero."""
+    from ..sim.memory import fmt_index
+
+    where = f"element {fmt_index(read.index)} of {read.array}"
+    if later is None:
+        return (f"{where} was read before any thread of the block wrote it: fill shared memory (every element that is "
+                "read, halo included) and call cuda.syncthreads() before reading it.")
+    writes = [(t, k) for t, k in later if k in ("write", "atomic")]
+    if not writes and counters:
+        return (f"{where} was read before anything set it, and the block counts into this array with atomics: "
+                "shared memory starts each block with garbage, so zero it first (every element; threads share the "
+                "work), then cuda.syncthreads() before counting.")
+    if not writes:
+        return (f"{where} is read, but no thread of the block ever writes it: the load fills other elements than the "
+                "reads use (check the indices of the tile or halo load against those of the reads). Zeroing it "
+                "would only hide this.")
+    first_t, first_k = writes[0]
+    if first_k == "atomic" or first_t == me:
+        return (f"{where} is updated in place (`+=` or an atomic) but nothing set it first: shared memory starts each "
+                "block with garbage, so zero it first, then cuda.syncthreads() before the updates.")
+    return (f"{where} was read before the thread that fills it had written it: a missing cuda.syncthreads() between "
+            "filling shared memory and reading it, or the read placed before the load.")
+
+
+# ----------------------------------------------------------------------------- FP64 in the PTX
+def fp64_count(kernel: Any, signature: str, arch: str = "sm_80") -> int | None:
+    """How many FP64 (``.f64``) arithmetic instructions ``kernel``'s PTX has for ``signature``; None if it does not build."""
+    from .. import ptx
+    from ..errors import CompileError
+
+    try:
+        text = ptx.compile(kernel, signature, arch).text
+    except (CompileError, Exception):  # noqa: BLE001 - no note rather than an error
+        return None
+    return sum(1 for line in text.splitlines()
+               if re.search(r"^\s*(?:add|sub|mul|fma|div|neg|abs|min|max|rcp|sqrt|setp|mad)\.[a-z.]*f64\b", line))
+
+
+FP64_CAUSE = ("its PTX has FP64 (`.f64`) arithmetic where labkit's reference has none: a Python float literal (`0.5`, "
+              "`acc = 0.0`) is a float64, so Numba computes that expression in FP64, which runs at 1/32 to 1/64 of the "
+              "FP32 rate on many GPUs (L4, L40S, RTX). Wrap the literals in np.float32(...) (`acc = np.float32(0.0)`).")
+
+
+def fp64_note(kernel: Any, reference: Any, signature: str) -> str | None:
+    """:data:`FP64_CAUSE` with the count, when ``kernel`` has FP64 arithmetic in its PTX and ``reference`` has none."""
+    mine = fp64_count(kernel, signature)
+    if not mine:
+        return None
+    theirs = fp64_count(reference, signature)
+    if theirs is None or theirs > 0:
+        return None
+    return f"{mine} instruction(s): " + FP64_CAUSE
