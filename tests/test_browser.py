@@ -426,3 +426,47 @@ def test_a_widget_error_shows_in_the_widget(lab: Lab) -> None:
         raise
     finally:
         lab.js(CLOSE_ALL)
+
+
+def test_a_failed_checks_picture_opens_on_the_failing_thread_and_a_reopened_notebook_says_what_to_do(lab: Lab) -> None:
+    """02.saxpy with `i <= n`: the picture the check offers has the thread its message names selected (slider, star
+    in the grid of threads). Saved, closed and reopened (a new kernel): where the picture was, JupyterLab says
+    "Error displaying widget", and the note saved beside it says to run the cell again."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(metadata=json.loads(json.dumps(_kernel_metadata())))
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import labkit, numpy as np\nenv = labkit.setup(quiet=True)\nfrom numba import cuda\n\n"
+        "@cuda.jit\ndef saxpy(a, x, y, out):\n    i = cuda.grid(1)\n    if i <= x.size:\n"
+        "        out[i] = a * x[i] + y[i]\n\nresult = labkit.check.saxpy(saxpy)"),
+        nbformat.v4.new_code_cell("labkit.show(saxpy, labkit.check.harness.failed_case())")]
+    nbformat.write(nb, lab.out / "work" / "scratch-failed-picture.ipynb")
+    lab.console.clear()
+    try:
+        lab.js(OPEN, "scratch-failed-picture.ipynb")
+        lab.js(RUN_ALL)
+        lab.page.wait_for_function(SETTLED, timeout=RUN_TIMEOUT_S * 1000, polling=250)
+        model = lab.js(MODEL)
+        message = "".join(_text(o) for _, _, o in _outputs(model))
+        m = re.search(r"thread \((\d+), 0, 0\) of block \((\d+), 0, 0\)", message)
+        assert m, message
+        assert lab.js(FIND) == 1
+        widget = lab.page.locator('[data-labkit-current] [data-labkit-widget="0"]')
+        assert widget.locator(".widget-slider .widget-readout").first.inner_text().strip() == m.group(1)
+        assert f"block ({m.group(2)}, 0, 0), threadIdx ({m.group(1)}, 0, 0)" in widget.inner_text()
+        stars = widget.evaluate("el => [...el.querySelectorAll('.js-plotly-plot')].flatMap(g => g.data)"
+                                ".filter(t => t.name === \"the check's thread\").map(t => t.x[0])")
+        assert stars == [int(m.group(1))], stars
+        assert "run this cell again" in lab.page.locator("[data-labkit-current]").inner_text()
+        lab.js(CLOSE_ALL)  # saves, shuts the kernel down
+        lab.js(OPEN, "scratch-failed-picture.ipynb")
+        lab.page.wait_for_function("() => window.labkitCurrent.content.node.innerText.includes('Error displaying widget')",
+                                   timeout=30_000, polling=250)
+        text = lab.page.locator("[data-labkit-current]").inner_text()
+        assert "run this cell again to bring the explorer back" in text
+        assert not [c for c in lab.console if "Error displaying widget" not in c and "model not found" not in c.lower()]
+    except BaseException:
+        print(f"screenshot: {lab.screenshot('failed-picture')}")
+        raise
+    finally:
+        lab.js(CLOSE_ALL)

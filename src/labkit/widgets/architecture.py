@@ -19,6 +19,7 @@ from .. import hw, roofline as rl, topology
 from ..errors import LabkitError
 from ..figstyle import log_axis
 from ._output import figure_outputs, guarded, message_outputs
+from ._reopen import explorer
 
 __all__ = [
     "DGX_GENERATIONS", "METRICS", "comparison_html", "dgx_comparison", "evolution_figure", "metric", "roofline_explorer",
@@ -190,6 +191,7 @@ def _box(children: list, **attrs: Any) -> Any:
     return box
 
 
+@explorer
 def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any:
     """Pick a system and two GPUs: the route between them, its links and its bandwidth, drawn on the system.
 
@@ -250,6 +252,7 @@ def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any
     return box
 
 
+@explorer
 def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 dense peak, all GPUs") -> Any:
     """DGX generations side by side: pick systems and a metric; a table with sources and a bar chart."""
     import ipywidgets as W
@@ -283,6 +286,7 @@ def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 
     return box
 
 
+@explorer
 def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: float = 10.0) -> Any:
     """Pick a GPU and a precision and slide the arithmetic intensity: the attainable rate and what bounds it."""
     import ipywidgets as W

@@ -18,6 +18,7 @@ from typing import Any
 from .. import occupancy as occ
 from ..errors import LabkitError
 from ._output import figure_outputs, guarded
+from ._reopen import explorer
 
 __all__ = [
     "coalescing_explorer", "coalescing_figure", "occupancy_calculator", "occupancy_figure", "thread_map",
@@ -133,6 +134,7 @@ def _explorer(rows: list, make: Any, controls: list, message: Any = None) -> Any
     return box
 
 
+@explorer
 def thread_map(shape: tuple[int, int] = (20, 45), block: tuple[int, int] = (16, 8)) -> Any:
     """Sliders for the array shape and block shape over :func:`thread_map_figure` (an ipywidgets VBox)."""
     import ipywidgets as W
@@ -166,6 +168,7 @@ def coalescing_figure(pattern: str = "contiguous", *, stride: int = 1, size: int
     return fig
 
 
+@explorer
 def coalescing_explorer() -> Any:
     """Pattern, stride, element size and offset controls over :func:`coalescing_figure` (an ipywidgets VBox)."""
     import ipywidgets as W
@@ -197,6 +200,7 @@ def occupancy_figure(arch: str = "sm_90", threads: int = 256, registers: int = 3
     return fig
 
 
+@explorer
 def occupancy_calculator(arch: str = "sm_90", threads: int = 256, registers: int = 32, shared: int = 0) -> Any:
     """Architecture, threads per block, registers per thread and shared memory per block → occupancy (ipywidgets)."""
     import ipywidgets as W

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from .. import precision as P
 from ..figstyle import log_axis
+from ._reopen import explorer
 
 __all__ = ["bit_explorer", "bit_fields_html", "bit_table_html", "error_vs_k_figure", "range_chart"]
 
@@ -62,6 +63,7 @@ def bit_table_html(x: float, formats: Iterable[str] = DEFAULT_FORMATS) -> str:
             f"{_span('mantissa', 'mantissa')}; values rounded to nearest, ties to even (TF32 from the FP32 value).</p>")
 
 
+@explorer
 def bit_explorer(value: float | str = 0.1, formats: Sequence[str] = DEFAULT_FORMATS) -> Any:
     """A text box for a number and a table of its bit fields in each format, updated as you type.
 

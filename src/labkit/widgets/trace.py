@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import LabkitError
 from ..sim.trace import _dims
+from ._reopen import explorer
 
 __all__ = ["banks_figure", "coalescing_figure", "elements_figure", "score_table", "show", "threads_figure", "trace_view"]
 
@@ -574,6 +575,7 @@ def _same_kernel(a: Any, b: Any) -> bool:
     return a is b or (code_a is not None and code_a is getattr(getattr(b, "py_func", b), "__code__", None))
 
 
+@explorer
 def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference: Any = None,
          names: Sequence[str] | None = None, max_threads: int | None = None,
          labels: tuple[str, str] | None = None) -> Any:
