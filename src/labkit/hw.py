@@ -580,6 +580,9 @@ def load(path: str | Path | None = None) -> HardwareData:
     """Read and validate a hardware data file (the packaged ``hw.yml`` by default)."""
     import yaml
 
+    if path is not None and not isinstance(path, (str, Path)):
+        raise LabkitError(f"path must be the path of a YAML file (a string or Path), not {path!r}.",
+                          fix="Leave it out to read labkit's own hardware data.")
     p = Path(path) if path is not None else DATA_FILE
     try:
         raw = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -619,6 +622,9 @@ def normalise(name: str) -> str:
 
 
 def _normalise_precision(precision: str) -> str:
+    if not isinstance(precision, str):
+        raise LabkitError(f"a precision is named by a string such as 'fp32', not {precision!r}.",
+                          fix=f"Use one of: {', '.join(PRECISIONS)}.")
     p = normalise(precision)
     p = {"double": "fp64", "single": "fp32", "half": "fp16", "float64": "fp64", "float32": "fp32",
          "float16": "fp16", "bfloat16": "bf16", "fp8e4m3": "fp8", "fp8e5m2": "fp8"}.get(p, p)
@@ -723,8 +729,15 @@ def unconfirmed() -> list[tuple[str, str, Figure]]:
 
 def table(names: Iterable[str] | None = None, attrs: Iterable[str] = ("memory_size", "memory_bandwidth", "sm_count")) -> list[dict[str, Any]]:
     """Rows ``{"gpu": name, attr: Figure, ...}`` for printing or plotting."""
+    from .validate import require_choice, require_sequence
+
+    names = gpus() if names is None else require_sequence([names] if isinstance(names, str) else names, "names",
+                                                            what="a list of GPU names", fix="labkit.hw.gpus() lists them.")
+    fields = [f for f in GPU.__dataclass_fields__ if not f.startswith("_")]
+    attrs = require_sequence([attrs] if isinstance(attrs, str) else attrs, "attrs", what="a list of GPU attribute names",
+                             item=lambda a, what: require_choice(a, what, fields))
     rows = []
-    for n in names or gpus():
+    for n in names:
         g = gpu(n)
         rows.append({"gpu": g.name, **{a: getattr(g, a) for a in attrs}})
     return rows

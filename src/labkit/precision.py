@@ -199,6 +199,8 @@ def normalize_name(fmt: Any) -> str:
     """
     if isinstance(fmt, FormatInfo):
         return fmt.name
+    if fmt is None or isinstance(fmt, bool):  # np.dtype(None) would be float64: a missing format is no format
+        raise LabkitError(f"a number format is named by a string, not {fmt!r}.", fix=f"Use one of {', '.join(FORMATS)}.")
     if not isinstance(fmt, str):
         try:
             fmt = np.dtype(fmt).name
@@ -267,7 +269,7 @@ def round_tf32_bits(x: Any) -> np.ndarray:
     clear the 13 low bits. A carry out of the mantissa moves into the exponent, which is right; past the
     largest exponent it gives infinity, which is also right. NaNs are kept as they are.
     """
-    x32 = np.asarray(x, dtype=np.float32)
+    x32 = _as_float64(x).astype(np.float32)
     u = x32.view(np.uint32).astype(np.uint64)
     keep_lsb = (u >> np.uint64(13)) & np.uint64(1)
     rounded = ((u + np.uint64(0xFFF) + keep_lsb) & np.uint64(0xFFFFE000)).astype(np.uint32)
