@@ -22,3 +22,4 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         else:
             os.environ.pop("LABKIT_PTX_AUDIT", None)
         os.environ.setdefault("PLOTLY_RENDERER", "json")
+        os.environ.setdefault("LABKIT_MAX_RANKS", "4")  # MPI cells and checks: 4 processes at most on 2 cores (issue 21)

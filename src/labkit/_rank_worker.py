@@ -1,0 +1,236 @@
+"""What each MPI rank runs when :mod:`labkit.ranks` launches a job: ``python _rank_worker.py JOBDIR``.
+
+Run as a script by ``mpiexec`` (never imported by labkit itself, so a rank starts in a fraction of a second:
+it imports NumPy and mpi4py only, not labkit). The job directory holds ``job.pkl``: the learner's function as
+source text, its name, and what to do with it:
+
+- ``call``: every rank returns ``fn(comm, *args)``;
+- ``grade``: for each case ``(n, size, dtype, seed)`` the first ``n`` ranks all-reduce fresh buffers with
+  ``fn(comm, buf)`` on a communicator of ``n`` ranks, and compare with ``MPI.Allreduce`` of the same buffers;
+- ``bench``: time ``fn`` and ``MPI.Allreduce`` on every rank for each size (the slowest rank counts).
+
+The communicator handed to ``fn`` is a :class:`Comm`: the point-to-point calls of ``mpi4py.MPI.Comm`` a ring
+needs (``Sendrecv``, ``Send``, ``Recv``, ``Barrier``, ``Get_rank``, ``Get_size``), each recorded before it
+starts in this rank's status file (a small memory-mapped file): when a rank hangs, the launcher reads which call
+it is stuck in. Results go to ``result.<rank>.pkl``; a rank whose function raises writes the error and aborts
+the job, so the other ranks do not wait for it forever.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import sys
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+STATUS_BYTES = 512
+#: dtype names the grader uses, and mpi4py's names for them.
+MPI_TYPES = {"float32": MPI.FLOAT, "float64": MPI.DOUBLE, "int32": MPI.INT32_T, "int64": MPI.INT64_T}
+
+
+class Status:
+    """This rank's status file: one line saying what it is doing, rewritten before each call."""
+
+    def __init__(self, path: str) -> None:
+        with open(path, "wb") as f:
+            f.write(b"\0" * STATUS_BYTES)
+        self._f = open(path, "r+b")
+        self._m = mmap.mmap(self._f.fileno(), STATUS_BYTES)
+        self.case = ""
+
+    def set(self, text: str) -> None:
+        data = (f"{self.case}|{text}".encode()[: STATUS_BYTES - 1]).ljust(STATUS_BYTES, b"\0")
+        self._m[:] = data
+
+
+def _describe(buf: Any) -> str:
+    shape = getattr(buf, "shape", None)
+    dtype = getattr(buf, "dtype", None)
+    return f"{dtype}{list(shape)}" if shape is not None else type(buf).__name__
+
+
+def _who(source: Any) -> str:
+    return "MPI.ANY_SOURCE" if source == MPI.ANY_SOURCE else str(source)
+
+
+class Comm:
+    """The communicator a learner's rank function gets: a ring's point-to-point calls of ``mpi4py.MPI.Comm``.
+
+    Each call is written to the status file before it starts and counted (bytes sent, partners), so a hang names
+    its call and the grader can tell a chunked ring from one that sends whole buffers.
+    """
+
+    def __init__(self, comm: Any, status: Status) -> None:
+        self._comm = comm
+        self._status = status
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.sent_bytes = 0
+        self.partners: set[int] = set()
+        self.calls = 0
+
+    def Get_rank(self) -> int:  # noqa: N802  (mpi4py's names)
+        return self.rank
+
+    def Get_size(self) -> int:  # noqa: N802
+        return self.size
+
+    def _note(self, text: str) -> None:
+        self.calls += 1
+        self._status.set(text)
+
+    def _count(self, buf: Any, dest: int) -> None:
+        self.sent_bytes += int(getattr(buf, "nbytes", 0))
+        self.partners.add(int(dest))
+
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = MPI.ANY_SOURCE,  # noqa: N802
+                 recvtag: int = MPI.ANY_TAG, status: Any = None) -> None:
+        self._note(f"comm.Sendrecv(sendbuf={_describe(sendbuf)}, dest={dest}, recvbuf={_describe(recvbuf)}, source={_who(source)})")
+        self._count(sendbuf, dest)
+        self._comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
+        self._status.set("running")
+
+    def Send(self, buf: Any, dest: int, tag: int = 0) -> None:  # noqa: N802
+        self._note(f"comm.Send(buf={_describe(buf)}, dest={dest}, tag={tag})")
+        self._count(buf, dest)
+        self._comm.Send(buf, dest, tag)
+        self._status.set("running")
+
+    def Recv(self, buf: Any, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG, status: Any = None) -> None:  # noqa: N802
+        self._note(f"comm.Recv(buf={_describe(buf)}, source={_who(source)}{'' if tag == MPI.ANY_TAG else f', tag={tag}'})")
+        self._comm.Recv(buf, source, tag, status)
+        self._status.set("running")
+
+    def Barrier(self) -> None:  # noqa: N802
+        self._note("comm.Barrier()")
+        self._comm.Barrier()
+        self._status.set("running")
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(
+            f"this exercise's communicator has Sendrecv, Send, Recv, Barrier, Get_rank and Get_size; not {name!r}. "
+            "Write the ring with Sendrecv between neighbours (MPI.Allreduce is what it is checked against).")
+
+
+def _load(job: dict[str, Any]) -> Any:
+    ns: dict[str, Any] = {"np": np, "numpy": np, "MPI": MPI, "__name__": "__rank__"}
+    exec(compile(job["source"], job.get("filename", "<your function>"), "exec"), ns)
+    return ns[job["name"]]
+
+
+def _fresh(size: int, dtype: str, seed: int, rank: int) -> np.ndarray:
+    rng = np.random.default_rng([seed, rank])
+    return rng.integers(-1000, 1000, size).astype(dtype)  # whole numbers: every summation order gives the same sum
+
+
+def _grade(fn: Any, job: dict[str, Any], world: Any, status: Status) -> dict[str, Any]:
+    rank = world.Get_rank()
+    out: dict[str, Any] = {"cases": []}
+    for k, (n, size, dtype, seed) in enumerate(job["cases"]):
+        status.case = f"case {k + 1}: n = {n}, {size} {dtype} elements"
+        status.set("setting up")
+        sub = world.Split(0 if rank < n else MPI.UNDEFINED, rank)
+        if sub == MPI.COMM_NULL:
+            status.set("waiting (not in this case)")
+            world.Barrier()
+            continue
+        buf = _fresh(size, dtype, seed, rank)
+        want = np.empty_like(buf)
+        sub.Allreduce(buf, want, op=MPI.SUM)
+        comm = Comm(sub, status)
+        mine = buf.copy()
+        status.set("running")
+        got = fn(comm, mine)
+        status.set("checking")
+        if got is None:
+            got = mine  # reduced in place
+        rec: dict[str, Any] = {"n": n, "size": size, "dtype": dtype, "sent": comm.sent_bytes,
+                               "partners": sorted(comm.partners), "calls": comm.calls}
+        arr = np.asarray(got) if isinstance(got, (np.ndarray, list, tuple)) else None
+        if arr is None:
+            rec["bad"] = ("type", type(got).__name__)
+        elif arr.shape != want.shape:
+            rec["bad"] = ("shape", list(arr.shape), list(want.shape))
+        elif arr.dtype != want.dtype:
+            rec["bad"] = ("dtype", str(arr.dtype), str(want.dtype))
+        else:
+            wrong = np.flatnonzero(arr != want)
+            rec["chunks_ok"] = [bool(np.array_equal(a, b)) for a, b in zip(np.array_split(arr, n), np.array_split(want, n))]
+            if wrong.size:
+                i = int(wrong[0])
+                rec["bad"] = ("value", i, want[i].item(), arr[i].item(), int(wrong.size),
+                              bool(np.array_equal(arr, buf)), bool(np.array_equal(arr, want * 2)))
+        out["cases"].append(rec)
+        sub.Free()
+        status.set("waiting for the other ranks")
+        world.Barrier()
+    return out
+
+
+def _bench(fn: Any, job: dict[str, Any], world: Any, status: Status) -> dict[str, Any]:
+    n = world.Get_size()
+    rows = []
+    for size in job["sizes"]:
+        status.case = f"timing {size} float32 elements on {n} ranks"
+        buf = np.random.default_rng([size, world.Get_rank()]).standard_normal(size).astype(np.float32)
+        res = np.empty_like(buf)
+        comm = Comm(world, status)
+        row: dict[str, Any] = {"size": size, "nbytes": buf.nbytes}
+        for label, call in (("learner", lambda: fn(comm, buf.copy())), ("mpi", lambda: world.Allreduce(buf, res, op=MPI.SUM))):
+            call()  # warm-up
+            times = []
+            for _ in range(job["reps"]):
+                world.Barrier()
+                t0 = time.perf_counter()
+                call()
+                dt = time.perf_counter() - t0
+                times.append(world.allreduce(dt, op=MPI.MAX))  # the slowest rank counts
+            row[label] = float(np.median(times))
+        rows.append(row)
+    return {"rows": rows}
+
+
+def main(jobdir: str) -> int:
+    """Run the job in ``jobdir`` on this rank; write ``result.<rank>.pkl``. Returns the exit status."""
+    world = MPI.COMM_WORLD
+    rank = world.Get_rank()
+    status = Status(os.path.join(jobdir, f"status.{rank}"))
+    status.set("starting")
+    with open(os.path.join(jobdir, "job.pkl"), "rb") as f:
+        job = pickle.load(f)
+    result: dict[str, Any]
+    try:
+        fn = _load(job)
+        if job["mode"] == "grade":
+            result = _grade(fn, job, world, status)
+        elif job["mode"] == "bench":
+            result = _bench(fn, job, world, status)
+        else:
+            status.case = "your function"
+            status.set("running")
+            result = {"value": fn(Comm(world, status), *job.get("args", ()))}
+        result["ok"] = True
+    except BaseException as exc:  # the learner's error: reported by the launcher, then the job stops
+        tb = traceback.extract_tb(exc.__traceback__)
+        mine = [fr for fr in tb if fr.filename == job.get("filename")]
+        where = f" (line {mine[-1].lineno - job.get('line_offset', 0)} of your function: {mine[-1].line})" if mine else ""
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}{where}", "case": status.case}
+        with open(os.path.join(jobdir, f"result.{rank}.pkl"), "wb") as f:
+            pickle.dump(result, f)
+        status.set("failed")
+        world.Abort(3)
+        return 3
+    status.set("done")
+    with open(os.path.join(jobdir, f"result.{rank}.pkl"), "wb") as f:
+        pickle.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,136 @@
+"""Check for lab 08's multi-process exercise: a ring all-reduce over MPI processes (``08.mpi-ring``).
+
+The learner's rank function ``fn(comm, buf)`` runs on real local processes (:mod:`labkit.ranks`, ``mpiexec`` of
+the function's source). One launch grades every case: 2 up to 8 processes (fewer when ``LABKIT_MAX_RANKS`` caps
+them, as the test suite does on 2 cores), buffer sizes drawn fresh that the process count does not divide, sizes
+smaller than the process count, float32 and int32. Each rank's result is compared with ``MPI.Allreduce`` of the
+same buffers; the bytes each rank sent and the ranks it talked to name the usual slips (no all-gather, whole
+buffers instead of chunks, a non-neighbour, a changed dtype). A rank that raises or hangs is reported by rank
+and call, within the course's time limit, and every process is stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .core import Failed, Unsolved, exercise
+
+
+def _ref() -> Any:
+    from ..mpi_ring import ring_allreduce
+
+    return ring_allreduce
+
+
+def cases() -> list[tuple[int, int, str, int]]:
+    """Fresh cases ``(n, size, dtype, seed)``: every n from 2 to the cap, sizes n does not divide and sizes below n,
+    float32 and int32 (the largest n gets both kinds of size)."""
+    from .. import ranks
+    from .draws import between, not_multiple
+    from .harness import rng
+
+    top = min(8, ranks.max_ranks())
+    seed = int(rng().integers(0, 2**31))
+    out: list[tuple[int, int, str, int]] = []
+    for k, n in enumerate(range(top, 1, -1)):  # largest first: one launch of `top` processes serves them all
+        dtype = "float32" if k % 2 == 0 else "int32"
+        out.append((n, not_multiple(n + 1, 40 * n, n), dtype, seed + 2 * k))
+        if n > 2 and (k % 2 == 1 or n == top):
+            out.append((n, between(1, n - 1), "int32" if dtype == "float32" else "float32", seed + 2 * k + 1))
+    out.insert(1, (top, not_multiple(2000, 5000, top), "int32", seed + 99))
+    return out
+
+
+def _cause(rec: dict[str, Any], n: int, size: int, itemsize: int) -> str | None:
+    bad = rec.get("bad")
+    chunk = -(-size // n) * itemsize
+    if rec.get("calls", 0) == 0 and n > 1:
+        return "this rank never called Sendrecv: a ring all-reduce sends and receives 2(n-1) times."
+    if bad and bad[0] == "dtype":
+        return (f"the result is {bad[1]}, the buffer {bad[2]}: keep the buffer's dtype (reduce in place, or "
+                "np.empty_like(chunk) for the receive buffer).")
+    if bad and bad[0] == "shape":
+        return "return the whole summed buffer (every chunk), not one chunk."
+    if bad and bad[0] == "type":
+        return f"return the summed NumPy array (or reduce buf in place and return it), not a {bad[1]}."
+    far = [p for p in rec.get("partners", []) if p not in ((rec.get("rank", 0) + 1) % n, (rec.get("rank", 0) - 1) % n)]
+    if far:
+        return f"this rank sent to rank(s) {far}: a ring talks to its two neighbours only, (r + 1) % n and (r - 1) % n."
+    ok = rec.get("chunks_ok") or []
+    if bad and bad[0] == "value":
+        if bad[5]:
+            return "the buffer came back unchanged: add what you receive into your chunks (+=)."
+        if bad[6]:
+            return "every element is twice the sum: the receive buffer was added to a chunk that already held it."
+        if ok and sum(ok) == 1:
+            return ("one chunk is summed and the others are not: that is the reduce-scatter only. The all-gather "
+                    "(n - 1 more Sendrecv steps) passes each finished chunk round the ring, replacing, not adding.")
+        if ok and sum(ok) == 0 and size >= n:
+            return ("no chunk holds the sum: check which chunk each step sends, (r - s) % n, and which it receives "
+                    "into, (r - s - 1) % n, in the reduce-scatter.")
+    if rec.get("sent", 0) > 2 * (n - 1) * chunk + itemsize:
+        return (f"this rank sent {rec['sent']} bytes, more than 2(n-1) chunks of at most {chunk} bytes: send one chunk "
+                "per step (np.array_split(buf, n)), not the whole buffer.")
+    return None
+
+
+@exercise(
+    "08.mpi-ring",
+    kind="code",
+    title="A ring all-reduce over MPI processes (Sendrecv between neighbours)",
+    hints=[
+        "Each rank r: n = comm.Get_size(); chunks = np.array_split(buf, n) (views into buf). Reduce-scatter: n - 1 "
+        "steps, each one comm.Sendrecv to (r + 1) % n and from (r - 1) % n, adding what arrives. All-gather: n - 1 "
+        "more steps, copying what arrives.",
+        "Reduce-scatter step s: send chunks[(r - s) % n], receive into a scratch array the size of "
+        "chunks[(r - s - 1) % n] and add it there. All-gather step s: send chunks[(r + 1 - s) % n], receive "
+        "straight into chunks[(r - s) % n].",
+        "comm.Sendrecv(chunks[send], dest=(r + 1) % n, recvbuf=tmp[:chunks[recv].size], source=(r - 1) % n); "
+        "chunks[recv] += tmp[:chunks[recv].size]; ... then return buf. np.empty_like(chunks[0]) is big enough for "
+        "any chunk (the first is the longest).",
+    ],
+    reference=_ref,
+)
+def mpi_ring(fn: Any) -> str:
+    """Grade the rank function ``fn(comm, buf) -> summed buffer`` on 2 to 8 real MPI processes."""
+    import numpy as np
+
+    from .. import ranks
+
+    ok, why = ranks.available()
+    if not ok:
+        raise Failed(f"this check starts MPI processes and cannot here: {why}.",
+                     cause="install MPI from PyPI: python -m pip install mpich mpi4py (make lab does).")
+    if not callable(fn):
+        raise Failed(f"expected your rank function, got {type(fn).__name__}.", cause="pass the function itself.")
+    todo = cases()
+    try:
+        graded = ranks.grade_cases(fn, todo)
+    except ranks.RankError as exc:
+        text = str(exc)
+        if "NotImplementedError" in text:
+            raise Unsolved("the function still raises NotImplementedError; write its body.") from None
+        raise Failed(text.split("\n  What to do:")[0], cause=exc.fix) from None
+    for case in graded:
+        n, size, dtype = case["n"], case["size"], case["dtype"]
+        itemsize = np.dtype(dtype).itemsize
+        for r, rec in enumerate(case["ranks"]):
+            rec = dict(rec, rank=r)
+            bad = rec.get("bad")
+            if rec.get("calls", 0) == 0 and bad and bad[0] == "value" and bad[5] and all(
+                    x.get("calls", 0) == 0 for c in graded for x in c["ranks"]):
+                raise Unsolved("your function returns the buffer without talking to the other ranks yet.")
+            cause = _cause(rec, n, size, itemsize)
+            where = f"{n} processes, {size} {dtype} elements{' (fewer than the processes)' if size < n else ''}"
+            if bad:
+                if bad[0] == "value":
+                    raise Failed(f"{where}: rank {r}'s element {bad[1]} is {bad[3]}, MPI.Allreduce gives {bad[2]} "
+                                 f"({bad[4]} of {size} elements wrong).", cause=cause)
+                raise Failed(f"{where}: rank {r}'s result is wrong ({bad[0]}).", cause=cause)
+            if cause is not None and "sent" in cause:
+                raise Failed(f"{where}: the sum is right but rank {r} is not a chunked ring.", cause=cause)
+            far = cause is not None and "neighbours" in cause
+            if far:
+                raise Failed(f"{where}: the sum is right but rank {r} is not a ring.", cause=cause)
+    return ("correct: every rank equals MPI.Allreduce on 2 processes and more, for sizes the process count does not "
+            "divide, sizes smaller than it, float32 and int32, with one chunk per Sendrecv to a neighbour.")

@@ -1,0 +1,379 @@
+"""Run a function on several local MPI processes ("ranks") from a notebook, and stop them safely.
+
+    >>> from labkit import ranks
+    >>> def hello(comm):
+    ...     return comm.Get_rank() * 10
+    >>> ranks.call(hello, 4).values                            # doctest: +SKIP
+    [0, 10, 20, 30]
+
+How it works, and why this way: the function's **source** is written to a file in a fresh temporary directory,
+next to a small driver (``labkit/_rank_worker.py``), and ``mpiexec -n N`` (the one the ``mpich`` wheel installs)
+starts N Python processes that run it. Each run starts new processes and ends them: nothing lives between cells,
+a hung run is stopped as a whole, and the notebook, the tests and CI run the very same command. (ipyparallel's MPI
+engines would keep processes alive between cells, which is faster to reuse but leaves state and processes behind
+when something hangs.) The rank processes see only the function's own code, ``np`` (NumPy) and ``MPI``
+(``mpi4py.MPI``): a function that uses another name from the notebook gets a clear ``NameError``.
+
+Every run has a time limit (:data:`DEFAULT_LIMIT_S`, the course's limit for learner code). A rank that waits
+forever (a ``Recv`` that no ``Send`` matches) is reported by rank and call, read from each rank's status file,
+and every process of the run is killed: :func:`leftovers` is empty afterwards (the tests check it).
+
+Results are :class:`RankRun` objects. Timings of these processes are CPU processes talking through shared
+memory, never GPU figures.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import LabkitError, MissingPackageError
+
+#: Never more local processes than this (a DGX has 8 GPUs; a laptop has few cores).
+MAX_RANKS = 8
+#: The course's time limit for learner code (labkit.sim.limits.LEARNER_CODE_LIMIT_S), here for a whole run.
+DEFAULT_LIMIT_S = 20.0
+WORKER = Path(__file__).with_name("_rank_worker.py")
+STATUS_BYTES = 512
+
+
+class RankError(LabkitError):
+    """A run on several processes failed: a rank raised, hung, or the run could not start."""
+
+
+@dataclass
+class RankRun:
+    """One finished run: each rank's result (``results[r]``), the wall time, and the command that ran."""
+
+    n: int
+    results: list[dict[str, Any]]
+    seconds: float
+    command: list[str]
+    script: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def values(self) -> list[Any]:
+        """What ``fn`` returned on each rank (``call`` runs)."""
+        return [r.get("value") for r in self.results]
+
+
+# ---------------------------------------------------------------------------------------------- the command
+
+
+def mpiexec() -> str:
+    """Path of ``mpiexec`` (the ``mpich`` wheel's, next to this Python first), or a clear error."""
+    here = Path(sys.executable).with_name("mpiexec")
+    found = str(here) if here.exists() else shutil.which("mpiexec")
+    if not found:
+        raise MissingPackageError("mpiexec is not installed, so labkit cannot start several processes.",
+                                  fix="Install MPI from PyPI: python -m pip install mpich mpi4py (make lab does).")
+    return found
+
+
+def available() -> tuple[bool, str]:
+    """``(can_run, reason)``: whether mpi4py imports and mpiexec exists."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False, "mpi4py is not installed (python -m pip install mpich mpi4py)"
+    try:
+        mpiexec()
+    except LabkitError as exc:
+        return False, str(exc)
+    return True, "mpi4py with MPICH's mpiexec"
+
+
+def max_ranks() -> int:
+    """The most local processes a run may start: :data:`MAX_RANKS`, or fewer when ``LABKIT_MAX_RANKS`` says so
+    (the test suite runs on 2 cores with 4)."""
+    raw = os.environ.get("LABKIT_MAX_RANKS", "")
+    try:
+        return max(1, min(MAX_RANKS, int(raw))) if raw else MAX_RANKS
+    except ValueError:
+        return MAX_RANKS
+
+
+def _count(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_RANKS:
+        raise RankError(f"the number of processes must be a whole number from 1 to {MAX_RANKS}, got {n!r}.",
+                        fix="Use 2, 4 or 8: one process per GPU of a DGX at most.")
+    if n > max_ranks():
+        raise RankError(f"{n} processes asked for; LABKIT_MAX_RANKS allows {max_ranks()} here.",
+                        fix="Ask for fewer, or unset LABKIT_MAX_RANKS.")
+    return n
+
+
+def source_of(fn: Callable[..., Any] | str) -> tuple[str, str]:
+    """``(source, name)`` of a function defined with ``def`` (in a notebook cell or a file), or of source text
+    that defines exactly one top-level function."""
+    if isinstance(fn, str):
+        import ast
+
+        try:
+            tree = ast.parse(textwrap.dedent(fn))
+        except SyntaxError as exc:
+            raise RankError(f"the source does not parse: {exc}.") from None
+        names = [d.name for d in tree.body if isinstance(d, ast.FunctionDef)]
+        if len(names) != 1:
+            raise RankError(f"the source must define one function, it defines {len(names)}.")
+        return textwrap.dedent(fn), names[0]
+    if not inspect.isfunction(fn):
+        raise RankError(f"expected a function defined with def, got {type(fn).__name__}.",
+                        fix="Pass the function itself, e.g. ranks.call(my_fn, 4).")
+    if fn.__name__ == "<lambda>":
+        raise RankError("a lambda cannot be sent to other processes by its source.", fix="Define it with def.")
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        raise RankError(f"labkit cannot read the source of {fn.__name__}.",
+                        fix="Define the function in a notebook cell or a file, with def.") from None
+    return src, fn.__name__
+
+
+# ---------------------------------------------------------------------------------------------- processes
+
+
+def _tree(pid: int) -> list[Any]:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return [p, *p.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _kill(proc: subprocess.Popen, known: list[Any]) -> None:
+    """Kill the run's process group and every process seen in it; wait until they are gone."""
+    import psutil
+
+    procs = {p.pid: p for p in known + _tree(proc.pid)}
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in procs.values():
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    deadline = time.perf_counter() + 5
+    while time.perf_counter() < deadline:  # gone, or a zombie waiting for its (killed) parent's reaper
+        if not any(_running(p) for p in procs.values()):
+            break
+        time.sleep(0.01)
+
+
+def _running(p: Any) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+_STARTED: set[int] = set()
+
+
+def leftovers() -> list[int]:
+    """PIDs of processes that labkit's runs started and that still exist (should always be empty)."""
+    import psutil
+
+    alive = []
+    for pid in sorted(_STARTED):
+        try:
+            p = psutil.Process(pid)
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            pass
+    return alive
+
+
+def _statuses(jobdir: Path, n: int) -> list[str]:
+    out = []
+    for r in range(n):
+        try:
+            raw = (jobdir / f"status.{r}").read_bytes()[:STATUS_BYTES]
+            out.append(raw.split(b"\0", 1)[0].decode(errors="replace"))
+        except OSError:
+            out.append("")
+    return out
+
+
+def _hang_message(statuses: list[str], limit: float) -> tuple[str, str]:
+    stuck = []
+    for r, st in enumerate(statuses):
+        case, _, what = st.rpartition("|")
+        if what.startswith("comm."):
+            stuck.append((r, case, what))
+    if not stuck:
+        states = ", ".join(f"rank {r}: {st.rpartition('|')[2] or 'not started'}" for r, st in enumerate(statuses))
+        return (f"the run did not finish within {limit:g} s and was stopped ({states}).",
+                "Look for a loop that never ends in your function.")
+    case = stuck[0][1]
+    lines = "; ".join(f"rank {r} is stuck in {what}" for r, _, what in stuck)
+    recv = [w for _, _, w in stuck if w.startswith("comm.Recv")]
+    fix = ("A Recv waits until some rank sends to it: give every Recv a matching Send on the source rank, or use "
+           "Sendrecv, which sends and receives in one call." if recv else
+           "Every rank must make the same sequence of calls: a Sendrecv to rank d needs rank d to call Sendrecv "
+           "(or Recv) with source = this rank.")
+    return (f"{case + ': ' if case else ''}{lines}. Stopped after {limit:g} s; every process of the run was killed.", fix)
+
+
+def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_script: bool = False) -> RankRun:
+    """Start ``n`` ranks on ``job`` (see ``_rank_worker``), wait at most ``limit_s`` seconds, collect the results.
+
+    Raises :class:`RankError` naming the rank and the call when a rank hangs or raises; no process of the run is
+    left behind in any case (KeyboardInterrupt included).
+    """
+    n = _count(n)
+    limit_s = DEFAULT_LIMIT_S if limit_s is None else float(limit_s)
+    ok, why = available()
+    if not ok:
+        raise MissingPackageError(f"cannot start MPI processes: {why}.", fix="python -m pip install mpich mpi4py")
+    jobdir = Path(tempfile.mkdtemp(prefix="labkit-ranks-"))
+    script = jobdir / "your_function.py"
+    script.write_text(job["source"], encoding="utf-8")
+    job = dict(job, filename=str(script))
+    with open(jobdir / "job.pkl", "wb") as f:
+        pickle.dump(job, f)
+    cmd = [mpiexec(), "-launcher", "fork", "-n", str(n), sys.executable, str(WORKER), str(jobdir)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True, cwd=str(jobdir))
+    _STARTED.add(proc.pid)
+    seen: list[Any] = []
+    try:
+        deadline = t0 + limit_s
+        while proc.poll() is None:
+            if time.perf_counter() > deadline:
+                statuses = _statuses(jobdir, n)
+                _kill(proc, seen + _tree(proc.pid))
+                msg, fix = _hang_message(statuses, limit_s)
+                raise RankError(msg, fix=fix)
+            for p in _tree(proc.pid):
+                if p.pid not in _STARTED:
+                    _STARTED.add(p.pid)
+                    seen.append(p)
+            if any(st.endswith("|failed") for st in _statuses(jobdir, n)):
+                time.sleep(0.05)  # its result file is written before its status says so; stop the others now
+                _kill(proc, seen + _tree(proc.pid))
+                break
+            time.sleep(0.02)
+        output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+        seconds = time.perf_counter() - t0
+        _kill(proc, seen)  # nothing should be left; make sure
+        results: list[dict[str, Any]] = []
+        for r in range(n):
+            try:
+                with open(jobdir / f"result.{r}.pkl", "rb") as f:
+                    results.append(pickle.load(f))
+            except (OSError, EOFError, pickle.UnpicklingError):
+                results.append({})
+        failed = [(r, res) for r, res in enumerate(results) if res.get("ok") is False]
+        if failed:
+            r, res = failed[0]
+            where = f" ({res['case']})" if res.get("case") and res["case"] != "your function" else ""
+            fix = "Fix that error; the other ranks were stopped."
+            if str(res["error"]).startswith("NameError"):
+                fix = ("The processes see only your function's own code, np (NumPy) and MPI (mpi4py.MPI): define or "
+                       "import inside the function what else it uses.")
+            raise RankError(f"rank {r} of {n}{where} raised {res['error']}", fix=fix)
+        if proc.returncode != 0 or not all(res.get("ok") for res in results):
+            tail = "\n".join(output.strip().splitlines()[-6:])
+            raise RankError(f"the {n} processes ended with exit status {proc.returncode} without their results.\n{tail}",
+                            fix="Run `labkit doctor`: it says whether MPI works here.")
+        return RankRun(n, results, seconds, cmd, script.read_text(encoding="utf-8") if keep_script else "")
+    except BaseException:
+        _kill(proc, seen)
+        raise
+    finally:
+        if proc.stdout:
+            proc.stdout.close()
+        shutil.rmtree(jobdir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- the public calls
+
+
+def call(fn: Callable[..., Any] | str, n: int, *args: Any, limit_s: float | None = None) -> RankRun:
+    """Run ``fn(comm, *args)`` on ``n`` local processes; ``.values`` holds what each rank returned.
+
+    ``comm`` offers a ring's calls of ``mpi4py.MPI.Comm``: ``Sendrecv``, ``Send``, ``Recv``, ``Barrier``,
+    ``Get_rank``, ``Get_size``. The arguments and the return values travel by pickle.
+    """
+    src, name = source_of(fn)
+    return launch({"mode": "call", "source": src, "name": name, "args": tuple(args)}, n, limit_s=limit_s)
+
+
+def grade_cases(fn: Callable[..., Any] | str, cases: Sequence[tuple[int, int, str, int]], *,
+                limit_s: float | None = None) -> list[dict[str, Any]]:
+    """Run the all-reduce ``fn(comm, buf)`` on each case ``(n, size, dtype, seed)`` in one launch of
+    ``max(n)`` processes (smaller cases on the first n ranks), and return rank 0's record of each case with
+    every rank's record under ``"ranks"`` (what each returned against ``MPI.Allreduce``, bytes it sent)."""
+    src, name = source_of(fn)
+    width = max(c[0] for c in cases)
+    run = launch({"mode": "grade", "source": src, "name": name, "cases": [tuple(c) for c in cases]}, width, limit_s=limit_s)
+    per_rank = [r["cases"] for r in run.results]
+    out = []
+    for k, (n, size, dtype, seed) in enumerate(cases):
+        recs = []
+        for r in range(n):
+            idx = sum(1 for j in range(k) if cases[j][0] > r)  # rank r took part in the earlier cases with more ranks
+            recs.append(per_rank[r][idx] if idx < len(per_rank[r]) else {})
+        out.append({"n": n, "size": size, "dtype": dtype, "seed": seed, "ranks": recs})
+    return out
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One size of :func:`bench`: median seconds of the learner's all-reduce and of ``MPI.Allreduce``."""
+
+    n: int
+    nbytes: int
+    seconds: float
+    mpi_seconds: float
+
+    @property
+    def algbw(self) -> float:
+        """GB/s: bytes / time (nccl-tests' algbw)."""
+        return self.nbytes / self.seconds / 1e9
+
+    @property
+    def busbw(self) -> float:
+        """GB/s: algbw x 2(n-1)/n (nccl-tests' all-reduce busbw)."""
+        return self.algbw * 2 * (self.n - 1) / self.n
+
+    @property
+    def mpi_busbw(self) -> float:
+        return self.nbytes / self.mpi_seconds / 1e9 * 2 * (self.n - 1) / self.n
+
+
+def bench(fn: Callable[..., Any] | str, n: int, sizes: Sequence[int], reps: int = 5, *,
+          limit_s: float | None = None) -> list[Timing]:
+    """Time the all-reduce ``fn(comm, buf)`` and ``MPI.Allreduce`` on ``n`` local processes for float32 buffers of
+    each size (elements): the median over ``reps`` of the slowest rank. CPU processes over shared memory."""
+    src, name = source_of(fn)
+    if not sizes or any(not isinstance(s, int) or s < 1 for s in sizes):
+        raise RankError(f"sizes must be whole numbers of elements >= 1, got {list(sizes)!r}.")
+    run = launch({"mode": "bench", "source": src, "name": name, "sizes": list(sizes), "reps": int(reps)}, n, limit_s=limit_s)
+    return [Timing(n, row["nbytes"], row["learner"], row["mpi"]) for row in run.results[0]["rows"]]
