@@ -14,6 +14,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
+from .slips import merge_slips
 
 # --------------------------------------------------------------------------------------------- 06.decode-fp16
 
@@ -123,7 +124,7 @@ def predict_range(answer: dict[str, list[str]]) -> str:
     if not isinstance(answer, dict):
         raise Failed('expected a dict {"fp16": [...], "bf16": [...]}.')
     expected = _reference_predictions()
-    wrong = []
+    wrong: list[tuple[str, str]] = []
     for fmt in ("fp16", "bf16"):
         got = answer.get(fmt)
         if got is None or got is Ellipsis:
@@ -138,11 +139,36 @@ def predict_range(answer: dict[str, list[str]]) -> str:
             if g not in PREDICT_CHOICES:
                 raise Failed(f"{g!r} is not one of {', '.join(PREDICT_CHOICES)}.")
             if g != e:
-                wrong.append(f"{value:g} in {fmt}: you said {g}, it is {e}")
+                wrong.append((f"{value:g} in {fmt}: you said {g}, it is {e}", _range_cause(value, fmt, g, e)))
     if wrong:
-        raise Failed(f"{len(wrong)} of {2 * len(PREDICT_VALUES)} predictions are off: " + "; ".join(wrong[:3]) + ".",
-                     cause="compare with max_normal, min_normal and min_subnormal of each format (and remember rounding).")
+        raise Failed(f"{len(wrong)} of {2 * len(PREDICT_VALUES)} predictions are off: " + "; ".join(w for w, _ in wrong[:3]) + ".",
+                     cause=wrong[0][1])
     return "every prediction is right: FP16 runs out of range at both ends long before BF16 does."
+
+
+def _range_cause(value: float, fmt: str, said: str, right: str) -> str:
+    """Where ``value`` lies against ``fmt``'s marks, and so why it is ``right`` and not ``said``."""
+    from .. import precision
+
+    info = precision.format_info(fmt)
+    marks = (f"{fmt}: largest normal {info.max_normal:.4g}, smallest normal {info.min_normal:.4g}, smallest subnormal "
+             f"{info.min_subnormal:.4g}")
+    if right == "normal" and said == "overflow" and value > info.max_normal:
+        return (f"{value:g} is above {fmt}'s largest normal {info.max_normal:g}, but it rounds down to it: only values from "
+                f"halfway to the next step up (the largest normal + half an ulp) overflow to inf ({marks}).")
+    if right == "overflow" and said == "normal" and value < info.max_normal * 1.01:
+        return f"{value:g} is past the rounding point above {fmt}'s largest normal {info.max_normal:g}: it becomes inf ({marks})."
+    if right == "subnormal":
+        return (f"{value:g} lies between {fmt}'s smallest subnormal and smallest normal: it is stored as a subnormal, "
+                f"with fewer significant bits ({marks}).")
+    if right == "underflow":
+        return f"{value:g} is below half of {fmt}'s smallest subnormal: it rounds to 0 ({marks})."
+    if right == "overflow":
+        return f"{value:g} is above {fmt}'s largest normal: it becomes inf ({marks})."
+    if fmt == "bf16":
+        return (f"BF16 has FP32's 8 exponent bits, so its range is FP32's: {value:g} is a normal BF16 number ({marks}); "
+                "only its precision is FP16's or less.")
+    return f"{value:g} lies between {fmt}'s smallest normal and largest normal ({marks})."
 
 
 # --------------------------------------------------------------------------------------------- 06.tf32-round
@@ -200,12 +226,19 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
         raise Failed(f"expected a function, got {type(fn).__name__}.")
     x = _tf32_cases()
     want = precision.round_tf32_bits(x)
+    given = x.copy()
     try:
-        got = fn(x.copy())
+        got = fn(given)
     except NotImplementedError:
         raise
     except Exception as exc:  # noqa: BLE001
         raise Failed(f"your function raised {type(exc).__name__}: {exc}") from None
+    if not np.array_equal(given.view(np.uint32), x.view(np.uint32)):
+        k = int(np.argmax(given.view(np.uint32) != x.view(np.uint32)))
+        raise Failed(f"your function wrote into its input x (x[{k}] was 0x{int(x.view(np.uint32)[k]):08X}, is now "
+                     f"0x{int(given.view(np.uint32)[k]):08X}).",
+                     cause="round into a new array: `u = x.view(np.uint32).astype(np.uint64)` copies; `u = x.view(np.uint32)` "
+                           "then `u += ...` or `&=` writes through the view into x.")
     if got is None:
         raise Unsolved("your function returns None; return the rounded array.")
     got = np.asarray(got)
@@ -309,6 +342,8 @@ def wmma_gemm(source: str) -> str:
         results = _wmma_on_host(source, cases)
     except HostUnavailable as exc:
         return where + f". The CPU stand-in did not run it ({str(exc).splitlines()[0]}); a GPU run will check its values."
+    except Failed:
+        raise
     except LabkitError as exc:
         raise Failed(str(exc).split("\n")[0], cause=exc.fix) from None
     for (a, b), (c, outside) in zip(cases, results):
@@ -330,17 +365,26 @@ def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> li
     """Run the kernel on the CPU stand-in, one launch per case (labkit's launch: blocks of 32×4, one warp per tile)."""
     from ..cuda_cpp import run_on_host_batch
     from .. import tensorcores as tc
+    from .slips import input_written
 
-    launches, outs = [], []
+    launches, outs, given = [], [], []
     for a, b in cases:
         M, K, N = a.shape[0], a.shape[1], b.shape[1]
         C = np.full((M, N), np.nan, np.float32)
         grid, block = tc.wmma_launch(M, N)
-        launches.append((grid, block, (a.astype(np.float16), b.astype(np.float16), C, np.int32(M), np.int32(N), np.int32(K))))
+        a16, b16 = a.astype(np.float16), b.astype(np.float16)
+        launches.append((grid, block, (a16, b16, C, np.int32(M), np.int32(N), np.int32(K))))
         outs.append(C)
+        given.append((a16, b16))
     # guard zones wide enough for every warp of the last block row to load and store one tile past the end
     guard = 64 * max(max(a.shape[0], a.shape[1], b.shape[1]) for a, b in cases) + 256
     report = run_on_host_batch(source, "wmma_gemm", launches, guard=guard)
+    for (a, b), (a16, b16) in zip(cases, given):
+        for name, before, after in (("A", a.astype(np.float16), a16), ("B", b.astype(np.float16), b16)):
+            written = input_written(name, before, after)
+            if written:
+                raise Failed(f"{a.shape[0]}×{a.shape[1]} @ {b.shape[0]}×{b.shape[1]}: {written.replace('your code', 'your kernel')}.",
+                             cause=f"{name} is `const half*`: load fragments from it, store only into C.")
     return [(C.astype(np.float64), outside) for C, outside in zip(outs, report)]
 
 
@@ -412,6 +456,55 @@ def reference_update_scale(scale: float, found_inf: bool, good_steps: int, growt
     return scale, good_steps, True
 
 
+def _loss_scale_cases() -> list[tuple[float, bool, int, int]]:
+    """Fixed cases that defeat the shortcuts (scales 1, 3 and 0.5, where integer halving differs; good_steps 0 and 1;
+    intervals 1 and 2; the same good_steps with other scales and answers; the same call twice), then fresh ones."""
+    r = rng()
+    fixed = [(1.0, True, 3, 10), (3.0, True, 0, 7), (0.5, True, 2, 4), (65536.0, False, 0, 1), (1024.0, False, 1, 2),
+             (1024.0, False, 0, 2), (8.0, False, 1, 5), (8.0, True, 1, 5), (2.0, False, 1, 5), (2.0, False, 1, 5),
+             (4096.0, False, 1999, 2000), (4096.0, False, 1998, 2000)]
+    cases = []
+    for _ in range(3):  # fresh scales and intervals: an overflow, a good step, the step that reaches the interval, ...
+        interval = int(r.integers(2, 2001))
+        scale = float(2.0 ** int(r.integers(-4, 25)))
+        cases += [(scale, True, int(r.integers(0, interval)), interval), (scale, False, int(r.integers(0, interval - 1)), interval),
+                  (scale, False, interval - 1, interval), (scale, False, 0, interval), (scale, True, interval - 1, interval)]
+    order = r.permutation(len(cases))
+    return fixed + [cases[int(k)] for k in order]
+
+
+def _loss_scale_cause(scale: float, inf: bool, good: int, interval: int, got: tuple[float, int, bool],
+                      want: tuple[float, int, bool]) -> str:
+    """Name what differs: the scale, the count or the decision, for this kind of step."""
+    s, g, apply = got
+    ws, wg, wapply = want
+    if inf:
+        if apply:
+            return "after an overflow the gradients hold inf or NaN: skip the step (apply_step False)."
+        if s == scale:
+            return "after an overflow the scale was too big: halve it (scale / 2)."
+        if s == scale * 2:
+            return "an overflow means the scale was too big: halve it, don't double it."
+        if g != 0:
+            return "after an overflow restart the count of good steps at 0."
+        return "after an overflow: halve the scale, restart the count at 0 and skip the step."
+    if not apply:
+        return "finite gradients: apply the step (apply_step True)."
+    if good + 1 >= interval:
+        if s == scale and g == good + 1:
+            return (f"this good step is the {interval}th in a row (good_steps + 1 = growth_interval): double the scale "
+                    "now and restart the count (compare good_steps + 1 with growth_interval, `>=`, not good_steps).")
+        if s == ws and g != 0:
+            return "after doubling the scale, restart the count of good steps at 0."
+        return "when the count reaches growth_interval: double the scale, restart the count at 0, apply the step."
+    if s != scale:
+        return (f"only {good + 1} good steps in a row, fewer than growth_interval = {interval}: keep the scale." if s == scale * 2
+                else "a good step before the interval is reached leaves the scale as it is.")
+    if g == good:
+        return "count this good step: new_good_steps = good_steps + 1."
+    return "a good step adds one to the count of good steps and keeps the scale."
+
+
 @exercise(
     "06.loss-scale",
     kind="code",
@@ -429,41 +522,35 @@ def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
     """Grade ``fn(scale, found_inf, good_steps, growth_interval) -> (new_scale, new_good_steps, apply_step)``."""
     if not callable(fn):
         raise Failed(f"expected a function, got {type(fn).__name__}.")
-    r = rng()
-    cases = []
-    for _ in range(3):  # fresh scales and intervals: an overflow, a good step, the step that reaches the interval, ...
-        interval = int(r.integers(2, 2001))
-        scale = float(2.0 ** int(r.integers(0, 25)))
-        cases += [(scale, True, int(r.integers(0, interval)), interval), (scale, False, int(r.integers(0, interval - 1)), interval),
-                  (scale, False, interval - 1, interval), (scale, False, 0, interval), (scale, True, interval - 1, interval)]
-    order = r.permutation(len(cases))
-    cases = [cases[int(k)] for k in order]
+    cases = _loss_scale_cases()
     for scale, inf, good, interval in cases:
         want = reference_update_scale(scale, inf, good, interval)
+        call = f"update({scale:g}, found_inf={inf}, good_steps={good}, growth_interval={interval})"
         try:
             got = fn(scale, inf, good, interval)
         except NotImplementedError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise Failed(f"update({scale:g}, found_inf={inf}, good_steps={good}, growth_interval={interval}) raised "
-                         f"{type(exc).__name__}: {exc}") from None
+            raise Failed(f"{call} raised {type(exc).__name__}: {exc}") from None
         if got is None:
             raise Unsolved("your function returns None; return (new_scale, new_good_steps, apply_step).")
         try:
             s, g, apply = got
         except (TypeError, ValueError):
             raise Failed(f"expected a tuple (new_scale, new_good_steps, apply_step), got {got!r}.") from None
+        s = number(s, "new_scale")
+        if inf and s in (scale // 2, float(int(scale / 2))) and s != scale / 2:
+            raise Failed(f"{call} gave new_scale {s:g}, expected {scale / 2:g}.",
+                         cause="integer halving: `scale // 2` or `int(scale / 2)` drops the fraction (1 → 0, 3 → 1, "
+                               "0.5 → 0). Halve with `scale / 2`.")
         s, g = number(s, "new_scale", positive=True), number(g, "new_good_steps")
         if g != int(g):
             raise Failed(f"new_good_steps is {g:g}: it counts steps, a whole number.")
         if not isinstance(apply, (bool, np.bool_)):
             raise Failed(f"apply_step is {apply!r}; it should be True or False.")
         if (s, int(g), bool(apply)) != (float(want[0]), want[1], want[2]):
-            what = "after an overflow" if inf else ("when the count reaches growth_interval" if good + 1 >= interval else "after a good step")
-            raise Failed(
-                f"update({scale:g}, found_inf={inf}, good_steps={good}, growth_interval={interval}) gave {got!r}, expected {want!r}.",
-                cause=f"look at what should happen {what}.",
-            )
+            raise Failed(f"{call} gave {got!r}, expected {want!r}.",
+                         cause=_loss_scale_cause(scale, inf, good, interval, (s, int(g), bool(apply)), want))
     return ("every case behaves like dynamic loss scaling (halve and skip on overflow, double after a run of good steps), "
             "for fresh scales and growth intervals.")
 
@@ -496,7 +583,7 @@ def v100_fma(value: float) -> str:
     v = number(value, "the FMAs per Tensor Core per clock")
     d = dissect_tensor_peak("V100", "fp16")
     want = d.fma_per_tensor_core_per_clock
-    judge(v, want, "FMAs per Tensor Core per clock", "", rel=V100_FMA_REL, slips=_v100_fma_slips(),
+    judge(v, want, "FMAs per Tensor Core per clock", "", rel=V100_FMA_REL, slips=merge_slips(_v100_fma_slips(), V100_FMA_REL),
           otherwise="recheck the formula: peak = SMs × Tensor Cores per SM × FMA per clock × 2 × clock.")
     side = round(round(want) ** (1 / 3))
     return (f"{v:.1f} FMAs per Tensor Core per clock: with {d.sm_count} SMs × {d.tensor_cores_per_sm} Tensor Cores that gives "
@@ -560,13 +647,20 @@ def _gemm_slips(m: int, n: int, k: int, precision: str, gpu: str, want: float) -
         "bytes per element: the traffic counts bytes, not elements": rate(flops, m * k + k * n + m * n),
         "only the inputs: C (m×n) is written too": rate(flops, size * (m * k + k * n)),
     }
+    wrong_sizes = {"tf32": (2, "TF32 values are stored in 4 bytes (FP32's layout); the Tensor Cores read only 19 of "
+                               "their bits, but memory moves all 32"),
+                   "fp8": (2, "an FP8 element is 1 byte"), "fp16": (4, "an FP16/BF16 element is 2 bytes"),
+                   "bf16": (4, "an FP16/BF16 element is 2 bytes"), "fp64": (4, "an FP64 element is 8 bytes")}
+    if precision in wrong_sizes:
+        other, why = wrong_sizes[precision]
+        slips[why] = rate(flops, other * (m * k + k * n + m * n))
     if g.has(precision):
         try:
             slips["the sparse peak: a dense GEMM gets the dense rate"] = rate(flops, size * (m * k + k * n + m * n),
                                                                             p=g.peak(precision, sparse=True).value)
         except Exception:  # noqa: BLE001 - no sparse rate for this precision
             pass
-    return {c: v for c, v in slips.items() if abs(v - want) > 0.02 * want}
+    return merge_slips({c: v for c, v in slips.items() if abs(v - want) > 0.02 * want}, 0.005)
 
 
 @exercise(
@@ -596,7 +690,7 @@ def gemm_predict(fn: Callable[..., float]) -> str:
     combos = [("V100", "fp16"), ("A100", "bf16"), ("A100", "tf32"), ("A100", "fp64"), ("H100", "fp8"), ("H200", "bf16"),
               ("H200", "fp32")]
     cases = []
-    for gpu, p in [combos[i] for i in gen.permutation(len(combos))[:5]]:
+    for gpu, p in [combos[i] for i in gen.permutation(len(combos))]:  # every pair, each run: a slip for one precision shows
         big = int(gen.integers(2, 9)) * 1024 + int(gen.integers(1, 512))
         cases.append((big, big + int(gen.integers(1, 300)), big - int(gen.integers(1, 300)), p, gpu))  # near square
         cases.append((int(gen.integers(4096, 16384)), int(gen.integers(1, 9)), int(gen.integers(4096, 16384)), p, gpu))  # thin
@@ -619,7 +713,7 @@ def gemm_predict(fn: Callable[..., float]) -> str:
     if cp is not None:
         extra = _measure_gemm_gpu(cp, fn)
     return (f"right on {len(cases)} fresh shapes, near-square ones (compute-bound), thin ones and ones with a short k "
-            f"(memory-bound), for 5 pairs of precision and GPU (a model from labkit.hw).{extra}")
+            f"(memory-bound), for {len(combos)} pairs of precision and GPU (a model from labkit.hw).{extra}")
 
 
 def _measure_gemm_gpu(cp: object, fn: Callable[..., float]) -> str:
