@@ -94,8 +94,9 @@ def test_a_broken_progress_module_never_fails_a_check(data_home: Path, toy_exerc
     def boom(*a, **k):
         raise RuntimeError("progress is broken")
 
-    monkeypatch.setattr(progress, "record_result", boom)
+    monkeypatch.setattr(progress, "record", boom)
     assert core.run(toy_exercise, 42).passed
+    monkeypatch.undo()
     monkeypatch.setattr(progress, "make_record", boom)
     assert progress.record(toy_exercise, "passed") is None
 
@@ -110,13 +111,13 @@ def test_damaged_lines_are_skipped(data_home: Path) -> None:
 def test_summary_and_cli(data_home: Path, toy_exercise: str, capsys) -> None:
     core.run(toy_exercise, 1)
     core.run(toy_exercise, 42)
-    rows = {r.exercise: r for r in progress.summary()}
+    rows = {r.exercise: r for r in progress.summary(core.exercises())}
     assert rows[toy_exercise].status == "passed" and rows[toy_exercise].attempts == 2
     capsys.readouterr()
-    progress.cli(as_json=True)
+    progress.cli(core.exercises(), as_json=True)
     doc = json.loads(capsys.readouterr().out)
     assert doc["enabled"] and any(e["exercise"] == toy_exercise and e["status"] == "passed" for e in doc["exercises"])
-    progress.cli()
+    progress.cli(core.exercises())
     out = capsys.readouterr().out
     assert "[x] 99.progress-toy" in out and f"1 of {len(rows)} exercises passed" in out
 
@@ -168,7 +169,8 @@ def test_a_service_that_is_not_there_is_tried_once(data_home: Path, toy_exercise
     monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "t")
     monkeypatch.setenv("JUPYTERHUB_API_URL", "http://127.0.0.1:9/hub/api")
     assert core.run(toy_exercise, 42) and core.run(toy_exercise, 42)
-    assert len(calls) == 1 and len(lines(data_home)) == 2
+    assert len(calls) == 1 and len(lines(data_home)) == 2  # the second check is inside the backoff: not tried
+    assert [r.attempt for r in progress.unsent()] == [1, 2]  # both kept for later
 
 
 def test_service_url_from_the_hub_public_url(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -189,3 +191,80 @@ def test_labkit_progress_command(data_home: Path, toy_exercise: str, capsys) -> 
     doc = json.loads(capsys.readouterr().out)
     assert doc["file"] == str(data_home / "labkit" / "progress.jsonl")
     assert cli.main(["progress"]) == 0 and "[x] 99.progress-toy" in capsys.readouterr().out
+
+
+def test_progress_imports_nothing_of_the_check_package() -> None:
+    """No import cycle: labkit.check calls labkit.progress, never the other way round."""
+    import ast
+
+    tree = ast.parse(Path(progress.__file__).read_text())
+    names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {f"{n.module or ''}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not {n for n in names if "check" in n.split(".")}, names
+
+
+class _Flaky(BaseHTTPRequestHandler):
+    """Answers with the next code of ``codes`` (then 201), recording what was posted."""
+
+    seen: list = []
+    codes: list = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        code = type(self).codes.pop(0) if type(self).codes else 201
+        type(self).seen.append((code, body["exercise"], body["attempt"]))
+        self.send_response(code)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def flaky(data_home: Path, monkeypatch: pytest.MonkeyPatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    _Flaky.seen, _Flaky.codes = [], []
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "server-token")
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/alice/")
+    monkeypatch.setenv("LABKIT_PROGRESS_URL", f"http://127.0.0.1:{server.server_port}/services/labkit-progress/")
+    yield _Flaky
+    server.shutdown()
+    server.server_close()
+
+
+def test_unsent_records_go_with_the_next_check_after_the_backoff(flaky, toy_exercise: str, monkeypatch, capsys) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    flaky.codes = [503]  # the service restarting: the proxy answers 503
+    core.run(toy_exercise, 1)
+    assert [c for c, *_ in flaky.seen] == [503] and len(progress.unsent()) == 1
+    clock[0] += progress.BACKOFF_S / 2
+    core.run(toy_exercise, 2)  # inside the backoff: written, not sent
+    assert len(flaky.seen) == 1 and len(progress.unsent()) == 2
+    clock[0] += progress.BACKOFF_S
+    flaky.codes = [502]
+    core.run(toy_exercise, 3)  # tried again (oldest first), failed again: the backoff doubles
+    assert flaky.seen[-1] == (502, toy_exercise, 1) and progress._DELAY == 2 * progress.BACKOFF_S
+    clock[0] += 2 * progress.BACKOFF_S + 0.1
+    core.run(toy_exercise, 42)
+    assert [(e, a) for c, e, a in flaky.seen if c == 201] == [(toy_exercise, n) for n in (1, 2, 3, 4)]  # each once, in order
+    assert progress.unsent() == [] and progress._DELAY == 0
+    core.run(toy_exercise, 42)  # nothing sent twice
+    assert [a for c, _, a in flaky.seen if c == 201] == [1, 2, 3, 4, 5]
+
+
+def test_a_refused_record_is_not_sent_again_a_kernel_start_sends_the_rest(flaky, toy_exercise: str, capsys) -> None:
+    flaky.codes = [400]  # refused for good (e.g. an exercise the service does not know)
+    core.run(toy_exercise, 1)
+    assert progress.read_sent() == {(toy_exercise, 1): 400} and progress.unsent() == []
+    progress.append(progress.make_record(toy_exercise, "failed"))  # a record an earlier kernel left unsent
+    assert progress.kernel_start().join(10) is None
+    assert [(c, a) for c, _, a in flaky.seen] == [(400, 1), (201, 2)] and progress.unsent() == []
+    assert progress.kernel_start() is None  # nothing left: no thread
+
+
+def test_outside_a_hub_nothing_is_sent_and_the_kernel_hook_does_nothing(data_home: Path, toy_exercise: str, capsys) -> None:
+    core.run(toy_exercise, 1)
+    assert progress.flush(force=True) == 0 and progress.kernel_start() is None

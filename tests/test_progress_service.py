@@ -50,15 +50,12 @@ class FakeHubAPI(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory):
+def start_service(store: "ps.Store", hub_port: int, port: int = 0):
+    """The service's tornado app on a thread, asking the stand-in hub at ``hub_port``: (port, stop)."""
     from jupyterhub.services.auth import HubAuth
     from tornado.httpserver import HTTPServer
 
-    hub = ThreadingHTTPServer(("127.0.0.1", 0), FakeHubAPI)
-    threading.Thread(target=hub.serve_forever, daemon=True).start()
-    store = ps.Store(tmp_path_factory.mktemp("svc") / "progress.sqlite")
-    auth = HubAuth(api_url=f"http://127.0.0.1:{hub.server_port}/hub/api", api_token="service-token",
+    auth = HubAuth(api_url=f"http://127.0.0.1:{hub_port}/hub/api", api_token="service-token",
                    access_scopes={ACCESS}, cache_max_age=0)
     started = threading.Event()
     state: dict = {}
@@ -68,21 +65,41 @@ def service(tmp_path_factory: pytest.TempPathFactory):
         asyncio.set_event_loop(loop)
         app = ps.make_app(store, prefix="/services/labkit-progress/", exercises=EXERCISES, stuck_minutes=10, hub_auth=auth)
         server = HTTPServer(app)
-        server.listen(0, "127.0.0.1")
+        server.listen(port, "127.0.0.1")
         state["port"] = next(iter(server._sockets.values())).getsockname()[1]
         state["loop"] = loop
+        state["app"] = app
         started.set()
         loop.run_forever()
         server.stop()
+        loop.close()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     assert started.wait(10)
-    yield store, f"http://127.0.0.1:{state['port']}/services/labkit-progress/"
-    state["loop"].call_soon_threadsafe(state["loop"].stop)
-    thread.join(10)
+
+    def stop() -> None:
+        state["loop"].call_soon_threadsafe(state["loop"].stop)
+        thread.join(10)
+
+    return state["port"], stop, state["app"]
+
+
+@pytest.fixture(scope="module")
+def fake_hub():
+    hub = ThreadingHTTPServer(("127.0.0.1", 0), FakeHubAPI)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    yield hub.server_port
     hub.shutdown()
     hub.server_close()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, fake_hub: int):
+    store = ps.Store(tmp_path_factory.mktemp("svc") / "progress.sqlite")
+    port, stop, _ = start_service(store, fake_hub)
+    yield store, f"http://127.0.0.1:{port}/services/labkit-progress/"
+    stop()
 
 
 def call(url: str, token: str | None = None, body: bytes | dict | None = None) -> tuple[int, str]:
@@ -165,7 +182,7 @@ def test_instructor_sees_everyone(service) -> None:
     assert by_user["bob"]["cells"]["03.transpose"]["solved"] is False
     assert by_user["bob"]["cells"]["03.transpose"]["attempts"] >= 3
     status, page = call(url, "tok-ingrid")
-    assert status == 200 and "alice" in page and "bob" in page and "setInterval" in page and "api/summary" in page
+    assert status == 200 and "alice" in page and "bob" in page and "setTimeout(refresh" in page and "reload()" in page and "api/summary" in page
     status, table = call(url + "api/summary?format=html", "tok-ingrid")
     assert status == 200 and table.startswith("<table>") and "bob" in table
 
@@ -192,3 +209,76 @@ def test_names_are_escaped_in_the_page(tmp_path: Path) -> None:
     store = ps.Store(tmp_path / "s.sqlite")
     store.add("<script>x</script>", {"exercise": "02.vector-add", "status": "failed", "attempt": 1, "hints": 0, "time": ""})
     assert "<script>x" not in ps.render_table(ps.summary(store, EXERCISES))
+
+
+def test_a_record_sent_twice_is_stored_once(service) -> None:
+    store, url = service
+    before = store.count()
+    body = rec(exercise="03.transpose", attempt=41)
+    assert call(url + "api/results", "tok-alice", body)[0] == 201
+    status, text = call(url + "api/results", "tok-alice", body)
+    assert status == 200 and json.loads(text)["duplicate"] is True
+    assert call(url + "api/results", "tok-bob", body)[0] == 201  # another learner's attempt 41 is theirs
+    assert store.count() == before + 2
+
+
+def test_an_old_table_with_repeats_keeps_the_first_of_each(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE results (id INTEGER PRIMARY KEY, user TEXT NOT NULL, exercise TEXT NOT NULL, status TEXT NOT NULL, "
+               "attempt INTEGER NOT NULL, hints INTEGER NOT NULL, client_time TEXT, received REAL NOT NULL)")
+    for status in ("failed", "passed"):
+        db.execute("INSERT INTO results (user, exercise, status, attempt, hints, client_time, received) VALUES "
+                   "('carol', '02.vector-add', ?, 1, 0, '', 1.0)", (status,))
+    db.commit()
+    db.close()
+    store = ps.Store(path)
+    assert [r["status"] for r in store.rows()] == ["failed"]
+
+
+def test_service_down_then_up_no_record_lost_none_twice(tmp_path: Path, fake_hub: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel checks while the service is down (its records stay in progress.jsonl), the service comes back on
+    the same address, and the next check sends them all, each once; a record whose acknowledgement was lost is
+    sent again and stored once."""
+    import socket
+
+    from labkit import progress
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "tok-alice")
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/alice/")
+    monkeypatch.setenv("LABKIT_PROGRESS_URL", f"http://127.0.0.1:{port}/services/labkit-progress/")
+    monkeypatch.delenv("LABKIT_PROGRESS", raising=False)
+    progress._reset()
+    try:
+        for status in ("unsolved", "failed", "failed"):
+            progress.record("02.vector-add", status)
+            progress._NEXT_TRY = 0.0  # as if the backoff had passed: every check tries, and finds nobody
+        assert len(progress.unsent()) == 3 and progress._DELAY > 0
+        store = ps.Store(tmp_path / "progress.sqlite")
+        _, stop, _ = start_service(store, fake_hub, port)
+        try:
+            progress._NEXT_TRY = 0.0
+            progress.record("02.vector-add", "passed")
+            assert [(r["attempt"], r["status"]) for r in store.rows()] == [(1, "unsolved"), (2, "failed"), (3, "failed"), (4, "passed")]
+            assert progress.unsent() == []
+            progress.sent_file().unlink()  # the acknowledgements lost: everything is sent again...
+            assert progress.flush(force=True) == 4
+            assert store.count() == 4  # ...and stored once
+        finally:
+            stop()
+    finally:
+        progress._reset()
+
+
+def test_a_restarted_service_keeps_the_instructors_login(tmp_path: Path) -> None:
+    """The cookie secret lives beside the database: the page an instructor left open still logs in after a restart."""
+    store = ps.Store(tmp_path / "p.sqlite")
+    first = ps.cookie_secret(store)
+    assert ps.cookie_secret(ps.Store(tmp_path / "p.sqlite")) == first and len(first) == 32
+    assert (tmp_path / "p.sqlite.cookie-secret").stat().st_mode & 0o077 == 0

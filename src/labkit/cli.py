@@ -133,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "mig-plan":
             return mig.cli(args)
         if args.command == "progress":
-            from . import progress
+            from . import check, progress
 
-            return progress.cli(as_json=args.json)
+            return progress.cli(check.exercises(), as_json=args.json)
     except LabkitError as exc:
         print(f"labkit: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,8 @@ routes ``/services/labkit-progress/`` to it. Every request is authenticated by t
 Routes under the service prefix:
 
 ``POST api/results``
-    One record (:class:`labkit.progress.Record` as JSON) for the token's own user. Refused with a 4xx, storing
+    One record (:class:`labkit.progress.Record` as JSON) for the token's own user: 201 when stored, 200 when that
+    (user, exercise, attempt) was stored before (a record sent again keeps one row). Refused with a 4xx, storing
     nothing, when the token lacks ``access:services!service=labkit-progress`` (403), names another user (403),
     is malformed JSON or a malformed record (400), or names an exercise the course does not have (400).
 ``GET api/mine``
@@ -132,14 +133,20 @@ class Store:
                 "CREATE TABLE IF NOT EXISTS results (id INTEGER PRIMARY KEY, user TEXT NOT NULL, exercise TEXT NOT NULL, "
                 "status TEXT NOT NULL, attempt INTEGER NOT NULL, hints INTEGER NOT NULL, client_time TEXT, received REAL NOT NULL)"
             )
+            # one row per (user, exercise, attempt): a record sent again (its acknowledgement lost) is kept once.
+            # A table from before this index may hold repeats: keep the first of each.
+            self._db.execute("DELETE FROM results WHERE id NOT IN (SELECT MIN(id) FROM results GROUP BY user, exercise, attempt)")
+            self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS one_per_attempt ON results (user, exercise, attempt)")
 
-    def add(self, user: str, rec: dict[str, Any], received: float | None = None) -> None:
-        """Store one validated record for ``user``."""
+    def add(self, user: str, rec: dict[str, Any], received: float | None = None) -> bool:
+        """Store one validated record for ``user``; False (nothing stored) when that attempt is already there."""
         with self._lock, self._db:
-            self._db.execute(
-                "INSERT INTO results (user, exercise, status, attempt, hints, client_time, received) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO results (user, exercise, status, attempt, hints, client_time, received) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (user, rec["exercise"], rec["status"], rec["attempt"], rec["hints"], rec["time"], time.time() if received is None else received),
             )
+            return cur.rowcount == 1
 
     def rows(self, user: str | None = None) -> list[dict[str, Any]]:
         """Every stored result (or one user's), oldest first."""
@@ -215,16 +222,29 @@ _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>labkit progre
 table{{border-collapse:collapse}}.solved{{background:#c8f0c8}}.stuck{{background:#f6c0c0}}.trying{{background:#fff3c0}}</style>
 </head><body><h1>Who is where</h1>
 <p>Stuck: not solved {stuck:g} minutes after the first try. Refreshed every {refresh} s. <span id="at"></span></p>
+<p id="lost" style="display:none;color:#a00"></p>
 <div id="table">{table}</div>
 <script>
+// Refresh every {refresh} s. When the service does not answer (restarting), say so and try again, waiting longer each
+// time (up to a minute); when it answers 401/403 (the login expired), reload the page, which logs in again.
+let wait = {refresh_ms}, failures = 0;
+function lost(text) {{ const p = document.getElementById("lost"); p.textContent = text; p.style.display = text ? "" : "none"; }}
 async function refresh() {{
   try {{
-    const r = await fetch("api/summary?format=html", {{credentials: "same-origin"}});
-    if (r.ok) {{ document.getElementById("table").innerHTML = await r.text();
-                document.getElementById("at").textContent = "Last update " + new Date().toLocaleTimeString(); }}
-  }} catch (e) {{}}
+    const r = await fetch("api/summary?format=html", {{credentials: "same-origin", cache: "no-store"}});
+    if (r.status === 401 || r.status === 403) {{ window.location.reload(); return; }}
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    document.getElementById("table").innerHTML = await r.text();
+    document.getElementById("at").textContent = "Last update " + new Date().toLocaleTimeString();
+    failures = 0; wait = {refresh_ms}; lost("");
+  }} catch (e) {{
+    failures += 1; wait = Math.min(60000, {refresh_ms} * 2 ** failures);
+    lost("The progress service does not answer (" + e.message + "); trying again in " + Math.round(wait / 1000) + " s. "
+         + "The table below is from " + document.getElementById("at").textContent.replace("Last update ", "") + ".");
+  }}
+  setTimeout(refresh, wait);
 }}
-setInterval(refresh, {refresh_ms});
+setTimeout(refresh, wait);
 </script></body></html>"""
 
 
@@ -239,6 +259,25 @@ def render_page(data: dict[str, Any], refresh_s: int = REFRESH_S) -> str:
 def is_instructor(model: dict[str, Any] | None) -> bool:
     """True when the hub's model of the caller holds :data:`INSTRUCTOR_SCOPE`."""
     return bool(model) and INSTRUCTOR_SCOPE in set(model.get("scopes") or ())
+
+
+def cookie_secret(store: Store) -> bytes:
+    """The secret that signs the instructor's login cookie, kept beside the database (``<db>.cookie-secret``, mode
+    0600): a restarted service still knows the cookie of a page left open, which then goes on refreshing."""
+    if store.path == ":memory:":
+        return os.urandom(32)
+    p = Path(store.path + ".cookie-secret")
+    try:
+        secret = bytes.fromhex(p.read_text().strip())
+        if len(secret) >= 32:
+            return secret
+    except (OSError, ValueError):
+        pass
+    secret = os.urandom(32)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secret.hex())
+    return secret
 
 
 def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = None, stuck_minutes: float = STUCK_MINUTES,
@@ -293,9 +332,9 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
                 rec = parse_record(self.request.body, user["name"], known)
             except BadInput as exc:
                 raise web.HTTPError(exc.code, str(exc)) from None
-            store.add(user["name"], rec)
-            self.set_status(201)
-            self.finish({"stored": rec, "user": user["name"]})
+            new = store.add(user["name"], rec)
+            self.set_status(201 if new else 200)  # 200: this attempt was stored before (a record sent again)
+            self.finish({"stored": rec, "user": user["name"], "duplicate": not new})
 
     class Mine(Base):
         def get(self) -> None:
@@ -327,7 +366,7 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
             (prefix + "api/summary", Summary),
             (prefix + "oauth_callback", HubOAuthCallbackHandler),
         ],
-        cookie_secret=os.urandom(32),
+        cookie_secret=cookie_secret(store),
     )
 
 
@@ -349,7 +388,7 @@ def _setting(section: Any, key: str, default: Any) -> Any:
 
 def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0.1:10101", db: str = "labkit-progress.sqlite",
                   instructors: Iterable[str] = (), instructor_group: str = "instructors", stuck_minutes: float = STUCK_MINUTES,
-                  python: str | None = None) -> None:
+                  python: str | None = None, progress_url: str | None = None) -> None:
     """Add the ``labkit-progress`` service to a JupyterHub configuration ``c`` (one place for the DGX config, the
     Kubernetes values and the test hub):
 
@@ -358,7 +397,9 @@ def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0
       to the group ``instructor_group``; every user gets :data:`ACCESS_SCOPE` (``extra_user_scopes``);
     - learners' server tokens carry :data:`ACCESS_SCOPE`, so their kernels can post results;
     - ``LABKIT_PROGRESS_URL`` in every server's environment: the service's address as the servers reach it,
-      ``public_url`` (the proxy's address as seen from the servers) + ``services/labkit-progress/``.
+      ``progress_url`` when given (the service's own address on the internal network: the DGX's Docker gateway, the
+      hub's Service on Kubernetes, so posts never go through the public HTTPS proxy), else ``public_url`` (the proxy
+      as seen from the servers) + ``services/labkit-progress/``.
     """
     import sys
 
@@ -385,7 +426,10 @@ def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0
     groups.setdefault(instructor_group, {"users": sorted(instructors)})
     c.JupyterHub.load_groups = groups
     c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", ACCESS_SCOPE]
-    progress_url = public_url.rstrip("/") + f"/services/{SERVICE_NAME}/"
+    if progress_url is None:
+        progress_url = public_url.rstrip("/") + f"/services/{SERVICE_NAME}/"
+    elif not progress_url.endswith("/"):
+        progress_url += "/"
     env = dict(_setting(c.Spawner, "environment", {}))
     env["LABKIT_PROGRESS_URL"] = progress_url
     c.Spawner.environment = env

@@ -1,0 +1,238 @@
+"""JupyterHub settings the course's hub configurations share: who logs in, TLS, and the idle culler.
+
+The DGX configuration (``deploy/jupyterhub/jupyterhub_config.py``), the Kubernetes values
+(``deploy/k8s/values.yaml``, extraConfig) and the test hub (``tests/test_hub.py``) all call these functions, so what
+the tests start is what a classroom runs. Nothing here is imported by ``import labkit``; the authenticators, the
+culler and ``cryptography`` are imported only when a function needs them.
+
+Logins (:func:`configure_login`, ``LABKIT_LOGIN``):
+
+``native`` (the default)
+    Own accounts on the hub, no outside service: learners sign up at ``/hub/signup``; an instructor approves each
+    at ``/hub/authorize``. The instructors' accounts are made from the configuration
+    (:class:`labkit.hub_native.CourseNativeAuthenticator`, ``LABKIT_ADMIN_PASSWORD``), and nobody can sign up under
+    an instructor's name.
+``github`` / ``google`` / ``oidc``
+    OAuthenticator: GitHub (members of ``LABKIT_GITHUB_ORG``), Google (accounts of ``LABKIT_GOOGLE_DOMAIN``) or any
+    OpenID Connect provider (``LABKIT_OIDC_*``). The client id, secret and callback URL come from OAuthenticator's
+    own ``OAUTH_CLIENT_ID``, ``OAUTH_CLIENT_SECRET`` and ``OAUTH_CALLBACK_URL``.
+``lti13``
+    Logins from a learning management system (Moodle, Canvas, ...) through LTI 1.3 (``LABKIT_LTI_*``).
+
+In every case the instructors are hub admins (``admin_users``) and hold the ``instructor`` role
+(:func:`labkit.progress_service.configure_hub`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+#: The logins :func:`configure_login` knows.
+LOGINS = ("native", "github", "google", "oidc", "lti13")
+#: The shortest password NativeAuthenticator accepts at sign-up (and for the instructors' accounts).
+MIN_PASSWORD = 10
+#: The scopes the idle culler's service needs (jupyterhub-idle-culler's README).
+CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
+
+
+class HubSetupError(ValueError):
+    """A hub setting that is missing or wrong; the message says which and how to set it."""
+
+
+def _need(env: Mapping[str, str], key: str, why: str) -> str:
+    value = env.get(key, "").strip()
+    if not value:
+        raise HubSetupError(f"{key} is not set: {why}")
+    return value
+
+
+def _names(text: str) -> set[str]:
+    return {n.strip() for n in text.split(",") if n.strip()}
+
+
+def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str] = (),
+                    env: Mapping[str, str] | None = None) -> str:
+    """Set the hub's authenticator for ``login`` (one of :data:`LOGINS`); returns the authenticator class's name.
+
+    Settings are read from ``env`` (default ``os.environ``); a missing one raises :class:`HubSetupError` naming it,
+    so a hub never starts with a login that lets anyone in.
+    """
+    env = os.environ if env is None else env
+    login = (login or "native").strip().lower()
+    admins = set(instructors)
+    c.Authenticator.admin_users = admins
+    if login == "native":
+        c.JupyterHub.authenticator_class = "labkit.hub_native.CourseNativeAuthenticator"
+        c.NativeAuthenticator.enable_signup = True
+        c.NativeAuthenticator.open_signup = False  # an instructor approves every account
+        c.NativeAuthenticator.minimum_password_length = MIN_PASSWORD
+        c.NativeAuthenticator.check_common_password = True
+        c.NativeAuthenticator.allowed_failed_logins = 5
+        c.NativeAuthenticator.seconds_before_next_try = 120
+        c.Authenticator.allow_all = True  # who may log in is decided by the instructor's approval
+        password = env.get("LABKIT_ADMIN_PASSWORD", "")
+        if admins and not password:
+            raise HubSetupError("LABKIT_ADMIN_PASSWORD is not set: the instructors' accounts "
+                                f"({', '.join(sorted(admins))}) are made with it when the hub starts "
+                                f"(at least {MIN_PASSWORD} characters; change it later at /hub/change-password).")
+        c.CourseNativeAuthenticator.instructor_password = password
+        return "CourseNativeAuthenticator"
+    if login == "github":
+        c.JupyterHub.authenticator_class = "github"
+        c.GitHubOAuthenticator.allowed_organizations = _names(_need(
+            env, "LABKIT_GITHUB_ORG", "the GitHub organisation (or org:team) whose members may log in, e.g. my-school:gpu-2026"))
+        c.GitHubOAuthenticator.scope = ["read:org"]
+        return "GitHubOAuthenticator"
+    if login == "google":
+        c.JupyterHub.authenticator_class = "google"
+        c.GoogleOAuthenticator.hosted_domain = sorted(_names(_need(
+            env, "LABKIT_GOOGLE_DOMAIN", "the Google Workspace domain whose accounts may log in, e.g. school.edu")))
+        c.GoogleOAuthenticator.login_service = "your school's Google account"
+        c.GoogleOAuthenticator.allow_all = True  # every account of the hosted domain(s)
+        return "GoogleOAuthenticator"
+    if login == "oidc":
+        c.JupyterHub.authenticator_class = "generic-oauth"
+        g = c.GenericOAuthenticator
+        g.authorize_url = _need(env, "LABKIT_OIDC_AUTHORIZE_URL", "the provider's authorization endpoint")
+        g.token_url = _need(env, "LABKIT_OIDC_TOKEN_URL", "the provider's token endpoint")
+        g.userdata_url = _need(env, "LABKIT_OIDC_USERDATA_URL", "the provider's userinfo endpoint")
+        g.scope = ["openid", "profile", "email"]
+        g.username_claim = env.get("LABKIT_OIDC_USERNAME_CLAIM", "preferred_username")
+        g.login_service = env.get("LABKIT_OIDC_NAME", "your school's login")
+        g.manage_groups = True
+        g.auth_state_groups_key = "oauth_user.groups"
+        g.allowed_groups = _names(_need(env, "LABKIT_OIDC_GROUP", "the provider's group whose members may log in"))
+        g.admin_groups = _names(env.get("LABKIT_OIDC_ADMIN_GROUP", "")) or set()
+        return "GenericOAuthenticator"
+    if login == "lti13":
+        c.JupyterHub.authenticator_class = "ltiauthenticator.lti13.auth.LTI13Authenticator"
+        lti = c.LTI13Authenticator
+        lti.issuer = _need(env, "LABKIT_LTI_ISSUER", "the platform's issuer (e.g. https://moodle.school.edu)")
+        lti.authorize_url = _need(env, "LABKIT_LTI_AUTHORIZE_URL", "the platform's OIDC authentication endpoint")
+        lti.jwks_endpoint = _need(env, "LABKIT_LTI_JWKS_URL", "the platform's public keyset URL")
+        lti.client_id = _names(_need(env, "LABKIT_LTI_CLIENT_ID", "the client id the platform gave the tool"))
+        lti.username_key = env.get("LABKIT_LTI_USERNAME_KEY", "sub")
+        c.Authenticator.allow_all = True  # the platform decides who reaches the tool (the course's members)
+        return "LTI13Authenticator"
+    raise HubSetupError(f"LABKIT_LOGIN={login!r} is not a login this course configures: choose one of {', '.join(LOGINS)}.")
+
+
+# ---------------------------------------------------------------------------------------------- TLS
+
+
+def make_self_signed(folder: str | Path, hosts: Iterable[str], *, days: int = 397) -> tuple[Path, Path]:
+    """A self-signed certificate and its key for ``hosts`` (names or IP addresses), in ``folder``: (cert, key).
+
+    For a hub without an admin-provided certificate: browsers warn until the certificate is trusted (course/
+    classroom.md says how). An existing pair in ``folder`` is kept while it still covers ``hosts`` and has a month left.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = folder / "hub-selfsigned.crt", folder / "hub-selfsigned.key"
+    hosts = [h for h in dict.fromkeys(hosts) if h]
+    if not hosts:
+        raise HubSetupError("a self-signed certificate needs at least one host name or address")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    sans: list[Any] = []
+    for h in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            sans.append(x509.DNSName(h))
+    if cert_path.exists() and key_path.exists():
+        try:
+            old = x509.load_pem_x509_certificate(cert_path.read_bytes())
+            have = set(old.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+            if set(sans) <= have and old.not_valid_after_utc - now > datetime.timedelta(days=30):
+                return cert_path, key_path
+        except (ValueError, x509.ExtensionNotFound):
+            pass
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=days))
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    os.chmod(key_path, 0o600)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
+
+
+def configure_tls(c: Any, *, cert: str | Path | None = None, key: str | Path | None = None, self_signed_dir: str | Path | None = None,
+                  hosts: Iterable[str] = ()) -> tuple[Path, Path]:
+    """Serve the hub's public side over HTTPS: the admin's ``cert`` and ``key`` (PEM files), or, without them, a
+    self-signed pair made in ``self_signed_dir`` for ``hosts``. Returns the pair in use."""
+    if cert or key:
+        if not (cert and key):
+            raise HubSetupError("LABKIT_TLS_CERT and LABKIT_TLS_KEY go together: set both (PEM files), or neither for a "
+                                "self-signed certificate")
+        pair = (Path(cert), Path(key))
+        for p in pair:
+            if not p.is_file():
+                raise HubSetupError(f"the TLS file {p} does not exist (LABKIT_TLS_CERT / LABKIT_TLS_KEY)")
+    else:
+        if self_signed_dir is None:
+            raise HubSetupError("no TLS certificate: set LABKIT_TLS_CERT and LABKIT_TLS_KEY, or give a folder for a self-signed one")
+        pair = make_self_signed(self_signed_dir, hosts)
+    c.JupyterHub.ssl_cert = str(pair[0])
+    c.JupyterHub.ssl_key = str(pair[1])
+    return pair
+
+
+# ---------------------------------------------------------------------------------------------- the idle culler
+
+
+def _listed(section: Any, key: str) -> list[Any]:
+    """A list already set in a traitlets config section (never traitlets' lazy placeholder), else []."""
+    value = dict.get(section, key, [])
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def culler_command(timeout_s: int, *, every_s: int | None = None, hub_api_url: str | None = None, python: str | None = None) -> list[str]:
+    """The command line of ``jupyterhub-idle-culler`` stopping servers idle ``timeout_s`` seconds."""
+    cmd = [python or sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={int(timeout_s)}"]
+    if every_s:
+        cmd.append(f"--cull-every={int(every_s)}")
+    if hub_api_url:
+        cmd.append(f"--url={hub_api_url}")
+    return cmd
+
+
+def configure_culler(c: Any, *, idle_minutes: float, every_s: int | None = None, api_token: str | None = None,
+                     managed: bool = True, python: str | None = None) -> dict[str, Any] | None:
+    """Stop servers idle ``idle_minutes`` (their MIG slices are freed when they stop): the ``idle-culler`` service,
+    started by the hub (``managed``) or run elsewhere with ``api_token``, and its role. ``idle_minutes <= 0``: no
+    culler. Raises :class:`HubSetupError` when ``jupyterhub-idle-culler`` is not installed (the ``hub`` extra)."""
+    if idle_minutes <= 0:
+        return None
+    import importlib.util
+
+    if managed and importlib.util.find_spec("jupyterhub_idle_culler") is None:
+        raise HubSetupError("jupyterhub-idle-culler is not installed in the hub's environment: install the course with "
+                            "its hub extra (pip install -c constraints.txt -e '.[hub]'), or set LABKIT_IDLE_MINUTES=0 to run "
+                            "without culling (abandoned servers then keep their slices)")
+    service: dict[str, Any] = {"name": "idle-culler"}
+    if managed:
+        service["command"] = culler_command(round(idle_minutes * 60), every_s=every_s, python=python)
+    if api_token:
+        service["api_token"] = api_token
+    services = [s for s in _listed(c.JupyterHub, "services") if s.get("name") != "idle-culler"]
+    c.JupyterHub.services = [*services, service]
+    roles = [r for r in _listed(c.JupyterHub, "load_roles") if r.get("name") != "idle-culler"]
+    c.JupyterHub.load_roles = [*roles, {"name": "idle-culler", "scopes": list(CULLER_SCOPES), "services": ["idle-culler"]}]
+    return service
