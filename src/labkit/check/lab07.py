@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from .answers import close, number, ratio_cause
 from .core import Failed, Unsolved, exercise
+from .slips import merge_slips, unit_cause
 
 DGX1 = "DGX-1 (V100)"
 
@@ -61,15 +62,17 @@ def pcie_link_bandwidth(fn: Any) -> str:
         want = pcie_peak(gen, lanes)
         got = number(_call(fn, gen, lanes), f"pcie_gbps({gen}, {lanes})")
         if not close(got, want):
-            causes: dict[float, str] = {}
-            if lanes != 16:
-                causes[16.0 / lanes] = "the result does not depend on the lane count: an x16 figure for every width."
-            for k, v in ((2.0, "that is both directions added; the question asks for one direction."),
-                         (8.0, "that is gigabits per second; divide by 8 bits per byte."),
-                         (1 / 1.073741824, "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s)."),
-                         (1 / 16, "that is the bandwidth of one lane; multiply by the number of lanes.")):
-                causes.setdefault(k, v)
-            cause = ratio_cause(got, want, causes)
+            slips = {"the result does not depend on the lane count: an x16 figure for every width.": 16.0 / lanes} if lanes != 16 else {}
+            slips.update({"that is both directions added; the question asks for one direction.": 2.0,
+                          "that is gigabits per second; divide by 8 bits per byte.": 8.0,
+                          "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s).": 1 / 1.073741824,
+                          "that is the bandwidth of one lane; multiply by the number of lanes.": 1 / 16,
+                          "that leaves out the line code: PCIe 3 to 5 send 130 bits for every 128 bits of data "
+                          "(128b/130b), so the data rate is GT/s × lanes × 128/130 / 8.": 130 / 128})
+            causes = {factor: cause for cause, factor in merge_slips(slips, 1e-6).items()}  # one ratio, two slips: both named
+            cause = ratio_cause(got, want, causes) or unit_cause(got, want) or (
+                "per direction, a link of `lanes` lanes carries per_link / 16 × lanes (labkit.hw.link(f'PCIe {gen}').per_link "
+                "is the x16 figure).")
             raise Failed(f"pcie_gbps({gen}, {lanes}) returned {got:.3f}, expected {want:.3f} GB/s per direction.", cause=cause)
     return (f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
             "twice that with both directions busy.")
@@ -118,6 +121,13 @@ def pageable_copy_model(fn: Any) -> str:
                 cause = "the average of the rates is not the rate of the whole; add the times per byte."
             elif close(got, link * staging):
                 cause = "multiply gives the wrong units; add the times per byte (1/rate), then invert."
+            elif close(got, 1 / want):
+                cause = "that is the time per byte (1/link + 1/staging); the rate is its inverse."
+            elif close(got, 2 * want):
+                cause = "that is twice the staged rate: 1 / (1/link + 1/staging), with no factor 2 (one byte crosses each stage once)."
+            else:
+                cause = unit_cause(got, want) or ("per byte the two stages take 1/link + 1/staging seconds (per GB); the "
+                                                  "rate is 1 / (1/link + 1/staging).")
             raise Failed(f"pageable_gbps({link}, {staging}) returned {got:.3f}, expected {want:.3f} GB/s.", cause=cause)
     return "correct: with no overlap the staged copy's rate is 1 / (1/link + 1/staging), below the slower stage."
 
@@ -160,7 +170,8 @@ def hbm_copy_time(fn: Any) -> str:
                 1e6: "that is microseconds; return seconds.",
                 1e9 / 2**30: "the peak is in GB/s = 10^9 bytes/s, not GiB/s.",
                 1e-9: "convert GB/s to bytes per second: multiply by 10^9.",
-            })
+                4.0: "a copy moves 2 × nbytes, not 4 × nbytes: the read and the write, each once.",
+            }) or unit_cause(got, want) or "time = 2 × nbytes / (peak_gbps × 10^9) seconds: bytes read plus bytes written, over the rate."
             raise Failed(f"copy_seconds({nbytes}, {peak}) returned {got:.4g} s, expected {want:.4g} s.", cause=cause)
     return "correct: a copy moves its bytes twice through memory (read + write), so it takes 2N / bandwidth."
 
@@ -224,6 +235,15 @@ def dgx1_peer_matrix(answer: Any) -> str:
                  "CPUs. Put 0 in this matrix of direct NVLink bandwidth.")
     if cause is None and all(close(got[a][b], want[b][a]) for a, b in bad):
         cause = "the matrix is transposed? It should be symmetric; check the indices."
+    if cause is None and len(ratios) == 1:
+        cause = unit_cause(next(iter(ratios)), 1.0)
+    if cause is None and want[i][j] and got[i][j] and close(got[i][j] * 2, want[i][j]) or (
+            cause is None and want[i][j] and close(got[i][j], 2 * want[i][j])):
+        cause = (f"GPU{i} and GPU{j} are joined by {round(want[i][j] / (max(max(r) for r in want) / 2))} NVLink(s): "
+                 "count the links of this pair, topo.links_between(i, j), and multiply by one link's bandwidth.")
+    if cause is None:
+        cause = ("entry [i][j] = topo.links_between(i, j) × labkit.hw.link('NVLink 2').per_link (per direction), 0 on the "
+                 "diagonal and where no NVLink joins the pair.")
     raise Failed(f"entry [{i}][{j}] (GPU{i} -> GPU{j}) is {got[i][j]:g}, expected {want[i][j]:g} GB/s per direction; "
                  f"{len(bad)} entries differ.", cause=cause)
 
@@ -267,7 +287,8 @@ def allreduce_ring_bytes(fn: Any) -> str:
                         0.5: "that is one phase; the ring all-reduce has two (reduce-scatter, then all-gather).",
                         n / (n - 1): "each phase has n - 1 steps, not n.",
                         n: "each step sends one chunk of nbytes / n, not the whole buffer.",
-                    })
+                    }) or unit_cause(got, want) or ("two phases (reduce-scatter, all-gather) of n - 1 steps, each step one "
+                                                    "chunk of nbytes / n: 2 (n - 1) / n × nbytes.")
                 raise Failed(f"ring_allreduce_sent({nbytes}, {n}) returned {got:.6g}, expected {want:.6g} bytes.", cause=cause)
     return "correct: each GPU sends 2(n-1)/n x the buffer, so busbw = algbw x 2(n-1)/n is what each link carries."
 
@@ -312,12 +333,15 @@ def bidirectional_conventions(answer: Any, forward: float, backward: float) -> s
             cause = "that is one direction (nvbandwidth's figure); p2pBandwidthLatencyTest adds the two."
         elif close(s, want / 2):
             cause = "that is the mean of the two directions; p2pBandwidthLatencyTest adds them."
+        else:
+            cause = unit_cause(s, want) or "p2p_sum = forward + backward: the two measured directions, added."
         raise Failed(f"p2p_sum is {s:g}, expected {want:g} GB/s (both directions added).", cause=cause)
     bidir = _dgx2_bidirectional()
     d = number(answer["dgx2_per_direction"], "dgx2_per_direction")
     if not close(d, bidir / 2):
         cause = "300 GB/s is already both directions added: halve it." if close(d, bidir) else (
-            "that doubles it; the bidirectional figure is the sum, so one direction is half." if close(d, 2 * bidir) else None)
+            "that doubles it; the bidirectional figure is the sum, so one direction is half." if close(d, 2 * bidir) else
+            unit_cause(d, bidir / 2) or "the DGX-2's figure between two GPUs is both directions added: one direction is half of it.")
         raise Failed(f"dgx2_per_direction is {d:g}, expected {bidir / 2:g} GB/s.", cause=cause)
     return (f"correct: the same link reads {want / 2:g} (per direction, nvbandwidth) or {want:g} (sum, "
             f"p2pBandwidthLatencyTest); the DGX-2's {bidir:g} GB/s is {bidir / 2:g} each way.")
@@ -414,8 +438,9 @@ def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str)
         slips.update({"GiB/s (2^30) instead of GB/s (10^9)": want * 1e9 / 2**30,
                       "get_elapsed_time returns milliseconds: divide by 1e3 for seconds": want * 1e3,
                       "divided by 1e3 once too often (milliseconds are 1e-3 s)": want / 1e3,
-                      "the bytes of one copy, not of the whole batch": want / repeat})
-        judge(value, want, key, "GB/s", rel=0.01, slips=slips,
+                      "the bytes of one copy, not of the whole batch": want / repeat,
+                      "gigabits per second: the figure is in bytes (GB/s), 8 bits each": want * 8})
+        judge(value, want, key, "GB/s", rel=0.01, slips=merge_slips(slips, 0.01),
               otherwise="GB/s = bytes moved in the timed region / seconds between the events / 1e9.")
         out[key] = value
     return out
