@@ -186,3 +186,26 @@ def test_gpu_timing_without_warmup_still_calls_once_before_the_hold(monkeypatch:
     bench.measure(work, repeat=2, warmup=0, launches=3)
     first_spin = clock.log.index("spin")
     assert "call" in clock.log[:first_spin]
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: bench.measure(time.sleep, 0, repeat="5"), r"repeat must be a whole number from 1 to 100000, got '5'"),
+    (lambda: bench.measure(time.sleep, 0, repeat=2.5), r"repeat must be a whole number"),
+    (lambda: bench.measure(time.sleep, 0, warmup=-1), r"warmup must be a whole number from 0"),
+    (lambda: bench.measure(time.sleep, 0, bytes="1e6"), r"bytes must be a positive finite number"),
+    (lambda: bench.measure(time.sleep, 0, flops=float("nan")), r"flops must be a positive finite number"),
+    (lambda: bench.measure(time.sleep, 0, name=3), r"name must be a non-empty string"),
+    (lambda: bench.measure(time.sleep, 0, precision="fp23"), r"unknown precision"),
+    (lambda: bench.measure(time.sleep, 0, precision=None), r"precision is named by a string"),
+    (lambda: bench.measure(None), r"measure\(\)'s first argument must be a function to call"),
+    (lambda: bench.table(None), r"table\(\)'s argument must be a list of timings"),
+    (lambda: bench.table([1, 2]), r"element 0 is 1"),
+    (lambda: bench.table("x"), r"table\(\)'s argument must be a list of timings"),
+])
+def test_junk_arguments_are_labkit_errors(call, match) -> None:
+    with pytest.raises(LabkitError, match=match):
+        call()
+
+
+def test_table_of_no_timings_is_a_header() -> None:
+    assert bench.table([]).startswith("name")

@@ -133,7 +133,7 @@ def test_register_check_rounds_warps_up_to_the_sub_partitions() -> None:
 @pytest.mark.parametrize("call,match", [
     (lambda: occ.occupancy("sm_90", 256.5), r"threads_per_block must be a whole number from 1 to 1024, got 256\.5"),
     (lambda: occ.occupancy("sm_90", "256"), r"threads_per_block must be a whole number.*got '256'"),
-    (lambda: occ.occupancy(None, 256), r"arch must be one of sm_70, sm_80, sm_90; got None"),
+    (lambda: occ.occupancy(None, 256), r"arch must be one of 'sm_70', 'sm_80', 'sm_90'; got None"),
     (lambda: occ.occupancy("sm_91", 256), r"Did you mean sm_90"),
     (lambda: occ.occupancy("sm_90", 256, float("nan")), r"registers_per_thread must be a whole number"),
     (lambda: occ.occupancy("sm_90", 256, 32, -1), r"shared_per_block must be a whole number from 0 to 232448"),

@@ -51,3 +51,23 @@ def test_figure() -> None:
     assert sum(1 for t in fig2.data if "roof" in (t.name or "")) == 3
     with pytest.raises(LabkitError, match="each kernel"):
         rl.roofline_figure("A100", "fp32", kernels=[("x", 1.0)])
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: rl.roofline("H100", "fp32").bound("x"), r"intensity must be a positive finite number, got 'x'"),
+    (lambda: rl.roofline("H100", "fp32").bound(float("nan")), r"intensity must be a positive"),
+    (lambda: rl.roofline("H100", "fp32").attainable("x"), r"arithmetic intensity must be a positive number"),
+    (lambda: rl.roofline("H100", "fp32").attainable([]), r"arithmetic intensity must be a positive number"),
+    (lambda: rl.roofline("H100", None), r"precision must be a name such as 'fp32'"),
+    (lambda: rl.roofline("H100", "fp32", sparse="no"), r"sparse must be True or False"),
+    (lambda: rl.roofline(None), r"name must be a string"),
+    (lambda: rl.roofline_figure("H100", precision=None), r"precision must be a precision name or a list"),
+    (lambda: rl.roofline_figure("H100", kernels=None), r"kernels must be a list of \(name, intensity"),
+    (lambda: rl.roofline_figure("H100", kernels=[("k", "ten", None)]), r"the intensity of 'k' must be a positive"),
+    (lambda: rl.roofline_figure("H100", kernels=[("k", 1.0, "fast")]), r"the measured rate of 'k' must be a positive"),
+    (lambda: rl.roofline_figure("H100", intensity_range=None), r"intensity_range must be a pair"),
+    (lambda: rl.roofline_figure("H100", intensity_range=(10, 1)), r"0 < low < high"),
+])
+def test_junk_arguments_are_labkit_errors(call, match) -> None:
+    with pytest.raises(LabkitError, match=match):
+        call()

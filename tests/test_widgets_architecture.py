@@ -155,3 +155,28 @@ def test_log_scale_on_the_year_chart_is_greyed_out_and_the_chart_says_why() -> N
 def test_log_axes_label_powers_of_ten_only() -> None:
     fig = A.evolution_figure("FP16 dense peak, all GPUs")
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: A.system_explorer("DGX-1 (V100)", 0, 9), r"b must be a whole number from 0 to 7, got 9"),
+    (lambda: A.system_explorer("DGX-2", -1, 3), r"a must be a whole number from 0 to 15, got -1"),
+    (lambda: A.system_explorer("DGX-2", "GPU1", 3), r"a must be a whole number"),
+    (lambda: A.system_explorer(None), r"system name must be a string"),
+    (lambda: A.dgx_comparison(label="x"), r"unknown metric 'x'"),
+    (lambda: A.dgx_comparison(label="gpus"), None),  # case does not matter
+    (lambda: A.dgx_comparison(systems=None), r"systems must be a list of system names"),
+    (lambda: A.dgx_comparison(systems=[]), r"systems must have at least 1"),
+    (lambda: A.roofline_explorer("H100", "bf16", "ten"), r"intensity must be a finite number from 0.01 to 10000, got 'ten'"),
+    (lambda: A.roofline_explorer("H100", None), r"precision is named by a string"),
+    (lambda: A.roofline_explorer("H100", "bf61"), r"unknown precision"),
+    (lambda: A.evolution_figure("GPUs", log="yes"), r"log must be True or False"),
+    (lambda: A.comparison_html(metrics=["colour"]), r"unknown metric 'colour'"),
+    (lambda: A.metric("DGX H100", ["GPUs"]), r"metric must be one of"),
+])
+def test_constructor_arguments_are_checked_before_any_widget_is_built(call, match) -> None:
+    """Each of these once ended in a TraitError or a TypeError from ipywidgets' insides."""
+    if match is None:
+        call()
+        return
+    with pytest.raises(LabkitError, match=match):
+        call()

@@ -78,3 +78,28 @@ def test_occupancy_calculator_clears_the_figure_when_the_block_cannot_launch() -
     threads.value = 256
     assert calc.figure is not None and "application/vnd.plotly.v1+json" in out.outputs[0]["data"]
     assert "cannot launch" not in calc.children[2].value
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: wk.occupancy_calculator("sm_100"), r"unknown arch 'sm_100'\. Did you mean sm_90"),
+    (lambda: wk.occupancy_calculator("sm_90", threads="abc"), r"threads must be a whole number from 32 to 1024, got 'abc'"),
+    (lambda: wk.occupancy_calculator("sm_90", registers=300), r"registers must be a whole number from 16 to 255"),
+    (lambda: wk.occupancy_calculator("sm_70", shared=200_000), r"shared must be a whole number from 0 to 98304"),
+    (lambda: wk.thread_map(shape=None), r"shape must be a positive whole number or a pair of them, got None"),
+    (lambda: wk.thread_map(block=(3, 8)), r"block must be \(x, y\), each 1, 2, 4, 8, 16 or 32"),
+    (lambda: wk.thread_map(shape=(100, 5)), r"each 1 to 64"),
+    (lambda: wk.thread_map_summary("x", 32), r"shape must be a positive whole number or a pair"),
+    (lambda: wk.thread_map_summary(100, 2.5), r"block must be a positive whole number or a pair"),
+    (lambda: wk.thread_map_figure(100, 32, max_elements=None), r"max_elements must be a whole number"),
+    (lambda: wk.coalescing_figure("diagonal"), r"unknown pattern 'diagonal'"),
+    (lambda: wk.occupancy_figure("sm_90", 800, 80), r"cannot launch"),
+])
+def test_junk_arguments_are_labkit_errors(call, match) -> None:
+    with pytest.raises(LabkitError, match=match):
+        call()
+
+
+def test_occupancy_calculator_says_cannot_launch_for_a_block_the_hardware_refuses() -> None:
+    box = wk.occupancy_calculator("sm_90", 800, 80)
+    msg = next(c for c in box.children if type(c).__name__ == "HTML")
+    assert "cannot launch" in msg.value and "counted as 28" in msg.value and box.figure is None

@@ -60,3 +60,31 @@ def test_error_vs_k_warns_once_with_a_count_of_gemms():
     assert len(caught) == 1
     text = str(caught[0].message)
     assert "of the 5 GEMMs (K = " in text and text.count("to fp8_e4m3") == 1
+
+
+import pytest  # noqa: E402
+
+from labkit.errors import LabkitError  # noqa: E402
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: W.range_chart(None), r"formats must be a list of format names, got None"),
+    (lambda: W.range_chart([]), r"formats must have at least 1"),
+    (lambda: W.range_chart(["fp17"]), r"unknown number format"),
+    (lambda: W.bit_explorer(0.1, formats=3), r"formats must be a list of format names"),
+    (lambda: W.bit_explorer(None), r"value must be a number"),
+    (lambda: W.bit_table_html("x"), r"x must be a number"),
+    (lambda: W.bit_fields_html(0.1), r"takes the result of labkit.precision.bits"),
+    (lambda: W.error_vs_k_figure([64, 256], {"a": [1e-3]}), r"must have 2 element"),
+    (lambda: W.error_vs_k_figure(None, {}), r"ks must be a list of K values"),
+    (lambda: W.error_vs_k_figure([64], None), r"curves must be a dict"),
+])
+def test_junk_arguments_are_labkit_errors(call, match) -> None:
+    with pytest.raises(LabkitError, match=match):
+        call()
+
+
+def test_a_single_format_name_and_nan_errors_are_accepted() -> None:
+    assert len(W.range_chart("fp16").data) == 2
+    W.bit_table_html(float("nan"), "fp16")
+    W.error_vs_k_figure([64, 256], {"FP16, FP16 acc": [float("nan"), float("inf")]})

@@ -82,14 +82,17 @@ def require_int(value: Any, name: str, *, min: int | None = None, max: int | Non
 
 
 def require_number(value: Any, name: str, *, min: float | None = None, max: float | None = None,
-                   min_open: bool = False, finite: bool = True, fix: str | None = None) -> float:
-    """``value`` as a ``float``: any real number (int, float, NumPy scalar), finite unless ``finite=False``.
+                   min_open: bool = False, finite: bool = True, nan: bool = False, fix: str | None = None) -> float:
+    """``value`` as a ``float``: any real number (int, float, NumPy scalar), finite unless ``finite=False``,
+    never NaN unless ``nan=True`` (then NaN is returned as it is, whatever ``min`` and ``max``).
 
     ``min_open=True`` makes ``min`` itself refused (a positive number: ``min=0, min_open=True``)."""
     expected = _expected("finite number" if finite else "number", min, max, min_open=min_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _fail(name, expected, value, fix)
     out = float(value)
+    if nan and math.isnan(out):
+        return out
     if math.isnan(out) or (finite and math.isinf(out)):
         raise _fail(name, expected, value, fix)
     if min is not None and (out < min or (min_open and out == min)):
@@ -123,10 +126,11 @@ def did_you_mean(text: str, choices: Iterable[str], n: int = 3) -> str:
 
 def require_choice(value: Any, name: str, choices: Iterable[T], *, fix: str | None = None) -> T:
     """The member of ``choices`` that ``value`` names: exact, else the one string equal to it ignoring case and
-    surrounding blanks. Anything else is refused with the closest names ("Did you mean ...?") and the list."""
+    surrounding blanks. Anything else is refused: a string as ``unknown <name> 'x'. Did you mean ...?`` with the
+    closest names, another type as ``<name> must be one of ...``; ``fix`` (default: the list) says what to do."""
     options = list(choices)
-    listed = ", ".join(str(c) for c in options)
-    if not isinstance(value, str) or isinstance(value, bool):
+    listed = ", ".join(repr(c) for c in options)
+    if not isinstance(value, str):
         if any(value == c and type(value) is type(c) for c in options):
             return value  # type: ignore[no-any-return]
         raise LabkitError(f"{name} must be one of {listed}; got {describe(value)}.", fix=fix)
@@ -137,7 +141,7 @@ def require_choice(value: Any, name: str, choices: Iterable[T], *, fix: str | No
         if isinstance(c, str) and c.lower() == key:
             return c
     hint = did_you_mean(value.strip(), [str(c) for c in options])
-    raise LabkitError(f"{name}={value!r} is not one of {listed}.{hint}", fix=fix or f"Use one of: {listed}.")
+    raise LabkitError(f"unknown {name} {value!r}.{hint}", fix=fix or f"Use one of: {listed}.")
 
 
 def require_callable(value: Any, name: str, *, what: str = "a function", fix: str | None = None) -> Callable[..., Any]:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 from .. import hw, roofline as rl, topology
 from ..errors import LabkitError
 from ..figstyle import log_axis
+from ..validate import require_bool, require_choice, require_int, require_number, require_sequence
 from ._output import figure_outputs, guarded, message_outputs
 from ._reopen import explorer
 
@@ -79,9 +80,19 @@ METRICS: dict[str, Callable[[hw.System], hw.Figure | None]] = {
 
 def metric(system: str, label: str) -> hw.Figure | None:
     """One metric of :data:`METRICS` for one system (None where the system does not define it)."""
-    if label not in METRICS:
-        raise LabkitError(f"unknown metric {label!r}.", fix=f"Use one of: {', '.join(METRICS)}.")
-    return METRICS[label](hw.system(system))
+    return METRICS[_metric_label(label)](hw.system(system))
+
+
+def _metric_label(label: Any) -> str:
+    """``label`` as a key of :data:`METRICS` (case-insensitive), or a LabkitError with the closest names."""
+    return require_choice(label, "metric", list(METRICS), fix=f"Use one of: {'; '.join(METRICS)}.")
+
+
+def _system_names(systems: Any) -> list[str]:
+    """``systems`` (one name or a list of them) as the record names of :func:`labkit.hw.system`."""
+    names = require_sequence([systems] if isinstance(systems, str) else systems, "systems", min_len=1,
+                             what="a list of system names", fix=f"e.g. {list(DGX_GENERATIONS[-2:])}; labkit.hw.systems() lists them.")
+    return [hw.system(n).name for n in names]
 
 
 def _text(fig: hw.Figure) -> str:
@@ -103,7 +114,10 @@ def _cell(fig: hw.Figure | None, extra: str = "") -> str:
 
 def comparison_html(systems: Sequence[str] = DGX_GENERATIONS, metrics: Sequence[str] | None = None) -> str:
     """An HTML table: one column per system, one row per metric, sources as tooltips and listed below."""
-    recs = [hw.system(s) for s in systems]
+    recs = [hw.system(s) for s in _system_names(systems)]
+    if metrics is not None:
+        metrics = [_metric_label(m) for m in require_sequence([metrics] if isinstance(metrics, str) else metrics, "metrics",
+                                                              what="a list of metric names")]
     rows = ["<tr><th></th>" + "".join(f"<th>{html.escape(r.name)}</th>" for r in recs) + "</tr>",
             "<tr><td>GPU</td>" + "".join(f"<td>{html.escape(r.gpu)}</td>" for r in recs) + "</tr>",
             "<tr><td>fabric</td>" + "".join(f"<td>{html.escape(r.fabric)}</td>" for r in recs) + "</tr>"]
@@ -130,8 +144,9 @@ def evolution_figure(label: str = "FP16 dense peak, all GPUs", systems: Sequence
     the systems has it, or when their figures are of different kinds (a bandwidth beside compute rates)."""
     import plotly.graph_objects as go
 
-    if label not in METRICS:
-        raise LabkitError(f"unknown metric {label!r}.", fix=f"Use one of: {', '.join(METRICS)}.")
+    label = _metric_label(label)
+    systems = _system_names(systems)
+    log = require_bool(log, "log")
     names, values, texts, hover, missing = [], [], [], [], []
     first: tuple[str, hw.Figure] | None = None
     for s in systems:
@@ -200,6 +215,12 @@ def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any
 
     choices = topology.systems() + ["2x DGX-1 (V100)"]
     start = topology.load(system)
+    if start.name not in choices:
+        raise LabkitError(f"the explorer draws {', '.join(choices)}; {start.name} is not among them.",
+                          fix="Pick one of those, or draw it yourself with topology.load(...).draw().")
+    gpus = start.gpus()
+    a, b = (require_int(v, n, min=gpus[0], max=gpus[-1], fix=f"{start.name} has GPUs {gpus[0]} to {gpus[-1]}.")
+            for v, n in ((a, "a"), (b, "b")))
     sys_w = W.Dropdown(options=choices, value=start.name if start.name in choices else choices[0], description="system")
     a_w = W.Dropdown(options=start.gpus(), value=a, description="GPU a")
     b_w = W.Dropdown(options=start.gpus(), value=b, description="GPU b")
@@ -257,7 +278,9 @@ def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 
     """DGX generations side by side: pick systems and a metric; a table with sources and a bar chart."""
     import ipywidgets as W
 
-    pick = W.SelectMultiple(options=hw.systems(), value=tuple(hw.system(s).name for s in systems), description="systems", rows=8)
+    label = _metric_label(label)
+    systems = _system_names(systems)
+    pick = W.SelectMultiple(options=hw.systems(), value=tuple(dict.fromkeys(systems)), description="systems", rows=8)
     metric_w = W.Dropdown(options=list(METRICS), value=label, description="chart")
     log_w = W.Checkbox(value=True, description="log scale")
     table = W.HTML()
@@ -292,6 +315,9 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
     import ipywidgets as W
 
     start = hw.gpu(gpu)
+    precision = hw._normalise_precision(precision)
+    intensity = require_number(intensity, "intensity", min=0.01, max=10_000,
+                               fix="The slider runs from 0.01 to 10000 FLOP/byte, e.g. intensity=10.")
     gpu_w = W.Dropdown(options=hw.gpus(), value=start.name, description="GPU")
     prec_w = W.Dropdown(options=start.precisions(), value=precision if start.has(precision) else start.precisions()[0],
                         description="precision")

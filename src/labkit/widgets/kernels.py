@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import occupancy as occ
 from ..errors import LabkitError
+from ..validate import describe, require_int, require_sequence
 from ._output import figure_outputs, guarded
 from ._reopen import explorer
 
@@ -27,9 +28,15 @@ __all__ = [
 
 
 def _pair(v: int | tuple[int, ...], name: str) -> tuple[int, ...]:
-    t = (v,) if isinstance(v, int) else tuple(int(x) for x in v)
-    if not t or len(t) > 2 or any(x < 1 for x in t):
-        raise LabkitError(f"{name} must be a positive integer or a pair of them, got {v!r}.")
+    """``v`` as a tuple of one or two positive whole numbers (``8``, ``(8,)``, ``(16, 8)``)."""
+    expected = f"{name} must be a positive whole number or a pair of them, got {describe(v)}."
+    try:
+        items = [v] if not hasattr(v, "__iter__") or isinstance(v, (str, bytes, dict)) else require_sequence(v, name)
+        t = tuple(require_int(x, name, min=1, max=1 << 31) for x in items)
+    except LabkitError:
+        raise LabkitError(expected, fix=f"e.g. {name}=256 or {name}=(16, 8).") from None
+    if not t or len(t) > 2:
+        raise LabkitError(expected, fix=f"e.g. {name}=256 or {name}=(16, 8).")
     return t
 
 
@@ -67,6 +74,7 @@ def thread_map_figure(shape: int | tuple[int, int], block: int | tuple[int, int]
     """
     import plotly.graph_objects as go
 
+    max_elements = require_int(max_elements, "max_elements", min=1, max=1 << 20)
     s = thread_map_summary(shape, block, grid)
     shp = _pair(shape, "shape")
     rows, cols = (1, shp[0]) if len(shp) == 1 else shp
@@ -139,6 +147,12 @@ def thread_map(shape: tuple[int, int] = (20, 45), block: tuple[int, int] = (16, 
     """Sliders for the array shape and block shape over :func:`thread_map_figure` (an ipywidgets VBox)."""
     import ipywidgets as W
 
+    shape, block = _pair(shape, "shape"), _pair(block, "block")
+    if len(shape) != 2 or any(x > 64 for x in shape):
+        raise LabkitError(f"shape must be (rows, cols), each 1 to 64 (the sliders' range), got {shape!r}.", fix="e.g. shape=(20, 45).")
+    if len(block) != 2 or any(x not in (1, 2, 4, 8, 16, 32) for x in block):
+        raise LabkitError(f"block must be (x, y), each 1, 2, 4, 8, 16 or 32 (the menus' choices), got {block!r}.",
+                          fix="e.g. block=(16, 8).")
     rows = W.IntSlider(value=shape[0], min=1, max=64, description="rows")
     cols = W.IntSlider(value=shape[1], min=1, max=64, description="cols")
     bx = W.Dropdown(options=[1, 2, 4, 8, 16, 32], value=block[0], description="block x")
@@ -205,6 +219,14 @@ def occupancy_calculator(arch: str = "sm_90", threads: int = 256, registers: int
     """Architecture, threads per block, registers per thread and shared memory per block → occupancy (ipywidgets)."""
     import ipywidgets as W
 
+    lim = occ.limits(arch)
+    arch = lim.arch
+    threads = require_int(threads, "threads", min=32, max=lim.max_threads_per_block,
+                          fix="The calculator's slider runs from 32 to 1024 threads per block in steps of 32.")
+    registers = require_int(registers, "registers", min=16, max=lim.max_registers_per_thread,
+                            fix=f"The calculator's slider runs from 16 to {lim.max_registers_per_thread} registers per thread.")
+    shared = require_int(shared, "shared", min=0, max=lim.max_shared_per_block,
+                         fix=f"Shared memory per block in bytes, 0 to {lim.max_shared_per_block} on {arch}.")
     a = W.Dropdown(options=list(occ.ARCHS), value=arch, description="arch")
     t = W.IntSlider(value=threads, min=32, max=1024, step=32, description="threads")
     r = W.IntSlider(value=registers, min=16, max=255, description="registers")

@@ -15,7 +15,9 @@ import re
 from typing import Any, Iterable, Sequence
 
 from .. import precision as P
+from ..errors import LabkitError
 from ..figstyle import log_axis
+from ..validate import describe, require_int, require_number, require_sequence, require_str
 from ._reopen import explorer
 
 __all__ = ["bit_explorer", "bit_fields_html", "bit_table_html", "error_vs_k_figure", "range_chart"]
@@ -28,8 +30,23 @@ def _span(text: str, part: str) -> str:
     return f'<span style="color:{_COLOURS[part]};font-family:monospace">{html.escape(text)}</span>'
 
 
+def _format_names(formats: Any) -> list[str]:
+    """``formats`` (one name or a list of them) as canonical format names; at least one."""
+    names = require_sequence([formats] if isinstance(formats, str) else formats, "formats", min_len=1,
+                             what="a list of format names", fix=f"e.g. formats=['fp32', 'bf16']; labkit.precision.formats() lists them.")
+    return [P.normalize_name(f) for f in names]
+
+
+def _error_value(e: Any, name: str) -> float:
+    """A relative error for a chart: a number ≥ 0, infinity (an overflow) or NaN (drawn as a gap)."""
+    return require_number(e, name, min=0, finite=False, nan=True, fix="A relative error is a number ≥ 0 (inf for an overflow).")
+
+
 def bit_fields_html(b: P.BitFields) -> str:
     """One format's bit fields as coloured HTML (sign red, exponent blue, mantissa green)."""
+    if not isinstance(b, P.BitFields):
+        raise LabkitError(f"bit_fields_html() takes the result of labkit.precision.bits(x, fmt), got {describe(b)}.",
+                          fix="e.g. bit_fields_html(labkit.precision.bits(0.1, 'fp16')).")
     if b.info.kind == "int":
         raw = format(b.raw, "08b")
         return _span(raw[0], "sign") + _span(raw[1:], "mantissa")
@@ -46,8 +63,9 @@ def _fmt_err(x: float) -> str:
 
 def bit_table_html(x: float, formats: Iterable[str] = DEFAULT_FORMATS) -> str:
     """An HTML table of ``x`` in each format: bits, kind, stored value, absolute and relative error."""
+    x = require_number(x, "x", finite=False, nan=True, fix="One number, e.g. 0.1, 65520, 1e-8, float('inf') or float('nan').")
     rows = []
-    for name in formats:
+    for name in _format_names(formats):
         b = P.bits(x, name)
         rows.append(
             "<tr>"
@@ -71,7 +89,11 @@ def bit_explorer(value: float | str = 0.1, formats: Sequence[str] = DEFAULT_FORM
     """
     import ipywidgets as w
 
-    names = [P.normalize_name(f) for f in formats]
+    names = _format_names(formats)
+    if isinstance(value, str):
+        value = require_str(value, "value", empty=True)
+    else:
+        value = require_number(value, "value", finite=False, nan=True, fix="A number, or text such as '1e-8' or 'inf'.")
     box = w.Text(value=str(value), description="number", continuous_update=False,
                  layout=w.Layout(width="320px"))
     out = w.HTML()
@@ -94,7 +116,7 @@ def range_chart(formats: Sequence[str] = ("fp32", "tf32", "bf16", "fp16", "fp8_e
     """plotly bar chart of each format's range on a log2 axis: subnormals (light) and normals (dark)."""
     import plotly.graph_objects as go
 
-    names = [P.normalize_name(f) for f in formats]
+    names = _format_names(formats)
     infos = [P.format_info(n) for n in names]
     lo_sub = [math.log2(i.min_subnormal) for i in infos]
     lo_norm = [math.log2(i.min_normal) for i in infos]
@@ -117,6 +139,18 @@ def error_vs_k_figure(ks: Sequence[int], curves: dict[str, Sequence[float]], *, 
     it: it is drawn dashed with open markers and its legend entry says which curve it nearly equals."""
     import plotly.graph_objects as go
 
+    ks = require_sequence(ks, "ks", min_len=1, what="a list of K values (positive whole numbers)",
+                          item=lambda k, n: require_int(k, n, min=1))
+    if not isinstance(curves, dict) or not curves:
+        raise LabkitError(f"curves must be a dict of label -> one relative error per K, got {describe(curves)}.",
+                          fix="e.g. curves={'FP16, FP32 acc': [1e-4, 2e-4, 4e-4]} for ks=[64, 256, 1024].")
+    for label, errs in curves.items():
+        require_str(str(label), "a curve's label")
+        errs = require_sequence(errs, f"curves[{label!r}]", min_len=len(ks), max_len=len(ks),
+                                what=f"a list of {len(ks)} relative errors (one per K)",
+                                item=_error_value)
+    if title is not None:
+        title = require_str(title, "title", empty=True)
     fig = go.Figure()
     drawn: dict[str, list[float]] = {}
     values: list[float] = []
