@@ -136,7 +136,7 @@ def softmax(fn: Any) -> str:
             raise
         except Exception as exc:  # noqa: BLE001 - reported to the learner
             raise Failed(f"softmax raised {type(exc).__name__}: {exc} (input shape {shape}, {np.dtype(dtype).name}).") from None
-        written = input_written("x", host, cupy.asnumpy(x) if cupy is not None else x)
+        written = input_written("x", host, cupy.asnumpy(x) if cupy is not None else x, who="your softmax")
         if written:
             raise Failed(f"shape {shape}, {np.dtype(dtype).name}: {written}.",
                          cause="softmax must return a new array and leave x as it is: `z = x - x.max(axis=-1, "
@@ -323,7 +323,7 @@ def huber(kernel: Any) -> str:
             dx, dy = (cupy.asarray(x), cupy.asarray(y)) if cupy is not None else (x, y)
             z = run(dx, dy, dt(delta))
             for name, before, arr in (("x", x0, dx), ("y", y0, dy)):
-                written = input_written(name, before, cupy.asnumpy(arr) if cupy is not None else arr)
+                written = input_written(name, before, cupy.asnumpy(arr) if cupy is not None else arr, who="your kernel")
                 if written:
                     raise Failed(f"n={n}: {written}.", cause=INPUT_CAUSE)
             z = np.asarray(cupy.asnumpy(z) if cupy is not None else z)
@@ -541,9 +541,9 @@ def leaky_relu(source: Any) -> str:
         label = f"n={n}, {grid} block(s) of {block} threads"
         if outside:
             raise Failed(f"{label}: {outside}.", cause="a wrong bounds check (`i <= n`?): only threads with i < n may write.")
-        written = input_written("x", x0, x)
+        written = input_written("x", x0, x, who="your kernel")
         if written:
-            raise Failed(f"{label}: {written.replace('your code', 'your kernel')}.",
+            raise Failed(f"{label}: {written}.",
                          cause="x is `const float*`: read it, write only y (a cast that drops the const, or a write "
                                "to x[i], destroys the input).")
         want = np.where(x0 > 0, x0, np.float32(alpha) * x0).astype(np.float32)

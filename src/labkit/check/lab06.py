@@ -381,9 +381,9 @@ def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> li
     report = run_on_host_batch(source, "wmma_gemm", launches, guard=guard)
     for (a, b), (a16, b16) in zip(cases, given):
         for name, before, after in (("A", a.astype(np.float16), a16), ("B", b.astype(np.float16), b16)):
-            written = input_written(name, before, after)
+            written = input_written(name, before, after, who="your kernel")
             if written:
-                raise Failed(f"{a.shape[0]}×{a.shape[1]} @ {b.shape[0]}×{b.shape[1]}: {written.replace('your code', 'your kernel')}.",
+                raise Failed(f"{a.shape[0]}×{a.shape[1]} @ {b.shape[0]}×{b.shape[1]}: {written}.",
                              cause=f"{name} is `const half*`: load fragments from it, store only into C.")
     return [(C.astype(np.float64), outside) for C, outside in zip(outs, report)]
 
@@ -583,7 +583,7 @@ def v100_fma(value: float) -> str:
     v = number(value, "the FMAs per Tensor Core per clock")
     d = dissect_tensor_peak("V100", "fp16")
     want = d.fma_per_tensor_core_per_clock
-    judge(v, want, "FMAs per Tensor Core per clock", "", rel=V100_FMA_REL, slips=merge_slips(_v100_fma_slips(), V100_FMA_REL),
+    judge(v, want, "FMAs per Tensor Core per clock", "", rel=V100_FMA_REL, slips=merge_slips(_v100_fma_slips(), V100_FMA_REL), unit_factors=True,
           otherwise="recheck the formula: peak = SMs × Tensor Cores per SM × FMA per clock × 2 × clock.")
     side = round(round(want) ** (1 / 3))
     return (f"{v:.1f} FMAs per Tensor Core per clock: with {d.sm_count} SMs × {d.tensor_cores_per_sm} Tensor Cores that gives "
@@ -704,7 +704,7 @@ def gemm_predict(fn: Callable[..., float]) -> str:
         value = number(got, f"{call} (TFLOP/s)", positive=True)
         want = ref(m, n, k, p, gpu)
         try:
-            judge(value, want, call, "TFLOP/s", rel=0.005, slips=_gemm_slips(m, n, k, p, gpu, want),
+            judge(value, want, call, "TFLOP/s", rel=0.005, slips=_gemm_slips(m, n, k, p, gpu, want), unit_factors=True,
                   otherwise="the roofline: FLOPs / max(FLOPs / peak, bytes / bandwidth), in TFLOP/s.")
         except Failed as exc:
             raise Failed(f"{exc} Expected {want:,.4g} TFLOP/s.", cause=exc.cause) from None

@@ -440,7 +440,7 @@ def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str)
                       "divided by 1e3 once too often (milliseconds are 1e-3 s)": want / 1e3,
                       "the bytes of one copy, not of the whole batch": want / repeat,
                       "gigabits per second: the figure is in bytes (GB/s), 8 bits each": want * 8})
-        judge(value, want, key, "GB/s", rel=0.01, slips=merge_slips(slips, 0.01),
+        judge(value, want, key, "GB/s", rel=0.01, slips=merge_slips(slips, 0.01), unit_factors=True,
               otherwise="GB/s = bytes moved in the timed region / seconds between the events / 1e9.")
         out[key] = value
     return out

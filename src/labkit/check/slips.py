@@ -60,18 +60,21 @@ def merge_slips(slips: Mapping[str, float], rel: float) -> dict[str, float]:
     return out
 
 
-def input_written(name: str, before: Any, after: Any) -> str | None:
-    """A sentence naming the first element of input ``name`` that differs from its copy made before the call, or None."""
+def input_written(name: str, before: Any, after: Any, *, who: str = "your code") -> str | None:
+    """A sentence naming input ``name`` when ``after`` differs from its copy ``before`` made before the call, in the
+    words of :class:`labkit.check.inputs.InputGuard` (which the kernel checks use through ``grade``), or None."""
+    from ..sim.memory import fmt_index
+    from .inputs import _value, changed
+
     b, a = np.asarray(before), np.asarray(after)
-    if b.shape != a.shape:
-        return f"your code changed the shape of its input `{name}` from {b.shape} to {a.shape}"
-    same = (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind in "fc" else (a == b)
-    if same.all():
+    mask = changed(b, a)
+    if not mask.any():
         return None
-    k = np.unravel_index(int(np.argmax(~same)), a.shape) if a.ndim else ()
-    where = f"[{', '.join(map(str, k))}]" if a.ndim else ""
-    return (f"your code wrote into its input `{name}` ({int((~same).sum())} of {a.size} elements changed; "
-            f"{name}{where} was {b[k]!r}, is now {a[k]!r})")
+    if b.shape != a.shape:
+        return f"{who} wrote into its input `{name}`: its shape went from {b.shape} to {a.shape}"
+    idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+    return (f"{who} wrote into its input `{name}`: {int(mask.sum())} of {mask.size} elements changed, the first at index "
+            f"{fmt_index(idx)} (was {_value(b[idx])}, now {_value(a[idx])})")
 
 
 INPUT_CAUSE = ("inputs are part of the answer: leave them as they are and write results only where the task says "
