@@ -7,7 +7,8 @@ source text, its name, and what to do with it:
 - ``call``: every rank returns ``fn(comm, *args)``;
 - ``grade``: for each case ``(n, size, dtype, seed)`` the first ``n`` ranks all-reduce fresh buffers with
   ``fn(comm, buf)`` on a communicator of ``n`` ranks, and compare with ``MPI.Allreduce`` of the same buffers;
-- ``bench``: time ``fn`` and ``MPI.Allreduce`` on every rank for each size (the slowest rank counts).
+- ``bench``: time ``fn`` and ``MPI.Allreduce`` on every rank for each size (the slowest rank counts);
+- ``gpu``: one process per GPU, ``fn`` over CuPy arrays through NCCL (``_rank_gpu.py``).
 
 The communicator handed to ``fn`` is a :class:`Comm`: the point-to-point calls of ``mpi4py.MPI.Comm`` a ring
 needs (``Sendrecv``, ``Send``, ``Recv``, ``Barrier``, ``Get_rank``, ``Get_size``), each recorded before it
@@ -211,6 +212,10 @@ def main(jobdir: str) -> int:
             result = _grade(fn, job, world, status)
         elif job["mode"] == "bench":
             result = _bench(fn, job, world, status)
+        elif job["mode"] == "gpu":
+            import _rank_gpu  # next to this script
+
+            result = _rank_gpu.run(fn, job, world, status, Comm)
         else:
             status.case = "your function"
             status.set("running")

@@ -377,3 +377,64 @@ def bench(fn: Callable[..., Any] | str, n: int, sizes: Sequence[int], reps: int 
         raise RankError(f"sizes must be whole numbers of elements >= 1, got {list(sizes)!r}.")
     run = launch({"mode": "bench", "source": src, "name": name, "sizes": list(sizes), "reps": int(reps)}, n, limit_s=limit_s)
     return [Timing(n, row["nbytes"], row["learner"], row["mpi"]) for row in run.results[0]["rows"]]
+
+
+# ---------------------------------------------------------------------------------------------- one process per GPU
+
+
+def gpu_status() -> tuple[bool, str]:
+    """``(can_run, reason)`` for :func:`gpu_bench`: gpu mode, two GPUs or more, NCCL for CuPy and MPI."""
+    from .mode import env
+
+    e = env()
+    if not e.is_gpu:
+        return False, f"labkit is in sim mode ({e.reason}): no GPU for one process per GPU"
+    if e.gpu_count < 2:
+        return False, (f"this machine has one GPU ({e.device_name}): a ring needs two processes on two GPUs; "
+                       "the CPU processes above run the same code")
+    try:
+        from cupy.cuda import nccl
+    except Exception as exc:  # ImportError, or CuPy without NCCL
+        return False, f"cupy.cuda.nccl is not importable ({type(exc).__name__}); pip install nvidia-nccl-cu12"
+    if not getattr(nccl, "available", True):
+        return False, "CuPy was built without NCCL (cupy.cuda.nccl.available is False)"
+    ok, why = available()
+    return (True, f"{e.gpu_count} GPUs, NCCL through cupy.cuda.nccl, {why}") if ok else (False, why)
+
+
+@dataclass(frozen=True)
+class GpuTiming:
+    """One size of :func:`gpu_bench`, measured with CUDA events (the slowest GPU counts)."""
+
+    n: int
+    nbytes: int
+    correct: bool
+    seconds: float  # the learner's ring over NCCL send/recv
+    nccl_seconds: float  # NCCL's own allReduce
+    cuda_aware_mpi_seconds: float | None
+
+    def busbw(self, seconds: float | None = None) -> float:
+        """nccl-tests' all-reduce busbw (GB/s) for ``seconds`` (default: the learner's ring)."""
+        t = self.seconds if seconds is None else seconds
+        return self.nbytes / t / 1e9 * 2 * (self.n - 1) / self.n
+
+
+def gpu_bench(fn: Callable[..., Any] | str, n: int | None = None, sizes: Sequence[int] = (1 << 20, 1 << 26),
+              reps: int = 5, *, limit_s: float = 120.0) -> tuple[list[GpuTiming], dict[str, Any]]:
+    """Run the rank function ``fn(comm, buf)`` with one process per GPU on CuPy buffers: ``comm.Sendrecv`` over
+    NCCL (unique id broadcast over MPI), checked against NCCL's ``allReduce`` and timed beside it, and over
+    CUDA-aware MPI where the MPI library has it. Needs :func:`gpu_status` to say yes."""
+    from .errors import NoGPUError
+    from .mode import env
+
+    ok, why = gpu_status()
+    if not ok:
+        raise NoGPUError(f"gpu_bench cannot run: {why}.", fix="Use ranks.bench (CPU processes) and the models here.")
+    n = min(env().gpu_count, MAX_RANKS) if n is None else n
+    src, name = source_of(fn)
+    run = launch({"mode": "gpu", "source": src, "name": name, "sizes": list(sizes), "reps": int(reps)}, n, limit_s=limit_s)
+    first = run.results[0]
+    rows = [GpuTiming(n, row["nbytes"], all(r["rows"][k]["correct"] for r in run.results), row["learner"], row["nccl"],
+                      row.get("cuda_aware_mpi")) for k, row in enumerate(first["rows"])]
+    return rows, {"device": first["device_name"], "cuda_aware_mpi": first["cuda_aware"],
+                  "devices": [r["rows"][0]["device"] if r["rows"] else None for r in run.results]}
