@@ -161,13 +161,21 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     monkeypatch.setenv("LABKIT_MIG_SLICES", "MIG-a,MIG-b")
     monkeypatch.setenv("LABKIT_INSTRUCTORS", "ingrid")
     monkeypatch.setenv("LABKIT_INSTRUCTOR_GPUS", "7")
-    monkeypatch.setenv("LABKIT_CLASS_PASSWORD", "class-password-1234")
+    monkeypatch.setenv("LABKIT_ADMIN_PASSWORD", "instructor-password-1234")
+    monkeypatch.setenv("LABKIT_HUB_HOSTNAME", "dgx.example.org")
+    monkeypatch.delenv("LABKIT_LOGIN", raising=False)
+    monkeypatch.delenv("LABKIT_TLS", raising=False)
     source = (DEPLOY / "jupyterhub_config.py").read_text()
     exec(compile(source, str(DEPLOY / "jupyterhub_config.py"), "exec"), {"get_config": lambda: c, "__file__": str(DEPLOY / "jupyterhub_config.py")})
     assert c.JupyterHub.spawner_class == "docker" and c.DockerSpawner.cmd == ["/opt/course/deploy/singleuser.sh"]
     assert c.DockerSpawner.volumes == {"labkit-home-{username}": "/home/learner"}
     assert "labkit-progress" in [s["name"] for s in c.JupyterHub.services]
-    assert c.Spawner.environment["LABKIT_PROGRESS_URL"].endswith("/services/labkit-progress/")
+    assert c.Spawner.environment["LABKIT_PROGRESS_URL"] == "http://172.17.0.1:10101/services/labkit-progress/"  # not via the proxy
+    # own logins, HTTPS with a self-signed certificate made for the host, the culler
+    assert c.JupyterHub.authenticator_class == "labkit.hub_native.CourseNativeAuthenticator"
+    assert c.Authenticator.admin_users == {"ingrid"} and c.NativeAuthenticator.open_signup is False
+    assert c.JupyterHub.bind_url.startswith("https://") and Path(c.JupyterHub.ssl_cert).parent == tmp_path / "tls"
+    assert "idle-culler" in [s["name"] for s in c.JupyterHub.services]
 
     # real DockerSpawner objects made from this config (no Docker daemon is asked anything): traitlets copies config
     # values into each spawner, so this also shows that every spawner shares the one allocator
@@ -243,3 +251,65 @@ def test_slices_from_nvml_with_a_stand_in(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     found = alloc.slices_from_nvml()
     assert [(s.gpu, s.profile, s.uuid) for s in found] == [(0, "1g.18gb", "MIG-0a"), (0, "1g.18gb", "MIG-0b")]
+
+
+# ---------------------------------------------------------------------------------------------- waiting, stops, damage
+
+
+def test_a_start_racing_a_stop_waits_in_line_for_the_slice() -> None:
+    import asyncio
+
+    a = alloc.SliceAllocator(["MIG-1", "MIG-2"])
+    a.assign("alice"), a.assign("bob")
+    heard: list[str] = []
+
+    async def scene():
+        carol = asyncio.create_task(a.acquire("carol", wait_s=5, every_s=0.01, say=heard.append))
+        dave = asyncio.create_task(a.acquire("dave", wait_s=5, every_s=0.01, say=heard.append))
+        await asyncio.sleep(0.05)
+        assert a.waiting() == ["carol", "dave"] and not carol.done()
+        with pytest.raises(alloc.NoSliceLeft):
+            a.assign("erin")  # no jumping the line
+        a.release("bob")  # bob's stop finishes
+        got = await carol
+        await asyncio.sleep(0.05)
+        assert not dave.done()
+        a.release("alice")
+        return got, await dave
+
+    carol, dave = asyncio.run(scene())
+    assert (carol, dave) == ("MIG-2", "MIG-1") and a.waiting() == []
+    assert any("number 1 in line" in h for h in heard) and any("number 2 in line" in h for h in heard)
+    with pytest.raises(alloc.NoSliceLeft, match=r"all 2 MIG slices are in use; you were number 1 in line"):
+        asyncio.run(a.acquire("erin", wait_s=0.05, every_s=0.01))
+    assert a.waiting() == []
+
+
+def test_a_damaged_state_file_never_frees_a_slice_in_use(tmp_path: Path) -> None:
+    state = tmp_path / "mig-slices.json"
+    slices = ["MIG-1", "MIG-2", "MIG-3"]
+    a = alloc.SliceAllocator(slices, state_file=state)
+    a.assign("alice"), a.assign("bob")
+    for damage in ("{not json", '{"held": ["MIG-1"]}', "[]"):
+        state.write_text(damage)
+        with pytest.raises(alloc.AllocatorStateError, match="damaged.*docker ps"):
+            alloc.SliceAllocator(slices, state_file=state)
+        assert state.read_text() == damage  # left as it was, for the admin
+
+    class Container:
+        def __init__(self, name, dev):
+            self.name, self.attrs = name, {"HostConfig": {"DeviceRequests": [{"Driver": "nvidia", "DeviceIDs": [dev]}]}}
+
+    client = SimpleNamespace(containers=SimpleNamespace(list=lambda: [Container("jupyter-alice", "MIG-1"),
+                                                                      Container("jupyter-bob", "MIG-2"),
+                                                                      Container("other", "GPU-7")]))
+    known = [alloc.Slice(-1, "listed", u) for u in slices]
+    b = alloc.SliceAllocator(known, state_file=state, rebuild=lambda: alloc.held_by_containers(client, known))
+    assert sorted(b.held().values()) == ["MIG-1", "MIG-2"] and list(tmp_path.glob("mig-slices.json.damaged-*"))
+    assert b.assign("carol") == "MIG-3"  # never a slice a container holds
+    assert b.assign("alice", container="jupyter-alice") == "MIG-1"  # alice's own, back under her name
+    b.release("bob", container="jupyter-bob")
+    assert b.assign("dave") == "MIG-2"
+    with pytest.raises(alloc.AllocatorStateError, match="could not be read from the running containers"):
+        state.write_text("{")
+        alloc.SliceAllocator(slices, state_file=state, rebuild=lambda: (_ for _ in ()).throw(OSError("no docker daemon")))

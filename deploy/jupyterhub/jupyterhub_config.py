@@ -1,38 +1,47 @@
 """JupyterHub on one DGX without Kubernetes: DockerSpawner, one MIG slice per learner, whole GPUs for instructors,
 and the labkit-progress service (course/classroom.md walks through a session).
 
-Run the hub on the DGX host, in the course's virtual environment (it has jupyterhub, dockerspawner and labkit):
+Run the hub on the DGX host, in the course's virtual environment with its hub extra (jupyterhub, dockerspawner,
+NativeAuthenticator, the idle culler, labkit):
 
-    LABKIT_CLASS_PASSWORD=... LABKIT_INSTRUCTORS=ingrid,ivan LABKIT_INSTRUCTOR_GPUS=7 \\
+    LABKIT_ADMIN_PASSWORD=... LABKIT_INSTRUCTORS=ingrid,ivan LABKIT_INSTRUCTOR_GPUS=7 \\
         jupyterhub -f deploy/jupyterhub/jupyterhub_config.py
 
 Settings (environment):
     LABKIT_IMAGE             the course image (deploy/Containerfile), default labkit-course:cuda12
-    LABKIT_CLASS_PASSWORD    the shared password learners log in with (SharedPasswordAuthenticator)
-    LABKIT_ADMIN_PASSWORD    the instructors' password (at least 32 characters; instructors are hub admins)
-    LABKIT_INSTRUCTORS       comma-separated instructor user names (the `instructor` role: the progress page)
+    LABKIT_LOGIN             who logs in (labkit.hub_setup): native (default: learners sign up, an instructor approves
+                             each at /hub/authorize), github, google, oidc or lti13 (each with its own LABKIT_* settings)
+    LABKIT_ADMIN_PASSWORD    native login: the instructors' accounts are made with it at the first start (10+ characters)
+    LABKIT_INSTRUCTORS       comma-separated instructor user names (hub admins; the `instructor` role: the progress page)
     LABKIT_INSTRUCTOR_GPUS   GPU indices (or GPU UUIDs) with MIG disabled, for instructors' servers
     LABKIT_MIG_SLICES        MIG UUIDs to hand out, instead of asking NVML / nvidia-smi -L
     LABKIT_STATE_DIR         where the hub keeps its files (default /srv/labkit-hub)
     LABKIT_HUB_CONNECT_IP    the host's address on the Docker network (its gateway), where containers reach the hub
-    LABKIT_IDLE_MINUTES      stop servers idle this long (default 60; needs jupyterhub-idle-culler)
+    LABKIT_TLS_CERT, LABKIT_TLS_KEY   the hub's certificate and key (PEM); without them a self-signed pair is made in
+                             LABKIT_STATE_DIR/tls for LABKIT_HUB_HOSTNAME (default: this host's name)
+    LABKIT_TLS               off: plain HTTP, only behind a proxy of your own that serves HTTPS (default on)
+    LABKIT_BIND_URL          where the public side listens (default https://0.0.0.0:443, http://0.0.0.0:8000 with TLS off)
+    LABKIT_IDLE_MINUTES      stop servers idle this long, freeing their slices (default 60; 0: never)
+    LABKIT_SLICE_WAIT_S      how long a start waits in line for a slice when all are taken (default 120)
     LABKIT_STUCK_MINUTES     the progress page marks a learner stuck after this long (default 10)
 
 The learners' containers run on a Docker network, `labkit` (`docker network create labkit`); the hub, the proxy and
-the progress service run on the host. Kernels post results through the proxy at LABKIT_HUB_CONNECT_IP:8000.
+the progress service run on the host. Kernels post results straight to the progress service on the Docker network
+(LABKIT_HUB_CONNECT_IP:10101), like the hub's own API; browsers reach everything through the HTTPS proxy.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import socket
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mig_allocator import SliceAllocator, discover  # noqa: E402
+from mig_allocator import SliceAllocator, discover, held_by_containers  # noqa: E402
 
+from labkit.hub_setup import configure_culler, configure_login, configure_tls  # noqa: E402
 from labkit.progress_service import configure_hub  # noqa: E402
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
@@ -47,21 +56,21 @@ network = env.get("LABKIT_DOCKER_NETWORK", "labkit")
 # (docker network inspect labkit -f '{{(index .IPAM.Config 0).Gateway}}')
 connect_ip = env.get("LABKIT_HUB_CONNECT_IP", "172.17.0.1")
 
-# ---------------------------------------------------------------------------------------------- the hub itself
-c.JupyterHub.bind_url = env.get("LABKIT_BIND_URL", "http://0.0.0.0:8000")
+# ---------------------------------------------------------------------------------------------- the hub itself, over HTTPS
+tls = env.get("LABKIT_TLS", "on").strip().lower() not in ("off", "0", "false", "no")
+if tls:
+    hostname = env.get("LABKIT_HUB_HOSTNAME", "") or socket.getfqdn()
+    configure_tls(c, cert=env.get("LABKIT_TLS_CERT") or None, key=env.get("LABKIT_TLS_KEY") or None,
+                  self_signed_dir=state / "tls", hosts=[hostname, "localhost", "127.0.0.1"])
+c.JupyterHub.bind_url = env.get("LABKIT_BIND_URL", "https://0.0.0.0:443" if tls else "http://0.0.0.0:8000")
 c.JupyterHub.hub_ip = connect_ip  # the hub's API, for the containers only
 c.JupyterHub.hub_connect_ip = connect_ip
 c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
 c.JupyterHub.cleanup_servers = False  # a hub restart leaves learners' containers (and their slices) running
 
-# ---------------------------------------------------------------------------------------------- who logs in
-c.JupyterHub.authenticator_class = "shared-password"
-c.SharedPasswordAuthenticator.user_password = env.get("LABKIT_CLASS_PASSWORD", "")
-if env.get("LABKIT_ADMIN_PASSWORD"):
-    c.SharedPasswordAuthenticator.admin_password = env["LABKIT_ADMIN_PASSWORD"]
-c.Authenticator.admin_users = set(instructors)
-c.Authenticator.allow_all = True
+# ---------------------------------------------------------------------------------------------- who logs in: each their own
+configure_login(c, login=env.get("LABKIT_LOGIN", "native"), instructors=instructors, env=env)
 
 # ---------------------------------------------------------------------------------------------- one container per learner
 c.JupyterHub.spawner_class = "docker"
@@ -76,11 +85,25 @@ c.DockerSpawner.cpu_limit = float(env.get("LABKIT_CPU_LIMIT", "4"))
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 90
 
-allocator = SliceAllocator(discover(), state_file=state / "mig-slices.json")
+slices = discover()
+
+
+def _slices_in_use():  # asked only when the state file is damaged: the running containers' --gpus devices
+    import docker
+
+    return held_by_containers(docker.from_env(), slices)
+
+
+allocator = SliceAllocator(slices, state_file=state / "mig-slices.json", rebuild=_slices_in_use)
+slice_wait_s = float(env.get("LABKIT_SLICE_WAIT_S", "120"))
 
 
 # plain functions, not bound methods: traitlets deep-copies config values into each spawner, and a copied
 # allocator would no longer be the one that knows which slices are taken
+async def _take_slice(spawner):
+    await allocator.pre_spawn_hook(spawner, instructors=instructors, wait_s=slice_wait_s)
+
+
 def _device_request(spawner):
     return allocator.host_config(spawner, instructors=instructors, instructor_gpus=instructor_gpus)
 
@@ -89,27 +112,20 @@ def _free_slice(spawner):
     allocator.post_stop_hook(spawner)
 
 
+c.Spawner.pre_spawn_hook = _take_slice
 c.DockerSpawner.extra_host_config = _device_request
 c.Spawner.post_stop_hook = _free_slice
 
 # ---------------------------------------------------------------------------------------------- progress and culling
 configure_hub(
     c,
-    public_url=f"http://{connect_ip}:8000",  # the proxy, as the kernels reach it to post results
-    service_url="http://127.0.0.1:10101",
+    public_url=c.JupyterHub.bind_url,
+    # the service listens on the Docker network's gateway: the proxy (for browsers) and the kernels reach it there
+    service_url=f"http://{connect_ip}:10101",
+    progress_url=f"http://{connect_ip}:10101/services/labkit-progress/",
     db=str(state / "labkit-progress.sqlite"),
     instructors=instructors,
     stuck_minutes=float(env.get("LABKIT_STUCK_MINUTES", "10")),
 )
-
-idle = int(env.get("LABKIT_IDLE_MINUTES", "60"))
-if idle > 0 and importlib.util.find_spec("jupyterhub_idle_culler") is not None:
-    c.JupyterHub.services.append({
-        "name": "idle-culler",
-        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={idle * 60}"],
-    })
-    c.JupyterHub.load_roles.append({
-        "name": "idle-culler",
-        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
-        "services": ["idle-culler"],
-    })
+# idle servers are stopped (their slices freed); without jupyterhub-idle-culler installed the hub does not start
+configure_culler(c, idle_minutes=float(env.get("LABKIT_IDLE_MINUTES", "60")))
