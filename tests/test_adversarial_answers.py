@@ -521,7 +521,7 @@ def full_sum_fixed_16_rounds(x, out):
 
 @cuda.jit
 def full_sum_atomic_per_thread(x, out):
-    # correct (slower): every thread adds its grid-stride partial sum atomically
+    # wrong (issue 18): no tree; every thread adds its grid-stride partial sum atomically
     acc = 0.0
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
         acc += x[i]
@@ -658,6 +658,7 @@ WRONG: dict[str, tuple[str, object]] = {
     "04.full-sum/plain-add": ("04.full-sum", full_sum_plain_add),
     "04.full-sum/exch-merge": ("04.full-sum", full_sum_exch_merge),
     "04.full-sum/fixed-16-rounds": ("04.full-sum", full_sum_fixed_16_rounds),
+    "04.full-sum/atomic-per-thread": ("04.full-sum", full_sum_atomic_per_thread),
     "04.warp-sum/early-return": ("04.warp-sum", warp_sum_early_return),
     "04.race/uint8-counter": ("04.race", race_uint8_counter),
     "05.softmax/no-max": ("05.softmax", softmax_no_max),
@@ -677,7 +678,6 @@ CORRECT: dict[str, tuple[str, object]] = {
     "03.stencil/block-stride-load": ("03.stencil", stencil_every_thread_loads_window),
     "04.histogram-shared/skip-zero-bins": ("04.histogram-shared", hist_shared_skip_zero_bins),
     "04.block-sum/shuffles": ("04.block-sum", block_sum_shuffles),
-    "04.full-sum/atomic-per-thread": ("04.full-sum", full_sum_atomic_per_thread),
     "04.warp-sum/xor": ("04.warp-sum", warp_sum_xor),
     "04.race/exch-store": ("04.race", race_global_atomic),
     "05.softmax/log-sum-exp": ("05.softmax", softmax_log_sum_exp),

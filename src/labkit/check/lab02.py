@@ -44,14 +44,14 @@ def saxpy(kernel: Any) -> str:
     from .draws import between, not_multiple
 
     # (n, threads per block, blocks), fresh each run: the first covers n with a partial last block; then one element,
-    # one short of a block, a grid that must stride 10 to 12 times (grid × block × 10 < n), more blocks than needed,
-    # a single block striding a few times, and the largest block (1024 threads) striding once more.
+    # two blocks of 96 threads striding (not a power of two: a shift for a division fails), more than 32,767 elements
+    # (an int16 index wraps) on 2 blocks of 128, more blocks than needed, a single block of 200 threads striding
+    # once, the largest block (1024 threads) striding once more, and 100 to 140 rounds of one block of 32.
     first = not_multiple(129, 255, 64)
-    rounds_grid = between(1, 2)
     few = between(50, 150)
-    cases = [(first, 64, -(-first // 64)), (1, 64, 1), (63, 64, 1),
-             (not_multiple(10 * 32 * rounds_grid + 1, 12 * 32 * rounds_grid, 32), 32, rounds_grid),
-             (few, 64, -(-few // 64) + 2), (not_multiple(97, 250, 32), 32, 1), (not_multiple(1025, 1500, 1024), 1024, 1),
+    cases = [(first, 64, -(-first // 64)), (1, 64, 1), (not_multiple(250, 450, 96), 96, 2),
+             (not_multiple(32_800, 34_000, 32), 128, 2),
+             (few, 64, -(-few // 64) + 2), (not_multiple(201, 390, 200), 200, 1), (not_multiple(1025, 1500, 1024), 1024, 1),
              (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1)]  # 100 to 140 rounds: no fixed count of rounds passes
     for k, (n, block, grid) in enumerate(cases):
         a = np.float32(random_array(1, np.float32, -3, 3)[0])
@@ -91,10 +91,11 @@ def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
     from .draws import between, not_multiple
 
-    # fresh non-square shapes each run: wider than tall, one pixel, taller than wide, and two blocks of the largest
+    # fresh non-square shapes each run: wider than tall, one pixel, taller than wide (blocks of 12 × 10), and two blocks of the largest
     # size (32 × 32 = 1024 threads), the second partly outside the image
     cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)), ((1, 1), (16, 8)),
-             ((not_multiple(17, 45, 8), not_multiple(9, 15, 8)), (8, 8)), ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
+             ((not_multiple(17, 45, 10), not_multiple(9, 15, 12)), (12, 10)),  # not powers of two: no shift divides
+             ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
              ((between(9, 31), not_multiple(33, 40, 32)), (32, 32))]
     for k, (shape, block) in enumerate(cases):
         img = random_array((*shape, 3), np.uint8, 0, 231)  # grey < 231: never equal to the poison value 248
@@ -125,8 +126,11 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
         raise Failed(f"expected a function grid_for(shape, block), got {type(grid_for).__name__}.")
     from .draws import between, choice
 
-    blocks = [(16, 16), (32, 8), (32, 32), (128, 1), (32, 4), (8, 8), (1024, 1), (64, 16)]
-    cases = [((1080, 1920), (16, 16)), ((1, 1), (32, 8))]  # the notebook's frame, a single element
+    blocks = [(16, 16), (32, 8), (32, 32), (128, 1), (32, 4), (8, 8), (1024, 1), (64, 16), (24, 10), (96, 3), (48, 7)]
+    # fixed cases first: the notebook's frame, a single element, and blocks that are not powers of two (a shift for
+    # the division fails there), on an exact multiple and on shapes that leave a partial block in each direction
+    cases = [((1080, 1920), (16, 16)), ((1, 1), (32, 8)), ((30, 48), (24, 10)), ((31, 49), (24, 10)),
+             ((700, 1000), (96, 3)), ((14, 96), (48, 7)), ((3000, 2), (1, 1000))]
     for _ in range(6):  # fresh shapes: arbitrary, exact multiples of the block, and smaller than the block in one axis
         bx, by = choice(blocks)  # type: ignore[misc]
         cases += [((between(1, 3000), between(1, 3000)), (bx, by)), ((by * between(1, 40), bx * between(1, 8)), (bx, by)),
@@ -164,6 +168,32 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
 
 
 # ----------------------------------------------------------------------------- 02.transfers
+def _transfer_cause(got: np.ndarray, expected: np.ndarray, a: np.float32, x: np.ndarray, y: np.ndarray, steps: int,
+                    n: int) -> str | None:
+    """What a wrong final y shows: a step too many or too few (a loop that always runs once), only part of the
+    elements updated (a fixed launch without a grid-stride loop), or the result of another call (a cache)."""
+    if got.shape != expected.shape:
+        return None
+    def after(k: int) -> np.ndarray:
+        v = y.copy()
+        for _ in range(k):
+            v = (a * x + v).astype(np.float32)
+        return v
+    close = lambda u, v: bool(np.allclose(u, v, rtol=1e-5, atol=1e-5))  # noqa: E731
+    for k, words in ((steps + 1, "one step too many"), (steps - 1, "one step too few"), (max(steps, 1), "")):
+        if k >= 0 and k != steps and close(got, after(k)):
+            if steps == 0:
+                return ("with steps = 0, y must come back unchanged: the loop ran once anyway (`range(steps)` runs 0 "
+                        "times; a loop that launches before testing does not).")
+            return f"{words}: the loop must launch the kernel exactly `steps` times."
+    done = np.isclose(got, expected, rtol=1e-5, atol=1e-5)
+    if steps > 0 and done[:1].all() and not done.all() and np.isclose(got[~done], y[~done], rtol=1e-5, atol=1e-5).all():
+        first = int(np.argmin(done))
+        return (f"elements from index {first} on were never updated: the launch covers only the first {first} of {n} "
+                "elements. Choose the grid from n (or use a grid-stride loop), not a fixed number of blocks and threads.")
+    return None
+
+
 class _TransferCounter:
     def __init__(self) -> None:
         self.to_device = 0
@@ -269,13 +299,22 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
         raise Failed(f"expected a function repeated_saxpy(a, x, y, steps), got {type(repeated_saxpy).__name__}.")
     from .draws import between
 
-    for n, steps in ((between(100, 400), between(2, 6)), (between(1, 99), 1)):
+    from .inputs import InputGuard
+
+    # (n, steps): a few hundred elements first; more than a few blocks' worth (a fixed launch such as 2 blocks of
+    # 128 threads without a grid-stride loop leaves elements out); 0 steps (y comes back as it was) and 1; and the
+    # first case's step count again on new data (a result kept from an earlier call, keyed by the step count, is wrong)
+    first_steps = between(2, 6)
+    plan = [(between(100, 400), first_steps), (between(3000, 5000), between(2, 4)), (between(1, 99), 0),
+            (between(1, 99), 1), (between(257, 600), first_steps)]
+    for n, steps in plan:
         a = np.float32(random_array(1, np.float32, -1, 1)[0])
         x, y = random_array(n), random_array(n)
         x0, y0 = x.copy(), y.copy()
-        expected = y.copy()
+        expected = y0.copy()
         for _ in range(steps):
-            expected = (a * x + expected).astype(np.float32)
+            expected = (a * x0 + expected).astype(np.float32)
+        guard = InputGuard({"x": x}, who="repeated_saxpy")
         with _count_transfers() as count:
             try:
                 got = repeated_saxpy(a, x, y, steps)
@@ -293,16 +332,22 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
         if got.dtype != np.float32:
             raise Failed(f"repeated_saxpy returned {got.dtype} values; the inputs are float32.",
                          cause="a float64 array crept in (np.zeros without dtype, or a float64 `a`): keep float32 throughout.")
-        if not (np.array_equal(x, x0) and (np.array_equal(y, y0) or np.allclose(y, expected))):
-            raise Failed("repeated_saxpy changed its input x.", cause="work on device copies of the inputs.")
+        guard.verify()
+        if not (np.array_equal(y, y0) or (got.shape == y.shape and np.allclose(y, expected))):
+            raise Failed(f"repeated_saxpy wrote into its input `y` (n={n}, steps={steps}), and what it left there is "
+                         "not the final y.", cause="work on device copies of the inputs: the host y may only receive the "
+                                                  "final result, if anything.")
         from .harness import compare
 
-        compare(got, expected, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
+        try:
+            compare(got, expected, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
+        except Failed as exc:
+            raise Failed(str(exc), cause=_transfer_cause(got, expected, a, x0, y0, steps, n) or exc.cause) from None
         if count.implicit:
             raise Failed(f"n={n}, steps={steps}: {count.implicit} kernel launch(es) received a host (NumPy) array, "
                          "which numba copies to the device and back around every launch.",
                          cause="pass device arrays (from cuda.to_device) to the kernel, not NumPy arrays.")
-        if count.launches == 0:
+        if count.launches == 0 and steps > 0:
             raise Failed(f"n={n}, steps={steps}: the values are right, but no kernel was launched: the work ran on the host.",
                          cause="copy x and y to the device once, launch your SAXPY kernel `steps` times on the device "
                                "arrays, and copy y back once.")

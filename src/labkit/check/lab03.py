@@ -62,10 +62,10 @@ def coalesced_copy(kernel: Any) -> str:
     """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
     from .draws import between, not_multiple
 
-    # fresh shapes each run: wider than tall, one element, taller than wide, two blocks of the largest size
+    # fresh shapes each run: wider than tall, one element, taller than wide (blocks of 24 × 6), two blocks of the largest size
     # (32 × 32 threads), and last a recorded launch whose rows are whole warps (32-column multiples) for the sector count
     cases = [((not_multiple(9, 20, 4), not_multiple(33, 60, 32)), (32, 4)), ((1, 1), (32, 4)),
-             ((not_multiple(33, 45, 8), not_multiple(17, 31, 16)), (16, 8)), ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
+             ((not_multiple(33, 45, 6), not_multiple(25, 47, 24)), (24, 6)),  # not powers of two: no shift divides ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
              ((between(5, 12), 32 * between(1, 2)), (32, 4))]
     note = ""
     for k, (shape, block) in enumerate(cases):
@@ -228,8 +228,9 @@ def stencil(kernel: Any) -> str:
 
     # fresh sizes each run: a few blocks with a partial last one, one element, an exact multiple, a recorded launch,
     # fewer elements than a block, and two blocks of the largest size the exercise allows (MAX_BLOCK = 256)
-    cases = [(not_multiple(65, 127, 32), 32), (1, 32), (64 * between(1, 2), 64), (not_multiple(129, 250, 128), 128),
-             (between(2, 30), 64), (not_multiple(257, 400, 256), 256)]
+    # blocks of 96 and 200 threads are not powers of two (a shift for a division fails there; 200 is not whole warps)
+    cases = [(not_multiple(65, 127, 32), 32), (1, 32), (96 * between(1, 2), 96), (not_multiple(129, 250, 128), 128),
+             (between(2, 150), 200), (not_multiple(257, 400, 256), 256)]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         grid = -(-n // block)
@@ -328,8 +329,10 @@ def launch_plan(fn: Any) -> str:
              (str(rng.choice(arches)), float(rng.choice([0.625, 0.75, 0.8125])), int(rng.integers(1, 8)) * 1000 + 7),
              ("sm_80", 0.5, 40_000 + int(rng.integers(0, 3000))),  # shared memory limits the blocks: large blocks needed
              ("sm_70", 0.75, 60_000 + int(rng.integers(0, 4000)))]  # out of reach: one block of at most 32 warps
-    for _ in range(4):
-        cases.append((str(rng.choice(arches)), float(rng.choice([0.25, 0.375, 0.5, 0.625, 0.75, 1.0])),
+    # low targets whose largest budgets are 255 (the most a thread can have: a search that stops at 254 fails) and 168
+    cases += [(str(rng.choice(arches)), 0.125, int(rng.integers(0, 2000))), (str(rng.choice(arches)), 0.1875, 0)]
+    for _ in range(2):
+        cases.append((str(rng.choice(arches)), float(rng.choice([0.0625, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0])),
                       int(rng.integers(0, 24_000))))
     for arch, target, shared in cases:
         call = f"launch_plan({arch!r}, {target}, {shared})"

@@ -49,11 +49,13 @@ def _heavy_bin(n: int, count: int) -> np.ndarray:
 def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     from .draws import between, not_multiple
 
-    # fresh sizes each run: a grid larger than the data, one element, a reversed launch, and one block that strides
-    # 10 rounds and more with one bin above 255 counts (a uint8 counter wraps)
-    cases = [(not_multiple(300, 500, 128), 128, 4, None), (1, 64, 1, None), (between(130, 190), 64, 3, None),
+    # fresh sizes each run: a grid larger than the data, one element, a reversed launch on blocks of 96 threads (not a
+    # power of two: a shift for a division fails), one block that strides 10 rounds and more with one bin above 255
+    # counts (a uint8 counter wraps), and more than 32,767 bytes on one block of 256 (100 to 130 rounds; an int16
+    # index wraps)
+    cases = [(not_multiple(300, 500, 128), 128, 4, None), (1, 64, 1, None), (between(200, 280), 96, 3, None),
              (not_multiple(900, 1200, 64), 64, 1, between(300, 400)),
-             (not_multiple(100 * 32 + 1, 130 * 32 - 1, 32), 32, 1, None)]  # 100 to 130 rounds: no fixed count passes
+             (not_multiple(32_800, 33_200, 256), 256, 1, None)]
     if shared:  # one block counting more than 65,535 of one value into its shared bins (a uint16 counter wraps)
         cases.append((between(65_600, 65_700), 256, 1, between(65_540, 65_590)))
     for k, (n, block, grid, heavy) in enumerate(cases):
@@ -191,15 +193,24 @@ def full_sum(kernel: Any) -> str:
 
     # (n, block, grid), fresh each run: a few rounds, one element, more threads than elements, 10 to 12 grid-stride
     # rounds (grid × block × 10 < n), and one block of MAX_BLOCK = 256 threads
+    # ... and last more than 32,767 elements on 2 blocks of 128 (an int16 index wraps)
     cases = [(not_multiple(900, 1300, 128), 128, 2), (1, 32, 1), (between(40, 90), 32, 3), (between(257, 400), 64, 4),
              (not_multiple(641, 768, 64), 32, 2), (between(300, 700), 256, 1),
-             (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1)]  # 100 to 140 rounds: no fixed count of rounds passes
+             (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),  # 100 to 140 rounds: no fixed count of rounds passes
+             (not_multiple(32_800, 33_500, 256), 128, 2)]
     for k, (n, block, grid) in enumerate(cases):
         x = random_array(n)
         label = f"n={n}, {grid} block(s) of {block} threads"
-        run_case(kernel, grid, block, (x,), out_shape=1, out_dtype=np.float32,
-                 expected=np.array([x.astype(np.float64).sum()]), label=label, names=("x", "out"), out_init=0.0,
-                 first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4)
+        report = run_case(kernel, grid, block, (x,), out_shape=1, out_dtype=np.float32,
+                          expected=np.array([x.astype(np.float64).sum()]), label=label, names=("x", "out"), out_init=0.0,
+                          first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4)
+        adds = report.atomics.get("global", 0) if report is not None else 0
+        if adds > grid * -(-block // 32):  # one per block (or, at most, one per warp after a warp reduction)
+            raise Failed(f"{label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
+                         "threads added their own sums one by one.",
+                         cause="the exercise combines each block's threads first (the tree of 04.block-sum in shared "
+                               "memory, or warp shuffles), then one thread per block adds the block's sum atomically: "
+                               "thousands of atomics on one address serialise on a GPU.")
     return ("correct for fresh sizes with grids larger and smaller than the data (10+ grid-stride rounds) and blocks of "
             "32 to 256 threads; blocks combine atomically.")
 
@@ -268,14 +279,20 @@ def race(kernel: Any) -> str:
 
     # fresh sizes each run: a partial last block, one element, whole blocks, fewer elements than a block, and blocks
     # of 1024 threads (the most a block can have), where many more threads meet at the shared counter
+    # ... a block of 200 threads (not a power of two, nor whole warps); and thresholds with a fraction (int(threshold)
+    # counts other elements)
     cases = [(not_multiple(257, 400, 64), 64), (1, 32), (128 * between(1, 2), 128), (between(33, 90), 32),
-             (between(700, 1023), 1024)]
+             (not_multiple(401, 599, 200), 200), (between(700, 1023), 1024)]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         low, high = (-0.8, -0.3) if block == 1024 else (-0.5, 0.5)  # the 1024-thread block counts more than 255
         threshold = np.float32(random_array(1, np.float32, low, high)[0])
+        if abs(threshold) < 0.05:  # keep a fraction that int() would drop: elements between 0 and it exist
+            threshold = np.float32(0.25 if threshold >= 0 else -0.25)
         if n > 1:  # some elements equal the threshold: "greater than" must not count them
             x[:: max(2, n // 8)] = threshold
+        if n > 2:  # and some lie between int(threshold) (that is, 0) and the threshold
+            x[1] = np.float32(threshold / 2)
         grid = -(-n // block)
         padded = np.full(grid * block, -np.inf)
         padded[:n] = x
@@ -297,8 +314,9 @@ def _scan_reference() -> tuple[Any, Any]:
 
 
 def _int_floats(n: int) -> np.ndarray:
-    """Random whole numbers as float32: every partial sum is exact, so any summation order gives the same bits."""
-    return np.rint(random_array(n, np.float32, -20.0, 20.0)).astype(np.float32)
+    """Random quarters (-20.00 to 20.00 in steps of 0.25) as float32: every partial sum is exact, so any summation
+    order gives the same bits, and the fractions catch a scan through an integer buffer."""
+    return (np.rint(random_array(n, np.float32, -80.0, 80.0)) / 4).astype(np.float32)
 
 
 def _block_scan(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -353,9 +371,11 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
     with labkit's :func:`scan_any_n`, whose block sums need a second level of scanning."""
     from .harness import compare, device
 
+    from .draws import between
+
     if add_offsets is None:
         raise Failed("pass both kernels: labkit.check.scan(scan_block, add_offsets).")
-    cases = [(200, 64), (1, 32), (300, SCAN_BLOCKS[-1])]
+    cases = [(200, 64), (1, 32), (300, SCAN_BLOCKS[-1]), (between(129, 380), 128)]
     for k, (n, block) in enumerate(cases):
         x = _int_floats(n)
         want, want_sums = _block_scan(x, block)
