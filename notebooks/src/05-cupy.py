@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # Lab 05 — CuPy: GPU arrays, custom kernels in CUDA C++, interop and streams
+# # Lab 05 — CuPy: GPU arrays, custom kernels in CUDA C++, interop, streams and graphs
 #
 # **Learning objectives**
 # - Write array code once that runs on NumPy (CPU) and CuPy (GPU), with broadcasting and ufuncs.
@@ -17,10 +17,12 @@
 # - Pass GPU arrays to Numba and other libraries without copies (`__cuda_array_interface__`, DLPack).
 # - Overlap copies with compute: split a copy → kernel → copy pipeline into chunks on several streams, ordered and
 #   timed with events, from pinned memory; time GPU code with `cupyx.profiler.benchmark`.
+# - Know what CuPy's memory pool, the stream-ordered allocator and managed memory do.
+# - Capture the pipeline in a CUDA Graph and replay it per frame; measure what it saves in launch overhead on a GPU.
 #
 # **Prerequisites:** [Lab 02](02-first-kernels.ipynb) (first kernels: threads, blocks, bounds checks). Some C syntax helps.
 #
-# **Time:** 85 minutes (teaching 30, exercises 55)
+# **Time:** 95 minutes (teaching 35, exercises 60)
 
 # %%
 import labkit
@@ -525,7 +527,180 @@ from labkit.check.lab05 import pipeline_timeline
 print(pipeline_timeline(labkit.check.solved_or_reference("05.streams", pipeline)))
 
 # %% [markdown]
-# ## 11. Timing GPU code: `cupyx.profiler.benchmark`
+# ## 11. Memory pools and managed memory
+#
+# `cudaMalloc` is slow (it can take a millisecond and it synchronises the device), so CuPy does not call it for every
+# array. Its **memory pool** keeps the blocks of freed arrays and hands them to the next allocation of a similar size:
+# `cp.get_default_memory_pool()` reports `used_bytes()` (held by live arrays) and `total_bytes()` (held by the pool
+# in all), and `free_all_blocks()` returns the unused blocks to the driver. That is why `nvidia-smi` shows a CuPy
+# process holding more memory than its arrays need. Pinned host memory has a pool of its own
+# (`cp.get_default_pinned_memory_pool()`). Two other allocators plug in with `cp.cuda.set_allocator(...)`:
+#
+# - `cp.cuda.MemoryAsyncPool()`: CUDA's **stream-ordered** allocator (`cudaMallocAsync`/`cudaFreeAsync`), whose
+#   allocations and frees are stream operations like kernels: a block freed on a stream can be reused by later work
+#   on that stream without the host waiting.
+# - `cp.cuda.malloc_managed`: **managed** (unified) memory, one pointer valid on the host and on every GPU. The
+#   driver migrates pages to the processor that touches them, on demand (a page fault per missing page) or ahead of
+#   time with `cp.cuda.runtime.memPrefetchAsync(ptr, nbytes, device, stream)`. It lets a data set larger than the
+#   GPU's memory run (the pages stream in), at the cost of the faults. On Grace Hopper and Grace Blackwell systems the
+#   CPU and GPU share one coherent address space over NVLink-C2C, so the GPU also reads host memory directly.
+#
+# On a GPU the cell below shows the pool keeping a freed block, times a pooled allocation against `cudaMalloc`, and
+# times the first and second pass of a kernel over fresh managed memory (the first one faults the pages in).
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    import time
+
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    block = cp.empty(1 << 28, dtype=cp.uint8)  # 256 MiB
+    print(f"live 256 MiB array: used {pool.used_bytes() >> 20} MiB, pool holds {pool.total_bytes() >> 20} MiB")
+    del block
+    print(f"after del:          used {pool.used_bytes() >> 20} MiB, pool holds {pool.total_bytes() >> 20} MiB (kept for reuse)")
+
+    def wall_us(fn, reps=20):
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        cp.cuda.Device().synchronize()
+        return (time.perf_counter() - t0) / reps * 1e6
+
+    pooled = wall_us(lambda: cp.empty(1 << 28, dtype=cp.uint8))
+    raw = wall_us(lambda: cp.cuda.runtime.free(cp.cuda.runtime.malloc(1 << 28)))
+    print(f"allocate 256 MiB: from the pool {pooled:.1f} µs, cudaMalloc + cudaFree {raw:.1f} µs (wall clock, {env.device_name})")
+
+    n_managed = 1 << 26
+    mem = cp.cuda.malloc_managed(4 * n_managed)
+    managed = cp.ndarray((n_managed,), dtype=cp.float32, memptr=mem)
+    for label in ("first pass (pages fault in)", "second pass"):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        managed.fill(1.0)
+        end.record()
+        end.synchronize()
+        print(f"managed memory, {label}: {cp.cuda.get_elapsed_time(start, end):.2f} ms for {4 * n_managed >> 20} MiB")
+    del managed, mem
+else:
+    print("sim mode: there is no device memory to pool or migrate. On a GPU this cell shows the pool keeping a freed "
+          "block, times a pooled allocation against cudaMalloc, and times the first and second pass over managed memory.")
+
+# %% [markdown]
+# ## 12. CUDA Graphs: the whole pipeline in one launch
+#
+# Every copy and kernel costs the host an API call, and the GPU a little time to start it: a few microseconds each.
+# For big kernels that is nothing; for a pipeline of many short steps run again and again (a video frame, an
+# inference step, one iteration of a solver) it can be most of the time, and the GPU idles between the steps while
+# Python issues the next one. A **CUDA Graph** records the steps once and replays them with one call:
+#
+# - **capture**: `stream.begin_capture()`, then the work issued on that stream is recorded, not run;
+#   `graph = stream.end_capture()` returns it. Only asynchronous work may be captured: anything that makes the host
+#   wait (a synchronize, a blocking `get()`, a copy from pageable memory) is an error during capture;
+# - **replay**: `graph.launch(stream)` runs all of it, asynchronously, with one call. A replay repeats the captured
+#   work exactly: the same device buffers and the same host addresses. New input goes into the buffer the graph
+#   reads (a pinned host buffer refilled before each launch), not into a new array.
+#
+# ### Exercise 8 — capture the pipeline, replay it per frame
+#
+# Write `graph_pipeline(cp, frames, x, y, kernel)`. `frames` is a list of host arrays; `x` and `y` are pinned host
+# buffers of the same size; `kernel(d_in, d_out)` runs on the current stream. Allocate two device buffers, then on a
+# stream of your own (`cp.cuda.Stream(non_blocking=True)`) capture the pipeline once: copy `x` in (`d_in.set(x)`),
+# run `kernel`, copy the result back into `y` (`d_out.get(out=y, blocking=False)`). Then for each frame: put it in
+# `x`, launch the graph, wait for it, and keep a copy of `y`. Return the list of results.
+#
+# On a GPU `cp` is CuPy. In `sim` mode it is labkit's recording stand-in with graph capture: capture records without
+# running, a replay runs only when the host waits for it (as on a GPU, a result read too early is not there yet),
+# and what CUDA forbids during a capture raises CUDA's error.
+
+# %% tags=["exercise"]
+def graph_pipeline(cp, frames, x, y, kernel):
+    # BEGIN SOLUTION
+    stream = cp.cuda.Stream(non_blocking=True)
+    d_in, d_out = cp.empty(x.size, x.dtype), cp.empty(x.size, x.dtype)  # the graph keeps these addresses
+    with stream:
+        stream.begin_capture()
+        d_in.set(x)
+        kernel(d_in, d_out)
+        d_out.get(out=y, blocking=False)
+        graph = stream.end_capture()
+    results = []
+    for frame in frames:
+        x[...] = frame  # the captured copy reads x: refill it
+        graph.launch(stream)
+        stream.synchronize()  # a replay is asynchronous
+        results.append(y.copy())
+    return results
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError  # buffers, a stream, capture (set, kernel, get), then per frame: refill x, launch, wait, copy y
+    # END SKELETON
+
+
+# %%
+labkit.check.graph_pipeline(graph_pipeline);
+
+# %% [markdown]
+# What the graph saves is host calls. The stand-in counts them for eight frames, with your pipeline (or labkit's,
+# until yours passes) and with the same pipeline issued step by step:
+
+# %%
+from labkit.check.lab05_graphs import host_calls
+
+calls = host_calls(labkit.check.solved_or_reference("05.graph", graph_pipeline), n_frames=8)
+print(f"8 frames: {calls['graph']} host calls with the graph, {calls['no graph']} without "
+      "(copies and kernels issued one by one); counted by the stand-in, not timed")
+
+# %% [markdown]
+# With three steps per frame that is a factor of three in calls; a real inference step has hundreds of kernels, and
+# the saving grows with them. On a GPU the cell below measures it: 200 tiny kernels issued one by one, and the same
+# 200 captured in a graph and replayed, timed with CUDA events, per kernel.
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    import time
+
+    gs = cp.cuda.Stream(non_blocking=True)
+    v, w = cp.zeros(1024, dtype=cp.float32), cp.zeros(1024, dtype=cp.float32)
+    add_one = cp.ElementwiseKernel("float32 a", "float32 b", "b = a + 1", "labkit_add_one")
+    K, reps = 200, 20
+
+    def issue_all():
+        with gs:
+            for _ in range(K // 2):
+                add_one(v, w)
+                add_one(w, v)
+
+    issue_all()  # warm up: compiles the kernel
+    gs.synchronize()
+    with gs:
+        gs.begin_capture()
+        for _ in range(K // 2):
+            add_one(v, w)
+            add_one(w, v)
+        chain = gs.end_capture()
+    chain.upload(gs)
+
+    def per_kernel_us(fn):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        t0 = time.perf_counter()
+        start.record(gs)
+        for _ in range(reps):
+            fn()
+        end.record(gs)
+        end.synchronize()
+        host = (time.perf_counter() - t0) / (reps * K) * 1e6
+        return host, cp.cuda.get_elapsed_time(start, end) * 1e3 / (reps * K)
+
+    (h_e, g_e), (h_g, g_g) = per_kernel_us(issue_all), per_kernel_us(lambda: chain.launch(gs))
+    print(f"one by one: {g_e:.2f} µs per kernel (CUDA events), {h_e:.2f} µs of host time per kernel")
+    print(f"graph:      {g_g:.2f} µs per kernel (CUDA events), {h_g:.2f} µs of host time per kernel  [{env.device_name}]")
+else:
+    print("sim mode: launch overhead is a property of the GPU and its driver, so nothing here measures it. On a GPU this "
+          "cell times 200 tiny kernels issued one by one against the same 200 replayed from a graph.")
+
+# %% [markdown]
+# ## 13. Timing GPU code: `cupyx.profiler.benchmark`
 #
 # CuPy calls return as soon as the kernel is queued, so `time.perf_counter()` around them measures the queueing, not
 # the work. `cupyx.profiler.benchmark(fn, args, n_repeat=...)` runs warm-ups, brackets each run with CUDA events and
@@ -552,5 +727,9 @@ else:
 # - `__cuda_array_interface__` and DLPack share device memory between CuPy, Numba and other libraries without copies.
 # - Pinned memory, several streams and chunking overlap copies with compute; a pipeline's time is one full trip plus
 #   one slowest step per further chunk.
+# - CuPy's memory pool keeps freed blocks for reuse; the stream-ordered pool and managed memory are allocators of
+#   their own, the latter migrating pages on demand or by prefetch.
+# - A CUDA Graph captures a pipeline once and replays it with one call: the same buffers and host addresses every
+#   time, so new input goes into the buffer the graph reads; nothing that makes the host wait may be captured.
 #
 # Next: [Lab 06 — Tensor Cores and mixed precision](06-tensor-cores-mixed-precision.ipynb).
