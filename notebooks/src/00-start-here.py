@@ -141,12 +141,16 @@ print(t)
 #
 # Numba compiles a kernel to PTX, NVIDIA's virtual instruction set, which the driver then translates for the
 # actual GPU. `labkit.ptx` does the first step on any machine, GPU or not, for the architecture you name:
-# `sm_70` is Volta (V100), `sm_80` Ampere (A100), `sm_90` Hopper (H100, H200). Look for two 32-bit global
-# loads (`a[i]`, `b[i]`), one store (`out[i]`) and the comparison that implements your bounds check (`setp`).
+# `sm_70` is Volta (V100), `sm_80` Ampere (A100), `sm_90` Hopper (H100, H200). Look for two 32-bit loads
+# `ld.f32` (`a[i]`, `b[i]`), one store `st.f32` (`out[i]`) and the comparison that implements your bounds check
+# (`setp`). Numba writes them with *generic* addressing: the instruction names no state space (no `ld.global`), and
+# the hardware finds from the address that it lies in global memory. The many `ld.param` lines fetch the kernel's
+# arguments (each array arrives as a pointer, its shape and its strides). The summary counts `ld.f32` and `st.f32`
+# as global loads and stores, which is where these arrays live.
 
 # %%
 ptx = labkit.ptx.compile(kernel, "void(float32[:], float32[:], float32[:])", arch="sm_90")
-ptx.show("ld.", "st.", "setp")
+ptx.show("ld.f32", "st.f32", "setp")
 
 # %% [markdown]
 # ## The course map

@@ -14,7 +14,7 @@
 # - Write grid-stride loops, which work for any grid size, and bounds checks, which keep idle threads harmless.
 # - Choose a launch configuration: blocks per grid and threads per block.
 # - Measure what host↔device copies cost and keep data on the device between launches.
-# - Read the PTX of your own kernel.
+# - Read the PTX of your own kernel, and keep FP64 out of it: float literals as `np.float32(...)`.
 #
 # **Prerequisites:** [Lab 00](00-start-here.ipynb) (a first kernel, checks and hints).
 #
@@ -152,7 +152,8 @@ if env.is_gpu:
 else:
     print("sim mode: the simulator runs the Python function directly and compiles nothing, so the first launch is "
           "not slower here. On a GPU the first launch includes the compilation.")
-#
+
+# %% [markdown]
 # ## Two dimensions: rows and columns
 #
 # Images and matrices are 2-D. Launch a 2-D grid of 2-D blocks, `kernel[(gx, gy), (bx, by)]`, and get both
@@ -178,8 +179,9 @@ def grayscale(img, out):
     # BEGIN SOLUTION
     col, row = cuda.grid(2)
     if row < out.shape[0] and col < out.shape[1]:
-        v = 0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2]
-        out[row, col] = int(v + 0.5)
+        v = (np.float32(0.299) * img[row, col, 0] + np.float32(0.587) * img[row, col, 1]
+             + np.float32(0.114) * img[row, col, 2])
+        out[row, col] = int(v + np.float32(0.5))
     # END SOLUTION
     # BEGIN SKELETON
     # col, row = ...
@@ -219,6 +221,79 @@ px.imshow(d_grey.copy_to_host()[::step, ::step], color_continuous_scale="gray",
           title=f"greyscale of a {rows}×{cols} gradient" + (f" (every {step}th pixel)" if step > 1 else ""))
 
 # %% [markdown]
+# ## Float literals: FP64 where you did not ask for it
+#
+# In Python, `0.299` is a float64, and Numba keeps it one: `0.299 * img[row, col, 0]` converts the pixel to FP64 and
+# multiplies in FP64. The values come out right, so no check on values notices; the PTX does. Here is the greyscale
+# kernel written with bare literals, compiled for sm_90: every `.f64` instruction is a conversion to or from FP64
+# (`cvt.rn.f64.u16`, `cvt.rzi.s64.f64`) or FP64 arithmetic (`mul.f64`, `fma.rn.f64`).
+
+# %%
+@cuda.jit
+def grayscale_literals(img, out):
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        v = 0.299 * img[row, col, 0] + 0.587 * img[row, col, 1] + 0.114 * img[row, col, 2]
+        out[row, col] = int(v + 0.5)
+
+
+GREY_SIG = "void(uint8[:,:,:], uint8[:,:])"
+f64_lines = labkit.ptx.compile(grayscale_literals, GREY_SIG, arch="sm_90").fp64()
+print(f"bare literals: {len(f64_lines)} FP64 instructions")
+for line in f64_lines:
+    print("   ", line)
+
+# %% [markdown]
+# Writing each constant as `np.float32(0.299)` keeps the whole computation in FP32: a `uint8` times a `float32` is a
+# `float32`. Your greyscale kernel (or labkit's, until yours passes), compiled the same way:
+
+# %%
+mine = labkit.ptx.compile(labkit.check.solved_or_reference("02.grayscale", grayscale), GREY_SIG, arch="sm_90")
+print(f"your greyscale kernel: {len(mine.fp64())} FP64 instructions")
+
+# %% [markdown]
+# Why it matters: the data-centre HPC parts (V100, A100, H100) run FP64 at half their FP32 rate, but the GPUs built
+# for graphics and inference run it at a small fraction, and so does a kernel that slips into FP64 there. From the
+# throughput table in NVIDIA's programming guide (`labkit.hw.arithmetic_rates`):
+
+# %%
+for arch in ("sm_90", "sm_80", "sm_89", "sm_86"):
+    r = labkit.hw.arithmetic_rates(arch)
+    print(f"{arch} ({r.gpus}): FP64 at 1/{round(1 / r.fp64_fraction)} of the FP32 rate "
+          f"({r.fp64_per_clock.text()} against {r.fp32_per_clock.text()} results per clock per SM)")
+print("source:", labkit.hw.ARITHMETIC_SOURCE)
+
+# %% [markdown]
+# Other ways into FP64: `float(x)`, `math.sqrt` of a float64, and `/` between two integers (true division gives a
+# float64). Numba's integer literals are harmless: `2 * x` with `x` a float32 stays a float32.
+#
+# ### Exercise 3 — pixels to float32, no FP64
+#
+# Neural networks take pixels as floats. Write `to_unit(img, out)`: `img` is a `uint8` image of shape `(rows, cols)`,
+# `out` a `float32` array of the same shape, and `out[row, col] = img[row, col] / 127.5 - 1`, which maps 0–255 to
+# −1…1. The check grades the values on fresh images and block shapes, then compiles your kernel and fails it if its
+# PTX has FP64 instructions (the reference has none).
+
+# %% tags=["exercise"]
+@cuda.jit
+def to_unit(img, out):
+    # BEGIN SOLUTION
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = img[row, col] / np.float32(127.5) - np.float32(1.0)
+    # END SOLUTION
+    # BEGIN SKELETON
+    # col, row = ...
+    # if <inside the image>:
+    #     out[row, col] = img[row, col] / 127.5 - 1.0   <- right values, but FP64: write the constants as np.float32(...)
+    pass
+    # END SKELETON
+
+
+# %%
+labkit.check.to_unit(to_unit);
+
+# %% [markdown]
 # ## Choosing a launch configuration
 #
 # Two numbers per direction: threads per block and blocks per grid.
@@ -235,7 +310,7 @@ for arch in ("sm_70", "sm_80", "sm_90"):
 print("source:", labkit.occupancy.SOURCE)
 
 # %% [markdown]
-# ### Exercise 3 — a 2-D grid
+# ### Exercise 4 — a 2-D grid
 #
 # Write `grid_for(shape, block)`: for an array of `shape = (rows, cols)` and blocks of `block = (bx, by)`
 # threads (x along columns), return `(gx, gy)`, the smallest grid that covers every element. The check tries
@@ -302,7 +377,7 @@ else:
 # One more trap: pass a NumPy array straight to a kernel and Numba copies it to the device *and back* around
 # every launch. Keep data on the device across launches and copy only at the ends.
 #
-# ### Exercise 4 — keep it on the device
+# ### Exercise 5 — keep it on the device
 #
 # Write `repeated_saxpy(a, x, y, steps)`: apply `y ← a·x + y` `steps` times on the device and return the final
 # `y` as a NumPy `float32` array, with two copies to the device and one back, however many steps. Use your SAXPY
@@ -329,7 +404,8 @@ labkit.check.transfers(repeated_saxpy);
 # ## What your kernel compiles to
 #
 # `labkit.ptx.compile` turns your SAXPY into PTX for an architecture of your choice, without a GPU. Look for the
-# global loads and stores in the summary (Numba unrolls the loop, so there are several of each), the fused
+# loads and stores in the summary (Numba unrolls the loop, so there are several of each; they are the generic
+# `ld.f32` and `st.f32`, which reach global memory), the fused
 # multiply-add `fma.rn.f32` that computes `a * x[i] + y[i]` in one instruction, and the branch (`bra`) back to the
 # top of the grid-stride loop.
 
@@ -343,6 +419,8 @@ ptx.show("fma", "bra")
 # - Grid-stride loops make a kernel correct for any grid; bounds checks keep idle threads harmless.
 # - Threads per block: a multiple of 32, typically 128–256; blocks: enough to cover the data or fill the GPU.
 # - Copies between host and device cost far more than a pass over device memory: copy once, launch many times.
+# - A Python float literal is a float64 in a Numba kernel: write constants as `np.float32(...)` and check the PTX for
+#   `.f64` instructions.
 #
 # **Next:** [Lab 03 — The memory hierarchy](03-memory-hierarchy.ipynb): coalescing, shared memory, bank
 # conflicts and occupancy.
