@@ -35,7 +35,7 @@ import numpy as np
 from . import blocks, limits
 from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
 from .errors import KernelTimeout
-from .limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG, is_learner_file, raise_in_thread
+from .limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG, is_learner_frame, raise_in_thread
 
 SCHEDULES = ("forward", "reverse", "shuffle")
 
@@ -337,7 +337,7 @@ class _Watchdog:
                 used = time.clock_gettime(clock) if clock is not None else time.monotonic()
                 if used > end or time.monotonic() > wall_end:
                     frame = sys._current_frames().get(ident)
-                    if frame is not None and is_learner_file(frame.f_code.co_filename):
+                    if frame is not None and is_learner_frame(frame):
                         self._fired = True
                         raise_in_thread(ident, exc)
                         continue

@@ -1,8 +1,9 @@
 """Time limits for learner code in the simulator: kernels, device functions in any cell, plain Python answers.
 
-A trace function follows only frames of *learner code* (any file outside the Python installation, the
-virtual environment and labkit itself), so a loop of pure arithmetic is stopped too while library code runs
-untraced. One documented limit applies everywhere: :data:`LEARNER_CODE_LIMIT_S`.
+A watchdog counts only the time spent in frames of *learner code* (any file outside the Python installation, the
+virtual environment and labkit itself, and code that ``exec()``/``eval()`` compiled in a learner's namespace), so a
+loop of pure arithmetic is stopped too while library code runs untraced. One documented limit applies everywhere:
+:data:`LEARNER_CODE_LIMIT_S`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,30 @@ def is_learner_file(filename: str) -> bool:
     return not resolved.startswith(_LIBRARY_ROOTS)
 
 
+def is_learner_frame(frame: Any) -> bool:
+    """True for a frame of learner code: a learner file (:func:`is_learner_file`), or code that ``exec()`` or
+    ``eval()`` compiled (file ``"<string>"``) running in a learner's namespace.
+
+    A string of code has no file to judge it by, so its globals decide: the namespace of a library module
+    (the ``__init__`` that ``dataclasses`` writes for a class of labkit or of a package runs in that module's
+    globals) is library code; any other namespace (a notebook's ``__main__``, a script's module, a fresh dict
+    that a learner passed to ``exec``) is the learner's.
+    """
+    code = frame.f_code
+    if code.co_filename != "<string>":
+        return is_learner_file(code.co_filename)
+    return _namespace_is_learner(frame.f_globals)
+
+
+def _namespace_is_learner(namespace: dict) -> bool:
+    name = namespace.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    if module is None or getattr(module, "__dict__", None) is not namespace:
+        return True  # exec(src, {}), or a namespace that only carries a module's name
+    filename = getattr(module, "__file__", None)
+    return filename is None or is_learner_file(filename)
+
+
 class PythonTimeout(BaseException):
     """Raised into the thread running a learner's plain Python answer that ran past its limit.
 
@@ -74,7 +99,7 @@ def _timeout_class(seconds: float) -> type[PythonTimeout]:
 def _in_learner_code(frame: Any, anchor: Any) -> bool:
     """True when a frame between the innermost one and ``anchor`` (the frame that set the limit) is learner code."""
     while frame is not None and frame is not anchor:
-        if is_learner_file(frame.f_code.co_filename):
+        if is_learner_frame(frame):
             return True
         frame = frame.f_back
     return False
@@ -90,9 +115,9 @@ def python_time_limit(seconds: float | None = None, *, interval: float = 0.1) ->
     """Stop learner code in this thread once it has run ``seconds`` in all, with :class:`PythonTimeout`.
 
     A watchdog thread samples what this thread is doing every ``interval`` seconds and counts only the time
-    spent in learner code (frames of a notebook cell or a script, :func:`is_learner_file`, called from inside
-    the ``with`` block), so labkit's own
-    work in a check never counts, and nothing is traced: measurements the learner's code makes run at full speed.
+    spent in learner code (frames of a notebook cell or a script, and code that exec()/eval() built in a learner's
+    namespace: :func:`is_learner_frame`; called from inside the ``with`` block), so labkit's own work in a check never
+    counts, and nothing is traced: measurements the learner's code makes run at full speed.
     Kernel launches have their own limit (:mod:`labkit.sim.engine`), and their time does not count here.
     """
     seconds = LEARNER_CODE_LIMIT_S if seconds is None else seconds
@@ -111,7 +136,7 @@ def python_time_limit(seconds: float | None = None, *, interval: float = 0.1) ->
             if _in_learner_code(frame, anchor) and not launches_running:
                 spent += now - last
             last = now
-            innermost_learner = frame is not None and is_learner_file(frame.f_code.co_filename)
+            innermost_learner = frame is not None and is_learner_frame(frame)
             if spent > seconds and innermost_learner:  # raise only at learner code: never inside Python's own locks
                 with lock:
                     if state["active"]:
