@@ -397,3 +397,38 @@ def test_relative_error_and_error_vs_k():
     assert P.relative_error([1.5, 2.0], [1.0, 2.0]) == 0.25
     errs = P.error_vs_k("fp16", "same", [16, 256, 2048], m=16)
     assert errs[0] < errs[-1]
+
+
+# ---------------------------------------------------------------- FP4 and the limited FP8 accumulator
+
+
+def test_fp4_e2m1_has_eight_magnitudes_no_nan_and_matches_ml_dtypes() -> None:
+    import ml_dtypes
+
+    info = P.format_info("fp4")
+    assert (info.max_normal, info.min_normal, info.min_subnormal, info.has_nan, info.has_inf) == (6.0, 1.0, 0.5, False, False)
+    assert [P.decode(i, "fp4_e2m1") for i in range(8)] == [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    x = np.linspace(-7, 7, 141)
+    ours = P.round_to(x, "fp4_e2m1", on_range="ignore")
+    assert np.array_equal(ours, np.clip(x, -6, 6).astype(ml_dtypes.float4_e2m1fn).astype(np.float64))
+    with pytest.raises(LabkitError, match="no NaN"):
+        P.bits(float("nan"), "fp4_e2m1")
+
+
+def test_round_significant_truncates_or_rounds_to_the_bits_kept() -> None:
+    v = 1 + 2.0**-13 + 2.0**-15
+    assert P.round_significant(v, 14, "toward_zero") == 1 + 2.0**-13
+    assert P.round_significant(1 + 3 * 2.0**-15, 14, "nearest") == 1 + 2.0**-13
+    with pytest.raises(LabkitError):
+        P.round_significant(1.0, 30)
+
+
+def test_limited_accumulator_loses_accuracy_with_k_and_promotion_recovers_it() -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(0, 1, (8, 4096)), rng.uniform(0, 1, (4096, 8))
+    fp32 = P.gemm(a, b, "fp8_e4m3", "fp32", on_range="ignore")
+    limited = P.relative_error(P.gemm(a, b, "fp8_e4m3", "limited", on_range="ignore"), fp32)
+    promoted = P.relative_error(P.gemm(a, b, "fp8_e4m3", "limited", promote_every=128, on_range="ignore"), fp32)
+    assert limited > 10 * promoted and limited > 1e-3
+    with pytest.raises(LabkitError, match="multiple of block_k"):
+        P.gemm(a, b, "fp8_e4m3", "limited", promote_every=100, on_range="ignore")

@@ -171,3 +171,33 @@ def test_gemm_targets_on_a_mig_slice_use_the_slices_share_of_the_peak(monkeypatc
         assert "error" not in t and t["value"] == pytest.approx(100 * 100 / peak)
         assert "MIG slice" in t["details"]["peak_source"]
     assert out["targets"][2]["passed"] is True  # the WMMA kernel too (checked launches on the NumPy CuPy)
+
+
+# ---------------------------------------------------------------- Hopper: wgmma and TMA
+
+
+def test_wgmma_tile_compiles_for_sm_90a_with_tma_and_wgmma() -> None:
+    from labkit import tensorcores as T
+
+    ptx = T.compile_wgmma()
+    assert ptx.arch == "sm_90a" and ".target sm_90a" in ptx.text
+    counts = T.hopper_instructions(ptx.text)
+    assert counts["wgmma.mma_async"] >= 1 and counts["cp.async.bulk.tensor (TMA)"] >= 2 and counts["mbarrier"] >= 2
+    assert counts["wmma.*"] == 0
+    wmma = T.hopper_instructions(T.compile_wmma(arch="sm_90").text)
+    assert wmma["wmma.*"] > 0 and wmma["wgmma.mma_async"] == 0
+
+
+def test_wgmma_is_refused_off_hopper_and_the_model_numbers() -> None:
+    import pytest as _pytest
+
+    from labkit import tensorcores as T
+    from labkit.errors import LabkitError
+
+    with _pytest.raises(LabkitError, match="Hopper"):
+        T.compile_wgmma(arch="sm_100a")
+    assert T.smem_operand_bytes_per_clock("H200", 16, 16, 16) == 512
+    assert T.smem_operand_bytes_per_clock("H100", 64, 256, 16) == 80
+    assert T.smem_operand_bytes_per_clock("H100", 64, 256, 16, operands="b") == 64
+    with _pytest.raises(LabkitError, match="no Tensor Core rate"):
+        T.smem_operand_bytes_per_clock("V100", 16, 16, 16)

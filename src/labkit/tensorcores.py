@@ -9,6 +9,13 @@
 - :func:`roofline_gemm`: the model's expectation for an n×n×n GEMM on a GPU from ``labkit.hw``.
 - :func:`dissect_tensor_peak`: a datasheet peak taken apart into SMs × Tensor Cores × clock × work per clock.
 - :func:`gpu_check`: the figures ``make gpu-check`` records (FP16/BF16 GEMM % of dense peak, WMMA correctness).
+- Hopper: :data:`WGMMA_SOURCE`, a warpgroup GEMM tile with TMA and ``wgmma.mma_async`` (inline PTX, no CUTLASS);
+  :func:`compile_wgmma` compiles it for ``sm_90a`` without a GPU and :func:`hopper_instructions` counts what
+  it uses. WMMA on Hopper compiles to the warp-level ``mma.sync`` of Volta and Ampere; only ``wgmma`` (sm_90a,
+  a warpgroup of 4 warps, operands read from shared memory) reaches Hopper's peak, as cuBLAS and CUTLASS do, and
+  Blackwell (sm_100a) replaces it with ``tcgen05.mma`` and Tensor Memory. :func:`smem_operand_bytes_per_clock`
+  is the model behind the lab's exercise: the shared-memory bytes per clock and SM an instruction shape needs to
+  keep the Tensor Cores at their peak.
 
 Nothing here imports CuPy at module level; the GPU functions import it when called in ``gpu`` mode.
 """
@@ -32,8 +39,12 @@ __all__ = [
     "PeakDissection",
     "WMMA_KERNEL",
     "WMMA_SOURCE",
+    "WGMMA_SOURCE",
     "WMMA_TILE",
+    "compile_wgmma",
     "compile_wmma",
+    "hopper_instructions",
+    "smem_operand_bytes_per_clock",
     "cpu_gemm_throughput",
     "dissect_tensor_peak",
     "gpu_check",
@@ -51,6 +62,9 @@ WARPS_PER_BLOCK = 4
 
 #: The WMMA GEMM reference kernel, read from ``kernels/cuda/wmma_gemm.cu`` (see :mod:`labkit.kernels_cuda`).
 WMMA_SOURCE: str = _kernels_cuda.WMMA_GEMM
+#: A Hopper warpgroup GEMM tile (TMA copies, ``wgmma.mma_async``), read from ``kernels/cuda/wgmma_tile.cu``: for
+#: reading its PTX, not a tested GEMM (the file says what it leaves out).
+WGMMA_SOURCE: str = _kernels_cuda.read_source("wgmma_tile.cu")
 
 
 # ----------------------------------------------------------------------------- WMMA: compile, run, grade
@@ -84,6 +98,75 @@ def tensor_core_instructions(ptx_text: str) -> dict[str, int]:
         elif op.startswith("mma."):
             counts["mma"] += 1
     return counts
+
+
+def compile_wgmma(source: str = WGMMA_SOURCE, arch: str = "sm_90a") -> Any:
+    """Compile a ``wgmma`` kernel to PTX for ``sm_90a`` with NVRTC (no GPU needed).
+
+    ``wgmma`` exists only on ``sm_90a``: the ``a`` marks architecture-specific instructions, which PTX for ``sm_90``
+    (portable to later GPUs) may not use. NVRTC copies inline PTX without reading it, so PTX for ``sm_90`` is
+    produced anyway; ptxas (``PTX.resources()``) then rejects it. Blackwell (sm_100a) has ``tcgen05`` instead.
+    """
+    if not isinstance(source, str):
+        raise LabkitError(f"the kernel source must be a string of CUDA C++, not {type(source).__name__}.")
+    a = str(arch).strip().lower().replace("compute_", "sm_")
+    if a not in ("sm_90a", "sm_90"):
+        raise LabkitError(f"wgmma is a Hopper instruction: {arch} cannot run it.",
+                          fix="Use arch='sm_90a' (Blackwell, sm_100a, uses tcgen05.mma instead of wgmma).")
+    from . import ptx
+
+    return ptx.compile_cuda(source, a, name="wgmma_tile.cu")
+
+
+_HOPPER_OPS = (
+    ("wgmma.mma_async", "wgmma.mma_async"), ("wgmma.fence", "wgmma.fence"), ("wgmma.commit_group", "wgmma.commit_group"),
+    ("wgmma.wait_group", "wgmma.wait_group"), ("cp.async.bulk.tensor", "cp.async.bulk.tensor (TMA)"),
+    ("mbarrier", "mbarrier"), ("wmma.", "wmma.*"), ("mma.sync", "mma.sync"), ("ldmatrix", "ldmatrix"),
+    ("tcgen05", "tcgen05"),
+)
+
+
+def hopper_instructions(ptx_text: str) -> dict[str, int]:
+    """Counts of the instructions that tell a Hopper GEMM from a Volta/Ampere-style one: ``wgmma.*`` and TMA
+    (``cp.async.bulk.tensor``) with its ``mbarrier`` against ``wmma.*``, ``mma.sync`` and ``ldmatrix``."""
+    if not isinstance(ptx_text, str):
+        raise LabkitError(f"hopper_instructions reads PTX text, not {type(ptx_text).__name__}.", fix="Pass ptx.text.")
+    counts = {label: 0 for _, label in _HOPPER_OPS}
+    for line in ptx_text.splitlines():
+        op = line.strip().split(" ")[0].split("\t")[0].lstrip("@!%p0123456789 ")
+        if not op or op.startswith(("//", ".")):
+            continue
+        for prefix, label in _HOPPER_OPS:
+            if op.startswith(prefix) or (prefix == "mma.sync" and op.startswith("mma.") and ".sync" in op and not op.startswith("wmma")):
+                counts[label] += 1
+                break
+    return counts
+
+
+def smem_operand_bytes_per_clock(gpu_name: str, m: int, n: int, k: int, *, operands: str = "ab",
+                                 element_bytes: int = 2) -> float:
+    """A model: the shared-memory bytes per clock per SM that Tensor Core instructions of shape m×n×k need to run
+    at the GPU's dense FP16 peak, when each instruction reads its operands (``"ab"``: A and B; ``"b"``: B only, as
+    ``wgmma`` with A in registers) from shared memory once.
+
+    FLOPs per clock per SM = Tensor Cores per SM × FMA per Tensor Core per clock × 2; each instruction does
+    2·m·n·k FLOPs and reads (m·k + k·n)·element_bytes bytes. Compare the result with the SM's
+    ``shared_memory_bandwidth_per_sm`` (labkit.hw): above it, shared memory, not the Tensor Cores, sets the pace.
+    """
+    from . import hw
+
+    g = hw.gpu(gpu_name)
+    if g.tensor_core_fma_per_clock is None or g.tensor_cores_per_sm is None:
+        have = [n_ for n_ in hw.gpus() if hw.gpu(n_).tensor_core_fma_per_clock is not None]
+        raise LabkitError(f"labkit.hw has no Tensor Core rate per clock for the {g.name}.", fix=f"Use one of {', '.join(have)}.")
+    for name_, v in (("m", m), ("n", n), ("k", k), ("element_bytes", element_bytes)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise LabkitError(f"{name_} must be a positive integer, not {v!r}.")
+    if operands not in ("ab", "b"):
+        raise LabkitError(f"operands={operands!r} is not an option.", fix='Use "ab" (A and B from shared memory) or "b".')
+    flop_per_clock = g.tensor_cores_per_sm.value * g.tensor_core_fma_per_clock.value * 2
+    bytes_per_instruction = ((m * k if operands == "ab" else 0) + k * n) * element_bytes
+    return float(flop_per_clock * bytes_per_instruction / (2 * m * n * k))
 
 
 def _check_wmma_shapes(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
@@ -124,7 +207,7 @@ def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WM
 
     from .gpuerrors import explain
 
-    include = wmma_include_dirs()
+    include = wmma_include_dirs(cupy_nvrtc_major())
     try:
         fn = cp.RawKernel(source, kernel, options=("--std=c++17",) + tuple(f"-I{d}" for d in include))
         dA = cp.asarray(A.astype(np.float16))
@@ -136,6 +219,16 @@ def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WM
         return cp.asnumpy(dC).astype(np.float64)
     except Exception as exc:  # noqa: BLE001 - out of memory, compile error, ...: say which
         raise explain(exc, f"the WMMA kernel ({M}x{K} @ {K}x{N})") from None
+
+
+def cupy_nvrtc_major() -> int | None:
+    """The CUDA major version of the NVRTC CuPy compiles with (13 for cupy-cuda13x), None when it cannot say."""
+    try:
+        from cupy.cuda import nvrtc
+
+        return int(nvrtc.getVersion()[0])
+    except Exception:  # noqa: BLE001 - no CuPy, or no NVRTC library for it: labkit's own NVRTC decides
+        return None
 
 
 def _toolkit_roots() -> list[Path]:
@@ -162,13 +255,15 @@ def _pathfinder_headers() -> list[str]:
     return out
 
 
-def wmma_include_dirs() -> list[str]:
+def wmma_include_dirs(cuda_major: int | None = None) -> list[str]:
     """Header folders that give WMMA's ``mma.h`` and the ``crt/mma.h`` it includes: the pinned CUDA wheels
     (``crt/mma.h`` comes only with the nvcc wheel), else what cuda-pathfinder finds (CUDA 13 wheel layouts), else a
-    CUDA toolkit at ``CUDA_HOME``, ``CUDA_PATH``, the one of the ``nvcc`` on PATH, or ``/usr/local/cuda``. Raises :class:`~labkit.errors.LabkitError` naming both ways when neither has them."""
+    CUDA toolkit at ``CUDA_HOME``, ``CUDA_PATH``, the one of the ``nvcc`` on PATH, or ``/usr/local/cuda``. Raises :class:`~labkit.errors.LabkitError` naming both ways when neither has them.
+    ``cuda_major`` picks the headers of that CUDA version (the NVRTC that compiles: CuPy's own on a GPU, which
+    can be CUDA 13 beside cuda-bindings 12); default: the version of labkit's NVRTC."""
     from . import ptx
 
-    dirs = list(ptx.cuda_include_dirs())
+    dirs = list(ptx.cuda_include_dirs(cuda_major))
 
     def has(rel: str) -> bool:
         return any((Path(d) / rel).is_file() for d in dirs)

@@ -1,0 +1,310 @@
+"""Checks for lab 06's Hopper and Blackwell sections: why WMMA cannot reach the H200's peak (shared-memory bytes per
+clock that WMMA and wgmma need), MXFP8 block quantization, and FP8 GEMM accumulation with promotion to FP32.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .answers import judge, number
+from .core import Failed, Unsolved, exercise
+from .harness import rng
+
+# --------------------------------------------------------------------------------------------- 06.wmma-peak
+
+WMMA_SHAPE = (16, 16, 16)  # one wmma.mma.sync per warp
+WGMMA_SHAPE = (64, 256, 16)  # one wgmma.mma_async per warpgroup, A and B from shared memory
+PEAK_GPU = "H200"
+_PEAK_REL = 0.01
+
+
+def _reference_wmma_peak() -> tuple[float, float]:
+    from ..tensorcores import smem_operand_bytes_per_clock
+
+    return (smem_operand_bytes_per_clock(PEAK_GPU, *WMMA_SHAPE), smem_operand_bytes_per_clock(PEAK_GPU, *WGMMA_SHAPE))
+
+
+def _peak_slips(shape: tuple[int, int, int]) -> dict[str, float]:
+    """Plausible wrong answers for one shape, each with its cause."""
+    from .. import hw
+    from ..tensorcores import smem_operand_bytes_per_clock
+
+    g = hw.gpu(PEAK_GPU)
+    m, n, k = shape
+    want = smem_operand_bytes_per_clock(PEAK_GPU, m, n, k)
+    flop_clock = g.tensor_cores_per_sm.value * g.tensor_core_fma_per_clock.value * 2  # type: ignore[union-attr]
+    slips = {
+        "half the answer: a multiply-add is 2 FLOPs, and the operands are FP16, 2 bytes each (not elements).": want / 2,
+        "per Tensor Core: an SM has 4 of them (tensor_cores_per_sm), all fed by the SM's one shared memory.":
+            want / g.tensor_cores_per_sm.value,  # type: ignore[union-attr]
+        "the operands are FP16 (2 bytes), not FP32 (4): only the accumulator is FP32.": want * 2,
+        "only the inputs A and B are read from shared memory; the accumulator C stays in registers.":
+            flop_clock * ((m * k + k * n) * 2 + 2 * m * n * 4) / (2 * m * n * k),
+        "you counted only B; in this exercise A comes from shared memory too.": flop_clock * k * n * 2 / (2 * m * n * k),
+        "bytes per clock per SM, not a fraction of the peak: divide the FLOPs per clock by the FLOPs per byte.":
+            g.shared_memory_bandwidth_per_sm.value / want,  # type: ignore[union-attr]
+    }
+    return {c: v for c, v in slips.items() if abs(v - want) > 0.05 * want}
+
+
+@exercise(
+    "06.wmma-peak",
+    kind="numeric",
+    title="Why WMMA cannot reach the H200's peak: shared-memory bytes per clock",
+    hints=[
+        "Work per SM and per clock, so that no clock rate is needed: how many FLOPs do the SM's Tensor Cores do per "
+        "clock at the peak, and how many FLOPs does one instruction do per byte of operands it reads?",
+        "FLOPs per clock per SM = tensor_cores_per_sm × tensor_core_fma_per_clock × 2. One m×n×k instruction does "
+        "2·m·n·k FLOPs and reads (m·k + k·n) FP16 operands of 2 bytes. Bytes per clock = FLOPs per clock ÷ FLOPs per byte.",
+        "g = hw.gpu('H200'); f = g.tensor_cores_per_sm.value * g.tensor_core_fma_per_clock.value * 2; "
+        "bytes(m, n, k) = f * (m*k + k*n) * 2 / (2*m*n*k); wmma = bytes(16, 16, 16), wgmma = bytes(64, 256, 16).",
+    ],
+    reference=_reference_wmma_peak,
+)
+def wmma_peak(wmma_bytes_per_clock: Any, wgmma_bytes_per_clock: Any) -> str:
+    """Grade the shared-memory bytes per clock per SM that WMMA (16×16×16 per warp) and wgmma (64×256×16 per
+    warpgroup) need to keep the H200's Tensor Cores at their dense FP16 peak, each instruction reading A and B from
+    shared memory once."""
+    from .. import hw
+
+    if wmma_bytes_per_clock is Ellipsis or wgmma_bytes_per_clock is Ellipsis:
+        raise Unsolved("fill in both numbers.")
+    wmma_want, wgmma_want = _reference_wmma_peak()
+    got_wmma = number(wmma_bytes_per_clock, "wmma_bytes_per_clock", positive=True)
+    got_wgmma = number(wgmma_bytes_per_clock, "wgmma_bytes_per_clock", positive=True)
+    judge(got_wmma, wmma_want, "WMMA (16×16×16 per warp)", "B/clock", rel=_PEAK_REL, slips=_peak_slips(WMMA_SHAPE),
+          otherwise="FLOPs per clock per SM ÷ (2·m·n·k FLOPs ÷ (m·k + k·n)·2 bytes), with the H200's figures.")
+    wgmma_slips = _peak_slips(WGMMA_SHAPE)
+    wgmma_slips["that is the WMMA shape's figure; wgmma does 64×256×16 per instruction."] = wmma_want
+    judge(got_wgmma, wgmma_want, "wgmma (64×256×16 per warpgroup)", "B/clock", rel=_PEAK_REL, slips=wgmma_slips,
+          otherwise="the same formula with m, n, k = 64, 256, 16.")
+    have = hw.gpu(PEAK_GPU).shared_memory_bandwidth_per_sm.value  # type: ignore[union-attr]
+    return (f"WMMA needs {wmma_want:g} B/clock per SM, wgmma {wgmma_want:g}; shared memory gives {have:g} "
+            f"(32 banks × 4 B). Fed from shared memory, WMMA reaches at most {have / wmma_want:.0%} of the peak (a model); "
+            f"wgmma reads each operand byte for {wmma_want / wgmma_want:.1f}× more FLOPs and fits.")
+
+
+# --------------------------------------------------------------------------------------------- 06.mx-quantize
+
+MX_BLOCK = 32
+
+
+def _reference_mx_quantize() -> Callable[[np.ndarray], np.ndarray]:
+    from .. import scaling
+
+    return lambda x: scaling.quantize_blocks(x, "mxfp8_e4m3").values
+
+
+def _mx_cases() -> list[np.ndarray]:
+    """Fresh inputs: rows of very different magnitudes, a zero block, an exact power of two as a block's largest
+    value, blocks whose largest value needs saturation (x / scale above 448), negative values, several shapes."""
+    gen = rng()
+    cases = []
+    for rows, blocks in ((2, 1), (int(gen.integers(3, 7)), int(gen.integers(2, 4))), (int(gen.integers(8, 17)), 8)):
+        x = gen.standard_normal((rows, blocks * MX_BLOCK)) * 2.0 ** gen.uniform(-20, 12, size=(rows, 1))
+        cases.append(x)
+    x = gen.standard_normal((4, 4 * MX_BLOCK))
+    x[0, :MX_BLOCK] = 0.0  # an all-zero block
+    x[1, 3] = 2.0 ** int(gen.integers(-6, 6))  # the block's largest value, an exact power of two
+    x[1, :MX_BLOCK][np.abs(x[1, :MX_BLOCK]) >= abs(x[1, 3])] = 0.5 * x[1, 3]
+    for r in (2, 3):  # largest value with a mantissa near 2: it lands between 464 and 512 and must saturate at 448
+        e = int(gen.integers(-10, 10))
+        x[r, :MX_BLOCK] = gen.uniform(-1.5, 1.5, MX_BLOCK) * 2.0**e
+        x[r, 5] = -(1.9 + 0.09 * gen.random()) * 2.0**e
+    cases.append(x)
+    return cases
+
+
+def _mx_slips(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Outputs of plausible wrong quantizers for x, each with its cause."""
+    from .. import precision as P
+    from .. import scaling
+
+    blocks = x.reshape(*x.shape[:-1], -1, MX_BLOCK)
+    amax = np.abs(blocks).max(axis=-1, keepdims=True)
+    safe = np.where(amax > 0, amax, 1.0)
+
+    def elements(scale: np.ndarray) -> np.ndarray:
+        q = P.round_to(blocks / scale, "fp8_e4m3", on_range="ignore")
+        return (q * scale).reshape(x.shape)
+
+    out: dict[str, np.ndarray] = {
+        "one scale for the whole tensor: MX gives every block of 32 its own scale.":
+            scaling.quantize_per_tensor(x, "fp8_e4m3").values,
+        "the scale amax / 448 is not a power of two: an E8M0 scale is 2**(floor(log2(amax)) − 8).": elements(safe / 448.0),
+        "ceil(log2(amax)) wastes a binade: take floor(log2(amax)) − 8 and let values above 448 saturate.":
+            elements(2.0 ** (np.ceil(np.log2(safe)) - 8)),
+        "round(log2(amax)): the OCP MX scale uses floor(log2(amax)) − 8.": elements(2.0 ** (np.round(np.log2(safe)) - 8)),
+        "emax of E4M3 is 8 (448 = 1.75 × 2^8): subtract 8 from floor(log2(amax)), not 7 or 9.":
+            elements(2.0 ** (np.floor(np.log2(safe)) - 7)),
+        "blocks of 16: MX blocks are 32 elements long (NVFP4's are 16).":
+            scaling.quantize_blocks(x, "mxfp8_e4m3").values if x.shape[-1] % 16 else _blocks16(x),
+    }
+    if x.ndim == 2 and x.shape[0] % MX_BLOCK == 0:
+        out["blocks run along the last axis (each row's consecutive elements), not down the columns."] = \
+            scaling.quantize_blocks(x, "mxfp8_e4m3", axis=0).values
+    return out
+
+
+def _blocks16(x: np.ndarray) -> np.ndarray:
+    from .. import precision as P
+
+    blocks = x.reshape(*x.shape[:-1], -1, 16)
+    amax = np.abs(blocks).max(axis=-1, keepdims=True)
+    scale = 2.0 ** (np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - 8)
+    return (P.round_to(blocks / scale, "fp8_e4m3", on_range="ignore") * scale).reshape(x.shape)
+
+
+@exercise(
+    "06.mx-quantize",
+    kind="code",
+    title="Quantize to MXFP8: blocks of 32 with a power-of-two (E8M0) scale",
+    hints=[
+        "Cut the last axis into blocks of 32 (reshape). Each block gets one scale, a power of two, chosen from its "
+        "largest magnitude so that the largest element lands just inside E4M3's range.",
+        "scale = 2**(floor(log2(amax)) − 8), where 8 is the exponent of E4M3's largest power of two (448 = 1.75 × 2^8). "
+        "Divide the block by it, round to E4M3 with P.round_to(..., 'fp8_e4m3', on_range='ignore') (it saturates at "
+        "±448), multiply back.",
+        "b = x.reshape(*x.shape[:-1], -1, 32); amax = abs(b).max(axis=-1, keepdims=True); "
+        "s = 2.0 ** (np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - 8); "
+        "return (P.round_to(b / s, 'fp8_e4m3', on_range='ignore') * s).reshape(x.shape)",
+    ],
+    reference=_reference_mx_quantize,
+)
+def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
+    """Grade ``quantize_mxfp8(x)``: ``x`` (float64, last axis a multiple of 32) stored in MXFP8 E4M3 (OCP MX v1.0)
+    and read back, against :func:`labkit.scaling.quantize_blocks` on fresh inputs."""
+    from .. import scaling
+    from .streams import call_learner
+
+    if not callable(fn):
+        raise Failed(f"expected a function quantize_mxfp8(x), got {type(fn).__name__}.")
+    cases = _mx_cases()
+    for x in cases:
+        got = call_learner(fn, x.copy(), what=f"quantize_mxfp8 of a {x.shape[0]}×{x.shape[1]} array")
+        if got is None or got is Ellipsis:
+            raise Unsolved("quantize_mxfp8 returns nothing yet.")
+        try:
+            arr = np.asarray(got, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise Failed(f"quantize_mxfp8 returned {type(got).__name__}, not an array of numbers.") from None
+        if arr.shape != x.shape:
+            raise Failed(f"for a {x.shape} input you returned shape {arr.shape}; return the read-back values in x's shape.")
+        want = scaling.quantize_blocks(x, "mxfp8_e4m3").values
+        if np.array_equal(arr, want):
+            continue
+        bad = tuple(int(i) for i in np.argwhere(~(arr == want))[0])
+        where = f"at index {bad}: expected {float(want[bad])!r}, got {float(arr[bad])!r}"
+        if np.isnan(arr).any():
+            raise Failed(f"NaN in your result ({where}).", cause="E4M3 has no infinity: a value above 448 must saturate to "
+                         "±448 (P.round_to does; ml_dtypes' float8_e4m3fn cast turns it into NaN).")
+        for cause, slip in _mx_slips(x).items():
+            if slip.shape == arr.shape and np.array_equal(arr, slip):
+                raise Failed(f"wrong values {where}.", cause=cause)
+        raise Failed(f"wrong values {where}.", cause="each block of 32: scale 2**(floor(log2(amax)) − 8), elements rounded "
+                     "to E4M3 with saturation, multiplied back by the scale.")
+    return (f"right on {len(cases)} fresh arrays: rows spanning 2^-20 to 2^12, an all-zero block, a power-of-two maximum "
+            "and maxima that saturate at 448.")
+
+
+# --------------------------------------------------------------------------------------------- 06.fp8-promotion
+
+
+def _reference_promotion() -> Callable[[np.ndarray, np.ndarray, int], np.ndarray]:
+    from .. import precision as P
+
+    def promoted_gemm(a: np.ndarray, b: np.ndarray, interval: int) -> np.ndarray:
+        return P.gemm(a, b, "fp8_e4m3", accumulate="limited", promote_every=interval, on_range="ignore")
+
+    return promoted_gemm
+
+
+def _promotion_slips(a: np.ndarray, b: np.ndarray, interval: int) -> dict[str, np.ndarray]:
+    from .. import precision as P
+
+    K = a.shape[1]
+
+    def chunks(step: int, stop: int = K, acc: str = "limited", dtype: Any = np.float32) -> np.ndarray:
+        c = np.zeros((a.shape[0], b.shape[1]), dtype=dtype)
+        for k0 in range(0, stop, step):
+            c += P.gemm(a[:, k0:k0 + step], b[k0:k0 + step], "fp8_e4m3", accumulate=acc, on_range="ignore").astype(dtype)
+        return c.astype(np.float64)
+
+    out = {
+        "no promotion: one limited accumulator over all of K. Add each chunk's partial sum to an FP32 total.":
+            P.gemm(a, b, "fp8_e4m3", accumulate="limited", on_range="ignore"),
+        "the last chunk is missing: K is not a multiple of the interval, and range(0, K, interval) covers it all.":
+            chunks(interval, stop=K - K % interval) if K % interval else None,
+        "the interval counts products (elements of K), not Tensor Core instructions of 32.": chunks(interval * 32),
+        "each chunk must go through the Tensor Core's limited accumulator: P.gemm(..., accumulate='limited').":
+            chunks(interval, acc="fp32"),
+        "the promoted total lives in FP32 registers on the CUDA cores, not in FP16.": chunks(interval, dtype=np.float16),
+    }
+    if interval != 128:
+        out["use the interval you are given, not a fixed 128."] = chunks(128)
+    return {c: v for c, v in out.items() if v is not None}
+
+
+def _promotion_cases() -> list[tuple[np.ndarray, np.ndarray, int]]:
+    gen = rng()
+    cases = []
+    for interval in (64, 128, 256):
+        m, n = int(gen.integers(4, 13)), int(gen.integers(4, 13))
+        K = interval * int(gen.integers(3, 9)) + int(gen.integers(1, interval))  # never a multiple of the interval
+        cases.append((gen.uniform(0, 1, (m, K)), gen.uniform(0, 1, (K, n)), interval))
+    return cases
+
+
+@exercise(
+    "06.fp8-promotion",
+    kind="code",
+    title="FP8 GEMM: promote the Tensor Core's partial sums to FP32 every N products",
+    hints=[
+        "Cut K into chunks of `interval`. Each chunk is one stretch of Tensor Core work: P.gemm of that slice of a and b "
+        "with accumulate='limited'. What happens to the chunks' results?",
+        "Keep an FP32 total (np.zeros(..., np.float32)) and add each chunk's result to it: that addition is the "
+        "promotion, done on the CUDA cores. The last chunk may be shorter than `interval`.",
+        "c = np.zeros((a.shape[0], b.shape[1]), np.float32); for k0 in range(0, a.shape[1], interval): "
+        "c += P.gemm(a[:, k0:k0 + interval], b[k0:k0 + interval], 'fp8_e4m3', accumulate='limited').astype(np.float32); return c",
+    ],
+    reference=_reference_promotion,
+)
+def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> str:
+    """Grade ``promoted_gemm(a, b, interval)``: an FP8 GEMM whose limited (14-bit) Tensor Core accumulator is added to
+    an FP32 total every ``interval`` products, against ``P.gemm(..., accumulate="limited", promote_every=interval)``."""
+    import warnings
+
+    from .. import precision as P
+    from .streams import call_learner
+
+    if not callable(fn):
+        raise Failed(f"expected a function promoted_gemm(a, b, interval), got {type(fn).__name__}.")
+    cases = _promotion_cases()
+    for a, b, interval in cases:
+        what = f"promoted_gemm(a {a.shape[0]}×{a.shape[1]}, b {b.shape[0]}×{b.shape[1]}, interval={interval})"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", P.PrecisionWarning)  # FP8 flushes a few tiny inputs; that is expected here
+            got = call_learner(fn, a.copy(), b.copy(), interval, what=what)
+            if got is None or got is Ellipsis:
+                raise Unsolved("promoted_gemm returns nothing yet.")
+            try:
+                arr = np.asarray(got, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise Failed(f"{what} returned {type(got).__name__}, not a matrix.") from None
+            if arr.shape != (a.shape[0], b.shape[1]):
+                raise Failed(f"{what} returned shape {arr.shape}, expected {(a.shape[0], b.shape[1])}.")
+            want = P.gemm(a, b, "fp8_e4m3", accumulate="limited", promote_every=interval, on_range="ignore")
+            tol = 1e-6 * float(np.max(np.abs(want)))  # FP32 against FP64 totals: far below any slip's difference
+            if np.all(np.abs(arr - want) <= tol):
+                continue
+            bad = tuple(int(i) for i in np.argwhere(np.abs(arr - want) > tol)[0])
+            where = f"{what}: C{list(bad)} should be {want[bad]:.7g}, yours is {arr[bad]:.7g}"
+            for cause, slip in _promotion_slips(a, b, interval).items():
+                if np.all(np.abs(arr - slip) <= tol):
+                    raise Failed(where + ".", cause=cause)
+            raise Failed(where + ".", cause="chunks of `interval` along K, each through P.gemm(..., accumulate='limited'), "
+                         "added into an FP32 total.")
+    return (f"right on {len(cases)} fresh FP8 GEMMs with intervals 64, 128 and 256 and K not a multiple of the interval "
+            "(a model of the accumulator, not a GPU measurement).")
