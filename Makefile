@@ -59,11 +59,12 @@ test: $(STAMP) $(CUPY_STAMP) $(CHP) $(CU13_STAMP)
 	$(MAKE) --no-print-directory test-cu13 || status=1; \
 	echo "make test: whole suite took $$(( $$(date +%s) - start )) s"; exit $$status
 
-## test-cu13: the toolchain-dependent tests (NVRTC compiles of labs 05, 06 and 10, the CUDA C++ sources, WMMA, doctor) under CUDA 13
+## test-cu13: the toolchain-dependent tests (NVRTC compiles of labs 05, 06 and 10, the CUDA C++ sources, WMMA, doctor,
+## the Numba PTX of the reference kernels and the PTX audit's architectures) under CUDA 13
 test-cu13: $(CU13_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY13) -m pytest -n $(PYTEST_WORKERS) -m toolchain -p no:randomly --timeout 300 -q \
-	    tests/test_toolchains.py tests/test_ptx.py tests/test_ptx_cuda_sources.py tests/test_tensorcores.py \
-	    tests/test_check_lab05.py tests/test_check_lab06.py
+	    tests/test_toolchains.py tests/test_ptx.py tests/test_ptx_kernels.py tests/test_ptx_cuda_sources.py \
+	    tests/test_tensorcores.py tests/test_check_lab05.py tests/test_check_lab06.py
 
 ## notebooks: rebuild learner and solution notebooks from notebooks/src (and store solution outputs, sim mode)
 notebooks: $(STAMP)

@@ -143,6 +143,20 @@ def test_cuda13_wheel_layout_is_read_from_the_wheels_record(monkeypatch: pytest.
     assert str(tmp_path / "nvidia/cu13/include") not in ptx.cuda_include_dirs()
 
 
+def test_cupys_own_cuda_13_nvrtc_gets_cuda_13_headers_beside_cuda_bindings_12(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    """`.[cuda13]`: cuda-bindings 12.9 (Numba's toolchain) and cupy-cuda13x with the CUDA 13 wheels. The WMMA kernel
+    CuPy compiles gets the CUDA 13 headers of CuPy's NVRTC; labkit's own NVRTC keeps the CUDA 12 ones."""
+    _fake_wheel(tmp_path, "nvidia-cuda-runtime", "13.0.96", ["nvidia/cu13/include/cuda_runtime.h", "nvidia/cu13/include/mma.h"])
+    _fake_wheel(tmp_path, "nvidia-cuda-crt", "13.0.88", ["nvidia/cu13/include/crt/mma.h"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(ptx, "toolkit_roots", lambda: [])
+    monkeypatch.setattr(ptx, "nvrtc_version", lambda: (12, 9))
+    cu13 = str(tmp_path / "nvidia/cu13/include")
+    assert cu13 not in ptx.cuda_include_dirs() and ptx.cuda_include_dirs(13)[0] == cu13
+    assert tensorcores.wmma_include_dirs(13)[0] == cu13 and cu13 not in tensorcores.wmma_include_dirs()
+
+
 def test_cuda12_wheel_layout_is_read_from_the_wheels_record(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _fake_wheel(tmp_path, "nvidia-cuda-runtime-cu12", "12.9.79", ["nvidia/cuda_runtime/include/cuda_runtime.h"])
     _fake_wheel(tmp_path, "nvidia-cuda-nvcc-cu12", "12.9.86", ["nvidia/cuda_nvcc/include/crt/mma.h"])
@@ -207,3 +221,18 @@ def test_cu13_environment_pins_the_image_versions() -> None:
     if sys.prefix.endswith(".venv-cu13"):
         for name, version in pins.items():
             assert md.version(name) == version, name
+
+
+def test_the_ptx_audit_builds_for_the_course_architectures_the_toolchain_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LABKIT_PTX_AUDIT=sm_70,sm_80,sm_90 (the solution notebooks' tests) on CUDA 13, whose NVRTC (and so Numba)
+    dropped sm_70: the kernel is built for sm_80 and sm_90, and sm_70 is not an audit failure."""
+    from labkit.check import core
+
+    built = []
+    monkeypatch.setitem(ptx._SUPPORTED, "nvrtc", ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"))
+    monkeypatch.setenv("LABKIT_PTX_AUDIT", "sm_70,sm_80,sm_90")
+    monkeypatch.setattr(core, "_take_launched", lambda: [("kernel", "void(float32[:])")])
+    monkeypatch.setattr(ptx, "compile", lambda kernel, signature, arch: built.append(arch))
+    monkeypatch.setattr("labkit.mode.current_mode", lambda: "sim")
+    core._build_for_gpu("02.saxpy")
+    assert built == ["sm_80", "sm_90"]

@@ -31,7 +31,13 @@ def test_cuda_extras_bring_cupys_cuda_libraries_and_agree_with_the_stack() -> No
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     assert extras["cuda12"] == ["cupy-cuda12x[ctk]==14.2.0", "nvidia-nccl-cu12==2.27.5"]  # NCCL is not in [ctk]
-    assert extras["cuda13"] == ["labkit[cuda12]"]  # the CUDA 12.9 stack; a CUDA 13 driver runs it
+    cuda13 = dict(r.split("==") for r in extras["cuda13"])
+    assert cuda13.pop("cupy-cuda13x") == "14.2.0" and cuda13.pop("nvidia-nccl-cu13").startswith("2.27.")
+    # the CUDA 13 libraries CuPy loads, each at the version of one toolkit release (cuda-toolkit 13.0.2's list)
+    assert cuda13 == {"nvidia-cuda-runtime": "13.0.96", "nvidia-cuda-nvrtc": "13.0.88", "nvidia-cublas": "13.1.0.3",
+                      "nvidia-cufft": "12.0.0.61", "nvidia-curand": "10.4.0.35", "nvidia-cusolver": "12.0.4.66",
+                      "nvidia-cusparse": "12.6.3.3", "nvidia-nvjitlink": "13.0.88"}
+    assert not any("cu12" in r or "ctk" in r for r in extras["cuda13"])
     deps = " ".join(project["dependencies"])
     assert "numba-cuda[cu12]" in deps and "cuda-bindings==12.9" in deps  # why cupy-cuda13x[ctk] cannot join them
     pins = {_norm(l.split("==")[0]): l.split("==")[1] for l in (ROOT / "constraints.txt").read_text().split() if "==" in l}

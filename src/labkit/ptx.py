@@ -528,6 +528,7 @@ def compile(kernel: Any, signature: str, arch: str = "sm_90", *, device: bool = 
     if not callable(py) or not hasattr(py, "__code__"):
         raise LabkitError(f"expected a @cuda.jit kernel or a Python function, got {type(kernel).__name__}.")
     cc = _cc(arch)
+    require_target(arch)
     source, offset = _standalone_source(kernel)
     key = (source, py.__name__, signature, cc, device)
     cached = _COMPILED.get(key)
@@ -598,6 +599,17 @@ def can_target(arch: str) -> bool:
     cc = _cc(arch)
     known = supported_arches()
     return known is None or f"sm_{cc[0]}{cc[1]}" in known
+
+
+def require_target(arch: str) -> None:
+    """Raise :class:`ArchNotSupported` when the installed NVRTC cannot target ``arch`` (Numba's CUDA compiler asks the
+    same NVRTC, so this holds for Numba kernels and CUDA C++ alike)."""
+    if not can_target(arch):
+        cc = _cc(arch)
+        v = nvrtc_version()
+        who = f"NVRTC {v[0]}.{v[1]}" if v else "the installed NVRTC"
+        raise ArchNotSupported(f"{who} cannot target sm_{cc[0]}{cc[1]}; it targets {', '.join(supported_arches() or ())}.",
+                               fix="Compile for an architecture in that list (a CUDA 12 NVRTC still targets sm_70).")
 
 
 def targetable(arches: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
@@ -711,22 +723,22 @@ def _toolkit_header_dirs() -> list[HeaderDir]:
     return out
 
 
-def header_dirs() -> list[HeaderDir]:
+def header_dirs(cuda_major: int | None = None) -> list[HeaderDir]:
     """Every CUDA header folder NVRTC is given, with its origin: the installed wheels of the same CUDA major version
-    as the NVRTC in use (CUDA 12: ``nvidia/cuda_runtime/include``, ...; CUDA 13: ``nvidia/cu13/include``), then a CUDA
+    as the NVRTC in use (``cuda_major``: another NVRTC's, such as CuPy's own when it is CUDA 13 and cuda-bindings 12) (CUDA 12: ``nvidia/cuda_runtime/include``, ...; CUDA 13: ``nvidia/cu13/include``), then a CUDA
     toolkit of that version (``CUDA_HOME``, ``CUDA_PATH``, ``nvcc`` on PATH, ``/usr/local/cuda``) for what the wheels lack
     (the CUDA 13 wheels of a GPU image have no ``crt/mma.h``). Headers of another CUDA version are never mixed in."""
-    key = (tuple(sys.path), *(os.environ.get(k, "") for k in ("CUDA_HOME", "CUDA_PATH", "PATH")))
-    if _HEADER_CACHE.get("key") != key:  # reading every wheel's file list takes a moment: once per environment
-        _HEADER_CACHE.update(key=key, dirs=_header_dirs_uncached())
-    return list(_HEADER_CACHE["dirs"])
+    key = (cuda_major, tuple(sys.path), *(os.environ.get(k, "") for k in ("CUDA_HOME", "CUDA_PATH", "PATH")))
+    if key not in _HEADER_CACHE:  # reading every wheel's file list takes a moment: once per environment
+        _HEADER_CACHE[key] = _header_dirs_uncached(cuda_major)
+    return list(_HEADER_CACHE[key])
 
 
-_HEADER_CACHE: dict[str, Any] = {}
+_HEADER_CACHE: dict[tuple, list[HeaderDir]] = {}
 
 
-def _header_dirs_uncached() -> list[HeaderDir]:
-    v = nvrtc_version()
+def _header_dirs_uncached(cuda_major: int | None = None) -> list[HeaderDir]:
+    v = nvrtc_version() if cuda_major is None else (cuda_major, 0)
     major = v[0] if v else None
     wheels = [h for h in _wheel_header_dirs() if major is None or h.cuda_major in (None, major)]
     toolkits = [h for h in _toolkit_header_dirs() if major is None or h.cuda_major in (None, major)]
@@ -740,9 +752,9 @@ def _header_dirs_uncached() -> list[HeaderDir]:
     return out
 
 
-def cuda_include_dirs() -> list[str]:
+def cuda_include_dirs(cuda_major: int | None = None) -> list[str]:
     """Header folders for NVRTC (runtime headers, ``crt/``, ``mma.h``, libcu++): see :func:`header_dirs`."""
-    return [h.path for h in header_dirs()]
+    return [h.path for h in header_dirs(cuda_major)]
 
 
 def _nvrtc_errors(log: str, source: str, name: str) -> str:
@@ -773,11 +785,7 @@ def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", o
         raise MissingPackageError("compiling CUDA C++ needs NVRTC (the cuda-bindings and nvidia-cuda-nvrtc packages).",
                                   fix="Reinstall the course environment: `make test` or `pip install -e .`") from None
     cc = _cc(arch)
-    if not can_target(arch):
-        v = nvrtc_version()
-        who = f"NVRTC {v[0]}.{v[1]}" if v else "the installed NVRTC"
-        raise ArchNotSupported(f"{who} cannot target sm_{cc[0]}{cc[1]}; it targets {', '.join(supported_arches() or ())}.",
-                               fix="Compile for an architecture in that list (a CUDA 12 NVRTC still targets sm_70).")
+    require_target(arch)
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     suffix = "a" if arch.strip().endswith("a") else ""  # sm_90a: arch-specific instructions (wgmma, setmaxnreg)
     opts = [f"--gpu-architecture=compute_{cc[0]}{cc[1]}{suffix}".encode(), b"--std=c++17"]

@@ -240,7 +240,8 @@ def _build_for_gpu(exercise_id: str) -> None:
     from .. import ptx
     from ..errors import CompileError
 
-    audit = [a.strip() for a in os.environ.get("LABKIT_PTX_AUDIT", "").split(",") if a.strip()]
+    # the audit's architectures that the installed toolchain targets (NVRTC 13, and so Numba on it, dropped sm_70)
+    audit = ptx.targetable([a.strip() for a in os.environ.get("LABKIT_PTX_AUDIT", "").split(",") if a.strip()])[0]
     for kernel, signature in launched:
         for arch in audit or [GPU_BUILD_ARCH]:
             try:
