@@ -148,8 +148,11 @@ labkit.check.histogram_shared(histogram_shared);
 
 # %% [markdown]
 # The two kernels side by side, with the library's histogram (`bincount`). Each reads the data once, so GB/s is
-# data bytes over time. Then the PTX: atomics on the global histogram are `atom.global` (or `red.global`, an
-# atomic whose old value is not needed); the shared version's counting atomics are `atom.shared`.
+# data bytes over time. Then the PTX: Numba addresses the global histogram generically, so its atomic is
+# `atom.add.u32` with no state space in the name (the hardware finds from the address that it is global memory; an
+# atomic whose old value is not needed may appear as `red.add.u32`); the shared version's counting atomics name their
+# space: `atom.shared.add.u32`. The 32-bit add is the same for signed and unsigned integers, hence `.u32` for `int32`
+# bins.
 
 # %% tags=["nbval-ignore-output"]
 k_hg = labkit.check.solved_or_reference("04.histogram-global", histogram)
@@ -175,9 +178,12 @@ print(labkit.bench.table([timed(lambda: run(k_hg), "histogram, global atomics", 
 
 # %%
 for name, k in (("global", k_hg), ("shared", k_hs)):
-    mix = labkit.ptx.compile(k, "void(uint8[:], int32[:])", arch=env.arch).summary()
+    hist_ptx = labkit.ptx.compile(k, "void(uint8[:], int32[:])", arch=env.arch)
+    mix = hist_ptx.summary()
     print(f"histogram, {name} atomics: {mix.atomics_global} global and {mix.atomics_shared} shared atomic instruction(s), "
           f"{mix.barriers} barrier(s)")
+    for line in hist_ptx.lines("atom.", "red."):
+        print("   ", line)
 
 # %% [markdown]
 # ## A tree reduction in a block
@@ -241,8 +247,9 @@ labkit.show(labkit.check.solved_or_reference("04.block-sum", block_sum), x_tree,
 # %% [markdown]
 # ## A full reduction in one launch
 #
-# In an ordinary launch, blocks cannot wait for each other: CUDA does not promise that all blocks are resident at
-# once, so a block spinning on another block's flag can wait forever. (A *cooperative* launch can: it runs only as
+# In an ordinary launch, a block must not wait for a block that may not have started: CUDA does not promise that all
+# blocks are resident at once, so a block spinning on a later block's flag can wait forever (waiting only on blocks
+# that are already running is what CUB's single-pass scan does; see the scan below). (A *cooperative* launch can: it runs only as
 # many blocks as fit on the GPU at once, and `cuda.cg.this_grid().sync()` is then a barrier for the whole grid. It
 # limits the grid size, so reductions rarely use it.) The block sums are combined another way: a second
 # launch over `partial`, or one atomic add per block into the result. Combine that with a grid-stride loop
@@ -439,13 +446,20 @@ labkit.show(labkit.check.solved_or_reference("04.race", count_above), x_small, n
 #
 # An **inclusive scan** replaces each element by the sum of all elements up to it: `[3, 1, 4, 1]` becomes
 # `[3, 4, 8, 9]`. It is a reduction that keeps every partial result, and it is everywhere: stream compaction (where
-# does each kept element go?), radix sort, histograms turned into offsets. Sequentially it is one loop; in parallel
-# it takes three steps, because blocks cannot wait for each other:
+# does each kept element go?), radix sort, histograms turned into offsets. Sequentially it is one loop. The
+# textbook parallel form, which you write here, takes three launches, so that no block ever waits for another:
 #
 # 1. each block scans its own elements in shared memory and writes its total to `sums[blockIdx.x]`;
 # 2. the block totals are scanned — with the same kernel, again and again while there are more totals than fit in
 #    one block;
 # 3. every block after the first adds the scanned total of all blocks before it.
+#
+# That reads the data twice and writes it twice. The tuned scan in CUB (what `cuda.compute` calls from Python,
+# lab 10) does it in **one pass** with *decoupled look-back* (Merrill and Garland, "Single-pass Parallel Prefix
+# Scan with Decoupled Look-back", NVIDIA technical report NVR-2016-002): each block publishes its own total at once
+# and, as soon as it can, its inclusive prefix; a block looks back at its predecessors' published values, adding
+# totals until it meets a prefix. Blocks do wait for each other there; that is safe only because a block waits for
+# tiles handed out before its own, to blocks that are already running and will publish.
 #
 # Inside a block, **Hillis–Steele** takes log₂(block) steps: in the step with offset `d`, thread `t` adds the value
 # `d` places to its left. Every thread must read before anyone overwrites, and everyone must have written before
@@ -525,7 +539,10 @@ print(f"n = {values.size}: matches np.cumsum: {np.array_equal(scanned, np.cumsum
 # - A tree reduction needs a barrier after every step, reached by every thread of the block; blocks combine
 #   with a second pass or one atomic each.
 # - Within a warp, shuffles exchange registers without shared memory or barriers.
-# - A scan keeps every partial sum: scan each block in shared memory, scan the block totals, add them back.
+# - A scan keeps every partial sum: scan each block in shared memory, scan the block totals, add them back; CUB's
+#   device scan does it in a single pass with decoupled look-back.
+# - Numba's PTX addresses arrays generically: `ld.f32`, `st.f32`, `atom.add.u32` (global memory, no `.global` in the
+#   name); shared memory is named: `ld.shared`, `atom.shared.add.u32`.
 # - A race that the simulator's thread order hides is still a race: find it with a race detector
 #   (here `find_race`; on a GPU `compute-sanitizer --tool racecheck`, which checks shared memory only).
 #
