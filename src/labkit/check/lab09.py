@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import hw, video
 from .answers import number
-from .core import Failed, exercise
+from .core import Failed, Unsolved, exercise
 from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, launch_strict, random_array, run_case, swapped_coverage
 
 
@@ -61,7 +61,31 @@ def _fused_inputs(shape: tuple[int, int], thresh: float) -> tuple[np.ndarray, np
     idx = np.arange(f.size)
     below, above = (idx % 5 == 1) & (f >= t), (idx % 5 == 3) & (f + t <= 255)
     b[below], b[above] = f[below] - t, f[above] + t
+    # a quarter below the threshold (exact in float32): background for `abs(d) > thresh`, foreground if the threshold
+    # is cut to a whole number (int(thresh)) or the difference kept in integers
+    under = (idx % 5 == 2) & (f >= t)
+    b[under] = f[under] - (t - np.float32(0.25))
     return frame, bg
+
+
+def _mask_cause(mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: float) -> str | None:
+    """The slip the wrong ``mask`` matches, computed from the old background ``bg``."""
+    d = frame.astype(np.float32) - bg
+    t = np.float32(thresh)
+    for cause, cand in (
+        ("the threshold was cut to a whole number (int(thresh), or an integer d): thresh is a float32 such as 20.5; "
+         "compare the float32 difference with it.", np.abs(d) > np.float32(int(thresh))),
+        ("the difference was rounded to an integer before the comparison: keep d in float32 "
+         "(`d = np.float32(frame[row, col]) - bg[row, col]`).", np.abs(np.trunc(d)) > t),
+        ("the absolute value is missing: a pixel darker than the background by more than thresh is foreground too "
+         "(`abs(d) > thresh`).", d > t),
+        ("foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.", np.abs(d) >= t),
+    ):
+        if np.array_equal(mask, cand.astype(np.uint8)):
+            return cause
+    if np.array_equal(mask != 0, np.abs(d) > t):
+        return f"the mask holds {int(mask.max())} for foreground: it is 1 (foreground) or 0 (background)."
+    return None
 
 
 @exercise(
@@ -83,9 +107,14 @@ def fused_update(kernel: Any) -> str:
     (1 = foreground), alpha and thresh float32; 2-D grid with x along a row."""
     from .harness import rng
 
+    from .inputs import InputGuard
+
     cases = _cases_2d()
-    # fresh alpha (a float32) and whole-number thresholds (exact in float32, so |d| == thresh can be tested)
-    params = [(float(np.float32(round(rng().uniform(0.02, 0.5), 3))), float(rng().integers(5, 61))) for _ in cases]
+    # fresh alpha (a float32) and thresholds exact in float32 (so |d| == thresh can be tested): fractional ones
+    # (k + 0.5, k + 0.25: int(thresh) is wrong there) and whole ones, alternating
+    fractions = (0.5, 0.0, 0.25, 0.0, 0.75)
+    params = [(float(np.float32(round(rng().uniform(0.02, 0.5), 3))), float(rng().integers(5, 61)) + fractions[k % 5])
+              for k in range(len(cases))]
     for k, ((shape, block), (alpha, thresh)) in enumerate(zip(cases, params)):
         frame, bg = _fused_inputs(shape, thresh)
         exp_bg = bg.copy()
@@ -94,20 +123,28 @@ def fused_update(kernel: Any) -> str:
         g_bg = Guarded(shape, np.float32, fill=bg.ravel())
         g_mask = Guarded(shape, np.uint8)
         names = ("frame", "bg", "mask", "alpha", "thresh")
+        d_frame = device(frame)
+        guard = InputGuard({"frame": d_frame}, who="your kernel")  # bg is updated in place, as the statement says
         try:
-            report = launch_strict(kernel, grid_2d(shape, block), block, device(frame), g_bg.device, g_mask.device,
+            report = launch_strict(kernel, grid_2d(shape, block), block, d_frame, g_bg.device, g_mask.device,
                                    np.float32(alpha), np.float32(thresh), reverse=k == 2, names=names,
                                    time_limit_s=CASE_TIME_LIMIT_S)
             mask, new_bg = g_mask.fetch(), g_bg.fetch()
         except Failed as exc:
             raise Failed(f"{label}: {exc}", cause=exc.cause) from None
+        wrote = guard.problem()
+        if wrote is not None:
+            raise Failed(f"{label}: {wrote}", cause=wrote.cause)
         written = report.written.get("mask") if report is not None else None
         on_edge = np.abs(frame.astype(np.float32) - bg) == np.float32(thresh)
         if mask.shape == exp_mask.shape and np.any(mask != exp_mask) and np.all((mask != exp_mask) <= on_edge):
             raise Failed(f"{label}: the mask is 1 where |d| equals thresh exactly.",
                          cause="foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.")
-        compare(mask, exp_mask, label=f"{label}, mask", unwritten_means_unsolved=k == 0, written=written,
-                swapped_cause=SWAPPED, swapped=swapped_coverage(mask, grid_2d(shape, block), block))
+        try:
+            compare(mask, exp_mask, label=f"{label}, mask", unwritten_means_unsolved=k == 0, written=written,
+                    swapped_cause=SWAPPED, swapped=swapped_coverage(mask, grid_2d(shape, block), block))
+        except Failed as exc:
+            raise Failed(str(exc), cause=_mask_cause(mask, frame, bg, thresh) or exc.cause) from None
         if np.array_equal(new_bg, bg) and not np.array_equal(exp_bg, bg):
             raise Failed(f"{label}: the mask is right but the background was not updated.",
                          cause="write the new background back: `bg[row, col] = b + alpha * d`.")
@@ -117,12 +154,35 @@ def fused_update(kernel: Any) -> str:
             raise Failed(str(exc), cause="the new background is `bg + alpha * (frame - bg)`, with the old bg on the right; "
                                          "and the difference is taken before the update.") from None
     return (f"correct on {len(cases)} fresh frames (non-square, smaller than a block, not multiples of the block, blocks "
-            "up to 32×32) with fresh alpha and thresholds; one pass, nothing written outside the frame.")
+            "up to 32×32) with fresh alpha and thresholds, fractional ones too; one pass, frame left as it was, nothing "
+            "written outside the frame.")
 
 
 # ----------------------------------------------------------------------------- 09.erode
-def _mask(shape: tuple[int, int], p: float) -> np.ndarray:
-    return (random_array(shape, np.float32, 0.0, 1.0) < p).astype(np.uint8)
+def _mask(shape: tuple[int, int], p: float, *, binary: bool = True, top: int = 255) -> np.ndarray:
+    """A uint8 mask with a share ``p`` of foreground pixels: 1, or (``binary=False``) any value from 1 to ``top``,
+    with some 1s, 2s and ``top``s: foreground is any non-zero value, as the statement says. (A uint8 output is
+    poisoned with 248: an erosion's masks stop at 200, so that a copied mask value never looks unwritten.)"""
+    m = (random_array(shape, np.float32, 0.0, 1.0) < p).astype(np.uint8)
+    if not binary:
+        values = random_array(shape, np.int32, 1, top + 1).astype(np.uint8)
+        flat = values.reshape(-1)
+        flat[0::7], flat[1::7], flat[2::7] = top, 2, 1
+        m = m * values
+    return m
+
+
+NON_ZERO = ("foreground is any non-zero value, not only 1 (this mask holds values up to 200 or 255): test `mask[r, c] == 0` "
+            "for background and `!= 0` for foreground, never `== 1`.")
+
+
+def _binary_also_fails(run: Callable[[np.ndarray], None], m: np.ndarray) -> bool:
+    """True when the same case with the mask's foreground set to 1 fails too (so the values were not the cause)."""
+    try:
+        run((m != 0).astype(np.uint8))
+    except Failed:
+        return True
+    return False
 
 
 @exercise(
@@ -145,21 +205,49 @@ def erode(kernel: Any) -> str:
               "to the frame) rather than skipping the pixel.")
     cases = _cases_2d()
     for k, ((shape, block), p) in enumerate(zip(cases, (0.85, 1.0, 0.9, 0.8, 0.9))):
-        m = _mask(shape, p)
-        label = _label(shape, block) + f", {int(m.sum())} of {m.size} pixels set"
-        exp = video.erode(m)
+        binary = k in (1, 3)  # the others hold foreground values from 1 to 255
+        m = _mask(shape, p, binary=binary, top=200)
+        label = _label(shape, block) + f", {int((m != 0).sum())} of {m.size} pixels set" + ("" if binary else " (values 1 to 200)")
+
+        def run(mask: np.ndarray, k: int = k, shape: tuple[int, int] = shape, block: tuple[int, int] = block,
+                label: str = label) -> None:
+            run_case(kernel, grid_2d(shape, block), block, (mask,), out_shape=shape, out_dtype=np.uint8,
+                     expected=video.erode((mask != 0).astype(np.uint8)), label=label, names=("mask", "out"),
+                     first=k == 0, reverse=k == 2, unwritten_cause=border, swapped_cause=SWAPPED)
+
         try:
-            run_case(kernel, grid_2d(shape, block), block, (m,), out_shape=shape, out_dtype=np.uint8, expected=exp,
-                     label=label, names=("mask", "out"), first=k == 0, reverse=k == 2, unwritten_cause=border,
-                     swapped_cause=SWAPPED)
+            run(m)
+        except Unsolved:
+            raise
         except Failed as exc:
+            if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
+                raise Failed(str(exc), cause=NON_ZERO) from None
             msg = str(exc)
-            outside0 = _border_as_zero(m)
-            if "elements are wrong" in msg and not np.array_equal(outside0, exp):
+            b = (m != 0).astype(np.uint8)
+            if "elements are wrong" in msg and not np.array_equal(_border_as_zero(b), video.erode(b)) and _first_on_border(msg, shape):
                 msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
+            import re
+
+            got = re.search(r"first at index \([^)]*\): expected \d+, got (\d+)", msg)
+            if got and int(got.group(1)) > 1:
+                raise Failed(msg, cause=f"out holds 1 (every neighbour is foreground) or 0, not a mask value such as "
+                                        f"{got.group(1)}: write `out[row, col] = v` with v = 1 or 0.") from None
             raise Failed(msg, cause=exc.cause) from None
-    return (f"correct on {len(cases)} fresh masks, border pixels included (neighbours outside the frame ignored), with "
-            "blocks of 16×8, 8×8, 32×4 and 32×32.")
+    return (f"correct on {len(cases)} fresh masks (foreground values 1 to 255 in some), border pixels included "
+            "(neighbours outside the frame ignored), with blocks of 16×8, 8×8, 32×4 and 32×32.")
+
+
+def _first_on_border(message: str, shape: tuple[int, int]) -> bool:
+    """True when the first wrong element a failure names ("first at index (r, c)") lies on the frame's edge."""
+    import re
+
+    m = re.search(r"first at index \((\d+), (\d+)\)", message)
+    if not m:
+        return False
+    r, c = int(m.group(1)), int(m.group(2))
+    n = re.search(r"(\d+) of \d+ elements are wrong", message)
+    edge = 2 * (shape[0] + shape[1]) - 4 if min(shape) > 1 else shape[0] * shape[1]
+    return (r in (0, shape[0] - 1) or c in (0, shape[1] - 1)) and (n is None or int(n.group(1)) <= edge)
 
 
 def _border_as_zero(m: np.ndarray) -> np.ndarray:
@@ -196,15 +284,28 @@ def tile_counts(kernel: Any) -> str:
              ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8), 4), ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4), 8),
              ((not_multiple(17, 31, 16), not_multiple(17, 31, 16)), (16, 16), 16), ((between(24, 32), between(24, 32)), (32, 32), 32)]
     for k, (shape, block, tile) in enumerate(cases):
-        m = _mask(shape, 1.0 if k == 1 else 0.9 if tile == 32 else 0.5)
+        binary = k in (1, 3, 5)  # the others hold foreground values from 1 to 255
+        m = _mask(shape, 1.0 if k == 1 else 0.9 if tile == 32 else 0.5, binary=binary)
         ntiles = (-(-shape[0] // tile), -(-shape[1] // tile))
-        label = _label(shape, block) + f", tiles of {tile}×{tile}"
-        run_case(kernel, grid_2d(shape, block), block, (m, tile), out_shape=ntiles, out_dtype=np.int32,
-                 expected=video.tile_counts(m, tile), label=label, names=("mask", "tile", "counts"), out_init=0,
-                 first=k == 0, reverse=k == 2,
-                 extra_cause="(Tile (i, j) holds rows i·tile … i·tile + tile − 1 and the same columns; x is the column.)")
-    return (f"correct on {len(cases)} fresh masks with tiles of 4 to 32 (one holding more than 255 pixels) and blocks of "
-            "8×8 to 32×32 threads; every update atomic, none lost.")
+        label = _label(shape, block) + f", tiles of {tile}×{tile}" + ("" if binary else ", mask values 1 to 255")
+
+        def run(mask: np.ndarray, k: int = k, shape: tuple[int, int] = shape, block: tuple[int, int] = block,
+                tile: int = tile, ntiles: tuple[int, int] = ntiles, label: str = label) -> None:
+            run_case(kernel, grid_2d(shape, block), block, (mask, tile), out_shape=ntiles, out_dtype=np.int32,
+                     expected=video.tile_counts((mask != 0).astype(np.uint8), tile), label=label,
+                     names=("mask", "tile", "counts"), out_init=0, first=k == 0, reverse=k == 2,
+                     extra_cause="(Tile (i, j) holds rows i·tile … i·tile + tile − 1 and the same columns; x is the column.)")
+
+        try:
+            run(m)
+        except Unsolved:
+            raise
+        except Failed as exc:
+            if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
+                raise Failed(str(exc), cause=NON_ZERO) from None
+            raise
+    return (f"correct on {len(cases)} fresh masks (foreground values 1 to 255 in some) with tiles of 4 to 32 (one holding "
+            "more than 255 pixels) and blocks of 8×8 to 32×32 threads; every update atomic, none lost.")
 
 
 # ----------------------------------------------------------------------------- 09.fused-roofline
