@@ -202,7 +202,8 @@ def test_mig_accepts_and_rejects() -> None:
 
 def test_lab08_exercises_registered_with_hints_and_references() -> None:
     ids = [row[0] for row in check.exercises("08.")]
-    assert ids == sorted(["08.ring-step", "08.nccl-busbw", "08.allreduce-dgx", "08.scaling-efficiency", "08.mig"])
+    assert ids == sorted(["08.ring-step", "08.nccl-busbw", "08.nvls-busbw", "08.allreduce-dgx", "08.scaling-efficiency",
+                          "08.mig", "08.mpi-ring"])
     from labkit.check.core import _REGISTRY
 
     for ex_id in ids:
@@ -294,3 +295,26 @@ def test_ring_step_cases_are_fresh() -> None:
     finally:
         m._fresh = real
     assert first != set(seen)
+
+
+# ---------------------------------------------------------------------------------------------- 08.nvls-busbw
+
+
+def test_nvls_busbw_accepts_the_model_and_names_slips() -> None:
+    B = hw.system("DGX H200").gpu_model.nvlink_bandwidth.value / 2
+    f = bw.busbw_factor("all_reduce", 8)
+    assert lab08.nvls_busbw({"ring_busbw": B, "nvls_busbw": f * B, "faster": "NVLS"})
+    assert lab08.nvls_busbw({"ring_busbw": B, "nvls_busbw": f * B, "faster": " nvls "})
+    assert lab08.nvls_busbw({"ring_busbw": ..., "nvls_busbw": ..., "faster": ...}).status == "unsolved"
+    slips = [
+        ({"ring_busbw": 2 * B, "nvls_busbw": f * B, "faster": "NVLS"}, "bidirectional"),
+        ({"ring_busbw": B / f, "nvls_busbw": f * B, "faster": "NVLS"}, "algbw"),
+        ({"ring_busbw": B, "nvls_busbw": B, "faster": "NVLS"}, "assumes a ring"),
+        ({"ring_busbw": B, "nvls_busbw": 2 * B, "faster": "NVLS"}, "not 2"),
+        ({"ring_busbw": B, "nvls_busbw": f * B, "faster": "Ring"}, "less time"),
+    ]
+    for answer, words in slips:
+        r = lab08.nvls_busbw(answer)
+        assert r.status == "failed" and words in (r.cause or ""), (answer, r.report())
+    assert lab08.nvls_busbw([1, 2]).status == "failed"
+    assert lab08.nvls_busbw({"ring_busbw": B}).status == "failed"

@@ -100,7 +100,7 @@ def test_slips_are_named(fn, status: str, words: str) -> None:  # noqa: ANN001
 
 @needs_mpi
 def test_a_hang_is_stopped_within_the_limit_naming_rank_and_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranks, "DEFAULT_LIMIT_S", 3.0)
+    monkeypatch.setattr(ranks, "DEFAULT_LIMIT_S", 2.0)
     r = lab08_ranks.mpi_ring(_hangs)
     assert r.status == "failed"
     assert "rank 1 is stuck in comm.Recv(" in r.message and "killed" in r.message

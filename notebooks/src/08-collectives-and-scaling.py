@@ -10,18 +10,22 @@
 # # Lab 08 — Collectives and scaling
 #
 # **Learning objectives**
-# - Explain how an all-reduce works: the ring (a reduce-scatter followed by an all-gather) and the binary tree, and
-#   when each one wins, with a latency + bandwidth (alpha-beta) model.
+# - Explain how an all-reduce works: the ring (a reduce-scatter followed by an all-gather), the tree (a chain inside
+#   one node) and NVLS (the NVSwitch adds), and when each one wins, with a latency + bandwidth (alpha-beta) model.
 # - Write one step of the ring all-reduce on NumPy arrays and count the bytes it moves.
-# - Compute algbw and busbw from an nccl-tests time, for all_reduce and all_gather.
+# - Compute algbw and busbw from an nccl-tests time, for all_reduce and all_gather, and explain why NVLS's busbw on a
+#   DGX H100/H200 exceeds the NVLink rate.
 # - Predict the all-reduce time of a model's gradients on DGX-1, DGX-2, DGX A100 and DGX H100 from their NVLink
 #   bandwidth, and the data-parallel scaling efficiency that follows.
 # - Explain how MIG and MPS let several jobs share one GPU, and compute MIG's slices.
+# - Write a ring all-reduce over real processes with MPI (`mpi4py`, `Sendrecv` between neighbours), run it on 2, 4
+#   and 8 processes, check it against `MPI.Allreduce`, measure its algbw and busbw, and know how the same code runs
+#   with one process per GPU over NCCL.
 #
 # **Prerequisites:** [Lab 07](07-bandwidth-and-nvlink.ipynb) (link bandwidth, busbw = algbw × 2(n−1)/n) and
 # [Lab 01](01-gpu-and-dgx-architecture.ipynb) (DGX wiring).
 #
-# **Time:** 60 minutes (teaching 30, exercises 30)
+# **Time:** 85 minutes (teaching 35, exercises 50)
 
 # %%
 import labkit
@@ -40,6 +44,8 @@ env = labkit.setup()
 # a GPU is a **model** or a **simulation**, and says so.
 
 # %%
+import os
+
 import numpy as np
 
 from labkit import bandwidth as bw
@@ -173,8 +179,20 @@ for n_gpus in (8, 16, 64, 256):
 co.cost_figure(8, B_a100)
 
 # %% [markdown]
-# So NCCL picks per call: trees for small messages and many GPUs, rings for large buffers (`NCCL_ALGO=Ring` or
-# `Tree` forces one). Gradients of a whole model are large: the ring's bandwidth term dominates.
+# So NCCL picks per call, from a model of each algorithm's time much like this one (plus its own latencies and
+# protocols). Between nodes the tree wins for small messages and many GPUs. **Inside one node NCCL's "tree" is a
+# chain** through the GPUs (the tree proper joins nodes), so its latency grows with n just like the ring's and it
+# rarely wins there (`co.chain_cost`). NCCL's algorithms, as `NCCL_ALGO` names them (it forces one):
+#
+# %%
+for name, what in co.NCCL_ALGORITHMS.items():
+    print(f"{name:14} {what}")
+print()
+print(co.chain_cost(2**20, 8, B_a100), co.ring_cost(2**20, 8, B_a100), sep="\n")
+
+# %% [markdown]
+# Gradients of a whole model are large: the bandwidth term dominates, and the ring wins, unless the switch can
+# add (NVLS, section 6).
 #
 # ## 5. algbw and busbw, as nccl-tests computes them
 #
@@ -204,8 +222,9 @@ labkit.check.nccl_tests_bandwidth(nccl_bw);
 
 # %% [markdown]
 # A table like nccl-tests', for an all_reduce and an all_gather on a DGX H100 — times from the alpha-beta model
-# (ring, 8 GPUs), not measured. busbw climbs towards the per-GPU bandwidth per direction as the latency stops
-# mattering; the two collectives' busbw meet, though all_gather's algbw is about twice all_reduce's.
+# (**ring**, 8 GPUs), not measured. For a ring, busbw climbs towards the per-GPU bandwidth per direction as the
+# latency stops mattering; the two collectives' busbw meet, though all_gather's algbw is about twice all_reduce's.
+# That comparison with the link holds for the ring only: section 6 shows an algorithm whose busbw exceeds the link.
 
 # %%
 to_bw = labkit.check.solved_or_reference("08.nccl-busbw", nccl_bw)
@@ -237,7 +256,63 @@ else:
     print("A run on 2+ GPUs would print measured algbw and busbw beside the model above.")
 
 # %% [markdown]
-# ## 6. One all-reduce, four DGX generations
+# ## 6. NVLS: when the switch adds
+#
+# The third-generation NVSwitch (DGX H100/H200) can **reduce** data itself (NVLink SHARP, "NVLS"). Each GPU reads
+# its 1/n share of everyone's buffer through the switch with one multicast load-and-add, and writes the summed share
+# to every GPU with one multicast store. Each GPU's link carries about the buffer **once** per direction, instead of
+# the ring's 2(n−1)/n times. nccl-tests does not know which algorithm ran: its all-reduce busbw is always
+# algbw × 2(n−1)/n, a ring's factor. With NVLS that busbw is no longer what a link carries, and it can exceed the
+# link rate. NCCL picks NVLS by default for large all-reduces on these systems. The model, for a DGX H200:
+
+# %%
+h200 = hw.system("DGX H200")
+B_h200 = co.ring_bandwidth("DGX H200")
+print(f"{h200.name}: NVLS available: {co.has_nvls('DGX H200')} ({h200.nvswitch}); DGX A100: {co.has_nvls('DGX A100')} ({hw.system('DGX A100').nvswitch})")
+print(f"per-direction NVLink per GPU (model from the wiring): {B_h200:g} GB/s")
+for size in (2**20, 2**26, 2**30):
+    print(co.nccl_choice("DGX H200", size))
+print(*co.nvls_cost(2**30, 8, B_h200).assumptions, sep="\n  ")
+
+# %% [markdown]
+# ### Exercise 3 — NVLS busbw on a DGX H200
+#
+# For a large all-reduce over the 8 GPUs of a DGX H200, bandwidth term only, each GPU sending at its NVLink
+# bandwidth **per direction** (`hw.system("DGX H200")`): what busbw would nccl-tests report for a ring, and for
+# NVLS, and which is faster? Fill `nvls_answer` (GB/s, and `"Ring"` or `"NVLS"`).
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+per_direction = h200.gpu_model.nvlink_bandwidth.value / 2
+factor = bw.busbw_factor("all_reduce", 8)
+nvls_answer = {
+    "ring_busbw": per_direction,  # time = factor x S / B, so algbw = B / factor and busbw = B
+    "nvls_busbw": factor * per_direction,  # time = S / B, so algbw = B and busbw = factor x B
+    "faster": "NVLS",
+}
+# END SOLUTION
+# BEGIN SKELETON
+nvls_answer = {"ring_busbw": ..., "nvls_busbw": ..., "faster": ...}
+# END SKELETON
+
+# %%
+labkit.check.nvls_busbw(nvls_answer);
+
+# %% [markdown]
+# Measured on a DGX H200 (nccl-tests, 16 GiB), from `labkit.hw` with its source: NVLS's busbw is above the wire
+# rate, as the model says, but well below the model's bound (NVLS gives the switch's reduction few SMs and
+# channels); the ring reaches most of the link.
+
+# %%
+nv, rg = h200.allreduce_busbw_nvls, h200.allreduce_busbw_ring
+print(f"NVLS: {nv}")
+print(f"ring: {rg}")
+print(f"per-direction wire rate {B_h200:g} GB/s: NVLS measured {nv.value / B_h200:.0%} of it "
+      f"({nv.value / co.nvls_cost(2**34, 8, B_h200, 0).busbw:.0%} of the NVLS model); "
+      f"ring measured {rg.value / B_h200:.0%} [measured / model]")
+
+# %% [markdown]
+# ## 7. One all-reduce, four DGX generations
 #
 # The per-GPU NVLink figures in `labkit.hw` are **bidirectional** (both directions added):
 
@@ -247,7 +322,7 @@ for name in ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100"):
     print(f"{s.name:13} {s.gpu_count.text():>3} x {s.gpu_model.name:16} NVLink {s.gpu_model.nvlink_bandwidth} per GPU, bidirectional; {s.fabric}")
 
 # %% [markdown]
-# ### Exercise 3 — predict the all-reduce time
+# ### Exercise 4 — predict the all-reduce time
 #
 # For each of the four systems, the time in **milliseconds** of a ring all-reduce of the model's FP32 gradients
 # (`grad_bytes`, printed in section 1) over **all** its GPUs, each GPU sending at its NVLink bandwidth **per
@@ -294,13 +369,13 @@ for n_gpus in range(2, 9):
     print(f"DGX-1 (V100), GPUs 0..{n_gpus - 1}: ring bandwidth {co.ring_bandwidth('DGX-1 (V100)', n_gpus):5g} GB/s per direction (model)")
 
 # %% [markdown]
-# ## 7. Data-parallel scaling
+# ## 8. Data-parallel scaling
 #
 # Keep each GPU's batch fixed and add GPUs (weak scaling): n GPUs process n batches per step, and each step pays
 # one all-reduce. The backward pass produces gradients layer by layer, so frameworks start reducing early ones
 # while later ones still compute: a fraction of the compute time can hide communication.
 #
-# ### Exercise 4 — speedup and efficiency
+# ### Exercise 5 — speedup and efficiency
 #
 # Write `data_parallel(compute_s, allreduce_s, n, overlap)` returning `(speedup, efficiency)`: the speedup of n GPUs
 # over one (throughput ratio), and speedup / n. The all-reduce can hide behind at most `overlap` × `compute_s`.
@@ -359,12 +434,12 @@ for name in co.SYSTEMS:
 # Where the window (overlap × compute) is longer than the all-reduce, this model scales perfectly; faster GPUs
 # shrink the window. Real frameworks also lose some of it to small, latency-bound buckets of gradients.
 #
-# ## 8. Sharing one GPU: MIG and MPS
+# ## 9. Sharing one GPU: MIG and MPS
 #
 # The opposite problem: one job too small for a GPU. Two ways to share it.
 #
 # - **MIG (Multi-Instance GPU)**, from the A100 on: the GPU is partitioned in hardware into several **GPU
-#   instances** (how many: exercise 5), each with its own SMs, its own slice of L2 and memory, and its own memory bandwidth. A job in one
+#   instances** (how many: exercise 6), each with its own SMs, its own slice of L2 and memory, and its own memory bandwidth. A job in one
 #   instance cannot slow down or see the others: isolation and a guaranteed share, at the cost of a fixed size.
 # - **MPS (Multi-Process Service)**: several processes submit work through one server, so their kernels run on the
 #   GPU **at the same time** instead of taking turns. Utilisation rises when each process alone leaves SMs idle, but
@@ -377,7 +452,7 @@ print(f"{mig['system']}: {mig['instances_per_system']} MIG instances at most, on
 print(f"memory is divided into {mig['memory_slices']} slices ({mig['slices_source']})")
 
 # %% [markdown]
-# ### Exercise 5 — MIG slices
+# ### Exercise 6 — MIG slices
 #
 # How many MIG instances can one A100 of the DGX A100 hold (`per_gpu`), and how many GB of memory does the smallest
 # instance get (`memory_gb`)? Compute both from the figures printed above (`hw.system("DGX A100")`).
@@ -421,17 +496,188 @@ else:
     print("sim mode: no GPU to query. On a GPU this cell shows whether MIG is enabled (nvidia-smi's mig.mode.current).")
 
 # %% [markdown]
+# ## 10. Many processes: a ring all-reduce over MPI
+#
+# Everything so far simulated the GPUs in one Python process. Real multi-GPU work runs **one process per GPU**,
+# started by a launcher (`mpiexec`, `torchrun`, Slurm), and the processes talk through a library: MPI between CPU
+# processes, NCCL between GPUs. Here you write the ring all-reduce for real processes with MPI (`mpi4py`, on the
+# MPICH that the `mpich` wheel installs, so a laptop runs it too).
+#
+# How the notebook runs processes: `labkit.ranks` writes your function's source into a file in a fresh temporary
+# folder and starts `mpiexec -n N python ...` on it; each process calls your function with its communicator. Every
+# run starts new processes and ends them, so nothing is left between cells and a run that hangs is stopped as a
+# whole (ipyparallel's MPI engines would keep processes alive between cells: quicker to reuse, but a hang or a
+# crash leaves state and processes behind). The processes see only your function's own code, `np` and `MPI`.
+# Each run has the course's time limit for learner code.
+
+# %%
+from labkit import ranks
+
+print("MPI here:", ranks.available()[1], f"(at most {ranks.max_ranks()} processes in this session)")
+
+
+def hello(comm):
+    return f"rank {comm.Get_rank()} of {comm.Get_size()}"
+
+
+print(ranks.call(hello, 4).values)
+
+# %% [markdown]
+# Processes share nothing: each has its own buffer, and data moves only in messages. `comm.Sendrecv(sendbuf,
+# dest=..., recvbuf=..., source=...)` sends one buffer and receives another in one call, so a ring of processes that
+# all send right and receive from the left cannot deadlock. A plain `Recv` that no process answers with a `Send`
+# waits forever; labkit stops it at the time limit and says which rank waited in which call (shown here with a
+# 2-second limit):
+
+# %%
+def waits_forever(comm):
+    buf = np.zeros(4)
+    if comm.Get_rank() == 1:
+        comm.Recv(buf, source=0)  # rank 0 never sends
+    return "done"
+
+
+try:
+    ranks.call(waits_forever, 2, limit_s=2)
+except ranks.RankError as err:
+    print(err)
+print("processes left behind:", ranks.leftovers())
+
+# %% [markdown]
+# ### Exercise 7 — a ring all-reduce over processes
+#
+# Write `my_ring_allreduce(comm, buf)`, run by every rank: `buf` is this rank's 1-D NumPy array; return the
+# element-wise sum over all ranks (reducing `buf` in place and returning it is fine). Cut `buf` into n chunks with
+# `np.array_split` (n need not divide the size; chunks may be empty), then n − 1 **reduce-scatter** steps and n − 1
+# **all-gather** steps, each one `comm.Sendrecv` to `(r + 1) % n` and from `(r - 1) % n`, one chunk at a time, with
+# the schedule of section 2 (rank r sends chunk (r − s) % n, then (r + 1 − s) % n). Keep the buffer's dtype. The
+# check runs it on 2 up to 8 real processes against `MPI.Allreduce`, with fresh sizes that the process count does
+# not divide, sizes smaller than it, float32 and int32.
+
+# %% tags=["exercise"]
+def my_ring_allreduce(comm, buf):
+    r, n = comm.Get_rank(), comm.Get_size()
+    # BEGIN SOLUTION
+    right, left = (r + 1) % n, (r - 1) % n
+    chunks = np.array_split(buf, n)  # views into buf
+    scratch = np.empty_like(chunks[0])  # the first chunk is the longest
+    for s in range(n - 1):
+        send, recv = (r - s) % n, (r - s - 1) % n
+        incoming = scratch[: chunks[recv].size]
+        comm.Sendrecv(chunks[send], dest=right, recvbuf=incoming, source=left)
+        chunks[recv] += incoming
+    for s in range(n - 1):
+        send, recv = (r + 1 - s) % n, (r - s) % n
+        comm.Sendrecv(chunks[send], dest=right, recvbuf=chunks[recv], source=left)
+    return buf
+    # END SOLUTION
+    # BEGIN SKELETON
+    # chunks = np.array_split(buf, n); n - 1 reduce-scatter steps, then n - 1 all-gather steps
+    raise NotImplementedError("your code here")
+    # END SKELETON
+
+
+# %%
+labkit.check.mpi_ring(my_ring_allreduce);
+
+# %% [markdown]
+# Your ring (or labkit's, until yours passes) on 2, 4 and 8 processes, each rank's result compared with
+# `MPI.Allreduce` of the same buffers, and the bytes each rank sent against 2(n−1)/n × the buffer:
+
+# %%
+ring_fn = labkit.check.solved_or_reference("08.mpi-ring", my_ring_allreduce)
+counts = [p for p in (2, 4, 8) if p <= ranks.max_ranks()]
+size = 100_003  # not a multiple of any of them
+for case in ranks.grade_cases(ring_fn, [(p, size, "float32", 8) for p in reversed(counts)]):  # one launch for all
+    p = case["n"]
+    same = all("bad" not in rec for rec in case["ranks"])
+    sent = [rec["sent"] for rec in case["ranks"]]
+    print(f"{p} processes: every rank equals MPI.Allreduce: {same}; bytes sent per rank {min(sent)}-{max(sent)}, "
+          f"2(n-1)/n x {4 * size} = {bw.busbw_factor('all_reduce', p) * 4 * size:.0f}")
+if len(counts) < 3:
+    print(f"(8 processes skipped: this session allows {ranks.max_ranks()}; LABKIT_MAX_RANKS caps it on small machines)")
+
+# %% [markdown]
+# ### Measured: algbw and busbw of CPU processes
+#
+# The same definitions as nccl-tests, for these **CPU processes talking through shared memory** on this machine:
+# not GPUs and not NVLink. Each time is the median over 3 runs of the slowest rank; `MPI.Allreduce` (MPICH's own
+# algorithm) beside it.
+
+# %% tags=["nbval-ignore-output"]
+sizes = [2**10, 2**16, 2**20, 2**22]  # float32 elements: 4 KiB to 16 MiB
+measured = {p: ranks.bench(ring_fn, p, sizes, reps=3) for p in counts}
+print("MEASURED on this machine's CPU cores (processes over shared memory, not a GPU)")
+print(f"{'procs':>5} {'bytes':>10} {'time us':>10} {'algbw':>8} {'busbw':>8} {'MPI busbw':>10}  (GB/s)")
+for p, rows in measured.items():
+    for t in rows:
+        print(f"{p:5d} {t.nbytes:10d} {t.seconds * 1e6:10.1f} {t.algbw:8.3f} {t.busbw:8.3f} {t.mpi_busbw:10.3f}")
+
+# %% [markdown]
+# Compare with the lab's ring model (section 4), fitted to this machine: α from the smallest buffer on 2
+# processes (2 steps), B from their best busbw (for n = 2, busbw is what one "link" carries). On a DGX each GPU has
+# its own NVLink ports, so the model's busbw hardly changes with n. Here all processes share a few cores and one
+# memory system, and MPICH's processes spin on the CPU while they wait: with more processes than cores they take
+# turns, a small message then costs milliseconds, and busbw falls with n. The model's assumption of independent
+# links, each with its own sender, is what fails on a laptop.
+
+# %% tags=["nbval-ignore-output"]
+pair = measured[2]
+alpha_us = pair[0].seconds / 2 * 1e6
+B_cpu = max(t.busbw for t in pair)
+print(f"fitted to 2 processes: alpha = {alpha_us:.1f} us, B = {B_cpu:.2f} GB/s [model parameters from a measurement]")
+for p, rows in measured.items():
+    for t in rows[1:]:
+        m = co.ring_cost(t.nbytes, p, B_cpu, alpha_us)
+        print(f"{p} processes, {t.nbytes:9d} bytes: measured {t.seconds * 1e6:9.1f} us, model {m.seconds * 1e6:9.1f} us "
+              f"(measured / model {t.seconds / m.seconds:.2f})")
+print(f"this machine: {os.cpu_count()} CPU cores for up to {max(counts)} processes")
+
+# %% [markdown]
+# ### The same code on GPUs
+#
+# With one process per GPU the ring is the same function. In `gpu` mode with two GPUs or more, labkit starts one
+# process per GPU (each takes the GPU of its local rank), rank 0 makes an NCCL unique id and broadcasts it over MPI,
+# every rank joins one NCCL communicator, and your `my_ring_allreduce` runs on CuPy arrays: `comm.Sendrecv` becomes
+# an NCCL send and receive (`cupy.cuda.nccl`), and `np.array_split` and `np.empty_like` work on CuPy arrays too.
+# Its result is checked against NCCL's own `allReduce` and both are timed; where the MPI library is CUDA-aware the
+# ring also runs with MPI carrying device buffers (the PyPI `mpich` wheel is not). busbw is nccl-tests' definition;
+# compare the ring's with the per-direction NVLink rate from `labkit.hw`, and NCCL's (NVLS on a DGX H100/H200)
+# with section 6.
+
+# %% tags=["nbval-ignore-output"]
+ok, why = ranks.gpu_status()
+if ok:
+    rows, info = ranks.gpu_bench(ring_fn, sizes=(2**20, 2**26))
+    for t in rows:
+        print(f"MEASURED on {t.n} x {info['device']}: {t.nbytes} bytes, correct {t.correct}: your ring busbw "
+              f"{t.busbw():.1f} GB/s, NCCL allReduce busbw {t.busbw(t.nccl_seconds):.1f} GB/s"
+              + (f", over CUDA-aware MPI {t.busbw(t.cuda_aware_mpi_seconds):.1f} GB/s" if t.cuda_aware_mpi_seconds else ""))
+    print("CUDA-aware MPI here:", info["cuda_aware_mpi"], "; GPUs by rank:", info["devices"])
+else:
+    print(f"no GPU run: {why}.")
+    print("The model of the same ring on 8 GPUs of a DGX H200 (and what NCCL would pick instead):")
+    for size in (2**22, 2**28):
+        print(" ", co.ring_cost(size, 8, B_h200), "\n ", co.nccl_choice("DGX H200", size))
+
+# %% [markdown]
 # ## What you learned
 # - A ring all-reduce is a reduce-scatter then an all-gather: 2(n−1) steps, one chunk per GPU per step, every link
-#   busy, 2(n−1)/n × the buffer sent per GPU. A tree needs only 2 log₂n steps: it wins for small messages, the ring
-#   for large ones.
-# - nccl-tests: algbw = size / time; busbw = algbw × 2(n−1)/n (all_reduce) or (n−1)/n (all_gather, reduce_scatter);
-#   busbw compares with the per-direction link bandwidth.
+#   busy, 2(n−1)/n × the buffer sent per GPU. A tree needs only 2 log₂n steps: between nodes it wins for small
+#   messages, the ring for large ones; inside one node NCCL's tree is a chain.
+# - NCCL's algorithms: Ring, Tree, NVLS, NVLSTree, CollNetDirect, CollNetChain, PAT; it picks per call from a model
+#   like this lab's, and `NCCL_ALGO` forces one.
+# - nccl-tests: algbw = size / time; busbw = algbw × 2(n−1)/n (all_reduce) or (n−1)/n (all_gather, reduce_scatter).
+#   For a ring, busbw compares with the per-direction link bandwidth; with NVLS (the NVSwitch adds, DGX H100/H200)
+#   each GPU sends the buffer about once, and busbw exceeds the link rate.
 # - With bandwidth per direction (half the bidirectional figure) you can predict an all-reduce on any DGX; NVSwitch
 #   systems give every GPU its full bandwidth, the DGX-1 depends on which GPUs you take.
 # - Scaling efficiency = compute / step time; faster GPUs need faster links, and overlap hides part of the cost.
-# - MIG partitions an A100 into isolated instances (how many per GPU: exercise 5); MPS lets processes share a GPU
+# - MIG partitions an A100 into isolated instances (how many per GPU: exercise 6); MPS lets processes share a GPU
 #   at once, without isolation.
+# - Real multi-GPU work is one process per GPU: you wrote the ring with `Sendrecv` between neighbouring MPI
+#   processes, checked it against `MPI.Allreduce`, measured CPU processes (not GPUs), and saw where the model's
+#   independent links fail on shared cores; on GPUs the same function runs over NCCL.
 #
 # **Next:** [Lab 09 — Capstone](09-capstone.ipynb), a video-analytics pipeline end to end. Back to
 # [Lab 07 — Bandwidth and NVLink](07-bandwidth-and-nvlink.ipynb).

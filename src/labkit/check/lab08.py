@@ -1,5 +1,6 @@
 """Checks for lab 08 (collectives and scaling): one ring all-reduce step on NumPy arrays, nccl-tests' algbw and
-busbw, all-reduce time across DGX generations, data-parallel scaling efficiency, and MIG slices.
+busbw, NVLS busbw on a DGX H200, all-reduce time across DGX generations, data-parallel scaling efficiency, and MIG
+slices.
 
 Expected values come from :mod:`labkit.hw`, :mod:`labkit.bandwidth` and :mod:`labkit.collectives` (never typed in
 here). Each check names the usual slip when an answer matches it: the missing 2(n-1)/n factor, a bidirectional
@@ -134,7 +135,7 @@ def _first_diff(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> tuple[i
 )
 def ring_step(fn: Any) -> str:
     """Grade ``fn(chunks, phase, step)``: one ring all-reduce step, in place, where ``chunks[g][c]`` is GPU g's copy of
-    chunk c. Run over every step of both phases for n = 1, 2, 3, 5, 8 and sizes that n does not divide."""
+    chunk c. Run over every step of both phases for n = 1 to 12 (fresh each run) and sizes that n does not divide."""
     from ..collectives import ring_schedule, ring_step as ref
 
     from .draws import between, not_multiple
@@ -497,3 +498,79 @@ def mig_slices(answer: Any) -> str:
         raise Failed(f"memory_gb is {mem:g}, expected {want['memory_gb']:g} GB.", cause=cause)
     return (f"correct: {want['per_gpu']:g} instances per A100, the smallest with {want['memory_gb']:g} GB "
             f"(one of {MIG_MEMORY_SLICES} memory slices) and its own SMs, L2 slice and memory bandwidth.")
+
+
+# ---------------------------------------------------------------------------------------------- 08.nvls-busbw
+
+NVLS_SYSTEM = "DGX H200"
+
+
+def _ref_nvls() -> dict[str, Any]:
+    from .. import bandwidth as bw
+    from .. import hw
+
+    s = hw.system(NVLS_SYSTEM)
+    n = int(s.gpu_count.value)
+    B = s.gpu_model.nvlink_bandwidth.to("GB/s").value / 2
+    factor = bw.busbw_factor("all_reduce", n)
+    # ring: time 2(n-1)/n S / B, so algbw = B / factor and busbw = B; NVLS: time S / B, algbw = B, busbw = factor x B
+    return {"ring_busbw": B, "nvls_busbw": factor * B, "faster": "NVLS"}
+
+
+@exercise(
+    "08.nvls-busbw",
+    kind="numeric",
+    title="NVLS on a DGX H200: the busbw nccl-tests reports when the switch adds",
+    hints=[
+        "Bandwidth term only, per direction B = half the H200's NVLink figure. A ring GPU sends 2(n-1)/n x S; with "
+        "NVLS a GPU sends about S once (the switch adds and multicasts). Time = bytes sent / B, algbw = S / time.",
+        "nccl-tests does not know which algorithm ran: busbw = algbw x 2(n-1)/n for every all-reduce. Ring: algbw = "
+        "B / (2(n-1)/n), so busbw = B. NVLS: algbw = B, so busbw = 2(n-1)/n x B.",
+        "B = hw.system('DGX H200').gpu_model.nvlink_bandwidth.value / 2; f = 2 * 7 / 8; ring_busbw = B; "
+        "nvls_busbw = f * B; the faster one sends fewer bytes.",
+    ],
+    reference=_ref_nvls,
+)
+def nvls_busbw(answer: Any) -> str:
+    """Grade ``{"ring_busbw": GB/s, "nvls_busbw": GB/s, "faster": "Ring" or "NVLS"}``: the busbw nccl-tests would
+    report for a large all-reduce over the 8 GPUs of a DGX H200 at the full NVLink rate, for a ring and for NVLS."""
+    from .. import hw
+
+    if not isinstance(answer, dict):
+        raise Failed(f"expected a dict with keys 'ring_busbw', 'nvls_busbw' and 'faster', got {type(answer).__name__}.")
+    missing = {"ring_busbw", "nvls_busbw", "faster"} - set(answer)
+    if missing:
+        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
+    if all(answer[k] is Ellipsis for k in ("ring_busbw", "nvls_busbw", "faster")):
+        raise Unsolved("fill in the three values.")
+    if any(answer[k] is Ellipsis for k in ("ring_busbw", "nvls_busbw", "faster")):
+        raise Unsolved("one value is still `...`.")
+    want = _ref_nvls()
+    s = hw.system(NVLS_SYSTEM)
+    n = int(s.gpu_count.value)
+    B = want["ring_busbw"]
+    f = want["nvls_busbw"] / B
+    ring = number(answer["ring_busbw"], "ring_busbw")
+    if not close(ring, B):
+        cause = ratio_cause(ring, B, {
+            2.0: "that is the bidirectional NVLink figure; a GPU sends at half of it in each direction.",
+            1 / f: "that is the ring's algbw (S / time); busbw multiplies it by 2(n-1)/n, which gives back the link rate.",
+            f: "for a ring, busbw is the per-direction link rate itself: the 2(n-1)/n of busbw cancels the 2(n-1)/n "
+               "of the bytes a ring GPU sends.",
+        })
+        raise Failed(f"ring_busbw is {ring:g} GB/s, expected {B:g}.", cause=cause)
+    nvls = number(answer["nvls_busbw"], "nvls_busbw")
+    if not close(nvls, want["nvls_busbw"]):
+        cause = ratio_cause(nvls, want["nvls_busbw"], {
+            1 / f: "that is NVLS's algbw (each GPU sends S once, at B); nccl-tests still multiplies by 2(n-1)/n, "
+                   "because its busbw formula assumes a ring: hence a busbw above the link.",
+            2.0: "that uses the bidirectional figure; per direction is half.",
+            2 / f: "the factor is 2(n-1)/n (1.75 for 8 GPUs), not 2.",
+        })
+        raise Failed(f"nvls_busbw is {nvls:g} GB/s, expected {want['nvls_busbw']:g}.", cause=cause)
+    faster = str(answer["faster"]).strip().lower()
+    if faster != "nvls":
+        raise Failed(f"faster is {answer['faster']!r}.",
+                     cause="NVLS sends S per GPU, the ring 2(n-1)/n x S, on the same links: NVLS takes less time.")
+    return (f"correct: on {n} GPUs a ring's busbw is at most the link rate ({B:g} GB/s per direction), NVLS's up to "
+            f"2(n-1)/n = {f:g} x it ({want['nvls_busbw']:g} GB/s): the switch does the adding, so each GPU sends half as much.")
