@@ -33,11 +33,21 @@ def _arches() -> str:
     return arches_compiled(ARCHES)
 
 
+_COMPILED: dict[tuple[str, str], dict[str, Any]] = {}
+
+
 def _compile_all(source: str, name: str) -> dict[str, Any]:
+    """PTX for every course architecture NVRTC targets (kept for the session: a check run again reuses it)."""
     from ..cuda_cpp import compile_for
 
+    key = (source, name)
+    if key in _COMPILED:
+        return _COMPILED[key]
     try:
-        return compile_for(source, name, ARCHES)
+        _COMPILED[key] = compile_for(source, name, ARCHES)
+        if len(_COMPILED) > 64:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        return _COMPILED[key]
     except CompileError as exc:
         raise Failed(f"the CUDA C++ does not compile:\n{_with_source_line(str(exc), source)}",
                      cause="read NVRTC's first error and the line it names.") from None
@@ -311,7 +321,7 @@ def huber(kernel: Any) -> str:
     sizes = [391, 1, 127, 128, 129, 1000]
     # a kernel written for a placeholder type (T x, T y, ...) must also be right for float64, as CuPy instantiates it
     generic = parts is not None and any(p.generic for p in ins + outs)
-    cases: list[tuple[int, Any]] = [(n, np.float32) for n in sizes] + ([(257, np.float64)] if generic else [])
+    cases: list[tuple[int, Any]] = ([(257, np.float64)] if generic else []) + [(n, np.float32) for n in sizes]
     xp = cupy if cupy is not None else np
     run = (kernel.cupy() if parts is not None else kernel) if cupy is not None else kernel
     if cupy is not None:

@@ -477,7 +477,9 @@ def event_timing(fn: Any) -> str:
     if not callable(fn):
         raise Failed(f"expected a function time_copies(cp, host, repeat), got {type(fn).__name__}.")
     rng = np.random.default_rng()
-    n = int(rng.integers(3, 6)) * (1 << 20) + int(rng.integers(1, 1000))  # 12-24 MB of float32, not a round size
+    # 1-3 MB of float32, not a round size: the figures are graded against the learner's own events, so the size
+    # only has to make each copy take measurable time on the host
+    n = int(rng.integers(1, 4)) * (1 << 18) + int(rng.integers(1, 1000))
     repeat = int(rng.integers(4, 9))
     host = rng.standard_normal(n).astype(np.float32)
     host_before = host.copy()
