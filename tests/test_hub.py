@@ -1,26 +1,38 @@
-"""A real JupyterHub 6 on localhost, as a classroom uses it (about 30 s on 2 cores; the budget is 90 s).
+"""A real JupyterHub 6 on localhost, as a classroom uses it (about 35 s on 2 cores; the budget is 90 s).
 
-configurable-http-proxy from npm (``make test`` installs it in ``.venv/node``), the dummy authenticator, the
-simple local-process spawner (every learner's server a process of this user, with its own home folder), and the
+configurable-http-proxy from npm (``make test`` installs it in ``.venv/node``) serving HTTPS with a self-signed
+certificate made for 127.0.0.1; the course's own logins (NativeAuthenticator through :func:`labkit.hub_setup.
+configure_login`: the instructor's account made by the configuration, learners signing up and approved by the
+instructor); the simple local-process spawner (every learner's server a process of this user, with its own home
+folder) taking fake MIG slices from the DGX's allocator (``deploy/jupyterhub/mig_allocator.py``); the
 ``labkit-progress`` service configured by the same :func:`labkit.progress_service.configure_hub` the DGX and
-Kubernetes configurations use. Two learners and one instructor log in over the REST API; the learners' servers start;
-each learner runs a check in a real kernel through the Jupyter server API (websocket, through the proxy); the
-instructor's page shows both results; a learner asking for it is refused; everything is stopped at the end.
-Every loop is bounded; every address is on the loopback interface.
+Kubernetes configurations use; and ``jupyterhub-idle-culler`` with the role :func:`labkit.hub_setup.configure_culler`
+gives it.
+
+What it shows: a learner cannot log in before approval, nor as another learner, nor sign up as the instructor; each
+learner runs a check in a real kernel through the Jupyter server API (websocket, through the HTTPS proxy), and a
+record left unsent by an earlier kernel is sent when the kernel starts (the image's IPython startup file); the
+instructor logs in through the login form like a browser and sees the live page; learners cannot read it, nor each
+other's results; the culler stops the idle servers and their slices are freed. Every loop is bounded; every address
+is on the loopback interface.
 """
 
 from __future__ import annotations
 
 import asyncio
+from http.cookiejar import CookieJar
 import json
 import os
+import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -28,11 +40,14 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("jupyterhub")
+pytest.importorskip("nativeauthenticator")
+pytest.importorskip("jupyterhub_idle_culler")
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 LEARNERS = ("alice", "bob")
 INSTRUCTOR = "ingrid"
+PASSWORDS = {"alice": "alice-learns-cuda", "bob": "bob-writes-kernels", INSTRUCTOR: "ingrid-teaches-gpus"}
 BUDGET_S = 90
 
 
@@ -59,6 +74,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+TLS: ssl.SSLContext | None = None  # trusts the test's self-signed certificate (set by the test)
+
+
 def http(method: str, url: str, token: str | None = None, body: dict | None = None, timeout: float = 15) -> tuple[int, str]:
     headers = {"Content-Type": "application/json"}
     if token:
@@ -66,10 +84,40 @@ def http(method: str, url: str, token: str | None = None, body: dict | None = No
     data = json.dumps(body).encode() if body is not None else (b"" if method in ("POST", "DELETE") else None)
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=TLS if url.startswith("https:") else None) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+class Browser:
+    """Cookies and forms, as a browser uses the hub (the login and sign-up pages, the service's OAuth round trip)."""
+
+    def __init__(self) -> None:
+        self.jar = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar),
+                                                  urllib.request.HTTPSHandler(context=TLS))
+
+    def get(self, url: str) -> tuple[int, str, str]:
+        """(status, body, final URL) after following redirects."""
+        try:
+            with self.opener.open(url, timeout=15) as resp:
+                return resp.status, resp.read().decode(), resp.url
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(), exc.url
+
+    def form(self, url: str, fields: dict[str, str]) -> tuple[int, str, str]:
+        """Open the form's page (for its _xsrf token), then post it."""
+        status, page, _ = self.get(url)
+        assert status == 200, (url, status, page[:300])
+        m = re.search(r'name="_xsrf"\s+value="([^"]+)"', page) or re.search(r'value="([^"]+)"\s+name="_xsrf"', page)
+        data = dict(fields, _xsrf=m.group(1)) if m else dict(fields)
+        req = urllib.request.Request(url, data=urllib.parse.urlencode(data).encode(), method="POST")
+        try:
+            with self.opener.open(req, timeout=15) as resp:
+                return resp.status, resp.read().decode(), resp.url
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(), exc.url
 
 
 def wait_for(what: str, probe, deadline: float, every: float = 0.25):
@@ -89,6 +137,9 @@ def wait_for(what: str, probe, deadline: float, every: float = 0.25):
 
 HUB_CONFIG = """
 import os, sys
+sys.path.insert(0, {deploy!r})
+from mig_allocator import SliceAllocator
+from labkit.hub_setup import configure_culler, configure_login, configure_tls
 from labkit.progress_service import configure_hub
 
 c = get_config()  # noqa: F821
@@ -105,18 +156,33 @@ c.JupyterHub.cleanup_proxy = True
 c.ConfigurableHTTPProxy.command = [{chp!r}]
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api}"
 c.ConfigurableHTTPProxy.should_start = True
-c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allowed_users = {users!r}
+configure_tls(c, cert={cert!r}, key={key!r})
+configure_login(c, login="native", instructors=[{instructor!r}], env={{"LABKIT_ADMIN_PASSWORD": {admin_password!r}}})
+c.NativeAuthenticator.seconds_before_next_try = 1
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"
 c.Spawner.cmd = [{singleuser!r}]
 c.Spawner.args = {spawner_args!r}
 c.Spawner.start_timeout = 60
 c.Spawner.http_timeout = 60
-c.Spawner.environment = {{"LABKIT_MODE": "sim", "PYTHONUNBUFFERED": "1", "OPENBLAS_NUM_THREADS": "1"}}
+c.Spawner.environment = {{"LABKIT_MODE": "sim", "PYTHONUNBUFFERED": "1", "OPENBLAS_NUM_THREADS": "1",
+                          "IPYTHONDIR": "{tmp}/ipython"}}
 c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG", "LC_ALL", "VIRTUAL_ENV"]
-configure_hub(c, public_url="http://127.0.0.1:{port}", service_url="http://127.0.0.1:{service_port}",
+# the DGX's allocator with 7 stand-in slices: taken before a server starts, freed when it stops
+allocator = SliceAllocator([f"MIG-test-{{i}}" for i in range(7)], state_file="{tmp}/mig-slices.json")
+
+async def _take(spawner):
+    await allocator.pre_spawn_hook(spawner, instructors=[{instructor!r}], wait_s=10)
+
+def _free(spawner):
+    allocator.post_stop_hook(spawner)
+
+c.Spawner.pre_spawn_hook = _take
+c.Spawner.post_stop_hook = _free
+configure_hub(c, public_url="https://127.0.0.1:{port}", service_url="http://127.0.0.1:{service_port}",
+              progress_url="http://127.0.0.1:{service_port}/services/labkit-progress/",
               db="{tmp}/progress.sqlite", instructors=[{instructor!r}], stuck_minutes=10)
+configure_culler(c, idle_minutes=60, managed=False, api_token={culler_token!r})  # the test runs the culler itself
 """
 
 
@@ -128,8 +194,9 @@ async def run_in_kernel(base: str, token: str, code: str, timeout: float = 60) -
     status, text = await asyncio.to_thread(http, "POST", f"{base}api/kernels", token, {"name": "python3"})
     assert status == 201, f"starting a kernel: {status} {text}"
     kernel = json.loads(text)["id"]
-    ws_url = base.replace("http://", "ws://") + f"api/kernels/{kernel}/channels"
-    conn = await asyncio.wait_for(websocket_connect(HTTPRequest(ws_url, headers={"Authorization": f"token {token}"})), 30)
+    ws_url = base.replace("https://", "wss://") + f"api/kernels/{kernel}/channels"
+    conn = await asyncio.wait_for(websocket_connect(HTTPRequest(ws_url, headers={"Authorization": f"token {token}"},
+                                                                ca_certs=CA_FILE)), 30)
     msg_id = uuid.uuid4().hex
     conn.write_message(json.dumps({
         "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex,
@@ -161,6 +228,8 @@ async def run_in_kernel(base: str, token: str, code: str, timeout: float = 60) -
     return "".join(out), reply
 
 
+CA_FILE: str | None = None  # the self-signed certificate, for the kernel websocket
+
 CHECK_CODE = """
 import labkit
 from labkit.check import core
@@ -172,40 +241,92 @@ print("VERDICT", result.status, "IN_HUB", progress.in_hub(), "FILE", progress.pr
 
 
 def test_classroom_hub(tmp_path: Path) -> None:
+    global TLS, CA_FILE
+    from labkit.hub_setup import culler_command, make_self_signed
+
     started = time.monotonic()
     deadline = started + BUDGET_S
     assert CHP is not None, "configurable-http-proxy is missing: make test installs it with npm into .venv/node"
     port, hub_port, proxy_api, service_port = (free_port() for _ in range(4))
+    cert, key = make_self_signed(tmp_path / "tls", ["127.0.0.1", "localhost"])
+    TLS, CA_FILE = ssl.create_default_context(cafile=str(cert)), str(cert)
     for user in (*LEARNERS, INSTRUCTOR):
         (tmp_path / "home" / user).mkdir(parents=True)
+    # the image's IPython startup file, in the servers' IPYTHONDIR
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    shutil.copy(ROOT / "deploy" / "ipython" / "00-labkit-progress.py", startup)
+    # a record an earlier kernel of alice's could not send (the service was down): the next kernel start sends it
+    left = tmp_path / "home" / "alice" / ".local" / "share" / "labkit" / "progress.jsonl"
+    left.parent.mkdir(parents=True)
+    left.write_text(json.dumps({"v": 1, "exercise": "00.vector-add", "status": "failed", "time": "2026-12-01T09:00:00Z",
+                                "attempt": 1, "hints": 0}) + "\n")
+    culler_token = uuid.uuid4().hex
     args = ["--ServerApp.allow_root=True"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     config = tmp_path / "jupyterhub_config.py"
     config.write_text(HUB_CONFIG.format(
         port=port, hub_port=hub_port, proxy_api=proxy_api, service_port=service_port, tmp=tmp_path, chp=CHP,
-        users={*LEARNERS, INSTRUCTOR}, singleuser=str(BIN / "jupyterhub-singleuser"), spawner_args=args, instructor=INSTRUCTOR,
+        singleuser=str(BIN / "jupyterhub-singleuser"), spawner_args=args, instructor=INSTRUCTOR,
+        deploy=str(ROOT / "deploy" / "jupyterhub"), cert=str(cert), key=str(key), admin_password=PASSWORDS[INSTRUCTOR],
+        culler_token=culler_token,
     ))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "LABKIT_"))}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     log = open(tmp_path / "hub.log", "w")
     hub = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(config)], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
                            start_new_session=True)
-    public = f"http://127.0.0.1:{port}"
+    public = f"https://127.0.0.1:{port}"
     api = f"{public}/hub/api"
+    service = f"{public}/services/labkit-progress/"
     tokens: dict[str, str] = {}
     timings: dict[str, float] = {}
+    culler = None
+
+    def login(user: str, password: str) -> tuple[int, str]:
+        """A login over the REST API: the authenticator checks the credentials and the hub issues a token."""
+        return http("POST", f"{api}/users/{user}/tokens", body={"auth": {"username": user, "password": password}, "note": "test login"})
+
     try:
-        wait_for("the hub's API behind the proxy", lambda: http("GET", f"{api}/", timeout=2)[0] == 200, deadline)
-        wait_for("the labkit-progress service", lambda: http("GET", f"{public}/services/labkit-progress/api/mine", timeout=2)[0] in (401, 403),
-                 deadline)
+        wait_for("the hub's API behind the HTTPS proxy", lambda: http("GET", f"{api}/", timeout=2)[0] == 200, deadline)
+        wait_for("the labkit-progress service", lambda: http("GET", f"{service}api/mine", timeout=2)[0] in (401, 403), deadline)
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):  # really TLS, really this certificate
+            urllib.request.urlopen(f"{api}/", timeout=5, context=ssl.create_default_context())
         timings["hub up"] = time.monotonic() - started
 
-        # log in over the REST API: the authenticator checks the credentials and the hub issues a token
+        # learners sign up; nobody can sign up as the instructor, whose account the configuration made
+        browsers = {user: Browser() for user in (*LEARNERS, INSTRUCTOR, "mallory")}
+        for user in LEARNERS:
+            status, page, _ = browsers[user].form(f"{public}/hub/signup", {
+                "username": user, "signup_password": PASSWORDS[user], "signup_password_confirmation": PASSWORDS[user]})
+            assert status == 200 and "sent to the admin" in page, page[-800:]
+        browsers["mallory"].form(f"{public}/hub/signup", {"username": INSTRUCTOR, "signup_password": "mallory-wants-admin",
+                                                          "signup_password_confirmation": "mallory-wants-admin"})
+        assert login(INSTRUCTOR, "mallory-wants-admin")[0] == 403
+        assert login("alice", PASSWORDS["alice"])[0] == 403  # not approved yet
+
+        # the instructor logs in through the form, as in a browser, and approves both learners
+        status, page, url = browsers[INSTRUCTOR].form(f"{public}/hub/login", {"username": INSTRUCTOR, "password": PASSWORDS[INSTRUCTOR]})
+        assert status == 200 and "/hub/login" not in url, (status, url, page[-500:])
+        for user in LEARNERS:
+            status, page, _ = browsers[INSTRUCTOR].get(f"{public}/hub/authorize/{user}")
+            assert status == 200, page[-500:]
+        status, _, _ = browsers["alice"].get(f"{public}/hub/authorize/bob")  # a learner cannot approve anyone
+        assert status in (403, 404) or "/hub/login" in _
+        for user in LEARNERS:  # the login form, as in a browser (the hub makes its user at the first login)
+            status, page, url = browsers[user].form(f"{public}/hub/login", {"username": user, "password": PASSWORDS[user]})
+            assert status == 200 and "/hub/login" not in url, (user, status, url, page[-500:])
+        status, page, url = Browser().form(f"{public}/hub/login", {"username": "alice", "password": PASSWORDS["bob"]})
+        assert "/hub/login" in url and "Invalid username or password" in page
         for user in (*LEARNERS, INSTRUCTOR):
-            status, text = http("POST", f"{api}/users/{user}/tokens", body={"auth": {"username": user, "password": "any"},
-                                                                            "note": "test login"})
+            status, text = login(user, PASSWORDS[user])
             assert status in (200, 201), f"login of {user}: {status} {text}"
             tokens[user] = json.loads(text)["token"]
-        assert http("POST", f"{api}/users/alice/tokens", body={"auth": {"username": "mallory", "password": "x"}})[0] == 403
+        # nobody logs in as someone else: not with their own password, not with a made-up name
+        assert login("alice", PASSWORDS["bob"])[0] == 403
+        assert login("bob", PASSWORDS["alice"])[0] == 403
+        assert login("mallory", "x" * 12)[0] == 403
+        assert http("POST", f"{api}/users/alice/tokens", tokens["bob"], {"note": "bob's token for alice"})[0] == 403
+        timings["logins"] = time.monotonic() - started
 
         for user in LEARNERS:
             status, text = http("POST", f"{api}/users/{user}/server", tokens[user])
@@ -219,6 +340,8 @@ def test_classroom_hub(tmp_path: Path) -> None:
         for user in LEARNERS:
             wait_for(f"{user}'s server", lambda user=user: ready(user), deadline, every=0.5)
         timings["servers up"] = time.monotonic() - started
+        held = json.loads((tmp_path / "mig-slices.json").read_text())["held"]
+        assert set(held) == set(LEARNERS) and len(set(held.values())) == 2  # one slice each, never the same
 
         async def both() -> list[tuple[str, str]]:
             return await asyncio.gather(
@@ -230,57 +353,63 @@ def test_classroom_hub(tmp_path: Path) -> None:
         timings["checks run"] = time.monotonic() - started
         assert alice_reply == "ok" and "VERDICT passed IN_HUB True FILE True" in alice_out, alice_out
         assert bob_reply == "ok" and "VERDICT failed IN_HUB True FILE True" in bob_out, bob_out
-        assert (tmp_path / "home" / "alice" / ".local" / "share" / "labkit" / "progress.jsonl").exists()
 
-        # the instructor's page shows both learners; the learners' requests for it are refused
-        service = f"{public}/services/labkit-progress/"
+        # the instructor's live page, in the browser that logged in (the service's OAuth round trip through the hub)
+        status, page, url = browsers[INSTRUCTOR].get(service)
+        assert status == 200 and url.rstrip("/") == service.rstrip("/"), (status, url)
+        assert "alice" in page and "bob" in page and "setTimeout(refresh" in page
+        status, table, _ = browsers[INSTRUCTOR].get(f"{service}api/summary?format=html")  # what the page fetches
+        assert status == 200 and table.startswith("<table>")
         status, text = http("GET", f"{service}api/summary", tokens[INSTRUCTOR])
         assert status == 200, text
         cells = {lr["user"]: lr["cells"] for lr in json.loads(text)["learners"]}
         assert cells["alice"]["08.mig"]["solved"] is True and cells["alice"]["08.mig"]["attempts"] == 1
+        assert cells["alice"]["00.vector-add"]["status"] == "failed"  # sent at the kernel's start
         assert cells["bob"]["08.mig"]["solved"] is False and cells["bob"]["08.mig"]["status"] == "failed"
-        status, page = http("GET", service, tokens[INSTRUCTOR])
-        assert status == 200 and "alice" in page and "bob" in page
-        # a browser without a token is sent to the hub's OAuth login (the page is a HubOAuth client of the hub)
+        # a browser without a login is sent to the hub's OAuth login (the page is a HubOAuth client of the hub)
         class NoRedirect(urllib.request.HTTPRedirectHandler):
             def redirect_request(self, *args, **kwargs):
                 return None
 
         try:
-            urllib.request.build_opener(NoRedirect).open(service, timeout=10)
+            urllib.request.build_opener(NoRedirect, urllib.request.HTTPSHandler(context=TLS)).open(service, timeout=10)
             raise AssertionError("the instructor page answered without a login")
         except urllib.error.HTTPError as exc:
             assert exc.code == 302 and "/hub/api/oauth2/authorize" in exc.headers["Location"], (exc.code, exc.headers)
+        # learners: not the page (in their browser either), not the summary, not another's results
+        assert browsers["alice"].get(service)[0] == 403
         for user in LEARNERS:
             assert http("GET", f"{service}api/summary", tokens[user])[0] == 403
             assert http("GET", service, tokens[user])[0] == 403
-        # a learner's token cannot post for the other learner; the server token of alice's kernel posted for alice only
         status, _ = http("POST", f"{service}api/results", tokens["alice"],
                          {"v": 1, "exercise": "08.mig", "status": "passed", "time": "", "attempt": 9, "hints": 0, "user": "bob"})
         assert status == 403
         mine = json.loads(http("GET", f"{service}api/mine", tokens["bob"])[1])
         assert {r["user"] for r in mine["results"]} == {"bob"}
+        assert http("GET", f"{api}/users/alice", tokens["bob"])[0] == 404  # the hub hides other users from a learner
 
-        # stop everything
+        # both servers are idle now: the culler (as the DGX runs it, with its role) stops them and frees their slices
+        culler_env = dict(env, JUPYTERHUB_API_TOKEN=culler_token)
+        culler = subprocess.Popen(culler_command(1, every_s=1, hub_api_url=f"http://127.0.0.1:{hub_port}/hub/api"), env=culler_env,
+                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         for user in LEARNERS:
-            status, text = http("DELETE", f"{api}/users/{user}/server", tokens[user])
-            assert status in (202, 204), f"stopping {user}'s server: {status} {text}"
-        for user in LEARNERS:
-            wait_for(f"{user}'s server to stop",
+            wait_for(f"the culler to stop {user}'s server",
                      lambda user=user: not json.loads(http("GET", f"{api}/users/{user}", tokens[user])[1]).get("servers"), deadline)
-        timings["servers stopped"] = time.monotonic() - started
+        assert json.loads((tmp_path / "mig-slices.json").read_text())["held"] == {}
+        timings["servers culled"] = time.monotonic() - started
     except BaseException:
         log.flush()
         print((tmp_path / "hub.log").read_text()[-6000:])
         raise
     finally:
-        if hub.poll() is None:
-            hub.send_signal(signal.SIGTERM)
-            try:
-                hub.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(hub.pid, signal.SIGKILL)
-                hub.wait(10)
+        for proc in (culler, hub):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
         log.close()
     timings["hub stopped"] = time.monotonic() - started
     elapsed = time.monotonic() - started

@@ -7,6 +7,10 @@ common one) and can log in once an instructor has approved them at ``/hub/author
 ``/hub/change-password``). Nobody can sign up under an instructor's name, so a learner who signs up first cannot
 become an admin (plain NativeAuthenticator approves any sign-up whose name is in ``admin_users``).
 
+NativeAuthenticator 1.3's login form no longer works on JupyterHub 6 as it is (it times the login with the hub's
+``statsd`` client, which JupyterHub 6 removed: every login through the form answered 500); :class:`CourseLoginHandler`
+is its handler without that timer.
+
 This module imports ``nativeauthenticator``: only the hub's configuration imports it.
 """
 
@@ -15,7 +19,32 @@ from __future__ import annotations
 from typing import Any
 
 from nativeauthenticator import NativeAuthenticator
+from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
 from traitlets import Unicode
+
+
+class _NoTimer:
+    """Stands in for the statsd timer NativeAuthenticator's login handler starts and stops."""
+
+    def start(self) -> "_NoTimer":
+        return self
+
+    def stop(self, send: bool = True) -> None:
+        return None
+
+
+class _NoStatsd:
+    def timer(self, name: str) -> _NoTimer:
+        return _NoTimer()
+
+
+class CourseLoginHandler(NativeLoginHandler):
+    """NativeAuthenticator's login form, working on JupyterHub 5 and 6 (no statsd; the error page's extra keywords)."""
+
+    statsd = _NoStatsd()
+
+    def _render(self, login_error: str | None = None, username: str | None = None, **_: Any) -> Any:
+        return super()._render(login_error=login_error, username=username)
 
 
 class CourseNativeAuthenticator(NativeAuthenticator):
@@ -53,6 +82,18 @@ class CourseNativeAuthenticator(NativeAuthenticator):
             self.log.info("labkit: made the instructor account %s", name)
             made.append(name)
         return made
+
+    def get_user(self, username: str) -> Any:
+        """The account, read afresh: an approval at /hub/authorize is written through the request's database
+        session, and without a refresh this one would still see the account unapproved (the learner could not log in)."""
+        info = super().get_user(username)
+        if info is not None:
+            self.db.refresh(info)
+        return info
+
+    def get_handlers(self, app: Any) -> list[tuple[str, Any]]:
+        """NativeAuthenticator's pages, with :class:`CourseLoginHandler` for ``/login``."""
+        return [(path, CourseLoginHandler if path == r"/login" else handler) for path, handler in super().get_handlers(app)]
 
     def create_user(self, username: str, password: str, **kwargs: Any) -> Any:
         """A sign-up: refused (None) for an instructor's name; otherwise NativeAuthenticator's, waiting for approval."""

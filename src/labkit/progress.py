@@ -250,13 +250,14 @@ def flush(*, budget_s: float = FLUSH_BUDGET_S, force: bool = False) -> int:
     """Send the records the service has not acknowledged, oldest first; returns how many it answered for good.
 
     Only inside a hub; not before the backoff of an earlier failure has passed (unless ``force``); stops at the
-    first failure, or after ``budget_s`` seconds. Several threads of one kernel never send at the same time. Never raises.
+    first failure, or after ``budget_s`` seconds. Several threads of one kernel never send at the same time (a
+    check waits for the kernel-start thread, then sends what is left). Never raises.
     """
     global _DELAY, _NEXT_TRY
     try:
         if not (enabled() and in_hub()) or (not force and time.monotonic() < _NEXT_TRY):
             return 0
-        if not _FLUSH_LOCK.acquire(blocking=False):
+        if not _FLUSH_LOCK.acquire(timeout=budget_s):  # another thread is sending: wait for it, then send the rest
             return 0
     except Exception:  # noqa: BLE001
         return 0

@@ -358,13 +358,19 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
             self.set_header("Content-Type", "text/html; charset=utf-8")
             self.finish(render_page(summary(store, known, stuck_minutes=stuck_minutes)))
 
+    class Callback(HubOAuthCallbackHandler):
+        # the app's own HubOAuth, the one that made the login's state: it keeps the PKCE code verifier the hub
+        # asks for (JupyterHub 6); the handler's default, a fresh HubOAuth.instance(), would not have it
+        def initialize(self) -> None:
+            self.hub_auth = hub_auth
+
     return web.Application(
         [
             (prefix, Page),
             (prefix + "api/results", Results),
             (prefix + "api/mine", Mine),
             (prefix + "api/summary", Summary),
-            (prefix + "oauth_callback", HubOAuthCallbackHandler),
+            (prefix + "oauth_callback", Callback),
         ],
         cookie_secret=cookie_secret(store),
     )
