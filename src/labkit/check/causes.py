@@ -139,9 +139,9 @@ def uninitialised_cause(read: Any, later: Sequence[tuple[int, str]] | None, me: 
                 "shared memory starts each block with garbage, so zero it first (every element; threads share the "
                 "work), then cuda.syncthreads() before counting.")
     if not writes:
-        return (f"{where} is read, but no thread of the block ever writes it: the load fills other elements than the "
-                "reads use (check the indices of the tile or halo load against those of the reads). Zeroing it "
-                "would only hide this.")
+        return (f"{where} is read, but no thread of the block ever writes it: the reads use elements that the load "
+                "never fills. Check the indices and bounds of the load against those of the reads (a tile, a halo, or "
+                "a loop that assumes another block size). Zeroing it would only hide this.")
     first_t, first_k = writes[0]
     if first_k == "atomic" or first_t == me:
         return (f"{where} is updated in place (`+=` or an atomic) but nothing set it first: shared memory starts each "

@@ -87,6 +87,8 @@ class Guarded:
 
 
 _SIM_INDEX_ERROR = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
+_NARROW = re.compile(r"out of bounds for (u?int(?:8|16))")
+_NARROW_RANGE = {"int8": "-128 to 127", "uint8": "0 to 255", "int16": "-32,768 to 32,767", "uint16": "0 to 65,535"}
 _NOT_SUBSCRIPTABLE = re.compile(r"'(int|float|bool|numpy\.\w+)' object (is not subscriptable|does not support item assignment)")
 
 
@@ -116,6 +118,12 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
     if isinstance(exc, TimeoutError):
         calls = whole_array_calls(kernel) if kernel is not None else []
         return Failed(plain_words(str(exc)), cause=whole_array_cause(calls) if calls else LIKELY_HANG)
+    if isinstance(exc, OverflowError) and _NARROW.search(text):
+        kind = _NARROW.search(text).group(1)
+        return Failed(f"the kernel raised {first}{at}",
+                      cause=f"a value past what {kind} holds ({_NARROW_RANGE.get(kind, 'a narrow range')}): an index or "
+                            f"count in {kind} cannot reach it (on a GPU it wraps around silently). Keep indices in the "
+                            "default int (64 bits) or int32.")
     if (isinstance(exc, TypeError) and _NOT_SUBSCRIPTABLE.search(text)) or "invalid index to scalar variable" in text:
         return Failed(f"the kernel indexed a number as if it were an array{at}: {first}",
                       cause="the kernel's parameters are in a different order from the exercise's signature, "
@@ -169,10 +177,35 @@ def _remember_launch(kernel: Any, args: tuple[Any, ...]) -> None:
 
 
 def take_launched() -> list[tuple[Any, str]]:
-    """Kernels launched since the last call, with the signature they were launched with (for the GPU build)."""
+    """Kernels launched since the last call, with the signature they were launched with (for the GPU build).
+    Also forgets the block sizes earlier cases passed with (a check starts afresh)."""
     out = list(_launched.values())
     _launched.clear()
+    _passed_blocks.clear()
     return out
+
+
+_passed_blocks: list[tuple[int, ...]] = []  # block shapes of the cases the kernel passed in the running check
+
+
+def _dims(block: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in (block if isinstance(block, (tuple, list)) else (block,)))
+
+
+def block_size_note(block: Any) -> str | None:
+    """Evidence that the kernel assumes a power-of-two block: it passed earlier cases of this check with blocks whose
+    sizes are all powers of two, and fails with this ``block``, which has a size that is not."""
+    dims = _dims(block)
+    pow2 = lambda v: v > 0 and v & (v - 1) == 0  # noqa: E731
+    if all(pow2(d) for d in dims):
+        return None
+    earlier = [b for b in _passed_blocks if all(pow2(d) for d in b)]
+    if not earlier:
+        return None
+    shown = ", ".join(sorted({fmt_shape(b if len(b) > 1 else b[0]) for b in earlier}))
+    return (f"it passed with blocks of {shown} threads and fails with {fmt_shape(dims if len(dims) > 1 else dims[0])}, "
+            "which is not a power of two: something in the kernel assumes one, such as a shift or a mask in place of a "
+            "multiply or divide by cuda.blockDim, or a constant block size.")
 
 
 def require_kernel(kernel: Any) -> None:
@@ -333,7 +366,10 @@ def _guess_cause(got: np.ndarray, expected: np.ndarray, rtol: float = 1e-5, atol
             b = flat_exp[max(-shift, 0): flat_exp.size + min(-shift, 0)]
             if not _mismatch(a, b, rtol, atol).any() and _mismatch(flat_got, flat_exp, rtol, atol).sum() > 1:
                 return "an off-by-one in the index: every element comes from its neighbour."
-    return "compare your formula with the task statement for this element."
+    return GENERIC_CAUSE
+
+
+GENERIC_CAUSE = "compare your formula with the task statement for this element."
 
 
 @dataclass
@@ -346,7 +382,8 @@ class Launch:
     reverse order; otherwise the first case runs them forward and the others in a shuffled order (``schedule``
     and ``seed`` choose one; a failure names the seed, to replay it). ``record`` keeps every access
     (coalescing, bank conflicts). Every failure names ``label``;
-    ``unwritten_cause`` / ``swapped_cause`` / ``extra_cause`` refine the likely cause.
+    ``unwritten_cause`` / ``swapped_cause`` / ``extra_cause`` refine the likely cause; ``explain(got)`` is the check's
+    own reading of a wrong result (the slip whose result it equals), used before the general guesses.
 
     Inputs are part of the answer: after the launch every array in ``inputs`` is copied back and compared with the
     host array it came from; a change fails the case naming the argument ("your kernel wrote into its input `a`"),
@@ -373,6 +410,7 @@ class Launch:
     swapped_cause: str | None = None
     extra_cause: str | None = None
     in_place: Sequence[str] = ()  # inputs the statement lets the kernel change (all others are compared after the launch)
+    explain: Callable[[np.ndarray], str | None] | None = None  # the check's own likely cause for a wrong result, or None
     time_limit_s: float | None = None
     schedule: str | None = None  # "forward", "reverse" or "shuffle" (default: from first and reverse)
     seed: int | None = None  # of a shuffled schedule (default: drawn afresh)
@@ -490,16 +528,19 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
         if wrote_input is not None:  # before any race or wrong value: those often follow from it
             raise Failed(f"{label}: {wrote_input}", cause=wrote_input.cause,
                          show=show_hint_for(kernel, case, None, f"{label}: {wrote_input}"))
+        note = block_size_note(case.block)
         if report is not None and report.race is not None:
             race = report.race
-            raise Failed(f"{label}: {race.message()}", cause=_more(race.cause(), case.extra_cause),
+            raise Failed(f"{label}: {race.message()}", cause=_more(_more(note, race.cause()), case.extra_cause),
                          show=show_hint_for(kernel, case, race, f"{label}: {race.message()}"))
         try:
             _judge(got, case, report, names[pos], kernel=kernel, args=args)
         except Failed as exc:
             message = str(exc) if label == case.label else str(exc).replace(case.label, label, 1)
-            raise Failed(message, cause=exc.cause,
+            cause = exc.cause if note is None else note if exc.cause in (None, GENERIC_CAUSE) else _more(note, exc.cause)
+            raise Failed(message, cause=cause,
                          show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report)) from None
+    _passed_blocks.append(_dims(case.block))
     return report
 
 
@@ -562,6 +603,8 @@ def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, ou
         cause = exc.cause
         if report is not None and report.uninitialised is not None:
             cause = _uninitialised_cause(kernel, case, report, args)
+        elif case.explain is not None and (told := case.explain(got)) is not None:
+            cause = told
         elif (wrap := counter_wrap_cause(got, expected)) is not None:
             cause = wrap
         raise _at(getattr(exc, "element", None), Failed(str(exc), cause=_more(cause, case.extra_cause))) from None

@@ -108,6 +108,35 @@ def grayscale(kernel: Any) -> str:
 
 
 # ----------------------------------------------------------------------------- 02.launch-config
+def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, int], want: tuple[int, int]) -> str:
+    """The slips whose formula gives exactly ``got`` for this case (all of them when several do), else a pointer."""
+    import math
+
+    rows, cols = shape
+    bx, by = block
+    slips = {
+        "x and y are swapped: x (the first grid number) covers the columns, y the rows.":
+            [want[::-1], grid_2d(shape[::-1], block)],
+        "too few blocks: floor division drops the partial last block; round up (ceiling division).":
+            [(cols // bx, rows // by)],
+        "more blocks than needed: `n // b + 1` adds a whole idle block when n is a multiple of b; use `(n + b - 1) // b`.":
+            [(cols // bx + 1, rows // by + 1)],
+        ("a shift in place of the division: `>> k` divides by 2**k, right only when the block size is a power of two "
+         f"({bx} x {by} here); use integer division `//`."):
+            [((cols + bx - 1) >> int(math.log2(bx)), (rows + by - 1) >> int(math.log2(by))),
+             ((cols + bx - 1) >> math.ceil(math.log2(bx)), (rows + by - 1) >> math.ceil(math.log2(by)))],
+        "the division is rounded to the nearest integer (`round`), not up: use `(n + b - 1) // b`.":
+            [(round(cols / bx), round(rows / by))],
+    }
+    fitting = [cause for cause, values in slips.items() if got in values and got != want]
+    if len(fitting) == 1:
+        return fitting[0]
+    if fitting:
+        return "slips that give these same numbers (this case cannot tell them apart): " + " Or: ".join(fitting)
+    if got[0] * bx < cols or got[1] * by < rows:
+        return "too few blocks to cover the array: each direction needs ceil(n / b) blocks, `(n + b - 1) // b`."
+    return "more blocks than needed to cover the array: each direction needs ceil(n / b) blocks, `(n + b - 1) // b`."
+
 @exercise(
     "02.launch-config",
     kind="code",
@@ -156,20 +185,13 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
         if (gx, gy) == want:
             continue
         where = f"grid_for(shape={shape} (rows, cols), block={block}) returned {(int(gx), int(gy))}, expected {want}"
-        if (gx, gy) == want[::-1] or (gx, gy) == grid_2d(shape[::-1], block):
-            cause = "x and y are swapped: x (the first grid number) covers the columns, y the rows."
-        elif gx * block[0] < shape[1] or gy * block[1] < shape[0]:
-            cause = "too few blocks: floor division drops the partial last block; round up (ceiling division)."
-        else:
-            cause = ("more blocks than needed: `n // b + 1` adds a whole idle block when n is a multiple of b; "
-                     "use `(n + b - 1) // b`.")
-        raise Failed(where + ".", cause=cause)
+        raise Failed(where + ".", cause=_grid_cause((int(gx), int(gy)), shape, block, want))
     return "right on every shape, fresh ones included: exact multiples, 1×1 and non-square arrays."
 
 
 # ----------------------------------------------------------------------------- 02.transfers
 def _transfer_cause(got: np.ndarray, expected: np.ndarray, a: np.float32, x: np.ndarray, y: np.ndarray, steps: int,
-                    n: int) -> str | None:
+                    n: int, previous: np.ndarray | None = None) -> str | None:
     """What a wrong final y shows: a step too many or too few (a loop that always runs once), only part of the
     elements updated (a fixed launch without a grid-stride loop), or the result of another call (a cache)."""
     if got.shape != expected.shape:
@@ -191,6 +213,9 @@ def _transfer_cause(got: np.ndarray, expected: np.ndarray, a: np.float32, x: np.
         first = int(np.argmin(done))
         return (f"elements from index {first} on were never updated: the launch covers only the first {first} of {n} "
                 "elements. Choose the grid from n (or use a grid-stride loop), not a fixed number of blocks and threads.")
+    if previous is not None and previous.shape == got.shape and close(got, previous):
+        return ("this is the result of the earlier call with the same n and steps, on other data: a result kept "
+                "between calls (a cache) is stale when x or y change. Compute it from this call's inputs.")
     return None
 
 
@@ -305,8 +330,10 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
     # 128 threads without a grid-stride loop leaves elements out); 0 steps (y comes back as it was) and 1; and the
     # first case's step count again on new data (a result kept from an earlier call, keyed by the step count, is wrong)
     first_steps = between(2, 6)
-    plan = [(between(100, 400), first_steps), (between(3000, 5000), between(2, 4)), (between(1, 99), 0),
-            (between(1, 99), 1), (between(257, 600), first_steps)]
+    first_n = between(100, 400)
+    plan = [(first_n, first_steps), (between(3000, 5000), between(2, 4)), (between(1, 99), 0), (between(1, 99), 1),
+            (first_n, first_steps)]
+    answers: dict[tuple[int, int], np.ndarray] = {}
     for n, steps in plan:
         a = np.float32(random_array(1, np.float32, -1, 1)[0])
         x, y = random_array(n), random_array(n)
@@ -342,7 +369,9 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
         try:
             compare(got, expected, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
         except Failed as exc:
-            raise Failed(str(exc), cause=_transfer_cause(got, expected, a, x0, y0, steps, n) or exc.cause) from None
+            raise Failed(str(exc), cause=_transfer_cause(got, expected, a, x0, y0, steps, n,
+                                                         answers.get((n, steps))) or exc.cause) from None
+        answers[(n, steps)] = got.copy()
         if count.implicit:
             raise Failed(f"n={n}, steps={steps}: {count.implicit} kernel launch(es) received a host (NumPy) array, "
                          "which numba copies to the device and back around every launch.",

@@ -259,6 +259,36 @@ def warp_sum(kernel: Any) -> str:
 
 
 # ----------------------------------------------------------------------------- 04.race
+def _counts_above(x: np.ndarray, threshold: float, block: int, grid: int, *, strict: bool = True,
+                  per_block: int | None = None) -> np.ndarray:
+    """Per-block counts of elements above ``threshold`` (``>=`` when not ``strict``); ``per_block`` elements per
+    block (default ``block``: a kernel that assumes another block size counts other elements)."""
+    per = per_block or block
+    counts = np.zeros(grid, np.int64)
+    for b in range(grid):
+        part = x[b * per: min(b * per + block, x.size)] if per_block else x[b * block:(b + 1) * block]
+        counts[b] = int(np.sum(part > threshold if strict else part >= threshold))
+    return counts.astype(np.int32)
+
+
+def _race_cause(got: np.ndarray, x: np.ndarray, threshold: np.float32, block: int, grid: int) -> str | None:
+    """The slip whose counts ``got`` equals: int(threshold), >= for >, a fixed block size in the index."""
+    slips: dict[str, np.ndarray] = {
+        f"the counts are those for the threshold {int(threshold)}: int(threshold) drops its fraction; compare with the "
+        "threshold itself.": _counts_above(x, float(int(threshold)), block, grid),
+        "the counts include elements equal to the threshold: the exercise counts those greater than it (`>`), not "
+        "`>=`.": _counts_above(x, threshold, block, grid, strict=False),
+    }
+    for assumed in (32, 64, 128, 256, 512, 1024):
+        if assumed != block:
+            slips[f"the counts are those of blocks of {assumed} elements: the index assumes {assumed} threads per "
+                  "block; use cuda.grid(1) (or cuda.blockDim.x)."] = _counts_above(x, threshold, block, grid, per_block=assumed)
+    got = np.asarray(got).astype(np.int64)
+    fitting = [cause for cause, counts in slips.items() if np.array_equal(got, counts)]
+    if len(fitting) > 1:
+        return "slips that give these same counts (this case cannot tell them apart): " + " Or: ".join(fitting)
+    return fitting[0] if fitting else None
+
 @exercise(
     "04.race",
     kind="kernel",
@@ -294,12 +324,11 @@ def race(kernel: Any) -> str:
         if n > 2:  # and some lie between int(threshold) (that is, 0) and the threshold
             x[1] = np.float32(threshold / 2)
         grid = -(-n // block)
-        padded = np.full(grid * block, -np.inf)
-        padded[:n] = x
-        expected = (padded.reshape(grid, block) > threshold).sum(axis=1).astype(np.int32)
+        expected = _counts_above(x, threshold, block, grid)
         label = f"n={n}, threshold {threshold:.3f}, {grid} block(s) of {block} threads"
         run_case(kernel, grid, block, (x, threshold), out_shape=grid, out_dtype=np.int32, expected=expected, label=label,
-                 names=("x", "threshold", "counts"), first=k == 0, reverse=k == 1)
+                 names=("x", "threshold", "counts"), first=k == 0, reverse=k == 1,
+                 explain=lambda got, x=x, t=threshold, b=block, g=grid: _race_cause(got, x, t, b, g))
     return "correct and race-free on every launch (fresh sizes, blocks of 32 to 1024 threads)."
 
 
