@@ -1,0 +1,333 @@
+"""Every public function of labkit, given junk, raises a LabkitError that says what it expected: never a traceback.
+
+The callables are found by introspection, so a function added later is covered without touching this file:
+
+- every submodule of ``labkit`` (and of ``labkit.widgets`` and ``labkit.kernels``) except :data:`NOT_HERE`, and its
+  public functions: the names in ``__all__``, or else the functions it defines whose names do not start with ``_``;
+- the public methods of the objects those functions return (``roofline("H100").bound(...)``,
+  ``topology.load("DGX-2").route(...)``), when the function can be called with the known-good arguments of
+  :data:`GOOD` (looked up by parameter name).
+
+Each function is called with every value of :data:`JUNK` in every parameter at once, and, when its required
+parameters all have known-good values, with each junk value in one parameter while the others are good. A call may
+succeed (a junk value that is still meaningful, such as ``nan`` for ``bits()``) or raise a LabkitError; any other
+exception fails the test, naming the call. A call that runs past :data:`CALL_LIMIT_S` fails too (junk must not
+hang). Argument counts are always right here (every required parameter gets a value), so a TypeError is never an
+"acceptable" wrong-arity error: it is an escape like any other.
+
+GPU-only functions run too: in ``sim`` mode they must raise a LabkitError (``NoGPUError``) whatever they are given.
+Functions that do long work once their arguments are valid (measurements, whole pipelines) are in :data:`SLOW`,
+called only with all-junk arguments. Known escapes in modules owned by others are in :data:`KNOWN_ESCAPES`
+(strict xfail: fixing one makes its entry fail until it is removed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import pkgutil
+import signal
+import warnings
+from types import ModuleType
+from typing import Any, Callable
+
+import pytest
+
+import labkit
+from labkit.errors import LabkitError
+
+CALL_LIMIT_S = 5.0
+
+#: Modules not probed here, and why.
+NOT_HERE = {
+    "labkit.check": "the checks have their own junk tests (tests/test_adversarial_answers.py, test_grader_rules.py)",
+    "labkit.sim": "the simulator layer: reached through kernel launches and the checks, not called by learners",
+    "labkit.widgets.trace": "labkit.show and the trace explorer: tested by their owner (tests/test_widgets_trace.py)",
+    "labkit.cli": "the command line: argparse reports bad arguments itself",
+    "labkit.progress_service": "a web service, not a learner API (tests/test_progress_service.py)",
+    "labkit.hub_native": "JupyterHub deployment code, not a learner API",
+    "labkit.hub_setup": "JupyterHub deployment code, not a learner API",
+    "labkit.errors": "the error classes themselves",
+    "labkit.workcopy": "copies notebooks into the learner's home: side effects on files",
+    "labkit.progress": "writes the learner's progress file: side effects on files",
+    "labkit.doctor": "inspects the whole installation (slow); its functions take no learner arguments",
+    "labkit.validate": "the argument checks themselves, called by labkit's code with constant ranges",
+    "labkit.kernels.memory": "kernel bodies that labkit.kernels.get() compiles with cuda.jit; never called from Python",
+    "labkit.kernels.numba_basics": "kernel bodies (see labkit.kernels.memory)",
+    "labkit.kernels.reductions": "kernel bodies (see labkit.kernels.memory)",
+    "labkit.kernels.scan": "kernel bodies (see labkit.kernels.memory)",
+    "labkit.kernels.video": "kernel bodies (see labkit.kernels.memory)",
+    "labkit.nvml": "the driver-library wrapper behind topology.from_nvml and bandwidth: takes NVML handles, not learner input",
+    "labkit.spin": "bench's spin kernel: takes CuPy and stream objects from bench, not learner input",
+    "labkit.device": "mode's device probe: takes driver objects, not learner input",
+    "labkit.gpuerrors": "turns CUDA exceptions into LabkitErrors: takes exceptions, not learner input",
+    "labkit.cuda_host": "the host compiler behind cuda_cpp.RawKernel: reached through cuda_cpp, not called by learners",
+}
+
+#: Functions not called at all, and why (command-line hooks take argparse's parsed arguments, not a learner's).
+SKIP = {
+    "labkit.kernels.benchmark_suite": "times every reference kernel on any arguments (about 1 s a call in sim)",
+}
+CLI_NAMES = ("cli", "add_cli", "main")
+
+#: Junk for every parameter: nothing, text, wrong types, negative, zero, fractional, NaN, infinity, containers, bool.
+JUNK: list[Any] = [None, "x", "", -1, 0, -2.5, 2.5, math.nan, math.inf, [1, 2], ["a"], {}, object(), True]
+
+#: Known-good values by parameter name (for one junk parameter at a time); ``"module.function"`` keys override.
+GOOD: dict[str, Any] = {
+    "arch": "sm_90", "gpu_name": "H100", "gpu": "H100", "system": "DGX H100", "precision": "fp32", "fmt": "fp16",
+    "x": 1.0, "threads_per_block": 256, "addresses": [0, 4, 8], "name": "H100", "pattern": "contiguous",
+    "intensity": 1.0, "value": 0.1, "formats": ("fp16",), "timings": [], "fn": math.pi.__abs__, "label": "GPUs",
+    "a": 0, "b": 1, "shape": 8, "block": 4, "threads": 256, "registers": 32, "shared": 0, "n": 4,
+    "nbytes": 1_000_000, "link_gbps": 100.0, "size": 1024, "collective": "all_reduce", "seconds": 1e-3,
+}
+GOOD_FOR: dict[str, dict[str, Any]] = {
+    "labkit.topology.load": {"name": "DGX-1 (V100)"},
+    "labkit.topology.cluster": {"name": "DGX-1 (V100)", "count": 2},
+    "labkit.widgets.architecture.system_explorer": {"system": "DGX-1 (V100)"},
+    "labkit.widgets.architecture.roofline_explorer": {"precision": "bf16"},
+    "labkit.course.lab": {"lab_id": "01"},
+    "labkit.kernels_cuda.get": {"name": "saxpy"},
+}
+
+#: Functions that work for seconds once their arguments are valid: called with all-junk arguments only.
+SLOW = {
+    "labkit.bandwidth.host_stream", "labkit.bandwidth.host_sweep", "labkit.bandwidth.cache_sizes",
+    "labkit.tensorcores.cpu_gemm_throughput", "labkit.video.time_reference", "labkit.video.time_stages",
+    "labkit.video.run_kernels", "labkit.video.run_reference", "labkit.video.reference_kernels",
+    "labkit.cupylab.fusion_benchmark", "labkit.cupylab.overlap_benchmark", "labkit.cupylab.benchmarks",
+    "labkit.kernels_cuda.all_kernels", "labkit.ptx.toolchain", "labkit.ptx.header_dirs", "labkit.kernels.benchmark_suite",
+}
+
+#: Escapes found in modules whose owners have not fixed them yet (reported to the lead): ``"module.function"``.
+#: Each is a strict xfail: once its function raises only LabkitErrors, remove its line here.
+KNOWN_ESCAPES: dict[str, str] = {
+    "labkit.bandwidth.best_by_class": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.format_matrix": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.format_peak_table": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.heatmap": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.host_stream": "3 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
+    "labkit.bandwidth.host_sweep": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.matrix": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.numa_placement": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
+    "labkit.bandwidth.parse_smi_bus_ids": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
+    "labkit.bandwidth.pcie_from_sysfs": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
+    "labkit.bandwidth.peak_table": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.size_class": "13 junk calls escape, e.g. (all=None) -> TypeError: '<=' not supported between instances of 'NoneType' and 'in",
+    "labkit.bandwidth.sum_convention": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.sweep_figure": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.to_json": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.collectives.cost_figure": "19 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
+    "labkit.collectives.ring_figure": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'n'",
+    "labkit.collectives.ring_step": "9 junk calls escape, e.g. (all=None) -> TypeError: object of type 'NoneType' has no len()",
+    "labkit.collectives.scaling": "8 junk calls escape, e.g. (gpu_counts=-1) -> TypeError: 'int' object is not iterable",
+    "labkit.collectives.sharing_model": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.collectives.split": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'shape'",
+    "labkit.cuda_cpp.arches_compiled": "20 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.cuda_cpp.check_launch": "1 junk calls escape, e.g. (all=[1, 2]) -> AttributeError: 'list' object has no attribute 'params'",
+    "labkit.cuda_cpp.entries": "12 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
+    "labkit.cuda_cpp.find_entry": "12 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
+    "labkit.cuda_cpp.guards_with": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'name'",
+    "labkit.cuda_cpp.skipped_arches": "20 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.cuda_cpp.stores_global": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'body'",
+    "labkit.cupylab.affine_normalize": "7 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for -: 'NoneType' and 'NoneType",
+    "labkit.cupylab.overlap_model": "13 junk calls escape, e.g. (kernel_passes=None) -> TypeError: unsupported operand type(s) for *: 'NoneType' an",
+    "labkit.cupylab.traffic": "10 junk calls escape, e.g. (scalars=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.figstyle.bytes_axis": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.figstyle.count_axis": "8 junk calls escape, e.g. (all=None) -> TypeError: float() argument must be a string or a real number, not 'No",
+    "labkit.figstyle.human_bytes": "14 junk calls escape, e.g. (all=None) -> TypeError: float() argument must be a string or a real number, not 'N",
+    "labkit.figstyle.log_axis": "18 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.kernels.get": "24 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
+    "labkit.kernels.source": "28 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
+    "labkit.kernels_cuda.get": "6 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
+    "labkit.kernels_cuda.read_source": "12 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
+    "labkit.mig.format_plan": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'learners'",
+    "labkit.mig.labs_on": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'memory'",
+    "labkit.mig.profile": "11 junk calls escape, e.g. (name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
+    "labkit.mode.cupy_ready": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'driver_major'",
+    "labkit.mode.describe_slice": "28 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'name'",
+    "labkit.mode.install_command": "10 junk calls escape, e.g. (all='x') -> ValueError: invalid literal for int() with base 10: 'x'",
+    "labkit.mpi_ring.ring_allreduce": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'Get_rank'",
+    "labkit.ptx.can_target": "24 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
+    "labkit.ptx.compile_cuda": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
+    "labkit.ptx.cuda_include_dirs": "6 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
+    "labkit.ptx.fp64_instructions": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
+    "labkit.ptx.header_dirs": "3 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
+    "labkit.ptx.plain_reason": "12 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
+    "labkit.ptx.require_target": "24 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
+    "labkit.ptx.skipped_note": "8 junk calls escape, e.g. (all=-1) -> TypeError: can only join an iterable",
+    "labkit.ptx.summarize": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
+    "labkit.ptx.targetable": "10 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.ptx.toolkit_version": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'NoneType' and 'str'",
+    "labkit.scaling.e8m0_scale": "5 junk calls escape, e.g. (all='x') -> ValueError: could not convert string to float: 'x'",
+    "labkit.tensorcores.compile_wmma": "12 junk calls escape, e.g. (arch=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
+    "labkit.tensorcores.cpu_gemm_throughput": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.tensorcores.roofline_gemm": "8 junk calls escape, e.g. (n=None) -> TypeError: unsupported operand type(s) for ** or pow(): 'NoneType' and '",
+    "labkit.tensorcores.run_wmma_gemm": "15 junk calls escape, e.g. (all='x') -> ValueError: could not convert string to float: 'x'",
+    "labkit.tensorcores.tensor_core_instructions": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
+    "labkit.tensorcores.wmma_error": "13 junk calls escape, e.g. (all=None) -> ValueError: matmul: Input operand 0 does not have enough dimensions (",
+    "labkit.tensorcores.wmma_launch": "8 junk calls escape, e.g. (all=None) -> TypeError: bad operand type for unary -: 'NoneType'",
+    "labkit.video.activity_figure": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'boxes'",
+    "labkit.video.compare_results": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'raw'",
+    "labkit.video.dilate": "14 junk calls escape, e.g. (all=None) -> TypeError: int() argument must be a string, a bytes-like object or a ",
+    "labkit.video.erode": "14 junk calls escape, e.g. (all=None) -> TypeError: int() argument must be a string, a bytes-like object or a ",
+    "labkit.video.fused_step": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'astype'",
+    "labkit.video.grid_for": "41 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not subscriptable",
+    "labkit.video.regions": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for *: 'NoneType' and 'NoneTyp",
+    "labkit.video.roofline_figure": "14 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
+    "labkit.video.roofline_points": "14 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
+    "labkit.video.stage": "24 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.video.synthetic_video": "9 junk calls escape, e.g. (all=None) -> TypeError: int() argument must be a string, a bytes-like object or a r",
+    "labkit.video.tile_counts": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'shape'",
+}
+
+
+class _TooSlow(BaseException):
+    pass
+
+
+def _alarm(*_: Any) -> None:
+    raise _TooSlow()
+
+
+def _modules() -> list[ModuleType]:
+    found = ["labkit"]
+    for info in pkgutil.walk_packages(labkit.__path__, "labkit."):
+        name = info.name
+        if any(name == n or name.startswith(n + ".") for n in NOT_HERE) or any(p.startswith("_") for p in name.split(".")[1:]):
+            continue
+        found.append(name)
+    return [importlib.import_module(n) for n in sorted(found)]
+
+
+def _public(module: ModuleType) -> list[tuple[str, Callable[..., Any]]]:
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n, v in vars(module).items() if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__]
+    out = []
+    for n in names:
+        v = getattr(module, n, None)
+        if inspect.isfunction(v) and f"{module.__name__}.{n}" not in ("labkit.show",):
+            out.append((f"{module.__name__}.{n}", v))
+    return out
+
+
+def _callables() -> list[tuple[str, Callable[..., Any]]]:
+    seen: dict[str, Callable[..., Any]] = {}
+    for m in _modules():
+        for qual, f in _public(m):
+            home = getattr(f, "__module__", "") or ""
+            if qual == "labkit.show" or any(home == n or home.startswith(n + ".") for n in NOT_HERE):
+                continue  # re-exported from a module not probed here (cuda_cpp re-exports cuda_host's functions)
+            if qual in SKIP or qual.rsplit(".", 1)[-1] in CLI_NAMES:
+                continue
+            seen.setdefault(f"{f.__module__}.{f.__name__}" if f.__module__.startswith("labkit") else qual, f)
+    return sorted(seen.items())
+
+
+def _params(f: Callable[..., Any], skip_self: bool = False) -> list[inspect.Parameter]:
+    ps = [p for p in inspect.signature(f).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return ps[1:] if skip_self else ps
+
+
+def _call(f: Callable[..., Any], kwargs: dict[str, Any], positional: list[Any]) -> tuple[str, Any]:
+    """``("ok", result)``, ``("labkit", error)`` or ``("escape", text)``."""
+    signal.setitimer(signal.ITIMER_REAL, CALL_LIMIT_S)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return "ok", f(*positional, **kwargs)
+    except LabkitError as exc:
+        return "labkit", exc
+    except _TooSlow:
+        return "escape", f"still running after {CALL_LIMIT_S:g} s"
+    except Exception as exc:  # noqa: BLE001 - the point: anything else is an escape
+        return "escape", f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _junk_calls(label: str, f: Callable[..., Any], good: dict[str, Any], params: list[inspect.Parameter],
+                one_at_a_time: bool) -> tuple[list[str], Any]:
+    """Escapes of ``f`` with junk; and the result of one call with good arguments (None if there is none)."""
+    escapes: list[str] = []
+    required = [p for p in params if p.default is p.empty]
+    if not params:  # nothing to give junk to; a GPU-only function must still say NoGPUError in sim
+        if not one_at_a_time:
+            return escapes, None
+        kind, what = _call(f, {}, [])
+        if kind == "escape":
+            escapes.append(f"{label}() -> {what}")
+        return escapes, what if kind == "ok" else None
+    for j in JUNK:  # junk in every parameter at once (never the defaults alone: they may start long work)
+        pos = [j for p in params if p.kind is p.POSITIONAL_ONLY]
+        kw = {p.name: j for p in params if p.kind is not p.POSITIONAL_ONLY}
+        kind, what = _call(f, kw, pos)
+        if kind == "escape":
+            escapes.append(f"{label}(all={j!r}) -> {what}")
+    if not one_at_a_time or not all(p.name in good for p in required) or any(p.kind is p.POSITIONAL_ONLY for p in params):
+        return escapes, None
+    base = {p.name: good[p.name] for p in required}
+    kind, result = _call(f, dict(base), [])
+    for p in params:
+        for j in JUNK:
+            kind, what = _call(f, {**base, p.name: j}, [])
+            if kind == "escape":
+                escapes.append(f"{label}({p.name}={j!r}) -> {what}")
+    return escapes, result if kind == "ok" else None
+
+
+def _probe(qual: str, f: Callable[..., Any]) -> list[str]:
+    good = {**GOOD, **GOOD_FOR.get(qual, {})}
+    escapes, result = _junk_calls(qual, f, good, _params(f), qual not in SLOW)
+    if result is None or not type(result).__module__.startswith("labkit"):
+        return escapes
+    base = {p.name: good[p.name] for p in _params(f) if p.default is p.empty}
+    kind, result = _call(f, base, [])  # a fresh object: a junk call above must not have changed it
+    for name in sorted(dir(type(result))):
+        method = getattr(type(result), name, None)
+        if name.startswith("_") or not inspect.isfunction(method):
+            continue
+        escapes += _junk_calls(f"{qual}(...).{name}", getattr(result, name), good, _params(method, skip_self=True), True)[0]
+    return escapes
+
+
+CALLABLES = _callables()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alarm_handler() -> Any:
+    old = signal.signal(signal.SIGALRM, _alarm)
+    yield
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_the_probe_reaches_the_api() -> None:
+    """The enumeration finds the helper API the notebooks use (a broken introspection would pass everything)."""
+    names = {q for q, _ in CALLABLES}
+    for expected in ("labkit.bench.measure", "labkit.bench.table", "labkit.occupancy.occupancy", "labkit.roofline.roofline",
+                     "labkit.precision.bits", "labkit.hw.gpu", "labkit.topology.load",
+                     "labkit.widgets.kernels.occupancy_calculator", "labkit.widgets.architecture.system_explorer",
+                     "labkit.widgets.precision.range_chart", "labkit.mode.size"):
+        assert expected in names, expected
+    assert not any(q.startswith("labkit.widgets.trace") or q == "labkit.show" for q in names)
+    assert len(names) > 150
+
+
+def test_an_escape_is_caught() -> None:
+    """The probe itself can fail: a function that indexes its argument escapes with a TypeError."""
+    def broken(arch: str) -> str:
+        return arch[0]
+
+    assert any("TypeError" in e for e in _probe("broken", broken))
+    assert _probe("fine", lambda arch: labkit.occupancy.limits(arch)) == []
+
+
+@pytest.mark.parametrize("qual,f", [
+    pytest.param(q, f, id=q, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_ESCAPES[q])] if q in KNOWN_ESCAPES else [])
+    for q, f in CALLABLES
+])
+def test_junk_gives_a_labkit_error(qual: str, f: Callable[..., Any]) -> None:
+    escapes = _probe(qual, f)
+    assert not escapes, f"{len(escapes)} junk call(s) ended in a raw exception:\n" + "\n".join(escapes[:12])
