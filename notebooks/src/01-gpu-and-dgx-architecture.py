@@ -65,7 +65,11 @@ for name in hw.gpus():
 # ## 2. Anatomy of a GPU
 #
 # A GPU is an array of **streaming multiprocessors (SMs)**. Each SM runs thousands of threads in groups of 32 called
-# **warps**: the 32 threads of a warp issue the same instruction together. An SM holds a large register file (each
+# **warps**: the SM's schedulers issue one instruction at a time for the active threads of a warp. Since Volta each
+# thread has its own program counter (**independent thread scheduling**, CUDA C++ Programming Guide, SIMT
+# architecture): when a branch splits a warp, the two paths take turns, and nothing guarantees that the 32 threads are
+# at the same instruction at any moment. Code that relies on the warp moving in step must say where it needs the
+# threads together: the `_sync` warp primitives (`__shfl_sync`, `__syncwarp`, lab 04) do. An SM holds a large register file (each
 # thread's variables), a fast on-chip **shared memory / L1** (that a block of threads shares), CUDA cores for FP32/INT
 # arithmetic and, from Volta on, **Tensor Cores** that do small matrix products per instruction. All SMs share the
 # **L2 cache** and the **HBM** memory stacks next to the chip.
@@ -85,9 +89,12 @@ print("source:", hw.gpu("H100").sm_count.source)
 # %% [markdown]
 # Peaks depend on the precision. The Tensor Core rates dwarf the FP32 rate, and from the A100 on NVIDIA quotes a second
 # figure "with sparsity" (2:4 structured sparsity: two of every four weights are zero and skipped). Missing entries do
-# not exist on that GPU (the P100 has no Tensor Cores at all). FP64 needs two columns: from the A100 on, FP64 matrix
-# products run on the Tensor Cores at twice the CUDA-core rate, while the P100 and V100 do FP64 on the CUDA cores only.
-# A single "FP64" column would put a Tensor Core rate next to a CUDA-core rate.
+# not exist on that GPU (the P100 has no Tensor Cores at all). FP64 needs two columns: the A100 and H100 run FP64
+# matrix products on their Tensor Cores at twice their CUDA-core FP64 rate, the P100 and V100 do FP64 on the CUDA cores
+# only, and the B200's datasheet gives one FP64 figure for both (its row: the same number twice). A single "FP64"
+# column would put a Tensor Core rate next to a CUDA-core rate. The trend after the H100 is down, not up: the B200's
+# FP64 is below the H100's Tensor Core FP64, and NVIDIA's HGX B300 datasheet (Blackwell Ultra, 2025) gives 1.25 TFLOP/s of FP64 per
+# GPU, a part built for low-precision AI. The cell after the table prints where each GPU's FP64 runs.
 
 # %%
 precisions = ["fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
@@ -103,6 +110,11 @@ print("B200 figures are unconfirmed:", hw.gpu("B200").peak("fp16"))
 for name in ["V100", "A100"]:
     g = hw.gpu(name)
     print(f"{g.name}: FP64 {g.peak('fp64', tensor_core=False).value / g.peak('fp32').value:.0%} of FP32 on the CUDA cores")
+for name in ["A100", "H100", "B200"]:
+    g = hw.gpu(name)
+    tc, cores = g.peak("fp64"), g.peak("fp64", tensor_core=False)
+    print(f"{g.name}: FP64 on {g.runs_on('fp64')}: {tc.text()} with Tensor Cores, {cores.text()} on the CUDA cores "
+          f"({tc.value / cores.value:.1f}×)")
 
 # %% [markdown]
 # ## 3. Claim: V100 mixed precision is "more than 10×" the P100
@@ -227,8 +239,18 @@ for n in ["NVLink 1", "NVLink 2", "NVLink 3", "NVLink 4", "NVLink 5"]:
     print(f"{n}: {int(ln.links_per_gpu)} links x {ln.per_link.text()} per direction x 2 = {ln.per_gpu.text()} per GPU ({ln.source})")
 for n in ["PCIe 3", "PCIe 4", "PCIe 5", "InfiniBand EDR"]:
     print(f"{n}: {hw.link(n).per_link}  {hw.link(n).per_link.note}")
+c2c = hw.link("NVLink-C2C")
+print(f"NVLink-C2C: {c2c.per_gpu.text()} bidirectional between CPU and GPU ({c2c.source}); {c2c.per_gpu.note}")
 
 # %% [markdown]
+# **NVLink-C2C** is the chip-to-chip form of NVLink: in a Grace Hopper superchip (GH200) it joins the Grace CPU to
+# the Hopper GPU, and in Grace Blackwell (GB200, GB300) one Grace CPU to two Blackwell GPUs, cache-coherently, so
+# the GPU reads CPU memory at NVLink rather than PCIe speed (printed above). The GB200 NVL72 and GB300 NVL72 racks
+# (GB300: Blackwell Ultra, the B300 GPU, announced at GTC 2025) join 72 GPUs and 36 Grace CPUs over NVLink 5 switch
+# trays. Announced next (CES 2026; NVIDIA technical blog "Inside the NVIDIA Rubin Platform", January 2026): Vera Rubin
+# NVL72, with Rubin GPUs, Vera CPUs and NVLink 6 at 3.6 TB/s per GPU. labkit.hw holds only figures it has a datasheet
+# for, so these announcements stay in prose, with their source.
+#
 # The **DGX-1** joins its 8 GPUs directly, in a "hybrid cube-mesh": each V100 spends its 6 links on 4 neighbours (two
 # of them doubled), so some pairs have two links, some one, some none. Pairs without NVLink copy over PCIe through the
 # CPUs. Hover the links in the drawing.
@@ -431,6 +453,9 @@ here.draw()
 #   FP64 rate (not every data-centre card has them). A peak table must say which figures are Tensor Core rates.
 # - Check a vendor talk against the datasheets: the DGX-2 talk's DGX-1 power and SSD figures are off.
 # - A GPU is SMs running warps of 32 threads, with registers, shared memory, L2 and HBM; Tensor Cores give the large peaks.
+#   Since Volta the threads of a warp schedule independently: warp-synchronous code needs the `_sync` primitives.
+# - FP64 peaks depend on where FP64 runs: Tensor Cores at twice the CUDA cores on A100/H100, one figure on B200,
+#   and far less on Blackwell Ultra (B300). NVLink-C2C joins Grace CPUs to Hopper and Blackwell GPUs.
 # - Vendor ratios depend on which precisions they compare and on sparsity: "10×" is Tensor Cores against FP32, "20×" is
 #   sparse TF32 against FP32, 5 PFLOPS is 8 GPUs with sparsity.
 # - DGX-1 wires GPUs directly (unequal pairs); NVSwitch gives every pair the full bandwidth, which is why one DGX-2

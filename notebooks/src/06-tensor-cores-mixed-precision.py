@@ -10,18 +10,23 @@
 # # Lab 06 — Tensor Cores and mixed precision
 #
 # **Learning objectives**
-# - Read FP32, TF32, FP16, BF16 and FP8 bit patterns: sign, exponent, mantissa, bias, subnormals.
+# - Read FP32, TF32, FP16, BF16, FP8 and FP4 bit patterns: sign, exponent, mantissa, bias, subnormals.
 # - Predict when a value overflows or underflows in FP16 and in BF16, and round to TF32 by hand.
-# - Measure how GEMM error grows with the dot-product length K for each input precision and accumulator.
+# - Measure how GEMM error grows with the dot-product length K for each input precision and accumulator, and what
+#   promoting the partial sums of Hopper's narrow FP8 accumulator to FP32 buys.
+# - Scale FP8 per tensor as Transformer Engine does, and per block (MXFP8, MXFP4, NVFP4) as Blackwell does; show
+#   why block scaling keeps a GEMM's error down where one scale per tensor does not.
 # - Predict a GEMM's TFLOP/s from its shape and the peak, compare Tensor Core GEMM throughput per precision with
 #   the datasheet peaks (measured on a GPU), and write a WMMA kernel.
+# - Read the PTX of a Hopper warpgroup GEMM tile (TMA, `wgmma.mma_async`, sm_90a) against WMMA's, and work out
+#   why WMMA cannot reach the H200's peak.
 # - Train a small network in FP16 with FP32 master weights and fix vanishing gradients with loss scaling.
 # - Take vendor headlines (V100's FP16 Tensor Core peak, A100's "up to 20×") apart into SMs, Tensor Cores and clocks.
 #
 # **Prerequisites:** [Lab 03](03-memory-hierarchy.ipynb) (memory hierarchy) and [Lab 05](05-cupy.ipynb) (CuPy, RawKernel).
 # No GPU needed.
 #
-# **Time:** 80 minutes (teaching 30, exercises 50)
+# **Time:** 110 minutes (teaching 40, exercises 70)
 
 # %%
 import labkit
@@ -34,7 +39,7 @@ import warnings
 
 import numpy as np
 
-from labkit import hw, precision as P, tensorcores as T
+from labkit import hw, precision as P, scaling as S, tensorcores as T
 from labkit.widgets import precision as W
 
 xp = labkit.xp
@@ -53,9 +58,13 @@ for name in P.formats():
 
 # %% [markdown]
 # TF32 is not a storage type: it is FP32's 8-bit exponent with FP16's 10-bit mantissa, the format an A100 or
-# H100 Tensor Core uses when it multiplies FP32 matrices. BF16 keeps FP32's range with a 7-bit mantissa. The
-# two FP8 formats trade the other way: E4M3 has more precision, E5M2 more range. The chart shows each range
-# (light: subnormals, which fill the gap towards zero with fewer significant bits).
+# H100 Tensor Core can use to multiply FP32 matrices — **only when the program allows it**: cuBLAS through its math
+# mode or compute type, PyTorch through `torch.backends.cuda.matmul.allow_tf32` (False by default since PyTorch
+# 1.12), CuPy through `CUPY_TF32=1`. Otherwise an FP32 product runs in FP32 on the CUDA cores. BF16 keeps FP32's range
+# with a 7-bit mantissa. The two FP8 formats trade the other way: E4M3 has more precision, E5M2 more range. FP4
+# E2M1 (eight magnitudes from 0 to 6, no infinity, no NaN) is the element of Blackwell's block-scaled formats
+# (section 3c). The chart shows each range (light: subnormals, which fill the gap towards zero with fewer
+# significant bits).
 
 # %% tags=["nbval-ignore-output"]
 W.range_chart()
@@ -200,8 +209,10 @@ for x, r in zip(ties, tf32(ties)):
 # Tensor Cores the products of FP16 inputs are exact and the sum is kept in an FP32-sized accumulator — or, if you
 # ask for it, in FP16. That accumulator is **not** IEEE FP32: published measurements of V100, T4 and A100 Tensor
 # Cores (Fasi, Higham, Mikaitis and Pranesh, 2021) found the products of one instruction aligned to the largest and
-# added with truncation (rounding toward zero) rather than round-to-nearest. labkit's emulation rounds every addition to nearest, so its errors are a **lower bound** on a
-# Tensor Core's; the GPU run in section 4 can compare.
+# added with truncation (rounding toward zero) rather than round-to-nearest. labkit's emulation with an FP32
+# accumulator rounds every addition to nearest, so its errors are a **lower bound** on a Tensor Core's. Hopper's FP8
+# GEMMs are further off: their accumulator keeps only about 14 bits (DeepSeek-V3 technical report, §3.3.2), which
+# section 3b models and measures. (Section 4 measures speed, not error.)
 #
 # `P.gemm(a, b, fmt, accumulate)` emulates that on the CPU. Below, `m×K` by `K×m` matrices with entries
 # uniform in [0, 1) (all positive, so the sums grow like K — the hard case for a narrow accumulator). The
@@ -232,8 +243,10 @@ W.error_vs_k_figure(ks, curves, title="GEMM error against K (CPU emulation of th
 # %% [markdown]
 # Read the table against the unit roundoffs printed below. With an FP32 accumulator the error is set by rounding
 # the **inputs**: it starts below the input format's unit roundoff and *falls* as K grows, because the input
-# roundings are independent and partly cancel in a long sum of positive terms (roughly as 1/√K); the FP32
-# accumulator's own error, the top row, stays near 1e-7. With an FP16 or BF16 accumulator the error *grows* with K
+# roundings are independent and partly cancel in a long sum of positive terms (roughly as 1/√K). The top row (FP32
+# inputs, so the FP32 accumulator's own rounding) is not 1e-7 flat: it moves with K, between about two and ten times
+# the FP32 unit roundoff, and its largest value (printed below) stays well below every narrow format's. With
+# an FP16 or BF16 accumulator the error *grows* with K
 # until the sum stops growing at all (each new product is below half a unit in the last place of the running
 # sum). That is why Tensor Cores accumulate in FP32 for training, and why TF32 "feels like FP32" in most networks.
 
@@ -242,6 +255,169 @@ for label, (fmt, acc) in runs.items():
     if acc == "fp32":
         print(f"{label:20s} unit roundoff of the inputs {P.format_info(fmt).unit_roundoff:.1e}; "
               f"error at K={ks[0]} {curves[label][0]:.1e}, at K={ks[-1]} {curves[label][-1]:.1e}")
+print(f"FP32 row (the accumulator alone): largest error {max(curves['FP32']):.1e}, "
+      f"{min(min(curves[k]) for k in runs if k != 'FP32') / max(curves['FP32']):.0f}× below the smallest narrow-format error")
+
+# %% [markdown]
+# ## 3b. FP8 accumulation on Hopper, and promotion to FP32
+#
+# The FP32 accumulator above is the optimistic case. The DeepSeek-V3 technical report (§3.3.2) found that the
+# accumulator of Hopper's FP8 GEMMs keeps only about 14 significant bits, far fewer than FP32's 24, and that with
+# K = 4096 this cost them a maximum relative error of nearly 2% (this model, on the uniform inputs below, gives less). Its fix: let the Tensor Cores accumulate a stretch of K (128
+# products, four FP8 `wgmma` instructions of K = 32), then add that partial sum to an FP32 total held in the CUDA
+# cores' registers ("promotion") and start the Tensor Core accumulator again from zero.
+#
+# `P.gemm(a, b, "fp8_e4m3", accumulate="limited")` is labkit's **model** of that accumulator: the products of each
+# block of 32 are added exactly, then the running sum is cut to `acc_bits=14` significant bits (toward zero, the
+# truncation measured on earlier Tensor Cores; the exact rounding of Hopper's is not published). Printed here:
+# the bits it keeps and the model's error on one product, against the same FP8 inputs with an FP32 accumulator.
+
+# %%
+rng_acc = np.random.default_rng(36)
+a_acc, b_acc = rng_acc.uniform(0, 1, (16, 4096)), rng_acc.uniform(0, 1, (4096, 16))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", P.PrecisionWarning)  # FP8 flushes a few of the smallest inputs to zero
+    c_fp32 = P.gemm(a_acc, b_acc, "fp8_e4m3", accumulate="fp32")
+    c_limited = P.gemm(a_acc, b_acc, "fp8_e4m3", accumulate="limited")
+print(f"accumulator bits kept (model): {P.LIMITED_ACC_BITS}, products per Tensor Core step: {P.LIMITED_BLOCK_K}")
+print(f"K = 4096, FP8 inputs: limited accumulator against FP32 accumulation, relative error {P.relative_error(c_limited, c_fp32):.2e}")
+
+# %% [markdown]
+# ### Exercise 3c — promote the partial sums
+#
+# Write `promoted_gemm(a, b, interval)`: the FP8 GEMM with promotion every `interval` products. Cut K into chunks of
+# `interval` (the last one may be shorter), multiply each chunk's slice of `a` and `b` with
+# `P.gemm(..., "fp8_e4m3", accumulate="limited")` (one stretch of Tensor Core work), and add each chunk's result into
+# an FP32 total (`np.float32`), which you return. The check compares your result with labkit's
+# `P.gemm(..., accumulate="limited", promote_every=interval)` on fresh matrices, intervals of 64, 128 and 256, and
+# K never a multiple of the interval.
+
+# %% tags=["exercise"]
+def promoted_gemm(a: np.ndarray, b: np.ndarray, interval: int) -> np.ndarray:
+    # BEGIN SOLUTION
+    total = np.zeros((a.shape[0], b.shape[1]), dtype=np.float32)
+    for k0 in range(0, a.shape[1], interval):
+        part = P.gemm(a[:, k0:k0 + interval], b[k0:k0 + interval], "fp8_e4m3", accumulate="limited")
+        total += part.astype(np.float32)  # the promotion: one FP32 addition on the CUDA cores
+    return total
+    # END SOLUTION
+    # BEGIN SKELETON
+    ...  # an FP32 total; for each chunk of `interval` along K: P.gemm(..., accumulate="limited"), add it to the total
+    # END SKELETON
+
+
+# %%
+labkit.check.fp8_promotion(promoted_gemm);
+
+# %% [markdown]
+# Now measure what promotion buys: the accumulator's error (against FP32 accumulation of the same FP8 inputs) for
+# growing K, without promotion and with promotion every 128 products (your function, or labkit's if it is not
+# solved yet).
+
+# %%
+promote = labkit.check.solved_or_reference("06.fp8-promotion", promoted_gemm)
+print(f"{'K':>6} {'no promotion':>14} {'every 128':>11}   (relative error of the accumulator, model)")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", P.PrecisionWarning)
+    for k in (256, 1024, 4096):
+        ref32 = P.gemm(a_acc[:, :k], b_acc[:k], "fp8_e4m3", accumulate="fp32")
+        plain = P.relative_error(P.gemm(a_acc[:, :k], b_acc[:k], "fp8_e4m3", accumulate="limited"), ref32)
+        promoted = P.relative_error(promote(a_acc[:, :k], b_acc[:k], 128), ref32)
+        print(f"{k:6d} {plain:14.2e} {promoted:11.2e}")
+
+# %% [markdown]
+# Without promotion the error grows with K: every Tensor Core step cuts the running sum at its 14th bit, and the
+# larger the sum, the coarser that cut. With promotion each partial sum covers only 128 products, so it stays small
+# and is cut finely; the FP32 total adds the partial sums with 24 bits. The cost is the extra FP32 additions on the
+# CUDA cores, which DeepSeek-V3 overlaps with the next `wgmma` of another warpgroup.
+#
+# ## 3c. Scaling FP8: per tensor (Hopper) and per block (Blackwell)
+#
+# E4M3 reaches only 448 and E5M2 57,344, so a tensor is stored as narrow elements times a **scale**. On Hopper,
+# NVIDIA's Transformer Engine uses one FP32 scale per tensor: `scale = fp8_max / amax / 2**margin`, where `amax` is
+# the largest magnitude over a history of recent steps ("delayed scaling"; `S.te_scale`, `S.DelayedScaling`). Its
+# HYBRID recipe stores weights and activations in E4M3 and gradients in E5M2, which has the range gradients need:
+
+# %%
+print("Transformer Engine's HYBRID recipe:", S.HYBRID)
+history = S.DelayedScaling(fmt="fp8_e4m3", history_len=4)
+rng_s = np.random.default_rng(37)
+for step, size in enumerate((1.0, 1.0, 1.0, 8.0, 8.0, 1.0)):
+    stored = history.quantize(size * rng_s.standard_normal(4096))
+    print(f"step {step}: amax {history.history[-1]:6.2f}, scale used {stored.scale:7.2f}, "
+          f"saturated {stored.report.saturated:4d}, flushed to 0 {stored.report.underflow:3d}")
+
+# %% [markdown]
+# Step 0 has no history yet and uses the initial scale, 1. After that the scale comes from past steps, so when a
+# tensor suddenly grows (step 3) it saturates for one step; when it shrinks again (step 5) the history still holds
+# the large amax, keeps the scale low, and small values lose precision or flush to zero.
+# One scale must also serve the whole tensor: rows (tokens, channels) whose values are far below the tensor's
+# largest lose their digits.
+#
+# Blackwell's Tensor Cores read **block-scaled** formats instead, with a scale per small block along K:
+# OCP Microscaling (MX) v1.0 gives each block of 32 elements a power-of-two scale stored in E8M0 (an 8-bit exponent):
+# MXFP8 with E4M3 or E5M2 elements, MXFP4 with E2M1. NVIDIA's NVFP4 gives each block of 16 E2M1 elements an E4M3 scale,
+# under one FP32 scale per tensor. The MX scale is `2**(floor(log2(amax)) − emax)`, where emax is the exponent of the
+# element format's largest power of two, so the block's largest element lands in the element format's top binade:
+
+# %%
+for name, f in S.BLOCK_FORMATS.items():
+    print(f"{name:11s} {f.block:3d} x {f.element:9s} scale {f.scale:8s} {'+ FP32 per tensor' if f.tensor_scale else ''}")
+print("emax of the elements:", {e: S.element_emax(e) for e in ("fp8_e4m3", "fp8_e5m2", "fp4_e2m1")})
+
+# %% [markdown]
+# ### Exercise 3d — quantize to MXFP8
+#
+# Write `quantize_mxfp8(x)`: store `x` (float64, its last axis a multiple of 32) in MXFP8 with E4M3 elements and
+# return the values read back. For each block of 32 consecutive elements along the last axis: the scale is
+# `2**(floor(log2(amax)) − 8)` (8 because 448 = 1.75 × 2^8); divide the block by it, round to E4M3 with
+# `P.round_to(..., "fp8_e4m3", on_range="ignore")` (which saturates at ±448, as the MX spec requires), and multiply
+# back. An all-zero block stays zero. The check compares your values bit for bit with `S.quantize_blocks` on fresh
+# arrays whose rows span 2^-20 to 2^12, with an all-zero block, a power-of-two maximum and maxima that must saturate.
+
+# %% tags=["exercise"]
+def quantize_mxfp8(x: np.ndarray) -> np.ndarray:
+    # BEGIN SOLUTION
+    blocks = x.reshape(*x.shape[:-1], -1, 32)
+    amax = np.abs(blocks).max(axis=-1, keepdims=True)
+    scale = 2.0 ** (np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - 8)
+    return (P.round_to(blocks / scale, "fp8_e4m3", on_range="ignore") * scale).reshape(x.shape)
+    # END SOLUTION
+    # BEGIN SKELETON
+    ...  # blocks of 32 along the last axis; scale 2**(floor(log2(amax)) - 8); round to E4M3; multiply back
+    # END SKELETON
+
+
+# %%
+labkit.check.mx_quantize(quantize_mxfp8);
+
+# %% [markdown]
+# Why blocks? Below, activations whose rows (tokens) differ in size by up to 2^16, as after a layer norm with
+# outlier channels or in attention, multiply random weights. Each scheme stores both matrices (blocks along K) and
+# the sums are exact, so the error is the storage's alone. The **normwise** error divides by the product's
+# largest entry and hides the small rows; the **worst row** error (`S.rowwise_error`) shows them.
+
+# %%
+mx = labkit.check.solved_or_reference("06.mx-quantize", quantize_mxfp8)
+rng_b = np.random.default_rng(38)
+acts = rng_b.standard_normal((64, 256)) * 2.0 ** rng_b.uniform(-12, 4, size=(64, 1))
+weights = rng_b.standard_normal((256, 64))
+exact = acts @ weights
+print(f"{'storage':28s} {'normwise':>9s} {'worst row':>10s}   (CPU emulation of the formats)")
+for label, c in (("FP8 E4M3, one scale each", S.scaled_gemm(acts, weights, "fp8_e4m3")),
+                 ("MXFP8 (your quantizer)", mx(acts) @ mx(weights.T).T),
+                 ("FP4 E2M1, one scale each", S.scaled_gemm(acts, weights, "fp4_e2m1")),
+                 ("MXFP4", S.scaled_gemm(acts, weights, "mxfp4")),
+                 ("NVFP4", S.scaled_gemm(acts, weights, "nvfp4"))):
+    print(f"{label:28s} {P.relative_error(c, exact):9.2e} {S.rowwise_error(c, exact):10.2e}")
+
+# %% [markdown]
+# With one scale per matrix the rows far below the largest fall into E4M3's subnormals or to zero: the worst row's
+# error is several times the normwise one, which looks harmless (with FP4 the worst row is lost entirely). With a
+# scale per block of 32 every row keeps E4M3's precision, since each block's largest value lands in the top binade. FP4 has only eight
+# magnitudes, so even block-scaled its error is larger; NVFP4's smaller blocks and finer E4M3 scales usually beat
+# MXFP4 — but its E4M3 block scales span only about 2^-9 to 448 under the one tensor scale, so rows more than about
+# 2^17 below the largest would lose theirs too. This is why Blackwell's Tensor Cores take the scales as operands.
 
 # %% [markdown]
 # ## 4. Tensor Core GEMM throughput
@@ -378,7 +554,8 @@ labkit.check.wmma_gemm(wmma_source);
 
 # %% [markdown]
 # The PTX shows what the compiler made of it: `wmma.load.a`, `wmma.load.b`, `wmma.mma.sync` (the Tensor Core
-# multiply-accumulate) and `wmma.store.d`. Here it is for Volta (sm_70) and Hopper (sm_90):
+# multiply-accumulate) and `wmma.store.d`. Here it is for Volta (sm_70) and Hopper (sm_90): the same warp-level
+# instructions on both. WMMA runs on Hopper, but it is not how Hopper reaches its peak (section 5b).
 
 # %%
 kernel_source = labkit.check.solved_or_reference("06.wmma-gemm", wmma_source)
@@ -402,6 +579,89 @@ try:
     T.run_wmma_gemm(np.ones((20, 16)), np.ones((16, 16)), kernel_source)
 except labkit.LabkitError as err:
     print("LabkitError:", err)
+
+# %% [markdown]
+# ## 5b. Hopper's peak: `wgmma` and TMA
+#
+# The PTX above is the same for Volta and Hopper: `wmma.mma.sync` is a **warp-level, synchronous** instruction,
+# which ptxas turns into the same Tensor Core instructions as Ampere's warp-level `mma.sync`. Each warp must first
+# bring its fragments into its own registers, and the warp waits for each product. Hopper added two things for its
+# peak (PTX ISA; Hopper Tuning Guide), and cuBLAS and CUTLASS use them for their Hopper GEMMs:
+#
+# - **TMA** (Tensor Memory Accelerator): `cp.async.bulk.tensor` copies a whole tile between global and shared memory,
+#   issued by one thread and described by a tensor map built on the host; an `mbarrier` in shared memory counts the
+#   bytes as they arrive.
+# - **`wgmma.mma_async`**: a *warpgroup* (4 warps, 128 threads) multiplies tiles up to 64×256×16 reading its operands
+#   straight from shared memory (named by 64-bit matrix descriptors), asynchronously: `wgmma.fence`,
+#   `commit_group` and `wait_group` say when the accumulator registers may be touched.
+#
+# `wgmma` exists only for **`sm_90a`**: the `a` marks architecture-specific instructions that PTX for `sm_90`
+# (portable to later GPUs) may not use. Blackwell (sm_100a) does not run `wgmma` either: it has `tcgen05.mma`, whose
+# accumulator lives in a new Tensor Memory instead of registers. labkit has a small warpgroup GEMM tile in inline PTX
+# (no CUTLASS needed); NVRTC compiles it here without a GPU:
+
+# %%
+print(T.WGMMA_SOURCE[T.WGMMA_SOURCE.index("extern"):T.WGMMA_SOURCE.index("extern") + 420], "...")
+wgmma_ptx = T.compile_wgmma(arch="sm_90a")
+wmma_ptx = T.compile_wmma(kernel_source, "sm_90")
+print("wgmma tile, sm_90a:", {k: v for k, v in T.hopper_instructions(wgmma_ptx.text).items() if v})
+print("WMMA kernel, sm_90:", {k: v for k, v in T.hopper_instructions(wmma_ptx.text).items() if v})
+wgmma_ptx.show("wgmma.", "cp.async.bulk.tensor", "mbarrier.", limit=9)
+
+# %% [markdown]
+# NVRTC copies inline PTX without reading it, so it produces PTX for `sm_90` too; ptxas, which turns PTX into
+# machine code, refuses it there. (Where ptxas is installed, the next cell shows its verdict and the tile's
+# registers.)
+
+# %%
+try:
+    print("sm_90a:", wgmma_ptx.resources())
+    T.compile_wgmma(arch="sm_90").resources()
+except labkit.LabkitError as err:
+    print("sm_90: ptxas says:", str(err).splitlines()[0][:160])
+
+# %% [markdown]
+# Why does this matter for speed? A model: count the bytes each instruction reads from shared memory against what
+# shared memory can give. Per SM and per clock the H200's Tensor Cores do `tensor_cores_per_sm ×
+# tensor_core_fma_per_clock × 2` FLOPs at their dense FP16 peak, and shared memory delivers
+# `shared_memory_bandwidth_per_sm` bytes (32 banks of 4 bytes):
+
+# %%
+h200 = hw.gpu("H200")
+for fig_ in (h200.tensor_cores_per_sm, h200.tensor_core_fma_per_clock, h200.shared_memory_bandwidth_per_sm, h200.peak("fp16")):
+    print(fig_)
+
+# %% [markdown]
+# ### Exercise 4b — why WMMA cannot reach the H200's peak
+#
+# Take a WMMA kernel in which each warp reads its 16×16 A and B fragments from shared memory for every 16×16×16
+# product, and a `wgmma` kernel whose warpgroup reads 64×16 of A and 16×256 of B from shared memory for every
+# 64×256×16 product. For each, how many bytes per clock per SM must shared memory deliver to keep the Tensor Cores
+# at the peak? Use the figures above (FP16 operands, 2 bytes; the FP32 accumulator stays in registers).
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+flop_per_clock = h200.tensor_cores_per_sm.value * h200.tensor_core_fma_per_clock.value * 2
+wmma_bytes_per_clock = flop_per_clock / (2 * 16 * 16 * 16 / ((16 * 16 + 16 * 16) * 2))
+wgmma_bytes_per_clock = flop_per_clock / (2 * 64 * 256 * 16 / ((64 * 16 + 16 * 256) * 2))
+# END SOLUTION
+# BEGIN SKELETON
+wmma_bytes_per_clock = ...
+wgmma_bytes_per_clock = ...
+# END SKELETON
+
+# %%
+labkit.check.wmma_peak(wmma_bytes_per_clock, wgmma_bytes_per_clock);
+
+# %% [markdown]
+# A WMMA kernel can do better than this by keeping fragments in registers and reusing them for several products
+# (each warp computing several tiles), as CUTLASS's Ampere-style kernels do; but then the warps spend registers and
+# issue slots on loads and waits that `wgmma`'s asynchronous warpgroup-wide instructions, fed by TMA, avoid. The
+# measured side is in section 4 on a GPU: cuBLAS reaches its Hopper figures with `wgmma`. The model in one line:
+
+# %%
+limit = h200.shared_memory_bandwidth_per_sm.value / T.smem_operand_bytes_per_clock("H200", 16, 16, 16)
+print(f"WMMA fed from shared memory: at most {limit:.0%} of {h200.peak('fp16')} (a model, not a measurement)")
 
 # %% [markdown]
 # ## 6. Mixed-precision training and loss scaling
@@ -601,10 +861,16 @@ print(T.dissect_tensor_peak("H100", "fp16"))
 #   (`.satfinite`) or becomes NaN, depending on the conversion.
 # - Rounding is round-to-nearest-even on the bit pattern; TF32 rounding is three integer operations.
 # - GEMM error is set by the input format when the accumulator is FP32, and grows with K when it is not; a CPU
-#   emulation with IEEE sums is a lower bound on a Tensor Core's error.
+#   emulation with IEEE sums is a lower bound on a Tensor Core's error. TF32 is used for FP32 products only when the
+#   program enables it (cuBLAS math mode, PyTorch `allow_tf32`, `CUPY_TF32=1`).
 # - Tensor Cores make the narrow formats fast: the GPU run (or the model) shows the gap to FP32.
 # - A GEMM's speed is bounded by its FLOPs over the peak and its bytes over the bandwidth: thin GEMMs are memory-bound.
-# - WMMA exposes Tensor Cores to CUDA C++ one 16×16×16 fragment at a time.
+# - WMMA exposes Tensor Cores to CUDA C++ one 16×16×16 fragment at a time, warp by warp, on every GPU since Volta;
+#   Hopper's peak needs `wgmma.mma_async` (sm_90a, a warpgroup reading shared memory) fed by TMA, and Blackwell has
+#   `tcgen05`: a warp-level WMMA kernel fed from shared memory needs 4× the bytes per clock shared memory gives.
+# - Hopper's FP8 accumulator keeps about 14 bits: promoting partial sums to FP32 every 128 products keeps long dot
+#   products accurate. FP8 needs a scale: one per tensor (Transformer Engine's delayed scaling, E4M3 forward, E5M2
+#   gradients) loses rows far below the largest; Blackwell's block-scaled MXFP8, MXFP4 and NVFP4 keep them.
 # - FP16 training needs FP32 master weights and loss scaling; dynamic scaling finds the scale by itself.
 # - Headlines mix precisions and sparsity: take them apart into SMs × units × work per clock × clock.
 #

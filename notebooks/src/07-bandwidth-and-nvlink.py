@@ -388,7 +388,10 @@ labkit.check.bidirectional_conventions(answer, forward, backward);
 #
 # nccl-tests times a collective on a buffer of S bytes and reports the **algorithm bandwidth** algbw = S / time,
 # and the **bus bandwidth** busbw = algbw × a factor that depends on the collective and the number of GPUs n.
-# busbw is what the busiest link carries, so it can be compared with the link's peak and across values of n.
+# For a **ring**, busbw is what each GPU's link carries, so it can be compared with the link's peak and across values
+# of n. The factor assumes the ring's traffic whatever algorithm ran: on a DGX H100/H200 NCCL's default large
+# all-reduce is NVLS, where the NVSwitch adds and each GPU sends the buffer about once, and the reported busbw
+# exceeds the link's rate (lab 08, section 6).
 #
 # An all-reduce on a ring: cut the buffer into n chunks. **Reduce-scatter**: in each of n − 1 steps every GPU sends
 # one chunk to its right neighbour, which adds it to its own; after them each GPU holds one fully reduced chunk.
@@ -430,7 +433,8 @@ for name in bw.collectives():
 
 # %%
 S, t, n = 1e9, 10e-3, 8
-print(f"algbw {bw.algbw(S, t):.0f} GB/s, busbw {bw.busbw(S, t, 'all_reduce', n):.0f} GB/s per GPU link, per direction")
+print(f"algbw {bw.algbw(S, t):.0f} GB/s, busbw {bw.busbw(S, t, 'all_reduce', n):.0f} GB/s: for a ring, what each GPU link "
+      "carries per direction")
 
 # %% [markdown]
 # ## What you learned
@@ -441,7 +445,8 @@ print(f"algbw {bw.algbw(S, t):.0f} GB/s, busbw {bw.busbw(S, t, 'all_reduce', n):
 # - Small transfers are latency-bound; only large ones approach the link's peak. Measure like nvbandwidth: large
 #   buffers, warm-up, queued copies, events, the median.
 # - A DGX-1's peer bandwidth depends on the pair (NV2, NV1 or none); NVSwitch systems give every pair the same.
-# - busbw = algbw × 2(n−1)/n for all-reduce: it is what each link carries in a ring.
+# - busbw = algbw × 2(n−1)/n for all-reduce: it is what each link carries in a ring (an in-switch reduction such as
+#   NVLS sends less, so its busbw can exceed the link; lab 08).
 #
 # **Next:** [Lab 08 — Collectives and scaling](08-collectives-and-scaling.ipynb) builds on algbw and busbw:
 # all-reduce algorithms and data-parallel scaling across DGX generations. Or back to
