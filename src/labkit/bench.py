@@ -293,10 +293,10 @@ def measure(
     if name is not None:
         name = require_str(name, "name", fix="name is the label printed for this timing, e.g. name='saxpy'.")
     if bytes is not None:
-        bytes = require_number(bytes, "bytes", min=0, min_open=True,  # noqa: A001
+        bytes = require_number(bytes, "bytes", min=0,  # noqa: A001 - 0 (or None): no GB/s
                                fix="bytes = bytes read plus written by one call, e.g. 3 * n * 4 for SAXPY in FP32.")
     if flops is not None:
-        flops = require_number(flops, "flops", min=0, min_open=True, fix="flops = floating-point operations of one call, e.g. 2 * n.")
+        flops = require_number(flops, "flops", min=0, fix="flops = floating-point operations of one call, e.g. 2 * n.")
     from .hw import _normalise_precision
 
     precision = _normalise_precision(precision)
