@@ -35,6 +35,13 @@ STATUS_BYTES = 512
 MPI_TYPES = {"float32": MPI.FLOAT, "float64": MPI.DOUBLE, "int32": MPI.INT32_T, "int64": MPI.INT64_T}
 
 
+class LabkitError(Exception):
+    """Stands in for labkit.errors.LabkitError inside a rank (labkit's reference rank function raises it)."""
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message if fix is None else f"{message} {fix}")
+
+
 class Status:
     """This rank's status file: one line saying what it is doing, rewritten before each call."""
 
@@ -120,7 +127,7 @@ class Comm:
 
 
 def _load(job: dict[str, Any]) -> Any:
-    ns: dict[str, Any] = {"np": np, "numpy": np, "MPI": MPI, "__name__": "__rank__"}
+    ns: dict[str, Any] = {"np": np, "numpy": np, "MPI": MPI, "__name__": "__rank__", "LabkitError": LabkitError}
     exec(compile(job["source"], job.get("filename", "<your function>"), "exec"), ns)
     return ns[job["name"]]
 
