@@ -16,6 +16,7 @@ import numpy as np
 from .. import hw, video
 from .answers import number
 from .core import Failed, Unsolved, exercise
+from .slips import unit_cause
 from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, launch_strict, random_array, run_case, swapped_coverage
 
 
@@ -220,18 +221,18 @@ def erode(kernel: Any) -> str:
         except Unsolved:
             raise
         except Failed as exc:
+            import re
+
+            got = re.search(r"first at index \([^)]*\): expected \d+, got (\d+)", str(exc))
+            if got and int(got.group(1)) > 1:
+                raise Failed(str(exc), cause=f"out holds 1 (every neighbour is foreground) or 0, not a mask value such "
+                                             f"as {got.group(1)}: write `out[row, col] = v` with v = 1 or 0.") from None
             if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
                 raise Failed(str(exc), cause=NON_ZERO) from None
             msg = str(exc)
             b = (m != 0).astype(np.uint8)
             if "elements are wrong" in msg and not np.array_equal(_border_as_zero(b), video.erode(b)) and _first_on_border(msg, shape):
                 msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
-            import re
-
-            got = re.search(r"first at index \([^)]*\): expected \d+, got (\d+)", msg)
-            if got and int(got.group(1)) > 1:
-                raise Failed(msg, cause=f"out holds 1 (every neighbour is foreground) or 0, not a mask value such as "
-                                        f"{got.group(1)}: write `out[row, col] = v` with v = 1 or 0.") from None
             raise Failed(msg, cause=exc.cause) from None
     return (f"correct on {len(cases)} fresh masks (foreground values 1 to 255 in some), border pixels included "
             "(neighbours outside the frame ignored), with blocks of 16×8, 8×8, 32×4 and 32×32.")
@@ -365,14 +366,16 @@ def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_
             16: "the frame and the mask are uint8 (1 byte each); only bg is float32.",
             2: "bg is float32 and is read and written: 8 bytes per pixel on top of frame and mask.",
         }
-        cause = next((c for v, c in slips.items() if _near(b, v)), "add up the dtype sizes of what is read and written per pixel.")
+        cause = next((c for v, c in slips.items() if _near(b, v)), None) or unit_cause(b, e_bytes) or \
+            "add up the dtype sizes of what is read and written per pixel."
         raise Failed(f"bytes_per_pixel = {b:g}: not what the fused step moves.", cause=cause)
     i = number(intensity, "intensity", positive=True)
     if _near(i, 1 / e_int):
         raise Failed(f"intensity = {i:g}: upside down.", cause="intensity is operations per byte: ops / bytes.")
     if not _near(i, e_int):
         raise Failed(f"intensity = {i:g} ops/byte, expected {video.stage('fused').ops_per_pixel:g} / {e_bytes:g}.",
-                     cause="divide the operations per pixel (video.stage('fused').ops_per_pixel) by your bytes per pixel.")
+                     cause=unit_cause(i, e_int) or "divide the operations per pixel (video.stage('fused').ops_per_pixel) "
+                                                    "by your bytes per pixel.")
     for got, exp, gpu in ((bound_h100, e_h100, "H100"), (bound_h200, e_h200, "H200")):
         if _bound(got, f"bound_{gpu.lower()}") != exp:
             raise Failed(f"bound_{gpu.lower()}: the fused step is not {got} on the {gpu}.",
@@ -388,8 +391,8 @@ def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_
             e_fps * 2**30 / 1e9: "GB/s here is 10^9 bytes/s, not 2^30.",
             e_fps * 1e9 / 2**30: "GB/s here is 10^9 bytes/s, not 2^30.",
         }
-        cause = next((c for v, c in slips.items() if _near(f, v)),
-                     "frames/s = bandwidth (bytes/s) / bytes per frame (bytes_per_pixel × 1080 × 1920).")
+        cause = next((c for v, c in slips.items() if _near(f, v)), None) or unit_cause(f, e_fps) or \
+            "frames/s = bandwidth (bytes/s) / bytes per frame (bytes_per_pixel × 1080 × 1920)."
         raise Failed(f"fps_h200 = {f:,.0f}: not what the H200's memory bandwidth allows.", cause=cause)
     ridge = hw.gpu("H200").peak("fp32").value / hw.gpu("H200").memory_bandwidth.value * 1e3
     return (f"{e_bytes:g} B and {video.stage('fused').ops_per_pixel:g} ops per pixel: {e_int:.2f} ops/B, far below the "
