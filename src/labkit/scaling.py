@@ -181,7 +181,7 @@ def e8m0_scale(amax: Any, element: Any = "fp8_e4m3") -> np.ndarray:
     """The OCP MX scale of blocks whose largest magnitude is ``amax``: ``2**(floor(log2(amax)) - emax_elem)``,
     limited to E8M0's range 2^-127 .. 2^127 (an all-zero block gets 2^-127). The block's largest element then
     lies in [2^emax, 2^(emax+1)): values above the element format's largest saturate."""
-    a = np.asarray(amax, dtype=np.float64)
+    a = np.abs(_floats(amax, "amax"))
     with np.errstate(divide="ignore"):
         e = np.where(a > 0, np.floor(np.log2(np.where(a > 0, a, 1.0))), E8M0_MIN_EXP + element_emax(element))
     # np.log2 is exact at powers of two; guard the rounding of log2 just below one

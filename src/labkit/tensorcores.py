@@ -74,6 +74,8 @@ def compile_wmma(source: str = WMMA_SOURCE, arch: str = "sm_90") -> Any:
     """Compile WMMA CUDA C++ to PTX for ``arch`` (sm_70 or newer) with NVRTC; works without a GPU."""
     if not isinstance(source, str):
         raise LabkitError(f"the kernel source must be a string of CUDA C++, not {type(source).__name__}.")
+    if not isinstance(arch, str):
+        raise LabkitError(f"arch must be an architecture name such as 'sm_90', not {type(arch).__name__}.")
     m = re.fullmatch(r"(?:sm_|compute_)?(\d)(\d)a?", arch.strip())
     if m and int(m.group(1)) < 7:
         raise LabkitError(f"{arch} has no Tensor Cores; WMMA needs sm_70 (Volta) or newer.", fix="Use arch='sm_80' or 'sm_90'.")
@@ -84,6 +86,8 @@ def compile_wmma(source: str = WMMA_SOURCE, arch: str = "sm_90") -> Any:
 
 def tensor_core_instructions(ptx_text: str) -> dict[str, int]:
     """Counts of the Tensor Core instruction families in PTX: ``wmma.load``, ``wmma.mma``, ``wmma.store``, ``mma``, ``wgmma``."""
+    if not isinstance(ptx_text, str):
+        raise LabkitError(f"tensor_core_instructions reads PTX text, not {type(ptx_text).__name__}.", fix="Pass ptx.text.")
     counts = {"wmma.load": 0, "wmma.mma": 0, "wmma.store": 0, "mma": 0, "wgmma": 0}
     for line in ptx_text.splitlines():
         op = line.strip().split(" ")[0].split("\t")[0]
@@ -186,6 +190,10 @@ def _check_wmma_shapes(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
 
 def wmma_launch(M: int, N: int, warps: int = WARPS_PER_BLOCK) -> tuple[tuple[int, int], tuple[int, int]]:
     """(grid, block) for :data:`WMMA_SOURCE`: one warp per 16×16 tile of C, ``warps`` warps per block."""
+    from .validate import require_int
+
+    M, N = require_int(M, "M", min=1), require_int(N, "N", min=1)
+    warps = require_int(warps, "warps", min=1, max=32)
     tiles_m, tiles_n = -(-M // WMMA_TILE), -(-N // WMMA_TILE)
     return (tiles_n, -(-tiles_m // warps)), (32, warps)
 
@@ -196,8 +204,12 @@ def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WM
     M, N and K must be multiples of 16 (anything else is a :class:`~labkit.errors.LabkitError`). Needs ``gpu`` mode.
     """
     from .mode import env
+    from .validate import require_array
 
-    A, B = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    A = require_array(a, "a", ndim=2).astype(np.float64)
+    B = require_array(b, "b", ndim=2).astype(np.float64)
+    if not isinstance(source, str) or not isinstance(kernel, str):
+        raise LabkitError("source and kernel must be strings: the CUDA C++ text and the kernel's name.")
     M, N, K = _check_wmma_shapes(A, B)
     if not env().is_gpu:
         raise NoGPUError("running the WMMA kernel needs a GPU (this is sim mode).", fix="Compile it to PTX with compile_wmma() instead.")
@@ -312,8 +324,11 @@ def wmma_error(c: Any, a: Any, b: Any) -> WmmaGrade:
     accumulator, with a margin of 2.
     """
     from . import precision
+    from .validate import require_array
 
-    C, A, B = (np.asarray(x, dtype=np.float64) for x in (c, a, b))
+    C, A, B = (require_array(x, name, ndim=2).astype(np.float64) for x, name in ((c, "c"), (a, "a"), (b, "b")))
+    if A.shape[1] != B.shape[0]:
+        raise LabkitError(f"inner dimensions differ: a is {A.shape}, b is {B.shape}.", fix="a must be M×K and b K×N.")
     ref = A @ B
     if C.shape != ref.shape:
         raise LabkitError(f"the result is {C.shape}, the product is {ref.shape}.")
@@ -526,11 +541,16 @@ def cpu_gemm_throughput(n: int = 256, precisions: Sequence[str] = ("fp64", "fp32
     import platform
     import time
 
+    from .validate import require_int, require_sequence
+
+    n = require_int(n, "n", min=1, max=4096)
+    repeat = require_int(repeat, "repeat", min=1, max=100)
+    precisions = require_sequence(precisions, "precisions", min_len=1)
     rng = np.random.default_rng()
     rows = []
     cpu = f"CPU ({platform.machine()}, NumPy)"
     for p in precisions:
-        dt = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": None}.get(p, "bad")
+        dt = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": None}.get(p, "bad") if isinstance(p, str) else "bad"
         if dt == "bad":
             raise LabkitError(f"no CPU GEMM for {p!r}.", fix="Use fp64, fp32, fp16 or bf16.")
         if dt is None:
@@ -558,9 +578,12 @@ def roofline_gemm(gpu_name: str, precision: str, n: int = 8192) -> GemmRate:
     A model, from the datasheet figures in :mod:`labkit.hw` — not a measurement.
     """
     from . import hw
+    from .validate import require_int
 
+    n = require_int(n, "n", min=1)
     gpu = hw.gpu(gpu_name)
     peak = gpu.peak(precision)
+    precision = hw._normalise_precision(precision)
     size = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}[precision.lower()]
     intensity = 2.0 * n**3 / (3.0 * n * n * size)
     bw = gpu.memory_bandwidth.to("GB/s").value if hasattr(gpu.memory_bandwidth, "to") else gpu.memory_bandwidth.value
