@@ -84,3 +84,22 @@ def test_bench_reports_cpu_algbw_and_busbw() -> None:
     assert rows[0].seconds > 0 and rows[0].busbw == pytest.approx(rows[0].algbw)  # 2(n-1)/n = 1 for n = 2
     assert rows[0].mpi_busbw > 0
     assert ranks.leftovers() == []
+
+
+def test_interrupt_stops_the_run_at_once_and_leaves_nothing() -> None:
+    import signal
+
+    def interrupt(signum, frame):  # noqa: ANN001, ANN202  (what Jupyter's Interrupt does: SIGINT -> KeyboardInterrupt)
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ranks.call(_hang, 2, limit_s=30.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.perf_counter() - t0 < 4.0
+    assert ranks.leftovers() == []
