@@ -36,9 +36,9 @@ def counter_wrap_cause(got: np.ndarray, expected: np.ndarray) -> str | None:
     wrong = g != e
     if not wrong.any():
         return None
-    for bits, words in _WIDTHS:
+    for bits, words in _WIDTHS:  # the narrowest type that can hold every count seen and explains every wrong one
         m = 1 << bits
-        if ((e - g)[wrong] % m == 0).all():
+        if ((e - g)[wrong] % m == 0).all() and g.max() < m and g.min() >= -(m // 2):
             return (f"the wrong counts are the right ones minus a multiple of {m:,}: a counter narrower than int32 wraps "
                     f"around ({words}). Count in int32 (np.int32 shared or local arrays) and store into the int32 output.")
     return None
