@@ -44,12 +44,28 @@ def chart_config(values: dict) -> Config:
     c.KubeSpawner.storage_capacity = storage["capacity"]
     c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}}]
     c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": storage["homeMountPath"]}]
-    for section, settings in values["hub"]["config"].items():
+    for section, settings in values["hub"].get("config", {}).items():
         for key, value in settings.items():
             setattr(c[section], key, value)
+    namespace = {"c": c}  # the chart runs every snippet in its hub configuration's one namespace
     for _, snippet in sorted(values["hub"]["extraConfig"].items()):
-        exec(compile(snippet, "extraConfig", "exec"), {"c": c})
+        exec(compile(snippet, "extraConfig", "exec"), namespace)
     return c
+
+
+ADMIN_PASSWORD = "from-the-labkit-admin-secret"
+
+
+def hub_env(values: dict) -> dict[str, str]:
+    """hub.extraEnv as the hub pod sees it (the admin password from its Secret: a stand-in value here)."""
+    out = {}
+    for key, value in values["hub"]["extraEnv"].items():
+        if isinstance(value, dict):
+            assert value["valueFrom"]["secretKeyRef"] == {"name": "labkit-admin", "key": "password"}
+            out[key] = ADMIN_PASSWORD
+        else:
+            out[key] = str(value)
+    return out
 
 
 def user(name: str, groups: tuple[str, ...] = ()) -> SimpleNamespace:
@@ -101,6 +117,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kubespawner.spawner, "load_config", load_config)
+        for key, value in hub_env(VALUES).items():
+            mp.setenv(key, value)
         yield chart_config(VALUES)
 
 
@@ -128,7 +146,8 @@ def test_learner_profile_asks_for_one_mig_slice(config: Config) -> None:
     assert c.resources.limits["cpu"] == 4 and c.resources.limits["memory"] == 16 * 1024**3
     assert pod.spec.node_selector["nvidia.com/mig.config"] == "all-1g.18gb"
     env = env_of(c)
-    assert env["LABKIT_PROGRESS_URL"] == "http://proxy-public/services/labkit-progress/"
+    # the service's in-cluster address: never through the proxy, whose HTTPS redirect would drop the posts
+    assert env["LABKIT_PROGRESS_URL"] == "http://hub:10101/services/labkit-progress/"
     assert env["LABKIT_WORK_DIR"] == "/home/learner/labkit-work" and env["LABKIT_GPU_SHARE"] == "mig-1g.18gb"
     assert env["JUPYTERHUB_USER"] == "alice"
     assert field(pod.spec.security_context, "fs_group", "fsGroup") == 1000
@@ -185,3 +204,43 @@ def test_hub_side_settings(config: Config) -> None:
     assert any(p["port"] == 10101 for p in VALUES["hub"]["service"]["extraPorts"])
     operator = yaml.safe_load((ROOT / "deploy" / "k8s" / "gpu-operator-values.yaml").read_text())
     assert operator["mig"]["strategy"] == "single"
+
+
+def test_values_profiles_are_the_generated_ones_and_each_gpu_file_builds_its_pods(config: Config) -> None:
+    """deploy/k8s/values.yaml's profiles are `labkit mig-plan --gpu H200 --k8s-profiles`; deploy/k8s/profiles/ holds
+    the command's output for each GPU model, and each file's profiles build the pods their GPU needs."""
+    from labkit import mig
+
+    assert VALUES["singleuser"]["profileList"] == mig.k8s_profiles("H200")
+    expected = {"h200": ("H200", "1g.18gb"), "h100": ("H100", "1g.10gb"), "a100-40gb": ("A100 40GB", "1g.5gb"),
+                "a100-80gb": ("A100 80GB", "1g.10gb")}
+    for stem, (gpu, slice_) in expected.items():
+        path = ROOT / "deploy" / "k8s" / "profiles" / f"{stem}.yaml"
+        assert path.read_text() == mig.k8s_profiles_yaml(gpu) + ("" if mig.k8s_profiles_yaml(gpu).endswith("\n") else "\n"), (
+            f"{path.name} is stale: labkit mig-plan --gpu '{gpu}' --k8s-profiles > {path.relative_to(ROOT)}")
+        overlay = yaml.safe_load(path.read_text())
+        c = Config(config)
+        c.KubeSpawner.profile_list = overlay["singleuser"]["profileList"]
+        _, pod = pod_for(c, user("alice"), "learner")
+        assert pod.spec.node_selector["nvidia.com/mig.config"] == f"all-{slice_}"
+        assert container(pod).resources.limits["nvidia.com/gpu"] == "1"
+        _, pod = pod_for(c, user("alice"), "learner-mixed")
+        assert container(pod).resources.limits[f"nvidia.com/mig-{slice_}"] == "1"
+
+
+def test_on_kubernetes_the_instructor_can_log_in_and_learners_sign_up(config: Config) -> None:
+    """The chart's login settings made into the real authenticator (an in-memory hub database): the instructor's
+    account exists, approved, from the Secret's password; a learner's sign-up waits for approval; nobody signs up
+    under the instructor's name."""
+    from jupyterhub import orm
+
+    from labkit.hub_native import CourseNativeAuthenticator
+
+    assert config.JupyterHub.authenticator_class == "labkit.hub_native.CourseNativeAuthenticator"
+    assert config.Authenticator.admin_users == {"ingrid"}
+    auth = CourseNativeAuthenticator(config=config, _deprecated_db_session=orm.new_session_factory("sqlite://")())
+    assert asyncio.run(auth.authenticate(None, {"username": "ingrid", "password": ADMIN_PASSWORD})) == "ingrid"
+    assert asyncio.run(auth.authenticate(None, {"username": "ingrid", "password": "a-guess-at-it"})) is None
+    assert auth.create_user("ingrid", "mallory-wants-admin") is None
+    assert auth.create_user("alice", "alice-learns-cuda").is_authorized is False
+    assert asyncio.run(auth.authenticate(None, {"username": "alice", "password": "alice-learns-cuda"})) is None

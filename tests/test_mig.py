@@ -49,14 +49,80 @@ def test_profiles_from_the_gpu_operator_config() -> None:
 def test_plan_for_40_and_56_learners() -> None:
     p = mig.plan("H200", 40)
     assert (p.profile, p.slices_per_gpu, p.learner_gpus, p.dgx_systems, p.spare_slices) == ("1g.18gb", 7, 6, 1, 2)
-    assert p.gpu_memory_gb == 141 and p.node_label == "nvidia.com/mig.config=all-1g.18gb"
+    assert p.gpu_memory_gb == 141 and p.node_label == {"nvidia.com/mig.config": "all-1g.18gb"}
     p = mig.plan("H200", 56)
-    assert (p.learner_gpus, p.dgx_systems, p.spare_slices) == (8, 1, 0)
+    assert (p.learner_gpus, p.dgx_systems, p.dgx_systems_mixed, p.spare_slices) == (8, 1, 1, 0)
     p = mig.plan("H200", 56, instructor_gpus=1)
-    assert (p.gpus, p.dgx_systems) == (9, 2)
+    assert (p.gpus, p.dgx_systems, p.dgx_systems_mixed) == (9, 2, 2)
     p = mig.plan("H100", 100)
     assert (p.profile, p.learner_gpus, p.dgx_systems) == ("1g.10gb", 15, 2)
-    assert p.resource_mixed == "nvidia.com/mig-1g.10gb: 1"
+    assert p.resource_mixed == {"nvidia.com/mig-1g.10gb": 1} and p.resource_single == {"nvidia.com/gpu": 1}
+
+
+@pytest.mark.parametrize("learners, instructor_gpus, single, mixed", [
+    (40, 1, 2, 1),   # 6 learner GPUs: the whole GPU needs a node of its own when every GPU of a node is cut alike
+    (40, 2, 2, 1),
+    (49, 1, 2, 1),   # 7 learner GPUs + 1 whole: one node under mixed, exactly full
+    (56, 0, 1, 1),
+    (56, 8, 2, 2),
+    (57, 1, 3, 2),   # 9 learner GPUs: two learner nodes, and one for the instructor
+])
+def test_node_counts_with_instructor_gpus_under_both_strategies(learners, instructor_gpus, single, mixed) -> None:
+    p = mig.plan("H200", learners, instructor_gpus=instructor_gpus)
+    assert (p.dgx_systems, p.dgx_systems_mixed) == (single, mixed)
+    assert p.instructor_node_label == {"nvidia.com/mig.config": "all-disabled"}
+
+
+def test_complete_mig_tables() -> None:
+    """Every uniform profile of NVIDIA's MIG user guide (Supported MIG Profiles), per GPU model."""
+    tables = {
+        "A100 40GB": {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
+        "A100 80GB": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+        "H100": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+        "H200": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1},
+    }
+    for gpu, table in tables.items():
+        assert {p.name: int(p.per_gpu.value) for p in mig.profiles(gpu)} == table, gpu
+        assert all("user guide" in p.per_gpu.source for p in mig.profiles(gpu)), gpu
+
+
+def test_a100_alone_asks_which_memory_size(capsys) -> None:
+    with pytest.raises(LabkitError, match="two memory sizes") as info:
+        mig.plan("A100", 10)
+    assert "A100 40GB" in info.value.fix and "A100 80GB" in info.value.fix
+    assert cli.main(["mig-plan", "--gpu", "A100", "--learners", "10"]) == 2
+    assert "A100 80GB" in capsys.readouterr().err
+    assert mig.plan("A100 80GB", 10).profile == "1g.10gb" and mig.plan("A100 40GB", 10).profile == "1g.5gb"
+
+
+def test_json_fields_are_typed(capsys) -> None:
+    assert cli.main(["mig-plan", "--gpu", "H100", "--learners", "40", "--instructor-gpus", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["resource_single"] == {"nvidia.com/gpu": 1} and doc["resource_mixed"] == {"nvidia.com/mig-1g.10gb": 1}
+    assert doc["node_label"] == {"nvidia.com/mig.config": "all-1g.10gb"}
+    assert isinstance(doc["dgx_systems"], int) and (doc["dgx_systems"], doc["dgx_systems_mixed"]) == (2, 1)
+    assert not any(isinstance(v, str) and ": " in v and k.startswith("resource") for k, v in doc.items())
+
+
+def test_k8s_profiles_command(capsys) -> None:
+    import yaml
+
+    assert cli.main(["mig-plan", "--gpu", "H100", "--k8s-profiles"]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    slugs = [p["slug"] for p in doc["singleuser"]["profileList"]]
+    assert slugs == ["learner", "learner-mixed", "instructor", "instructor-2gpu"]
+    learner = doc["singleuser"]["profileList"][0]["kubespawner_override"]
+    assert learner["node_selector"] == {"nvidia.com/mig.config": "all-1g.10gb"}
+    assert cli.main(["mig-plan", "--gpu", "H200"]) == 2 and "--learners" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """`labkit mig-plan ... | head -1`: no BrokenPipeError traceback."""
+    import subprocess
+
+    proc = subprocess.run(f"'{sys.executable}' -m labkit.cli mig-plan --gpu H200 --learners 40 | head -1", shell=True,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout.startswith("40 learners on H200") and proc.stderr == "", proc.stderr
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True])

@@ -2,6 +2,7 @@
 
     $ labkit mig-plan --gpu H200 --learners 40
     $ labkit mig-plan --gpu H100 --learners 56 --json
+    $ labkit mig-plan --gpu "A100 80GB" --k8s-profiles > profiles.yaml   # Zero to JupyterHub profiles for those nodes
 
 The profiles and their counts per GPU come from ``labkit/data/hw.yml`` (``mig_profiles``, each with its source);
 the GPU's memory from :mod:`labkit.hw`. A profile's name says its size: ``1g.18gb`` is one of the GPU's seven
@@ -29,6 +30,11 @@ from .errors import LabkitError
 #: GPUs in one DGX (DGX A100, H100, H200).
 GPUS_PER_DGX = 8
 _PROFILE = re.compile(r"^(\d)g\.(\d+)gb$")
+#: Names that mean more than one GPU with MIG data: the plan asks which.
+_AMBIGUOUS = {"a100": ("A100 40GB", "A100 80GB"), "a100sxm4": ("A100 40GB", "A100 80GB"),
+              "nvidiaa100": ("A100 40GB", "A100 80GB"), "dgxa100": ("A100 40GB", "A100 80GB")}
+#: The mig.strategy values of the GPU Operator.
+STRATEGIES = ("single", "mixed")
 
 
 @dataclass(frozen=True)
@@ -68,9 +74,20 @@ def gpus() -> list[str]:
     return list(_table())
 
 
+def mig_gpu(gpu: str) -> hw.GPU:
+    """The GPU ``gpu`` names, refusing a name that could mean two MIG layouts (``A100``: 40 GB or 80 GB)."""
+    if not isinstance(gpu, str) or not gpu.strip():
+        raise LabkitError(f"a GPU is named by a string such as 'H200', not {gpu!r}.")
+    choices = _AMBIGUOUS.get(hw.normalise(gpu))
+    if choices:
+        raise LabkitError(f"{gpu!r} comes with two memory sizes, and their MIG slices differ (1g.5gb or 1g.10gb).",
+                          fix=f"Say which: --gpu '{choices[0]}' or --gpu '{choices[1]}' (nvidia-smi shows it).")
+    return hw.gpu(gpu)
+
+
 def profiles(gpu: str) -> list[MigProfile]:
     """Every MIG profile of ``gpu`` (any name :func:`labkit.hw.gpu` knows), smallest first."""
-    g = hw.gpu(gpu)
+    g = mig_gpu(gpu)
     entry = _table().get(g.name)
     if entry is None:
         raise LabkitError(f"labkit has no MIG profiles for the {g.name}.", fix=f"MIG profiles are known for: {', '.join(gpus())}.")
@@ -99,7 +116,7 @@ def profile(gpu: str, name: str | None = None) -> MigProfile:
 
 def max_instances(gpu: str) -> hw.Figure:
     """The most MIG instances one ``gpu`` holds (7 on the A100, H100 and H200)."""
-    g = hw.gpu(gpu)
+    g = mig_gpu(gpu)
     entry = _table().get(g.name)
     if entry is None:
         raise LabkitError(f"labkit has no MIG data for the {g.name}.", fix=f"MIG data exist for: {', '.join(gpus())}.")
@@ -170,7 +187,12 @@ def labs_on(p: MigProfile) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Plan:
-    """Slices and GPUs for a class: ``learners`` on ``profile``, plus whole GPUs for instructors."""
+    """Slices and GPUs for a class: ``learners`` on ``profile``, plus whole GPUs for instructors.
+
+    ``dgx_systems`` counts under ``mig.strategy=single`` (every GPU of a node cut alike, so instructors' whole GPUs
+    need nodes of their own); ``dgx_systems_mixed`` under ``mixed`` (or one DGX with a per-GPU layout), where a
+    node may hold slices and whole GPUs. ``node_label`` and the ``resource_*`` fields are the Kubernetes labels and
+    resource requests as mappings."""
 
     gpu: str
     learners: int
@@ -181,11 +203,13 @@ class Plan:
     instructor_gpus: int
     gpus: int
     dgx_systems: int
+    dgx_systems_mixed: int
     spare_slices: int
     gpu_memory_gb: float
-    node_label: str
-    resource_single: str
-    resource_mixed: str
+    node_label: dict[str, str]
+    instructor_node_label: dict[str, str]
+    resource_single: dict[str, int]
+    resource_mixed: dict[str, int]
     labs: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
@@ -199,11 +223,13 @@ def plan(gpu: str, learners: int, *, instructor_gpus: int = 0, profile_name: str
     if not isinstance(instructor_gpus, int) or instructor_gpus < 0:
         raise LabkitError(f"instructor_gpus must be a whole number from 0, not {instructor_gpus!r}.")
     p = profile(gpu, profile_name)
-    g = hw.gpu(gpu)
+    g = mig_gpu(gpu)
     per_gpu = int(p.per_gpu.value)
     learner_gpus = math.ceil(learners / per_gpu)
     total = learner_gpus + instructor_gpus
-    systems = math.ceil(total / gpus_per_system)
+    # single: a node's GPUs are all cut alike, so whole GPUs live on nodes of their own; mixed: they may share one
+    systems = math.ceil(learner_gpus / gpus_per_system) + math.ceil(instructor_gpus / gpus_per_system)
+    systems_mixed = math.ceil(total / gpus_per_system)
     notes = [
         "One learner, one slice: a slice is one CUDA device with its own SMs, L2 slice and memory; others' work does not slow it.",
         "MIG slices have no CUDA IPC: no peer copies and no NCCL between slices; multi-GPU sections show labkit's models.",
@@ -211,16 +237,19 @@ def plan(gpu: str, learners: int, *, instructor_gpus: int = 0, profile_name: str
         f"{g.name}'s datasheet peaks, so read them as a share of the whole GPU.",
     ]
     if instructor_gpus:
-        notes.append("Instructor GPUs run with MIG disabled (a mixed node: mig.strategy=mixed, or a per-GPU mig-parted config).")
+        notes.append(f"Instructor GPUs run with MIG disabled: under mig.strategy=single on nodes of their own "
+                     f"(nvidia.com/mig.config=all-disabled), {systems} system(s) in all; under mixed (or one DGX with a "
+                     f"per-GPU mig-parted layout) beside the slices, {systems_mixed} system(s).")
     free = systems * gpus_per_system - total
     if free:
         notes.append(f"{free} GPU(s) of the {systems} system(s) stay free.")
     return Plan(
         gpu=g.name, learners=learners, profile=p.name, slice_memory_gb=p.memory.value, slices_per_gpu=per_gpu,
         learner_gpus=learner_gpus, instructor_gpus=instructor_gpus, gpus=total, dgx_systems=systems,
-        spare_slices=learner_gpus * per_gpu - learners, gpu_memory_gb=g.memory_size.to("GB").value,
-        node_label=f"nvidia.com/mig.config={p.node_label}", resource_single="nvidia.com/gpu: 1",
-        resource_mixed=f"{p.resource_mixed}: 1", labs=labs_on(p), notes=notes,
+        dgx_systems_mixed=systems_mixed, spare_slices=learner_gpus * per_gpu - learners,
+        gpu_memory_gb=g.memory_size.to("GB").value, node_label={"nvidia.com/mig.config": p.node_label},
+        instructor_node_label={"nvidia.com/mig.config": "all-disabled"}, resource_single={"nvidia.com/gpu": 1},
+        resource_mixed={p.resource_mixed: 1}, labs=labs_on(p), notes=notes,
         sources={"profiles": p.per_gpu.source, "gpu memory": g.memory_size.source,
                  "max instances": max_instances(gpu).source, "lab memory": LABS[0].label},
     )
@@ -228,13 +257,18 @@ def plan(gpu: str, learners: int, *, instructor_gpus: int = 0, profile_name: str
 
 def format_plan(pl: Plan) -> str:
     """The plan as text for the terminal."""
+    def kv(d: dict[str, Any], sep: str) -> str:
+        return ", ".join(f"{k}{sep}{v}" for k, v in d.items())
+
+    systems = (f"{pl.dgx_systems} DGX system(s) of {GPUS_PER_DGX}" if pl.dgx_systems == pl.dgx_systems_mixed else
+               f"{pl.dgx_systems} DGX system(s) of {GPUS_PER_DGX} under mig.strategy=single, {pl.dgx_systems_mixed} under mixed")
     lines = [
         f"{pl.learners} learners on {pl.gpu} ({pl.gpu_memory_gb:g} GB): one MIG {pl.profile} slice each "
         f"({pl.slice_memory_gb:g} GB, {pl.slices_per_gpu} per GPU)",
         f"  GPUs: {pl.learner_gpus} for learners + {pl.instructor_gpus} whole for instructors = {pl.gpus} "
-        f"-> {pl.dgx_systems} DGX system(s) of {GPUS_PER_DGX}; {pl.spare_slices} spare slice(s)",
-        f"  GPU Operator: label the nodes {pl.node_label}; pods ask for {pl.resource_single} (mig.strategy=single) "
-        f"or {pl.resource_mixed} (mixed)",
+        f"-> {systems}; {pl.spare_slices} spare slice(s)",
+        f"  GPU Operator: label the nodes {kv(pl.node_label, '=')}; pods ask for {kv(pl.resource_single, ': ')} "
+        f"(mig.strategy=single) or {kv(pl.resource_mixed, ': ')} (mixed)",
         "",
         "  lab  works  GB*     skips on one slice",
     ]
@@ -245,18 +279,79 @@ def format_plan(pl: Plan) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------- Kubernetes profiles
+
+
+def k8s_profiles(gpu: str, profile_name: str | None = None) -> list[dict[str, Any]]:
+    """Zero to JupyterHub ``singleuser.profileList`` entries for nodes of ``gpu``: a learner's slice under
+    ``mig.strategy=single`` (the default profile) and ``mixed``, and instructors' one or two whole GPUs (their
+    slugs start with ``instructor``; ``deploy/k8s/values.yaml`` offers those to instructors only)."""
+    p = profile(gpu, profile_name)
+    g = p.gpu
+    share = {"LABKIT_GPU_SHARE": f"mig-{p.name}"}
+    whole = {"LABKIT_GPU_SHARE": "whole-gpu"}
+    return [
+        {"display_name": f"Learner: one MIG {p.name} slice of an {g}", "slug": "learner", "default": True,
+         "description": f"mig.strategy=single: a slice is one nvidia.com/gpu, on nodes labelled nvidia.com/mig.config={p.node_label}",
+         "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "1"},
+                                  "node_selector": {"nvidia.com/mig.config": p.node_label}, "environment": dict(share)}},
+        {"display_name": f"Learner: one MIG {p.name} slice of an {g}, mixed strategy", "slug": "learner-mixed",
+         "description": f"mig.strategy=mixed: the slice is asked for by its profile ({p.resource_mixed})",
+         "kubespawner_override": {"extra_resource_limits": {p.resource_mixed: "1"}, "environment": dict(share)}},
+        {"display_name": f"Instructor: one whole {g}", "slug": "instructor",
+         "description": "MIG disabled; peer copies and NCCL need two GPUs (instructor-2gpu)",
+         "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "1"},
+                                  "node_selector": {"nvidia.com/mig.config": "all-disabled"}, "cpu_limit": 16,
+                                  "mem_limit": "64G", "environment": dict(whole)}},
+        {"display_name": f"Instructor: two whole {g} (labs 07 and 08 measured)", "slug": "instructor-2gpu",
+         "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "2"},
+                                  "node_selector": {"nvidia.com/mig.config": "all-disabled"}, "cpu_limit": 32,
+                                  "mem_limit": "128G", "environment": dict(whole)}},
+    ]
+
+
+def k8s_profiles_yaml(gpu: str, profile_name: str | None = None) -> str:
+    """:func:`k8s_profiles` as a values file for ``helm ... -f deploy/k8s/values.yaml -f <this>``."""
+    import yaml
+
+    g = mig_gpu(gpu).name
+    head = (f"# Zero to JupyterHub profiles for {g} nodes, made by `labkit mig-plan --gpu '{g}' --k8s-profiles`.\n"
+            f"# helm upgrade --install labkit jupyterhub/jupyterhub -f deploy/k8s/values.yaml -f <this file>\n")
+    return head + yaml.safe_dump({"singleuser": {"profileList": k8s_profiles(gpu, profile_name)}}, sort_keys=False, width=120)
+
+
 def add_cli(sub: Any) -> None:
     """Register ``labkit mig-plan`` on an argparse subparsers object."""
     p = sub.add_parser("mig-plan", help="plan MIG slices for a class: profile, slices per GPU, GPUs, labs on a slice")
-    p.add_argument("--gpu", default="H200", help="GPU model (default H200), e.g. H100")
-    p.add_argument("--learners", type=int, required=True, help="number of learners, one slice each")
+    p.add_argument("--gpu", default="H200", help="GPU model (default H200): H200, H100, 'A100 40GB', 'A100 80GB'")
+    p.add_argument("--learners", type=int, default=None, help="number of learners, one slice each")
     p.add_argument("--instructor-gpus", type=int, default=0, help="whole GPUs (MIG off) for instructors")
     p.add_argument("--profile", default=None, help="MIG profile (default: the smallest, e.g. 1g.18gb)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--k8s-profiles", action="store_true",
+                   help="print Zero to JupyterHub profiles (a values file) for nodes of this GPU, and nothing else")
+
+
+def _emit(text: str) -> int:
+    """Print ``text``; a reader that closed the pipe early (``| head``) ends the output quietly, no traceback."""
+    import os
+    import sys
+
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would fail on the closed pipe again
+        return 0
+    return 0
 
 
 def cli(args: argparse.Namespace) -> int:
     """Run ``labkit mig-plan`` with parsed arguments."""
+    if args.k8s_profiles:
+        return _emit(k8s_profiles_yaml(args.gpu, args.profile).rstrip("\n"))
+    if args.learners is None:
+        raise LabkitError("mig-plan needs --learners N (or --k8s-profiles for the Kubernetes profiles alone).")
     pl = plan(args.gpu, args.learners, instructor_gpus=args.instructor_gpus, profile_name=args.profile)
-    print(json.dumps(asdict(pl), indent=2) if args.json else format_plan(pl))
-    return 0
+    return _emit(json.dumps(asdict(pl), indent=2) if args.json else format_plan(pl))
