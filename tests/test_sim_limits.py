@@ -74,3 +74,19 @@ def test_time_outside_learner_code_does_not_count() -> None:
     with python_time_limit(0.2, interval=0.05):
         time.sleep(0.3)  # the with block's own frame is the caller's, not code under the limit
         library["spin"](time.monotonic, 0.5)
+
+
+def test_a_kernel_made_by_exec_has_the_launch_time_limit() -> None:
+    """The kernel watchdog stops only at learner frames; a kernel whose source went through exec() is one."""
+    import numpy as np
+
+    from labkit import sim
+    from labkit.check.harness import cuda_module
+
+    cuda = cuda_module()
+    ns: dict = {"cuda": cuda}
+    exec("def long_loop(a, n):\n    i = 0\n    while i < n:\n        i += 1\n    a[0] = i\n", ns)  # noqa: S102
+    kernel = cuda.jit(ns["long_loop"])
+    with sim.time_limit(0.3):
+        with pytest.raises(sim.KernelTimeout, match="did not finish within 0.3 s"):
+            kernel[1, 1](np.zeros(1, np.int64), 200_000_000)  # minutes of simulator time if never stopped
