@@ -201,3 +201,18 @@ def test_wgmma_is_refused_off_hopper_and_the_model_numbers() -> None:
     assert T.smem_operand_bytes_per_clock("H100", 64, 256, 16, operands="b") == 64
     with _pytest.raises(LabkitError, match="no Tensor Core rate"):
         T.smem_operand_bytes_per_clock("V100", 16, 16, 16)
+
+
+def test_wmma_against_cublas_needs_a_gpu_and_a_tile_multiple(monkeypatch) -> None:
+    import pytest as _pytest
+
+    import labkit
+    from labkit import tensorcores as T
+    from labkit.errors import LabkitError, NoGPUError
+
+    monkeypatch.setenv("LABKIT_MODE", "sim")
+    labkit.setup(quiet=True)
+    with _pytest.raises(NoGPUError):
+        T.wmma_against_cublas(256)
+    with _pytest.raises(LabkitError, match="multiple of 16"):
+        T.wmma_against_cublas(100)

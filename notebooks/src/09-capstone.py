@@ -45,7 +45,8 @@ print(f"{N_FRAMES} frames of {SHAPE[0]}×{SHAPE[1]} pixels, motion tiles of {TIL
 # ## Where this comes from
 #
 # The course's source talk presented the DGX-2 for **intelligent video surveillance**: many camera streams decoded
-# and analysed on GPUs, with V100s decoding every video format (the P100 lacks H.265 at 8K). Decoding is done by
+# and analysed on GPUs, with the V100s' decoders handling the H.264 and H.265 streams of the time (the P100 lacks
+# H.265 at 8K; no NVIDIA GPU decodes AV1 before Ampere: NVIDIA Video Codec SDK support matrix). Decoding is done by
 # fixed-function hardware; what follows decoding — finding what moves, in every frame of every camera — is
 # bandwidth-hungry array work, and that is the part you write here. The machine of the talk, from `labkit.hw`:
 

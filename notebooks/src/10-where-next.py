@@ -11,17 +11,20 @@
 #
 # **Learning objectives**
 # - Know where the tools of this course are going: the same Numba kernel under numba-cuda-mlir, a CUDA C++ kernel
-#   launched through `cuda.core`, a device-wide reduction with `cuda.compute`, a GEMM with a fused epilogue through
-#   nvmath-python.
+#   launched through `cuda.core`, a device-wide reduction with `cuda.compute`, lab 04's block reduction as a
+#   `cuda.coop` call, a tile kernel in cuTile Python, a GEMM with a fused epilogue through nvmath-python.
+# - Use a Hopper feature: write a kernel whose blocks form a thread-block cluster and read each other's shared
+#   memory (distributed shared memory), read its sm_90 PTX, and launch it with a cluster dimension on a GPU.
 # - Profile your own kernels: NVTX ranges around timed work, the `nsys` and `ncu` command lines for a lab's kernel
 #   built with `lineinfo=True`, and what their reports show.
 # - Debug your own kernels with `compute-sanitizer`: memcheck, racecheck and synccheck on the kernels of labs 02–04,
 #   and what each report means.
 #
-# **Prerequisites:** [Lab 02](02-first-kernels.ipynb) to [Lab 05](05-cupy.ipynb); the later labs help. Every cell runs
-# without a GPU and says what a GPU run adds; the GPU cells also need the package they name installed.
+# **Prerequisites:** [Lab 02](02-first-kernels.ipynb) to [Lab 05](05-cupy.ipynb) (CUDA C++ kernels as strings, shared
+# memory, block reductions); the later labs help. Every cell runs without a GPU and says what a GPU run adds; the GPU
+# cells also need the package they name installed.
 #
-# **Time:** 25 minutes (teaching 25, exercises 0)
+# **Time:** 45 minutes (teaching 30, exercises 15)
 
 # %%
 import labkit
@@ -122,12 +125,141 @@ else:
     print(ptx.summary())
 
 # %% [markdown]
-# ## 3. A reduction with `cuda.compute`
+# ## 3. Thread-block clusters and distributed shared memory (Hopper)
+#
+# Until Hopper, a block's shared memory belonged to that block alone: blocks shared results only through global
+# memory. Hopper (sm_90) adds a level between the block and the grid. A **thread-block cluster** is a group of
+# blocks that the hardware schedules at the same time on one GPC (a group of SMs); the CUDA C++ Programming Guide
+# gives the largest portable cluster size, and H100 allows larger ones with a non-portable attribute. The blocks of
+# a cluster can read and write each other's shared memory, **distributed shared memory**, and wait for each other at
+# a cluster barrier. In CUDA C++ (cooperative groups):
+#
+# | CUDA C++ | what it does | PTX |
+# |---|---|---|
+# | `cg::this_cluster()` | the cluster this block belongs to | |
+# | `cluster.block_rank()`, `cluster.num_blocks()` | this block's rank in the cluster, the cluster's size | `%cluster_ctarank`, `%cluster_nctarank` |
+# | `cluster.map_shared_rank(ptr, r)` | the address of `ptr`'s variable in block `r`'s shared memory | `mapa` |
+# | `cluster.sync()` | a barrier for every thread of every block in the cluster | `barrier.cluster.arrive`, `barrier.cluster.wait` |
+#
+# The cluster size is chosen at launch: `cuda.core`'s `LaunchConfig(grid=clusters, cluster=blocks_per_cluster,
+# block=threads)`, where `grid` then counts clusters. numba-cuda 0.30 cannot launch clusters, which is why this kernel
+# is CUDA C++. This lab is its home because `cuda.core` is introduced here (section 2) and its launch is what sets
+# the cluster size; the kernel itself is lab 04's block reduction (lab 03's shared memory) with one level more.
+#
+# ### Exercise 1 — a cluster sum
+#
+# Complete `cluster_sum(const float* x, float* out, int n)`. The block reduction is written: after it, `partial[0]`
+# holds the block's sum. Add the cluster part: once every block of the cluster has its sum, block rank 0's thread 0
+# adds the `partial[0]` of every block of the cluster, read from their shared memory, and writes it to
+# `out[blockIdx.x / cluster.num_blocks()]` (one output per cluster); and no block may exit while its shared memory
+# can still be read. The check compiles your source for sm_90 and reads its PTX (the simulator cannot run a cluster);
+# on a GPU of compute capability 9.0 or later it also launches it with clusters of 2 and 4 blocks on fresh data.
+
+# %% tags=["exercise"]
+# BEGIN SOLUTION
+cluster_source = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
+extern "C" __global__ void cluster_sum(const float* x, float* out, int n)
+{
+    __shared__ float partial[256];  // blockDim.x: a power of two up to 256
+    cg::cluster_group cluster = cg::this_cluster();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    partial[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    cluster.sync();  // every block of the cluster has written its partial[0]
+    if (cluster.block_rank() == 0 && threadIdx.x == 0) {
+        float total = 0.0f;
+        for (unsigned int r = 0; r < cluster.num_blocks(); ++r)
+            total += *cluster.map_shared_rank(&partial[0], r);  // block r's shared memory
+        out[blockIdx.x / cluster.num_blocks()] = total;
+    }
+    cluster.sync();  // no block exits while rank 0 may still read its shared memory
+}
+"""
+# END SOLUTION
+# BEGIN SKELETON
+cluster_source = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
+extern "C" __global__ void cluster_sum(const float* x, float* out, int n)
+{
+    __shared__ float partial[256];  // blockDim.x: a power of two up to 256
+    cg::cluster_group cluster = cg::this_cluster();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    partial[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    // your code: the cluster part
+    // 1. wait until every block of the cluster has its partial[0]
+    // 2. block rank 0, thread 0: add *cluster.map_shared_rank(&partial[0], r) over the cluster's blocks and write
+    //    out[blockIdx.x / cluster.num_blocks()]
+    // 3. wait again, so that no block exits while its shared memory is still being read
+}
+"""
+# END SKELETON
+
+# %%
+labkit.check.cluster_sum(cluster_source);
+
+# %% [markdown]
+# Read the PTX yourself: the kernel that passed (labkit's until yours does), compiled for sm_90 by NVRTC. Find the
+# block's rank (`%cluster_ctarank`), the two cluster barriers (`barrier.cluster.arrive` then `barrier.cluster.wait`)
+# and between them the loop that maps each peer's `partial` into its own address space (`mapa`) and loads from it.
+# The load is a generic `ld.f32`: `mapa` on a generic address gives a generic address into the peer's shared memory,
+# which is also why the summary counts that load among the "global" (generic) loads.
+
+# %%
+from labkit.check import lab10_clusters
+
+my_cluster = labkit.check.solved_or_reference("10.cluster", cluster_source)
+cluster_ptx = labkit.ptx.compile_cuda(my_cluster, "sm_90", name="cluster_sum.cu")
+cluster_ptx.show("%cluster", "barrier.cluster", "mapa", limit=14)
+print("the load of the mapped address:", [ln for ln in cluster_ptx.lines("ld.f32") if "[%rd" in ln])
+
+# %% [markdown]
+# Clusters are a Hopper feature: for an Ampere target (sm_80) the same source does not compile, because the cluster
+# API does not exist there.
+
+# %%
+try:
+    labkit.ptx.compile_cuda(my_cluster, "sm_80", name="cluster_sum.cu")
+except labkit.errors.CompileError as err:
+    print(str(err).splitlines()[0])
+    print(str(err).splitlines()[1])
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu and (env.compute_capability or (0, 0)) >= (9, 0):
+    x = np.rint(np.random.default_rng().uniform(-8, 8, 5 * 4 * 256 + 77)).astype(np.float32)
+    sums = lab10_clusters.run_on_gpu(my_cluster, x, cluster=4, block=256)
+    want = [x[k:k + 1024].sum() for k in range(0, x.size, 1024)]
+    print(f"cuda.core, clusters of 4 blocks of 256 threads: {sums.size} cluster sums, match NumPy: {np.array_equal(sums, want)}")
+elif env.is_gpu:
+    print(f"{env.device_name} has compute capability {env.compute_capability}: no clusters (they need 9.0, Hopper, or later).")
+else:
+    print("sim mode: a cluster cannot run in the simulator. On a GPU of compute capability 9.0 or later this cell "
+          "launches the kernel through cuda.core with clusters of 4 blocks and compares the sums with NumPy.")
+
+# %% [markdown]
+# ## 4. A reduction with `cuda.compute`
 #
 # Lab 04 built a reduction by hand: a tree in shared memory, one atomic per block. `cuda.compute` (the `cuda-cccl`
 # package: CUB's device-wide algorithms from Python) gives the tuned version in one call,
 # `cuda.compute.reduce_into(d_in, d_out, OpKind.PLUS, n, h_init)`, with `d_` arrays on the device (CuPy) and `h_init`
-# a one-element NumPy array. It also scans, sorts and transforms, and takes Python functions as operators.
+# a one-element NumPy array. It also scans (`inclusive_scan`, the single-pass decoupled look-back scan of lab 04's
+# last section), sorts and transforms, and takes Python functions as operators. Without a CUDA driver the package
+# imports but exposes none of its algorithms, so this cell and the course's API test can only name them here.
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu and have("cuda.compute"):
@@ -147,7 +279,92 @@ else:
           f"here with NumPy: {values.astype(np.float64).sum():.6g} for {values.size} values")
 
 # %% [markdown]
-# ## 4. A GEMM with an epilogue through nvmath-python
+# ## 5. Lab 04's block reduction as a library call: `cuda.coop`
+#
+# `cuda.coop` (also in `cuda-cccl`) is the other half of CUB: the **block- and warp-wide** primitives, called from
+# inside your own Numba kernel. `block.make_sum(numba.float32, threads_per_block)` builds CUB's block reduction for
+# that block size; the kernel links its code (`@cuda.jit(link=block_sum.files)`) and calls `block_sum(v)`, and
+# thread 0 gets the block's sum: lab 04's `block_sum`, tree, barriers and all, in one line. It is experimental:
+# cuda-cccl 1.0 and 1.1 have it under `cuda.coop._experimental`, and cuda-cccl 1.2 removed it while a new version is
+# written, so pin `cuda-cccl<1.2` to use it (the course's test environment has 1.1.1). It generates real device
+# code, so it runs on a GPU only.
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu and have("cuda.coop._experimental"):
+    import numba
+    from cuda.coop._experimental import block as coop_block
+    from numba import cuda
+
+    THREADS = 128
+    block_sum = coop_block.make_sum(numba.float32, THREADS)
+
+    @cuda.jit(link=block_sum.files)
+    def coop_block_sums(x, partial):
+        i = cuda.grid(1)
+        v = x[i] if i < x.size else numba.float32(0)
+        total = block_sum(v)  # CUB's block reduction: the whole of lab 04's tree
+        if cuda.threadIdx.x == 0:
+            partial[cuda.blockIdx.x] = total
+
+    xs = np.rint(np.random.default_rng().uniform(-8, 8, 40 * THREADS + 5)).astype(np.float32)
+    blocks = (xs.size + THREADS - 1) // THREADS
+    d_partial = cuda.device_array(blocks, np.float32)
+    coop_block_sums[blocks, THREADS](cuda.to_device(xs), d_partial)
+    want = [xs[k:k + THREADS].sum() for k in range(0, xs.size, THREADS)]
+    print("cuda.coop block sums match NumPy:", np.array_equal(d_partial.copy_to_host(), want))
+elif env.is_gpu:
+    print("cuda.coop is not installed: `pip install 'cuda-cccl[cu12]>=1.0,<1.2'`, then run this cell again.")
+else:
+    print("sim mode: cuda.coop builds CUB device code and links it into the kernel, which the simulator cannot run. "
+          "Lab 04's block_sum is what it replaces.")
+
+# %% [markdown]
+# ## 6. Tiles instead of threads: cuTile Python
+#
+# Every kernel of this course says what **one thread** does. **cuTile Python** (the `cuda-tile` package, `import
+# cuda.tile as ct`) says what **one block** does to whole tiles of data: `ct.bid(0)` is the block's index,
+# `ct.load(x, index=(i,), shape=(tile,))` loads the `i`-th tile of `x`, arithmetic on tiles is elementwise, and
+# `ct.store(out, index=(i,), tile=...)` writes one back; the compiler decides how the threads of the block share the
+# work, and uses TMA and Tensor Cores where it can. Tile sizes are compile-time constants (`ct.Constant[int]`).
+# `ct.launch(stream, grid, kernel, args)` runs it. Here is lab 02's SAXPY as a tile kernel. It needs a driver of
+# release 580 or later and the `tileiras` compiler of a CUDA 13 toolkit (`pip install 'cuda-tile[tileiras]'` in a
+# CUDA 13 environment; the course's CUDA 12.9 environment has the package but not the compiler), so on a GPU the
+# cell says what is missing if it cannot compile.
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu and have("cuda.tile"):
+    import cupy
+    import cuda.tile as ct
+
+    TILE = 1024
+
+    @ct.kernel
+    def saxpy_tile(a, x, y, out, tile: ct.Constant[int]):
+        i = ct.bid(0)
+        xt = ct.load(x, index=(i,), shape=(tile,))
+        yt = ct.load(y, index=(i,), shape=(tile,))
+        ct.store(out, index=(i,), tile=a * xt + yt)
+
+    n = 1 << 20
+    x, y = cupy.random.random(n, dtype=cupy.float32), cupy.random.random(n, dtype=cupy.float32)
+    out = cupy.empty_like(x)
+    try:
+        ct.launch(cupy.cuda.get_current_stream(), ((n + TILE - 1) // TILE, 1, 1), saxpy_tile,
+                  (np.float32(2.0), x, y, out, TILE))
+        cupy.cuda.get_current_stream().synchronize()
+        print("cuTile SAXPY matches CuPy:", bool(cupy.allclose(out, 2 * x + y)))
+    except Exception as exc:  # noqa: BLE001 - a missing compiler or an old driver, reported in words
+        print(f"cuTile could not compile or launch here ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). "
+              "It needs driver release 580 or later and the tileiras compiler (pip install 'cuda-tile[tileiras]' "
+              "in a CUDA 13 environment).")
+elif env.is_gpu:
+    print("cuTile Python is not installed: `pip install 'cuda-tile[tileiras]'` in a CUDA 13 environment.")
+else:
+    print("sim mode: cuTile compiles tile kernels for the GPU only. The difference to see: lab 02's SAXPY is written "
+          "per element (out[i] = a * x[i] + y[i] for the thread's i); the tile kernel per block of 1024 elements.")
+
+# %% [markdown]
+# ## 7. A GEMM with an epilogue through nvmath-python
 #
 # Lab 06's roofline says a thin GEMM is memory-bound; so is the bias and ReLU that usually follow it, as a second
 # pass over the whole result. **nvmath-python** exposes cuBLASLt's **epilogues**: `nvmath.linalg.advanced.matmul(a,
@@ -180,7 +397,7 @@ else:
           "followed by a ReLU.")
 
 # %% [markdown]
-# ## 5. Profiling your own kernels: NVTX, Nsight Systems, Nsight Compute
+# ## 8. Profiling your own kernels: NVTX, Nsight Systems, Nsight Compute
 #
 # **NVTX** ranges name stretches of your program on the profiler's timeline: with the `nvtx` package,
 # `with nvtx.annotate("saxpy", color="green"):` around a `labkit.bench.measure(...)` call makes that measurement a
@@ -189,12 +406,21 @@ else:
 # - **Nsight Systems** (`nsys`) shows the whole timeline: CPU, copies, kernels, NVTX ranges. Run a script, not the
 #   notebook: `nsys profile --trace=cuda,nvtx -o saxpy python saxpy.py`, then `nsys stats saxpy.nsys-rep` for tables
 #   (or open the report in the GUI). It answers: where does the time go, do copies and kernels overlap?
-# - **Nsight Compute** (`ncu`) looks inside one kernel: `ncu --set full -k saxpy -o saxpy python saxpy.py`, then
-#   `ncu --import saxpy.ncu-rep --csv`. It answers: how close to the memory or compute roof, which stalls, which line.
+# - **Nsight Compute** (`ncu`) looks inside one kernel: `ncu --set full -k regex:saxpy -o saxpy python saxpy.py`, then
+#   `ncu --import saxpy.ncu-rep --csv`. Numba mangles a kernel's entry name (printed below for lab 02's SAXPY), so
+#   `-k saxpy`, which must match the whole name, may match nothing; `-k regex:saxpy` selects every kernel whose name
+#   contains `saxpy`. It answers: how close to the memory or compute roof, which stalls, which line.
 #   Build the kernel with `@cuda.jit(lineinfo=True)` so the report maps instructions back to your Python lines. It
 #   needs access to the GPU's performance counters (on a shared machine, ask the administrator).
 #
-# The script below is what to profile: lab 02's SAXPY with line information and an NVTX range.
+# The script below is what to profile: lab 02's SAXPY with line information and an NVTX range. First, the name its
+# kernel has in the PTX (and so in the profiler):
+
+# %%
+saxpy_ptx = labkit.ptx.compile(labkit.kernels.get("saxpy"), "void(float32, float32[:], float32[:], float32[:])", "sm_90")
+entry_name = labkit.cuda_cpp.entries(saxpy_ptx.text)[0].name
+print(f"{entry_name[:72]}... ({len(entry_name)} characters)")
+print("contains 'saxpy':", "saxpy" in entry_name, "| is 'saxpy':", entry_name == "saxpy")
 
 # %%
 PROFILE_SCRIPT = '''import numpy as np, nvtx
@@ -223,14 +449,14 @@ if not env.is_gpu:
     print("sim mode: the profilers need a GPU; save the script above as saxpy.py on a GPU machine and run the commands.")
 
 # %% [markdown]
-# ## 6. Debugging your own kernels: compute-sanitizer
+# ## 9. Debugging your own kernels: compute-sanitizer
 #
 # `compute-sanitizer` runs a program with its kernels instrumented; prefix the command, as for the profilers:
 # `compute-sanitizer --tool memcheck python script.py`. Three tools fit the mistakes of labs 02–04:
 #
 # | tool | finds | the lab's mistake | what the report says (in words like these) |
 # |---|---|---|---|
-# | `memcheck` | reads and writes outside an allocation | lab 02's SAXPY without its bounds check, on a size that is not a multiple of the block | "Invalid \_\_global\_\_ write of size 4 bytes", the kernel, the thread and block, and the address "out of bounds" of the nearest allocation |
+# | `memcheck` | reads and writes outside an allocation | lab 02's SAXPY without its bounds check, on a size that is not a multiple of the block | "Invalid \_\_global\_\_ read of size 4 bytes" (the thread reads `x[i]` before it writes `out[i]`, so the read is reported first), the kernel, the thread and block, and the address "out of bounds" of the nearest allocation |
 # | `racecheck` | hazards in **shared memory** only | lab 04's block sum without the barrier after a step | "Race reported between Write access … and Read access …", with the two source lines (with `lineinfo=True`) |
 # | `synccheck` | misuse of barriers | lab 04's tree with `cuda.syncthreads()` inside `if t < s:` | "Barrier error detected. Divergent thread(s) in block", with the barrier's line |
 #
@@ -279,7 +505,11 @@ for tool, source in SANITIZER_KERNELS.items():
 # %% [markdown]
 # ## What you learned
 # - numba-cuda-mlir runs the same kernels with one changed import, but has no simulator; `cuda.core` compiles and
-#   launches CUDA C++ from Python; `cuda.compute` and nvmath-python give tuned reductions and fused GEMM epilogues.
+#   launches CUDA C++ from Python; `cuda.compute` and nvmath-python give tuned reductions and fused GEMM epilogues;
+#   `cuda.coop` puts CUB's block reductions inside your own kernel; cuTile Python writes kernels per tile, not per
+#   thread.
+# - Hopper's thread-block clusters let blocks read each other's shared memory (`mapa`) between cluster barriers
+#   (`barrier.cluster`); the cluster size is a launch parameter, and a block must not exit while a peer reads it.
 # - NVTX names your own ranges on the Nsight Systems timeline; Nsight Compute explains one kernel, line by line with
 #   `lineinfo=True`.
 # - compute-sanitizer's memcheck, racecheck (shared memory only) and synccheck find on a GPU what labkit's strict

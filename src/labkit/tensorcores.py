@@ -52,6 +52,7 @@ __all__ = [
     "roofline_gemm",
     "run_wmma_gemm",
     "tensor_core_instructions",
+    "wmma_against_cublas",
     "wmma_error",
     "wmma_launch",
 ]
@@ -530,6 +531,55 @@ def gpu_gemm_throughput(
         finally:
             cp.get_default_memory_pool().free_all_blocks()
     return rows
+
+
+def wmma_against_cublas(n: int = 4096, source: str = WMMA_SOURCE, *, repeat: int = 5) -> list[GemmRate]:
+    """GPU only: the same FP16 n×n GEMM (FP32 accumulation) timed twice with CUDA events, by a WMMA kernel (``source``,
+    launched as :func:`wmma_launch` says: one warp per 16×16 tile) and by cuBLAS through ``cupy.matmul`` (on Hopper
+    its kernels use ``wgmma``), each against the dense FP16 peak of the GPU in :mod:`labkit.hw`. Measurements."""
+    from . import bench
+    from .gpuerrors import explain
+    from .mode import env
+    from .validate import require_int
+
+    n = require_int(n, "n", min=16, max=16384)
+    repeat = require_int(repeat, "repeat", min=1, max=100)
+    if n % WMMA_TILE:
+        raise LabkitError(f"n={n} is not a multiple of 16, the WMMA tile.", fix="Use n = 4096 or another multiple of 16.")
+    if not isinstance(source, str):
+        raise LabkitError(f"the kernel source must be a string of CUDA C++, not {type(source).__name__}.")
+    if not env().is_gpu:
+        raise NoGPUError("timing the WMMA kernel against cuBLAS needs a GPU (this is sim mode).",
+                         fix="Read the PTX (compile_wmma, compile_wgmma) and the model (smem_operand_bytes_per_clock) instead.")
+    import cupy as cp
+
+    gpu, compute, _, scaled = bench.device_hw()
+    peak, peak_source = None, None
+    if gpu is not None and gpu.has("fp16"):
+        peak, peak_source = gpu.peak("fp16").value * compute, f"{gpu.peak('fp16').source}{scaled}"
+    try:
+        kernel = cp.RawKernel(source, WMMA_KERNEL, options=("--std=c++17",) + tuple(f"-I{d}" for d in wmma_include_dirs()))
+        gen = cp.random.default_rng()
+        a = gen.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
+        b = gen.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
+        c = cp.empty((n, n), dtype=cp.float32)
+        grid, block = wmma_launch(n, n)
+        args = (a, b, c, np.int32(n), np.int32(n), np.int32(n))
+        t_wmma = bench.measure(kernel, grid, block, args, name="WMMA kernel", flops=2.0 * n**3, warmup=2, repeat=repeat,
+                               precision="fp16")
+        t_cublas = bench.measure(cp.matmul, a, b, name="cuBLAS fp16 gemm", flops=2.0 * n**3, warmup=2, repeat=repeat,
+                                 precision="fp16")
+    except Exception as exc:  # noqa: BLE001 - compile errors, out of memory: said in words
+        raise explain(exc, f"timing the WMMA kernel against cuBLAS (n={n})") from None
+    finally:
+        cp.get_default_memory_pool().free_all_blocks()
+    device = env().device_name
+    return [
+        GemmRate("fp16", n, "GPU measurement", device, t_wmma.tflops, peak, peak_source, t_wmma.median_s,
+                 note="WMMA kernel: warp-level wmma.mma.sync, fragments loaded from global memory"),
+        GemmRate("fp16", n, "GPU measurement", device, t_cublas.tflops, peak, peak_source, t_cublas.median_s,
+                 note="cuBLAS through cupy.matmul"),
+    ]
 
 
 def cpu_gemm_throughput(n: int = 256, precisions: Sequence[str] = ("fp64", "fp32", "fp16"), *, repeat: int = 5) -> list[GemmRate]:
