@@ -624,7 +624,8 @@ except labkit.LabkitError as err:
 # Why does this matter for speed? A model: count the bytes each instruction reads from shared memory against what
 # shared memory can give. Per SM and per clock the H200's Tensor Cores do `tensor_cores_per_sm ×
 # tensor_core_fma_per_clock × 2` FLOPs at their dense FP16 peak, and shared memory delivers
-# `shared_memory_bandwidth_per_sm` bytes (32 banks of 4 bytes):
+# `shared_memory_bandwidth_per_sm` bytes (32 banks of 4 bytes; a warp's 8- or 16-byte accesses, 256 or 512 bytes in
+# all, are served in two or four phases of 128 bytes, so wider loads do not raise that figure):
 
 # %%
 h200 = hw.gpu("H200")
@@ -662,6 +663,17 @@ labkit.check.wmma_peak(wmma_bytes_per_clock, wgmma_bytes_per_clock);
 # %%
 limit = h200.shared_memory_bandwidth_per_sm.value / T.smem_operand_bytes_per_clock("H200", 16, 16, 16)
 print(f"WMMA fed from shared memory: at most {limit:.0%} of {h200.peak('fp16')} (a model, not a measurement)")
+
+# %% [markdown]
+# On a GPU the next cell measures the gap: the WMMA kernel of exercise 4 (yours, or labkit's) against cuBLAS on the
+# same FP16 GEMM, both timed with CUDA events. Without a GPU there is nothing to time, and the cell says so.
+
+# %% tags=["nbval-ignore-output"]
+if env.is_gpu:
+    for row in T.wmma_against_cublas(n=4096, source=kernel_source):
+        print(row)
+else:
+    print("No GPU: a GPU run would time the WMMA kernel against cuBLAS (cupy.matmul) on a 4096³ FP16 GEMM here.")
 
 # %% [markdown]
 # ## 6. Mixed-precision training and loss scaling
