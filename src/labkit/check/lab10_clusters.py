@@ -14,7 +14,9 @@ the kernel through ``cuda.core`` with clusters of 2 and 4 blocks on fresh data a
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,7 +80,11 @@ def _compile(source: str) -> str:
     from ..errors import CompileError
 
     version = ptx.nvrtc_version() or (0, 0)
-    options = ("--pch",) if version >= (12, 4) else ()  # NVRTC's automatic precompiled headers: <cooperative_groups.h>
+    options: tuple[str, ...] = ()
+    if version >= (12, 4):  # NVRTC's automatic precompiled headers (<cooperative_groups.h>), kept out of the work folder
+        pch_dir = Path(tempfile.gettempdir()) / "labkit-nvrtc-pch"
+        pch_dir.mkdir(exist_ok=True)
+        options = ("--pch", f"--pch-dir={pch_dir}")
     try:
         return ptx.compile_cuda(source, ARCH, name="cluster_sum.cu", options=options).text
     except CompileError as exc:
