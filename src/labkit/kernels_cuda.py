@@ -71,6 +71,7 @@ LEAKY_RELU = read_source("leaky_relu.cu")
 ACTIVATIONS_MODULE = read_source("activations.cu")
 SCALE_SHIFT = read_source("scale_shift.cu")
 WMMA_GEMM = read_source("wmma_gemm.cu")
+WGMMA_TILE = read_source("wgmma_tile.cu")
 
 _REGISTRY: dict[str, CudaKernel] = {
     k.name: k
@@ -83,6 +84,9 @@ _REGISTRY: dict[str, CudaKernel] = {
                    description="The compute stage of the stream-overlap pipeline: y = a * x + b, 64-bit indices."),
         CudaKernel("wmma_gemm", "raw", "06", code=WMMA_GEMM, entries=("wmma_gemm",),
                    description="WMMA exercise solution: C = A @ B with FP16 inputs and an FP32 accumulator, one warp per 16x16 tile."),
+        CudaKernel("wgmma_tile", "raw", "06", code=WGMMA_TILE, entries=("wgmma_tile",),
+                   description="Hopper (sm_90a) teaching tile: TMA copies and wgmma.mma_async in inline PTX; for reading its PTX "
+                               "(NVRTC passes inline PTX to any target; ptxas accepts it for sm_90a only)."),
         CudaKernel("huber", "elementwise", "05", parts={
             "in_params": "float32 x, float32 y, float32 delta",
             "out_params": "float32 z",

@@ -65,7 +65,7 @@ WARPS_PER_BLOCK = 4
 WMMA_SOURCE: str = _kernels_cuda.WMMA_GEMM
 #: A Hopper warpgroup GEMM tile (TMA copies, ``wgmma.mma_async``), read from ``kernels/cuda/wgmma_tile.cu``: for
 #: reading its PTX, not a tested GEMM (the file says what it leaves out).
-WGMMA_SOURCE: str = _kernels_cuda.read_source("wgmma_tile.cu")
+WGMMA_SOURCE: str = _kernels_cuda.WGMMA_TILE
 
 
 # ----------------------------------------------------------------------------- WMMA: compile, run, grade

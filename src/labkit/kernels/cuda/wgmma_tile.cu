@@ -11,8 +11,7 @@
 // not a tested GEMM: cuBLAS and CUTLASS's SM90 kernels are the real ones. Its inputs: the two tensor maps
 // (CUtensorMap, built on the host with cuTensorMapEncodeTiled) as __grid_constant__ parameters, A as M x K and B
 // stored transposed (N x K), both with K contiguous, as K-major wgmma operands want; C is M x N, row-major.
-
-#include <cuda_fp16.h>
+// It includes no header: the FP16 tiles are raw 16-bit words (unsigned short), as the Tensor Cores read them.
 
 struct alignas(64) TensorMap { unsigned long long opaque[16]; };  // the 128 opaque bytes of a CUtensorMap
 
@@ -33,8 +32,8 @@ extern "C" __global__ void __launch_bounds__(128) wgmma_tile(const __grid_consta
                                                              const __grid_constant__ TensorMap map_b,
                                                              float* C, int N, int K)
 {
-    __shared__ alignas(128) __half tile_a[64 * 16];
-    __shared__ alignas(128) __half tile_b[64 * 16];
+    __shared__ alignas(128) unsigned short tile_a[64 * 16];  // FP16 bit patterns
+    __shared__ alignas(128) unsigned short tile_b[64 * 16];
     __shared__ alignas(8) unsigned long long arrived;  // the mbarrier
     const int row0 = blockIdx.y * 64, col0 = blockIdx.x * 64;
     float d[32];  // this thread's share of the 64 x 64 FP32 accumulator (64 * 64 / 128)
