@@ -155,8 +155,7 @@ def fused_update(kernel: Any) -> str:
             raise Failed(str(exc), cause="the new background is `bg + alpha * (frame - bg)`, with the old bg on the right; "
                                          "and the difference is taken before the update.") from None
     return (f"correct on {len(cases)} fresh frames (non-square, smaller than a block, not multiples of the block, blocks "
-            "up to 32×32) with fresh alpha and thresholds, fractional ones too; one pass, frame left as it was, nothing "
-            "written outside the frame.")
+            "up to 32×32) with fresh alpha and thresholds; one pass, nothing written outside the frame.")
 
 
 # ----------------------------------------------------------------------------- 09.erode
@@ -234,8 +233,8 @@ def erode(kernel: Any) -> str:
             if "elements are wrong" in msg and not np.array_equal(_border_as_zero(b), video.erode(b)) and _first_on_border(msg, shape):
                 msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
             raise Failed(msg, cause=exc.cause) from None
-    return (f"correct on {len(cases)} fresh masks (foreground values 1 to 255 in some), border pixels included "
-            "(neighbours outside the frame ignored), with blocks of 16×8, 8×8, 32×4 and 32×32.")
+    return (f"correct on {len(cases)} fresh masks, border pixels included (neighbours outside the frame ignored), with "
+            "blocks of 16×8, 8×8, 32×4 and 32×32.")
 
 
 def _first_on_border(message: str, shape: tuple[int, int]) -> bool:
@@ -305,8 +304,8 @@ def tile_counts(kernel: Any) -> str:
             if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
                 raise Failed(str(exc), cause=NON_ZERO) from None
             raise
-    return (f"correct on {len(cases)} fresh masks (foreground values 1 to 255 in some) with tiles of 4 to 32 (one holding "
-            "more than 255 pixels) and blocks of 8×8 to 32×32 threads; every update atomic, none lost.")
+    return (f"correct on {len(cases)} fresh masks with tiles of 4 to 32 (one holding more than 255 pixels) and blocks of "
+            "8×8 to 32×32 threads; every update atomic, none lost.")
 
 
 # ----------------------------------------------------------------------------- 09.fused-roofline
