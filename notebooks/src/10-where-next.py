@@ -221,9 +221,9 @@ labkit.check.cluster_sum(cluster_source);
 # which is also why the summary counts that load among the "global" (generic) loads.
 
 # %%
-from labkit.check import lab10_clusters
-
 my_cluster = labkit.check.solved_or_reference("10.cluster", cluster_source)
+
+# %%
 cluster_ptx = labkit.ptx.compile_cuda(my_cluster, "sm_90", name="cluster_sum.cu")
 cluster_ptx.show("%cluster", "barrier.cluster", "mapa", limit=14)
 print("the load of the mapped address:", [ln for ln in cluster_ptx.lines("ld.f32") if "[%rd" in ln])
@@ -241,6 +241,8 @@ except labkit.errors.CompileError as err:
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu and (env.compute_capability or (0, 0)) >= (9, 0):
+    from labkit.check import lab10_clusters
+
     x = np.rint(np.random.default_rng().uniform(-8, 8, 5 * 4 * 256 + 77)).astype(np.float32)
     sums = lab10_clusters.run_on_gpu(my_cluster, x, cluster=4, block=256)
     want = [x[k:k + 1024].sum() for k in range(0, x.size, 1024)]
