@@ -29,6 +29,7 @@ import math
 import pkgutil
 import signal
 import warnings
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -81,6 +82,10 @@ GOOD: dict[str, Any] = {
     "intensity": 1.0, "value": 0.1, "formats": ("fp16",), "timings": [], "fn": math.pi.__abs__, "label": "GPUs",
     "a": 0, "b": 1, "shape": 8, "block": 4, "threads": 256, "registers": 32, "shared": 0, "n": 4,
     "nbytes": 1_000_000, "link_gbps": 100.0, "size": 1024, "collective": "all_reduce", "seconds": 1e-3,
+    "sm_count": 66, "memory_bytes": 80_000_000_000, "whole": labkit.hw.gpu("H100"), "device_name": "NVIDIA H100 80GB HBM3",
+    "sim": 4, "approx": [1.0, 2.0], "reference": [1.0, 2.5], "v": 1.0, "bits": 8, "ks": [64, 256],
+    "curves": {"FP16, FP32 acc": [1e-3, 2e-3]},
+    "text": (Path(__file__).parent / "fixtures" / "nvidia-smi-topo-dgx1-v100.txt").read_text(),
 }
 GOOD_FOR: dict[str, dict[str, Any]] = {
     "labkit.topology.load": {"name": "DGX-1 (V100)"},
@@ -89,6 +94,8 @@ GOOD_FOR: dict[str, dict[str, Any]] = {
     "labkit.widgets.architecture.roofline_explorer": {"precision": "bf16"},
     "labkit.course.lab": {"lab_id": "01"},
     "labkit.kernels_cuda.get": {"name": "saxpy"},
+    "labkit.hw.link": {"name": "NVLink 4"},
+    "labkit.topology.from_nvidia_smi": {"gpu": "V100"},
 }
 
 #: Functions that work for seconds once their arguments are valid: called with all-junk arguments only.
@@ -111,7 +118,7 @@ KNOWN_ESCAPES: dict[str, str] = {
     "labkit.bandwidth.host_sweep": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.bandwidth.matrix": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.bandwidth.numa_placement": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
-    "labkit.bandwidth.parse_smi_bus_ids": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
+    "labkit.bandwidth.parse_smi_bus_ids": "24 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
     "labkit.bandwidth.pcie_from_sysfs": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
     "labkit.bandwidth.peak_table": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.bandwidth.size_class": "13 junk calls escape, e.g. (all=None) -> TypeError: '<=' not supported between instances of 'NoneType' and 'in",
@@ -134,6 +141,8 @@ KNOWN_ESCAPES: dict[str, str] = {
     "labkit.cupylab.affine_normalize": "7 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for -: 'NoneType' and 'NoneType",
     "labkit.cupylab.overlap_model": "13 junk calls escape, e.g. (kernel_passes=None) -> TypeError: unsupported operand type(s) for *: 'NoneType' an",
     "labkit.cupylab.traffic": "10 junk calls escape, e.g. (scalars=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.ddp.grad_sizes": "22 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.ddp.run": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.figstyle.bytes_axis": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.figstyle.count_axis": "8 junk calls escape, e.g. (all=None) -> TypeError: float() argument must be a string or a real number, not 'No",
     "labkit.figstyle.human_bytes": "14 junk calls escape, e.g. (all=None) -> TypeError: float() argument must be a string or a real number, not 'N",
@@ -142,7 +151,9 @@ KNOWN_ESCAPES: dict[str, str] = {
     "labkit.kernels.source": "28 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
     "labkit.kernels_cuda.get": "6 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
     "labkit.kernels_cuda.read_source": "12 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
-    "labkit.mig.format_plan": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'learners'",
+    "labkit.mig.format_plan": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'dgx_systems'",
+    "labkit.mig.k8s_profiles": "11 junk calls escape, e.g. (profile_name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
+    "labkit.mig.k8s_profiles_yaml": "11 junk calls escape, e.g. (profile_name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
     "labkit.mig.labs_on": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'memory'",
     "labkit.mig.profile": "11 junk calls escape, e.g. (name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
     "labkit.mode.cupy_ready": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'driver_major'",

@@ -644,6 +644,9 @@ def from_nvidia_smi(text: str, gpu: str | None = None, name: str = "this machine
     if not isinstance(text, str) or not text.strip():
         raise LabkitError("from_nvidia_smi needs the text that `nvidia-smi topo -m` prints; got nothing.",
                           fix="Run `nvidia-smi topo -m` and pass its output as a string.")
+    if gpu is not None:
+        gpu = require_str(gpu, "gpu", fix="The GPU model, e.g. 'H100' or 'NVIDIA A100-SXM4-80GB', or None.")
+    name = require_str(name, "name", fix="A name for this machine, e.g. 'this machine'.")
     lines = text.splitlines()
     header_i = next((i for i, ln in enumerate(lines)
                      if re.search(r"\bGPU0\b", ln) and "X" not in [c.strip() for c in _split_row(ln)]), None)
