@@ -8,7 +8,8 @@
 # 2. installs the course (labkit, JupyterLab, JupyterHub's single-user server, the pinned CUDA wheels) from SOURCE
 #    (default: the repository this script lives in), every package pinned by SOURCE/constraints.txt, with the
 #    course's `cuda12` or `cuda13` extra (CuPy and its CUDA library wheels), or none (simulator mode only);
-# 3. checks the result: labkit and its hub service import, the commands the image runs exist.
+# 3. puts the IPython startup file that re-sends unsent progress records (deploy/ipython/) in the environment;
+# 4. checks the result: labkit and its hub service import, the commands the image runs exist.
 # --system-site-packages lets the new environment see the interpreter's packages. An existing environment at DIR is
 # kept and completed (the test prepares one that sees the development environment's packages, so nothing is
 # downloaded but the build backend).
@@ -41,11 +42,20 @@ esac
     echo "install.sh: $source_dir is not the course repository (no pyproject.toml / constraints.txt)" >&2; exit 2; }
 
 echo "install.sh: course from $source_dir into $venv (extras: $extras)"
-"$python" -m venv ${venv_flags[@]+"${venv_flags[@]}"} "$venv"
+if [ -x "$venv/bin/python" ]; then
+    echo "install.sh: $venv exists: kept and completed"
+else
+    "$python" -m venv ${venv_flags[@]+"${venv_flags[@]}"} "$venv"
+fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
 target="$source_dir[$extras]"
 # editable: the notebooks and the package stay together in the course folder, where `labkit lab` finds them
 "${pip[@]}" install --quiet -c "$source_dir/constraints.txt" -e "$target"
+
+# every kernel of this environment runs IPython's startup files in <venv>/etc/ipython/startup: this one sends the check
+# results an earlier kernel could not send to the classroom's progress service (labkit.progress.kernel_start)
+mkdir -p "$venv/etc/ipython/startup"
+cp "$source_dir/deploy/ipython/00-labkit-progress.py" "$venv/etc/ipython/startup/"
 
 # what the image runs must be there
 for cmd in labkit jupyter jupyterhub-singleuser; do
@@ -55,7 +65,7 @@ done
 import importlib, sys
 import labkit, labkit.progress, labkit.progress_service, labkit.mig  # noqa: F401
 assert "numba" not in sys.modules, "importing labkit must not import numba"
-for name in ("jupyterlab", "jupyterhub", "ipykernel", "numba", "numba.cuda"):
+for name in ("jupyterlab", "jupyterhub", "ipykernel", "numba", "numba.cuda", "nbgitpuller"):
     importlib.import_module(name)
 print("install.sh: labkit", getattr(labkit, "__version__", "?"), "from", labkit.__file__)
 PY
