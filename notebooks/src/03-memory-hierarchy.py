@@ -150,6 +150,12 @@ print(labkit.bench.table([t_good, t_bad]))
 # are served at once if they hit 32 different banks. A column of a 32 × 32 float tile is 32 words 32 apart: all
 # in one bank, a 32-way **bank conflict**, served one lane at a time. Pad each row to 33 floats and the column's
 # words are 33 apart: 32 different banks.
+#
+# That is the rule for 4-byte accesses. A warp's 8-byte accesses (`float64`) ask for 256 bytes and 16-byte ones
+# (`float4` in CUDA C++) for 512, more than the 32 banks deliver at once (128 bytes), so the hardware serves them in
+# phases, half a warp or a quarter of a warp at a time, and only lanes of the same phase can conflict: 32 lanes
+# reading consecutive `float64` values are conflict-free, as Nsight Compute counts them. labkit's bank model and
+# pictures count 4-byte words over the whole warp, and say so when they draw an 8-byte array.
 
 # %%
 col_of_32 = [r * 32 * 4 for r in range(32)]
