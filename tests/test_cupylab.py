@@ -253,3 +253,19 @@ def test_gpu_benchmarks_report_targets_and_survive_one_failure(monkeypatch: pyte
     fusion, overlap = cupylab.benchmarks()
     assert fusion["name"] == "cupy-fusion" and fusion["passed"] is None and "ran out of GPU memory" in fusion["error"]
     assert overlap["passed"] is True
+
+
+@needs_host
+def test_placeholders_bind_from_the_arguments_and_cupy_indexers_exist() -> None:
+    k = cupylab.elementwise_kernel("T x, T y", "T z", "z = x * y + (T)_ind.size()", "mul")
+    x = np.linspace(0, 1, 5)
+    assert k.bind_types(x, x) == {"T": "float64"}
+    z = k(x, x)
+    assert z.dtype == np.float64
+    np.testing.assert_allclose(z, x * x + 5, rtol=1e-15)
+    assert k(x.astype(np.float32), x.astype(np.float32)).dtype == np.float32
+    with pytest.raises(LabkitError, match="bound by no input"):
+        cupylab.elementwise_kernel("float32 x", "T z", "z = x", "k")(x.astype(np.float32))
+    mean = cupylab.reduction_kernel("float32 x", "float32 y", "x", "a + b", "y = a / _in_ind.size() * _out_ind.size()",
+                                    "0", "mean")
+    assert mean(np.arange(8, dtype=np.float32)) == pytest.approx(3.5)

@@ -23,8 +23,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .cuda_host import (HostKernelError, HostPlan, HostUnavailable, OutOfBounds, host_compiler, host_include_dir, host_plan,
-                        host_source, run_on_host, run_on_host_batch, source_includes, strip_comments_and_strings)
+from .cuda_host import (DYNAMIC_SHARED_MAX, HostKernelError, HostPlan, HostUnavailable, OutOfBounds, host_compiler,
+                        host_include_dir, host_plan, host_source, rewrite_dynamic_shared, run_on_host, run_on_host_batch,
+                        source_includes, strip_comments_and_strings)
 from .errors import CompileError, LabkitError, NoGPUError
 
 #: The architectures the course compiles for: Volta, Ampere, Hopper.
@@ -332,7 +333,7 @@ def no_gpu(what: str) -> NoGPUError:
                       fix="Run the notebook on a machine with an NVIDIA GPU; in sim mode the cell explains what it would show.")
 
 
-__all__ = ["COURSE_ARCHES", "Entry", "arches_compiled", "skipped_arches", "HostKernelError", "HostPlan", "HostUnavailable", "RawKernel", "host_plan", "host_source",
+__all__ = ["COURSE_ARCHES", "DYNAMIC_SHARED_MAX", "Entry", "rewrite_dynamic_shared", "arches_compiled", "skipped_arches", "HostKernelError", "HostPlan", "HostUnavailable", "RawKernel", "host_plan", "host_source",
            "host_include_dir", "strip_comments_and_strings", "source_includes", "check_launch", "compile_for", "entries",
            "OutOfBounds", "run_on_host_batch", "elementwise_source", "reduction_source", "reduction_host_source", "parse_params", "find_entry", "guards_with", "host_compiler", "run_on_host", "stores_global", "CompileError"]
 

@@ -116,6 +116,7 @@ def fused_update(kernel: Any) -> str:
     fractions = (0.5, 0.0, 0.25, 0.0, 0.75)
     params = [(float(np.float32(round(rng().uniform(0.02, 0.5), 3))), float(rng().integers(5, 61)) + fractions[k % 5])
               for k in range(len(cases))]
+    cases[2] = (cases[2][0], (12, 6))  # a block whose sides are not powers of two
     for k, ((shape, block), (alpha, thresh)) in enumerate(zip(cases, params)):
         frame, bg = _fused_inputs(shape, thresh)
         exp_bg = bg.copy()
@@ -278,11 +279,12 @@ def tile_counts(kernel: Any) -> str:
     the kernel each holds its tile's foreground pixels. Tiles of 4 to 32 pixels, blocks of several shapes up to 32 × 32."""
     from .draws import between, not_multiple
 
-    # fresh frames each run, tiles of 4 to 32 pixels; the last is one block of 32 × 32 threads over one 32 × 32 tile
-    # holding more than 255 foreground pixels (a uint8 counter in shared memory wraps)
+    # fresh frames each run, tiles of 4 to 32 pixels, one of them 12 and its block 12 × 20 (not powers of two: a shift
+    # in place of a division shows); the last is one block of 32 × 32 threads over one 32 × 32 tile holding more than
+    # 255 foreground pixels (a uint8 counter in shared memory wraps)
     cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8), 4), ((1, 1), (8, 8), 8),
              ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8), 4), ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4), 8),
-             ((not_multiple(17, 31, 16), not_multiple(17, 31, 16)), (16, 16), 16), ((between(24, 32), between(24, 32)), (32, 32), 32)]
+             ((not_multiple(25, 40, 12), not_multiple(17, 31, 12)), (12, 20), 12), ((between(24, 32), between(24, 32)), (32, 32), 32)]
     for k, (shape, block, tile) in enumerate(cases):
         binary = k in (1, 3, 5)  # the others hold foreground values from 1 to 255
         m = _mask(shape, 1.0 if k == 1 else 0.9 if tile == 32 else 0.5, binary=binary)
