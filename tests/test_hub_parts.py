@@ -167,3 +167,21 @@ def test_nbgitpuller_brings_a_new_course_version_and_keeps_the_learners_edits(tm
     assert "my own answer" in (work / "02-first-kernels.py").read_text()  # the learner's version wins where both changed
     assert (work / "notes.txt").read_text() == "mine\n"
     assert (work / "03-memory.py").read_text() == "# lab 03\n" and (work / "README.md").read_text() == "the course, corrected\n"
+
+
+def test_classroom_guide_covers_what_an_admin_needs_and_the_unit_runs_the_hub() -> None:
+    import configparser
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "course" / "classroom.md").read_text()
+    for needed in ("LABKIT_LOGIN", "LABKIT_ADMIN_PASSWORD", "/hub/authorize", "LABKIT_TLS_CERT", "self-signed",
+                   "jupyterhub-idle-culler", "docker push", "StorageClass", "labkit-hub.service", "systemctl",
+                   "nvidia.com/mig.config.state", "nbgitpuller", "--k8s-profiles", "lti13", "OAUTH_CLIENT_ID"):
+        assert needed in text, f"course/classroom.md does not say {needed!r}"
+    for login in hub_setup.LOGINS:
+        assert f"| `{login}`" in text, f"classroom.md's login table lacks {login}"
+    unit = configparser.ConfigParser(interpolation=None)
+    unit.read_string((root / "deploy" / "jupyterhub" / "labkit-hub.service").read_text())
+    assert unit["Service"]["ExecStart"].endswith("-f /opt/course/deploy/jupyterhub/jupyterhub_config.py")
+    assert unit["Service"]["EnvironmentFile"] == "/etc/labkit-hub.env" and unit["Service"]["KillMode"] == "process"
+    assert "docker.service" in unit["Unit"]["Requires"]
