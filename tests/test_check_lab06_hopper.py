@@ -210,7 +210,48 @@ def test_promotion_makes_a_difference_the_check_can_see() -> None:
 
 
 def test_every_new_exercise_has_three_hints_a_reference_and_a_kind() -> None:
-    for ex_id, kind in (("06.wmma-peak", "numeric"), ("06.mx-quantize", "code"), ("06.fp8-promotion", "code")):
+    for ex_id, kind in (("06.wmma-peak", "numeric"), ("06.mx-quantize", "code"), ("06.fp8-promotion", "code"),
+                        ("06.te-scale", "code")):
         ex = core._REGISTRY[ex_id]
         assert len(ex.hints) == 3 and ex.reference is not None and ex.kind == kind
         assert getattr(labkit.check, ex.check.__name__).exercise_id == ex_id
+
+
+# ---------------------------------------------------------------- 06.te-scale
+
+
+def good_scale(amax_history, fmt, margin, previous):
+    import math
+
+    amax = max(amax_history)
+    if not math.isfinite(amax) or amax <= 0:
+        return previous
+    return P.format_info(fmt).max_normal / amax / 2**margin
+
+
+def np_scale(amax_history, fmt, margin, previous):  # correct, written with NumPy
+    a = np.max(np.asarray(amax_history))
+    return np.float64(previous) if not np.isfinite(a) or a == 0 else np.ldexp(P.format_info(fmt).max_normal / a, -margin)
+
+
+def test_te_scale_accepts_correct_versions() -> None:
+    assert H.te_scale(good_scale)
+    assert H.te_scale(np_scale)
+    assert H.te_scale(H._reference_te_scale())
+
+
+@pytest.mark.parametrize("fn, word", [
+    (lambda h, f, m, p: max(h) / P.format_info(f).max_normal * 2**m if 0 < max(h) < np.inf else p, "inverse"),
+    (lambda h, f, m, p: P.format_info(f).max_normal / h[-1] / 2**m if 0 < max(h) < np.inf else p, "most recent"),
+    (lambda h, f, m, p: P.format_info(f).max_normal / max(h) if 0 < max(h) < np.inf else p, "margin"),
+    (lambda h, f, m, p: 448 / max(h) / 2**m if 0 < max(h) < np.inf else p, "57,344"),
+    (lambda h, f, m, p: P.format_info(f).max_normal / max(h) / 2**m if max(h) > 0 else p, "previous"),
+    (lambda h, f, m, p: P.format_info(f).max_normal / max(max(h), 1e-30) / 2**m if max(h) < np.inf else p, "previous"),
+])
+def test_te_scale_rejects_wrong_versions(fn, word) -> None:
+    r = H.te_scale(fn)
+    assert not r and word in _cause(r), _cause(r)
+
+
+def test_te_scale_skeleton() -> None:
+    assert H.te_scale(lambda h, f, m, p: ...).status == "unsolved"

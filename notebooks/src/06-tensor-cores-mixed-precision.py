@@ -74,7 +74,7 @@ W.range_chart()
 # below (try `0.1`, `65520`, `1e-8`, `3.0e38`, `inf`) and watch the same number in every format.
 
 # %%
-for name in ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"):
+for name in ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"):
     print(P.bits(0.1, name))
 
 # %% tags=["nbval-ignore-output"]
@@ -335,8 +335,36 @@ with warnings.catch_warnings():
 #
 # E4M3 reaches only 448 and E5M2 57,344, so a tensor is stored as narrow elements times a **scale**. On Hopper,
 # NVIDIA's Transformer Engine uses one FP32 scale per tensor: `scale = fp8_max / amax / 2**margin`, where `amax` is
-# the largest magnitude over a history of recent steps ("delayed scaling"; `S.te_scale`, `S.DelayedScaling`). Its
-# HYBRID recipe stores weights and activations in E4M3 and gradients in E5M2, which has the range gradients need:
+# the largest magnitude over a history of recent steps ("delayed scaling"). Its HYBRID recipe stores weights and
+# activations in E4M3 and gradients in E5M2, which has the range gradients need.
+#
+# ### Exercise 3d — the delayed-scaling rule
+#
+# Write `fp8_scale(amax_history, fmt, margin, previous)`: the scale for the next step, `fp8_max / amax / 2**margin`,
+# with `fp8_max` the largest value of `fmt` (`P.format_info(fmt).max_normal`) and `amax` the largest entry of the
+# history (Transformer Engine's default, `amax_compute_algo="max"`). When that amax is 0 (nothing seen yet) or not
+# finite (a step that overflowed), return `previous` unchanged, as Transformer Engine does. The check draws fresh
+# histories in E4M3 and E5M2, with margins, and the two special cases.
+
+# %% tags=["exercise"]
+def fp8_scale(amax_history: list[float], fmt: str, margin: int, previous: float) -> float:
+    # BEGIN SOLUTION
+    amax = max(amax_history)
+    if not math.isfinite(amax) or amax <= 0:
+        return previous
+    return P.format_info(fmt).max_normal / amax / 2**margin
+    # END SOLUTION
+    # BEGIN SKELETON
+    ...  # the largest amax of the history; keep `previous` if it is 0 or not finite; fp8_max / amax / 2**margin
+    # END SKELETON
+
+
+# %%
+labkit.check.te_scale(fp8_scale);
+
+# %% [markdown]
+# `S.DelayedScaling` keeps the history and applies the rule each step (`S.te_scale` is labkit's rule). Each step
+# stores the tensor with the scale from the *previous* steps, then records this step's amax:
 
 # %%
 print("Transformer Engine's HYBRID recipe:", S.HYBRID)
@@ -366,7 +394,7 @@ for name, f in S.BLOCK_FORMATS.items():
 print("emax of the elements:", {e: S.element_emax(e) for e in ("fp8_e4m3", "fp8_e5m2", "fp4_e2m1")})
 
 # %% [markdown]
-# ### Exercise 3d — quantize to MXFP8
+# ### Exercise 3e — quantize to MXFP8
 #
 # Write `quantize_mxfp8(x)`: store `x` (float64, its last axis a multiple of 32) in MXFP8 with E4M3 elements and
 # return the values read back. For each block of 32 consecutive elements along the last axis: the scale is
@@ -882,7 +910,8 @@ print(T.dissect_tensor_peak("H100", "fp16"))
 #   `tcgen05`: a warp-level WMMA kernel fed from shared memory needs 4× the bytes per clock shared memory gives.
 # - Hopper's FP8 accumulator keeps about 14 bits: promoting partial sums to FP32 every 128 products keeps long dot
 #   products accurate. FP8 needs a scale: one per tensor (Transformer Engine's delayed scaling, E4M3 forward, E5M2
-#   gradients) loses rows far below the largest; Blackwell's block-scaled MXFP8, MXFP4 and NVFP4 keep them.
+#   gradients; the scale is `fp8_max / amax / 2**margin` over an amax history) loses rows far below the largest;
+#   Blackwell's block-scaled MXFP8, MXFP4 and NVFP4 keep them.
 # - FP16 training needs FP32 master weights and loss scaling; dynamic scaling finds the scale by itself.
 # - Headlines mix precisions and sparsity: take them apart into SMs × units × work per clock × clock.
 #

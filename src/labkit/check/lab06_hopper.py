@@ -308,3 +308,89 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
                          "added into an FP32 total.")
     return (f"right on {len(cases)} fresh FP8 GEMMs with intervals 64, 128 and 256 and K not a multiple of the interval "
             "(a model of the accumulator, not a GPU measurement).")
+
+
+# --------------------------------------------------------------------------------------------- 06.te-scale
+
+
+def _reference_te_scale() -> Callable[..., float]:
+    from .. import scaling
+
+    return lambda amax_history, fmt, margin, previous: scaling.te_scale(amax_history, fmt, margin=margin, previous=previous)
+
+
+def _te_cases() -> list[tuple[list[float], str, int, float]]:
+    gen = rng()
+    cases = []
+    for fmt in ("fp8_e4m3", "fp8_e5m2"):
+        for margin in (0, int(gen.integers(1, 4))):
+            hist = (2.0 ** gen.uniform(-8, 8, size=int(gen.integers(3, 9)))).tolist()
+            hist.insert(int(gen.integers(0, len(hist) - 1)), max(hist) * 4)  # the largest is not the most recent
+            cases.append((hist, fmt, margin, float(gen.uniform(0.5, 2.0))))
+    cases.append(([0.0, 0.0], "fp8_e4m3", 0, float(gen.uniform(3.0, 9.0))))  # nothing seen yet: keep the old scale
+    cases.append(([1.0, float("inf")], "fp8_e5m2", 0, float(gen.uniform(3.0, 9.0))))  # an overflowed step: keep it
+    return cases
+
+
+def _te_slips(hist: list[float], fmt: str, margin: int, previous: float) -> dict[str, float]:
+    from .. import precision as P
+
+    fmax = P.format_info(fmt).max_normal
+    amax, last = max(hist), hist[-1]
+    slips = {
+        "the inverse: scale = fp8_max / amax, so that x · scale fills the format's range.": amax / fmax * 2.0**margin,
+        "the most recent amax only: Transformer Engine's default takes the largest of the whole history.":
+            fmax / last / 2.0**margin,
+        "the margin: divide by 2**margin as well (it leaves headroom above the history's amax).": fmax / amax,
+        "multiply by 2**margin? No: divide, the margin lowers the scale.": fmax / amax * 2.0**margin,
+        "E5M2 reaches 57,344 and E4M3 448: take fp8_max of the format you are given.":
+            (57344.0 if fmax == 448.0 else 448.0) / amax / 2.0**margin,
+    }
+    return {c: v for c, v in slips.items() if v == v and abs(v - fmax / amax / 2.0**margin) > 1e-9 * abs(v)}
+
+
+@exercise(
+    "06.te-scale",
+    kind="code",
+    title="FP8 delayed scaling: the per-tensor scale from an amax history",
+    hints=[
+        "The scale maps the largest magnitude you expect onto the format's largest value; values are stored as "
+        "x · scale. Which amax of the history does Transformer Engine use by default, and what does the margin do?",
+        "scale = fp8_max / amax / 2**margin, with fp8_max = P.format_info(fmt).max_normal (448 for E4M3, 57,344 for "
+        "E5M2) and amax the largest of the history. When that amax is 0 or not finite, return `previous` unchanged.",
+        "amax = max(amax_history); if not math.isfinite(amax) or amax <= 0: return previous; "
+        "return P.format_info(fmt).max_normal / amax / 2**margin",
+    ],
+    reference=_reference_te_scale,
+)
+def te_scale(fn: Callable[..., float]) -> str:
+    """Grade ``fp8_scale(amax_history, fmt, margin, previous)``: Transformer Engine's delayed-scaling rule."""
+    import math
+
+    from .. import scaling
+    from .streams import call_learner
+
+    if not callable(fn):
+        raise Failed(f"expected a function fp8_scale(amax_history, fmt, margin, previous), got {type(fn).__name__}.")
+    cases = _te_cases()
+    for hist, fmt, margin, previous in cases:
+        call = f"fp8_scale({[float(f'{h:.4g}') for h in hist]}, {fmt!r}, margin={margin}, previous={previous:.3g})"
+        got = call_learner(fn, list(hist), fmt, margin, previous, what=call)
+        if got is None or got is Ellipsis:
+            raise Unsolved("fp8_scale returns nothing yet.")
+        want = scaling.te_scale(hist, fmt, margin=margin, previous=previous)
+        if not all(math.isfinite(h) and h > 0 for h in [max(hist)]):
+            value = number(got, call, finite=False)
+            if value != want:
+                raise Failed(f"{call} should keep the previous scale {want:.4g}; you returned {value!r}.",
+                             cause="an amax of 0 (nothing seen yet) or inf (an overflowed step) gives no scale: keep "
+                                   "`previous`, as Transformer Engine does.")
+            continue
+        value = number(got, call, positive=True)
+        try:
+            judge(value, want, call, "", rel=1e-6, slips=_te_slips(hist, fmt, margin, previous),
+                  otherwise="scale = fp8_max / max(history) / 2**margin.")
+        except Failed as exc:
+            raise Failed(f"{exc} Expected {want:.6g}.", cause=exc.cause) from None
+    return (f"right on {len(cases)} fresh histories in E4M3 and E5M2, with margins, and with an amax of 0 or inf "
+            "(previous scale kept).")
