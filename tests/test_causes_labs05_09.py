@@ -422,3 +422,19 @@ def test_at_least_three_per_exercise() -> None:
     assert len(ids) >= 25
     counts = {e: sum(1 for c in CASES if c[0] == e) for e in ids}
     assert all(n >= 3 for n in counts.values()), {e: n for e, n in counts.items() if n < 3}
+
+
+def test_work_outside_the_stand_in_is_wrong_not_unsolved() -> None:
+    """'Not solved yet' only for an answer that does nothing: figures without copies, results computed on the host,
+    or C written without Tensor Cores are wrong answers with their cause."""
+    def on_host(cp, x, out, kernel, chunks, n_streams):
+        out[:] = 2 * x - 1
+        return 1.0
+
+    r = check.streams_pipeline(on_host)
+    assert r.status == "failed" and "without issuing" in r.message
+    r = check.event_timing(lambda cp, host, repeat: {"h2d": 25.0, "d2d_read_write": 1500.0})
+    assert r.status == "failed" and "without timing" in r.message
+    scalar = WMMA_SOURCE.split("    wmma::fragment")[0] + "    C[0] = 1.0f;\n}\n"
+    r = check.wmma_gemm(scalar)
+    assert r.status == "failed" and "no Tensor Core multiply" in r.message

@@ -751,6 +751,12 @@ def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
     label = f"n={n}, chunks={chunks}, n_streams={n_streams}"
     rec, got, x, out, x_before = _run_pipeline_standin(fn, n, chunks, n_streams, a, b)
     if not rec.ops:
+        if (got is not None and got is not Ellipsis) or not np.isnan(out).all():
+            raise Failed(f"{label}: pipeline() returned or wrote results without issuing a single copy or kernel on the "
+                         "stand-in's streams.",
+                         cause="the work must go through cp: copy each chunk in (d_in.set(x[lo:hi])), run kernel(d_in, "
+                               "d_out) and copy it out (d_out.get(out=out[lo:hi], blocking=False)) on the streams; "
+                               "computing on the host measures nothing.")
         raise Unsolved("pipeline() issued no copies or kernels yet; write its body.")
     kinds = [o.kind for o in rec.ops]
     if "h2d" not in kinds or "d2h" not in kinds or "kernel" not in kinds:

@@ -320,6 +320,17 @@ def wmma_gemm(source: str) -> str:
         raise Failed(str(exc).split("\n")[0], cause=exc.fix or 'keep `extern "C" __global__ void wmma_gemm(...)`.') from None
     counts = tc.tensor_core_instructions(ptx.text)
     if counts["wmma.mma"] == 0 and counts["mma"] == 0:
+        from ..cuda_cpp import find_entry as _entry, stores_global
+
+        try:
+            writes = stores_global(_entry(ptx.text, "wmma_gemm"))
+        except LabkitError:
+            writes = False
+        if writes:
+            raise Failed("the kernel writes C but does no Tensor Core multiply (no wmma.mma in its PTX): the exercise is "
+                         "a GEMM on Tensor Cores.",
+                         cause="multiply 16×16 fragments with wmma::mma_sync(acc, a, b, acc) inside the loop over k, "
+                               "not with scalar multiply-adds.")
         raise Unsolved("the kernel compiles but does no Tensor Core multiply yet (no wmma.mma in its PTX).")
     if counts["wmma.load"] < 2:
         raise Failed("the PTX has a Tensor Core multiply but fewer than two fragment loads.", cause="load both a 16×16 block of A and of B each step.")

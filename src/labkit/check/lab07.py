@@ -391,6 +391,10 @@ def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str)
     """What the learner's events measured, checked against how the lab says to measure: returns the GB/s figures."""
     from .answers import judge
     if not rec.ops:
+        if isinstance(got, dict) and any(v is not None and v is not Ellipsis for v in got.values()):
+            raise Failed(f"{label}: time_copies returned figures without timing a single copy.",
+                         cause="measure them: copies of `host` to the device and between device arrays, bracketed by "
+                               "CUDA events; a figure from a data sheet or a guess is not a measurement.")
         raise Unsolved("time_copies issued no copies yet; write its body.")
     if not isinstance(got, dict) or set(_TIMING_KEYS) - set(got):
         raise Failed(f"{label}: return a dict with the keys {', '.join(map(repr, _TIMING_KEYS))}, got {got!r:.80}.")
