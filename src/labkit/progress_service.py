@@ -221,7 +221,8 @@ _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>labkit progre
 <style>body{{font-family:sans-serif}}td,th{{border:1px solid #ccc;padding:4px;text-align:center}}
 table{{border-collapse:collapse}}.solved{{background:#c8f0c8}}.stuck{{background:#f6c0c0}}.trying{{background:#fff3c0}}</style>
 </head><body><h1>Who is where</h1>
-<p>Stuck: not solved {stuck:g} minutes after the first try. Refreshed every {refresh} s. <span id="at"></span></p>
+<p>Stuck: not solved {stuck:g} minutes after the first try. Refreshed every {refresh} s. <span id="at"></span>
+<a href="api/summary?format=csv" download>Gradebook (CSV)</a></p>
 <p id="lost" style="display:none;color:#a00"></p>
 <div id="table">{table}</div>
 <script>
@@ -344,6 +345,13 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
     class Summary(Base):
         def get(self) -> None:
             self.instructor()
+            if self.get_argument("format", "json") == "csv":  # the gradebook (labkit.gradebook)
+                from .gradebook import to_csv
+
+                self.set_header("Content-Type", "text/csv; charset=utf-8")
+                self.set_header("Content-Disposition", 'attachment; filename="labkit-gradebook.csv"')
+                self.finish(to_csv(store.cells(), known))
+                return
             data = summary(store, known, stuck_minutes=stuck_minutes)
             if self.get_argument("format", "json") == "html":
                 self.set_header("Content-Type", "text/html; charset=utf-8")
