@@ -59,5 +59,5 @@ def test_clusters_need_sm_90() -> None:
 
     with pytest.raises(CompileError, match="this_cluster"):
         ptx.compile_cuda(REF, "sm_80", name="cluster_sum.cu")
-    mix = lc.read_cluster_ptx(ptx.compile_cuda(REF, "sm_90", name="cluster_sum.cu").text)
+    mix = lc.read_cluster_ptx(lc._compile(REF))
     assert mix.peer_reads and len(mix.cluster_waits) == 2 and mix.uses_rank
