@@ -263,9 +263,10 @@ print(f"FP32 row (the accumulator alone): largest error {max(curves['FP32']):.1e
 #
 # The FP32 accumulator above is the optimistic case. The DeepSeek-V3 technical report (§3.3.2) found that the
 # accumulator of Hopper's FP8 GEMMs keeps only about 14 significant bits, far fewer than FP32's 24, and that with
-# K = 4096 this cost them a maximum relative error of nearly 2% (this model, on the uniform inputs below, gives less). Its fix: let the Tensor Cores accumulate a stretch of K (128
-# products, four FP8 `wgmma` instructions of K = 32), then add that partial sum to an FP32 total held in the CUDA
-# cores' registers ("promotion") and start the Tensor Core accumulator again from zero.
+# K = 4096 this cost them a maximum relative error of nearly 2% (this model, on the uniform inputs below, gives
+# less). Their fix: let the Tensor Cores accumulate a stretch of K (128 products, four FP8 `wgmma` instructions of
+# K = 32), then add that partial sum to an FP32 total held in the CUDA cores' registers ("promotion") and start the
+# Tensor Core accumulator again from zero.
 #
 # `P.gemm(a, b, "fp8_e4m3", accumulate="limited")` is labkit's **model** of that accumulator: the products of each
 # block of 32 are added exactly, then the running sum is cut to `acc_bits=14` significant bits (toward zero, the
