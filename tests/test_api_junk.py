@@ -28,6 +28,7 @@ import inspect
 import math
 import pkgutil
 import signal
+import time
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -147,6 +148,8 @@ KNOWN_ESCAPES: dict[str, str] = {
     "labkit.figstyle.count_axis": "8 junk calls escape, e.g. (all=None) -> TypeError: float() argument must be a string or a real number, not 'No",
     "labkit.figstyle.human_bytes": "14 junk calls escape, e.g. (all=None) -> TypeError: float() argument must be a string or a real number, not 'N",
     "labkit.figstyle.log_axis": "18 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.gradebook.rows": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.gradebook.to_csv": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.kernels.get": "24 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
     "labkit.kernels.source": "28 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
     "labkit.kernels_cuda.get": "6 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
@@ -234,7 +237,13 @@ def _params(f: Callable[..., Any], skip_self: bool = False) -> list[inspect.Para
 
 
 def _call(f: Callable[..., Any], kwargs: dict[str, Any], positional: list[Any]) -> tuple[str, Any]:
-    """``("ok", result)``, ``("labkit", error)`` or ``("escape", text)``."""
+    """``("ok", result)``, ``("labkit", error)`` or ``("escape", text)``.
+
+    The per-call limit borrows SIGALRM and gives it back as it was, with pytest-timeout's timer (``--timeout``)
+    re-armed for what is left of it."""
+    old_handler = signal.signal(signal.SIGALRM, _alarm)
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    started = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, CALL_LIMIT_S)
     try:
         with warnings.catch_warnings():
@@ -248,6 +257,9 @@ def _call(f: Callable[..., Any], kwargs: dict[str, Any], positional: list[Any]) 
         return "escape", f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - started), 1e-3))
 
 
 def _junk_calls(label: str, f: Callable[..., Any], good: dict[str, Any], params: list[inspect.Parameter],
@@ -296,13 +308,6 @@ def _probe(qual: str, f: Callable[..., Any]) -> list[str]:
 
 
 CALLABLES = _callables()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _alarm_handler() -> Any:
-    old = signal.signal(signal.SIGALRM, _alarm)
-    yield
-    signal.signal(signal.SIGALRM, old)
 
 
 def test_the_probe_reaches_the_api() -> None:
