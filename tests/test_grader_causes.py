@@ -791,3 +791,37 @@ def test_counter_wrap_is_named_and_only_then() -> None:
     assert "256" in H.counter_wrap_cause(want % 256, want)
     assert "65,536" in H.counter_wrap_cause(want % 65536, want)
     assert H.counter_wrap_cause(want - 3, want) is None
+
+
+# ============================================================================= FP64 where the reference has none
+@cuda.jit
+def add_fp64_literal(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 0.25 * a[i] + b[i] + 0.75 * a[i]  # Python float literals: computed in FP64
+
+
+def test_fp64_where_the_reference_has_none_is_named_on_a_pass() -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        r = check.vector_add(add_fp64_literal)
+    assert r.passed and "FP64" in r.report() and "np.float32(" in r.report(), r.report()
+    with contextlib.redirect_stdout(io.StringIO()):
+        plain = check.vector_add(add_into_b_and_out_ok)
+    assert plain.passed and "FP64" not in plain.report(), plain.report()
+
+
+@cuda.jit
+def add_into_b_and_out_ok(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+def grid_block_swapped(shape, block):
+    return (-(-shape[1] // block[1]), -(-shape[0] // block[0]))
+
+
+def test_swapped_block_numbers_are_named_not_floor_division() -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        r = check.launch_config(grid_block_swapped)
+    assert r.status == "failed" and "block's two numbers are swapped" in r.cause and "floor" not in r.cause, r.report()

@@ -64,6 +64,8 @@ class Result:
             lines.append(f"  Likely cause: {self.cause}")
         if self.details.get("show"):
             lines.append(f"  See what each thread read and wrote: {self.details['show']}")
+        if self.details.get("note"):
+            lines.append(f"  Note: {self.details['note']}")
         if self.status != "passed":
             lines.append(f"  Hint: labkit.check.hint({self.exercise_id!r})")
         return "\n".join(lines)
@@ -170,8 +172,8 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         try:
             with python_time_limit():
                 message = ex.check(*args, **kwargs)
-            _build_for_gpu(exercise_id)
-            result = Result(exercise_id, "passed", message or "correct.")
+            note = _build_for_gpu(exercise_id)
+            result = Result(exercise_id, "passed", message or "correct.", details={"note": note} if note else {})
         except Unsolved as exc:
             result = Result(exercise_id, "unsolved", str(exc) or "not solved yet.")
         except NotImplementedError:
@@ -227,31 +229,77 @@ class AuditFailure(AssertionError):
 GPU_BUILD_ARCH = "sm_80"  # in sim mode every kernel a check accepts is also built for this GPU architecture
 
 
-def _build_for_gpu(exercise_id: str) -> None:
+FP64_NOTE_LABS = ("00", "01", "02", "03", "04")  # labs whose passed kernels get the FP64 note (see _fp64_note)
+
+
+def _fp64_note(exercise_id: str, kernel: Any, signature: str, built: Any) -> str | None:
+    """The likely cause of a slow kernel that the values cannot show: ``built`` (its PTX) has FP64 instructions where
+    labkit's reference kernel, built for the same argument types, has none. Python float literals are float64 in
+    Numba, so ``0.5 * x`` or ``acc = 0.0`` compute in FP64."""
+    lines = built.fp64() if hasattr(built, "fp64") else []
+    if not lines or exercise_id[:2] not in FP64_NOTE_LABS:
+        return None
+    from .. import ptx
+    from ..errors import CompileError
+
+    ex = _REGISTRY.get(exercise_id)
+    try:
+        refs = ex.reference() if ex is not None and ex.reference is not None else None
+    except Exception:  # noqa: BLE001 - no note rather than an error
+        return None
+    refs = refs if isinstance(refs, tuple) else (refs,)
+    wanted = getattr(getattr(kernel, "py_func", None), "__code__", None)
+    for ref in refs:
+        code = getattr(getattr(ref, "py_func", None), "__code__", None)
+        if code is None or wanted is None or code.co_argcount != wanted.co_argcount:
+            continue
+        try:
+            if ptx.compile(ref, signature, GPU_BUILD_ARCH).fp64():
+                return None
+        except (CompileError, LabkitError):
+            continue
+        from .. import hw
+
+        example = lines[0].split(None, 1)[0].rstrip(";")
+        slow = hw.arithmetic_rates("sm_89")
+        return (f"the values are right, but the kernel's PTX has {len(lines)} FP64 instruction(s) (`{example}`, ...) "
+                "where labkit's reference has none: a Python float literal (`0.5`, `acc = 0.0`, `... else 0.0`) is "
+                "a float64, so Numba computes that expression in FP64, which on GPUs outside the HPC line runs at a "
+                f"fraction of the FP32 rate (1/{round(1 / slow.fp64_fraction)} on {slow.gpus}: "
+                "labkit.hw.arithmetic_rates). Write the literals as np.float32(...).")
+    return None
+
+
+def _build_for_gpu(exercise_id: str) -> str | None:
     """In ``sim`` mode, build every kernel the check launched with Numba's real CUDA compiler, for the argument types
     it was launched with, so that a pass in the simulator means the kernel also builds for a GPU; raise
     :class:`Failed` with the compiler's reason and line if not. ``LABKIT_PTX_AUDIT=sm_70,sm_80,sm_90`` (set by the
-    solution-notebook tests) builds for each of those architectures instead and raises AssertionError."""
+    solution-notebook tests) builds for each of those architectures instead and raises AssertionError.
+    Returns a note for the passed result (FP64 where the reference has none: :func:`_fp64_note`), or None."""
     from ..mode import current_mode
 
     launched = _take_launched()
     if current_mode() != "sim" or not launched:
-        return
+        return None
     from .. import ptx
     from ..errors import CompileError
 
     # the audit's architectures that the installed toolchain targets (NVRTC 13, and so Numba on it, dropped sm_70)
     audit = ptx.targetable([a.strip() for a in os.environ.get("LABKIT_PTX_AUDIT", "").split(",") if a.strip()])[0]
+    note = None
     for kernel, signature in launched:
         for arch in audit or [GPU_BUILD_ARCH]:
             try:
-                ptx.compile(kernel, signature, arch)
+                built = ptx.compile(kernel, signature, arch)
+                if note is None and arch == GPU_BUILD_ARCH:
+                    note = _fp64_note(exercise_id, kernel, signature, built)
             except CompileError as exc:
                 if audit:
                     raise AuditFailure(f"{exercise_id}: the kernel passed its check but does not compile for {arch}: {exc}") from None
                 raise Failed(f"the kernel gives the right values in the simulator, but it does not build for a GPU: {exc}",
                              cause="the simulator runs kernels as Python; a GPU runs only what Numba's CUDA compiler "
                                    "accepts. Fix the line it names.") from None
+    return note
 
 
 def _enforce_expectation(result: Result) -> None:

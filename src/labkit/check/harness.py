@@ -8,6 +8,15 @@ Tools the lab checks combine:
 - :func:`launch`: run a kernel with a given grid, turn compile errors, exceptions inside threads and
   hangs (a time limit in ``sim``) into learner-facing :class:`~labkit.check.core.Failed` messages;
 - :func:`compare`: first wrong index, expected against got, and a likely cause.
+
+Every graded launch (:func:`grade`, so :func:`run_case` and every :class:`Launch`) also compares each input array
+after the launch with the host array it was copied from: a kernel that writes into an input fails with "your kernel
+wrote into its input `a`" (before any race or wrong value it causes), unless ``Launch(in_place=("a",))`` says the
+statement lets it. Host-function checks get the same from :func:`labkit.check.inputs.inputs_kept`. Likely causes
+are read from evidence (:mod:`labkit.check.causes`): ``Launch(explain=...)`` gives a check's own reading of a wrong
+result; :func:`counter_wrap_cause` names a narrow counter that wrapped (every kernel check gets it; call it for
+counts compared outside :func:`grade`); :func:`block_size_note` names a kernel that passed power-of-two blocks and
+fails on another.
 """
 
 from __future__ import annotations

@@ -91,8 +91,8 @@ def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
     from .draws import between, not_multiple
 
-    # fresh non-square shapes each run: wider than tall, one pixel, taller than wide (blocks of 12 × 10), and two blocks of the largest
-    # size (32 × 32 = 1024 threads), the second partly outside the image
+    # fresh non-square shapes each run: wider than tall, one pixel, taller than wide (blocks of 12 × 10), and two
+    # blocks of the largest size (32 × 32 = 1024 threads), the second partly outside the image
     cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)), ((1, 1), (16, 8)),
              ((not_multiple(17, 45, 10), not_multiple(9, 15, 12)), (12, 10)),  # not powers of two: no shift divides
              ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
@@ -127,6 +127,8 @@ def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, 
              ((cols + bx - 1) >> math.ceil(math.log2(bx)), (rows + by - 1) >> math.ceil(math.log2(by)))],
         "the division is rounded to the nearest integer (`round`), not up: use `(n + b - 1) // b`.":
             [(round(cols / bx), round(rows / by))],
+        "the block's two numbers are swapped: bx = block[0] is the x extent (along the columns), by = block[1] the y.":
+            [(-(-cols // by), -(-rows // bx))],
     }
     fitting = [cause for cause, values in slips.items() if got in values and got != want]
     if len(fitting) == 1:

@@ -65,7 +65,8 @@ def coalesced_copy(kernel: Any) -> str:
     # fresh shapes each run: wider than tall, one element, taller than wide (blocks of 24 × 6), two blocks of the largest size
     # (32 × 32 threads), and last a recorded launch whose rows are whole warps (32-column multiples) for the sector count
     cases = [((not_multiple(9, 20, 4), not_multiple(33, 60, 32)), (32, 4)), ((1, 1), (32, 4)),
-             ((not_multiple(33, 45, 6), not_multiple(25, 47, 24)), (24, 6)),  # not powers of two: no shift divides ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
+             ((not_multiple(33, 45, 6), not_multiple(25, 47, 24)), (24, 6)),  # not powers of two: no shift divides
+             ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
              ((between(5, 12), 32 * between(1, 2)), (32, 4))]
     note = ""
     for k, (shape, block) in enumerate(cases):
