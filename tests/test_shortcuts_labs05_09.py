@@ -6,7 +6,6 @@ dynamic shared memory never allocated, ...). Every check must reject each of the
 
 from __future__ import annotations
 
-import functools
 import os
 
 import numpy as np
@@ -35,11 +34,6 @@ def softmax_in_place(x):
     np.exp(x, out=x)
     x /= x.sum(axis=-1, keepdims=True)
     return x
-
-
-@functools.lru_cache(maxsize=None)
-def _by_chunks(chunks):
-    return None
 
 
 def pipeline_cached_by_chunks():
@@ -232,11 +226,11 @@ def tiles_eq_one(mask, tile, counts):
 
 SHORTCUTS = {
     "05.softmax/in-place": (check.softmax, lambda: softmax_in_place, "wrote into its input `x`"),
-    "05.pipeline/cache-by-chunks": (check.pipeline_time, pipeline_cached_by_chunks, None),
+    "05.pipeline/cache-by-chunks": (check.pipeline_time, pipeline_cached_by_chunks, "same chunks="),
     "05.streams/pageable": (check.streams_pipeline, lambda: _streams_answer(pageable=True), "pageable"),
     "05.streams/start-on-null": (check.streams_pipeline, lambda: _streams_answer(start_on_null=True), "null stream"),
     "06.loss-scale/int-halving": (check.loss_scale, lambda: loss_scale_int_halving, "integer halving"),
-    "06.loss-scale/cache-by-steps": (check.loss_scale, loss_scale_cached, None),
+    "06.loss-scale/cache-by-steps": (check.loss_scale, loss_scale_cached, "same good_steps"),
     "06.gemm-predict/tf32-2-bytes": (check.gemm_predict, lambda: gemm_tf32_two_bytes, "TF32 values are stored in 4 bytes"),
     "06.tf32-round/in-place": (check.tf32_round, lambda: tf32_in_place, "wrote into its input x"),
     "07.event-timing/pageable": (check.event_timing, lambda: _timing_answer(pageable=True), "pageable"),

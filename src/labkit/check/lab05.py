@@ -644,6 +644,7 @@ def pipeline_time(fn: Any) -> str:
     # chunk count (or by call) gives itself away
     cases += [(float(rng.uniform(0.1, 5.0)), float(rng.uniform(0.1, 5.0)), float(rng.uniform(0.1, 5.0)), cases[1][3]),
               cases[4]]
+    seen: list[tuple[tuple[float, float, float, int], float]] = []
     for t_in, t_k, t_out, chunks in cases:
         try:
             got = fn(t_in, t_k, t_out, chunks)
@@ -670,7 +671,12 @@ def pipeline_time(fn: Any) -> str:
             }
             variants = merge_slips({c: v for c, v in variants.items() if not np.isclose(v, want, rtol=1e-6)}, 1e-6)
             match = next((c for c, v in variants.items() if np.isclose(got, v, rtol=1e-6)), None)
-            if match:
+            again = next((a for a, g in seen if a[3] == chunks and a != (t_in, t_k, t_out, chunks) and g == got), None)
+            if again:
+                cause = (f"it returned exactly what it returned for the earlier call with the same chunks={chunks} but "
+                         f"other times ({again[0]:.3g}, {again[1]:.3g}, {again[2]:.3g}): compute from every argument on "
+                         "every call (a result remembered by chunk count is wrong for other times).")
+            elif match:
                 cause = match
             elif np.isclose(got, serial / chunks):
                 cause = "that assumes all three engines work on every chunk at the same time; the first chunk must pass all stages in turn."
@@ -682,6 +688,7 @@ def pipeline_time(fn: Any) -> str:
                 cause = "first chunk through all stages, then one slowest-stage step per further chunk."
             raise Failed(f"t_in={t_in:.3g}, t_kernel={t_k:.3g}, t_out={t_out:.3g}, chunks={chunks}: expected {want:.6g}, got {got!r}.",
                          cause=cause)
+        seen.append(((t_in, t_k, t_out, chunks), got))
     return f"matches labkit's event-by-event pipeline model on {len(cases)} fresh cases (a model of the copy engines and SMs)."
 
 

@@ -534,6 +534,7 @@ def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
     if not callable(fn):
         raise Failed(f"expected a function, got {type(fn).__name__}.")
     cases = _loss_scale_cases()
+    seen: list[tuple[tuple[float, bool, int, int], tuple[float, int, bool]]] = []
     for scale, inf, good, interval in cases:
         want = reference_update_scale(scale, inf, good, interval)
         call = f"update({scale:g}, found_inf={inf}, good_steps={good}, growth_interval={interval})"
@@ -559,9 +560,14 @@ def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
             raise Failed(f"new_good_steps is {g:g}: it counts steps, a whole number.")
         if not isinstance(apply, (bool, np.bool_)):
             raise Failed(f"apply_step is {apply!r}; it should be True or False.")
-        if (s, int(g), bool(apply)) != (float(want[0]), want[1], want[2]):
-            raise Failed(f"{call} gave {got!r}, expected {want!r}.",
-                         cause=_loss_scale_cause(scale, inf, good, interval, (s, int(g), bool(apply)), want))
+        mine = (s, int(g), bool(apply))
+        if mine != (float(want[0]), want[1], want[2]):
+            again = next((a for a, r in seen if a[2] == good and a != (scale, inf, good, interval) and r == mine), None)
+            cause = (f"it returned exactly what it returned for the earlier call {again} with the same good_steps: "
+                     "compute from every argument on every call (a result remembered by step count is wrong for other "
+                     "scales and flags)." if again else _loss_scale_cause(scale, inf, good, interval, mine, want))
+            raise Failed(f"{call} gave {got!r}, expected {want!r}.", cause=cause)
+        seen.append(((scale, inf, good, interval), mine))
     return ("every case behaves like dynamic loss scaling (halve and skip on overflow, double after a run of good steps), "
             "for fresh scales and growth intervals.")
 
