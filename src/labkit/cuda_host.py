@@ -8,7 +8,9 @@ on the CPU; ``<cuda_fp16.h>``, ...) on the include path. The grid runs in a sepa
 When the kernel uses barriers, shared memory or warp-wide calls, every thread of a block is a fiber with its own
 stack: ``__syncthreads()`` waits for the whole block, warp calls are made by the warp together, and a barrier or
 warp call that not every thread makes is a :class:`HostKernelError`, as it is undefined on a GPU. Shared memory is
-poisoned before each block; arrays lie 256-byte aligned between poisoned guard zones that are read back.
+poisoned before each block; arrays lie 256-byte aligned between poisoned guard zones that are read back. Dynamic
+shared memory (``extern __shared__ T s[];``) gets exactly the launch's ``shared_mem`` bytes, as on a GPU: a block
+that writes past them (a launch that never allocated any, say) is a :class:`HostKernelError`.
 
 What the stand-in runs is decided by the source's real constructs: :func:`strip_comments_and_strings` removes
 comments and string literals before every keyword test (:func:`host_plan`), so a word in a comment never switches
@@ -512,7 +514,8 @@ def run_on_host(source: str, name: str, grid: Any, block: Any, args: Sequence[An
     Array arguments (NumPy) are updated in place, as a kernel launch would. Raises :class:`HostUnavailable`
     when there is no C++ compiler or the kernel needs what the stand-in lacks (inline PTX, textures, cooperative
     groups), :class:`HostKernelError` for a barrier or warp-wide call not every thread makes, or a write past the
-    ``shared_mem`` bytes of dynamic shared memory (``extern __shared__``) the launch allocates, :class:`OutOfBounds` when it writes outside an array, and :class:`LabkitError` when it
+    ``shared_mem`` bytes of dynamic shared memory (``extern __shared__``) the launch allocates, :class:`OutOfBounds`
+    when it writes outside an array, and :class:`LabkitError` when it
     crashes (a wild memory access) or does not finish.
     """
     (outside,) = run_on_host_batch(source, name, [(grid, block, args, shared_mem)], timeout_s=timeout_s)

@@ -437,10 +437,17 @@ def l2norm(kernel: Any) -> str:
         results = []
         for n in sizes:
             x = random_array(n)
-            results.append((n, float(kernel(x)), float(np.linalg.norm(x.astype(np.float64)))))
+            x0 = x.copy()
+            value = float(kernel(x))
+            written = input_written("x", x0, x, who="your reduction")
+            if written:
+                raise Failed(f"n={n}: {written}.", cause=INPUT_CAUSE)
+            results.append((n, value, float(np.linalg.norm(x0.astype(np.float64)))))
         zero = float(kernel(np.zeros(ZERO_N, np.float32)))
     except HostUnavailable as exc:
         return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
+    except Failed:
+        raise
     except LabkitError as exc:
         raise Failed(str(exc)) from None
     _grade_l2norm(results, zero)
@@ -591,8 +598,12 @@ def _leaky_relu_gpu(cupy: Any, source: str, alpha: float) -> str:
             buf = cupy.full(n + 2 * guard, cupy.nan, dtype=cupy.float32)
             y = buf[guard: guard + n]
             grid = (n + block - 1) // block
-            kernel((grid,), (block,), (cupy.asarray(x), y, np.float32(alpha), np.int32(n)))
+            dx = cupy.asarray(x)
+            kernel((grid,), (block,), (dx, y, np.float32(alpha), np.int32(n)))
             cupy.cuda.Device().synchronize()
+            written = input_written("x", x, cupy.asnumpy(dx), who="your kernel")
+            if written:
+                raise Failed(f"n={n}, block {block}: {written}.", cause="x is `const float*`: read it, write only y.")
             full = cupy.asnumpy(buf)
             if not (np.isnan(full[:guard]).all() and np.isnan(full[guard + n:]).all()):
                 raise Failed(f"n={n}, block {block}: the kernel wrote outside the output array.",
