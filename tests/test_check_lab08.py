@@ -203,7 +203,7 @@ def test_mig_accepts_and_rejects() -> None:
 def test_lab08_exercises_registered_with_hints_and_references() -> None:
     ids = [row[0] for row in check.exercises("08.")]
     assert ids == sorted(["08.ring-step", "08.nccl-busbw", "08.nvls-busbw", "08.allreduce-dgx", "08.scaling-efficiency",
-                          "08.mig", "08.mpi-ring"])
+                          "08.mig", "08.mpi-ring", "08.ddp-buckets"])
     from labkit.check.core import _REGISTRY
 
     for ex_id in ids:

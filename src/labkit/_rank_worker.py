@@ -8,7 +8,8 @@ source text, its name, and what to do with it:
 - ``grade``: for each case ``(n, size, dtype, seed)`` the first ``n`` ranks all-reduce fresh buffers with
   ``fn(comm, buf)`` on a communicator of ``n`` ranks, and compare with ``MPI.Allreduce`` of the same buffers;
 - ``bench``: time ``fn`` and ``MPI.Allreduce`` on every rank for each size (the slowest rank counts);
-- ``gpu``: one process per GPU, ``fn`` over CuPy arrays through NCCL (``_rank_gpu.py``).
+- ``gpu``: one process per GPU, ``fn`` over CuPy arrays through NCCL (``_rank_gpu.py``);
+- ``ddp``: data-parallel training with ``fn`` all-reducing bucketed gradients during the backward pass (``_rank_ddp.py``).
 
 The communicator handed to ``fn`` is a :class:`Comm`: the point-to-point calls of ``mpi4py.MPI.Comm`` a ring
 needs (``Sendrecv``, ``Send``, ``Recv``, ``Barrier``, ``Get_rank``, ``Get_size``), each recorded before it
@@ -219,6 +220,10 @@ def main(jobdir: str) -> int:
             result = _grade(fn, job, world, status)
         elif job["mode"] == "bench":
             result = _bench(fn, job, world, status)
+        elif job["mode"] == "ddp":
+            import _rank_ddp  # next to this script
+
+            result = _rank_ddp.run(fn, job, world, status, Comm)
         elif job["mode"] == "gpu":
             import _rank_gpu  # next to this script
 
