@@ -529,8 +529,8 @@ print(pipeline_timeline(labkit.check.solved_or_reference("05.streams", pipeline)
 # %% [markdown]
 # ## 11. Memory pools and managed memory
 #
-# `cudaMalloc` is slow (it can take a millisecond and it synchronises the device), so CuPy does not call it for every
-# array. Its **memory pool** keeps the blocks of freed arrays and hands them to the next allocation of a similar size:
+# `cudaMalloc` and `cudaFree` are slow next to a kernel launch, and `cudaFree` waits for the whole device, so CuPy does
+# not call them for every array. Its **memory pool** keeps the blocks of freed arrays and hands them to the next allocation of a similar size:
 # `cp.get_default_memory_pool()` reports `used_bytes()` (held by live arrays) and `total_bytes()` (held by the pool
 # in all), and `free_all_blocks()` returns the unused blocks to the driver. That is why `nvidia-smi` shows a CuPy
 # process holding more memory than its arrays need. Pinned host memory has a pool of its own
@@ -589,8 +589,8 @@ else:
 # %% [markdown]
 # ## 12. CUDA Graphs: the whole pipeline in one launch
 #
-# Every copy and kernel costs the host an API call, and the GPU a little time to start it: a few microseconds each.
-# For big kernels that is nothing; for a pipeline of many short steps run again and again (a video frame, an
+# Every copy and kernel costs the host an API call, and the GPU a little time to start it (the last cell of this
+# section measures both). For big kernels that is nothing; for a pipeline of many short steps run again and again (a video frame, an
 # inference step, one iteration of a solver) it can be most of the time, and the GPU idles between the steps while
 # Python issues the next one. A **CUDA Graph** records the steps once and replays them with one call:
 #
@@ -652,8 +652,8 @@ print(f"8 frames: {calls['graph']} host calls with the graph, {calls['no graph']
       "(copies and kernels issued one by one); counted by the stand-in, not timed")
 
 # %% [markdown]
-# With three steps per frame that is a factor of three in calls; a real inference step has hundreds of kernels, and
-# the saving grows with them. On a GPU the cell below measures it: 200 tiny kernels issued one by one, and the same
+# With three steps per frame that is a factor of three in calls; an inference step launches many more kernels than
+# three, and the saving grows with them. On a GPU the cell below measures it: 200 tiny kernels issued one by one, and the same
 # 200 captured in a graph and replayed, timed with CUDA events, per kernel.
 
 # %% tags=["nbval-ignore-output"]

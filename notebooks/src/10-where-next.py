@@ -329,8 +329,8 @@ else:
 # `ct.store(out, index=(i,), tile=...)` writes one back; the compiler decides how the threads of the block share the
 # work, and uses TMA and Tensor Cores where it can. Tile sizes are compile-time constants (`ct.Constant[int]`).
 # `ct.launch(stream, grid, kernel, args)` runs it. Here is lab 02's SAXPY as a tile kernel. It needs a driver of
-# release 580 or later and the `tileiras` compiler of a CUDA 13 toolkit (`pip install 'cuda-tile[tileiras]'` in a
-# CUDA 13 environment; the course's CUDA 12.9 environment has the package but not the compiler), so on a GPU the
+# release 580 or later and the `tileiras` compiler of a CUDA 13.2 or later toolkit (`pip install 'cuda-tile[tileiras]'`
+# in a CUDA 13 environment; the course's CUDA 12.9 environment has the package but not the compiler), so on a GPU the
 # cell says what is missing if it cannot compile.
 
 # %% tags=["nbval-ignore-output"]
