@@ -11,7 +11,6 @@ Every figure shown comes from :mod:`labkit.hw` or is computed from it; the table
 from __future__ import annotations
 
 import html
-import json
 import math
 from typing import Any, Callable, Sequence
 
