@@ -696,7 +696,7 @@ def pipeline_time(fn: Any) -> str:
             elif np.isclose(got, serial):
                 cause = "that is the serial time: with chunks, the stages of different chunks overlap."
             else:
-                cause = "first chunk through all stages, then one slowest-stage step per further chunk."
+                cause = unit_cause(got, want) or "first chunk through all stages, then one slowest-stage step per further chunk."
             raise Failed(f"t_in={t_in:.3g}, t_kernel={t_k:.3g}, t_out={t_out:.3g}, chunks={chunks}: expected {want:.6g}, got {got!r}.",
                          cause=cause)
         seen.append(((t_in, t_k, t_out, chunks), got))
