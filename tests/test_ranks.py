@@ -15,7 +15,9 @@ pytestmark = pytest.mark.skipif(not ranks.available()[0], reason=ranks.available
 
 
 def _hello(comm):  # noqa: ANN001, ANN202
-    return comm.Get_rank() * 10 + comm.Get_size()
+    import os
+
+    return comm.Get_rank() * 10 + comm.Get_size(), os.environ.get("MPI_LOCALRANKID")  # what picks a rank's GPU
 
 
 def _hang(comm):  # noqa: ANN001, ANN202
@@ -38,7 +40,7 @@ def _forbidden(comm):  # noqa: ANN001, ANN202
 
 def test_call_runs_on_every_rank_and_leaves_nothing() -> None:
     run = ranks.call(_hello, 4)
-    assert run.values == [4, 14, 24, 34]
+    assert run.values == [(4, "0"), (14, "1"), (24, "2"), (34, "3")]
     assert ranks.leftovers() == []
 
 

@@ -124,3 +124,25 @@ def test_without_two_gpus_the_reason_is_clear(monkeypatch: pytest.MonkeyPatch) -
     assert "sim mode" in ranks.gpu_status()[1]
     with pytest.raises(NoGPUError, match="gpu_bench cannot run"):
         ranks.gpu_bench("def f(comm, buf):\n    return buf\n")
+
+
+@pytest.mark.skipif(not ranks.available()[0], reason=ranks.available()[1])
+def test_the_gpu_rank_code_runs_end_to_end_on_a_fake_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real MPI processes run _rank_gpu.run with tests/fake_cupy_ranks first on their path: the unique id travels
+    over MPI, each rank picks the device of its local rank, the learner's ring runs over (fake) NCCL send/recv groups,
+    and its result equals (fake) NCCL's allReduce. Cost: one launch of 3 processes (about 1 s)."""
+    import os
+    from pathlib import Path
+
+    from labkit.mpi_ring import ring_allreduce
+
+    fake = Path(__file__).with_name("fake_cupy_ranks")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")]))
+    src, name = ranks.source_of(ring_allreduce)
+    run = ranks.launch({"mode": "gpu", "source": src, "name": name, "sizes": [10, 2], "reps": 2}, 3)
+    for r, res in enumerate(run.results):
+        assert res["device_name"] == "Fake GPU" and res["cuda_aware"] is False
+        assert [row["correct"] for row in res["rows"]] == [True, True]  # 10 and 2 elements: 3 does not divide either
+        assert all(row["device"] == r for row in res["rows"])  # the GPU of its local rank
+        assert all(row["learner"] > 0 and row["nccl"] > 0 for row in res["rows"])
+    assert ranks.leftovers() == []
