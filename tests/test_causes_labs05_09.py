@@ -324,6 +324,8 @@ CASES: list[tuple[str, str, Callable[..., Any], Callable[[], Any], str]] = [
     ("05.leaky-relu", "relu", check.leaky_relu, lambda: LEAKY.replace("alpha * v", "0.0f"), "plain ReLU"),
     ("05.leaky-relu", "le-n", check.leaky_relu, lambda: LEAKY.replace("i < n", "i <= n"), "i <= n"),
     ("05.leaky-relu", "swapped", check.leaky_relu, lambda: LEAKY.replace("v > 0.0f ? v : alpha * v", "v > 0.0f ? alpha * v : v"), "swapped"),
+    ("05.leaky-relu", "short-index", check.leaky_relu,
+     lambda: LEAKY.replace("int i = blockIdx.x * blockDim.x + threadIdx.x;", "short i = blockIdx.x * blockDim.x + threadIdx.x;"), "32,767"),
     ("05.pipeline", "no-divide", check.pipeline_time, lambda: _pipe(lambda a, b, c, n: (a + b + c) / n + (n - 1) * max(a, b, c)), "divide it by chunks too"),
     ("05.pipeline", "n-not-n-1", check.pipeline_time, lambda: _pipe(lambda a, b, c, n: (a + b + c) / n + n * max(a, b, c) / n), "(chunks - 1)"),
     # the sum of the stages in place of the slowest one gives the serial time exactly: both slips are named

@@ -540,8 +540,10 @@ def leaky_relu(source: Any) -> str:
     if cupy is not None:
         return _leaky_relu_gpu(cupy, source, alpha)
     runs = []
+    # the multiple of the block is past 32,767 (the stand-in runs it in milliseconds): a 16-bit index wraps there
+    big = 313 * 128
     for block in (128, 96):  # 96: not a power of two, so a shift for the multiply or a fixed block size shows
-        for n in (sizes_for(block) if block == 128 else [3 * block + 7]):
+        for n in ([big if m == 5 * block else m for m in sizes_for(block)] if block == 128 else [3 * block + 7]):
             x = random_array(n)
             y = np.full(n, np.nan, np.float32)
             grid = (n + block - 1) // block + 1  # one block more than needed: the bounds check must hold
@@ -557,7 +559,11 @@ def leaky_relu(source: Any) -> str:
     for (x, y, n, block, grid), outside, x0 in zip(runs, report, originals):
         label = f"n={n}, {grid} block(s) of {block} threads"
         if outside:
-            raise Failed(f"{label}: {outside}.", cause="a wrong bounds check (`i <= n`?): only threads with i < n may write.")
+            cause = ("an index that went below 0: a 16-bit index (short) wraps past 32,767 to negative values; compute i "
+                     "as an int." if "before the start" in outside and n > 32767 else
+                     "a write before the start of the array: an index below 0." if "before the start" in outside else
+                     "a wrong bounds check (`i <= n`?): only threads with i < n may write.")
+            raise Failed(f"{label}: {outside}.", cause=cause)
         written = input_written("x", x0, x, who="your kernel")
         if written:
             raise Failed(f"{label}: {written}.",
