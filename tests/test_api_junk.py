@@ -73,8 +73,8 @@ SKIP = {
 }
 CLI_NAMES = ("cli", "add_cli", "main")
 
-#: Junk for every parameter: nothing, text, wrong types, negative, zero, fractional, NaN, infinity, containers, bool.
-JUNK: list[Any] = [None, "x", "", -1, 0, -2.5, 2.5, math.nan, math.inf, [1, 2], ["a"], {}, object(), True]
+#: Junk for every parameter: nothing, text, wrong types, negative, zero, huge, fractional, NaN, infinity, containers, bool.
+JUNK: list[Any] = [None, "x", "", -1, 0, 10**12, -2.5, 2.5, math.nan, math.inf, [1, 2], ["a"], {}, object(), True]
 
 #: Known-good values by parameter name (for one junk parameter at a time); ``"module.function"`` keys override.
 GOOD: dict[str, Any] = {
@@ -108,84 +108,90 @@ SLOW = {
     "labkit.kernels_cuda.all_kernels", "labkit.ptx.toolchain", "labkit.ptx.header_dirs", "labkit.kernels.benchmark_suite",
 }
 
+#: Functions that hang on junk (a huge count), found here and reported: not run (each call would cost CALL_LIMIT_S).
+KNOWN_HANGS: dict[str, str] = {
+    "labkit.collectives.chunk_bounds": "chunk_bounds(size, n=10**12) builds 10**12 chunks: still running after 5 s",
+    "labkit.cupylab.pipeline": "pipeline(..., chunks=10**12) simulates 10**12 chunks: still running after 5 s",
+    "labkit.cupylab.overlap_model": "overlap_model(nbytes, chunks=10**12) simulates 10**12 chunks: still running after 5 s",
+}
+
 #: Escapes found in modules whose owners have not fixed them yet (reported to the lead): ``"module.function"``.
 #: Each is a strict xfail: once its function raises only LabkitErrors, remove its line here.
 KNOWN_ESCAPES: dict[str, str] = {
-    "labkit.bandwidth.best_by_class": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.bandwidth.format_matrix": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.bandwidth.format_peak_table": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.bandwidth.heatmap": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.best_by_class": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.format_matrix": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.format_peak_table": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.heatmap": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.bandwidth.host_stream": "3 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
-    "labkit.bandwidth.host_sweep": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.bandwidth.matrix": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.bandwidth.numa_placement": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
-    "labkit.bandwidth.parse_smi_bus_ids": "24 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
-    "labkit.bandwidth.pcie_from_sysfs": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
-    "labkit.bandwidth.peak_table": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.bandwidth.size_class": "13 junk calls escape, e.g. (all=None) -> TypeError: '<=' not supported between instances of 'NoneType' and 'in",
-    "labkit.bandwidth.sum_convention": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.bandwidth.sweep_figure": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.bandwidth.to_json": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.collectives.cost_figure": "19 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
-    "labkit.collectives.ring_figure": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'n'",
-    "labkit.collectives.ring_step": "9 junk calls escape, e.g. (all=None) -> TypeError: object of type 'NoneType' has no len()",
-    "labkit.collectives.scaling": "8 junk calls escape, e.g. (gpu_counts=-1) -> TypeError: 'int' object is not iterable",
-    "labkit.collectives.sharing_model": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.collectives.split": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'shape'",
-    "labkit.cuda_cpp.arches_compiled": "20 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.host_sweep": "10 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.matrix": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.numa_placement": "15 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
+    "labkit.bandwidth.parse_smi_bus_ids": "26 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
+    "labkit.bandwidth.pcie_from_sysfs": "15 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
+    "labkit.bandwidth.peak_table": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.size_class": "14 junk calls escape, e.g. (all=None) -> TypeError: '<=' not supported between instances of 'NoneType' and 'in",
+    "labkit.bandwidth.sum_convention": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.sweep_figure": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.bandwidth.to_json": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.collectives.cost_figure": "21 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
+    "labkit.collectives.ring_figure": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'n'",
+    "labkit.collectives.ring_step": "10 junk calls escape, e.g. (all=None) -> TypeError: object of type 'NoneType' has no len()",
+    "labkit.collectives.scaling": "9 junk calls escape, e.g. (gpu_counts=-1) -> TypeError: 'int' object is not iterable",
+    "labkit.collectives.sharing_model": "10 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.collectives.split": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'shape'",
+    "labkit.cuda_cpp.arches_compiled": "22 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.cuda_cpp.check_launch": "1 junk calls escape, e.g. (all=[1, 2]) -> AttributeError: 'list' object has no attribute 'params'",
-    "labkit.cuda_cpp.entries": "12 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
-    "labkit.cuda_cpp.find_entry": "12 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
-    "labkit.cuda_cpp.guards_with": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'name'",
-    "labkit.cuda_cpp.skipped_arches": "20 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.cuda_cpp.stores_global": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'body'",
+    "labkit.cuda_cpp.entries": "13 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
+    "labkit.cuda_cpp.find_entry": "13 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
+    "labkit.cuda_cpp.guards_with": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'name'",
+    "labkit.cuda_cpp.skipped_arches": "22 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.cuda_cpp.stores_global": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'body'",
     "labkit.cupylab.affine_normalize": "7 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for -: 'NoneType' and 'NoneType",
-    "labkit.cupylab.overlap_model": "13 junk calls escape, e.g. (kernel_passes=None) -> TypeError: unsupported operand type(s) for *: 'NoneType' an",
-    "labkit.cupylab.traffic": "10 junk calls escape, e.g. (scalars=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.cupylab.traffic": "11 junk calls escape, e.g. (scalars=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.export.export_otter": "1 junk calls escape, e.g. (all=0) -> TypeError: expected str, bytes or os.PathLike object, not int",
-    "labkit.export.grade_answer": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.export.test_source": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'exercise_id'",
-    "labkit.figstyle.bytes_axis": "9 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.export.grade_answer": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.export.test_source": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'exercise_id'",
+    "labkit.figstyle.bytes_axis": "10 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.figstyle.count_axis": "8 junk calls escape, e.g. (all=None) -> TypeError: float() argument must be a string or a real number, not 'No",
     "labkit.figstyle.human_bytes": "14 junk calls escape, e.g. (all=None) -> TypeError: float() argument must be a string or a real number, not 'N",
-    "labkit.figstyle.log_axis": "18 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.gradebook.rows": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.gradebook.to_csv": "12 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.kernels.get": "24 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
-    "labkit.kernels.source": "28 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
+    "labkit.figstyle.log_axis": "20 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.gradebook.rows": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.gradebook.to_csv": "13 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.kernels.get": "26 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
+    "labkit.kernels.source": "30 junk calls escape, e.g. (all=None) -> TypeError: attribute name must be string, not 'NoneType'",
     "labkit.kernels_cuda.get": "6 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
-    "labkit.kernels_cuda.read_source": "12 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
-    "labkit.mig.format_plan": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'dgx_systems'",
-    "labkit.mig.k8s_profiles": "11 junk calls escape, e.g. (profile_name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
-    "labkit.mig.k8s_profiles_yaml": "11 junk calls escape, e.g. (profile_name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
-    "labkit.mig.labs_on": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'memory'",
-    "labkit.mig.profile": "11 junk calls escape, e.g. (name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
-    "labkit.mode.cupy_ready": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'driver_major'",
-    "labkit.mode.describe_slice": "28 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'name'",
-    "labkit.mode.install_command": "10 junk calls escape, e.g. (all='x') -> ValueError: invalid literal for int() with base 10: 'x'",
-    "labkit.ptx.can_target": "24 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
-    "labkit.ptx.compile_cuda": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
+    "labkit.kernels_cuda.read_source": "13 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'PosixPath' and 'NoneTy",
+    "labkit.mig.format_plan": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'dgx_systems'",
+    "labkit.mig.k8s_profiles": "12 junk calls escape, e.g. (profile_name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
+    "labkit.mig.k8s_profiles_yaml": "12 junk calls escape, e.g. (profile_name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
+    "labkit.mig.labs_on": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'memory'",
+    "labkit.mig.profile": "12 junk calls escape, e.g. (name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
+    "labkit.mode.cupy_ready": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'driver_major'",
+    "labkit.mode.describe_slice": "30 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'name'",
+    "labkit.mode.install_command": "11 junk calls escape, e.g. (all='x') -> ValueError: invalid literal for int() with base 10: 'x'",
+    "labkit.ptx.can_target": "26 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
+    "labkit.ptx.compile_cuda": "13 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
     "labkit.ptx.cuda_include_dirs": "6 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
-    "labkit.ptx.fp64_instructions": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
+    "labkit.ptx.fp64_instructions": "13 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
     "labkit.ptx.header_dirs": "3 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
-    "labkit.ptx.plain_reason": "12 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
-    "labkit.ptx.require_target": "24 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
-    "labkit.ptx.skipped_note": "8 junk calls escape, e.g. (all=-1) -> TypeError: can only join an iterable",
-    "labkit.ptx.summarize": "12 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
-    "labkit.ptx.targetable": "10 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
-    "labkit.ptx.toolkit_version": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'NoneType' and 'str'",
-    "labkit.video.activity_figure": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'boxes'",
-    "labkit.video.compare_results": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'raw'",
-    "labkit.video.dilate": "14 junk calls escape, e.g. (all=None) -> TypeError: int() argument must be a string, a bytes-like object or a ",
-    "labkit.video.erode": "14 junk calls escape, e.g. (all=None) -> TypeError: int() argument must be a string, a bytes-like object or a ",
-    "labkit.video.fused_step": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'astype'",
-    "labkit.video.grid_for": "41 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not subscriptable",
-    "labkit.video.regions": "14 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for *: 'NoneType' and 'NoneTyp",
-    "labkit.video.roofline_figure": "14 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
-    "labkit.video.roofline_points": "14 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
-    "labkit.video.stage": "24 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.ptx.plain_reason": "13 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
+    "labkit.ptx.require_target": "26 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
+    "labkit.ptx.skipped_note": "9 junk calls escape, e.g. (all=-1) -> TypeError: can only join an iterable",
+    "labkit.ptx.summarize": "13 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
+    "labkit.ptx.targetable": "11 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
+    "labkit.ptx.toolkit_version": "15 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for /: 'NoneType' and 'str'",
+    "labkit.video.activity_figure": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'boxes'",
+    "labkit.video.compare_results": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'raw'",
+    "labkit.video.dilate": "15 junk calls escape, e.g. (all=None) -> TypeError: int() argument must be a string, a bytes-like object or a ",
+    "labkit.video.erode": "15 junk calls escape, e.g. (all=None) -> TypeError: int() argument must be a string, a bytes-like object or a ",
+    "labkit.video.fused_step": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'astype'",
+    "labkit.video.grid_for": "44 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not subscriptable",
+    "labkit.video.regions": "15 junk calls escape, e.g. (all=None) -> TypeError: unsupported operand type(s) for *: 'NoneType' and 'NoneTyp",
+    "labkit.video.roofline_figure": "16 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
+    "labkit.video.roofline_points": "16 junk calls escape, e.g. (all=-1) -> TypeError: 'int' object is not iterable",
+    "labkit.video.stage": "26 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.video.synthetic_video": "9 junk calls escape, e.g. (all=None) -> TypeError: int() argument must be a string, a bytes-like object or a r",
-    "labkit.video.tile_counts": "14 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'shape'",
+    "labkit.video.tile_counts": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'shape'",
 }
 
 
@@ -332,12 +338,16 @@ def test_an_escape_is_caught() -> None:
     assert _probe("fine", lambda arch: labkit.occupancy.limits(arch)) == []
 
 
-@pytest.mark.parametrize("qual,f", [
-    pytest.param(q, f, id=q, marks=[pytest.mark.xfail(
-        strict=True, reason=f"known escape; once fixed, delete its line in KNOWN_ESCAPES ({KNOWN_ESCAPES[q]})")]
-        if q in KNOWN_ESCAPES else [])
-    for q, f in CALLABLES
-])
+def _marks(qual: str) -> list[Any]:
+    if qual in KNOWN_HANGS:
+        return [pytest.mark.xfail(run=False, reason=f"known hang; once fixed, delete its line in KNOWN_HANGS ({KNOWN_HANGS[qual]})")]
+    if qual in KNOWN_ESCAPES:
+        return [pytest.mark.xfail(strict=True,
+                                  reason=f"known escape; once fixed, delete its line in KNOWN_ESCAPES ({KNOWN_ESCAPES[qual]})")]
+    return []
+
+
+@pytest.mark.parametrize("qual,f", [pytest.param(q, f, id=q, marks=_marks(q)) for q, f in CALLABLES])
 def test_junk_gives_a_labkit_error(qual: str, f: Callable[..., Any]) -> None:
     escapes = _probe(qual, f)
     assert not escapes, f"{len(escapes)} junk call(s) ended in a raw exception:\n" + "\n".join(escapes[:12])
