@@ -4,6 +4,7 @@ parameters as one process on the whole batch). Cost: about 3 s (one launch of 2 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from labkit import ddp, ranks
@@ -81,5 +82,44 @@ def test_a_data_parallel_run_is_right_and_measured() -> None:
         assert r.ranks_agree and r.max_rel_error < 1e-4
         assert min(r.compute_s, r.comm_s, r.sequential_s, r.overlapped_s) > 0
         assert 0.0 <= r.window <= 1.0 and r.model()[0] >= r.compute_s
-    assert rows[0].window <= rows[1].window  # one bucket is ready only at the end of the backward pass
     assert ranks.leftovers() == []
+
+
+class _OneRank:
+    def Get_rank(self) -> int:  # noqa: N802
+        return 0
+
+    def Get_size(self) -> int:  # noqa: N802
+        return 1
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_buckets_become_ready_in_backward_order(overlap: bool) -> None:
+    """In one process: a bucket is handed to the all-reduce as soon as its last gradient exists (one bucket: only
+    after the whole backward pass; one per gradient: after the first), and the reduced gradients are the sums."""
+    import sys
+
+    sys.path.insert(0, str(ranks.WORKER.parent))
+    import _rank_ddp
+
+    layers = [8, 16, 4]
+    params = _rank_ddp.init_params(layers, 1)
+    x, y = _rank_ddp.batch(layers, 5, 1, 0)
+    order = _rank_ddp.grad_order(len(layers) - 1)
+    assert order == [2, 3, 0, 1]
+    want = _rank_ddp.forward_backward(params, x, y)
+    reduced = []
+
+    def ring(comm, buf):  # noqa: ANN001, ANN202
+        reduced.append(buf.size)
+        return buf
+
+    for plan, first in (([order], 4), ([[i] for i in order], 1), ([order[:2], order[2:]], 2)):
+        red = _rank_ddp.Reducer(ring, _OneRank(), plan, params, overlap=overlap)
+        red.start()
+        _rank_ddp.forward_backward(params, x, y, red.ready)
+        got = red.finish()
+        assert red.first_ready_count == first
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert reduced == [sum(p.size for p in params)] + [params[i].size for i in order] + [
+        params[2].size + params[3].size, params[0].size + params[1].size]

@@ -89,6 +89,8 @@ class Reducer:
         self.pending = [set(b) for b in self.buckets]
         self.grads: list[Any] = [None] * len(self.shapes)
         self.first_ready = None
+        self.seen = 0
+        self.first_ready_count: int | None = None  # gradients produced when the first bucket was complete
         if self.overlap:
             self._thread = threading.Thread(target=self._work, daemon=True)
             self._thread.start()
@@ -121,9 +123,11 @@ class Reducer:
         self.grads[i] = grad
         k = self.where[i]
         self.pending[k].discard(i)
+        self.seen += 1
         if not self.pending[k]:
             if self.first_ready is None:
                 self.first_ready = time.perf_counter() - self.t0
+                self.first_ready_count = self.seen
             if self.overlap:
                 self._jobs.put(k)
 
