@@ -172,7 +172,6 @@ KNOWN_ESCAPES: dict[str, str] = {
     "labkit.ptx.can_target": "26 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
     "labkit.ptx.compile_cuda": "13 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",
     "labkit.ptx.cuda_include_dirs": "6 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
-    "labkit.ptx.fp64_instructions": "13 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'splitlines'",
     "labkit.ptx.header_dirs": "3 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
     "labkit.ptx.plain_reason": "13 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
     "labkit.ptx.require_target": "26 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'strip'",

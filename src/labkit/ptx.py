@@ -142,7 +142,10 @@ def fp64_instructions(ptx_text: str) -> list[str]:
 
     In a Numba kernel a Python float literal (``0.299``) is a float64, so ``0.299 * x`` converts ``x`` to FP64 and
     multiplies in FP64 (``cvt.rn.f64.*``, ``mul.f64``) unless the constant is written ``np.float32(0.299)``. GPUs
-    outside the HPC line run FP64 at a small fraction of the FP32 rate (``labkit.hw.fp64_ratio``)."""
+    outside the HPC line run FP64 at a small fraction of the FP32 rate (``labkit.hw.arithmetic_rates``)."""
+    if not isinstance(ptx_text, str):
+        raise LabkitError(f"fp64_instructions takes PTX text (a string), got {type(ptx_text).__name__}.",
+                          fix="Pass ptx.text, or call .fp64() on the PTX object that labkit.ptx.compile returns.")
     out = []
     for raw in ptx_text.splitlines():
         line = raw.strip()
