@@ -36,12 +36,14 @@ def counter_wrap_cause(got: np.ndarray, expected: np.ndarray) -> str | None:
     wrong = g != e
     if not wrong.any():
         return None
-    for bits, words in _WIDTHS:  # the narrowest type that can hold every count seen and explains every wrong one
-        m = 1 << bits
-        if ((e - g)[wrong] % m == 0).all() and g.max() < m and g.min() >= -(m // 2):
-            return (f"the wrong counts are the right ones minus a multiple of {m:,}: a counter narrower than int32 wraps "
-                    f"around ({words}). Count in int32 (np.int32 shared or local arrays) and store into the int32 output.")
-    return None
+    fits = [(bits, words) for bits, words in _WIDTHS  # every width that holds each count seen and explains each wrong one
+            if ((e - g)[wrong] % (1 << bits) == 0).all() and g.max() < (1 << bits) and g.min() >= -(1 << (bits - 1))]
+    if not fits:
+        return None
+    m = 1 << fits[0][0]
+    return (f"the wrong counts are the right ones minus a multiple of {m:,}: a counter narrower than int32 wraps "
+            f"around ({'; '.join(words for _, words in fits)}). Count in int32 (np.int32 shared or local arrays) and "
+            "store into the int32 output.")
 
 
 # ----------------------------------------------------------------------------- whole-array work in a kernel

@@ -307,8 +307,7 @@ def compare(
         idx = tuple(int(i) for i in np.argwhere(poison)[0])
         count = int(poison.sum())
         cause = (swapped_cause or SWAPPED_AXES) if transposed else (
-            unwritten_cause or "some threads do no work: check the index arithmetic, the grid covers the whole array, "
-                               "and the loop bounds.")
+            unwritten_cause or UNWRITTEN_CAUSE)
         raise _at(idx, Failed(f"{label}: {count} of {got.size} elements were never written; the first is at index "
                               f"{_fmt(idx)}.", cause=cause))
     bad = _mismatch(got, expected, rtol, atol)
@@ -379,6 +378,8 @@ def _guess_cause(got: np.ndarray, expected: np.ndarray, rtol: float = 1e-5, atol
 
 
 GENERIC_CAUSE = "compare your formula with the task statement for this element."
+UNWRITTEN_CAUSE = ("some threads do no work: check the index arithmetic, the grid covers the whole array, and the loop "
+                   "bounds.")
 
 
 @dataclass
@@ -540,13 +541,18 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
         note = block_size_note(case.block)
         if report is not None and report.race is not None:
             race = report.race
-            raise Failed(f"{label}: {race.message()}", cause=_more(_more(note, race.cause()), case.extra_cause),
+            overlap = (race.first, race.second) == ("write", "write")  # two threads mapped to one element
+            raise Failed(f"{label}: {race.message()}",
+                         cause=_more(_more(note, race.cause()) if overlap else race.cause(), case.extra_cause),
                          show=show_hint_for(kernel, case, race, f"{label}: {race.message()}"))
         try:
             _judge(got, case, report, names[pos], kernel=kernel, args=args)
         except Failed as exc:
             message = str(exc) if label == case.label else str(exc).replace(case.label, label, 1)
-            cause = exc.cause if note is None else note if exc.cause in (None, GENERIC_CAUSE) else _more(note, exc.cause)
+            # the note only where the cause says nothing more specific (the evidence of a block size is indirect)
+            vague = exc.cause is None or exc.cause.startswith((GENERIC_CAUSE, UNWRITTEN_CAUSE))
+            cause = exc.cause if note is None or not vague else note + exc.cause[len(GENERIC_CAUSE):] \
+                if exc.cause and exc.cause.startswith(GENERIC_CAUSE) else _more(note, exc.cause)
             raise Failed(message, cause=cause,
                          show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report)) from None
     _passed_blocks.append(_dims(case.block))

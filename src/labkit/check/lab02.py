@@ -59,9 +59,23 @@ def saxpy(kernel: Any) -> str:
         label = f"n={n}, {grid} block(s) of {block} threads"
         run_case(kernel, grid, block, (a, x, y), out_shape=n, out_dtype=np.float32, expected=a * x + y, label=label,
                  names=("a", "x", "y", "out"), first=k == 0, reverse=k == 3,
-                 unwritten_cause=GRID_STRIDE if grid * block < n else None)
+                 unwritten_cause=GRID_STRIDE if grid * block < n else None,
+                 explain=lambda got, threads=grid * block: _rounds_cause(got, threads))
     return (f"correct on {len(cases)} launches of fresh sizes: grids that stride 10 times and more, grids with more threads "
             "than elements, blocks of 32 to 1024 threads; no out-of-bounds writes.")
+
+
+def _rounds_cause(got: np.ndarray, threads: int) -> str | None:
+    """A fixed number of grid-stride rounds: exactly the first r × ``threads`` elements (r >= 2) were written."""
+    from ..sim.memory import is_poison
+
+    done = ~is_poison(got)
+    m = int(done.sum())
+    if 2 * threads <= m < got.size and m % threads == 0 and done[:m].all():
+        return (f"exactly the first {m} elements were written, {m // threads} rounds of the grid's {threads} threads: "
+                "the grid-stride loop runs a fixed number of times; loop until the end of the array "
+                "(`range(cuda.grid(1), out.size, cuda.gridsize(1))`).")
+    return None
 
 
 # ----------------------------------------------------------------------------- 02.grayscale
@@ -72,6 +86,15 @@ SWAPPED = ("x = cuda.grid(2)[0] runs along a row, so it is the column: write `co
 def _grey(img: np.ndarray) -> np.ndarray:
     f = img.astype(np.float64)
     return 0.299 * f[..., 0] + 0.587 * f[..., 1] + 0.114 * f[..., 2]
+
+
+def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
+    """Truncation: every wrong pixel holds the luma rounded down."""
+    wrong = np.abs(got.astype(np.float64) - want) > 0.5 + 1e-3
+    if wrong.any() and np.array_equal(got[wrong].astype(np.float64), np.floor(want[wrong])):
+        return ("every wrong pixel is the luma rounded down: `int(v)` (or storing the float into the uint8 output) "
+                "truncates; round to the nearest with `int(v + 0.5)`.")
+    return None
 
 
 @exercise(
@@ -102,7 +125,8 @@ def grayscale(kernel: Any) -> str:
         grid = grid_2d(shape, block)
         label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
         run_case(kernel, grid, block, (img,), out_shape=shape, out_dtype=np.uint8, expected=_grey(img), label=label,
-                 names=("img", "out"), first=k == 0, rtol=0, atol=0.5 + 1e-3, swapped_cause=SWAPPED)
+                 names=("img", "out"), first=k == 0, rtol=0, atol=0.5 + 1e-3, swapped_cause=SWAPPED,
+                 explain=lambda got, img=img: _grey_cause(got, _grey(img)))
     return (f"correct on {len(cases)} fresh images (non-square, 1×1, smaller than a block) with 4 block shapes up to 32×32; "
             "rounding right; no out-of-bounds writes.")
 
@@ -328,13 +352,13 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
 
     from .inputs import InputGuard
 
-    # (n, steps): a few hundred elements first; more than a few blocks' worth (a fixed launch such as 2 blocks of
-    # 128 threads without a grid-stride loop leaves elements out); 0 steps (y comes back as it was) and 1; and the
-    # first case's step count again on new data (a result kept from an earlier call, keyed by the step count, is wrong)
+    # (n, steps): a few hundred elements first; the same n and steps again on new data (a result kept from an earlier
+    # call, keyed by the step count, is wrong); 0 steps (y comes back as it was) and 1; and thousands of elements (a
+    # fixed launch such as 2 blocks of 128 threads without a grid-stride loop leaves elements out)
     first_steps = between(2, 6)
     first_n = between(100, 400)
-    plan = [(first_n, first_steps), (between(3000, 5000), between(2, 4)), (between(1, 99), 0), (between(1, 99), 1),
-            (first_n, first_steps)]
+    plan = [(first_n, first_steps), (first_n, first_steps), (between(1, 99), 0), (between(1, 99), 1),
+            (between(3000, 5000), between(2, 4))]
     answers: dict[tuple[int, int], np.ndarray] = {}
     for n, steps in plan:
         a = np.float32(random_array(1, np.float32, -1, 1)[0])

@@ -145,6 +145,21 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
 
 
 # ----------------------------------------------------------------------------- 03.matmul
+def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> str | None:
+    """A loop over K tiles that stops early: ``got`` equals the product over the first t tiles only."""
+    K = A.shape[1]
+    steps = -(-K // tile)
+    for t in range(0, steps):
+        part = A[:, : t * tile].astype(np.float64) @ B[: t * tile].astype(np.float64)
+        if np.allclose(got, part, rtol=1e-4, atol=1e-4 * max(K, 1)):
+            why = ("floor division drops the partial last tile: use (K + MM_TILE - 1) // MM_TILE steps, with zeros "
+                   "loaded past the end" if t == K // tile else
+                   "the loop runs a fixed number of tiles: run (K + MM_TILE - 1) // MM_TILE of them")
+            return f"C holds the sum over the first {t * tile} of the {K} terms ({t} of {steps} tiles along K): {why}."
+    return None
+
+
+
 @exercise(
     "03.matmul",
     kind="kernel",
@@ -180,6 +195,7 @@ def matmul(kernel: Any, tile: int = 16) -> str:
         report = run_case(kernel, grid, (tile, tile), (A, B), out_shape=(m, n), out_dtype=np.float32, expected=expected,
                           label=label, names=("A", "B", "C"), first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4 * kk,
                           record=("A", "B") if record else False,
+                          explain=lambda got, A=A, B=B: _matmul_cause(got, A, B, tile),
                           unwritten_cause="every thread whose (row, col) lies inside C must store its sum: check the final bounds "
                                           "test and that x is the column.")
         no_reuse = Failed(f"{label}: the values are right, but the kernel reads every operand from global memory.",

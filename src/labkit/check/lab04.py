@@ -46,6 +46,16 @@ def _heavy_bin(n: int, count: int) -> np.ndarray:
     return data[rng().permutation(n)]
 
 
+def _prefix_cause(got: np.ndarray, n: int, threads: int, result_of: Callable[[int], np.ndarray], verb: str) -> str | None:
+    """A fixed number of grid-stride rounds: ``got`` equals the result over the first r × ``threads`` elements only."""
+    for rounds in range(1, -(-n // threads)):
+        m = rounds * threads
+        if np.allclose(got, result_of(m), rtol=1e-4, atol=1e-4):
+            return (f"only the first {m} of {n} elements were {verb} ({rounds} round(s) of the grid's {threads} "
+                    "threads): the grid-stride loop must run until the end of the data, not a fixed number of times.")
+    return None
+
+
 def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     from .draws import between, not_multiple
 
@@ -64,6 +74,8 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
         report = run_case(kernel, grid, block, (data,), out_shape=NBINS, out_dtype=np.int32,
                           expected=np.bincount(data, minlength=NBINS).astype(np.int32), label=label,
                           names=("data", "hist"), out_init=0, first=k == 0, reverse=k == 2,
+                          explain=lambda got, data=data, threads=grid * block: _prefix_cause(
+                              got, data.size, threads, lambda m: np.bincount(data[:m], minlength=NBINS), "counted"),
                           unwritten_cause="some elements were not counted: cover all of data (a grid-stride loop covers it "
                                           "with any grid).",
                           extra_cause=" ".join(filter(None, (
@@ -203,7 +215,9 @@ def full_sum(kernel: Any) -> str:
         label = f"n={n}, {grid} block(s) of {block} threads"
         report = run_case(kernel, grid, block, (x,), out_shape=1, out_dtype=np.float32,
                           expected=np.array([x.astype(np.float64).sum()]), label=label, names=("x", "out"), out_init=0.0,
-                          first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4)
+                          first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4,
+                          explain=lambda got, x=x, threads=grid * block: _prefix_cause(
+                              got, x.size, threads, lambda m: np.array([x[:m].astype(np.float64).sum()]), "summed"))
         adds = report.atomics.get("global", 0) if report is not None else 0
         if adds > grid * -(-block // 32):  # one per block (or, at most, one per warp after a warp reduction)
             raise Failed(f"{label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
@@ -307,12 +321,12 @@ def race(kernel: Any) -> str:
     """Grade ``count_above(x, threshold, counts)``: ``counts[b]`` = elements of block b greater than ``threshold``."""
     from .draws import between, not_multiple
 
-    # fresh sizes each run: a partial last block, one element, whole blocks, fewer elements than a block, and blocks
-    # of 1024 threads (the most a block can have), where many more threads meet at the shared counter
-    # ... a block of 200 threads (not a power of two, nor whole warps); and thresholds with a fraction (int(threshold)
-    # counts other elements)
-    cases = [(not_multiple(257, 400, 64), 64), (1, 32), (128 * between(1, 2), 128), (between(33, 90), 32),
-             (not_multiple(401, 599, 200), 200), (between(700, 1023), 1024)]
+    # fresh sizes each run: a partial last block, one element, a block of 1024 threads (the most a block can have,
+    # where many more threads meet at the shared counter and a count passes 255), whole blocks, fewer elements than a
+    # block, and blocks of 200 threads (not a power of two, nor whole warps); thresholds with a fraction
+    # (int(threshold) counts other elements)
+    cases = [(not_multiple(257, 400, 64), 64), (1, 32), (between(700, 1023), 1024), (128 * between(1, 2), 128),
+             (between(33, 90), 32), (not_multiple(401, 599, 200), 200)]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         low, high = (-0.8, -0.3) if block == 1024 else (-0.5, 0.5)  # the 1024-thread block counts more than 255
@@ -354,6 +368,17 @@ def _block_scan(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
     padded[:x.size] = x
     scans = np.cumsum(padded.reshape(nb, block), axis=1)
     return scans.reshape(-1)[:x.size].astype(np.float32), scans[:, -1].astype(np.float32)
+
+
+def _offsets_cause(got: np.ndarray, partial: np.ndarray, offsets: np.ndarray, block: int) -> str | None:
+    """Each block added its own block's total (offsets[b]) instead of the one before it (offsets[b - 1])."""
+    own = partial + np.repeat(offsets, block)[: partial.size]
+    later = own.copy()
+    later[:block] = partial[:block]
+    if np.array_equal(got, own) or np.array_equal(got, later):
+        return ("each block added offsets[blockIdx.x], its own total; the elements of block b need the total of the "
+                "blocks before it: offsets[blockIdx.x - 1] (nothing for block 0).")
+    return None
 
 
 def scan_any_n(scan_block: Any, add_offsets: Any, x: Any, block: int = 256) -> Any:
@@ -440,6 +465,7 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         run_case(add_offsets, nb, block, (partial, offsets), out_shape=n, out_dtype=np.float32, expected=want,
                  label=f"add_offsets: n={n}, {nb} blocks of {block} threads", names=("partial", "offsets", "out"),
                  first=k == 0, reverse=k == 1,
+                 explain=lambda got, p=partial, o=offsets, b=block: _offsets_cause(got, p, o, b),
                  unwritten_cause="every element gets a value, the first block's too (it adds nothing).")
     for n, block in ((1025 + int(random_array(1, np.float32, 0, 60)[0]), 32),):
         x = _int_floats(n)
