@@ -23,6 +23,7 @@ called only with all-junk arguments. Known escapes in modules owned by others ar
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import math
@@ -139,6 +140,7 @@ KNOWN_ESCAPES: dict[str, str] = {
     "labkit.collectives.scaling": "9 junk calls escape, e.g. (gpu_counts=-1) -> TypeError: 'int' object is not iterable",
     "labkit.collectives.sharing_model": "10 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.collectives.split": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'shape'",
+    "labkit.cuda_cpp.RawKernel": "3 junk calls escape, e.g. (all=[1, 2]) -> TypeError: unhashable type: 'list'",
     "labkit.cuda_cpp.arches_compiled": "22 junk calls escape, e.g. (all=None) -> TypeError: 'NoneType' object is not iterable",
     "labkit.cuda_cpp.check_launch": "1 junk calls escape, e.g. (all=[1, 2]) -> AttributeError: 'list' object has no attribute 'params'",
     "labkit.cuda_cpp.entries": "13 junk calls escape, e.g. (all=None) -> TypeError: expected string or bytes-like object, got 'NoneType'",
@@ -219,9 +221,16 @@ def _public(module: ModuleType) -> list[tuple[str, Callable[..., Any]]]:
     out = []
     for n in names:
         v = getattr(module, n, None)
-        if inspect.isfunction(v) and f"{module.__name__}.{n}" not in ("labkit.show",):
+        if (inspect.isfunction(v) or _learner_class(v)) and f"{module.__name__}.{n}" not in ("labkit.show",):
             out.append((f"{module.__name__}.{n}", v))
     return out
+
+
+def _learner_class(v: Any) -> bool:
+    """A class a learner constructs (``cuda_cpp.RawKernel(source, name)``): one with its own ``__init__``, not a
+    record (dataclass, named tuple), an exception or a typing Protocol."""
+    return (inspect.isclass(v) and "__init__" in vars(v) and not dataclasses.is_dataclass(v)
+            and not issubclass(v, (BaseException, tuple)) and not getattr(v, "_is_protocol", False))
 
 
 def _callables() -> list[tuple[str, Callable[..., Any]]]:
