@@ -894,3 +894,26 @@ def test_more_causes_from_evidence() -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         r = check.scan(kernels.get("scan_block"), add_offsets_own_block)
     assert r.status == "failed" and "offsets[blockIdx.x - 1]" in r.cause, r.report()
+
+
+# ============================================================================= outputs read before they are written
+@cuda.jit
+def add_accumulates_into_out(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] += a[i] + b[i]
+
+
+@cuda.jit
+def add_reads_neighbour_output(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+        if i > 0 and cuda.threadIdx.x > 0:
+            out[i] = out[i - 1] - a[i - 1] - b[i - 1] + a[i] + b[i]
+
+
+def test_an_output_read_before_written_gets_the_cause_its_order_shows() -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        r = check.vector_add(add_accumulates_into_out)
+    assert r.status == "failed" and "accumulate" in r.cause and "same thread" in r.cause, r.report()

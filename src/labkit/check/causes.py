@@ -132,6 +132,8 @@ def uninitialised_cause(read: Any, later: Sequence[tuple[int, str]] | None, me: 
     from ..sim.memory import fmt_index
 
     where = f"element {fmt_index(read.index)} of {read.array}"
+    if read.space != "shared":
+        return _output_read_cause(where, later, me)
     if later is None:
         return (f"{where} was read before any thread of the block wrote it: fill shared memory (every element that is "
                 "read, halo included) and call cuda.syncthreads() before reading it.")
@@ -150,6 +152,24 @@ def uninitialised_cause(read: Any, later: Sequence[tuple[int, str]] | None, me: 
                 "block with garbage, so zero it first, then cuda.syncthreads() before the updates.")
     return (f"{where} was read before the thread that fills it had written it: a missing cuda.syncthreads() between "
             "filling shared memory and reading it, or the read placed before the load.")
+
+
+def _output_read_cause(where: str, later: Sequence[tuple[int, str]] | None, me: int) -> str:
+    """:func:`uninitialised_cause` for an output argument (global memory, poisoned before the launch)."""
+    writes = [(t, k) for t, k in (later or ()) if k in ("write", "atomic")]
+    if later is not None and writes and writes[0][0] == me:
+        return (f"{where} was read before it was written, then written by the same thread: an output starts with "
+                "garbage, so assign it (`=`) rather than accumulate into it (`+=`), or set it first; better, "
+                "accumulate in a local variable and store once.")
+    if later is not None and writes:
+        return (f"{where} was read before the thread that computes it had written it: threads of one launch cannot "
+                "pass values through the output in an order you choose; compute what you need from the inputs (or "
+                "share it through shared memory with cuda.syncthreads()).")
+    if later is not None:
+        return (f"{where} was read, but nothing in the launch writes it: an index of the output that no thread "
+                "covers is read (check the index you read against the ones you write).")
+    return (f"{where} was read before the kernel wrote it: an output starts with garbage, so assign (`=`) rather "
+            "than accumulate (`+=`).")
 
 
 # ----------------------------------------------------------------------------- FP64 in the PTX

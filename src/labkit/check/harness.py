@@ -647,7 +647,7 @@ def _uninitialised_cause(kernel: Any, case: Launch, report: memory.LaunchReport,
     from .causes import uninitialised_cause
 
     read = report.uninitialised
-    if read.space != "shared" or kernel is None or current_mode() != "sim":
+    if read.space not in ("shared", "global") or kernel is None or current_mode() != "sim":
         return read.cause()
     try:
         from .. import sim as simulator
