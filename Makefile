@@ -64,7 +64,7 @@ test: $(STAMP) $(CUPY_STAMP) $(CHP) $(CU13_STAMP)
 test-cu13: $(CU13_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY13) -m pytest -n $(PYTEST_WORKERS) -m toolchain -p no:randomly --timeout 300 -q \
 	    tests/test_toolchains.py tests/test_ptx.py tests/test_ptx_kernels.py tests/test_ptx_cuda_sources.py \
-	    tests/test_tensorcores.py tests/test_check_lab05.py tests/test_check_lab06.py
+	    tests/test_tensorcores.py tests/test_check_lab05.py tests/test_check_lab06.py tests/test_check_lab10_clusters.py
 
 ## notebooks: rebuild learner and solution notebooks from notebooks/src (and store solution outputs, sim mode)
 notebooks: $(STAMP)
