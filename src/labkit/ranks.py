@@ -14,7 +14,8 @@ engines would keep processes alive between cells, which is faster to reuse but l
 when something hangs.) The rank processes see only the function's own code, ``np`` (NumPy) and ``MPI``
 (``mpi4py.MPI``): a function that uses another name from the notebook gets a clear ``NameError``.
 
-Every run has a time limit (:data:`DEFAULT_LIMIT_S`, the course's limit for learner code). A rank that waits
+Every run has a time limit (:data:`DEFAULT_LIMIT_S`, the course's limit for learner code), counted once every
+process has started. A rank that waits
 forever (a ``Recv`` that no ``Send`` matches) is reported by rank and call, read from each rank's status file,
 and every process of the run is killed: :func:`leftovers` is empty afterwards (the tests check it).
 
@@ -44,6 +45,8 @@ from .errors import LabkitError, MissingPackageError
 MAX_RANKS = 8
 #: The course's time limit for learner code (labkit.sim.limits.LEARNER_CODE_LIMIT_S), here for a whole run.
 DEFAULT_LIMIT_S = 20.0
+#: How long the processes may take to start (mpiexec, Python, NumPy, mpi4py), before the limit above begins.
+STARTUP_LIMIT_S = 60.0
 WORKER = Path(__file__).with_name("_rank_worker.py")
 STATUS_BYTES = 512
 
@@ -62,6 +65,7 @@ class RankRun:
     command: list[str]
     script: str = ""
     notes: list[str] = field(default_factory=list)
+    output: str = ""  # what the ranks printed (stdout and stderr, interleaved)
 
     @property
     def values(self) -> list[Any]:
@@ -258,28 +262,36 @@ def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_sc
     cmd = [mpiexec(), "-launcher", "fork", "-n", str(n), sys.executable, str(WORKER), str(jobdir)]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    log = open(jobdir / "output.txt", "wb")  # a file, not a pipe: ranks that print a lot never block on it
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=env, start_new_session=True, cwd=str(jobdir))
     _STARTED.add(proc.pid)
     seen: list[Any] = []
     try:
-        deadline = t0 + limit_s
+        deadline = None  # the limit counts from when every rank has started (a loaded machine starts slowly)
         while proc.poll() is None:
-            if time.perf_counter() > deadline:
-                statuses = _statuses(jobdir, n)
+            now = time.perf_counter()
+            statuses = _statuses(jobdir, n)
+            if deadline is None and all(st not in ("", "|starting") for st in statuses):
+                deadline = now + limit_s
+            if (deadline is not None and now > deadline) or now > t0 + STARTUP_LIMIT_S + limit_s:
                 _kill(proc, seen + _tree(proc.pid))
+                if deadline is None:
+                    raise RankError(f"the {n} processes did not all start within {STARTUP_LIMIT_S:g} s.",
+                                    fix="Run `labkit doctor`; a machine this busy may need fewer processes.")
                 msg, fix = _hang_message(statuses, limit_s)
                 raise RankError(msg, fix=fix)
             for p in _tree(proc.pid):
                 if p.pid not in _STARTED:
                     _STARTED.add(p.pid)
                     seen.append(p)
-            if any(st.endswith("|failed") for st in _statuses(jobdir, n)):
+            if any(st.endswith("|failed") for st in statuses):
                 time.sleep(0.05)  # its result file is written before its status says so; stop the others now
                 _kill(proc, seen + _tree(proc.pid))
                 break
             time.sleep(0.02)
-        output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+        log.close()
+        output = (jobdir / "output.txt").read_text(errors="replace")
         seconds = time.perf_counter() - t0
         _kill(proc, seen)  # nothing should be left; make sure
         results: list[dict[str, Any]] = []
@@ -302,13 +314,12 @@ def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_sc
             tail = "\n".join(output.strip().splitlines()[-6:])
             raise RankError(f"the {n} processes ended with exit status {proc.returncode} without their results.\n{tail}",
                             fix="Run `labkit doctor`: it says whether MPI works here.")
-        return RankRun(n, results, seconds, cmd, script.read_text(encoding="utf-8") if keep_script else "")
+        return RankRun(n, results, seconds, cmd, script.read_text(encoding="utf-8") if keep_script else "", output=output)
     except BaseException:
         _kill(proc, seen)
         raise
     finally:
-        if proc.stdout:
-            proc.stdout.close()
+        log.close()
         shutil.rmtree(jobdir, ignore_errors=True)
 
 
