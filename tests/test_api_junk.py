@@ -98,6 +98,11 @@ GOOD_FOR: dict[str, dict[str, Any]] = {
     "labkit.kernels_cuda.get": {"name": "saxpy"},
     "labkit.hw.link": {"name": "NVLink 4"},
     "labkit.topology.from_nvidia_smi": {"gpu": "V100"},
+    "labkit.precision.gemm": {"a": [[1.0, 2.0]], "b": [[1.0], [0.5]]},
+    "labkit.precision.gemm_error": {"a": [[1.0, 2.0]], "b": [[1.0], [0.5]]},
+    "labkit.precision.gemm_tolerance": {"a": [[1.0, 2.0]], "b": [[1.0], [0.5]]},
+    "labkit.precision.decode": {"pattern": "0 01111 0000000000"},
+    "labkit.precision.classify": {"x": [1.0, 1e-9]},
 }
 
 #: Functions that work for seconds once their arguments are valid: called with all-junk arguments only.
