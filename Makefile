@@ -14,6 +14,10 @@ PYTEST_WORKERS ?= 2
 VENV13 := .venv-cu13
 PY13   := $(VENV13)/bin/python
 CU13_STAMP := $(VENV13)/.installed
+# JupyterHub 5 (the Zero to JupyterHub chart's, constraints-hub5.txt) in its own cached venv, the same way, for tests/test_hub5.py
+VENVHUB5 := .venv-hub5
+PYHUB5   := $(VENVHUB5)/bin/python
+HUB5_STAMP := $(VENVHUB5)/.installed
 
 .PHONY: lab test test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
 
@@ -28,6 +32,16 @@ $(STAMP): pyproject.toml constraints.txt
 $(CUPY_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,cuda12]"
 	touch $(CUPY_STAMP)
+
+$(HUB5_STAMP): $(STAMP) constraints-hub5.txt
+	rm -rf $(VENVHUB5)
+	$(PY) -m venv --without-pip $(VENVHUB5)
+	site=$$($(PYHUB5) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	base=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	$(PY) -m pip install --quiet --no-deps --target "$$site" -r constraints-hub5.txt && \
+	echo "import site; site.addsitedir('$$base')" > "$$site/labkit-base-venv.pth"
+	$(PYHUB5) -c 'import jupyterhub as j; assert j.__version__.startswith("5."), j.__version__; print("JupyterHub", j.__version__)'
+	touch $(HUB5_STAMP)
 
 $(CU13_STAMP): $(STAMP) constraints-cu13.txt
 	rm -rf $(VENV13)
@@ -51,7 +65,7 @@ lab: $(STAMP)
 
 ## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
 ## then the toolchain-dependent tests again under CUDA 13 (test-cu13)
-test: $(STAMP) $(CUPY_STAMP) $(CHP) $(CU13_STAMP)
+test: $(STAMP) $(CUPY_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP)
 	@start=$$(date +%s); \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
@@ -86,4 +100,4 @@ doctor: $(STAMP)
 	$(VENV)/bin/labkit doctor
 
 clean:
-	rm -rf $(VENV) $(VENV13) .pytest_cache build src/*.egg-info
+	rm -rf $(VENV) $(VENV13) $(VENVHUB5) .pytest_cache build src/*.egg-info

@@ -1,4 +1,4 @@
-"""A real JupyterHub 6 on localhost, as a classroom uses it (about 35 s on 2 cores; the budget is 90 s).
+"""A real JupyterHub 6 on localhost, as a classroom uses it (about 27 s on 2 idle cores; the budget is 90 s).
 
 configurable-http-proxy from npm (``make test`` installs it in ``.venv/node``) serving HTTPS with a self-signed
 certificate made for 127.0.0.1; the course's own logins (NativeAuthenticator through :func:`labkit.hub_setup.
@@ -161,7 +161,7 @@ configure_login(c, login="native", instructors=[{instructor!r}], env={{"LABKIT_A
 c.NativeAuthenticator.seconds_before_next_try = 1
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"
-c.Spawner.cmd = [{singleuser!r}]
+c.Spawner.cmd = {singleuser!r}
 c.Spawner.args = {spawner_args!r}
 c.Spawner.start_timeout = 60
 c.Spawner.http_timeout = 60
@@ -241,6 +241,14 @@ print("VERDICT", result.status, "IN_HUB", progress.in_hub(), "FILE", progress.pr
 
 
 def test_classroom_hub(tmp_path: Path) -> None:
+    """The classroom on this environment's JupyterHub (6); tests/test_hub5.py runs it on the chart's JupyterHub 5."""
+    version = run_classroom(tmp_path, sys.executable)
+    assert version.split(".")[0] == "6", version
+
+
+def run_classroom(tmp_path: Path, python: str) -> str:
+    """The whole classroom with the hub, the servers, the service and the culler on ``python``; returns the hub's
+    JupyterHub version (as its API says)."""
     global TLS, CA_FILE
     from labkit.hub_setup import culler_command, make_self_signed
 
@@ -266,15 +274,16 @@ def test_classroom_hub(tmp_path: Path) -> None:
     config = tmp_path / "jupyterhub_config.py"
     config.write_text(HUB_CONFIG.format(
         port=port, hub_port=hub_port, proxy_api=proxy_api, service_port=service_port, tmp=tmp_path, chp=CHP,
-        singleuser=str(BIN / "jupyterhub-singleuser"), spawner_args=args, instructor=INSTRUCTOR,
+        singleuser=[python, "-m", "jupyterhub.singleuser"], spawner_args=args, instructor=INSTRUCTOR,
         deploy=str(ROOT / "deploy" / "jupyterhub"), cert=str(cert), key=str(key), admin_password=PASSWORDS[INSTRUCTOR],
         culler_token=culler_token,
     ))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "LABKIT_"))}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     log = open(tmp_path / "hub.log", "w")
-    hub = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(config)], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
-                           start_new_session=True)
+    # `python -m`: the hub and the servers run on that interpreter's JupyterHub (6 in .venv, 5 in .venv-hub5)
+    hub = subprocess.Popen([python, "-m", "jupyterhub", "-f", str(config)], cwd=tmp_path, env=env, stdout=log,
+                           stderr=subprocess.STDOUT, start_new_session=True)
     public = f"https://127.0.0.1:{port}"
     api = f"{public}/hub/api"
     service = f"{public}/services/labkit-progress/"
@@ -288,6 +297,7 @@ def test_classroom_hub(tmp_path: Path) -> None:
 
     try:
         wait_for("the hub's API behind the HTTPS proxy", lambda: http("GET", f"{api}/", timeout=2)[0] == 200, deadline)
+        version = json.loads(http("GET", f"{api}/")[1])["version"]
         wait_for("the labkit-progress service", lambda: http("GET", f"{service}api/mine", timeout=2)[0] in (401, 403), deadline)
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):  # really TLS, really this certificate
             urllib.request.urlopen(f"{api}/", timeout=5, context=ssl.create_default_context())
@@ -390,7 +400,7 @@ def test_classroom_hub(tmp_path: Path) -> None:
 
         # both servers are idle now: the culler (as the DGX runs it, with its role) stops them and frees their slices
         culler_env = dict(env, JUPYTERHUB_API_TOKEN=culler_token)
-        culler = subprocess.Popen(culler_command(1, every_s=1, hub_api_url=f"http://127.0.0.1:{hub_port}/hub/api"), env=culler_env,
+        culler = subprocess.Popen(culler_command(1, every_s=1, hub_api_url=f"http://127.0.0.1:{hub_port}/hub/api", python=python), env=culler_env,
                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         for user in LEARNERS:
             wait_for(f"the culler to stop {user}'s server",
@@ -413,9 +423,10 @@ def test_classroom_hub(tmp_path: Path) -> None:
         log.close()
     timings["hub stopped"] = time.monotonic() - started
     elapsed = time.monotonic() - started
-    print(f"hub test: {elapsed:.1f} s ({', '.join(f'{k} at {v:.1f} s' for k, v in timings.items())})")
+    print(f"hub test (JupyterHub {version}): {elapsed:.1f} s ({', '.join(f'{k} at {v:.1f} s' for k, v in timings.items())})")
     # nothing the hub started is left listening
     for p in (port, proxy_api, service_port, hub_port):
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", p)) != 0, f"port {p} still listening after the hub stopped"
     assert elapsed < BUDGET_S, f"the hub test took {elapsed:.0f} s (budget {BUDGET_S} s)"
+    return version

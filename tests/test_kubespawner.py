@@ -200,6 +200,9 @@ def test_hub_side_settings(config: Config) -> None:
     svc = config.JupyterHub.services[names.index("labkit-progress")]
     assert svc["url"] == "http://hub:10101" and svc["environment"]["LABKIT_PROGRESS_LISTEN"] == "0.0.0.0"
     assert "access:services!service=labkit-progress" in config.Spawner.server_token_scopes
+    # every user may reach the service through the `user` role (JupyterHub 5, the chart's, has no extra_user_scopes)
+    (user_role,) = [r for r in config.JupyterHub.load_roles if r["name"] == "user"]
+    assert set(user_role["scopes"]) == {"self", "access:services!service=labkit-progress"}
     assert VALUES["cull"]["enabled"] is True and VALUES["cull"]["timeout"] > 0
     assert any(p["port"] == 10101 for p in VALUES["hub"]["service"]["extraPorts"])
     operator = yaml.safe_load((ROOT / "deploy" / "k8s" / "gpu-operator-values.yaml").read_text())

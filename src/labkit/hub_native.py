@@ -34,14 +34,23 @@ class _NoTimer:
 
 
 class _NoStatsd:
+    """JupyterHub 5's statsd client, as far as the login handlers use it: every call does nothing."""
+
     def timer(self, name: str) -> _NoTimer:
         return _NoTimer()
+
+    def __getattr__(self, name: str) -> Any:  # incr, gauge, timing, ...
+        return lambda *args, **kwargs: None
 
 
 class CourseLoginHandler(NativeLoginHandler):
     """NativeAuthenticator's login form, working on JupyterHub 5 and 6 (no statsd; the error page's extra keywords)."""
 
-    statsd = _NoStatsd()
+    @property
+    def statsd(self) -> Any:
+        """The hub's statsd client where it has one (JupyterHub 5), else a stand-in that does nothing (6)."""
+        real = self.settings.get("statsd")
+        return real if real is not None else _NoStatsd()
 
     def _render(self, login_error: str | None = None, username: str | None = None, **_: Any) -> Any:
         return super()._render(login_error=login_error, username=username)

@@ -408,7 +408,9 @@ def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0
 
     - the managed service (``python -m labkit.progress_service``) listening at ``service_url``;
     - the custom scope :data:`INSTRUCTOR_SCOPE` and an ``instructor`` role holding it, given to ``instructors`` and
-      to the group ``instructor_group``; every user gets :data:`ACCESS_SCOPE` (``extra_user_scopes``);
+      to the group ``instructor_group``; every user gets :data:`ACCESS_SCOPE` through the ``user`` role
+      (``load_roles``: JupyterHub 5, the Zero to JupyterHub chart's, has no ``extra_user_scopes``, and there a
+      learner's server token without the scope could post nothing);
     - learners' server tokens carry :data:`ACCESS_SCOPE`, so their kernels can post results;
     - ``LABKIT_PROGRESS_URL`` in every server's environment: the service's address as the servers reach it,
       ``progress_url`` when given (the service's own address on the internal network: the DGX's Docker gateway, the
@@ -433,9 +435,13 @@ def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0
     roles = [r for r in _setting(c.JupyterHub, "load_roles", []) if r.get("name") != "instructor"]
     roles.append({"name": "instructor", "description": "Sees every learner's progress", "scopes": [ACCESS_SCOPE, INSTRUCTOR_SCOPE],
                   "users": sorted(instructors), "groups": [instructor_group]})
+    user_role = next((r for r in roles if r.get("name") == "user"), None)
+    if user_role is None:
+        roles.append({"name": "user", "description": "Every user: their own things, and the labkit-progress service",
+                      "scopes": ["self", ACCESS_SCOPE]})
+    elif ACCESS_SCOPE not in user_role.get("scopes", []):
+        user_role["scopes"] = [*user_role.get("scopes", ["self"]), ACCESS_SCOPE]
     c.JupyterHub.load_roles = roles
-    extra = list(_setting(c.JupyterHub, "extra_user_scopes", []))
-    c.JupyterHub.extra_user_scopes = extra + ([ACCESS_SCOPE] if ACCESS_SCOPE not in extra else [])
     groups = dict(_setting(c.JupyterHub, "load_groups", {}))
     groups.setdefault(instructor_group, {"users": sorted(instructors)})
     c.JupyterHub.load_groups = groups
