@@ -319,6 +319,8 @@ def _probe(qual: str, f: Callable[..., Any]) -> list[str]:
         return escapes
     base = {p.name: good[p.name] for p in _params(f) if p.default is p.empty}
     kind, result = _call(f, base, [])  # a fresh object: a junk call above must not have changed it
+    if kind != "ok":
+        return escapes
     for name in sorted(dir(type(result))):
         method = getattr(type(result), name, None)
         if name.startswith("_") or not inspect.isfunction(method):
