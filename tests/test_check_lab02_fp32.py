@@ -76,7 +76,7 @@ def test_fp64_literals_fail_with_the_literal_as_the_cause() -> None:
 
 def test_other_mistakes_fail_with_their_own_cause() -> None:
     r = check.to_unit(to_unit_swapped)
-    assert r.status == "failed" and "FP64" not in r.message
+    assert r.status == "failed" and "FP64" not in r.message and "swapped" in (r.cause or "")
     r = check.to_unit(to_unit_no_bounds)
     assert r.status == "failed" and "bounds" in (r.message + (r.cause or "")).lower()
     r = check.to_unit(to_unit_floor)
