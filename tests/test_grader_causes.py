@@ -62,7 +62,22 @@ def add_shared_garbage(a, b, out):  # adds a shared element nobody wrote: the Na
         out[i] = a[i] + b[i] + sh[cuda.threadIdx.x]
 
 
+@cuda.jit
+def add_below_1000(a, b, out):
+    i = cuda.grid(1)
+    if i < 1000 and i < out.size:
+        out[i] = a[i] + b[i]
+
+
 # ============================================================================= 02.saxpy
+@cuda.jit
+def saxpy_stride_assumes_128(a, x, y, out):
+    i = cuda.blockIdx.x * 128 + cuda.threadIdx.x
+    while i < out.size:
+        out[i] = a * x[i] + y[i]
+        i += 128 * cuda.gridDim.x
+
+
 @cuda.jit
 def saxpy_into_y(a, x, y, out):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
@@ -586,6 +601,8 @@ CASES: dict[str, tuple[str, object, tuple[str, ...], tuple[str, ...]]] = {
     "00/no-bounds": ("00.vector-add", add_no_bounds, ("bounds check",), ()),
     "00/thread-index-only": ("00.vector-add", add_thread_only, ("index formula",), ()),
     "00/pow2-shift": ("00.vector-add", S.add_pow2_block, ("not a power of two",), ()),
+    "00/block-256": ("00.vector-add", S.add_block_256, ("assumes a block size", "256"), ()),
+    "00/below-1000": ("00.vector-add", add_below_1000, ("stops at 1000",), ()),
     "00/shared-garbage": ("00.vector-add", add_shared_garbage, ("no thread of the block ever writes",),
                           ("kernel body", "zero it first")),
     "01.v100/swapped": ("01.v100-vs-p100", lambda: _v100()[::-1], ("ratio_fp32 divides",), ()),
@@ -619,6 +636,7 @@ CASES: dict[str, tuple[str, object, tuple[str, ...], tuple[str, ...]]] = {
     "01.two-dgx1/one-port": ("01.two-dgx1", lambda: _two_dgx1() * 4, ("one edr port",), ()),
     "02.saxpy/into-y": ("02.saxpy", saxpy_into_y, ("wrote into its input `y`",), ()),
     "02.saxpy/no-stride": ("02.saxpy", saxpy_no_stride, ("grid-stride",), ()),
+    "02.saxpy/stride-assumes-128": ("02.saxpy", saxpy_stride_assumes_128, ("128 threads", "assumes a block size"), ()),
     "02.saxpy/int16": ("02.saxpy", S.saxpy_int16, ("int16",), ()),
     "02.saxpy/pow2-stride": ("02.saxpy", S.saxpy_pow2_stride, ("not a power of two",), ()),
     "02.grey/truncates": ("02.grayscale", grey_truncates, ("round",), ()),

@@ -620,6 +620,9 @@ def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, ou
             cause = _uninitialised_cause(kernel, case, report, args)
         elif case.explain is not None and (told := case.explain(got)) is not None:
             cause = told
+        elif (pattern := coverage_cause(got, case.grid, case.block)) is not None and (
+                exc.cause in (None, GENERIC_CAUSE, UNWRITTEN_CAUSE) or exc.cause == case.unwritten_cause):
+            cause = pattern
         elif (wrap := counter_wrap_cause(got, expected)) is not None:
             cause = wrap
         raise _at(getattr(exc, "element", None), Failed(str(exc), cause=_more(cause, case.extra_cause))) from None
@@ -629,6 +632,32 @@ def _at(element: tuple[int, ...] | None, failed: Failed) -> Failed:
     """``failed`` with the output element it names (``failed.element``), for the picture of the failing case."""
     failed.element = element  # type: ignore[attr-defined]
     return failed
+
+
+def coverage_cause(got: np.ndarray, grid: Any, block: Any) -> str | None:
+    """What the elements a 1-D kernel wrote show: exactly blocks of another size (``blockIdx.x * 128 + t`` with
+    blocks of 64: the index assumes a block size), or exactly a prefix that is not a whole number of the grid's
+    threads (a fixed bound where the array's size belongs). None when the pattern is neither."""
+    if got.ndim != 1 or not isinstance(block, (int, np.integer)) or not isinstance(grid, (int, np.integer)):
+        return None
+    done = ~_is_poison(got)
+    if done.all() or not done.any():
+        return None
+    idx = np.arange(got.size)
+    block, grid = int(block), int(grid)
+    fitting = [assumed for assumed in (32, 64, 128, 256, 512, 1024) if assumed != block and (
+        np.array_equal(done, (idx % assumed < block) & (idx < assumed * grid)) or np.array_equal(done, idx % assumed < block))]
+    if fitting:
+        sizes = " or ".join(map(str, fitting))
+        which = "" if len(fitting) == 1 else " (this case cannot tell which)"
+        return (f"the elements written are exactly those blocks of {sizes} threads would cover{which}, but this launch "
+                f"has blocks of {block}: the index assumes a block size; use cuda.grid(1), or cuda.blockDim.x, in "
+                "place of the constant.")
+    m = int(done.sum())
+    if done[:m].all() and m % (grid * block):
+        return (f"exactly elements 0 to {m - 1} were written and none after: the kernel stops at {m}, short of the "
+                f"{got.size} elements: a fixed bound (or another array's size) where out.size belongs.")
+    return None
 
 
 def counter_wrap_cause(got: np.ndarray, expected: np.ndarray) -> str | None:
