@@ -71,5 +71,6 @@ print("install.sh: labkit", getattr(labkit, "__version__", "?"), "from", labkit.
 PY
 if [ "$cuda" != none ]; then  # the course's `cuda13` extra is the same CUDA 12.9 CuPy (a CUDA 13 driver runs it)
     "$venv/bin/python" -c "import importlib.metadata as m; print('install.sh: CuPy', m.version('cupy-cuda12x'))"
+    "$venv/bin/python" -c "import importlib.metadata as m, jupyterlab_nvdashboard; print('install.sh: GPU dashboards: jupyterlab-nvdashboard', m.version('jupyterlab-nvdashboard'))"
 fi
 echo "install.sh: done"

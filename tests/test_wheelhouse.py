@@ -30,8 +30,10 @@ def test_cuda_extras_bring_cupys_cuda_libraries_and_agree_with_the_stack() -> No
     """The defect: cuda12/cuda13 installed CuPy without its CUDA libraries (cuBLAS, cuRAND: cp.matmul, cp.random)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert extras["cuda12"] == ["cupy-cuda12x[ctk]==14.2.0", "nvidia-nccl-cu12==2.27.5"]  # NCCL is not in [ctk]
+    assert extras["cuda12"] == ["cupy-cuda12x[ctk]==14.2.0", "nvidia-nccl-cu12==2.27.5",  # NCCL is not in [ctk]
+                                "jupyterlab-nvdashboard==0.15.0"]  # the GPU dashboards (tests/test_nvdashboard.py)
     cuda13 = dict(r.split("==") for r in extras["cuda13"])
+    assert cuda13.pop("jupyterlab-nvdashboard") == "0.15.0"
     assert cuda13.pop("cupy-cuda13x") == "14.2.0" and cuda13.pop("nvidia-nccl-cu13").startswith("2.27.")
     # the CUDA 13 libraries CuPy loads, each at the version of one toolkit release (cuda-toolkit 13.0.2's list)
     assert cuda13 == {"nvidia-cuda-runtime": "13.0.96", "nvidia-cuda-nvrtc": "13.0.88", "nvidia-cublas": "13.1.0.3",
