@@ -935,3 +935,32 @@ def test_an_output_read_before_written_gets_the_cause_its_order_shows() -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         r = check.vector_add(add_accumulates_into_out)
     assert r.status == "failed" and "accumulate" in r.cause and "same thread" in r.cause, r.report()
+
+
+def test_gpu_mode_tells_a_tree_from_atomics_only_by_the_ptx() -> None:
+    from labkit import kernels
+    from labkit.check import lab04
+
+    assert lab04.combines_in_block(kernels.get("sum_all"))
+    assert not lab04.combines_in_block(S.full_sum_atomics_only)
+
+
+class _DeviceArray:
+    """A stand-in for a GPU device array (copy_to_host), as the input guard meets it in gpu mode."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self._a = a.copy()
+        self.ndim = a.ndim
+
+    def copy_to_host(self) -> np.ndarray:
+        return self._a.copy()
+
+
+def test_the_input_guard_reads_device_arrays_back() -> None:
+    from labkit.check.inputs import InputGuard
+
+    d = _DeviceArray(np.arange(4, dtype=np.float32))
+    guard = InputGuard({"x": d}, who="your kernel")
+    assert guard.problem() is None
+    d._a[3] = np.nan
+    assert "input `x`" in str(guard.problem()) and "index 3" in str(guard.problem())

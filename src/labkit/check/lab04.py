@@ -221,12 +221,30 @@ def full_sum(kernel: Any) -> str:
         adds = report.atomics.get("global", 0) if report is not None else 0
         if adds > grid * -(-block // 32):  # one per block (or, at most, one per warp after a warp reduction)
             raise Failed(f"{label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
-                         "threads added their own sums one by one.",
-                         cause="the exercise combines each block's threads first (the tree of 04.block-sum in shared "
-                               "memory, or warp shuffles), then one thread per block adds the block's sum atomically: "
-                               "thousands of atomics on one address serialise on a GPU.")
+                         "threads added their own sums one by one.", cause=NO_TREE)
+    if current_mode() == "gpu" and not combines_in_block(kernel):
+        raise Failed("the sum is right, but the kernel's PTX has neither shared memory nor warp shuffles: every thread "
+                     "adds its own sum to out[0].", cause=NO_TREE)
     return ("correct for fresh sizes with grids larger and smaller than the data (10+ grid-stride rounds) and blocks of "
             "32 to 256 threads; blocks combine atomically.")
+
+
+NO_TREE = ("the exercise combines each block's threads first (the tree of 04.block-sum in shared memory, or warp "
+           "shuffles), then one thread per block adds the block's sum atomically: thousands of atomics on one address "
+           "serialise on a GPU.")
+
+
+def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:])") -> bool:
+    """True when the kernel's PTX (sm_80) shows a way to combine a block's threads: shared memory or warp shuffles
+    (what a GPU run checks in place of the simulator's count of atomics); True too when it does not compile."""
+    from .. import ptx
+    from ..errors import CompileError
+
+    try:
+        mix = ptx.compile(kernel, signature, "sm_80").summary()
+    except CompileError:
+        return True
+    return sum(mix.shared_loads.values()) + sum(mix.shared_stores.values()) > 0 or mix.shuffles > 0
 
 
 # ----------------------------------------------------------------------------- 04.warp-sum
