@@ -655,6 +655,10 @@ if ok:
               f"{t.busbw():.1f} GB/s, NCCL allReduce busbw {t.busbw(t.nccl_seconds):.1f} GB/s"
               + (f", over CUDA-aware MPI {t.busbw(t.cuda_aware_mpi_seconds):.1f} GB/s" if t.cuda_aware_mpi_seconds else ""))
     print("CUDA-aware MPI here:", info["cuda_aware_mpi"], "; GPUs by rank:", info["devices"])
+    gpu_hw = hw.match_device(info["device"])
+    if gpu_hw is not None and gpu_hw.nvlink_bandwidth is not None:
+        print(f"{gpu_hw.name}: NVLink {gpu_hw.nvlink_bandwidth} bidirectional = {gpu_hw.nvlink_bandwidth.value / 2:g} GB/s "
+              "per direction, what a ring's busbw can reach (labkit.hw)")
 else:
     print(f"no GPU run: {why}.")
     print("The model of the same ring on 8 GPUs of a DGX H200 (and what NCCL would pick instead):")
