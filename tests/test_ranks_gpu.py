@@ -138,11 +138,14 @@ def test_the_gpu_rank_code_runs_end_to_end_on_a_fake_cupy(monkeypatch: pytest.Mo
 
     fake = Path(__file__).with_name("fake_cupy_ranks")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")]))
-    src, name = ranks.source_of(ring_allreduce)
-    run = ranks.launch({"mode": "gpu", "source": src, "name": name, "sizes": [10, 2], "reps": 2}, 3)
-    for r, res in enumerate(run.results):
-        assert res["device_name"] == "Fake GPU" and res["cuda_aware"] is False
-        assert [row["correct"] for row in res["rows"]] == [True, True]  # 10 and 2 elements: 3 does not divide either
-        assert all(row["device"] == r for row in res["rows"])  # the GPU of its local rank
-        assert all(row["learner"] > 0 and row["nccl"] > 0 for row in res["rows"])
+    import labkit.mode
+
+    monkeypatch.setattr(ranks, "gpu_status", lambda: (True, "3 fake GPUs"))
+    monkeypatch.setattr(labkit.mode, "env", lambda: SimpleNamespace(is_gpu=True, gpu_count=3, device_name="Fake GPU"))
+    rows, info = ranks.gpu_bench(ring_allreduce, sizes=(10, 2), reps=2)  # 3 ranks: 3 divides neither size
+    assert info == {"device": "Fake GPU", "cuda_aware_mpi": False, "devices": [0, 1, 2]}  # the GPU of its local rank
+    assert [(t.n, t.nbytes, t.correct) for t in rows] == [(3, 40, True), (3, 8, True)]
+    for t in rows:
+        assert t.seconds > 0 and t.nccl_seconds > 0 and t.cuda_aware_mpi_seconds is None
+        assert t.busbw() == pytest.approx(t.nbytes / t.seconds / 1e9 * 4 / 3)
     assert ranks.leftovers() == []
