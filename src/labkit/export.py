@@ -43,6 +43,8 @@ from typing import Any
 
 from .errors import LabkitError
 
+__all__ = ["POINTS_PER_EXERCISE", "CheckCall", "NotPassed", "OtterExport", "check_calls", "export_otter", "grade_answer"]
+
 #: Points per exercise.
 POINTS_PER_EXERCISE = 1
 
@@ -61,6 +63,11 @@ def {func}(env):
     from labkit.export import grade_answer
     grade_answer(env, {exercise_id!r}, {args!r})
 '''
+
+
+class NotPassed(LabkitError, AssertionError):
+    """An exercise did not pass in Otter's grading: the message is the learner's feedback (the check's report).
+    An AssertionError too, which is what an Otter test case raises to fail."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ def _lab_calls(lab_id: str, notebook: Path) -> list[CheckCall]:
     return [calls[ex] for ex in ids]
 
 
-def test_source(call: CheckCall, title: str, lab_id: str) -> str:
+def _test_source(call: CheckCall, title: str, lab_id: str) -> str:
     """The Otter test file (exception-based format) for one exercise."""
     func = "test_" + re.sub(r"\W", "_", call.exercise_id)
     return _TEST_TEMPLATE.format(exercise_id=call.exercise_id, title=title, points=POINTS_PER_EXERCISE, lab=lab_id,
@@ -154,6 +161,12 @@ def export_otter(lab_id: str, root: Path, out: Path | None = None) -> OtterExpor
     course at ``root`` (the folder holding ``notebooks/``)."""
     from . import check, course
 
+    for what, value in (("root", root), ("out", out)):
+        if not isinstance(value, (str, os.PathLike)) and not (what == "out" and value is None):
+            raise LabkitError(f"{what} must be a folder path, not {type(value).__name__}.",
+                              fix="Give the course folder (the one holding notebooks/) and, optionally, an output folder.")
+    if isinstance(lab_id, bool) or not isinstance(lab_id, (str, int)):
+        raise LabkitError(f"the lab must be an id such as '00', not {type(lab_id).__name__}.", fix="Use e.g. labkit export --otter 00.")
     lab = course.lab(lab_id)
     notebook = Path(root) / "notebooks" / lab.filename
     if not notebook.is_file():
@@ -170,7 +183,7 @@ def export_otter(lab_id: str, root: Path, out: Path | None = None) -> OtterExpor
     tests = []
     for c in calls:
         path = tests_dir / f"{c.exercise_id}.py"
-        path.write_text(test_source(c, titles[c.exercise_id], lab.id))
+        path.write_text(_test_source(c, titles[c.exercise_id], lab.id))
         tests.append(path)
     config = folder / "otter_config.json"
     config.write_text(json.dumps({"lang": "python", "points_possible": POINTS_PER_EXERCISE * len(calls),
@@ -200,18 +213,21 @@ def _otter_generate(tests_dir: Path, config: Path, output: Path) -> None:
 
 def grade_answer(env: dict[str, Any], exercise_id: str, args: str) -> None:
     """In Otter's grading kernel: run exercise ``exercise_id``'s check on the arguments ``args`` evaluated in the
-    submission's variables ``env``; an AssertionError carrying the check's report when it does not pass."""
+    submission's variables ``env``; :class:`NotPassed` carrying the check's report when it does not pass."""
     from . import check
 
+    if not isinstance(env, dict) or not isinstance(exercise_id, str) or not isinstance(args, str):
+        raise LabkitError("grade_answer(env, exercise_id, args) takes the notebook's globals (a dict), an exercise id "
+                          "and the check call's arguments as text.", fix="It is called by the tests `labkit export --otter` writes.")
     scope = dict(env)
     scope["__labkit_args__"] = lambda *a, **k: (a, k)
     try:
         answer, kwargs = eval(f"__labkit_args__({args})", scope)  # noqa: S307 - the course's own check-call text
     except NameError as exc:
-        raise AssertionError(f"[NOT SOLVED YET] {exercise_id}: the notebook defines no {exc.name!r}, which this "
+        raise NotPassed(f"[NOT SOLVED YET] {exercise_id}: the notebook defines no {exc.name!r}, which this "
                              f"exercise's check grades. Keep the exercise cell and its names as the lab gives them.") from None
     except Exception as exc:  # noqa: BLE001 - a broken answer never crashes the grader
-        raise AssertionError(f"[NOT SOLVED YET] {exercise_id}: the answer could not be read ({type(exc).__name__}: {exc}).") from None
+        raise NotPassed(f"[NOT SOLVED YET] {exercise_id}: the answer could not be read ({type(exc).__name__}: {exc}).") from None
     before = os.environ.get("LABKIT_PROGRESS")
     os.environ["LABKIT_PROGRESS"] = "off"
     try:
@@ -222,7 +238,7 @@ def grade_answer(env: dict[str, Any], exercise_id: str, args: str) -> None:
         else:
             os.environ["LABKIT_PROGRESS"] = before
     if not result:
-        raise AssertionError(result.report())
+        raise NotPassed(result.report())
 
 
 def add_cli(sub: Any) -> None:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
+
+from .errors import LabkitError
 
 #: The gradebook's header row, in order.
 COLUMNS: tuple[str, ...] = ("user", "exercise", "status", "attempts", "hints")
@@ -38,18 +40,39 @@ def _text(value: str) -> str:
     return "'" + value if value.startswith(_FORMULA_START) else value
 
 
+def _valid(cells: Any, exercises: Any) -> set[str] | None:
+    """``exercises`` as a set (None: keep all); a LabkitError when ``cells`` or ``exercises`` is not what the service has."""
+    fix = "Pass the service's Store.cells(): user -> exercise -> Cell, and exercise ids as strings."
+    if not isinstance(cells, Mapping) or not all(isinstance(u, str) and isinstance(per, Mapping) for u, per in cells.items()):
+        raise LabkitError(f"the gradebook needs a mapping user -> exercise -> cell, not {type(cells).__name__}.", fix=fix)
+    for per in cells.values():
+        for ex, c in per.items():
+            ok = isinstance(ex, str) and all(hasattr(c, a) for a in ("solved", "status", "attempts", "hints"))
+            if not ok or not isinstance(c.status, str) or isinstance(c.attempts, bool) or not isinstance(c.attempts, int) \
+                    or isinstance(c.hints, bool) or not isinstance(c.hints, int):
+                raise LabkitError(f"the gradebook's cell for {ex!r} is not a progress cell ({type(c).__name__}).", fix=fix)
+    if exercises is None:
+        return None
+    if isinstance(exercises, (str, bytes)) or not isinstance(exercises, Iterable):
+        raise LabkitError(f"exercises must be a collection of exercise ids, not {type(exercises).__name__}.", fix=fix)
+    items = list(exercises)
+    if not all(isinstance(e, str) for e in items):
+        raise LabkitError("exercises must be exercise ids (strings) such as '00.vector-add'.", fix=fix)
+    return set(items)
+
+
 def rows(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None) -> list[tuple[str, str, str, int, int]]:
     """The gradebook's rows from ``user -> exercise -> cell``, sorted by user and exercise.
 
     ``exercises``, when given, keeps only those ids (the course's current exercises)."""
-    keep = None if exercises is None else set(exercises)
+    keep = _valid(cells, exercises)
     out = []
     for user in sorted(cells):
         for ex in sorted(cells[user]):
             if keep is not None and ex not in keep:
                 continue
             c = cells[user][ex]
-            out.append((user, ex, "passed" if c.solved else c.status, int(c.attempts), int(c.hints)))
+            out.append((user, ex, "passed" if c.solved else c.status, c.attempts, c.hints))
     return out
 
 
