@@ -2,10 +2,10 @@
 run through its check 20 times and must be rejected 20 times out of 20, whatever the fresh draws are.
 
 The shortcuts: a block size assumed (a fixed 128 or 256, or the largest power of two below blockDim: a shift for a
-division), an int16 index (sizes past 32,767), a fixed launch in host code, a result cached by step count, a loop
-that runs once for 0 steps, a register search that stops at 254, an integer scan buffer (fractions), int(threshold),
-a counter narrower than int32, atomics without a tree. Each must fail on a case the check always runs, early enough
-to keep this file at about 10 s in sim."""
+division), an int16 index (sizes past 32,767), a fixed number of grid-stride rounds, a fixed launch in host code, a
+result cached by step count, a loop that runs once for 0 steps, a register search that stops at 254, an integer
+scan buffer (fractions), int(threshold), a counter narrower than int32, atomics without a tree. Each must fail on a
+case the check always runs, early enough to keep this file at about 10 s in sim."""
 
 from __future__ import annotations
 
@@ -68,6 +68,15 @@ def saxpy_pow2_stride(a, x, y, out):
     while i < out.size:
         out[i] = a * x[i] + y[i]
         i += cuda.gridDim.x << shift
+
+
+@cuda.jit
+def saxpy_16_rounds(a, x, y, out):
+    i = cuda.grid(1)
+    for r in range(16):
+        j = i + r * cuda.gridsize(1)
+        if j < out.size:
+            out[j] = a * x[j] + y[j]
 
 
 @cuda.jit
@@ -347,6 +356,7 @@ SHORTCUTS = {
     "00.vector-add/pow2-shift": ("00.vector-add", add_pow2_block),
     "02.saxpy/pow2-stride": ("02.saxpy", saxpy_pow2_stride),
     "02.saxpy/int16-index": ("02.saxpy", saxpy_int16),
+    "02.saxpy/16-rounds": ("02.saxpy", saxpy_16_rounds),
     "02.grayscale/block-16x8": ("02.grayscale", grey_block_16x8),
     "02.launch-config/shift": ("02.launch-config", grid_shift),
     "02.transfers/fixed-2x128-launch": ("02.transfers", transfers_fixed_launch),
