@@ -4,6 +4,7 @@ stand-in who a token belongs to and what scopes it has, exactly as it asks a rea
 from __future__ import annotations
 
 import asyncio
+import os
 import json
 import threading
 import time
@@ -50,7 +51,7 @@ class FakeHubAPI(BaseHTTPRequestHandler):
         pass
 
 
-def start_service(store: "ps.Store", hub_port: int, port: int = 0):
+def start_service(store: "ps.Store", hub_port: int, port: int = 0, refresh_s: float = ps.REFRESH_S):
     """The service's tornado app on a thread, asking the stand-in hub at ``hub_port``: (port, stop)."""
     from jupyterhub.services.auth import HubAuth
     from tornado.httpserver import HTTPServer
@@ -63,7 +64,8 @@ def start_service(store: "ps.Store", hub_port: int, port: int = 0):
     def serve() -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        app = ps.make_app(store, prefix="/services/labkit-progress/", exercises=EXERCISES, stuck_minutes=10, hub_auth=auth)
+        app = ps.make_app(store, prefix="/services/labkit-progress/", exercises=EXERCISES, stuck_minutes=10, hub_auth=auth,
+                          refresh_s=refresh_s)
         server = HTTPServer(app)
         server.listen(port, "127.0.0.1")
         state["port"] = next(iter(server._sockets.values())).getsockname()[1]
@@ -71,7 +73,8 @@ def start_service(store: "ps.Store", hub_port: int, port: int = 0):
         state["app"] = app
         started.set()
         loop.run_forever()
-        server.stop()
+        server.stop()  # as a process that ends: no listening socket, and the open connections closed
+        loop.run_until_complete(server.close_all_connections())
         loop.close()
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -282,3 +285,44 @@ def test_a_restarted_service_keeps_the_instructors_login(tmp_path: Path) -> None
     first = ps.cookie_secret(store)
     assert ps.cookie_secret(ps.Store(tmp_path / "p.sqlite")) == first and len(first) == 32
     assert (tmp_path / "p.sqlite.cookie-secret").stat().st_mode & 0o077 == 0
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return os.environ.get("LABKIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium installed (`apt-get install chromium`; CI's .ci/run installs it)")
+@pytest.mark.timeout(60)
+def test_the_open_page_says_it_lost_the_service_and_goes_on_after_a_restart(tmp_path: Path, fake_hub: int) -> None:
+    """The instructor's page in a real (headless) Chromium: the service stops, the page says so instead of going
+    quiet; the service comes back on the same address and the page shows what arrived meanwhile, by itself."""
+    import socket
+
+    from playwright.sync_api import sync_playwright
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = ps.Store(tmp_path / "p.sqlite")
+    store.add("alice", {"exercise": "02.vector-add", "status": "passed", "attempt": 1, "hints": 0, "time": ""})
+    url = f"http://127.0.0.1:{port}/services/labkit-progress/"
+    _, stop, _ = start_service(store, fake_hub, port, refresh_s=0.25)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_context(extra_http_headers={"Authorization": "token tok-ingrid"}).new_page()
+            page.goto(url)
+            page.wait_for_function("document.getElementById('at').textContent.startsWith('Last update')", timeout=10_000)
+            assert "alice" in page.inner_text("#table")
+            stop()
+            page.wait_for_selector("#lost", state="visible", timeout=10_000)
+            assert "does not answer" in page.inner_text("#lost")
+            store.add("bob", {"exercise": "03.transpose", "status": "failed", "attempt": 1, "hints": 0, "time": ""})
+            _, stop, _ = start_service(store, fake_hub, port, refresh_s=0.25)
+            page.wait_for_function("document.getElementById('table').textContent.includes('bob')", timeout=15_000)
+            assert page.is_hidden("#lost")
+        finally:
+            browser.close()
+            stop()

@@ -221,18 +221,20 @@ _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>labkit progre
 <style>body{{font-family:sans-serif}}td,th{{border:1px solid #ccc;padding:4px;text-align:center}}
 table{{border-collapse:collapse}}.solved{{background:#c8f0c8}}.stuck{{background:#f6c0c0}}.trying{{background:#fff3c0}}</style>
 </head><body><h1>Who is where</h1>
-<p>Stuck: not solved {stuck:g} minutes after the first try. Refreshed every {refresh} s. <span id="at"></span>
+<p>Stuck: not solved {stuck:g} minutes after the first try. Refreshed every {refresh:g} s. <span id="at"></span>
 <a href="api/summary?format=csv" download>Gradebook (CSV)</a></p>
 <p id="lost" style="display:none;color:#a00"></p>
 <div id="table">{table}</div>
 <script>
-// Refresh every {refresh} s. When the service does not answer (restarting), say so and try again, waiting longer each
-// time (up to a minute); when it answers 401/403 (the login expired), reload the page, which logs in again.
+// Refresh every {refresh:g} s. When the service does not answer (restarting), say so and try again, waiting longer each
+// time (up to a minute); a service that hangs counts as not answering after 10 s; when it answers 401/403 (the
+// login expired), reload the page, which logs in again.
 let wait = {refresh_ms}, failures = 0;
 function lost(text) {{ const p = document.getElementById("lost"); p.textContent = text; p.style.display = text ? "" : "none"; }}
 async function refresh() {{
   try {{
-    const r = await fetch("api/summary?format=html", {{credentials: "same-origin", cache: "no-store"}});
+    const r = await fetch("api/summary?format=html", {{credentials: "same-origin", cache: "no-store",
+                                                       signal: AbortSignal.timeout(Math.max(10000, 2 * {refresh_ms}))}});
     if (r.status === 401 || r.status === 403) {{ window.location.reload(); return; }}
     if (!r.ok) throw new Error("HTTP " + r.status);
     document.getElementById("table").innerHTML = await r.text();
@@ -249,9 +251,10 @@ setTimeout(refresh, wait);
 </script></body></html>"""
 
 
-def render_page(data: dict[str, Any], refresh_s: int = REFRESH_S) -> str:
+def render_page(data: dict[str, Any], refresh_s: float = REFRESH_S) -> str:
     """The instructor's whole page: the table now, and a script that fetches it again every ``refresh_s`` seconds."""
-    return _PAGE.format(table=render_table(data), stuck=data["stuck_after_minutes"], refresh=refresh_s, refresh_ms=refresh_s * 1000)
+    return _PAGE.format(table=render_table(data), stuck=data["stuck_after_minutes"], refresh=refresh_s,
+                        refresh_ms=round(refresh_s * 1000))
 
 
 # ---------------------------------------------------------------------------------------------- the tornado app
@@ -282,9 +285,9 @@ def cookie_secret(store: Store) -> bytes:
 
 
 def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = None, stuck_minutes: float = STUCK_MINUTES,
-             hub_auth: Any = None) -> Any:
+             hub_auth: Any = None, refresh_s: float = REFRESH_S) -> Any:
     """The tornado application under ``prefix``. ``hub_auth`` defaults to a :class:`HubOAuth` configured from the
-    environment JupyterHub gives a managed service."""
+    environment JupyterHub gives a managed service; the page refreshes every ``refresh_s`` seconds."""
     from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
     from tornado import web
 
@@ -364,7 +367,7 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
         def get(self) -> None:
             self.instructor()
             self.set_header("Content-Type", "text/html; charset=utf-8")
-            self.finish(render_page(summary(store, known, stuck_minutes=stuck_minutes)))
+            self.finish(render_page(summary(store, known, stuck_minutes=stuck_minutes), refresh_s))
 
     class Callback(HubOAuthCallbackHandler):
         # the app's own HubOAuth, the one that made the login's state: it keeps the PKCE code verifier the hub
