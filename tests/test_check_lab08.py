@@ -189,6 +189,7 @@ def test_mig_accepts_and_rejects() -> None:
         ({"per_gpu": 7, "memory_gb": 40 / 7}, "8 slices"),
         ({"per_gpu": 7, "memory_gb": 40}, "whole GPU"),
         ({"per_gpu": 7, "memory_gb": 10}, "40 GB A100"),
+        ({"per_gpu": 7.05, "memory_gb": 5}, "come whole"),  # within 1% of 7, but no GPU holds 7.05 instances
     ]
     for answer, cause in cases:
         r = lab08.mig_slices(answer)

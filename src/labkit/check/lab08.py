@@ -477,6 +477,10 @@ def mig_slices(answer: Any) -> str:
     want = _ref_mig()
     s = hw.system("DGX A100")
     per = number(answer["per_gpu"], "per_gpu")
+    if close(per, want["per_gpu"]) and per != round(per):
+        raise Failed(f"per_gpu = {per:g} is not a whole number: a GPU holds whole MIG instances.",
+                     cause="per_gpu counts MIG instances, which come whole: compute it from the whole counts in "
+                           "labkit.hw (mig_instances / gpu_count), not from a rounded or measured figure.")
     if not close(per, want["per_gpu"]):
         cause = None
         if close(per, s.mig_instances.value):
