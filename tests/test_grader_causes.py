@@ -964,3 +964,25 @@ def test_the_input_guard_reads_device_arrays_back() -> None:
     assert guard.problem() is None
     d._a[3] = np.nan
     assert "input `x`" in str(guard.problem()) and "index 3" in str(guard.problem())
+
+
+@cuda.jit
+def add_whole_arrays(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = (a + b)[i]
+
+
+@cuda.jit
+def add_array_method(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a.sum() + b[i]
+
+
+def test_array_errors_in_a_kernel_name_no_internal_class_and_say_why() -> None:
+    for kernel, words in ((add_whole_arrays, "`a + b` works on whole arrays"), (add_array_method, "NumPy methods")):
+        with contextlib.redirect_stdout(io.StringIO()):
+            r = check.vector_add(kernel)
+        assert r.status == "failed" and words in r.cause, r.report()
+        assert not any(name in r.report() for name in INTERNAL), r.report()

@@ -90,9 +90,13 @@ def whole_array_calls(kernel: Any) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def whole_array_cause(calls: Sequence[str]) -> str:
-    """The cause for a kernel that is slow because each thread does whole-array work (see :func:`whole_array_calls`)."""
+def whole_array_cause(calls: Sequence[str], *, slow: bool = True) -> str:
+    """The cause for a kernel that does whole-array work (see :func:`whole_array_calls`): slow (``slow``: every
+    thread computes the whole result) or refused (the simulator's device arrays have no whole-array arithmetic)."""
     shown = ", ".join(f"`{c}`" for c in calls[:3])
+    if not slow:
+        return (f"{shown} works on whole arrays; inside a kernel each thread works on single elements "
+                "(`a[i] + b[i]`), and neither a GPU nor the simulator does whole-array arithmetic there.")
     return (f"{shown} works on whole arrays, so every thread computes the entire result to use one element of it: "
             "n threads do n × n work (and on a GPU Numba cannot compile it). Index single elements instead "
             "(`a[i] + b[i]`).")

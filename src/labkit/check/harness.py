@@ -127,6 +127,15 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
     if isinstance(exc, TimeoutError):
         calls = whole_array_calls(kernel) if kernel is not None else []
         return Failed(plain_words(str(exc)), cause=whole_array_cause(calls) if calls else LIKELY_HANG)
+    if isinstance(exc, TypeError) and "unsupported operand" in text and "device array" in text:
+        calls = whole_array_calls(kernel) if kernel is not None else []
+        return Failed(f"the kernel raised {first}{at}",
+                      cause=whole_array_cause(calls, slow=False) if calls else
+                      "arithmetic on whole arrays inside a kernel: each thread works on elements (`a[i] + b[i]`).")
+    if isinstance(exc, AttributeError) and "'device array' object has no attribute" in text:
+        return Failed(f"the kernel raised {first}{at}",
+                      cause="inside a kernel an array offers indexing and .shape, .size, .ndim and .dtype only: NumPy "
+                            "methods (.sum(), .copy(), ...) do not exist there. Work element by element.")
     if isinstance(exc, OverflowError) and _NARROW.search(text):
         kind = _NARROW.search(text).group(1)
         return Failed(f"the kernel raised {first}{at}",
