@@ -77,7 +77,8 @@ COVERED = {
     "bandwidth._kernel": "test_bandwidth_kernels_launch_with_their_parameters",
     "spin.spin_kernel": "test_bandwidth_kernels_launch_with_their_parameters",
     "cupylab.overlap_benchmark": "test_overlap_benchmark_launches_scale_shift_right",
-    "tensorcores.run_wmma_gemm": "test_wmma_gemm_launches_right",
+    # the RawKernel of run_wmma_gemm and wmma_against_cublas, both launched with _wmma_args
+    "tensorcores._wmma_kernel": "test_wmma_gemm_launches_right",
     "check.lab05._leaky_relu_gpu": "test_lab05_leaky_relu_gpu_check_launches_right",
     "check.lab05._measure_pipeline_gpu": "test_lab05_pipeline_gpu_check_launches_right",
     # labkit's own wrapper: it checks the caller's arguments against the kernel's PTX parameters before it launches

@@ -220,18 +220,28 @@ def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WM
 
     from .gpuerrors import explain
 
-    include = wmma_include_dirs(cupy_nvrtc_major())
     try:
-        fn = cp.RawKernel(source, kernel, options=("--std=c++17",) + tuple(f"-I{d}" for d in include))
+        fn = _wmma_kernel(cp, source, kernel)
         dA = cp.asarray(A.astype(np.float16))
         dB = cp.asarray(B.astype(np.float16))
         dC = cp.full((M, N), np.nan, dtype=cp.float32)
         grid, block = wmma_launch(M, N)
-        fn(grid, block, (dA, dB, dC, np.int32(M), np.int32(N), np.int32(K)))
+        fn(grid, block, _wmma_args(dA, dB, dC))
         cp.cuda.runtime.deviceSynchronize()
         return cp.asnumpy(dC).astype(np.float64)
     except Exception as exc:  # noqa: BLE001 - out of memory, compile error, ...: say which
         raise explain(exc, f"the WMMA kernel ({M}x{K} @ {K}x{N})") from None
+
+
+def _wmma_kernel(cp: Any, source: str, name: str = WMMA_KERNEL) -> Any:
+    """CuPy's RawKernel of a WMMA source, compiled with the headers of CuPy's own NVRTC (see :func:`wmma_include_dirs`)."""
+    include = wmma_include_dirs(cupy_nvrtc_major())
+    return cp.RawKernel(source, name, options=("--std=c++17",) + tuple(f"-I{d}" for d in include))
+
+
+def _wmma_args(a: Any, b: Any, c: Any) -> tuple[Any, ...]:
+    """The WMMA kernel's arguments, in its parameter order: A (M×K, half), B (K×N, half), C (M×N, float), M, N, K."""
+    return (a, b, c, np.int32(a.shape[0]), np.int32(b.shape[1]), np.int32(a.shape[1]))
 
 
 def cupy_nvrtc_major() -> int | None:
@@ -558,13 +568,13 @@ def wmma_against_cublas(n: int = 4096, source: str = WMMA_SOURCE, *, repeat: int
     if gpu is not None and gpu.has("fp16"):
         peak, peak_source = gpu.peak("fp16").value * compute, f"{gpu.peak('fp16').source}{scaled}"
     try:
-        kernel = cp.RawKernel(source, WMMA_KERNEL, options=("--std=c++17",) + tuple(f"-I{d}" for d in wmma_include_dirs()))
+        kernel = _wmma_kernel(cp, source)
         gen = cp.random.default_rng()
         a = gen.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
         b = gen.standard_normal((n, n), dtype=cp.float32).astype(cp.float16)
         c = cp.empty((n, n), dtype=cp.float32)
         grid, block = wmma_launch(n, n)
-        args = (a, b, c, np.int32(n), np.int32(n), np.int32(n))
+        args = _wmma_args(a, b, c)
         t_wmma = bench.measure(kernel, grid, block, args, name="WMMA kernel", flops=2.0 * n**3, warmup=2, repeat=repeat,
                                precision="fp16")
         t_cublas = bench.measure(cp.matmul, a, b, name="cuBLAS fp16 gemm", flops=2.0 * n**3, warmup=2, repeat=repeat,
