@@ -104,7 +104,9 @@ def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str]
         g.scope = ["openid", "profile", "email"]
         g.username_claim = env.get("LABKIT_OIDC_USERNAME_CLAIM", "preferred_username")
         g.login_service = env.get("LABKIT_OIDC_NAME", "your school's login")
-        # groups are read from the userinfo (not managed by the authenticator: the hub keeps its `instructors` group)
+        # the provider's groups become the hub's (OAuthenticator needs that for allowed_groups); its group named
+        # `instructors`, if any, then holds the instructor role (labkit.progress_service.configure_hub loads no groups)
+        g.manage_groups = True
         g.auth_state_groups_key = "oauth_user.groups"
         g.allowed_groups = _names(_need(env, "LABKIT_OIDC_GROUP", "the provider's group whose members may log in"))
         g.admin_groups = _names(env.get("LABKIT_OIDC_ADMIN_GROUP", "")) or set()

@@ -445,9 +445,12 @@ def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0
     elif ACCESS_SCOPE not in user_role.get("scopes", []):
         user_role["scopes"] = [*user_role.get("scopes", ["self"]), ACCESS_SCOPE]
     c.JupyterHub.load_roles = roles
-    groups = dict(_setting(c.JupyterHub, "load_groups", {}))
-    groups.setdefault(instructor_group, {"users": sorted(instructors)})
-    c.JupyterHub.load_groups = groups
+    # an authenticator that manages groups (OAuthenticator's allowed_groups) owns them: the hub refuses load_groups then
+    managed = any(dict.get(c[name], "manage_groups", False) is True for name in list(c) if hasattr(c[name], "keys"))
+    if not managed:
+        groups = dict(_setting(c.JupyterHub, "load_groups", {}))
+        groups.setdefault(instructor_group, {"users": sorted(instructors)})
+        c.JupyterHub.load_groups = groups
     c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", ACCESS_SCOPE]
     if progress_url is None:
         progress_url = public_url.rstrip("/") + f"/services/{SERVICE_NAME}/"
