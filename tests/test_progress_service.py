@@ -326,3 +326,20 @@ def test_the_open_page_says_it_lost_the_service_and_goes_on_after_a_restart(tmp_
         finally:
             browser.close()
             stop()
+
+
+def test_a_late_record_counts_from_when_the_check_ran(tmp_path: Path) -> None:
+    """A record sent 20 minutes late (the service was down) counts "stuck" from its own time; a record whose clock
+    is far off (a day old, or in the future) counts from its arrival."""
+    store = ps.Store(tmp_path / "s.sqlite")
+    now = 1_800_000_000.0
+    stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+    store.add("carol", {"exercise": "02.vector-add", "status": "failed", "attempt": 1, "hints": 0, "time": stamp(now - 20 * 60)},
+              received=now - 60)
+    store.add("dan", {"exercise": "02.vector-add", "status": "failed", "attempt": 1, "hints": 0, "time": stamp(now - 86400)},
+              received=now - 60)
+    store.add("erin", {"exercise": "02.vector-add", "status": "failed", "attempt": 1, "hints": 0, "time": stamp(now + 3600)},
+              received=now - 60)
+    cells = {lr["user"]: lr["cells"]["02.vector-add"] for lr in ps.summary(store, EXERCISES, stuck_minutes=10, now=now)["learners"]}
+    assert cells["carol"]["stuck"] and cells["carol"]["stuck_minutes"] == 20
+    assert cells["dan"]["stuck_minutes"] == 1 and cells["erin"]["stuck_minutes"] == 1

@@ -119,6 +119,24 @@ class Cell:
         return 0.0 if self.solved else max(0.0, (now - self.first) / 60.0)
 
 
+#: A record's own time is believed when it is at most this much older than its arrival (a record the kernel could
+#: not send at once, sent later); older, or later than its arrival, the arrival time counts (a wrong clock).
+CLIENT_TIME_WINDOW_S = 6 * 3600.0
+
+
+def when(row: dict[str, Any]) -> float:
+    """When a result happened: the record's own time if plausible (:data:`CLIENT_TIME_WINDOW_S`), else its arrival.
+    A record sent again after the service was down keeps the time of the check, so "stuck" counts from the first try."""
+    received = float(row["received"])
+    try:
+        import calendar
+
+        t = float(calendar.timegm(time.strptime(row.get("client_time") or "", "%Y-%m-%dT%H:%M:%SZ")))
+    except (ValueError, TypeError):
+        return received
+    return t if received - CLIENT_TIME_WINDOW_S <= t <= received + 60 else received
+
+
 class Store:
     """SQLite table of results; one connection, used from the service's one thread (a lock guards it anyway)."""
 
@@ -170,10 +188,11 @@ class Store:
         for r in self.rows():
             prev = out.setdefault(r["user"], {}).get(r["exercise"])
             solved = r["status"] == "passed" or (prev is not None and prev.solved)
+            t = when(r)
             if prev is None:
-                cell = Cell(solved, r["attempt"], r["hints"], r["received"], r["received"], r["status"])
+                cell = Cell(solved, r["attempt"], r["hints"], t, t, r["status"])
             else:
-                cell = Cell(solved, max(prev.attempts, r["attempt"]), max(prev.hints, r["hints"]), prev.first, r["received"], r["status"])
+                cell = Cell(solved, max(prev.attempts, r["attempt"]), max(prev.hints, r["hints"]), min(prev.first, t), t, r["status"])
             out[r["user"]][r["exercise"]] = cell
         return out
 
