@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Sequence
 from .errors import LabkitError, NoGPUError, require
 from .figstyle import bytes_axis, human_bytes, log_axis
 from .mode import env
+from .validate import require_choice, require_items, require_number, require_sequence, require_str
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 
@@ -143,8 +144,15 @@ class Record:
 
 def to_json(records: Iterable[Record], **meta: Any) -> str:
     """The records (and any metadata given as keywords) as a JSON document."""
+    records = _records(records, "records")
     doc = {"unit": "GB/s (10^9 bytes per second)", **meta, "records": [r.as_dict() for r in records]}
     return json.dumps(doc, indent=1, default=str, allow_nan=False)
+
+
+def _records(records: Any, name: str) -> list[Record]:
+    """``records`` as a list of :class:`Record` (what this module's measurements and models return)."""
+    return require_items(records, name, Record, what="a list of bandwidth records",
+                         fix="Pass the list a measurement returned, e.g. peer_matrix(), host_sweep() or model_peer_matrix().")
 
 
 def _fmt_bytes(n: float) -> str:
@@ -250,6 +258,11 @@ def size_class(working_set: int, caches: dict[str, int] | None = None) -> str:
     """Where a working set of this many bytes lives: the smallest cache that holds it, or ``"DRAM"``.
 
     A working set between the last-level cache and twice its size is ``"L3/DRAM"``: partly cached."""
+    working_set = int(require_number(working_set, "working_set", min=0))
+    if caches is not None and not (isinstance(caches, dict) and caches and all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in caches.items())):
+        raise LabkitError(f"caches must be a dict of cache name -> size in bytes, got {caches!r:.60}.",
+                          fix="Pass cache_sizes() or e.g. {'L1': 48 * 1024, 'L2': 2 * 2**20}, or leave it out.")
     caches = caches or cache_sizes()
     levels = sorted(caches.items(), key=lambda kv: kv[1])
     for name, size in levels:
@@ -314,10 +327,10 @@ def host_stream(kernel: str = "copy", size: int | str = 64 * MiB, *, samples: in
     writes one (2 x size), triad reads two and writes one (3 x size); the extra read a cache does before writing
     (write-allocate) is not counted. One thread: NumPy does not use several cores for these.
     """
-    if kernel not in _STREAM_ARRAYS:
-        raise LabkitError(f"there is no host kernel {kernel!r}.", fix="Use 'copy' or 'triad'.")
+    kernel = require_choice(kernel, "host kernel", list(_STREAM_ARRAYS), fix="Use 'copy' or 'triad'.")
     nbytes = parse_size(size)
     samples = _positive_int(samples, "samples")
+    min_sample_s = require_number(min_sample_s, "min_sample_s", min=0, max=10)
     n = max(1, nbytes // 8)
     k = _STREAM_ARRAYS[kernel]
     _check_host_memory(k * n * 8, f"host_stream({kernel!r}, {_fmt_bytes(nbytes)})")
@@ -357,7 +370,10 @@ def host_sweep(sizes: Sequence[int | str] | None = None, kernels: Sequence[str] 
                samples: int = 5, min_sample_s: float = 0.003) -> list[Record]:
     """:func:`host_stream` over array sizes from L1-sized to DRAM-sized; each record's ``note`` names the level
     (``L1``, ``L2``, ``L3``, ``DRAM``) its working set fits in. About 2-5 s with the default sizes."""
-    sizes_b = [parse_size(s) for s in (sizes if sizes is not None else default_host_sizes())]
+    sizes_b = [parse_size(s) for s in (require_sequence(sizes, "sizes", what="a list of sizes")
+                                       if sizes is not None else default_host_sizes())]
+    kernels = require_sequence(kernels, "kernels", min_len=1, what="a list of host kernel names ('copy', 'triad')",
+                               item=lambda k, n: require_choice(k, n, list(_STREAM_ARRAYS)))
     if not sizes_b:
         raise LabkitError("host_sweep needs at least one size.")
     return [host_stream(k, s, samples=samples, min_sample_s=min_sample_s) for k in kernels for s in sizes_b]
@@ -366,7 +382,7 @@ def host_sweep(sizes: Sequence[int | str] | None = None, kernels: Sequence[str] 
 def best_by_class(records: Iterable[Record]) -> dict[str, float]:
     """The best GB/s per size class (``note``) of host records."""
     out: dict[str, float] = {}
-    for r in records:
+    for r in _records(records, "records"):
         if r.gbps is not None:
             out[r.note] = max(out.get(r.note, 0.0), r.gbps)
     return out
@@ -500,7 +516,7 @@ def _model_pcie(topo: Any, gpu: int) -> tuple[float, str]:
 def sum_convention(records: Iterable[Record]) -> list[Record]:
     """Per-direction bidirectional records -> one record per pair with the two directions added
     (p2pBandwidthLatencyTest's convention). Both directions of a pair must be present."""
-    recs = [r for r in records if r.direction == PER_DIRECTION]
+    recs = [r for r in _records(records, "records") if r.direction == PER_DIRECTION]
     by_pair = {(r.src, r.dst): r for r in recs}
     out = []
     for (s, d), r in by_pair.items():
@@ -517,7 +533,7 @@ def sum_convention(records: Iterable[Record]) -> list[Record]:
 
 def matrix(records: Iterable[Record]) -> tuple[list[str], list[str], list[list[float | None]]]:
     """(row labels = sources, column labels = destinations, GB/s) from pairwise records; missing cells are None."""
-    recs = list(records)
+    recs = _records(records, "records")
     srcs = sorted({r.src for r in recs}, key=_label_key)
     dsts = sorted({r.dst for r in recs}, key=_label_key)
     cell = {(r.src, r.dst): r.gbps for r in recs}
@@ -531,7 +547,8 @@ def _label_key(label: str) -> tuple[str, int]:
 
 def format_matrix(records: Iterable[Record], title: str | None = None) -> str:
     """An nvbandwidth-style text matrix: sources in rows, destinations in columns, ``N/A`` where nothing ran."""
-    recs = list(records)
+    recs = _records(records, "records")
+    title = None if title is None else require_str(title, "title", empty=True)
     if not recs:
         return "(no records)"
     srcs, dsts, m = matrix(recs)
@@ -557,7 +574,8 @@ def heatmap(records: Iterable[Record], title: str | None = None) -> Any:
     """A plotly heatmap of pairwise records (source rows, destination columns), labelled model or measured."""
     import plotly.graph_objects as go
 
-    recs = list(records)
+    recs = _records(records, "records")
+    title = None if title is None else require_str(title, "title", empty=True)
     if not recs:
         raise LabkitError("heatmap() got no records.", fix="Pass the list that peer_matrix() or model_peer_matrix() returned.")
     srcs, dsts, m = matrix(recs)
@@ -577,7 +595,8 @@ def sweep_figure(records: Iterable[Record], title: str | None = None) -> Any:
     """GB/s against transfer size (log-log), one line per test; host records are marked by cache level."""
     import plotly.graph_objects as go
 
-    recs = [r for r in records if r.gbps is not None]
+    recs = [r for r in _records(records, "records") if r.gbps is not None]
+    title = None if title is None else require_str(title, "title", empty=True)
     if not recs:
         raise LabkitError("sweep_figure() got no measured records.")
     fig = go.Figure()
@@ -603,6 +622,16 @@ def peak_table(records: Iterable[Record], topo: Any = None, pcie: tuple[int, int
     (a MIG slice's share of it: :func:`labkit.bench.device_hw`); host records have no datasheet peak here (None)."""
     from .bench import device_hw
 
+    records = _records(records, "records")
+    from .topology import Topology
+
+    if topo is not None and not isinstance(topo, Topology):
+        raise LabkitError(f"topo must be a Topology (labkit.topology.load(...)) or None, got {topo!r:.60}.")
+    if pcie is not None:
+        from .validate import require_int
+
+        gen, lanes = require_sequence(pcie, "pcie", min_len=2, max_len=2, what="a (generation, lanes) pair")
+        pcie = (require_int(gen, "pcie generation", min=1, max=7), require_int(lanes, "pcie lanes", min=1, max=32))
     rows = []
     for r in records:
         peak, link = None, ""
@@ -631,6 +660,12 @@ def peak_table(records: Iterable[Record], topo: Any = None, pcie: tuple[int, int
 
 def format_peak_table(rows: list[dict[str, Any]]) -> str:
     """:func:`peak_table` as text."""
+    keys = ("test", "src", "dst", "measured", "peak", "percent", "link")
+    rows = require_sequence(rows, "rows", what="the rows peak_table() returned")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not all(k in row for k in keys):
+            raise LabkitError(f"rows[{i}] is not a row of peak_table() (a dict with {', '.join(keys)}): {row!r:.60}.",
+                              fix="Pass what peak_table(records, ...) returned.")
     out = [f"{'test':<22}{'src->dst':<14}{'GB/s':>10}{'peak':>10}{'%':>6}  link"]
     for row in rows:
         m = "N/A" if row["measured"] is None else f"{row['measured']:,.1f}"
@@ -717,7 +752,7 @@ def _parse_cpulist(text: str) -> set[int]:
 def numa_placement(bus_id: str, root: Path | None = None) -> tuple[int | None, set[int]]:
     """(NUMA node, CPUs near the device) for a PCI bus id, as Linux reports them under
     ``/sys/bus/pci/devices/<bus id>/``; (None, empty) where the OS does not say (``numa_node`` is -1 or absent)."""
-    base = (PCI_DEVICES if root is None else root) / bus_id
+    base = _sysfs_dir(bus_id, root)
     try:
         node = int((base / "numa_node").read_text().strip())
     except (OSError, ValueError):
@@ -733,6 +768,14 @@ def numa_placement(bus_id: str, root: Path | None = None) -> tuple[int | None, s
 
 _MPOL_DEFAULT, _MPOL_PREFERRED = 0, 1
 _SYS_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237}
+
+
+def _sysfs_dir(bus_id: Any, root: Any) -> Path:
+    """``root / bus_id`` (``root`` defaults to :data:`PCI_DEVICES`), both checked: a bus id string and a folder path."""
+    bus_id = require_str(bus_id, "bus_id", fix="Give a PCI bus id such as '0000:19:00.0' (nvidia_smi_bus_ids()).")
+    if root is not None and not isinstance(root, (str, os.PathLike)):
+        raise LabkitError(f"root must be a folder path or None, got {root!r:.60}.")
+    return (PCI_DEVICES if root is None else Path(root)) / bus_id
 
 
 def _set_mempolicy(mode: int, node: int | None) -> bool:
@@ -1408,7 +1451,7 @@ _GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 def pcie_from_sysfs(bus_id: str, root: Path | None = None) -> dict[str, Any] | None:
     """The PCIe link as Linux reports it (``max_link_speed`` "32.0 GT/s PCIe", ``max_link_width`` "16", and the
     current ones), in :func:`pcie_link`'s form; None when the files are not there."""
-    base = (PCI_DEVICES if root is None else root) / bus_id
+    base = _sysfs_dir(bus_id, root)
     try:
         def read(kind: str) -> tuple[int, int]:
             speed = float((base / f"{kind}_link_speed").read_text().split()[0])
@@ -1466,6 +1509,7 @@ def nvidia_smi_bus_ids() -> dict[int, str] | None:
 
 def parse_smi_bus_ids(text: str) -> dict[int, str] | None:
     """``"0, 00000000:19:00.0"`` lines -> ``{0: "00000000:19:00.0"}``; None when a line is not of that form."""
+    text = require_str(text, "text", empty=True, fix="Pass the output of nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader.")
     out: dict[int, str] = {}
     for line in text.splitlines():
         if not line.strip():

@@ -22,7 +22,7 @@ from .errors import LabkitError
 
 __all__ = [
     "describe", "did_you_mean", "require_bool", "require_callable", "require_array", "require_choice", "require_int",
-    "require_number", "require_sequence", "require_str",
+    "require_items", "require_number", "require_sequence", "require_str",
 ]
 
 T = TypeVar("T")
@@ -198,3 +198,16 @@ def require_array(value: Any, name: str, *, ndim: int | Sequence[int] | None = N
     if finite and arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise LabkitError(f"{name} must hold finite numbers; it has NaN or infinity.", fix=fix)
     return arr
+
+
+def require_items(value: Any, name: str, cls: type | tuple[type, ...], *, what: str, min_len: int = 0,
+                  fix: str | None = None) -> list[Any]:
+    """``value`` as a ``list`` whose every element is an instance of ``cls`` (records a labkit function returned):
+    ``what`` names the list for the message (``"the records peer_matrix() returned"``)."""
+    items = require_sequence(value, name, what=what, min_len=min_len, fix=fix)
+    for i, x in enumerate(items):
+        if not isinstance(x, cls):
+            kinds = cls if isinstance(cls, tuple) else (cls,)
+            raise LabkitError(f"{name}[{i}] must be a {' or '.join(k.__name__ for k in kinds)} ({what}), "
+                              f"got {describe(x)}.", fix=fix)
+    return items
