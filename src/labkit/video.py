@@ -29,6 +29,7 @@ import numpy as np
 
 from .errors import LabkitError
 from .figstyle import count_axis
+from .validate import require_array, require_int, require_items, require_number, require_sequence
 
 Box = tuple[int, int, int, int]  # (row0, row1, col0, col1), ends exclusive
 
@@ -55,11 +56,22 @@ class Video:
         return int(self.frames.shape[0])
 
 
+#: The largest frame side labkit makes or times (an 8K frame is 7680 × 4320).
+MAX_SIDE = 16384
+
+
+def _pair(value: Any, name: str, *, min: int = 1, max: int | None = None, fix: str | None = None) -> tuple[int, int]:
+    """Two whole numbers (a shape or a block), each checked."""
+    a, b = require_sequence(value, name, min_len=2, max_len=2, what="a pair of whole numbers", fix=fix)
+    return require_int(a, f"{name}[0]", min=min, max=max, fix=fix), require_int(b, f"{name}[1]", min=min, max=max, fix=fix)
+
+
 def _shape(shape: Any) -> tuple[int, int]:
     try:
-        rows, cols = (int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise LabkitError(f"a frame shape is (rows, cols), got {shape!r}.", fix="e.g. shape=(32, 48) or (1080, 1920).") from None
+        rows, cols = _pair(shape, "shape", min=-2**63, max=MAX_SIDE)
+    except LabkitError:
+        raise LabkitError(f"a frame shape is (rows, cols) of at most {MAX_SIDE} each, got {shape!r}.",
+                          fix="e.g. shape=(32, 48) or (1080, 1920).") from None
     if rows < 8 or cols < 8:
         raise LabkitError(f"frames must be at least 8 × 8 pixels, got {rows} × {cols}.")
     return rows, cols
@@ -80,12 +92,16 @@ def synthetic_video(
     the scene) walking at constant speed and turning at the edges. The first ``empty_frames`` frames show the
     scene without anyone in it (the pipeline learns its background from them). The same ``seed`` gives the same video.
     """
-    if int(n_frames) < 1:
-        raise LabkitError(f"n_frames must be at least 1, got {n_frames!r}.")
-    if int(n_objects) < 0:
-        raise LabkitError(f"n_objects cannot be negative, got {n_objects!r}.")
+    n_frames = require_int(n_frames, "n_frames", min=1, max=100_000)
+    n_objects = require_int(n_objects, "n_objects", min=0, max=1000)
+    seed = require_int(seed, "seed", min=0)
+    noise = require_number(noise, "noise", min=0, max=255)
+    drift = require_number(drift, "drift", min=-255, max=255)
+    empty_frames = require_int(empty_frames, "empty_frames", min=0)
     rows, cols = _shape(shape)
-    n_frames, n_objects = int(n_frames), int(n_objects)
+    if n_frames * rows * cols > 2**30:
+        raise LabkitError(f"{n_frames} frames of {rows} × {cols} pixels is more than labkit makes (at most 2**30 pixels, 1 GiB).",
+                          fix="Use fewer or smaller frames.")
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:rows, 0:cols].astype(np.float32)
     scene = 70 + 40 * xx / cols + 20 * yy / rows  # a lit wall: a gentle gradient
@@ -126,6 +142,13 @@ def fused_step(frame: np.ndarray, bg: np.ndarray, alpha: float = ALPHA, thresh: 
 
     ``d = float32(frame) - bg``; ``mask = |d| > thresh``; ``bg = bg + alpha * d`` (all in float32).
     """
+    frame = require_array(frame, "frame", ndim=2)
+    if not isinstance(bg, np.ndarray) or bg.dtype != np.float32 or bg.shape != frame.shape:
+        raise LabkitError(f"bg must be a float32 NumPy array of the frame's shape {frame.shape} (it is updated in place), "
+                          f"got {type(bg).__name__} {getattr(bg, 'dtype', '')} {getattr(bg, 'shape', '')}.",
+                          fix="e.g. bg = frames[0].astype(np.float32).")
+    alpha = require_number(alpha, "alpha", min=0, max=1)
+    thresh = require_number(thresh, "thresh")
     d = frame.astype(np.float32) - bg
     mask = (np.abs(d) > np.float32(thresh)).astype(np.uint8)
     bg += np.float32(alpha) * d
@@ -144,16 +167,18 @@ def _window(mask: np.ndarray, pad: int, op: Any) -> np.ndarray:
 
 def erode(mask: np.ndarray) -> np.ndarray:
     """3 × 3 erosion of a 0/1 mask: 1 where every neighbour *inside the frame* is 1 (outside is ignored)."""
-    return _window(np.asarray(mask, np.uint8), 1, np.minimum)
+    return _window(np.asarray(require_array(mask, "mask", ndim=2), np.uint8), 1, np.minimum)
 
 
 def dilate(mask: np.ndarray) -> np.ndarray:
     """3 × 3 dilation of a 0/1 mask: 1 where any neighbour inside the frame is 1."""
-    return _window(np.asarray(mask, np.uint8), 0, np.maximum)
+    return _window(np.asarray(require_array(mask, "mask", ndim=2), np.uint8), 0, np.maximum)
 
 
 def tile_counts(mask: np.ndarray, tile: int = TILE) -> np.ndarray:
     """int32 ``(ceil(rows / tile), ceil(cols / tile))``: foreground pixels per tile (the last tiles may be partial)."""
+    mask = require_array(mask, "mask", ndim=2)
+    tile = require_int(tile, "tile", min=1, max=MAX_SIDE)
     rows, cols = mask.shape
     tr, tc = -(-rows // tile), -(-cols // tile)
     p = np.zeros((tr * tile, tc * tile), np.int32)
@@ -164,7 +189,10 @@ def tile_counts(mask: np.ndarray, tile: int = TILE) -> np.ndarray:
 def regions(counts: np.ndarray, tile: int, shape: tuple[int, int], min_count: int | None = None) -> list[Box]:
     """Boxes (in pixels) of the 4-connected groups of tiles holding at least ``min_count`` foreground pixels
     (default: a quarter of a tile). A breadth-first labelling on the coarse grid: cheap, so it runs on the host."""
-    min_count = max(1, tile * tile // 4) if min_count is None else min_count
+    counts = require_array(counts, "counts", ndim=2)
+    tile = require_int(tile, "tile", min=1, max=MAX_SIDE)
+    shape = _pair(shape, "shape", min=1)
+    min_count = max(1, tile * tile // 4) if min_count is None else require_int(min_count, "min_count")
     active = counts >= min_count
     seen = np.zeros_like(active)
     boxes: list[Box] = []
@@ -262,6 +290,8 @@ def reference_kernels() -> Kernels:
 
 def grid_for(shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, int]:
     """Blocks of ``block = (x, y)`` threads to cover ``shape = (rows, cols)``: x runs along a row."""
+    shape = _pair(shape, "shape", fix="shape is (rows, cols), e.g. (1080, 1920).")
+    block = _pair(block, "block", max=1024, fix="block is (x, y) threads, e.g. (16, 16).")
     return (-(-shape[1] // block[0]), -(-shape[0] // block[1]))
 
 
@@ -324,6 +354,10 @@ def run_kernels(frames: Any, kernels: Kernels | None = None, *, alpha: float = A
 
 def compare_results(got: PipelineResult, expected: PipelineResult) -> str:
     """One line: do two runs agree (masks, counts, boxes)? Raises :class:`LabkitError` where they differ."""
+    for name, value in (("got", got), ("expected", expected)):
+        if not isinstance(value, PipelineResult):
+            raise LabkitError(f"{name} must be a PipelineResult (what run_kernels() or run_reference() returns), "
+                              f"got {value!r:.60}.")
     for name in ("raw", "masks", "counts"):
         a, b = getattr(got, name), getattr(expected, name)
         if a.shape != b.shape or not np.array_equal(a, b):
@@ -371,6 +405,8 @@ TRANSFER_BYTES_PER_PIXEL = 1
 
 def stage(name: str) -> Stage:
     """A :class:`Stage` by key (``fused``, ``erode``, ``dilate``, ``count``), with a did-you-mean."""
+    if not isinstance(name, str):
+        raise LabkitError(f"a stage is named by a string, got {name!r:.60}.", fix=f"Stages: {', '.join(STAGES)}.")
     if name not in STAGES:
         import difflib
 
@@ -454,7 +490,10 @@ def roofline_points(timings: Sequence[Any] | None = None) -> list[tuple[str, flo
     """``(name, intensity, measured TOPS or None)`` per stage for :func:`labkit.roofline.roofline_figure`.
 
     Measured rates are used only for GPU timings; simulator or CPU timings give ``None`` (the model's bound)."""
-    by_name = {t.name: t for t in timings or () if getattr(t, "mode", None) == "gpu"}
+    from .bench import Timing
+
+    timings = [] if timings is None else require_items(timings, "timings", Timing, what="the timings time_stages() returned")
+    by_name = {t.name: t for t in timings if getattr(t, "mode", None) == "gpu"}
     pts = []
     for s in STAGES.values():
         t = by_name.get(s.name)
@@ -515,6 +554,8 @@ def activity_figure(result: PipelineResult) -> Any:
     """Foreground pixels and motion regions per frame."""
     import plotly.graph_objects as go
 
+    if not isinstance(result, PipelineResult):
+        raise LabkitError(f"result must be a PipelineResult (what run_kernels() or run_reference() returns), got {result!r:.60}.")
     n = np.arange(len(result.boxes))
     fig = go.Figure()
     fig.add_trace(go.Bar(x=n, y=result.motion_pixels, name="foreground pixels"))
