@@ -27,6 +27,7 @@ from .cuda_host import (DYNAMIC_SHARED_MAX, HostKernelError, HostPlan, HostUnava
                         host_include_dir, host_plan, host_source, rewrite_dynamic_shared, run_on_host, run_on_host_batch,
                         source_includes, strip_comments_and_strings)
 from .errors import CompileError, LabkitError, NoGPUError
+from .validate import require_int, require_sequence, require_str
 
 #: The architectures the course compiles for: Volta, Ampere, Hopper.
 COURSE_ARCHES = ("sm_70", "sm_80", "sm_90")
@@ -62,6 +63,7 @@ class Entry:
 
 def entries(ptx_text: str) -> list[Entry]:
     """Every ``.entry`` (kernel) in a PTX text, in order."""
+    _ptx_text(ptx_text)
     found = []
     matches = list(_ENTRY.finditer(ptx_text))
     for k, m in enumerate(matches):
@@ -71,8 +73,29 @@ def entries(ptx_text: str) -> list[Entry]:
     return found
 
 
+def _ptx_text(ptx_text: Any) -> str:
+    if not isinstance(ptx_text, str):
+        raise LabkitError(f"ptx_text must be PTX text (a string), got {ptx_text!r:.60}.",
+                          fix="Pass the .text of a compiled PTX, e.g. compile_for(source, name)['sm_90'].text.")
+    return ptx_text
+
+
+def _entry(entry: Any) -> "Entry":
+    if not isinstance(entry, Entry):
+        raise LabkitError(f"entry must be a kernel Entry (find_entry(ptx_text, name) returns one), got {entry!r:.60}.")
+    return entry
+
+
+def _arches(arches: Any) -> list[str]:
+    return require_sequence(arches, "arches", what="a list of architecture names such as ['sm_80', 'sm_90']",
+                            item=lambda a, n: require_str(a, n))
+
+
 def find_entry(ptx_text: str, name: str, *, n_params: int | None = None) -> Entry:
     """The kernel called ``name``; raise :class:`LabkitError` saying what is wrong (missing, mangled, wrong arity)."""
+    _ptx_text(ptx_text)
+    name = require_str(name, "name", fix="The kernel's name as declared: extern \"C\" __global__ void NAME(...).")
+    n_params = None if n_params is None else require_int(n_params, "n_params", min=0)
     all_entries = entries(ptx_text)
     for e in all_entries:
         if e.name == name:
@@ -124,6 +147,8 @@ def guards_with(entry: Entry, param_index: int) -> bool:
     and its predicate guards a branch, a store or a ``selp``. It cannot tell ``i < n`` from ``i <= n``; the
     CPU stand-in (:func:`run_on_host`) or a GPU run catches that.
     """
+    _entry(entry)
+    param_index = require_int(param_index, "param_index", min=0)
     pname = f"{entry.name}_param_{param_index}"
     insts = _instructions(entry.body)
     tainted: set[str] = set()
@@ -153,7 +178,7 @@ def guards_with(entry: Entry, param_index: int) -> bool:
 
 def stores_global(entry: Entry) -> bool:
     """True when the kernel writes memory (``st.global``, a generic ``st``, an atomic, a ``wmma.store``): it does something."""
-    insts = _instructions(entry.body)
+    insts = _instructions(_entry(entry).body)
     return any(op.startswith("st.") and ".shared" not in op and ".local" not in op and ".param" not in op for _, op, _ in insts) \
         or any(op.startswith(("atom.", "red.")) or (op.startswith("wmma.store") and ".shared" not in op) for _, op, _ in insts)
 
@@ -170,7 +195,9 @@ def compile_for(source: str, name: str, arches: Sequence[str] = COURSE_ARCHES) -
                           fix='Put the kernel in a Python string: source = r"""extern "C" __global__ void ..."""')
     from . import ptx
 
-    kept, _ = ptx.targetable(list(arches))
+    name = require_str(name, "name", fix="The kernel's name as declared in the source.")
+    arches = _arches(arches)
+    kept, _ = ptx.targetable(arches)
     if not kept and arches:
         ptx.compile_cuda(source, arches[0], name=f"{name}.cu")  # raises ArchNotSupported, naming what NVRTC targets
     return {arch: ptx.compile_cuda(source, arch, name=f"{name}.cu") for arch in kept}
@@ -180,14 +207,14 @@ def skipped_arches(arches: Sequence[str] = COURSE_ARCHES) -> list[str]:
     """The architectures of ``arches`` that :func:`compile_for` leaves out: the installed NVRTC cannot target them."""
     from . import ptx
 
-    return ptx.targetable(list(arches))[1]
+    return ptx.targetable(_arches(arches))[1]
 
 
 def arches_compiled(arches: Sequence[str] = COURSE_ARCHES) -> str:
     """"sm_70, sm_80, sm_90", or "sm_80, sm_90 (sm_70 skipped: NVRTC 13.0 cannot target it.)": for check messages."""
     from . import ptx
 
-    kept, skipped = ptx.targetable(list(arches))
+    kept, skipped = ptx.targetable(_arches(arches))
     return ", ".join(kept) + ptx.skipped_note(skipped)
 
 
@@ -214,6 +241,7 @@ def check_launch(entry: Entry, grid: Any, block: Any, args: Sequence[Any], *, on
     needs ``numpy.float32``, ``s32``/``u32`` need ``numpy.int32``/``numpy.uint32``: CuPy passes a Python ``float`` as a
     double and a Python ``int`` as a 64-bit integer, which a ``float``/``int`` parameter would misread.
     """
+    _entry(entry)
     g, b = _dims(grid, "grid"), _dims(block, "block")
     if b[0] * b[1] * b[2] > 1024:
         raise LabkitError(f"a block of {b[0] * b[1] * b[2]} threads is more than the 1024 a CUDA block may have.",
@@ -296,6 +324,10 @@ class RawKernel:
     def __init__(self, code: str, name: str) -> None:
         from .mode import env
 
+        if not isinstance(code, str):
+            raise LabkitError(f"the CUDA C++ source must be a string, got {code!r:.60}.",
+                              fix='Put the kernel in a Python string: code = r"""extern "C" __global__ void ..."""')
+        name = require_str(name, "name", fix="The kernel's name as declared: extern \"C\" __global__ void NAME(...).")
         self.code, self.name = code, name
         self._env = env()
         # The parameter list is the same for every architecture; sm_90 is one every NVRTC of the course knows.

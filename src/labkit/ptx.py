@@ -29,11 +29,15 @@ from typing import Any
 import numpy as np
 
 from .errors import CompileError, LabkitError
+from .validate import require_int, require_sequence, require_str
 
 ARCHES = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 
 
 def _cc(arch: str) -> tuple[int, int]:
+    if not isinstance(arch, str):
+        raise LabkitError(f"an architecture is named by a string such as 'sm_90', got {arch!r:.60}.",
+                          fix=f"Use one of {', '.join(ARCHES)}.")
     m = re.fullmatch(r"(?:sm_|compute_)?(\d{1,2})(\d)a?", arch.strip())
     if not m:
         raise LabkitError(f"{arch!r} is not an architecture name.", fix=f"Use one of {', '.join(ARCHES)}.")
@@ -95,6 +99,7 @@ def summarize(ptx_text: str) -> InstructionMix:
     Numba addresses arrays with generic ``ld``/``st`` (no state space); those are counted as global accesses,
     which they are for arrays in device memory.
     """
+    ptx_text = require_str(ptx_text, "ptx_text", empty=True, fix="Pass PTX text, e.g. labkit.ptx.compile(kernel, signature).text.")
     gl, gs, sl, ss = Counter(), Counter(), Counter(), Counter()
     ops: Counter = Counter()
     barriers = atom_g = atom_s = shfl = vote = tc = fma = total = 0
@@ -509,6 +514,7 @@ _PLAIN_REASONS: tuple[tuple[str, str], ...] = (
 
 def plain_reason(error: str) -> str | None:
     """The reason a kernel does not build for a GPU, in plain words, for the common cases; None otherwise."""
+    error = require_str(error, "error", empty=True)
     for pattern, reason in _PLAIN_REASONS:
         if re.search(pattern, error):
             return reason
@@ -617,12 +623,15 @@ def require_target(arch: str) -> None:
 
 def targetable(arches: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
     """``arches`` split into (those the installed NVRTC targets, those it cannot)."""
+    arches = require_sequence(arches, "arches", what="a list of architecture names such as ['sm_80', 'sm_90']",
+                              item=lambda a, n: require_str(a, n))
     kept = [a for a in arches if can_target(a)]
     return kept, [a for a in arches if a not in kept]
 
 
 def skipped_note(skipped: list[str] | tuple[str, ...]) -> str:
     """A sentence for architectures left out because the installed NVRTC cannot target them ("" when none)."""
+    skipped = require_sequence(skipped, "skipped", what="a list of architecture names", item=lambda a, n: require_str(a, n))
     if not skipped:
         return ""
     v = nvrtc_version()
@@ -698,6 +707,9 @@ def toolkit_roots() -> list[tuple[str, Path]]:
 
 def toolkit_version(root: Path) -> tuple[int, int] | None:
     """The CUDA version of a toolkit folder: ``version.json``, else ``CUDA_VERSION`` in ``include/cuda.h``."""
+    if not isinstance(root, (str, os.PathLike)) or not str(root).strip():
+        raise LabkitError(f"root must be a folder path (a CUDA toolkit), got {root!r:.60}.")
+    root = Path(root)
     try:
         data = json.loads((root / "version.json").read_text())
         major, minor = str(data["cuda"]["version"]).split(".")[:2]
@@ -731,6 +743,7 @@ def header_dirs(cuda_major: int | None = None) -> list[HeaderDir]:
     as the NVRTC in use (``cuda_major``: another NVRTC's, such as CuPy's own when it is CUDA 13 and cuda-bindings 12) (CUDA 12: ``nvidia/cuda_runtime/include``, ...; CUDA 13: ``nvidia/cu13/include``), then a CUDA
     toolkit of that version (``CUDA_HOME``, ``CUDA_PATH``, ``nvcc`` on PATH, ``/usr/local/cuda``) for what the wheels lack
     (the CUDA 13 wheels of a GPU image have no ``crt/mma.h``). Headers of another CUDA version are never mixed in."""
+    cuda_major = None if cuda_major is None else require_int(cuda_major, "cuda_major", min=1, max=99)
     key = (cuda_major, tuple(sys.path), *(os.environ.get(k, "") for k in ("CUDA_HOME", "CUDA_PATH", "PATH")))
     if key not in _HEADER_CACHE:  # reading every wheel's file list takes a moment: once per environment
         _HEADER_CACHE[key] = _header_dirs_uncached(cuda_major)
@@ -757,6 +770,7 @@ def _header_dirs_uncached(cuda_major: int | None = None) -> list[HeaderDir]:
 
 def cuda_include_dirs(cuda_major: int | None = None) -> list[str]:
     """Header folders for NVRTC (runtime headers, ``crt/``, ``mma.h``, libcu++): see :func:`header_dirs`."""
+    cuda_major = None if cuda_major is None else require_int(cuda_major, "cuda_major", min=1, max=99)
     return [h.path for h in header_dirs(cuda_major)]
 
 
@@ -780,6 +794,12 @@ def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", o
     Errors come back as :class:`~labkit.errors.CompileError` with NVRTC's messages, each naming its line; an
     architecture the installed NVRTC cannot target raises :class:`ArchNotSupported` (see :func:`targetable`).
     """
+    if not isinstance(source, str):
+        raise LabkitError(f"source must be CUDA C++ source text (a string), got {source!r:.60}.")
+    name = require_str(name, "name", fix="A file name for the messages, e.g. 'kernel.cu'.")
+    options = tuple(require_sequence(options, "options", what="a list of NVRTC options such as ['-lineinfo']",
+                                     item=lambda o, n: require_str(o, n)))
+    _cc(arch)
     try:
         from cuda.bindings import nvrtc
     except ImportError:
