@@ -15,10 +15,17 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+from .validate import require_number
+
 __all__ = ["bytes_axis", "count_axis", "human_bytes", "log_axis"]
 
 
 def _finite_positive(values: Iterable[Any]) -> list[float]:
+    if isinstance(values, dict) or not hasattr(values, "__iter__"):
+        from .errors import LabkitError
+        from .validate import describe
+
+        raise LabkitError(f"values must be a list or array of the numbers the axis shows, got {describe(values)}.")
     out = []
     for v in values:
         try:
@@ -56,7 +63,7 @@ def log_axis(values: Iterable[Any] = (), title: str | None = None, **extra: Any)
 
 def human_bytes(n: float) -> str:
     """A size in bytes as people write it: ``512 B``, ``4 KiB``, ``1.5 MiB``, ``2 GiB``."""
-    n = float(n)
+    n = require_number(n, "a size in bytes", finite=False, nan=True)
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= scale:
             return f"{n / scale:.3g} {unit}"
@@ -81,7 +88,7 @@ def bytes_axis(values: Iterable[Any], title: str | None = None, **extra: Any) ->
 
 def count_axis(largest: float, title: str | None = None, **extra: Any) -> dict[str, Any]:
     """A linear axis of whole numbers from zero to ``largest``: integer ticks only (1, 2 or 5 times a power of ten)."""
-    rough = max(1.0, float(largest) / 5)
+    rough = max(1.0, require_number(largest, "largest", nan=True) / 5)
     power = 10 ** math.floor(math.log10(rough))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
     axis: dict[str, Any] = {"tickmode": "linear", "tick0": 0, "dtick": int(step), "tickformat": "d",
