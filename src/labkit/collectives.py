@@ -42,6 +42,7 @@ from . import bandwidth as _bw
 from . import hw
 from .errors import LabkitError, NoGPUError
 from .figstyle import bytes_axis, human_bytes, log_axis
+from .validate import require_number, require_sequence, require_str
 
 GB = 1e9
 RS, AG = "reduce-scatter", "all-gather"
@@ -67,6 +68,11 @@ MIG_SOURCE = "NVIDIA Multi-Instance GPU user guide (A100-SXM4-40GB profiles 1g.5
 
 
 # ---------------------------------------------------------------------------------------------- validation
+
+#: The most GPUs a simulated ring or a chunking takes (the largest NVLink domain announced has 576 GPUs): a count
+#: above it is refused at once rather than built element by element.
+MAX_RING_GPUS = 65_536
+
 
 
 def _count(n: Any, what: str = "the number of GPUs n", minimum: int = 1) -> int:
@@ -97,6 +103,9 @@ def chunk_bounds(size: int, n: int) -> list[tuple[int, int]]:
     """``(start, stop)`` of the ``n`` chunks a buffer of ``size`` elements is cut into (``np.array_split``'s rule:
     the first ``size % n`` chunks are one element longer). Chunks may be empty when ``size < n``."""
     size, n = _count(size, "size", 0), _count(n)
+    if n > MAX_RING_GPUS:
+        raise LabkitError(f"n = {n} chunks is more than labkit cuts a buffer into (at most {MAX_RING_GPUS:,}, one per GPU).",
+                          fix="Use the number of GPUs in the ring, e.g. n=8.")
     base, extra = divmod(size, n)
     out, start = [], 0
     for c in range(n):
@@ -156,7 +165,13 @@ def ring_step(chunks: list[list[np.ndarray]], phase: str, step: int) -> None:
     This is labkit's reference for exercise 08.ring-step: in a reduce-scatter step the receiver *adds* the chunk
     it receives to its own copy; in an all-gather step it *replaces* its copy with it (see :func:`ring_schedule`).
     """
+    chunks = require_sequence(chunks, "chunks", min_len=1, what="a list with one list of chunk arrays per GPU",
+                              fix="chunks[g][c] is GPU g's copy of chunk c: e.g. [split(a, n) for a in arrays].")
     n = len(chunks)
+    for g, row in enumerate(chunks):
+        if not isinstance(row, (list, tuple)) or len(row) != n or not all(isinstance(c, np.ndarray) for c in row):
+            raise LabkitError(f"chunks[{g}] must be a list of {n} NumPy arrays (GPU {g}'s copy of each chunk), "
+                              f"got {row!r:.60}.", fix="chunks[g][c] is GPU g's copy of chunk c: e.g. [split(a, n) for a in arrays].")
     sends = ring_schedule(n, phase, step)
     payload = [chunks[src][c].copy() for src, _, c in sends]  # all GPUs send at once: read before anyone writes
     for (src, dst, c), data in zip(sends, payload):
@@ -233,6 +248,9 @@ StepFn = Callable[[list[list[np.ndarray]], str, int], Any]
 
 def split(array: np.ndarray, n: int) -> list[np.ndarray]:
     """Views of ``array``'s ``n`` chunks (see :func:`chunk_bounds`): writing a chunk writes the array."""
+    if not isinstance(getattr(array, "shape", None), tuple) or not array.shape or isinstance(array, np.generic):
+        raise LabkitError(f"split takes an array of at least one dimension (a NumPy array), got {array!r:.60}.",
+                          fix="e.g. split(np.arange(10.0), 4).")
     return [array[a:b] for a, b in chunk_bounds(array.shape[0], n)]
 
 
@@ -660,7 +678,8 @@ def scaling(system: str, params: float = SPEECH_MODEL_PARAMS, bytes_per_grad: in
         compute, notes = compute_time(P, t.gpu_model, items_per_gpu, precision, utilisation)
     else:
         compute, notes = _positive(compute_s, "compute_s"), [f"compute per GPU per step: {compute_s * 1e3:g} ms (given)"]
-    counts = list(gpu_counts) if gpu_counts is not None else list(range(1, total + 1))
+    counts = (require_sequence(gpu_counts, "gpu_counts", what="a list of GPU counts such as [1, 2, 4, 8]")
+              if gpu_counts is not None else list(range(1, total + 1)))
     points = []
     for n in counts:
         n = _count(n)
@@ -706,7 +725,8 @@ def sharing_model(busy_fractions: Sequence[float]) -> dict[str, Any]:
     average process. With MPS their kernels run side by side through one server, up to the whole GPU:
     ``min(1, sum)``. Ignores contention for memory bandwidth and caches, and context-switch costs.
     """
-    fr = [_fraction(f, "each busy fraction") for f in busy_fractions]
+    fr = [_fraction(f, "each busy fraction") for f in require_sequence(
+        busy_fractions, "busy_fractions", what="a list of fractions from 0 to 1, one per process")]
     if not fr:
         raise LabkitError("give at least one process's busy fraction.")
     sliced = sum(fr) / len(fr)
@@ -754,6 +774,8 @@ def ring_figure(result: RingResult) -> Any:
     many GPUs' data g's copy of chunk c holds, and "->" marks the chunk each GPU sends in that step."""
     import plotly.graph_objects as go
 
+    if not isinstance(result, RingResult):
+        raise LabkitError(f"result must be a RingResult (what ring_allreduce() returns), got {result!r:.60}.")
     n = result.n
     states = [("start", np.ones((n, n), dtype=int), [])] + [
         (f"{s.phase} step {s.index + 1}", s.contributions, s.transfers) for s in result.steps]
@@ -783,7 +805,11 @@ def cost_figure(n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US, si
     """Plotly log-log figure of modelled all-reduce time against buffer size for the ring and the pipelined tree."""
     import plotly.graph_objects as go
 
-    sizes = list(sizes) if sizes is not None else [2.0**k for k in range(10, 33)]
+    nbytes_ok = lambda s, name: require_number(s, name, min=0, min_open=True)  # noqa: E731
+    sizes = (require_sequence(sizes, "sizes", min_len=1, what="a list of buffer sizes in bytes", item=nbytes_ok)
+             if sizes is not None else [2.0**k for k in range(10, 33)])
+    title = None if title is None else require_str(title, "title", empty=True)
+    _ab_args(1, n, link_gbps, alpha_us)
     fig = go.Figure()
     times: list[float] = []
     for name, fn in (("ring", ring_cost), ("tree (pipelined)", tree_cost)):
