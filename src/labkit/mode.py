@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from .device import DriverProbe, GPUInfo, probe_driver
-from .errors import ModeError, install_notebook_handler
+from .errors import LabkitError, ModeError, install_notebook_handler
+from .validate import describe, require_int
 
 Mode = Literal["gpu", "sim"]
 
@@ -92,6 +93,10 @@ def install_command(driver_version: str | None) -> str:
 
     CUDA 12.x drivers get ``.[cuda12]``, CUDA 13.x and newer ``.[cuda13]`` (the same CUDA 12.9 stack: a newer driver
     runs older CUDA libraries); a driver older than CUDA 12 needs an update first."""
+    if driver_version is not None and not (isinstance(driver_version, str) and re.fullmatch(r"\s*(\d+(\.\d+)*)?\s*", driver_version)):
+        raise LabkitError(f"driver_version must be a CUDA version string such as '12.4' (or None), got {describe(driver_version)}.",
+                          fix="Pass the driver's CUDA version as nvidia-smi prints it, e.g. '12.4'.")
+    driver_version = driver_version.strip() if driver_version else None
     major = int(driver_version.split(".")[0]) if driver_version else None
     if major is not None and major < 12:
         return (f"update the NVIDIA driver (it supports CUDA {driver_version}; the course's CUDA 12.9 libraries need a "
@@ -105,6 +110,8 @@ def cupy_ready(probe: DriverProbe) -> str | None:
 
     Checks that CuPy imports, that its CUDA runtime is not newer than the driver's CUDA major, and that a small
     kernel (which NVRTC compiles) runs and comes back right."""
+    if not isinstance(probe, DriverProbe):
+        raise LabkitError(f"probe must be a DriverProbe (labkit.device.probe_driver() returns one), got {describe(probe)}.")
     try:
         import cupy
     except ImportError as exc:
@@ -140,6 +147,8 @@ def describe_slice(gpu: GPUInfo) -> str | None:
     """For a MIG slice (or any device with fewer SMs than its model's datasheet): what it is beside the whole GPU."""
     from . import hw
 
+    if not isinstance(gpu, GPUInfo):
+        raise LabkitError(f"gpu must be a GPUInfo (labkit.env().gpus holds them), got {describe(gpu)}.")
     whole = hw.match_device(gpu.name.split(" MIG ")[0])
     full_sms = int(whole.sm_count.value) if whole else None
     if not gpu.mig and (full_sms is None or gpu.sm_count >= full_sms):
@@ -242,8 +251,25 @@ def current_mode() -> Mode:
 
 
 def size(*, gpu: int, sim: int) -> int:
-    """The problem size for the current mode: ``gpu`` on a device, ``sim`` in the simulator."""
+    """The problem size for the current mode: ``gpu`` on a device, ``sim`` in the simulator.
+
+    Each is a positive whole number or a shape (a tuple of them, such as ``(1080, 1920)``), both of the same kind."""
+    gpu, sim = _size(gpu, "gpu"), _size(sim, "sim")
+    if isinstance(gpu, tuple) != isinstance(sim, tuple):
+        raise LabkitError(f"size(gpu=..., sim=...) takes two numbers or two shapes, got gpu={gpu!r} and sim={sim!r}.",
+                          fix="e.g. size(gpu=1 << 20, sim=256) or size(gpu=(1080, 1920), sim=(32, 48)).")
     return gpu if current_mode() == "gpu" else sim
+
+
+def _size(value: Any, name: str) -> Any:
+    """A positive whole number, or a tuple of them (a shape), as :func:`size` takes them."""
+    fix = "e.g. size(gpu=1 << 20, sim=256) or size(gpu=(1080, 1920), sim=(32, 48))."
+    if isinstance(value, tuple):
+        if not value:
+            raise LabkitError(f"{name} must be a positive whole number or a shape, got an empty tuple.", fix=fix)
+        return tuple(require_int(v, f"{name}[{i}]", min=1, fix=fix) for i, v in enumerate(value))
+    require_int(value, name, min=1, fix=fix)
+    return value
 
 
 def array_module() -> Any:
