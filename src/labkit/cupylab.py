@@ -24,6 +24,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .errors import LabkitError, NoGPUError
+from .validate import describe, require_int, require_number, require_sequence, require_str
+
+#: The most chunks the pipeline models take (a real pipeline uses a few to a few hundred): more is refused at once.
+MAX_CHUNKS = 65_536
 
 MODEL = "model"
 
@@ -194,7 +198,15 @@ def traffic(fn: Callable[..., Any], n: int, dtype: Any = "float32", *, scalars: 
         raise LabkitError(f"traffic() needs a function, got {type(fn).__name__}.")
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise LabkitError(f"n must be a positive int, got {n!r}.")
-    params = list(inspect.signature(fn).parameters)
+    scalars = require_sequence(scalars, "scalars", what="a list of parameter names", item=lambda s, name: require_str(s, name))
+    try:
+        itemsize = int(np.dtype(dtype).itemsize)
+    except TypeError:
+        raise LabkitError(f"dtype must be a NumPy dtype such as 'float32', got {describe(dtype)}.") from None
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        raise LabkitError(f"traffic() cannot read the parameters of {describe(fn)}; pass a function defined with def.") from None
     unknown = set(scalars) - set(params)
     if unknown:
         raise LabkitError(f"{', '.join(sorted(unknown))} are not parameters of {fn.__name__} ({', '.join(params)}).")
@@ -205,12 +217,19 @@ def traffic(fn: Callable[..., Any], n: int, dtype: Any = "float32", *, scalars: 
     if not all(isinstance(r, _Sym) for r in results):
         raise LabkitError(f"{fn.__name__} must return an array (or a tuple of arrays) computed from its inputs.")
     used = tuple(dict.fromkeys(a for _, arrays, _ in tracer.ops for a in arrays if a in params))
-    return Traffic(int(n), int(np.dtype(dtype).itemsize), tuple(tracer.ops), used, tuple(r._label for r in results))
+    return Traffic(int(n), itemsize, tuple(tracer.ops), used, tuple(r._label for r in results))
 
 
 def affine_normalize(x: Any, gamma: Any, beta: Any, mean: float, inv_std: float) -> Any:
     """The fusion example: ``(x - mean) * inv_std * gamma + beta`` (the last step of a layer norm)."""
-    return (x - mean) * inv_std * gamma + beta
+    mean = require_number(mean, "mean")
+    inv_std = require_number(inv_std, "inv_std")
+    try:  # arrays (NumPy, CuPy, traffic()'s symbolic ones) or numbers; anything else fails here, said plainly
+        return (x - mean) * inv_std * gamma + beta
+    except (TypeError, ValueError) as exc:
+        raise LabkitError(f"x, gamma and beta must be arrays (NumPy or CuPy) or numbers that broadcast together; got "
+                          f"{describe(x)}, {describe(gamma)}, {describe(beta)} ({exc}).",
+                          fix="e.g. x of shape (rows, features), gamma and beta of shape (features,).") from None
 
 
 # ----------------------------------------------------------------------------------------- transfer and overlap models
@@ -303,11 +322,10 @@ def pipeline(t_in: float, t_kernel: float, t_out: float, chunks: int, *, overhea
     ``t_in``, ``t_kernel``, ``t_out`` are the times of the whole job's three stages; each chunk takes 1/chunks of
     each, plus ``overhead_s`` per step. A step starts when its engine is free and the chunk's previous step is done.
     """
-    for label, v in (("t_in", t_in), ("t_kernel", t_kernel), ("t_out", t_out), ("overhead_s", overhead_s)):
-        if not isinstance(v, (int, float)) or v < 0:
-            raise LabkitError(f"{label} must be a time in seconds ≥ 0, got {v!r}.")
-    if not isinstance(chunks, (int, np.integer)) or chunks < 1:
-        raise LabkitError(f"chunks must be a positive int, got {chunks!r}.")
+    t_in, t_kernel, t_out, overhead_s = (require_number(v, label, min=0) for label, v in (
+        ("t_in (seconds)", t_in), ("t_kernel (seconds)", t_kernel), ("t_out (seconds)", t_out), ("overhead_s", overhead_s)))
+    chunks = require_int(chunks, "chunks", min=1, max=MAX_CHUNKS,
+                         fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).")
     stages = (("H2D copy", t_in / chunks), ("kernel", t_kernel / chunks), ("D2H copy", t_out / chunks))
     free = {name: 0.0 for name, _ in stages}
     events = []
@@ -323,6 +341,9 @@ def pipeline(t_in: float, t_kernel: float, t_out: float, chunks: int, *, overhea
 
 def overlap_model(nbytes: int, chunks: int = 8, *, gpu: str = "H200", link: str = "PCIe 5", kernel_passes: int = 1) -> Timeline:
     """The pipeline for copying ``nbytes`` in, running ``kernel_passes`` elementwise passes, and copying back (model)."""
+    chunks = require_int(chunks, "chunks", min=1, max=MAX_CHUNKS,
+                         fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).")
+    kernel_passes = require_int(kernel_passes, "kernel_passes", min=0, max=1_000_000)
     t = transfer_model(nbytes, gpu=gpu, link=link)
     return pipeline(t.copy_s, kernel_passes * t.hbm_pass_s, t.copy_s, chunks)
 
