@@ -75,6 +75,8 @@ def _cases() -> list[Case]:
         Case("grayscale", "numba_basics:grayscale", (3, 3), (16, 16),
              lambda r: ([r.integers(0, 256, (*FRAME, 3)).astype(np.uint8), _zeros(*FRAME, dtype=np.uint8)],
                         ["img", "out"], ("out",))),
+        Case("to_unit", "numba_basics:to_unit", (3, 3), (16, 16),
+             lambda r: ([r.integers(0, 256, FRAME).astype(np.uint8), _zeros(*FRAME)], ["img", "out"], ("out",))),
         Case("copy2d_coalesced", "memory:copy2d_coalesced", (2, 5), (32, 8),
              lambda r: ([_f32(r, *FRAME), _zeros(*FRAME)], ["src", "dst"], ("dst",))),
         Case("copy2d_strided", "memory:copy2d_strided", (5, 2), (8, 32),

@@ -157,7 +157,12 @@ SETTLED = """() => {
   return k && k.status === 'idle' && !busy && !loading && plots.every(p => p.querySelector('.main-svg'));
 }"""
 MODEL = "() => window.labkitCurrent.content.model.toJSON()"
+# The outputs where JupyterLab says it cannot draw a widget (its own words, the whole text of the output; labkit's
+# note beside each explorer quotes them inside a sentence, and is not one of these)
+BROKEN = """node => [...node.querySelectorAll('.jupyter-widgets')]
+    .map(e => e.textContent.trim()).filter(t => t.startsWith('Error displaying widget'))"""
 DOM = """() => {
+  const broken = """ + BROKEN + """;
   const node = window.labkitCurrent.content.node;
   const plots = [...node.querySelectorAll('.jp-RenderedPlotly')];
   const texts = [...node.querySelectorAll('.jp-RenderedText')].map(e => e.innerText);
@@ -167,7 +172,7 @@ DOM = """() => {
     undrawn: plots.filter(p => !p.querySelector('.main-svg')).length,
     fallbacks: texts.filter(t => /^\\s*(<plotly figure|Figure\\(\\{)/.test(t)).map(t => t.slice(0, 80)),
     widgets: widgets.map(e => e.innerText.slice(0, 300)),
-    broken: (node.innerText.match(/Error displaying widget[^\\n]*/g) || []),
+    broken: broken(node),
   };
 }"""
 # What a widget shows: its text and, for each figure in it, the figure's data and title.
@@ -460,7 +465,7 @@ def test_a_failed_checks_picture_opens_on_the_failing_thread_and_a_reopened_note
         assert "run this cell again" in lab.page.locator("[data-labkit-current]").inner_text()
         lab.js(CLOSE_ALL)  # saves, shuts the kernel down
         lab.js(OPEN, "scratch-failed-picture.ipynb")
-        lab.page.wait_for_function("() => window.labkitCurrent.content.node.innerText.includes('Error displaying widget')",
+        lab.page.wait_for_function(f"() => ({BROKEN})(window.labkitCurrent.content.node).length > 0",
                                    timeout=30_000, polling=250)
         text = lab.page.locator("[data-labkit-current]").inner_text()
         assert "run this cell again to bring the explorer back" in text

@@ -87,7 +87,7 @@ def test_wmma_headers_from_a_system_toolkit(monkeypatch: pytest.MonkeyPatch, tmp
     from labkit import ptx
     from labkit import tensorcores as tc
 
-    monkeypatch.setattr(ptx, "cuda_include_dirs", lambda: [])  # no CUDA wheels
+    monkeypatch.setattr(ptx, "cuda_include_dirs", lambda cuda_major=None: [])  # no CUDA wheels
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     monkeypatch.setattr(tc, "_toolkit_roots", lambda: [tmp_path / "cuda"])
     monkeypatch.setattr(tc, "_pathfinder_headers", lambda: [])
@@ -115,7 +115,7 @@ def test_wmma_headers_through_cuda_pathfinder(monkeypatch: pytest.MonkeyPatch) -
     from labkit import ptx
     from labkit import tensorcores as tc
 
-    monkeypatch.setattr(ptx, "cuda_include_dirs", lambda: [])
+    monkeypatch.setattr(ptx, "cuda_include_dirs", lambda cuda_major=None: [])
     monkeypatch.setattr(tc, "_toolkit_roots", lambda: [])
     dirs = [Path(d) for d in tc.wmma_include_dirs()]
     assert any((d / "crt" / "mma.h").is_file() for d in dirs) and any((d / "mma.h").is_file() for d in dirs)

@@ -34,6 +34,7 @@ class CudaKernel:
     entries: tuple[str, ...] = ()  # raw / module: kernel names (extern "C")
     parts: dict[str, str] = field(default_factory=dict)  # elementwise / reduction: CuPy's constructor arguments
     description: str = ""
+    min_arch: str = ""  # the oldest architecture it compiles for, when it needs a newer one (clusters: sm_90)
 
     def source(self) -> str:
         """Standalone CUDA C++ for NVRTC (for elementwise/reduction kernels: labkit's equivalent kernel)."""
@@ -72,6 +73,7 @@ ACTIVATIONS_MODULE = read_source("activations.cu")
 SCALE_SHIFT = read_source("scale_shift.cu")
 WMMA_GEMM = read_source("wmma_gemm.cu")
 WGMMA_TILE = read_source("wgmma_tile.cu")
+CLUSTER_SUM = read_source("cluster_sum.cu")
 
 _REGISTRY: dict[str, CudaKernel] = {
     k.name: k
@@ -87,6 +89,9 @@ _REGISTRY: dict[str, CudaKernel] = {
         CudaKernel("wgmma_tile", "raw", "06", code=WGMMA_TILE, entries=("wgmma_tile",),
                    description="Hopper (sm_90a) teaching tile: TMA copies and wgmma.mma_async in inline PTX; for reading its PTX "
                                "(NVRTC passes inline PTX to any target; ptxas accepts it for sm_90a only)."),
+        CudaKernel("cluster_sum", "raw", "10", code=CLUSTER_SUM, entries=("cluster_sum",), min_arch="sm_90",
+                   description="10.cluster solution: each cluster of blocks sums its part of x through distributed shared "
+                               "memory (cooperative_groups::this_cluster, map_shared_rank); sm_90 and later."),
         CudaKernel("huber", "elementwise", "05", parts={
             "in_params": "float32 x, float32 y, float32 delta",
             "out_params": "float32 z",

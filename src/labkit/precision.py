@@ -269,7 +269,11 @@ def round_tf32_bits(x: Any) -> np.ndarray:
     clear the 13 low bits. A carry out of the mantissa moves into the exponent, which is right; past the
     largest exponent it gives infinity, which is also right. NaNs are kept as they are.
     """
-    x32 = _as_float64(x).astype(np.float32)
+    if isinstance(x, np.ndarray) and x.dtype == np.float32:
+        x32 = x  # as it is: a cast would quieten a signalling NaN (and change its bits)
+    else:
+        with np.errstate(invalid="ignore"):
+            x32 = _as_float64(x).astype(np.float32)
     u = x32.view(np.uint32).astype(np.uint64)
     keep_lsb = (u >> np.uint64(13)) & np.uint64(1)
     rounded = ((u + np.uint64(0xFFF) + keep_lsb) & np.uint64(0xFFFFE000)).astype(np.uint32)
