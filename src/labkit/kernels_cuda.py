@@ -60,6 +60,9 @@ CUDA_DIR = Path(__file__).parent / "kernels" / "cuda"
 
 def read_source(filename: str) -> str:
     """The text of one of the course's ``.cu`` files (``kernels/cuda/<filename>``)."""
+    if not isinstance(filename, str) or not filename.strip():
+        raise LabkitError(f"filename must be the name of a .cu file such as 'leaky_relu.cu', got {filename!r:.60}.",
+                          fix=f"The files: {', '.join(sorted(p.name for p in CUDA_DIR.glob('*.cu')))}.")
     path = CUDA_DIR / filename
     try:
         return path.read_text(encoding="utf-8")
@@ -117,7 +120,7 @@ def get(name: str) -> CudaKernel:
     """The registered kernel called ``name``."""
     try:
         return _REGISTRY[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise LabkitError(f"no CUDA C++ kernel called {name!r} in labkit.", fix=f"Registered: {', '.join(_REGISTRY)}.") from None
 
 

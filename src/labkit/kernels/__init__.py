@@ -31,6 +31,7 @@ def _cuda() -> Any:
 
 def get(name: str) -> Any:
     """The ``@cuda.jit`` reference kernel ``name`` (e.g. ``"saxpy"``, ``"transpose_shared"``)."""
+    _name(name)
     if name not in _CACHE:
         cuda = _cuda()
         for mod in _MODULES:
@@ -47,12 +48,26 @@ def get(name: str) -> Any:
 
 def source(name: str) -> Callable[..., Any]:
     """The plain Python function behind reference kernel ``name`` (for :func:`labkit.ptx.compile`)."""
+    _name(name)
     _cuda()
     for mod in _MODULES:
         fn = getattr(mod, name, None)
         if callable(fn):
             return fn
-    raise KeyError(name)
+    from ..errors import LabkitError
+    from ..validate import did_you_mean
+
+    raise LabkitError(f"there is no reference kernel {name!r}.{did_you_mean(name, names())}", fix=f"Use one of {', '.join(names())}.")
+
+
+def _name(name: Any) -> None:
+    """A kernel is named by a non-empty string."""
+    if not isinstance(name, str) or not name.strip():
+        from ..errors import LabkitError
+        from ..validate import describe
+
+        raise LabkitError(f"a reference kernel is named by a string such as 'saxpy', got {describe(name)}.",
+                          fix=f"Use one of {', '.join(names())}.")
 
 
 class Reference(NamedTuple):
