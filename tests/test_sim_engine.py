@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
 from numba import cuda  # noqa: E402
 
 from labkit import sim  # noqa: E402
+from labkit.errors import LabkitError  # noqa: E402
 from labkit.sim import engine  # noqa: E402
 
 
@@ -174,7 +175,7 @@ def test_a_failed_case_names_the_schedule_to_replay() -> None:
     assert Launch(1, 64, [x], x, "n=64", reverse=True).thread_order() == ("reverse", None)
     schedule, seed = Launch(1, 64, [x], x, "n=64").thread_order()
     assert schedule == "shuffle" and isinstance(seed, int)
-    with pytest.raises(ValueError, match="schedule must be one of"):
+    with pytest.raises(LabkitError, match="schedule must be one of"):
         sim.launch_strict(shift_left, 1, 64, x, np.zeros(64, np.float32), schedule="sideways")
 
 

@@ -20,8 +20,11 @@ It knows nothing of exercises: :mod:`labkit.check` grades with it. :func:`instal
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import DivergentBarrier, KernelFault, KernelTimeout, WarpError
-from .launch import launch, time_limit
+from .launch import launch as _launch
+from .launch import time_limit
 from .limits import LEARNER_CODE_LIMIT_S, PythonTimeout
 from .memory import LaunchReport, Race, bank_conflicts, launch_strict, sectors_per_request
 from .trace import Trace, trace
@@ -30,6 +33,19 @@ __all__ = [
     "DivergentBarrier", "KernelFault", "KernelTimeout", "PythonTimeout", "WarpError", "LEARNER_CODE_LIMIT_S", "LaunchReport", "Race",
     "bank_conflicts", "install", "launch", "launch_strict", "sectors_per_request", "time_limit", "Trace", "trace",
 ]
+
+
+def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: float | None = None) -> None:
+    """Run ``kernel[griddim, blockdim](*args)`` in the simulator and wait for it (see :func:`.launch.launch`).
+
+    The kernel, the grid and block (CUDA's limits) and the time limit are checked first: a wrong one is a
+    :class:`~labkit.errors.LabkitError` saying what was expected."""
+    from .memory import check_dims, check_kernel, check_time_limit
+
+    check_kernel(kernel, "labkit.sim.launch")
+    check_dims(griddim, blockdim)
+    check_time_limit(time_limit_s)
+    _launch(kernel, griddim, blockdim, *args, time_limit_s=time_limit_s)
 
 
 def install() -> bool:

@@ -31,6 +31,10 @@ from . import engine
 from .errors import KernelFault
 from .integers import store_value
 
+#: CUDA's launch limits: grid x up to 2**31 - 1 blocks, y and z up to 65,535; a block of at most 1,024 threads.
+MAX_GRID = (2**31 - 1, 65_535, 65_535)
+MAX_BLOCK_THREADS = 1024
+
 
 
 def poison_value(dtype: Any) -> Any:
@@ -889,6 +893,92 @@ def strict(model: Model, **opts: Any) -> Iterator[None]:
         active = None
 
 
+# ----------------------------------------------------------------------------- argument checks of the entry points
+def check_kernel(kernel: Any, who: str) -> None:
+    """``kernel`` is a ``@cuda.jit`` kernel (else a :class:`~labkit.errors.LabkitError` naming ``who``)."""
+    from ..errors import LabkitError
+
+    if not callable(getattr(kernel, "py_func", None)) or not hasattr(type(kernel), "__getitem__"):
+        raise LabkitError(f"{who} needs a @cuda.jit kernel, got {_describe(kernel)}.",
+                          fix="Pass the kernel itself (the function decorated with @cuda.jit), not a call of it.")
+
+
+def check_dims(griddim: Any, blockdim: Any) -> None:
+    """Grid and block as CUDA takes them: a whole number or 1 to 3 of them, within CUDA's launch limits."""
+    from ..errors import LabkitError
+
+    fix = "For n elements and 256 threads per block: griddim = (n + 255) // 256, blockdim = 256."
+    dims = {}
+    for what, d, low in (("griddim", griddim, 0), ("blockdim", blockdim, 1)):
+        t = (d,) if isinstance(d, (int, np.integer)) and not isinstance(d, bool) else tuple(d) if isinstance(d, (tuple, list)) else None
+        if t is None or not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low
+                                                      for v in t):
+            raise LabkitError(f"{what} must be a whole number {'of at least 1 ' if low else ''}or a tuple of 1 to 3 of them, "
+                              f"got {_describe(d)}.", fix=fix)
+        dims[what] = [int(v) for v in t]
+    for axis, (n, top) in enumerate(zip(dims["griddim"], MAX_GRID)):
+        if n > top:
+            raise LabkitError(f"griddim has {n:,} blocks along {'xyz'[axis]}; CUDA allows at most {top:,}.", fix=fix)
+    threads = int(np.prod(dims["blockdim"]))
+    if threads > MAX_BLOCK_THREADS:
+        raise LabkitError(f"a block of {threads:,} threads is more than the {MAX_BLOCK_THREADS} a CUDA block may have.",
+                          fix="Use at most 1024 threads per block (128 or 256 are good choices).")
+
+
+def check_time_limit(time_limit_s: Any) -> None:
+    """None (the default limit) or a positive number of seconds."""
+    from ..validate import require_number
+
+    if time_limit_s is not None:
+        require_number(time_limit_s, "time_limit_s", min=0, min_open=True)
+
+
+def _describe(value: Any) -> str:
+    from ..validate import describe
+
+    return describe(value)
+
+
+def _names(value: Any, name: str) -> list[str]:
+    from ..validate import require_sequence, require_str
+
+    return require_sequence(value, name, what="a list of argument names", item=lambda s, n: require_str(s, n, empty=True))
+
+
+def _check_strict_options(reverse: Any, record: Any, allow_races: Any, names: Any, outputs: Any, schedule: Any,
+                          seed: Any) -> None:
+    from ..validate import require_bool, require_int
+
+    require_bool(reverse, "reverse")
+    require_bool(allow_races, "allow_races")
+    if not isinstance(record, bool):
+        _names(record, "record")
+    if names is not None:
+        _names(names, "names")
+    _names(outputs, "outputs")
+    if schedule is not None and (not isinstance(schedule, str) or schedule not in engine.SCHEDULES):
+        from ..errors import LabkitError
+
+        raise LabkitError(f"schedule must be one of {', '.join(engine.SCHEDULES)}, got {_describe(schedule)}.",
+                          fix="'forward' (the default), 'reverse', or 'shuffle' with a seed.")
+    if seed is not None:
+        require_int(seed, "seed", min=0)
+
+
+def _check_report(report: Any, array: Any, *, known: bool = True) -> None:
+    """``report`` is a :class:`LaunchReport` and ``array`` a string (with ``known``: one of the launch's arrays)."""
+    from ..errors import LabkitError
+
+    if not isinstance(report, LaunchReport):
+        raise LabkitError(f"report must be a LaunchReport (what launch_strict(..., record=True) returns), got {_describe(report)}.")
+    if not isinstance(array, str) or (known and array not in report.itemsizes):
+        from ..validate import did_you_mean
+
+        known = ", ".join(repr(a) for a in report.itemsizes) or "none"
+        hint = did_you_mean(array, report.itemsizes) if isinstance(array, str) else ""
+        raise LabkitError(f"the launch has no array {_describe(array)}.{hint}", fix=f"Its arrays: {known}.")
+
+
 def launch_strict(
     kernel: Any, griddim: Any, blockdim: Any, *args: Any, reverse: bool = False, record: bool | Sequence[str] = False,
     time_limit_s: float | None = None, allow_races: bool = False, names: Sequence[str] | None = None,
@@ -903,6 +993,10 @@ def launch_strict(
     a broken warp call or the time limit (default :data:`labkit.sim.limits.LEARNER_CODE_LIMIT_S`) raise too. ``outputs`` names the
     arguments that start filled with poison (a read of one before any write is reported as uninitialised).
     """
+    check_kernel(kernel, "launch_strict")
+    check_dims(griddim, blockdim)
+    check_time_limit(time_limit_s)
+    _check_strict_options(reverse, record, allow_races, names, outputs, schedule, seed)
     schedule = schedule or ("reverse" if reverse else "forward")
     code = getattr(getattr(kernel, "py_func", None), "__code__", None)
     written = _WRITTEN.setdefault(code, set())
@@ -934,7 +1028,10 @@ def launch_strict(
 def sectors_per_request(report: LaunchReport, array: str, kind: str = "read") -> tuple[float, float]:
     """(mean 32-byte sectors per warp request, mean efficiency = bytes used / bytes moved) for one array."""
     from ..occupancy import coalescing
+    from ..validate import require_choice
 
+    _check_report(report, array, known=False)  # an array the launch did not record has no requests: (0, 1)
+    kind = require_choice(kind, "kind", ("read", "write", "atomic"))
     reqs = report.requests(array, kind)
     if not reqs:
         return 0.0, 1.0
@@ -946,7 +1043,11 @@ def sectors_per_request(report: LaunchReport, array: str, kind: str = "read") ->
 def bank_conflicts(report: LaunchReport, array: str, kinds: tuple[str, ...] = ("read", "write")) -> int:
     """The worst n-way shared-memory bank conflict of any warp request to ``array`` (1 = conflict-free)."""
     from ..occupancy import bank_conflict_degree
+    from ..validate import require_choice, require_sequence
 
+    _check_report(report, array)
+    kinds = tuple(require_sequence(kinds, "kinds", what="a list of access kinds ('read', 'write', 'atomic')",
+                                   item=lambda k, n: require_choice(k, n, ("read", "write", "atomic"))))
     size = report.itemsizes[array]
     worst = 1
     for kind in kinds:
