@@ -258,7 +258,7 @@ def size_class(working_set: int, caches: dict[str, int] | None = None) -> str:
     """Where a working set of this many bytes lives: the smallest cache that holds it, or ``"DRAM"``.
 
     A working set between the last-level cache and twice its size is ``"L3/DRAM"``: partly cached."""
-    working_set = int(require_number(working_set, "working_set", min=0))
+    working_set = require_number(working_set, "working_set", min=0)
     if caches is not None and not (isinstance(caches, dict) and caches and all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in caches.items())):
         raise LabkitError(f"caches must be a dict of cache name -> size in bytes, got {caches!r:.60}.",
