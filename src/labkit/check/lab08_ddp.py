@@ -77,7 +77,8 @@ def cases() -> list[tuple[list[int], int]]:
     for _ in range(3):
         sizes = [int(x) for x in r.integers(1, 5000, int(r.integers(6, 30)))]
         if len(sizes) > 3:
-            sizes[int(r.integers(0, len(sizes)))] = 0  # a bias of zero width, or a frozen layer
+            sizes[int(r.integers(1, len(sizes)))] = 0  # a bias of zero width, or a frozen layer (not the first: the
+            #                                            running sum below must be a cap of at least 1 byte)
         k = int(r.integers(1, len(sizes) - 1))
         out += [(sizes, int(sum(sizes[:k]))),  # equal to a running sum: closes exactly at the cap
                 (sizes, int(r.integers(5000, 12000))), (sizes, int(min(s for s in sizes if s) // 2 + 1)),
