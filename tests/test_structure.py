@@ -79,6 +79,15 @@ def test_learner_notebooks_have_no_outputs(lab: course.Lab) -> None:
 
 
 @pytest.mark.parametrize("lab", READY, ids=lambda lab: lab.id)
+def test_solution_notebooks_store_no_errors_or_warnings(lab: course.Lab) -> None:
+    """What a solution notebook stores is what nbval then expects: an error or a warning on stderr stored there would
+    be demanded of every later run (a RuntimeWarning once was)."""
+    for k, cell in enumerate(_read(NOTEBOOKS / "solutions" / lab.filename).cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            assert out.output_type != "error" and not (out.output_type == "stream" and out.name == "stderr"), (k, out)
+
+
+@pytest.mark.parametrize("lab", READY, ids=lambda lab: lab.id)
 def test_first_second_and_last_cells(lab: course.Lab) -> None:
     cells = _read(NOTEBOOKS / lab.filename).cells
     first = cells[0]
