@@ -139,11 +139,6 @@ KNOWN_HANGS: dict[str, str] = {}
 #: Escapes found in modules whose owners have not fixed them yet (reported to the lead): ``"module.function"``.
 #: Each is a strict xfail: once its function raises only LabkitErrors, remove its line here.
 KNOWN_ESCAPES: dict[str, str] = {
-    "labkit.mig.format_plan": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'dgx_systems'",
-    "labkit.mig.k8s_profiles": "12 junk calls escape, e.g. (profile_name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
-    "labkit.mig.k8s_profiles_yaml": "12 junk calls escape, e.g. (profile_name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
-    "labkit.mig.labs_on": "15 junk calls escape, e.g. (all=None) -> AttributeError: 'NoneType' object has no attribute 'memory'",
-    "labkit.mig.profile": "12 junk calls escape, e.g. (name=-1) -> AttributeError: 'int' object has no attribute 'strip'",
 }
 
 

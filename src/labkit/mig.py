@@ -26,6 +26,7 @@ from typing import Any
 
 from . import hw
 from .errors import LabkitError
+from .validate import require_str
 
 #: GPUs in one DGX (DGX A100, H100, H200).
 GPUS_PER_DGX = 8
@@ -108,6 +109,7 @@ def profile(gpu: str, name: str | None = None) -> MigProfile:
     all_ = profiles(gpu)
     if name is None:
         return all_[0]
+    name = require_str(name, "name", fix=f"Name a profile of the {all_[0].gpu}: {', '.join(p.name for p in all_)}.")
     for p in all_:
         if p.name == name.strip().lower():
             return p
@@ -174,6 +176,9 @@ LABS: tuple[LabOnSlice, ...] = (
 
 def labs_on(p: MigProfile) -> list[dict[str, Any]]:
     """Each lab on the slice ``p``: does it fit, what it skips, its computed GPU memory."""
+    if not isinstance(p, MigProfile):
+        raise LabkitError(f"labs_on needs a MIG profile, got {type(p).__name__}.",
+                          fix="Pass one from labkit.mig.profile(gpu) or labkit.mig.profiles(gpu).")
     rows = []
     for lab in LABS:
         fits = lab.gpu_memory_bytes <= p.memory.to("GB").value * 1e9 * 0.9  # leave 10% for the CUDA context and pools
@@ -257,6 +262,9 @@ def plan(gpu: str, learners: int, *, instructor_gpus: int = 0, profile_name: str
 
 def format_plan(pl: Plan) -> str:
     """The plan as text for the terminal."""
+    if not isinstance(pl, Plan):
+        raise LabkitError(f"format_plan needs the plan labkit.mig.plan() returned, got {type(pl).__name__}.")
+
     def kv(d: dict[str, Any], sep: str) -> str:
         return ", ".join(f"{k}{sep}{v}" for k, v in d.items())
 
