@@ -181,3 +181,23 @@ def test_gpu_mode_repeats_each_case(monkeypatch) -> None:
     monkeypatch.setattr(H, "require_kernel", lambda kernel: None)
     H.run_case(None, 1, 8, (x,), out_shape=5, out_dtype=np.float32, expected=x, label="t")
     assert len(calls) == H.GPU_REPEATS
+
+
+def test_a_launch_labkit_refuses_is_a_host_side_error_not_the_kernels() -> None:
+    import labkit
+    from labkit import sim
+    from labkit.check import harness
+
+    if labkit.setup(quiet=True).is_gpu:
+        pytest.skip("the simulator's launch checks")
+    from numba import cuda
+
+    @cuda.jit
+    def k(x):
+        pass
+
+    with pytest.raises(labkit.LabkitError) as info:
+        sim.launch_strict(k, 0.5, 32, np.zeros(3))
+    failed = harness.explain_exception(info.value, k)
+    assert str(failed).startswith("the launch was refused on the host, before any thread ran: griddim")
+    assert "kernel raised" not in str(failed) and "What to do" not in str(failed) and "(n + 255) // 256" in failed.cause

@@ -104,6 +104,7 @@ _NOT_SUBSCRIPTABLE = re.compile(r"'(int|float|bool|numpy\.\w+)' object (is not s
 def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
     """A learner-facing :class:`Failed` for anything a kernel launch raised (``kernel``, when given, lets a time-out
     caused by whole-array NumPy work in the kernel be named as such). Internal class names never reach the learner."""
+    from ..errors import LabkitError
     from ..sim.errors import KernelFault
 
     from .causes import plain_words, whole_array_calls, whole_array_cause
@@ -149,6 +150,10 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
     if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
         return Failed(f"the kernel was called with arguments it does not accept: {first}",
                       cause="the kernel's parameters must match the exercise's signature (their number and order).")
+    if where is None and isinstance(exc, LabkitError):  # labkit refused the launch itself: its grid, block or options
+        said = str(exc.args[0]) if exc.args else str(exc)  # the message; its fix becomes the likely cause
+        return Failed(f"the launch was refused on the host, before any thread ran: {plain_words(said)}",
+                      cause=getattr(exc, "fix", None) or "check the grid and block of the launch against CUDA's limits.")
     if where is None and not _raised_in_kernel(exc):
         return Failed(f"your code raised {first} on the host (outside any kernel).",
                       cause="look at the line of your host code the error names (a misspelt name, a wrong argument).")
