@@ -383,7 +383,7 @@ def test_every_lab05_exercise_registered_with_hints() -> None:
 
 # ------------------------------------------------------------------------------------------- 05.streams
 def _pipeline(*, blocking=False, streams_kw=None, end_waits=True, sync=True, chunk=None, shared=False, start_late=False,
-              seconds=False, null_work=False):
+              seconds=False, null_work=False, start_waits=True):
     """A family of pipeline(cp, x, out, kernel, chunks, n_streams) answers: the defaults give the correct one."""
 
     def pipeline(cp, x, out, kernel, chunks, n_streams):
@@ -393,6 +393,8 @@ def _pipeline(*, blocking=False, streams_kw=None, end_waits=True, sync=True, chu
         step = chunk(x.size, chunks) if chunk else -(-x.size // chunks)
         if not start_late:
             start.record(streams[0])
+            for s in streams[1:] if start_waits else []:
+                s.wait_event(start)
         d_all = cp.empty(x.size, x.dtype) if shared else None
         d_tmp = cp.empty(step, x.dtype) if shared else None
         for c in range(chunks):
@@ -438,6 +440,7 @@ def test_streams_accepts_the_reference_and_variants() -> None:
     (_pipeline(start_late=True), "start event was recorded after"),
     (_pipeline(seconds=True), "milliseconds"),
     (_pipeline(null_work=True), "stream"),
+    (_pipeline(start_waits=False), "never waited for it"),  # start on streams[0] only: the other streams may run first
 ])
 def test_streams_rejects_wrong_pipelines(answer, needle, capsys) -> None:
     result = check.streams_pipeline(answer)

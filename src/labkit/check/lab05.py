@@ -823,14 +823,17 @@ def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
     if start._recorded_after > 0:
         raise Failed(f"{label}: the start event was recorded after {start._recorded_after} operations had been issued, "
                      "so the time misses them.", cause="record start before the first copy.")
-    early = rec.not_after(start) if _start_on_null(rec, start) else []
+    early = rec.not_after(start)
     if early:
+        on_null = _start_on_null(rec, start)
+        where = ("which was recorded on the null stream" if on_null else
+                 "and their streams never waited for it")
         raise Failed(f"{label}: {len(early)} operations (the first: {early[0].label}) are not ordered after the start "
-                     "event, which was recorded on the null stream: the GPU may run them before it, so the time misses "
-                     "them.",
-                     cause="non-blocking streams never wait for the null stream: record start on one of your streams "
-                           "(start.record(streams[0])) and make every other stream wait for it (s.wait_event(start)) "
-                           "before the first copy.")
+                     f"event, {where}: the GPU may run them before it, so the time misses them.",
+                     cause=("non-blocking streams never wait for the null stream: " if on_null else
+                            "an event marks a point in one stream only: ") +
+                           "record start on one of your streams (start.record(streams[0])) and make every other stream "
+                           "wait for it (s.wait_event(start)) before the first copy.")
     if not rec.covers_all(end):
         missed = [o for o in rec.ops[:end._recorded_after] if o.index not in rec._ancestors(end._frontier)]
         raise Failed(f"{label}: the end event does not wait for all the work: {len(missed)} operations (the first: "
