@@ -131,7 +131,7 @@ def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = 
     if xs:
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", marker=dict(symbol="x", color="crimson", size=9),
                                  name="race", text=hover, hoverinfo="text"))
-    faults = [(order[tuple(f.block)], trace._thread_linear(f.thread), f.message) for f in getattr(trace, "faults", [])
+    faults = [(order[tuple(f.block)], trace._thread_linear(f.thread), f.message) for f in trace.faults
               if tuple(f.block) in order]
     if faults:
         cells = [_cell(trace, kk, t) for kk, t, _ in faults]
@@ -396,8 +396,8 @@ def _notes(trace: Any, focus: Any = None, opened: tuple[int, int] | None = None,
                      f"{html.escape(str(trace.thread_index(opened[1])))} (★){html.escape(why)}")
         elif why:
             line += "<br>" + html.escape(why)
-        if getattr(trace, "schedule", "forward") != "forward":
-            line += f" — threads in {html.escape(engine_words(trace))}, as in the check"
+        if trace.schedule != "forward":
+            line += f" — threads in {html.escape(_schedule_words(trace))}, as in the check"
         parts.append(line)
     parts += [f"<b>{html.escape(trace.kernel)}</b>[{html.escape(_dims(trace.grid))}, {html.escape(_dims(trace.block))}]: "
              f"{trace.threads_traced} threads traced in {html.escape(trace.origin)} — which elements each thread touched, "
@@ -413,7 +413,7 @@ def _notes(trace: Any, focus: Any = None, opened: tuple[int, int] | None = None,
         parts.append("<span style='color:crimson'>divergent barrier</span>: " + html.escape(d.message))
     for e in trace.errors[:2]:
         parts.append("<span style='color:crimson'>error</span>: " + html.escape(e))
-    for f in getattr(trace, "faults", [])[:2]:
+    for f in trace.faults[:2]:
         parts.append(f"thread {html.escape(str(f.thread))} of block {html.escape(str(f.block))} raised (◆): that block "
                      "stopped there, so its threads that had not run yet drew no accesses — not a second bug")
     if trace.uninitialised is not None:
@@ -424,7 +424,7 @@ def _notes(trace: Any, focus: Any = None, opened: tuple[int, int] | None = None,
     return "<br>".join(parts)
 
 
-def engine_words(trace: Any) -> str:
+def _schedule_words(trace: Any) -> str:
     """How the traced threads were ordered (``schedule 'shuffle', seed 12``)."""
     from ..sim.engine import describe_schedule
 
