@@ -33,23 +33,13 @@ $(CUPY_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,cuda12]"
 	touch $(CUPY_STAMP)
 
-$(HUB5_STAMP): $(STAMP) constraints-hub5.txt
-	rm -rf $(VENVHUB5)
-	$(PY) -m venv --without-pip $(VENVHUB5)
-	site=$$($(PYHUB5) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
-	base=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
-	$(PY) -m pip install --quiet --no-deps --target "$$site" -r constraints-hub5.txt && \
-	echo "import site; site.addsitedir('$$base')" > "$$site/labkit-base-venv.pth"
+$(HUB5_STAMP): $(STAMP) constraints-hub5.txt tools/overlay_venv.sh
+	sh tools/overlay_venv.sh $(PY) $(VENVHUB5) constraints-hub5.txt
 	$(PYHUB5) -c 'import jupyterhub as j; assert j.__version__.startswith("5."), j.__version__; print("JupyterHub", j.__version__)'
 	touch $(HUB5_STAMP)
 
-$(CU13_STAMP): $(STAMP) constraints-cu13.txt
-	rm -rf $(VENV13)
-	$(PY) -m venv --without-pip $(VENV13)
-	site=$$($(PY13) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
-	base=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
-	$(PY) -m pip install --quiet --no-deps --target "$$site" -r constraints-cu13.txt && \
-	echo "import site; site.addsitedir('$$base')" > "$$site/labkit-base-venv.pth"
+$(CU13_STAMP): $(STAMP) constraints-cu13.txt tools/overlay_venv.sh
+	sh tools/overlay_venv.sh $(PY) $(VENV13) constraints-cu13.txt
 	$(PY13) -c 'import cuda.bindings.nvrtc as n; v = n.nvrtcVersion(); assert v[1] == 13, v; print("CUDA 13 toolchain: NVRTC", v[1:])'
 	touch $(CU13_STAMP)
 
