@@ -77,8 +77,7 @@ def gpus() -> list[str]:
 
 def mig_gpu(gpu: str) -> hw.GPU:
     """The GPU ``gpu`` names, refusing a name that could mean two MIG layouts (``A100``: 40 GB or 80 GB)."""
-    if not isinstance(gpu, str) or not gpu.strip():
-        raise LabkitError(f"a GPU is named by a string such as 'H200', not {gpu!r}.")
+    gpu = require_str(gpu, "gpu", fix="Name the GPU by a string such as 'H200' (labkit.mig.gpus() lists them).")
     choices = _AMBIGUOUS.get(hw.normalise(gpu))
     if choices:
         raise LabkitError(f"{gpu!r} comes with two memory sizes, and their MIG slices differ (1g.5gb or 1g.10gb).",
