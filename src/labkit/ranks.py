@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from . import bandwidth as _bw
 from .errors import LabkitError, MissingPackageError
 
 #: Never more local processes than this (a DGX has 8 GPUs; a laptop has few cores).
@@ -372,11 +373,12 @@ class Timing:
     @property
     def busbw(self) -> float:
         """GB/s: algbw x 2(n-1)/n (nccl-tests' all-reduce busbw)."""
-        return self.algbw * 2 * (self.n - 1) / self.n
+        return self.algbw * _bw.busbw_factor("all_reduce", self.n)
 
     @property
     def mpi_busbw(self) -> float:
-        return self.nbytes / self.mpi_seconds / 1e9 * 2 * (self.n - 1) / self.n
+        """GB/s: ``MPI.Allreduce``'s busbw, as :attr:`busbw`."""
+        return self.nbytes / self.mpi_seconds / 1e9 * _bw.busbw_factor("all_reduce", self.n)
 
 
 def bench(fn: Callable[..., Any] | str, n: int, sizes: Sequence[int], reps: int = 5, *,
@@ -427,7 +429,7 @@ class GpuTiming:
     def busbw(self, seconds: float | None = None) -> float:
         """nccl-tests' all-reduce busbw (GB/s) for ``seconds`` (default: the learner's ring)."""
         t = self.seconds if seconds is None else seconds
-        return self.nbytes / t / 1e9 * 2 * (self.n - 1) / self.n
+        return self.nbytes / t / 1e9 * _bw.busbw_factor("all_reduce", self.n)
 
 
 def gpu_bench(fn: Callable[..., Any] | str, n: int | None = None, sizes: Sequence[int] = (1 << 20, 1 << 26),
