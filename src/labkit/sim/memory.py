@@ -899,6 +899,9 @@ def check_kernel(kernel: Any, who: str) -> None:
     from ..errors import LabkitError
 
     if not callable(getattr(kernel, "py_func", None)) or not hasattr(type(kernel), "__getitem__"):
+        if callable(kernel) and hasattr(kernel, "__code__"):
+            raise LabkitError(f"{who} needs a @cuda.jit kernel; {kernel.__name__} is a plain Python function.",
+                              fix="Decorate it with @cuda.jit (from numba import cuda), as a kernel is.")
         raise LabkitError(f"{who} needs a @cuda.jit kernel, got {_describe(kernel)}.",
                           fix="Pass the kernel itself (the function decorated with @cuda.jit), not a call of it.")
 

@@ -557,16 +557,9 @@ def trace(kernel: Any, grid: Any, block: Any, *args: Any, names: Sequence[str] |
     from ..errors import LabkitError
     from .warp import is_simulator
 
-    py = getattr(kernel, "py_func", kernel)
-    if not callable(py) or not hasattr(py, "__code__"):
-        raise LabkitError(f"labkit.sim.trace needs a @cuda.jit kernel, got {type(kernel).__name__}.",
-                          fix="Pass the kernel itself (the function decorated with @cuda.jit), not a call of it.")
-    if not hasattr(kernel, "py_func") and not hasattr(type(kernel), "__getitem__"):
-        raise LabkitError(f"labkit.sim.trace needs a @cuda.jit kernel; {py.__name__} is a plain Python function.",
-                          fix="Decorate it with @cuda.jit (from numba import cuda), as a kernel is.")
+    memory.check_kernel(kernel, "labkit.sim.trace")
+    memory.check_dims(grid, block)  # types and CUDA's limits; _as_dim3 adds that a traced grid has a block
     g, b = _as_dim3(grid, "grid"), _as_dim3(block, "block")
-    if int(np.prod(b)) > 1024:
-        raise LabkitError(f"a block has at most 1024 threads, got {int(np.prod(b))}.")
     if max_threads < 1:
         raise LabkitError(f"max_threads must be positive, got {max_threads}.")
     arg_names = list(names) if names is not None else _arg_names(kernel, len(args))
