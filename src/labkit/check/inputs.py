@@ -60,6 +60,16 @@ def _value(x: Any) -> str:
     return f"{x:.7g}" if isinstance(x, float) else repr(x)
 
 
+def change_detail(before: np.ndarray, after: np.ndarray, mask: np.ndarray) -> str:
+    """What changed between ``before`` and ``after`` (``mask``: :func:`changed`), in the words of a failure: the new
+    shape, or how many elements changed and the first of them with its old and new value."""
+    if before.shape != after.shape:
+        return f"its shape went from {before.shape} to {after.shape}"
+    idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+    return (f"{int(mask.sum())} of {mask.size} elements changed, the first at index {fmt_index(idx)} "
+            f"(was {_value(before[idx])}, now {_value(after[idx])})")
+
+
 class InputGuard:
     """Copies of some input arrays taken now, to compare with the arrays after a call (:meth:`verify`).
 
@@ -89,13 +99,7 @@ class InputGuard:
         if found is None:
             return None
         name, mask, before, after = found
-        if before.shape != after.shape:
-            detail = f"its shape went from {before.shape} to {after.shape}"
-        else:
-            idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
-            detail = (f"{int(mask.sum())} of {mask.size} elements changed, the first at index {fmt_index(idx)} "
-                      f"(was {_value(before[idx])}, now {_value(after[idx])})")
-        return Failed(f"{self.who} wrote into its input `{name}`: {detail}.",
+        return Failed(f"{self.who} wrote into its input `{name}`: {change_detail(before, after, mask)}.",
                       cause=f"`{name}` is an input: read it, never write it (the check compares every input after the "
                             "call with a copy taken before). Store results only in the output the exercise names; a "
                             "kernel that overwrites its input also breaks any later use of that input.")

@@ -63,18 +63,13 @@ def merge_slips(slips: Mapping[str, float], rel: float) -> dict[str, float]:
 def input_written(name: str, before: Any, after: Any, *, who: str = "your code") -> str | None:
     """A sentence naming input ``name`` when ``after`` differs from its copy ``before`` made before the call, in the
     words of :class:`labkit.check.inputs.InputGuard` (which the kernel checks use through ``grade``), or None."""
-    from ..sim.memory import fmt_index
-    from .inputs import _value, changed
+    from .inputs import change_detail, changed
 
     b, a = np.asarray(before), np.asarray(after)
     mask = changed(b, a)
     if not mask.any():
         return None
-    if b.shape != a.shape:
-        return f"{who} wrote into its input `{name}`: its shape went from {b.shape} to {a.shape}"
-    idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
-    return (f"{who} wrote into its input `{name}`: {int(mask.sum())} of {mask.size} elements changed, the first at index "
-            f"{fmt_index(idx)} (was {_value(b[idx])}, now {_value(a[idx])})")
+    return f"{who} wrote into its input `{name}`: {change_detail(b, a, mask)}"
 
 
 INPUT_CAUSE = ("inputs are part of the answer: leave them as they are and write results only where the task says "
