@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ._rank_ddp import grad_order
 from .errors import LabkitError
 
 #: The model :func:`run` trains by default: widths of its layers (input, hidden..., output).
@@ -65,7 +66,7 @@ def grad_sizes(layers: Sequence[int] = LAYERS) -> tuple[list[int], list[int]]:
     nbytes = []
     for a, b in zip(widths[:-1], widths[1:]):
         nbytes += [4 * a * b, 4 * b]
-    order = [i for layer in reversed(range(len(widths) - 1)) for i in (2 * layer, 2 * layer + 1)]
+    order = grad_order(len(widths) - 1)  # the order the rank processes produce them in
     return [nbytes[i] for i in order], order
 
 
