@@ -33,6 +33,7 @@ from ..sim.memory import fmt_index as _fmt
 from ..sim.memory import is_poison as _is_poison
 from ..sim.memory import poison_value
 from .core import Failed, Unsolved
+from .inputs import fmt_value as _v
 
 if TYPE_CHECKING:
     from ..sim import memory
@@ -338,12 +339,6 @@ def _mismatch(got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -
     if got.dtype.kind == "f" or expected.dtype.kind == "f":
         return ~np.isclose(got.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
     return got != expected
-
-
-def _v(x: Any) -> str:
-    """A value as a learner reads it: 0.25 rather than np.float32(0.25)."""
-    x = x.item() if hasattr(x, "item") else x
-    return f"{x:.7g}" if isinstance(x, float) else repr(x)
 
 
 def _looks_transposed(got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> bool:

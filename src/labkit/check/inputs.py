@@ -55,7 +55,8 @@ def changed(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     return ~np.asarray(same, dtype=bool)
 
 
-def _value(x: Any) -> str:
+def fmt_value(x: Any) -> str:
+    """A value as a learner reads it: 0.25 rather than np.float32(0.25)."""
     x = x.item() if hasattr(x, "item") else x
     return f"{x:.7g}" if isinstance(x, float) else repr(x)
 
@@ -67,7 +68,7 @@ def change_detail(before: np.ndarray, after: np.ndarray, mask: np.ndarray) -> st
         return f"its shape went from {before.shape} to {after.shape}"
     idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
     return (f"{int(mask.sum())} of {mask.size} elements changed, the first at index {fmt_index(idx)} "
-            f"(was {_value(before[idx])}, now {_value(after[idx])})")
+            f"(was {fmt_value(before[idx])}, now {fmt_value(after[idx])})")
 
 
 class InputGuard:
