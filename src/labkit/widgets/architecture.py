@@ -220,9 +220,9 @@ def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any
     gpus = start.gpus()
     a, b = (require_int(v, n, min=gpus[0], max=gpus[-1], fix=f"{start.name} has GPUs {gpus[0]} to {gpus[-1]}.")
             for v, n in ((a, "a"), (b, "b")))
-    sys_w = W.Dropdown(options=choices, value=start.name if start.name in choices else choices[0], description="system")
-    a_w = W.Dropdown(options=start.gpus(), value=a, description="GPU a")
-    b_w = W.Dropdown(options=start.gpus(), value=b, description="GPU b")
+    sys_w = W.Dropdown(options=choices, value=start.name, description="system")  # one of the choices (checked above)
+    a_w = W.Dropdown(options=gpus, value=a, description="GPU a")
+    b_w = W.Dropdown(options=gpus, value=b, description="GPU b")
     summary = W.HTML()
     out = W.Output()
     box = _box([W.HBox([sys_w, a_w, b_w]), summary, out], controls={"system": sys_w, "a": a_w, "b": b_w}, summary=summary,
