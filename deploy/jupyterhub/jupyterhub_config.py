@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mig_allocator import SliceAllocator, discover, held_by_containers  # noqa: E402
 
 from labkit.hub_setup import configure_culler, configure_login, configure_tls  # noqa: E402
-from labkit.progress_service import configure_hub  # noqa: E402
+from labkit.progress_service import SERVICE_NAME, configure_hub  # noqa: E402
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 
@@ -117,12 +117,13 @@ c.DockerSpawner.extra_host_config = _device_request
 c.Spawner.post_stop_hook = _free_slice
 
 # ---------------------------------------------------------------------------------------------- progress and culling
+# the service listens on the Docker network's gateway: the proxy (for browsers) and the kernels reach it there
+progress_service_url = f"http://{connect_ip}:10101"
 configure_hub(
     c,
     public_url=c.JupyterHub.bind_url,
-    # the service listens on the Docker network's gateway: the proxy (for browsers) and the kernels reach it there
-    service_url=f"http://{connect_ip}:10101",
-    progress_url=f"http://{connect_ip}:10101/services/labkit-progress/",
+    service_url=progress_service_url,
+    progress_url=f"{progress_service_url}/services/{SERVICE_NAME}/",
     db=str(state / "labkit-progress.sqlite"),
     instructors=instructors,
     stuck_minutes=float(env.get("LABKIT_STUCK_MINUTES", "10")),
