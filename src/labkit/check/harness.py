@@ -581,8 +581,7 @@ def _input_guard(case: Launch, args: Sequence[Any], names: Sequence[str], pos: i
         name = names[at] if at < len(names) else f"argument {at + 1}"
         if name in case.in_place:
             continue
-        guard._live[name] = args[at]
-        guard._before[name] = value  # the check's host array: never given to the kernel, so as it was
+        guard.watch(name, args[at], value)  # the check's host array: never given to the kernel, so as it was
     return guard
 
 

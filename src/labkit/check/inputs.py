@@ -83,6 +83,12 @@ class InputGuard:
         self._live = {name: value for name, value in arrays.items() if name not in set(in_place)}
         self._before = {name: copy for name, value in self._live.items() if (copy := host_copy(value)) is not None}
 
+    def watch(self, name: str, live: Any, before: np.ndarray) -> None:
+        """Also compare ``live`` (what the code receives) after the call with ``before``, a host array the code never
+        sees (a launch's host input, whose device copy the kernel gets)."""
+        self._live[name] = live
+        self._before[name] = before
+
     def first_change(self) -> tuple[str, np.ndarray, np.ndarray, np.ndarray] | None:
         """(name, mask of changed elements, before, after) of the first argument that changed, or None."""
         for name, before in self._before.items():
