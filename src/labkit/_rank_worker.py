@@ -32,8 +32,6 @@ import numpy as np
 from mpi4py import MPI
 
 STATUS_BYTES = 512
-#: dtype names the grader uses, and mpi4py's names for them.
-MPI_TYPES = {"float32": MPI.FLOAT, "float64": MPI.DOUBLE, "int32": MPI.INT32_T, "int64": MPI.INT64_T}
 
 
 class LabkitError(Exception):
@@ -236,7 +234,7 @@ def main(jobdir: str) -> int:
     except BaseException as exc:  # the learner's error: reported by the launcher, then the job stops
         tb = traceback.extract_tb(exc.__traceback__)
         mine = [fr for fr in tb if fr.filename == job.get("filename")]
-        where = f" (line {mine[-1].lineno - job.get('line_offset', 0)} of your function: {mine[-1].line})" if mine else ""
+        where = f" (line {mine[-1].lineno} of your function: {mine[-1].line})" if mine else ""
         result = {"ok": False, "error": f"{type(exc).__name__}: {exc}{where}", "case": status.case}
         with open(os.path.join(jobdir, f"result.{rank}.pkl"), "wb") as f:
             pickle.dump(result, f)
