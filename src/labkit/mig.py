@@ -34,8 +34,6 @@ _PROFILE = re.compile(r"^(\d)g\.(\d+)gb$")
 #: Names that mean more than one GPU with MIG data: the plan asks which.
 _AMBIGUOUS = {"a100": ("A100 40GB", "A100 80GB"), "a100sxm4": ("A100 40GB", "A100 80GB"),
               "nvidiaa100": ("A100 40GB", "A100 80GB"), "dgxa100": ("A100 40GB", "A100 80GB")}
-#: The mig.strategy values of the GPU Operator.
-STRATEGIES = ("single", "mixed")
 
 
 @dataclass(frozen=True)
