@@ -32,8 +32,7 @@ from .validate import require_str
 GPUS_PER_DGX = 8
 _PROFILE = re.compile(r"^(\d)g\.(\d+)gb$")
 #: Names that mean more than one GPU with MIG data: the plan asks which.
-_AMBIGUOUS = {"a100": ("A100 40GB", "A100 80GB"), "a100sxm4": ("A100 40GB", "A100 80GB"),
-              "nvidiaa100": ("A100 40GB", "A100 80GB"), "dgxa100": ("A100 40GB", "A100 80GB")}
+_AMBIGUOUS = dict.fromkeys(("a100", "a100sxm4", "nvidiaa100", "dgxa100"), ("A100 40GB", "A100 80GB"))
 
 
 @dataclass(frozen=True)
