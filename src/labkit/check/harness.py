@@ -32,6 +32,7 @@ from ..sim.limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG
 from ..sim.memory import fmt_index as _fmt
 from ..sim.memory import is_poison as _is_poison
 from ..sim.memory import poison_value
+from .causes import counter_wrap_cause  # re-exported: checks that compare counts themselves call it for their cause
 from .core import Failed, Unsolved
 from .inputs import fmt_value as _v
 
@@ -666,15 +667,6 @@ def coverage_cause(got: np.ndarray, grid: Any, block: Any) -> str | None:
         return (f"exactly elements 0 to {m - 1} were written and none after: the kernel stops at {m}, short of the "
                 f"{got.size} elements: a fixed bound (or another array's size) where out.size belongs.")
     return None
-
-
-def counter_wrap_cause(got: np.ndarray, expected: np.ndarray) -> str | None:
-    """"A counter narrower than int32 wraps", when every wrong count equals the right one modulo 2**8 or 2**16:
-    see :func:`labkit.check.causes.counter_wrap_cause`. Every kernel check gets it through :func:`grade`; a check
-    that compares counts itself (a host function, a second output) calls it for its likely cause."""
-    from .causes import counter_wrap_cause as wrap
-
-    return wrap(got, expected)
 
 
 def _uninitialised_cause(kernel: Any, case: Launch, report: memory.LaunchReport, args: Sequence[Any]) -> str:
