@@ -288,12 +288,17 @@ def _round_float_exact(x: np.ndarray, info: FormatInfo) -> np.ndarray:
     spacing stays 2**(emin - p) (subnormals). Scaling by a power of two is exact, and ``np.rint`` rounds
     half to even, so the result is the correctly rounded value. Overflow is handled by the caller.
     """
-    p = info.mantissa_bits
+    return _round_bits(x, info.mantissa_bits, info.emin)
+
+
+def _round_bits(x: np.ndarray, p: int, emin: int, toward_zero: bool = False) -> np.ndarray:
+    """``x`` kept to ``p`` bits after the leading one, the exponent no lower than ``emin`` (spacing 2**(E - p) for
+    |x| in [2**E, 2**(E+1))), rounded to nearest (ties to even) or toward zero; exact, by scaling with powers of two."""
     with np.errstate(invalid="ignore", over="ignore"):
         _, e = np.frexp(x)
-        exp = np.maximum(e.astype(np.int64) - 1, info.emin)
-        q = exp - p
-        return np.ldexp(np.rint(np.ldexp(x, -q)), q)
+        q = np.maximum(e.astype(np.int64) - 1, emin) - p
+        scaled = np.ldexp(x, -q)
+        return np.ldexp(np.trunc(scaled) if toward_zero else np.rint(scaled), q)
 
 
 @dataclass
@@ -795,13 +800,7 @@ def round_significant(v: Any, bits: int, rounding: Literal["toward_zero", "neare
                           fix="Hopper's FP8 accumulator keeps about 14 (LIMITED_ACC_BITS); FP32 keeps 24.")
     if rounding not in ("toward_zero", "nearest"):
         raise LabkitError(f"rounding={rounding!r} is not an option.", fix='Use "toward_zero" or "nearest".')
-    x = _as_float64(v)
-    with np.errstate(invalid="ignore", over="ignore"):
-        _, e = np.frexp(x)
-        q = np.maximum(e.astype(np.int64), -125) - int(bits)  # |x| in [2^(e-1), 2^e): spacing 2^(e - bits)
-        scaled = np.ldexp(x, -q)
-        kept = np.trunc(scaled) if rounding == "toward_zero" else np.rint(scaled)
-        return np.ldexp(kept, q)
+    return _round_bits(_as_float64(v), int(bits) - 1, -126, toward_zero=(rounding == "toward_zero"))  # FP32's emin
 
 
 def _limited_gemm(A: np.ndarray, B: np.ndarray, block_k: int, bits: int, promote_every: int | None, rounding: str) -> np.ndarray:
