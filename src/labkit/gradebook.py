@@ -7,6 +7,10 @@ spreadsheet or an LMS import sees a stable order. Learner names are written as t
 would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) gets a leading
 apostrophe, the usual guard against CSV formula injection.
 
+The rows are what the learners' kernels reported: a learner holds their server's token and could post a record
+by hand, so the gradebook shows progress, not proof of a solution. For marks, grade the submitted notebooks
+(``labkit export --otter``, which runs each exercise's check afresh).
+
 This module knows only the service's cells (any object with ``solved``, ``status``, ``attempts`` and ``hints``),
 not its storage or its web app, so it is tested on its own and the service's route only calls it.
 """
