@@ -488,6 +488,17 @@ def check_kernel_1d(
 
 
 # ============================================================================= helpers the lab checks share
+def kernel_reference(name: str) -> Callable[[], Any]:
+    """The ``reference=`` of an exercise whose reference is labkit's kernel ``name`` (:func:`labkit.kernels.get`),
+    fetched only when asked for (importing a check does not build kernels)."""
+    def get() -> Any:
+        from .. import kernels
+
+        return kernels.get(name)
+
+    return get
+
+
 def grid_2d(shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, int]:
     """Blocks to cover a (rows, cols) array with (x, y) = (columns, rows) blocks: x runs along a row."""
     rows, cols = shape

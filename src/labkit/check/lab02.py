@@ -11,16 +11,7 @@ import numpy as np
 
 from ..mode import current_mode
 from .core import Failed, Unsolved, exercise
-from .harness import cuda_module, fmt_shape, grid_2d, random_array, run_case
-
-
-def _ref(name: str) -> Callable[[], Any]:
-    def get() -> Any:
-        from .. import kernels
-
-        return kernels.get(name)
-
-    return get
+from .harness import cuda_module, fmt_shape, grid_2d, kernel_reference, random_array, run_case
 
 
 # ----------------------------------------------------------------------------- 02.saxpy
@@ -37,7 +28,7 @@ GRID_STRIDE = ("the grid had fewer threads than elements here: each thread must 
         "`for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):` — the range's end is the bounds check.",
         "Body of the loop: `out[i] = a * x[i] + y[i]`. Nothing else is needed.",
     ],
-    reference=_ref("saxpy"),
+    reference=kernel_reference("saxpy"),
 )
 def saxpy(kernel: Any) -> str:
     """Grade ``saxpy(a, x, y, out)``: ``out[i] = a * x[i] + y[i]`` for any grid, including grids smaller than n."""
@@ -108,7 +99,7 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
         "img[row, col, 2]` and store `out[row, col] = int(v + np.float32(0.5))` (rounded: storing a float into a uint8 "
         "array truncates it; np.float32 constants keep the arithmetic in FP32, where a bare 0.299 is a float64).",
     ],
-    reference=_ref("grayscale"),
+    reference=kernel_reference("grayscale"),
 )
 def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""

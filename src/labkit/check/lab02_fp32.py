@@ -8,12 +8,12 @@ FP64 lines and the fix, when the reference for the same argument types has no FP
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from .core import Failed, exercise
-from .harness import fmt_shape, grid_2d, random_array, run_case
+from .harness import fmt_shape, grid_2d, kernel_reference, random_array, run_case
 
 FP64_CAUSE = ("a Python float literal (`127.5`, `1.0`, `0.5`) is a float64 in Numba, and so is `float(...)` and the result "
               "of `/` on two integers: the arithmetic then runs in FP64, which most GPUs run at a small fraction of the FP32 "
@@ -44,15 +44,6 @@ def require_no_fp64(kernel: Any, signature: str, reference: Any, *, label: str) 
                  f"none ({shown}{', ...' if len(found) > 4 else ''}).", cause=FP64_CAUSE)
 
 
-def _ref() -> Callable[[], Any]:
-    def get() -> Any:
-        from .. import kernels
-
-        return kernels.get("to_unit")
-
-    return get
-
-
 @exercise(
     "02.float32",
     kind="kernel",
@@ -63,7 +54,7 @@ def _ref() -> Callable[[], Any]:
         "`col, row = cuda.grid(2)`; `if row < out.shape[0] and col < out.shape[1]: out[row, col] = img[row, col] / "
         "np.float32(127.5) - np.float32(1.0)`.",
     ],
-    reference=_ref(),
+    reference=kernel_reference("to_unit"),
 )
 def to_unit(kernel: Any) -> str:
     """Grade ``to_unit(img, out)``: ``img`` uint8 (rows, cols), ``out`` float32 (rows, cols) = ``img / 127.5 - 1``,

@@ -14,17 +14,8 @@ import numpy as np
 
 from ..mode import current_mode
 from .core import Failed, exercise
-from .harness import fmt_shape, grid_2d, random_array, require_ptx, run_case
+from .harness import fmt_shape, grid_2d, kernel_reference, random_array, require_ptx, run_case
 from ..sim.memory import bank_conflicts, sectors_per_request
-
-
-def _ref(name: str) -> Callable[[], Any]:
-    def get() -> Any:
-        from .. import kernels
-
-        return kernels.get(name)
-
-    return get
 
 
 def _global_reads(report: Any, array: str) -> int:
@@ -56,7 +47,7 @@ def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> st
         "In a row-major (C-order) array, a[r, c] and a[r, c + 1] are neighbours in memory. So threadIdx.x must map to the column.",
         "`col, row = cuda.grid(2)`; `if row < dst.shape[0] and col < dst.shape[1]: dst[row, col] = src[row, col]`",
     ],
-    reference=_ref("copy2d_coalesced"),
+    reference=kernel_reference("copy2d_coalesced"),
 )
 def coalesced_copy(kernel: Any) -> str:
     """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
@@ -98,7 +89,7 @@ TILE = 32
         "range(0, TILE, BLOCK_ROWS); `cuda.syncthreads()`; swap the block indices in col/row; store "
         "`out[row + j, col] = tile[tx, ty + j]` (each with its bounds check).",
     ],
-    reference=_ref("transpose_shared"),
+    reference=kernel_reference("transpose_shared"),
 )
 def transpose(kernel: Any, block_rows: int = 8) -> str:
     """Grade ``transpose(a, out)``: 32 × 32 tiles, blocks of (32, ``block_rows``) threads; right values, shared
@@ -173,7 +164,7 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
         "`sb[ty, tx] = B[t*MM_TILE + ty, col]` (or 0); `cuda.syncthreads()`; `for kk in range(MM_TILE): acc += sa[ty, kk] * sb[kk, tx]`; "
         "`cuda.syncthreads()`. At the end, `if row < M and col < N: C[row, col] = acc`.",
     ],
-    reference=_ref("matmul_tiled"),
+    reference=kernel_reference("matmul_tiled"),
 )
 def matmul(kernel: Any, tile: int = 16) -> str:
     """Grade ``matmul(A, B, C)``: C = A @ B (float32), blocks of ``tile`` × ``tile`` threads, tiles in shared memory."""
@@ -237,7 +228,7 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
         "`x[i + blockDim.x]` into `sh[t + blockDim.x + RADIUS]`, with 0.0 outside the array. Then `cuda.syncthreads()`.",
         "After the barrier: `if i < n:` sum `sh[t + k]` for k in range(2 * RADIUS + 1) and store the sum / (2 * RADIUS + 1).",
     ],
-    reference=_ref("stencil_1d"),
+    reference=kernel_reference("stencil_1d"),
 )
 def stencil(kernel: Any) -> str:
     """Grade ``stencil(x, out)``: ``out[i]`` = mean of ``x[i-3 .. i+3]`` with zeros outside ``x``, block sizes up to 256."""

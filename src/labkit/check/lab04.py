@@ -14,19 +14,10 @@ import numpy as np
 
 from ..mode import current_mode
 from .core import Failed, exercise
-from .harness import random_array, require_ptx, run_case
+from .harness import kernel_reference, random_array, require_ptx, run_case
 
 NBINS = 256
 MAX_BLOCK = 256
-
-
-def _ref(name: str) -> Callable[[], Any]:
-    def get() -> Any:
-        from .. import kernels
-
-        return kernels.get(name)
-
-    return get
 
 
 def _bytes(n: int) -> np.ndarray:
@@ -117,7 +108,7 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
         "`cuda.atomic.add(array, index, value)` does the read-add-write as one indivisible step.",
         "`for i in range(cuda.grid(1), data.size, cuda.gridsize(1)): cuda.atomic.add(hist, data[i], 1)`",
     ],
-    reference=_ref("histogram_global"),
+    reference=kernel_reference("histogram_global"),
 )
 def histogram_global(kernel: Any) -> str:
     """Grade ``histogram(data, hist)``: ``data`` uint8, ``hist`` int32[256] starting at zero."""
@@ -137,7 +128,7 @@ def histogram_global(kernel: Any) -> str:
         "`cuda.atomic.add(local, data[i], 1)`; `cuda.syncthreads()`; `for b in range(t, NBINS, cuda.blockDim.x): "
         "cuda.atomic.add(hist, b, local[b])`.",
     ],
-    reference=_ref("histogram_shared"),
+    reference=kernel_reference("histogram_shared"),
 )
 def histogram_shared(kernel: Any) -> str:
     """Grade ``histogram_shared(data, hist)``: as 04.histogram-global, counting in shared memory first."""
@@ -163,7 +154,7 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
         "`sh[t] = x[i] if i < x.size else 0.0`; `cuda.syncthreads()`; `s = cuda.blockDim.x // 2`; `while s > 0: "
         "if t < s: sh[t] += sh[t + s]` / `cuda.syncthreads()` / `s //= 2`; then `if t == 0: partial[cuda.blockIdx.x] = sh[0]`.",
     ],
-    reference=_ref("block_sum"),
+    reference=kernel_reference("block_sum"),
 )
 def block_sum(kernel: Any) -> str:
     """Grade ``block_sum(x, partial)``: ``partial[b]`` = sum of block b's elements; power-of-two blocks up to 256."""
@@ -197,7 +188,7 @@ def block_sum(kernel: Any) -> str:
         "`acc = np.float32(0.0); for i in range(cuda.grid(1), x.size, cuda.gridsize(1)): acc += x[i]`; `sh[t] = acc`; "
         "the tree; `if t == 0: cuda.atomic.add(out, 0, sh[0])` (a bare `0.0` is a float64: the sum would run in FP64).",
     ],
-    reference=_ref("sum_all"),
+    reference=kernel_reference("sum_all"),
 )
 def full_sum(kernel: Any) -> str:
     """Grade ``sum_all(x, out)``: adds ``sum(x)`` to ``out[0]`` (which starts at 0) for any grid."""
@@ -259,7 +250,7 @@ def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:]
         "`v = x[i] if i < x.size else 0.0`; `offset = 16; while offset > 0: v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset); "
         "offset //= 2`; `if cuda.laneid == 0 and i // 32 < out.size: out[i // 32] = v`.",
     ],
-    reference=_ref("warp_sum"),
+    reference=kernel_reference("warp_sum"),
 )
 def warp_sum(kernel: Any) -> str:
     """Grade ``warp_sum(x, out)``: ``out[w]`` = sum of elements ``32w .. 32w + 31`` (zeros past the end);
@@ -333,7 +324,7 @@ def _race_cause(got: np.ndarray, x: np.ndarray, threshold: np.float32, block: in
         "Use `cuda.atomic.add(count, 0, 1)`, and put `cuda.syncthreads()` after zeroing the counter and again before "
         "thread 0 reads it.",
     ],
-    reference=_ref("count_above"),
+    reference=kernel_reference("count_above"),
 )
 def race(kernel: Any) -> str:
     """Grade ``count_above(x, threshold, counts)``: ``counts[b]`` = elements of block b greater than ``threshold``."""
