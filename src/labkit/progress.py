@@ -54,6 +54,8 @@ BACKOFF_MAX_S = 300.0
 #: Seconds one check may spend sending records (the rest go with the next check).
 FLUSH_BUDGET_S = 3.0
 STATUSES = ("passed", "failed", "unsolved")
+#: A record's ``time``: UTC, to the second (the service reads it back with the same format).
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 #: HTTP answers after which a record is never sent again: stored (200, 201; 409 a duplicate), or refused for good
 #: (400, 413: the record itself is wrong). Anything else (no answer, 5xx, 401/403/404 while the hub restarts,
 #: 408, 429) is tried again later.
@@ -166,7 +168,7 @@ def _locked(p: Path) -> Iterator[None]:
 
 
 def _stamp(now: float | None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
+    return time.strftime(TIME_FORMAT, time.gmtime(time.time() if now is None else now))
 
 
 def make_record(exercise_id: str, status: str, *, hints: int = 0, now: float | None = None) -> Record:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
-from .progress import RECORD_VERSION, SERVICE_NAME, STATUSES
+from .progress import RECORD_VERSION, SERVICE_NAME, STATUSES, TIME_FORMAT
 
 #: The custom JupyterHub scope that lets its holder read every learner's results.
 INSTRUCTOR_SCOPE = "custom:labkit-progress:read-all"
@@ -131,7 +131,7 @@ def when(row: dict[str, Any]) -> float:
     try:
         import calendar
 
-        t = float(calendar.timegm(time.strptime(row.get("client_time") or "", "%Y-%m-%dT%H:%M:%SZ")))
+        t = float(calendar.timegm(time.strptime(row.get("client_time") or "", TIME_FORMAT)))
     except (ValueError, TypeError):
         return received
     return t if received - CLIENT_TIME_WINDOW_S <= t <= received + 60 else received
