@@ -570,14 +570,20 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             _judge(got, case, report, names[pos], kernel=kernel, args=args)
         except Failed as exc:
             message = str(exc) if label == case.label else str(exc).replace(case.label, label, 1)
-            # the note only where the cause says nothing more specific (the evidence of a block size is indirect)
-            vague = exc.cause is None or exc.cause.startswith((GENERIC_CAUSE, UNWRITTEN_CAUSE))
-            cause = exc.cause if note is None or not vague else note + exc.cause[len(GENERIC_CAUSE):] \
-                if exc.cause and exc.cause.startswith(GENERIC_CAUSE) else _more(note, exc.cause)
-            raise Failed(message, cause=cause,
+            raise Failed(message, cause=_with_block_note(note, exc.cause),
                          show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report)) from None
     _passed_blocks.append(_dims(case.block))
     return report
+
+
+def _with_block_note(note: str | None, cause: str | None) -> str | None:
+    """``cause`` with the :func:`block_size_note` ``note`` added, only where the cause says nothing more specific (the
+    evidence of a block size is indirect): the note replaces the general pointer, or comes before the unwritten one."""
+    if note is None or not (cause is None or cause.startswith((GENERIC_CAUSE, UNWRITTEN_CAUSE))):
+        return cause
+    if cause and cause.startswith(GENERIC_CAUSE):
+        return note + cause[len(GENERIC_CAUSE):]
+    return _more(note, cause)
 
 
 def _input_guard(case: Launch, args: Sequence[Any], names: Sequence[str], pos: int) -> Any:
