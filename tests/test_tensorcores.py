@@ -216,3 +216,17 @@ def test_wmma_against_cublas_needs_a_gpu_and_a_tile_multiple(monkeypatch) -> Non
         T.wmma_against_cublas(256)
     with _pytest.raises(LabkitError, match="multiple of 16"):
         T.wmma_against_cublas(100)
+
+
+def test_instructions_behind_a_guard_predicate_are_counted() -> None:
+    from labkit import tensorcores
+
+    ptx_text = ("\t@%p1 wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%f1}, %rd1, %rd2;\n"
+                "\t@!%p2 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd3];\n"
+                "\t@%p3 wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32 {%f2}, {%r2}, {%r3}, {%f3};\n"
+                "\t// wgmma.fence in a comment\n")
+    hopper = tensorcores.hopper_instructions(ptx_text)
+    assert hopper["wgmma.mma_async"] == 1 and hopper["cp.async.bulk.tensor (TMA)"] == 1 and hopper["wmma.*"] == 1
+    assert hopper["wgmma.fence"] == 0
+    assert tensorcores.tensor_core_instructions(ptx_text) == {"wmma.load": 0, "wmma.mma": 1, "wmma.store": 0, "mma": 0,
+                                                             "wgmma": 1}

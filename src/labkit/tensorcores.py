@@ -85,13 +85,21 @@ def compile_wmma(source: str = WMMA_SOURCE, arch: str = "sm_90") -> Any:
     return ptx.compile_cuda(source, arch, name="wmma_gemm.cu")
 
 
+def _opcode(line: str) -> str:
+    """The opcode of one PTX line (``wgmma.mma_async.sync...``), also behind a guard predicate (``@%p1``, ``@!%p2``)."""
+    words = line.split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0] if words else ""
+
+
 def tensor_core_instructions(ptx_text: str) -> dict[str, int]:
     """Counts of the Tensor Core instruction families in PTX: ``wmma.load``, ``wmma.mma``, ``wmma.store``, ``mma``, ``wgmma``."""
     if not isinstance(ptx_text, str):
         raise LabkitError(f"tensor_core_instructions reads PTX text, not {type(ptx_text).__name__}.", fix="Pass ptx.text.")
     counts = {"wmma.load": 0, "wmma.mma": 0, "wmma.store": 0, "mma": 0, "wgmma": 0}
     for line in ptx_text.splitlines():
-        op = line.strip().split(" ")[0].split("\t")[0]
+        op = _opcode(line)
         if op.startswith("wmma.load"):
             counts["wmma.load"] += 1
         elif op.startswith("wmma.mma"):
@@ -138,7 +146,7 @@ def hopper_instructions(ptx_text: str) -> dict[str, int]:
         raise LabkitError(f"hopper_instructions reads PTX text, not {type(ptx_text).__name__}.", fix="Pass ptx.text.")
     counts = {label: 0 for _, label in _HOPPER_OPS}
     for line in ptx_text.splitlines():
-        op = line.strip().split(" ")[0].split("\t")[0].lstrip("@!%p0123456789 ")
+        op = _opcode(line)
         if not op or op.startswith(("//", ".")):
             continue
         for prefix, label in _HOPPER_OPS:
