@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mig_allocator import SliceAllocator, discover, held_by_containers  # noqa: E402
 
-from labkit.hub_setup import configure_culler, configure_login, configure_tls  # noqa: E402
+from labkit.hub_setup import configure_culler, configure_login, configure_tls, instructors_from  # noqa: E402
 from labkit.progress_service import SERVICE_NAME, configure_hub  # noqa: E402
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
@@ -49,7 +49,7 @@ c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 env = os.environ
 state = Path(env.get("LABKIT_STATE_DIR", "/srv/labkit-hub"))
 state.mkdir(parents=True, exist_ok=True)
-instructors = sorted({u.strip() for u in env.get("LABKIT_INSTRUCTORS", "").split(",") if u.strip()})
+instructors = instructors_from(env)
 instructor_gpus = [g.strip() for g in env.get("LABKIT_INSTRUCTOR_GPUS", "").split(",") if g.strip()]
 network = env.get("LABKIT_DOCKER_NETWORK", "labkit")
 # the host as the learners' containers see it: the gateway of the Docker network

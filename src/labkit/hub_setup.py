@@ -55,6 +55,12 @@ def _names(text: str) -> set[str]:
     return {n.strip() for n in text.split(",") if n.strip()}
 
 
+def instructors_from(env: Mapping[str, str] | None = None) -> list[str]:
+    """The instructors' user names in ``LABKIT_INSTRUCTORS`` (comma-separated; default ``os.environ``), sorted, each once."""
+    env = os.environ if env is None else env
+    return sorted(_names(env.get("LABKIT_INSTRUCTORS", "")))
+
+
 def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str] = (),
                     env: Mapping[str, str] | None = None) -> str:
     """Set the hub's authenticator for ``login`` (one of :data:`LOGINS`); returns the authenticator class's name.
