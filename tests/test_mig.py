@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import importlib.util
 import json
 import re
@@ -274,7 +276,19 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     assert devices(spawner("ivan", groups=("instructors",))) == ["7"]
     with pytest.raises(Exception, match="in use"):
         devices(spawner("carol"))
-    alice.post_stop_hook(alice)
+    async def status(value):
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    # a stop that failed: the hook runs all the same, and the slice stays while the container may still run
+    for still_there in (None, RuntimeError("Docker daemon did not answer")):
+        alice.poll = lambda v=still_there: status(v)
+        asyncio.run(alice.post_stop_hook(alice))
+        with pytest.raises(Exception, match="in use"):
+            devices(spawner("carol"))
+    alice.poll = lambda: status(0)  # the container is gone: its slice goes to the next learner
+    asyncio.run(alice.post_stop_hook(alice))
     carol = spawner("carol")
     assert devices(carol) == got["alice"]
     # docker-py accepts the request as DockerSpawner passes it (building a HostConfig needs no daemon)

@@ -108,8 +108,8 @@ def _device_request(spawner):
     return allocator.host_config(spawner, instructors=instructors, instructor_gpus=instructor_gpus)
 
 
-def _free_slice(spawner):
-    allocator.post_stop_hook(spawner)
+async def _free_slice(spawner):
+    await allocator.post_stop_hook_checked(spawner)  # only once the container is gone
 
 
 c.Spawner.pre_spawn_hook = _take_slice

@@ -309,3 +309,19 @@ class SliceAllocator:
         """Free the slice of the server that stopped. Give ``Spawner.post_stop_hook`` a plain function that calls
         this, not the bound method: traitlets deep-copies config values, and would copy the allocator with it."""
         self.release(spawner.user.name, container=getattr(spawner, "object_name", None))
+
+    async def post_stop_hook_checked(self, spawner: Any) -> None:
+        """:meth:`post_stop_hook` once the server's container is gone. JupyterHub runs the post-stop hook even when
+        stopping failed (a Docker daemon that timed out, a removal that failed), so the hook asks the spawner first:
+        while ``poll()`` says the container still runs, or cannot say, the slice stays held (and logged) rather than
+        handed to the next learner; the next stop, or rebuilding the state from the running containers, frees it."""
+        user = spawner.user.name
+        try:
+            status = await spawner.poll()
+        except Exception as exc:  # noqa: BLE001 - Docker did not answer: the container may still hold the slice
+            log.warning("keeping %s's MIG slice: cannot tell whether their container stopped (%s)", user, exc)
+            return
+        if status is None:
+            log.warning("keeping %s's MIG slice: their container is still running after the stop", user)
+            return
+        self.post_stop_hook(spawner)
