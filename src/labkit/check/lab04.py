@@ -151,7 +151,7 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
         "each step: thread t adds element t + s to element t.",
         "The step size starts at `cuda.blockDim.x // 2`, not a fixed number, so that any power-of-two block works. Every "
         "thread must reach `cuda.syncthreads()` after the load and after each step — put the barrier outside the `if t < s`.",
-        "`sh[t] = x[i] if i < x.size else 0.0`; `cuda.syncthreads()`; `s = cuda.blockDim.x // 2`; `while s > 0: "
+        "`sh[t] = x[i] if i < x.size else np.float32(0.0)`; `cuda.syncthreads()`; `s = cuda.blockDim.x // 2`; `while s > 0: "
         "if t < s: sh[t] += sh[t + s]` / `cuda.syncthreads()` / `s //= 2`; then `if t == 0: partial[cuda.blockIdx.x] = sh[0]`.",
     ],
     reference=kernel_reference("block_sum"),
@@ -247,7 +247,7 @@ def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:]
         "Within a warp, threads can read each other's registers with shuffles: no shared memory, no syncthreads.",
         "`cuda.shfl_down_sync(0xFFFFFFFF, v, offset)` returns v of the lane `offset` above. Add it to your own v for "
         "offsets 16, 8, 4, 2, 1: lane 0 then holds the warp's sum. All 32 lanes must take part in every shuffle.",
-        "`v = x[i] if i < x.size else 0.0`; `offset = 16; while offset > 0: v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset); "
+        "`v = x[i] if i < x.size else np.float32(0.0)` (a bare `0.0` is a float64: lab 02); `offset = 16; while offset > 0: v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset); "
         "offset //= 2`; `if cuda.laneid == 0 and i // 32 < out.size: out[i // 32] = v`.",
     ],
     reference=kernel_reference("warp_sum"),
@@ -421,7 +421,7 @@ def scan_any_n(scan_block: Any, add_offsets: Any, x: Any, block: int = 256) -> A
         "v = sh[t - offset] (0 if t < offset), syncthreads, sh[t] += v, syncthreads. Write out[i] and, from the block's "
         "last thread, sums[blockIdx.x]. add_offsets: block b > 0 adds the inclusive scan of the sums at b - 1.",
         "In add_offsets: `i = cuda.grid(1); if i < out.size: out[i] = partial[i] + (offsets[cuda.blockIdx.x - 1] if "
-        "cuda.blockIdx.x > 0 else 0.0)`. labkit's scan_any_n scans the sums with your scan_block again (recursively), "
+        "cuda.blockIdx.x > 0 else np.float32(0.0))` (`np.float32`, not `0.0`, which is a float64). labkit's scan_any_n scans the sums with your scan_block again (recursively), "
         "so a block count larger than a block works too.",
     ],
     reference=_scan_reference,
