@@ -111,22 +111,31 @@ static int __lk_dyn_outside(unsigned smem, long* at) {  // 1 and the first byte 
     return 0;
 }
 extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                           unsigned smem, char* msg, int msglen) {
+                           unsigned cx, unsigned cy, unsigned cz, int order, unsigned smem, char* msg, int msglen) {
     __lk_failed = 0; __lk_error_text[0] = 0;
     gridDim = dim3(gx, gy, gz); blockDim = dim3(bx, by, bz);
     __lk_args = args;
     __lk::body = __lk_body;
-    if (!__lk::prepare(bx * by * bz, __LK_FIBERS)) { snprintf(msg, msglen, "the CPU stand-in ran out of memory"); return 2; }
-    for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x) {
-        blockIdx = uint3{x, y, z};
-        __lk_poison_shared();
+    __lk::order = order;
+    __lk::cdim = uint3{cx, cy, cz};
+    __lk::dyn_ptr = __lk_dyn_smem;
+    __lk::dyn_size = __LK_DYN ? smem : 0;
+    if (!__LK_FIBERS) { cx = cy = cz = 1; }
+    if (!__lk::prepare(bx * by * bz, cx * cy * cz, __LK_FIBERS)) { snprintf(msg, msglen, "the CPU stand-in ran out of memory"); return 2; }
+    // one cluster at a time (a block is a cluster of one); within it, block rank = x + y*cx + z*cx*cy
+    for (unsigned z0 = 0; z0 < gz; z0 += cz) for (unsigned y0 = 0; y0 < gy; y0 += cy) for (unsigned x0 = 0; x0 < gx; x0 += cx) {
+        blockIdx = uint3{x0, y0, z0};
         if (__LK_DYN) __lk_dyn_poison(smem);
         if (__LK_FIBERS) {
-            int t = 0;
-            for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx, ++t)
-                __lk::fibers[t].tid = uint3{tx, ty, tz};
+            __lk::poison_cluster_shared();
+            for (int t = 0; t < __lk::nfib; ++t) {
+                int r = t / __lk::stride, j = t % __lk::stride;
+                __lk::fibers[t].bid = uint3{x0 + r % cx, y0 + (r / cx) % cy, z0 + r / (cx * cy)};
+                __lk::fibers[t].tid = uint3{j % bx, (j / bx) % by, j / (bx * by)};
+            }
             if (__lk_run_block_fibers()) { snprintf(msg, msglen, "%s", __lk_error_text); return 1; }
         } else {
+            __lk_poison_shared();
             for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx) {
                 threadIdx = uint3{tx, ty, tz};
                 __lk_body();
@@ -137,7 +146,7 @@ extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, u
             long off = 0;
             if (__lk_dyn_outside(smem, &off)) {
                 snprintf(msg, msglen, "block (%u, %u, %u) wrote dynamic shared memory (extern __shared__) at byte %ld, "
-                         "outside the %u bytes the launch allocated (its shared_mem argument)", x, y, z, off, smem);
+                         "outside the %u bytes the launch allocated (its shared_mem argument)", x0, y0, z0, off, smem);
                 return 3;
             }
         }
@@ -191,8 +200,8 @@ def source_includes(source: str) -> list[str]:
 
 
 #: Headers the stand-in provides itself (kernels/cuda/host/).
-STANDIN_HEADERS = ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda.h",
-                   "device_launch_parameters.h", "vector_types.h", "math_constants.h")
+STANDIN_HEADERS = ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "cooperative_groups.h", "cuda_runtime.h", "cuda_runtime_api.h",
+                   "cuda.h", "device_launch_parameters.h", "vector_types.h", "math_constants.h")
 #: Standard C/C++ headers a kernel may include (the host's own).
 STANDARD_HEADERS = ("stdio.h", "stdint.h", "stddef.h", "math.h", "float.h", "limits.h", "assert.h", "stdlib.h",
                     "string.h", "cstdio", "cstdint", "cstddef", "cmath", "cfloat", "climits", "cassert", "cstdlib",
@@ -201,15 +210,18 @@ STANDARD_HEADERS = ("stdio.h", "stdint.h", "stddef.h", "math.h", "float.h", "lim
 # Real constructs (tested on the stripped text) that decide how the stand-in runs a kernel.
 _NEEDS_FIBERS = re.compile(
     r"\b(?:__syncthreads(?:_count|_and|_or)?|__syncwarp|__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync"
-    r"|__all_sync|__activemask|__lanemask_lt|load_matrix_sync|store_matrix_sync|mma_sync|fill_fragment|__shared__)\b")
+    r"|__all_sync|__activemask|__lanemask_lt|load_matrix_sync|store_matrix_sync|mma_sync|fill_fragment|__shared__"
+    r"|cooperative_groups|this_cluster|this_thread_block|tiled_partition)\b")
 _NOT_EMULATED = (
     (re.compile(r"\bextern\s+__shared__\b"), "dynamic shared memory declared other than `extern __shared__ T name[];`"),
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX (asm)"),
     (re.compile(r"\b(?:tex[123]D\w*|tex1Dfetch|surf[123]D\w*|cudaTextureObject_t|cudaSurfaceObject_t)\b"), "textures and surfaces"),
-    (re.compile(r"\bcooperative_groups\b|\bcg::"), "cooperative groups"),
+    (re.compile(r"\b(?:this_grid|grid_group|this_multi_grid|multi_grid_group|coalesced_threads|coalesced_group"
+                r"|labeled_partition|binary_partition|memcpy_async|invoke_one)\b"),
+     "cooperative groups beyond this_thread_block(), this_cluster() and tiled_partition<N>()"),
     (re.compile(r"<<<"), "kernel launches from the GPU (dynamic parallelism)"),
     (re.compile(r"\b__match_(?:any|all)_sync\b|\b__reduce_\w+_sync\b"), "__match_*_sync and __reduce_*_sync"),
-    (re.compile(r"\b__cluster_dims__\b|\bcluster_group\b"), "thread-block clusters"),
+    (re.compile(r"\b__cluster_dims__\b"), "a cluster size fixed at compile time (__cluster_dims__)"),
     (re.compile(r"\bwmma::(?:precision|experimental)\b|\bbmma_sync\b"), "WMMA beyond FP16/BF16 16×16×16 fragments"),
 )
 
@@ -272,7 +284,8 @@ for launch in req["launches"]:
         ptrs.append(ctypes.cast(ctypes.pointer(c), ctypes.c_void_p))
     argv = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
     msg = ctypes.create_string_buffer(2048)
-    status = lib.__lk_launch(argv, *[ctypes.c_uint(v) for v in launch["grid"] + launch["block"] + [launch["smem"]]], msg, 2048)
+    dims = [ctypes.c_uint(v) for v in launch["grid"] + launch["block"] + launch["cluster"]]
+    status = lib.__lk_launch(argv, *dims, ctypes.c_int(launch["order"]), ctypes.c_uint(launch["smem"]), msg, 2048)
     outside = {}
     for key, (raw, start, nbytes, pattern) in bufs.items():
         data, p = raw.raw, bytes([pattern])
@@ -398,8 +411,11 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, ...]
     if timeout_s is None:
         timeout_s = _learner_limit_s()
     entry = find_entry(_ptx_sm90(source, name), name)
-    launches = [_with_shared_mem(la) for la in launches]
+    clusters = [_cluster_of(la) for la in launches]
+    launches = [_with_shared_mem(la[:4]) for la in launches]
     checked = [check_launch(entry, grid, block, args, on_gpu=False) for grid, block, args, _ in launches]
+    for (g, b), (cdims, _) in zip(checked, clusters):
+        _check_cluster(g, b, cdims)
     lib = _host_library(source, name, len(entry.params))
     tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
     arrays: dict[str, np.ndarray] = {}
@@ -425,7 +441,8 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, ...]
             else:
                 spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
         # room for every thread of the grid to write one element too far
-        specs.append({"args": spec, "grid": g, "block": b, "guard": guard or int(np.prod(g) * np.prod(b)) + 64, "smem": smem})
+        specs.append({"args": spec, "grid": g, "block": b, "guard": guard or int(np.prod(g) * np.prod(b)) + 64, "smem": smem,
+                      "cluster": clusters[li][0], "order": clusters[li][1]})
     (tmp / "in.bin").write_bytes(b"".join(blob))
     req = {"lib": lib, "arrays": str(tmp / "in.bin"), "out": str(tmp / "out.bin"), "report": str(tmp / "report.json"),
            "launches": specs}
@@ -473,6 +490,35 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, ...]
         else:
             sentences.append(None)
     return sentences
+
+
+#: The largest cluster the stand-in runs (CUDA's portable maximum).
+CLUSTER_MAX = 8
+
+
+def _cluster_of(launch: Sequence[Any]) -> tuple[list[int], int]:
+    """The cluster shape (3 ints) and block order (0 lowest rank first, 1 highest first) of a launch tuple
+    ``(grid, block, args[, shared_mem[, cluster[, order]]])``."""
+    if not isinstance(launch, (tuple, list)) or len(launch) not in (3, 4, 5, 6):
+        raise LabkitError("a launch is (grid, block, args), (grid, block, args, shared_mem) or "
+                          "(grid, block, args, shared_mem, cluster[, order]).")
+    cluster = launch[4] if len(launch) >= 5 else 1
+    order = launch[5] if len(launch) == 6 else "forward"
+    if order not in ("forward", "reverse"):
+        raise LabkitError(f"order must be 'forward' or 'reverse', got {order!r}.")
+    from .cuda_cpp import _dims
+
+    return _dims(cluster, "cluster"), int(order == "reverse")
+
+
+def _check_cluster(grid: Sequence[int], block: Sequence[int], cluster: Sequence[int]) -> None:
+    size = int(np.prod(cluster))
+    if size > CLUSTER_MAX:
+        raise LabkitError(f"a cluster of {size} blocks is more than the {CLUSTER_MAX} the CPU stand-in runs "
+                          "(CUDA's portable maximum).", fix="Use clusters of at most 8 blocks.")
+    if any(g % c for g, c in zip(grid, cluster)):
+        raise LabkitError(f"the grid {tuple(grid)} is not a whole number of clusters of {tuple(cluster)} blocks.",
+                          fix="With clusters, every grid dimension must be a multiple of the cluster's.")
 
 
 def _with_shared_mem(launch: Sequence[Any]) -> tuple[Any, Any, Any, int]:

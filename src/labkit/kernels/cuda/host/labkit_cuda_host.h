@@ -96,14 +96,16 @@ static void __lk_fail(const char* fmt, ...);  // defined with the scheduler belo
 
 // ------------------------------------------------------------------------------------- fibers and the scheduler
 namespace __lk {
-enum State { READY, AT_BARRIER, AT_WARP, DONE };
+enum State { READY, AT_BARRIER, AT_WARP, AT_CLUSTER, DONE };
 struct WarpCall;
 struct Fiber {
     ucontext_t ctx;
     char* stack;
     State state;
     uint3 tid;
-    int linear;
+    uint3 bid;     // its block's blockIdx
+    int rank;      // its block's rank in the cluster (0 outside clusters)
+    bool exists;   // false: a padding slot (fibers of a block start at a multiple of 32, so warps never straddle blocks)
     int barriers;  // how many __syncthreads this thread has passed
 };
 struct WarpCall {  // the warp-wide operation the lanes of one warp are meeting at
@@ -118,30 +120,63 @@ struct WarpCall {  // the warp-wide operation the lanes of one warp are meeting 
 static const size_t STACK_BYTES = 512 * 1024;  // a GPU thread's local memory is at most 512 KiB
 static const size_t GUARD_BYTES = 64 * 1024;  // no access: a stack overflow crashes instead of corrupting
 static Fiber* fibers = nullptr;
+// A launch runs one cluster at a time (a block is a cluster of one): nblk blocks of bthreads threads each, block r's
+// threads in fiber slots r*stride .. r*stride+bthreads-1 (stride: bthreads rounded up to a whole warp).
 static int nfib = 0, cap = 0, cur = -1;
+static int nblk = 1, bthreads = 0, stride = 0, wpb = 0;
+static uint3 cdim = {1, 1, 1};  // the cluster's shape in blocks
+static int order = 0;           // 0: blocks of a cluster get the CPU lowest rank first; 1: highest rank first
 static WarpCall* warps = nullptr;
 static int nwarps = 0;
+static int* flags = nullptr;    // __syncthreads_count/and/or: one flag per fiber slot
+// Each block of a cluster has its own shared memory. The block whose thread runs has its copy in the shared section
+// itself (`resident`); the others' copies wait in `sh_backing`, swapped in when one of their threads runs. A pointer
+// from cluster.map_shared_rank(p, r) points into block r's copy, which is the live one whenever another block runs.
+static char* sh_backing = nullptr;
+static size_t sh_size = 0;
+static char* dyn_ptr = nullptr;     // the dynamic shared memory window (extern __shared__), per block like the rest
+static size_t dyn_size = 0;
+static char* dyn_backing = nullptr;
+static int resident = 0;
+static bool exited[16];
 static ucontext_t sched;
 static bool fiber_mode = false;
 static void (*body)() = nullptr;
 
-static inline unsigned lanes_of(int w) {  // lanes that exist in warp w (the last warp may be partial)
-    int n = nfib - 32 * w;
+static inline unsigned lanes_of(int w) {  // lanes that exist in warp w (a block's last warp may be partial)
+    int n = bthreads - 32 * (wpb ? w % wpb : w);
     return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
 }
 static inline unsigned live_lanes(int w) {
-    unsigned m = 0;
+    unsigned m = 0, exist = lanes_of(w);
     for (int l = 0; l < 32 && 32 * w + l < nfib; ++l)
-        if (fibers[32 * w + l].state != DONE) m |= 1u << l;
+        if ((exist >> l & 1u) && fibers[32 * w + l].state != DONE) m |= 1u << l;
     return m;
 }
 static inline int my_lane() { return cur % 32; }
 static inline int my_warp() { return cur / 32; }
+static void swap_shared(int r) {  // make block r's shared memory the live copy
+    if (r == resident) return;
+    if (resident >= 0) {
+        if (sh_size) memcpy(sh_backing + (size_t)resident * sh_size, __start_lk_shared, sh_size);
+        if (dyn_size) memcpy(dyn_backing + (size_t)resident * dyn_size, dyn_ptr, dyn_size);
+    }
+    if (sh_size) memcpy(__start_lk_shared, sh_backing + (size_t)r * sh_size, sh_size);
+    if (dyn_size) memcpy(dyn_ptr, dyn_backing + (size_t)r * dyn_size, dyn_size);
+    resident = r;
+}
+static void enter(int t) {  // about to run fiber t: its built-in variables, its block's shared memory
+    cur = t;
+    threadIdx = fibers[t].tid;
+    blockIdx = fibers[t].bid;
+    if (nblk > 1) swap_shared(fibers[t].rank);
+}
 static void yield_to_scheduler() {
     int me = cur;
     swapcontext(&fibers[me].ctx, &sched);
     cur = me;
     threadIdx = fibers[me].tid;
+    blockIdx = fibers[me].bid;
 }
 static void fiber_main() {
     body();
@@ -149,7 +184,11 @@ static void fiber_main() {
     swapcontext(&fibers[cur].ctx, &sched);
 }
 static void describe(int t, char* out, size_t n) {
-    snprintf(out, n, "(%u, %u, %u)", fibers[t].tid.x, fibers[t].tid.y, fibers[t].tid.z);
+    if (nblk > 1)
+        snprintf(out, n, "(%u, %u, %u) of block (%u, %u, %u) (rank %d in its cluster)", fibers[t].tid.x, fibers[t].tid.y,
+                 fibers[t].tid.z, fibers[t].bid.x, fibers[t].bid.y, fibers[t].bid.z, fibers[t].rank);
+    else
+        snprintf(out, n, "(%u, %u, %u)", fibers[t].tid.x, fibers[t].tid.y, fibers[t].tid.z);
 }
 }  // namespace __lk
 
@@ -176,7 +215,7 @@ static void __lk_warp_meet(const char* name, unsigned mask, bool whole_warp, voi
     WarpCall& c = warps[w];
     if (whole_warp && lanes_of(w) != 0xffffffffu) {
         __lk_fail("%s needs a whole warp of 32 threads, but the block has %d thread(s), so its last warp has only %d.",
-                  name, nfib, nfib - 32 * w);
+                  name, bthreads, bthreads - 32 * (w % wpb));
         return;
     }
     if (!(mask >> lane & 1u)) {
@@ -227,11 +266,37 @@ static inline int __syncthreads_count(int p);
 static inline int __syncthreads_and(int p);
 static inline int __syncthreads_or(int p);
 
-// Run one block: every thread a fiber, round robin until all are done; barriers released when all arrive.
+// A cluster barrier (cooperative groups' cluster.sync()): every thread of every block of the cluster waits here.
+static inline void __lk_cluster_sync() {
+    using namespace __lk;
+    if (!fiber_mode) { __lk_fail("internal: cluster.sync() outside fiber mode"); return; }
+    fibers[cur].state = AT_CLUSTER;
+    yield_to_scheduler();
+}
+
+namespace __lk {
+static void block_exited(int r) {  // every thread of block r has returned: its shared memory is gone
+    exited[r] = true;
+    if (nblk > 1) {
+        if (sh_size) memset(sh_backing + (size_t)r * sh_size, 0xFF, sh_size);
+        if (dyn_size) memset(dyn_backing + (size_t)r * dyn_size, 0xFF, dyn_size);
+        if (resident == r) resident = -1;
+    }
+}
+}  // namespace __lk
+
+// Run one cluster (a block is a cluster of one): every thread a fiber. The blocks get the CPU in a fixed priority
+// order (`order`): the first block runs round robin until all its threads wait or are done, releasing its
+// __syncthreads() barriers itself, then the next; a cluster barrier is released when every thread of the cluster
+// waits at it. So a block that reads a peer's shared memory without waiting at a cluster barrier reads it before
+// the peer has run (poisoned), and a block that exits early has its shared memory poisoned for its peers.
 static int __lk_run_block_fibers() {
     using namespace __lk;
+    for (int r = 0; r < nblk; ++r) exited[r] = false;
     for (int t = 0; t < nfib; ++t) {
         Fiber& f = fibers[t];
+        f.state = DONE;
+        if (!f.exists) continue;
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack;
         f.ctx.uc_stack.ss_size = STACK_BYTES;
@@ -241,72 +306,116 @@ static int __lk_run_block_fibers() {
         f.barriers = 0;
     }
     for (int w = 0; w < nwarps; ++w) warps[w].name = nullptr;
-    char a[64], b[64];
+    char a[160], b[160];
     for (;;) {
-        bool ran = false;
-        for (int t = 0; t < nfib; ++t) {
-            if (fibers[t].state != READY) continue;
-            cur = t;
-            threadIdx = fibers[t].tid;
-            swapcontext(&sched, &fibers[t].ctx);
-            cur = -1;
-            ran = true;
-            if (__lk_failed) return 1;
-            if (fibers[t].state == DONE) {
-                // a lane that leaves while its warp-mates wait for it in a warp-wide call
-                int w = t / 32, lane = t % 32;
-                WarpCall& c = warps[w];
-                if (c.name && (c.required >> lane & 1u) && !(c.arrived >> lane & 1u)) {
-                    describe(t, a, sizeof a);
-                    __lk_fail("%s in warp %d: thread %s returned without making the call the other lanes of its warp are waiting in%s.",
-                              c.name, w, a, c.whole_warp ? " (WMMA calls are made by the whole warp together)" : "");
+        bool any = false;
+        for (int k = 0; k < nblk && !any; ++k) {
+            int r = order ? nblk - 1 - k : k;
+            if (exited[r]) continue;
+            for (;;) {
+                bool ran = false;
+                for (int j = 0; j < bthreads; ++j) {
+                    int t = r * stride + j;
+                    if (fibers[t].state != READY) continue;
+                    enter(t);
+                    swapcontext(&sched, &fibers[t].ctx);
+                    cur = -1;
+                    ran = true;
+                    if (__lk_failed) return 1;
+                    if (fibers[t].state == DONE) {
+                        // a lane that leaves while its warp-mates wait for it in a warp-wide call
+                        int w = t / 32, lane = t % 32;
+                        WarpCall& c = warps[w];
+                        if (c.name && (c.required >> lane & 1u) && !(c.arrived >> lane & 1u)) {
+                            describe(t, a, sizeof a);
+                            __lk_fail("%s in warp %d: thread %s returned without making the call the other lanes of its warp are waiting in%s.",
+                                      c.name, w % wpb, a, c.whole_warp ? " (WMMA calls are made by the whole warp together)" : "");
+                            return 1;
+                        }
+                    }
+                }
+                if (ran) { any = true; continue; }
+                int done = 0, at_barrier = 0, first_done = -1, first_barrier = -1, other = 0;
+                for (int j = 0; j < bthreads; ++j) {
+                    int t = r * stride + j;
+                    switch (fibers[t].state) {
+                        case DONE: ++done; if (first_done < 0) first_done = t; break;
+                        case AT_BARRIER: ++at_barrier; if (first_barrier < 0) first_barrier = t; break;
+                        default: ++other; break;
+                    }
+                }
+                if (done == bthreads) { if (!exited[r]) block_exited(r); break; }
+                if (at_barrier == bthreads) {
+                    for (int j = 0; j < bthreads; ++j) fibers[r * stride + j].state = READY;
+                    continue;
+                }
+                if (at_barrier && done) {
+                    describe(first_barrier, a, sizeof a);
+                    describe(first_done, b, sizeof b);
+                    __lk_fail("a __syncthreads() that only some threads of block (%u, %u, %u) reach: thread %s waits at it, "
+                              "thread %s had already left the kernel (%d of %d threads left it, skipping the barrier or returning early). On a GPU this is undefined behaviour; "
+                              "keep every thread running to each barrier (put the bounds check around the work, not around the barrier).",
+                              fibers[first_barrier].bid.x, fibers[first_barrier].bid.y, fibers[first_barrier].bid.z, a, b, done, bthreads);
                     return 1;
                 }
+                break;
             }
         }
-        if (ran) continue;
-        int done = 0, at_barrier = 0, at_warp = 0, first_done = -1, first_barrier = -1, first_warp = -1;
+        if (any) continue;
+        int done = 0, at_barrier = 0, at_warp = 0, at_cluster = 0, total = 0;
+        int first_done = -1, first_barrier = -1, first_warp = -1, first_cluster = -1;
         for (int t = 0; t < nfib; ++t) {
+            if (!fibers[t].exists) continue;
+            ++total;
             switch (fibers[t].state) {
                 case DONE: ++done; if (first_done < 0) first_done = t; break;
                 case AT_BARRIER: ++at_barrier; if (first_barrier < 0) first_barrier = t; break;
                 case AT_WARP: ++at_warp; if (first_warp < 0) first_warp = t; break;
+                case AT_CLUSTER: ++at_cluster; if (first_cluster < 0) first_cluster = t; break;
                 default: break;
             }
         }
-        if (done == nfib) return 0;
-        if (at_barrier && !at_warp && !done) {
-            for (int t = 0; t < nfib; ++t) fibers[t].state = READY;
+        if (done == total) return 0;
+        if (at_cluster == total) {
+            for (int t = 0; t < nfib; ++t) if (fibers[t].exists) fibers[t].state = READY;
             continue;
         }
-        if (at_barrier && done) {
-            describe(first_barrier, a, sizeof a);
+        if (at_cluster && done) {
+            describe(first_cluster, a, sizeof a);
             describe(first_done, b, sizeof b);
-            __lk_fail("a __syncthreads() that only some threads of block (%u, %u, %u) reach: thread %s waits at it, "
-                      "thread %s had already left the kernel (%d of %d threads left it, skipping the barrier or returning early). On a GPU this is undefined behaviour; "
-                      "keep every thread running to each barrier (put the bounds check around the work, not around the barrier).",
-                      blockIdx.x, blockIdx.y, blockIdx.z, a, b, done, nfib);
+            __lk_fail("a cluster.sync() that only some threads of the cluster reach: thread %s waits at it, thread %s had "
+                      "already left the kernel without reaching it (%d of the cluster's %d threads left). A cluster barrier "
+                      "is for every thread of every block in the cluster: skipped by some, it deadlocks on a GPU or orders "
+                      "nothing (the blocks that left take their shared memory with them). Call cluster.sync() from every "
+                      "thread of every block, outside any `if` on the rank or thread index.", a, b, done, total);
+            return 1;
+        }
+        if (at_cluster) {
+            describe(first_cluster, a, sizeof a);
+            describe(first_warp >= 0 ? first_warp : first_barrier, b, sizeof b);
+            __lk_fail("the threads of the cluster wait for each other at different places (thread %s at cluster.sync(), "
+                      "thread %s at %s): this would hang on a GPU. Every thread of every block must reach the same "
+                      "barriers in the same order.", a, b, first_warp >= 0 ? warps[first_warp / 32].name : "__syncthreads()");
             return 1;
         }
         describe(first_warp >= 0 ? first_warp : first_barrier, a, sizeof a);
+        int t0 = first_warp >= 0 ? first_warp : first_barrier;
         __lk_fail("the threads of block (%u, %u, %u) wait for each other at different places (thread %s in %s, %d thread(s) at "
-                  "__syncthreads()): this would hang on a GPU.", blockIdx.x, blockIdx.y, blockIdx.z, a,
+                  "__syncthreads()): this would hang on a GPU.", fibers[t0].bid.x, fibers[t0].bid.y, fibers[t0].bid.z, a,
                   first_warp >= 0 ? warps[first_warp / 32].name : "__syncthreads()", at_barrier);
         return 1;
     }
 }
 
 // Barrier with a reduction over the block (count/and/or): each thread posts its flag before waiting.
-static int __lk_block_flags[1024];
 static inline int __lk_barrier_reduce(int p, int kind) {
     using namespace __lk;
-    int gen_slot = cur;
-    __lk_block_flags[gen_slot] = p != 0;
+    flags[cur] = p != 0;
     __syncthreads();
-    int count = 0;
-    for (int t = 0; t < nfib; ++t) count += __lk_block_flags[t];
+    int count = 0, base = (cur / stride) * stride;
+    for (int t = base; t < base + bthreads; ++t) count += flags[t];
     __syncthreads();  // nobody overwrites its flag before all have read
-    return kind == 0 ? count : kind == 1 ? (count == nfib) : (count > 0);
+    return kind == 0 ? count : kind == 1 ? (count == bthreads) : (count > 0);
 }
 static inline int __syncthreads_count(int p) { return __lk_barrier_reduce(p, 0); }
 static inline int __syncthreads_and(int p) { return __lk_barrier_reduce(p, 1); }
@@ -666,12 +775,23 @@ static inline float2 __bfloat1622float2(__nv_bfloat162 h) { return float2{float(
 
 // ------------------------------------------------------------------------------------- the launch
 namespace __lk {
-// Start the launch: allocate fiber stacks for the block size once.
-static bool prepare(unsigned threads, bool use_fibers) {
+// Start the launch: fiber stacks for a cluster of `blocks` blocks of `threads` threads (allocated once, grown as needed).
+static bool prepare(unsigned threads, unsigned blocks, bool use_fibers) {
     fiber_mode = use_fibers;
-    nfib = (int)threads;
+    bthreads = (int)threads;
+    nblk = use_fibers ? (int)blocks : 1;
+    stride = use_fibers ? ((bthreads + 31) / 32) * 32 : bthreads;
+    wpb = stride / 32 ? stride / 32 : 1;
+    nfib = nblk * stride;
     nwarps = (nfib + 31) / 32;
     if (!use_fibers) return true;
+    sh_size = (__start_lk_shared && __stop_lk_shared > __start_lk_shared) ? (size_t)(__stop_lk_shared - __start_lk_shared) : 0;
+    if (nblk > 1) {
+        free(sh_backing); free(dyn_backing);
+        sh_backing = (char*)malloc(sh_size * (size_t)nblk + 1);
+        dyn_backing = (char*)malloc(dyn_size * (size_t)nblk + 1);
+        if (!sh_backing || !dyn_backing) return false;
+    }
     if (nfib > cap) {
         Fiber* nf = (Fiber*)realloc(fibers, sizeof(Fiber) * (size_t)nfib);
         if (!nf) return false;
@@ -686,9 +806,24 @@ static bool prepare(unsigned threads, bool use_fibers) {
         cap = nfib;
         free(warps);
         warps = (WarpCall*)calloc((size_t)nwarps, sizeof(WarpCall));
-        if (!warps) return false;
+        free(flags);
+        flags = (int*)calloc((size_t)nfib, sizeof(int));
+        if (!warps || !flags) return false;
+    }
+    for (int t = 0; t < nfib; ++t) {
+        fibers[t].rank = t / stride;
+        fibers[t].exists = t % stride < bthreads;
     }
     return true;
+}
+// Poison every block's shared memory before a cluster runs (uninitialised, as on a GPU); block 0's copy is live.
+static void poison_cluster_shared() {
+    __lk_poison_shared();
+    if (nblk > 1) {
+        if (sh_size) memset(sh_backing, 0xFF, sh_size * (size_t)nblk);
+        if (dyn_size) memset(dyn_backing, 0xFF, dyn_size * (size_t)nblk);
+    }
+    resident = 0;
 }
 }  // namespace __lk
 
