@@ -14,9 +14,9 @@ from labkit.hw import Figure, HardwareDataError
 
 def test_lists_cover_the_issue() -> None:
     assert hw.gpus() == ["P100 SXM2", "V100 SXM2 16GB", "V100 SXM2 32GB", "V100 SXM3 32GB", "A100 SXM4 40GB", "A100 SXM4 80GB",
-                         "H100 SXM", "H200", "H200 NVL", "B200", "B200 (GB200)"]
-    assert hw.systems() == ["DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200", "GB200 NVL72",
-                            "DGX SuperPOD (A100)"]
+                         "H100 SXM", "H200", "H200 NVL", "B200", "B200 (GB200)", "B300", "B300 (GB300)"]
+    assert hw.systems() == ["DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200", "DGX B200", "DGX B300",
+                            "GB200 NVL72", "GB300 NVL72", "DGX SuperPOD (A100)"]
     for name in ["NVLink 1", "NVLink 5", "NVSwitch 1", "NVSwitch 3", "PCIe 3", "PCIe 5", "InfiniBand EDR", "InfiniBand NDR"]:
         assert name in hw.links()
 

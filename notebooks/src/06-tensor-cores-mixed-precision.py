@@ -19,7 +19,7 @@
 # - Predict a GEMM's TFLOP/s from its shape and the peak, compare Tensor Core GEMM throughput per precision with
 #   the datasheet peaks (measured on a GPU), and write a WMMA kernel.
 # - Read the PTX of a Hopper warpgroup GEMM tile (TMA, `wgmma.mma_async`, sm_90a) against WMMA's, and work out
-#   why WMMA cannot reach the H200's peak.
+#   how much shared-memory bandwidth a WMMA kernel needs, with and without reusing its fragments.
 # - Train a small network in FP16 with FP32 master weights and fix vanishing gradients with loss scaling.
 # - Take vendor headlines (V100's FP16 Tensor Core peak, A100's "up to 20×") apart into SMs, Tensor Cores and clocks.
 #
@@ -59,8 +59,11 @@ for name in P.formats():
 # %% [markdown]
 # TF32 is not a storage type: it is FP32's 8-bit exponent with FP16's 10-bit mantissa, the format an A100 or
 # H100 Tensor Core can use to multiply FP32 matrices — **only when the program allows it**: cuBLAS through its math
-# mode or compute type, PyTorch through `torch.backends.cuda.matmul.allow_tf32` (False by default since PyTorch
-# 1.12), CuPy through `CUPY_TF32=1`. Otherwise an FP32 product runs in FP32 on the CUDA cores. BF16 keeps FP32's range
+# mode or compute type; CuPy through `CUPY_TF32=1`; PyTorch, for matrix products, through
+# `torch.backends.cuda.matmul.fp32_precision = "tf32"` or `torch.set_float32_matmul_precision("high")` (off by
+# default; the older `allow_tf32` flag is being deprecated). PyTorch's **convolutions** are the exception: cuDNN uses
+# TF32 for them by default (`torch.backends.cudnn.conv.fp32_precision`; PyTorch "CUDA semantics", TF32 section,
+# 2.9 and later). Otherwise an FP32 product runs in FP32 on the CUDA cores. BF16 keeps FP32's range
 # with a 7-bit mantissa. The two FP8 formats trade the other way: E4M3 has more precision, E5M2 more range. FP4
 # E2M1 (eight magnitudes from 0 to 6, no infinity, no NaN) is the element of Blackwell's block-scaled formats
 # (section 3c). The chart shows each range (light: subnormals, which fill the gap towards zero with fewer
@@ -145,7 +148,7 @@ labkit.check.predict_range(predictions);
 # `quantize` returns a report with the counts. FP8 E4M3 has no infinity, so what an out-of-range value becomes is
 # the **conversion's** choice, not the format's: the GPU's conversion with `.satfinite`
 # (`cvt.rn.satfinite.e4m3x2.f32`, what FP8 training recipes use) clamps it to the largest value, ±448, and labkit
-# rounds the same way; a conversion without saturation, such as `ml_dtypes.float8_e4m3fn` (NumPy's FP8 type),
+# rounds the same way; a conversion without saturation, such as `ml_dtypes.float8_e4m3fn` (an FP8 type for NumPy from the `ml_dtypes` package; NumPy itself has none),
 # turns it into NaN. The next cell shows both.
 
 # %%
@@ -210,13 +213,18 @@ for x, r in zip(ties, tf32(ties)):
 # ask for it, in FP16. That accumulator is **not** IEEE FP32: published measurements of V100, T4 and A100 Tensor
 # Cores (Fasi, Higham, Mikaitis and Pranesh, 2021) found the products of one instruction aligned to the largest and
 # added with truncation (rounding toward zero) rather than round-to-nearest. labkit's emulation with an FP32
-# accumulator rounds every addition to nearest, so its errors are a **lower bound** on a Tensor Core's. Hopper's FP8
-# GEMMs are further off: their accumulator keeps only about 14 bits (DeepSeek-V3 technical report, §3.3.2), which
-# section 3b models and measures. (Section 4 measures speed, not error.)
+# accumulator rounds every addition to nearest, so its errors are **usually smaller** than a Tensor Core's (a model,
+# not a bound). Hopper's Tensor Cores keep even fewer bits when they accumulate FP8 products, about 14 (DeepSeek-V3
+# technical report, §3.3.2); section 3b models that and what the libraries do about it. (Section 4 measures speed,
+# not error.)
 #
-# `P.gemm(a, b, fmt, accumulate)` emulates that on the CPU. Below, `m×K` by `K×m` matrices with entries
-# uniform in [0, 1) (all positive, so the sums grow like K — the hard case for a narrow accumulator). The
-# error is `max|C − C_fp64| / max|C_fp64|`, against the float64 product of the unrounded inputs.
+# `P.gemm(a, b, fmt, accumulate)` emulates that on the CPU. With `accumulate="fp32"` labkit adds the products
+# itself, one after another along K, rounding the running sum to FP32 at every step
+# (`P.fp32_dot_sequential`, as one thread of a CUDA-core FP32 GEMM does). It does not use NumPy's float32 `@`:
+# that calls the CPU's BLAS library, whose summation order depends on the CPU, so the same cell would print
+# different FP32 errors on different machines. Below, `m×K` by `K×m` matrices with entries uniform in [0, 1) (all
+# positive, so the sums grow like K — the hard case for a narrow accumulator). The error is the **normwise**
+# `max|C − C_fp64| / max|C_fp64|`, against the float64 product of the unrounded inputs.
 
 # %%
 ks = [16, 64, 256, 1024, 4096]
@@ -244,8 +252,9 @@ W.error_vs_k_figure(ks, curves, title="GEMM error against K (CPU emulation of th
 # Read the table against the unit roundoffs printed below. With an FP32 accumulator the error is set by rounding
 # the **inputs**: it starts below the input format's unit roundoff and *falls* as K grows, because the input
 # roundings are independent and partly cancel in a long sum of positive terms (roughly as 1/√K). The top row (FP32
-# inputs, so the FP32 accumulator's own rounding) is not 1e-7 flat: it moves with K, between about two and ten times
-# the FP32 unit roundoff, and its largest value (printed below) stays well below every narrow format's. With
+# inputs, so the FP32 accumulator's own rounding) is not 1e-7 flat: a sequential FP32 sum makes one rounding per
+# product, so its error grows with K (the next cell prints it in units of the FP32 unit roundoff), yet its largest
+# value stays below every narrow format's. With
 # an FP16 or BF16 accumulator the error *grows* with K
 # until the sum stops growing at all (each new product is below half a unit in the last place of the running
 # sum). That is why Tensor Cores accumulate in FP32 for training, and why TF32 "feels like FP32" in most networks.
@@ -255,18 +264,26 @@ for label, (fmt, acc) in runs.items():
     if acc == "fp32":
         print(f"{label:20s} unit roundoff of the inputs {P.format_info(fmt).unit_roundoff:.1e}; "
               f"error at K={ks[0]} {curves[label][0]:.1e}, at K={ks[-1]} {curves[label][-1]:.1e}")
+u32 = P.format_info("fp32").unit_roundoff
+print("FP32 row in units of the FP32 unit roundoff:", ", ".join(f"K={k}: {e / u32:.1f}" for k, e in zip(ks, curves["FP32"])))
 print(f"FP32 row (the accumulator alone): largest error {max(curves['FP32']):.1e}, "
       f"{min(min(curves[k]) for k in runs if k != 'FP32') / max(curves['FP32']):.0f}× below the smallest narrow-format error")
 
 # %% [markdown]
 # ## 3b. FP8 accumulation on Hopper, and promotion to FP32
 #
-# The FP32 accumulator above is the optimistic case. The DeepSeek-V3 technical report (§3.3.2) found that the
-# accumulator of Hopper's FP8 GEMMs keeps only about 14 significant bits, far fewer than FP32's 24, and that with
-# K = 4096 this cost them a maximum relative error of nearly 2% (this model, on the uniform inputs below, gives
-# less). Their fix: let the Tensor Cores accumulate a stretch of K (128 products, four FP8 `wgmma` instructions of
-# K = 32), then add that partial sum to an FP32 total held in the CUDA cores' registers ("promotion") and start the
-# Tensor Core accumulator again from zero.
+# The FP32 accumulator above is the optimistic case. The DeepSeek-V3 technical report (§3.3.2) found that when
+# Hopper's Tensor Cores accumulate FP8 products along a chain of `wgmma` instructions, they keep only about 14
+# significant bits, far fewer than FP32's 24; with K = 4096 this cost DeepSeek's own kernels a maximum relative
+# error of nearly 2% (this model, on the uniform inputs below, gives less). Their fix: let the Tensor Cores
+# accumulate a stretch of K (128 products, four FP8 `wgmma` instructions of K = 32), then add that partial sum to an
+# FP32 total held in the CUDA cores' registers ("promotion") and start the Tensor Core accumulator again from zero.
+#
+# This is not what every FP8 GEMM on an H100 or H200 suffers: NVIDIA's libraries promote by default. cuBLASLt keeps
+# `CUBLASLT_MATMUL_DESC_FAST_ACCUM` off unless it is set, CUTLASS's SM90 FP8 kernels add into FP32 every
+# `mma_promotion_interval` MMAs unless a `FastAccum` schedule is chosen, and PyTorch's `torch._scaled_mm` has
+# `use_fast_accum=False` by default. The 14-bit accumulator is what you get when you ask for **fast accumulation**
+# (Transformer Engine does, for the forward GEMM only) or write your own kernel, as DeepSeek did.
 #
 # `P.gemm(a, b, "fp8_e4m3", accumulate="limited")` is labkit's **model** of that accumulator: the products of each
 # block of 32 are added exactly, then the running sum is cut to `acc_bits=14` significant bits (toward zero, the
@@ -332,12 +349,16 @@ with warnings.catch_warnings():
 # and is cut finely; the FP32 total adds the partial sums with 24 bits. The cost is the extra FP32 additions on the
 # CUDA cores, which DeepSeek-V3 overlaps with the next `wgmma` of another warpgroup.
 #
-# ## 3c. Scaling FP8: per tensor (Hopper) and per block (Blackwell)
+# ## 3c. Scaling FP8: per tensor and per block
 #
-# E4M3 reaches only 448 and E5M2 57,344, so a tensor is stored as narrow elements times a **scale**. On Hopper,
-# NVIDIA's Transformer Engine uses one FP32 scale per tensor: `scale = fp8_max / amax / 2**margin`, where `amax` is
-# the largest magnitude over a history of recent steps ("delayed scaling"). Its HYBRID recipe stores weights and
-# activations in E4M3 and gradients in E5M2, which has the range gradients need.
+# E4M3 reaches only 448 and E5M2 57,344, so a tensor is stored as narrow elements times a **scale**. NVIDIA's
+# Transformer Engine (TE) has several recipes. The oldest, `DelayedScaling`, uses one FP32 scale per tensor:
+# `scale = fp8_max / amax / 2**margin`, where `amax` is the largest magnitude over a history of recent steps. Its
+# HYBRID format stores weights and activations in E4M3 and gradients in E5M2, which has the range gradients need.
+# TE 2.x adds `Float8CurrentScaling` (per tensor, from this step's amax) and, on Hopper too, `Float8BlockScaling`:
+# FP32 scales per 1×128 and 128×128 block, applied outside the Tensor Cores when the partial sums are promoted —
+# DeepSeek-V3's recipe (§3.3.1), trained on H800s. Blackwell adds `MXFP8BlockScaling` and `NVFP4BlockScaling`, where
+# the block scales are Tensor Core operands (Transformer Engine documentation, Common API, release 2.x).
 #
 # ### Exercise 3d — the delayed-scaling rule
 #
@@ -383,7 +404,8 @@ for step, size in enumerate((1.0, 1.0, 1.0, 8.0, 8.0, 1.0)):
 # One scale must also serve the whole tensor: rows (tokens, channels) whose values are far below the tensor's
 # largest lose their digits.
 #
-# Blackwell's Tensor Cores read **block-scaled** formats instead, with a scale per small block along K:
+# Block scaling fixes that with a scale per small block along K. Blackwell's Tensor Cores read such **block-scaled**
+# formats as operands (they still run plain FP8 with per-tensor scales too):
 # OCP Microscaling (MX) v1.0 gives each block of 32 elements a power-of-two scale stored in E8M0 (an 8-bit exponent):
 # MXFP8 with E4M3 or E5M2 elements, MXFP4 with E2M1. NVIDIA's NVFP4 gives each block of 16 E2M1 elements an E4M3 scale,
 # under one FP32 scale per tensor. The MX scale is `2**(floor(log2(amax)) − emax)`, where emax is the exponent of the
@@ -612,21 +634,26 @@ except labkit.LabkitError as err:
 # %% [markdown]
 # ## 5b. Hopper's peak: `wgmma` and TMA
 #
-# The PTX above is the same for Volta and Hopper: `wmma.mma.sync` is a **warp-level, synchronous** instruction,
-# which ptxas turns into the same Tensor Core instructions as Ampere's warp-level `mma.sync`. Each warp must first
-# bring its fragments into its own registers, and the warp waits for each product. Hopper added two things for its
-# peak (PTX ISA; Hopper Tuning Guide), and cuBLAS and CUTLASS use them for their Hopper GEMMs:
+# The PTX above is the same for Volta and Hopper: `wmma.mma.sync` is a **warp-level** instruction (`.sync`: all 32
+# threads of the warp execute it together), which ptxas turns into the same Tensor Core instructions as Ampere's
+# warp-level `mma.sync`. Its operands are registers: each warp must first bring its fragments from memory into its
+# own registers, and the instruction is ordered by the register scoreboard (later independent instructions still
+# issue; only a use of the result waits). Hopper added two things for its peak (PTX ISA; Hopper Tuning Guide), and
+# cuBLAS and CUTLASS use them for their Hopper GEMMs:
 #
 # - **TMA** (Tensor Memory Accelerator): `cp.async.bulk.tensor` copies a whole tile between global and shared memory,
 #   issued by one thread and described by a tensor map built on the host; an `mbarrier` in shared memory counts the
 #   bytes as they arrive.
-# - **`wgmma.mma_async`**: a *warpgroup* (4 warps, 128 threads) multiplies tiles up to 64×256×16 reading its operands
-#   straight from shared memory (named by 64-bit matrix descriptors), asynchronously: `wgmma.fence`,
-#   `commit_group` and `wait_group` say when the accumulator registers may be touched.
+# - **`wgmma.mma_async`**: a *warpgroup* (4 warps, 128 threads) multiplies tiles up to 64×256×K, where K depends on
+#   the type (16 for FP16/BF16, 8 for TF32, 32 for FP8 and INT8). B is read straight from shared memory through a
+#   64-bit matrix descriptor; A from shared memory the same way or from registers (PTX ISA 9.7.15.5.1). It runs
+#   asynchronously: `wgmma.fence`, `commit_group` and `wait_group` say when the accumulator registers may be touched.
 #
 # `wgmma` exists only for **`sm_90a`**: the `a` marks architecture-specific instructions that PTX for `sm_90`
-# (portable to later GPUs) may not use. Blackwell (sm_100a) does not run `wgmma` either: it has `tcgen05.mma`, whose
-# accumulator lives in a new Tensor Memory instead of registers. labkit has a small warpgroup GEMM tile in inline PTX
+# (portable to later GPUs) may not use. Data-centre Blackwell (sm_100a/sm_103a: B200, B300, GB200, GB300) does not run
+# `wgmma` either: it has `tcgen05.mma`, whose accumulator lives in a new Tensor Memory instead of registers. The
+# Blackwell RTX/RTX PRO GPUs and DGX Spark's GB10 (sm_120/sm_121) have neither: they keep warp-level `mma.sync`, with
+# block-scaled FP8/FP6/FP4 variants (PTX ISA, `tcgen05` target requirements). labkit has a small warpgroup GEMM tile in inline PTX
 # (no CUTLASS needed); NVRTC compiles it here without a GPU:
 
 # %%
@@ -662,7 +689,7 @@ for fig_ in (h200.tensor_cores_per_sm, h200.tensor_core_fma_per_clock, h200.shar
     print(fig_)
 
 # %% [markdown]
-# ### Exercise 4b — why WMMA cannot reach the H200's peak
+# ### Exercise 4b — how much shared memory a WMMA kernel needs
 #
 # Take a WMMA kernel in which each warp reads its 16×16 A and B fragments from shared memory for every 16×16×16
 # product, and a `wgmma` kernel whose warpgroup reads 64×16 of A and 16×256 of B from shared memory for every
@@ -684,18 +711,27 @@ wgmma_bytes_per_clock = ...
 labkit.check.wmma_peak(wmma_bytes_per_clock, wgmma_bytes_per_clock);
 
 # %% [markdown]
-# A WMMA kernel can do better than this by keeping fragments in registers and reusing them for several products
-# (each warp computing several tiles), as CUTLASS's Ampere-style kernels do; but then the warps spend registers and
-# issue slots on loads and waits that `wgmma`'s asynchronous warpgroup-wide instructions, fed by TMA, avoid. The
-# measured side is in section 4 on a GPU: cuBLAS reaches its Hopper figures with `wgmma`. The model in one line:
+# That 4× is the figure for one product per fragment load (no reuse). A WMMA kernel does better by keeping fragments
+# in registers and reusing them: with the same model, a warp holding 2×2 accumulator fragments needs half as much,
+# and a 64×64 warp tile (4×4 fragments, as CUTLASS's Ampere-style kernels use) needs exactly what shared memory
+# gives (the next cell computes both). So bandwidth alone does not stop a well-written warp-level kernel. What does
+# is the register-operand path and issue rate of warp-level `mma.sync` (plus its `ldmatrix` traffic), which
+# `wgmma`'s descriptor-fed, asynchronous warpgroup instructions avoid (Luo et al., arXiv 2402.13499 and 2501.12084,
+# measure `mma` against `wgmma` on Hopper). cuBLAS reaches its Hopper figures with `wgmma`. The model:
 
 # %%
-limit = h200.shared_memory_bandwidth_per_sm.value / T.smem_operand_bytes_per_clock("H200", 16, 16, 16)
-print(f"WMMA fed from shared memory: at most {limit:.0%} of {h200.peak('fp16')} (a model, not a measurement)")
+smem = h200.shared_memory_bandwidth_per_sm.value
+for tiles in (1, 2, 4):  # a warp holding tiles × tiles accumulator fragments: a (16·tiles)² × 16 product per load
+    need = T.smem_operand_bytes_per_clock("H200", 16 * tiles, 16 * tiles, 16)
+    print(f"WMMA, {tiles}×{tiles} fragments per warp: needs {need:.0f} B/clock of {smem:.0f}, "
+          f"at most {min(1.0, smem / need):.0%} of {h200.peak('fp16')} (a model, not a measurement)")
 
 # %% [markdown]
-# On a GPU the next cell measures the gap: the WMMA kernel of exercise 4 (yours, or labkit's) against cuBLAS on the
-# same FP16 GEMM, both timed with CUDA events. Without a GPU there is nothing to time, and the cell says so.
+# On a GPU the next cell measures a gap, and it is worth reading carefully: the kernel of exercise 4 (yours, or
+# labkit's) is a **naive** WMMA kernel that loads every fragment straight from global memory, with no shared-memory
+# tiling, no reuse and no pipelining. Most of its gap to cuBLAS comes from that, not from WMMA against `wgmma`; a
+# tiled, register-blocked warp-level kernel closes much of the gap, though not all of it. Both are timed with CUDA
+# events on the same FP16 GEMM. Without a GPU there is nothing to time, and the cell says so.
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu:
@@ -901,18 +937,24 @@ print(T.dissect_tensor_peak("H100", "fp16"))
 #   both ends, BF16 and TF32 keep FP32's range, FP8 needs scaling; E4M3 has no infinity, so an overflow saturates
 #   (`.satfinite`) or becomes NaN, depending on the conversion.
 # - Rounding is round-to-nearest-even on the bit pattern; TF32 rounding is three integer operations.
-# - GEMM error is set by the input format when the accumulator is FP32, and grows with K when it is not; a CPU
-#   emulation with IEEE sums is a lower bound on a Tensor Core's error. TF32 is used for FP32 products only when the
-#   program enables it (cuBLAS math mode, PyTorch `allow_tf32`, `CUPY_TF32=1`).
+# - GEMM error is set by the input format when the accumulator is FP32, and grows with K when it is not; labkit sums
+#   in FP32 in a fixed order so the table is the same on every CPU, and a CPU emulation with IEEE sums is usually
+#   below a Tensor Core's error. TF32 is used for FP32 matrix products only when the program enables it (cuBLAS math
+#   mode, PyTorch `fp32_precision = "tf32"`, `CUPY_TF32=1`); PyTorch's cuDNN convolutions use it by default.
 # - Tensor Cores make the narrow formats fast: the GPU run (or the model) shows the gap to FP32.
 # - A GEMM's speed is bounded by its FLOPs over the peak and its bytes over the bandwidth: thin GEMMs are memory-bound.
 # - WMMA exposes Tensor Cores to CUDA C++ one 16×16×16 fragment at a time, warp by warp, on every GPU since Volta;
-#   Hopper's peak needs `wgmma.mma_async` (sm_90a, a warpgroup reading shared memory) fed by TMA, and Blackwell has
-#   `tcgen05`: a warp-level WMMA kernel fed from shared memory needs 4× the bytes per clock shared memory gives.
-# - Hopper's FP8 accumulator keeps about 14 bits: promoting partial sums to FP32 every 128 products keeps long dot
-#   products accurate. FP8 needs a scale: one per tensor (Transformer Engine's delayed scaling, E4M3 forward, E5M2
-#   gradients; the scale is `fp8_max / amax / 2**margin` over an amax history) loses rows far below the largest;
-#   Blackwell's block-scaled MXFP8, MXFP4 and NVFP4 keep them.
+#   Hopper's peak needs `wgmma.mma_async` (sm_90a, a warpgroup reading B, and A too if it likes, from shared memory)
+#   fed by TMA, and data-centre Blackwell (sm_100a/sm_103a) has `tcgen05` (Blackwell RTX and DGX Spark keep `mma.sync`).
+#   A WMMA kernel that loads its fragments for every product needs 4× the bytes per clock shared memory gives; with
+#   register reuse the demand falls to what the SM gives, yet warp-level `mma.sync` still does not reach Hopper's
+#   dense peak, which needs `wgmma`.
+# - Hopper's Tensor Cores keep about 14 bits when they accumulate FP8 products; cuBLAS and CUTLASS promote partial
+#   sums to FP32 by default unless fast accumulation is asked for, and DeepSeek-V3's own kernels promote every 128
+#   products. FP8 needs a scale: one per tensor (Transformer Engine's delayed or current scaling, E4M3 forward, E5M2
+#   gradients; the delayed scale is `fp8_max / amax / 2**margin` over an amax history) loses rows far below the
+#   largest; block scaling keeps them — 128-element blocks with FP32 scales on Hopper (TE 2.x, DeepSeek-V3), and on
+#   Blackwell MXFP8, MXFP4 and NVFP4 with the block scales read by the Tensor Cores.
 # - FP16 training needs FP32 master weights and loss scaling; dynamic scaling finds the scale by itself.
 # - Headlines mix precisions and sparsity: take them apart into SMs × units × work per clock × clock.
 #

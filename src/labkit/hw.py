@@ -37,8 +37,10 @@ UNITS = frozenset(
 )
 #: Units a system's headline (a compute rate) may carry: TFLOP/s or PFLOP/s, for int8 TOPS or POPS.
 HEADLINE_UNITS = {"float": ("TFLOP/s", "PFLOP/s"), "int": ("TOPS", "POPS")}
-#: Precisions :meth:`GPU.peak` knows.
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+#: An ``undefined`` reason that starts with this marks a format the GPU has but no usable source gives a figure for.
+NO_FIGURE = "no figure:"
+#: Precisions :meth:`GPU.peak` knows (fp6 and fp4: Blackwell's Tensor Core formats, the MX and NVFP4 elements).
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8")
 
 _SCALE = {  # unit -> (dimension, factor to the dimension's base unit)
     "GB/s": ("bandwidth", 1.0), "TB/s": ("bandwidth", 1e3),
@@ -141,7 +143,7 @@ class GPU:
     undefined: dict[str, str] = field(default_factory=dict, repr=False)
 
     def peak(self, precision: str, sparse: bool = False, tensor_core: bool = True) -> Figure:
-        """Peak rate for ``precision`` (fp64, fp32, tf32, fp16, bf16, fp8, int8) in TFLOP/s (TOPS for int8).
+        """Peak rate for ``precision`` (fp64, fp32, tf32, fp16, bf16, fp8, fp6, fp4, int8) in TFLOP/s (TOPS for int8).
 
         ``sparse=True`` gives the 2:4 structured-sparsity rate where the GPU defines one;
         ``tensor_core=False`` the rate on the CUDA cores where the datasheet gives both.
@@ -149,8 +151,12 @@ class GPU:
         """
         p = _normalise_precision(precision)
         if p in self.undefined:
+            reason = self.undefined[p]
+            if reason.startswith(NO_FIGURE):  # the format exists, but no source gives a figure labkit can use
+                raise LabkitError(f"labkit has no {p.upper()} figure for the {self.name}: {reason[len(NO_FIGURE):].strip()}.",
+                                  fix=f"The {self.name} has figures for: {', '.join(self.precisions())}.")
             raise LabkitError(
-                f"{p.upper()} does not exist on the {self.name}: {self.undefined[p]}.",
+                f"{p.upper()} does not exist on the {self.name}: {reason}.",
                 fix=f"The {self.name} has: {', '.join(self.precisions())}.",
             )
         entry = self.peaks[p]
@@ -627,7 +633,8 @@ def _normalise_precision(precision: str) -> str:
                           fix=f"Use one of: {', '.join(PRECISIONS)}.")
     p = normalise(precision)
     p = {"double": "fp64", "single": "fp32", "half": "fp16", "float64": "fp64", "float32": "fp32",
-         "float16": "fp16", "bfloat16": "bf16", "fp8e4m3": "fp8", "fp8e5m2": "fp8"}.get(p, p)
+         "float16": "fp16", "bfloat16": "bf16", "fp8e4m3": "fp8", "fp8e5m2": "fp8", "fp6e2m3": "fp6", "fp6e3m2": "fp6",
+         "fp4e2m1": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "mxfp6": "fp6", "mxfp8": "fp8"}.get(p, p)
     if p not in PRECISIONS:
         raise LabkitError(f"unknown precision {precision!r}.", fix=f"Use one of: {', '.join(PRECISIONS)}.")
     return p

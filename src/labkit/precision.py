@@ -12,8 +12,11 @@ The block-scaled formats built on them (MXFP8, MXFP4, NVFP4) and FP8 per-tensor 
   saturates or underflows to zero, unless told otherwise.
 - :func:`gemm` multiplies matrices with inputs rounded to a format and the accumulator in FP32 or in the
   format itself, for error studies; :func:`gemm_error` and :func:`relative_error` measure the result.
-  ``accumulate="limited"`` models the narrow FP8 Tensor Core accumulator of Hopper (about 14 bits) and
+  ``accumulate="limited"`` models how Hopper's Tensor Cores accumulate FP8 products along a chain of ``wgmma``
+  instructions (about 14 bits: what "fast accumulation" gives; cuBLAS and CUTLASS promote to FP32 by default) and
   ``promote_every=N`` the promotion of its partial sums to FP32 every N products (DeepSeek-V3).
+- ``accumulate="fp32"`` sums in FP32 in a fixed order (:func:`fp32_dot_sequential`), never through the CPU's BLAS,
+  so an error table is the same on every CPU.
 
 Rounding is exact: a value is rounded once, from its float64 value, to the nearest number of the format,
 ties to the even mantissa. (``ml_dtypes`` casts float64 through float32, which rounds twice; labkit uses
@@ -48,6 +51,7 @@ __all__ = [
     "decode",
     "format_info",
     "formats",
+    "fp32_dot_sequential",
     "gemm",
     "gemm_error",
     "normalize_name",
@@ -677,7 +681,8 @@ def decode(pattern: Any, fmt: Any) -> float:
 # --------------------------------------------------------------------------------------------- GEMM
 
 
-#: Significant bits the limited accumulator keeps: "around 14 bits" for FP8 GEMMs on Hopper (DeepSeek-V3, §3.3.2).
+#: Significant bits the limited accumulator keeps: "around 14 bits" when Hopper's Tensor Cores accumulate FP8 products
+#: across wgmma instructions (DeepSeek-V3, §3.3.2); libraries promote to FP32 unless fast accumulation is on.
 LIMITED_ACC_BITS = 14
 #: Products a limited accumulator adds before it rounds: K = 32 of one FP8 ``wgmma.mma_async`` (m64nNk32).
 LIMITED_BLOCK_K = 32
@@ -716,14 +721,17 @@ def gemm(
     in FP32, as on Tensor Cores. ``accumulate``:
 
     - ``"fp32"`` (default for the formats narrower than FP64): the sum is kept in FP32, like Tensor Cores
-      with FP32 accumulation (NumPy's float32 matrix product does the sums);
+      with FP32 accumulation. labkit adds the products itself, in order along K, rounding to FP32 after every
+      step (:func:`fp32_dot_sequential`), not with NumPy's float32 product: that one calls the CPU's BLAS, whose
+      summation order and FMA use depend on the CPU, so its errors differ from machine to machine;
     - ``"same"``: the running sum is rounded to ``fmt`` after every ``block_k`` products (the default 1 is
       a fused multiply-add per step; the products within a block are added exactly, as a Tensor Core adds
       a short dot product before it rounds). FP32 ``"same"`` is the float32 product, FP64 the float64 one;
     - ``"int32"``: the only choice for ``int8``, exact integer sums as in INT8 Tensor Core instructions.
 
-    - ``"limited"``: a model of the FP8 Tensor Core accumulator of Hopper, which keeps only about 14 significant
-      bits (DeepSeek-V3 technical report, §3.3.2). The products of each block of ``block_k`` (default 32, the K of one
+    - ``"limited"``: a model of Hopper's Tensor Cores accumulating FP8 products across ``wgmma`` instructions,
+      which keep only about 14 significant bits (DeepSeek-V3 technical report, §3.3.2; cuBLASLt and CUTLASS avoid it by
+      promoting to FP32 unless fast accumulation is chosen). The products of each block of ``block_k`` (default 32, the K of one
       FP8 ``wgmma`` instruction) are added exactly, then the running sum is cut to ``acc_bits`` significant bits
       (``acc_rounding="toward_zero"`` by default, like the truncating alignment measured on earlier Tensor Cores by
       Fasi et al. 2021; ``"nearest"`` for a gentler bound). ``promote_every=N`` (a multiple of ``block_k``) models
@@ -757,7 +765,7 @@ def gemm(
     if acc == "fp64" or name == "fp64":
         return np.asarray(Ar) @ np.asarray(Br)
     if acc == "fp32" or name == "fp32":
-        return (np.asarray(Ar, np.float32) @ np.asarray(Br, np.float32)).astype(np.float64)
+        return fp32_dot_sequential(Ar, Br)
     if acc == "limited":
         return _limited_gemm(np.asarray(Ar), np.asarray(Br), int(block_k), acc_bits, promote_every, acc_rounding)
     # accumulate in the format itself
@@ -781,6 +789,38 @@ def gemm(
     return acc_values
 
 
+#: Multiply-adds :func:`fp32_dot_sequential` may do in one call (about a second on one core).
+_MAX_FP32_WORK = 256**3 * 4
+
+
+def fp32_dot_sequential(a: Any, b: Any) -> np.ndarray:
+    """``a @ b`` summed in FP32 in a fixed order: ``acc = fp32(acc + a[:, k] * b[k, :])`` for k = 0, 1, ..., K − 1.
+
+    Each step forms the product and the sum in float64 and rounds the sum to FP32 once, as an FP32 fused
+    multiply-add does (the product of two numbers of 24 significant bits or fewer is exact in float64; the sum
+    can round twice only in rare ties). This is how one thread of a CUDA-core FP32 GEMM adds along K, and it is
+    the same on every CPU, which NumPy's float32 ``@`` (the CPU's BLAS, its order and FMA use chosen per CPU) is
+    not. Returns float64 values of the FP32 results. Keep M×N×K below about 67 million multiply-adds.
+    """
+    A, B = _check_matrices(a, b)
+    M, K = A.shape
+    N = B.shape[1]
+    if M * N * K > _MAX_FP32_WORK:
+        raise LabkitError(
+            f"a sequential FP32 GEMM of {M}×{K} by {K}×{N} is too big for the CPU ({M * N * K:.3g} multiply-adds).",
+            fix="Use matrices with M×N×K below 67 million (e.g. 64×64 with K up to 16384).",
+        )
+    A32 = A.astype(np.float32).astype(np.float64)  # the FP32 values of the (already rounded) inputs
+    B32 = B.astype(np.float32).astype(np.float64)
+    acc = np.zeros((M, N), dtype=np.float32)
+    step = np.empty((M, N), dtype=np.float64)
+    for k in range(K):
+        np.multiply.outer(A32[:, k], B32[k, :], out=step)
+        step += acc
+        acc = step.astype(np.float32)  # one rounding to FP32 per multiply-add
+    return acc.astype(np.float64)
+
+
 def _round_accumulator(v: np.ndarray, name: str, info: FormatInfo) -> np.ndarray:
     if name == "tf32":
         return round_tf32_bits(v.astype(np.float32)).astype(np.float64)
@@ -797,7 +837,7 @@ def round_significant(v: Any, bits: int, rounding: Literal["toward_zero", "neare
     (ties to even): the register of an accumulator narrower than FP32."""
     if isinstance(bits, (bool, np.bool_)) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 24:
         raise LabkitError(f"an accumulator keeps 2 to 24 significant bits, not {bits!r}.",
-                          fix="Hopper's FP8 accumulator keeps about 14 (LIMITED_ACC_BITS); FP32 keeps 24.")
+                          fix="Hopper's Tensor Cores keep about 14 when they accumulate FP8 products (LIMITED_ACC_BITS); FP32 keeps 24.")
     if rounding not in ("toward_zero", "nearest"):
         raise LabkitError(f"rounding={rounding!r} is not an option.", fix='Use "toward_zero" or "nearest".')
     return _round_bits(_as_float64(v), int(bits) - 1, -126, toward_zero=(rounding == "toward_zero"))  # FP32's emin

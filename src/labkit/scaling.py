@@ -3,11 +3,12 @@
 An FP8 or FP4 number has a tiny range (E4M3 reaches 448, E2M1 only 6), so a tensor is stored as narrow elements
 times a scale. Two ways to choose the scale are modelled here, both exactly (rounding by :mod:`labkit.precision`):
 
-- **Per tensor, delayed** (Hopper, NVIDIA Transformer Engine's ``DelayedScaling`` recipe): one FP32 scale for the
+- **Per tensor, delayed** (NVIDIA Transformer Engine's ``DelayedScaling`` recipe; TE 2.x also has per-tensor current
+  scaling and, on Hopper too, 128-element block scaling with FP32 scales, DeepSeek-V3's recipe): one FP32 scale for the
   whole tensor, ``scale = fp8_max / amax / 2**margin``, where ``amax`` is the largest magnitude seen over a history of
   recent steps (:func:`te_scale`, :class:`DelayedScaling`). The "HYBRID" recipe stores weights and activations in
   E4M3 (max 448, more precision) and gradients in E5M2 (max 57,344, more range): :data:`HYBRID`.
-- **Per block** (Blackwell Tensor Cores run these natively): OCP Microscaling (MX) v1.0 gives every block of 32
+- **Per block** (Blackwell's Tensor Cores read these scales as operands): OCP Microscaling (MX) v1.0 gives every block of 32
   elements its own power-of-two scale in E8M0 (MXFP8 with E4M3 or E5M2 elements, MXFP4 with E2M1); NVIDIA's NVFP4
   gives every block of 16 E2M1 elements an E4M3 scale, on top of one FP32 scale per tensor (:func:`quantize_blocks`).
 

@@ -1,4 +1,4 @@
-"""Checks for lab 06's Hopper and Blackwell sections: why WMMA cannot reach the H200's peak (shared-memory bytes per
+"""Checks for lab 06's Hopper and Blackwell sections: what WMMA without fragment reuse needs from shared memory (bytes per
 clock that WMMA and wgmma need), MXFP8 block quantization, and FP8 GEMM accumulation with promotion to FP32.
 """
 
@@ -52,7 +52,7 @@ def _peak_slips(shape: tuple[int, int, int]) -> dict[str, float]:
 @exercise(
     "06.wmma-peak",
     kind="numeric",
-    title="Why WMMA cannot reach the H200's peak: shared-memory bytes per clock",
+    title="WMMA against wgmma on the H200: shared-memory bytes per clock",
     hints=[
         "Work per SM and per clock, so that no clock rate is needed: how many FLOPs do the SM's Tensor Cores do per "
         "clock at the peak, and how many FLOPs does one instruction do per byte of operands it reads?",
@@ -82,7 +82,8 @@ def wmma_peak(wmma_bytes_per_clock: Any, wgmma_bytes_per_clock: Any) -> str:
           otherwise="the same formula with m, n, k = 64, 256, 16.")
     have = hw.gpu(PEAK_GPU).shared_memory_bandwidth_per_sm.value  # type: ignore[union-attr]
     return (f"WMMA needs {wmma_want:g} B/clock per SM, wgmma {wgmma_want:g}; shared memory gives {have:g} "
-            f"(32 banks × 4 B). Fed from shared memory, WMMA reaches at most {have / wmma_want:.0%} of the peak (a model); "
+            f"(32 banks × 4 B). A WMMA kernel that reloads its fragments for every product reaches at most "
+            f"{have / wmma_want:.0%} of the peak (a model; reusing fragments in registers lowers the need); "
             f"wgmma reads each operand byte for {wmma_want / wgmma_want:.1f}× more FLOPs and fits.")
 
 
