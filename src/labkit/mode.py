@@ -77,6 +77,22 @@ class Environment:
 _ENV: Environment | None = None
 
 
+def numpy_compat() -> bool:
+    """Give NumPy 2.5+ back ``numpy.row_stack`` (an alias of ``vstack``), which numba-cuda <= 0.30.4 overloads when it
+    compiles its first kernel: without it every ``@cuda.jit`` compile fails with "module 'numpy' has no attribute
+    'row_stack'" (NVIDIA/numba-cuda#907, not to be fixed upstream). Runs when labkit is imported, before any Numba
+    compile, and in the PTX worker (``ptx._WORKER``). Returns True when it added the alias."""
+    import numpy
+
+    if hasattr(numpy, "row_stack"):
+        return False
+    numpy.row_stack = numpy.vstack
+    return True
+
+
+numpy_compat()
+
+
 def _numba_cuda_sim_state() -> bool | None:
     """True/False if numba's CUDA target is already imported (as simulator or not), None if not yet."""
     if "numba.cuda" not in sys.modules:

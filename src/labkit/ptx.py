@@ -388,9 +388,16 @@ def _standalone_source(fn: Any) -> tuple[str, int]:
 
 _WORKER = r"""
 import json, sys, types, linecache
+import numpy
+if not hasattr(numpy, "row_stack"):  # NumPy 2.5 removed it; numba-cuda <= 0.30.4 overloads it (labkit.mode.numpy_compat)
+    numpy.row_stack = numpy.vstack
 import numba.cuda.dispatcher as _dispatcher
 import numba.core.errors as _errors1
-import numba.cuda.core.errors as _errors2
+try:
+    import numba.cuda.core.errors as _errors2  # numba-cuda 0.21 and later
+except ImportError:  # numba-cuda <= 0.20 has no numba.cuda.core: numba.core.errors holds the location alone
+    _errors2 = None
+_LOCS = [m.loc_info for m in (_errors2, _errors1) if m is not None and hasattr(m, "loc_info")]
 _target = types.SimpleNamespace(compute_capability=(9, 0))
 # Device functions compile for "the current device"; without a GPU there is none, so name the target here.
 _dispatcher.get_current_device = lambda: _target
@@ -398,7 +405,7 @@ def _serve(line):
     req = json.loads(line)
     try:
         _target.compute_capability = tuple(req["cc"])
-        _errors1.loc_info.clear(); _errors2.loc_info.clear()
+        for _loc in _LOCS: _loc.clear()
         ns = {}
         linecache.cache["<kernel>"] = (len(req["source"]), None, req["source"].splitlines(True), "<kernel>")
         exec(compile(req["source"], "<kernel>", "exec"), ns)
@@ -408,7 +415,7 @@ def _serve(line):
         ptx, _ = cuda.compile_ptx(ns[req["name"]], sig, cc=tuple(req["cc"]), device=req["device"])
         out = {"ok": True, "ptx": ptx}
     except BaseException as exc:
-        loc = getattr(exc, "loc", None) or _errors2.loc_info.get("loc") or _errors1.loc_info.get("loc")
+        loc = getattr(exc, "loc", None) or next((l["loc"] for l in _LOCS if l.get("loc")), None)
         line = getattr(loc, "line", None) if getattr(loc, "filename", "") == "<kernel>" else None
         if line is None:
             tb = exc.__traceback__

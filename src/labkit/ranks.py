@@ -87,8 +87,26 @@ def mpiexec() -> str:
     return found
 
 
+_MPI_LIBRARY: list[str | None] = []  # the answer of _mpi_library(), once per process (the loader's path is fixed at start)
+
+
+def _mpi_library() -> str | None:
+    """None when ``from mpi4py import MPI`` finds an MPI library, else why not. Asked once, in a child process with
+    this one's environment: importing ``mpi4py.MPI`` here would initialise MPI inside the learner's kernel. (mpi4py
+    without a library, as on a GPU image, imports; only ``mpi4py.MPI`` fails: "cannot load MPI library".)"""
+    if not _MPI_LIBRARY:
+        try:
+            res = subprocess.run([sys.executable, "-c", "from mpi4py import MPI"], capture_output=True, text=True,
+                                 timeout=60)
+            lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+            _MPI_LIBRARY.append(None if res.returncode == 0 else (lines[-1] if lines else f"exit {res.returncode}"))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _MPI_LIBRARY.append(f"{type(exc).__name__}: {exc}")
+    return _MPI_LIBRARY[0]
+
+
 def available() -> tuple[bool, str]:
-    """``(can_run, reason)``: whether mpi4py imports and mpiexec exists."""
+    """``(can_run, reason)``: whether mpi4py imports, finds an MPI library (``mpi4py.MPI`` loads) and mpiexec exists."""
     try:
         import mpi4py  # noqa: F401
     except ImportError:
@@ -97,6 +115,10 @@ def available() -> tuple[bool, str]:
         mpiexec()
     except LabkitError as exc:
         return False, str(exc)
+    why = _mpi_library()
+    if why is not None:
+        return False, (f"mpi4py is installed but finds no MPI library ({why}): install the mpich wheel (python -m pip "
+                       "install mpich), or put its lib/ folder on LD_LIBRARY_PATH")
     return True, "mpi4py with MPICH's mpiexec"
 
 
