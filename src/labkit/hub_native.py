@@ -1,26 +1,181 @@
-"""The course's own logins on the hub: NativeAuthenticator with the instructors' accounts made by the configuration.
+"""The course's own logins on the hub: NativeAuthenticator, hardened for a class with a hostile learner in it.
 
 Learners sign up at ``/hub/signup`` (a password of at least :data:`labkit.hub_setup.MIN_PASSWORD` characters, not a
-common one) and can log in once an instructor has approved them at ``/hub/authorize``. The instructors (the hub's
-``admin_users``) get their accounts when the hub starts, with :attr:`CourseNativeAuthenticator.instructor_password`
-(``LABKIT_ADMIN_PASSWORD``), already approved; an existing account keeps its password (change it at
-``/hub/change-password``). Nobody can sign up under an instructor's name, so a learner who signs up first cannot
-become an admin (plain NativeAuthenticator approves any sign-up whose name is in ``admin_users``).
+common one) and can log in once an instructor has approved them at ``/hub/authorize``. What this module adds to
+NativeAuthenticator 1.3 (course/classroom.md, "Threat model", says why each matters):
+
+Instructor names are reserved
+    The instructors (the hub's ``admin_users``) get their accounts when the hub starts, with
+    :attr:`CourseNativeAuthenticator.instructor_password` (``LABKIT_ADMIN_PASSWORD``), already approved, and the hub
+    records that the configuration made them (table ``labkit_instructor_accounts`` in the hub's database). An
+    instructor name that already belongs to an account the configuration did not make (someone signed up under it
+    before it became an instructor's) stops the hub with :class:`InstructorNameTaken`, which says how to remove it:
+    the squatter never becomes an admin, and the log never advises approving the account.
+Names are normalised
+    NFKC, then case-folded; only ``[a-z0-9._-]`` (:data:`USERNAME_PATTERN`); and a name whose look-alike skeleton
+    (:func:`skeleton`: ``0``/``o``, ``1``/``l``/``i``, ``rn``/``m``, ...) equals an instructor's or an existing
+    account's is refused at sign-up. Cyrillic, full-width or zero-width look-alikes of ``ingrid`` cannot sign up.
+Failed logins are limited per address, not per name
+    NativeAuthenticator locked a *name* after 5 failures from anywhere, so anyone could keep the instructor out.
+    Here an address that fails :attr:`~CourseNativeAuthenticator.failed_logins_per_address` times in
+    :attr:`~CourseNativeAuthenticator.lockout_s` is refused (everyone else, and that name from elsewhere, still log
+    in), and one (name, address) pair is refused after :attr:`~CourseNativeAuthenticator.failed_logins_per_pair`.
+    The address is the proxy's ``X-Forwarded-For`` entry only when the request comes from the proxy itself
+    (loopback or :attr:`~CourseNativeAuthenticator.trusted_proxies`); ``X-Real-Ip`` is never believed.
+Logins answer in the same time for every name
+    The password is checked against a dummy bcrypt hash when the name has no account, so login timing does not say
+    which names exist.
+Hashing is off the event loop
+    bcrypt runs in a worker thread (at most :data:`HASH_THREADS` at once), never on the hub's event loop, for logins,
+    sign-ups and the login form's error message; sign-ups are limited per address
+    (:attr:`~CourseNativeAuthenticator.signups_per_address` an hour) and in total pending
+    (:attr:`~CourseNativeAuthenticator.max_pending`).
+Approvals are POST forms
+    ``/hub/authorize/<name>`` and ``/hub/discard/<name>`` answer a GET with a confirmation page; only its POST, with
+    the hub's XSRF token, changes anything. A page on another site can no longer approve an account.
 
 NativeAuthenticator 1.3's login form no longer works on JupyterHub 6 as it is (it times the login with the hub's
-``statsd`` client, which JupyterHub 6 removed: every login through the form answered 500); :class:`CourseLoginHandler`
-is its handler without that timer.
+``statsd`` client, which JupyterHub 6 removed); :class:`CourseLoginHandler` is its handler without that timer.
 
 This module imports ``nativeauthenticator``: only the hub's configuration imports it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import html
+import ipaddress
+import os
+import re
+import threading
+import time
+import unicodedata
+from collections import deque
+from typing import Any, Hashable
 
+import bcrypt
 from nativeauthenticator import NativeAuthenticator
+from nativeauthenticator.handlers import LocalBase, admin_users_scope
 from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler
-from traitlets import Unicode
+from nativeauthenticator.orm import UserInfo
+from tornado import web
+from traitlets import Integer, List, Unicode
+
+#: The user names a learner may sign up with: lower-case ASCII letters, digits, ``.``, ``_`` and ``-``, 1-32
+#: characters, starting with a letter or digit. No ``:`` (the MIG allocator's ``container:`` keys), no look-alikes.
+USERNAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,31}$"
+#: How many bcrypt hashes run at once (each in a worker thread); more wait their turn, the event loop never does.
+HASH_THREADS = max(1, (os.cpu_count() or 2) // 2)
+#: A bcrypt hash that no password matches, checked when a login names no account (same time as a real check).
+_DUMMY_HASH = bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt())
+
+_SKELETON = (("rn", "m"), ("vv", "w"), ("cl", "d"), ("0", "o"), ("1", "l"), ("i", "l"), ("|", "l"), ("5", "s"),
+             ("_", "-"), (".", "-"))
+
+
+class InstructorNameTaken(RuntimeError):
+    """An instructor name belongs to an account the configuration did not make: the hub does not start."""
+
+
+def normalize_name(name: str) -> str:
+    """``name`` as the hub stores it: Unicode NFKC (full-width letters become ASCII), case-folded, stripped."""
+    return unicodedata.normalize("NFKC", name or "").casefold().strip()
+
+
+def skeleton(name: str) -> str:
+    """What ``name`` looks like: look-alike characters folded together (``1ngr1d`` and ``lngrld`` and ``ingrid`` are
+    one skeleton), for refusing names that pass for an instructor's or another learner's."""
+    s = normalize_name(name)
+    for a, b in _SKELETON:
+        s = s.replace(a, b)
+    return re.sub("-+", "-", s)
+
+
+class Throttle:
+    """At most ``limit`` events per key in ``window_s`` seconds (a sliding window), in memory, thread-safe."""
+
+    MAX_KEYS = 20_000  # beyond this, keys whose events are all old are dropped
+
+    def __init__(self, limit: int, window_s: float) -> None:
+        self.limit, self.window_s = int(limit), float(window_s)
+        self._events: dict[Hashable, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, key: Hashable, now: float) -> deque[float]:
+        q = self._events.get(key)
+        if q is None:
+            return deque()
+        while q and q[0] <= now - self.window_s:
+            q.popleft()
+        return q
+
+    def retry_after(self, key: Hashable, now: float | None = None) -> float:
+        """Seconds until ``key`` may act again (0: now)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            q = self._recent(key, now)
+            if self.limit <= 0 or len(q) < self.limit:
+                return 0.0
+            return max(0.0, q[-self.limit] + self.window_s - now)
+
+    def add(self, key: Hashable, now: float | None = None) -> None:
+        """Count one event for ``key``."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            if len(self._events) > self.MAX_KEYS:
+                for k in [k for k, q in self._events.items() if not q or q[-1] <= now - self.window_s]:
+                    del self._events[k]
+            q = self._recent(key, now)
+            q.append(now)
+            self._events[key] = q
+
+    def clear(self, key: Hashable) -> None:
+        with self._lock:
+            self._events.pop(key, None)
+
+
+def client_address(handler: Any, trusted: tuple[str, ...] = ()) -> str:
+    """The address a request came from: the last ``X-Forwarded-For`` entry (the one the proxy appended) when the
+    connection itself comes from the proxy (a loopback address, or one of ``trusted``), else the connection's own
+    address. Headers a client sends (``X-Real-Ip``, earlier ``X-Forwarded-For`` entries) are never believed."""
+    request = handler.request
+    peer = getattr(request.connection, "context", None)
+    peer_ip = getattr(peer, "_orig_remote_ip", None) or request.remote_ip or ""
+    try:
+        from_proxy = ipaddress.ip_address(peer_ip).is_loopback or peer_ip in trusted
+    except ValueError:
+        from_proxy = False
+    if from_proxy:
+        forwarded = request.headers.get("X-Forwarded-For", "")
+        last = forwarded.split(",")[-1].strip()
+        if last:
+            return last
+    return peer_ip
+
+
+_hash_slots: asyncio.Semaphore | None = None
+
+
+async def in_thread(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread, at most :data:`HASH_THREADS` at once: bcrypt never blocks the event loop."""
+    global _hash_slots
+    if _hash_slots is None:
+        _hash_slots = asyncio.Semaphore(HASH_THREADS)
+    async with _hash_slots:
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+def check_password(password: str, hashed: bytes | None) -> bool:
+    """``password`` against a stored bcrypt hash (or the dummy one: always False, in the same time)."""
+    try:
+        ok = bcrypt.checkpw((password or "").encode("utf-8", "surrogatepass"), hashed or _DUMMY_HASH)
+    except (ValueError, TypeError):
+        return False
+    return ok and hashed is not None
+
+
+def hash_password(password: str) -> bytes:
+    return bcrypt.hashpw(password.encode("utf-8", "surrogatepass"), bcrypt.gensalt())
 
 
 class _NoTimer:
@@ -44,7 +199,8 @@ class _NoStatsd:
 
 
 class CourseLoginHandler(NativeLoginHandler):
-    """NativeAuthenticator's login form, working on JupyterHub 5 and 6 (no statsd; the error page's extra keywords)."""
+    """NativeAuthenticator's login form, working on JupyterHub 5 and 6, with bcrypt off the event loop and a message
+    that says when an address is refused for too many failures."""
 
     @property
     def statsd(self) -> Any:
@@ -55,6 +211,110 @@ class CourseLoginHandler(NativeLoginHandler):
     def _render(self, login_error: str | None = None, username: str | None = None, **_: Any) -> Any:
         return super()._render(login_error=login_error, username=username)
 
+    async def post(self) -> None:
+        data = {arg: self.get_argument(arg, strip=False) for arg in self.request.arguments}
+        data.setdefault("username", "")
+        data.setdefault("password", "")
+        user = await self.login_user(data)
+        if user:
+            self._jupyterhub_user = user
+            self.redirect(self.get_next_url(user))
+            return
+        auth = self.authenticator
+        error = "Invalid username or password."
+        wait = auth.login_retry_after(self, data["username"])
+        if wait:
+            error = f"Too many failed logins from your address: try again in {int(wait) + 1} s."
+        elif getattr(self, "_labkit_unapproved", False):
+            error = f"User {data['username']} has not been authorized by an administrator yet."
+        self.finish(await self._render(login_error=error, username=data["username"]))
+
+
+class CourseSignUpHandler(LocalBase):
+    """``/hub/signup``: NativeAuthenticator's form, with names normalised and checked for look-alikes, sign-ups
+    limited per address and in total, and the password hashed off the event loop."""
+
+    async def get(self) -> None:
+        if not self.authenticator.enable_signup:
+            raise web.HTTPError(404)
+        self.finish(await self._page())
+
+    async def _page(self, message: str | None = None, alert: str = "alert-danger") -> str:
+        return await self.render_template("signup.html", ask_email=False, result_message=message, alert=alert,
+                                          two_factor_auth=False, two_factor_auth_user=False, two_factor_auth_value="",
+                                          recaptcha_key=None, tos=self.authenticator.tos)
+
+    async def post(self) -> None:
+        auth: CourseNativeAuthenticator = self.authenticator
+        if not auth.enable_signup:
+            raise web.HTTPError(404)
+        raw = self.get_body_argument("username", "", strip=False)
+        password = self.get_body_argument("signup_password", "", strip=False)
+        confirmation = self.get_body_argument("signup_password_confirmation", "", strip=False)
+        address = client_address(self, tuple(auth.trusted_proxies))
+        problem = auth.signup_problem(raw, password, confirmation, address)
+        if problem:
+            self.set_status(429 if problem.startswith("Too many") else 400)
+            self.finish(await self._page(problem))
+            return
+        auth.signups.add(address)
+        hashed = await in_thread(hash_password, password)
+        user = auth.store_account(normalize_name(raw), hashed)
+        if user is None:
+            self.set_status(400)
+            self.finish(await self._page("This user name is already in use or not allowed: choose another."))
+            return
+        self.finish(await self._page("Your information has been sent to the admin.", "alert-info"))
+
+
+def _confirm_page(handler: Any, action: str, name: str) -> str:
+    """A one-button page that POSTs ``action`` for ``name`` with the hub's XSRF token."""
+    esc = html.escape(name)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{action} {esc}</title></head><body>"
+            f"<form method='post'>{handler.xsrf_form_html()}<p>{action} the account <b>{esc}</b>?</p>"
+            f"<button type='submit'>{action} {esc}</button> <a href='{handler.hub.base_url}authorize'>Back</a></form>"
+            "</body></html>")
+
+
+class CourseToggleAuthorizationHandler(LocalBase):
+    """``/hub/authorize/<name>``: a GET shows a confirmation form; only its POST (with the XSRF token) approves or
+    un-approves (NativeAuthenticator toggled on the GET itself: any page could make an instructor's browser do it)."""
+
+    @admin_users_scope
+    async def get(self, slug: str) -> None:
+        info = self.authenticator.get_user(slug)
+        if info is None:
+            raise web.HTTPError(404, "no such account")
+        self.finish(_confirm_page(self, "Unauthorize" if info.is_authorized else "Authorize", info.username))
+
+    @admin_users_scope
+    async def post(self, slug: str) -> None:
+        if self.authenticator.get_user(slug) is None:
+            raise web.HTTPError(404, "no such account")
+        UserInfo.change_authorization(self.db, slug)
+        self.redirect(self.hub.base_url + "authorize#" + slug)
+
+
+class CourseDiscardHandler(LocalBase):
+    """``/hub/discard/<name>``: a GET shows a confirmation form; its POST deletes a pending account."""
+
+    @admin_users_scope
+    async def get(self, user_name: str) -> None:
+        self.finish(_confirm_page(self, "Discard", user_name))
+
+    @admin_users_scope
+    async def post(self, user_name: str) -> None:
+        info = self.authenticator.get_user(user_name)
+        if info is not None and not info.is_authorized:
+            self.authenticator.delete_user(type("User", (), {"name": info.username}))
+            if self.users.get(info.username) is not None:
+                self.users.delete(info.username)
+        self.redirect(self.hub.base_url + "authorize")
+
+
+_HANDLERS = {r"/login": CourseLoginHandler, r"/signup": CourseSignUpHandler,
+             r"/authorize/([^/]*)": CourseToggleAuthorizationHandler, r"/discard/([^/]*)": CourseDiscardHandler}
+
 
 class CourseNativeAuthenticator(NativeAuthenticator):
     """NativeAuthenticator whose admin accounts come from the configuration, never from the sign-up form."""
@@ -64,30 +324,170 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         config=True,
         help="The first password of each instructor's account (made when the hub starts, if it does not exist yet).",
     )
+    failed_logins_per_address = Integer(50, config=True,
+                                        help="Failed logins from one address within lockout_s before it is refused "
+                                             "(a classroom behind one NAT address shares it)")
+    failed_logins_per_pair = Integer(5, config=True, help="Failed logins for one name from one address within lockout_s")
+    lockout_s = Integer(600, config=True, help="The window of the failed-login limits, in seconds")
+    signups_per_address = Integer(60, config=True, help="Sign-ups from one address per hour")
+    max_pending = Integer(300, config=True, help="Sign-ups waiting for approval, at most (then sign-up is refused)")
+    trusted_proxies = List(Unicode(), config=True,
+                           help="Addresses (besides loopback) whose X-Forwarded-For is believed: the proxy's own")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.address_failures = Throttle(self.failed_logins_per_address, self.lockout_s)
+        self.pair_failures = Throttle(self.failed_logins_per_pair, self.lockout_s)
+        self.signups = Throttle(self.signups_per_address, 3600)
         self.ensure_instructor_accounts()
 
+    # ------------------------------------------------------------------------------------------ names
+
+    def normalize_username(self, username: str) -> str:
+        """NFKC and case-folding (full-width ``ｉｎｇｒｉｄ`` is ``ingrid``), then JupyterHub's own (username_map)."""
+        return super().normalize_username(normalize_name(username))
+
+    def validate_username(self, username: str) -> bool:
+        """Only :data:`USERNAME_PATTERN` names (JupyterHub's pattern check, then NativeAuthenticator's)."""
+        return bool(re.fullmatch(USERNAME_PATTERN, username or "")) and super().validate_username(username)
+
+    def name_clash(self, name: str) -> str | None:
+        """Why ``name`` (normalised) may not be signed up for, or None: an instructor's name, or a look-alike of an
+        instructor's or of an existing account's."""
+        if name in self.admin_users:
+            return "an instructor's name"
+        mine = skeleton(name)
+        if any(skeleton(a) == mine for a in self.admin_users):
+            return "too like an instructor's name"
+        if any(skeleton(info.username) == mine for info in UserInfo.all_users(self.db)):
+            return "too like an existing account's name"
+        return None
+
+    # ------------------------------------------------------------------------------------------ sign-up
+
+    def signup_problem(self, raw: str, password: str, confirmation: str, address: str) -> str | None:
+        """The message refusing this sign-up, or None when it may go ahead."""
+        wait = self.signups.retry_after(address)
+        if wait:
+            return f"Too many sign-ups from your address: try again in {int(wait) + 1} s."
+        name = normalize_name(raw)
+        if not self.validate_username(name):
+            return ("A user name is 1 to 32 characters: lower-case letters a-z, digits, '.', '_' or '-', starting with "
+                    "a letter or digit.")
+        clash = self.name_clash(name)
+        if clash is not None:
+            self.log.warning("labkit: refused a sign-up as %r (%s)", raw, clash)
+            return "This user name is already in use or not allowed: choose another."
+        if password != confirmation:
+            return "Your password did not match the confirmation. Please try again."
+        if not self.is_password_strong(password):
+            return f"Choose a password of at least {self.minimum_password_length} characters that is not a common one."
+        if self.get_unauthed_amount_fast() >= self.max_pending:
+            return "Too many sign-ups are waiting for approval: ask your instructor."
+        return None
+
+    def get_unauthed_amount_fast(self) -> int:
+        return self.db.query(UserInfo).filter(UserInfo.is_authorized.is_(False)).count()
+
+    def store_account(self, name: str, hashed: bytes) -> Any:
+        """A pending account for ``name`` with an already computed bcrypt hash; None when the name is taken."""
+        if self.user_exists(name) or self.name_clash(name) or not self.validate_username(name):
+            return None
+        info = UserInfo(username=name, password=hashed, is_authorized=False)
+        self.db.add(info)
+        self.db.commit()
+        return info
+
+    def create_user(self, username: str, password: str, **kwargs: Any) -> Any:
+        """A sign-up by NativeAuthenticator's own path: refused (None) for an instructor's name or a look-alike."""
+        name = self.normalize_username(username)
+        if self.name_clash(name):
+            self.log.warning("labkit: refused a sign-up under the name %s", username)
+            return None
+        return super().create_user(name, password, **kwargs)
+
+    # ------------------------------------------------------------------------------------------ logins
+
+    def login_retry_after(self, handler: Any, username: str) -> float:
+        """Seconds before this address (or this name from this address) may try again; 0 when it may now."""
+        address = client_address(handler, tuple(self.trusted_proxies))
+        return max(self.address_failures.retry_after(address),
+                   self.pair_failures.retry_after((self.normalize_username(username), address)))
+
+    async def authenticate(self, handler: Any, data: dict[str, Any]) -> str | None:
+        """The name when the password is right and the account approved; else None. Failures count per address and
+        per (name, address), never per name alone; the check takes the same time whether the name exists or not."""
+        name = self.normalize_username(str(data.get("username", "")))
+        password = str(data.get("password", ""))
+        address = client_address(handler, tuple(self.trusted_proxies))
+        if self.login_retry_after(handler, name):
+            return None
+        info = self.get_user(name) if self.validate_username(name) else None
+        hashed = info.password if info is not None else None
+        ok = await in_thread(check_password, password, hashed)
+        if ok and info is not None and info.is_authorized and (not info.has_2fa or info.is_valid_token(data.get("2fa"))):
+            self.pair_failures.clear((name, address))
+            return name
+        if ok and info is not None and not info.is_authorized and handler is not None:
+            handler._labkit_unapproved = True
+        self.address_failures.add(address)
+        self.pair_failures.add((name, address))
+        return None
+
+    # ------------------------------------------------------------------------------------------ instructors
+
+    def _made_by_config(self) -> set[str]:
+        from sqlalchemy import text
+
+        self.db.execute(text("CREATE TABLE IF NOT EXISTS labkit_instructor_accounts (username TEXT PRIMARY KEY)"))
+        self.db.commit()
+        return {r[0] for r in self.db.execute(text("SELECT username FROM labkit_instructor_accounts"))}
+
+    def _record_made(self, name: str) -> None:
+        from sqlalchemy import text
+
+        self.db.execute(text("INSERT OR IGNORE INTO labkit_instructor_accounts (username) VALUES (:n)"), {"n": name})
+        self.db.commit()
+
     def ensure_instructor_accounts(self) -> list[str]:
-        """Make the missing instructors' accounts, approved; returns the names made. A password NativeAuthenticator
-        refuses (too short, too common) stops the hub with a message, rather than leaving the admin without a login."""
+        """Make the missing instructors' accounts, approved, and record that the configuration made them; returns
+        the names made. An instructor name whose account the configuration did not make raises
+        :class:`InstructorNameTaken` (the hub does not start); a password NativeAuthenticator refuses (too short, too
+        common) stops the hub with a message, rather than leaving the admin without a login."""
         made = []
+        ours = self._made_by_config()
         for name in sorted(self.admin_users):
-            if self.user_exists(name):
-                info = self.get_user(name)
-                if not info.is_authorized:  # e.g. a name made an instructor after a learner signed up with it
-                    self.log.warning("labkit: %s is an instructor but their account was never approved; approve it at "
-                                     "/hub/authorize if it is really theirs", name)
-                continue
+            info = self.get_user(name)
+            if info is not None:
+                if name in ours:
+                    continue
+                # an account from before this record existed, made with the configuration's password: the
+                # configuration's own (whoever else knows that password is an instructor anyway)
+                if self.instructor_password and check_password(self.instructor_password, info.password):
+                    if not info.is_authorized:
+                        info.is_authorized = True
+                        self.db.commit()
+                    self._record_made(name)
+                    continue
+                raise InstructorNameTaken(
+                    f"labkit: the instructor name {name!r} (LABKIT_INSTRUCTORS) already belongs to an account someone "
+                    f"signed up for ({'approved' if info.is_authorized else 'waiting for approval'}); the configuration "
+                    "did not make it, so the hub will not make it an admin. Do not approve it. Remove that account: take "
+                    f"{name!r} out of LABKIT_INSTRUCTORS, start the hub, delete the user {name!r} at /hub/admin (or "
+                    f"discard it at /hub/authorize), then put the name back; or choose another instructor name.")
             if not self.instructor_password:
                 self.log.warning("labkit: instructor %s has no account and LABKIT_ADMIN_PASSWORD is not set", name)
                 continue
             if not self.is_password_strong(self.instructor_password):
                 raise ValueError(f"LABKIT_ADMIN_PASSWORD is refused: at least {self.minimum_password_length} characters, and "
                                  "not a common password")
-            if super().create_user(name, self.instructor_password) is None:
-                raise ValueError(f"could not make the instructor account {name!r} (is the name valid?)")
+            if not self.validate_username(name):
+                raise ValueError(f"the instructor name {name!r} is not a valid user name: lower-case letters, digits, "
+                                 "'.', '_' or '-' (LABKIT_INSTRUCTORS)")
+            info = UserInfo(username=name, password=hash_password(self.instructor_password), is_authorized=True)
+            self.db.add(info)
+            self.db.commit()
+            self._record_made(name)
             self.log.info("labkit: made the instructor account %s", name)
             made.append(name)
         return made
@@ -101,12 +501,5 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         return info
 
     def get_handlers(self, app: Any) -> list[tuple[str, Any]]:
-        """NativeAuthenticator's pages, with :class:`CourseLoginHandler` for ``/login``."""
-        return [(path, CourseLoginHandler if path == r"/login" else handler) for path, handler in super().get_handlers(app)]
-
-    def create_user(self, username: str, password: str, **kwargs: Any) -> Any:
-        """A sign-up: refused (None) for an instructor's name; otherwise NativeAuthenticator's, waiting for approval."""
-        if self.normalize_username(username) in self.admin_users:
-            self.log.warning("labkit: refused a sign-up under the instructor name %s", username)
-            return None
-        return super().create_user(username, password, **kwargs)
+        """NativeAuthenticator's pages, with this module's login, sign-up, approval and discard handlers."""
+        return [(path, _HANDLERS.get(path, handler)) for path, handler in super().get_handlers(app)]

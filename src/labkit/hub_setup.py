@@ -36,6 +36,8 @@ from typing import Any, Iterable, Mapping
 LOGINS = ("native", "github", "google", "oidc", "lti13")
 #: The shortest password NativeAuthenticator accepts at sign-up (and for the instructors' accounts).
 MIN_PASSWORD = 10
+#: A server is stopped after this many hours however active it is (a class day): activity is self-reported.
+MAX_AGE_HOURS = 10.0
 #: The scopes the idle culler's service needs (jupyterhub-idle-culler's README).
 CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
 
@@ -78,8 +80,9 @@ def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str]
         c.NativeAuthenticator.open_signup = False  # an instructor approves every account
         c.NativeAuthenticator.minimum_password_length = MIN_PASSWORD
         c.NativeAuthenticator.check_common_password = True
-        c.NativeAuthenticator.allowed_failed_logins = 5
-        c.NativeAuthenticator.seconds_before_next_try = 120
+        # NativeAuthenticator's own lockout counts failures per name from anywhere: anyone could keep the instructor
+        # out with one wrong password every 2 minutes. CourseNativeAuthenticator limits per address instead.
+        c.NativeAuthenticator.allowed_failed_logins = 0
         c.Authenticator.allow_all = True  # who may log in is decided by the instructor's approval
         password = env.get("LABKIT_ADMIN_PASSWORD", "")
         if admins and not password:
@@ -87,6 +90,8 @@ def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str]
                                 f"({', '.join(sorted(admins))}) are made with it when the hub starts "
                                 f"(at least {MIN_PASSWORD} characters; change it later at /hub/change-password).")
         c.CourseNativeAuthenticator.instructor_password = password
+        if env is os.environ:  # read once: the proxy and every other child of the hub start without it
+            os.environ.pop("LABKIT_ADMIN_PASSWORD", None)
         return "CourseNativeAuthenticator"
     if login == "github":
         c.JupyterHub.authenticator_class = "github"
@@ -134,15 +139,19 @@ def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str]
 
 
 def make_self_signed(folder: str | Path, hosts: Iterable[str], *, days: int = 397) -> tuple[Path, Path]:
-    """A self-signed certificate and its key for ``hosts`` (names or IP addresses), in ``folder``: (cert, key).
+    """A self-signed server certificate and its key for ``hosts`` (names, ``*.name`` wildcards for per-user
+    subdomains, or IP addresses), in ``folder``: (cert, key).
 
-    For a hub without an admin-provided certificate: browsers warn until the certificate is trusted (course/
-    classroom.md says how). An existing pair in ``folder`` is kept while it still covers ``hosts`` and has a month left.
+    A leaf, never a certificate authority: ``CA:FALSE``, key usage ``digitalSignature`` only, extended key usage
+    ``serverAuth`` only, and the hub's names only. Whoever holds its key can impersonate the hub and nothing else, so
+    a browser that trusts it trusts no other site (an unconstrained CA's key could mint a certificate for any site).
+    Browsers warn until the certificate is trusted (course/classroom.md says how). An existing pair in ``folder`` is
+    kept while it is such a leaf, still covers ``hosts`` and has a month left.
     """
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -161,7 +170,8 @@ def make_self_signed(folder: str | Path, hosts: Iterable[str], *, days: int = 39
         try:
             old = x509.load_pem_x509_certificate(cert_path.read_bytes())
             have = set(old.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
-            if set(sans) <= have and old.not_valid_after_utc - now > datetime.timedelta(days=30):
+            leaf = not old.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+            if leaf and set(sans) <= have and old.not_valid_after_utc - now > datetime.timedelta(days=30):
                 return cert_path, key_path
         except (ValueError, x509.ExtensionNotFound):
             pass
@@ -171,7 +181,12 @@ def make_self_signed(folder: str | Path, hosts: Iterable[str], *, days: int = 39
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256()))
     key_path.touch(mode=0o600)
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -211,9 +226,14 @@ def _listed(section: Any, key: str) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def culler_command(timeout_s: int, *, every_s: int | None = None, hub_api_url: str | None = None, python: str | None = None) -> list[str]:
-    """The command line of ``jupyterhub-idle-culler`` stopping servers idle ``timeout_s`` seconds."""
+def culler_command(timeout_s: int, *, every_s: int | None = None, hub_api_url: str | None = None, python: str | None = None,
+                   max_age_s: int | None = None) -> list[str]:
+    """The command line of ``jupyterhub-idle-culler`` stopping servers idle ``timeout_s`` seconds, and, with
+    ``max_age_s``, every server older than that however active it says it is (a learner's own activity posts cannot
+    keep a slice for ever)."""
     cmd = [python or sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={int(timeout_s)}"]
+    if max_age_s:
+        cmd.append(f"--max-age={int(max_age_s)}")
     if every_s:
         cmd.append(f"--cull-every={int(every_s)}")
     if hub_api_url:
@@ -222,8 +242,9 @@ def culler_command(timeout_s: int, *, every_s: int | None = None, hub_api_url: s
 
 
 def configure_culler(c: Any, *, idle_minutes: float, every_s: int | None = None, api_token: str | None = None,
-                     managed: bool = True, python: str | None = None) -> dict[str, Any] | None:
-    """Stop servers idle ``idle_minutes`` (their MIG slices are freed when they stop): the ``idle-culler`` service,
+                     managed: bool = True, python: str | None = None, max_age_hours: float = MAX_AGE_HOURS) -> dict[str, Any] | None:
+    """Stop servers idle ``idle_minutes``, and any server running longer than ``max_age_hours`` (0: no maximum),
+    however active (their MIG slices are freed when they stop): the ``idle-culler`` service,
     started by the hub (``managed``) or run elsewhere with ``api_token``, and its role. ``idle_minutes <= 0``: no
     culler. Raises :class:`HubSetupError` when ``jupyterhub-idle-culler`` is not installed (the ``hub`` extra)."""
     if idle_minutes <= 0:
@@ -236,7 +257,8 @@ def configure_culler(c: Any, *, idle_minutes: float, every_s: int | None = None,
                             "without culling (abandoned servers then keep their slices)")
     service: dict[str, Any] = {"name": "idle-culler"}
     if managed:
-        service["command"] = culler_command(round(idle_minutes * 60), every_s=every_s, python=python)
+        service["command"] = culler_command(round(idle_minutes * 60), every_s=every_s, python=python,
+                                            max_age_s=round(max_age_hours * 3600) or None)
     if api_token:
         service["api_token"] = api_token
     services = [s for s in _listed(c.JupyterHub, "services") if s.get("name") != "idle-culler"]
@@ -244,3 +266,64 @@ def configure_culler(c: Any, *, idle_minutes: float, every_s: int | None = None,
     roles = [r for r in _listed(c.JupyterHub, "load_roles") if r.get("name") != "idle-culler"]
     c.JupyterHub.load_roles = [*roles, {"name": "idle-culler", "scopes": list(CULLER_SCOPES), "services": ["idle-culler"]}]
     return service
+
+
+# ---------------------------------------------------------------------------------------------- origins, cookies, state
+
+
+def _merged(section: Any, key: str) -> dict[str, Any]:
+    """A dict already set in a traitlets config section (never traitlets' lazy placeholder), copied; else {}."""
+    value = dict.get(section, key, {})
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def configure_origins(c: Any, *, subdomain_host: str | None = None, tls: bool = True) -> None:
+    """Keep what a learner serves away from the hub's origin and the hub's cookies.
+
+    ``subdomain_host`` (``LABKIT_SUBDOMAIN_HOST``, e.g. ``https://hub.school.edu``): every learner's server on its own
+    origin, ``https://<name>.hub.school.edu/user/<name>/`` (JupyterHub's ``subdomain_host``; wildcard DNS and a
+    wildcard certificate for ``*.hub.school.edu`` are the admin's part), with ``__Host-`` cookies. This is the fix.
+
+    Always, also on one origin without subdomains (the mitigation; course/classroom.md says what it leaves open):
+
+    - ``Spawner.disable_user_config``: a learner's server ignores configuration, extensions and Python packages in
+      the learner's home (``~/.jupyter``, ``~/.local``): a learner can no longer make her server serve her own HTML
+      without a login (``extra_static_paths``), nor load her own JupyterLab extension; ``PYTHONNOUSERSITE`` too;
+    - files a server serves from the learner's folder (``/files/``, ``/view/``, nbconvert) keep jupyter_server's
+      ``Content-Security-Policy: sandbox allow-scripts``: their scripts run in an opaque origin, which reads no
+      hub page and sends no hub cookie;
+    - the hub's login cookies are ``SameSite=Lax`` (a page on another site cannot make a logged-in browser post to
+      the hub), and with ``tls`` the hub sends ``Strict-Transport-Security``.
+    """
+    settings = _merged(c.JupyterHub, "tornado_settings")
+    settings["cookie_options"] = {**settings.get("cookie_options", {}), "samesite": "Lax"}
+    if tls:
+        headers = dict(settings.get("headers", {}))
+        headers.setdefault("Strict-Transport-Security", "max-age=31536000")
+        settings["headers"] = headers
+    c.JupyterHub.tornado_settings = settings
+    if subdomain_host:
+        if not subdomain_host.startswith(("https://", "http://")):
+            raise HubSetupError(f"LABKIT_SUBDOMAIN_HOST={subdomain_host!r} must be a URL such as https://hub.school.edu "
+                                "(learners' servers are then at https://<name>.hub.school.edu)")
+        c.JupyterHub.subdomain_host = subdomain_host.rstrip("/")
+        c.JupyterHub.cookie_host_prefix_enabled = subdomain_host.startswith("https://")
+    c.Spawner.disable_user_config = True
+    env = _merged(c.Spawner, "environment")
+    env["PYTHONNOUSERSITE"] = "1"
+    c.Spawner.environment = env
+
+
+def secure_state(folder: str | Path, files: Iterable[str] = ("jupyterhub.sqlite", "labkit-progress.sqlite")) -> Path:
+    """The hub's state folder readable by its owner only: the folder 0700, the named ``files`` (the hub's database
+    with every password hash, the progress database) 0600 where they exist, and this process's umask 0077, so files
+    the hub and its services make from now on are the owner's only. Returns the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.umask(0o077)
+    os.chmod(folder, 0o700)
+    for name in files:
+        p = folder / name
+        if p.exists():
+            os.chmod(p, 0o600)
+    return folder

@@ -1,0 +1,233 @@
+"""Red team, round 3 (shared/reviews/classroom-review-3.md), the hub's logins without a running hub: the course's
+authenticator (:mod:`labkit.hub_native`) on a real JupyterHub database in memory.
+
+Each test replays one finding's attack and fails if it still works: #2 (an instructor name squatted before it
+was configured), #3 (lockout of a named account by anyone), #4 (bcrypt on the event loop), #14 (look-alike names,
+enumeration by timing), #16 (``container:`` names), #20 (the admin password in the proxy's environment)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("nativeauthenticator")
+pytest.importorskip("jupyterhub")
+
+from jupyterhub import orm  # noqa: E402
+
+from labkit import hub_native  # noqa: E402
+from labkit.hub_native import CourseNativeAuthenticator, InstructorNameTaken, skeleton  # noqa: E402
+
+ADMIN_PW = "ingrid-teaches-gpus"
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def db(tmp_path):
+    factory = orm.new_session_factory(f"sqlite:///{tmp_path}/hub.sqlite")
+    session = factory()
+    yield session
+    session.close()
+
+
+def make_auth(db, instructors=("ingrid",), password=ADMIN_PW, **kw):
+    return CourseNativeAuthenticator(_deprecated_db_session=db, admin_users=set(instructors), instructor_password=password,
+                                     enable_signup=True, open_signup=False, minimum_password_length=10,
+                                     check_common_password=True, allowed_failed_logins=0, **kw)
+
+
+def handler(ip="203.0.113.7", forwarded=None, real_ip=None):
+    """A stand-in request as the login handlers see it: the connection's address and the headers."""
+    headers = {}
+    if forwarded:
+        headers["X-Forwarded-For"] = forwarded
+    if real_ip:
+        headers["X-Real-Ip"] = real_ip
+    ctx = SimpleNamespace(_orig_remote_ip=ip)
+    return SimpleNamespace(request=SimpleNamespace(remote_ip=real_ip or ip, headers=headers, connection=SimpleNamespace(context=ctx)))
+
+
+def login(auth, name, password, h=None):
+    return asyncio.run(auth.authenticate(h or handler(), {"username": name, "password": password}))
+
+
+def sign_up(auth, name, password="a-long-learner-pw", address="203.0.113.9"):
+    problem = auth.signup_problem(name, password, password, address)
+    if problem:
+        return problem
+    auth.signups.add(address)
+    return auth.store_account(hub_native.normalize_name(name), hub_native.hash_password(password))
+
+
+# ---------------------------------------------------------------------------------------------- #2 reserved names
+
+
+def test_instructor_name_squatted_before_it_was_configured_stops_the_hub(db):
+    """#2: mallory signs up as tara and is approved; tara is then made an instructor. Before: the hub started and
+    tara (mallory's password) was an admin. Now the hub refuses to start and says how to remove the account."""
+    auth = make_auth(db, instructors=("ingrid",))
+    assert isinstance(sign_up(auth, "tara", "mallory-as-tara!"), object)
+    info = auth.get_user("tara")
+    info.is_authorized = True
+    db.commit()
+    with pytest.raises(InstructorNameTaken, match="'tara'.*did not make it.*Do not approve"):
+        make_auth(db, instructors=("ingrid", "tara"))
+    # a pending squatter too: never "approve it if it is really theirs"
+    sign_up(auth, "ivan", "mallory-as-ivan!")
+    with pytest.raises(InstructorNameTaken, match="'ivan'.*waiting for approval"):
+        make_auth(db, instructors=("ingrid", "ivan"))
+
+
+def test_instructor_accounts_made_by_the_config_are_kept_across_restarts(db):
+    auth = make_auth(db)
+    assert login(auth, "ingrid", ADMIN_PW) == "ingrid"
+    auth.change_password("ingrid", "a-new-instructor-pw")
+    again = make_auth(db)  # a restart: the account is the configuration's own, whatever its password now
+    assert login(again, "ingrid", "a-new-instructor-pw") == "ingrid"
+
+
+def test_an_account_made_before_the_record_is_recognised_by_the_config_password(db):
+    """Hubs from before this record existed: the instructor account with LABKIT_ADMIN_PASSWORD is the config's."""
+    auth = make_auth(db, instructors=())
+    auth.store_account("ingrid", hub_native.hash_password(ADMIN_PW))
+    assert make_auth(db).get_user("ingrid").is_authorized
+
+
+# ---------------------------------------------------------------------------------------------- #14 names
+
+
+@pytest.mark.parametrize("name", ["ingrid", "INGRID", "Ingrid", "\u0456ngrid", "\uff49\uff4e\uff47\uff52\uff49\uff44",
+                                  "ingrid\u200b", "1ngrid", "lngrid", "ingr1d", "container:jupyter-bob", "a/b", "a b",
+                                  "x" * 40, ""])
+def test_look_alike_and_odd_names_are_refused_at_sign_up(db, name):
+    auth = make_auth(db)
+    result = sign_up(auth, name)
+    assert isinstance(result, str), f"{name!r} was accepted"
+    assert auth.get_user(hub_native.normalize_name(name)) is None or hub_native.normalize_name(name) == "ingrid"
+
+
+def test_look_alike_of_another_learner_is_refused(db):
+    auth = make_auth(db)
+    assert not isinstance(sign_up(auth, "alice"), str)
+    assert isinstance(sign_up(auth, "a1ice"), str)
+    assert skeleton("rnallory") == skeleton("mallory")
+
+
+def test_login_takes_as_long_for_a_missing_name_as_for_a_real_one(db):
+    """#14: a failed login took 48 ms for a missing name and 1048 ms for an existing one. Now both check a bcrypt
+    hash: the medians differ by less than half."""
+    auth = make_auth(db, failed_logins_per_address=1000, failed_logins_per_pair=1000)
+    sign_up(auth, "alice")
+
+    def timed(name):
+        t = time.perf_counter()
+        login(auth, name, "wrong-password-x")
+        return time.perf_counter() - t
+
+    real = statistics.median(timed("alice") for _ in range(5))
+    missing = statistics.median(timed("nobody-here") for _ in range(5))
+    assert missing > 0.5 * real and real > 0.5 * missing, (real, missing)
+
+
+# ---------------------------------------------------------------------------------------------- #3 lockout
+
+
+def test_anonymous_failures_do_not_lock_a_named_account_out(db):
+    """#3: 5 wrong passwords for ingrid from anywhere locked her out. Now the attacker's address is refused, and
+    ingrid, from her own address, logs in."""
+    auth = make_auth(db)
+    attacker = handler("198.51.100.66")
+    for _ in range(6):
+        assert login(auth, "ingrid", "wrong-guess-xyz", attacker) is None
+    assert login(auth, "ingrid", ADMIN_PW, handler("192.0.2.10")) == "ingrid"
+    # the attacker's own address is refused after its own limit, even with the right password
+    assert auth.login_retry_after(attacker, "ingrid") > 0
+    assert login(auth, "ingrid", ADMIN_PW, attacker) is None
+
+
+def test_the_per_address_limit_holds_across_names_and_forged_headers(db):
+    auth = make_auth(db, failed_logins_per_address=8)
+    sign_up(auth, "alice")
+    proxy = "127.0.0.1"  # the proxy's connection, which appends the client's address to X-Forwarded-For
+    for i in range(8):
+        # a forged X-Real-Ip and a forged first X-Forwarded-For entry change nothing: the last entry counts
+        login(auth, f"name{i}", "wrong-guess-xyz", handler(proxy, forwarded=f"10.9.9.{i}, 198.51.100.66", real_ip=f"10.8.8.{i}"))
+    assert auth.login_retry_after(handler(proxy, forwarded="198.51.100.66"), "alice") > 0
+    assert auth.login_retry_after(handler(proxy, forwarded="192.0.2.10"), "alice") == 0
+    # a client that talks to the hub directly (not through the proxy) cannot pick its address with the header
+    direct = handler("172.17.0.5", forwarded="192.0.2.10")
+    assert hub_native.client_address(direct) == "172.17.0.5"
+
+
+# ---------------------------------------------------------------------------------------------- #4 the event loop
+
+
+def test_password_hashing_leaves_the_event_loop_free(db):
+    """#4: 4 sign-up threads made every hub request ~120x slower (bcrypt on the event loop). Here 8 logins and 4
+    sign-up hashes run at once while a ticker measures how late the loop answers: under 0.25 s at worst (one
+    bcrypt hash is about 0.2-0.3 s on this machine, so the loop blocked by even one would fail)."""
+    auth = make_auth(db, failed_logins_per_address=1000, failed_logins_per_pair=1000)
+    one = time.perf_counter()
+    hub_native.hash_password("x" * 12)
+    one = time.perf_counter() - one
+
+    async def main():
+        lags = []
+        stop = asyncio.Event()
+
+        async def ticker():
+            while not stop.is_set():
+                t = time.perf_counter()
+                await asyncio.sleep(0.01)
+                lags.append(time.perf_counter() - t - 0.01)
+
+        tick = asyncio.create_task(ticker())
+        await asyncio.gather(*(auth.authenticate(handler(f"192.0.2.{i}"), {"username": "ingrid", "password": "bad-guess-123"})
+                               for i in range(8)),
+                             *(hub_native.in_thread(hub_native.hash_password, "p" * 12) for _ in range(4)))
+        stop.set()
+        await tick
+        return lags
+
+    lags = asyncio.run(main())
+    print(f"one bcrypt hash {one * 1000:.0f} ms; event-loop lag over {len(lags)} ticks: max {max(lags) * 1000:.0f} ms, "
+          f"median {statistics.median(lags) * 1000:.1f} ms")
+    assert max(lags) < min(0.25, 0.8 * one), (one, max(lags))
+
+
+def test_sign_ups_are_limited_per_address(db):
+    auth = make_auth(db, signups_per_address=3)
+    for i in range(3):
+        assert not isinstance(sign_up(auth, f"learner{i}", address="198.51.100.1"), str)
+    assert "Too many sign-ups" in sign_up(auth, "learner9", address="198.51.100.1")
+    assert not isinstance(sign_up(auth, "learner9", address="198.51.100.2"), str)
+
+
+def test_pending_sign_ups_are_capped(db):
+    auth = make_auth(db, max_pending=2)
+    sign_up(auth, "learner1", address="198.51.100.1")
+    sign_up(auth, "learner2", address="198.51.100.2")
+    assert "waiting for approval" in sign_up(auth, "learner3", address="198.51.100.3")
+
+
+# ---------------------------------------------------------------------------------------------- #20 the proxy's environment
+
+
+def test_the_admin_password_leaves_the_environment(monkeypatch):
+    """#20: the proxy (node, internet-facing) inherited LABKIT_ADMIN_PASSWORD. configure_login reads it and removes
+    it from os.environ, so the proxy, the services and the culler, all started later, never see it."""
+    from traitlets.config import Config
+
+    from labkit.hub_setup import configure_login
+
+    monkeypatch.setenv("LABKIT_ADMIN_PASSWORD", ADMIN_PW)
+    c = Config()
+    configure_login(c, login="native", instructors=["ingrid"], env=os.environ)
+    assert "LABKIT_ADMIN_PASSWORD" not in os.environ
+    assert c.CourseNativeAuthenticator.instructor_password == ADMIN_PW
+    assert c.NativeAuthenticator.allowed_failed_logins == 0  # no per-name lockout anyone can trigger
