@@ -42,9 +42,10 @@ def test_dgx_comparison_headless() -> None:
     for name in A.DGX_GENERATIONS:
         assert name in box.table.value
     assert "199000 USD" in box.table.value and "NVIDIA DGX A100 datasheet" in box.table.value
-    assert isinstance(box.figure, go.Figure) and box.figure.data[0].y[-1] == pytest.approx(8 * 989 / 1000)
+    assert isinstance(box.figure, go.Figure) and box.figure.data[0].y[5] == pytest.approx(8 * 989 / 1000)  # DGX H200
+    assert box.figure.data[0].y[-1] == pytest.approx(8 * 2250 / 1000)  # DGX B300
     box.controls["metric"].value = "NVLink per GPU (bidirectional)"
-    assert list(box.figure.data[0].y) == [160, 300, 300, 600, 900, 900]
+    assert list(box.figure.data[0].y) == [160, 300, 300, 600, 900, 900, 1800, 1800]
     box.controls["systems"].value = ("DGX-2", "DGX A100")
     assert "DGX-1 (P100)" not in box.table.value
     box.controls["log"].value = False
@@ -180,3 +181,46 @@ def test_constructor_arguments_are_checked_before_any_widget_is_built(call, matc
         return
     with pytest.raises(LabkitError, match=match):
         call()
+
+
+def test_dgx_comparison_with_nothing_selected_says_so() -> None:
+    """Browser review 3, item 8: deselecting every system showed DGX-1 (P100) without a word. Now the chart and the
+    table clear and the output names the problem."""
+    box = W.dgx_comparison()
+    box.controls["systems"].value = ()
+    out = box.children[1]
+    assert box.figure is None and box.table.value == ""
+    assert "no system is selected" in out.outputs[0]["data"]["text/plain"]
+    assert "DGX-1 (P100)" not in out.outputs[0]["data"]["text/plain"]
+    box.controls["systems"].value = ("DGX B200",)  # and it comes back
+    assert isinstance(box.figure, go.Figure) and "DGX B200" in box.table.value
+
+
+def test_dgx_comparison_offers_blackwell_and_fp4() -> None:
+    assert {"DGX B200", "DGX B300"} <= set(A.DGX_GENERATIONS)
+    assert {"DGX B200", "DGX B300", "GB300 NVL72"} <= set(W.dgx_comparison().controls["systems"].options)
+    fp4 = A.evolution_figure("FP4 dense peak, all GPUs", ["DGX H100", "DGX B200", "DGX B300"])
+    assert list(fp4.data[0].y) == [pytest.approx(8 * 9000 / 1000), pytest.approx(8 * 13500 / 1000)]
+    assert "DGX H100" in fp4.layout.title.text  # named as having no FP4 figure, not drawn as zero
+
+
+def test_roofline_explorer_says_when_the_precision_changes() -> None:
+    """Browser review 3, item 9: H100 FP8 sparse, then V100, silently became FP64 with the sparsity box still ticked.
+    Now the nearest wider format is chosen (FP16), the box is unticked, and the summary says both."""
+    box = W.roofline_explorer("H100", "fp8", 10)
+    box.controls["sparse"].value = True
+    box.controls["gpu"].value = "V100 SXM2 16GB"
+    assert box.controls["precision"].value == "fp16"
+    assert box.controls["sparse"].value is False and box.controls["sparse"].disabled
+    assert "FP8 does not exist on the V100 SXM2 16GB" in box.summary.value and "showing FP16 instead" in box.summary.value
+    assert "2:4 sparsity is off" in box.summary.value
+    box.controls["intensity"].value = 20  # the note is said once, not repeated on every change
+    assert "does not exist" not in box.summary.value
+    box.controls["gpu"].value = "B300"
+    assert "fp4" in box.controls["precision"].options
+    box.controls["precision"].value = "fp4"
+    assert "B300, FP4" in box.summary.value
+    box.controls["gpu"].value = "H200"  # FP4 -> the next wider format H200 has, FP8
+    assert box.controls["precision"].value == "fp8" and "FP4 does not exist on the H200" in box.summary.value
+    start = W.roofline_explorer("V100", "fp8", 10)  # a start precision the GPU lacks is said too
+    assert start.controls["precision"].value == "fp16" and "showing FP16 instead" in start.summary.value

@@ -103,3 +103,31 @@ def test_occupancy_calculator_says_cannot_launch_for_a_block_the_hardware_refuse
     box = wk.occupancy_calculator("sm_90", 800, 80)
     msg = next(c for c in box.children if type(c).__name__ == "HTML")
     assert "cannot launch" in msg.value and "counted as 28" in msg.value and box.figure is None
+
+
+def test_coalescing_stride_is_live_only_for_strided() -> None:
+    """Browser review 3, item 6: the stride slider stayed live and in the title for "contiguous" and "broadcast",
+    where it changes nothing; and "1 lines of 128 B"."""
+    from labkit.widgets import kernels as K
+
+    box = K.coalescing_explorer()
+    stride, pattern = box.controls["stride"], box.controls["pattern"]
+    assert pattern.value == "contiguous" and stride.disabled
+    title = box.figure.layout.title.text
+    assert "stride" not in title and "1 line of 128 B" in title and "1 lines" not in title
+    pattern.value = "strided"
+    assert not stride.disabled and "stride 2" in box.figure.layout.title.text
+    stride.value = 32
+    assert "32 sectors" in box.figure.layout.title.text
+    pattern.value = "broadcast"
+    assert stride.disabled and "stride" not in box.figure.layout.title.text and "1 sector," in box.figure.layout.title.text
+
+
+def test_occupancy_cannot_launch_said_once() -> None:
+    """Browser review 3, item 7: "cannot launch: cannot launch: 72 registers per thread × 1024 threads ..."."""
+    from labkit.widgets import kernels as K
+
+    box = K.occupancy_calculator("sm_90", 1024, 72, 0)
+    msg = next(c for c in box.children if c.__class__.__name__ == "HTML").value
+    assert msg.count("cannot launch") == 1 and "72 registers per thread × 1024 threads" in msg
+    assert "What to do:" in msg and box.figure is None

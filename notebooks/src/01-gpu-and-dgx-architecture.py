@@ -12,7 +12,8 @@
 # **Learning objectives**
 # - Name NVIDIA's three product lines and what each is for.
 # - Explain what a GPU is made of: SMs, warps, the memory hierarchy, Tensor Cores, with figures for real GPUs.
-# - Compare DGX-1, DGX-2, DGX A100 and DGX H100/H200, and explain why the DGX-2's NVSwitch wiring matters.
+# - Compare DGX-1, DGX-2, DGX A100, DGX H100/H200 and the Blackwell systems (DGX B200, DGX B300, GB200/GB300 NVL72),
+#   and explain why the DGX-2's NVSwitch wiring matters.
 # - Dissect vendor claims with the data sheets: peak ratios, sparsity, system totals, link counts, all-reduce time,
 #   and a roofline.
 #
@@ -36,7 +37,7 @@ from labkit.widgets import architecture as arch
 # NVIDIA builds GPUs for three markets from shared architectures:
 #
 # - **Tesla** (today simply "data-centre GPUs"): compute for training, inference and HPC. The flagship parts in this
-#   lab — P100, V100, A100, H100, H200, B200 — have HBM memory, NVLink and a high FP64 rate (printed below). Not every
+#   lab — P100, V100, A100, H100, H200, B200, B300 — have HBM memory, NVLink and a high FP64 rate (printed below). Not every
 #   data-centre GPU does: the inference and graphics cards T4, L4 and L40S have GDDR memory, no NVLink, and FP64 at a
 #   small fraction of their FP32 rate.
 # - **GeForce / Titan**: consumer and workstation graphics cards. Same programming model (CUDA); mostly GDDR memory,
@@ -93,24 +94,28 @@ print("source:", hw.gpu("H100").sm_count.source)
 # matrix products on their Tensor Cores at twice their CUDA-core FP64 rate, the P100 and V100 do FP64 on the CUDA cores
 # only, and the B200's datasheet gives one FP64 figure for both (its row: the same number twice). A single "FP64"
 # column would put a Tensor Core rate next to a CUDA-core rate. The trend after the H100 is down, not up: the B200's
-# FP64 is below the H100's Tensor Core FP64, and NVIDIA's HGX B300 datasheet (Blackwell Ultra, 2025) gives 1.25 TFLOP/s of FP64 per
-# GPU, a part built for low-precision AI. The cell after the table prints where each GPU's FP64 runs.
+# FP64 is below the H100's Tensor Core FP64, and the B300 (Blackwell Ultra, 2025) has almost none (printed below), a
+# part built for low-precision AI. Blackwell's headline formats are new columns: **FP6 and FP4**, the elements of the
+# block-scaled MX and NVFP4 formats (lab 06), FP4 at twice the FP8 rate on the B200 and three times on the B300 (dense).
+# The Blackwell rows come from 8-GPU totals divided by 8, so labkit marks them unconfirmed. The cell after the table
+# prints where each GPU's FP64 runs.
 
 # %%
-precisions = ["fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
+precisions = ["fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8"]
 print(f"{'dense peak':16}{'fp64 cores':>11}{'fp64 TC':>8}" + "".join(f"{p:>8}" for p in precisions))
-for name in ["P100", "V100", "A100", "H100", "B200"]:
+for name in ["P100", "V100", "A100", "H100", "B200", "B300"]:
     g = hw.gpu(name)
     on_tc = "Tensor Cores" in g.runs_on("fp64")
     fp64 = [f"{g.peak('fp64', tensor_core=False).value:11g}", f"{g.peak('fp64').value:8g}" if on_tc else f"{'—':>8}"]
     cells = [f"{g.peak(p).value:8g}" if g.has(p) else f"{'—':>8}" for p in precisions]
     print(f"{g.name:16}" + "".join(fp64 + cells))
 print("TFLOP/s (TOPS for int8). fp64 cores: on the CUDA cores; fp64 TC: FP64 on Tensor Cores (matrix products only).")
-print("B200 figures are unconfirmed:", hw.gpu("B200").peak("fp16"))
+print("Blackwell figures are unconfirmed:", hw.gpu("B200").peak("fp4"), "|", hw.gpu("B300").peak("fp4"))
+print("B300 fp4 with sparsity:", hw.gpu("B300").peak("fp4", sparse=True).text(), "(sparsity adds only a third on Blackwell Ultra)")
 for name in ["V100", "A100"]:
     g = hw.gpu(name)
     print(f"{g.name}: FP64 {g.peak('fp64', tensor_core=False).value / g.peak('fp32').value:.0%} of FP32 on the CUDA cores")
-for name in ["A100", "H100", "B200"]:
+for name in ["A100", "H100", "B200", "B300"]:
     g = hw.gpu(name)
     tc, cores = g.peak("fp64"), g.peak("fp64", tensor_core=False)
     print(f"{g.name}: FP64 on {g.runs_on('fp64')}: {tc.text()} with Tensor Cores, {cores.text()} on the CUDA cores "
@@ -247,10 +252,24 @@ print(f"NVLink-C2C: {c2c.per_gpu.text()} bidirectional between CPU and GPU ({c2c
 # the Hopper GPU, and in Grace Blackwell (GB200, GB300) one Grace CPU to two Blackwell GPUs, cache-coherently, so
 # the GPU reads CPU memory at NVLink rather than PCIe speed (printed above). The GB200 NVL72 and GB300 NVL72 racks
 # (GB300: Blackwell Ultra, the B300 GPU, announced at GTC 2025) join 72 GPUs and 36 Grace CPUs over NVLink 5 switch
-# trays. Announced next (CES 2026; NVIDIA technical blog "Inside the NVIDIA Rubin Platform", January 2026): Vera Rubin
-# NVL72, with Rubin GPUs, Vera CPUs and NVLink 6 at 3.6 TB/s per GPU. labkit.hw holds only figures it has a datasheet
-# for, so these announcements stay in prose, with their source.
+# trays. The next generation is Vera Rubin NVL72, with Rubin GPUs, Vera CPUs and NVLink 6 at 3.6 TB/s per GPU: NVIDIA
+# said at CES 2026 that Rubin was in full production (technical blog "Inside the NVIDIA Rubin Platform", January 2026),
+# with the rack's production ramp in the third quarter of 2026 and the first cloud deployments in the second half.
+# labkit.hw holds only figures it has a datasheet for, so Rubin stays in prose, with its source, until one exists.
 #
+# The Blackwell DGX systems a 2026 buyer meets are in `labkit.hw`: DGX B200 (2024) and DGX B300 (2025), eight GPUs on
+# one NVLink 5 baseboard, and the GB200/GB300 NVL72 racks. Their headlines are FP8 with sparsity, like the DGX H100's
+# 32 PFLOPS, so they compare directly; FP4 is the figure NVIDIA quotes for inference:
+
+# %%
+for name in ["DGX H100", "DGX B200", "DGX B300", "GB200 NVL72", "GB300 NVL72"]:
+    s_ = hw.system(name)
+    g = s_.gpu_model
+    fp4 = g.peak("fp4", sparse=True).value * int(s_.gpu_count) / 1000 if g.has("fp4") else None
+    print(f"{name:12} {int(s_.gpu_count):3d} x {g.name:13} headline {s_.headline_text():26} "
+          f"FP4 (sparse) {f'{fp4:6.0f} PFLOP/s' if fp4 else '      —'}   ({s_.headline.source})")
+
+# %% [markdown]
 # The **DGX-1** joins its 8 GPUs directly, in a "hybrid cube-mesh": each V100 spends its 6 links on 4 neighbours (two
 # of them doubled), so some pairs have two links, some one, some none. Pairs without NVLink copy over PCIe through the
 # CPUs. Hover the links in the drawing.
@@ -455,7 +474,8 @@ here.draw()
 # - A GPU is SMs running warps of 32 threads, with registers, shared memory, L2 and HBM; Tensor Cores give the large peaks.
 #   Since Volta the threads of a warp schedule independently: warp-synchronous code needs the `_sync` primitives.
 # - FP64 peaks depend on where FP64 runs: Tensor Cores at twice the CUDA cores on A100/H100, one figure on B200,
-#   and far less on Blackwell Ultra (B300). NVLink-C2C joins Grace CPUs to Hopper and Blackwell GPUs.
+#   and far less on Blackwell Ultra (B300); Blackwell adds FP6 and FP4 Tensor Core rates. NVLink-C2C joins Grace CPUs
+#   to Hopper and Blackwell GPUs. DGX B200 and DGX B300 are the current 8-GPU DGX systems, GB200/GB300 NVL72 the racks.
 # - Vendor ratios depend on which precisions they compare and on sparsity: "10×" is Tensor Cores against FP32, "20×" is
 #   sparse TF32 against FP32, 5 PFLOPS is 8 GPUs with sparsity.
 # - DGX-1 wires GPUs directly (unequal pairs); NVSwitch gives every pair the full bandwidth, which is why one DGX-2

@@ -26,7 +26,7 @@ __all__ = [
     "system_explorer",
 ]
 
-DGX_GENERATIONS = ("DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200")
+DGX_GENERATIONS = ("DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200", "DGX B200", "DGX B300")
 
 
 def _computed(value: float, unit: str, how: str) -> hw.Figure:
@@ -70,6 +70,8 @@ METRICS: dict[str, Callable[[hw.System], hw.Figure | None]] = {
     "GPU memory, all GPUs": _memory_total,
     "headline compute": lambda s: s.headline,
     "FP16 dense peak, all GPUs": _all_gpus_peak("fp16"),
+    "FP8 dense peak, all GPUs": _all_gpus_peak("fp8"),
+    "FP4 dense peak, all GPUs": _all_gpus_peak("fp4"),
     "FP64 peak, all GPUs": _all_gpus_peak("fp64"),
     "system memory": lambda s: s.system_memory,
     "power": lambda s: s.power.to("kW") if s.power is not None else None,
@@ -288,7 +290,13 @@ def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 
                table=table, figure=None)
 
     def render(*_: Any) -> None:
-        names = list(pick.value) or [DGX_GENERATIONS[0]]
+        names = list(pick.value)
+        if not names:  # nothing selected: say so, rather than quietly charting a system nobody picked
+            box.figure = None
+            table.value = ""
+            out.outputs = message_outputs(LabkitError("no system is selected.",
+                                                      fix="Click a system in the list (Ctrl- or Cmd-click adds more)."))
+            return
         table.value = comparison_html(names)
         years = metric_w.value == "year"  # a year has no log scale: the box greys out and says so
         log_w.disabled = years
@@ -308,6 +316,17 @@ def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 
     return box
 
 
+def _nearest_precision(g: hw.GPU, precision: str) -> str:
+    """The precision to show on ``g`` when it lacks ``precision``: the next wider format it has (FP4 -> FP6 -> FP8 ->
+    FP16 ...), never a jump from a narrow Tensor Core format to FP64."""
+    order = ["fp4", "fp6", "fp8", "fp16", "bf16", "tf32", "fp32", "fp64"]
+    start = order.index(precision) if precision in order else 0
+    for p in order[start:] + order[:start][::-1]:
+        if g.has(p):
+            return p
+    return g.precisions()[0]
+
+
 @explorer
 def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: float = 10.0) -> Any:
     """Pick a GPU and a precision and slide the arithmetic intensity: the attainable rate and what bounds it."""
@@ -318,8 +337,8 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
     intensity = require_number(intensity, "intensity", min=0.01, max=10_000,
                                fix="The slider runs from 0.01 to 10000 FLOP/byte, e.g. intensity=10.")
     gpu_w = W.Dropdown(options=hw.gpus(), value=start.name, description="GPU")
-    prec_w = W.Dropdown(options=start.precisions(), value=precision if start.has(precision) else start.precisions()[0],
-                        description="precision")
+    first = precision if start.has(precision) else _nearest_precision(start, precision)
+    prec_w = W.Dropdown(options=start.precisions(), value=first, description="precision")
     sparse_w = W.Checkbox(value=False, description="2:4 sparsity")
     int_w = W.FloatLogSlider(value=intensity, base=10, min=-2, max=4, step=0.05, description="FLOP/byte", readout_format=".3g")
     summary = W.HTML()
@@ -328,6 +347,10 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
                controls={"gpu": gpu_w, "precision": prec_w, "sparse": sparse_w, "intensity": int_w}, summary=summary, figure=None)
 
     busy = [False]
+    notes: list[str] = []  # what a change of GPU did to the other controls, said once in the summary
+    if first != precision:
+        notes.append(f"{precision.upper()} does not exist on the {start.name} ({start.undefined.get(precision, 'no figure')}): "
+                     f"showing {first.upper()} instead.")
 
     @guarded(box, out)
     def render(*_: Any) -> None:
@@ -336,11 +359,20 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
         g = hw.gpu(gpu_w.value)
         entry = g.peaks.get(prec_w.value)
         sparse_w.disabled = entry is None or entry.sparse is None
+        if sparse_w.disabled and sparse_w.value:  # a greyed-out box must not stay ticked
+            busy[0] = True
+            try:
+                sparse_w.value = False
+            finally:
+                busy[0] = False
+            notes.append(f"2:4 sparsity is off: the {g.name} has no sparse {prec_w.value.upper()} rate.")
         sparse = sparse_w.value and not sparse_w.disabled
         r = rl.roofline(g.name, prec_w.value, sparse=sparse)
         x = int_w.value
         att = r.attainable(x)
-        summary.value = (
+        note = "".join(f"<br><span class='labkit-widget-note' style='color:#a04000'>{html.escape(n)}</span>" for n in notes)
+        notes.clear()
+        summary.value = note + "<br>" * bool(note) + (
             f"<b>{g.name}, {r.precision.upper()}{' sparse' if sparse else ''}</b>: at {x:.3g} FLOP/byte the roof is "
             f"<b>{att:.4g} {r.peak.unit}</b> ({att / r.peak.value:.0%} of the {r.peak.text()} peak), "
             f"{r.bound(x)}; ridge point {r.ridge_point:.1f} FLOP/byte "
@@ -350,7 +382,10 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
 
     def on_gpu(change: dict) -> None:
         g = hw.gpu(change["new"])
-        keep = prec_w.value if g.has(prec_w.value) else g.precisions()[0]
+        keep = prec_w.value if g.has(prec_w.value) else _nearest_precision(g, prec_w.value)
+        if keep != prec_w.value:
+            notes.append(f"{prec_w.value.upper()} does not exist on the {g.name} ({g.undefined.get(prec_w.value, 'no figure')}): "
+                         f"showing {keep.upper()} instead.")
         busy[0] = True
         try:
             prec_w.options = g.precisions()

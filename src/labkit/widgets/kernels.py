@@ -12,6 +12,8 @@ Figures are plotly ``go.Figure`` objects (never shown here); explorers are ipywi
 
 from __future__ import annotations
 
+import html
+
 import math
 from typing import Any
 
@@ -161,6 +163,11 @@ def thread_map(shape: tuple[int, int] = (20, 45), block: tuple[int, int] = (16, 
                      lambda: thread_map_figure((rows.value, cols.value), (bx.value, by.value)), [rows, cols, bx, by])
 
 
+def _count(n: int, noun: str) -> str:
+    """``"1 line"``, ``"4 lines"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def coalescing_figure(pattern: str = "contiguous", *, stride: int = 1, size: int = 4, offset: int = 0) -> Any:
     """The byte addresses of one warp's 32 accesses, coloured by 32-byte sector; the title gives sectors,
     128-byte lines and efficiency (bytes used / bytes moved)."""
@@ -174,8 +181,10 @@ def coalescing_figure(pattern: str = "contiguous", *, stride: int = 1, size: int
         x=list(range(32)), y=[a - base for a in addrs], mode="markers",
         marker=dict(size=10, color=sectors, colorscale="Turbo"),
         text=[f"lane {ln}: byte {a}, sector {a // occ.SECTOR}" for ln, a in enumerate(addrs)], hoverinfo="text"))
+    what = f"stride {stride}, " if pattern == "strided" else ""  # only the strided pattern uses the stride
     fig.update_layout(
-        title=(f"{pattern} (stride {stride}, {size}-byte elements): {c.sectors} sectors, {c.lines} lines of 128 B; "
+        title=(f"{pattern} ({what}{size}-byte elements): {_count(c.sectors, 'sector')}, "
+               f"{_count(c.lines, 'line')} of 128 B; "
                f"{c.bytes_used} B used of {c.bytes_moved} B moved = {100 * c.efficiency:.0f}% efficient"),
         xaxis_title="lane", yaxis_title="byte offset from the lowest address", height=380,
         margin=dict(l=60, r=20, t=60, b=40))
@@ -191,9 +200,15 @@ def coalescing_explorer() -> Any:
     stride = W.IntSlider(value=2, min=1, max=64, description="stride")
     size = W.Dropdown(options=[1, 2, 4, 8, 16], value=4, description="bytes")
     offset = W.IntSlider(value=0, min=0, max=31, description="offset")
-    return _explorer([W.HBox([pattern, stride]), W.HBox([size, offset])],
-                     lambda: coalescing_figure(pattern.value, stride=stride.value, size=size.value, offset=offset.value),
-                     [pattern, stride, size, offset])
+
+    def make() -> Any:
+        stride.disabled = pattern.value != "strided"  # the other patterns have no stride: a live slider would mislead
+        stride.description = "stride" if pattern.value == "strided" else "stride (strided only)"
+        return coalescing_figure(pattern.value, stride=stride.value, size=size.value, offset=offset.value)
+
+    box = _explorer([W.HBox([pattern, stride]), W.HBox([size, offset])], make, [pattern, stride, size, offset])
+    box.controls = {"pattern": pattern, "stride": stride, "bytes": size, "offset": offset}
+    return box
 
 
 def occupancy_figure(arch: str = "sm_90", threads: int = 256, registers: int = 32, shared: int = 0) -> Any:
@@ -238,7 +253,10 @@ def occupancy_calculator(arch: str = "sm_90", threads: int = 256, registers: int
         try:
             fig = occupancy_figure(a.value, t.value, r.value, s.value)
         except LabkitError as exc:
-            msg.value = f"<b>cannot launch:</b> {exc}"
+            text, _, fix = str(exc).partition("\n  What to do: ")
+            text = text.removeprefix("cannot launch: ")  # the message already says it; the label says it once
+            msg.value = (f"<b>cannot launch:</b> {html.escape(text)}"
+                         + (f"<br><b>What to do:</b> {html.escape(fix)}" if fix else ""))
             return None
         msg.value = str(occ.occupancy(a.value, t.value, r.value, s.value))
         return fig
