@@ -5,8 +5,9 @@ Numba's simulator hands a kernel its arrays through two layers of wrappers, and 
 NumPy array with GPU rules where NumPy differs:
 
 - an element index below zero is out of bounds (NumPy would count from the end);
-- elements of integer types narrower than 64 bits read as ``np.int64`` and stores wrap to the element's width,
-  as Numba types them on a GPU (:mod:`labkit.sim.integers`);
+- elements of integer types narrower than 64 bits read as ``np.int64`` (tagged with their width, so that
+  ``cuda.clz`` counts 32 bits of an ``int32``) and stores wrap to the element's width, as Numba types them on a GPU
+  (:mod:`labkit.sim.integers`);
 - ``shape``, ``size``, ``ndim`` and ``dtype`` are plain attributes; anything else is the NumPy array's.
 
 The strict memory model has its own arrays (:mod:`labkit.sim.memory`).
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .integers import store_value
+from .integers import WIDE, Int32, store_value
 
 
 class KernelArray:
@@ -37,26 +38,32 @@ class KernelArray:
         return getattr(self.live, name)
 
     def __getitem__(self, idx: Any) -> Any:
-        if type(idx) is int:
+        tp = type(idx)
+        if tp is int or tp is Int32:  # (Int32: cuda.threadIdx.x)
             if idx >= 0:
                 return self.live[idx]
-        elif type(idx) is tuple and len(idx) == 2:
+        elif tp is tuple and len(idx) == 2:
             i, j = idx
-            if type(i) is int and type(j) is int and i >= 0 and j >= 0:
+            if type(i) in _INTS and type(j) in _INTS and i >= 0 and j >= 0:
                 return self.live[idx]
         return self.live[_checked(idx, self.shape)]
 
     def __setitem__(self, idx: Any, value: Any) -> None:
-        if type(idx) is int:
+        tp = type(idx)
+        if tp is int or tp is Int32:
             if idx >= 0:
                 self.live[idx] = value
                 return
-        elif type(idx) is tuple and len(idx) == 2:
+        elif tp is tuple and len(idx) == 2:
             i, j = idx
-            if type(i) is int and type(j) is int and i >= 0 and j >= 0:
+            if type(i) in _INTS and type(j) in _INTS and i >= 0 and j >= 0:
                 self.live[idx] = value
                 return
         self.live[_checked(idx, self.shape)] = value
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """A NumPy ufunc called in a kernel (``np.sin(x, out)``, as numba-cuda allows): on the arrays themselves."""
+        return array_ufunc(ufunc, method, inputs, kwargs)
 
 
 class NarrowIntArray(KernelArray):
@@ -66,10 +73,30 @@ class NarrowIntArray(KernelArray):
 
     def __getitem__(self, idx: Any) -> Any:
         value = KernelArray.__getitem__(self, idx)
-        return np.int64(value) if isinstance(value, np.integer) else value
+        return WIDE[value.dtype](value) if isinstance(value, np.integer) else value
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         KernelArray.__setitem__(self, idx, store_value(value, self.dtype))
+
+
+_INTS = (int, Int32)
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, KernelArray):
+        return value.live
+    if isinstance(value, tuple):
+        return tuple(_unwrap(v) for v in value)
+    return value
+
+
+def array_ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """``ufunc`` (``method``) on kernel arrays: applied to the NumPy arrays under them; what it writes is written."""
+    if method != "__call__":
+        return NotImplemented
+    inputs = tuple(_unwrap(v) for v in inputs)
+    kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+    return getattr(ufunc, method)(*inputs, **kwargs)
 
 
 def _checked(idx: Any, shape: tuple[int, ...]) -> Any:

@@ -34,7 +34,8 @@ import numpy as np
 
 from . import blocks, limits
 from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
-from .errors import KernelTimeout
+from .errors import KernelFault, KernelTimeout
+from .integers import Int32
 from .limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG, is_learner_frame, raise_in_thread
 
 SCHEDULES = ("forward", "reverse", "shuffle")
@@ -123,15 +124,20 @@ class BlockRun:
 
 
 class Dim3:
-    """``threadIdx``, ``blockIdx``: x, y and z, and iterable as (x, y, z)."""
+    """``threadIdx``, ``blockIdx``: x, y and z (32-bit integers, as Numba types them on a GPU:
+    :class:`~labkit.sim.integers.Int32`), iterable as (x, y, z); ``print(cuda.threadIdx)`` shows ``(1, 0, 0)``
+    as Numba's simulator does."""
 
     __slots__ = ("x", "y", "z")
 
     def __init__(self, x: int, y: int, z: int) -> None:
-        self.x, self.y, self.z = x, y, z
+        self.x, self.y, self.z = Int32(x), Int32(y), Int32(z)
 
     def __iter__(self) -> Any:
         return iter((self.x, self.y, self.z))
+
+    def __str__(self) -> str:
+        return f"({self.x}, {self.y}, {self.z})"
 
     def __repr__(self) -> str:
         return f"Dim3({self.x}, {self.y}, {self.z})"
@@ -457,7 +463,9 @@ def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, modul
                     raise blocks.timeout_report(blk, blk.launch.limit_s) from None
                 except BaseException as exc:
                     if isinstance(exc, Exception):
-                        exc.sim_thread = (tuple(t.threadIdx), tuple(blk.index))  # type: ignore[attr-defined]
+                        positioned = thread_position(exc, t)
+                        if positioned is not exc:
+                            raise positioned from None
                     raise
                 if done is _FINISHED:
                     t.state = DONE
@@ -485,6 +493,36 @@ def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, modul
         current = None
         module.threadIdx = None
         _stop(blk)
+
+
+class DivisionByZero(ZeroDivisionError, FloatingPointError):
+    """A division by zero in a ``debug=True`` kernel: a GPU raises ``ZeroDivisionError`` (Python's error model),
+    Numba's simulator ``FloatingPointError`` (NumPy's); this is both."""
+
+
+def thread_position(exc: Exception, t: SimThread) -> Exception:
+    """``exc`` raised by thread ``t``, with its position first in its message as Numba's simulator and a GPU with
+    ``debug=True`` write it (``tid=[8, 0, 0] ctaid=[0, 0, 0]: index 8 is out of bounds ...``) and as
+    ``exc.sim_thread`` ((thread, block) for labkit's own explanation). A NumPy division by zero in a debug kernel
+    becomes a :class:`DivisionByZero`. Exceptions of labkit's own model (races, barriers: they name their threads
+    in words) keep their message."""
+    where = (tuple(t.threadIdx), tuple(t.blockIdx))
+    prefix = f"tid={list(where[0])} ctaid={list(where[1])}"
+    if isinstance(exc, FloatingPointError) and not isinstance(exc, DivisionByZero) and "divide by zero" in str(exc):
+        new = DivisionByZero(f"{prefix}: division by zero")
+        new.__traceback__ = exc.__traceback__
+        exc = new
+    elif not isinstance(exc, (KernelFault, OSError)) and not getattr(exc, "sim_thread", None):
+        args = exc.args
+        if not args:
+            exc.args = (prefix,)
+        elif len(args) == 1 and isinstance(args[0], str):
+            exc.args = (f"{prefix}: {args[0]}",)
+    try:
+        exc.sim_thread = where  # type: ignore[attr-defined]
+    except AttributeError:  # (an exception type with __slots__: it keeps its message)
+        pass
+    return exc
 
 
 def _release(blk: BlockRun, hooks: Hooks | None) -> None:

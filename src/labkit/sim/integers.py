@@ -16,11 +16,87 @@ from typing import Any
 import numpy as np
 
 
+class Int32(int):
+    """An integer that Numba types as 32-bit on a GPU (``threadIdx.x``, an ``int32`` argument of a declared
+    signature): arithmetic with it widens as Python's (Numba widens ``int32`` with an ``int64``), and ``cuda.popc``,
+    ``clz``, ``ffs`` and ``brev`` count its 32 bits."""
+
+    __slots__ = ()
+    bits = 32
+
+
+class Int16(int):
+    """:class:`Int32` of 16 bits (an ``int16``/``uint16`` argument of a declared signature)."""
+
+    __slots__ = ()
+    bits = 16
+
+
+class Int8(int):
+    """:class:`Int32` of 8 bits."""
+
+    __slots__ = ()
+    bits = 8
+
+
+TAGGED_INTS = {8: Int8, 16: Int16, 32: Int32}
+
+
+class _Wide(np.int64):
+    """An element of a narrow integer array as a kernel reads it: an ``np.int64`` (arithmetic as Numba types it on
+    a GPU) that remembers its element's width for the bit intrinsics (``bits``)."""
+
+    __slots__ = ()
+    bits = 64
+
+    def __repr__(self) -> str:
+        return repr(np.int64(self))
+
+
+class Wide8(_Wide):
+    __slots__ = ()
+    bits = 8
+
+
+class Wide16(_Wide):
+    __slots__ = ()
+    bits = 16
+
+
+class Wide32(_Wide):
+    __slots__ = ()
+    bits = 32
+
+
+#: the class a read of an element of each narrow integer dtype gives
+WIDE: dict[np.dtype, type] = {np.dtype(t): {1: Wide8, 2: Wide16, 4: Wide32}[np.dtype(t).itemsize]
+                              for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)}
+
+
 def widen(value: Any) -> Any:
-    """A narrow NumPy integer scalar as ``np.int64``; anything else unchanged."""
-    if isinstance(value, np.integer) and value.dtype.itemsize < 8:
-        return np.int64(value)
+    """A narrow NumPy integer scalar as ``np.int64`` (tagged with its width, :class:`Wide32`); anything else unchanged."""
+    if isinstance(value, np.integer) and value.dtype.itemsize < 8 and not isinstance(value, _Wide):
+        return WIDE[value.dtype](value)
     return value
+
+
+def bit_width(value: Any) -> int:
+    """Bits of an integer as Numba types it on a GPU: 32 for ``threadIdx.x``, an element of an ``int32`` array or an
+    ``int32`` argument; a NumPy integer's own width; 64 for a Python ``int``."""
+    bits = getattr(type(value), "bits", None)
+    if bits is not None:
+        return bits
+    if isinstance(value, np.integer):
+        return value.dtype.itemsize * 8
+    return 64
+
+
+def tagged(value: Any, dtype: np.dtype) -> Any:
+    """``value`` as a kernel gets an integer argument declared of ``dtype`` in its signature: narrower than 64
+    bits, wrapped to that width and tagged (:class:`Int32`); 64 bits, as it is."""
+    if dtype.itemsize >= 8 or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        return value
+    return TAGGED_INTS[dtype.itemsize * 8](int(store_value(int(value), dtype)))
 
 
 _RANGES: dict[np.dtype, tuple[int, int]] = {}

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import engine
 from .arrays import kernel_array
+from .integers import tagged
 from .limits import LEARNER_CODE_LIMIT_S
 
 _pending: dict[str, Any] = {}  # options for the next launch
@@ -112,12 +113,82 @@ def _fake_arg(kernel: Any, arg: Any, retr: list[Any]) -> Any:
     return ret
 
 
+def _declared_types(sig: Any) -> tuple | None:
+    """The argument types of a signature given to ``cuda.jit`` (None: none, several, or one it cannot read)."""
+    try:
+        from numba.cuda.core.sigutils import is_signature, normalize_signature
+
+        if not is_signature(sig):
+            return None
+        return tuple(normalize_signature(sig)[0])
+    except Exception:  # noqa: BLE001 - Numba's simulator itself ignores signatures: so does a launch it cannot read
+        return None
+
+
+def _as_declared(value: Any, ty: Any) -> Any:
+    """A scalar argument as the declared type makes it on a GPU: an integer narrower than 64 bits wraps and counts
+    its own bits (:func:`labkit.sim.integers.tagged`), a ``float32`` is a ``np.float32``, a ``boolean`` a bool."""
+    from numba.cuda import types as nbtypes
+
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        return value
+    if isinstance(ty, nbtypes.Integer) and isinstance(value, (int, np.integer)):
+        return tagged(value, np.dtype(f"{'i' if ty.signed else 'u'}{ty.bitwidth // 8}"))
+    if isinstance(ty, nbtypes.Float) and ty.bitwidth == 32:
+        return np.float32(value)
+    if isinstance(ty, nbtypes.Boolean):
+        return bool(value)
+    return value
+
+
+def declared_args(kernel: Any, args: tuple) -> tuple:
+    """``args`` converted to the argument types of the kernel's declared signature, if it has one."""
+    types = getattr(kernel, "_labkit_argtypes", None)
+    if not types or len(types) != len(args):
+        return args
+    return tuple(_as_declared(a, t) for a, t in zip(args, types))
+
+
+def _jit(original: Any) -> Any:
+    """Numba's simulator ``cuda.jit``, which keeps the argument types of a declared signature for the launch."""
+
+    @functools.wraps(original)
+    def jit(func_or_sig: Any = None, *args: Any, **kwargs: Any) -> Any:
+        made = original(func_or_sig, *args, **kwargs)
+        types = _declared_types(func_or_sig) if func_or_sig is not None and not callable(func_or_sig) else None
+        if types is None or not callable(made):
+            return made
+
+        def wrapper(fn: Any) -> Any:
+            kernel = made(fn)
+            kernel._labkit_argtypes = types
+            return kernel
+
+        return wrapper
+
+    jit._labkit = True  # type: ignore[attr-defined]
+    return jit
+
+
+def _debug_threads(fn: Any) -> Any:
+    """A ``debug=True`` kernel's threads: a division by zero raises (:class:`labkit.sim.engine.DivisionByZero`),
+    as on a GPU, instead of giving ``inf``."""
+
+    def debug_thread(*args: Any) -> None:
+        with np.errstate(divide="raise"):
+            fn(*args)
+
+    return debug_thread
+
+
 def kernel_call(self: Any, *args: Any) -> Any:
     """``FakeCUDAKernel.__call__``: a device function is called in place; a launch runs on the engine."""
     from numba.cuda.errors import normalize_kernel_dimensions
     from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator.kernelapi import swapped_cuda_module
 
+    if getattr(self, "_labkit_argtypes", None):
+        args = declared_args(self, args)
     if self._device or sim_kernel._kernel_context is not None:
         with swapped_cuda_module(self.fn, sim_kernel._kernel_context):
             return self.fn(*args)
@@ -132,8 +203,9 @@ def kernel_call(self: Any, *args: Any) -> Any:
         setup = opts.pop("setup", None)
         if setup is not None:
             setup(module)
+        fn = _debug_threads(self.fn) if getattr(self, "_debug", False) else self.fn
         with swapped_cuda_module(self.fn, module):
-            engine.run(self.fn, grid, block, fake_args, module=module, **opts)
+            engine.run(fn, grid, block, fake_args, module=module, **opts)
         for write_back in retr:
             write_back()
     return None
@@ -147,7 +219,13 @@ def install() -> None:
     global _installed
     if _installed:
         return
+    import numba.cuda
+    from numba.cuda.simulator import api
     from numba.cuda.simulator import kernel as sim_kernel
 
     sim_kernel.FakeCUDAKernel.__call__ = kernel_call
+    if not getattr(api.jit, "_labkit", False):
+        api.jit = _jit(api.jit)
+    if getattr(numba.cuda, "jit", None) is not None and not getattr(numba.cuda.jit, "_labkit", False):
+        numba.cuda.jit = api.jit
     _installed = True

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import engine
 from .errors import KernelFault
-from .integers import store_value
+from .integers import WIDE, Int32, store_value, widen
 
 #: CUDA's launch limits: grid x up to 2**31 - 1 blocks, y and z up to 65,535; a block of at most 1,024 threads.
 MAX_GRID = (2**31 - 1, 65_535, 65_535)
@@ -196,6 +196,7 @@ class LaunchReport:
 
 
 KINDS = ("read", "write", "atomic")
+_INTS = (int, Int32)
 READ, WRITE, ATOMIC = 0, 1, 2
 
 
@@ -379,7 +380,7 @@ class TrackedArray:
         self._mult = tuple(reversed(mult))
         self._s1 = live.shape[1] if live.ndim == 2 else 0
         self._int = live.dtype.kind in "iu"
-        self._widen = self._int and live.dtype.itemsize < 8
+        self._widen = WIDE[live.dtype] if self._int and live.dtype.itemsize < 8 else None  # the class narrow reads give
         self._poison = poison_value(live.dtype) if live.dtype.kind in "fiub" else None
         # this epoch: element -> reader(s), writer, atomic updater(s), as stamps (see _stamp)
         self._log: list[tuple[int, Any]] = []  # this epoch's reads, (element, stamp), until _readers() sorts them
@@ -397,6 +398,10 @@ class TrackedArray:
 
     def __len__(self) -> int:
         return self.shape[0]
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """A NumPy ufunc in a kernel (``np.sin(x, out)``): element reads and writes like any other (see :func:`_ufunc`)."""
+        return _ufunc(ufunc, method, inputs, kwargs)
 
     @property
     def written(self) -> np.ndarray:
@@ -499,13 +504,13 @@ class TrackedArray:
         if self._record:
             self._model.note(self, me, flat, READ)
         if not self._track:  # an array no thread writes in this launch: its reads cannot race
-            return np.int64(value) if self._widen else value
+            return self._widen(value) if self._widen else value
         if self._w or self._a:
             value = self._read_written(flat, value, me)
         self._log.append((flat, me) if me.meets is None else (flat, (me, len(me.meets))))
         if self.poisoned and not self.wmask[flat] and self._model.uninitialised is None and self._is_poison(value):
             self._model.uninitialised = UninitialisedRead(self.name, self.space, self.index_of(flat), _tid(me), _bid(me))
-        return np.int64(value) if self._widen else value
+        return self._widen(value) if self._widen else value
 
     def _read_written(self, flat: int, value: Any, me: Any) -> Any:
         """A read in an epoch with writes or atomics: a race if another thread's of this element is not ordered
@@ -607,18 +612,18 @@ class _Tracked1D(TrackedArray):
     __slots__ = ()
 
     def __getitem__(self, i: Any) -> Any:
-        if type(i) is int and i >= 0:
+        if (type(i) is int or type(i) is Int32) and i >= 0:  # (Int32: cuda.threadIdx.x)
             value = self.live[i]  # (NumPy raises IndexError past the end)
             if self._record or self._w or self._a or (self.poisoned and not self.wmask[i]):
                 return self._read(i, value)
             if self._track:  # the usual read, inlined from _read: remember the reader
                 me = engine.current
                 self._log.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
-            return np.int64(value) if self._widen else value
+            return self._widen(value) if self._widen else value
         return TrackedArray.__getitem__(self, i)
 
     def __setitem__(self, i: Any, value: Any) -> None:
-        if type(i) is int and 0 <= i < self.size:
+        if (type(i) is int or type(i) is Int32) and 0 <= i < self.size:
             self._write(i, i, value)
         else:
             TrackedArray.__setitem__(self, i, value)
@@ -632,7 +637,7 @@ class _Tracked2D(TrackedArray):
     def __getitem__(self, idx: Any) -> Any:
         if type(idx) is tuple and len(idx) == 2:
             i, j = idx
-            if type(i) is int and type(j) is int and i >= 0 and 0 <= j < self._s1:
+            if type(i) in _INTS and type(j) in _INTS and i >= 0 and 0 <= j < self._s1:
                 value = self.live[idx]  # (NumPy raises IndexError past the last row)
                 flat = i * self._s1 + j
                 if self._record or self._w or self._a or (self.poisoned and not self.wmask[flat]):
@@ -640,13 +645,13 @@ class _Tracked2D(TrackedArray):
                 if self._track:  # the usual read, inlined from _read: remember the reader
                     me = engine.current
                     self._log.append((flat, me) if me.meets is None else (flat, (me, len(me.meets))))
-                return np.int64(value) if self._widen else value
+                return self._widen(value) if self._widen else value
         return TrackedArray.__getitem__(self, idx)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         if type(idx) is tuple and len(idx) == 2:
             i, j = idx
-            if type(i) is int and type(j) is int and 0 <= i < self.shape[0] and 0 <= j < self._s1:
+            if type(i) in _INTS and type(j) in _INTS and 0 <= i < self.shape[0] and 0 <= j < self._s1:
                 self._write(idx, i * self._s1 + j, value)
                 return
         TrackedArray.__setitem__(self, idx, value)
@@ -658,7 +663,7 @@ class _Unwatched1D(_Tracked1D):
     __slots__ = ()
 
     def __getitem__(self, i: Any) -> Any:
-        if type(i) is int and i >= 0:
+        if (type(i) is int or type(i) is Int32) and i >= 0:
             return self.live[i]
         return TrackedArray.__getitem__(self, i)
 
@@ -699,8 +704,8 @@ class _UnwatchedNarrow1D(_Tracked1D):
     __slots__ = ()
 
     def __getitem__(self, i: Any) -> Any:
-        if type(i) is int and i >= 0:
-            return np.int64(self.live[i])
+        if (type(i) is int or type(i) is Int32) and i >= 0:
+            return self._widen(self.live[i])
         return TrackedArray.__getitem__(self, i)
 
 
@@ -713,7 +718,7 @@ class _UnwatchedNarrow2D(_Tracked2D):
         try:
             i, j = idx
             if i >= 0 <= j:
-                return np.int64(self.live[idx])
+                return self._widen(self.live[idx])
         except (TypeError, ValueError):
             pass
         return TrackedArray.__getitem__(self, idx)
@@ -729,7 +734,7 @@ class _UnwatchedNarrowND(TrackedArray):
             try:
                 i, j, k = idx
                 if i >= 0 <= j and k >= 0:
-                    return np.int64(self.live[idx])
+                    return self._widen(self.live[idx])
             except (TypeError, ValueError):
                 pass
         elif type(idx) is tuple and len(idx) == self.ndim:
@@ -737,7 +742,7 @@ class _UnwatchedNarrowND(TrackedArray):
                 if type(i) is not int or i < 0:
                     break
             else:
-                return np.int64(self.live[idx])
+                return self._widen(self.live[idx])
         return TrackedArray.__getitem__(self, idx)
 
 
@@ -800,6 +805,44 @@ class _Row:
     def atomic_target(self, idx: Any) -> tuple[np.ndarray, Any]:
         return self._parent.atomic_target(self._full(idx))
 
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return _ufunc(ufunc, method, inputs, kwargs)
+
+
+def _elements(array: Any) -> np.ndarray:
+    """The elements of a tracked array (or row) as the calling thread reads them, one recorded read each."""
+    shape = tuple(array.shape)
+    values = [array[k if len(k) > 1 else k[0]] for k in np.ndindex(*shape)]
+    return np.array(values, dtype=array.dtype).reshape(shape)
+
+
+def _ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """``ufunc(*inputs, **kwargs)`` in a strict launch: every element of a tracked input is a recorded read and
+    every element of a tracked ``out`` a recorded write (with its race checks), as the loop it stands for would be."""
+    if method != "__call__":
+        return NotImplemented
+    tracked = (TrackedArray, _Row)
+    args = tuple(_elements(v) if isinstance(v, tracked) else v for v in inputs)
+    outs = kwargs.get("out")
+    targets: list[tuple[Any, np.ndarray]] = []
+    if outs is not None:
+        plain = []
+        for o in outs:
+            if isinstance(o, tracked):
+                scratch = np.empty(tuple(o.shape), dtype=o.dtype)
+                targets.append((o, scratch))
+                plain.append(scratch)
+            else:
+                plain.append(o)
+        kwargs = dict(kwargs, out=tuple(plain))
+    result = ufunc(*args, **kwargs)
+    for o, scratch in targets:
+        for k in np.ndindex(*scratch.shape):
+            o[k if len(k) > 1 else k[0]] = scratch[k]
+    if targets and outs is not None:
+        return outs[0] if len(outs) == 1 else outs
+    return result
+
 
 _ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin", "cas")
 active: Model | None = None  # the model of the strict launch in progress (one launch at a time, as the simulator)
@@ -846,7 +889,7 @@ def _strict_add(self: _StrictAtomics, array: Any, index: Any, val: Any) -> Any:
         old = target[key]
         if dt.kind in "iu" and isinstance(val, (int, np.integer)):
             target[key] = store_value(int(old) + int(val), dt)  # wraps to the element's width, as on a GPU
-            return np.int64(old) if dt.itemsize < 8 else old
+            return widen(old)
         if dt.kind == "f":
             target[key] = old + dt.type(val)  # (Numba converts the value to the array's type first)
             return old

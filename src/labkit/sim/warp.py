@@ -44,6 +44,7 @@ import numpy as np
 from . import engine
 from .engine import BARRIER, DONE, WAITING
 from .errors import WarpError
+from .integers import Int32, bit_width
 
 FULL_MASK = 0xFFFFFFFF
 
@@ -51,11 +52,13 @@ _installed = False
 calls = 0  # warp-level calls made so far in this process (the lab checks read it to see shuffles were used)
 
 
-class WarpInt32(int):
+class WarpInt32(Int32):
     """An integer that Numba types as ``int32`` on a GPU (a ballot, a match mask): ``-1`` for all 32 lanes.
 
     It behaves as a Python ``int`` (arithmetic with it widens, as Numba widens ``int32`` with an ``int64``),
     and ``cuda.popc`` counts its 32 bits."""
+
+    __slots__ = ()
 
     def __new__(cls, bits: int) -> "WarpInt32":
         bits &= FULL_MASK
@@ -385,13 +388,8 @@ def lanemask_lt(self: Any) -> int:
 
 
 def _width(value: Any) -> int:
-    """Bits of an integer as Numba types it on a GPU: 32 for int32 values such as ballots, a NumPy integer's own
-    width, 64 for a Python int."""
-    if isinstance(value, WarpInt32):
-        return 32
-    if isinstance(value, np.integer):
-        return value.dtype.itemsize * 8
-    return 64
+    """Bits of an integer as Numba types it on a GPU (:func:`labkit.sim.integers.bit_width`)."""
+    return bit_width(value)
 
 
 def popc(self: Any, value: Any) -> int:
