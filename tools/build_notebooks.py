@@ -13,8 +13,9 @@ versions of the learner's code::
 
 ``notebooks/NN-topic.ipynb`` gets the skeletons and no outputs; ``notebooks/solutions/NN-topic.ipynb``
 gets the solutions. In the solution notebook every check cell (a cell calling ``labkit.check.``) is tagged
-``nbval-check-output``; ``--execute`` runs the notebook in ``sim`` mode and stores the outputs of those cells
-only, so the tests compare what each check printed (after sanitising) and the files stay small.
+``nbval-check-output``; ``--execute`` runs the notebook in ``sim`` mode and stores the outputs of those cells,
+which the tests compare (after sanitising), and what the other cells showed, text and figures, which nothing
+compares but a reader (and the website, ``make site``) sees: ``tools/notebook_outputs.py`` says what is kept.
 
     python tools/build_notebooks.py [--execute] [--check] [NAMES...]
 
@@ -42,6 +43,9 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import notebook_outputs  # noqa: E402  (tools/notebook_outputs.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "notebooks" / "src"
@@ -118,13 +122,10 @@ def execute(nb: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
     os.environ["LABKIT_EXPECT"] = "solved"
     os.environ.pop("LABKIT_PTX_AUDIT", None)
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
-    nb.metadata.pop("widgets", None)  # widget state: large and meaningless without a live kernel
+    # check cells keep their outputs for nbval; the others keep text and figures (the website shows them), each
+    # explorer becomes a static picture of its state, and the widget state (large, dead without a kernel) goes
+    notebook_outputs.keep(nb, CHECKED)
     nb.metadata["language_info"] = {"name": "python"}
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.metadata.pop("execution", None)
-            if CHECKED not in cell.metadata.get("tags", []):
-                cell.outputs, cell.execution_count = [], None
     return nb
 
 

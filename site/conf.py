@@ -1,0 +1,74 @@
+"""Sphinx configuration of the course's website (``make site``; site/README.md says how to build and publish it).
+
+The sources are assembled by ``tools/site_pages.py`` into ``site/_build/src`` and built with this file
+(``sphinx-build -c site``). Nothing is executed and nothing is fetched: the pages show what the solution notebooks
+store, and every theme file, script (plotly.js included) and font comes from the installed packages.
+
+For an admin: the three ``labkit_*`` settings below (or the environment variables named beside them) make the
+"Open in JupyterHub" button of each lab page an nbgitpuller link to your hub. Left empty, the button says that no hub
+is set up and leads to the page that explains this.
+"""
+
+from __future__ import annotations
+
+import os
+
+# ---- settings for the site's admin ------------------------------------------------------------------------------
+#: your JupyterHub, e.g. "https://hub.example.edu" (nbgitpuller must be installed in its user image; the course's is)
+labkit_hub_url = os.environ.get("LABKIT_SITE_HUB_URL", "")
+#: the public git repository the hub clones, e.g. "https://github.com/you/dgx-course" (also the repository button)
+labkit_repository_url = os.environ.get("LABKIT_SITE_REPOSITORY_URL", "")
+#: the branch nbgitpuller pulls
+labkit_repository_branch = os.environ.get("LABKIT_SITE_BRANCH", "main")
+#: the folder the clone gets in a learner's home (default: the repository's name)
+labkit_clone_dir = os.environ.get("LABKIT_SITE_CLONE_DIR", "")
+
+# ---- Sphinx ------------------------------------------------------------------------------------------------------
+project = "GPU computing on NVIDIA DGX systems, from Python"
+author = "the course's authors"
+copyright = "the course's authors, Apache-2.0"
+extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton"]
+exclude_patterns = ["_extra", "_static", "**.ipynb_checkpoints"]
+nitpicky = True  # a reference that resolves nowhere is a warning, and a warning fails the build (-W)
+suppress_warnings: list[str] = []
+language = "en"
+
+# MyST and MyST-NB: read the notebooks' stored outputs, never execute them
+nb_execution_mode = "off"
+nb_merge_streams = True
+nb_ipywidgets_js: dict = {}  # no widget manager from a CDN: the notebooks store a static picture of each explorer
+myst_heading_anchors = 3
+myst_enable_extensions = ["colon_fence"]
+nb_render_markdown_format = "myst"
+
+# HTML: the book theme, every asset local
+html_theme = "sphinx_book_theme"
+html_title = "GPU computing on DGX, from Python"
+html_static_path = ["_static", "_build/src/_static"]
+html_extra_path = ["_build/src/_extra"]
+html_css_files = ["labkit-site.css"]
+html_js_files = ["labkit-site.js"]
+html_copy_source = False  # the notebooks are downloadable as they are, from notebooks/
+html_show_sourcelink = False
+html_last_updated_fmt = None
+html_theme_options = {
+    **({"repository_url": labkit_repository_url, "repository_branch": labkit_repository_branch,
+        "use_repository_button": True} if labkit_repository_url else {}),
+    "use_download_button": False,  # each lab page has its own download buttons (learner and solution notebooks)
+    "use_fullscreen_button": True,
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+}
+pygments_style = "default"
+html_context = {"default_mode": "light"}  # the theme logs a console error when the mode is left unset
+
+
+def _plotly_where_drawn(app, pagename, templatename, context, doctree):  # noqa: ANN001
+    """plotly.js (4.6 MB, from the plotly package) only on the pages that draw a figure."""
+    if doctree is not None and "labkit-plotly" in context.get("body", ""):
+        app.add_js_file("plotly.min.js", priority=400)
+
+
+def setup(app):  # noqa: ANN001
+    app.connect("html-page-context", _plotly_where_drawn)
