@@ -5,6 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CUPY_STAMP := $(VENV)/.installed-cupy
+DOCS_STAMP := $(VENV)/.installed-docs
 WHEELHOUSE ?= wheelhouse
 CHP_VERSION ?= 5.3.0
 CHP    := $(VENV)/node/node_modules/.bin/configurable-http-proxy
@@ -25,7 +26,7 @@ PY312  ?= $(or $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/pyth
 VENVREH := .venv-rehearsal
 REH_STAMP := $(VENVREH)/.installed
 
-.PHONY: lab test test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
+.PHONY: lab test site test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +39,11 @@ $(STAMP): pyproject.toml constraints.txt
 $(CUPY_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,cuda12]"
 	touch $(CUPY_STAMP)
+
+# The website's builder (`make site`; the extra [docs]: Sphinx, MyST-NB, the book theme). `make lab` does not install it.
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev,docs]"
+	touch $(DOCS_STAMP)
 
 $(HUB5_STAMP): $(STAMP) constraints-hub5.txt tools/overlay_venv.sh
 	sh tools/overlay_venv.sh $(PY) $(VENVHUB5) constraints-hub5.txt
@@ -70,7 +76,7 @@ lab: $(STAMP)
 
 ## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
 ## then the toolchain-dependent tests again under CUDA 13 (test-cu13)
-test: $(STAMP) $(CUPY_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP) $(REH_STAMP)
+test: $(STAMP) $(CUPY_STAMP) $(DOCS_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP) $(REH_STAMP)
 	@start=$$(date +%s); \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
@@ -84,6 +90,14 @@ test-cu13: $(CU13_STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY13) -m pytest -n $(PYTEST_WORKERS) -m toolchain -p no:randomly --timeout 300 -q \
 	    tests/test_toolchains.py tests/test_ptx.py tests/test_ptx_kernels.py tests/test_ptx_cuda_sources.py \
 	    tests/test_tensorcores.py tests/test_check_lab05.py tests/test_check_lab06.py tests/test_check_lab10_clusters.py
+
+## site: the course as a website in site/_build/html (site/README.md): pages from what the solution notebooks store,
+## nothing executed, nothing downloaded; any Sphinx warning fails it (tests/test_site.py builds and checks it in Chromium)
+site: $(DOCS_STAMP)
+	@start=$$(date +%s); \
+	$(PY) tools/site_pages.py && \
+	$(PY) -m sphinx -W --keep-going -n -q -b html -c site site/_build/src site/_build/html && \
+	echo "make site: site/_build/html ($$(du -sh site/_build/html | cut -f1)) built in $$(( $$(date +%s) - start )) s"
 
 ## notebooks: rebuild learner and solution notebooks from notebooks/src (and store solution outputs, sim mode)
 notebooks: $(STAMP)
