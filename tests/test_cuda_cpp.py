@@ -34,7 +34,9 @@ def test_plan_is_decided_by_code_only() -> None:
 @pytest.mark.parametrize("code, what", [
     ('extern __shared__ float s[4]; extern "C" __global__ void k(float* x) { x[0] = s[0]; }', "dynamic shared memory"),
     ('extern "C" __global__ void k(float* x) { asm volatile("trap;"); }', "inline PTX"),
-    ('#include <cooperative_groups.h>\nextern "C" __global__ void k(float* x) { x[0] = 1; }', "cooperative"),
+    ('#include <cooperative_groups.h>\nextern "C" __global__ void k(float* x) { cooperative_groups::this_grid().sync(); }',
+     "cooperative groups beyond"),
+    ('extern "C" __global__ void __cluster_dims__(2, 1, 1) k(float* x) { x[0] = 1; }', "__cluster_dims__"),
     ('#include <curand_kernel.h>\nextern "C" __global__ void k(float* x) { x[0] = 1; }', "curand_kernel"),
 ])
 def test_what_the_stand_in_does_not_emulate_is_named(code: str, what: str) -> None:

@@ -4,12 +4,15 @@ The learner completes ``cluster_sum(const float* x, float* out, int n)``: each b
 own shared memory; then block rank 0 of each thread-block cluster adds its peers' partial sums, read straight from
 their shared memory (``cluster.map_shared_rank``), and writes ``out[cluster index]``.
 
-Everywhere, the check compiles the source for sm_90 with NVRTC and reads the PTX: a read of a peer's shared memory
-(``mapa``), a cluster barrier (``barrier.cluster.wait``) before the first such read, so the peers have written
-their sums, and one after the last, so no block exits while its shared memory is still being read, and the
-block's rank in its cluster (``%cluster_ctarank``) choosing who combines. The simulator cannot run a cluster, so in
-``sim`` mode that is the whole check, and it says so. On a GPU of compute capability 9.0 or later it also launches
-the kernel through ``cuda.core`` with clusters of 2 and 4 blocks on fresh data and compares every cluster's sum.
+The check grades values. Without a GPU (or on one older than Hopper) it runs the kernel on labkit's CPU stand-in
+(:mod:`labkit.cuda_host`), which runs a cluster's blocks together, each with its own shared memory, ``cluster.sync()``
+as a barrier over the whole cluster (one some threads skip is an error, as it hangs or orders nothing on a GPU) and
+``cluster.map_shared_rank`` into a peer that must still be running: fresh sizes, clusters of 2 and 4 blocks, each case
+with the blocks of a cluster given the CPU lowest rank first and then highest first, so a read before the peers wrote
+and a block that exits while it is read both show. On a GPU of compute capability 9.0 or later it launches the
+kernel through ``cuda.core`` with clusters of 2 and 4 blocks on fresh data instead. Both compare every cluster's sum.
+Then it compiles the source for sm_90 with NVRTC and reads the PTX: a read of a peer's shared memory (``mapa``),
+cluster barriers (``barrier.cluster.wait``) around the reads, and the block's rank (``%cluster_ctarank``).
 """
 
 from __future__ import annotations
@@ -93,8 +96,8 @@ def _compile(source: str) -> str:
                            "cg::this_cluster(), cluster.sync(), cluster.map_shared_rank(ptr, rank).") from None
 
 
-def judge_ptx(ptx_text: str) -> ClusterPTX:
-    """Raise :class:`Failed` (or :class:`Unsolved` for an untouched skeleton) on what the PTX shows is missing."""
+def read_or_unsolved(ptx_text: str) -> ClusterPTX:
+    """The PTX's cluster instructions; :class:`Unsolved` for an untouched skeleton (no cluster code at all)."""
     from ..errors import LabkitError
 
     try:
@@ -105,6 +108,12 @@ def judge_ptx(ptx_text: str) -> ClusterPTX:
     if not reads and not waits:
         raise Unsolved("the kernel has no cluster code yet (no cluster barrier, no read of another block's shared "
                        "memory): write the part after the block's own reduction.")
+    return mix
+
+
+def judge_ptx_shape(mix: ClusterPTX) -> ClusterPTX:
+    """Raise :class:`Failed` on what the PTX shows is missing (a peer read, the two cluster barriers, the rank)."""
+    reads, waits = mix.peer_reads, mix.cluster_waits
     if not reads:
         raise Failed(f"the {ARCH} PTX has no `mapa`: no block reads another block's shared memory.",
                      cause="read each peer's partial sum through distributed shared memory: "
@@ -124,6 +133,11 @@ def judge_ptx(ptx_text: str) -> ClusterPTX:
                      "combines and writes the cluster's sum.",
                      cause="let one block per cluster combine: if (cluster.block_rank() == 0 && threadIdx.x == 0).")
     return mix
+
+
+def judge_ptx(ptx_text: str) -> ClusterPTX:
+    """Raise :class:`Failed` (or :class:`Unsolved` for an untouched skeleton) on what the PTX shows is missing."""
+    return judge_ptx_shape(read_or_unsolved(ptx_text))
 
 
 def run_on_gpu(source: str, x: np.ndarray, cluster: int, block: int) -> np.ndarray:
@@ -172,6 +186,114 @@ def _gpu_cases(source: str) -> str:
     return " On the GPU: run through cuda.core with clusters of 2 and 4 blocks, every cluster's sum right."
 
 
+#: The value ``out`` holds before the kernel runs: a slot still holding it was never written.
+UNWRITTEN = np.float32(-7777.25)
+#: (blocks per cluster, threads per block) of the CPU stand-in's cases: clusters of 2 and of 4, several block sizes.
+HOST_CASES = ((2, 128), (4, 64), (4, 256), (2, 32))
+
+
+def _host_inputs(rng: np.random.Generator, cluster: int, block: int) -> tuple[np.ndarray, int]:
+    """Fresh data for one case: whole numbers (every order of adding agrees), a partial last cluster whose last
+    block(s) may lie wholly past ``n``."""
+    per = cluster * block
+    n = int(rng.integers(2, 5)) * per + int(rng.integers(1, per))
+    return np.rint(rng.uniform(-8, 8, n)).astype(np.float32), n
+
+
+def _value_cause(x: np.ndarray, got: float, k: int, cluster: int, block: int, other_ok: bool) -> str:
+    """Why out[k] holds ``got`` instead of cluster k's sum, read from the values (None: no clear pattern)."""
+    per = cluster * block
+    part = x[k * per:(k + 1) * per]
+    blocks = [float(part[j * block:(j + 1) * block].sum()) for j in range(cluster)]
+    if np.isnan(got):
+        return ("the sum read a peer's shared memory before that block had written its partial sum (shared memory "
+                "starts uninitialised: NaN here). Call cluster.sync() after the block's own reduction and before "
+                "reading the peers, from every thread of every block.")
+    if got == UNWRITTEN:
+        return (f"out[{k}] was never written. Each cluster writes exactly one slot, out[blockIdx.x / "
+                "cluster.num_blocks()], from block rank 0's thread 0.")
+    if other_ok:
+        return (f"the sums are right with clusters of another size but not with clusters of {cluster} blocks: use "
+                "cluster.num_blocks() for the cluster size (in the loop over ranks and in the output index), never a "
+                "fixed number.")
+    for j, v in enumerate(blocks):
+        if got == v:
+            return f"out[{k}] is only block rank {j}'s own sum: add every block's partial[0], r = 0 .. cluster.num_blocks() - 1."
+        if got == cluster * v and cluster > 1:
+            return (f"out[{k}] is {cluster} × block rank {j}'s sum: the loop reads the same block every time; read "
+                    "*cluster.map_shared_rank(&partial[0], r) with the loop's r.")
+    return (f"out[{k}] must be the sum of the {cluster} blocks' partial[0] of cluster {k}, read with "
+            "*cluster.map_shared_rank(&partial[0], r) for r = 0 .. cluster.num_blocks() - 1.")
+
+
+def _stand_in_cause(text: str) -> str:
+    if "already left the kernel (its shared memory" in text:
+        return ("end the kernel with cluster.sync(), reached by every thread of every block: a block's shared memory "
+                "must stay alive until every read of it in the cluster is done.")
+    if "cluster.sync() that only some threads" in text:
+        return ("call cluster.sync() from every thread of every block, outside any `if` on the block's rank or the "
+                "thread index: if (rank == 0) { cluster.sync(); ... } waits for blocks that never arrive.")
+    if "__syncthreads() that only some" in text:
+        return "keep every thread running to each __syncthreads(): put the bounds check around the work, not around the barrier."
+    return "see the sentence above: it names the thread and what it did."
+
+
+def host_cases(source: str, rng: np.random.Generator | None = None) -> str:
+    """Run ``source`` on the CPU stand-in with clusters of 2 and 4 blocks on fresh data, each case with the blocks of
+    a cluster given the CPU lowest rank first and then highest first; raise :class:`Failed` on a wrong sum or on what
+    the stand-in reports (a cluster barrier some threads skip, a read of a block that has exited)."""
+    from ..cuda_host import HostKernelError, run_on_host_batch
+    from ..errors import LabkitError
+
+    rng = rng or np.random.default_rng()
+    cases, launches = [], []
+    for cluster, block in HOST_CASES:
+        x, n = _host_inputs(rng, cluster, block)
+        n_clusters = -(-n // (cluster * block))
+        for order in ("forward", "reverse"):
+            out = np.full(n_clusters, UNWRITTEN, dtype=np.float32)
+            cases.append((cluster, block, order, x, n, out))
+            launches.append(((n_clusters * cluster,), (block,), (x.copy(), out, np.int32(n)), 0, cluster, order))
+    try:
+        run_on_host_batch(source, ENTRY, launches)
+    except HostKernelError as exc:
+        text = str(exc.args[0])
+        raise Failed(text, cause=_stand_in_cause(text)) from None
+    except LabkitError as exc:
+        raise Failed(str(exc.args[0]), cause=getattr(exc, "fix", None)) from None
+    ok_sizes = {c for c, b, o, x, n, out in cases if np.array_equal(out, _sums(x, c * b))}
+    for cluster, block, order, x, n, out in cases:
+        want = _sums(x, cluster * block)
+        bad = np.flatnonzero(~((out == want) | (np.isnan(out) & np.isnan(want))))
+        if bad.size:
+            k = int(bad[0])
+            first = "lowest" if order == "forward" else "highest"
+            raise Failed(f"on the CPU stand-in, clusters of {cluster} blocks of {block} threads, n={n} (the cluster's "
+                         f"blocks run {first} rank first): out[{k}] is {_show(out[k])}, expected {want[k]:g}.",
+                         cause=_value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster})))
+    return (" On labkit's CPU stand-in: clusters of 2 and 4 blocks (32 to 256 threads) on fresh data, each run with "
+            "the cluster's blocks in two orders, every cluster's sum right.")
+
+
+def _sums(x: np.ndarray, per: int) -> np.ndarray:
+    return np.array([x[k:k + per].sum() for k in range(0, x.size, per)], dtype=np.float32)
+
+
+def _show(v: float) -> str:
+    return "never written" if v == UNWRITTEN else f"{v:g}"
+
+
+def _ptx_cause(mix: ClusterPTX) -> str | None:
+    """The cause the PTX shows for wrong values, where it shows one (no peer read at all, no use of the rank)."""
+    if not mix.peer_reads:
+        return (f"the {ARCH} PTX has no `mapa`: no block reads another block's shared memory; `partial[0]` alone is the "
+                "block's own. Read each peer's partial sum with *cluster.map_shared_rank(&partial[0], r).")
+    if not mix.uses_rank:
+        return (f"the {ARCH} PTX never reads the block's rank in its cluster (`%cluster_ctarank`): every block combines "
+                "and writes. Let one block per cluster combine: if (cluster.block_rank() == 0 && threadIdx.x == 0).")
+    return None
+
+
 @exercise(
     "10.cluster",
     kind="kernel",
@@ -189,16 +311,28 @@ def _gpu_cases(source: str) -> str:
     reference=reference_source,
 )
 def cluster_sum(source: str) -> str:
-    """Grade the CUDA C++ source of ``cluster_sum(const float* x, float* out, int n)``: its sm_90 PTX everywhere, and
-    on a GPU of compute capability 9.0 or later its results with clusters of 2 and 4 blocks."""
+    """Grade the CUDA C++ source of ``cluster_sum(const float* x, float* out, int n)``: its sums with clusters of 2 and
+    4 blocks (on a GPU of compute capability 9.0 or later through cuda.core, else on labkit's CPU stand-in), and its
+    sm_90 PTX."""
     from ..cupylab import cupy_or_none
+    from ..cuda_host import HostUnavailable
 
     if not isinstance(source, str):
         raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")
-    judge_ptx(_compile(source))
+    mix = read_or_unsolved(_compile(source))
+    gpu_note = ""
+    if cupy_or_none() is not None:
+        gpu_note = _gpu_cases(source)
+    if not gpu_note.startswith(" On the GPU"):
+        try:
+            values = host_cases(source)
+        except Failed as exc:
+            raise Failed(exc.args[0], cause=_ptx_cause(mix) or exc.cause) from None
+        except HostUnavailable as exc:
+            values = (f" The CPU stand-in could not run it ({exc}), so its values were not checked here; on a GPU of "
+                      "compute capability 9.0 or later this check runs it.")
+        gpu_note = values + gpu_note
+    judge_ptx_shape(mix)
     base = (f"its {ARCH} PTX reads the peers' shared memory (mapa) between two cluster barriers "
             "(barrier.cluster.wait), and one block per cluster (%cluster_ctarank) combines.")
-    if cupy_or_none() is None:
-        return base + (" The simulator cannot run a cluster, so the values were not checked here; on a GPU of compute "
-                       "capability 9.0 or later this check also runs it.")
-    return base + _gpu_cases(source)
+    return base + gpu_note
