@@ -17,6 +17,9 @@ from labkit import progress_service as ps  # noqa: E402
 from test_progress_service import FakeHubAPI, call, rec, start_service  # noqa: E402
 
 
+P = "self-reported progress"
+
+
 def parse(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
@@ -31,11 +34,11 @@ def test_rows_keep_a_pass_and_the_last_verdict(tmp_path) -> None:
     text = gradebook.to_csv(store.cells())
     assert text.splitlines()[0] == ",".join(gradebook.COLUMNS)
     assert parse(text) == [
-        {"user": "alice", "exercise": "02.vector-add", "status": "passed", "attempts": "3", "hints": "2"},
-        {"user": "bob", "exercise": "03.transpose", "status": "failed", "attempts": "2", "hints": "1"},
+        {"user": "alice", "exercise": "02.vector-add", P: "passed", "attempts": "3", "hints": "2", "grade": "", "out of": ""},
+        {"user": "bob", "exercise": "03.transpose", P: "failed", "attempts": "2", "hints": "1", "grade": "", "out of": ""},
     ]
-    assert gradebook.rows(store.cells(), exercises={"03.transpose"}) == [("bob", "03.transpose", "failed", 2, 1)]
-    assert gradebook.to_csv({}) == "user,exercise,status,attempts,hints\r\n"
+    assert gradebook.rows(store.cells(), exercises={"03.transpose"}) == [("bob", "03.transpose", "failed", 2, 1, "", "")]
+    assert gradebook.to_csv({}) == "user,exercise,self-reported progress,attempts,hints,grade,out of\r\n"
 
 
 def test_a_name_is_never_a_spreadsheet_formula() -> None:
@@ -64,8 +67,8 @@ def test_instructor_downloads_the_gradebook(live: str) -> None:
     status, text = call(live + "api/summary?format=csv", "tok-ingrid")
     assert status == 200
     assert parse(text) == [
-        {"user": "alice", "exercise": "02.vector-add", "status": "passed", "attempts": "2", "hints": "1"},
-        {"user": "bob", "exercise": "03.transpose", "status": "unsolved", "attempts": "1", "hints": "0"},
+        {"user": "alice", "exercise": "02.vector-add", P: "passed", "attempts": "2", "hints": "1", "grade": "", "out of": ""},
+        {"user": "bob", "exercise": "03.transpose", P: "unsolved", "attempts": "1", "hints": "0", "grade": "", "out of": ""},
     ]
     status, page = call(live, "tok-ingrid")
     assert status == 200 and 'href="api/summary?format=csv"' in page

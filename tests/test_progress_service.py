@@ -142,7 +142,7 @@ def test_learners_post_their_own_results(service) -> None:
         (None, rec(), 401),                                   # no token at all
         ("tok-alice", b"{not json", 400),                     # malformed JSON
         ("tok-alice", b"[1, 2]", 400),                        # JSON, not an object
-        ("tok-alice", rec(exercise="02.no-such"), 400),       # an unknown exercise id
+        ("tok-alice", rec(exercise="02.no-such"), 422),       # an exercise this service does not know (yet)
         ("tok-alice", rec(status="great"), 400),
         ("tok-alice", rec(attempt=0), 400),
         ("tok-alice", rec(hints=-1), 400),

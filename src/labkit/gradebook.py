@@ -1,15 +1,19 @@
 """The CSV gradebook an instructor downloads from the progress service's live page.
 
-One row per learner and exercise tried: ``user, exercise, status, attempts, hints``. ``status`` is ``passed`` once
-any attempt passed (a later failed re-run does not take the grade away), otherwise the last verdict (``failed`` or
-``unsolved``). Rows come sorted by user, then exercise, so two downloads of the same data are byte-identical and a
+One row per learner and exercise: ``user, exercise, self-reported progress, attempts, hints, grade, out of``.
+
+``self-reported progress`` is what the learner's kernel posted: ``passed`` once any attempt passed (a later failed
+re-run does not take it away), otherwise the last verdict (``failed`` or ``unsolved``). It is never a grade: a
+learner holds their server's token and can post ``passed`` for every exercise with one notebook cell.
+
+``grade`` and ``out of`` come only from Otter-Grader's results for the learner's submitted notebook, graded by the
+instructor outside the learner's control (``labkit export --otter``, then ``otter run`` / ``otter grade``, which run
+each exercise's check afresh): :func:`read_otter_results` reads them. Without results the grade is empty. Import
+``grade`` into an LMS, never the progress column (course/classroom.md, "Grades for an LMS"). Rows come sorted by user, then exercise, so two downloads of the same data are byte-identical and a
 spreadsheet or an LMS import sees a stable order. Learner names are written as text: a name that a spreadsheet
 would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) gets a leading
 apostrophe, the usual guard against CSV formula injection.
 
-The rows are what the learners' kernels reported: a learner holds their server's token and could post a record
-by hand, so the gradebook shows progress, not proof of a solution. For marks, grade the submitted notebooks
-(``labkit export --otter``, which runs each exercise's check afresh).
 
 This module knows only the service's cells (any object with ``solved``, ``status``, ``attempts`` and ``hints``),
 not its storage or its web app, so it is tested on its own and the service's route only calls it.
@@ -19,13 +23,17 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+from pathlib import Path
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from .errors import LabkitError
 
 #: The gradebook's header row, in order.
-COLUMNS: tuple[str, ...] = ("user", "exercise", "status", "attempts", "hints")
+COLUMNS: tuple[str, ...] = ("user", "exercise", "self-reported progress", "attempts", "hints", "grade", "out of")
+#: Grades as :func:`read_otter_results` gives them: user -> exercise -> (score, max score).
+Grades = Mapping[str, Mapping[str, tuple[float, float]]]
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -65,26 +73,57 @@ def _valid(cells: Any, exercises: Any) -> set[str] | None:
     return set(items)
 
 
-def rows(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None) -> list[tuple[str, str, str, int, int]]:
-    """The gradebook's rows from ``user -> exercise -> cell``, sorted by user and exercise.
+Row = tuple[str, str, str, Any, Any, Any, Any]
 
-    ``exercises``, when given, keeps only those ids (the course's current exercises)."""
+
+def rows(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None,
+         grades: Grades | None = None) -> list[Row]:
+    """The gradebook's rows from ``user -> exercise -> cell`` and Otter's ``grades``, sorted by user and exercise.
+
+    ``exercises``, when given, keeps only those ids (the course's current exercises). A pair with a grade but no
+    progress record still has its row (progress and attempts empty); a pair without a grade has an empty grade."""
     keep = _valid(cells, exercises)
-    out = []
-    for user in sorted(cells):
-        for ex in sorted(cells[user]):
+    grades = grades or {}
+    out: list[Row] = []
+    for user in sorted(set(cells) | set(grades)):
+        mine, graded = cells.get(user, {}), grades.get(user, {})
+        for ex in sorted(set(mine) | set(graded)):
             if keep is not None and ex not in keep:
                 continue
-            c = cells[user][ex]
-            out.append((user, ex, "passed" if c.solved else c.status, c.attempts, c.hints))
+            c = mine.get(ex)
+            score, possible = graded.get(ex, ("", ""))
+            if c is None:
+                out.append((user, ex, "", "", "", score, possible))
+            else:
+                out.append((user, ex, "passed" if c.solved else c.status, c.attempts, c.hints, score, possible))
     return out
 
 
-def to_csv(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None) -> str:
-    """The gradebook as CSV text (header row first, ``\\r\\n`` line ends as RFC 4180 has them)."""
+def to_csv(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None,
+           grades: Grades | None = None) -> str:
+    """The gradebook as CSV text (header row first, CRLF line ends as RFC 4180 has them)."""
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(COLUMNS)
-    for user, ex, status, attempts, hints in rows(cells, exercises):
-        writer.writerow((_text(user), ex, status, attempts, hints))
+    for user, *rest in rows(cells, exercises, grades):
+        writer.writerow((_text(user), *rest))
     return buf.getvalue()
+
+
+def read_otter_results(folder: str | Path) -> dict[str, dict[str, tuple[float, float]]]:
+    """Grades from Otter's ``results.json`` files in ``folder``: ``<user>.json`` or ``<user>/results.json``, one per
+    learner's submission, as the instructor's ``otter run`` wrote them. Returns user -> exercise -> (score, max)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise LabkitError(f"{folder} is not a folder of Otter results.",
+                          fix="Grade each submission with `otter run -a autograder.zip <user>.ipynb -o <folder>/<user>`.")
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for path in sorted([*folder.glob("*.json"), *folder.glob("*/results.json")]):
+        user = path.parent.name if path.name == "results.json" else path.stem
+        try:
+            tests = json.loads(path.read_text())["tests"]
+            out[user] = {str(t["name"]): (float(t["score"]), float(t["max_score"])) for t in tests}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise LabkitError(f"{path} is not an Otter results.json ({exc}).",
+                              fix="Use the results.json that `otter run` writes, unchanged.") from None
+    return out

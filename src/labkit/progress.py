@@ -60,6 +60,9 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 #: (400, 413: the record itself is wrong). Anything else (no answer, 5xx, 401/403/404 while the hub restarts,
 #: 408, 429) is tried again later.
 FINAL_CODES = frozenset({200, 201, 409, 400, 413})
+#: The service does not know the record's exercise (its labkit is older than the course image's): the record is
+#: kept and offered again at every later send, after the others, until an updated service stores it.
+LATER_CODE = 422
 
 _ATTEMPTS: dict[str, int] = {}  # exercise id -> attempts counted in this process (when the file cannot be read)
 _NEXT_TRY = 0.0  # time.monotonic() before which no post is tried (backoff)
@@ -274,6 +277,8 @@ def flush(*, budget_s: float = FLUSH_BUDGET_S, force: bool = False) -> int:
             except Exception:  # noqa: BLE001 - no answer: try again later
                 _failed()
                 break
+            if code == LATER_CODE:  # not yet: keep it, send the others
+                continue
             if code not in FINAL_CODES:
                 _failed()
                 break

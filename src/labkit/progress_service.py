@@ -11,7 +11,10 @@ Routes under the service prefix:
     One record (:class:`labkit.progress.Record` as JSON) for the token's own user: 201 when stored, 200 when that
     (user, exercise, attempt) was stored before (a record sent again keeps one row). Refused with a 4xx, storing
     nothing, when the token lacks ``access:services!service=labkit-progress`` (403), names another user (403),
-    is malformed JSON or a malformed record (400), or names an exercise the course does not have (400).
+    is malformed JSON, nested too deep, or a malformed record (400), is larger than :data:`MAX_BODY` (refused by
+    tornado before it is read, by its ``Content-Length``), names an exercise this service does not know (422: the
+    kernel keeps it and sends it again later, when an updated service may know it), or comes faster than
+    :data:`RECORDS_PER_MINUTE` a learner (429, with ``Retry-After``).
 ``GET api/mine``
     The caller's own results: a learner reads only their own.
 ``GET api/summary``
@@ -30,6 +33,7 @@ import argparse
 import html
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -46,7 +50,16 @@ INSTRUCTOR_SCOPE = "custom:labkit-progress:read-all"
 STUCK_MINUTES = 10.0
 #: Seconds between refreshes of the instructor's page.
 REFRESH_S = 5
-MAX_BODY = 4096  # a record is about 120 bytes
+MAX_BODY = 4096  # a record is about 120 bytes; tornado refuses a longer body by its Content-Length, before reading it
+#: Records one learner may post per minute (a burst of this many, then one every 60/N s); more answer 429.
+RECORDS_PER_MINUTE = 60
+#: Rows kept per learner and exercise: beyond this, a new attempt overwrites the learner's newest row for that
+#: exercise (the verdict stays current; one learner cannot grow the database without bound).
+MAX_ROWS_PER_EXERCISE = 200
+
+
+#: What an exercise id looks like (``00.vector-add``); anything else is a malformed record (400), not a newer one.
+_EXERCISE_ID = re.compile(r"[0-9]{2}[a-z0-9_]*\.[a-z0-9][a-z0-9._-]{0,60}")
 
 
 class BadInput(Exception):
@@ -75,6 +88,8 @@ def parse_record(body: bytes, user: str, known: set[str]) -> dict[str, Any]:
         d = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise BadInput(400, "the body is not JSON") from None
+    except RecursionError:
+        raise BadInput(400, "the body is nested too deep") from None
     if not isinstance(d, dict):
         raise BadInput(400, "the body must be a JSON object")
     if "user" in d and d["user"] != user:
@@ -86,13 +101,15 @@ def parse_record(body: bytes, user: str, known: set[str]) -> dict[str, Any]:
     if d.get("v", RECORD_VERSION) != RECORD_VERSION:
         raise BadInput(400, f"record version {d.get('v')!r}; this service reads version {RECORD_VERSION}")
     ex = d.get("exercise")
-    if not isinstance(ex, str) or ex not in known:
-        raise BadInput(400, f"unknown exercise id {ex!r}")
+    if not isinstance(ex, str) or not _EXERCISE_ID.fullmatch(ex):
+        raise BadInput(400, f"{ex!r} is not an exercise id")
+    if ex not in known:
+        raise BadInput(422, f"unknown exercise id {ex!r} (this service's labkit may be older than the course's)")
     if d.get("status") not in STATUSES:
         raise BadInput(400, f"status must be one of {STATUSES}")
     for key in ("attempt", "hints"):
         value = d.get(key, 0 if key == "hints" else None)
-        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "attempt" else 0) or value > 100_000:
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "attempt" else 0) or value > 10_000:
             raise BadInput(400, f"{key} must be a whole number ({'from 1' if key == 'attempt' else 'from 0'})")
     stamp = d.get("time", "")
     if not isinstance(stamp, str) or len(stamp) > 40:
@@ -145,6 +162,8 @@ class Store:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, check_same_thread=False)
+        if self.path != ":memory:":
+            os.chmod(self.path, 0o600)  # the learners' results: the service's own, never world-readable
         self._lock = threading.Lock()
         with self._lock, self._db:
             self._db.execute(
@@ -157,8 +176,19 @@ class Store:
             self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS one_per_attempt ON results (user, exercise, attempt)")
 
     def add(self, user: str, rec: dict[str, Any], received: float | None = None) -> bool:
-        """Store one validated record for ``user``; False (nothing stored) when that attempt is already there."""
+        """Store one validated record for ``user``; False (nothing stored) when that attempt is already there.
+        Past :data:`MAX_ROWS_PER_EXERCISE` rows for one (user, exercise), the newest row is overwritten instead."""
         with self._lock, self._db:
+            key = (user, rec["exercise"])
+            if self._db.execute("SELECT 1 FROM results WHERE user = ? AND exercise = ? AND attempt = ?",
+                                (*key, rec["attempt"])).fetchone():
+                return False
+            n, newest = self._db.execute("SELECT COUNT(*), MAX(id) FROM results WHERE user = ? AND exercise = ?", key).fetchone()
+            if n >= MAX_ROWS_PER_EXERCISE:
+                self._db.execute("UPDATE results SET status = ?, attempt = ?, hints = ?, client_time = ?, received = ? WHERE id = ?",
+                                 (rec["status"], rec["attempt"], rec["hints"], rec["time"],
+                                  time.time() if received is None else received, newest))
+                return True
             cur = self._db.execute(
                 "INSERT OR IGNORE INTO results (user, exercise, status, attempt, hints, client_time, received) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -241,28 +271,31 @@ _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>labkit progre
 table{{border-collapse:collapse}}.solved{{background:#c8f0c8}}.stuck{{background:#f6c0c0}}.trying{{background:#fff3c0}}</style>
 </head><body><h1>Who is where</h1>
 <p>Stuck: not solved {stuck:g} minutes after the first try. Refreshed every {refresh:g} s. <span id="at"></span>
-<a href="api/summary?format=csv" download>Gradebook (CSV)</a></p>
+<a href="api/summary?format=csv" download>Self-reported progress (CSV): not marks</a></p>
 <p id="lost" style="display:none;color:#a00"></p>
 <div id="table">{table}</div>
 <script>
 // Refresh every {refresh:g} s. When the service does not answer (restarting), say so and try again, waiting longer each
 // time (up to a minute); a service that hangs counts as not answering after 10 s; when it answers 401/403 (the
-// login expired), reload the page, which logs in again.
+// login expired), reload the page once, which logs in again (never in a loop).
 let wait = {refresh_ms}, failures = 0;
+const XSRF = {xsrf};
 function lost(text) {{ const p = document.getElementById("lost"); p.textContent = text; p.style.display = text ? "" : "none"; }}
 async function refresh() {{
   try {{
-    const r = await fetch("api/summary?format=html", {{credentials: "same-origin", cache: "no-store",
+    const r = await fetch("api/summary?format=html", {{credentials: "same-origin", cache: "no-store", headers: {{"X-XSRFToken": XSRF}},
                                                        signal: AbortSignal.timeout(Math.max(10000, 2 * {refresh_ms}))}});
-    if (r.status === 401 || r.status === 403) {{ window.location.reload(); return; }}
+    if ((r.status === 401 || r.status === 403) && !sessionStorage.getItem("labkit-reloaded")) {{
+      sessionStorage.setItem("labkit-reloaded", "1"); window.location.reload(); return; }}  // once: no reload loop
     if (!r.ok) throw new Error("HTTP " + r.status);
+    sessionStorage.removeItem("labkit-reloaded");
     document.getElementById("table").innerHTML = await r.text();
     document.getElementById("at").textContent = "Last update " + new Date().toLocaleTimeString();
     failures = 0; wait = {refresh_ms}; lost("");
   }} catch (e) {{
     failures += 1; wait = Math.min(60000, {refresh_ms} * 2 ** failures);
     lost("The progress service does not answer (" + e.message + "); trying again in " + Math.round(wait / 1000) + " s. "
-         + "The table below is from " + document.getElementById("at").textContent.replace("Last update ", "") + ".");
+         + "The table below is from " + (document.getElementById("at").textContent.replace("Last update ", "") || "the page's load") + ".");
   }}
   setTimeout(refresh, wait);
 }}
@@ -270,10 +303,12 @@ setTimeout(refresh, wait);
 </script></body></html>"""
 
 
-def render_page(data: dict[str, Any], refresh_s: float = REFRESH_S) -> str:
-    """The instructor's whole page: the table now, and a script that fetches it again every ``refresh_s`` seconds."""
+def render_page(data: dict[str, Any], refresh_s: float = REFRESH_S, xsrf: str = "") -> str:
+    """The instructor's whole page: the table now, and a script that fetches it again every ``refresh_s`` seconds,
+    sending the service's XSRF token (``xsrf``): JupyterHub's OAuth refuses a script's cookie-authenticated fetch
+    without it (401), and the page would reload itself at every refresh."""
     return _PAGE.format(table=render_table(data), stuck=data["stuck_after_minutes"], refresh=refresh_s,
-                        refresh_ms=round(refresh_s * 1000))
+                        refresh_ms=round(refresh_s * 1000), xsrf=json.dumps(xsrf))
 
 
 # ---------------------------------------------------------------------------------------------- the tornado app
@@ -304,13 +339,14 @@ def cookie_secret(store: Store) -> bytes:
 
 
 def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = None, stuck_minutes: float = STUCK_MINUTES,
-             hub_auth: Any = None, refresh_s: float = REFRESH_S) -> Any:
+             hub_auth: Any = None, refresh_s: float = REFRESH_S, records_per_minute: int = RECORDS_PER_MINUTE) -> Any:
     """The tornado application under ``prefix``. ``hub_auth`` defaults to a :class:`HubOAuth` configured from the
     environment JupyterHub gives a managed service; the page refreshes every ``refresh_s`` seconds."""
     from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
     from tornado import web
 
     known = set(known_exercises() if exercises is None else exercises)
+    limit = RateLimit(records_per_minute)
     if hub_auth is None:
         hub_auth = HubOAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)
     prefix = prefix if prefix.endswith("/") else prefix + "/"
@@ -351,6 +387,10 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
                 raise web.HTTPError(403, "results are posted with a token (the server's JUPYTERHUB_API_TOKEN)")
             if user.get("kind", "user") != "user":
                 raise web.HTTPError(403, "only users post results")
+            wait = limit.take(user["name"])
+            if wait:
+                self.set_header("Retry-After", str(int(wait) + 1))
+                raise web.HTTPError(429, f"more than {records_per_minute} records a minute: wait {wait:.0f} s")
             try:
                 rec = parse_record(self.request.body, user["name"], known)
             except BadInput as exc:
@@ -386,7 +426,9 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
         def get(self) -> None:
             self.instructor()
             self.set_header("Content-Type", "text/html; charset=utf-8")
-            self.finish(render_page(summary(store, known, stuck_minutes=stuck_minutes), refresh_s))
+            xsrf = self.xsrf_token
+            self.finish(render_page(summary(store, known, stuck_minutes=stuck_minutes), refresh_s,
+                                    xsrf=xsrf.decode() if isinstance(xsrf, bytes) else str(xsrf)))
 
     class Callback(HubOAuthCallbackHandler):
         # the app's own HubOAuth, the one that made the login's state: it keeps the PKCE code verifier the hub
@@ -404,6 +446,26 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
         ],
         cookie_secret=cookie_secret(store),
     )
+
+
+class RateLimit:
+    """A token bucket per key: ``per_minute`` at once, then one every ``60 / per_minute`` s."""
+
+    def __init__(self, per_minute: int = RECORDS_PER_MINUTE) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(per_minute)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, key: str, now: float | None = None) -> float:
+        """0 when ``key`` may go ahead (one token taken), else the seconds until it may."""
+        now = time.monotonic() if now is None else now
+        tokens, last = self._buckets.get(key, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - last) * self.rate)
+        if tokens < 1:
+            self._buckets[key] = (tokens, now)
+            return (1 - tokens) / self.rate
+        self._buckets[key] = (tokens - 1, now)
+        return 0.0
 
 
 #: The scope a token needs to reach the service at all (JupyterHub's own naming).
@@ -489,6 +551,13 @@ def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0
             c[name].server_token_scopes = list(c.Spawner.server_token_scopes)
 
 
+def listen(app: Any, port: int, host: str) -> Any:
+    """Serve ``app`` on ``host:port``; returns tornado's HTTPServer. A body longer than :data:`MAX_BODY` is refused
+    by its ``Content-Length`` (or, chunked, as soon as it grows past it) before it is read into memory, and before
+    any token is checked: an anonymous client cannot make the service buffer 100 MB."""
+    return app.listen(port, host, max_body_size=MAX_BODY)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m labkit.progress_service [--db PATH] [--stuck-minutes N]``, started by JupyterHub as a managed service.
 
@@ -503,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
     app = make_app(Store(args.db), prefix=prefix, stuck_minutes=args.stuck_minutes)
     host = os.environ.get("LABKIT_PROGRESS_LISTEN") or url.hostname or "127.0.0.1"  # e.g. 0.0.0.0 behind a Service
-    app.listen(url.port or 80, host)
+    listen(app, url.port or 80, host)
     print(f"labkit-progress: listening on {host}:{url.port} at {prefix}, results in {args.db}", flush=True)
     ioloop.IOLoop.current().start()
     return 0
