@@ -70,8 +70,18 @@ $(CHP): $(STAMP)
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/node configurable-http-proxy@$(CHP_VERSION)
 	test -x $(CHP) && touch $(CHP)
 
-## lab: install everything pinned and open JupyterLab at the start notebook (simulator mode without a GPU)
-lab: $(STAMP)
+## lab: install what a learner needs (pinned, without the test extras) and open JupyterLab at the start notebook (simulator mode without a GPU)
+# A learner's install: labkit and what the labs need at run time (jupyterlab is among them), pinned; not the
+# [dev] extras the tests use (pytest, Playwright, JupyterHub, otter-grader, jupytext: nothing a learner opens).
+# On a .venv that `make test` built, the extras are already there and this adds nothing.
+LAB_STAMP := $(VENV)/.installed-lab
+$(LAB_STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e .
+	touch $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
 	$(VENV)/bin/labkit lab
 
 ## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,

@@ -275,9 +275,12 @@ else:
 #
 # A small copy pays a fixed cost (launching it, the copy engine starting up, the PCIe round trip) that its few
 # bytes cannot hide: its GB/s is low. Only large copies reach the link's rate. On a GPU the sweep goes from
-# `bw.SWEEP_SIZES` (printed with the results) over PCIe. On the host the same shape appears for another reason — NumPy's fixed cost per
-# call — and the caches add steps: arrays that fit in L1 or L2 copy faster than arrays that
-# only fit in DRAM. Each host point is labelled with the level its working set fits in.
+# `bw.SWEEP_SIZES` (printed with the results) over PCIe. On the host the same shape appears for another reason:
+# NumPy's fixed cost per call (a microsecond or so) is larger than the time to copy a few KiB, so the smallest,
+# L1-sized point is usually the **slowest** on the chart, although L1 is the fastest memory. The cache steps show
+# only once arrays are large enough for that cost to fade: L2-sized arrays against arrays that only fit in DRAM.
+# Each host point is labelled with the level its working set fits in, and the cell splits the smallest point's time
+# into what the bytes needed at the sweep's best rate and the fixed cost.
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu:
@@ -288,6 +291,11 @@ else:
     sweep = bw.host_sweep()
     print("host memory (measured), best GB/s per level:",
           {k: round(v, 1) for k, v in bw.best_by_class(sweep).items()})
+    same = [r for r in sweep if r.test == sweep[0].test and r.gbps]
+    small, best = min(same, key=lambda r: r.bytes), max(r.gbps for r in same)
+    moving = small.counted_bytes / (best * 1e9)
+    print(f"{small.test}, smallest array ({small.note}, {small.bytes:,} bytes): {small.seconds * 1e6:.2f} µs per call; "
+          f"the bytes alone at the sweep's best {best:.1f} GB/s: {moving * 1e6:.2f} µs; the rest is fixed cost per call")
 bw.sweep_figure(sweep)
 
 # %% [markdown]

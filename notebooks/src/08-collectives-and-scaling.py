@@ -300,9 +300,11 @@ nvls_answer = {"ring_busbw": ..., "nvls_busbw": ..., "faster": ...}
 labkit.check.nvls_busbw(nvls_answer);
 
 # %% [markdown]
-# Measured on a DGX H200 (nccl-tests, 16 GiB), from `labkit.hw` with its source: NVLS's busbw is above the wire
-# rate, as the model says, but well below the model's bound (NVLS gives the switch's reduction few SMs and
-# channels); the ring reaches most of the link.
+# A published measurement on a DGX H200 (nccl-tests, 16 GiB; not measured by this course: the source is printed
+# with each figure): NVLS's busbw is above the wire rate, as the model says, but below the model's bound. How far
+# below depends on the NCCL version and its NVLS channels (`NCCL_NVLS_NCHANNELS`; the same source reports about
+# 370 GB/s with older NCCL releases on the same hardware); the course has not measured why. The ring reaches most of
+# the link.
 
 # %%
 nv, rg = h200.allreduce_busbw_nvls, h200.allreduce_busbw_ring
@@ -670,7 +672,7 @@ else:
 #
 # Section 8's model let a fraction of the compute hide the all-reduce. Here is where that fraction comes from.
 # The backward pass produces gradients layer by layer, the last layer first. PyTorch's DistributedDataParallel
-# does not wait for all of them: it groups them into **buckets** (about 25 MB by default, the first one 1 MB) and
+# does not wait for all of them: it groups them into **buckets** (25 MiB by default, the first one 1 MiB) and
 # starts a bucket's all-reduce as soon as its last gradient is ready, while the backward pass goes on with earlier
 # layers. A bucket closes once it holds the cap or more; the last one may be smaller. Few large buckets start late;
 # many small ones start early but each pays the ring's latency.
@@ -709,9 +711,12 @@ labkit.check.ddp_buckets(make_buckets);
 # Now a real run. `labkit.ddp.run` trains a small NumPy model (five linear layers with `tanh`, printed below) on
 # 2 processes, each on its own batch. Your ring all-reduces each bucket on a communication thread as soon as the
 # bucket is ready, while the main thread continues the backward pass; then every process divides by n and takes the
-# same SGD step. Three bucket plans: one bucket (nothing can overlap), DDP's 1 MB first-bucket size, and one bucket
-# per gradient. The run checks that both processes end with the same parameters, equal to one process training on
-# both batches.
+# same SGD step. Three bucket plans: one bucket (nothing can overlap), **1 MiB buckets** (every bucket capped at
+# DDP's *first*-bucket size, so the window opens early), and one bucket per gradient. The 1 MiB plan is not DDP's
+# own plan: DDP caps only its first bucket at 1 MiB and the others at `bucket_cap_mb` (25 MiB), which on this small
+# model makes fewer buckets (printed below; PyTorch `DistributedDataParallel` documentation and
+# `torch/nn/parallel/distributed.py`, `_DEFAULT_FIRST_BUCKET_BYTES`). The run checks that both processes end with
+# the same parameters, equal to one process training on both batches.
 
 # %%
 from labkit import ddp
@@ -722,6 +727,9 @@ print(f"model: layers {ddp.LAYERS}, {sum(sizes) / 1e6:.2f} MB of float32 gradien
 plans = {name: buckets_fn(sizes, cap) for name, cap in (("one bucket", 1 << 40), ("1 MiB", 1 << 20), ("per gradient", 1))}
 for name, plan in plans.items():
     print(f"{name:13}: {len(plan)} bucket(s) {plan}")
+first = buckets_fn(sizes, 1 << 20)[0]  # DDP's own rule: the first bucket at 1 MiB, the rest at 25 MiB
+ddp_plan = [first] + [[len(first) + k for k in b] for b in buckets_fn(sizes[len(first):], 25 << 20)]
+print(f"DDP's own plan (1 MiB first, then 25 MiB; not run here): {len(ddp_plan)} bucket(s) {ddp_plan}")
 
 # %% tags=["nbval-ignore-output"]
 runs = dict(zip(plans, ddp.run(ring_fn, 2, list(plans.values()), steps=2)))

@@ -142,8 +142,10 @@ else:
 # | `cluster.sync()` | a barrier for every thread of every block in the cluster | `barrier.cluster.arrive`, `barrier.cluster.wait` |
 #
 # The cluster size is chosen at launch: `cuda.core`'s `LaunchConfig(grid=clusters, cluster=blocks_per_cluster,
-# block=threads)`, where `grid` then counts clusters. numba-cuda 0.30 cannot launch clusters, which is why this kernel
-# is CUDA C++. This lab is its home because `cuda.core` is introduced here (section 2) and its launch is what sets
+# block=threads)`, where `grid` then counts clusters. The course's pinned numba-cuda 0.30 cannot launch clusters,
+# which is why this kernel is CUDA C++; its successor numba-cuda-mlir (section 1) can: version 0.6.0 has a `cluster`
+# entry in its launch configuration and cluster, distributed-shared-memory and TMA intrinsics (`mapa`, cluster
+# barriers; `numba_cuda_mlir/cuda/intrin.pyi`). This lab is its home because `cuda.core` is introduced here (section 2) and its launch is what sets
 # the cluster size; the kernel itself is lab 04's block reduction (lab 03's shared memory) with one level more.
 #
 # ### Exercise 1 — a cluster sum
@@ -152,8 +154,10 @@ else:
 # holds the block's sum. Add the cluster part: once every block of the cluster has its sum, block rank 0's thread 0
 # adds the `partial[0]` of every block of the cluster, read from their shared memory, and writes it to
 # `out[blockIdx.x / cluster.num_blocks()]` (one output per cluster); and no block may exit while its shared memory
-# can still be read. The check compiles your source for sm_90 and reads its PTX (the simulator cannot run a cluster);
-# on a GPU of compute capability 9.0 or later it also launches it with clusters of 2 and 4 blocks on fresh data.
+# can still be read. The check runs it with clusters of 2 and 4 blocks on fresh data and compares every cluster's sum:
+# on a GPU of compute capability 9.0 or later through `cuda.core`, elsewhere on labkit's CPU stand-in for CUDA C++
+# (which runs a cluster's blocks together, each with its own shared memory, and reports a `cluster.sync()` that some
+# threads skip). Then it compiles your source for sm_90 and reads its PTX.
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
@@ -258,10 +262,11 @@ else:
 #
 # Lab 04 built a reduction by hand: a tree in shared memory, one atomic per block. `cuda.compute` (the `cuda-cccl`
 # package: CUB's device-wide algorithms from Python) gives the tuned version in one call,
-# `cuda.compute.reduce_into(d_in, d_out, OpKind.PLUS, n, h_init)`, with `d_` arrays on the device (CuPy) and `h_init`
-# a one-element NumPy array. It also scans (`inclusive_scan`, the single-pass decoupled look-back scan of lab 04's
-# last section), sorts and transforms, and takes Python functions as operators. Without a CUDA driver the package
-# imports but exposes none of its algorithms, so this cell and the course's API test can only name them here.
+# `cuda.compute.reduce_into(d_in=d_in, d_out=d_out, num_items=n, op=OpKind.PLUS, h_init=h_init)` (keywords only),
+# with `d_` arrays on the device (CuPy) and `h_init` a one-element NumPy array. It also scans (`inclusive_scan`, the
+# single-pass decoupled look-back scan of lab 04's last section), sorts and transforms, and takes Python functions as
+# operators. Without a CUDA driver the package imports but exposes none of its algorithms, so the course's API test
+# reads their signatures from the package's source.
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu and have("cuda.compute"):
@@ -271,14 +276,14 @@ if env.is_gpu and have("cuda.compute"):
 
     d_in = cupy.random.random(1 << 24, dtype=cupy.float32)
     d_out = cupy.empty(1, dtype=cupy.float32)
-    cuda.compute.reduce_into(d_in, d_out, OpKind.PLUS, d_in.size, np.zeros(1, np.float32))
+    cuda.compute.reduce_into(d_in=d_in, d_out=d_out, num_items=d_in.size, op=OpKind.PLUS, h_init=np.zeros(1, np.float32))
     print(f"cuda.compute sum {float(d_out[0]):.6g}; CuPy's sum {float(d_in.sum()):.6g}")
 elif env.is_gpu:
     print("cuda.compute is not installed: `pip install cuda-cccl[cu12]`, then run this cell again.")
 else:
     values = np.random.default_rng(10).random(1000, dtype=np.float32)
-    print("sim mode: cuda.compute runs on a GPU only. What reduce_into(d_in, d_out, OpKind.PLUS, n, h_init) computes, "
-          f"here with NumPy: {values.astype(np.float64).sum():.6g} for {values.size} values")
+    print("sim mode: cuda.compute runs on a GPU only. What reduce_into(d_in=, d_out=, num_items=n, op=OpKind.PLUS, "
+          f"h_init=) computes, here with NumPy: {values.astype(np.float64).sum():.6g} for {values.size} values")
 
 # %% [markdown]
 # ## 5. Lab 04's block reduction as a library call: `cuda.coop`
@@ -329,9 +334,11 @@ else:
 # `ct.store(out, index=(i,), tile=...)` writes one back; the compiler decides how the threads of the block share the
 # work, and uses TMA and Tensor Cores where it can. Tile sizes are compile-time constants (`ct.Constant[int]`).
 # `ct.launch(stream, grid, kernel, args)` runs it. Here is lab 02's SAXPY as a tile kernel. It needs a driver of
-# release 580 or later and the `tileiras` compiler of a CUDA 13.2 or later toolkit (`pip install 'cuda-tile[tileiras]'`
-# in a CUDA 13 environment; the course's CUDA 12.9 environment has the package but not the compiler), so on a GPU the
-# cell says what is missing if it cannot compile.
+# release 580 or later and a `tileiras` compiler that supports the GPU: CUDA 13.1 or later for Blackwell, 13.2 or
+# later for Ampere and Ada, **13.3 or later for Hopper** (H100/H200, cuTile Python 1.4.0 or later; NVIDIA/cutile-python
+# issue #27; the pinned cuda-tile 1.7.0's README still says 13.2 covers Blackwell, Ampere and Ada only). Install it
+# with `pip install 'cuda-tile[tileiras]'` in a CUDA 13 environment; the course's CUDA 12.9 environment has the
+# package but not the compiler. On a GPU the cell says what is missing if it cannot compile.
 
 # %% tags=["nbval-ignore-output"]
 if env.is_gpu and have("cuda.tile"):
@@ -357,8 +364,9 @@ if env.is_gpu and have("cuda.tile"):
         print("cuTile SAXPY matches CuPy:", bool(cupy.allclose(out, 2 * x + y)))
     except Exception as exc:  # noqa: BLE001 - a missing compiler or an old driver, reported in words
         print(f"cuTile could not compile or launch here ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). "
-              "It needs driver release 580 or later and the tileiras compiler (pip install 'cuda-tile[tileiras]' "
-              "in a CUDA 13 environment).")
+              f"It needs driver release 580 or later and a tileiras compiler for this GPU ({env.device_name}, compute "
+              "capability " + ".".join(map(str, env.compute_capability or ())) + "): CUDA 13.1+ for Blackwell, 13.2+ for "
+              "Ampere/Ada, 13.3+ for Hopper (pip install 'cuda-tile[tileiras]' in a CUDA 13 environment).")
 elif env.is_gpu:
     print("cuTile Python is not installed: `pip install 'cuda-tile[tileiras]'` in a CUDA 13 environment.")
 else:

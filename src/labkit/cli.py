@@ -40,6 +40,8 @@ Any other flag goes to `jupyter lab` unchanged, e.g. labkit lab --no-browser --p
 """
 
 _INFO_FLAGS = ("--version", "--help-all", "--generate-config", "--paths", "list")
+#: Where ``labkit lab`` lands, with or without a local browser: the first notebook of the course.
+START_URL = "/lab/tree/00-start-here.ipynb"
 
 
 def _lab_args(extra: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -70,7 +72,9 @@ def lab_command(extra: list[str]) -> int:
     cmd = [jupyter, "lab"]
     if not any(flag in rest for flag in _INFO_FLAGS):  # `--version` and friends answer without a course
         print(*workcopy.sync(root / "notebooks", work).lines(), sep="\n")
-        cmd += [f"--ServerApp.root_dir={work}", "00-start-here.ipynb"]
+        # The start notebook is both the file a local browser opens and JupyterLab's default URL, so the URL printed
+        # for --no-browser or a remote machine (and "/" itself) lands on it rather than on the Launcher.
+        cmd += [f"--ServerApp.root_dir={work}", f"--LabApp.default_url={START_URL}", "00-start-here.ipynb"]
     cmd += rest
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in rest:
         cmd.append("--allow-root")  # containers and cloud images often run as root; Jupyter refuses without it

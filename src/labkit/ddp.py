@@ -1,8 +1,9 @@
 """Data-parallel training over local processes: gradient buckets as PyTorch DDP forms them, a run that overlaps
 their all-reduce with the backward pass, and the measured overlap next to lab 08's scaling model.
 
-- :func:`make_buckets` is DDP's rule (labkit's reference for exercise 08.ddp-buckets): walk the gradients in the
-  order the backward pass produces them and close a bucket as soon as it holds at least ``cap_bytes``.
+- :func:`make_buckets` is the rule DDP applies to each bucket (labkit's reference for exercise 08.ddp-buckets): walk
+  the gradients in the order the backward pass produces them and close a bucket as soon as it holds at least
+  ``cap_bytes``. DDP itself caps its first bucket at 1 MiB and the others at ``bucket_cap_mb`` (25 MiB).
 - :func:`run` trains a small NumPy model on ``n`` processes (:mod:`labkit.ranks`, ``_rank_ddp.py`` on each rank)
   with a ring all-reduce function of yours, for one or more bucket plans, and **measures** on these CPU processes:
   the forward + backward pass alone, the all-reduce alone, a step that reduces after the backward pass, and one

@@ -180,11 +180,32 @@ def render(data: dict[str, Any]) -> str:
                  f"cuda-bindings {p.get('cuda_bindings') or 'missing'}), NVVM {'found' if p['nvvm'] else 'missing'}, "
                  f"ptxas {'found' if p['ptxas'] else 'missing'} -> {'OK' if p['ok'] else 'INCOMPLETE'}")
     origins = list(dict.fromkeys(h["origin"] for h in p.get("headers_from") or []))
-    lines.append("CUDA headers from: " + ("; ".join(origins) if origins else "nowhere (no CUDA header folder found)"))
-    lines.append("packages: " + ", ".join(f"{k} {v}" for k, v in data["packages"].items() if v))
+    if origins and p["ok"]:  # working headers need no inventory here; --json lists each folder
+        lines.append(f"CUDA headers: found ({len(origins)} {'source' if len(origins) == 1 else 'sources'}; "
+                     "labkit doctor --json lists them)")
+    else:
+        lines.append("CUDA headers from: " + ("; ".join(origins) if origins else "nowhere (no CUDA header folder found)"))
+    gpu_only = ("cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py")  # used in gpu mode only
+    sim = data["mode"] == "sim"
+    lines.append("packages: " + ", ".join(f"{k} {v}" for k, v in data["packages"].items() if v and not (sim and k in gpu_only)))
+    if sim and any(data["packages"].get(k) for k in gpu_only):
+        lines.append("for gpu mode (unused here): " + ", ".join(f"{k} {data['packages'][k]}" for k in gpu_only
+                                                               if data["packages"].get(k)))
     lines.append("next:")
     lines += [f"  - {s}" for s in data["next_steps"]]
-    return "\n".join(lines)
+    return "\n".join(_wrap(line) for line in lines)
+
+
+def _wrap(line: str, width: int | None = None) -> str:
+    """``line`` folded at spaces to the terminal's width (80 where there is none, as in a notebook's ``!labkit
+    doctor``), continuation lines indented: never a word cut in two, as a terminal's own wrapping does."""
+    import shutil
+    import textwrap
+
+    width = width or max(40, min(shutil.get_terminal_size((80, 24)).columns, 120))
+    lead = len(line) - len(line.lstrip(" -")) if line.lstrip().startswith("- ") else 0
+    return textwrap.fill(line, width=width, subsequent_indent=" " * (lead or 4), break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def main(as_json: bool = False) -> int:
