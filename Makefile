@@ -117,6 +117,11 @@ notebooks: $(STAMP)
 bench-sim: $(STAMP)
 	$(PY) benchmarks/sim_speed.py && $(PY) tools/readme_sim_table.py
 
+## test-peer: numba-cuda's own simulator test suite, as shipped and with labkit's engine; fails on a test that passes
+## only without labkit (`make test` runs it too, as tests/test_numba_peer.py)
+test-peer: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) tools/numba_peer.py
+
 ## gpu-check: on a GPU machine, run every solution notebook in gpu mode and the benchmark suite
 gpu-check:
 	$(PYTHON) tools/gpu_check.py

@@ -83,16 +83,6 @@ def test_declared_signature_is_honoured() -> None:
     assert ary[0] == 43
 
 
-def test_declared_float32_argument_is_float32() -> None:
-    @cuda.jit("void(float32[:], float32)")
-    def scale(out, x):
-        out[0] = x * x
-
-    out = np.zeros(1, np.float32)
-    scale[1, 1](out, 0.1)
-    assert out[0] == np.float32(0.1) * np.float32(0.1)
-
-
 def test_wide_elements_still_compute_in_64_bits() -> None:
     """The width tag does not change arithmetic: an int32 element times a large number does not overflow."""
     @cuda.jit
