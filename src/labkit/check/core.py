@@ -161,13 +161,23 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     from ..sim.errors import KernelFault
     from ..sim.limits import PythonTimeout, python_time_limit
 
+    from .answers_guard import AnswerRejected, guard_answer
+
     ex = _get(exercise_id)
     _take_launched()
     problem = _wrong_call(ex, args, kwargs)
+    rejected: AnswerRejected | None = None
+    try:
+        args = tuple(guard_answer(exercise_id, a) for a in args)
+        kwargs = {k: guard_answer(exercise_id, v) for k, v in kwargs.items()}
+    except AnswerRejected as exc:
+        rejected = exc
     if any(is_skeleton(a) for a in args) or any(is_skeleton(v) for v in kwargs.values()):
         result = Result(exercise_id, "unsolved", "the answer is still the skeleton (`...`); fill it in and run the check again.")
     elif problem:
         result = Result(exercise_id, "failed", problem)
+    elif rejected is not None:
+        result = Result(exercise_id, "failed", str(rejected), cause=rejected.cause)
     else:
         try:
             with python_time_limit():
@@ -181,6 +191,8 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         except Failed as exc:
             result = Result(exercise_id, "failed", str(exc), cause=exc.cause,
                             details={"show": exc.show} if exc.show else {})
+        except AnswerRejected as exc:  # the answer called labkit's reference, or changed an input it was given
+            result = Result(exercise_id, "failed", str(exc), cause=exc.cause)
         except AuditFailure:
             raise
         except (KernelFault, PythonTimeout) as exc:  # the time limit of the learner's Python code, or a kernel fault
@@ -411,7 +423,9 @@ def solved_or_reference(exercise_id: str, answer: Any) -> Any:
     if ex.reference is None:
         raise LabkitError(f"{exercise_id} has no reference answer to fall back on.")
     print(f"(Using labkit's reference answer for {exercise_id} below, since yours has not passed its check yet.)")
-    return ex.reference()
+    from .answers_guard import mark_handed_out
+
+    return mark_handed_out(ex.reference())
 
 
 def _load_all() -> None:
