@@ -44,8 +44,7 @@ nb_render_markdown_format = "myst"
 # HTML: the book theme, every asset local
 html_theme = "sphinx_book_theme"
 html_title = "GPU computing on DGX, from Python"
-html_static_path = ["_static", "_build/src/_static"]
-html_extra_path = ["_build/src/_extra"]
+html_static_path = ["_static"]  # and the source tree's _static (plotly.min.js) and _extra (the notebooks): setup()
 html_css_files = ["labkit-site.css"]
 html_js_files = ["labkit-site.js"]
 html_copy_source = False  # the notebooks are downloadable as they are, from notebooks/
@@ -70,5 +69,12 @@ def _plotly_where_drawn(app, pagename, templatename, context, doctree):  # noqa:
         app.add_js_file("plotly.min.js", priority=400)
 
 
+def _generated_files(app, config):  # noqa: ANN001
+    """tools/site_pages.py writes plotly.js under <source>/_static and the notebooks under <source>/_extra."""
+    config.html_static_path.append(os.path.join(app.srcdir, "_static"))
+    config.html_extra_path.append(os.path.join(app.srcdir, "_extra"))
+
+
 def setup(app):  # noqa: ANN001
+    app.connect("config-inited", _generated_files)
     app.connect("html-page-context", _plotly_where_drawn)
