@@ -98,8 +98,13 @@ def _kernel_env() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), path) if p)}
 
 
-#: Notebooks that measure bandwidth and timings: they run alone, after the others, so no other notebook shares the GPU.
-ALONE = ("07-",)
+#: Notebooks that judge timings: they run alone, after the others, so no other notebook shares the GPU (05's stream
+#: overlap check and 07's bandwidth figures would be time-sliced with other processes' kernels and copies).
+ALONE = ("05-", "07-")
+
+#: Where each executed notebook is written (``--save-notebooks``), so its GPU figures (GEMM tables, graph overhead,
+#: cluster sums, sweeps) come back with the results; None: not kept.
+SAVE_NOTEBOOKS: Path | None = None
 
 
 def _run_one(path: Path, timeout: int) -> dict[str, Any]:
@@ -114,7 +119,12 @@ def _run_one(path: Path, timeout: int) -> dict[str, Any]:
         status, error = "passed", None
     except Exception as exc:  # noqa: BLE001 - a failing notebook is a result to report
         status, error = "failed", f"{type(exc).__name__}: {str(exc)[-1500:]}"
-    return {"notebook": path.name, "status": status, "seconds": round(time.perf_counter() - t0, 1), "error": error}
+    row = {"notebook": path.name, "status": status, "seconds": round(time.perf_counter() - t0, 1), "error": error}
+    if SAVE_NOTEBOOKS is not None:  # the outputs as far as they ran, a failing notebook's included
+        SAVE_NOTEBOOKS.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(SAVE_NOTEBOOKS / path.name))
+        row["saved"] = str(SAVE_NOTEBOOKS / path.name)
+    return row
 
 
 def notebook_batches(paths: list[Path], jobs: int) -> list[list[Path]]:
@@ -343,12 +353,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--notebooks", nargs="*", help="only these notebook stems (e.g. 02 03)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per notebook cell")
     ap.add_argument("--jobs", type=int, default=1, help="notebooks run at once on the GPU (the bandwidth notebook runs alone)")
+    ap.add_argument("--save-notebooks", metavar="DIR", help="write each executed notebook (its outputs) into DIR")
     ap.add_argument("--judge", metavar="RESULT.json", help="judge a recorded result file instead of measuring")
     ap.add_argument("--skip-benchmarks", action="store_true",
                     help="keep the benchmarks of today's result file in --out and run only the notebooks")
     args = ap.parse_args(argv)
     if args.judge:
         return rejudge(Path(args.judge))
+    global SAVE_NOTEBOOKS
+    SAVE_NOTEBOOKS = Path(args.save_notebooks) if args.save_notebooks else None
 
     os.environ["LABKIT_MODE"] = "gpu"
     if str(SRC) not in sys.path:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Nsight Compute reports (``ncu --set full``, CSV) of the course's reference kernels, for a GPU machine.
+"""Nsight Compute reports (``ncu --set basic`` plus the memory workload, CSV) of the course's reference kernels, for a GPU machine.
 
     python3 tools/ncu_reference.py [--out benchmarks/results] [--kernels saxpy copy ...] [--stem NAME]
 
-For each kernel it runs ``ncu --set full --kernel-name regex:<kernel> --launch-count 1 --csv --page raw`` on this
+For each kernel it runs ``ncu --set basic --section MemoryWorkloadAnalysis --kernel-name regex:<kernel> --launch-count 1 --csv --page raw`` on this
 script in ``--launch`` mode (which launches that kernel once at a GPU size) and saves the CSV as
 ``<stem>-ncu-<kernel>.csv``. When ncu cannot read the performance counters (``ERR_NVGPUCTRPERM``: profiling
 needs root or ``NVreg_RestrictProfilingToAdminUsers=0``), it writes ``<stem>-ncu-note.txt`` saying so instead.
@@ -37,6 +37,9 @@ KERNELS = {
     "wmma_gemm": "WMMA GEMM, FP16 in / FP32 accumulate, 1024^3 (lab 06)",
     "labkit_sm_copy": "labkit's SM copy kernel, 256 MiB (lab 07)",
 }
+#: What ncu collects: its basic set (speed of light, launch statistics, occupancy) and the memory workload, about a
+#: quarter of ``--set full``'s replay passes, so five kernels fit the first run's 80 s (review gpu-review-3 W4).
+SECTIONS = ("--set", "basic", "--section", "MemoryWorkloadAnalysis")
 NO_COUNTERS = ("ERR_NVGPUCTRPERM", "Failed to initialize the profiler", "LibraryNotLoaded")
 
 
@@ -111,11 +114,16 @@ def default_stem() -> str:
 def ncu_command(ncu: str, kernel: str) -> list[str]:
     """The ncu command line that profiles the first launch of ``kernel``, at the clocks the GPU runs at (ncu locks them
     to base clocks by default, which would make its figures disagree with the course's measurements)."""
-    return [ncu, "--clock-control", "none", "--set", "full", "--kernel-name", f"regex:{kernel}", "--launch-count", "1", "--csv", "--page", "raw",
-            "--target-processes", "all", sys.executable, str(Path(__file__).resolve()), "--launch", kernel]
+    return [ncu, "--clock-control", "none", *SECTIONS, "--kernel-name", f"regex:{kernel}", "--launch-count", "1", "--csv",
+            "--page", "raw", "--target-processes", "all", sys.executable, str(Path(__file__).resolve()), "--launch", kernel]
 
 
-def profile(out: Path, kernels: list[str], stem: str, timeout: int = 600) -> int:
+def profile(out: Path, kernels: list[str], stem: str, timeout: int = 600, budget: float | None = None) -> int:
+    """One report per kernel; with ``budget`` (seconds for all of them) each kernel gets an equal share of what is left,
+    so a slow one cannot take the later ones' time (a kernel cut short writes ``<stem>-ncu-<kernel>.err.txt``)."""
+    import time
+
+    deadline = time.monotonic() + budget if budget else None
     ncu = shutil.which("ncu")
     out.mkdir(parents=True, exist_ok=True)
     if ncu is None:
@@ -123,8 +131,15 @@ def profile(out: Path, kernels: list[str], stem: str, timeout: int = 600) -> int
         print("ncu not found", file=sys.stderr)
         return 3
     failed = 0
-    for kernel in kernels:
-        res = subprocess.run(ncu_command(ncu, kernel), capture_output=True, text=True, timeout=timeout)
+    for i, kernel in enumerate(kernels):
+        limit = timeout if deadline is None else max(1.0, (deadline - time.monotonic()) / (len(kernels) - i))
+        try:
+            res = subprocess.run(ncu_command(ncu, kernel), capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            failed += 1
+            (out / f"{stem}-ncu-{kernel}.err.txt").write_text(f"ncu did not finish within {limit:.0f} s (its share of the budget)\n")
+            print(f"{kernel}: ncu cut after {limit:.0f} s", file=sys.stderr)
+            continue
         text = res.stdout + res.stderr
         if any(mark in text for mark in NO_COUNTERS):
             (out / f"{stem}-ncu-note.txt").write_text(
@@ -149,12 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--kernels", nargs="*", default=list(KERNELS), choices=list(KERNELS))
     ap.add_argument("--stem", default=None, help="file name start (default <gpu>-<date>)")
+    ap.add_argument("--budget", type=float, default=None, help="seconds for all kernels together (shared out evenly)")
     ap.add_argument("--launch", metavar="KERNEL", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.launch:
         launch(args.launch)
         return 0
-    return profile(Path(args.out), args.kernels, args.stem or default_stem())
+    return profile(Path(args.out), args.kernels, args.stem or default_stem(), budget=args.budget)
 
 
 if __name__ == "__main__":

@@ -220,12 +220,27 @@ def traffic(fn: Callable[..., Any], n: int, dtype: Any = "float32", *, scalars: 
     return Traffic(int(n), itemsize, tuple(tracer.ops), used, tuple(r._label for r in results))
 
 
+def _affine_expr(x: Any, gamma: Any, beta: Any, mean: Any, inv_std: Any) -> Any:
+    """The bare expression of :func:`affine_normalize`, with no checks: what ``cupy.fuse`` traces."""
+    return (x - mean) * inv_std * gamma + beta
+
+
+def _scalar(value: Any, name: str) -> Any:
+    """``require_number``, except for CuPy's own objects: ``cupy.fuse`` calls the function with tracing proxies
+    (``_FusionVarScalar``, ``_ScalarProxy``) that are no numbers and whose ``repr()`` can raise; CuPy checks those."""
+    if type(value).__module__.split(".")[0] == "cupy":
+        return value
+    return require_number(value, name)
+
+
 def affine_normalize(x: Any, gamma: Any, beta: Any, mean: float, inv_std: float) -> Any:
-    """The fusion example: ``(x - mean) * inv_std * gamma + beta`` (the last step of a layer norm)."""
-    mean = require_number(mean, "mean")
-    inv_std = require_number(inv_std, "inv_std")
+    """The fusion example: ``(x - mean) * inv_std * gamma + beta`` (the last step of a layer norm).
+
+    It can itself be passed to ``cupy.fuse`` (the checks let CuPy's tracing proxies through)."""
+    mean = _scalar(mean, "mean")
+    inv_std = _scalar(inv_std, "inv_std")
     try:  # arrays (NumPy, CuPy, traffic()'s symbolic ones) or numbers; anything else fails here, said plainly
-        return (x - mean) * inv_std * gamma + beta
+        return _affine_expr(x, gamma, beta, mean, inv_std)
     except (TypeError, ValueError) as exc:
         raise LabkitError(f"x, gamma and beta must be arrays (NumPy or CuPy) or numbers that broadcast together; got "
                           f"{describe(x)}, {describe(gamma)}, {describe(beta)} ({exc}).",
@@ -513,7 +528,7 @@ def fusion_benchmark(n: int | None = None, repeat: int = 20) -> dict[str, Any]:
     rng = cupy.random.default_rng()
     x, gamma, beta = (rng.standard_normal(n, dtype=cupy.float32) for _ in range(3))
     mean, inv_std = 0.1, 1.7
-    fused = cupy.fuse(affine_normalize)
+    fused = cupy.fuse(_affine_expr)  # the checked wrapper fuses too; the bare expression is what the fused kernel is
     ref = affine_normalize(x, gamma, beta, mean, inv_std)
     ok = bool(cupy.allclose(fused(x, gamma, beta, mean, inv_std), ref, rtol=1e-5, atol=1e-5))
     times = {}

@@ -80,9 +80,13 @@ _ENV: Environment | None = None
 def numpy_compat() -> bool:
     """Give NumPy 2.5+ back ``numpy.row_stack`` (an alias of ``vstack``), which numba-cuda <= 0.30.4 overloads when it
     compiles its first kernel: without it every ``@cuda.jit`` compile fails with "module 'numpy' has no attribute
-    'row_stack'" (NVIDIA/numba-cuda#907, not to be fixed upstream). Runs when labkit is imported, before any Numba
-    compile, and in the PTX worker (``ptx._WORKER``). Returns True when it added the alias."""
-    import numpy
+    'row_stack'" (NVIDIA/numba-cuda#907, not to be fixed upstream). Runs when labkit is imported and in
+    :func:`setup`, before any Numba compile, and in the PTX worker (``ptx._WORKER``). Returns True when it added the
+    alias (False also where NumPy is not importable: then Numba is not either)."""
+    try:
+        import numpy
+    except ImportError:
+        return False
 
     if hasattr(numpy, "row_stack"):
         return False
@@ -208,6 +212,7 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
     environment; asking for a different mode than the one already chosen is a :class:`~labkit.errors.ModeError`.
     """
     global _ENV
+    numpy_compat()
     install_notebook_handler()
     requested = mode if mode is not None else os.environ.get("LABKIT_MODE")
     if _ENV is not None:

@@ -7,11 +7,25 @@
 //           named by a 64-bit matrix descriptor) into the accumulator registers, asynchronously; commit_group
 //           and wait_group say when the result is there.
 // It exists to be compiled by NVRTC for sm_90a (no GPU needed) and its PTX read next to lab 06's WMMA kernel.
-// It is simplified on purpose (no swizzled layout, a single stage instead of a pipeline, no bounds checks) and it is
-// not a tested GEMM: cuBLAS and CUTLASS's SM90 kernels are the real ones. Its inputs: the two tensor maps
-// (CUtensorMap, built on the host with cuTensorMapEncodeTiled) as __grid_constant__ parameters, A as M x K and B
-// stored transposed (N x K), both with K contiguous, as K-major wgmma operands want; C is M x N, row-major.
+// It is simplified on purpose (a single stage instead of a pipeline, no bounds checks) and it is not a tested GEMM:
+// cuBLAS and CUTLASS's SM90 kernels are the real ones. Its inputs: the two tensor maps (CUtensorMap, built on the host
+// with cuTensorMapEncodeTiled: 2-D FP16, K contiguous, box TMA_BOX_K x TMA_BOX_ROWS = 16 x 64 elements,
+// CU_TENSOR_MAP_SWIZZLE_32B) as __grid_constant__ parameters, A as M x K and B stored transposed (N x K), both with
+// K contiguous, as K-major wgmma operands want; C is M x N, row-major.
+// The layout both sides must agree on (PTX ISA, "Shared Memory Matrix Layout"): TMA writes each 64 x 16 box as 64 rows
+// of 32 bytes with the 32-byte swizzle (in every 256 bytes, rows 4-7 swap their two 16-byte halves); the descriptor
+// says the same: swizzle mode 32B, 8-row groups SBO = 256 bytes apart, LBO unused (the 16 K-elements of one wgmma are
+// one 32-byte row). Without the swizzle, a 16-element box would need two 8-element boxes and LBO = 1024, SBO = 128:
+// the dense 32-byte rows a single unswizzled box writes are no layout wgmma can read. tests/test_rehearsal_wgmma_layout.py
+// checks the two address maps element by element on the CPU (no GPU runs this tile).
 // It includes no header: the FP16 tiles are raw 16-bit words (unsigned short), as the Tensor Cores read them.
+
+#define TMA_BOX_K 16        // box: 16 FP16 along K (32 bytes) ...
+#define TMA_BOX_ROWS 64     // ... by 64 rows of A (or of B^T)
+#define TMA_SWIZZLE_BYTES 32  // CU_TENSOR_MAP_SWIZZLE_32B in both tensor maps
+#define DESC_SWIZZLE 3      // descriptor bits 62-63: 0 none, 1 128B, 2 64B, 3 32B
+#define DESC_LBO_BYTES 16   // leading byte offset: unused by a swizzled K-major operand (encoded 1)
+#define DESC_SBO_BYTES 256  // stride byte offset: 8 rows x 32 bytes, from one 8-row group to the next
 
 struct alignas(64) TensorMap { unsigned long long opaque[16]; };  // the 128 opaque bytes of a CUtensorMap
 
@@ -20,20 +34,21 @@ __device__ static inline unsigned smem_addr(const void* p)
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// wgmma matrix descriptor: start address, leading- and stride-dimension byte offsets (each >> 4), no swizzle
+// wgmma matrix descriptor: start address, leading- and stride-dimension byte offsets (each >> 4), base offset 0 (the
+// tiles are 256-byte aligned, the 32-byte swizzle's period), swizzle mode
 __device__ static inline unsigned long long descriptor(const void* tile)
 {
     const unsigned long long start = (smem_addr(tile) & 0x3FFFF) >> 4;
-    const unsigned long long leading = 128 >> 4, stride = 256 >> 4;
-    return start | (leading << 16) | (stride << 32);
+    const unsigned long long leading = DESC_LBO_BYTES >> 4, stride = DESC_SBO_BYTES >> 4, swizzle = DESC_SWIZZLE;
+    return start | (leading << 16) | (stride << 32) | (swizzle << 62);
 }
 
 extern "C" __global__ void __launch_bounds__(128) wgmma_tile(const __grid_constant__ TensorMap map_a,
                                                              const __grid_constant__ TensorMap map_b,
                                                              float* C, int N, int K)
 {
-    __shared__ alignas(128) unsigned short tile_a[64 * 16];  // FP16 bit patterns
-    __shared__ alignas(128) unsigned short tile_b[64 * 16];
+    __shared__ alignas(256) unsigned short tile_a[64 * 16];  // FP16 bit patterns, 32-byte swizzled rows
+    __shared__ alignas(256) unsigned short tile_b[64 * 16];
     __shared__ alignas(8) unsigned long long arrived;  // the mbarrier
     const int row0 = blockIdx.y * 64, col0 = blockIdx.x * 64;
     float d[32];  // this thread's share of the 64 x 64 FP32 accumulator (64 * 64 / 128)
