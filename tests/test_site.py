@@ -129,7 +129,7 @@ def test_exercise_index_lists_every_exercise_with_kind_and_lab(site: Path) -> No
     page = _text(site / "exercises.html")
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page, flags=re.S)
     for ex_id, _title, _status in check.exercises():
-        row = next((r for r in rows if f">{ex_id}<" in r), None)
+        row = next((r for r in rows if f">{ex_id}</span>" in r), None)
         assert row is not None, f"{ex_id} missing from the exercise index"
         kind = core._get(ex_id).kind
         assert kind and f"<td><p>{kind}</p></td>" in row, (ex_id, kind)

@@ -271,15 +271,17 @@ def exercises_page(checks: dict[str, tuple[str, str, str]], found: set[str], lab
         f"(host code: streams, measurement, models) and {kinds['numeric']} numeric (a figure reasoned out). "
         "Each has a check, `labkit.check.<name>(answer)`, and levelled hints, `labkit.check.hint(\"<id>\")`; "
         "`labkit.check.exercises()` prints this list in a notebook.\n",
-        "| exercise | title | kind | lab | check |",
-        "|---|---|---|---|---|",
+        "Each exercise links to its check on the lab's page; the lab column to the lab.\n",
+        "| exercise | title | kind | lab |",
+        "|---|---|---|---|",
     ]
     for ex_id, (name, title, kind) in checks.items():
         lab_id = ex_id[:2]
-        lab = f"[Lab {lab_id} — {titles.get(lab_id, '?')}](labs/{stems[lab_id]}.ipynb)" if lab_id in stems else lab_id
-        where = (f"{{ref}}`labkit.check.{name} <{exercise_target(ex_id)}>`" if ex_id in found
-                 else f"`labkit.check.{name}`")
-        lines.append(f"| `{ex_id}` | {title.replace('|', '&#124;')} | {kind} | {lab} | {where} |")
+        lab = f"[Lab {lab_id}](labs/{stems[lab_id]}.ipynb)" if lab_id in stems else lab_id
+        where = f"{{ref}}`{ex_id} <{exercise_target(ex_id)}>`" if ex_id in found else f"`{ex_id}`"
+        lines.append(f"| {where} | {title.replace('|', '&#124;')} (`labkit.check.{name}`) | {kind} | {lab} |")
+    lines.append("\nLabs: " + ", ".join(f"[{lab_id} {t}](labs/{stems[lab_id]}.ipynb)" for lab_id, t in titles.items()
+                                       if lab_id in stems) + ".")
     return "\n".join(lines) + "\n"
 
 
