@@ -120,7 +120,8 @@ def test_self_signed_certificate_and_tls_settings(tmp_path: Path) -> None:
 def test_culler_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     c = Config()
     service = hub_setup.configure_culler(c, idle_minutes=60)
-    assert service["command"][-1] == "--timeout=3600" and service["command"][1:3] == ["-m", "jupyterhub_idle_culler"]
+    assert "--timeout=3600" in service["command"] and service["command"][1:3] == ["-m", "jupyterhub_idle_culler"]
+    assert "--max-age=36000" in service["command"]  # however active a server says it is (red team #11)
     (role,) = [r for r in c.JupyterHub.load_roles if r["name"] == "idle-culler"]
     assert set(role["scopes"]) >= {"list:users", "read:servers", "delete:servers"}
     assert hub_setup.configure_culler(Config(), idle_minutes=0) is None

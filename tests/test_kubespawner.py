@@ -247,3 +247,24 @@ def test_on_kubernetes_the_instructor_can_log_in_and_learners_sign_up(config: Co
     assert auth.create_user("ingrid", "mallory-wants-admin") is None
     assert auth.create_user("alice", "alice-learns-cuda").is_authorized is False
     assert asyncio.run(auth.authenticate(None, {"username": "alice", "password": "alice-learns-cuda"})) is None
+
+
+def test_learner_pods_are_restricted(config: Config) -> None:
+    """Red team 3, #15: the learner pod had no runAsNonRoot, capability drop, seccomp or disk limit. Now each
+    profile's pod has them all (labkit.hub_setup.harden_kubespawner from the values' extraConfig), and no
+    privileged or root container; the namespace can enforce Pod Security "restricted"."""
+    for slug in ("learner", "learner-mixed", "instructor", "instructor-2gpu"):
+        who = user("ingrid") if slug.startswith("instructor") else user("alice")
+        _, pod = pod_for(config, who, slug)
+        c = container(pod)
+        psc, csc = pod.spec.security_context, c.security_context
+        assert field(psc, "run_as_non_root", "runAsNonRoot") is True, slug
+        assert field(field(psc, "seccomp_profile", "seccompProfile"), "type", "type") == "RuntimeDefault", slug
+        assert field(csc, "run_as_non_root", "runAsNonRoot") is True and field(csc, "run_as_user", "runAsUser") == 1000
+        assert field(csc, "allow_privilege_escalation", "allowPrivilegeEscalation") is False
+        assert field(field(csc, "capabilities", "capabilities"), "drop", "drop") == ["ALL"], slug
+        assert not field(csc, "privileged", "privileged")
+        assert c.resources.limits["ephemeral-storage"] == "20Gi", slug
+        assert not (pod.spec.init_containers or []), slug
+    # the chart's own privileged init container (iptables for the metadata address) is switched off
+    assert VALUES["singleuser"]["cloudMetadata"]["blockWithIptables"] is False

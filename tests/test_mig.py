@@ -6,6 +6,7 @@ import asyncio
 
 import importlib.util
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -242,8 +243,15 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     monkeypatch.setenv("LABKIT_HUB_HOSTNAME", "dgx.example.org")
     monkeypatch.delenv("LABKIT_LOGIN", raising=False)
     monkeypatch.delenv("LABKIT_TLS", raising=False)
+    docker = pytest.importorskip("docker")
+    network = SimpleNamespace(attrs={"Options": {"com.docker.network.bridge.enable_icc": "false"}})
+    monkeypatch.setattr(docker, "from_env", lambda: SimpleNamespace(networks=SimpleNamespace(get=lambda name: network)))
     source = (DEPLOY / "jupyterhub_config.py").read_text()
-    exec(compile(source, str(DEPLOY / "jupyterhub_config.py"), "exec"), {"get_config": lambda: c, "__file__": str(DEPLOY / "jupyterhub_config.py")})
+    umask = os.umask(0o022)  # the config sets the hub's umask (0077): give this test process its own back
+    try:
+        exec(compile(source, str(DEPLOY / "jupyterhub_config.py"), "exec"), {"get_config": lambda: c, "__file__": str(DEPLOY / "jupyterhub_config.py")})
+    finally:
+        os.umask(umask)
     assert c.JupyterHub.spawner_class == "docker" and c.DockerSpawner.cmd == ["/opt/course/deploy/singleuser.sh"]
     assert c.DockerSpawner.volumes == {"labkit-home-{username}": "/home/learner"}
     assert "labkit-progress" in [s["name"] for s in c.JupyterHub.services]

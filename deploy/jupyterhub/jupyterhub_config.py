@@ -22,10 +22,19 @@ Settings (environment):
     LABKIT_TLS               off: plain HTTP, only behind a proxy of your own that serves HTTPS (default on)
     LABKIT_BIND_URL          where the public side listens (default https://0.0.0.0:443, http://0.0.0.0:8000 with TLS off)
     LABKIT_IDLE_MINUTES      stop servers idle this long, freeing their slices (default 60; 0: never)
+    LABKIT_MAX_AGE_HOURS     stop any server running this long, however active it says it is (default 10; 0: never)
+    LABKIT_SUBDOMAIN_HOST    e.g. https://hub.school.edu: each learner's server on its own origin,
+                             https://<name>.hub.school.edu (needs wildcard DNS and a certificate for *.hub.school.edu;
+                             the self-signed one covers it). Without it every server shares the hub's origin: see
+                             course/classroom.md, "Threat model", for what that leaves open
+    LABKIT_PIDS_LIMIT        processes per learner container (default 2048); LABKIT_DISK_LIMIT e.g. 20G (overlay2 on
+                             xfs with project quotas) limits its writable layer
+    LABKIT_ALLOW_ICC         1: accept a learners' network on which containers reach each other (default: refused)
     LABKIT_SLICE_WAIT_S      how long a start waits in line for a slice when all are taken (default 120)
     LABKIT_STUCK_MINUTES     the progress page marks a learner stuck after this long (default 10)
 
-The learners' containers run on a Docker network, `labkit` (`docker network create labkit`); the hub, the proxy and
+The learners' containers run on a Docker network, `labkit`, on which they cannot reach each other
+(`docker network create -o com.docker.network.bridge.enable_icc=false labkit`; the hub refuses any other); the hub, the proxy and
 the progress service run on the host. Kernels post results straight to the progress service on the Docker network
 (LABKIT_HUB_CONNECT_IP:10101), like the hub's own API; browsers reach everything through the HTTPS proxy.
 """
@@ -41,14 +50,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mig_allocator import SliceAllocator, discover, held_by_containers  # noqa: E402
 
-from labkit.hub_setup import configure_culler, configure_login, configure_tls, instructors_from  # noqa: E402
+from labkit.hub_setup import (  # noqa: E402
+    check_docker_network,
+    configure_culler,
+    configure_login,
+    configure_origins,
+    configure_tls,
+    container_hardening,
+    instructors_from,
+    secure_state,
+)
 from labkit.progress_service import SERVICE_NAME, configure_hub  # noqa: E402
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 
 env = os.environ
-state = Path(env.get("LABKIT_STATE_DIR", "/srv/labkit-hub"))
-state.mkdir(parents=True, exist_ok=True)
+# the state folder 0700 and its databases 0600 (every password hash is in jupyterhub.sqlite); umask 0077 from here on
+state = secure_state(env.get("LABKIT_STATE_DIR", "/srv/labkit-hub"))
 instructors = instructors_from(env)
 instructor_gpus = [g.strip() for g in env.get("LABKIT_INSTRUCTOR_GPUS", "").split(",") if g.strip()]
 network = env.get("LABKIT_DOCKER_NETWORK", "labkit")
@@ -58,10 +76,13 @@ connect_ip = env.get("LABKIT_HUB_CONNECT_IP", "172.17.0.1")
 
 # ---------------------------------------------------------------------------------------------- the hub itself, over HTTPS
 tls = env.get("LABKIT_TLS", "on").strip().lower() not in ("off", "0", "false", "no")
+subdomain_host = env.get("LABKIT_SUBDOMAIN_HOST", "").strip()
+_subdomain_name = subdomain_host.split("://", 1)[-1].split("/")[0].split(":")[0]
+subdomain_names = [_subdomain_name, f"*.{_subdomain_name}"] if subdomain_host else []  # the hub and every learner
 if tls:
     hostname = env.get("LABKIT_HUB_HOSTNAME", "") or socket.getfqdn()
     configure_tls(c, cert=env.get("LABKIT_TLS_CERT") or None, key=env.get("LABKIT_TLS_KEY") or None,
-                  self_signed_dir=state / "tls", hosts=[hostname, "localhost", "127.0.0.1"])
+                  self_signed_dir=state / "tls", hosts=[hostname, "localhost", "127.0.0.1", *subdomain_names])
 c.JupyterHub.bind_url = env.get("LABKIT_BIND_URL", "https://0.0.0.0:443" if tls else "http://0.0.0.0:8000")
 c.JupyterHub.hub_ip = connect_ip  # the hub's API, for the containers only
 c.JupyterHub.hub_connect_ip = connect_ip
@@ -71,6 +92,9 @@ c.JupyterHub.cleanup_servers = False  # a hub restart leaves learners' container
 
 # ---------------------------------------------------------------------------------------------- who logs in: each their own
 configure_login(c, login=env.get("LABKIT_LOGIN", "native"), instructors=instructors, env=env)
+# learners' pages away from the hub's origin and cookies (per-user subdomains with LABKIT_SUBDOMAIN_HOST; always:
+# no user config in learners' servers, SameSite cookies, HSTS)
+configure_origins(c, subdomain_host=subdomain_host or None, tls=tls)
 
 # ---------------------------------------------------------------------------------------------- one container per learner
 c.JupyterHub.spawner_class = "docker"
@@ -94,6 +118,12 @@ def _slices_in_use():  # asked only when the state file is damaged: the running 
     return held_by_containers(docker.from_env(), slices)
 
 
+if env.get("LABKIT_ALLOW_ICC", "") != "1":  # learners' containers must not reach each other
+    import docker
+
+    check_docker_network(docker.from_env(), network)
+
+
 allocator = SliceAllocator(slices, state_file=state / "mig-slices.json", rebuild=_slices_in_use)
 slice_wait_s = float(env.get("LABKIT_SLICE_WAIT_S", "120"))
 
@@ -104,8 +134,11 @@ async def _take_slice(spawner):
     await allocator.pre_spawn_hook(spawner, instructors=instructors, wait_s=slice_wait_s)
 
 
+hardening = container_hardening(env)  # PID limit, no capabilities, no new privileges (seccomp stays Docker's default)
+
+
 def _device_request(spawner):
-    return allocator.host_config(spawner, instructors=instructors, instructor_gpus=instructor_gpus)
+    return {**hardening, **allocator.host_config(spawner, instructors=instructors, instructor_gpus=instructor_gpus)}
 
 
 async def _free_slice(spawner):
@@ -129,4 +162,5 @@ configure_hub(
     stuck_minutes=float(env.get("LABKIT_STUCK_MINUTES", "10")),
 )
 # idle servers are stopped (their slices freed); without jupyterhub-idle-culler installed the hub does not start
-configure_culler(c, idle_minutes=float(env.get("LABKIT_IDLE_MINUTES", "60")))
+configure_culler(c, idle_minutes=float(env.get("LABKIT_IDLE_MINUTES", "60")),
+                 max_age_hours=float(env.get("LABKIT_MAX_AGE_HOURS", "10")))

@@ -207,6 +207,8 @@ class SliceAllocator:
         """The slice (UUID) for ``user``: the one they hold (or their container held when the state was rebuilt),
         else their last one if free, else the first free one. Raises :class:`NoSliceLeft` when none is free, or
         when others waiting in line (:meth:`acquire`) come first."""
+        if ":" in user:  # "container:<name>" keys are the rebuilt holdings: no user may name one
+            raise NoSliceLeft(f"the user name {user!r} contains ':', which the slice allocator refuses")
         with self._lock:
             if user in self._held:
                 return self._held[user]

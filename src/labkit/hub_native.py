@@ -138,7 +138,9 @@ def client_address(handler: Any, trusted: tuple[str, ...] = ()) -> str:
     """The address a request came from: the last ``X-Forwarded-For`` entry (the one the proxy appended) when the
     connection itself comes from the proxy (a loopback address, or one of ``trusted``), else the connection's own
     address. Headers a client sends (``X-Real-Ip``, earlier ``X-Forwarded-For`` entries) are never believed."""
-    request = handler.request
+    request = getattr(handler, "request", None)
+    if request is None:  # called without a request (the configuration's own checks)
+        return ""
     peer = getattr(request.connection, "context", None)
     peer_ip = getattr(peer, "_orig_remote_ip", None) or request.remote_ip or ""
     try:

@@ -312,6 +312,65 @@ def configure_origins(c: Any, *, subdomain_host: str | None = None, tls: bool = 
     env = _merged(c.Spawner, "environment")
     env["PYTHONNOUSERSITE"] = "1"
     c.Spawner.environment = env
+    for name in ("KubeSpawner", "DockerSpawner"):  # a spawner's own section replaces Spawner's (Zero to JupyterHub)
+        if name in c and "environment" in c[name]:
+            c[name].environment = {**_merged(c[name], "environment"), "PYTHONNOUSERSITE": "1"}
+
+
+#: Processes one learner's container or pod may run at once (a fork bomb stops there, not at the host's limit).
+PIDS_LIMIT = 2048
+
+
+def container_hardening(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Docker host-config settings for a learner's container (DockerSpawner's ``extra_host_config``, merged with the
+    MIG device request): a process limit (``LABKIT_PIDS_LIMIT``, default :data:`PIDS_LIMIT`), every Linux capability
+    dropped (the course image runs as the unprivileged ``learner``: Jupyter needs none), no new privileges (setuid
+    programs gain nothing), Docker's default seccomp profile (never ``unconfined``), and with ``LABKIT_DISK_LIMIT``
+    (e.g. ``20G``; needs overlay2 on xfs with project quotas) a limit on the container's writable layer."""
+    env = os.environ if env is None else env
+    hc: dict[str, Any] = {"pids_limit": int(env.get("LABKIT_PIDS_LIMIT", PIDS_LIMIT)), "cap_drop": ["ALL"],
+                          "security_opt": ["no-new-privileges:true"]}
+    disk = env.get("LABKIT_DISK_LIMIT", "").strip()
+    if disk:
+        hc["storage_opt"] = {"size": disk}
+    return hc
+
+
+def check_docker_network(client: Any, name: str) -> None:
+    """Refuse a learners' Docker network on which containers can reach each other: it must be a bridge made with
+    ``com.docker.network.bridge.enable_icc=false`` (the host, and so the hub and the proxy, still reach each one)."""
+    try:
+        net = client.networks.get(name)
+    except Exception as exc:  # noqa: BLE001 - docker.errors.NotFound and the like
+        raise HubSetupError(f"the Docker network {name!r} does not exist: docker network create "
+                            f"-o com.docker.network.bridge.enable_icc=false {name}") from exc
+    options = (net.attrs or {}).get("Options") or {}
+    if str(options.get("com.docker.network.bridge.enable_icc", "true")).lower() != "false":
+        raise HubSetupError(
+            f"the Docker network {name!r} lets learners' containers connect to each other. Make it again with "
+            f"inter-container traffic refused: docker network rm {name} && docker network create "
+            f"-o com.docker.network.bridge.enable_icc=false {name} (or set LABKIT_ALLOW_ICC=1 to accept the risk)")
+
+
+def harden_kubespawner(c: Any, *, ephemeral_storage: str = "20Gi") -> None:
+    """A learner's pod on Kubernetes: not root (``runAsNonRoot``), every capability dropped, no privilege
+    escalation, the runtime's default seccomp profile, and a limit on the node disk it may fill
+    (``ephemeral-storage``, added to every profile's limits, which would otherwise replace it)."""
+    c.KubeSpawner.pod_security_context = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    c.KubeSpawner.container_security_context = {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                                                "capabilities": {"drop": ["ALL"]},
+                                                "seccompProfile": {"type": "RuntimeDefault"}}
+    limits = {**_merged(c.KubeSpawner, "extra_resource_limits"), "ephemeral-storage": ephemeral_storage}
+    c.KubeSpawner.extra_resource_limits = limits
+    import copy
+
+    profiles = copy.deepcopy(_listed(c.KubeSpawner, "profile_list"))  # never the values' own dicts
+    for p in profiles:
+        over = p.setdefault("kubespawner_override", {})
+        if "extra_resource_limits" in over:
+            over["extra_resource_limits"] = {**over["extra_resource_limits"], "ephemeral-storage": ephemeral_storage}
+    if profiles:
+        c.KubeSpawner.profile_list = profiles
 
 
 def secure_state(folder: str | Path, files: Iterable[str] = ("jupyterhub.sqlite", "labkit-progress.sqlite")) -> Path:
