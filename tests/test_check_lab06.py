@@ -317,8 +317,15 @@ def test_loss_scale():
     assert lab06.loss_scale(lambda *a: None).status == "unsolved"
 
 
+def my_update(scale, found_inf, good, interval):  # a learner's own correct rule (calling labkit's is rejected)
+    if found_inf:
+        return scale / 2, 0, False
+    good += 1
+    return (scale * 2, 0, True) if good >= interval else (scale, good, True)
+
+
 def scaler_fixed_interval(scale, found_inf, good, interval):  # hard-codes the notebook's growth interval of 50
-    return lab06.reference_update_scale(scale, found_inf, good, 50)
+    return my_update(scale, found_inf, good, 50)
 
 
 def scaler_off_by_one(scale, found_inf, good, interval):  # doubles one good step late
@@ -330,17 +337,17 @@ def scaler_off_by_one(scale, found_inf, good, interval):  # doubles one good ste
 
 
 def scaler_strings(scale, found_inf, good, interval):
-    s, g, a = lab06.reference_update_scale(scale, found_inf, good, interval)
+    s, g, a = my_update(scale, found_inf, good, interval)
     return str(s), g, a
 
 
 def scaler_int_flag(scale, found_inf, good, interval):  # 0/1 for the flag is not a bool
-    s, g, a = lab06.reference_update_scale(scale, found_inf, good, interval)
+    s, g, a = my_update(scale, found_inf, good, interval)
     return s, g, int(a)
 
 
 def scaler_numpy(scale, found_inf, good, interval):  # correct: NumPy scalars
-    s, g, a = lab06.reference_update_scale(scale, found_inf, good, interval)
+    s, g, a = my_update(scale, found_inf, good, interval)
     return np.float64(s), np.int64(g), np.bool_(a)
 
 
@@ -476,3 +483,12 @@ def test_gemm_predict_gpu_part_on_a_mig_slice_bounds_with_the_slices_share(monke
     measured["factor"] = 1.5  # above what the slice can do: the check still catches a bound that is not a bound
     with pytest.raises(Failed, match="above your bound"):
         lab06._measure_gemm_gpu(cp, lambda m, n, k, p, g: 0.5 * ref(m, n, k, p, g))
+
+
+def test_loss_scale_calling_labkits_rule_is_rejected_by_name():
+    def calls_labkit(scale, found_inf, good, interval):
+        return lab06.reference_update_scale(scale, found_inf, good, interval)
+
+    r = lab06.loss_scale(calls_labkit)
+    assert r.status == "failed" and "reference_update_scale" in r.message
+    assert lab06.loss_scale(my_update)

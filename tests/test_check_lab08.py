@@ -51,7 +51,13 @@ def test_ring_step_rejects_whole_sum_and_new_lists() -> None:
 
     def new_list(chunks: list, phase: str, step: int) -> list:
         out = [[c.copy() for c in row] for row in chunks]
-        co.ring_step(out, phase, step)
+        sends = co.ring_schedule(len(out), phase, step)
+        data = [out[src][c].copy() for src, _, c in sends]
+        for (src, dst, c), d in zip(sends, data):
+            if phase == co.RS:
+                out[dst][c] += d
+            else:
+                out[dst][c][...] = d
         return out
 
     r = lab08.ring_step(new_list)
@@ -319,3 +325,8 @@ def test_nvls_busbw_accepts_the_model_and_names_slips() -> None:
         assert r.status == "failed" and words in (r.cause or ""), (answer, r.report())
     assert lab08.nvls_busbw([1, 2]).status == "failed"
     assert lab08.nvls_busbw({"ring_busbw": B}).status == "failed"
+
+
+def test_ring_step_calling_labkits_step_is_rejected_by_name() -> None:
+    r = lab08.ring_step(lambda chunks, phase, step: co.ring_step(chunks, phase, step))
+    assert r.status == "failed" and "labkit.collectives.ring_step" in r.message

@@ -45,7 +45,6 @@ COMPARES_WITH: dict[str, tuple[str, ...]] = {
     "06.fp8-promotion": ("labkit.precision.gemm:promote_every",),  # P.gemm itself is the statement's tool
     "06.te-scale": ("labkit.scaling.te_scale",),
     "07.pcie-peak": ("labkit.bandwidth.pcie_peak",),
-    "08.nccl-busbw": ("labkit.bandwidth.busbw_factor",),
     "08.ring-step": ("labkit.collectives.ring_step", "labkit.collectives.ring_allreduce"),
     "08.scaling-efficiency": ("labkit.check.lab08._ref_scaling",),
     "08.ddp-buckets": ("labkit.ddp.make_buckets",),

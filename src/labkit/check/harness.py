@@ -542,8 +542,9 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             if sim:
                 from .. import sim as simulator
 
+                record = _with_inputs_recorded(case, names, pos)
                 report = simulator.launch_strict(kernel, case.grid, case.block, *args, schedule=schedule, seed=seed,
-                                                 record=case.record, names=names, outputs=(names[pos],),
+                                                 record=record, names=names, outputs=(names[pos],),
                                                  time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S, allow_races=True)
             else:
                 launch(kernel, case.grid, case.block, *args)
@@ -555,6 +556,9 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             failed = explain_exception(exc, kernel)
             raise Failed(f"{label}: {failed}", cause=_more(failed.cause, case.extra_cause),
                          show=show_hint_for(kernel, case, exc, f"{label}: {failed}")) from None
+        whole = _one_thread_did_it_all(report, case, names, pos) if report is not None else None
+        if whole is not None:
+            raise Failed(f"{label}: {whole}", cause=ONE_THREAD_CAUSE)
         wrote_input = guard.problem()
         if wrote_input is not None:  # before any race or wrong value: those often follow from it
             raise Failed(f"{label}: {wrote_input}", cause=wrote_input.cause,
@@ -574,6 +578,47 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
                          show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report)) from None
     _passed_blocks.append(_dims(case.block))
     return report
+
+
+#: An input of at least this many elements, read almost whole by one thread, is whole-array work in one thread.
+WHOLE_ARRAY_MIN = 256
+ONE_THREAD_CAUSE = ("one thread looped over the whole input (a loop over range(x.size), or sum(x)/np.sum(x)) while "
+                    "the grid's other threads waited: that is a serial CPU-style computation inside a kernel. Give every "
+                    "thread its share (one element, or a grid-stride loop from cuda.grid(1) in steps of "
+                    "cuda.gridsize(1)) and combine the threads' results as the exercise asks.")
+
+
+def _with_inputs_recorded(case: Launch, names: Sequence[str], pos: int) -> bool | Sequence[str]:
+    """What the strict launch records: ``case.record``, plus, for a check's first case, the large array inputs (to
+    see a thread that reads all of one: :func:`_one_thread_did_it_all`)."""
+    if not case.first or case.record is True:
+        return case.record
+    big = [names[k if k < pos else k + 1] for k, v in enumerate(case.inputs)
+           if isinstance(v, np.ndarray) and v.size >= WHOLE_ARRAY_MIN and (k if k < pos else k + 1) < len(names)]
+    if not big:
+        return case.record
+    return tuple(dict.fromkeys([*(case.record or ()), *big]))
+
+
+def _one_thread_did_it_all(report: Any, case: Launch, names: Sequence[str], pos: int) -> str | None:
+    """A sentence when one thread read (nearly) every element of a large input by itself in a launch of many
+    threads: the whole array's work done serially in one thread (``sum(x)``, a loop over ``range(x.size)``)."""
+    threads = int(np.prod(_dims(case.grid))) * int(np.prod(_dims(case.block)))
+    if not case.first or threads < 32 or not report.log:
+        return None
+    sizes = {names[k if k < pos else k + 1]: v.size for k, v in enumerate(case.inputs)
+             if isinstance(v, np.ndarray) and v.size >= WHOLE_ARRAY_MIN and (k if k < pos else k + 1) < len(names)}
+    from ..sim.memory import READ
+
+    seen: dict[tuple[str, tuple[int, ...], int], set[int]] = {}
+    for array, t, flat, kind, _, _ in report.log:
+        if kind == READ and array.name in sizes:
+            seen.setdefault((array.name, tuple(t.blockIdx), t.thread_id), set()).add(flat)
+    for (name, block, thread), flats in seen.items():
+        if len(flats) >= 0.9 * sizes[name]:
+            return (f"thread {thread} of block {block} read {len(flats):,} of the {sizes[name]:,} elements of `{name}` "
+                    f"by itself, in a launch of {threads:,} threads: one thread did the whole array's work.")
+    return None
 
 
 def _with_block_note(note: str | None, cause: str | None) -> str | None:
