@@ -61,7 +61,8 @@ def _standin_case(n: int, n_frames: int) -> tuple[Any, list[np.ndarray], np.ndar
     return rec, frames, x, y, kernel
 
 
-def _judge_results(results: Any, frames: list[np.ndarray], y: np.ndarray, label: str) -> None:
+def _judge_results(results: Any, frames: list[np.ndarray], y: np.ndarray, label: str,
+                   x: np.ndarray | None = None) -> None:
     if not isinstance(results, (list, tuple)):
         raise Failed(f"{label}: graph_pipeline returned {type(results).__name__}, not a list with one result per frame.",
                      cause="append each frame's result (y.copy()) to a list and return the list.")
@@ -73,6 +74,9 @@ def _judge_results(results: Any, frames: list[np.ndarray], y: np.ndarray, label:
         if got.shape != frames[k].shape or not np.allclose(got, expected[k], rtol=1e-5, atol=1e-6):
             if isinstance(results[k], np.ndarray) and np.shares_memory(results[k], y):
                 cause = ("every result is the buffer y itself, which the next replay overwrites: append y.copy().")
+            elif x is not None and np.isnan(np.asarray(x)).all():
+                cause = ("the pinned buffer x was never filled: the captured copy reads x at every replay, so put "
+                         "each frame into it (x[...] = frame) before graph.launch(stream).")
             elif got.shape == frames[k].shape and np.isnan(got).all():
                 cause = ("y was read before the replay had copied anything into it: graph.launch() returns at once; "
                          "call stream.synchronize() before reading y.")
@@ -111,11 +115,15 @@ def _grade_standin(fn: Any, n: int, n_frames: int) -> str:
         raise Failed(f"{label}: {rec.eager_ops} copies or kernels were issued outside the graph.",
                      cause="inside the frame loop only refill x, launch the graph, synchronize and keep y.copy(); "
                            "the graph already holds the copies and the kernel.")
+    if len(rec.graphs) > 1:
+        raise Failed(f"{label}: {len(rec.graphs)} graphs were captured for {n_frames} frames.",
+                     cause="capture the pipeline once, before the frame loop, and replay that one graph per frame: a "
+                           "capture per frame costs more host time than the three calls it replaces.")
     replays = sum(g.launches for g in rec.graphs)
     if replays != n_frames:
         raise Failed(f"{label}: the graph was launched {replays} times for {n_frames} frames.",
                      cause="one graph.launch(stream) per frame.")
-    _judge_results(results, frames, y, label)
+    _judge_results(results, frames, y, label, x)
     return label
 
 

@@ -71,7 +71,25 @@ def cases() -> list[tuple[int, int, str, int]]:
         if n > 2 and (k % 2 == 1 or n == top):
             out.append((n, between(1, n - 1), "int32" if dtype == "float32" else "float32", seed + 2 * k + 1))
     out.insert(1, (top, not_multiple(2000, 5000, top), "int32", seed + 99))
+    # chunks of 100,000+ floats (400 KB): past what MPI buffers for a blocking Send, so Send-then-Recv on every rank
+    # deadlocks here as it would on a real network; a Sendrecv or an Isend/Irecv pair does not
+    out.append((2, not_multiple(BIG_CHUNK * 2, BIG_CHUNK * 2 + 40_000, 2), "float32", seed + 98))
     return out
+
+
+#: Elements of a chunk in the large case: 400 KB of float32, far past MPI's eager (buffered) message size.
+BIG_CHUNK = 100_000
+
+
+def _stuck_cause(text: str) -> str | None:
+    """The cause of a hang the rank processes report, read from the calls the ranks are stuck in."""
+    if "stuck in comm.Send" in text or "stuck in comm.send" in text or "stuck in comm.Ssend" in text:
+        return ("every rank sends first with a blocking Send and only then receives: a Send returns only once the "
+                f"message is delivered or buffered, and a chunk of {BIG_CHUNK:,} floats is too large for MPI to "
+                "buffer, so all ranks wait in Send for a Recv nobody has posted (a deadlock; small chunks hide it). "
+                "Use comm.Sendrecv(sendbuf, dest=..., recvbuf=..., source=...), which sends and receives together, "
+                "or a non-blocking pair: req = comm.Isend(...); comm.Recv(...); req.Wait().")
+    return None
 
 
 def _cause(rec: dict[str, Any], n: int, size: int, itemsize: int) -> str | None:
@@ -144,7 +162,7 @@ def mpi_ring(fn: Any) -> str:
         text = str(exc)
         if "NotImplementedError" in text:
             raise Unsolved("the function still raises NotImplementedError; write its body.") from None
-        raise Failed(text.split("\n  What to do:")[0], cause=exc.fix) from None
+        raise Failed(text.split("\n  What to do:")[0], cause=_stuck_cause(text) or exc.fix) from None
     for case in graded:
         n, size, dtype = case["n"], case["size"], case["dtype"]
         itemsize = np.dtype(dtype).itemsize
@@ -167,4 +185,5 @@ def mpi_ring(fn: Any) -> str:
             if far:
                 raise Failed(f"{where}: the sum is right but rank {r} is not a ring.", cause=cause)
     return ("correct: every rank equals MPI.Allreduce on 2 processes and more, for sizes the process count does not "
-            "divide, sizes smaller than it, float32 and int32, with one chunk per Sendrecv to a neighbour.")
+            "divide, sizes smaller than it, float32 and int32, one chunk per step to a neighbour; and with chunks of "
+            f"{BIG_CHUNK:,}+ floats, too large for MPI to buffer, it did not deadlock (no blocking Send before Recv).")
