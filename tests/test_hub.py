@@ -139,7 +139,7 @@ HUB_CONFIG = """
 import os, sys
 sys.path.insert(0, {deploy!r})
 from mig_allocator import SliceAllocator
-from labkit.hub_setup import configure_culler, configure_login, configure_tls
+from labkit.hub_setup import configure_culler, configure_login, configure_origins, configure_tls
 from labkit.progress_service import configure_hub
 
 c = get_config()  # noqa: F821
@@ -158,7 +158,7 @@ c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api}"
 c.ConfigurableHTTPProxy.should_start = True
 configure_tls(c, cert={cert!r}, key={key!r})
 configure_login(c, login="native", instructors=[{instructor!r}], env={{"LABKIT_ADMIN_PASSWORD": {admin_password!r}}})
-c.NativeAuthenticator.seconds_before_next_try = 1
+configure_origins(c, tls=True)  # no user config in learners' servers, SameSite cookies, HSTS (as the DGX)
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"
 c.Spawner.cmd = {singleuser!r}
