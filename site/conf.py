@@ -50,6 +50,7 @@ html_js_files = ["labkit-site.js"]
 html_copy_source = False  # the notebooks are downloadable as they are, from notebooks/
 html_show_sourcelink = False
 html_last_updated_fmt = None
+html_show_search_summary = False  # summaries fetch() each page, which a browser refuses from file://
 html_theme_options = {
     **({"repository_url": labkit_repository_url, "repository_branch": labkit_repository_branch,
         "use_repository_button": True} if labkit_repository_url else {}),

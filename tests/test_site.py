@@ -273,7 +273,7 @@ def _chromium() -> str | None:
 CHROMIUM = _chromium()
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed: `apt-get install chromium` "
                                                               "(CI's .ci/run installs it)")
-PAGES = ["index.html", "exercises.html", *(f"labs/{lab.notebook}.html" for lab in LABS)]
+PAGES = ["index.html", "exercises.html", *(f"labs/{lab.notebook}.html" for lab in LABS), "search.html?q=coalescing"]
 # What the page says about itself once loaded: figures (each must be drawn), images (each must have loaded)
 INSPECT = """() => {
   const figs = [...document.querySelectorAll('div.labkit-plotly')];
@@ -285,6 +285,7 @@ INSPECT = """() => {
     images: imgs.length,
     broken_images: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
     title: document.title,
+    search_results: document.querySelectorAll('#search-results li').length,
   };
 }"""
 
@@ -314,8 +315,8 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
-def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[str, Path] | None = None
-           ) -> dict[str, dict[str, Any]]:
+def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[str, Path] | None = None,
+           block: str | None = None) -> dict[str, dict[str, Any]]:
     """Open each URL in one page; what went wrong on each (console errors, page errors, failed or outside requests)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     problems: list[str] = []
@@ -324,7 +325,9 @@ def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[st
     page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} ({r.failure})"))
 
     def route(r: Any) -> None:
-        if r.request.url.startswith(local):
+        if block and block in r.request.url:
+            r.abort()  # on purpose: the test that the checks catch a figure that does not draw
+        elif r.request.url.startswith(local):
             r.continue_()
         else:
             problems.append(f"request outside the site: {r.request.url}")
@@ -338,8 +341,11 @@ def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[st
         try:
             page.wait_for_function("() => [...document.querySelectorAll('div.labkit-plotly')]"
                                    ".every(d => d.hasAttribute('data-drawn'))", timeout=30_000)
-        except Exception as e:  # noqa: BLE001  (reported below as undrawn figures)
-            problems.append(f"figures still drawing after 30 s: {e}")
+            if "search.html" in url:
+                page.wait_for_function("() => document.querySelectorAll('#search-results li').length > 0",
+                                       timeout=30_000)
+        except Exception as e:  # noqa: BLE001  (reported below as undrawn figures or no search results)
+            problems.append(f"figures still drawing, or no search results, after 30 s: {e}")
         info = page.evaluate(INSPECT)
         info["problems"] = list(problems)
         seen[url] = info
@@ -378,7 +384,21 @@ def test_every_page_draws_in_chromium_over_http(site: Path, server: str, browser
 
 
 @needs_chromium
+def test_a_figure_that_does_not_draw_is_caught(site: Path, server: str, browser: Any) -> None:
+    """The checks above can fail: without plotly.js, Lab 01's figures stay undrawn and the page says so."""
+    url = f"{server}/labs/{LABS[1].notebook}.html"
+    info = _visit(browser, [url], (server,), block="plotly.min.js")[url]
+    assert info["figures"] > 0 and info["drawn"] == 0
+    assert any("figure not drawn" in p for p in info["problems"]), info["problems"]
+    with pytest.raises(AssertionError):
+        _assert_clean({url: info})
+
+
+@needs_chromium
 def test_site_works_opened_from_the_file_system(site: Path, browser: Any) -> None:
     """What an instructor gets by opening site/_build/html/index.html: the same pages, figures and links."""
     urls = [(site / p).as_uri() for p in ("index.html", f"labs/{LABS[1].notebook}.html", "exercises.html")]
-    _assert_clean(_visit(browser, urls, ("file://",)))
+    urls.append((site / "search.html").as_uri() + "?q=coalescing")  # search, without fetch() (refused from file://)
+    seen = _visit(browser, urls, ("file://",))
+    _assert_clean(seen)
+    assert seen[urls[-1]]["search_results"] > 0
