@@ -519,9 +519,11 @@ def reduction_source(in_params: str, out_params: str, map_expr: str, reduce_expr
 
 
 def reduction_host_source(in_params: str, out_params: str, map_expr: str, reduce_expr: str, post_map_expr: str,
-                          identity: str, name: str, *, partials: int = 4) -> str:
-    """The same reduction as :func:`reduction_source` written for the CPU stand-in (one thread, no barrier)."""
-    ins, outs = parse_params(in_params, "in_params"), parse_params(out_params, "out_params")
+                          identity: str, name: str, *, partials: int = 4, types: dict[str, str] | None = None) -> str:
+    """The same reduction as :func:`reduction_source` written for the CPU stand-in (one thread, no barrier);
+    placeholder types (``T``) as ``types`` binds them (NumPy names), else float32."""
+    ins = parse_params(in_params, "in_params", generic_types=types)
+    outs = parse_params(out_params, "out_params", generic_types=types)
     out = outs[0]
     acc = out.ctype
     sig = [f"const {p.ctype}* _in_{p.name}" for p in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]

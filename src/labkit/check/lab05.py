@@ -53,6 +53,22 @@ def _compile_all(source: str, name: str) -> dict[str, Any]:
                      cause="read NVRTC's first error and the line it names.") from None
 
 
+def fp64_failure(compiled: dict[str, Any], what: str) -> Failed | None:
+    """A :class:`Failed` when the PTX of a kernel whose data are all float32 computes in FP64 (a C++ double literal
+    such as ``0.5``, ``fabs``/``sqrt`` on a double, a ``double`` variable): the statement asks for FP32 throughout."""
+    ptx = compiled.get("sm_80") or next(iter(compiled.values()), None)
+    lines = ptx.fp64() if ptx is not None else []
+    if not lines:
+        return None
+    ops = sorted({ln.split(None, 1)[0].rstrip(";") for ln in lines})
+    return Failed(f"{what} computes in double precision: its PTX has {len(lines)} FP64 instruction(s) "
+                  f"({', '.join(f'`{o}`' for o in ops[:4])}{', ...' if len(ops) > 4 else ''}) although every input "
+                  "and output is float32.",
+                  cause="in C++ a literal such as 0.5 or 1.0 is a double, and so is what it touches: write 0.5f, use "
+                        "the float functions (fabsf, sqrtf, expf) and float variables. FP64 runs at a small fraction "
+                        "of the FP32 rate on most GPUs (labkit.hw.arithmetic_rates).")
+
+
 def _with_source_line(message: str, source: str) -> str:
     """NVRTC's message without caret-only lines, plus the source line of the first error."""
     import re
@@ -316,7 +332,7 @@ def huber(kernel: Any) -> str:
         if len(ins) != 3 or len(outs) != 1:
             raise Failed(f"huber takes three inputs (x, y, delta) and gives one output; yours has {len(ins)} and {len(outs)}.",
                          cause="in_params = 'float32 x, float32 y, float32 delta', out_params = 'float32 z'.")
-        _compile_all(parts.source(), parts.name)
+        compiled = _compile_all(parts.source(), parts.name)
     delta = float(np.float32(np.random.default_rng().uniform(0.2, 0.8)))
     sizes = [391, 1, 127, 128, 129, 1000]
     # a kernel written for a placeholder type (T x, T y, ...) must also be right for float64, as CuPy instantiates it
@@ -354,10 +370,15 @@ def huber(kernel: Any) -> str:
     except LabkitError as exc:
         raise Failed(str(exc)) from None
     del xp
+    if parts is not None and not generic:
+        slow = fp64_failure(compiled, "the kernel gives the right values, but it")
+        if slow is not None:
+            raise slow
     if cupy is not None:
         return f"correct on the GPU for {len(cases)} sizes up to 1,000,003 (compiled by CuPy)."
     return (f"compiles for {_arches()} with NVRTC, and its values are right on {len(cases)} sizes on the CPU "
-            "stand-in (labkit's equivalent of CuPy's elementwise kernel)" + (", float64 too (its placeholder type)" if generic else "")
+            "stand-in (labkit's equivalent of CuPy's elementwise kernel)" + (", float64 too (its placeholder type)" if generic else
+                                                                              ", computing in FP32 only (no FP64 in its PTX)")
             + ". A GPU run checks the real cupy.ElementwiseKernel.")
 
 
@@ -423,7 +444,8 @@ def l2norm(kernel: Any) -> str:
             raise Failed(str(exc)) from None
         if len(ins) != 1 or len(outs) != 1:
             raise Failed(f"l2norm takes one input and gives one output; yours has {len(ins)} and {len(outs)}.")
-        _compile_all(source, parts.name)
+        compiled = _compile_all(source, parts.name)
+    generic = parts is not None and any(p.generic for p in ins + outs)
     sizes = [1, 2, 127, 1000, 1537]
     if cupy is not None:
         run = kernel.cupy() if parts is not None else kernel
@@ -444,6 +466,13 @@ def l2norm(kernel: Any) -> str:
                 raise Failed(f"n={n}: {written}.", cause=INPUT_CAUSE)
             results.append((n, value, float(np.linalg.norm(x0.astype(np.float64)))))
         zero = float(kernel(np.zeros(ZERO_N, np.float32)))
+        if generic:  # a placeholder type must be right for float64 too, to float64's precision (sqrtf would round)
+            x = np.random.default_rng().uniform(-1, 1, 257)  # not exactly representable in float32
+            value, want = _reduce_float64(parts, x), float(np.linalg.norm(x))
+            if abs(value - want) > 1e-12 * want:
+                raise Failed(f"n=257, float64: expected {want!r}, got {value!r} (relative error {abs(value - want) / want:.1e}).",
+                             cause="right in float32 precision only: for T = double a float function (sqrtf) or a float "
+                                   "literal rounds to float. Use sqrt (it follows the type) and plain constants.")
     except HostUnavailable as exc:
         return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
     except Failed:
@@ -451,8 +480,27 @@ def l2norm(kernel: Any) -> str:
     except LabkitError as exc:
         raise Failed(str(exc)) from None
     _grade_l2norm(results, zero)
+    if parts is not None and not generic:
+        slow = fp64_failure(compiled, "the reduction gives the right norms, but it")
+        if slow is not None:
+            raise slow
     return (f"compiles for {_arches()} with NVRTC, and gives the norm on {len(sizes)} sizes on the CPU stand-in "
-            "(4 partial results combined, as a tree reduction would). A GPU run checks the real cupy.ReductionKernel.")
+            "(4 partial results combined, as a tree reduction would)" + (", and to float64 precision for T = double"
+                                                                         if generic else ", in FP32 only")
+            + ". A GPU run checks the real cupy.ReductionKernel.")
+
+
+def _reduce_float64(parts: Any, x: np.ndarray) -> float:
+    """Run a reduction written for a placeholder type ``T`` with T = double on the CPU stand-in, as CuPy would
+    instantiate it for a float64 array."""
+    from ..cuda_cpp import parse_params, reduction_host_source, run_on_host
+
+    types = {p.generic: "float64" for p in parse_params(parts.in_params, "in_params") if p.generic}
+    out = np.zeros(1, dtype=np.float64)
+    run_on_host(reduction_host_source(parts.in_params, parts.out_params, parts.map_expr, parts.reduce_expr,
+                                      parts.post_map_expr, parts.identity, parts.name, types=types),
+                parts.name, (1,), (1,), (np.ascontiguousarray(x, dtype=np.float64), out, np.int64(x.size)))
+    return float(out[0])
 
 
 #: Length of the all-zero input every l2norm check also runs: its norm is 0 whatever the tree, unless the identity is not.
@@ -540,8 +588,9 @@ def leaky_relu(source: Any) -> str:
     if cupy is not None:
         return _leaky_relu_gpu(cupy, source, alpha)
     runs = []
-    # the multiple of the block is past 32,767 (the stand-in runs it in milliseconds): a 16-bit index wraps there
-    big = 313 * 128
+    # the multiple of the block is past 65,536 (the stand-in runs it in milliseconds): a 16-bit index, signed or
+    # unsigned, wraps there
+    big = 547 * 128
     for block in (128, 96):  # 96: not a power of two, so a shift for the multiply or a fixed block size shows
         for n in ([big if m == 5 * block else m for m in sizes_for(block)] if block == 128 else [3 * block + 7]):
             x = random_array(n)
@@ -573,9 +622,16 @@ def leaky_relu(source: Any) -> str:
         try:
             compare(y, want, label=label, unwritten_means_unsolved=False)
         except Failed as exc:
-            raise Failed(str(exc), cause=_leaky_cause(y, x0, alpha) or exc.cause) from None
+            wrapped = n > 65536 and np.isnan(y[65536:]).any() and not np.isnan(y[:65536]).any()
+            cause = ("elements from 65,536 on were never written: a 16-bit index (unsigned short) wraps to 0 there, so "
+                     "those threads wrote the first elements again. Compute i as an int." if wrapped else None)
+            raise Failed(str(exc), cause=cause or _leaky_cause(y, x0, alpha) or exc.cause) from None
+    slow = fp64_failure(ptx, "the kernel gives the right values, but it")
+    if slow is not None:
+        raise slow
     return (f"compiles for {_arches()}; entry and bounds check found in the PTX; correct on {len(runs)} launches "
-            "on the CPU stand-in, with a spare block and no writes out of bounds. A GPU run checks it with cupy.RawKernel.")
+            f"on the CPU stand-in (up to {big:,} elements, past 65,536), with a spare block and no writes out of bounds, "
+            "in FP32 only (no FP64 in its PTX). A GPU run checks it with cupy.RawKernel.")
 
 
 def _leaky_cause(y: np.ndarray, x: np.ndarray, alpha: float) -> str | None:

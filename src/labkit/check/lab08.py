@@ -97,6 +97,9 @@ def _fresh(n: int, size: int, dtype: Any, seed: int) -> tuple[list[np.ndarray], 
 
     rng = np.random.default_rng(seed)
     bufs = [rng.integers(-50, 50, size).astype(dtype) for _ in range(n)]  # integers: sums are exact in any order
+    if np.dtype(dtype) == np.float64:  # plus multiples of 2**-30: still exact in any order in float64, but not
+        for b in bufs:                 # representable in float32, so a step that goes through float32 shows
+            b += rng.integers(1, 1 << 20, size) * 2.0**-30
     return bufs, [split(b, n) for b in bufs]
 
 
@@ -186,6 +189,11 @@ def ring_step(fn: Any) -> str:
                     if phase == RS and s == 0 and n > 2 and math.isclose(float(sum(np.sum(c) for c in mine[0])), float(full)):
                         cause = "that looks like the whole sum in one go; a step moves one chunk per GPU to its neighbour only."
                 g, c, i = _first_diff(mine, want) or (0, 0, 0)
+                if cause is None and dtype == np.float64 and i >= 0 and mine[g][c].shape == want[g][c].shape and \
+                        np.allclose(mine[g][c], want[g][c], rtol=1e-6, atol=1e-6):
+                    cause = ("the values are float64, but this step sent them through float32 (astype(np.float32), or a "
+                             "float32 scratch buffer): they lose their last digits. Keep the chunks' dtype "
+                             "(np.empty_like(chunk), chunk.copy()).")
                 sends = ", ".join(f"GPU{a}->GPU{b} chunk {ch}" for a, b, ch in ring_schedule(n, phase, s)[:3])
                 where = f"GPU{g}'s chunk {c}" + (f", element {i}" if i >= 0 else " has the wrong shape")
                 raise Failed(f"n = {n}, {size} elements, {phase} step {s}: {where} differs from the expected state "
