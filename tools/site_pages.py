@@ -109,7 +109,11 @@ def rewrite_links(text: str, repo_dir: str, site_dir: str, settings: Settings) -
             rel = posixpath.relpath(page, site_dir or ".")
             return f"[{label}]({rel}{'#' + anchor if anchor else ''})"
         link = settings.repo_link(repo_path)
-        return f"[{label}]({link})" if link else f"{label} (`{repo_path}` in the course repository)"
+        if link:
+            return f"[{label}]({link})"
+        if label.strip("`") in (repo_path, posixpath.basename(repo_path), target):
+            return f"`{repo_path}` (in the course repository)"
+        return f"{label} (`{repo_path}` in the course repository)"
 
     return LINK.sub(one, text)
 
