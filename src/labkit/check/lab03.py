@@ -300,6 +300,28 @@ def _best_budget(arch: str, threads: int, target: float, shared: int) -> int | N
     return max(ok) if ok else None
 
 
+def _plan_right(arch: str, target: float, shared: int, plan: Any) -> bool:
+    """Would ``plan`` pass for ``(arch, target, shared)``: reaches the target with the largest budget for its size."""
+    if plan is None:
+        return not _reachable(arch, target, shared)
+    threads, regs = plan
+    occ = _occ(arch, threads, regs, shared)
+    return occ is not None and occ >= target - 1e-12 and regs == _best_budget(arch, threads, target, shared)
+
+
+def _shared_pair(rng: np.random.Generator, arches: list[str]) -> list[tuple[str, float, int]]:
+    """Three cases with one arch and target: no shared memory, a shared-memory size for which the first case's plan
+    is wrong, and the first again. A plan remembered by (arch, target) alone fails the second; a remembered plan
+    keyed by all three arguments passes the third."""
+    plan = _reference_launch_plan()
+    arch, target = str(rng.choice(arches)), float(rng.choice([0.5, 0.625, 0.75]))
+    first = plan(arch, target, 0)
+    for shared in rng.permutation(np.arange(6_000, 46_000, 1_000)) + int(rng.integers(1, 999)):
+        if not _plan_right(arch, target, int(shared), first):
+            return [(arch, target, 0), (arch, target, int(shared)), (arch, target, 0)]
+    return [(arch, target, 0)]
+
+
 def _reachable(arch: str, target: float, shared: int) -> bool:
     return any(_best_budget(arch, t, target, shared) is not None for t in range(32, 1025, 32))
 
@@ -340,12 +362,22 @@ def launch_plan(fn: Any) -> str:
              ("sm_80", 0.5, 40_000 + int(rng.integers(0, 3000))),  # shared memory limits the blocks: large blocks needed
              ("sm_70", 0.75, 60_000 + int(rng.integers(0, 4000)))]  # out of reach: one block of at most 32 warps
     cases.append((str(rng.choice(arches)), 0.1875, 0))  # a budget of 168
+    cases[2:2] = _shared_pair(rng, arches)  # the same arch and target again with other shared memory, and repeated
     for _ in range(2):
         cases.append((str(rng.choice(arches)), float(rng.choice([0.0625, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0])),
                       int(rng.integers(0, 24_000))))
+    seen: dict[tuple[str, float], tuple[int, Any]] = {}
     for arch, target, shared in cases:
         call = f"launch_plan({arch!r}, {target}, {shared})"
         got = call_learner(fn, arch, target, shared, what=call)
+        prior = seen.get((arch, target))
+        seen[(arch, target)] = (shared, got)
+        if prior is not None and prior[0] != shared and prior[1] == got and not _plan_right(arch, target, shared, got):
+            raise Failed(f"{call} returned {got!r}, the same plan as launch_plan({arch!r}, {target}, {prior[0]}), and it "
+                         f"is not right for {shared} B of shared memory per block.",
+                         cause="the shared memory per block changes the answer (it caps the blocks per SM): a plan "
+                               "remembered by arch and target alone, or computed without `shared`, ignores it. Key any "
+                               "cache by all three arguments and pass shared_per_block to occupancy().")
         reachable = _reachable(arch, target, shared)
         if got is Ellipsis:
             raise Unsolved("launch_plan returns nothing yet.")
@@ -387,4 +419,5 @@ def launch_plan(fn: Any) -> str:
                          cause="the budget is the largest that keeps the target: a kernel that needs more registers "
                                "than the budget spills to local memory, so do not give any away.")
     return (f"right on {len(cases)} fresh cases on sm_70, sm_80 and sm_90: full occupancy, shared memory that limits "
-            "the blocks, and a target out of reach.")
+            "the blocks, one arch and target asked again with other shared memory and then repeated, and a target out "
+            "of reach.")

@@ -550,10 +550,44 @@ def call_learner(fn: Any, *args: Any, what: str) -> Any:
         raise Failed(f"{what}: {exc.args[0] if exc.args else exc}", cause=exc.fix) from None
     except KernelTimeout as exc:
         raise Failed(f"{what}: {exc}", cause=exc.cause) from None
-    except LabkitError:
+    except Failed:
         raise
+    except LabkitError as exc:  # raised by a labkit function the learner's code called: the learner's call, not the verdict
+        where = _labkit_caller(exc)
+        raise Failed(f"{what} stopped with an error from labkit{where}: {exc.args[0] if exc.args else exc}",
+                     cause="your function called labkit with arguments it rejects (the sentence above says why) and "
+                           "did not handle the error. Where a call may legitimately fail (occupancy() for a block "
+                           "that cannot launch, say), catch labkit.LabkitError around it and treat that case as "
+                           "not possible.") from None
     except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
         raise Failed(f"{what} raised {type(exc).__name__}: {exc}") from None
+
+
+def _labkit_caller(exc: BaseException) -> str:
+    """" (in labkit.occupancy.occupancy)": the labkit function the learner's code called that raised ``exc``."""
+    import traceback
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    frames = traceback.extract_tb(exc.__traceback__)
+    for k, fr in enumerate(frames):
+        try:
+            inside = root in Path(fr.filename).resolve().parents
+        except (OSError, ValueError):
+            inside = False
+        if inside and k > 0 and not _inside(frames[k - 1].filename, root):
+            mod = Path(fr.filename).resolve().relative_to(root.parent).with_suffix("").as_posix().replace("/", ".")
+            return f" (in {mod}.{fr.name}, called by your code)"
+    return ""
+
+
+def _inside(filename: str, root: Any) -> bool:
+    from pathlib import Path
+
+    try:
+        return root in Path(filename).resolve().parents
+    except (OSError, ValueError):
+        return False
 
 
 def describe_hazard(a: Op, b: Op, what: str) -> str:
