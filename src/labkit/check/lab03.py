@@ -147,6 +147,11 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
                    "loaded past the end" if t == K // tile else
                    "the loop runs a fixed number of tiles: run (K + MM_TILE - 1) // MM_TILE of them")
             return f"C holds the sum over the first {t * tile} of the {K} terms ({t} of {steps} tiles along K): {why}."
+    half = A.astype(np.float16).astype(np.float64) @ B.astype(np.float16).astype(np.float64)
+    if np.allclose(got, half, rtol=1e-5, atol=2e-6 * max(K, 1)):
+        return ("C equals the product of A and B rounded to FP16: the shared tiles (or a variable on the way) hold "
+                "float16, which keeps 11 bits of each element. The exercise computes in float32: declare the tiles "
+                "with float32.")
     return None
 
 
@@ -184,7 +189,7 @@ def matmul(kernel: Any, tile: int = 16) -> str:
         expected = (A.astype(np.float64) @ B.astype(np.float64))
         record = k == 0 and current_mode() == "sim"
         report = run_case(kernel, grid, (tile, tile), (A, B), out_shape=(m, n), out_dtype=np.float32, expected=expected,
-                          label=label, names=("A", "B", "C"), first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4 * kk,
+                          label=label, names=("A", "B", "C"), first=k == 0, reverse=k == 2, rtol=1e-5, atol=2e-6 * kk,
                           record=("A", "B") if record else False,
                           explain=lambda got, A=A, B=B: _matmul_cause(got, A, B, tile),
                           unwritten_cause="every thread whose (row, col) lies inside C must store its sum: check the final bounds "
