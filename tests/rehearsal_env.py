@@ -43,9 +43,15 @@ def env(*, mpi: bool = True, **extra: str) -> dict[str, str]:
 
 
 def run(code: str, *, timeout: float = 300, mpi: bool = True, **extra: str) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in the rehearsal's Python (cwd: the repository root)."""
-    return subprocess.run([str(PY), "-c", code], cwd=ROOT, env=env(mpi=mpi, **extra), capture_output=True, text=True,
-                          timeout=timeout)
+    """Run ``code`` in the rehearsal's Python (cwd: the repository root), from a file, so the functions it defines have
+    a source (``ranks.call`` reads it)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "rehearsal_step.py"
+        script.write_text(code)
+        return subprocess.run([str(PY), str(script)], cwd=ROOT, env=env(mpi=mpi, **extra), capture_output=True,
+                              text=True, timeout=timeout)
 
 
 def run_json(code: str, **kw: Any) -> Any:

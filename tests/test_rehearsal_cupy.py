@@ -1,0 +1,77 @@
+"""Rehearsal (issue 29, B2 and the API surface): real CuPy 14.2 (cupy-cuda13x, the image's) traces every function
+labkit and the notebooks pass to ``cupy.fuse`` on arrays over ``UnownedMemory`` (no GPU: only the device may fail), and
+the API-surface tests run again against the image's CuPy, cuda-core and cuda-bindings 13."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from rehearsal_env import ROOT, PY, env, needs_rehearsal, run_json
+
+import subprocess
+
+
+def fused_functions() -> set[str]:
+    """Names of every function passed to ``*.fuse(...)`` in labkit and the notebook sources (read with ``ast``)."""
+    names = set()
+    for path in [*(ROOT / "src" / "labkit").rglob("*.py"), *(ROOT / "notebooks" / "src").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "fuse" \
+                    and node.args:
+                arg = node.args[0]
+                names.add(arg.attr if isinstance(arg, ast.Attribute) else getattr(arg, "id", ast.unparse(arg)))
+    return names
+
+
+#: Every fusable function: the public, checked one (learners may fuse it) and what fusion_benchmark fuses.
+FUSABLE = ("affine_normalize", "_affine_expr")
+
+TRACE = """
+import json, traceback
+import numpy as np, cupy
+from cupy.cuda import MemoryPointer, UnownedMemory
+from labkit import cupylab
+
+def fake(n):  # a device array at a made-up address: CuPy traces it, only a launch would touch the device
+    return cupy.ndarray((n,), np.float32, MemoryPointer(UnownedMemory(1 << 32, n * 4, owner=None, device_id=0), 0))
+
+out = {}
+x, g, b = fake(1024), fake(1024), fake(1024)
+for name in NAMES:
+    try:
+        cupy.fuse(getattr(cupylab, name))(x, g, b, 0.1, 1.7)
+        out[name] = {"error": None}
+    except Exception as exc:
+        frames = [f.name for f in traceback.extract_tb(exc.__traceback__)]
+        out[name] = {"type": type(exc).__module__ + "." + type(exc).__name__, "error": str(exc)[:300], "frames": frames}
+print(json.dumps(out))
+"""
+
+
+def test_every_fused_function_is_traced_here() -> None:
+    assert fused_functions() <= set(FUSABLE), fused_functions() - set(FUSABLE)
+
+
+@needs_rehearsal
+def test_b2_real_cupy_fuse_traces_every_fused_function() -> None:
+    out = run_json(f"NAMES = {FUSABLE!r}\n" + TRACE)
+    for name, r in out.items():
+        # traced and built into a kernel; it fails at the launch, which asks for a device (there is none here)
+        assert r.get("type", "").startswith("cupy_backends.cuda.api."), (name, r)
+        assert any(f.endswith("ElementwiseKernel.__call__") for f in r["frames"]), (name, r)
+
+
+@needs_rehearsal
+def test_api_surface_against_the_image_packages() -> None:
+    """tests/test_gpu_api_surface.py and tests/test_lab10_api_surface.py, run by the image's Python: every CuPy,
+    cuda-core, cuda.bindings, numba.cuda and NVML name labkit and the GPU cells call, bound to cupy-cuda13x 14.2's,
+    cuda-core 1.2's and cuda-bindings 13's signatures (cuda.tile, cuda.coop and cuda.compute are not on the image:
+    those tests skip there and run in the suite's own .venv)."""
+    res = subprocess.run([str(PY), "-m", "pytest", "-q", "-p", "no:randomly", "-x", "--timeout", "300",
+                          "tests/test_gpu_api_surface.py", "tests/test_lab10_api_surface.py", "-k", "not unchecked_packages"],
+                         cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
+    tail = res.stdout[-3000:]
+    assert res.returncode == 0, tail + res.stderr[-2000:]
+    assert " passed" in tail and " failed" not in tail, tail
