@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from .answers import close, number, ratio_cause
 from .core import Failed, Unsolved, exercise
-from .slips import merge_slips, unit_cause
+from .slips import int32_wrap_cause, merge_slips, unit_cause
 
 DGX1 = "DGX-1 (V100)"
 
@@ -160,6 +160,7 @@ def hbm_copy_time(fn: Any) -> str:
     # fresh sizes (4 KiB to 8 GiB) and peaks (20 to 5000 GB/s) each run
     cases = [(int(2 ** r.uniform(12, 33)), float(round(r.uniform(20, 5000), 1))) for _ in range(5)]
     cases[0] = (int(r.integers(1, 9)) * 2**30, cases[0][1])  # a whole number of GiB: GiB against GB shows
+    cases[1] = (int(r.integers(2**31 + 1, 2**34)), cases[1][1])  # past 2^31: 32-bit integer byte arithmetic overflows
     for nbytes, peak in cases:
         want = 2 * nbytes / (peak * 1e9)
         got = number(_call(fn, nbytes, peak), f"copy_seconds({nbytes}, {peak})")
@@ -171,7 +172,7 @@ def hbm_copy_time(fn: Any) -> str:
                 1e9 / 2**30: "the peak is in GB/s = 10^9 bytes/s, not GiB/s.",
                 1e-9: "convert GB/s to bytes per second: multiply by 10^9.",
                 4.0: "a copy moves 2 × nbytes, not 4 × nbytes: the read and the write, each once.",
-            }) or unit_cause(got, want) or "time = 2 × nbytes / (peak_gbps × 10^9) seconds: bytes read plus bytes written, over the rate."
+            }) or int32_wrap_cause(got, want, nbytes) or unit_cause(got, want) or "time = 2 × nbytes / (peak_gbps × 10^9) seconds: bytes read plus bytes written, over the rate."
             raise Failed(f"copy_seconds({nbytes}, {peak}) returned {got:.4g} s, expected {want:.4g} s.", cause=cause)
     return "correct: a copy moves its bytes twice through memory (read + write), so it takes 2N / bandwidth."
 
@@ -276,7 +277,8 @@ def allreduce_ring_bytes(fn: Any) -> str:
     # 4 first (its wrong answers have distinct ratios), then a fresh mix of ring sizes, one GPU included; fresh sizes
     sizes = [int(r.integers(2, 9)), int(r.integers(9, 33)), int(r.integers(33, 1025))]
     for n in (4, *sizes, 2, 1):
-        for nbytes in (int(2 ** r.uniform(10, 34)), int(r.integers(1, 100)) * 10**7):
+        # one size past 2^31 every time: byte arithmetic in 32-bit integers (np.int32) overflows there
+        for nbytes in (int(2 ** r.uniform(10, 34)), int(r.integers(1, 100)) * 10**7, int(r.integers(2**31 + 1, 2**35))):
             want = 2 * (n - 1) * nbytes / n
             got = number(_call(fn, nbytes, n), f"ring_allreduce_sent({nbytes}, {n})")
             if not close(got, want) and not (want == 0 and abs(got) < 1e-9):
@@ -287,7 +289,7 @@ def allreduce_ring_bytes(fn: Any) -> str:
                         0.5: "that is one phase; the ring all-reduce has two (reduce-scatter, then all-gather).",
                         n / (n - 1): "each phase has n - 1 steps, not n.",
                         n: "each step sends one chunk of nbytes / n, not the whole buffer.",
-                    }) or unit_cause(got, want) or ("two phases (reduce-scatter, all-gather) of n - 1 steps, each step one "
+                    }) or int32_wrap_cause(got, want, nbytes) or unit_cause(got, want) or ("two phases (reduce-scatter, all-gather) of n - 1 steps, each step one "
                                                     "chunk of nbytes / n: 2 (n - 1) / n × nbytes.")
                 raise Failed(f"ring_allreduce_sent({nbytes}, {n}) returned {got:.6g}, expected {want:.6g} bytes.", cause=cause)
     return "correct: each GPU sends 2(n-1)/n x the buffer, so busbw = algbw x 2(n-1)/n is what each link carries."

@@ -252,6 +252,8 @@ def nccl_tests_bandwidth(fn: Any) -> str:
     cases = [draw("all_reduce", 8), draw("all_gather", 8), draw("reduce_scatter", 4), draw("all_reduce", 16),
              draw("broadcast", int(choice((4, 8)))), draw("all_gather", 2), draw("all_reduce", 2),
              draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73)))]
+    big = int(r.integers(3, 9)) * 2**30 + int(r.integers(1, 2**20))  # past 2^31 bytes: int32 byte arithmetic overflows
+    cases[3] = (big, float(round(big / (r.uniform(20, 400) * 1e3), 1)), "all_reduce", 16)
     for size, t_us, coll, n in cases:
         out = _call(fn, size, t_us, coll, n)
         if out is None or out is Ellipsis:
@@ -275,6 +277,10 @@ def nccl_tests_bandwidth(fn: Any) -> str:
             })
             if cause is None and close(a_got, b_want) and coll != "broadcast":
                 cause = "algbw is size / time only; the factor belongs to busbw."
+            if cause is None:
+                from .slips import int32_wrap_cause
+
+                cause = int32_wrap_cause(a_got, a_want, size)
             raise Failed(f"{call}: algbw {a_got:.4g}, expected {a_want:.4g} GB/s.", cause=cause)
         if not close(b_got, b_want):
             cause = None
