@@ -156,6 +156,9 @@ def softmax(fn: Any) -> str:
     for shape, dtype, scale in cases:
         host = _softmax_input(shape, dtype, scale)
         x = cupy.asarray(host) if cupy is not None else host.copy()  # host stays the copy made before the call
+        from .. import cupylab
+
+        copies = cupylab.HOST_COPIES[0]
         try:
             got = fn(x)
         except NotImplementedError:
@@ -169,6 +172,11 @@ def softmax(fn: Any) -> str:
                                "keepdims=True)` makes a new array, `x -= ...` or `xp.exp(x, out=x)` overwrite the input.")
         if got is None or got is Ellipsis:
             raise Unsolved("softmax returns nothing yet; compute and return the result.")
+        if cupylab.HOST_COPIES[0] > copies:
+            raise Failed(f"shape {shape}: your softmax called labkit.cupylab.asnumpy: on a GPU that copies the array to "
+                         "the host, computes there and (to return a device array) copies it back.",
+                         cause="keep the work on the device: xp = labkit.cupylab.array_module(x), then xp.exp and the "
+                               "array's own max/sum; the same code then runs on NumPy and on CuPy arrays.")
         if cupy is not None and not isinstance(got, cupy.ndarray):
             raise Failed(f"for a CuPy input, softmax returned a {type(got).__name__}: the data left the GPU.",
                          cause="use xp = labkit.cupylab.array_module(x) and xp.exp, not np.exp.")
