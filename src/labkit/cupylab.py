@@ -57,8 +57,14 @@ def array_module(*arrays: Any) -> Any:
     return np
 
 
+#: How many times :func:`asnumpy` was called (in ``sim`` mode a no-op, on a GPU a copy to the host): checks read it to
+#: tell device work from a round trip through the host, which ``sim`` cannot see otherwise.
+HOST_COPIES = [0]
+
+
 def asnumpy(a: Any) -> np.ndarray:
     """A NumPy copy of ``a`` (device arrays are copied to the host; NumPy arrays are returned as they are)."""
+    HOST_COPIES[0] += 1
     if hasattr(a, "__cuda_array_interface__"):
         cupy = cupy_or_none()
         if cupy is None:

@@ -475,12 +475,8 @@ def l2norm(kernel: Any) -> str:
             results.append((n, value, float(np.linalg.norm(x0.astype(np.float64)))))
         zero = float(kernel(np.zeros(ZERO_N, np.float32)))
         if generic:  # a placeholder type must be right for float64 too, to float64's precision (sqrtf would round)
-            x = np.random.default_rng().uniform(-1, 1, 257)  # not exactly representable in float32
-            value, want = _reduce_float64(parts, x), float(np.linalg.norm(x))
-            if abs(value - want) > 1e-12 * want:
-                raise Failed(f"n=257, float64: expected {want!r}, got {value!r} (relative error {abs(value - want) / want:.1e}).",
-                             cause="right in float32 precision only: for T = double a float function (sqrtf) or a float "
-                                   "literal rounds to float. Use sqrt (it follows the type) and plain constants.")
+            x64 = np.random.default_rng().uniform(-1, 1, 257)  # not exactly representable in float32
+            value64, want64 = _reduce_float64(parts, x64), float(np.linalg.norm(x64))
     except HostUnavailable as exc:
         return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
     except Failed:
@@ -488,6 +484,11 @@ def l2norm(kernel: Any) -> str:
     except LabkitError as exc:
         raise Failed(str(exc)) from None
     _grade_l2norm(results, zero)
+    if generic and not abs(value64 - want64) <= 1e-12 * want64:
+        raise Failed(f"n=257, float64: expected {want64!r}, got {value64!r} (relative error "
+                     f"{abs(value64 - want64) / want64:.1e}).",
+                     cause="right in float32 precision only: for T = double a float function (sqrtf) or a float "
+                           "literal rounds to float. Use sqrt (it follows the type) and plain constants.")
     if parts is not None and not generic:
         slow = fp64_failure(compiled, "the reduction gives the right norms, but it")
         if slow is not None:
