@@ -65,6 +65,24 @@ def _source_tree(kernel: Any) -> ast.FunctionDef | None:
     return None
 
 
+def stores_in_source(kernel: Any, out_name: str | None = None) -> bool:
+    """True when ``kernel``'s source stores into an array element (``out[i] = ...``, ``out[i] += ...``) or calls an
+    atomic: the learner wrote a body, so an untouched output is a wrong answer, not a skeleton. ``out_name`` (a
+    parameter name) restricts it to stores into that parameter, taken by position."""
+    fn = _source_tree(kernel)
+    if fn is None:
+        return False
+    for node in ast.walk(fn):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Subscript):
+                return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Attribute) \
+                and node.func.value.attr == "atomic":
+            return True
+    return False
+
+
 def whole_array_calls(kernel: Any) -> list[str]:
     """Calls in ``kernel``'s source that work on a whole array argument at once: ``np.add(a, b)``, ``np.sum(x)``,
     ``x.sum()``, ``a + b`` of two array parameters used as a whole. Empty when there are none (or no source)."""

@@ -664,6 +664,12 @@ def _wrote_elsewhere(report: memory.LaunchReport | None, out_name: str) -> bool:
     return bool(others or report.shared or report.barriers or sum(report.atomics.values()))
 
 
+NO_STORE_REACHED = ("the stores are never reached: a loop that runs zero times (a range whose start is already "
+                    "past its end, a grid-stride loop that starts at the wrong place or compares with the wrong size) "
+                    "or a condition no thread meets (a bounds check that is always false). labkit.show(...) draws what "
+                    "each thread did.")
+
+
 def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, out_name: str, *, kernel: Any = None,
            args: Sequence[Any] = ()) -> None:
     expected, rtol, atol = case.expected, case.rtol, case.atol
@@ -677,6 +683,14 @@ def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, ou
         raise Failed(f"{case.label}: {report.float_into_int}.",
                      cause="a value of the wrong type stored into an integer array: round it (`int(v + 0.5)`) or "
                            "compute in integers, so the store does not truncate.")
+    from .causes import stores_in_source
+
+    body = kernel is not None and stores_in_source(kernel)
+    untouched = _is_poison(got).all() if case.out_init is None else bool((got == case.out_init).all())
+    if first and body and untouched and not (case.out_init is not None and (expected == case.out_init).all()) and \
+            (written is None or not written.any()):
+        raise Failed(f"{case.label}: your kernel has code that stores results, but no thread stored anything into "
+                     f"`{out_name}` in this launch.", cause=NO_STORE_REACHED)
     if case.out_init is not None:
         written = None  # an initialised output (a counter) may legitimately stay at its initial value
         if first and (got == case.out_init).all() and not (expected == case.out_init).all():
