@@ -65,6 +65,19 @@ def matmul_naive(A, B, C):
         C[row, col] = acc
 
 
+def matmul_naive_uncoalesced(A, B, C):
+    """matmul_naive with the thread index the other way round (x along C's rows): at each k the 32 threads of a warp
+    read 32 different rows of A, one memory transaction each where the coalesced kernel makes one in all, and C is
+    written down a column. The baseline of gpu-check's "tiled >= 4x naive" target (lab 03's first, uncoalesced step);
+    the tiled kernel's speed-up over the coalesced matmul_naive is reported beside it (about 1.5x, published)."""
+    row, col = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = np.float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
 def matmul_tiled(A, B, C):
     """C = A @ B with MM_TILE × MM_TILE tiles of A and B staged in shared memory (block = MM_TILE × MM_TILE)."""
     sa = cuda.shared.array((MM_TILE, MM_TILE), np.float32)
