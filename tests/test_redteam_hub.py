@@ -1,0 +1,407 @@
+"""Red team, round 3 (shared/reviews/classroom-review-3.md), replayed on a real JupyterHub on loopback with real
+single-user servers and headless Chromium: the hub of tests/test_hub.py (the course's own logins, TLS, the
+progress service, the DGX's slice allocator) plus :func:`labkit.hub_setup.configure_origins` and
+:func:`labkit.hub_setup.secure_state`, as the DGX configuration has them.
+
+#1, the takeover (Critical). Mallory writes ``~/.jupyter/jupyter_server_config.py`` (``extra_static_paths``) and a
+page whose script fetches ``/hub/home`` for the XSRF token, mints a token for whoever opens it and makes her an
+admin; she restarts her server. The instructor, logged in through the form in Chromium, opens her page by both
+routes (``/static/``, served without a login before the fix, and ``/files/``); a learner, alice, too. The test
+fails if the script gets a token or an admin flag, or reads alice's files. A control runs the same script in a hub
+page itself and gets a token: the script works, and only the origin stops it.
+
+Also on the real hub: #3 (anonymous failures lock nobody else out: the attacker and the instructor connect from
+different loopback addresses, 127.0.0.3 and 127.0.0.2), #4 (a sign-up flood: the hub's API answers others in time;
+sign-ups limited per address), #5 (approval by a page on another site), #13 (state files), #18 (the live page
+refreshes in place in a browser), #20 (the proxy's environment, HSTS). About 90 s on 2 cores; every address is
+loopback, every loop bounded in count and time."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client as httpclient
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import stat
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("jupyterhub")
+pytest.importorskip("nativeauthenticator")
+
+import test_hub as th  # noqa: E402
+from test_hub import CHP, Browser, free_port, http, run_in_kernel, wait_for  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("LABKIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+BUDGET_S = 200
+PW = {"alice": "alice-learns-cuda", "mallory": "mallory-is-curious", "m4llory": "mallory-second-acct", "ingrid": "ingrid-teaches-gpus"}
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(400),
+    pytest.mark.skipif(CHP is None or CHROMIUM is None,
+                       reason="needs configurable-http-proxy (.venv/node) and Chromium (apt-get install chromium)"),
+]
+
+CONFIG = """
+import os, sys
+sys.path.insert(0, {deploy!r})
+from mig_allocator import SliceAllocator
+from labkit.hub_setup import configure_login, configure_origins, configure_tls, secure_state
+from labkit.progress_service import configure_hub
+
+c = get_config()  # noqa: F821
+state = secure_state("{tmp}/state")
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.db_url = f"sqlite:///{{state}}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = f"{{state}}/jupyterhub_cookie_secret"
+c.JupyterHub.pid_file = "{tmp}/hub.pid"
+c.JupyterHub.cleanup_servers = True
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0, "slow_stop_timeout": 0}}
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api}"
+c.ConfigurableHTTPProxy.pid_file = "{tmp}/proxy.pid"
+configure_tls(c, cert={cert!r}, key={key!r})
+configure_login(c, login="native", instructors=["ingrid"], env=os.environ)  # LABKIT_ADMIN_PASSWORD from the environment
+c.CourseNativeAuthenticator.signups_per_address = 8
+configure_origins(c, tls=True)
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"
+c.Spawner.cmd = [{python!r}, "-m", "jupyterhub.singleuser"]
+c.Spawner.args = {args!r}
+c.Spawner.start_timeout = 60
+c.Spawner.http_timeout = 60
+c.Spawner.environment = {{**c.Spawner.environment, "LABKIT_MODE": "sim", "OPENBLAS_NUM_THREADS": "1", "LABKIT_PROGRESS": "off"}}
+c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG", "LC_ALL", "VIRTUAL_ENV"]
+allocator = SliceAllocator([f"MIG-test-{{i}}" for i in range(7)], state_file=f"{{state}}/mig-slices.json")
+
+async def _take(spawner):
+    await allocator.pre_spawn_hook(spawner, instructors=["ingrid"], wait_s=10)
+
+def _free(spawner):
+    allocator.post_stop_hook(spawner)
+
+c.Spawner.pre_spawn_hook = _take
+c.Spawner.post_stop_hook = _free
+configure_hub(c, public_url="https://127.0.0.1:{port}", service_url="http://127.0.0.1:{service_port}",
+              progress_url="http://127.0.0.1:{service_port}/services/labkit-progress/",
+              db=f"{{state}}/labkit-progress.sqlite", instructors=["ingrid"], stuck_minutes=10)
+"""
+
+# The attack page (the review's rt_so_stage.py, in substance): on the hub's origin it gets the XSRF token from
+# /hub/home, mints a token for whoever opens it and makes mallory an admin; it also tries alice's files.
+ATTACK_JS = """async (make_admin) => {
+  const out = {ran: true};
+  try {
+    const home = await fetch("/hub/home", {credentials: "include"});
+    out.home = home.status;
+    const m = (await home.text()).match(/xsrf_token:\\s*"([^"]+)"/);
+    out.xsrf = !!m;
+    const h = {"Content-Type": "application/json", "X-XSRFToken": m ? m[1] : ""};
+    const t = await fetch("/hub/api/users/ingrid/tokens", {method: "POST", credentials: "include", headers: h,
+                                                         body: JSON.stringify({note: make_admin ? "loot" : "control"})});
+    out.token = t.status;
+    if (make_admin) {
+      const p = await fetch("/hub/api/users/mallory", {method: "PATCH", credentials: "include", headers: h,
+                                                        body: JSON.stringify({admin: true})});
+      out.admin = p.status;
+      const a = await fetch("/user/alice/api/contents/secret.txt?content=1", {credentials: "include"});
+      out.alice = a.status;
+    }
+  } catch (e) { out.error = String(e); }
+  return out;
+}"""
+PAGE = ("<!doctype html><html><head><title>roofline</title></head><body><p>roofline plot</p><script>"
+        "(" + ATTACK_JS + ")(true).then(o => { document.title = 'RESULT ' + JSON.stringify(o); });</script></body></html>")
+
+STAGE = """
+from pathlib import Path
+home = Path.home()
+(home / ".jupyter").mkdir(exist_ok=True)
+(home / ".jupyter" / "jupyter_server_config.py").write_text("c.ServerApp.extra_static_paths = [%r]\\n" % str(home / "pub"))
+(home / "pub").mkdir(exist_ok=True)
+(home / "pub" / "roofline.html").write_text({page!r})
+print("STAGED", home)
+"""
+
+
+class Foreign(BaseHTTPRequestHandler):
+    """Another site (http://localhost:<port>, the hub being https://127.0.0.1:<port>): pages that try to approve
+    m4llory through the instructor's browser, by a navigation (GET) and by an auto-submitted form (POST)."""
+
+    hub = ""
+
+    def do_GET(self) -> None:  # noqa: N802
+        target = f"{self.hub}/hub/authorize/m4llory"
+        if self.path.startswith("/get"):
+            body = f"<script>location = {json.dumps(target)};</script>"
+        else:
+            body = (f"<form id=f method=post action={json.dumps(target)}><input name=x value=1></form>"
+                    "<script>document.getElementById('f').submit();</script>")
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def rest_login(public: str, user: str, password: str, source: str) -> int:
+    """A REST login (POST /hub/api/users/<user>/tokens) from the loopback address ``source``."""
+    host, port = public.split("://")[1].split(":")
+    conn = httpclient.HTTPSConnection(host, int(port), context=th.TLS, timeout=15, source_address=(source, 0))
+    try:
+        conn.request("POST", f"/hub/api/users/{user}/tokens", json.dumps({"auth": {"username": user, "password": password}}),
+                     {"Content-Type": "application/json"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from labkit.hub_setup import make_self_signed
+
+    started = time.monotonic()
+    deadline = started + BUDGET_S
+    port, hub_port, proxy_api, service_port = (free_port() for _ in range(4))
+    cert, key = make_self_signed(tmp_path / "tls", ["127.0.0.1", "localhost"])
+    th.TLS, th.CA_FILE = ssl.create_default_context(cafile=str(cert)), str(cert)
+    for u in ("alice", "mallory", "ingrid"):
+        (tmp_path / "home" / u).mkdir(parents=True)
+    (tmp_path / "home" / "alice" / "secret.txt").write_text("alice's own work")
+    args = ["--ServerApp.allow_root=True"] if os.geteuid() == 0 else []
+    (tmp_path / "jupyterhub_config.py").write_text(CONFIG.format(
+        deploy=str(ROOT / "deploy" / "jupyterhub"), tmp=tmp_path, port=port, hub_port=hub_port, proxy_api=proxy_api,
+        service_port=service_port, chp=CHP, cert=str(cert), key=str(key), python=sys.executable, args=args))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "LABKIT_", "JUPYTER_"))}
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", LABKIT_ADMIN_PASSWORD=PW["ingrid"])
+    log = open(tmp_path / "hub.log", "w")
+    hub = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(tmp_path / "jupyterhub_config.py")], cwd=tmp_path,
+                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    public = f"https://127.0.0.1:{port}"
+    api = f"{public}/hub/api"
+    foreign = ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
+    Foreign.hub = public
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    measured: dict[str, str] = {}
+    try:
+        wait_for("the hub behind the HTTPS proxy", lambda: http("GET", f"{api}/", timeout=2)[0] == 200, deadline)
+
+        # ------------------------------------------------------------------ #20, #13: the proxy's environment, HSTS, state
+        chp_pid = int((tmp_path / "proxy.pid").read_text())
+        assert b"LABKIT_ADMIN_PASSWORD" not in Path(f"/proc/{chp_pid}/environ").read_bytes()
+        with urllib.request.urlopen(f"{public}/hub/login", context=th.TLS, timeout=10) as resp:
+            assert resp.headers["Strict-Transport-Security"].startswith("max-age=")
+        state = tmp_path / "state"
+        assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(state / "jupyterhub.sqlite").st_mode) == 0o600
+
+        # ------------------------------------------------------------------ accounts
+        browsers = {u: Browser() for u in ("alice", "mallory", "m4llory", "ingrid")}
+        for u in ("alice", "mallory", "m4llory"):
+            status, page, _ = browsers[u].form(f"{public}/hub/signup", {"username": u, "signup_password": PW[u],
+                                                                       "signup_password_confirmation": PW[u]})
+            assert status == 200 and "sent to the admin" in page, page[-500:]
+        status, page, url = browsers["ingrid"].form(f"{public}/hub/login?next=%2Fhub%2Fhome", {"username": "ingrid", "password": PW["ingrid"]})
+        assert "/hub/login" not in url, page[-500:]
+        for u in ("alice", "mallory"):
+            assert browsers["ingrid"].form(f"{public}/hub/authorize/{u}", {})[0] == 200
+        for u in ("alice", "mallory"):  # the first login, through the form, makes the hub's user
+            status, page, url = browsers[u].form(f"{public}/hub/login?next=%2Fhub%2Fhome", {"username": u, "password": PW[u]})
+            assert "/hub/login" not in url, (u, page[-500:])
+        tokens = {}
+        for u in ("alice", "mallory", "ingrid"):
+            status, text = http("POST", f"{api}/users/{u}/tokens", body={"auth": {"username": u, "password": PW[u]}, "note": "t"})
+            assert status in (200, 201), (u, status, text)
+            tokens[u] = json.loads(text)["token"]
+
+        # ------------------------------------------------------------------ #3: lockout by an anonymous attacker
+        for _ in range(7):
+            assert rest_login(public, "ingrid", "wrong-guess-123", "127.0.0.3") == 403
+        assert rest_login(public, "ingrid", PW["ingrid"], "127.0.0.2") in (200, 201), "the instructor was locked out"
+        measured["lockout"] = "7 wrong passwords from 127.0.0.3; the instructor from 127.0.0.2 logs in"
+
+        # ------------------------------------------------------------------ mallory stages the takeover, restarts
+        def start(u):
+            status, text = http("POST", f"{api}/users/{u}/server", tokens[u])
+            assert status in (201, 202), (u, status, text)
+            wait_for(f"{u}'s server", lambda: (json.loads(http("GET", f"{api}/users/{u}", tokens[u])[1]).get("servers") or {})
+                     .get("", {}).get("ready"), deadline, every=0.5)
+
+        for u in ("alice", "mallory"):
+            start(u)
+        out, reply = asyncio.run(run_in_kernel(f"{public}/user/mallory/", tokens["mallory"], STAGE.format(page=PAGE)))
+        assert reply == "ok" and "STAGED" in out, out
+        assert http("DELETE", f"{api}/users/mallory/server", tokens["mallory"])[0] in (202, 204)
+        wait_for("mallory's server to stop", lambda: not json.loads(http("GET", f"{api}/users/mallory", tokens["mallory"])[1])
+                 .get("servers"), deadline, every=0.5)
+        start("mallory")
+        assert (tmp_path / "home" / "mallory" / ".jupyter" / "jupyter_server_config.py").exists()
+        static = f"{public}/user/mallory/static/roofline.html"
+        status, body = http("GET", static)
+        assert status != 200 or "RESULT" not in body, "mallory's own config made her server serve her page without a login"
+        measured["static"] = f"GET {static.split('127.0.0.1')[1]} -> {status}"
+
+        # ------------------------------------------------------------------ #1 in Chromium; #5; #18
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+            try:
+                def logged_in(user):
+                    ctx = browser.new_context(ignore_https_errors=True)
+                    page = ctx.new_page()
+                    page.goto(f"{public}/hub/login?next=%2Fhub%2Fhome")
+                    page.fill("input[name=username]", user)
+                    page.fill("input[name=password]", PW[user])
+                    page.click("#login_submit, input[type=submit], button[type=submit]")
+                    page.wait_for_url("**/hub/home", timeout=20000)
+                    return ctx, page
+
+                def open_attack(page, url):
+                    """Open ``url``; approve the hub's OAuth page if asked; return what the page's script got (or None)."""
+                    response = page.goto(url)
+                    if response is not None and response.status >= 400 and "/oauth2/authorize" not in page.url:
+                        return {"http": response.status}, page.url  # not served: no script ran
+                    for _ in range(2):
+                        button = page.locator("form button[type=submit], form input[type=submit]")
+                        if "/oauth2/authorize" in page.url and button.count():
+                            button.first.click()
+                            page.wait_for_load_state()
+                    try:
+                        page.wait_for_function("document.title.startsWith('RESULT ')", timeout=8000)
+                    except Exception:  # noqa: BLE001 - the page's script never finished (or never ran)
+                        return None, page.url
+                    return json.loads(page.title()[len("RESULT "):]), page.url
+
+                def ran(result):
+                    return result is not None and result.get("ran")
+
+                ingrid_ctx, ingrid = logged_in("ingrid")
+                # the control: the same script, run in a page on the hub's own origin, gets a token (201)
+                control = ingrid.evaluate(ATTACK_JS, False)
+                assert control.get("xsrf") and control.get("token") == 201, control
+                results = {}
+                attack = ingrid_ctx.new_page()
+                for route in ("static/roofline.html", "files/pub/roofline.html"):
+                    results[route] = open_attack(attack, f"{public}/user/mallory/{route}")
+                alice_ctx, alice = logged_in("alice")
+                for route in ("static/roofline.html", "files/pub/roofline.html"):
+                    results["alice " + route] = open_attack(alice, f"{public}/user/mallory/{route}")
+                measured["takeover"] = json.dumps(results)
+                for what, (got, where) in results.items():
+                    if ran(got):  # the script ran: sandboxed, it must have got nothing
+                        assert got.get("token") != 201 and got.get("admin") != 200 and got.get("alice") != 200, (what, got, where)
+                # the script ran through /files/ for the instructor (so the test sees it), contained by the sandbox
+                assert ran(results["files/pub/roofline.html"][0]), results
+                print("takeover replay:", measured["takeover"])
+
+                # #5: a page on another site tries to approve m4llory through the instructor's browser
+                site = f"http://localhost:{foreign.server_port}"
+                for path in ("/get", "/post"):
+                    p = ingrid_ctx.new_page()
+                    p.goto(site + path)
+                    p.wait_for_load_state()
+                    time.sleep(0.5)
+                    p.close()
+                assert http("POST", f"{api}/users/m4llory/tokens", body={"auth": {"username": "m4llory", "password": PW["m4llory"]}})[0] == 403
+
+                # #18: the live page refreshes in place (no 401, no reload) for 12 s
+                live = ingrid_ctx.new_page()
+                navigations = []
+                live.on("framenavigated", lambda f: navigations.append(f.url) if f == live.main_frame else None)
+                live.goto(f"{public}/services/labkit-progress/")
+                live.wait_for_function("document.getElementById('at') && document.getElementById('at').textContent.startsWith('Last update')",
+                                       timeout=15000)
+                time.sleep(6)
+                service_navs = [u for u in navigations if "/services/labkit-progress/" in u and "oauth" not in u]
+                assert len(service_navs) == 1, navigations
+                measured["live page"] = f"'{live.text_content('#at')}', {len(service_navs)} load(s) of the page"
+                alice_ctx.close()
+                ingrid_ctx.close()
+            finally:
+                browser.close()
+
+        model = json.loads(http("GET", f"{api}/users/mallory", tokens["ingrid"])[1])
+        assert model["admin"] is False, "mallory became an admin"
+        notes = [t.get("note") for t in json.loads(http("GET", f"{api}/users/ingrid/tokens", tokens["ingrid"])[1])["api_tokens"]]
+        assert "loot" not in notes and "control" in notes, notes
+
+        # ------------------------------------------------------------------ #4: a sign-up flood; others' latency
+        def hub_latency(n):
+            out = []
+            for _ in range(n):
+                t = time.perf_counter()
+                assert http("GET", f"{api}/", timeout=10)[0] == 200
+                out.append(time.perf_counter() - t)
+                time.sleep(0.1)
+            return out
+
+        before = hub_latency(10)
+        codes: list[int] = []
+        stop = time.monotonic() + 6
+
+        def flood(i):
+            b, n = Browser(), 0
+            while time.monotonic() < stop:
+                n += 1
+                name = f"flood{i}x{n}"
+                status, _, _ = b.form(f"{public}/hub/signup", {"username": name, "signup_password": "flood-password-123",
+                                                               "signup_password_confirmation": "flood-password-123"})
+                codes.append(status)
+
+        threads = [threading.Thread(target=flood, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        during = hub_latency(25)
+        for t in threads:
+            t.join(30)
+        measured["sign-up flood"] = (f"{codes.count(200)} accepted, {codes.count(429)} refused (429) by 4 threads in 6 s; "
+                                     f"GET /hub/api/ p50 {statistics.median(before) * 1000:.0f} ms before, "
+                                     f"{statistics.median(during) * 1000:.0f} ms during (max {max(during) * 1000:.0f} ms)")
+        print(measured["sign-up flood"])
+        assert codes.count(200) <= 8 - 3 and codes.count(429) > 0, codes  # 3 sign-ups came from this address before
+        assert statistics.median(during) < 0.3 and max(during) < 2.0, measured["sign-up flood"]
+    except BaseException:
+        log.flush()
+        print((tmp_path / "hub.log").read_text()[-8000:])
+        raise
+    finally:
+        foreign.shutdown()
+        foreign.server_close()
+        if hub.poll() is None:
+            hub.send_signal(signal.SIGTERM)
+            try:
+                hub.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(hub.pid, signal.SIGKILL)
+                hub.wait(10)
+        log.close()
+    for k, v in measured.items():
+        print(f"{k}: {v}")
+    elapsed = time.monotonic() - started
+    print(f"red-team hub test: {elapsed:.0f} s")
+    for p in (port, proxy_api, service_port, hub_port):
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", p)) != 0, f"port {p} still listening"
+    assert elapsed < BUDGET_S
