@@ -158,6 +158,19 @@ def _blocks16(x: np.ndarray) -> np.ndarray:
     return (P.round_to(blocks / scale, "fp8_e4m3", on_range="ignore") * scale).reshape(x.shape)
 
 
+def _mx_nan_cause(x: np.ndarray, arr: np.ndarray) -> str:
+    """Why the result has NaN, from the block of its first NaN: an all-zero block (0/0), or an overflow to NaN."""
+    at = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
+    row, b = at[0], at[1] // MX_BLOCK
+    block = x[row, b * MX_BLOCK:(b + 1) * MX_BLOCK]
+    if not np.any(block):
+        return ("the NaN is in an all-zero block: its amax is 0, so log2(amax) is -inf and the scale 0 or inf, and 0 / 0 "
+                "is NaN. Give such a block a scale of 1 (np.where(amax > 0, amax, 1.0) before the log2): its elements "
+                "stay 0.")
+    return ("E4M3 has no infinity: a value above 448 must saturate to ±448 (P.round_to(..., on_range='ignore') does; "
+            "ml_dtypes' float8_e4m3fn cast turns it into NaN).")
+
+
 @exercise(
     "06.mx-quantize",
     kind="code",
@@ -199,8 +212,7 @@ def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
         bad = tuple(int(i) for i in np.argwhere(~(arr == want))[0])
         where = f"at index {bad}: expected {float(want[bad])!r}, got {float(arr[bad])!r}"
         if np.isnan(arr).any():
-            raise Failed(f"NaN in your result ({where}).", cause="E4M3 has no infinity: a value above 448 must saturate to "
-                         "±448 (P.round_to does; ml_dtypes' float8_e4m3fn cast turns it into NaN).")
+            raise Failed(f"NaN in your result ({where}).", cause=_mx_nan_cause(x, arr))
         for cause, slip in _mx_slips(x).items():
             if slip.shape == arr.shape and np.array_equal(arr, slip):
                 raise Failed(f"wrong values {where}.", cause=cause)

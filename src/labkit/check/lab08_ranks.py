@@ -89,6 +89,11 @@ def _stuck_cause(text: str) -> str | None:
                 "buffer, so all ranks wait in Send for a Recv nobody has posted (a deadlock; small chunks hide it). "
                 "Use comm.Sendrecv(sendbuf, dest=..., recvbuf=..., source=...), which sends and receives together, "
                 "or a non-blocking pair: req = comm.Isend(...); comm.Recv(...); req.Wait().")
+    if "ended with exit status" in text and "without their results" in text:
+        return ("a rank's MPI call failed and MPI aborted the whole run (the lines above are MPI's own words): most "
+                "often a message that does not fit the receive buffer, because the sender and the receiver disagree "
+                "on a chunk's size or dtype (float64 data is twice the bytes of a float32 buffer). Send and receive "
+                "chunks of the buffer's own dtype; np.empty_like(chunks[0]) fits any chunk.")
     return None
 
 
