@@ -60,6 +60,8 @@ def _show_labkit_error(shell: Any, etype: type, value: BaseException, tb: Any, t
 
 def install_notebook_handler() -> bool:
     """In IPython, show every :class:`LabkitError` as a short message. Returns True when installed."""
+    if "IPython" not in sys.modules:  # no IPython shell can be running: do not import it (0.3 s in every process)
+        return False
     try:
         from IPython import get_ipython
     except ImportError:

@@ -8,6 +8,7 @@ doing. They read only the state of the block's threads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .errors import DivergentBarrier, KernelTimeout
@@ -54,8 +55,36 @@ def divergent_report(block: Any) -> DivergentBarrier:
         "undefined behaviour (it can hang or give wrong results).", cause=DIVERGENT_CAUSE)
 
 
-def timeout_report(block: Any, seconds: float) -> KernelTimeout:
-    """The time limit passed while ``block`` ran: say what its threads were doing, and the likely cause."""
+@dataclass(frozen=True)
+class Stuck:
+    """Where a launch that ran past its limit was: a thread still computing, and the line of the kernel it was at."""
+
+    thread: tuple[int, ...]
+    block: tuple[int, ...]
+    filename: str
+    line: int
+    function: str
+
+    def words(self) -> str:
+        """``thread (0, 0, 0) of block (0, 0, 0) was at line 4 of saxpy: `while i < n:```."""
+        import linecache
+
+        text = linecache.getline(self.filename, self.line).strip()
+        return (f"thread {self.thread} of block {self.block} was at line {self.line} of {self.function}"
+                + (f": `{text}`" if text else ""))
+
+
+TOO_LARGE_SHARE = 0.5  # a launch past its limit with at least this share of its blocks finished is large, not stuck
+
+
+def timeout_report(block: Any, seconds: float, *, stuck: Stuck | None = None, cpu_s: float | None = None,
+                   wall_s: float | None = None, wall_limit_s: float | None = None, blocks_done: int = 0,
+                   blocks_total: int = 1) -> KernelTimeout:
+    """The time limit passed while ``block`` ran: say what its threads were doing, where one of them was
+    (``stuck``), and the likely cause; a launch most of whose blocks had finished is called too large, not stuck.
+
+    ``seconds`` is the limit of CPU time; when the launch was stopped by its wall-time ceiling instead
+    (``wall_s`` past ``wall_limit_s`` before ``cpu_s`` reached ``seconds``: a busy machine), the message says so."""
     threads = block.threads
     waiting = [t for t in threads if t.state == BARRIER]
     computing = [t for t in threads if t.state in (RUNNING, WAITING) and t.glet is not None]
@@ -68,6 +97,22 @@ def timeout_report(block: Any, seconds: float) -> KernelTimeout:
         words += f", {len(waiting)} waiting at cuda.syncthreads() ({', '.join(sorted({_site(t.site) for t in waiting}))})"
     if done:
         words += f", {done} finished"
+    by_wall = wall_s is not None and wall_limit_s is not None and wall_s >= wall_limit_s and (cpu_s or 0) < seconds
+    within = (f"{wall_limit_s:g} s (the machine is busy: the launch had {cpu_s:.1f} s of CPU time)" if by_wall
+              else f"{seconds:g} s of CPU time")
+    where = f"; {stuck.words()}" if stuck is not None else ""
+    # large, not stuck: most blocks finished, or blocks keep finishing and no thread was in the middle of its work
+    if blocks_total > 1 and (blocks_done >= TOO_LARGE_SHARE * blocks_total or (blocks_done and not computing and not waiting)):
+        used = cpu_s if cpu_s else seconds
+        need = used * blocks_total / max(blocks_done, 1)
+        need_words = f"{need:.0f} s" if need >= 10 else f"{need:.1f} s"
+        exc = KernelTimeout(
+            f"the launch is too large for the simulator: {blocks_done:,} of {blocks_total:,} blocks finished within "
+            f"{within}, so it is not stuck (block {tuple(block.index)}: {words})",
+            cause=(f"not a hang: at this pace the whole launch needs about {need_words} of CPU time here. Run a smaller "
+                   "problem in sim mode (labkit.size(gpu=..., sim=...)), or give each thread less work."))
+        exc.too_large, exc.stuck = True, stuck  # type: ignore[attr-defined]
+        return exc
     if waiting and computing:
         cause = (f"threads {ids(computing)} never reach the barrier that the others wait at: a loop that does not end "
                  "for them, or a barrier inside a branch they do not take.")
@@ -76,5 +121,7 @@ def timeout_report(block: Any, seconds: float) -> KernelTimeout:
                  "far more work than the exercise needs.")
     else:
         cause = LIKELY_HANG
-    return KernelTimeout(f"the kernel did not finish within {seconds:g} s of CPU time in the simulator (block "
-                         f"{tuple(block.index)}: {words})", cause=cause)
+    exc = KernelTimeout(f"the kernel did not finish within {within} in the simulator (block "
+                        f"{tuple(block.index)}: {words}){where}", cause=cause)
+    exc.too_large, exc.stuck = False, stuck  # type: ignore[attr-defined]
+    return exc

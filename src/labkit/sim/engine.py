@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import greenlet
 import numpy as np
 
-from . import blocks, limits
+from . import blocks, limits, tracebacks
 from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
 from .errors import KernelFault, KernelTimeout
 from .integers import Int32
@@ -287,7 +287,20 @@ class LaunchRun:
         self.seed = seed
         self.rng = random.Random(seed)
         self.limit_s = limit_s
+        self.wall_limit_s = wall_ceiling(limit_s)
         self.scheduler: Any = None
+        self.started = time.monotonic()  # the launch's wall clock and the launching thread's CPU clock at its start
+        self.cpu_started = time.thread_time()
+        self.blocks_total = 1
+        self.blocks_done = 0
+        self.finished = 0  # threads that have finished (the watchdog reads it: a launch that finishes none is stalled)
+
+
+def wall_ceiling(limit_s: float) -> float:
+    """The wall time after which a *stalled* launch with a CPU-time limit of ``limit_s`` stops all the same (see
+    :class:`_Watchdog`): 4 s more (24 s for the default 20), or a fifth more for long limits. On a busy machine CPU
+    time goes slowly and a learner waits in wall time; a launch that keeps finishing threads is never stopped by it."""
+    return max(limit_s + 4.0, 1.2 * limit_s)
 
 
 def describe_schedule(schedule: str, seed: int | None) -> str:
@@ -297,29 +310,35 @@ def describe_schedule(schedule: str, seed: int | None) -> str:
 
 # ----------------------------------------------------------------------------- the time limit
 class _Watchdog:
-    """Stops a launch that runs past its limit of CPU time even when it never returns to the scheduler (a loop
-    that spins without a barrier): an asynchronous exception, raised only while the launching thread runs
-    learner code, which the scheduler turns into a :class:`KernelTimeout`."""
+    """Stops a launch that runs past its limit even when it never returns to the scheduler (a loop that spins
+    without a barrier): an asynchronous exception, raised only while the launching thread runs learner code, which
+    the scheduler turns into a :class:`KernelTimeout`.
+
+    Two rules: the launch's CPU time passes its limit (so machine load never stops a correct launch), or its wall time
+    passes :func:`wall_ceiling` while it is *stalled*: no thread of it has finished during its last
+    :data:`STALL_CPU_S` seconds of CPU time (a hung thread, however busy the machine; a correct launch finishes
+    threads all the time, so a busy machine only slows it down)."""
 
     POLL_S = 0.05
+    STALL_CPU_S = 1.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._job: tuple[int, Any, float, float, type] | None = None
+        self._job: tuple[int, Any, float, float, type, Any] | None = None
         self._fired = False
         self._thread: threading.Thread | None = None
 
-    def arm(self, limit_s: float, exc: type[BaseException]) -> None:
+    def arm(self, limit_s: float, exc: type[BaseException], run: Any = None) -> None:
         ident = threading.get_ident()
         try:
             clock = time.pthread_getcpuclockid(ident)
         except (AttributeError, OSError):  # no per-thread CPU clock (macOS): wall time instead
             clock = None
         start = time.clock_gettime(clock) if clock is not None else time.monotonic()
-        wall_end = time.monotonic() + 10 * limit_s + 30  # a backstop: a launch never runs for ever
+        wall_end = time.monotonic() + wall_ceiling(limit_s)  # a busy machine: the learner waits in wall time
         with self._lock:
-            self._job = (ident, clock, start + limit_s, wall_end, exc)
+            self._job = (ident, clock, start + limit_s, wall_end, exc, run)
             self._fired = False
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="labkit-sim-watchdog", daemon=True)
@@ -334,14 +353,20 @@ class _Watchdog:
             self._fired = False
 
     def _run(self) -> None:
+        seen: tuple[Any, int, float] = (None, -1, 0.0)  # (job, threads finished, CPU time when that count changed)
         with self._lock:
             while True:
                 if self._job is None or self._fired:
                     self._wake.wait()
                     continue
-                ident, clock, end, wall_end, exc = self._job
+                job = self._job
+                ident, clock, end, wall_end, exc, run = job
                 used = time.clock_gettime(clock) if clock is not None else time.monotonic()
-                if used > end or time.monotonic() > wall_end:
+                finished = run.finished if run is not None else 0
+                if seen[0] is not job or seen[1] != finished:
+                    seen = (job, finished, used)
+                stalled = used - seen[2] >= self.STALL_CPU_S
+                if used > end or (time.monotonic() > wall_end and stalled):
                     frame = sys._current_frames().get(ident)
                     if frame is not None and is_learner_frame(frame):
                         self._fired = True
@@ -381,25 +406,30 @@ def run(fn: Callable[..., Any], grid: tuple[int, int, int], block: tuple[int, in
     run_ = LaunchRun(grid, block, schedule, seed, limit)
     run_.scheduler = greenlet.getcurrent()
     timeout = _timeout_class(limit)
-    cpu_end = time.thread_time() + limit
+    cpu_end = run_.cpu_started + limit
     points = list(blocks_to_run) if blocks_to_run is not None else [
         (x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    run_.blocks_total = len(points)
     outer = launch_active
     launch_active = True
     limits.launches_running += 1
     collecting = gc.isenabled()
     gc.disable()  # a launch makes many small objects and few cycles: collect after it, not during it
-    _watchdog.arm(limit, timeout)
+    _watchdog.arm(limit, timeout, run_)
     try:
         for point in points:
             blk = BlockRun(run_, point)
             try:
                 _run_block(fn, args, blk, module, hooks, cpu_end, timeout)
+                run_.blocks_done += 1
             except KernelTimeout:
                 raise
             except Exception as exc:  # noqa: BLE001 - the caller decides
                 if on_block_error is None or not on_block_error(point, exc):
                     raise
+    except (Exception, KeyboardInterrupt) as exc:
+        tracebacks.hide_engine(exc)  # in IPython the red box ends at the learner's line
+        raise
     finally:
         _watchdog.disarm()
         if collecting:
@@ -434,6 +464,7 @@ def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, modul
     if hooks is not None:
         hooks.block_start(blk)
     scheduler = blk.launch.scheduler
+    run_ = blk.launch
     idle = _idle_workers()
     blk.runnable = blk.ordered()
     live = blk.size
@@ -459,28 +490,31 @@ def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, modul
                         done = g.switch(fn, args)
                     else:
                         done = g.switch()
-                except timeout:
-                    raise blocks.timeout_report(blk, blk.launch.limit_s) from None
+                except timeout as stopped:
+                    raise _timed_out(blk, t, stopped.__traceback__) from None
                 except BaseException as exc:
                     if isinstance(exc, Exception):
                         positioned = thread_position(exc, t)
                         if positioned is not exc:
                             raise positioned from None
+                    elif isinstance(exc, KeyboardInterrupt):
+                        _interrupted(exc, blk, t)
                     raise
                 if done is _FINISHED:
                     t.state = DONE
                     t.glet = None
                     idle.append(g)
                     live -= 1
+                    run_.finished += 1
                     if coll is not None:
                         coll.exited(t)
                 switches += 1
                 if not switches & 63 and time.thread_time() > cpu_end:
-                    raise blocks.timeout_report(blk, blk.launch.limit_s)
+                    raise _timed_out(blk, None, None)
             if not live:
                 return
             if time.thread_time() > cpu_end:
-                raise blocks.timeout_report(blk, blk.launch.limit_s)
+                raise _timed_out(blk, None, None)
             if coll is not None and coll.idle(blk):
                 continue
             waiting = [t for t in blk.threads if t.state == BARRIER]
@@ -493,6 +527,50 @@ def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, modul
         current = None
         module.threadIdx = None
         _stop(blk)
+
+
+def _stuck(blk: BlockRun, thread: SimThread | None, tb: Any) -> blocks.Stuck | None:
+    """Where the launch was when it was stopped: the innermost learner frame of ``thread`` in the traceback ``tb`` of
+    the exception that stopped it, else that of the first suspended thread of ``blk`` that is still computing."""
+    frame = None
+    line = 0
+    while tb is not None:
+        if is_learner_frame(tb.tb_frame):
+            frame, line = tb.tb_frame, tb.tb_lineno
+        tb = tb.tb_next
+    if frame is None:
+        thread = None
+        for t in blk.threads:
+            g = t.glet
+            f = getattr(g, "gr_frame", None) if g is not None and t.state in (RUNNING, WAITING) else None
+            while f is not None and not is_learner_frame(f):
+                f = f.f_back
+            if f is not None:
+                thread, frame, line = t, f, f.f_lineno
+                break
+    if frame is None or thread is None:
+        return None
+    return blocks.Stuck(tuple(thread.threadIdx), tuple(blk.index), frame.f_code.co_filename, line, frame.f_code.co_name)
+
+
+def _timed_out(blk: BlockRun, thread: SimThread | None, tb: Any) -> KernelTimeout:
+    """The launch ran past its limit while ``blk`` ran: :func:`labkit.sim.blocks.timeout_report`, with where the stuck
+    thread was (:func:`_stuck`) and the launch's progress."""
+    run_ = blk.launch
+    return blocks.timeout_report(
+        blk, run_.limit_s, stuck=_stuck(blk, thread, tb), cpu_s=time.thread_time() - run_.cpu_started,
+        wall_s=time.monotonic() - run_.started, wall_limit_s=run_.wall_limit_s, blocks_done=run_.blocks_done,
+        blocks_total=run_.blocks_total)
+
+
+def _interrupted(exc: KeyboardInterrupt, blk: BlockRun, thread: SimThread) -> None:
+    """Interrupt stopped the launch: one line says after how long and where (``stopped by Interrupt after 4.1 s:
+    thread (0, 0, 0) of block (0, 0, 0) was at line 4 of saxpy: ...``)."""
+    if exc.args:
+        return
+    stuck = _stuck(blk, thread, exc.__traceback__)
+    where = stuck.words() if stuck is not None else f"block {tuple(blk.index)} was running"
+    exc.args = (f"stopped by Interrupt after {time.monotonic() - blk.launch.started:.1f} s: {where}",)
 
 
 class DivisionByZero(ZeroDivisionError, FloatingPointError):

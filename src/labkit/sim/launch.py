@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from typing import Any, Iterator
 
 import numpy as np
 
 from . import engine
 from .arrays import kernel_array
+from .errors import KernelTimeout
 from .integers import tagged
 from .limits import LEARNER_CODE_LIMIT_S
 
@@ -167,6 +169,19 @@ def _jit(original: Any) -> Any:
     return jit
 
 
+def _explain_direct(exc: KernelTimeout, limit_s: float) -> None:
+    """A learner's own launch that ran past its limit: its message also gives the likely cause and how to raise the
+    limit (a check prints the cause itself, and keeps its own limit)."""
+    if not exc.args or "labkit.sim.time_limit" in str(exc.args[0]):
+        return
+    cause = f"\nLikely cause: {exc.cause}" if exc.cause else ""
+    suggest = int(10 * math.ceil(max(2 * limit_s, 30) / 10))
+    tip = (f"\nThe limit is {limit_s:g} s of CPU time per launch (the wall time can be longer on a busy machine). For a "
+           f"launch that is right but long, raise it: labkit.sim.time_limit({suggest}) for this session, or "
+           f"`with labkit.sim.time_limit({suggest}):` around the launch.")
+    exc.args = (f"{exc.args[0]}{cause}{tip}",)
+
+
 def _debug_threads(fn: Any) -> Any:
     """A ``debug=True`` kernel's threads: a division by zero raises (:class:`labkit.sim.engine.DivisionByZero`),
     as on a GPU, instead of giving ``inf``."""
@@ -193,6 +208,7 @@ def kernel_call(self: Any, *args: Any) -> Any:
     module = engine.Module(grid, block, self.dynshared_size)
     opts = dict(_pending)
     _pending.clear()
+    direct = not opts.get("time_limit_s")  # a launch of the learner's own (a check or a trace names its limit)
     opts["time_limit_s"] = opts.get("time_limit_s") or default_limit_s()
     with sim_kernel._push_kernel_context(module):
         retr: list[Any] = []
@@ -202,7 +218,12 @@ def kernel_call(self: Any, *args: Any) -> Any:
             setup(module)
         fn = _debug_threads(self.fn) if getattr(self, "_debug", False) else self.fn
         with swapped_cuda_module(self.fn, module):
-            engine.run(fn, grid, block, fake_args, module=module, **opts)
+            try:
+                engine.run(fn, grid, block, fake_args, module=module, **opts)
+            except KernelTimeout as exc:
+                if direct:
+                    _explain_direct(exc, opts["time_limit_s"])
+                raise
         for write_back in retr:
             write_back()
     return None
