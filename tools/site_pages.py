@@ -128,9 +128,10 @@ def plotly_html(fig: dict[str, Any]) -> str:
             f"</div>")
 
 
-def site_outputs(outputs: list[Any]) -> list[Any]:
-    """A cell's stored outputs as the site shows them: plotly JSON as HTML the page draws; no widget views (the
-    notebook stores a static picture of each explorer instead) and no note about reopening one."""
+def site_outputs(outputs: list[Any], settings: Settings) -> list[Any]:
+    """A cell's stored outputs as the site shows them: plotly JSON as HTML the page draws; Markdown with its links
+    made the site's (it was written in notebooks/solutions/); no widget views (the notebook stores a static picture
+    of each explorer instead) and no note about reopening one."""
     out = []
     for o in outputs:
         data = o.get("data", {})
@@ -139,6 +140,8 @@ def site_outputs(outputs: list[Any]) -> list[Any]:
         if PLOTLY in data:
             o = nbformat.from_dict({"output_type": "display_data", "metadata": {},
                                     "data": {"text/html": plotly_html(data[PLOTLY])}})
+        elif "text/markdown" in data:
+            data["text/markdown"] = rewrite_links(data["text/markdown"], "notebooks/solutions", "labs", settings)
         out.append(o)
     return out
 
@@ -215,7 +218,7 @@ def lab_page(stem: str, lab_id: str, checks: dict[str, tuple[str, str, str]], se
                         re.search(rf"check\.run\(\s*['\"]{re.escape(ex_id)}['\"]", cell.source)):
                     found.append(ex_id)
                     cells.append(nbformat.v4.new_markdown_cell(f"({exercise_target(ex_id)})="))
-            cell.outputs = site_outputs(cell.get("outputs", []))
+            cell.outputs = site_outputs(cell.get("outputs", []), settings)
         cells.append(cell)
     nb.cells = cells
     for k, cell in enumerate(nb.cells):
