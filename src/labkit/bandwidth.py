@@ -1285,9 +1285,26 @@ def latency(test: str = "host_to_device", *, device: int = 0, peer: int = 1, siz
                    _device_name(cp, device))
 
 
+#: How each sweep copies (the label of its records).
+SWEEP_METHODS = {
+    "host_to_device": "cudaMemcpyAsync, copy engine, pinned host memory",
+    "device_to_host": "cudaMemcpyAsync, copy engine, pinned host memory",
+    "device_local_copy": "cudaMemcpyAsync device to device, copy engine, one GPU's memory",
+    "peer": "cudaMemcpyPeerAsync, copy engine, peer access enabled",
+}
+
+
+def _fit_host_memory(sizes: list[int], fraction: float = 0.5) -> list[int]:
+    """The default sweep's sizes that :func:`_check_host_memory` allows now: those up to :data:`DEFAULT_SIZE` always,
+    larger ones while they fit ``fraction`` of MemAvailable (a VM whose memory starts small gets a shorter sweep)."""
+    avail = host_available_bytes()
+    return [n for n in sizes if n <= DEFAULT_SIZE or avail is None or n <= fraction * avail]
+
+
 def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None = None, *, device: int = 0, peer: int = 1,
                samples: int = DEFAULT_SAMPLES) -> list[Record]:
-    """GB/s from 1 KiB to 1 GiB (or ``sizes``): small copies are latency-bound, large ones bandwidth-bound.
+    """GB/s from 1 KiB to 1 GiB (or ``sizes``): small copies are latency-bound, large ones bandwidth-bound. The default
+    host sweeps leave out sizes above 512 MiB that half of the host's available memory cannot hold.
 
     ``test``: ``"host_to_device"``, ``"device_to_host"`` (pinned), ``"device_local_copy"`` (copy engine) or ``"peer"``.
     Buffers are allocated once at the largest size; more copies are queued for small sizes."""
@@ -1295,6 +1312,8 @@ def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None =
     if test not in ("host_to_device", "device_to_host", "device_local_copy", "peer"):
         raise LabkitError(f"sweep test is 'host_to_device', 'device_to_host', 'device_local_copy' or 'peer', not {test!r}.")
     sizes_b = sorted({parse_size(s) for s in (sizes if sizes is not None else SWEEP_SIZES)})
+    if sizes is None and test in ("host_to_device", "device_to_host"):
+        sizes_b = _fit_host_memory(sizes_b)  # the default sweep stops where host memory does, it is not refused
     samples = _positive_int(samples, "samples")
     device = _check_device(cp, device)
     top = sizes_b[-1]
@@ -1333,7 +1352,7 @@ def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None =
                 (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, _SWEEP_WARMUP, samples, True)
                 out.append(_record(test if test != "peer" else "peer_unidirectional", src, dst, nbytes, times,
                                    COPY_ONCE if test == "device_local_copy" else ONE_WAY,
-                                   _method("cudaMemcpyAsync, copy engine, pinned host memory", copies, _SWEEP_WARMUP, samples, True),
+                                   _method(SWEEP_METHODS[test], copies, _SWEEP_WARMUP, samples, True),
                                    _device_name(cp, device), counted=counted))
     finally:
         if before is False:
