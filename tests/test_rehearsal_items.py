@@ -71,3 +71,22 @@ def test_install_wheelhouse_puts_mpich_on_the_paths(tmp_path: Path) -> None:
     assert f"export PATH='{tmp_path / 'mpi' / 'bin'}':$PATH" in res.stdout
     assert f"LD_LIBRARY_PATH='{tmp_path / 'mpi' / 'lib'}'" in res.stdout
     assert f"PYTHONPATH='{tmp_path / 'site'}'" in res.stdout
+
+
+def test_c2_doctor_finds_nvvm_where_numba_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No NVVM in the wheels nor in a toolkit's nvvm/lib64, but cuda-pathfinder finds it (as numba-cuda does, e.g. in
+    a toolkit's lib/): the toolchain state says NVVM is there; and where pathfinder fails too, it is missing."""
+    import types
+
+    from labkit import ptx
+
+    monkeypatch.setattr(ptx, "_wheel_files", lambda *a, **k: [])
+    monkeypatch.setattr(ptx, "toolkit_roots", lambda *a, **k: [])
+    found = types.ModuleType("cuda.pathfinder")
+    found.load_nvidia_dynamic_lib = lambda name: object()
+    monkeypatch.setitem(sys.modules, "cuda.pathfinder", found)
+    assert ptx._pathfinder_nvvm() is True
+    def missing(name: str) -> object:
+        raise RuntimeError("libnvvm not found")
+    found.load_nvidia_dynamic_lib = missing
+    assert ptx._pathfinder_nvvm() is False

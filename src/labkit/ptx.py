@@ -866,5 +866,18 @@ def toolchain() -> dict[str, Any]:
     state["arches"] = list(supported_arches() or ())
     state["headers"] = {h: _has(paths, h) for h in ("cuda_runtime.h", "cuda_fp16.h", "mma.h", "crt/mma.h")}
     nvvm = _wheel_files("libnvvm.so", ("nvcc", "nvvm"))
-    state["nvvm"] = bool(nvvm) or any((root / "nvvm" / "lib64" / "libnvvm.so").exists() for _, root in toolkit_roots())
+    state["nvvm"] = bool(nvvm) or any((root / "nvvm" / "lib64" / "libnvvm.so").exists() for _, root in toolkit_roots()) \
+        or _pathfinder_nvvm()
     return state
+
+
+def _pathfinder_nvvm() -> bool:
+    """Whether cuda-pathfinder finds libnvvm where numba-cuda looks for it (wheels, CUDA_HOME, the system's search
+    path, a toolkit's ``lib/``): doctor must not call NVVM missing where Numba compiles (review gpu-review-3 C2)."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        load_nvidia_dynamic_lib("nvvm")
+        return True
+    except Exception:  # noqa: BLE001 - not found, or no pathfinder: NVVM is reported missing
+        return False
