@@ -222,3 +222,143 @@ def fp64_note(kernel: Any, reference: Any, signature: str) -> str | None:
     if theirs is None or theirs > 0:
         return None
     return f"{mine} instruction(s): " + FP64_CAUSE
+
+
+# ------------------------------------------------------------------------------------------- barriers, from the code
+def _shared_names(fn: ast.FunctionDef) -> set[str]:
+    names = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and "shared.array" in ast.unparse(node.value.func):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _is_barrier(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("syncthreads", "syncthreads_count",
+                                                                                    "syncthreads_and", "syncthreads_or")
+
+
+def _events(stmts: list[ast.stmt], arrays: set[str]) -> list[Any]:
+    """Program order of one statement list: ("R"|"W", array, source) for shared reads and writes, ("B",) for a
+    barrier, ("L", [...]) for a loop's body. A statement's reads come before its writes."""
+    out: list[Any] = []
+
+    def accesses(node: ast.AST, skip: ast.AST | None = None) -> None:
+        for sub in ast.walk(node):
+            if sub is skip:
+                continue
+            if _is_barrier(sub):
+                out.append(("B",))
+            elif isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in arrays \
+                    and isinstance(sub.ctx, ast.Load):
+                out.append(("R", sub.value.id, ast.unparse(node)[:70]))
+
+    for st in stmts:
+        if isinstance(st, (ast.For, ast.While)):
+            accesses(st.iter if isinstance(st, ast.For) else st.test)
+            out.append(("L", _events(st.body, arrays)))
+        elif isinstance(st, ast.If):
+            accesses(st.test)
+            out.extend(_events(st.body, arrays))
+            out.extend(_events(st.orelse, arrays))
+        elif isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            if st.value is not None:
+                accesses(st.value)
+            for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in arrays:
+                    accesses(t.slice)
+                    if isinstance(st, ast.AugAssign):
+                        out.append(("R", t.value.id, ast.unparse(st)[:70]))
+                    out.append(("W", t.value.id, ast.unparse(st)[:70]))
+        elif isinstance(st, ast.Expr):
+            accesses(st)
+    return out
+
+
+def _flat(events: list[Any]) -> list[Any]:
+    out = []
+    for e in events:
+        out.extend(_flat(e[1]) if e[0] == "L" else [e])
+    return out
+
+
+def barrier_gaps(kernel: Any, array: str) -> list[tuple[str, str, str]]:
+    """Where the kernel's code lacks a barrier for shared array ``array``, read from the order of its statements
+    (not from the order the simulator ran the threads): ``(kind, first, second)`` with kind ``"after-write"`` (a
+    write, then a read of the array with no barrier between, in one pass), ``"end-of-step"`` (a loop body writes it
+    and the next iteration reads it with no barrier between) or ``"end-of-iteration"`` (a loop body reads it and the
+    next iteration overwrites it with no barrier between); ``first``/``second`` are the two statements."""
+    fn = _source_tree(kernel)
+    if fn is None or array not in _shared_names(fn):
+        return []
+    found: list[tuple[str, str, str]] = []
+
+    def within(seq: list[Any]) -> None:
+        last_w = None
+        for e in seq:
+            if e[0] == "B":
+                last_w = None
+            elif e[0] == "W" and e[1] == array:
+                last_w = e
+            elif e[0] == "R" and e[1] == array and last_w is not None and last_w[2] != e[2]:
+                found.append(("after-write", last_w[2], e[2]))
+                return
+
+    def across(seq: list[Any]) -> None:
+        # from the last barrier of the body round to the first barrier of the next iteration
+        b = [k for k, e in enumerate(seq) if e[0] == "B"]
+        tail, head = (seq[b[-1] + 1:], seq[:b[0]]) if b else (seq, seq)
+        t_w = [e for e in tail if e[0] == "W" and e[1] == array]
+        t_r = [e for e in tail if e[0] == "R" and e[1] == array]
+        h_r = [e for e in head if e[0] == "R" and e[1] == array]
+        h_w = [e for e in head if e[0] == "W" and e[1] == array]
+        if t_w and h_r and not b:
+            found.append(("end-of-step", t_w[-1][2], h_r[0][2]))
+        elif t_w and h_r and b:
+            found.append(("end-of-step", t_w[-1][2], h_r[0][2]))
+        elif t_r and h_w:
+            found.append(("end-of-iteration", t_r[-1][2], h_w[0][2]))
+
+    def walk(events: list[Any]) -> None:
+        within(_flat(events))
+        for e in events:
+            if e[0] == "L":
+                across(_flat(e[1]))
+                walk(e[1])
+
+    walk(_events(fn.body, _shared_names(fn)))
+    found.sort(key=lambda g: g[0] == "after-write")  # a loop's own gap is the more specific one
+    seen, out = set(), []
+    for g in found:
+        if g not in seen:
+            seen.add(g)
+            out.append(g)
+    return out
+
+
+def barrier_cause(kernel: Any, array: str) -> str | None:
+    """The likely cause of a race on shared array ``array`` read from the kernel's code (:func:`barrier_gaps`), or
+    None when the code shows no missing barrier (the simulator's own cause then stands)."""
+    gaps = barrier_gaps(kernel, array)
+    if not gaps:
+        return None
+    words = {
+        "after-write": "a missing cuda.syncthreads() between writing `{a}` and reading it: `{x}` stores elements that "
+                       "other threads then read in `{y}`, and nothing makes them wait for the stores. Put the barrier "
+                       "after the loads, before the first use.",
+        "end-of-step": "a missing cuda.syncthreads() at the end of each step of the loop: `{x}` writes `{a}`, and the "
+                       "next step's `{y}` reads elements other threads wrote in this one. Put the barrier inside the "
+                       "loop, after each step.",
+        "end-of-iteration": "a missing cuda.syncthreads() at the end of each iteration: `{x}` still reads `{a}` while "
+                            "faster threads start the next iteration and overwrite it in `{y}`. Put a second barrier "
+                            "at the end of the loop body.",
+    }
+    kind, x, y = gaps[0]
+    return words[kind].format(a=array, x=_short(x), y=_short(y))
+
+
+def _short(statement: str) -> str:
+    """A statement as quoted in a cause: cut before a conditional expression, and at 48 characters."""
+    text = statement.split(" if ", 1)[0]
+    return text if len(text) <= 48 else text[:45] + "..."

@@ -567,9 +567,19 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
         if report is not None and report.race is not None:
             race = report.race
             overlap = (race.first, race.second) == ("write", "write")  # two threads mapped to one element
-            raise Failed(f"{label}: {race.message()}",
-                         cause=_more(_more(note, race.cause()) if overlap else race.cause(), case.extra_cause),
-                         show=show_hint_for(kernel, case, race, f"{label}: {race.message()}"))
+            cause = race.cause()
+            message = f"{label}: {race.message()}"
+            if race.space == "shared" and race.scope != "grid" and not race.lost_update and "read" in (race.first, race.second):
+                from .causes import barrier_cause
+
+                name = race.array.split("`")[1] if race.array.count("`") >= 2 else race.array
+                cause = barrier_cause(kernel, name) or cause  # from the order of the code, not of the threads
+            unread = report.uninitialised
+            if unread is not None and unread.space == "shared":
+                message += (f" And {unread.array} at index {_fmt(unread.index)} was read before any thread of the block had "
+                            "written it (uninitialised shared memory).")
+            raise Failed(message, cause=_more(_more(note, cause) if overlap else cause, case.extra_cause),
+                         show=show_hint_for(kernel, case, race, message))
         try:
             _judge(got, case, report, names[pos], kernel=kernel, args=args)
         except Failed as exc:
