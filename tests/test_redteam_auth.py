@@ -120,7 +120,7 @@ def test_look_alike_of_another_learner_is_refused(db):
 
 def test_login_takes_as_long_for_a_missing_name_as_for_a_real_one(db):
     """#14: a failed login took 48 ms for a missing name and 1048 ms for an existing one. Now both check a bcrypt
-    hash: the medians differ by less than half."""
+    hash: the fastest of five tries each (contention from other processes only adds time) are within 2x."""
     auth = make_auth(db, failed_logins_per_address=1000, failed_logins_per_pair=1000)
     sign_up(auth, "alice")
 
@@ -129,8 +129,9 @@ def test_login_takes_as_long_for_a_missing_name_as_for_a_real_one(db):
         login(auth, name, "wrong-password-x")
         return time.perf_counter() - t
 
-    real = statistics.median(timed("alice") for _ in range(5))
-    missing = statistics.median(timed("nobody-here") for _ in range(5))
+    pairs = [(timed("alice"), timed("nobody-here")) for _ in range(5)]  # interleaved; the fastest of each is its cost
+    real, missing = min(p[0] for p in pairs), min(p[1] for p in pairs)
+    print(f"failed login: existing name {real * 1000:.0f} ms, missing name {missing * 1000:.0f} ms (fastest of 5)")
     assert missing > 0.5 * real and real > 0.5 * missing, (real, missing)
 
 

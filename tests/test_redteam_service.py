@@ -258,3 +258,21 @@ def test_the_live_page_sends_its_xsrf_token_and_never_reloads_in_a_loop():
     page = ps.render_page({"exercises": [], "learners": [], "stuck_after_minutes": 10}, 5, xsrf="2|abc|def|123")
     assert 'const XSRF = "2|abc|def|123";' in page and '"X-XSRFToken": XSRF' in page
     assert 'sessionStorage.getItem("labkit-reloaded")' in page
+
+
+def test_the_graded_gradebook_from_the_command_line(tmp_path, capsys):
+    """``python -m labkit.gradebook --otter RESULTS --progress CSV``: grades from Otter's results only; a learner's
+    posted "passed" stays in the progress column."""
+    cell = ps.Cell(solved=True, attempts=1, hints=0, first=0.0, last=0.0, status="passed")
+    (tmp_path / "progress.csv").write_text(gradebook.to_csv({"mallory": {"02.vector-add": cell}, "=bob": {"02.vector-add": cell}}))
+    (tmp_path / "otter").mkdir()
+    (tmp_path / "otter" / "mallory.json").write_text(json.dumps({"tests": [{"name": "02.vector-add", "score": 0, "max_score": 1}]}))
+    assert gradebook.main(["--otter", str(tmp_path / "otter"), "--progress", str(tmp_path / "progress.csv")]) == 0
+    import csv
+    import io
+
+    got = {(r["user"], r["exercise"]): r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    assert got[("mallory", "02.vector-add")]["self-reported progress"] == "passed"
+    assert got[("mallory", "02.vector-add")]["grade"] == "0.0"
+    assert got[("'=bob", "02.vector-add")]["grade"] == ""
+    assert gradebook.main(["--otter", str(tmp_path / "none")]) == 2

@@ -127,3 +127,43 @@ def read_otter_results(folder: str | Path) -> dict[str, dict[str, tuple[float, f
             raise LabkitError(f"{path} is not an Otter results.json ({exc}).",
                               fix="Use the results.json that `otter run` writes, unchanged.") from None
     return out
+
+
+def _progress_from_csv(text: str) -> dict[str, dict[str, Any]]:
+    """The cells of a gradebook CSV the service served (its progress columns), as :func:`rows` reads them."""
+    from types import SimpleNamespace
+
+    out: dict[str, dict[str, Any]] = {}
+    for r in csv.DictReader(io.StringIO(text)):
+        user = r["user"][1:] if r["user"].startswith("'") and r["user"][1:].startswith(_FORMULA_START) else r["user"]
+        status = r.get("self-reported progress", "")
+        if not status:
+            continue
+        out.setdefault(user, {})[r["exercise"]] = SimpleNamespace(solved=status == "passed", status=status,
+                                                                   attempts=int(r["attempts"]), hints=int(r["hints"]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m labkit.gradebook --otter RESULTS [--progress labkit-gradebook.csv]``: the gradebook with Otter's
+    grades (``RESULTS/<user>/results.json`` or ``RESULTS/<user>.json``), and the self-reported progress beside them
+    when the service's CSV is given, on standard output. Import its ``grade`` column into the LMS."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m labkit.gradebook", description=main.__doc__)
+    p.add_argument("--otter", required=True, help="folder of Otter results.json files, one per learner")
+    p.add_argument("--progress", help="the live page's CSV (self-reported progress), to show beside the grades")
+    args = p.parse_args(argv)
+    try:
+        grades = read_otter_results(args.otter)
+        cells = _progress_from_csv(Path(args.progress).read_text()) if args.progress else {}
+    except (LabkitError, OSError, KeyError, ValueError) as exc:
+        print(f"labkit gradebook: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(to_csv(cells, None, grades))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
