@@ -6,7 +6,8 @@ every check). Each call of the wrapped function then
 
 - copies the arguments that are data (NumPy and device arrays, lists, tuples and dicts of numbers, strings and arrays)
   and compares them afterwards: an answer that sorts, empties, rounds or overwrites what it was given is rejected,
-  naming the argument, unless the exercise's statement says it works in place (:data:`IN_PLACE`);
+  naming the argument, unless the exercise's statement says it works in place (:data:`IN_PLACE`). The change is
+  reported when the check would otherwise pass (a check that fails keeps its own, often more specific, words);
 - makes the functions the check computes its expected values with (:data:`COMPARES_WITH`), the exercise's own
   reference and ``labkit.check.solved_or_reference`` unusable from the learner's code: each one's code is swapped
   for a trap for the length of the call, so a name imported earlier (``from labkit.scaling import quantize_blocks``)
@@ -186,6 +187,18 @@ def labkit_origin(answer: Any) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------- inputs
+# The first input an answer changed in the running check. Reported by core._run when the check would otherwise pass;
+# a check that fails (often on the same change, in its own words) keeps its own verdict.
+_CHANGES: list[AnswerRejected] = []
+
+
+def take_input_change() -> AnswerRejected | None:
+    """The first input change the running check's answer made (and forget it), or None."""
+    found = _CHANGES[0] if _CHANGES else None
+    _CHANGES.clear()
+    return found
+
+
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.generic)
 
 
@@ -297,12 +310,12 @@ def guard_answer(exercise_id: str, answer: Any) -> Any:
             raise AnswerRejected(*_called_words(_HITS[hits]))
         for name, live, before in watched:
             detail = _difference(before, live)
-            if detail:
-                raise AnswerRejected(
+            if detail and not _CHANGES:
+                _CHANGES.append(AnswerRejected(
                     f"{who} changed its input `{name}`: {detail}.",
                     f"`{name}` belongs to the caller: read it, never change it (sorting, clearing, rounding or "
                     "writing into it in place changes the caller's data too). Work on a copy (np.array(x), "
-                    "sorted(xs), list(xs)) and return the result.")
+                    "sorted(xs), list(xs)) and return the result."))
         return result
 
     guarded.__labkit_guarded__ = True  # type: ignore[attr-defined]
@@ -310,4 +323,4 @@ def guard_answer(exercise_id: str, answer: Any) -> Any:
 
 
 __all__ = ["ALWAYS", "AnswerRejected", "COMPARES_WITH", "IN_PLACE", "guard_answer", "handed_out", "labkit_origin",
-           "mark_handed_out", "references_trapped"]
+           "mark_handed_out", "references_trapped", "take_input_change"]

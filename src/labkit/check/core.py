@@ -161,8 +161,9 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     from ..sim.errors import KernelFault
     from ..sim.limits import PythonTimeout, python_time_limit
 
-    from .answers_guard import AnswerRejected, guard_answer
+    from .answers_guard import AnswerRejected, guard_answer, take_input_change
 
+    take_input_change()  # nothing left over from an earlier check
     ex = _get(exercise_id)
     _take_launched()
     problem = _wrong_call(ex, args, kwargs)
@@ -182,6 +183,9 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         try:
             with python_time_limit():
                 message = ex.check(*args, **kwargs)
+            changed = take_input_change()
+            if changed is not None:
+                raise changed
             note = _build_for_gpu(exercise_id)
             result = Result(exercise_id, "passed", message or "correct.", details={"note": note} if note else {})
         except Unsolved as exc:
