@@ -90,3 +90,29 @@ def test_c2_doctor_finds_nvvm_where_numba_does(monkeypatch: pytest.MonkeyPatch) 
         raise RuntimeError("libnvvm not found")
     found.load_nvidia_dynamic_lib = missing
     assert ptx._pathfinder_nvvm() is False
+
+
+def test_docs_gpu_check_matches_the_first_run_script() -> None:
+    """docs/gpu-check.md's phase table: the limits, budget, archives and kernels the script really uses."""
+    import re
+
+    script = (ROOT / "tools" / "first_gpu_run.sh").read_text()
+    doc = (ROOT / "docs" / "gpu-check.md").read_text()
+    limits = [int(n) for n in re.findall(r'limit (\d+)\)', script)]
+    assert limits == [5, 30, 170, 230, 85, 80], limits
+    for cell in ("| 5 s + 30 s |", "| 170 s |", "| 230 s |", "| 85 s (80 s shared out) |", f"| {sum(limits[:5])} s |"):
+        assert cell in doc, cell
+    budget = re.search(r"BUDGET=\$\{RUN_BUDGET_S:-(\d+)\}", script)[1]
+    assert f"{budget} s budget" in doc and int(budget) <= 540
+    phases = re.findall(r"^phase_done (\d) (\S+) ", script, re.M)
+    assert phases == [("1", "env"), ("2", "gpu-check"), ("3", "notebooks"), ("4", "ncu")]
+    for n, phase in phases:
+        assert f"| {n} `{phase}`" in doc, phase
+    assert "`<n>-<phase>.tgz`" in doc and "`gpu-check.json` and `gpu-check.md`" in doc
+    kernels = re.search(r"--kernels ([a-z_ ]+);", script)[1].split()
+    assert len(kernels) == 5 and "five reference kernels" in doc
+    sys.path.insert(0, str(ROOT / "tools"))
+    import gpu_check
+
+    assert "05 and 07 alone" in doc and gpu_check.ALONE == ("05-", "07-")
+    assert "--save-notebooks" in script and "--save-notebooks" in doc
