@@ -1,8 +1,10 @@
 """The labkit command: doctor (text and JSON), topo, bench, and clear errors."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from labkit import cli, doctor
 
@@ -57,12 +59,17 @@ def test_lab_lands_on_the_start_notebook_without_a_browser(tmp_path, monkeypatch
     `labkit lab` now makes the start notebook JupyterLab's default URL, so the printed URL and "/" open it."""
     seen: list[list[str]] = []
     monkeypatch.setenv("LABKIT_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, cwd=None: seen.append(cmd) or 0)
+    envs: list[dict] = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, cwd=None, env=None: seen.append(cmd) or envs.append(env) or 0)
     assert cli.main(["lab", "--no-browser", "--port", "8899"]) == 0
     cmd = seen[0]
     assert f"--LabApp.default_url={cli.START_URL}" in cmd and cli.START_URL == "/lab/tree/00-start-here.ipynb"
     assert cmd.index(f"--LabApp.default_url={cli.START_URL}") < cmd.index("--no-browser")  # the learner's flags win
     assert (tmp_path / "work" / "00-start-here.ipynb").exists()
+    # and no "Jupyter news?" toast over it: labkit's JupyterLab defaults come first on JUPYTER_CONFIG_PATH
+    first = Path(envs[0]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0])
+    overrides = json.loads((first / "labconfig" / "default_setting_overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
 
 
 def test_lab_prints_the_start_notebook_url(tmp_path) -> None:
@@ -96,6 +103,10 @@ def test_lab_prints_the_start_notebook_url(tmp_path) -> None:
         assert url.startswith(f"http://127.0.0.1:{port}/lab/tree/00-start-here.ipynb"), url
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab/tree/00-start-here.ipynb?token=t0k", timeout=30) as r:
             assert r.status == 200
+        api = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?token=t0k"
+        with urllib.request.urlopen(api, timeout=30) as r:  # the news question is off by labkit's default
+            notification = json.loads(r.read())
+        assert notification["schema"]["properties"]["fetchNews"]["default"] == "false", notification["schema"]["properties"]
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -79,7 +79,19 @@ def lab_command(extra: list[str]) -> int:
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in rest:
         cmd.append("--allow-root")  # containers and cloud images often run as root; Jupyter refuses without it
     print("starting:", " ".join(cmd), flush=True)
-    return subprocess.call(cmd, cwd=work if work.is_dir() else root)
+    return subprocess.call(cmd, cwd=work if work.is_dir() else root, env=_lab_env())
+
+
+#: JupyterLab defaults for the course (labconfig/default_setting_overrides.json): no "Jupyter news?" question
+#: over the start notebook. A learner's own settings still win over these defaults.
+LAB_CONFIG = Path(__file__).resolve().parent / "data" / "jupyter"
+
+
+def _lab_env() -> dict[str, str]:
+    """The environment for ``jupyter lab``: labkit's JupyterLab defaults first on JUPYTER_CONFIG_PATH."""
+    env = dict(os.environ)
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in (str(LAB_CONFIG), env.get("JUPYTER_CONFIG_PATH", "")) if p)
+    return env
 
 
 def bench_command(args: list[str]) -> int:
