@@ -232,3 +232,13 @@ def test_the_admin_password_leaves_the_environment(monkeypatch):
     assert "LABKIT_ADMIN_PASSWORD" not in os.environ
     assert c.CourseNativeAuthenticator.instructor_password == ADMIN_PW
     assert c.NativeAuthenticator.allowed_failed_logins == 0  # no per-name lockout anyone can trigger
+
+
+def test_sign_up_can_be_turned_off_once_the_roster_is_in():
+    from traitlets.config import Config
+
+    from labkit.hub_setup import configure_login
+
+    c = Config()
+    configure_login(c, login="native", instructors=["ingrid"], env={"LABKIT_ADMIN_PASSWORD": ADMIN_PW, "LABKIT_SIGNUP": "off"})
+    assert c.NativeAuthenticator.enable_signup is False

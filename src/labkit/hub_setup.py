@@ -76,7 +76,8 @@ def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str]
     c.Authenticator.admin_users = admins
     if login == "native":
         c.JupyterHub.authenticator_class = "labkit.hub_native.CourseNativeAuthenticator"
-        c.NativeAuthenticator.enable_signup = True
+        # LABKIT_SIGNUP=off once every learner has an account: the sign-up form is gone (404)
+        c.NativeAuthenticator.enable_signup = env.get("LABKIT_SIGNUP", "on").strip().lower() not in ("off", "0", "false", "no")
         c.NativeAuthenticator.open_signup = False  # an instructor approves every account
         c.NativeAuthenticator.minimum_password_length = MIN_PASSWORD
         c.NativeAuthenticator.check_common_password = True
