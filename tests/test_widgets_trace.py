@@ -294,3 +294,32 @@ def test_a_sampled_trace_keeps_the_block_the_check_names() -> None:
     assert box.trace.traced_blocks[box.controls["block"].value] == (137, 0, 0) and box.controls["thread"].value == 9
     with pytest.raises(LabkitError, match="plain Python function"):
         labkit.show(copy_shifted.py_func, x, x, grid=1, block=32)
+
+
+def test_warp_scope_slider_picks_a_warp(tile_trace) -> None:
+    """Browser review 3, item 10: in "warp" scope the slider still picked a thread (typing 3 or 5 stayed on warp 0).
+    Now it is a warp slider (0..3 for 128 threads), warp n draws threads 32n..32n+31, and "thread" scope gets the
+    thread back; in "block" scope it picks nothing and is disabled."""
+    box = wt.trace_view(tile_trace, thread=40)
+    scope, slider = box.controls["scope"], box.controls["thread"]
+    scope.value = "warp"
+    assert slider.description == "warp" and slider.max == 3 and slider.value == 1  # thread 40 is in warp 1
+    slider.value = 3
+    warp3 = box.figures["threads"]
+    assert warp3.to_json() == wt.threads_figure(tile_trace, block=0, thread=96, scope="warp").to_json()
+    assert warp3.to_json() != wt.threads_figure(tile_trace, block=0, thread=0, scope="warp").to_json()
+    assert box.figures["elements"].to_json() == wt.elements_figure(tile_trace, block=0, thread=96, scope="warp").to_json()
+    scope.value = "block"
+    assert slider.disabled
+    scope.value = "thread"
+    assert slider.description == "thread" and slider.max == 127 and slider.value == 40 and not slider.disabled
+
+
+def test_reference_tab_titles_are_short() -> None:
+    """Item 10 too: the tab titles were cut off ("copy2d (x = colum..."); they say "your kernel" and "reference"
+    and the table above names the kernels in full."""
+    x = np.arange(65, dtype=np.float32)
+    box = labkit.show(copy_shifted, x, np.zeros(64, np.float32), grid=1, block=64, reference=copy_plain)
+    tabs = box.children[1]
+    assert [tabs.get_title(k) for k in range(2)] == ["your kernel", "reference"]
+    assert "your kernel (copy_shifted)" in box.children[0].value

@@ -538,8 +538,37 @@ def trace_view(trace: Any, *, block: int | None = None, thread: int | None = Non
     box.focus = focus
     marked_element = (focus.array, tuple(focus.index)) if focus is not None and focus.array and focus.index else None
 
+    last_thread = [t0]  # the thread the slider picks in "thread" scope, kept while it picks a warp or nothing
+    busy = [False]
+
+    def on_scope(change: Any = None) -> None:
+        """In "warp" scope the slider picks a warp (0..warps-1), in "block" scope it picks nothing (browser review 3,
+        item 10: it kept picking a thread, so typing 5 stayed on warp 0)."""
+        s, nw = scope_w.value, (trace.threads_per_block + 31) // 32
+        busy[0] = True
+        try:
+            if change is not None and change["old"] == "thread":
+                last_thread[0] = thread_w.value
+            if s == "warp":
+                thread_w.description, thread_w.max = "warp", max(0, nw - 1)
+                thread_w.value = last_thread[0] // 32
+                thread_w.disabled = nw <= 1
+            else:
+                thread_w.description, thread_w.max = "thread", trace.threads_per_block - 1
+                thread_w.value = last_thread[0]
+                thread_w.disabled = s == "block" or trace.threads_per_block <= 1
+        finally:
+            busy[0] = False
+
     def update(change: Any = None) -> None:
-        k, t, s = block_w.value, thread_w.value, scope_w.value
+        if busy[0]:
+            return
+        if change is not None and change.get("owner") is scope_w:
+            on_scope(change)
+        k, s = block_w.value, scope_w.value
+        t = thread_w.value * 32 if s == "warp" else thread_w.value
+        if s == "thread":
+            last_thread[0] = t
         shown = trace.traced_blocks[k] if 0 <= k < len(trace.traced_blocks) else (0, 0, 0)
         where.value = f"block {shown}, threadIdx {trace.thread_index(t)}, warp {t // 32}, lane {t % 32}"
         figs = {
@@ -554,6 +583,7 @@ def trace_view(trace: Any, *, block: int | None = None, thread: int | None = Non
 
     for w in (scope_w, block_w, thread_w):
         w.observe(update, names="value")
+    on_scope()
     update()
     return box
 
@@ -616,8 +646,9 @@ def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference
                    "simulator; the score is the most reads and writes one thread makes, lower is better for the same "
                    "result):<br>" + score_table({yours: mine, theirs: ref}))
     tabs = W.Tab(children=[trace_view(mine, table=False, focus=focus), trace_view(ref, table=False)])
-    for k, title in enumerate((yours, theirs)):
-        tabs.set_title(k, title)
+    short = labels or ("your kernel", "reference")  # tab titles are cut at about 20 characters: the table names both
+    for k, title in enumerate(short):
+        tabs.set_title(k, title if len(title) <= 20 else title[:19] + "…")
     box = W.VBox([table, tabs])
     box.traces = {"yours": mine, "reference": ref}
     return box
