@@ -51,7 +51,9 @@ def test_first_gpu_run_end_to_end(tmp_path: Path) -> None:
     # every phase within its limit, the whole run within the budget
     done = [(m[1], int(m[2]), int(m[3])) for m in re.finditer(r"== (\S+) finished \(exit (\d+)\) at (\d+) s", log)]
     assert [d[0] for d in done] == list(LIMITS), log[-3000:]
-    start = 0
+    installed = re.search(r"== wheelhouse installed at (\d+) s", log)
+    assert installed, log[-3000:]  # the wheelhouse was installed, as on the device
+    start = int(installed[1])
     for phase, status, at in done:
         assert at - start <= LIMITS[phase], (phase, at - start)
         start = at

@@ -53,6 +53,7 @@ phase_done() {  # $1: number, $2: phase (its folder), $3: its exit status
 if [ -d "$WHL" ]; then
     exports=$(PY=python3 sh tools/install_wheelhouse.sh "$WHL" "$SITE" "$MPI_PREFIX") || { echo "wheelhouse install failed"; exit 2; }
     eval "$exports"
+    echo "== wheelhouse installed at $(( $(date +%s) - START )) s"
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
