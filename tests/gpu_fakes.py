@@ -374,6 +374,24 @@ class CheckedRawKernel:
             impl(grid, block, *args)
 
 
+class _TraceProxy:
+    """What ``cupy.fuse`` passes a function while it traces it (CuPy's ``_ScalarProxy``/``_ArrayProxy``): arithmetic
+    gives another proxy; it is no number, and its ``repr`` raises, as the new fusion's proxy's does."""
+
+    __module__ = "cupy._core._fusion_interface"
+
+    def _op(self, *other: Any) -> "_TraceProxy":
+        return _TraceProxy()
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __neg__ = _op
+
+    def __repr__(self) -> str:
+        raise AttributeError("'_ScalarProxy' object has no attribute '_emit_param_name'")
+
+    def __float__(self) -> float:
+        raise TypeError("a fusion proxy is no number")
+
+
 class ArrayCuPy:
     """Enough of ``cupy`` (on NumPy, in host memory) for labkit's GPU paths that move data: arrays with device
     pointers, ``memcpyAsync`` on real addresses, streams and events (no timing: every elapsed time is 1 ms), and
@@ -489,7 +507,16 @@ class ArrayCuPy:
         return self.np.matmul(a, b).view(self.Array)
 
     def fuse(self, fn: Callable[..., Any] | None = None, **kw: Any) -> Any:
-        return fn if fn is not None else (lambda f: f)
+        """``cupy.fuse``: the first call traces ``fn`` on proxies, as CuPy does (no numbers, a ``repr`` that raises:
+        a function that checks its scalars as numbers fails here as under real CuPy, review gpu-review-3 B2), then
+        runs it on the arrays. The real tracing is rehearsed in tests/test_rehearsal_cupy.py."""
+        def fused(f: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(f)
+            def call(*args: Any) -> Any:
+                f(*[_TraceProxy() for _ in args])
+                return f(*args)
+            return call
+        return fused(fn) if fn is not None else fused
 
     def RawKernel(self, code: str, name: str, options: tuple = (), **kw: Any) -> CheckedRawKernel:
         return CheckedRawKernel(self, code, name, options, **kw)
