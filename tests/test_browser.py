@@ -475,3 +475,66 @@ def test_a_failed_checks_picture_opens_on_the_failing_thread_and_a_reopened_note
         raise
     finally:
         lab.js(CLOSE_ALL)
+
+
+def test_review_3_widget_fixes_in_the_browser(lab: Lab) -> None:
+    """Browser review 3, items 6-11, as a learner meets them in Chromium: the coalescing stride slider is disabled
+    unless the pattern is "strided"; the occupancy calculator says "cannot launch" once; deselecting every DGX says
+    so instead of charting DGX-1; the roofline says when a GPU change replaces FP8 and unticks sparsity; `labkit.show`
+    in "warp" scope has a warp slider; and `labkit lab --no-browser` printed the start notebook's URL."""
+    import nbformat
+
+    log = (lab.out / "server.log").read_text()
+    assert "/lab/tree/00-start-here.ipynb?token=" in log, "the printed URL does not land on the start notebook"
+    nb = nbformat.v4.new_notebook(metadata=json.loads(json.dumps(_kernel_metadata())))
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import labkit, numpy as np\nenv = labkit.setup(quiet=True)\n"
+        "from labkit.widgets import architecture as arch, kernels as kw",
+        "kw.coalescing_explorer()",
+        "kw.occupancy_calculator('sm_90', 1024, 72, 0)",
+        "arch.dgx_comparison(('DGX H100', 'DGX B200'))",
+        "arch.roofline_explorer('H100', 'fp8', 10)",
+        "from numba import cuda\n\n@cuda.jit\ndef copy(x, out):\n    i = cuda.grid(1)\n    if i < out.size:\n"
+        "        out[i] = x[i]\n\nlabkit.show(copy, np.arange(128, dtype=np.float32), np.zeros(128, np.float32), "
+        "grid=2, block=64)")]
+    nbformat.write(nb, lab.out / "work" / "scratch-review3-widgets.ipynb")
+    lab.console.clear()
+    try:
+        lab.js(OPEN, "scratch-review3-widgets.ipynb")
+        lab.js(RUN_ALL)
+        lab.page.wait_for_function(SETTLED, timeout=RUN_TIMEOUT_S * 1000, polling=250)
+        assert lab.js(FIND) == 5
+        w = [lab.page.locator(f'[data-labkit-current] [data-labkit-widget="{k}"]') for k in range(5)]
+
+        def wait_text(widget: Any, text: str) -> str:
+            widget.get_by_text(text, exact=False).first.wait_for(timeout=15_000)
+            return widget.inner_text()
+
+        # item 6: the stride slider is live only for "strided"; "1 line", not "1 lines"
+        handle = w[0].locator(".widget-slider .noUi-handle").first
+        assert handle.get_attribute("aria-disabled") == "true" or w[0].locator(".widget-slider.mod-disabled, "
+                                                                                 ".widget-slider [disabled]").count() > 0
+        w[0].locator(".widget-dropdown select").first.select_option(label="strided")
+        wait_text(w[0], "stride 2,")
+        assert handle.get_attribute("aria-disabled") != "true"
+        # item 7
+        text = wait_text(w[1], "cannot launch")
+        assert text.count("cannot launch") == 1 and "What to do" in text
+        # item 8: nothing selected, nothing charted, and the widget says why
+        w[2].locator(".widget-select-multiple select").select_option([])
+        text = wait_text(w[2], "no system is selected")
+        assert w[2].locator(".js-plotly-plot").count() == 0
+        # item 9: FP8 with sparsity on an H100, then a V100
+        w[3].locator(".widget-checkbox input[type=checkbox]").check()
+        w[3].locator(".widget-dropdown select").first.select_option(label="V100 SXM2 16GB")
+        text = wait_text(w[3], "showing FP16 instead")
+        assert "2:4 sparsity is off" in text and not w[3].locator(".widget-checkbox input[type=checkbox]").is_checked()
+        # item 10: warp scope, warp slider
+        w[4].get_by_role("button", name="warp").first.click()
+        w[4].locator(".widget-slider .widget-label", has_text="warp").first.wait_for(timeout=15_000)
+        assert lab.js("() => window.labkitKernelErrors") == [] and not lab.console
+    except BaseException:
+        print(f"screenshot: {lab.screenshot('review3-widgets')}")
+        raise
+    finally:
+        lab.js(CLOSE_ALL)
