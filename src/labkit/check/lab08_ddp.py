@@ -52,6 +52,20 @@ def _variant(kind: str, sizes: list[int], cap: int) -> list[list[int]] | None:
         return [[len(sizes) - 1 - k for k in b] for b in rev]
     if kind == "sizes":
         return [[sizes[k] for k in b] for b in make_buckets(sizes, cap)]
+    if kind == "one":
+        return [list(range(len(sizes)))] if sizes else []
+    if kind == "each":
+        return [[k] for k in range(len(sizes))]
+    if kind == "reversed":
+        return make_buckets(sizes[::-1], cap)
+    if kind == "carry":
+        for k, s in enumerate(sizes):
+            cur.append(k)
+            held += s
+            if held >= cap:
+                out.append(cur)
+                cur, held = [], held - cap
+        return out + ([cur] if cur else [])
     return None
 
 
@@ -64,7 +78,16 @@ _CAUSES = {
     "forward": "the sizes are already in the order the backward pass produces them; walk them from the first, "
                "do not reverse them.",
     "sizes": "return positions in `sizes` (0, 1, 2, ...), not the sizes themselves.",
+    "one": "every gradient went into one bucket: close the open bucket as soon as it holds cap_bytes or more, and open "
+           "a new one for the next gradient.",
+    "each": "one bucket per gradient: keep adding gradients to the open bucket until it holds cap_bytes or more.",
+    "reversed": "these are positions in the reversed list: the sizes are already in backward order; walk them as "
+                "given and return positions in `sizes` as given.",
+    "carry": "a closed bucket's bytes above the cap were carried into the next one: each new bucket starts empty "
+             "(held = 0).",
 }
+GENERAL = ("walk the sizes in the order given; add each position to the open bucket; close it once it holds "
+           "cap_bytes or more; after the loop, a non-empty open bucket is the last one.")
 
 
 def cases() -> list[tuple[list[int], int]]:
@@ -123,7 +146,7 @@ def ddp_buckets(fn: Any) -> str:
         except (TypeError, ValueError):
             raise Failed(f"make_buckets({_short(sizes)}, {cap}) returned {got!r}: expected a list of lists of positions.") from None
         if norm != want:
-            cause = next((c for kind, c in _CAUSES.items() if _variant(kind, sizes, cap) == norm), None)
+            cause = next((c for kind, c in _CAUSES.items() if _variant(kind, sizes, cap) == norm), GENERAL)
             raise Failed(f"make_buckets({_short(sizes)}, cap_bytes={cap}) returned {_short(norm)}, expected {_short(want)}.",
                          cause=cause)
     return ("correct: gradients in backward order, a bucket closed once it holds the cap or more, the last one kept; "
