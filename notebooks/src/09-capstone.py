@@ -125,8 +125,8 @@ labkit.check.fused_update(fused);
 # non-zero, else 0. At the frame's edge the neighbours outside are ignored — not counted as background (that would
 # eat every object touching the edge) and not wrapped around. Every pixel, borders included, gets a value. A
 # shared-memory tile with a halo (as in Lab 03's stencil) is a fine optional refinement. The dilation is the same
-# loop with "any" instead of "every"; labkit's is used below. The check uses masks drawn fresh each run and blocks
-# up to 32 × 32.
+# loop with "any" instead of "every"; labkit's is used below. The check uses masks drawn fresh each run (some with
+# foreground values other than 1: any non-zero value is foreground) and blocks up to 32 × 32.
 
 # %% tags=["exercise"]
 @cuda.jit
@@ -170,7 +170,8 @@ labkit.show(labkit.check.solved_or_reference("09.erode", erode), mask_show, np.z
 # add per foreground pixel is enough to pass. Optional, and faster, like Lab 04's shared histogram: count into
 # `cuda.shared.array` counters for the tiles your block touches, then add each to `counts` once. The check uses
 # frames drawn fresh each run, tiles of 4 to 32 pixels and blocks up to 32 × 32, one block counting more than 255
-# pixels of one tile (so shared counters must be `int32`).
+# pixels of one tile (so shared counters must be `int32`), and masks whose foreground values are not only 1 (any
+# non-zero value, 1 to 255, is foreground: test `!= 0`).
 
 # %% tags=["exercise"]
 @cuda.jit
