@@ -310,9 +310,13 @@ def test_warp_scope_slider_picks_a_warp(tile_trace) -> None:
     assert warp3.to_json() != wt.threads_figure(tile_trace, block=0, thread=0, scope="warp").to_json()
     assert box.figures["elements"].to_json() == wt.elements_figure(tile_trace, block=0, thread=96, scope="warp").to_json()
     scope.value = "block"
-    assert slider.disabled
+    assert slider.disabled and slider.layout.display == "none"
     scope.value = "thread"
     assert slider.description == "thread" and slider.max == 127 and slider.value == 40 and not slider.disabled
+    assert slider.layout.display is None
+    one_warp = wt.trace_view(trace(copy_plain, 1, 32, np.arange(32, dtype=np.float32), np.zeros(32, np.float32)))
+    one_warp.controls["scope"].value = "warp"  # one warp per block: nothing to pick, so no slider to drag
+    assert one_warp.controls["thread"].layout.display == "none"
 
 
 def test_reference_tab_titles_are_short() -> None:

@@ -557,6 +557,8 @@ def trace_view(trace: Any, *, block: int | None = None, thread: int | None = Non
                 thread_w.description, thread_w.max = "thread", trace.threads_per_block - 1
                 thread_w.value = last_thread[0]
                 thread_w.disabled = s == "block" or trace.threads_per_block <= 1
+            # a slider with nothing to pick (the whole block, or the only warp) is hidden, not left to be dragged
+            thread_w.layout.display = "none" if s == "block" or (s == "warp" and nw <= 1) else None
         finally:
             busy[0] = False
 
