@@ -146,7 +146,7 @@ def promoted(a, b, interval):
     return c
 
 
-def promoted_fp64(a, b, interval):  # the total in float64: the same numbers here (the check allows it)
+def promoted_fp64(a, b, interval):  # the total in float64: the same numbers here, but the statement asks for FP32
     return sum(P.gemm(a[:, k0:k0 + interval], b[k0:k0 + interval], "fp8_e4m3", accumulate="limited")
                for k0 in range(0, a.shape[1], interval))
 
@@ -180,8 +180,9 @@ def fp16_total(a, b, interval):
 
 def test_fp8_promotion_accepts_correct_versions() -> None:
     assert H.fp8_promotion(promoted)
-    assert H.fp8_promotion(promoted_fp64)
     assert H.fp8_promotion(H._reference_promotion())
+    r = H.fp8_promotion(promoted_fp64)  # issue 34: a float64 total where the statement asks for np.float32
+    assert r.status == "failed" and "FP32 total" in r.message
 
 
 @pytest.mark.parametrize("fn, word", [

@@ -382,3 +382,14 @@ def _cluster_flaws() -> dict[str, tuple[str, str]]:
 def test_cluster_flaws_rejected_every_run(name: str) -> None:
     source, words = _cluster_flaws()[name]
     rejected_every_time(check.cluster_sum, source, words)
+
+
+def test_a_float64_total_is_rejected_where_fp32_is_asked() -> None:
+    def promoted64(a: np.ndarray, b: np.ndarray, interval: int) -> np.ndarray:
+        c = np.zeros((a.shape[0], b.shape[1]))
+        for k0 in range(0, a.shape[1], interval):
+            c += P.gemm(a[:, k0:k0 + interval], b[k0:k0 + interval], "fp8_e4m3", accumulate="limited",
+                        on_range="ignore")
+        return c
+
+    rejected_every_time(check.fp8_promotion, promoted64, "FP32 total")

@@ -236,7 +236,8 @@ def _reference_promotion() -> Callable[[np.ndarray, np.ndarray, int], np.ndarray
     from .. import precision as P
 
     def promoted_gemm(a: np.ndarray, b: np.ndarray, interval: int) -> np.ndarray:
-        return P.gemm(a, b, "fp8_e4m3", accumulate="limited", promote_every=interval, on_range="ignore")
+        # P.gemm keeps the promoted total in FP32 and returns it as float64: exactly representable, so back to FP32
+        return P.gemm(a, b, "fp8_e4m3", accumulate="limited", promote_every=interval, on_range="ignore").astype(np.float32)
 
     return promoted_gemm
 
@@ -317,9 +318,17 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
                 raise Failed(f"{what} returned {type(got).__name__}, not a matrix.") from None
             if arr.shape != (a.shape[0], b.shape[1]):
                 raise Failed(f"{what} returned shape {arr.shape}, expected {(a.shape[0], b.shape[1])}.")
+
             want = P.gemm(a, b, "fp8_e4m3", accumulate="limited", promote_every=interval, on_range="ignore")
             tol = 1e-6 * float(np.max(np.abs(want)))  # FP32 against FP64 totals: far below any slip's difference
             if np.all(np.abs(arr - want) <= tol):
+                kind = getattr(got, "dtype", None)
+                if kind != np.float32:  # right values, in the wrong precision (here FP32 and FP64 totals agree)
+                    raise Failed(f"{what} returned {'a ' + str(kind) + ' array' if kind is not None else type(got).__name__}"
+                                 ": the statement asks for the FP32 total (np.float32).",
+                                 cause="the promoted total lives in FP32 registers on the CUDA cores: keep it in an "
+                                       "array made with np.zeros(..., np.float32), add each chunk's result into it, "
+                                       "and return it.")
                 continue
             bad = tuple(int(i) for i in np.argwhere(np.abs(arr - want) > tol)[0])
             where = f"{what}: C{list(bad)} should be {want[bad]:.7g}, yours is {arr[bad]:.7g}"
