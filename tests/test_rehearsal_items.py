@@ -116,3 +116,26 @@ def test_docs_gpu_check_matches_the_first_run_script() -> None:
 
     assert "05 and 07 alone" in doc and gpu_check.ALONE == ("05-", "07-")
     assert "--save-notebooks" in script and "--save-notebooks" in doc
+
+
+def test_w1_the_tiled_targets_baseline_is_uncoalesced_and_matmul_naive_is_not() -> None:
+    """The simulator's access trace: the uncoalesced naive kernel makes several times the 32-byte sectors per warp
+    request to A that matmul_naive makes (which is coalesced: A broadcast, B contiguous), and both compute A @ B."""
+    import numpy as np
+
+    import labkit
+    from labkit import kernels, sim
+
+    labkit.setup("sim", quiet=True)
+    n = 32
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    sectors = {}
+    for name in ("matmul_naive", "matmul_naive_uncoalesced"):
+        t = sim.trace(kernels.get(name), (2, 2), (16, 16), A, B, np.zeros((n, n), np.float32), names=("A", "B", "C"))
+        sectors[name] = (t.sectors_per_request("A", "read"), t.sectors_per_request("C", "write"))
+        C = np.zeros((n, n), np.float32)
+        kernels.get(name)[(2, 2), (16, 16)](A, B, C)
+        assert np.allclose(C, A @ B, rtol=1e-4, atol=1e-4), name
+    coalesced, uncoalesced = sectors["matmul_naive"], sectors["matmul_naive_uncoalesced"]
+    assert uncoalesced[0] >= 4 * coalesced[0] and uncoalesced[1] >= 4 * coalesced[1], sectors
