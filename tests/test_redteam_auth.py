@@ -170,8 +170,9 @@ def test_the_per_address_limit_holds_across_names_and_forged_headers(db):
 
 def test_password_hashing_leaves_the_event_loop_free(db):
     """#4: 4 sign-up threads made every hub request ~120x slower (bcrypt on the event loop). Here 8 logins and 4
-    sign-up hashes run at once while a ticker measures how late the loop answers: under 0.25 s at worst (one
-    bcrypt hash is about 0.2-0.3 s on this machine, so the loop blocked by even one would fail)."""
+    sign-up hashes run at once while a ticker (10 ms sleeps) measures the loop: it keeps ticking at least 20 times a
+    second with a median lateness under 50 ms. With bcrypt on the loop, the loop would tick about once per hash
+    (a few times a second, each tick a whole hash late). Other processes on this machine only add lateness."""
     auth = make_auth(db, failed_logins_per_address=1000, failed_logins_per_pair=1000)
     one = time.perf_counter()
     hub_native.hash_password("x" * 12)
@@ -188,17 +189,20 @@ def test_password_hashing_leaves_the_event_loop_free(db):
                 lags.append(time.perf_counter() - t - 0.01)
 
         tick = asyncio.create_task(ticker())
+        t0 = time.perf_counter()
         await asyncio.gather(*(auth.authenticate(handler(f"192.0.2.{i}"), {"username": "ingrid", "password": "bad-guess-123"})
                                for i in range(8)),
                              *(hub_native.in_thread(hub_native.hash_password, "p" * 12) for _ in range(4)))
+        elapsed = time.perf_counter() - t0
         stop.set()
         await tick
-        return lags
+        return lags, elapsed
 
-    lags = asyncio.run(main())
-    print(f"one bcrypt hash {one * 1000:.0f} ms; event-loop lag over {len(lags)} ticks: max {max(lags) * 1000:.0f} ms, "
-          f"median {statistics.median(lags) * 1000:.1f} ms")
-    assert max(lags) < min(0.25, 0.8 * one), (one, max(lags))
+    lags, elapsed = asyncio.run(main())
+    rate = len(lags) / elapsed
+    print(f"one bcrypt hash {one * 1000:.0f} ms; 12 hashes took {elapsed:.1f} s; the event loop ticked {rate:.0f}/s, "
+          f"lateness median {statistics.median(lags) * 1000:.1f} ms, max {max(lags) * 1000:.0f} ms")
+    assert rate >= 20 and statistics.median(lags) < 0.05, (rate, statistics.median(lags), one)
 
 
 def test_sign_ups_are_limited_per_address(db):
