@@ -138,8 +138,9 @@ def test_image_names_file_and_first_run_script() -> None:
     names = wheelhouse.read_names(ROOT / "benchmarks" / "gpu-image-h200.txt")
     assert {"cupy-cuda13x", "numba-cuda", "torch", "ml-dtypes", "nvidia-ml-py"} <= names and "ipykernel" not in names
     script = (ROOT / "tools" / "first_gpu_run.sh").read_text()
-    limits = [int(m) for m in re.findall(r"(?<![-\w])timeout (\d+) ", script)]
-    assert sum(limits) <= 540, limits
+    limits = [int(m) for m in re.findall(r'timeout "\$\(limit (\d+)\)"', script)]  # each phase's own limit
+    budget = int(re.search(r"BUDGET=\$\{RUN_BUDGET_S:-(\d+)\}", script)[1])  # and what is left of the budget caps it
+    assert len(limits) == 5 and sum(limits) <= budget <= 540, (limits, budget)
     assert "--image benchmarks/gpu-image-h200.txt --notebooks --no-nvcc" in script
     header = (ROOT / "benchmarks" / "gpu-image-h200.txt").read_text().split("\n", 2)[:2]
     assert "H200 image" in header[0] and "2026-11-17" in header[0] and not any("/work/" in h or ".library" in h for h in header)
