@@ -154,7 +154,8 @@ def test_figures_and_explorers_stored_by_the_notebooks_are_on_the_pages(site: Pa
     for lab in LABS:
         nb = nbformat.read(ROOT / "notebooks" / "solutions" / lab.filename, as_version=4)
         outs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-        stored = sum(notebook_outputs.PLOTLY in o.get("data", {}) for o in outs)
+        stored = sum(notebook_outputs.SITE_FIGURE in o.get("data", {}) for o in outs)
+        assert not any(notebook_outputs.PLOTLY in o.get("data", {}) for o in outs), "JupyterLab would mark it changed"
         page = _text(site / "labs" / f"{lab.notebook}.html")
         assert page.count('<div class="labkit-plotly">') == stored, lab.id
         assert "application/vnd.jupyter.widget-view+json" not in page and "Error displaying widget" not in page
@@ -205,7 +206,8 @@ def test_an_explorer_is_stored_as_a_static_picture_of_its_state() -> None:
     assert "n = 5" in note.data["text/plain"] and "pattern = strided" in note.data["text/plain"]
     assert "Run it in JupyterLab to move the slider" in note.data["text/html"]
     assert html.data["text/html"] == "<b>bandwidth</b>"
-    assert fig.data[notebook_outputs.PLOTLY]["data"][0]["y"] == [1, 2]
+    assert fig.data[notebook_outputs.SITE_FIGURE]["data"][0]["y"] == [1, 2]
+    assert fig.data["text/plain"] == notebook_outputs.FIGURE_TEXT  # what JupyterLab shows until the cell runs
     assert nb.cells[1].outputs[0].text == said["text"] and "widgets" not in nb.metadata
 
 

@@ -3,8 +3,11 @@
 ``tools/build_notebooks.py --execute`` runs a solution notebook in ``sim`` mode and calls :func:`keep`:
 
 - check cells (tagged ``nbval-check-output``) keep their outputs as they are: nbval compares them;
-- every other code cell keeps its text, HTML and plotly figures (the figure's JSON: drawn by JupyterLab, and by the
-  website with a local plotly.js), but never an error or anything on stderr;
+- every other code cell keeps its text and HTML, but never an error or anything on stderr, and its plotly figures
+  as :data:`SITE_FIGURE` (the figure's JSON, which the website draws with a local plotly.js) beside a line of text.
+  Not as plotly's own type: JupyterLab's plotly renderer writes a PNG into every figure output it draws, which would
+  mark a freshly opened solution notebook as changed (tests/test_browser.py); JupyterLab shows the line of text
+  ("run the cell to draw it") until the cell runs;
 - an interactive explorer (an ipywidgets view) cannot live without its kernel, so its view becomes a static picture
   of the state the notebook left it in: a note that says so and names its controls' values, then the HTML and the
   figures its visible parts showed, up to :data:`WIDGET_FIGURE_BYTES` of figure JSON per explorer (a thread trace
@@ -21,6 +24,8 @@ import json
 from typing import Any
 
 PLOTLY = "application/vnd.plotly.v1+json"
+SITE_FIGURE = "application/vnd.labkit.plotly+json"
+FIGURE_TEXT = "[a plotly figure, stored for the course website: run the cell to draw it here]"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 REOPEN_NOTE_CLASS = "labkit-reopen-note"
@@ -101,7 +106,7 @@ class _Snapshot:
             self.dropped.append(size)
         else:
             self.figure_bytes += size
-            self.outputs.append(_display({PLOTLY: fig}))  # as plotly itself shows one in a notebook
+            self.outputs.append(stored_figure(fig))
 
     def note(self) -> dict[str, Any]:
         parts = ["A static picture of an interactive explorer, as the notebook left it"]
@@ -117,6 +122,11 @@ class _Snapshot:
 
 def _display(data: dict[str, Any]) -> dict[str, Any]:
     return {"output_type": "display_data", "data": data, "metadata": {}}
+
+
+def stored_figure(fig: dict[str, Any]) -> dict[str, Any]:
+    """How a plotly figure is stored: its JSON for the website, a line of text for JupyterLab."""
+    return _display({SITE_FIGURE: fig, "text/plain": FIGURE_TEXT})
 
 
 def snapshot(model_id: str, state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -149,6 +159,8 @@ def keep(nb: Any, checked_tag: str) -> Any:
                 continue
             if WIDGET in data:
                 kept.extend(nbformat.from_dict(o) for o in snapshot(data[WIDGET].get("model_id", ""), state))
+            elif PLOTLY in data:
+                kept.append(nbformat.from_dict(stored_figure(data[PLOTLY])))
             elif REOPEN_NOTE_CLASS in str(data.get("text/html", "")):
                 continue
             else:

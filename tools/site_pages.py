@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "site"
 NOTEBOOKS = ROOT / "notebooks"
 PLOTLY = "application/vnd.plotly.v1+json"
+SITE_FIGURE = "application/vnd.labkit.plotly+json"  # how tools/notebook_outputs.py stores one
 WIDGET = "application/vnd.jupyter.widget-view+json"
 REOPEN_NOTE_CLASS = "labkit-reopen-note"
 CHECKED = "nbval-check-output"
@@ -137,9 +138,10 @@ def site_outputs(outputs: list[Any], settings: Settings) -> list[Any]:
         data = o.get("data", {})
         if WIDGET in data or REOPEN_NOTE_CLASS in str(data.get("text/html", "")):
             continue
-        if PLOTLY in data:
+        fig = data.get(SITE_FIGURE, data.get(PLOTLY))
+        if fig is not None:
             o = nbformat.from_dict({"output_type": "display_data", "metadata": {},
-                                    "data": {"text/html": plotly_html(data[PLOTLY])}})
+                                    "data": {"text/html": plotly_html(fig)}})
         elif "text/markdown" in data:
             data["text/markdown"] = rewrite_links(data["text/markdown"], "notebooks/solutions", "labs", settings)
         out.append(o)
