@@ -62,6 +62,8 @@ $(REH_STAMP): $(STAMP) constraints-rehearsal.txt constraints.txt tools/wheelhous
 	$(PY) tools/wheelhouse.py $(VENVREH)/whl --image benchmarks/gpu-image-h200.txt --notebooks --no-nvcc \
 	    --python-version $$($(VENVREH)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 	PY=$(VENVREH)/bin/python sh tools/install_wheelhouse.sh $(VENVREH)/whl $(VENVREH)/site $(VENVREH)/mpi > $(VENVREH)/exports.sh
+	# lab 10's nvmath-python (not on the image, needs a GPU stack to import): its wheel only, signatures read with ast
+	$(VENVREH)/bin/python -m pip download --quiet --no-deps -d $(VENVREH)/not-on-image nvmath-python==1.0.1
 	touch $(REH_STAMP)
 
 # The JupyterHub test (tests/test_hub.py) runs a real hub behind configurable-http-proxy, from the npm registry

@@ -5,12 +5,12 @@ the API-surface tests run again against the image's CuPy, cuda-core and cuda-bin
 from __future__ import annotations
 
 import ast
-import json
-from pathlib import Path
-
-from rehearsal_env import ROOT, PY, env, needs_rehearsal, run_json
-
+import re
 import subprocess
+
+import pytest
+
+from rehearsal_env import PY, ROOT, env, needs_rehearsal, run_json
 
 
 def fused_functions() -> set[str]:
@@ -75,3 +75,31 @@ def test_api_surface_against_the_image_packages() -> None:
     tail = res.stdout[-3000:]
     assert res.returncode == 0, tail + res.stderr[-2000:]
     assert " passed" in tail and " failed" not in tail, tail
+
+
+@needs_rehearsal
+def test_nvmath_calls_bind_to_the_wheel_signatures() -> None:
+    """Lab 10's nvmath-python cell (not on the image: the cell says how to install it): ``matmul`` and
+    ``MatmulEpilog.RELU_BIAS`` as nvmath-python 1.0.1's wheel defines them, read with ``ast`` (importing it needs the
+    GPU stack). The call's arguments are bound to the signature; a wrong keyword would fail here."""
+    import inspect
+    import zipfile
+
+    import test_lab10_api_surface as surface
+
+    (wheel,) = (ROOT / ".venv-rehearsal" / "not-on-image").glob("nvmath_python-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        module = ast.parse(z.read("nvmath/linalg/advanced/matmulmod.py").decode())
+        config = z.read("nvmath/linalg/advanced/_configuration.py").decode()
+        stub = z.read("nvmath/bindings/cublasLt.pyi").decode(errors="replace")
+    (fn,) = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "matmul"]
+    sig = surface._signature_of(fn)
+    calls = [u for u in surface._uses() if u["name"] == "nvmath.linalg.advanced.matmul" and "nargs" in u]
+    assert calls, "lab 10 calls nvmath.linalg.advanced.matmul"
+    for use in calls:
+        sig.bind(*[object()] * use["nargs"], **{k: object() for k in use["kwargs"]})
+    assert {"epilog", "epilog_inputs"} <= set(sig.parameters)
+    assert "MatmulEpilog = cublaslt.Epilogue" in config and re.search(r"\bRELU_BIAS\b", stub)
+    with pytest.raises(TypeError):  # the reader is not one that binds anything
+        sig.bind(object(), object(), epilogue=object())
+    assert inspect.Parameter.POSITIONAL_ONLY in {p.kind for p in sig.parameters.values()}
