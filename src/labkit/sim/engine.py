@@ -316,11 +316,11 @@ class _Watchdog:
 
     Two rules: the launch's CPU time passes its limit (so machine load never stops a correct launch), or its wall time
     passes :func:`wall_ceiling` while it is *stalled*: no thread of it has finished during its last
-    :data:`STALL_CPU_S` seconds of CPU time (a hung thread, however busy the machine; a correct launch finishes
+    :data:`STALL_CPU_S` seconds of CPU time (a quarter of the limit if less; a hung thread, however busy the machine; a correct launch finishes
     threads all the time, so a busy machine only slows it down)."""
 
     POLL_S = 0.05
-    STALL_CPU_S = 1.0
+    STALL_CPU_S = 0.25
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -365,7 +365,7 @@ class _Watchdog:
                 finished = run.finished if run is not None else 0
                 if seen[0] is not job or seen[1] != finished:
                     seen = (job, finished, used)
-                stalled = used - seen[2] >= self.STALL_CPU_S
+                stalled = used - seen[2] >= min(self.STALL_CPU_S, run.limit_s / 4 if run is not None else 0.0)
                 if used > end or (time.monotonic() > wall_end and stalled):
                     frame = sys._current_frames().get(ident)
                     if frame is not None and is_learner_frame(frame):

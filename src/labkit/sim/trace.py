@@ -42,6 +42,9 @@ from . import engine, memory
 from .errors import DivergentBarrier, KernelFault
 
 MAX_THREADS = 4096  # threads traced in one launch; more are sampled by block
+MAX_THREAD_ACCESSES = 20_000  # accesses one thread may make in a trace: past it, the thread is stuck in a loop
+MAX_ACCESSES = 1_000_000  # accesses one trace records in all: past it, the launch stops (the picture shows what ran)
+TRACE_LIMIT_S = 3.0  # CPU seconds a trace runs when it is given no limit (a picture should come in seconds)
 MAX_RACES = 256
 KINDS = ("read", "write", "atomic")
 SECTOR = 32
@@ -330,6 +333,7 @@ class _TraceModel(memory.Model):
         self.site_ids: dict[tuple[str, int], int] = {}
         self._instances: dict[tuple, int] = {}
         self._skip = _library_dirs()
+        self._per_thread: dict[Any, int] = {}
         super().__init__(record=True)
 
     def note(self, array: Any, t: Any, flat: int, kind: int, value: Any = None) -> None:
@@ -343,6 +347,38 @@ class _TraceModel(memory.Model):
         n = self._instances.get(key, 0)
         self._instances[key] = n + 1
         self.sites.append((sid, n))
+        made = self._per_thread.get(t.key, 0) + 1
+        self._per_thread[t.key] = made
+        if made > MAX_THREAD_ACCESSES:
+            raise TraceLimit(self._finding(t, made), thread=t)
+        if len(self.log) > MAX_ACCESSES:
+            raise TraceLimit(f"the trace stopped after {MAX_ACCESSES:,} accesses (the most it records): the picture "
+                             "shows what the threads did until then.")
+
+    def _finding(self, t: Any, made: int) -> str:
+        """What thread ``t`` did with its ``made`` accesses: the elements it touched most, and where in the code."""
+        from collections import Counter
+
+        counts: Counter = Counter()
+        seen = 0
+        for (array, who, flat, kind, _, _), (sid, _) in zip(reversed(self.log), reversed(self.sites)):
+            if who is t:
+                counts[(array, kind, flat, sid)] += 1
+                seen += 1
+                if seen >= made:
+                    break
+        sites = {v: k for k, v in self.site_ids.items()}
+        parts, lines = [], []
+        for (array, kind, flat, sid), n in counts.most_common(3):
+            verb = ("read", "wrote", "updated atomically")[kind]
+            parts.append(f"{verb} {_label(array.name)}[{memory.fmt_index(array.index_of(flat))}] {n:,} times")
+            line = sites.get(sid, ("?", 0))[1]
+            if line and line not in lines:
+                lines.append(line)
+        at = f" at line {', '.join(str(x) for x in lines)}" if lines else ""
+        return (f"thread {tuple(t.threadIdx)} of block {tuple(t.blockIdx)} {', '.join(parts)}{at}, and was still going "
+                f"when the trace stopped it ({MAX_THREAD_ACCESSES:,} accesses): a loop that never ends (an index that "
+                "never advances), or far more work than one thread needs.")
 
     def found_race(self, array: Any, flat: int, other: Any, other_kind: int, kind: int,
                    *, scope: str = "block", me: Any = None) -> None:
@@ -363,6 +399,20 @@ class _TraceModel(memory.Model):
             rmw = array.rmw.get(flat, set())
             out.append(replace(race, lost_update=other in rmw and me in rmw, atomics_used=atomics))
         return out
+
+
+class TraceLimit(KernelFault):
+    """A trace recorded as much as it may (:data:`MAX_THREAD_ACCESSES` by one thread, :data:`MAX_ACCESSES` in all):
+    the launch stops, and the message says what the thread that went on was doing."""
+
+    def __init__(self, message: str, *, thread: Any = None) -> None:
+        super().__init__(message)
+        self.thread = thread
+
+
+def _label(name: str) -> str:
+    """``tile`` for ``shared array `tile```, else the name."""
+    return name[len("shared array `"):-1] if name.startswith("shared array `") and name.endswith("`") else name
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -444,29 +494,45 @@ def _value(v: Any) -> float:
         return math.nan
 
 
+def _sectors(addresses: Sequence[int], size: int) -> int:
+    """32-byte sectors that accesses of ``size`` bytes at ``addresses`` touch (as :func:`labkit.occupancy.coalescing`
+    counts them, without its argument checks: a trace makes one request per loop iteration and lane group)."""
+    return len({sec for a in addresses for sec in range(a // SECTOR, (a + size - 1) // SECTOR + 1)})
+
+
+def _ways(addresses: Sequence[int], banks: int = 32, word: int = 4) -> int:
+    """The n of an n-way bank conflict (as :func:`labkit.occupancy.bank_conflict_degree`, without its checks)."""
+    per_bank: dict[int, set[int]] = {}
+    for a in addresses:
+        w = a // word
+        per_bank.setdefault(w % banks, set()).add(w)
+    return max((len(ws) for ws in per_bank.values()), default=1)
+
+
 def _requests(trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[str, np.ndarray],
               block_of: Any, lines: list[int]) -> list[Request]:
-    from ..occupancy import bank_conflict_degree, coalescing
-
     groups: dict[tuple, list[int]] = {}
     arr, blk, thr, site, inst, flat, kind = (cols[k].tolist() for k in ("array", "block", "thread", "site", "instance",
                                                                          "flat", "kind"))
     for a, b, t, si, n, f, k in zip(arr, blk, thr, site, inst, flat, kind):
         groups.setdefault((a, k, b, t // 32, si, n), []).append(f)
     out = []
+    known: dict[tuple, tuple[int, int]] = {}  # (array, element indices) -> (sectors, ways): loops repeat requests
+    blocks: dict[int, Any] = {}
     for (a, k, b, w, si, n), flats in groups.items():
         info = trace_arrays[names[a]]
         size = info.itemsize
-        addresses = [f * size for f in flats]
-        distinct = len(set(flats))
-        if info.space == "global":
-            sectors = coalescing(addresses, size).sectors
-            ways = 1
-        else:
-            sectors = coalescing(addresses, size).sectors
-            ways = bank_conflict_degree(addresses)
-        out.append(Request(names[a], KINDS[k], block_of(b), w, n, lines[si], si, len(flats), sectors,
-                           max(1, math.ceil(distinct * size / SECTOR)), ways))
+        key = (a, tuple(flats))
+        found = known.get(key)
+        if found is None:
+            addresses = [f * size for f in flats]
+            found = known[key] = (_sectors(addresses, size), _ways(addresses) if info.space == "shared" else 1)
+        sectors, ways = found
+        where = blocks.get(b)
+        if where is None:
+            where = blocks[b] = block_of(b)
+        out.append(Request(names[a], KINDS[k], where, w, n, lines[si], si, len(flats), sectors,
+                           max(1, math.ceil(len(set(flats)) * size / SECTOR)), ways))
     return out
 
 
@@ -486,6 +552,11 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
 
     def on_block_error(point: tuple[int, int, int], exc: Exception) -> bool:
         where = getattr(exc, "sim_thread", None)
+        if isinstance(exc, TraceLimit):  # the trace has recorded enough: stop here, saying what the thread did
+            errors.append(str(exc))
+            if exc.thread is not None:
+                faults.append(Fault(tuple(point), tuple(exc.thread.threadIdx), str(exc)))
+            return False
         if isinstance(exc, DivergentBarrier):
             divergent.append(Divergence(tuple(point), str(exc)))
         elif len(errors) < 5:
@@ -495,10 +566,12 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
         return True  # the other blocks still run
 
     started = time.perf_counter()
-    with memory.strict(model, blocks_to_run=traced, on_block_error=on_block_error, time_limit_s=time_limit_s,
-                       schedule=schedule, seed=seed):
+    with memory.strict(model, blocks_to_run=traced, on_block_error=on_block_error,
+                       time_limit_s=time_limit_s or TRACE_LIMIT_S, schedule=schedule, seed=seed):
         try:
             kernel[grid, block](*tracked)
+        except TraceLimit:
+            pass  # (on_block_error recorded it)
         except KernelFault as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
     model.end_block()
