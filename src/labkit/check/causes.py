@@ -238,9 +238,10 @@ def _is_barrier(node: ast.AST) -> bool:
                                                                                     "syncthreads_and", "syncthreads_or")
 
 
-def _events(stmts: list[ast.stmt], arrays: set[str]) -> list[Any]:
+def _events(stmts: list[ast.stmt], arrays: set[str], cond: bool = False) -> list[Any]:
     """Program order of one statement list: ("R"|"W", array, source) for shared reads and writes, ("B",) for a
-    barrier, ("L", [...]) for a loop's body. A statement's reads come before its writes."""
+    barrier, ("L", [...], cond) for a loop's body (``cond``: inside an ``if``, which not every thread may take).
+    A statement's reads come before its writes."""
     out: list[Any] = []
 
     def accesses(node: ast.AST, skip: ast.AST | None = None) -> None:
@@ -256,11 +257,11 @@ def _events(stmts: list[ast.stmt], arrays: set[str]) -> list[Any]:
     for st in stmts:
         if isinstance(st, (ast.For, ast.While)):
             accesses(st.iter if isinstance(st, ast.For) else st.test)
-            out.append(("L", _events(st.body, arrays)))
+            out.append(("L", _events(st.body, arrays, cond), cond))
         elif isinstance(st, ast.If):
             accesses(st.test)
-            out.extend(_events(st.body, arrays))
-            out.extend(_events(st.orelse, arrays))
+            out.extend(_events(st.body, arrays, True))
+            out.extend(_events(st.orelse, arrays, True))
         elif isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = st.targets if isinstance(st, ast.Assign) else [st.target]
             if st.value is not None:
@@ -283,16 +284,17 @@ def _flat(events: list[Any]) -> list[Any]:
     return out
 
 
-def barrier_gaps(kernel: Any, array: str) -> list[tuple[str, str, str]]:
+def barrier_gaps(kernel: Any, array: str) -> list[tuple[str, str, str, bool]]:
     """Where the kernel's code lacks a barrier for shared array ``array``, read from the order of its statements
     (not from the order the simulator ran the threads): ``(kind, first, second)`` with kind ``"after-write"`` (a
     write, then a read of the array with no barrier between, in one pass), ``"end-of-step"`` (a loop body writes it
     and the next iteration reads it with no barrier between) or ``"end-of-iteration"`` (a loop body reads it and the
-    next iteration overwrites it with no barrier between); ``first``/``second`` are the two statements."""
+    next iteration overwrites it with no barrier between); ``first``/``second`` are the two statements, and the last
+    item says the loop runs inside an ``if`` (where cuda.syncthreads() would hang)."""
     fn = _source_tree(kernel)
     if fn is None or array not in _shared_names(fn):
         return []
-    found: list[tuple[str, str, str]] = []
+    found: list[tuple[str, str, str, bool]] = []
 
     def within(seq: list[Any]) -> None:
         last_w = None
@@ -302,7 +304,7 @@ def barrier_gaps(kernel: Any, array: str) -> list[tuple[str, str, str]]:
             elif e[0] == "W" and e[1] == array:
                 last_w = e
             elif e[0] == "R" and e[1] == array and last_w is not None and last_w[2] != e[2]:
-                found.append(("after-write", last_w[2], e[2]))
+                found.append(("after-write", last_w[2], e[2], False))
                 return
 
     def across(seq: list[Any]) -> None:
@@ -313,18 +315,19 @@ def barrier_gaps(kernel: Any, array: str) -> list[tuple[str, str, str]]:
         t_r = [e for e in tail if e[0] == "R" and e[1] == array]
         h_r = [e for e in head if e[0] == "R" and e[1] == array]
         h_w = [e for e in head if e[0] == "W" and e[1] == array]
-        if t_w and h_r and not b:
-            found.append(("end-of-step", t_w[-1][2], h_r[0][2]))
-        elif t_w and h_r and b:
-            found.append(("end-of-step", t_w[-1][2], h_r[0][2]))
+        if t_w and h_r:
+            found.append(("end-of-step", t_w[-1][2], h_r[0][2], False))
         elif t_r and h_w:
-            found.append(("end-of-iteration", t_r[-1][2], h_w[0][2]))
+            found.append(("end-of-iteration", t_r[-1][2], h_w[0][2], False))
 
     def walk(events: list[Any]) -> None:
         within(_flat(events))
         for e in events:
             if e[0] == "L":
+                n = len(found)
                 across(_flat(e[1]))
+                if e[2]:  # the loop runs inside an `if`: say so with its gap
+                    found[n:] = [(k, x, y, True) for k, x, y, _ in found[n:]]
                 walk(e[1])
 
     walk(_events(fn.body, _shared_names(fn)))
@@ -354,8 +357,14 @@ def barrier_cause(kernel: Any, array: str) -> str | None:
                             "faster threads start the next iteration and overwrite it in `{y}`. Put a second barrier "
                             "at the end of the loop body.",
     }
-    kind, x, y = gaps[0]
-    return words[kind].format(a=array, x=_short(x), y=_short(y))
+    kind, x, y, in_branch = gaps[0]
+    text = words[kind].format(a=array, x=_short(x), y=_short(y))
+    if in_branch:
+        text = text.replace("a missing cuda.syncthreads()", "a missing barrier", 1)
+        text += (" This loop runs inside an `if` that not every thread of the block takes, where cuda.syncthreads() "
+                 "would hang: if only the lanes of one warp run it, order the steps with cuda.syncwarp() (read into a "
+                 "register, cuda.syncwarp(), write, cuda.syncwarp()); otherwise move the barrier out of the branch.")
+    return text
 
 
 def _short(statement: str) -> str:
