@@ -246,3 +246,14 @@ def test_sign_up_can_be_turned_off_once_the_roster_is_in():
     c = Config()
     configure_login(c, login="native", instructors=["ingrid"], env={"LABKIT_ADMIN_PASSWORD": ADMIN_PW, "LABKIT_SIGNUP": "off"})
     assert c.NativeAuthenticator.enable_signup is False
+
+
+def test_a_proxy_on_another_address_is_believed_only_when_trusted():
+    """On the DGX the proxy reaches the hub from the Docker gateway (not loopback), on Kubernetes from its pod: with
+    that address trusted, each browser keeps its own address; without, all would share the proxy's (one limit for
+    everyone), and a learner's container talking to the hub directly is never believed."""
+    via_proxy = handler("172.17.0.1", forwarded="198.51.100.66")
+    assert hub_native.client_address(via_proxy, ("172.17.0.1",)) == "198.51.100.66"
+    assert hub_native.client_address(via_proxy) == "172.17.0.1"
+    assert hub_native.client_address(handler("10.42.3.7", forwarded="198.51.100.66"), ("10.0.0.0/8",)) == "198.51.100.66"
+    assert hub_native.client_address(handler("172.17.0.5", forwarded="198.51.100.66"), ("172.17.0.1",)) == "172.17.0.5"

@@ -109,6 +109,7 @@ def test_dgx_state_is_private_and_the_proxy_gets_no_password(tmp_path, monkeypat
     assert stat.S_IMODE(os.stat(state / "tls" / "hub-selfsigned.key").st_mode) == 0o600
     assert "LABKIT_ADMIN_PASSWORD" not in os.environ
     assert c.CourseNativeAuthenticator.instructor_password == "instructor-password-1234"
+    assert c.CourseNativeAuthenticator.trusted_proxies == ["172.17.0.1"]  # the proxy's own address, not the containers'
     unit = (DEPLOY / "labkit-hub.service").read_text()
     assert "UMask=0077" in unit
 
@@ -237,6 +238,7 @@ def test_kubernetes_values_serve_https_and_cull_by_age():
     assert values["cull"]["maxAge"] > 0 and values["cull"]["enabled"]
     assert values["singleuser"]["cloudMetadata"]["blockWithIptables"] is False  # no privileged root init container
     assert "configure_origins" in values["hub"]["extraConfig"]["00-labkit-login"]
+    assert "trusted_proxies" in values["hub"]["extraConfig"]["00-labkit-login"]
 
 
 # ---------------------------------------------------------------------------------------------- #16

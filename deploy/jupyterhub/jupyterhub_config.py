@@ -92,6 +92,9 @@ c.JupyterHub.cleanup_servers = False  # a hub restart leaves learners' container
 
 # ---------------------------------------------------------------------------------------------- who logs in: each their own
 configure_login(c, login=env.get("LABKIT_LOGIN", "native"), instructors=instructors, env=env)
+# the proxy runs on this host and reaches the hub at connect_ip: its X-Forwarded-For names each browser's address
+# (learners' containers reach the hub from their own addresses, which are not believed)
+c.CourseNativeAuthenticator.trusted_proxies = [connect_ip]
 # learners' pages away from the hub's origin and cookies (per-user subdomains with LABKIT_SUBDOMAIN_HOST; always:
 # no user config in learners' servers, SameSite cookies, HSTS)
 configure_origins(c, subdomain_host=subdomain_host or None, tls=tls)

@@ -21,7 +21,10 @@ Failed logins are limited per address, not per name
     :attr:`~CourseNativeAuthenticator.lockout_s` is refused (everyone else, and that name from elsewhere, still log
     in), and one (name, address) pair is refused after :attr:`~CourseNativeAuthenticator.failed_logins_per_pair`.
     The address is the proxy's ``X-Forwarded-For`` entry only when the request comes from the proxy itself
-    (loopback or :attr:`~CourseNativeAuthenticator.trusted_proxies`); ``X-Real-Ip`` is never believed.
+    (loopback or :attr:`~CourseNativeAuthenticator.trusted_proxies`, addresses or networks); ``X-Real-Ip`` is never
+    believed. Set it right: when the proxy is not trusted, every login seems to come from the proxy's address, and
+    the per-address limit becomes one limit for everyone (the DGX config trusts the proxy's own address, the
+    Kubernetes values the cluster's private ranges).
 Logins answer in the same time for every name
     The password is checked against a dummy bcrypt hash when the name has no account, so login timing does not say
     which names exist.
@@ -144,7 +147,8 @@ def client_address(handler: Any, trusted: tuple[str, ...] = ()) -> str:
     peer = getattr(request.connection, "context", None)
     peer_ip = getattr(peer, "_orig_remote_ip", None) or request.remote_ip or ""
     try:
-        from_proxy = ipaddress.ip_address(peer_ip).is_loopback or peer_ip in trusted
+        ip = ipaddress.ip_address(peer_ip)
+        from_proxy = ip.is_loopback or any(ip in ipaddress.ip_network(t, strict=False) for t in trusted if t)
     except ValueError:
         from_proxy = False
     if from_proxy:
@@ -334,7 +338,7 @@ class CourseNativeAuthenticator(NativeAuthenticator):
     signups_per_address = Integer(60, config=True, help="Sign-ups from one address per hour")
     max_pending = Integer(300, config=True, help="Sign-ups waiting for approval, at most (then sign-up is refused)")
     trusted_proxies = List(Unicode(), config=True,
-                           help="Addresses (besides loopback) whose X-Forwarded-For is believed: the proxy's own")
+                           help="Addresses or networks (besides loopback) whose X-Forwarded-For is believed: the proxy's")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,4 +1,6 @@
-"""JupyterHub settings the course's hub configurations share: who logs in, TLS, and the idle culler.
+"""JupyterHub settings the course's hub configurations share: who logs in, TLS, the idle culler, and what keeps a
+hostile learner contained (:func:`configure_origins`, :func:`container_hardening`, :func:`check_docker_network`,
+:func:`harden_kubespawner`, :func:`secure_state`; course/classroom.md, "Threat model").
 
 The DGX configuration (``deploy/jupyterhub/jupyterhub_config.py``), the Kubernetes values
 (``deploy/k8s/values.yaml``, extraConfig) and the test hub (``tests/test_hub.py``) all call these functions, so what
