@@ -397,6 +397,17 @@ def test_a_figure_that_does_not_draw_is_caught(site: Path, server: str, browser:
 
 
 @needs_chromium
+def test_an_image_that_does_not_load_is_caught(tmp_path: Path, browser: Any) -> None:
+    """No page shows an <img> today (figures are plotly); the check for one that does not load works all the same."""
+    probe = tmp_path / "probe.html"
+    probe.write_text('<!DOCTYPE html><html><body><img src="missing.png" alt="x"></body></html>')
+    info = _visit(browser, [probe.as_uri()], ("file://",))[probe.as_uri()]
+    assert info["broken_images"] == ["missing.png"]
+    with pytest.raises(AssertionError):
+        _assert_clean({probe.as_uri(): info})
+
+
+@needs_chromium
 def test_site_works_opened_from_the_file_system(site: Path, browser: Any) -> None:
     """What an instructor gets by opening site/_build/html/index.html: the same pages, figures and links."""
     urls = [(site / p).as_uri() for p in ("index.html", f"labs/{LABS[1].notebook}.html", "exercises.html")]
