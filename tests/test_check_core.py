@@ -172,9 +172,16 @@ def test_expectations_turn_disagreement_into_assertion(monkeypatch: pytest.Monke
 
 
 def test_solved_or_reference(capsys: pytest.CaptureFixture) -> None:
+    from labkit.check import answers_guard
+
     labkit.check.vector_add(empty)
     ref = labkit.check.solved_or_reference("00.vector-add", empty)
-    assert ref is not empty and "reference answer" in capsys.readouterr().out
+    try:
+        assert ref is not empty and "reference answer" in capsys.readouterr().out
+        handed = labkit.check.vector_add(ref)  # what was handed out is labkit's, not an answer
+        assert handed.status == "failed" and "labkit's own reference" in handed.message
+    finally:  # other tests grade labkit's reference kernel directly
+        answers_guard._HANDED.clear()
     labkit.check.vector_add(right)
     assert labkit.check.solved_or_reference("00.vector-add", right) is right
 
