@@ -257,3 +257,9 @@ def test_a_proxy_on_another_address_is_believed_only_when_trusted():
     assert hub_native.client_address(via_proxy) == "172.17.0.1"
     assert hub_native.client_address(handler("10.42.3.7", forwarded="198.51.100.66"), ("10.0.0.0/8",)) == "198.51.100.66"
     assert hub_native.client_address(handler("172.17.0.5", forwarded="198.51.100.66"), ("172.17.0.1",)) == "172.17.0.5"
+
+
+def test_instructor_names_are_normalised_like_sign_ups(db):
+    auth = make_auth(db, instructors=("Ingrid",))
+    assert login(auth, "ingrid", ADMIN_PW) == "ingrid" and login(auth, "INGRID", ADMIN_PW) == "ingrid"
+    assert isinstance(sign_up(auth, "ingrid"), str)

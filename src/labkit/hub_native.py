@@ -357,13 +357,18 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         """Only :data:`USERNAME_PATTERN` names (JupyterHub's pattern check, then NativeAuthenticator's)."""
         return bool(re.fullmatch(USERNAME_PATTERN, username or "")) and super().validate_username(username)
 
+    def instructor_names(self) -> set[str]:
+        """The instructors' names (``admin_users``) as the hub stores names (``Ingrid`` in the settings is ``ingrid``)."""
+        return {self.normalize_username(n) for n in self.admin_users}
+
     def name_clash(self, name: str) -> str | None:
         """Why ``name`` (normalised) may not be signed up for, or None: an instructor's name, or a look-alike of an
         instructor's or of an existing account's."""
-        if name in self.admin_users:
+        instructors = self.instructor_names()
+        if name in instructors:
             return "an instructor's name"
         mine = skeleton(name)
-        if any(skeleton(a) == mine for a in self.admin_users):
+        if any(skeleton(a) == mine for a in instructors):
             return "too like an instructor's name"
         if any(skeleton(info.username) == mine for info in UserInfo.all_users(self.db)):
             return "too like an existing account's name"
@@ -462,7 +467,7 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         common) stops the hub with a message, rather than leaving the admin without a login."""
         made = []
         ours = self._made_by_config()
-        for name in sorted(self.admin_users):
+        for name in sorted(self.instructor_names()):
             info = self.get_user(name)
             if info is not None:
                 if name in ours:
