@@ -238,7 +238,7 @@ def _stand_in_cause(text: str) -> str:
     return "see the sentence above: it names the thread and what it did."
 
 
-def host_cases(source: str, rng: np.random.Generator | None = None) -> str:
+def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: str | None = None) -> str:
     """Run ``source`` on the CPU stand-in with clusters of 2 and 4 blocks on fresh data, each case with the blocks of
     a cluster given the CPU lowest rank first and then highest first; raise :class:`Failed` on a wrong sum or on what
     the stand-in reports (a cluster barrier some threads skip, a read of a block that has exited)."""
@@ -246,6 +246,10 @@ def host_cases(source: str, rng: np.random.Generator | None = None) -> str:
     from ..errors import LabkitError
 
     rng = rng or np.random.default_rng()
+    if ptx_text is not None:  # the stand-in reads the kernel's parameters from its sm_90 PTX: reuse this compile
+        from .. import cuda_cpp
+
+        cuda_cpp._PTX_CACHE.setdefault((source, ENTRY), ptx_text)
     cases, launches = [], []
     for cluster, block in HOST_CASES:
         x, n = _host_inputs(rng, cluster, block)
@@ -319,13 +323,14 @@ def cluster_sum(source: str) -> str:
 
     if not isinstance(source, str):
         raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")
-    mix = read_or_unsolved(_compile(source))
+    ptx_text = _compile(source)
+    mix = read_or_unsolved(ptx_text)
     gpu_note = ""
     if cupy_or_none() is not None:
         gpu_note = _gpu_cases(source)
     if not gpu_note.startswith(" On the GPU"):
         try:
-            values = host_cases(source)
+            values = host_cases(source, ptx_text=ptx_text)
         except Failed as exc:
             raise Failed(exc.args[0], cause=_ptx_cause(mix) or exc.cause) from None
         except HostUnavailable as exc:
