@@ -207,10 +207,12 @@ def take_launched() -> list[tuple[Any, str]]:
     out = list(_launched.values())
     _launched.clear()
     _passed_blocks.clear()
+    _graded[0] = 0
     return out
 
 
 _passed_blocks: list[tuple[int, ...]] = []  # block shapes of the cases the kernel passed in the running check
+_graded = [0]  # launches graded in the running check (the first one also watches for whole-array work in one thread)
 
 
 def _dims(block: Any) -> tuple[int, ...]:
@@ -542,7 +544,8 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             if sim:
                 from .. import sim as simulator
 
-                record = _with_inputs_recorded(case, names, pos)
+                watch = _graded[0] == 0
+                record = _with_inputs_recorded(case, names, pos) if watch else case.record
                 report = simulator.launch_strict(kernel, case.grid, case.block, *args, schedule=schedule, seed=seed,
                                                  record=record, names=names, outputs=(names[pos],),
                                                  time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S, allow_races=True)
@@ -556,7 +559,8 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             failed = explain_exception(exc, kernel)
             raise Failed(f"{label}: {failed}", cause=_more(failed.cause, case.extra_cause),
                          show=show_hint_for(kernel, case, exc, f"{label}: {failed}")) from None
-        whole = _one_thread_did_it_all(report, case, names, pos) if report is not None else None
+        _graded[0] += 1
+        whole = _one_thread_did_it_all(report, case, names, pos) if report is not None and _graded[0] == 1 else None
         if whole is not None:
             raise Failed(f"{label}: {whole}", cause=ONE_THREAD_CAUSE)
         wrote_input = guard.problem()
@@ -599,9 +603,9 @@ ONE_THREAD_CAUSE = ("one thread looped over the whole input (a loop over range(x
 
 
 def _with_inputs_recorded(case: Launch, names: Sequence[str], pos: int) -> bool | Sequence[str]:
-    """What the strict launch records: ``case.record``, plus, for a check's first case, the large array inputs (to
-    see a thread that reads all of one: :func:`_one_thread_did_it_all`)."""
-    if not case.first or case.record is True:
+    """What the strict launch records: ``case.record``, plus the large array inputs (for a check's first graded
+    launch: to see a thread that reads all of one, :func:`_one_thread_did_it_all`)."""
+    if case.record is True:
         return case.record
     big = [names[k if k < pos else k + 1] for k, v in enumerate(case.inputs)
            if isinstance(v, np.ndarray) and v.size >= WHOLE_ARRAY_MIN and (k if k < pos else k + 1) < len(names)]
@@ -614,7 +618,7 @@ def _one_thread_did_it_all(report: Any, case: Launch, names: Sequence[str], pos:
     """A sentence when one thread read (nearly) every element of a large input by itself in a launch of many
     threads: the whole array's work done serially in one thread (``sum(x)``, a loop over ``range(x.size)``)."""
     threads = int(np.prod(_dims(case.grid))) * int(np.prod(_dims(case.block)))
-    if not case.first or threads < 32 or not report.log:
+    if threads < 32 or not report.log:
         return None
     sizes = {names[k if k < pos else k + 1]: v.size for k, v in enumerate(case.inputs)
              if isinstance(v, np.ndarray) and v.size >= WHOLE_ARRAY_MIN and (k if k < pos else k + 1) < len(names)}
