@@ -309,3 +309,26 @@ def test_uninitialised_shared_read_is_named_in_the_message(tmp_path: Any) -> Non
     kernel = _kernel(tmp_path, MATMUL.replace("SYNC1", "pass").replace("SYNC2", "cuda.syncthreads()"), "mm")
     msg, _ = _cause(check.matmul, kernel)
     assert "read before any thread of the block had written it" in msg, msg
+
+
+# ------------------------------------------------------------------------------------------ index causes
+SAXPY = """
+from numba import cuda
+
+
+@cuda.jit
+def saxpy(a, x, y, out):
+    for i in range(START, out.size, STEP):
+        out[i] = a * x[i] + y[i]
+"""
+
+
+@pytest.mark.parametrize("start, step, words", [
+    ("cuda.threadIdx.x", "cuda.gridsize(1)", "cuda.grid(1)"),
+    ("cuda.grid(1)", "cuda.blockDim.x", "not cuda.blockDim.x"),
+    ("cuda.grid(1) + out.size", "cuda.gridsize(1)", "never reached"),
+])
+def test_saxpy_index_causes(tmp_path: Any, start: str, step: str, words: str) -> None:
+    kernel = _kernel(tmp_path, SAXPY.replace("START", start).replace("STEP", step), "saxpy")
+    msg, cause = _cause(check.saxpy, kernel)
+    assert words in cause, (msg, cause)
