@@ -267,6 +267,7 @@ def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
         "date": _dt.date.today().isoformat(), "repeat": repeat, "python": platform.python_version(),
         "numba": numba.__version__, "greenlet": greenlet.__version__, "cpu_count": os.cpu_count(),
         "machine": platform.machine(), "rows": rows,
+        "load_average": [round(x, 1) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
         "min_speedup_strict": min((r["speedup_strict"] for r in rows if r["speedup_strict"]), default=None),
     }
 
@@ -274,7 +275,9 @@ def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     """The table of a result, as in the README."""
     lines = [f"Simulator speed on {result['date']} ({result['cpu_count']} CPU cores, Python {result['python']}, Numba "
-             f"{result['numba']}; best of {result['repeat']} launches, wall-clock seconds on a CPU; simulators, not GPU times):", "",
+             f"{result['numba']}; best of {result['repeat']} launches, wall-clock seconds on a CPU; simulators, not GPU times"
+             + (f"; load average {result['load_average'][0]:g} at the end, so compare the ratios" if result.get("load_average") else "")
+             + "):", "",
              "| kernel | grid × block | Numba's simulator | labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in result["rows"]:
