@@ -123,7 +123,7 @@ def test_mx_quantize_rejects_wrong_versions(fn, word) -> None:
 
 
 def test_mx_quantize_cases_hold_the_edge_cases() -> None:
-    x = H._mx_cases()[-1]
+    x = H._mx_cases()[0]  # first, so that its edge cases name the slip before any other case
     assert not x[0, :32].any()  # an all-zero block
     assert any(abs(scaling.quantize_blocks(x, "mxfp8_e4m3").values[r, 5]) != abs(x[r, 5]) for r in (2, 3))
     ratio = np.abs(x[2:4, :32]).max(axis=1) / scaling.e8m0_scale(np.abs(x[2:4, :32]).max(axis=1))
