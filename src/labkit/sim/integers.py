@@ -53,11 +53,6 @@ class _Wide(np.int64):
         return repr(np.int64(self))
 
 
-class Wide8(_Wide):
-    __slots__ = ()
-    bits = 8
-
-
 class Wide16(_Wide):
     __slots__ = ()
     bits = 16
@@ -68,14 +63,17 @@ class Wide32(_Wide):
     bits = 32
 
 
-#: the class a read of an element of each narrow integer dtype gives
-WIDE: dict[np.dtype, type] = {np.dtype(t): {1: Wide8, 2: Wide16, 4: Wide32}[np.dtype(t).itemsize]
+#: the class a read of an element of each narrow integer dtype gives. 8-bit elements (images) read as plain
+#: ``np.int64``: NumPy's arithmetic with a Python float is 1.5x slower on a subclass, and image kernels do that on
+#: every pixel; ``cuda.popc``/``clz`` of a uint8 element therefore count 64 bits (Numba: 8), a rare use.
+WIDE: dict[np.dtype, type] = {np.dtype(t): {1: np.int64, 2: Wide16, 4: Wide32}[np.dtype(t).itemsize]
                               for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)}
 
 
 def widen(value: Any) -> Any:
-    """A narrow NumPy integer scalar as ``np.int64`` (tagged with its width, :class:`Wide32`); anything else unchanged."""
-    if isinstance(value, np.integer) and value.dtype.itemsize < 8 and not isinstance(value, _Wide):
+    """A narrow NumPy integer scalar as ``np.int64`` (16 and 32 bits tagged with their width, :class:`Wide32`);
+    anything else unchanged."""
+    if isinstance(value, np.integer) and value.dtype.itemsize < 8:
         return WIDE[value.dtype](value)
     return value
 
