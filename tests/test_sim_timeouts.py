@@ -4,6 +4,7 @@ learner's line, and a trace (``labkit.show``) of an endless kernel that stops af
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -167,7 +168,7 @@ def test_trace_of_an_endless_kernel_stops_at_the_access_cap_with_the_finding() -
     assert len(t.columns["flat"]) <= trace_module.MAX_THREAD_ACCESSES + 1
     finding = t.errors[0]
     assert finding.startswith("thread (0, 0, 0) of block (0, 0, 0)")
-    assert "read x[0] 6,667 times" in finding and "at line" in finding and "never ends" in finding
+    assert re.search(r"read x\[0\] [\d,]+ times", finding) and "at line" in finding and "never ends" in finding
     assert t.faults and t.faults[0].thread == (0, 0, 0)
 
 

@@ -42,7 +42,7 @@ from . import engine, memory
 from .errors import DivergentBarrier, KernelFault
 
 MAX_THREADS = 4096  # threads traced in one launch; more are sampled by block
-MAX_THREAD_ACCESSES = 20_000  # accesses one thread may make in a trace: past it, the thread is stuck in a loop
+MAX_THREAD_ACCESSES = 10_000  # accesses one thread may make in a trace: past it, the thread is stuck in a loop
 MAX_ACCESSES = 1_000_000  # accesses one trace records in all: past it, the launch stops (the picture shows what ran)
 TRACE_LIMIT_S = 3.0  # CPU seconds a trace runs when it is given no limit (a picture should come in seconds)
 MAX_RACES = 256
