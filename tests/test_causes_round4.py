@@ -332,3 +332,50 @@ def test_saxpy_index_causes(tmp_path: Any, start: str, step: str, words: str) ->
     kernel = _kernel(tmp_path, SAXPY.replace("START", start).replace("STEP", step), "saxpy")
     msg, cause = _cause(check.saxpy, kernel)
     assert words in cause, (msg, cause)
+
+
+HIST_NO_FLUSH_BARRIER = """
+from numba import cuda, int32
+
+
+@cuda.jit
+def histogram_shared(data, hist):
+    local = cuda.shared.array(256, int32)
+    for b in range(cuda.threadIdx.x, 256, cuda.blockDim.x):
+        local[b] = 0
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        cuda.atomic.add(local, data[i], 1)
+    for b in range(cuda.threadIdx.x, 256, cuda.blockDim.x):
+        cuda.atomic.add(hist, b, local[b])
+"""
+
+ERODE_EDGE_AS_BACKGROUND = """
+from numba import cuda
+
+
+@cuda.jit
+def erode(mask, out):
+    col, row = cuda.grid(2)
+    rows, cols = mask.shape
+    if row < rows and col < cols:
+        v = 1
+        for dr in range(-1, 2):
+            for dc in range(-1, 2):
+                r, c = row + dr, col + dc
+                if r < 0 or r >= rows or c < 0 or c >= cols or mask[r, c] == 0:
+                    v = 0
+        out[row, col] = v
+"""
+
+
+def test_atomics_then_reads_need_a_barrier_named_from_the_code(tmp_path: Any) -> None:
+    kernel = _kernel(tmp_path, HIST_NO_FLUSH_BARRIER, "histogram_shared")
+    msg, cause = _cause(check.histogram_shared, kernel)
+    assert "between writing `local` and reading it" in cause, (msg, cause)
+
+
+def test_erode_edge_counted_as_background(tmp_path: Any) -> None:
+    kernel = _kernel(tmp_path, ERODE_EDGE_AS_BACKGROUND, "erode")
+    msg, cause = _cause(check.erode, kernel)
+    assert "frame's edge" in cause, (msg, cause)

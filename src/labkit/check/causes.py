@@ -274,6 +274,10 @@ def _events(stmts: list[ast.stmt], arrays: set[str], cond: bool = False) -> list
                     out.append(("W", t.value.id, ast.unparse(st)[:70]))
         elif isinstance(st, ast.Expr):
             accesses(st)
+            call = st.value
+            if isinstance(call, ast.Call) and ".atomic." in "." + ast.unparse(call.func) + "." and call.args and \
+                    isinstance(call.args[0], ast.Name) and call.args[0].id in arrays:
+                out.append(("W", call.args[0].id, ast.unparse(st)[:70]))  # an atomic update writes its array
     return out
 
 

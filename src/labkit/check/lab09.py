@@ -229,11 +229,14 @@ def erode(kernel: Any) -> str:
                                              f"as {got.group(1)}: write `out[row, col] = v` with v = 1 or 0.") from None
             if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
                 raise Failed(str(exc), cause=NON_ZERO) from None
-            msg = str(exc)
+            msg, cause = str(exc), exc.cause
             b = (m != 0).astype(np.uint8)
             if "elements are wrong" in msg and not np.array_equal(_border_as_zero(b), video.erode(b)) and _first_on_border(msg, shape):
                 msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
-            raise Failed(msg, cause=exc.cause) from None
+                cause = ("the first wrong pixel is on the frame's edge: a neighbour outside the frame is skipped, not "
+                         "counted as background (that would erode every object touching the edge). Test only the "
+                         "neighbours with 0 <= r < rows and 0 <= c < cols.")
+            raise Failed(msg, cause=cause) from None
     return (f"correct on {len(cases)} fresh masks, border pixels included (neighbours outside the frame ignored), with "
             "blocks of 16×8, 8×8, 32×4 and 32×32.")
 
