@@ -578,13 +578,14 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
 
                 name = race.array.split("`")[1] if race.array.count("`") >= 2 else race.array
                 cause = barrier_cause(kernel, name) or cause  # from the order of the code, not of the threads
+            written = report.written.get(race.array)
             if race.scope == "grid" and (race.first, race.second) == ("write", "write") and \
                     tuple(race.first_thread) == tuple(race.second_thread) and len(race.index) == 1 and \
-                    int(race.index[0]) == int(race.first_thread[0]):
-                cause = (f"two blocks' thread {race.first_thread[0]} both wrote element {race.index[0]}: each thread "
-                         "starts at its index within its block (cuda.threadIdx.x), so every block does the same "
-                         "elements. Start at the thread's index in the whole grid, cuda.grid(1) (= blockIdx.x * "
-                         "blockDim.x + threadIdx.x), and step by cuda.gridsize(1).")
+                    int(race.index[0]) == int(race.first_thread[0]) and written is not None and int(written.sum()) > 1:
+                cause = (f"check the index formula: two blocks' thread {race.first_thread[0]} both wrote element "
+                         f"{race.index[0]}, so each thread uses its index within its block (cuda.threadIdx.x) and every "
+                         "block does the same elements. Use the thread's index in the whole grid, cuda.grid(1) "
+                         "(= blockIdx.x * blockDim.x + threadIdx.x).")
             unread = report.uninitialised
             if unread is not None and unread.space == "shared":
                 message += (f" And {unread.array} at index {_fmt(unread.index)} was read before any thread of the block had "

@@ -146,7 +146,8 @@ def ddp_buckets(fn: Any) -> str:
         except (TypeError, ValueError):
             raise Failed(f"make_buckets({_short(sizes)}, {cap}) returned {got!r}: expected a list of lists of positions.") from None
         if norm != want:
-            cause = next((c for kind, c in _CAUSES.items() if _variant(kind, sizes, cap) == norm), GENERAL)
+            matched = [c for kind, c in _CAUSES.items() if _variant(kind, sizes, cap) == norm]
+            cause = " Or: ".join(matched) if matched else GENERAL  # slips with the same result here, named together
             raise Failed(f"make_buckets({_short(sizes)}, cap_bytes={cap}) returned {_short(norm)}, expected {_short(want)}.",
                          cause=cause)
     return ("correct: gradients in backward order, a bucket closed once it holds the cap or more, the last one kept; "

@@ -200,11 +200,18 @@ def _host_inputs(rng: np.random.Generator, cluster: int, block: int) -> tuple[np
     return np.rint(rng.uniform(-8, 8, n)).astype(np.float32), n
 
 
-def _value_cause(x: np.ndarray, got: float, k: int, cluster: int, block: int, other_ok: bool) -> str:
-    """Why out[k] holds ``got`` instead of cluster k's sum, read from the values (None: no clear pattern)."""
+def _value_cause(x: np.ndarray, got: float, k: int, cluster: int, block: int, other_ok: bool,
+                 out: np.ndarray | None = None) -> str:
+    """Why out[k] holds ``got`` instead of cluster k's sum, read from the values: a pattern counts only when every
+    cluster of the case (``out``) shows it, so a coincidence in one cluster's small whole-number sums does not."""
     per = cluster * block
-    part = x[k * per:(k + 1) * per]
-    blocks = [float(part[j * block:(j + 1) * block].sum()) for j in range(cluster)]
+    out = np.array([got]) if out is None else out
+    first = 0 if out.size > 1 else k
+    sums = np.zeros((out.size, cluster))
+    for c in range(out.size):
+        part = x[(first + c) * per:(first + c + 1) * per]
+        sums[c] = [float(part[j * block:(j + 1) * block].sum()) for j in range(cluster)]
+    full = [c for c in range(out.size) if (first + c) * per + (cluster - 1) * block < x.size]  # all blocks hold data
     if np.isnan(got):
         return ("the sum read a peer's shared memory before that block had written its partial sum (shared memory "
                 "starts uninitialised: NaN here). Call cluster.sync() after the block's own reduction and before "
@@ -216,12 +223,13 @@ def _value_cause(x: np.ndarray, got: float, k: int, cluster: int, block: int, ot
         return (f"the sums are right with clusters of another size but not with clusters of {cluster} blocks: use "
                 "cluster.num_blocks() for the cluster size (in the loop over ranks and in the output index), never a "
                 "fixed number.")
-    for j, v in enumerate(blocks):
-        if got == v:
-            return f"out[{k}] is only block rank {j}'s own sum: add every block's partial[0], r = 0 .. cluster.num_blocks() - 1."
-        if got == cluster * v and cluster > 1:
+    rows = full or list(range(out.size))
+    for j in range(cluster):
+        if cluster > 1 and all(out[c] == cluster * sums[c, j] for c in rows):
             return (f"out[{k}] is {cluster} × block rank {j}'s sum: the loop reads the same block every time; read "
                     "*cluster.map_shared_rank(&partial[0], r) with the loop's r.")
+        if all(out[c] == sums[c, j] for c in rows):
+            return f"out[{k}] is only block rank {j}'s own sum: add every block's partial[0], r = 0 .. cluster.num_blocks() - 1."
     return (f"out[{k}] must be the sum of the {cluster} blocks' partial[0] of cluster {k}, read with "
             "*cluster.map_shared_rank(&partial[0], r) for r = 0 .. cluster.num_blocks() - 1.")
 
@@ -274,7 +282,7 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
             first = "lowest" if order == "forward" else "highest"
             raise Failed(f"on the CPU stand-in, clusters of {cluster} blocks of {block} threads, n={n} (the cluster's "
                          f"blocks run {first} rank first): out[{k}] is {_show(out[k])}, expected {want[k]:g}.",
-                         cause=_value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster})))
+                         cause=_value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster}), out))
     return (" On labkit's CPU stand-in: clusters of 2 and 4 blocks (32 to 256 threads) on fresh data, each run with "
             "the cluster's blocks in two orders, every cluster's sum right.")
 
