@@ -61,11 +61,11 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def test_wall_ceiling_is_finite_and_generous() -> None:
-    assert engine.wall_ceiling(20) == 24 and engine.wall_ceiling(1) == 5 and engine.wall_ceiling(120) == 144
+    assert engine.wall_ceiling(20) == 23 and engine.wall_ceiling(1) == 4 and engine.wall_ceiling(120) == 138
 
 
 def test_hung_launch_stops_at_the_wall_ceiling_under_load() -> None:
-    """At load 8 a hung launch with a 10 s CPU limit stops at its 14 s wall ceiling: the CPU rule alone would take
+    """At load 8 a hung launch with a 10 s CPU limit stops at its 13 s wall ceiling: the CPU rule alone would take
     40 s or more of wall time there (a quarter of a core at most)."""
     burners = _burners(8)
     try:
@@ -119,7 +119,7 @@ def test_correct_launch_under_load_is_not_stopped_by_the_wall_ceiling() -> None:
     burners = _burners(8)
     try:
         time.sleep(0.5)
-        with sim.time_limit(1.0):  # wall ceiling 5 s; 0.6 s of CPU at load 8 can take longer than that
+        with sim.time_limit(1.0):  # wall ceiling 4 s; 0.6 s of CPU at load 8 can take longer than that
             add_one[a.size // 256, 256](a)
     finally:
         _stop(burners)

@@ -298,9 +298,10 @@ class LaunchRun:
 
 def wall_ceiling(limit_s: float) -> float:
     """The wall time after which a *stalled* launch with a CPU-time limit of ``limit_s`` stops all the same (see
-    :class:`_Watchdog`): 4 s more (24 s for the default 20), or a fifth more for long limits. On a busy machine CPU
+    :class:`_Watchdog`): 3 s more (23 s for the default 20, so that a check's message comes within 25 s), or a
+    15 % more for long limits. On a busy machine CPU
     time goes slowly and a learner waits in wall time; a launch that keeps finishing threads is never stopped by it."""
-    return max(limit_s + 4.0, 1.2 * limit_s)
+    return max(limit_s + 3.0, 1.15 * limit_s)
 
 
 def describe_schedule(schedule: str, seed: int | None) -> str:
