@@ -298,7 +298,7 @@ class LaunchRun:
 
 def wall_ceiling(limit_s: float) -> float:
     """The wall time after which a *stalled* launch with a CPU-time limit of ``limit_s`` stops all the same (see
-    :class:`_Watchdog`): 3 s more (23 s for the default 20, so that a check's message comes within 25 s), or a
+    :class:`_Watchdog`): 3 s more (23 s for the default 20, so that a check's message comes within 25 s), or
     15 % more for long limits. On a busy machine CPU
     time goes slowly and a learner waits in wall time; a launch that keeps finishing threads is never stopped by it."""
     return max(limit_s + 3.0, 1.15 * limit_s)
