@@ -199,3 +199,46 @@ def uses_a_global_dict(out):
 def test_the_subprocess_says_what_it_could_not_rebuild() -> None:
     t = trace(uses_a_global_dict, 1, 32, np.zeros(32, np.float32), subprocess_=True)
     assert t.summary()["errors"] == 1 and t.errors[0].startswith("block (0, 0, 0): ")
+
+
+@cuda.jit
+def read_past_the_end(x, out):
+    i = cuda.grid(1)
+    if i <= x.size:
+        out[i] = x[i]
+
+
+@cuda.jit
+def atomic_past_the_end(out):
+    cuda.atomic.add(out, cuda.grid(1), 1.0)
+
+
+@cuda.jit
+def shared_write_past_the_end(out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    s[t + 1] = 1.0
+    cuda.syncthreads()
+    out[t] = s[t]
+
+
+@cuda.jit
+def wrong_dimensions(x):
+    x[cuda.threadIdx.x, 0] = 1.0
+
+
+def test_an_index_out_of_bounds_is_recorded_with_its_array_index_and_kind() -> None:
+    """The thread that raised is recorded with the element it tried to touch (the picture draws it), in this
+    process and from the simulator subprocess; an error that is not an element outside the array records none."""
+    t = trace(read_past_the_end, 2, 32, np.ones(40, np.float32), np.zeros(41, np.float32))
+    (f,) = t.faults
+    assert (f.block, f.thread, f.array, f.index, f.kind) == ((1, 0, 0), (8, 0, 0), "x", (40,), "read")
+    assert f.out_of_bounds
+    away = trace(read_past_the_end, 2, 32, np.ones(40, np.float32), np.zeros(41, np.float32), subprocess_=True)
+    assert [(g.array, g.index, g.kind) for g in away.faults] == [("x", (40,), "read")]
+    (f,) = trace(atomic_past_the_end, 1, 40, np.zeros(33, np.float32)).faults
+    assert (f.thread, f.array, f.index, f.kind) == ((33, 0, 0), "out", (33,), "atomic")
+    (f,) = trace(shared_write_past_the_end, 1, 32, np.zeros(32, np.float32)).faults
+    assert (f.thread, f.array, f.index, f.kind) == ((31, 0, 0), "s", (32,), "write")
+    (f,) = trace(wrong_dimensions, 1, 4, np.zeros(4, np.float32)).faults
+    assert not f.out_of_bounds and f.array is None and "IndexError" in f.message

@@ -327,3 +327,44 @@ def test_reference_tab_titles_are_short() -> None:
     tabs = box.children[1]
     assert [tabs.get_title(k) for k in range(2)] == ["your kernel", "reference"]
     assert "your kernel (copy_shifted)" in box.children[0].value
+
+
+def _out_of_bounds_cells(fig):
+    return [(t.x[0], t.y[0], t.text[0].strip(), t.marker.line.color) for t in fig.data
+            if getattr(t, "name", None) == "out of bounds"]
+
+
+def test_the_off_by_one_saxpy_picture_draws_the_element_past_the_end_marked() -> None:
+    """Browser review 3, finding 5: the thread that raised touched x[n], one past the end; its elements panel was
+    empty. The picture now draws that element where it would be (row 5, column 2 of 32-wide rows for n = 162),
+    outlined in red and labelled, in the thread's panel and the block's; the check's focus names the array."""
+    result, case, box = _picture_of_failure(labkit.check.saxpy, saxpy_past_the_end)
+    n = case.args[1].size
+    fault = next(f for f in box.trace.faults if f.out_of_bounds)
+    assert (fault.array, fault.index, fault.kind) == ("x", (n,), "read")  # a * x[i] + y[i]: x is read first
+    assert case.focus.array == "x" and case.focus.index == (n,)
+    words = f"x[{n}] — out of bounds ({n} elements)"
+    cols = 32 if n <= 1024 else 64
+    assert _out_of_bounds_cells(box.figures["elements"]) == [(n % cols, n // cols, words, "crimson")]
+    assert words in box.children[0].value and "outlined in red" in box.children[0].value
+    box.controls["scope"].value = "block"  # the array as the whole block touched it: still drawn
+    assert _out_of_bounds_cells(box.figures["elements"]) == [(n % cols, n // cols, words, "crimson")]
+    box.controls["scope"].value = "thread"
+    box.controls["thread"].value = (box.controls["thread"].value + 1) % box.trace.threads_per_block
+    assert _out_of_bounds_cells(box.figures["elements"]) == []  # another thread did not touch it
+
+
+@cuda.jit
+def write_row_past_the_end(out):
+    i, j = cuda.grid(2)
+    if i <= out.shape[0] and j < out.shape[1]:
+        out[i, j] = 1.0
+
+
+def test_a_2d_write_past_the_last_row_is_drawn_below_it() -> None:
+    t = trace(write_row_past_the_end, (1, 1), (8, 8), np.zeros((4, 4), np.float32))
+    (f,) = [f for f in t.faults if f.out_of_bounds]
+    assert (f.array, f.kind) == ("out", "write") and f.index[0] == 4 and 0 <= f.index[1] < 4
+    box = wt.trace_view(t)
+    assert _out_of_bounds_cells(box.figures["elements"]) == [
+        (f.index[1], 4, f"out[4, {f.index[1]}] — out of bounds (shape (4, 4))", "crimson")]

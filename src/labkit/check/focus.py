@@ -2,7 +2,7 @@
 
 A failed kernel check offers ``labkit.show(kernel, labkit.check.harness.failed_case())``. :func:`focus_of` turns
 the evidence behind the verdict into a :class:`labkit.sim.trace.Focus`: the thread that raised (an index out of
-bounds names its thread and block), the two threads of a race, the thread that read memory nobody had written,
+bounds names its thread and block, and the array and index it used), the two threads of a race, the thread that read memory nobody had written,
 or the output element the comparison named (the picture then opens on the last thread that wrote it).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..sim.trace import Focus
+from ..sim.trace import Focus, out_of_bounds
 
 _INDEX = re.compile(r"index (-?\d+) is out of bounds")
 
@@ -38,6 +38,9 @@ def focus_of(evidence: Any, finding: str, *, output: str | None = None, report: 
     finding = _first_line(finding)
     where = getattr(evidence, "sim_thread", None)
     if where is not None:
+        oob = out_of_bounds(evidence) if isinstance(evidence, BaseException) else None
+        if oob is not None:  # the array and whole index the thread used (the picture draws that element, marked)
+            return Focus(finding, array=_array_name(oob[0]), index=oob[1], thread=tuple(where[0]), block=tuple(where[1]))
         m = _INDEX.search(str(evidence))
         return Focus(finding, index=(int(m.group(1)),) if m else None, thread=tuple(where[0]), block=tuple(where[1]))
     if hasattr(evidence, "second_thread") and hasattr(evidence, "block"):  # a race: the thread that came second

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -98,6 +99,14 @@ class Fault:
     block: tuple[int, ...]
     thread: tuple[int, ...]
     message: str
+    array: str | None = None  # an index out of bounds: the array, the index the thread used and how (read, write,
+    index: tuple[int, ...] | None = None  # atomic); None when the thread raised for another reason
+    kind: str | None = None
+
+    @property
+    def out_of_bounds(self) -> bool:
+        """True when the thread raised for an element outside its array (``array``, ``index``, ``kind`` say which)."""
+        return self.array is not None and self.index is not None
 
 
 @dataclass(frozen=True)
@@ -401,6 +410,40 @@ class _TraceModel(memory.Model):
         return out
 
 
+def out_of_bounds(exc: BaseException) -> tuple[str, tuple[int, ...], str] | None:
+    """(array name, index, kind) of the element access that raised ``exc`` — an index out of bounds of an array
+    of the strict model — read from the memory model's frames in its traceback; None for any other error.
+
+    The kind is "read", "write" or "atomic". The model's IndexError carries only the words; the frames hold the
+    array (``self``) and the index it was given, so the trace can draw the element the thread tried to touch."""
+    if not isinstance(exc, IndexError):
+        return None
+    here = str(Path(memory.__file__))
+    array, index, names = None, None, []
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename == here:
+            names.append(frame.f_code.co_name)
+            me = frame.f_locals.get("self")
+            code = frame.f_code
+            if isinstance(me, memory.TrackedArray) and code.co_argcount >= 2:
+                array, index = me, frame.f_locals.get(code.co_varnames[1])  # the innermost: the whole index
+        tb = tb.tb_next
+    if array is None or index is None:
+        return None
+    try:
+        idx = tuple(int(i) for i in (index if isinstance(index, tuple) else (index,)))
+    except (TypeError, ValueError):
+        return None
+    shape = tuple(array.shape)
+    if len(idx) != len(shape) or all(0 <= i < n for i, n in zip(idx, shape)):
+        return None  # (not an element outside the array: a wrong number of indices, or another error)
+    kind = ("atomic" if {"atomic_target", "atomic"} & set(names) else
+            "write" if {"__setitem__", "_write"} & set(names) else "read")
+    return str(array.name), idx, kind
+
+
 class TraceLimit(KernelFault):
     """A trace recorded as much as it may (:data:`MAX_THREAD_ACCESSES` by one thread, :data:`MAX_ACCESSES` in all):
     the launch stops, and the message says what the thread that went on was doing."""
@@ -550,6 +593,9 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
     traced = sample if sample is not None else [(x, y, z) for z in range(grid[2]) for y in range(grid[1])
                                                 for x in range(grid[0])]
 
+    def labels_now(array: str | None) -> str | None:  # (a shared array's label, as the trace names it below)
+        return None if array is None else (_shared_label(array, set(names)) if array.startswith("shared array `") else array)
+
     def on_block_error(point: tuple[int, int, int], exc: Exception) -> bool:
         where = getattr(exc, "sim_thread", None)
         if isinstance(exc, TraceLimit):  # the trace has recorded enough: stop here, saying what the thread did
@@ -562,7 +608,10 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
         elif len(errors) < 5:
             errors.append(f"block {tuple(point)}: {type(exc).__name__}: {exc}")
             if where is not None:
-                faults.append(Fault(tuple(point), tuple(where[0]), f"{type(exc).__name__}: {exc}"))
+                oob = out_of_bounds(exc)
+                array, index, kind = oob if oob is not None else (None, None, None)
+                faults.append(Fault(tuple(point), tuple(where[0]), f"{type(exc).__name__}: {exc}",
+                                    array=labels_now(array), index=index, kind=kind))
         return True  # the other blocks still run
 
     started = time.perf_counter()

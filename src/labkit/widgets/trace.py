@@ -280,10 +280,64 @@ def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str =
                                      text=[f"{name}[{_fmt_index(marked[1])}]: the element the check names"],
                                      marker=dict(symbol="star", color="gold", size=14, line=dict(color="black", width=1))),
                           row=row, col=1)
+        _draw_out_of_bounds(fig, trace, name, row, windows[name], panel[row - 1] // max(1, windows[name][1]),
+                            b, thread, scope)
     who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "all its threads"}[scope]
     fig.update_layout(title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})",
                       height=total + 60, margin=dict(l=70, r=20, t=80, b=30))
     return fig
+
+
+def out_of_bounds_words(trace: Any, fault: Any) -> str:
+    """``x[162] — out of bounds (162 elements)``: the element a thread tried to touch outside array ``fault.array``."""
+    info = trace.arrays.get(fault.array)
+    size = (f"{int(np.prod(info.shape)):,} elements" if info is None or len(info.shape) <= 1
+            else f"shape {tuple(info.shape)}") if info is not None else "outside the array"
+    return f"{fault.array}[{_fmt_index(fault.index)}] — out of bounds ({size})"
+
+
+def _oob_cell(fault: Any, shape: Sequence[int], first: int, rows: int, cols: int) -> tuple[int, int]:
+    """(row, col) in an array's panel where the out-of-bounds element of ``fault`` is drawn: where it would be if the
+    array went on (past the last element of a 1-D array, past the last row or column of a 2-D one; before the
+    first for a negative index); for more dimensions, one cell below the panel."""
+    idx = tuple(int(i) for i in fault.index)
+    if len(shape) == 1:
+        r, c = divmod(idx[0] - first, cols)
+    elif len(shape) == 2:
+        r, c = idx[0] - first // cols, idx[1]
+    else:
+        return rows, 0
+    # far from the rows drawn (a large array drawn in part, a wild index): one cell below the panel, labelled
+    return (r, c) if -1 <= r <= rows and -1 <= c <= cols else (rows, 0)
+
+
+def _draw_out_of_bounds(fig: Any, trace: Any, name: str, row: int, window: tuple[int, int, int, int], cell_px: int,
+                        block: Sequence[int], thread: int, scope: str) -> None:
+    """Each element of ``name`` outside the array that a selected thread tried to read or write (the access that
+    stopped its block): an extra cell where it would be, outlined in red and labelled, in the panel of ``name``."""
+    import plotly.graph_objects as go
+
+    first, rows, cols, _ = window
+    shape = trace.arrays[name].shape or (1,)
+    hits = []
+    for f in getattr(trace, "faults", ()):
+        if not getattr(f, "out_of_bounds", False) or f.array != name or tuple(f.block) != tuple(block):
+            continue
+        t = trace._thread_linear(f.thread)
+        if (scope == "thread" and t != thread) or (scope == "warp" and t // 32 != thread // 32):
+            continue
+        hits.append(f)
+    for f in hits:
+        r, c = _oob_cell(f, shape, first, rows, cols)
+        words = out_of_bounds_words(trace, f)
+        verb = {"read": "tried to read", "write": "tried to write", "atomic": "tried to update atomically"}[f.kind]
+        hover = f"{words}: thread {tuple(f.thread)} of block {tuple(f.block)} {verb} it, and its block stopped there"
+        fig.add_trace(go.Scatter(x=[c], y=[r], mode="markers+text", name="out of bounds", showlegend=False,
+                                 text=[f"  {words}"], textposition="middle right" if c < cols / 2 else "middle left",
+                                 textfont=dict(color="crimson"), hovertext=[html.escape(hover)], hoverinfo="text",
+                                 marker=dict(symbol="square", size=max(8, cell_px), color="rgba(220, 20, 60, 0.15)",
+                                             line=dict(color="crimson", width=3))),
+                      row=row, col=1)
 
 
 def coalescing_figure(trace: Any, *, block: int = 0) -> Any:
@@ -416,6 +470,10 @@ def _notes(trace: Any, focus: Any = None, opened: tuple[int, int] | None = None,
     for f in trace.faults[:2]:
         parts.append(f"thread {html.escape(str(f.thread))} of block {html.escape(str(f.block))} raised (◆): that block "
                      "stopped there, so its threads that had not run yet drew no accesses — not a second bug")
+        if getattr(f, "out_of_bounds", False):
+            verb = {"read": "read", "write": "write", "atomic": "update atomically"}[f.kind]
+            parts[-1] += (f"; it tried to {verb} <span style='color:crimson'>{html.escape(out_of_bounds_words(trace, f))}"
+                          "</span>, drawn outlined in red where that element would be")
     if trace.uninitialised is not None:
         u = trace.uninitialised
         name = u.array[len("shared array `"):-1] if u.array.startswith("shared array `") else u.array
@@ -494,6 +552,9 @@ def _default_selection(trace: Any) -> tuple[int, int]:
     if trace.races:
         r = trace.races[0]
         return order.get(tuple(r.block), 0), trace._thread_linear(r.second_thread)
+    faults = [f for f in trace.faults if tuple(f.block) in order]
+    if faults:  # the thread that raised (an index out of bounds: the picture draws the element it tried to touch)
+        return order[tuple(faults[0].block)], trace._thread_linear(faults[0].thread)
     if trace.divergent:
         return order.get(tuple(trace.divergent[0].block), 0), 0
     return 0, 0
