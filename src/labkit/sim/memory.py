@@ -746,14 +746,102 @@ class _UnwatchedNarrowND(TrackedArray):
         return TrackedArray.__getitem__(self, idx)
 
 
+class _Snapshot(TrackedArray):
+    """An array no thread of the launch writes (unwatched, see :func:`launch_strict`) and no other argument shares
+    memory with: its contents cannot change during the launch, so a read is an element of a copy made as Python
+    lists of the scalars the kernel gets (``np.int64`` for narrow integers, as Numba types them), one part (a row,
+    or 256 elements of a 1-D array) at its first read. Indexing nested lists costs a tenth of indexing the NumPy
+    array and widening its narrow element. Bounds are those of the array: an index below zero, past the end or not
+    an integer leaves the short path for :meth:`_first_read`, which raises as :meth:`TrackedArray._key` does."""
+
+    __slots__ = ("_parts", "_part")
+
+    def __init__(self, live: np.ndarray, *args: Any, **kwargs: Any) -> None:
+        super().__init__(live, *args, **kwargs)
+        self._part = SNAPSHOT_CHUNK if live.ndim == 1 else (live.size // live.shape[0] if live.shape[0] else 1)
+        n = -(-live.size // SNAPSHOT_CHUNK) if live.ndim == 1 else live.shape[0]
+        self._parts: list[Any] = [None] * n
+
+    def _first_read(self, idx: Any) -> Any:
+        """A read the short path did not serve: the first of its part (which it copies), or an index that is not
+        an element's (a slice, a row: :meth:`TrackedArray._view`) or not in bounds (raises)."""
+        view = self._view(idx)
+        if view is not None:
+            return view
+        index, flat = self._key(idx)
+        k = flat // self._part
+        if self._parts[k] is None:
+            self._parts[k] = self._build(k)
+        return self._read(flat, self.live[index])
+
+    def _build(self, k: int) -> list[Any]:
+        """Part ``k`` of the copy: nested lists of the scalars a read gives."""
+        live = self.live
+        src = live[k * SNAPSHOT_CHUNK:(k + 1) * SNAPSHOT_CHUNK] if live.ndim == 1 else live[k]
+        wide = self._widen
+        if wide is None or wide is np.int64:
+            if wide is not None:
+                src = src.astype(np.int64)
+            return list(src) if src.ndim == 1 else [list(p) for p in src]
+        values = src.tolist()  # (16- and 32-bit integers: np.int64 subclasses tagged with their width)
+        return list(map(wide, values)) if src.ndim == 1 else [list(map(wide, p)) for p in values]
+
+
+class _Snapshot1D(_Snapshot, _Tracked1D):
+    __slots__ = ()
+
+    def __getitem__(self, i: Any) -> Any:
+        try:
+            if i >= 0:
+                return self._parts[i >> 8][i & 255]  # (SNAPSHOT_CHUNK = 256)
+        except (TypeError, IndexError):
+            pass
+        return self._first_read(i)
+
+
+class _Snapshot2D(_Snapshot, _Tracked2D):
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        try:
+            i, j = idx
+            if i >= 0 <= j:
+                return self._parts[i][j]
+        except (TypeError, ValueError, IndexError):
+            pass
+        return self._first_read(idx)
+
+
+class _Snapshot3D(_Snapshot):
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        try:
+            i, j, k = idx
+            if i >= 0 <= j and k >= 0:
+                return self._parts[i][j][k]
+        except (TypeError, ValueError, IndexError):
+            pass
+        return self._first_read(idx)
+
+
+SNAPSHOT_CHUNK = 256  # elements per part of a 1-D snapshot (the short path shifts by 8 bits)
+_SNAPSHOT_KINDS = "biufc"
+_SNAPSHOTS = {1: _Snapshot1D, 2: _Snapshot2D, 3: _Snapshot3D}
+
+
 def track(live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False, watched: bool = True,
-          position: int = -1) -> TrackedArray:
-    """A :class:`TrackedArray` over ``live`` (of the subclass for its number of dimensions and what it must watch)."""
+          position: int = -1, snapshot: bool = False) -> TrackedArray:
+    """A :class:`TrackedArray` over ``live`` (of the subclass for its number of dimensions and what it must watch);
+    ``snapshot``: an unwatched array that shares memory with no other argument may be read from a copy
+    (:class:`_Snapshot`)."""
     recorded = model.record and (model.record_only is None or name in model.record_only)
     lean = not (watched or poisoned or recorded or space == "shared")
     narrow = live.dtype.kind in "iu" and live.dtype.itemsize < 8
-    if live.ndim == 1:
-        cls: type[TrackedArray] = (_UnwatchedNarrow1D if narrow else _Unwatched1D) if lean else _Tracked1D
+    if lean and snapshot and live.ndim in _SNAPSHOTS and live.dtype.kind in _SNAPSHOT_KINDS:
+        cls: type[TrackedArray] = _SNAPSHOTS[live.ndim]
+    elif live.ndim == 1:
+        cls = (_UnwatchedNarrow1D if narrow else _Unwatched1D) if lean else _Tracked1D
     elif live.ndim == 2:
         cls = (_UnwatchedNarrow2D if narrow else _Unwatched2D) if lean else _Tracked2D
     else:
@@ -904,12 +992,15 @@ def _track_args(model: Model, args: Sequence[Any], names: Sequence[str] | None, 
                 watched: set[int] | None = None) -> list[Any]:
     """The kernel's array arguments as tracked arrays; those not in ``watched`` (None: all) start unwatched."""
     out = []
+    lives = [getattr(a, "_ary", None) if not isinstance(a, np.ndarray) else a for a in args]
+    arrays = [(k, v) for k, v in enumerate(lives) if isinstance(v, np.ndarray)]
     for k, a in enumerate(args):
-        live = getattr(a, "_ary", None) if not isinstance(a, np.ndarray) else a
+        live = lives[k]
         if isinstance(live, np.ndarray) and live.ndim > 0:
             name = names[k] if names and k < len(names) else f"argument {k + 1}"
+            alone = not any(n != k and np.may_share_memory(live, other) for n, other in arrays)
             out.append(track(live, model, "global", name, poisoned=name in outputs,
-                             watched=watched is None or k in watched, position=k))
+                             watched=watched is None or k in watched, position=k, snapshot=alone))
         else:
             out.append(a)
     return out

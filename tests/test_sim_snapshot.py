@@ -1,0 +1,114 @@
+"""Arrays no thread writes are read from a copy in a strict launch (``labkit.sim.memory._Snapshot``): the same values
+of the same types as reading the array, the same errors for bad indices, and never for an array that shares memory
+with another argument or that a thread writes after all."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+
+env = labkit.setup(quiet=True)
+pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
+
+from numba import cuda  # noqa: E402
+
+from labkit import sim  # noqa: E402
+from labkit.sim import memory  # noqa: E402
+from labkit.sim.errors import KernelFault  # noqa: E402
+
+
+@cuda.jit
+def read_kinds(img, flat, words, m, out_i, out_f, out_bits):
+    i = cuda.grid(1)
+    if i < flat.size:
+        r, c = i // 48, i % 48
+        out_i[i] = img[r % img.shape[0], c, 0] * 1000 + flat[i]  # uint8 elements read as int64: no overflow
+        out_f[i] = np.float32(0.299) * img[r % img.shape[0], c, 1] + m[r % m.shape[0], c]  # float32 * int64: float64
+        out_bits[i] = cuda.clz(words[i])  # int32 elements count 32 bits
+
+
+def _inputs():
+    rng = np.random.default_rng(7)
+    img = rng.integers(0, 256, (10, 48, 3)).astype(np.uint8)
+    flat = rng.integers(0, 256, 600).astype(np.uint8)  # 600 elements: three parts of 256, the last one partial
+    words = rng.integers(1, 2**31 - 1, 600).astype(np.int32)
+    m = rng.standard_normal((7, 48)).astype(np.float32)
+    return img, flat, words, m
+
+
+def test_reads_give_what_numba_types_on_a_gpu() -> None:
+    img, flat, words, m = _inputs()
+    out_i, out_f, out_bits = np.zeros(600, np.int64), np.zeros(600, np.float64), np.zeros(600, np.int64)
+    sim.launch_strict(read_kinds, 3, 256, img, flat, words, m, out_i, out_f, out_bits,
+                      names=["img", "flat", "words", "m", "out_i", "out_f", "out_bits"], outputs=("out_i", "out_f", "out_bits"))
+    k = np.arange(600)
+    r, c = k // 48, k % 48
+    assert out_i.tolist() == (img[r % 10, c, 0].astype(np.int64) * 1000 + flat).tolist()
+    expected_f = np.float32(0.299) * img[r % 10, c, 1].astype(np.int64) + m[r % 7, c]
+    assert out_f.tolist() == expected_f.tolist()  # float64 arithmetic, exactly as NumPy does it on int64 elements
+    assert out_bits.tolist() == [32 - int(w).bit_length() for w in words]
+
+
+def test_unwritten_arrays_are_copies_unless_they_share_memory() -> None:
+    a, b = np.zeros((4, 5), np.uint8), np.zeros(300, np.float32)
+    model = memory.Model(record=False)
+    tracked = memory._track_args(model, [a, b, a[1:]], ["a", "b", "rows"], (), watched=set())
+    assert [isinstance(t, memory._Snapshot) for t in tracked] == [False, True, False]  # a and its rows share memory
+    watched = memory._track_args(memory.Model(record=False), [a, b], ["a", "b"], ("b",), watched={0})
+    assert not any(isinstance(t, memory._Snapshot) for t in watched)  # written or poisoned: every access is tracked
+    recorded = memory._track_args(memory.Model(record=True), [a, b], ["a", "b"], (), watched=set())
+    assert not any(isinstance(t, memory._Snapshot) for t in recorded)  # recorded reads keep their bookkeeping
+
+
+@cuda.jit
+def read_at(x, i, j, k, out):
+    if x.ndim == 1:
+        out[0] = x[i]
+    elif x.ndim == 2:
+        out[0] = x[i, j]
+    else:
+        out[0] = x[i, j, k]
+
+
+@pytest.mark.parametrize(("shape", "index", "message"), [
+    ((600,), (600, 0, 0), "index 600 is out of bounds for axis 0 with size 600"),
+    ((600,), (700, 0, 0), "index 700 is out of bounds for axis 0 with size 600"),
+    ((600,), (-1, 0, 0), "index -1 is out of bounds for axis 0 with size 600"),
+    ((4, 5), (0, 5, 0), "index 5 is out of bounds for axis 1 with size 5"),
+    ((4, 5), (4, 0, 0), "index 4 is out of bounds for axis 0 with size 4"),
+    ((4, 5), (1, -2, 0), "index -2 is out of bounds for axis 1 with size 5"),
+    ((4, 5, 3), (1, 2, 3), "index 3 is out of bounds for axis 2 with size 3"),
+    ((4, 5, 3), (-1, 2, 1), "index -1 is out of bounds for axis 0 with size 4"),
+])
+def test_indices_out_of_bounds_raise_as_before(shape: tuple[int, ...], index: tuple[int, int, int], message: str) -> None:
+    x = np.arange(np.prod(shape), dtype=np.uint8).reshape(shape)
+    for _ in range(2):  # (the first part read, and a part already copied by the first launch's in-bounds reads)
+        sim.launch_strict(read_at, 1, 1, x, 0, 0, 0, np.zeros(1, np.int64), names=["x", "i", "j", "k", "out"])
+        with pytest.raises(IndexError, match=message):
+            sim.launch_strict(read_at, 1, 1, x, *index, np.zeros(1, np.int64), names=["x", "i", "j", "k", "out"])
+
+
+@cuda.jit
+def read_float_index(x, out):
+    out[0] = x[1.0]
+
+
+def test_a_float_index_is_refused() -> None:
+    with pytest.raises(TypeError, match="array index must be an integer"):
+        sim.launch_strict(read_float_index, 1, 1, np.zeros(8, np.float32), np.zeros(1, np.float32), names=["x", "out"])
+
+
+@cuda.jit
+def shift_left(x):
+    i = cuda.grid(1)
+    if i + 1 < x.size:
+        x[i] = x[i + 1]
+
+
+def test_a_copy_never_hides_a_race_of_an_array_written_after_all() -> None:
+    # shift_left reads x (copied while no launch of it has written x), then writes it: the launch runs again with x
+    # watched, and the race between thread i reading x[i + 1] and thread i + 1 writing it is found
+    with pytest.raises(KernelFault, match="race on x"):
+        sim.launch_strict(shift_left, 1, 64, np.arange(64, dtype=np.float32), names=["x"])
