@@ -53,7 +53,17 @@ def require(module: str, *, feature: str, install: str | None = None) -> Any:
 
 
 def _show_labkit_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> None:
-    """IPython custom-exception hook: print a LabkitError without the traceback."""
+    """IPython custom-exception hook: print a LabkitError without the traceback through labkit.
+
+    An error that labkit gave a learner-only traceback (:func:`labkit.learner_frames.hide_library_frames`: a run of
+    MPI processes that hung, an error from a kernel) shows the learner's own lines, then the same message."""
+    render = getattr(value, "_render_traceback_", None)
+    if callable(render):
+        try:
+            print("\n".join(render()), file=sys.stderr)
+            return None
+        except Exception:  # noqa: BLE001, S110 - the two plain lines below
+            pass
     print(f"{etype.__name__}: {value}", file=sys.stderr)
     return None
 

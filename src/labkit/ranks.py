@@ -41,6 +41,7 @@ from typing import Any, Callable, Sequence
 
 from . import bandwidth as _bw
 from .errors import LabkitError, MissingPackageError
+from .learner_frames import hide_library_frames
 
 #: Never more local processes than this (a DGX has 8 GPUs; a laptop has few cores).
 MAX_RANKS = 8
@@ -245,7 +246,8 @@ def _statuses(jobdir: Path, n: int) -> list[str]:
     return out
 
 
-def _hang_message(statuses: list[str], limit: float) -> tuple[str, str]:
+def _hang_message(statuses: list[str], limit: float,
+                  stopped: str = "every process of the run was killed") -> tuple[str, str]:
     stuck = []
     for r, st in enumerate(statuses):
         case, _, what = st.rpartition("|")
@@ -253,7 +255,7 @@ def _hang_message(statuses: list[str], limit: float) -> tuple[str, str]:
             stuck.append((r, case, what))
     if not stuck:
         states = ", ".join(f"rank {r}: {st.rpartition('|')[2] or 'not started'}" for r, st in enumerate(statuses))
-        return (f"the run did not finish within {limit:g} s and was stopped ({states}).",
+        return (f"the run did not finish within {limit:g} s and was stopped ({states}); {stopped}.",
                 "Look for a loop that never ends in your function.")
     case = stuck[0][1]
     lines = "; ".join(f"rank {r} is stuck in {what}" for r, _, what in stuck)
@@ -262,7 +264,28 @@ def _hang_message(statuses: list[str], limit: float) -> tuple[str, str]:
            "Sendrecv, which sends and receives in one call." if recv else
            "Every rank must make the same sequence of calls: a Sendrecv to rank d needs rank d to call Sendrecv "
            "(or Recv) with source = this rank.")
-    return (f"{case + ': ' if case else ''}{lines}. Stopped after {limit:g} s; every process of the run was killed.", fix)
+    return (f"{case + ': ' if case else ''}{lines}. Stopped after {limit:g} s: {stopped}.", fix)
+
+
+def _left_running(proc: subprocess.Popen, everyone: list[Any]) -> list[int]:
+    """PIDs of the run's processes (``mpiexec`` and every process seen under it) that still run after the kill."""
+    left = [p.pid for p in everyone if p.pid != proc.pid and _running(p)]
+    return ([proc.pid] if proc.poll() is None else []) + left
+
+
+def _stopped_words(n: int, left: list[int]) -> str:
+    """``the 4 ranks were killed, none left running``, or which processes are, measured after the kill."""
+    if not left:
+        return f"the {n} rank{'s were' if n != 1 else ' was'} killed, none left running"
+    return (f"the {n} ranks were killed, but {len(left)} process(es) still run (PID {', '.join(map(str, left))}): "
+            "restart the kernel to end them")
+
+
+def _interrupt_summary(n: int, seconds: float, statuses: list[str], left: list[int]) -> str:
+    """The one line an Interrupt of a run ends with: after how long, where the ranks were, what is left running."""
+    stuck = [(r, st.rpartition("|")[2]) for r, st in enumerate(statuses) if st.rpartition("|")[2].startswith("comm.")]
+    where = "; ".join(f"rank {r} was in {what}" for r, what in stuck[:3])
+    return f"stopped by Interrupt after {seconds:.1f} s: {where + '; ' if where else ''}{_stopped_words(n, left)}"
 
 
 def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_script: bool = False) -> RankRun:
@@ -298,11 +321,13 @@ def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_sc
             if deadline is None and all(st not in ("", "|starting") for st in statuses):
                 deadline = now + limit_s
             if (deadline is not None and now > deadline) or now > t0 + STARTUP_LIMIT_S + limit_s:
-                _kill(proc, seen + _tree(proc.pid))
+                everyone = seen + _tree(proc.pid)
+                _kill(proc, everyone)
+                stopped = _stopped_words(n, _left_running(proc, everyone))
                 if deadline is None:
-                    raise RankError(f"the {n} processes did not all start within {STARTUP_LIMIT_S:g} s.",
+                    raise RankError(f"the {n} processes did not all start within {STARTUP_LIMIT_S:g} s; {stopped}.",
                                     fix="Run `labkit doctor`; a machine this busy may need fewer processes.")
-                msg, fix = _hang_message(statuses, limit_s)
+                msg, fix = _hang_message(statuses, limit_s, stopped)
                 raise RankError(msg, fix=fix)
             for p in _tree(proc.pid):
                 if p.pid not in _STARTED:
@@ -338,6 +363,14 @@ def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_sc
             raise RankError(f"the {n} processes ended with exit status {proc.returncode} without their results.\n{tail}",
                             fix="Run `labkit doctor`: it says whether MPI works here.")
         return RankRun(n, results, seconds, cmd, script.read_text(encoding="utf-8") if keep_script else "", output=output)
+    except KeyboardInterrupt as exc:  # Interrupt: stop every process, then one line says what happened
+        statuses, everyone = _statuses(jobdir, n), seen + _tree(proc.pid)
+        _kill(proc, everyone)
+        if not exc.args:
+            exc.args = (_interrupt_summary(n, time.perf_counter() - t0, statuses, _left_running(proc, everyone)),)
+        raise hide_library_frames(exc)  # in IPython the red box ends at the learner's line and that summary
+    except RankError as exc:  # a hang past the time limit, a rank that raised: already killed above
+        raise hide_library_frames(exc)
     except BaseException:
         _kill(proc, seen)
         raise

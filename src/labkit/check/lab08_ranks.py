@@ -51,6 +51,13 @@ def _preflight(fn: Any) -> None:
         fn(_OneRank(), np.arange(3, dtype=np.float32))
     except NotImplementedError:
         raise
+    except KeyboardInterrupt as exc:  # Interrupt in the learner's own loop: the red box ends at their line
+        from ..learner_frames import hide_library_frames
+
+        if not exc.args:
+            exc.args = ("stopped by Interrupt in your function, run once on one rank in this process before any MPI "
+                        "process started (none was started)",)
+        raise hide_library_frames(exc) from None
     except Exception:  # noqa: BLE001 - judged on real processes below
         pass
 

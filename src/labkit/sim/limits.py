@@ -10,64 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import sys
 import threading
 import time
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterator
 
+# which code is the learner's: a foundation module (labkit.ranks needs it too, without the simulator)
+from ..learner_frames import (  # noqa: F401
+    _LIBRARY_ROOTS,
+    _namespace_is_learner,
+    is_learner_file,
+    is_learner_frame,
+)
 
 LEARNER_CODE_LIMIT_S = 20.0  # at most this long for one kernel launch, or one check's calls of plain Python answers
 launches_running = 0  # simulator launches in progress (their time counts against their own limit, not this one)
 
 LIKELY_HANG = ("a loop whose condition never becomes false (a `while` whose index never advances, a stride of 0); "
                "a cuda.syncthreads() that some threads never reach; or a warp shuffle or vote after some lanes returned.")
-
-_LIBRARY_ROOTS = tuple(
-    str(Path(p).resolve()) + os.sep
-    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[1])}
-)
-
-
-@lru_cache(maxsize=4096)
-def is_learner_file(filename: str) -> bool:
-    """True for code a learner wrote: a notebook cell or a script, not Python, its packages or labkit."""
-    if filename.startswith("<frozen") or filename in ("<string>",):
-        return False
-    if filename.startswith("<"):  # "<ipython-input-...>", "<stdin>": typed by someone
-        return True
-    try:
-        resolved = str(Path(filename).resolve())
-    except OSError:
-        return True
-    return not resolved.startswith(_LIBRARY_ROOTS)
-
-
-def is_learner_frame(frame: Any) -> bool:
-    """True for a frame of learner code: a learner file (:func:`is_learner_file`), or code that ``exec()`` or
-    ``eval()`` compiled (file ``"<string>"``) running in a learner's namespace.
-
-    A string of code has no file to judge it by, so its globals decide: the namespace of a library module
-    (the ``__init__`` that ``dataclasses`` writes for a class of labkit or of a package runs in that module's
-    globals) is library code; any other namespace (a notebook's ``__main__``, a script's module, a fresh dict
-    that a learner passed to ``exec``) is the learner's.
-    """
-    code = frame.f_code
-    if code.co_filename != "<string>":
-        return is_learner_file(code.co_filename)
-    return _namespace_is_learner(frame.f_globals)
-
-
-def _namespace_is_learner(namespace: dict) -> bool:
-    name = namespace.get("__name__")
-    module = sys.modules.get(name) if isinstance(name, str) else None
-    if module is None or getattr(module, "__dict__", None) is not namespace:
-        return True  # exec(src, {}), or a namespace that only carries a module's name
-    filename = getattr(module, "__file__", None)
-    return filename is None or is_learner_file(filename)
-
 
 class PythonTimeout(BaseException):
     """Raised into the thread running a learner's plain Python answer that ran past its limit.
