@@ -338,7 +338,7 @@ def test_the_off_by_one_saxpy_picture_draws_the_element_past_the_end_marked() ->
     """Browser review 3, finding 5: the thread that raised touched x[n], one past the end; its elements panel was
     empty. The picture now draws that element where it would be (row 5, column 2 of 32-wide rows for n = 162),
     outlined in red and labelled, in the thread's panel and the block's; the check's focus names the array."""
-    result, case, box = _picture_of_failure(labkit.check.saxpy, saxpy_past_the_end)
+    _, case, box = _picture_of_failure(labkit.check.saxpy, saxpy_past_the_end)
     n = case.args[1].size
     fault = next(f for f in box.trace.faults if f.out_of_bounds)
     assert (fault.array, fault.index, fault.kind) == ("x", (n,), "read")  # a * x[i] + y[i]: x is read first
