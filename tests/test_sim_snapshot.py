@@ -112,3 +112,28 @@ def test_a_copy_never_hides_a_race_of_an_array_written_after_all() -> None:
     # watched, and the race between thread i reading x[i + 1] and thread i + 1 writing it is found
     with pytest.raises(KernelFault, match="race on x"):
         sim.launch_strict(shift_left, 1, 64, np.arange(64, dtype=np.float32), names=["x"])
+
+
+@cuda.jit
+def assign_thread_index(out):
+    cuda.threadIdx.x = 3
+    out[0] = 1
+
+
+def test_thread_index_is_read_only() -> None:
+    # one threadIdx object per position serves every block of a launch: a kernel may not change it (nor can it on a GPU)
+    with pytest.raises(AttributeError, match="read-only"):
+        sim.launch_strict(assign_thread_index, 2, 4, np.zeros(1, np.int64), names=["out"])
+
+
+@cuda.jit
+def where_am_i(out):
+    i = cuda.grid(1)
+    out[i, 0], out[i, 1], out[i, 2] = cuda.threadIdx.x, cuda.blockIdx.x, cuda.threadIdx.y
+
+
+def test_every_block_sees_its_own_thread_indices() -> None:
+    out = np.zeros((3 * 64, 3), np.int64)
+    sim.launch_strict(where_am_i, 3, 64, out, names=["out"], outputs=("out",))
+    k = np.arange(3 * 64)
+    assert out.tolist() == np.stack([k % 64, k // 64, np.zeros_like(k)], axis=1).tolist()

@@ -47,8 +47,8 @@ class SimThread:
     __slots__ = ("threadIdx", "blockIdx", "thread_id", "lane", "warp", "glet", "state", "site", "value", "result",
                  "block", "key", "meets", "scheduler")
 
-    def __init__(self, block: "BlockRun", point: tuple[int, int, int], thread_id: int) -> None:
-        self.threadIdx = Dim3(*point)
+    def __init__(self, block: "BlockRun", thread_idx: "Dim3", thread_id: int) -> None:
+        self.threadIdx = thread_idx  # (one Dim3 per position, shared by the blocks of a launch: LaunchRun.thread_dims)
         self.blockIdx = block.index_dim3
         self.thread_id = thread_id
         self.lane, self.warp = thread_id % 32, thread_id // 32
@@ -99,10 +99,9 @@ class BlockRun:
         self.index_dim3 = Dim3(*index)
         gx, gy, _ = run.grid
         self.linear = index[0] + gx * (index[1] + gy * index[2])
-        bx, by, _ = run.block
         self.size = run.threads_per_block
-        self.threads: list[SimThread] = [
-            SimThread(self, (k % bx, (k // bx) % by, k // (bx * by)), k) for k in range(self.size)]
+        dims = run.thread_dims
+        self.threads: list[SimThread] = [SimThread(self, dims[k], k) for k in range(self.size)]
         self.runnable: deque[SimThread] = deque()
         self.warp_state: Any = None  # owned by the warp layer
         self.barriers = 0
@@ -131,7 +130,12 @@ class Dim3:
     __slots__ = ("x", "y", "z")
 
     def __init__(self, x: int, y: int, z: int) -> None:
-        self.x, self.y, self.z = Int32(x), Int32(y), Int32(z)
+        for name, value in (("x", x), ("y", y), ("z", z)):
+            object.__setattr__(self, name, Int32(value))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cuda.threadIdx and cuda.blockIdx are read-only (the kernel assigned .{name}); "
+                             "copy the value into a variable of your own and change that")
 
     def __iter__(self) -> Any:
         return iter((self.x, self.y, self.z))
@@ -283,6 +287,9 @@ class LaunchRun:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
         self.grid, self.block = grid, block
         self.threads_per_block = int(block[0] * block[1] * block[2])
+        bx, by, _ = block
+        self._dims: list[Dim3] | None = None
+        self._bxy = (bx, by)
         self.schedule = schedule
         self.seed = seed
         self.rng = random.Random(seed)
@@ -294,6 +301,16 @@ class LaunchRun:
         self.blocks_total = 1
         self.blocks_done = 0
         self.finished = 0  # threads that have finished (the watchdog reads it: a launch that finishes none is stalled)
+
+
+    @property
+    def thread_dims(self) -> list[Dim3]:
+        """``threadIdx`` of each thread of a block, by linear thread index: built once, shared by every block (a
+        kernel reads its parts, never assigns them)."""
+        if self._dims is None:
+            bx, by = self._bxy
+            self._dims = [Dim3(k % bx, (k // bx) % by, k // (bx * by)) for k in range(self.threads_per_block)]
+        return self._dims
 
 
 def wall_ceiling(limit_s: float) -> float:
