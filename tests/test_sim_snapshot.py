@@ -137,3 +137,18 @@ def test_every_block_sees_its_own_thread_indices() -> None:
     sim.launch_strict(where_am_i, 3, 64, out, names=["out"], outputs=("out",))
     k = np.arange(3 * 64)
     assert out.tolist() == np.stack([k % 64, k // 64, np.zeros_like(k)], axis=1).tolist()
+
+
+@cuda.jit
+def store_ints(out, big, frac):
+    out[0] = 255  # fits: stored as it is
+    out[1] = big  # does not fit: wraps to 8 bits, as a GPU store does
+    out[2] = -1
+    out[3] = frac  # a float into an integer array: truncated, and the launch says so
+
+
+def test_integer_stores_keep_their_width_rules() -> None:
+    out = np.zeros(4, np.uint8)
+    report = sim.launch_strict(store_ints, 1, 1, out, 300, 2.5, names=["out", "big", "frac"], outputs=("out",))
+    assert out.tolist() == [255, 300 % 256, 255, 2]
+    assert report.float_into_int is not None and "2.5" in report.float_into_int

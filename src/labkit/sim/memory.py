@@ -360,7 +360,7 @@ class TrackedArray:
     """
 
     __slots__ = ("live", "shape", "size", "ndim", "dtype", "space", "name", "poisoned", "_model", "_mult", "_widen",
-                 "_int", "_poison", "_r", "_w", "_a", "_old", "rmw", "wmask", "_record", "_s1", "_block", "_earlier",
+                 "_int", "_low", "_high", "_poison", "_r", "_w", "_a", "_old", "rmw", "wmask", "_record", "_s1", "_block", "_earlier",
                  "_track", "position", "_log", "__weakref__")
 
     def __init__(self, live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False,
@@ -380,6 +380,7 @@ class TrackedArray:
         self._mult = tuple(reversed(mult))
         self._s1 = live.shape[1] if live.ndim == 2 else 0
         self._int = live.dtype.kind in "iu"
+        self._low, self._high = (int(np.iinfo(live.dtype).min), int(np.iinfo(live.dtype).max)) if self._int else (0, -1)
         self._widen = WIDE[live.dtype] if self._int and live.dtype.itemsize < 8 else None  # the class narrow reads give
         self._poison = poison_value(live.dtype) if live.dtype.kind in "fiub" else None
         # this epoch: element -> reader(s), writer, atomic updater(s), as stamps (see _stamp)
@@ -558,7 +559,7 @@ class TrackedArray:
         if not self._track:
             raise Retrack(self)
         model = self._model
-        if self._int:
+        if self._int and not (type(value) is int and self._low <= value <= self._high):  # (an int that fits: as it is)
             if isinstance(value, (float, np.floating)) and model.float_into_int is None:
                 if np.isfinite(value) and value != int(value):
                     model.float_into_int = (
@@ -568,9 +569,10 @@ class TrackedArray:
         me = engine.current
         if self._record:
             model.note(self, me, flat, WRITE, value)
-        if (model.race is None or model.collect_all) and (flat in self._w or flat in self._a or self._log or self._r):
+        read = bool(self._log or self._r)  # (this epoch has reads; _conflicts may empty the log into _r)
+        if (model.race is None or model.collect_all) and (read or flat in self._w or flat in self._a):
             self._conflicts(flat, WRITE, me)
-        r = self._readers().get(flat)
+        r = self._readers().get(flat) if read else None
         if r is not None and (r is me or (type(r) is list and any(_thread_of(s) is me for s in r))
                               or (type(r) is tuple and r[0] is me)):
             self.rmw.setdefault(flat, set()).add(me)
