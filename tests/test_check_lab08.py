@@ -10,7 +10,7 @@ import pytest
 from labkit import bandwidth as bw
 from labkit import check, hw
 from labkit import collectives as co
-from labkit.check import lab08
+from labkit.check import core, lab08
 
 # ---------------------------------------------------------------------------------------------- 08.ring-step
 
@@ -26,9 +26,14 @@ def _step_without_copy(chunks: list, phase: str, step: int) -> None:
 
 
 def test_ring_step_accepts_variants() -> None:
-    assert lab08.ring_step(co.ring_step)
+    assert lab08.ring_step(core._get("08.ring-step").reference())
     assert lab08.ring_step(_step_without_copy)  # no read-before-write hazard in this schedule
-    assert check.ring_step(co.ring_step)  # reachable by name
+    assert check.ring_step(core._get("08.ring-step").reference())  # reachable by name
+
+
+def test_labkits_own_ring_step_is_not_an_answer() -> None:
+    r = lab08.ring_step(co.ring_step)
+    assert r.status == "failed" and "labkit.collectives.ring_step" in r.report(), r.report()
 
 
 @pytest.mark.parametrize("kind", list(lab08._VARIANT_CAUSES))

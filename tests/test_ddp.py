@@ -39,8 +39,20 @@ def _forward(sizes, cap):  # noqa: ANN001, ANN202
     return lab08_ddp._variant("forward", sizes, cap)
 
 
+def _rule(sizes, cap):  # noqa: ANN001, ANN202
+    """DDP's rule written here, as a learner would (an answer may not call labkit's ddp.make_buckets)."""
+    buckets, open_, held = [], [], 0
+    for k, s in enumerate(sizes):
+        open_.append(k)
+        held += s
+        if held >= cap:
+            buckets.append(open_)
+            open_, held = [], 0
+    return buckets + ([open_] if open_ else [])
+
+
 def _drop_last(sizes, cap):  # noqa: ANN001, ANN202
-    full = ddp.make_buckets(sizes, cap)
+    full = _rule(sizes, cap)
     return full[:-1] if full and sum(sizes[k] for k in full[-1]) < cap else full
 
 
@@ -61,9 +73,16 @@ def test_check_names_each_slip(fn, words: str) -> None:  # noqa: ANN001
 
 
 def test_check_accepts_the_rule_and_reports_a_skeleton() -> None:
-    assert lab08_ddp.ddp_buckets(ddp.make_buckets)
-    assert lab08_ddp.ddp_buckets(lambda s, c: [list(b) for b in ddp.make_buckets(s, c)])
+    assert lab08_ddp.ddp_buckets(_rule)
+    assert lab08_ddp.ddp_buckets(lambda s, c: [list(b) for b in _rule(s, c)])
     assert lab08_ddp.ddp_buckets(_skeleton).status == "unsolved"
+
+
+def test_labkits_own_rule_is_not_an_answer() -> None:
+    for answer in (ddp.make_buckets, lambda s, c: [list(b) for b in ddp.make_buckets(s, c)]):
+        for _ in range(3):  # every run
+            r = lab08_ddp.ddp_buckets(answer)
+            assert r.status == "failed" and "labkit.ddp.make_buckets" in r.report(), r.report()
 
 
 def test_plans_are_checked() -> None:

@@ -279,6 +279,37 @@ def _exercise_reference(exercise_id: str) -> types.FunctionType | None:
     return fn if isinstance(fn, types.FunctionType) else None
 
 
+def compared_function(exercise_id: str, answer: Any) -> str | None:
+    """The dotted name of the function the check compares with (:data:`COMPARES_WITH`, unconditional entries) when
+    ``answer`` is that very function (or a ``functools.partial`` of it), else None."""
+    fn = answer.func if isinstance(answer, functools.partial) else answer
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    code = getattr(fn, "__code__", None)
+    for dotted in COMPARES_WITH.get(exercise_id, ()):
+        if ":" in dotted:
+            continue  # the statement offers this function itself; only some calls of it are the answer
+        ref = _resolve(dotted)
+        if ref is not None and (fn is ref or (code is not None and code is ref.__code__)):
+            return dotted
+    return None
+
+
+def reference_answer(exercise_id: str, reference: Any) -> Any:
+    """Labkit's reference answer as an exercise hands it out: where it is the very function the check compares with
+    (``labkit.ddp.make_buckets`` for 08.ddp-buckets), a thin labkit-side function that calls it, so that the reference
+    passes its check while a learner who passes ``labkit.ddp.make_buckets`` itself is told what it is."""
+    if compared_function(exercise_id, reference) is None:
+        return reference
+
+    def answer(*args: Any, **kwargs: Any) -> Any:
+        return reference(*args, **kwargs)
+
+    answer.__name__ = answer.__qualname__ = getattr(reference, "__name__", "reference")
+    answer.__doc__ = getattr(reference, "__doc__", None)
+    answer.__signature__ = inspect.signature(reference)  # type: ignore[attr-defined]
+    return answer
+
+
 def guard_answer(exercise_id: str, answer: Any) -> Any:
     """The answer the check gets: a plain Python function wrapped so each call compares its inputs afterwards and
     keeps labkit's reference out of reach; anything else unchanged. Raises :class:`AnswerRejected` for an answer
@@ -289,6 +320,12 @@ def guard_answer(exercise_id: str, answer: Any) -> Any:
             "this answer is labkit's own reference" + (f" (from `{origin}`)" if origin else "") + ", handed back by "
             "labkit.check.solved_or_reference because your check had not passed: the check would compare labkit with "
             "itself.", "pass your own function, kernel or source, the one the exercise asks you to write.")
+    itself = compared_function(exercise_id, answer)
+    if itself is not None:
+        raise AnswerRejected(
+            f"this answer is `{itself}` itself, the function the check compares with, so it would be compared with "
+            "itself.", f"write the computation yourself (the exercise is to do what `{itself}` does) and pass your "
+            "own function.")
     if exercise_id in NOT_WRAPPED or not isinstance(answer, (types.FunctionType, functools.partial)):
         return answer
     traps: tuple[Any, ...] = COMPARES_WITH.get(exercise_id, ())
@@ -322,5 +359,5 @@ def guard_answer(exercise_id: str, answer: Any) -> Any:
     return guarded
 
 
-__all__ = ["ALWAYS", "AnswerRejected", "COMPARES_WITH", "IN_PLACE", "guard_answer", "handed_out", "labkit_origin",
+__all__ = ["ALWAYS", "AnswerRejected", "COMPARES_WITH", "IN_PLACE", "compared_function", "guard_answer", "reference_answer", "handed_out", "labkit_origin",
            "mark_handed_out", "references_trapped", "take_input_change"]

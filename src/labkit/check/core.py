@@ -96,6 +96,20 @@ _HINT_LEVEL: dict[str, int] = {}
 _LAST: dict[str, Result] = {}
 
 
+def _distinct_reference(factory: Callable[[], Any] | None, exercise_id: str) -> Callable[[], Any] | None:
+    """The reference factory, handing out a labkit-side function where the reference is the function the check
+    compares with (answers_guard.reference_answer), so that function itself is never accepted as a learner's answer."""
+    if factory is None:
+        return None
+
+    def reference(_factory: Callable[[], Any] = factory, _id: str = exercise_id) -> Any:
+        from .answers_guard import reference_answer
+
+        return reference_answer(_id, _factory())
+
+    return reference
+
+
 def exercise(
     exercise_id: str,
     *,
@@ -117,7 +131,8 @@ def exercise(
     def decorate(fn: Callable[..., str]) -> Callable[..., Result]:
         if exercise_id in _REGISTRY:
             raise ValueError(f"exercise id {exercise_id!r} registered twice")
-        _REGISTRY[exercise_id] = Exercise(exercise_id, title, fn, tuple(hints), reference, kind=kind)
+        _REGISTRY[exercise_id] = Exercise(exercise_id, title, fn, tuple(hints), _distinct_reference(reference, exercise_id),
+                                          kind=kind)
 
         def run_check(*args: Any, **kwargs: Any) -> Result:
             return _run(exercise_id, *args, **kwargs)
