@@ -69,6 +69,7 @@ NOT_HERE = {
     "labkit.device": "mode's device probe: takes driver objects, not learner input",
     "labkit.gpuerrors": "turns CUDA exceptions into LabkitErrors: takes exceptions, not learner input",
     "labkit.cuda_host": "the host compiler behind cuda_cpp.RawKernel: reached through cuda_cpp, not called by learners",
+    "labkit.learner_frames": "turns tracebacks into the learner's view: takes frames and exceptions, not learner input",
 }
 
 #: Submodules not walked: their public functions are probed through their package's ``__all__`` only (the rest are
@@ -83,6 +84,7 @@ NOT_WALKED = {
     "labkit.sim.limits": "the time limit of learner code, used by the checks (internals)",
     "labkit.sim.memory": "launch_strict, bank_conflicts and sectors_per_request, probed through labkit.sim",
     "labkit.sim.trace": "labkit.sim.trace, probed through labkit.sim",
+    "labkit.sim.tracebacks": "the learner's view of a launch's traceback (labkit.learner_frames; internals)",
     "labkit.sim.warp": "warp shuffles and votes inside a launch (internals)",
 }
 

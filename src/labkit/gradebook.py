@@ -113,6 +113,9 @@ def to_csv(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str]
 def read_otter_results(folder: str | Path) -> dict[str, dict[str, tuple[float, float]]]:
     """Grades from Otter's ``results.json`` files in ``folder``: ``<user>.json`` or ``<user>/results.json``, one per
     learner's submission, as the instructor's ``otter run`` wrote them. Returns user -> exercise -> (score, max)."""
+    if not isinstance(folder, (str, Path)) or not str(folder):
+        raise LabkitError(f"folder must be the path of a folder of Otter results, got {folder!r}.",
+                          fix="Pass the folder `otter run -o` wrote, e.g. read_otter_results('graded/').")
     folder = Path(folder)
     if not folder.is_dir():
         raise LabkitError(f"{folder} is not a folder of Otter results.",
