@@ -92,7 +92,7 @@ test: $(STAMP) $(CUPY_STAMP) $(DOCS_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP) $(
 	@start=$$(date +%s); \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-	    -p no:randomly --timeout 600 -q; status=$$?; \
+	    -p no:randomly --timeout 600 -q --durations=20; status=$$?; \
 	$(MAKE) --no-print-directory test-cu13 || status=1; \
 	echo "make test: whole suite took $$(( $$(date +%s) - start )) s"; exit $$status
 
