@@ -25,7 +25,7 @@ def read_kinds(img, flat, words, m, out_i, out_f, out_bits):
     if i < flat.size:
         r, c = i // 48, i % 48
         out_i[i] = img[r % img.shape[0], c, 0] * 1000 + flat[i]  # uint8 elements read as int64: no overflow
-        out_f[i] = np.float32(0.299) * img[r % img.shape[0], c, 1] + m[r % m.shape[0], c]  # float32 * int64: float64
+        out_f[i] = np.float32(0.299) * img[r % img.shape[0], c, 1] + m[r % m.shape[0], c]  # float32 * uint8: float32
         out_bits[i] = cuda.clz(words[i])  # int32 elements count 32 bits
 
 
@@ -46,8 +46,9 @@ def test_reads_give_what_numba_types_on_a_gpu() -> None:
     k = np.arange(600)
     r, c = k // 48, k % 48
     assert out_i.tolist() == (img[r % 10, c, 0].astype(np.int64) * 1000 + flat).tolist()
-    expected_f = np.float32(0.299) * img[r % 10, c, 1].astype(np.int64) + m[r % 7, c]
-    assert out_f.tolist() == expected_f.tolist()  # float64 arithmetic, exactly as NumPy does it on int64 elements
+    expected_f = np.float32(0.299) * img[r % 10, c, 1].astype(np.float32) + m[r % 7, c]
+    assert expected_f.dtype == np.float32  # Numba types float32 * uint8 as float32 on a GPU
+    assert out_f.tolist() == expected_f.tolist()
     assert out_bits.tolist() == [32 - int(w).bit_length() for w in words]
 
 

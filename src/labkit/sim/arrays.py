@@ -5,9 +5,9 @@ Numba's simulator hands a kernel its arrays through two layers of wrappers, and 
 NumPy array with GPU rules where NumPy differs:
 
 - an element index below zero is out of bounds (NumPy would count from the end);
-- elements of integer types narrower than 64 bits read as ``np.int64`` (tagged with their width, so that
-  ``cuda.clz`` counts 32 bits of an ``int32``) and stores wrap to the element's width, as Numba types them on a GPU
-  (:mod:`labkit.sim.integers`);
+- elements of integer types narrower than 64 bits read as 64-bit integers (:data:`~labkit.sim.integers.READS`:
+  Python ints for 8 bits, ``np.int64`` tagged with its width for 16 and 32, so that ``cuda.clz`` counts 32 bits of
+  an ``int32``) and stores wrap to the element's width, as Numba types them on a GPU (:mod:`labkit.sim.integers`);
 - ``shape``, ``size``, ``ndim`` and ``dtype`` are plain attributes; anything else is the NumPy array's.
 
 The strict memory model has its own arrays (:mod:`labkit.sim.memory`).
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .integers import WIDE, Int32, store_value
+from .integers import READS, Int32, store_value
 
 
 class KernelArray:
@@ -73,7 +73,7 @@ class NarrowIntArray(KernelArray):
 
     def __getitem__(self, idx: Any) -> Any:
         value = KernelArray.__getitem__(self, idx)
-        return WIDE[value.dtype](value) if isinstance(value, np.integer) else value
+        return READS[value.dtype](value) if isinstance(value, np.integer) else value
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         KernelArray.__setitem__(self, idx, store_value(value, self.dtype))

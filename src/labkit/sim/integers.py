@@ -2,7 +2,8 @@
 
 Numba types arithmetic on integers narrower than 64 bits as 64-bit (``uint8 * 299`` is ``int64``), while
 NumPy 2 keeps the narrow type and raises ``OverflowError`` (``np.uint8(200) * 299``) or wraps. Reading an
-element of a narrow integer array as ``np.int64`` makes the simulator compute what the GPU computes; a store
+element of a narrow integer array as a 64-bit integer (:data:`READS`: a Python int for 8 bits, which also keeps
+``float32 * pixel`` in float32 as Numba does) makes the simulator compute what the GPU computes; a store
 of a wide integer into a narrow array keeps the low bits, as a GPU store does, and so does an atomic.
 
 One difference remains: Numba types ``uint8 - uint8`` as ``uint64`` (it wraps around below zero), the
@@ -63,11 +64,18 @@ class Wide32(_Wide):
     bits = 32
 
 
-#: the class a read of an element of each narrow integer dtype gives. 8-bit elements (images) read as plain
-#: ``np.int64``: NumPy's arithmetic with a Python float is 1.5x slower on a subclass, and image kernels do that on
-#: every pixel; ``cuda.popc``/``clz`` of a uint8 element therefore count 64 bits (Numba: 8), a rare use.
+#: the class a narrow NumPy integer scalar widens to (:func:`widen`: what an atomic returns): ``np.int64``, 16 and
+#: 32 bits tagged with their width.
 WIDE: dict[np.dtype, type] = {np.dtype(t): {1: np.int64, 2: Wide16, 4: Wide32}[np.dtype(t).itemsize]
                               for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)}
+
+#: the class a kernel's read of an element of each narrow integer dtype gives (the arrays of :mod:`labkit.sim.arrays`
+#: and :mod:`labkit.sim.memory`). 8-bit elements (images) read as Python ``int``: with integers it widens as Numba's
+#: int64 does (``uint8 * 299``), and with a float32 it stays float32 (NumPy treats a Python int as weak), as Numba
+#: types ``float32 * uint8`` on a GPU: ``np.float32(0.299) * pixel`` costs 57 ns where an ``np.int64`` pixel took
+#: 1,060 ns and gave a float64. ``cuda.popc``/``clz`` of a uint8 element count 64 bits (Numba: 8), a rare use; an
+#: int / int of two pixels divides as Python does (by zero: ZeroDivisionError).
+READS: dict[np.dtype, type] = {dt: (int if dt.itemsize == 1 else cls) for dt, cls in WIDE.items()}
 
 
 def widen(value: Any) -> Any:

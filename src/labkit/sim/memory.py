@@ -29,7 +29,7 @@ import numpy as np
 
 from . import engine
 from .errors import KernelFault
-from .integers import WIDE, Int32, store_value, widen
+from .integers import READS, Int32, store_value, widen
 
 #: CUDA's launch limits: grid x up to 2**31 - 1 blocks, y and z up to 65,535; a block of at most 1,024 threads.
 MAX_GRID = (2**31 - 1, 65_535, 65_535)
@@ -381,7 +381,7 @@ class TrackedArray:
         self._s1 = live.shape[1] if live.ndim == 2 else 0
         self._int = live.dtype.kind in "iu"
         self._low, self._high = (int(np.iinfo(live.dtype).min), int(np.iinfo(live.dtype).max)) if self._int else (0, -1)
-        self._widen = WIDE[live.dtype] if self._int and live.dtype.itemsize < 8 else None  # the class narrow reads give
+        self._widen = READS[live.dtype] if self._int and live.dtype.itemsize < 8 else None  # the class narrow reads give
         self._poison = poison_value(live.dtype) if live.dtype.kind in "fiub" else None
         # this epoch: element -> reader(s), writer, atomic updater(s), as stamps (see _stamp)
         self._log: list[tuple[int, Any]] = []  # this epoch's reads, (element, stamp), until _readers() sorts them
@@ -751,7 +751,7 @@ class _UnwatchedNarrowND(TrackedArray):
 class _Snapshot(TrackedArray):
     """An array no thread of the launch writes (unwatched, see :func:`launch_strict`) and no other argument shares
     memory with: its contents cannot change during the launch, so a read is an element of a copy made as Python
-    lists of the scalars the kernel gets (``np.int64`` for narrow integers, as Numba types them), one part (a row,
+    lists of the scalars the kernel gets (:data:`labkit.sim.integers.READS` for narrow integers), one part (a row,
     or 256 elements of a 1-D array) at its first read. Indexing nested lists costs a tenth of indexing the NumPy
     array and widening its narrow element. Bounds are those of the array: an index below zero, past the end or not
     an integer leaves the short path for :meth:`_first_read`, which raises as :meth:`TrackedArray._key` does."""
@@ -781,11 +781,11 @@ class _Snapshot(TrackedArray):
         live = self.live
         src = live[k * SNAPSHOT_CHUNK:(k + 1) * SNAPSHOT_CHUNK] if live.ndim == 1 else live[k]
         wide = self._widen
-        if wide is None or wide is np.int64:
-            if wide is not None:
-                src = src.astype(np.int64)
+        if wide is None:
             return list(src) if src.ndim == 1 else [list(p) for p in src]
-        values = src.tolist()  # (16- and 32-bit integers: np.int64 subclasses tagged with their width)
+        values = src.tolist()
+        if wide is int:  # (8-bit integers: Python ints, see labkit.sim.integers.READS)
+            return values  # (16- and 32-bit integers: np.int64 subclasses tagged with their width)
         return list(map(wide, values)) if src.ndim == 1 else [list(map(wide, p)) for p in values]
 
 
