@@ -123,7 +123,7 @@ def whole_array_cause(calls: Sequence[str], *, slow: bool = True) -> str:
 # ----------------------------------------------------------------------------- words a learner can read
 _INTERNAL = re.compile(r"\b(?:_?(?:Unwatched|Tracked)(?:Narrow)?(?:1D|2D|ND)?(?:Array)?|TrackedArray|FakeCUDAArray|"
                        r"FakeCUDAKernel|FakeCUDAModule|FakeWithinKernelCUDAArray|KernelArray|NarrowIntArray|_Row|"
-                       r"SharedArrays|SimThread|WarpInt32)\b")
+                       r"SharedArrays|SimThread|WarpInt32|_?Snapshot(?:1D|2D|3D)?)\b")
 
 
 def plain_words(text: str) -> str:
