@@ -63,6 +63,7 @@ N1 = 2000  # 1-D kernels: elements (8 blocks of 256 threads, the last one partia
 B1 = 256
 G1 = -(-N1 // B1)
 FRAME = (40, 48)  # lab 09 frames (rows, columns)
+CUBE = (16, 16, 16)  # the 3-D stencil: 4,096 points, 4 per thread (4 blocks of 256 threads, a grid-stride loop)
 MM = 48  # matrix multiplies: 48 x 48 (the issue's measurement), blocks of 16 x 16
 
 
@@ -128,6 +129,9 @@ def _cases() -> list[Case]:
              lambda r: ([_zeros(32, 32)], ["out"], ("out",))),
         Case("tile_columns_padded (lab 03)", "notebook:03-memory-hierarchy:tile_columns_padded", 1, (32, 8),
              lambda r: ([_zeros(32, 32)], ["out"], ("out",))),
+        # written outside the course (benchmarks/outside_kernels.py)
+        Case("stencil7_gridstride (outside)", "outside:stencil7_gridstride", 4, B1,
+             lambda r: ([_f32(r, *CUBE), _zeros(*CUBE)], ["u", "out"], ("out",))),
     ]
     return c
 
@@ -157,13 +161,20 @@ def _notebook_kernel(stem: str, name: str, jit: Callable[[Any], Any], cuda: Any)
 
 
 def _kernel(spec: str, jit: Callable[[Any], Any], cuda: Any) -> Any:
-    """The jitted kernel for ``module:function`` of labkit.kernels (video kernels are jitted at import), or
-    ``notebook:<stem>:function`` of a solution notebook."""
+    """The jitted kernel for ``module:function`` of labkit.kernels (video kernels are jitted at import),
+    ``notebook:<stem>:function`` of a solution notebook, or ``outside:function`` of ``outside_kernels.py``."""
     import importlib
+    import importlib.util
 
     if spec.startswith("notebook:"):
         _, stem, name = spec.split(":")
         return _notebook_kernel(stem, name, jit, cuda)
+    if spec.startswith("outside:"):
+        where = importlib.util.spec_from_file_location("outside_kernels", Path(__file__).with_name("outside_kernels.py"))
+        outside = importlib.util.module_from_spec(where)
+        where.loader.exec_module(outside)
+        outside.cuda = cuda
+        return jit(getattr(outside, spec.split(":")[1]))
     module_name, fn = spec.split(":")
     module = importlib.import_module(f"labkit.kernels.{module_name}")
     if module_name == "video":

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import engine
+from . import engine, fastreads
 from .arrays import kernel_array
 from .errors import KernelTimeout
 from .integers import tagged
@@ -216,7 +216,8 @@ def kernel_call(self: Any, *args: Any) -> Any:
         setup = opts.pop("setup", None)
         if setup is not None:
             setup(module)
-        fn = _debug_threads(self.fn) if getattr(self, "_debug", False) else self.fn
+        fn = fastreads.for_launch(self.fn, fake_args)
+        fn = _debug_threads(fn) if getattr(self, "_debug", False) else fn
         with swapped_cuda_module(self.fn, module):
             try:
                 engine.run(fn, grid, block, fake_args, module=module, **opts)

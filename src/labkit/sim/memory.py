@@ -567,6 +567,13 @@ class TrackedArray:
                         f"{self.name} at index {fmt_index(self.index_of(flat))}; the store truncates it to {int(value)}")
             value = store_value(value, self.dtype)
         me = engine.current
+        if not (self._record or self._log or self._r or self._a or flat in self._w):
+            # the first access of this element in the epoch, and nobody has read the array in it: nothing to check
+            self._old[flat] = self.live[index]
+            self._w[flat] = me if me.meets is None else _stamp(me)
+            self.live[index] = value
+            self.wmask[flat] = 1
+            return
         if self._record:
             model.note(self, me, flat, WRITE, value)
         read = bool(self._log or self._r)  # (this epoch has reads; _conflicts may empty the log into _r)
@@ -656,6 +663,22 @@ class _Tracked2D(TrackedArray):
             if type(i) in _INTS and type(j) in _INTS and 0 <= i < self.shape[0] and 0 <= j < self._s1:
                 self._write(idx, i * self._s1 + j, value)
                 return
+        TrackedArray.__setitem__(self, idx, value)
+
+
+class _Tracked3D(TrackedArray):
+    """A 3-D tracked array: a store ``a[i, j, k]`` with plain ints in bounds takes the short path."""
+
+    __slots__ = ()
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        if type(idx) is tuple and len(idx) == 3:
+            i, j, k = idx
+            if type(i) in _INTS and type(j) in _INTS and type(k) in _INTS:
+                n0, n1, n2 = self.shape
+                if 0 <= i < n0 and 0 <= j < n1 and 0 <= k < n2:
+                    self._write(idx, (i * n1 + j) * n2 + k, value)
+                    return
         TrackedArray.__setitem__(self, idx, value)
 
 
@@ -756,13 +779,33 @@ class _Snapshot(TrackedArray):
     array and widening its narrow element. Bounds are those of the array: an index below zero, past the end or not
     an integer leaves the short path for :meth:`_first_read`, which raises as :meth:`TrackedArray._key` does."""
 
-    __slots__ = ("_parts", "_part")
+    __slots__ = ("_parts", "_part", "_flat")
 
     def __init__(self, live: np.ndarray, *args: Any, **kwargs: Any) -> None:
         super().__init__(live, *args, **kwargs)
         self._part = SNAPSHOT_CHUNK if live.ndim == 1 else (live.size // live.shape[0] if live.shape[0] else 1)
         n = -(-live.size // SNAPSHOT_CHUNK) if live.ndim == 1 else live.shape[0]
         self._parts: list[Any] = [None] * n
+        self._flat: list[Any] | None = None
+
+    def fast_rows(self) -> list[Any] | None:
+        """The whole copy as nested lists (``rows[i][j]`` for a 2-D array), for the reads that
+        :mod:`labkit.sim.fastreads` compiles into a kernel; None for an array over :data:`FAST_ROWS_LIMIT` elements."""
+        if self.size > FAST_ROWS_LIMIT:
+            return None
+        if self.ndim == 1:
+            if self._flat is None:
+                self._flat = [v for k in range(len(self._parts)) for v in self._part_of(k)]
+            return self._flat
+        for k in range(len(self._parts)):
+            self._part_of(k)
+        return self._parts
+
+    def _part_of(self, k: int) -> list[Any]:
+        part = self._parts[k]
+        if part is None:
+            part = self._parts[k] = self._build(k)
+        return part
 
     def _first_read(self, idx: Any) -> Any:
         """A read the short path did not serve: the first of its part (which it copies), or an index that is not
@@ -771,9 +814,7 @@ class _Snapshot(TrackedArray):
         if view is not None:
             return view
         index, flat = self._key(idx)
-        k = flat // self._part
-        if self._parts[k] is None:
-            self._parts[k] = self._build(k)
+        self._part_of(flat // self._part)
         return self._read(flat, self.live[index])
 
     def _build(self, k: int) -> list[Any]:
@@ -828,6 +869,7 @@ class _Snapshot3D(_Snapshot):
 
 
 SNAPSHOT_CHUNK = 256  # elements per part of a 1-D snapshot (the short path shifts by 8 bits)
+FAST_ROWS_LIMIT = 1 << 18  # snapshots up to this many elements are read by kernel variants (labkit.sim.fastreads)
 _SNAPSHOT_KINDS = "biufc"
 _SNAPSHOTS = {1: _Snapshot1D, 2: _Snapshot2D, 3: _Snapshot3D}
 
@@ -847,7 +889,7 @@ def track(live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bo
     elif live.ndim == 2:
         cls = (_UnwatchedNarrow2D if narrow else _Unwatched2D) if lean else _Tracked2D
     else:
-        cls = (_UnwatchedNarrowND if narrow else _UnwatchedND) if lean else TrackedArray
+        cls = (_UnwatchedNarrowND if narrow else _UnwatchedND) if lean else _Tracked3D if live.ndim == 3 else TrackedArray
     return cls(live, model, space, name, poisoned=poisoned, watched=watched, position=position)
 
 
