@@ -15,7 +15,8 @@ notebooks that are not among them) runs on the same seeded inputs, at the sizes 
   integer widths) and, in a second timing, with every access recorded (``record=True``, what coalescing and
   bank-conflict checks and ``labkit.sim.trace`` use).
 
-Each time is the best of ``--repeat`` runs (default 3) of one launch, on this machine's CPU. These are times of
+Each time is the least CPU time of the simulator's process over ``--repeat`` runs (default 3) of one launch, on this
+machine's CPU (on an idle machine the same as the wall time; on a shared one steadier). These are times of
 simulators, never of a GPU. The outputs of both simulators are compared. Results go to
 ``benchmarks/results/sim-speed-<date>.json`` and ``.md``.
 """
@@ -189,11 +190,14 @@ def _inputs(case: Case) -> tuple[list[Any], list[str], tuple[str, ...]]:
 
 
 def _best(run: Callable[[], None], repeat: int) -> float:
+    """The least CPU time of this process (all its threads: Numba's simulator runs one OS thread per CUDA thread) over
+    ``repeat`` runs. Both simulators keep one core busy at a time, so on an idle machine it equals the wall time;
+    on a shared one it leaves out the time other programs took, which made wall-clock ratios swing 3x."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         run()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times)
 
 
@@ -286,7 +290,7 @@ def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     """The table of a result, as in the README."""
     lines = [f"Simulator speed on {result['date']} ({result['cpu_count']} CPU cores, Python {result['python']}, Numba "
-             f"{result['numba']}; best of {result['repeat']} launches, wall-clock seconds on a CPU; simulators, not GPU times"
+             f"{result['numba']}; best of {result['repeat']} launches, CPU seconds of each simulator's process; simulators, not GPU times"
              + (f"; load average {result['load_average'][0]:g} at the end, so compare the ratios" if result.get("load_average") else "")
              + "):", "",
              "| kernel | grid × block | Numba's simulator | labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",

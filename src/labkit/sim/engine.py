@@ -452,6 +452,8 @@ def run(fn: Callable[..., Any], grid: tuple[int, int, int], block: tuple[int, in
         _watchdog.disarm()
         if collecting:
             gc.enable()
+            if not outer:  # what the launch left (blocks, threads, their frames) goes now, not inside the next one
+                gc.collect(1)
         limits.launches_running -= 1
         launch_active = outer
 
