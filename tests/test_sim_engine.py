@@ -126,9 +126,12 @@ def test_interrupt_in_a_jupyter_kernel() -> None:
                 break
         assert time.monotonic() - start < 1.5
         assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
-        after = kc.execute_interactive("a = np.zeros(4, np.float32)\n"
-                                       "@cuda.jit\ndef one(a):\n    a[cuda.grid(1)] = 1\n"
-                                       "one[1, 4](a); assert a.sum() == 4", timeout=60)
+        next_cell = "a = np.zeros(4, np.float32)\n@cuda.jit\ndef one(a):\n    a[cuda.grid(1)] = 1\none[1, 4](a); assert a.sum() == 4"
+        after = kc.execute_interactive(next_cell, timeout=60)
+        if after["content"]["status"] == "aborted":
+            # ipykernel 7 aborts a request that reaches it before its own "stop aborting" message after an error (a
+            # request sent the instant the error reply came; a person clicking later never meets it): send it again
+            after = kc.execute_interactive(next_cell, timeout=60)
         assert after["content"]["status"] == "ok"
     finally:
         kc.stop_channels()

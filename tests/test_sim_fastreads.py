@@ -172,3 +172,19 @@ def test_a_hung_variant_names_the_learners_line() -> None:
                           outputs=("out",), time_limit_s=1.0)
     assert "line" in str(info.value) and ("while i < x.size:" in str(info.value) or "total += x[i]" in str(info.value))
     assert _variant_arrays(endless) == ["x"]
+
+
+def test_a_record_argument_is_passed_through_untouched() -> None:
+    """Numba's wrapper of a record answers any attribute with a lookup of its own: only the argument's type is
+    asked whether it is a snapshot (numba-cuda's record tests failed when the wrapper was asked)."""
+    rec_type = np.dtype([("a", np.float32), ("b", np.int32)])
+    rec = np.zeros(1, rec_type)[0]
+    out = np.zeros(2, np.float32)
+
+    @cuda.jit
+    def fields(r, out):
+        out[0] = r.a + 1
+        out[1] = r.b + 2
+
+    fields[1, 1](rec, out)
+    assert out.tolist() == [1.0, 2.0]

@@ -68,7 +68,8 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
     """``fn`` itself, or its fast-read variant for a launch with ``args`` when some array the kernel only reads is a
     snapshot (an argument with ``fast_rows()`` that gives its elements as nested lists)."""
     code = getattr(fn, "__code__", None)
-    if code is None or not any(hasattr(a, "fast_rows") for a in args):
+    if code is None or not any(hasattr(type(a), "fast_rows") for a in args):  # (the type's: Numba's record wrapper
+        # answers any attribute with a lookup of its own)
         return fn
     if code not in _sources:
         try:
@@ -82,8 +83,8 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
     shapes: dict[str, tuple[int, ...]] = {}
     for name, position in source.positions.items():
         arg = args[position] if position < len(args) else None
-        fast_rows = getattr(arg, "fast_rows", None)
-        got = fast_rows() if fast_rows is not None else None
+        fast_rows = getattr(type(arg), "fast_rows", None)
+        got = fast_rows(arg) if fast_rows is not None else None
         if got is not None:
             rows[name], shapes[name] = got, tuple(arg.shape)
     if not rows:
