@@ -2,9 +2,12 @@
 must report every exercise "not solved yet" (see labkit.check.core, LABKIT_EXPECT)."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
+
+BROWSER_TEST = "tests/test_browser.py::test_notebook_in_jupyterlab["
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -23,3 +26,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             os.environ.pop("LABKIT_PTX_AUDIT", None)
         os.environ.setdefault("PLOTLY_RENDERER", "json")
         os.environ.setdefault("LABKIT_MAX_RANKS", "4")  # MPI cells and checks: 4 processes at most on 2 cores (issue 21)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A learner notebook that ``tests/test_browser.py`` runs in JupyterLab in this session (Chromium installed) is
+    not run again here: the browser test executes every cell too and asks the same of it (no error, every exercise
+    "not solved yet"), and draws it. Solution notebooks still run here (with the PTX audit), and every notebook runs
+    here when the browser test does not."""
+    browser = [i for i in items if i.nodeid.startswith(BROWSER_TEST)]
+    if not browser or any(mark.args and mark.args[0] for mark in browser[0].iter_markers("skipif")):
+        return
+    in_browser = {re.search(r"\[(.*)\]$", i.nodeid).group(1) for i in browser}
+    skip = pytest.mark.skip(reason="run in JupyterLab by tests/test_browser.py, which checks the same and draws it")
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.suffix == ".ipynb" and path.parent.name != "solutions" and path.name in in_browser:
+            item.add_marker(skip)
