@@ -26,7 +26,7 @@ PY312  ?= $(or $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/pyth
 VENVREH := .venv-rehearsal
 REH_STAMP := $(VENVREH)/.installed
 
-.PHONY: lab test site test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
+.PHONY: lab test check lint types site test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -86,15 +86,37 @@ $(LAB_STAMP): pyproject.toml constraints.txt
 lab: $(LAB_STAMP)
 	$(VENV)/bin/labkit lab
 
-## test: install, then run labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
+## test: install, then lint and types (make lint types), labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
 ## then the toolchain-dependent tests again under CUDA 13 (test-cu13)
 test: $(STAMP) $(CUPY_STAMP) $(DOCS_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP) $(REH_STAMP)
-	@start=$$(date +%s); \
+	@start=$$(date +%s); status=0; \
+	$(MAKE) --no-print-directory lint types || status=1; \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-	    -p no:randomly --timeout 600 -q --durations=20; status=$$?; \
+	    -p no:randomly --timeout 600 -q --durations=20 || status=1; \
 	$(MAKE) --no-print-directory test-cu13 || status=1; \
 	echo "make test: whole suite took $$(( $$(date +%s) - start )) s"; exit $$status
+
+## check: the edit loop, under 90 s on 2 cores: lint and format (ruff), types (mypy), the layer test and the fast
+## unit tests (no notebooks, no hub, no browser, no toolchain); `make test` is still what CI runs
+FAST_TESTS := tests/test_layers.py tests/test_validate.py tests/test_hw.py tests/test_hw_arithmetic.py \
+    tests/test_precision.py tests/test_scaling.py tests/test_occupancy.py tests/test_roofline.py tests/test_figstyle.py \
+    tests/test_mode.py tests/test_progress.py tests/test_gradebook.py tests/test_sim_limits.py tests/test_check_core.py
+check: $(STAMP)
+	@start=$$(date +%s); status=0; \
+	$(MAKE) --no-print-directory lint types || status=1; \
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest $(FAST_TESTS) -m "not slow and not notebook and not toolchain" \
+	    -p no:randomly --timeout 120 -q --durations=5 || status=1; \
+	echo "make check took $$(( $$(date +%s) - start )) s"; exit $$status
+
+## lint: ruff's lint rules and its format (pyproject.toml [tool.ruff]) over src/labkit
+lint: $(STAMP)
+	$(PY) -m ruff check src/labkit
+	$(PY) -m ruff format --check src/labkit
+
+## types: mypy over src/labkit (pyproject.toml [tool.mypy])
+types: $(STAMP)
+	$(PY) -m mypy
 
 ## test-cu13: the toolchain-dependent tests (NVRTC compiles of labs 05, 06 and 10, the CUDA C++ sources, WMMA, doctor,
 ## the Numba PTX of the reference kernels and the PTX audit's architectures) under CUDA 13

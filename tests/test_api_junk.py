@@ -42,6 +42,7 @@ import labkit.collectives
 import labkit.cupylab
 import labkit.mode
 import labkit.sim
+from labkit._moved import public_name
 from labkit.errors import LabkitError
 
 CALL_LIMIT_S = 15.0  # wall time: a hang is caught either way, a loaded CI machine does not fail a 0.4 s call
@@ -155,12 +156,12 @@ def _alarm(*_: Any) -> None:
 def _modules() -> list[ModuleType]:
     found = ["labkit"]
     for info in pkgutil.walk_packages(labkit.__path__, "labkit."):
-        name = info.name
+        name = public_name(info.name)
         if (any(name == n or name.startswith(n + ".") for n in (*NOT_HERE, *NOT_WALKED))
                 or any(p.startswith("_") for p in name.split(".")[1:])):
             continue
         found.append(name)
-    return [importlib.import_module(n) for n in sorted(found)]
+    return [importlib.import_module(n) for n in sorted(set(found))]
 
 
 def _public(module: ModuleType) -> list[tuple[str, Callable[..., Any]]]:
@@ -171,7 +172,7 @@ def _public(module: ModuleType) -> list[tuple[str, Callable[..., Any]]]:
     for n in names:
         v = getattr(module, n, None)
         if (inspect.isfunction(v) or _learner_class(v)) and f"{module.__name__}.{n}" not in ("labkit.show",):
-            out.append((f"{module.__name__}.{n}", v))
+            out.append((f"{public_name(module.__name__)}.{n}", v))
     return out
 
 
@@ -186,12 +187,12 @@ def _callables() -> list[tuple[str, Callable[..., Any]]]:
     seen: dict[str, Callable[..., Any]] = {}
     for m in _modules():
         for qual, f in _public(m):
-            home = getattr(f, "__module__", "") or ""
+            home = public_name(getattr(f, "__module__", "") or "")
             if qual == "labkit.show" or any(home == n or home.startswith(n + ".") for n in NOT_HERE):
                 continue  # re-exported from a module not probed here (cuda_cpp re-exports cuda_host's functions)
             if qual in SKIP or qual.rsplit(".", 1)[-1] in CLI_NAMES:
                 continue
-            seen.setdefault(f"{f.__module__}.{f.__name__}" if f.__module__.startswith("labkit") else qual, f)
+            seen.setdefault(f"{public_name(f.__module__)}.{f.__name__}" if f.__module__.startswith("labkit") else qual, f)
     return sorted(seen.items())
 
 

@@ -26,8 +26,8 @@ from gpu_fakes import signature_of
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "labkit"
 #: The modules whose GPU paths this issue owns, and the others that call CuPy/NVML (checked too).
-GPU_MODULES = ["mode.py", "device.py", "doctor.py", "nvml.py", "topology.py", "bandwidth.py", "tensorcores.py", "bench.py",
-               "cupylab.py", "spin.py", "gpuerrors.py", "collectives.py"]
+GPU_MODULES = ["mode.py", "device.py", "cli/doctor.py", "hw/nvml.py", "hw/topology.py", "gpu/bandwidth.py", "gpu/tensorcores.py", "gpu/bench.py",
+               "gpu/cupylab.py", "gpu/spin.py", "gpu/errors.py", "dist/collectives.py"]
 
 cupy = pytest.importorskip("cupy", reason="make test installs CuPy (cupy-cuda12x[ctk]); it imports without a GPU")
 

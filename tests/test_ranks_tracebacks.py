@@ -89,7 +89,7 @@ def _shown(shell: InteractiveShell, cell: str) -> list[str]:
 
 def _no_labkit_frames(lines: list[str]) -> None:
     text = "\n".join(lines)
-    for inside in ("ranks.py", "lab08_ranks.py", "core.py", "learner_frames.py", "interactiveshell.py", "site-packages"):
+    for inside in ("dist/ranks.py", "lab08_ranks.py", "core.py", "learner_frames.py", "interactiveshell.py", "site-packages"):
         assert inside not in text, text
 
 

@@ -802,7 +802,7 @@ def mypy_debt(dry: bool) -> None:
 
 
 #: top-level modules that stay in labkit/ (the foundation layer of tests/test_layers.py)
-FOUNDATION = {"__init__", "_moved", "errors", "validate", "course", "figstyle", "device", "progress", "mode"}
+FOUNDATION = {"__init__", "_moved", "errors", "validate", "course", "figstyle", "device", "progress", "mode", "learner_frames"}
 
 
 def unplaced() -> list[str]:

@@ -15,6 +15,10 @@ from typing import Any
 from .errors import LabkitError
 from .mode import Environment, current_mode, env, setup, size
 
+from ._moved import install as _install_moved
+
+_install_moved()  # labkit.<old module> -> its new package (labkit._moved.MOVED)
+
 __version__ = "0.1.0"
 
 

@@ -303,3 +303,10 @@ def array_module() -> Any:
 
     return numpy
 
+
+def cuda_module() -> Any:
+    """``numba.cuda`` (the simulator in ``sim`` mode: labkit.setup() must have run first)."""
+    current_mode()  # make sure the mode (and NUMBA_ENABLE_CUDASIM) is set before numba is imported
+    from numba import cuda
+
+    return cuda

@@ -197,7 +197,7 @@ def _output_read_cause(where: str, later: Sequence[tuple[int, str]] | None, me: 
 # ----------------------------------------------------------------------------- FP64 in the PTX
 def fp64_count(kernel: Any, signature: str, arch: str = "sm_80") -> int | None:
     """How many FP64 (``.f64``) arithmetic instructions ``kernel``'s PTX has for ``signature``; None if it does not build."""
-    from .. import ptx
+    from labkit.cuda import ptx
     from ..errors import CompileError
 
     try:

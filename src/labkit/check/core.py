@@ -270,7 +270,7 @@ def _fp64_note(exercise_id: str, kernel: Any, signature: str, built: Any) -> str
     lines = built.fp64() if hasattr(built, "fp64") else []
     if not lines or exercise_id[:2] not in FP64_NOTE_LABS:
         return None
-    from .. import ptx
+    from labkit.cuda import ptx
     from ..errors import CompileError
 
     ex = _REGISTRY.get(exercise_id)
@@ -312,7 +312,7 @@ def _build_for_gpu(exercise_id: str) -> str | None:
     launched = _take_launched()
     if current_mode() != "sim" or not launched:
         return None
-    from .. import ptx
+    from labkit.cuda import ptx
     from ..errors import CompileError
 
     # the audit's architectures that the installed toolchain targets (NVRTC 13, and so Numba on it, dropped sm_70)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from ..mode import cuda_module  # re-exported: checks and kernels call harness.cuda_module
 from ..mode import current_mode
 from ..sim.limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG
 from ..sim.memory import fmt_index as _fmt
@@ -57,14 +58,6 @@ def random_array(shape: int | tuple[int, ...], dtype: Any = np.float32, low: flo
     if dt.kind in "iu":
         return _rng.integers(int(low), int(high), size=shape).astype(dt)
     return _rng.uniform(low, high, size=shape).astype(dt)
-
-
-def cuda_module() -> Any:
-    """``numba.cuda`` (the simulator in ``sim`` mode: labkit.setup() must have run first)."""
-    current_mode()  # make sure the mode (and NUMBA_ENABLE_CUDASIM) is set before numba is imported
-    from numba import cuda
-
-    return cuda
 
 
 class Guarded:
@@ -872,7 +865,7 @@ _FEATURES = {
 def require_ptx(kernel: Any, signature: str, features: Sequence[str], *, label: str, cause: str) -> None:
     """Raise :class:`Failed` unless the kernel's PTX (for sm_80) shows each of ``features``
     (keys of :data:`_FEATURES`): the structural part of a check where no strict simulator run can see it (GPU mode)."""
-    from .. import ptx
+    from labkit.cuda import ptx
     from ..errors import CompileError
 
     try:

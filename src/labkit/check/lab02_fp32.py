@@ -22,7 +22,7 @@ FP64_CAUSE = ("a Python float literal (`127.5`, `1.0`, `0.5`) is a float64 in Nu
 
 def fp64_lines(kernel: Any, signature: str, arch: str = "sm_80") -> list[str]:
     """The FP64 instruction lines of ``kernel`` compiled for ``signature`` (``labkit.ptx``, works without a GPU)."""
-    from .. import ptx
+    from labkit.cuda import ptx
 
     return ptx.compile(kernel, signature, arch).fp64()
 

@@ -270,7 +270,8 @@ def stencil(kernel: Any) -> str:
 # ----------------------------------------------------------------------------- 03.occupancy
 def _reference_launch_plan() -> Callable[[str, float, int], Any]:
     def launch_plan(arch: str, target: float, shared_per_block: int) -> tuple[int, int] | None:
-        from labkit import LabkitError, occupancy
+        from labkit import LabkitError
+        from labkit.hw import occupancy
 
         def reaches(threads: int, regs: int) -> bool:
             try:
@@ -290,7 +291,7 @@ def _reference_launch_plan() -> Callable[[str, float, int], Any]:
 
 def _occ(arch: str, threads: int, regs: int, shared: int) -> float | None:
     """Occupancy (0-1) from labkit.occupancy, or None when the block cannot launch with these resources."""
-    from .. import occupancy
+    from labkit.hw import occupancy
     from ..errors import LabkitError
 
     try:

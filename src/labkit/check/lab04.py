@@ -228,7 +228,7 @@ NO_TREE = ("the exercise combines each block's threads first (the tree of 04.blo
 def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:])") -> bool:
     """True when the kernel's PTX (sm_80) shows a way to combine a block's threads: shared memory or warp shuffles
     (what a GPU run checks in place of the simulator's count of atomics); True too when it does not compile."""
-    from .. import ptx
+    from labkit.cuda import ptx
     from ..errors import CompileError
 
     try:

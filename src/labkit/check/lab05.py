@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..cupylab import cupy_or_none
+from labkit.gpu.cupylab import cupy_or_none
 from ..errors import CompileError, LabkitError
 from .answers import number
 from .core import Failed, Unsolved, exercise
@@ -28,7 +28,7 @@ ARCHES = ("sm_70", "sm_80", "sm_90")
 
 def _arches() -> str:
     """The architectures compiled for, and a note for those the installed NVRTC cannot target."""
-    from ..cuda_cpp import arches_compiled
+    from labkit.cuda.cpp import arches_compiled
 
     return arches_compiled(ARCHES)
 
@@ -38,7 +38,7 @@ _COMPILED: dict[tuple[str, str], dict[str, Any]] = {}
 
 def _compile_all(source: str, name: str) -> dict[str, Any]:
     """PTX for every course architecture NVRTC targets (kept for the session: a check run again reuses it)."""
-    from ..cuda_cpp import compile_for
+    from labkit.cuda.cpp import compile_for
 
     key = (source, name)
     if key in _COMPILED:
@@ -117,7 +117,7 @@ def _looks_like_one_max(got: np.ndarray, x: np.ndarray) -> bool:
 
 
 def _reference_softmax() -> Callable[[Any], Any]:
-    from ..cupylab import array_module
+    from labkit.gpu.cupylab import array_module
 
     def softmax(x: Any) -> Any:
         xp = array_module(x)
@@ -156,7 +156,7 @@ def softmax(fn: Any) -> str:
     for shape, dtype, scale in cases:
         host = _softmax_input(shape, dtype, scale)
         x = cupy.asarray(host) if cupy is not None else host.copy()  # host stays the copy made before the call
-        from .. import cupylab
+        from labkit.gpu import cupylab
 
         copies = cupylab.HOST_COPIES[0]
         try:
@@ -221,7 +221,7 @@ def scaled_squared_error(x: Any, y: Any, w: float, b: float) -> Any:
 
 
 def _traffic() -> Any:
-    from ..cupylab import traffic
+    from labkit.gpu.cupylab import traffic
 
     return traffic(scaled_squared_error, FUSION_N, "float32", scalars=("w", "b"))
 
@@ -296,15 +296,15 @@ def _huber_ref(x: np.ndarray, y: np.ndarray, delta: float) -> np.ndarray:
 
 
 def _reference_huber() -> Any:
-    from ..cupylab import elementwise_kernel
-    from ..kernels_cuda import get
+    from labkit.gpu.cupylab import elementwise_kernel
+    from labkit.cuda.sources import get
 
     p = get("huber").parts
     return elementwise_kernel(p["in_params"], p["out_params"], p["operation"], "huber")
 
 
 def _as_parts(k: Any) -> Any:
-    from ..cupylab import Elementwise, Reduction
+    from labkit.gpu.cupylab import Elementwise, Reduction
 
     if isinstance(k, (Elementwise, Reduction)):
         return k
@@ -326,7 +326,7 @@ def _as_parts(k: Any) -> Any:
 )
 def huber(kernel: Any) -> str:
     """Grade an elementwise kernel ``huber(x, y, delta) -> z`` (labkit.cupylab.elementwise_kernel or cupy.ElementwiseKernel)."""
-    from ..cuda_cpp import HostUnavailable, parse_params
+    from labkit.cuda.cpp import HostUnavailable, parse_params
 
     cupy = cupy_or_none()
     parts = _as_parts(kernel)
@@ -417,8 +417,8 @@ def _huber_cause(got: np.ndarray, x: np.ndarray, y: np.ndarray, delta: float, dt
 
 # ----------------------------------------------------------------------------------------- 05.l2norm (ReductionKernel)
 def _reference_l2norm() -> Any:
-    from ..cupylab import reduction_kernel
-    from ..kernels_cuda import get
+    from labkit.gpu.cupylab import reduction_kernel
+    from labkit.cuda.sources import get
 
     p = get("l2norm").parts
     return reduction_kernel(p["in_params"], p["out_params"], p["map_expr"], p["reduce_expr"], p["post_map_expr"], p["identity"], "l2norm")
@@ -438,7 +438,7 @@ def _reference_l2norm() -> Any:
 )
 def l2norm(kernel: Any) -> str:
     """Grade a reduction ``l2norm(x) -> y`` (labkit.cupylab.reduction_kernel or cupy.ReductionKernel)."""
-    from ..cuda_cpp import HostUnavailable, parse_params
+    from labkit.cuda.cpp import HostUnavailable, parse_params
 
     cupy = cupy_or_none()
     parts = _as_parts(kernel)
@@ -502,7 +502,7 @@ def l2norm(kernel: Any) -> str:
 def _reduce_float64(parts: Any, x: np.ndarray) -> float:
     """Run a reduction written for a placeholder type ``T`` with T = double on the CPU stand-in, as CuPy would
     instantiate it for a float64 array."""
-    from ..cuda_cpp import parse_params, reduction_host_source, run_on_host
+    from labkit.cuda.cpp import parse_params, reduction_host_source, run_on_host
 
     types = {p.generic: "float64" for p in parse_params(parts.in_params, "in_params") if p.generic}
     out = np.zeros(1, dtype=np.float64)
@@ -550,7 +550,7 @@ def _grade_l2norm(results: list[tuple[int, float, float]], zero: float) -> None:
 
 # ----------------------------------------------------------------------------------------- 05.leaky-relu (RawKernel)
 def _leaky_reference() -> str:
-    from ..kernels_cuda import LEAKY_RELU
+    from labkit.cuda.sources import LEAKY_RELU
 
     return LEAKY_RELU
 
@@ -573,7 +573,7 @@ LEAKY_SIGNATURE = ("u64", "u64", "f32", ("u32", "s32", "b32"))
 )
 def leaky_relu(source: Any) -> str:
     """Grade CUDA C++ source defining ``extern "C" __global__ void leaky_relu(const float* x, float* y, float alpha, int n)``."""
-    from ..cuda_cpp import HostUnavailable, find_entry, guards_with, run_on_host_batch, stores_global
+    from labkit.cuda.cpp import HostUnavailable, find_entry, guards_with, run_on_host_batch, stores_global
 
     if not isinstance(source, str):
         raise Failed(f"expected the CUDA C++ source as a string, got {type(source).__name__}.")
@@ -709,7 +709,7 @@ def _reference_pipeline() -> Callable[..., float]:
 )
 def pipeline_time(fn: Any) -> str:
     """Grade ``pipelined_time(t_in, t_kernel, t_out, chunks)`` against labkit's event-by-event pipeline model."""
-    from ..cupylab import pipeline
+    from labkit.gpu.cupylab import pipeline
 
     if not callable(fn):
         raise Failed(f"expected a function pipelined_time(t_in, t_kernel, t_out, chunks), got {type(fn).__name__}.")
@@ -804,7 +804,7 @@ def _reference_streams() -> Callable[..., float]:
 
 def _pipeline_rates() -> dict[str, float]:
     """GB/s of the stand-in's model clock: an H200 on PCIe 5 (labkit.hw), so the copies dominate as on a real GPU."""
-    from ..cupylab import transfer_model
+    from labkit.gpu.cupylab import transfer_model
 
     tm = transfer_model(1 << 30)
     return {"h2d": tm.link_gbps, "d2h": tm.link_gbps, "d2d": tm.hbm_gbps, "kernel": tm.hbm_gbps}
@@ -948,7 +948,7 @@ def _measure_pipeline_gpu(fn: Any) -> str:
     import cupy
     import cupyx
 
-    from ..kernels_cuda import SCALE_SHIFT
+    from labkit.cuda.sources import SCALE_SHIFT
     from .answers import number
     from .streams import call_learner
 

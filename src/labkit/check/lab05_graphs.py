@@ -164,7 +164,7 @@ def graph_pipeline(fn: Any) -> str:
     """Grade ``graph_pipeline(cp, frames, x, y, kernel) -> list``: capture copy-in, kernel and copy-out once on a
     stream, then per frame refill pinned ``x``, launch the graph, wait, and keep a copy of pinned ``y``. In ``sim``
     mode ``cp`` is the recording stand-in with graph capture (replays run when the host waits for them)."""
-    from ..cupylab import cupy_or_none
+    from labkit.gpu.cupylab import cupy_or_none
 
     if not callable(fn):
         raise Failed(f"expected a function graph_pipeline(cp, frames, x, y, kernel), got {type(fn).__name__}.")

@@ -20,7 +20,7 @@ from .slips import merge_slips
 
 
 def _reference_decode_fp16() -> Callable[[str], float]:
-    from .. import precision
+    from labkit.numerics import precision
 
     return lambda pattern: precision.decode(pattern, "fp16")
 
@@ -62,7 +62,7 @@ SIGNED_ZERO = ("the sign bit of a zero: 1 00000 0000000000 is −0.0. `(-1)**s *
 )
 def decode_fp16(fn: Callable[[str], float]) -> str:
     """Grade ``fn(bits)`` that returns the value of a 16-character FP16 bit string."""
-    from .. import precision
+    from labkit.numerics import precision
 
     if not callable(fn):
         raise Failed(f"expected a function that takes a bit string, got {type(fn).__name__}.")
@@ -100,7 +100,7 @@ PREDICT_CHOICES = ("normal", "subnormal", "underflow", "overflow")
 
 
 def _reference_predictions() -> dict[str, list[str]]:
-    from .. import precision
+    from labkit.numerics import precision
 
     return {f: [str(precision.classify(v, f)) for v in PREDICT_VALUES] for f in ("fp16", "bf16")}
 
@@ -148,7 +148,7 @@ def predict_range(answer: dict[str, list[str]]) -> str:
 
 def _range_cause(value: float, fmt: str, said: str, right: str) -> str:
     """Where ``value`` lies against ``fmt``'s marks, and so why it is ``right`` and not ``said``."""
-    from .. import precision
+    from labkit.numerics import precision
 
     info = precision.format_info(fmt)
     marks = (f"{fmt}: largest normal {info.max_normal:.4g}, smallest normal {info.min_normal:.4g}, smallest subnormal "
@@ -175,7 +175,7 @@ def _range_cause(value: float, fmt: str, said: str, right: str) -> str:
 
 
 def _reference_round_tf32() -> Callable[[np.ndarray], np.ndarray]:
-    from .. import precision
+    from labkit.numerics import precision
 
     return precision.round_tf32_bits
 
@@ -220,7 +220,7 @@ NAN_KEPT = ("a NaN must stay a NaN. Its exponent is already all ones: a payload 
 )
 def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``fn(x)`` that rounds a float32 array to TF32 (round to nearest even) and returns float32."""
-    from .. import precision
+    from labkit.numerics import precision
 
     if not callable(fn):
         raise Failed(f"expected a function, got {type(fn).__name__}.")
@@ -276,7 +276,7 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
 
 
 def _reference_wmma() -> str:
-    from ..tensorcores import WMMA_SOURCE
+    from labkit.gpu.tensorcores import WMMA_SOURCE
 
     return WMMA_SOURCE
 
@@ -303,10 +303,10 @@ def wmma_gemm(source: str) -> str:
     tolerance: on the GPU with CuPy, in ``sim`` mode on the CPU stand-in, whose ``<mma.h>`` carries out each
     fragment call for the warp as a whole (:mod:`labkit.cuda_cpp`).
     """
-    from ..cuda_cpp import HostUnavailable, find_entry
+    from labkit.cuda.cpp import HostUnavailable, find_entry
     from ..errors import CompileError, LabkitError
     from ..mode import env
-    from .. import tensorcores as tc
+    from labkit.gpu import tensorcores as tc
 
     if not isinstance(source, str):
         raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")
@@ -320,7 +320,7 @@ def wmma_gemm(source: str) -> str:
         raise Failed(str(exc).split("\n")[0], cause=exc.fix or 'keep `extern "C" __global__ void wmma_gemm(...)`.') from None
     counts = tc.tensor_core_instructions(ptx.text)
     if counts["wmma.mma"] == 0 and counts["mma"] == 0:
-        from ..cuda_cpp import find_entry as _entry, stores_global
+        from labkit.cuda.cpp import find_entry as _entry, stores_global
 
         try:
             writes = stores_global(_entry(ptx.text, "wmma_gemm"))
@@ -374,8 +374,8 @@ def _wmma_cases() -> list[tuple[np.ndarray, np.ndarray]]:
 
 def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, str | None]]:
     """Run the kernel on the CPU stand-in, one launch per case (labkit's launch: blocks of 32×4, one warp per tile)."""
-    from ..cuda_cpp import run_on_host_batch
-    from .. import tensorcores as tc
+    from labkit.cuda.cpp import run_on_host_batch
+    from labkit.gpu import tensorcores as tc
     from .slips import input_written
 
     launches, outs, given = [], [], []
@@ -401,7 +401,7 @@ def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> li
 
 def _grade_wmma(c: np.ndarray, a: np.ndarray, b: np.ndarray, outside: str | None) -> None:
     """Raise :class:`Failed` unless ``c`` is ``a @ b`` within the FP16 tolerance; the cause is read from the values."""
-    from .. import tensorcores as tc
+    from labkit.gpu import tensorcores as tc
 
     M, K, N = a.shape[0], a.shape[1], b.shape[1]
     label = f"{M}×{K} @ {K}×{N}"
@@ -425,7 +425,7 @@ def _grade_wmma(c: np.ndarray, a: np.ndarray, b: np.ndarray, outside: str | None
 
 def _wmma_cause(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> str:
     """Which plausible mistake the wrong C matches: a re-zeroed accumulator, a column-major store, a K step of 32."""
-    from .. import precision
+    from labkit.numerics import precision
 
     a16, b16 = a.astype(np.float16).astype(np.float64), b.astype(np.float16).astype(np.float64)
     M, K, N = a.shape[0], a.shape[1], b.shape[1]
@@ -576,7 +576,7 @@ def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
 
 
 def _reference_v100_fma() -> float:
-    from ..tensorcores import dissect_tensor_peak
+    from labkit.gpu.tensorcores import dissect_tensor_peak
 
     return dissect_tensor_peak("V100", "fp16").fma_per_tensor_core_per_clock
 
@@ -595,7 +595,7 @@ def _reference_v100_fma() -> float:
 )
 def v100_fma(value: float) -> str:
     """Grade the number of FMAs one V100 Tensor Core does per clock, as implied by the datasheet figures."""
-    from ..tensorcores import dissect_tensor_peak
+    from labkit.gpu.tensorcores import dissect_tensor_peak
 
     v = number(value, "the FMAs per Tensor Core per clock")
     d = dissect_tensor_peak("V100", "fp16")
@@ -698,7 +698,7 @@ def gemm_predict(fn: Callable[..., float]) -> str:
     """Grade ``predict_gemm(m, n, k, precision, gpu) -> TFLOP/s``: the roofline bound for C = A @ B (A m×k, B k×n) from
     labkit.hw's dense peak and memory bandwidth, on fresh shapes from square to matrix-vector, several precisions and
     GPUs. On a GPU it also measures CuPy GEMMs of two shapes and requires the prediction to bound them."""
-    from ..cupylab import cupy_or_none
+    from labkit.gpu.cupylab import cupy_or_none
     from .streams import call_learner
 
     if not callable(fn):
@@ -737,7 +737,7 @@ def gemm_predict(fn: Callable[..., float]) -> str:
 
 def _measure_gemm_gpu(cp: object, fn: Callable[..., float]) -> str:
     """On a GPU: time CuPy FP16 GEMMs of a square and a thin shape and require the learner's prediction to bound them."""
-    from .. import bench
+    from labkit.gpu import bench
     from .streams import call_learner
 
     gpu, compute, memory, scaled = bench.device_hw()  # a MIG slice: its parent GPU, bounds scaled to its share

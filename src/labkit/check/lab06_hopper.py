@@ -21,7 +21,7 @@ _PEAK_REL = 0.01
 
 
 def _reference_wmma_peak() -> tuple[float, float]:
-    from ..tensorcores import smem_operand_bytes_per_clock
+    from labkit.gpu.tensorcores import smem_operand_bytes_per_clock
 
     return (smem_operand_bytes_per_clock(PEAK_GPU, *WMMA_SHAPE), smem_operand_bytes_per_clock(PEAK_GPU, *WGMMA_SHAPE))
 
@@ -29,7 +29,7 @@ def _reference_wmma_peak() -> tuple[float, float]:
 def _peak_slips(shape: tuple[int, int, int]) -> dict[str, float]:
     """Plausible wrong answers for one shape, each with its cause."""
     from .. import hw
-    from ..tensorcores import smem_operand_bytes_per_clock
+    from labkit.gpu.tensorcores import smem_operand_bytes_per_clock
 
     g = hw.gpu(PEAK_GPU)
     m, n, k = shape
@@ -93,7 +93,7 @@ MX_BLOCK = 32
 
 
 def _reference_mx_quantize() -> Callable[[np.ndarray], np.ndarray]:
-    from .. import scaling
+    from labkit.numerics import scaling
 
     return lambda x: scaling.quantize_blocks(x, "mxfp8_e4m3").values
 
@@ -120,8 +120,8 @@ def _mx_cases() -> list[np.ndarray]:
 
 def _mx_slips(x: np.ndarray) -> dict[str, np.ndarray]:
     """Outputs of plausible wrong quantizers for x, each with its cause."""
-    from .. import precision as P
-    from .. import scaling
+    from labkit.numerics import precision as P
+    from labkit.numerics import scaling
 
     blocks = x.reshape(*x.shape[:-1], -1, MX_BLOCK)
     amax = np.abs(blocks).max(axis=-1, keepdims=True)
@@ -157,7 +157,7 @@ def _mx_slips(x: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _blocks16(x: np.ndarray) -> np.ndarray:
-    from .. import precision as P
+    from labkit.numerics import precision as P
 
     blocks = x.reshape(*x.shape[:-1], -1, 16)
     amax = np.abs(blocks).max(axis=-1, keepdims=True)
@@ -197,7 +197,7 @@ def _mx_nan_cause(x: np.ndarray, arr: np.ndarray) -> str:
 def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``quantize_mxfp8(x)``: ``x`` (float64, last axis a multiple of 32) stored in MXFP8 E4M3 (OCP MX v1.0)
     and read back, against :func:`labkit.scaling.quantize_blocks` on fresh inputs."""
-    from .. import scaling
+    from labkit.numerics import scaling
     from .streams import call_learner
 
     if not callable(fn):
@@ -233,7 +233,7 @@ def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
 
 
 def _reference_promotion() -> Callable[[np.ndarray, np.ndarray, int], np.ndarray]:
-    from .. import precision as P
+    from labkit.numerics import precision as P
 
     def promoted_gemm(a: np.ndarray, b: np.ndarray, interval: int) -> np.ndarray:
         # P.gemm keeps the promoted total in FP32 and returns it as float64: exactly representable, so back to FP32
@@ -243,7 +243,7 @@ def _reference_promotion() -> Callable[[np.ndarray, np.ndarray, int], np.ndarray
 
 
 def _promotion_slips(a: np.ndarray, b: np.ndarray, interval: int) -> dict[str, np.ndarray]:
-    from .. import precision as P
+    from labkit.numerics import precision as P
 
     K = a.shape[1]
 
@@ -299,7 +299,7 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
     an FP32 total every ``interval`` products, against ``P.gemm(..., accumulate="limited", promote_every=interval)``."""
     import warnings
 
-    from .. import precision as P
+    from labkit.numerics import precision as P
     from .streams import call_learner
 
     if not callable(fn):
@@ -345,7 +345,7 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
 
 
 def _reference_te_scale() -> Callable[..., float]:
-    from .. import scaling
+    from labkit.numerics import scaling
 
     return lambda amax_history, fmt, margin, previous: scaling.te_scale(amax_history, fmt, margin=margin, previous=previous)
 
@@ -364,7 +364,7 @@ def _te_cases() -> list[tuple[list[float], str, int, float]]:
 
 
 def _te_slips(hist: list[float], fmt: str, margin: int, previous: float) -> dict[str, float]:
-    from .. import precision as P
+    from labkit.numerics import precision as P
 
     fmax = P.format_info(fmt).max_normal
     amax, last = max(hist), hist[-1]
@@ -398,7 +398,7 @@ def te_scale(fn: Callable[..., float]) -> str:
     """Grade ``fp8_scale(amax_history, fmt, margin, previous)``: Transformer Engine's delayed-scaling rule."""
     import math
 
-    from .. import scaling
+    from labkit.numerics import scaling
     from .streams import call_learner
 
     if not callable(fn):

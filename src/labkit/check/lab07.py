@@ -32,7 +32,7 @@ def _call(fn: Any, *args: Any) -> Any:
 
 
 def _ref_pcie() -> Callable[[int, int], float]:
-    from ..bandwidth import pcie_peak
+    from labkit.gpu.bandwidth import pcie_peak
 
     return pcie_peak
 
@@ -52,7 +52,7 @@ def _ref_pcie() -> Callable[[int, int], float]:
 )
 def pcie_link_bandwidth(fn: Any) -> str:
     """Grade ``fn(generation, lanes)`` -> theoretical GB/s per direction of a PCIe link."""
-    from ..bandwidth import pcie_peak
+    from labkit.gpu.bandwidth import pcie_peak
     from .harness import rng
 
     # every generation and width, in a fresh order each run (x16 first: its slips have distinct ratios)
@@ -181,7 +181,7 @@ def hbm_copy_time(fn: Any) -> str:
 
 
 def _dgx1_expected() -> list[list[float]]:
-    from .. import topology
+    from labkit.hw import topology
 
     t = topology.load(DGX1)
     return [[0.0 if i == j else t.peer_bandwidth(i, j) for j in t.gpus()] for i in t.gpus()]
@@ -299,7 +299,7 @@ def allreduce_ring_bytes(fn: Any) -> str:
 
 
 def _dgx2_bidirectional() -> float:
-    from .. import topology
+    from labkit.hw import topology
 
     return topology.load("DGX-2").peer_bandwidth(0, 15, bidirectional=True)
 
@@ -476,8 +476,8 @@ def event_timing(fn: Any) -> str:
     copy-engine and SM copies)."""
     import numpy as np
 
-    from .. import bandwidth as bw
-    from ..cupylab import cupy_or_none
+    from labkit.gpu import bandwidth as bw
+    from labkit.gpu.cupylab import cupy_or_none
     from .streams import RecordingCuPy, call_learner
 
     if not callable(fn):

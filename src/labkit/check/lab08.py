@@ -40,7 +40,7 @@ def _call(fn: Any, *args: Any) -> Any:
 
 
 def _ref_ring_step() -> Callable[..., None]:
-    from ..collectives import ring_step
+    from labkit.dist.collectives import ring_step
 
     return ring_step
 
@@ -93,7 +93,7 @@ _VARIANT_CAUSES = {
 
 
 def _fresh(n: int, size: int, dtype: Any, seed: int) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
-    from ..collectives import split
+    from labkit.dist.collectives import split
 
     rng = np.random.default_rng(seed)
     bufs = [rng.integers(-50, 50, size).astype(dtype) for _ in range(n)]  # integers: sums are exact in any order
@@ -139,7 +139,7 @@ def _first_diff(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> tuple[i
 def ring_step(fn: Any) -> str:
     """Grade ``fn(chunks, phase, step)``: one ring all-reduce step, in place, where ``chunks[g][c]`` is GPU g's copy of
     chunk c. Run over every step of both phases for n = 1 to 12 (fresh each run) and sizes that n does not divide."""
-    from ..collectives import ring_schedule, ring_step as ref
+    from labkit.dist.collectives import ring_schedule, ring_step as ref
 
     from .draws import between, not_multiple
     from .harness import rng
@@ -213,7 +213,7 @@ def ring_step(fn: Any) -> str:
 
 
 def _ref_nccl_bw() -> Callable[[float, float, str, int], tuple[float, float]]:
-    from .. import bandwidth as bw
+    from labkit.gpu import bandwidth as bw
 
     def nccl_bw(size_bytes: float, time_us: float, collective: str, n: int) -> tuple[float, float]:
         a = bw.algbw(size_bytes, time_us * 1e-6)
@@ -238,7 +238,7 @@ def _ref_nccl_bw() -> Callable[[float, float, str, int], tuple[float, float]]:
 )
 def nccl_tests_bandwidth(fn: Any) -> str:
     """Grade ``fn(size_bytes, time_us, collective, n) -> (algbw, busbw)`` in GB/s, as nccl-tests computes them."""
-    from .. import bandwidth as bw
+    from labkit.gpu import bandwidth as bw
 
     from .draws import choice
     from .harness import rng
@@ -304,7 +304,7 @@ def nccl_tests_bandwidth(fn: Any) -> str:
 
 
 def _allreduce_ms() -> dict[str, float]:
-    from .. import bandwidth as bw
+    from labkit.gpu import bandwidth as bw
     from .. import hw
 
     out = {}
@@ -456,7 +456,7 @@ def data_parallel_scaling(fn: Any) -> str:
 
 
 def _ref_mig() -> dict[str, float]:
-    from ..collectives import mig_summary
+    from labkit.dist.collectives import mig_summary
 
     m = mig_summary("DGX A100")
     return {"per_gpu": m["instances_per_gpu"], "memory_gb": m["smallest_instance_memory_gb"]}
@@ -480,7 +480,7 @@ def mig_slices(answer: Any) -> str:
     """Grade ``{"per_gpu": ..., "memory_gb": ...}``: MIG instances per A100 of a DGX A100, and the memory (GB) of the
     smallest instance."""
     from .. import hw
-    from ..collectives import MIG_MEMORY_SLICES
+    from labkit.dist.collectives import MIG_MEMORY_SLICES
 
     if not isinstance(answer, dict):
         raise Failed(f"expected a dict with keys 'per_gpu' and 'memory_gb', got {type(answer).__name__}.")
@@ -525,7 +525,7 @@ NVLS_SYSTEM = "DGX H200"
 
 
 def _ref_nvls() -> dict[str, Any]:
-    from .. import bandwidth as bw
+    from labkit.gpu import bandwidth as bw
     from .. import hw
 
     s = hw.system(NVLS_SYSTEM)

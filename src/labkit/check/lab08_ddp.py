@@ -16,14 +16,14 @@ from .core import Failed, Unsolved, exercise
 
 
 def _ref() -> Any:
-    from ..ddp import make_buckets
+    from labkit.dist.ddp import make_buckets
 
     return make_buckets
 
 
 def _variant(kind: str, sizes: list[int], cap: int) -> list[list[int]] | None:
     """What a typical wrong answer returns (None when the slip does not apply)."""
-    from ..ddp import make_buckets
+    from labkit.dist.ddp import make_buckets
 
     out: list[list[int]] = []
     cur: list[int] = []
@@ -92,7 +92,7 @@ GENERAL = ("walk the sizes in the order given; add each position to the open buc
 
 def cases() -> list[tuple[list[int], int]]:
     """Fresh ``(sizes, cap)`` cases: every kind of cap, zero-byte gradients, and the course model's gradients."""
-    from ..ddp import grad_sizes
+    from labkit.dist.ddp import grad_sizes
     from .harness import rng
 
     r = rng()
@@ -127,7 +127,7 @@ def cases() -> list[tuple[list[int], int]]:
 )
 def ddp_buckets(fn: Any) -> str:
     """Grade ``fn(sizes, cap_bytes) -> list of buckets`` (lists of positions in ``sizes``) against DDP's rule."""
-    from ..ddp import make_buckets
+    from labkit.dist.ddp import make_buckets
 
     if not callable(fn):
         raise Failed(f"expected your function, got {type(fn).__name__}.", cause="pass the function itself.")

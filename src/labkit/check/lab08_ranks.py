@@ -17,7 +17,7 @@ from .core import Failed, Unsolved, exercise
 
 
 def _ref() -> Any:
-    from ..mpi_ring import ring_allreduce
+    from labkit.dist.mpi_ring import ring_allreduce
 
     return ring_allreduce
 
@@ -65,7 +65,7 @@ def _preflight(fn: Any) -> None:
 def cases() -> list[tuple[int, int, str, int]]:
     """Fresh cases ``(n, size, dtype, seed)``: every n from 2 to the cap, sizes n does not divide and sizes below n,
     float32 and int32 (the largest n gets both kinds of size)."""
-    from .. import ranks
+    from labkit.dist import ranks
     from .draws import between, not_multiple
     from .harness import rng
 
@@ -158,7 +158,7 @@ def mpi_ring(fn: Any) -> str:
     """Grade the rank function ``fn(comm, buf) -> summed buffer`` on 2 to 8 real MPI processes."""
     import numpy as np
 
-    from .. import ranks
+    from labkit.dist import ranks
 
     ok, why = ranks.available()
     if not ok:

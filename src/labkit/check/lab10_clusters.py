@@ -32,7 +32,7 @@ ENTRY = "cluster_sum"
 
 def reference_source() -> str:
     """labkit's solution (``kernels/cuda/cluster_sum.cu``)."""
-    from ..kernels_cuda import read_source
+    from labkit.cuda.sources import read_source
 
     return read_source("cluster_sum.cu")
 
@@ -64,7 +64,7 @@ class ClusterPTX:
 
 def read_cluster_ptx(ptx_text: str, entry: str = ENTRY) -> ClusterPTX:
     """The instruction lines of ``entry`` in ``ptx_text`` (directives, labels and comments left out)."""
-    from ..cuda_cpp import find_entry
+    from labkit.cuda.cpp import find_entry
 
     body = find_entry(ptx_text, entry, n_params=3).body
     lines = []
@@ -79,7 +79,7 @@ def read_cluster_ptx(ptx_text: str, entry: str = ENTRY) -> ClusterPTX:
 
 
 def _compile(source: str) -> str:
-    from .. import ptx
+    from labkit.cuda import ptx
     from ..errors import CompileError
 
     version = ptx.nvrtc_version() or (0, 0)
@@ -146,7 +146,7 @@ def run_on_gpu(source: str, x: np.ndarray, cluster: int, block: int) -> np.ndarr
     import cupy as cp
     from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
 
-    from ..ptx import cuda_include_dirs
+    from labkit.cuda.ptx import cuda_include_dirs
 
     dev = Device()
     dev.set_current()
@@ -250,12 +250,12 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
     """Run ``source`` on the CPU stand-in with clusters of 2 and 4 blocks on fresh data, each case with the blocks of
     a cluster given the CPU lowest rank first and then highest first; raise :class:`Failed` on a wrong sum or on what
     the stand-in reports (a cluster barrier some threads skip, a read of a block that has exited)."""
-    from ..cuda_host import HostKernelError, run_on_host_batch
+    from labkit.cuda.host import HostKernelError, run_on_host_batch
     from ..errors import LabkitError
 
     rng = rng or np.random.default_rng()
     if ptx_text is not None:  # the stand-in reads the kernel's parameters from its sm_90 PTX: reuse this compile
-        from .. import cuda_cpp
+        from labkit.cuda import cpp as cuda_cpp
 
         cuda_cpp._PTX_CACHE.setdefault((source, ENTRY), ptx_text)
     cases, launches = [], []
@@ -326,8 +326,8 @@ def cluster_sum(source: str) -> str:
     """Grade the CUDA C++ source of ``cluster_sum(const float* x, float* out, int n)``: its sums with clusters of 2 and
     4 blocks (on a GPU of compute capability 9.0 or later through cuda.core, else on labkit's CPU stand-in), and its
     sm_90 PTX."""
-    from ..cupylab import cupy_or_none
-    from ..cuda_host import HostUnavailable
+    from labkit.gpu.cupylab import cupy_or_none
+    from labkit.cuda.host import HostUnavailable
 
     if not isinstance(source, str):
         raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")

@@ -21,7 +21,7 @@ _CACHE: dict[str, Any] = {}
 
 
 def _cuda() -> Any:
-    from ..check.harness import cuda_module
+    from ..mode import cuda_module
 
     cuda = cuda_module()
     for mod in _MODULES:
@@ -135,7 +135,7 @@ def benchmark_suite(*, small: bool | None = None, repeat: int | None = None) -> 
     """
     import numpy as np
 
-    from .. import bench
+    from labkit.gpu import bench
     from ..mode import current_mode
 
     cuda = _cuda()

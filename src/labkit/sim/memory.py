@@ -1208,7 +1208,7 @@ def launch_strict(
 
 def sectors_per_request(report: LaunchReport, array: str, kind: str = "read") -> tuple[float, float]:
     """(mean 32-byte sectors per warp request, mean efficiency = bytes used / bytes moved) for one array."""
-    from ..occupancy import coalescing
+    from labkit.hw.occupancy import coalescing
     from ..validate import require_choice
 
     _check_report(report, array, known=False)  # an array the launch did not record has no requests: (0, 1)
@@ -1223,7 +1223,7 @@ def sectors_per_request(report: LaunchReport, array: str, kind: str = "read") ->
 
 def bank_conflicts(report: LaunchReport, array: str, kinds: tuple[str, ...] = ("read", "write")) -> int:
     """The worst n-way shared-memory bank conflict of any warp request to ``array`` (1 = conflict-free)."""
-    from ..occupancy import bank_conflict_degree
+    from labkit.hw.occupancy import bank_conflict_degree
     from ..validate import require_choice, require_sequence
 
     _check_report(report, array)

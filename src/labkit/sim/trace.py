@@ -706,7 +706,7 @@ def _trace_in_subprocess(kernel: Any, grid: tuple[int, int, int], block: tuple[i
                          names: Sequence[str], max_threads: int, time_limit_s: float | None,
                          run: dict[str, Any]) -> Trace:
     from ..errors import LabkitError
-    from ..ptx import _standalone_source
+    from labkit.sim.standalone import _standalone_source
 
     py = getattr(kernel, "py_func", kernel)
     try:
@@ -727,7 +727,7 @@ def _trace_in_subprocess(kernel: Any, grid: tuple[int, int, int], block: tuple[i
     env = dict(os.environ, LABKIT_MODE="sim", NUMBA_ENABLE_CUDASIM="1")
     env.pop("LABKIT_EXPECT", None)
     try:
-        proc = subprocess.run([sys.executable, "-c", "from labkit.sim.trace import _serve; _serve()"], input=pickle.dumps(payload),
+        proc = subprocess.run([sys.executable, "-c", "import labkit; labkit.setup(quiet=True); from labkit.sim.trace import _serve; _serve()"], input=pickle.dumps(payload),
                               capture_output=True, env=env, timeout=SUBPROCESS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise LabkitError(f"tracing {py.__name__} in the simulator took more than {SUBPROCESS_TIMEOUT_S:.0f} s.",
@@ -751,9 +751,6 @@ def _serve() -> None:
     payload = pickle.loads(sys.stdin.buffer.read())
     out: Any
     try:
-        import labkit
-
-        labkit.setup(quiet=True)
         from numba import cuda
 
         import importlib

@@ -14,7 +14,8 @@ import html
 import math
 from typing import Any, Callable, Sequence
 
-from .. import hw, roofline as rl, topology
+from labkit import hw
+from labkit.hw import roofline as rl, topology
 from ..errors import LabkitError
 from ..figstyle import log_axis
 from ..validate import require_bool, require_choice, require_int, require_number, require_sequence

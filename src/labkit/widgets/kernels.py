@@ -17,7 +17,7 @@ import html
 import math
 from typing import Any
 
-from .. import occupancy as occ
+from labkit.hw import occupancy as occ
 from ..errors import LabkitError
 from ..validate import describe, require_int, require_sequence
 from ._output import figure_outputs, guarded

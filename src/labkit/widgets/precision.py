@@ -14,22 +14,16 @@ import math
 import re
 from typing import Any, Iterable, Sequence
 
-from .. import precision as P
+from labkit.numerics import precision as P
 from ..errors import LabkitError
 from ..figstyle import log_axis
 from ..validate import describe, require_int, require_number, require_sequence, require_str
 from ._reopen import explorer
+from labkit.numerics.precision import _COLOURS, _span, bit_fields_html  # noqa: F401  (re-exported: the widget's names)
 
 __all__ = ["bit_explorer", "bit_fields_html", "bit_table_html", "error_vs_k_figure", "range_chart"]
 
 DEFAULT_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
-_COLOURS = {"sign": "#c0392b", "exponent": "#2471a3", "mantissa": "#1e8449"}
-
-
-def _span(text: str, part: str) -> str:
-    return f'<span style="color:{_COLOURS[part]};font-family:monospace">{html.escape(text)}</span>'
-
-
 def _format_names(formats: Any) -> list[str]:
     """``formats`` (one name or a list of them) as canonical format names; at least one."""
     names = require_sequence([formats] if isinstance(formats, str) else formats, "formats", min_len=1,
@@ -40,17 +34,6 @@ def _format_names(formats: Any) -> list[str]:
 def _error_value(e: Any, name: str) -> float:
     """A relative error for a chart: a number ≥ 0, infinity (an overflow) or NaN (drawn as a gap)."""
     return require_number(e, name, min=0, finite=False, nan=True, fix="A relative error is a number ≥ 0 (inf for an overflow).")
-
-
-def bit_fields_html(b: P.BitFields) -> str:
-    """One format's bit fields as coloured HTML (sign red, exponent blue, mantissa green)."""
-    if not isinstance(b, P.BitFields):
-        raise LabkitError(f"bit_fields_html() takes the result of labkit.precision.bits(x, fmt), got {describe(b)}.",
-                          fix="e.g. bit_fields_html(labkit.precision.bits(0.1, 'fp16')).")
-    if b.info.kind == "int":
-        raw = format(b.raw, "08b")
-        return _span(raw[0], "sign") + _span(raw[1:], "mantissa")
-    return " ".join([_span(b.sign_bits, "sign"), _span(b.exponent_bits, "exponent"), _span(b.mantissa_bits, "mantissa")])
 
 
 def _fmt_err(x: float) -> str:
