@@ -12,10 +12,9 @@ import importlib
 import importlib.util
 from typing import Any
 
+from ._moved import install as _install_moved
 from .errors import LabkitError
 from .mode import Environment, current_mode, env, setup, size
-
-from ._moved import install as _install_moved
 
 _install_moved()  # labkit.<old module> -> its new package (labkit._moved.MOVED)
 

@@ -57,7 +57,7 @@ def public_name(module: str) -> str:
     names unchanged."""
     for new in sorted(PUBLIC, key=len, reverse=True):
         if module == new or module.startswith(new + "."):
-            return PUBLIC[new] + module[len(new):]
+            return PUBLIC[new] + module[len(new) :]
     return module
 
 
@@ -75,15 +75,18 @@ class _Alias(importlib.abc.Loader):
         sys.modules[module.__name__] = importlib.import_module(self.target)
 
     def get_code(self, fullname: str) -> Any:  # `python -m labkit.<old>` runs the new module as __main__
-        return compile(f"import runpy; runpy.run_module({self.target!r}, run_name='__main__', alter_sys=True)",
-                       f"<labkit alias {fullname} -> {self.target}>", "exec")
+        return compile(
+            f"import runpy; runpy.run_module({self.target!r}, run_name='__main__', alter_sys=True)",
+            f"<labkit alias {fullname} -> {self.target}>",
+            "exec",
+        )
 
 
 class AliasFinder(importlib.abc.MetaPathFinder):
     """``labkit.<old>`` -> ``labkit.<new>`` for every entry of :data:`MOVED`."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        new = MOVED.get(fullname[len("labkit."):]) if fullname.startswith("labkit.") else None
+        new = MOVED.get(fullname[len("labkit.") :]) if fullname.startswith("labkit.") else None
         if new is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, _Alias("labkit." + new))

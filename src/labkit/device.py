@@ -25,8 +25,17 @@ _ATTR_PCI_DEVICE = 34
 _ATTR_PCI_DOMAIN = 50
 
 #: The libcuda entry points :func:`probe_driver` calls (checked against cuda-bindings' driver API by the tests).
-DRIVER_SYMBOLS = ("cuDriverGetVersion", "cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
-                  "cuDeviceGetAttribute", "cuDeviceTotalMem_v2", "cuDeviceGetUuid_v2", "cuDeviceGetPCIBusId")
+DRIVER_SYMBOLS = (
+    "cuDriverGetVersion",
+    "cuInit",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetAttribute",
+    "cuDeviceTotalMem_v2",
+    "cuDeviceGetUuid_v2",
+    "cuDeviceGetPCIBusId",
+)
 
 
 class _CUuuid(ctypes.Structure):

@@ -47,8 +47,14 @@ def log_axis(values: Iterable[Any] = (), title: str | None = None, **extra: Any)
         axis.update(dtick=1, minor={"ticks": "outside", "ticklen": 3, "showgrid": False})
     else:  # within a decade plotly would label bare digits: label a few round values in full instead
         lo, hi = min(xs), max(xs)
-        ticks = sorted({m * 10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-                        for m in (1, 1.5, 2, 3, 4, 5, 6, 8) if lo * 0.97 <= m * 10.0**e <= hi * 1.03})
+        ticks = sorted(
+            {
+                m * 10.0**e
+                for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                for m in (1, 1.5, 2, 3, 4, 5, 6, 8)
+                if lo * 0.97 <= m * 10.0**e <= hi * 1.03
+            }
+        )
         while len(ticks) > 6:
             ticks = ticks[::2]
         axis.update(tickmode="array", tickvals=ticks, ticktext=[f"{t:.2g}" for t in ticks])
@@ -91,8 +97,7 @@ def count_axis(largest: float, title: str | None = None, **extra: Any) -> dict[s
     rough = max(1.0, require_number(largest, "largest", nan=True) / 5)
     power = 10 ** math.floor(math.log10(rough))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
-    axis: dict[str, Any] = {"tickmode": "linear", "tick0": 0, "dtick": int(step), "tickformat": "d",
-                            "rangemode": "tozero"}
+    axis: dict[str, Any] = {"tickmode": "linear", "tick0": 0, "dtick": int(step), "tickformat": "d", "rangemode": "tozero"}
     if title is not None:
         axis["title"] = title
     axis.update(extra)

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 _LIBRARY_ROOTS = tuple(
-    str(Path(p).resolve()) + os.sep
-    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parent)}
+    str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parent)}
 )
 
 

@@ -113,14 +113,20 @@ def install_command(driver_version: str | None) -> str:
 
     CUDA 12.x drivers get ``.[cuda12]``, CUDA 13.x and newer ``.[cuda13]`` (the same CUDA 12.9 stack: a newer driver
     runs older CUDA libraries); a driver older than CUDA 12 needs an update first."""
-    if driver_version is not None and not (isinstance(driver_version, str) and re.fullmatch(r"\s*(\d+(\.\d+)*)?\s*", driver_version)):
-        raise LabkitError(f"driver_version must be a CUDA version string such as '12.4' (or None), got {describe(driver_version)}.",
-                          fix="Pass the driver's CUDA version as nvidia-smi prints it, e.g. '12.4'.")
+    if driver_version is not None and not (
+        isinstance(driver_version, str) and re.fullmatch(r"\s*(\d+(\.\d+)*)?\s*", driver_version)
+    ):
+        raise LabkitError(
+            f"driver_version must be a CUDA version string such as '12.4' (or None), got {describe(driver_version)}.",
+            fix="Pass the driver's CUDA version as nvidia-smi prints it, e.g. '12.4'.",
+        )
     driver_version = driver_version.strip() if driver_version else None
     major = int(driver_version.split(".")[0]) if driver_version else None
     if major is not None and major < 12:
-        return (f"update the NVIDIA driver (it supports CUDA {driver_version}; the course's CUDA 12.9 libraries need a "
-                "CUDA 12 driver or newer), then: pip install -c constraints.txt -e '.[cuda12]'")
+        return (
+            f"update the NVIDIA driver (it supports CUDA {driver_version}; the course's CUDA 12.9 libraries need a "
+            "CUDA 12 driver or newer), then: pip install -c constraints.txt -e '.[cuda12]'"
+        )
     extra = "cuda13" if major is not None and major >= 13 else "cuda12"
     return f"pip install -c constraints.txt -e '.[{extra}]'  (from the course repository, inside its .venv)"
 
@@ -144,8 +150,10 @@ def cupy_ready(probe: DriverProbe) -> str | None:
         return f"CuPy cannot load its CUDA runtime ({type(exc).__name__}: {exc})"
     major = probe.driver_major
     if major is not None and runtime // 1000 > major:
-        return (f"CuPy {cupy.__version__} is built for CUDA {runtime // 1000}.{(runtime % 1000) // 10}, newer than "
-                f"the driver's CUDA {probe.driver_version} (remove it first: pip uninstall -y cupy-cuda{runtime // 1000}x)")
+        return (
+            f"CuPy {cupy.__version__} is built for CUDA {runtime // 1000}.{(runtime % 1000) // 10}, newer than "
+            f"the driver's CUDA {probe.driver_version} (remove it first: pip uninstall -y cupy-cuda{runtime // 1000}x)"
+        )
     try:
         with cupy.cuda.Device(0):
             x = cupy.arange(8, dtype=cupy.float32)
@@ -155,8 +163,10 @@ def cupy_ready(probe: DriverProbe) -> str | None:
         text = str(exc).splitlines()[0] if str(exc) else ""
         hint = ""
         if probe.usable and re.search(r"InsufficientDriver|UnsupportedPtxVersion|PTX_VERSION", text):
-            hint = (f"; the driver (CUDA {probe.driver_version}) is older than CuPy's CUDA "
-                    f"{runtime // 1000}.{(runtime % 1000) // 10} libraries: update the driver")
+            hint = (
+                f"; the driver (CUDA {probe.driver_version}) is older than CuPy's CUDA "
+                f"{runtime // 1000}.{(runtime % 1000) // 10} libraries: update the driver"
+            )
         return f"CuPy {cupy.__version__} could not run an operation on the GPU ({type(exc).__name__}: {text}){hint}"
     if total != 56.0:
         return f"CuPy's test operation on the GPU returned {total}, not 56"
@@ -177,8 +187,10 @@ def describe_slice(gpu: GPUInfo) -> str | None:
     if whole is None:
         return f"MIG slice: {gpu.sm_count} SMs, {mem:.1f} GiB; peak figures unknown for this GPU"
     full_mem = whole.memory_size.value
-    return (f"MIG slice: {gpu.sm_count} of {full_sms} SMs, {mem:.1f} GiB of {full_mem:g} {whole.memory_size.unit} "
-            f"of the whole {whole.name}; peak figures scaled to the slice")
+    return (
+        f"MIG slice: {gpu.sm_count} of {full_sms} SMs, {mem:.1f} GiB of {full_mem:g} {whole.memory_size.unit} "
+        f"of the whole {whole.name}; peak figures scaled to the slice"
+    )
 
 
 def _decide(requested: str | None) -> tuple[Mode, str, tuple[GPUInfo, ...], str | None]:
@@ -198,9 +210,16 @@ def _decide(requested: str | None) -> tuple[Mode, str, tuple[GPUInfo, ...], str 
     if missing is not None:
         name = probe.gpus[0].name
         if requested == "gpu":
-            raise ModeError(f"gpu mode was forced (LABKIT_MODE=gpu) and the driver sees {name}, but {missing}.",
-                            fix=install_command(probe.driver_version))
-        return "sim", f"{name} found, but {missing}; for gpu mode: {install_command(probe.driver_version)}", (), probe.driver_version
+            raise ModeError(
+                f"gpu mode was forced (LABKIT_MODE=gpu) and the driver sees {name}, but {missing}.",
+                fix=install_command(probe.driver_version),
+            )
+        return (
+            "sim",
+            f"{name} found, but {missing}; for gpu mode: {install_command(probe.driver_version)}",
+            (),
+            probe.driver_version,
+        )
     why = "forced by LABKIT_MODE=gpu" if requested == "gpu" else "a CUDA driver and device were found and CuPy runs on it"
     return "gpu", why, probe.gpus, probe.driver_version
 
@@ -277,8 +296,10 @@ def size(*, gpu: int, sim: int) -> int:
     Each is a positive whole number or a shape (a tuple of them, such as ``(1080, 1920)``), both of the same kind."""
     gpu, sim = _size(gpu, "gpu"), _size(sim, "sim")
     if isinstance(gpu, tuple) != isinstance(sim, tuple):
-        raise LabkitError(f"size(gpu=..., sim=...) takes two numbers or two shapes, got gpu={gpu!r} and sim={sim!r}.",
-                          fix="e.g. size(gpu=1 << 20, sim=256) or size(gpu=(1080, 1920), sim=(32, 48)).")
+        raise LabkitError(
+            f"size(gpu=..., sim=...) takes two numbers or two shapes, got gpu={gpu!r} and sim={sim!r}.",
+            fix="e.g. size(gpu=1 << 20, sim=256) or size(gpu=(1080, 1920), sim=(32, 48)).",
+        )
     return gpu if current_mode() == "gpu" else sim
 
 

@@ -298,8 +298,9 @@ def kernel_start() -> threading.Thread | None:
     try:
         if not (enabled() and in_hub()) or not unsent():
             return None
-        thread = threading.Thread(target=flush, kwargs={"budget_s": 60.0, "force": True}, name="labkit-progress-resend",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=flush, kwargs={"budget_s": 60.0, "force": True}, name="labkit-progress-resend", daemon=True
+        )
         thread.start()
         return thread
     except Exception:  # noqa: BLE001
@@ -368,7 +369,9 @@ def summary(exercises: Iterable[tuple[str, str]], records: Iterable[Record] | No
             rows.append(ExerciseProgress(ex_id, title, "not run", 0, 0, None))
             continue
         status = "passed" if any(r.status == "passed" for r in mine) else "tried"
-        rows.append(ExerciseProgress(ex_id, title, status, max(r.attempt for r in mine), max(r.hints for r in mine), mine[-1].time))
+        rows.append(
+            ExerciseProgress(ex_id, title, status, max(r.attempt for r in mine), max(r.hints for r in mine), mine[-1].time)
+        )
     return rows
 
 
@@ -377,8 +380,12 @@ def cli(exercises: Iterable[tuple[str, str]], as_json: bool = False) -> int:
     rows = summary(exercises)
     waiting = len(unsent()) if in_hub() else 0
     if as_json:
-        print(json.dumps({"file": str(progress_file()), "enabled": enabled(), "unsent": waiting,
-                          "exercises": [asdict(r) for r in rows]}, indent=2))
+        print(
+            json.dumps(
+                {"file": str(progress_file()), "enabled": enabled(), "unsent": waiting, "exercises": [asdict(r) for r in rows]},
+                indent=2,
+            )
+        )
         return 0
     mark = {"passed": "[x]", "tried": "[~]", "not run": "[ ]"}
     lab = None

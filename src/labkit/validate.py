@@ -21,8 +21,17 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 from .errors import LabkitError
 
 __all__ = [
-    "describe", "did_you_mean", "require_bool", "require_callable", "require_array", "require_choice", "require_int",
-    "require_items", "require_number", "require_sequence", "require_str",
+    "describe",
+    "did_you_mean",
+    "require_bool",
+    "require_callable",
+    "require_array",
+    "require_choice",
+    "require_int",
+    "require_items",
+    "require_number",
+    "require_sequence",
+    "require_str",
 ]
 
 T = TypeVar("T")
@@ -61,8 +70,7 @@ def _fail(name: str, expected: str, value: Any, fix: str | None) -> LabkitError:
     return LabkitError(f"{name} must be {expected}, got {describe(value)}.", fix=fix)
 
 
-def require_int(value: Any, name: str, *, min: int | None = None, max: int | None = None,
-                fix: str | None = None) -> int:
+def require_int(value: Any, name: str, *, min: int | None = None, max: int | None = None, fix: str | None = None) -> int:
     """``value`` as an ``int``: a Python or NumPy integer, or a float with no fractional part (``256.0``).
 
     Refused, each with a message naming ``name`` and the range: ``None``, strings, bools, ``256.5``, NaN, and
@@ -81,8 +89,17 @@ def require_int(value: Any, name: str, *, min: int | None = None, max: int | Non
     return out
 
 
-def require_number(value: Any, name: str, *, min: float | None = None, max: float | None = None,
-                   min_open: bool = False, finite: bool = True, nan: bool = False, fix: str | None = None) -> float:
+def require_number(
+    value: Any,
+    name: str,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    min_open: bool = False,
+    finite: bool = True,
+    nan: bool = False,
+    fix: str | None = None,
+) -> float:
     """``value`` as a ``float``: any real number (int, float, NumPy scalar), finite unless ``finite=False``,
     never NaN unless ``nan=True`` (then NaN is returned as it is, whatever ``min`` and ``max``).
 
@@ -151,8 +168,16 @@ def require_callable(value: Any, name: str, *, what: str = "a function", fix: st
     return value  # type: ignore[no-any-return]
 
 
-def require_sequence(value: Any, name: str, *, item: Callable[[Any, str], T] | None = None, min_len: int = 0,
-                     max_len: int | None = None, what: str = "a list", fix: str | None = None) -> list[T]:
+def require_sequence(
+    value: Any,
+    name: str,
+    *,
+    item: Callable[[Any, str], T] | None = None,
+    min_len: int = 0,
+    max_len: int | None = None,
+    what: str = "a list",
+    fix: str | None = None,
+) -> list[T]:
     """``value`` as a ``list``: a list, tuple, range or 1-D array (not a string, a dict or a single number).
 
     ``item(element, "name[i]")`` checks and converts each element (e.g. ``require_int`` with a range by
@@ -166,16 +191,23 @@ def require_sequence(value: Any, name: str, *, item: Callable[[Any, str], T] | N
     except TypeError:
         raise _fail(name, what, value, fix) from None
     if len(items) < min_len or (max_len is not None and len(items) > max_len):
-        size = (f"at least {min_len}" if max_len is None else
-                f"{min_len}" if min_len == max_len else f"{min_len} to {max_len}")
+        size = f"at least {min_len}" if max_len is None else f"{min_len}" if min_len == max_len else f"{min_len} to {max_len}"
         raise LabkitError(f"{name} must have {size} element(s), got {len(items)}: {describe(value)}.", fix=fix)
     if item is None:
         return items
     return [item(x, f"{name}[{i}]") for i, x in enumerate(items)]
 
 
-def require_array(value: Any, name: str, *, ndim: int | Sequence[int] | None = None, numeric: bool = True,
-                  finite: bool = False, min_size: int = 0, fix: str | None = None) -> Any:
+def require_array(
+    value: Any,
+    name: str,
+    *,
+    ndim: int | Sequence[int] | None = None,
+    numeric: bool = True,
+    finite: bool = False,
+    min_size: int = 0,
+    fix: str | None = None,
+) -> Any:
     """``value`` as a NumPy array (lists, tuples, NumPy and array-likes), of ``ndim`` dimensions if given,
     of numbers if ``numeric`` (bools count), with no NaN or infinity if ``finite``, of at least ``min_size``
     elements."""
@@ -200,14 +232,16 @@ def require_array(value: Any, name: str, *, ndim: int | Sequence[int] | None = N
     return arr
 
 
-def require_items(value: Any, name: str, cls: type | tuple[type, ...], *, what: str, min_len: int = 0,
-                  fix: str | None = None) -> list[Any]:
+def require_items(
+    value: Any, name: str, cls: type | tuple[type, ...], *, what: str, min_len: int = 0, fix: str | None = None
+) -> list[Any]:
     """``value`` as a ``list`` whose every element is an instance of ``cls`` (records a labkit function returned):
     ``what`` names the list for the message (``"the records peer_matrix() returned"``)."""
     items = require_sequence(value, name, what=what, min_len=min_len, fix=fix)
     for i, x in enumerate(items):
         if not isinstance(x, cls):
             kinds = cls if isinstance(cls, tuple) else (cls,)
-            raise LabkitError(f"{name}[{i}] must be a {' or '.join(k.__name__ for k in kinds)} ({what}), "
-                              f"got {describe(x)}.", fix=fix)
+            raise LabkitError(
+                f"{name}[{i}] must be a {' or '.join(k.__name__ for k in kinds)} ({what}), got {describe(x)}.", fix=fix
+            )
     return items

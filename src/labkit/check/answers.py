@@ -63,9 +63,17 @@ def unit_slips(want: float, slips: Mapping[str, float] | None = None, *, rel: fl
     return out
 
 
-def judge(got: float, want: float, what: str, unit: str, *, rel: float, slips: Mapping[str, float] | None = None,
-          otherwise: str = "recompute from the figures printed above (labkit.hw) and check the units",
-          unit_factors: bool = False) -> str:
+def judge(
+    got: float,
+    want: float,
+    what: str,
+    unit: str,
+    *,
+    rel: float,
+    slips: Mapping[str, float] | None = None,
+    otherwise: str = "recompute from the figures printed above (labkit.hw) and check the units",
+    unit_factors: bool = False,
+) -> str:
     """Pass ``got`` (a number already read with :func:`number`) when it is within ``rel`` of ``want`` and nearer to
     ``want`` than to any slip; otherwise raise :class:`Failed` naming the nearest slip (``{cause: wrong value}``) when
     ``got`` lies within ``rel`` of it. Two slips that give the same number (within ``rel``) are named together,
@@ -82,8 +90,9 @@ def judge(got: float, want: float, what: str, unit: str, *, rel: float, slips: M
     if cause is None and distance <= rel:
         return f"{what} = {value}."
     if cause is not None and distance <= rel:
-        alike = [c for d, c, v in candidates if c is not None and d <= rel
-                 and abs(v - nearest) <= rel * max(abs(nearest), 1e-300)]
+        alike = [
+            c for d, c, v in candidates if c is not None and d <= rel and abs(v - nearest) <= rel * max(abs(nearest), 1e-300)
+        ]
         if len(alike) > 1:
             cause = "slips that give this same number (it cannot tell them apart): " + "; or ".join(alike)
         raise Failed(f"{what}: you have {value}; that is not it.", cause=cause)

@@ -59,10 +59,10 @@ CONDITIONS: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], bool]] = {
 ALWAYS = ("labkit.check.core.solved_or_reference",)
 #: Positions of the arguments an exercise's statement lets the answer change (it works in place).
 IN_PLACE: dict[str, tuple[int, ...]] = {
-    "02.transfers": (2,),        # repeated_saxpy(a, x, y, steps): y ← a·x + y
-    "05.streams": (2,),          # pipeline(cp, x, out, kernel, chunks, n_streams): out is written
-    "05.graph": (2, 3),          # graph_pipeline(cp, frames, x, y, kernel): x refilled per frame, y written
-    "08.ring-step": (0,),        # ring_step(chunks, phase, step): in place, as the statement says
+    "02.transfers": (2,),  # repeated_saxpy(a, x, y, steps): y ← a·x + y
+    "05.streams": (2,),  # pipeline(cp, x, out, kernel, chunks, n_streams): out is written
+    "05.graph": (2, 3),  # graph_pipeline(cp, frames, x, y, kernel): x refilled per frame, y written
+    "08.ring-step": (0,),  # ring_step(chunks, phase, step): in place, as the statement says
 }
 #: Exercises whose answer is not wrapped: it runs in other processes (the MPI ring), where a wrapper cannot follow.
 NOT_WRAPPED = ("08.mpi-ring",)
@@ -109,16 +109,21 @@ def _called_words(name: str) -> tuple[str, str]:
     if cond:
         what = f"{what}(..., {cond}...)" if cond != "tf32" else f"{what}(..., 'tf32')"
     if what.endswith("solved_or_reference"):
-        return (f"your answer calls `{what}`, which hands back labkit's own answer: the check would compare labkit "
-                "with itself.", "write the function yourself; solved_or_reference is for later cells that need a "
-                "working answer, not for the answer.")
-    return (f"your answer calls `{what}`, the function the check compares with, so it would be compared with "
-            "itself.", f"write the computation yourself (the exercise is to do what `{what}` does); labkit's helpers "
-            "that the statement offers (formats, rounding of single values) are fine.")
+        return (
+            f"your answer calls `{what}`, which hands back labkit's own answer: the check would compare labkit with itself.",
+            "write the function yourself; solved_or_reference is for later cells that need a working answer, not for the answer.",
+        )
+    return (
+        f"your answer calls `{what}`, the function the check compares with, so it would be compared with itself.",
+        f"write the computation yourself (the exercise is to do what `{what}` does); labkit's helpers "
+        "that the statement offers (formats, rounding of single values) are fine.",
+    )
 
 
 def _trap(*args: Any, **kwargs: Any) -> Any:
-    return __import__("labkit.check.answers_guard", fromlist=["_hit"])._hit(args, kwargs)  # builtins only: the globals are labkit's
+    return __import__("labkit.check.answers_guard", fromlist=["_hit"])._hit(
+        args, kwargs
+    )  # builtins only: the globals are labkit's
 
 
 def _resolve(dotted: str) -> Callable[..., Any] | None:
@@ -245,8 +250,11 @@ def _difference(before: Any, after: Any) -> str | None:
         for k, (b, a) in enumerate(zip(before, after)):
             d = _difference(b, a)
             if d:
-                return f"item {k}: {d}" if isinstance(b, (list, tuple, dict, np.ndarray)) else (
-                    f"item {k} was {fmt_value(b)}, now {fmt_value(a)}")
+                return (
+                    f"item {k}: {d}"
+                    if isinstance(b, (list, tuple, dict, np.ndarray))
+                    else (f"item {k} was {fmt_value(b)}, now {fmt_value(a)}")
+                )
         return None
     if isinstance(before, dict):
         if set(before) != set(after):
@@ -265,9 +273,12 @@ def _names(fn: Callable[..., Any], n: int) -> list[str]:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         params = []
-    return [params[k].name if k < len(params) and params[k].kind in (params[k].POSITIONAL_ONLY,
-                                                                      params[k].POSITIONAL_OR_KEYWORD)
-            else f"argument {k + 1}" for k in range(n)]
+    return [
+        params[k].name
+        if k < len(params) and params[k].kind in (params[k].POSITIONAL_ONLY, params[k].POSITIONAL_OR_KEYWORD)
+        else f"argument {k + 1}"
+        for k in range(n)
+    ]
 
 
 def _exercise_reference(exercise_id: str) -> types.FunctionType | None:
@@ -319,13 +330,15 @@ def guard_answer(exercise_id: str, answer: Any) -> Any:
         raise AnswerRejected(
             "this answer is labkit's own reference" + (f" (from `{origin}`)" if origin else "") + ", handed back by "
             "labkit.check.solved_or_reference because your check had not passed: the check would compare labkit with "
-            "itself.", "pass your own function, kernel or source, the one the exercise asks you to write.")
+            "itself.",
+            "pass your own function, kernel or source, the one the exercise asks you to write.",
+        )
     itself = compared_function(exercise_id, answer)
     if itself is not None:
         raise AnswerRejected(
-            f"this answer is `{itself}` itself, the function the check compares with, so it would be compared with "
-            "itself.", f"write the computation yourself (the exercise is to do what `{itself}` does) and pass your "
-            "own function.")
+            f"this answer is `{itself}` itself, the function the check compares with, so it would be compared with itself.",
+            f"write the computation yourself (the exercise is to do what `{itself}` does) and pass your own function.",
+        )
     if exercise_id in NOT_WRAPPED or not isinstance(answer, (types.FunctionType, functools.partial)):
         return answer
     traps: tuple[Any, ...] = COMPARES_WITH.get(exercise_id, ())
@@ -348,16 +361,31 @@ def guard_answer(exercise_id: str, answer: Any) -> Any:
         for name, live, before in watched:
             detail = _difference(before, live)
             if detail and not _CHANGES:
-                _CHANGES.append(AnswerRejected(
-                    f"{who} changed its input `{name}`: {detail}.",
-                    f"`{name}` belongs to the caller: read it, never change it (sorting, clearing, rounding or "
-                    "writing into it in place changes the caller's data too). Work on a copy (np.array(x), "
-                    "sorted(xs), list(xs)) and return the result."))
+                _CHANGES.append(
+                    AnswerRejected(
+                        f"{who} changed its input `{name}`: {detail}.",
+                        f"`{name}` belongs to the caller: read it, never change it (sorting, clearing, rounding or "
+                        "writing into it in place changes the caller's data too). Work on a copy (np.array(x), "
+                        "sorted(xs), list(xs)) and return the result.",
+                    )
+                )
         return result
 
     guarded.__labkit_guarded__ = True  # type: ignore[attr-defined]
     return guarded
 
 
-__all__ = ["ALWAYS", "AnswerRejected", "COMPARES_WITH", "IN_PLACE", "compared_function", "guard_answer", "reference_answer", "handed_out", "labkit_origin",
-           "mark_handed_out", "references_trapped", "take_input_change"]
+__all__ = [
+    "ALWAYS",
+    "AnswerRejected",
+    "COMPARES_WITH",
+    "IN_PLACE",
+    "compared_function",
+    "guard_answer",
+    "reference_answer",
+    "handed_out",
+    "labkit_origin",
+    "mark_handed_out",
+    "references_trapped",
+    "take_input_change",
+]

@@ -36,21 +36,63 @@ def counter_wrap_cause(got: np.ndarray, expected: np.ndarray) -> str | None:
     wrong = g != e
     if not wrong.any():
         return None
-    fits = [(bits, words) for bits, words in _WIDTHS  # every width that holds each count seen and explains each wrong one
-            if ((e - g)[wrong] % (1 << bits) == 0).all() and g.max() < (1 << bits) and g.min() >= -(1 << (bits - 1))]
+    fits = [
+        (bits, words)
+        for bits, words in _WIDTHS  # every width that holds each count seen and explains each wrong one
+        if ((e - g)[wrong] % (1 << bits) == 0).all() and g.max() < (1 << bits) and g.min() >= -(1 << (bits - 1))
+    ]
     if not fits:
         return None
     m = 1 << fits[0][0]
-    return (f"the wrong counts are the right ones minus a multiple of {m:,}: a counter narrower than int32 wraps "
-            f"around ({'; '.join(words for _, words in fits)}). Count in int32 (np.int32 shared or local arrays) and "
-            "store into the int32 output.")
+    return (
+        f"the wrong counts are the right ones minus a multiple of {m:,}: a counter narrower than int32 wraps "
+        f"around ({'; '.join(words for _, words in fits)}). Count in int32 (np.int32 shared or local arrays) and "
+        "store into the int32 output."
+    )
 
 
 # ----------------------------------------------------------------------------- whole-array work in a kernel
-_SCALAR_NP = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-              "uint64", "bool_", "complex64", "complex128", "intp", "uintp"}
-_ARRAY_METHODS = {"sum", "mean", "max", "min", "prod", "dot", "cumsum", "copy", "sort", "argmax", "argmin", "std",
-                  "var", "any", "all", "reshape", "flatten", "ravel", "astype", "copy_to_host", "transpose"}
+_SCALAR_NP = {
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool_",
+    "complex64",
+    "complex128",
+    "intp",
+    "uintp",
+}
+_ARRAY_METHODS = {
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "prod",
+    "dot",
+    "cumsum",
+    "copy",
+    "sort",
+    "argmax",
+    "argmin",
+    "std",
+    "var",
+    "any",
+    "all",
+    "reshape",
+    "flatten",
+    "ravel",
+    "astype",
+    "copy_to_host",
+    "transpose",
+}
 
 
 def _source_tree(kernel: Any) -> ast.FunctionDef | None:
@@ -77,8 +119,12 @@ def stores_in_source(kernel: Any, out_name: str | None = None) -> bool:
         for t in targets:
             if isinstance(t, ast.Subscript):
                 return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Attribute) \
-                and node.func.value.attr == "atomic":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "atomic"
+        ):
             return True
     return False
 
@@ -113,22 +159,29 @@ def whole_array_cause(calls: Sequence[str], *, slow: bool = True) -> str:
     thread computes the whole result) or refused (the simulator's device arrays have no whole-array arithmetic)."""
     shown = ", ".join(f"`{c}`" for c in calls[:3])
     if not slow:
-        return (f"{shown} works on whole arrays; inside a kernel each thread works on single elements "
-                "(`a[i] + b[i]`), and neither a GPU nor the simulator does whole-array arithmetic there.")
-    return (f"{shown} works on whole arrays, so every thread computes the entire result to use one element of it: "
-            "n threads do n × n work (and on a GPU Numba cannot compile it). Index single elements instead "
-            "(`a[i] + b[i]`).")
+        return (
+            f"{shown} works on whole arrays; inside a kernel each thread works on single elements "
+            "(`a[i] + b[i]`), and neither a GPU nor the simulator does whole-array arithmetic there."
+        )
+    return (
+        f"{shown} works on whole arrays, so every thread computes the entire result to use one element of it: "
+        "n threads do n × n work (and on a GPU Numba cannot compile it). Index single elements instead "
+        "(`a[i] + b[i]`)."
+    )
 
 
 # ----------------------------------------------------------------------------- words a learner can read
-_INTERNAL = re.compile(r"\b(?:_?(?:Unwatched|Tracked)(?:Narrow)?(?:1D|2D|ND)?(?:Array)?|TrackedArray|FakeCUDAArray|"
-                       r"FakeCUDAKernel|FakeCUDAModule|FakeWithinKernelCUDAArray|KernelArray|NarrowIntArray|_Row|"
-                       r"SharedArrays|SimThread|WarpInt32|_?Snapshot(?:1D|2D|3D)?)\b")
+_INTERNAL = re.compile(
+    r"\b(?:_?(?:Unwatched|Tracked)(?:Narrow)?(?:1D|2D|ND)?(?:Array)?|TrackedArray|FakeCUDAArray|"
+    r"FakeCUDAKernel|FakeCUDAModule|FakeWithinKernelCUDAArray|KernelArray|NarrowIntArray|_Row|"
+    r"SharedArrays|SimThread|WarpInt32|_?Snapshot(?:1D|2D|3D)?)\b"
+)
 
 
 def plain_words(text: str) -> str:
     """``text`` with the simulator's internal class names (``FakeCUDAArray``, ``TrackedArray``, ...) replaced by what
     they stand for: a device array (or a kernel)."""
+
     def word(m: re.Match[str]) -> str:
         name = m.group(0)
         if "Kernel" in name and "Array" not in name:
@@ -157,60 +210,84 @@ def uninitialised_cause(read: Any, later: Sequence[tuple[int, str]] | None, me: 
     if read.space != "shared":
         return _output_read_cause(where, later, me)
     if later is None:
-        return (f"{where} was read before any thread of the block wrote it: fill shared memory (every element that is "
-                "read, halo included) and call cuda.syncthreads() before reading it.")
+        return (
+            f"{where} was read before any thread of the block wrote it: fill shared memory (every element that is "
+            "read, halo included) and call cuda.syncthreads() before reading it."
+        )
     writes = [(t, k) for t, k in later if k in ("write", "atomic")]
     if not writes and counters:
-        return (f"{where} was read before anything set it, and the block counts into this array with atomics: "
-                "shared memory starts each block with garbage, so zero it first (every element; threads share the "
-                "work), then cuda.syncthreads() before counting.")
+        return (
+            f"{where} was read before anything set it, and the block counts into this array with atomics: "
+            "shared memory starts each block with garbage, so zero it first (every element; threads share the "
+            "work), then cuda.syncthreads() before counting."
+        )
     if not writes:
-        return (f"{where} is read, but no thread of the block ever writes it: the reads use elements that the load "
-                "never fills. Check the indices and bounds of the load against those of the reads (a tile, a halo, or "
-                "a loop that assumes another block size). Zeroing it would only hide this.")
+        return (
+            f"{where} is read, but no thread of the block ever writes it: the reads use elements that the load "
+            "never fills. Check the indices and bounds of the load against those of the reads (a tile, a halo, or "
+            "a loop that assumes another block size). Zeroing it would only hide this."
+        )
     first_t, first_k = writes[0]
     if first_k == "atomic" or first_t == me:
-        return (f"{where} is updated in place (`+=` or an atomic) but nothing set it first: shared memory starts each "
-                "block with garbage, so zero it first, then cuda.syncthreads() before the updates.")
-    return (f"{where} was read before the thread that fills it had written it: a missing cuda.syncthreads() between "
-            "filling shared memory and reading it, or the read placed before the load.")
+        return (
+            f"{where} is updated in place (`+=` or an atomic) but nothing set it first: shared memory starts each "
+            "block with garbage, so zero it first, then cuda.syncthreads() before the updates."
+        )
+    return (
+        f"{where} was read before the thread that fills it had written it: a missing cuda.syncthreads() between "
+        "filling shared memory and reading it, or the read placed before the load."
+    )
 
 
 def _output_read_cause(where: str, later: Sequence[tuple[int, str]] | None, me: int) -> str:
     """:func:`uninitialised_cause` for an output argument (global memory, poisoned before the launch)."""
     writes = [(t, k) for t, k in (later or ()) if k in ("write", "atomic")]
     if later is not None and writes and writes[0][0] == me:
-        return (f"{where} was read before it was written, then written by the same thread: an output starts with "
-                "garbage, so assign it (`=`) rather than accumulate into it (`+=`), or set it first; better, "
-                "accumulate in a local variable and store once.")
+        return (
+            f"{where} was read before it was written, then written by the same thread: an output starts with "
+            "garbage, so assign it (`=`) rather than accumulate into it (`+=`), or set it first; better, "
+            "accumulate in a local variable and store once."
+        )
     if later is not None and writes:
-        return (f"{where} was read before the thread that computes it had written it: threads of one launch cannot "
-                "pass values through the output in an order you choose; compute what you need from the inputs (or "
-                "share it through shared memory with cuda.syncthreads()).")
+        return (
+            f"{where} was read before the thread that computes it had written it: threads of one launch cannot "
+            "pass values through the output in an order you choose; compute what you need from the inputs (or "
+            "share it through shared memory with cuda.syncthreads())."
+        )
     if later is not None:
-        return (f"{where} was read, but nothing in the launch writes it: an index of the output that no thread "
-                "covers is read (check the index you read against the ones you write).")
-    return (f"{where} was read before the kernel wrote it: an output starts with garbage, so assign (`=`) rather "
-            "than accumulate (`+=`).")
+        return (
+            f"{where} was read, but nothing in the launch writes it: an index of the output that no thread "
+            "covers is read (check the index you read against the ones you write)."
+        )
+    return (
+        f"{where} was read before the kernel wrote it: an output starts with garbage, so assign (`=`) rather "
+        "than accumulate (`+=`)."
+    )
 
 
 # ----------------------------------------------------------------------------- FP64 in the PTX
 def fp64_count(kernel: Any, signature: str, arch: str = "sm_80") -> int | None:
     """How many FP64 (``.f64``) arithmetic instructions ``kernel``'s PTX has for ``signature``; None if it does not build."""
     from labkit.cuda import ptx
+
     from ..errors import CompileError
 
     try:
         text = ptx.compile(kernel, signature, arch).text
     except (CompileError, Exception):  # noqa: BLE001 - no note rather than an error
         return None
-    return sum(1 for line in text.splitlines()
-               if re.search(r"^\s*(?:add|sub|mul|fma|div|neg|abs|min|max|rcp|sqrt|setp|mad)\.[a-z.]*f64\b", line))
+    return sum(
+        1
+        for line in text.splitlines()
+        if re.search(r"^\s*(?:add|sub|mul|fma|div|neg|abs|min|max|rcp|sqrt|setp|mad)\.[a-z.]*f64\b", line)
+    )
 
 
-FP64_CAUSE = ("its PTX has FP64 (`.f64`) arithmetic where labkit's reference has none: a Python float literal (`0.5`, "
-              "`acc = 0.0`) is a float64, so Numba computes that expression in FP64, which runs at 1/32 to 1/64 of the "
-              "FP32 rate on many GPUs (L4, L40S, RTX). Wrap the literals in np.float32(...) (`acc = np.float32(0.0)`).")
+FP64_CAUSE = (
+    "its PTX has FP64 (`.f64`) arithmetic where labkit's reference has none: a Python float literal (`0.5`, "
+    "`acc = 0.0`) is a float64, so Numba computes that expression in FP64, which runs at 1/32 to 1/64 of the "
+    "FP32 rate on many GPUs (L4, L40S, RTX). Wrap the literals in np.float32(...) (`acc = np.float32(0.0)`)."
+)
 
 
 def fp64_note(kernel: Any, reference: Any, signature: str) -> str | None:
@@ -234,8 +311,12 @@ def _shared_names(fn: ast.FunctionDef) -> set[str]:
 
 
 def _is_barrier(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("syncthreads", "syncthreads_count",
-                                                                                    "syncthreads_and", "syncthreads_or")
+    return isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in (
+        "syncthreads",
+        "syncthreads_count",
+        "syncthreads_and",
+        "syncthreads_or",
+    )
 
 
 def _events(stmts: list[ast.stmt], arrays: set[str], cond: bool = False) -> list[Any]:
@@ -250,8 +331,12 @@ def _events(stmts: list[ast.stmt], arrays: set[str], cond: bool = False) -> list
                 continue
             if _is_barrier(sub):
                 out.append(("B",))
-            elif isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in arrays \
-                    and isinstance(sub.ctx, ast.Load):
+            elif (
+                isinstance(sub, ast.Subscript)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id in arrays
+                and isinstance(sub.ctx, ast.Load)
+            ):
                 out.append(("R", sub.value.id, ast.unparse(node)[:70]))
 
     for st in stmts:
@@ -275,8 +360,13 @@ def _events(stmts: list[ast.stmt], arrays: set[str], cond: bool = False) -> list
         elif isinstance(st, ast.Expr):
             accesses(st)
             call = st.value
-            if isinstance(call, ast.Call) and ".atomic." in "." + ast.unparse(call.func) + "." and call.args and \
-                    isinstance(call.args[0], ast.Name) and call.args[0].id in arrays:
+            if (
+                isinstance(call, ast.Call)
+                and ".atomic." in "." + ast.unparse(call.func) + "."
+                and call.args
+                and isinstance(call.args[0], ast.Name)
+                and call.args[0].id in arrays
+            ):
                 out.append(("W", call.args[0].id, ast.unparse(st)[:70]))  # an atomic update writes its array
     return out
 
@@ -314,7 +404,7 @@ def barrier_gaps(kernel: Any, array: str) -> list[tuple[str, str, str, bool]]:
     def across(seq: list[Any]) -> None:
         # from the last barrier of the body round to the first barrier of the next iteration
         b = [k for k, e in enumerate(seq) if e[0] == "B"]
-        tail, head = (seq[b[-1] + 1:], seq[:b[0]]) if b else (seq, seq)
+        tail, head = (seq[b[-1] + 1 :], seq[: b[0]]) if b else (seq, seq)
         t_w = [e for e in tail if e[0] == "W" and e[1] == array]
         t_r = [e for e in tail if e[0] == "R" and e[1] == array]
         h_r = [e for e in head if e[0] == "R" and e[1] == array]
@@ -352,22 +442,24 @@ def barrier_cause(kernel: Any, array: str) -> str | None:
         return None
     words = {
         "after-write": "a missing cuda.syncthreads() between writing `{a}` and reading it: `{x}` stores elements that "
-                       "other threads then read in `{y}`, and nothing makes them wait for the stores. Put the barrier "
-                       "after the loads, before the first use.",
+        "other threads then read in `{y}`, and nothing makes them wait for the stores. Put the barrier "
+        "after the loads, before the first use.",
         "end-of-step": "a missing cuda.syncthreads() at the end of each step of the loop: `{x}` writes `{a}`, and the "
-                       "next step's `{y}` reads elements other threads wrote in this one. Put the barrier inside the "
-                       "loop, after each step.",
+        "next step's `{y}` reads elements other threads wrote in this one. Put the barrier inside the "
+        "loop, after each step.",
         "end-of-iteration": "a missing cuda.syncthreads() at the end of each iteration: `{x}` still reads `{a}` while "
-                            "faster threads start the next iteration and overwrite it in `{y}`. Put a second barrier "
-                            "at the end of the loop body.",
+        "faster threads start the next iteration and overwrite it in `{y}`. Put a second barrier "
+        "at the end of the loop body.",
     }
     kind, x, y, in_branch = gaps[0]
     text = words[kind].format(a=array, x=_short(x), y=_short(y))
     if in_branch:
         text = text.replace("a missing cuda.syncthreads()", "a missing barrier", 1)
-        text += (" This loop runs inside an `if` that not every thread of the block takes, where cuda.syncthreads() "
-                 "would hang: if only the lanes of one warp run it, order the steps with cuda.syncwarp() (read into a "
-                 "register, cuda.syncwarp(), write, cuda.syncwarp()); otherwise move the barrier out of the branch.")
+        text += (
+            " This loop runs inside an `if` that not every thread of the block takes, where cuda.syncthreads() "
+            "would hang: if only the lanes of one warp run it, order the steps with cuda.syncwarp() (read into a "
+            "register, cuda.syncwarp(), write, cuda.syncwarp()); otherwise move the barrier out of the branch."
+        )
     return text
 
 

@@ -131,8 +131,9 @@ def exercise(
     def decorate(fn: Callable[..., str]) -> Callable[..., Result]:
         if exercise_id in _REGISTRY:
             raise ValueError(f"exercise id {exercise_id!r} registered twice")
-        _REGISTRY[exercise_id] = Exercise(exercise_id, title, fn, tuple(hints), _distinct_reference(reference, exercise_id),
-                                          kind=kind)
+        _REGISTRY[exercise_id] = Exercise(
+            exercise_id, title, fn, tuple(hints), _distinct_reference(reference, exercise_id), kind=kind
+        )
 
         def run_check(*args: Any, **kwargs: Any) -> Result:
             return _run(exercise_id, *args, **kwargs)
@@ -166,16 +167,17 @@ def _wrong_call(ex: Exercise, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         return f"{name}({wanted}) was called with {len(args)} argument(s) ({exc}): pass {wanted}."
     for value in (*args, *kwargs.values()):
         if value is None:
-            return (f"{name}({wanted}) got None. If you passed the result of a call (launching a kernel, "
-                    "`kernel[blocks, threads](...)`, returns None; so does a function without `return`), pass the "
-                    "kernel or function itself, or return the value.")
+            return (
+                f"{name}({wanted}) got None. If you passed the result of a call (launching a kernel, "
+                "`kernel[blocks, threads](...)`, returns None; so does a function without `return`), pass the "
+                "kernel or function itself, or return the value."
+            )
     return None
 
 
 def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     from ..sim.errors import KernelFault
     from ..sim.limits import PythonTimeout, python_time_limit
-
     from .answers_guard import AnswerRejected, guard_answer, take_input_change
 
     take_input_change()  # nothing left over from an earlier check
@@ -208,8 +210,7 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         except NotImplementedError:
             result = Result(exercise_id, "unsolved", "the function still raises NotImplementedError; write its body.")
         except Failed as exc:
-            result = Result(exercise_id, "failed", str(exc), cause=exc.cause,
-                            details={"show": exc.show} if exc.show else {})
+            result = Result(exercise_id, "failed", str(exc), cause=exc.cause, details={"show": exc.show} if exc.show else {})
         except AnswerRejected as exc:  # the answer called labkit's reference, or changed an input it was given
             result = Result(exercise_id, "failed", str(exc), cause=exc.cause)
         except AuditFailure:
@@ -222,10 +223,13 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
             from .causes import plain_words
 
             first = plain_words((str(exc).strip().splitlines() or [""])[0][:300])
-            result = Result(exercise_id, "failed",
-                            f"the check could not use this answer: {type(exc).__name__}: {first}",
-                            cause="an answer of another kind than the exercise asks for (a kernel, a function, a number: "
-                                  "see the exercise's statement), or an error inside your code.")
+            result = Result(
+                exercise_id,
+                "failed",
+                f"the check could not use this answer: {type(exc).__name__}: {first}",
+                cause="an answer of another kind than the exercise asks for (a kernel, a function, a number: "
+                "see the exercise's statement), or an error inside your code.",
+            )
     from .causes import plain_words
 
     result.message = plain_words(result.message)  # no internal class name (FakeCUDAArray, TrackedArray) is shown
@@ -271,6 +275,7 @@ def _fp64_note(exercise_id: str, kernel: Any, signature: str, built: Any) -> str
     if not lines or exercise_id[:2] not in FP64_NOTE_LABS:
         return None
     from labkit.cuda import ptx
+
     from ..errors import CompileError
 
     ex = _REGISTRY.get(exercise_id)
@@ -293,11 +298,13 @@ def _fp64_note(exercise_id: str, kernel: Any, signature: str, built: Any) -> str
 
         example = lines[0].split(None, 1)[0].rstrip(";")
         slow = hw.arithmetic_rates("sm_89")
-        return (f"the values are right, but the kernel's PTX has {len(lines)} FP64 instruction(s) (`{example}`, ...) "
-                "where labkit's reference has none: a Python float literal (`0.5`, `acc = 0.0`, `... else 0.0`) is "
-                "a float64, so Numba computes that expression in FP64, which on GPUs outside the HPC line runs at a "
-                f"fraction of the FP32 rate (1/{round(1 / slow.fp64_fraction)} on {slow.gpus}: "
-                "labkit.hw.arithmetic_rates). Write the literals as np.float32(...).")
+        return (
+            f"the values are right, but the kernel's PTX has {len(lines)} FP64 instruction(s) (`{example}`, ...) "
+            "where labkit's reference has none: a Python float literal (`0.5`, `acc = 0.0`, `... else 0.0`) is "
+            "a float64, so Numba computes that expression in FP64, which on GPUs outside the HPC line runs at a "
+            f"fraction of the FP32 rate (1/{round(1 / slow.fp64_fraction)} on {slow.gpus}: "
+            "labkit.hw.arithmetic_rates). Write the literals as np.float32(...)."
+        )
     return None
 
 
@@ -313,6 +320,7 @@ def _build_for_gpu(exercise_id: str) -> str | None:
     if current_mode() != "sim" or not launched:
         return None
     from labkit.cuda import ptx
+
     from ..errors import CompileError
 
     # the audit's architectures that the installed toolchain targets (NVRTC 13, and so Numba on it, dropped sm_70)
@@ -326,10 +334,14 @@ def _build_for_gpu(exercise_id: str) -> str | None:
                     note = _fp64_note(exercise_id, kernel, signature, built)
             except CompileError as exc:
                 if audit:
-                    raise AuditFailure(f"{exercise_id}: the kernel passed its check but does not compile for {arch}: {exc}") from None
-                raise Failed(f"the kernel gives the right values in the simulator, but it does not build for a GPU: {exc}",
-                             cause="the simulator runs kernels as Python; a GPU runs only what Numba's CUDA compiler "
-                                   "accepts. Fix the line it names.") from None
+                    raise AuditFailure(
+                        f"{exercise_id}: the kernel passed its check but does not compile for {arch}: {exc}"
+                    ) from None
+                raise Failed(
+                    f"the kernel gives the right values in the simulator, but it does not build for a GPU: {exc}",
+                    cause="the simulator runs kernels as Python; a GPU runs only what Numba's CUDA compiler "
+                    "accepts. Fix the line it names.",
+                ) from None
     return note
 
 

@@ -19,7 +19,7 @@ _INDEX = re.compile(r"index (-?\d+) is out of bounds")
 def _array_name(name: str | None) -> str | None:
     """``tile`` for the memory model's "shared array `tile`", as the picture names it."""
     if name and name.startswith("shared array `") and name.endswith("`"):
-        return name[len("shared array `"):-1]
+        return name[len("shared array `") : -1]
     return name
 
 
@@ -44,12 +44,22 @@ def focus_of(evidence: Any, finding: str, *, output: str | None = None, report: 
         m = _INDEX.search(str(evidence))
         return Focus(finding, index=(int(m.group(1)),) if m else None, thread=tuple(where[0]), block=tuple(where[1]))
     if hasattr(evidence, "second_thread") and hasattr(evidence, "block"):  # a race: the thread that came second
-        return Focus(finding, array=_array_name(evidence.array), index=tuple(evidence.index),
-                     thread=tuple(evidence.second_thread), block=tuple(evidence.block))
+        return Focus(
+            finding,
+            array=_array_name(evidence.array),
+            index=tuple(evidence.index),
+            thread=tuple(evidence.second_thread),
+            block=tuple(evidence.block),
+        )
     uninitialised = getattr(report, "uninitialised", None)
     if uninitialised is not None:
-        return Focus(finding, array=_array_name(uninitialised.array), index=tuple(uninitialised.index),
-                     thread=tuple(uninitialised.thread), block=tuple(uninitialised.block))
+        return Focus(
+            finding,
+            array=_array_name(uninitialised.array),
+            index=tuple(uninitialised.index),
+            thread=tuple(uninitialised.thread),
+            block=tuple(uninitialised.block),
+        )
     element = getattr(evidence, "element", None)
     if element is not None and output is not None:
         return Focus(finding, array=output, index=tuple(int(i) for i in element))

@@ -108,17 +108,20 @@ class RecordingGraphCuPy(RecordingCuPy):
         self.cuda.graph = _GraphNamespace()
 
         def null_capture(mode: Any = None) -> None:
-            raise StandInError(f"{CAPTURE_ERROR}: the legacy default stream cannot be captured.",
-                               fix="Capture on a stream of your own: s = cp.cuda.Stream(non_blocking=True); with s: "
-                                   "s.begin_capture() ...")
+            raise StandInError(
+                f"{CAPTURE_ERROR}: the legacy default stream cannot be captured.",
+                fix="Capture on a stream of your own: s = cp.cuda.Stream(non_blocking=True); with s: s.begin_capture() ...",
+            )
 
         base_event = self.cuda.Event
 
         class _Event(base_event):  # type: ignore[misc, valid-type]
             def record(self, stream: Stream | None = None) -> None:
                 if rec.capturing is not None:
-                    raise StandInError("the grading stand-in does not record events inside a capture.",
-                                       fix="Record events outside the capture, around graph.launch(), to time replays.")
+                    raise StandInError(
+                        "the grading stand-in does not record events inside a capture.",
+                        fix="Record events outside the capture, around graph.launch(), to time replays.",
+                    )
                 super().record(stream)
 
         self.cuda.Event = _Event
@@ -128,27 +131,34 @@ class RecordingGraphCuPy(RecordingCuPy):
     # ------------------------------------------------------------------ capture
     def _begin_capture(self, stream: Stream) -> None:
         if self.capturing is not None:
-            raise StandInError(f"{CAPTURE_ERROR}: {self.capturing!r} is already capturing.",
-                               fix="End one capture (stream.end_capture()) before beginning another.")
+            raise StandInError(
+                f"{CAPTURE_ERROR}: {self.capturing!r} is already capturing.",
+                fix="End one capture (stream.end_capture()) before beginning another.",
+            )
         self.capturing, self._nodes = stream, []
 
     def _end_capture(self, stream: Stream) -> Graph:
         if self.capturing is not stream:
-            raise StandInError("cudaErrorIllegalState: end_capture() on a stream that is not capturing.",
-                               fix="Call end_capture() on the stream you called begin_capture() on.")
+            raise StandInError(
+                "cudaErrorIllegalState: end_capture() on a stream that is not capturing.",
+                fix="Call end_capture() on the stream you called begin_capture() on.",
+            )
         graph = Graph(self, self._nodes, captured_on=stream.name)
         self.capturing, self._nodes = None, []
         self.graphs.append(graph)
         self.cuda.graph.graphs.append(graph)
         return graph
 
-    def _issue(self, kind: str, stream: Stream, nbytes: int, reads: list, writes: list, run: Callable[[], None],
-               label: str) -> Op:
+    def _issue(
+        self, kind: str, stream: Stream, nbytes: int, reads: list, writes: list, run: Callable[[], None], label: str
+    ) -> Op:
         if self.capturing is not None:
             if stream is not self.capturing:
-                raise StandInError(f"{CAPTURE_ERROR}: {label} was issued on {stream!r} while {self.capturing!r} "
-                                   "is capturing.", fix="Issue the work to capture inside `with stream:` on the "
-                                                        "capturing stream, and everything else after end_capture().")
+                raise StandInError(
+                    f"{CAPTURE_ERROR}: {label} was issued on {stream!r} while {self.capturing!r} is capturing.",
+                    fix="Issue the work to capture inside `with stream:` on the "
+                    "capturing stream, and everything else after end_capture().",
+                )
             self._nodes.append(Node(kind, nbytes, reads, writes, run, label))
             return Op(-1, kind, stream, nbytes, reads, writes, label=label)
         op = super()._issue(kind, stream, nbytes, reads, writes, lambda: None, label)
@@ -160,12 +170,21 @@ class RecordingGraphCuPy(RecordingCuPy):
 
     def _launch_graph(self, graph: Graph, stream: Stream | None) -> None:
         if self.capturing is not None:
-            raise StandInError("the stand-in does not capture a graph launch inside another capture.",
-                               fix="Launch the graph after end_capture().")
+            raise StandInError(
+                "the stand-in does not capture a graph launch inside another capture.",
+                fix="Launch the graph after end_capture().",
+            )
         s = self._stream(stream)  # launching on the default stream is allowed; only capturing it is refused
         for node in graph.nodes:
-            op = super()._issue(node.kind, s, node.nbytes, node.reads, node.writes, lambda: None,
-                                f"{node.label} (graph replay {graph.launches + 1})")
+            op = super()._issue(
+                node.kind,
+                s,
+                node.nbytes,
+                node.reads,
+                node.writes,
+                lambda: None,
+                f"{node.label} (graph replay {graph.launches + 1})",
+            )
             self._pending.append(_Pending(op, node.run))
         graph.launches += 1
         self.api_calls += 1
@@ -184,10 +203,12 @@ class RecordingGraphCuPy(RecordingCuPy):
 
     def _host_waits(self, ops: set[int], until: float) -> None:
         if self.capturing is not None:
-            raise StandInError(f"{CAPTURE_ERROR}: the host waited (a synchronize, a blocking get(), or a copy from "
-                               f"pageable host memory) while {self.capturing!r} was capturing.",
-                               fix="Inside a capture use only asynchronous work: set() from pinned memory, kernels, "
-                                   "get(out=pinned, blocking=False); synchronize after launching the graph.")
+            raise StandInError(
+                f"{CAPTURE_ERROR}: the host waited (a synchronize, a blocking get(), or a copy from "
+                f"pageable host memory) while {self.capturing!r} was capturing.",
+                fix="Inside a capture use only asynchronous work: set() from pinned memory, kernels, "
+                "get(out=pinned, blocking=False); synchronize after launching the graph.",
+            )
         self._flush(self._ancestors(ops))
         super()._host_waits(ops, until)
 

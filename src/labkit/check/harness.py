@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from ..mode import cuda_module  # re-exported: checks and kernels call harness.cuda_module
-from ..mode import current_mode
+from ..mode import (
+    cuda_module,  # re-exported: checks and kernels call harness.cuda_module
+    current_mode,
+)
 from ..sim.limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG
 from ..sim.memory import fmt_index as _fmt
 from ..sim.memory import is_poison as _is_poison
@@ -101,7 +103,6 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
     caused by whole-array NumPy work in the kernel be named as such). Internal class names never reach the learner."""
     from ..errors import LabkitError
     from ..sim.errors import KernelFault
-
     from .causes import plain_words, whole_array_calls, whole_array_cause
 
     where = getattr(exc, "sim_thread", None)
@@ -125,33 +126,48 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
         return Failed(plain_words(str(exc)), cause=whole_array_cause(calls) if calls else LIKELY_HANG)
     if isinstance(exc, TypeError) and "unsupported operand" in text and "device array" in text:
         calls = whole_array_calls(kernel) if kernel is not None else []
-        return Failed(f"the kernel raised {first}{at}",
-                      cause=whole_array_cause(calls, slow=False) if calls else
-                      "arithmetic on whole arrays inside a kernel: each thread works on elements (`a[i] + b[i]`).")
+        return Failed(
+            f"the kernel raised {first}{at}",
+            cause=whole_array_cause(calls, slow=False)
+            if calls
+            else "arithmetic on whole arrays inside a kernel: each thread works on elements (`a[i] + b[i]`).",
+        )
     if isinstance(exc, AttributeError) and "'device array' object has no attribute" in text:
-        return Failed(f"the kernel raised {first}{at}",
-                      cause="inside a kernel an array offers indexing and .shape, .size, .ndim and .dtype only: NumPy "
-                            "methods (.sum(), .copy(), ...) do not exist there. Work element by element.")
+        return Failed(
+            f"the kernel raised {first}{at}",
+            cause="inside a kernel an array offers indexing and .shape, .size, .ndim and .dtype only: NumPy "
+            "methods (.sum(), .copy(), ...) do not exist there. Work element by element.",
+        )
     if isinstance(exc, OverflowError) and _NARROW.search(text):
         kind = _NARROW.search(text).group(1)
-        return Failed(f"the kernel raised {first}{at}",
-                      cause=f"a value past what {kind} holds ({_NARROW_RANGE.get(kind, 'a narrow range')}): an index or "
-                            f"count in {kind} cannot reach it (on a GPU it wraps around silently). Keep indices in the "
-                            "default int (64 bits) or int32.")
+        return Failed(
+            f"the kernel raised {first}{at}",
+            cause=f"a value past what {kind} holds ({_NARROW_RANGE.get(kind, 'a narrow range')}): an index or "
+            f"count in {kind} cannot reach it (on a GPU it wraps around silently). Keep indices in the "
+            "default int (64 bits) or int32.",
+        )
     if (isinstance(exc, TypeError) and _NOT_SUBSCRIPTABLE.search(text)) or "invalid index to scalar variable" in text:
-        return Failed(f"the kernel indexed a number as if it were an array{at}: {first}",
-                      cause="the kernel's parameters are in a different order from the exercise's signature, "
-                            "or a scalar parameter is used as an array.")
+        return Failed(
+            f"the kernel indexed a number as if it were an array{at}: {first}",
+            cause="the kernel's parameters are in a different order from the exercise's signature, "
+            "or a scalar parameter is used as an array.",
+        )
     if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
-        return Failed(f"the kernel was called with arguments it does not accept: {first}",
-                      cause="the kernel's parameters must match the exercise's signature (their number and order).")
+        return Failed(
+            f"the kernel was called with arguments it does not accept: {first}",
+            cause="the kernel's parameters must match the exercise's signature (their number and order).",
+        )
     if where is None and isinstance(exc, LabkitError):  # labkit refused the launch itself: its grid, block or options
         said = str(exc.args[0]) if exc.args else str(exc)  # the message; its fix becomes the likely cause
-        return Failed(f"the launch was refused on the host, before any thread ran: {plain_words(said)}",
-                      cause=getattr(exc, "fix", None) or "check the grid and block of the launch against CUDA's limits.")
+        return Failed(
+            f"the launch was refused on the host, before any thread ran: {plain_words(said)}",
+            cause=getattr(exc, "fix", None) or "check the grid and block of the launch against CUDA's limits.",
+        )
     if where is None and not _raised_in_kernel(exc):
-        return Failed(f"your code raised {first} on the host (outside any kernel).",
-                      cause="look at the line of your host code the error names (a misspelt name, a wrong argument).")
+        return Failed(
+            f"your code raised {first} on the host (outside any kernel).",
+            cause="look at the line of your host code the error names (a misspelt name, a wrong argument).",
+        )
     return Failed(f"the kernel raised {first}{at}")
 
 
@@ -160,8 +176,9 @@ def _raised_in_kernel(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb is not None:
         module = tb.tb_frame.f_globals.get("__name__", "")
-        if module.startswith(("labkit.sim", "numba.cuda.simulator.kernel", "numba.cuda.dispatcher", "numba.cuda.compiler",
-                              "numba.core")):
+        if module.startswith(
+            ("labkit.sim", "numba.cuda.simulator.kernel", "numba.cuda.dispatcher", "numba.cuda.compiler", "numba.core")
+        ):
             return True
         tb = tb.tb_next
     return False
@@ -223,19 +240,26 @@ def block_size_note(block: Any) -> str | None:
     if not earlier:
         return None
     shown = ", ".join(sorted({fmt_shape(b if len(b) > 1 else b[0]) for b in earlier}))
-    return (f"it passed with blocks of {shown} threads and fails with {fmt_shape(dims if len(dims) > 1 else dims[0])}, "
-            "which is not a power of two: something in the kernel assumes one, such as a shift or a mask in place of a "
-            "multiply or divide by cuda.blockDim, or a constant block size.")
+    return (
+        f"it passed with blocks of {shown} threads and fails with {fmt_shape(dims if len(dims) > 1 else dims[0])}, "
+        "which is not a power of two: something in the kernel assumes one, such as a shift or a mask in place of a "
+        "multiply or divide by cuda.blockDim, or a constant block size."
+    )
 
 
 def require_kernel(kernel: Any) -> None:
     """Raise :class:`Failed` unless ``kernel`` is a ``@cuda.jit`` kernel (not its result, a device function, a plain function)."""
     if kernel is None:
-        raise Failed("got None instead of a kernel: pass the kernel itself (`saxpy`), not the result of launching it "
-                     "(`saxpy[blocks, threads](...)` returns None).")
+        raise Failed(
+            "got None instead of a kernel: pass the kernel itself (`saxpy`), not the result of launching it "
+            "(`saxpy[blocks, threads](...)` returns None)."
+        )
     if getattr(kernel, "_device", False) or (getattr(kernel, "targetoptions", {}) or {}).get("device"):
-        raise Failed(f"{getattr(kernel, '__name__', 'this')} is a device function (`@cuda.jit(device=True)`), which "
-                     "cannot be launched: the exercise wants a kernel.", cause="decorate it with plain @cuda.jit.")
+        raise Failed(
+            f"{getattr(kernel, '__name__', 'this')} is a device function (`@cuda.jit(device=True)`), which "
+            "cannot be launched: the exercise wants a kernel.",
+            cause="decorate it with plain @cuda.jit.",
+        )
     if not hasattr(kernel, "__getitem__") or not callable(kernel) or not hasattr(kernel, "py_func"):
         raise Failed(f"expected a @cuda.jit kernel, got {type(kernel).__name__}.", cause="decorate the function with @cuda.jit.")
 
@@ -262,7 +286,9 @@ def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: f
         raise explain_exception(exc, kernel) from None
 
 
-SWAPPED_AXES = "rows and columns are swapped: x = cuda.grid(2)[0] runs along a row, so it is the column (x is the column, y is the row)."
+SWAPPED_AXES = (
+    "rows and columns are swapped: x = cuda.grid(2)[0] runs along a row, so it is the column (x is the column, y is the row)."
+)
 
 
 def launch_strict(kernel: Any, griddim: Any, blockdim: Any, *args: Any, **options: Any) -> memory.LaunchReport | None:
@@ -308,27 +334,36 @@ def compare(
         raise Unsolved("the kernel ran but wrote nothing to its output; write the kernel body.")
     if written is not None and (poison & written).any():
         idx = tuple(int(i) for i in np.argwhere(poison & written)[0])
-        raise _at(idx, Failed(
-            f"{label}: element {_fmt(idx)} was written with a value that no thread had stored (expected {_v(expected[idx])}).",
-            cause="a read of memory before any thread wrote it: a missing cuda.syncthreads() after filling shared memory, "
-                  "or an index outside the part of a tile (or halo) that was loaded.",
-        ))
+        raise _at(
+            idx,
+            Failed(
+                f"{label}: element {_fmt(idx)} was written with a value that no thread had stored (expected {_v(expected[idx])}).",
+                cause="a read of memory before any thread wrote it: a missing cuda.syncthreads() after filling shared memory, "
+                "or an index outside the part of a tile (or halo) that was loaded.",
+            ),
+        )
     transposed = swapped or _looks_transposed(got, expected, rtol, atol)
     if poison.any():
         idx = tuple(int(i) for i in np.argwhere(poison)[0])
         count = int(poison.sum())
-        cause = (swapped_cause or SWAPPED_AXES) if transposed else (
-            unwritten_cause or UNWRITTEN_CAUSE)
-        raise _at(idx, Failed(f"{label}: {count} of {got.size} elements were never written; the first is at index "
-                              f"{_fmt(idx)}.", cause=cause))
+        cause = (swapped_cause or SWAPPED_AXES) if transposed else (unwritten_cause or UNWRITTEN_CAUSE)
+        raise _at(
+            idx,
+            Failed(
+                f"{label}: {count} of {got.size} elements were never written; the first is at index {_fmt(idx)}.", cause=cause
+            ),
+        )
     bad = _mismatch(got, expected, rtol, atol)
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise _at(idx, Failed(
-            f"{label}: {int(bad.sum())} of {got.size} elements are wrong; first at index {_fmt(idx)}: "
-            f"expected {_v(expected[idx])}, got {_v(got[idx])}.",
-            cause=(swapped_cause or SWAPPED_AXES) if transposed else _guess_cause(got, expected, rtol, atol),
-        ))
+        raise _at(
+            idx,
+            Failed(
+                f"{label}: {int(bad.sum())} of {got.size} elements are wrong; first at index {_fmt(idx)}: "
+                f"expected {_v(expected[idx])}, got {_v(got[idx])}.",
+                cause=(swapped_cause or SWAPPED_AXES) if transposed else _guess_cause(got, expected, rtol, atol),
+            ),
+        )
 
 
 def _mismatch(got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> np.ndarray:
@@ -375,16 +410,15 @@ def _guess_cause(got: np.ndarray, expected: np.ndarray, rtol: float = 1e-5, atol
     flat_got, flat_exp = got.ravel(), expected.ravel()
     if flat_got.size >= 3:
         for shift in (1, -1):
-            a = flat_got[max(shift, 0): flat_got.size + min(shift, 0)]
-            b = flat_exp[max(-shift, 0): flat_exp.size + min(-shift, 0)]
+            a = flat_got[max(shift, 0) : flat_got.size + min(shift, 0)]
+            b = flat_exp[max(-shift, 0) : flat_exp.size + min(-shift, 0)]
             if not _mismatch(a, b, rtol, atol).any() and _mismatch(flat_got, flat_exp, rtol, atol).sum() > 1:
                 return "an off-by-one in the index: every element comes from its neighbour."
     return GENERIC_CAUSE
 
 
 GENERIC_CAUSE = "compare your formula with the task statement for this element."
-UNWRITTEN_CAUSE = ("some threads do no work: check the index arithmetic, the grid covers the whole array, and the loop "
-                   "bounds.")
+UNWRITTEN_CAUSE = "some threads do no work: check the index arithmetic, the grid covers the whole array, and the loop bounds."
 
 
 @dataclass
@@ -475,9 +509,22 @@ def check_kernel_1d(
             host_inputs = list(make_inputs(n))
             extras = tuple(extra_args(n))
             grid = grid_for(n, block) if grid_for else (n + block - 1) // block
-            grade(kernel, Launch(grid, block, [*host_inputs, *extras], reference(*host_inputs, *extras),
-                                 f"n={n}, {grid} block(s) of {block} threads", out_dtype=out_dtype, out_shape=n,
-                                 rtol=rtol, atol=atol, first=runs == 0, reverse=runs % 2 == 1))
+            grade(
+                kernel,
+                Launch(
+                    grid,
+                    block,
+                    [*host_inputs, *extras],
+                    reference(*host_inputs, *extras),
+                    f"n={n}, {grid} block(s) of {block} threads",
+                    out_dtype=out_dtype,
+                    out_shape=n,
+                    rtol=rtol,
+                    atol=atol,
+                    first=runs == 0,
+                    reverse=runs % 2 == 1,
+                ),
+            )
             runs += 1
     return f"correct on {runs} runs (sizes from 1 up, block sizes {', '.join(map(str, blocks))}), no out-of-bounds writes."
 
@@ -486,6 +533,7 @@ def check_kernel_1d(
 def kernel_reference(name: str) -> Callable[[], Any]:
     """The ``reference=`` of an exercise whose reference is labkit's kernel ``name`` (:func:`labkit.kernels.get`),
     fetched only when asked for (importing a check does not build kernels)."""
+
     def get() -> Any:
         from .. import kernels
 
@@ -509,8 +557,18 @@ def fmt_shape(shape: int | tuple[int, ...]) -> str:
     return str(shape) if isinstance(shape, int) else "×".join(map(str, shape))
 
 
-def run_case(kernel: Any, grid: Any, block: Any, inputs: Sequence[Any], *, out_shape: int | tuple[int, ...],
-             out_dtype: Any, expected: np.ndarray, label: str, **options: Any) -> memory.LaunchReport | None:
+def run_case(
+    kernel: Any,
+    grid: Any,
+    block: Any,
+    inputs: Sequence[Any],
+    *,
+    out_shape: int | tuple[int, ...],
+    out_dtype: Any,
+    expected: np.ndarray,
+    label: str,
+    **options: Any,
+) -> memory.LaunchReport | None:
     """:func:`grade` with the launch given as arguments (see :class:`Launch` for ``options``)."""
     return grade(kernel, Launch(grid, block, inputs, expected, label, out_dtype=out_dtype, out_shape=out_shape, **options))
 
@@ -539,27 +597,46 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
 
                 watch = _graded[0] == 0
                 record = _with_inputs_recorded(case, names, pos) if watch else case.record
-                report = simulator.launch_strict(kernel, case.grid, case.block, *args, schedule=schedule, seed=seed,
-                                                 record=record, names=names, outputs=(names[pos],),
-                                                 time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S, allow_races=True)
+                report = simulator.launch_strict(
+                    kernel,
+                    case.grid,
+                    case.block,
+                    *args,
+                    schedule=schedule,
+                    seed=seed,
+                    record=record,
+                    names=names,
+                    outputs=(names[pos],),
+                    time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S,
+                    allow_races=True,
+                )
             else:
                 launch(kernel, case.grid, case.block, *args)
             got = out.fetch()
         except Failed as exc:
-            raise Failed(f"{label}: {exc}", cause=_more(exc.cause, case.extra_cause),
-                         show=show_hint_for(kernel, case, exc, f"{label}: {exc}")) from None
+            raise Failed(
+                f"{label}: {exc}",
+                cause=_more(exc.cause, case.extra_cause),
+                show=show_hint_for(kernel, case, exc, f"{label}: {exc}"),
+            ) from None
         except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
             failed = explain_exception(exc, kernel)
-            raise Failed(f"{label}: {failed}", cause=_more(failed.cause, case.extra_cause),
-                         show=show_hint_for(kernel, case, exc, f"{label}: {failed}")) from None
+            raise Failed(
+                f"{label}: {failed}",
+                cause=_more(failed.cause, case.extra_cause),
+                show=show_hint_for(kernel, case, exc, f"{label}: {failed}"),
+            ) from None
         _graded[0] += 1
         whole = _one_thread_did_it_all(report, case, names, pos) if report is not None and _graded[0] == 1 else None
         if whole is not None:
             raise Failed(f"{label}: {whole}", cause=ONE_THREAD_CAUSE)
         wrote_input = guard.problem()
         if wrote_input is not None:  # before any race or wrong value: those often follow from it
-            raise Failed(f"{label}: {wrote_input}", cause=wrote_input.cause,
-                         show=show_hint_for(kernel, case, None, f"{label}: {wrote_input}"))
+            raise Failed(
+                f"{label}: {wrote_input}",
+                cause=wrote_input.cause,
+                show=show_hint_for(kernel, case, None, f"{label}: {wrote_input}"),
+            )
         note = block_size_note(case.block)
         if report is not None and report.race is not None:
             race = report.race
@@ -572,35 +649,53 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
                 name = race.array.split("`")[1] if race.array.count("`") >= 2 else race.array
                 cause = barrier_cause(kernel, name) or cause  # from the order of the code, not of the threads
             written = report.written.get(race.array)
-            if race.scope == "grid" and (race.first, race.second) == ("write", "write") and \
-                    tuple(race.first_thread) == tuple(race.second_thread) and len(race.index) == 1 and \
-                    int(race.index[0]) == int(race.first_thread[0]) and written is not None and int(written.sum()) > 1:
-                cause = (f"check the index formula: two blocks' thread {race.first_thread[0]} both wrote element "
-                         f"{race.index[0]}, so each thread uses its index within its block (cuda.threadIdx.x) and every "
-                         "block does the same elements. Use the thread's index in the whole grid, cuda.grid(1) "
-                         "(= blockIdx.x * blockDim.x + threadIdx.x).")
+            if (
+                race.scope == "grid"
+                and (race.first, race.second) == ("write", "write")
+                and tuple(race.first_thread) == tuple(race.second_thread)
+                and len(race.index) == 1
+                and int(race.index[0]) == int(race.first_thread[0])
+                and written is not None
+                and int(written.sum()) > 1
+            ):
+                cause = (
+                    f"check the index formula: two blocks' thread {race.first_thread[0]} both wrote element "
+                    f"{race.index[0]}, so each thread uses its index within its block (cuda.threadIdx.x) and every "
+                    "block does the same elements. Use the thread's index in the whole grid, cuda.grid(1) "
+                    "(= blockIdx.x * blockDim.x + threadIdx.x)."
+                )
             unread = report.uninitialised
             if unread is not None and unread.space == "shared":
-                message += (f" And {unread.array} at index {_fmt(unread.index)} was read before any thread of the block had "
-                            "written it (uninitialised shared memory).")
-            raise Failed(message, cause=_more(_more(note, cause) if overlap else cause, case.extra_cause),
-                         show=show_hint_for(kernel, case, race, message))
+                message += (
+                    f" And {unread.array} at index {_fmt(unread.index)} was read before any thread of the block had "
+                    "written it (uninitialised shared memory)."
+                )
+            raise Failed(
+                message,
+                cause=_more(_more(note, cause) if overlap else cause, case.extra_cause),
+                show=show_hint_for(kernel, case, race, message),
+            )
         try:
             _judge(got, case, report, names[pos], kernel=kernel, args=args)
         except Failed as exc:
             message = str(exc) if label == case.label else str(exc).replace(case.label, label, 1)
-            raise Failed(message, cause=_with_block_note(note, exc.cause),
-                         show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report)) from None
+            raise Failed(
+                message,
+                cause=_with_block_note(note, exc.cause),
+                show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report),
+            ) from None
     _passed_blocks.append(_dims(case.block))
     return report
 
 
 #: An input of at least this many elements, read almost whole by one thread, is whole-array work in one thread.
 WHOLE_ARRAY_MIN = 256
-ONE_THREAD_CAUSE = ("one thread looped over the whole input (a loop over range(x.size), or sum(x)/np.sum(x)) while "
-                    "the grid's other threads waited: that is a serial CPU-style computation inside a kernel. Give every "
-                    "thread its share (one element, or a grid-stride loop from cuda.grid(1) in steps of "
-                    "cuda.gridsize(1)) and combine the threads' results as the exercise asks.")
+ONE_THREAD_CAUSE = (
+    "one thread looped over the whole input (a loop over range(x.size), or sum(x)/np.sum(x)) while "
+    "the grid's other threads waited: that is a serial CPU-style computation inside a kernel. Give every "
+    "thread its share (one element, or a grid-stride loop from cuda.grid(1) in steps of "
+    "cuda.gridsize(1)) and combine the threads' results as the exercise asks."
+)
 
 
 def _with_inputs_recorded(case: Launch, names: Sequence[str], pos: int) -> bool | Sequence[str]:
@@ -608,8 +703,11 @@ def _with_inputs_recorded(case: Launch, names: Sequence[str], pos: int) -> bool 
     launch: to see a thread that reads all of one, :func:`_one_thread_did_it_all`)."""
     if case.record is True:
         return case.record
-    big = [names[k if k < pos else k + 1] for k, v in enumerate(case.inputs)
-           if isinstance(v, np.ndarray) and v.size >= WHOLE_ARRAY_MIN and (k if k < pos else k + 1) < len(names)]
+    big = [
+        names[k if k < pos else k + 1]
+        for k, v in enumerate(case.inputs)
+        if isinstance(v, np.ndarray) and v.size >= WHOLE_ARRAY_MIN and (k if k < pos else k + 1) < len(names)
+    ]
     if not big:
         return case.record
     return tuple(dict.fromkeys([*(case.record or ()), *big]))
@@ -621,8 +719,11 @@ def _one_thread_did_it_all(report: Any, case: Launch, names: Sequence[str], pos:
     threads = int(np.prod(_dims(case.grid))) * int(np.prod(_dims(case.block)))
     if threads < 32 or not report.log:
         return None
-    sizes = {names[k if k < pos else k + 1]: v.size for k, v in enumerate(case.inputs)
-             if isinstance(v, np.ndarray) and v.size >= WHOLE_ARRAY_MIN and (k if k < pos else k + 1) < len(names)}
+    sizes = {
+        names[k if k < pos else k + 1]: v.size
+        for k, v in enumerate(case.inputs)
+        if isinstance(v, np.ndarray) and v.size >= WHOLE_ARRAY_MIN and (k if k < pos else k + 1) < len(names)
+    }
     from ..sim.memory import READ
 
     seen: dict[tuple[str, tuple[int, ...], int], set[int]] = {}
@@ -631,8 +732,10 @@ def _one_thread_did_it_all(report: Any, case: Launch, names: Sequence[str], pos:
             seen.setdefault((array.name, tuple(t.blockIdx), t.thread_id), set()).add(flat)
     for (name, block, thread), flats in seen.items():
         if len(flats) >= 0.9 * sizes[name]:
-            return (f"thread {thread} of block {block} read {len(flats):,} of the {sizes[name]:,} elements of `{name}` "
-                    f"by itself, in a launch of {threads:,} threads: one thread did the whole array's work.")
+            return (
+                f"thread {thread} of block {block} read {len(flats):,} of the {sizes[name]:,} elements of `{name}` "
+                f"by itself, in a launch of {threads:,} threads: one thread did the whole array's work."
+            )
     return None
 
 
@@ -642,7 +745,7 @@ def _with_block_note(note: str | None, cause: str | None) -> str | None:
     if note is None or not (cause is None or cause.startswith((GENERIC_CAUSE, UNWRITTEN_CAUSE))):
         return cause
     if cause and cause.startswith(GENERIC_CAUSE):
-        return note + cause[len(GENERIC_CAUSE):]
+        return note + cause[len(GENERIC_CAUSE) :]
     return _more(note, cause)
 
 
@@ -679,41 +782,71 @@ def _wrote_elsewhere(report: memory.LaunchReport | None, out_name: str) -> bool:
     return bool(others or report.shared or report.barriers or sum(report.atomics.values()))
 
 
-NO_STORE_REACHED = ("the stores are never reached: a loop that runs zero times (a range whose start is already "
-                    "past its end, a grid-stride loop that starts at the wrong place or compares with the wrong size) "
-                    "or a condition no thread meets (a bounds check that is always false). labkit.show(...) draws what "
-                    "each thread did.")
+NO_STORE_REACHED = (
+    "the stores are never reached: a loop that runs zero times (a range whose start is already "
+    "past its end, a grid-stride loop that starts at the wrong place or compares with the wrong size) "
+    "or a condition no thread meets (a bounds check that is always false). labkit.show(...) draws what "
+    "each thread did."
+)
 
 
-def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, out_name: str, *, kernel: Any = None,
-           args: Sequence[Any] = ()) -> None:
+def _judge(
+    got: np.ndarray,
+    case: Launch,
+    report: memory.LaunchReport | None,
+    out_name: str,
+    *,
+    kernel: Any = None,
+    args: Sequence[Any] = (),
+) -> None:
     expected, rtol, atol = case.expected, case.rtol, case.atol
     written = report.written.get(out_name) if report is not None else None
     first = case.first and not _wrote_elsewhere(report, out_name)
     if case.first and not first and _is_poison(got).all() and case.out_init is None and (written is None or not written.any()):
-        raise Failed(f"{case.label}: the kernel ran and did work, but wrote nothing into its output `{out_name}`.",
-                     cause=f"store each result into `{out_name}` (the exercise's output argument), not into another "
-                           "array or only into shared memory.")
+        raise Failed(
+            f"{case.label}: the kernel ran and did work, but wrote nothing into its output `{out_name}`.",
+            cause=f"store each result into `{out_name}` (the exercise's output argument), not into another "
+            "array or only into shared memory.",
+        )
     if report is not None and report.float_into_int and not np.allclose(got.astype(np.float64), expected, rtol=rtol, atol=atol):
-        raise Failed(f"{case.label}: {report.float_into_int}.",
-                     cause="a value of the wrong type stored into an integer array: round it (`int(v + 0.5)`) or "
-                           "compute in integers, so the store does not truncate.")
+        raise Failed(
+            f"{case.label}: {report.float_into_int}.",
+            cause="a value of the wrong type stored into an integer array: round it (`int(v + 0.5)`) or "
+            "compute in integers, so the store does not truncate.",
+        )
     from .causes import stores_in_source
 
     body = kernel is not None and stores_in_source(kernel)
     untouched = _is_poison(got).all() if case.out_init is None else bool((got == case.out_init).all())
-    if first and body and untouched and not (case.out_init is not None and (expected == case.out_init).all()) and \
-            (written is None or not written.any()):
-        raise Failed(f"{case.label}: your kernel has code that stores results, but no thread stored anything into "
-                     f"`{out_name}` in this launch.", cause=NO_STORE_REACHED)
+    if (
+        first
+        and body
+        and untouched
+        and not (case.out_init is not None and (expected == case.out_init).all())
+        and (written is None or not written.any())
+    ):
+        raise Failed(
+            f"{case.label}: your kernel has code that stores results, but no thread stored anything into "
+            f"`{out_name}` in this launch.",
+            cause=NO_STORE_REACHED,
+        )
     if case.out_init is not None:
         written = None  # an initialised output (a counter) may legitimately stay at its initial value
         if first and (got == case.out_init).all() and not (expected == case.out_init).all():
             raise Unsolved("the kernel ran but its output is still all " + repr(case.out_init) + "; write the kernel body.")
     try:
-        compare(got, expected, label=case.label, rtol=rtol, atol=atol, unwritten_means_unsolved=first,
-                written=written, unwritten_cause=case.unwritten_cause, swapped_cause=case.swapped_cause,
-                swapped=swapped_coverage(got, case.grid, case.block))
+        compare(
+            got,
+            expected,
+            label=case.label,
+            rtol=rtol,
+            atol=atol,
+            unwritten_means_unsolved=first,
+            written=written,
+            unwritten_cause=case.unwritten_cause,
+            swapped_cause=case.swapped_cause,
+            swapped=swapped_coverage(got, case.grid, case.block),
+        )
     except Failed as exc:
         cause = exc.cause
         if report is not None and report.uninitialised is not None:
@@ -721,7 +854,8 @@ def _judge(got: np.ndarray, case: Launch, report: memory.LaunchReport | None, ou
         elif case.explain is not None and (told := case.explain(got)) is not None:
             cause = told
         elif (pattern := coverage_cause(got, case.grid, case.block)) is not None and (
-                exc.cause in (None, GENERIC_CAUSE, UNWRITTEN_CAUSE) or exc.cause == case.unwritten_cause):
+            exc.cause in (None, GENERIC_CAUSE, UNWRITTEN_CAUSE) or exc.cause == case.unwritten_cause
+        ):
             cause = pattern
         elif (wrap := counter_wrap_cause(got, expected)) is not None:
             cause = wrap
@@ -745,18 +879,28 @@ def coverage_cause(got: np.ndarray, grid: Any, block: Any) -> str | None:
         return None
     idx = np.arange(got.size)
     block, grid = int(block), int(grid)
-    fitting = [assumed for assumed in (32, 64, 128, 256, 512, 1024) if assumed != block and (
-        np.array_equal(done, (idx % assumed < block) & (idx < assumed * grid)) or np.array_equal(done, idx % assumed < block))]
+    fitting = [
+        assumed
+        for assumed in (32, 64, 128, 256, 512, 1024)
+        if assumed != block
+        and (
+            np.array_equal(done, (idx % assumed < block) & (idx < assumed * grid)) or np.array_equal(done, idx % assumed < block)
+        )
+    ]
     if fitting:
         sizes = " or ".join(map(str, fitting))
         which = "" if len(fitting) == 1 else " (this case cannot tell which)"
-        return (f"the elements written are exactly those blocks of {sizes} threads would cover{which}, but this launch "
-                f"has blocks of {block}: the index assumes a block size; use cuda.grid(1), or cuda.blockDim.x, in "
-                "place of the constant.")
+        return (
+            f"the elements written are exactly those blocks of {sizes} threads would cover{which}, but this launch "
+            f"has blocks of {block}: the index assumes a block size; use cuda.grid(1), or cuda.blockDim.x, in "
+            "place of the constant."
+        )
     m = int(done.sum())
     if done[:m].all() and m % (grid * block):
-        return (f"exactly elements 0 to {m - 1} were written and none after: the kernel stops at {m}, short of the "
-                f"{got.size} elements: a fixed bound (or another array's size) where out.size belongs.")
+        return (
+            f"exactly elements 0 to {m - 1} were written and none after: the kernel stops at {m}, short of the "
+            f"{got.size} elements: a fixed bound (or another array's size) where out.size belongs."
+        )
     return None
 
 
@@ -773,24 +917,32 @@ def _uninitialised_cause(kernel: Any, case: Launch, report: memory.LaunchReport,
         from .. import sim as simulator
 
         fresh = [device(a) if isinstance(a, np.ndarray) else a for a in case.inputs]
-        out = Guarded(case.out_shape if case.out_shape is not None else case.expected.shape, case.out_dtype,
-                      fill=case.out_init)
+        out = Guarded(case.out_shape if case.out_shape is not None else case.expected.shape, case.out_dtype, fill=case.out_init)
         pos = len(fresh) if case.out_position == -1 else case.out_position
         fresh.insert(pos, out.device)
         names = list(case.names) or [f"argument {k + 1}" for k in range(len(fresh))]
-        again = simulator.launch_strict(kernel, case.grid, case.block, *fresh, schedule=report.schedule,
-                                        seed=report.seed, record=(read.array,), names=names, outputs=(names[pos],),
-                                        time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S, allow_races=True)
+        again = simulator.launch_strict(
+            kernel,
+            case.grid,
+            case.block,
+            *fresh,
+            schedule=report.schedule,
+            seed=report.seed,
+            record=(read.array,),
+            names=names,
+            outputs=(names[pos],),
+            time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S,
+            allow_races=True,
+        )
     except Exception:  # noqa: BLE001 - the replay is only for a better cause
         return uninitialised_cause(read, None)
     block = _pad3(read.block)
     flat = _flat_index(read.index, next((s for n, s, _ in again.shared if n == read.array), None))
-    seq = [(a.thread, a.kind) for a in again.accesses
-           if a.array == read.array and _pad3(a.block) == block and a.flat == flat]
+    seq = [(a.thread, a.kind) for a in again.accesses if a.array == read.array and _pad3(a.block) == block and a.flat == flat]
     first = next((k for k, (_, kind) in enumerate(seq) if kind in ("read", "atomic")), None)
     if first is None:
         return uninitialised_cause(read, None, -1)
-    later = seq[first:] if seq[first][1] == "atomic" else seq[first + 1:]
+    later = seq[first:] if seq[first][1] == "atomic" else seq[first + 1 :]
     counters = any(a.kind == "atomic" for a in again.accesses if a.array == read.array and _pad3(a.block) == block)
     return uninitialised_cause(read, later, _thread_flat(read.thread, case.block), counters=counters)
 
@@ -827,15 +979,23 @@ def find_race(kernel: Any, griddim: Any, blockdim: Any, *args: Any, names: Seque
     (not in global memory).
     """
     if current_mode() != "sim":
-        print("find_race runs kernels in the CUDA simulator (sim mode). On a GPU, run the program under "
-              "`compute-sanitizer --tool racecheck python script.py`, which finds races in shared memory.")
+        print(
+            "find_race runs kernels in the CUDA simulator (sim mode). On a GPU, run the program under "
+            "`compute-sanitizer --tool racecheck python script.py`, which finds races in shared memory."
+        )
         return None
     from .. import sim
 
     try:
         require_kernel(kernel)
-        report = sim.launch_strict(kernel, griddim, blockdim, *[device(a) if isinstance(a, np.ndarray) else a for a in args],
-                                   allow_races=True, names=names)
+        report = sim.launch_strict(
+            kernel,
+            griddim,
+            blockdim,
+            *[device(a) if isinstance(a, np.ndarray) else a for a in args],
+            allow_races=True,
+            names=names,
+        )
     except Failed as exc:
         print(f"find_race: {exc}")
         return None
@@ -866,6 +1026,7 @@ def require_ptx(kernel: Any, signature: str, features: Sequence[str], *, label: 
     """Raise :class:`Failed` unless the kernel's PTX (for sm_80) shows each of ``features``
     (keys of :data:`_FEATURES`): the structural part of a check where no strict simulator run can see it (GPU mode)."""
     from labkit.cuda import ptx
+
     from ..errors import CompileError
 
     try:
@@ -881,8 +1042,9 @@ def require_ptx(kernel: Any, signature: str, features: Sequence[str], *, label: 
 _failed_case: Any = None
 
 
-def show_hint_for(kernel: Any, case: Launch, evidence: Any = None, finding: str = "", *, output: str | None = None,
-                  report: Any = None) -> str | None:
+def show_hint_for(
+    kernel: Any, case: Launch, evidence: Any = None, finding: str = "", *, output: str | None = None, report: Any = None
+) -> str | None:
     """Remember ``case`` as the failed case and return the line that draws it: what each thread of ``kernel`` read
     and wrote on these inputs (``labkit.show``, traced in the simulator). Appended to a failed kernel check's message."""
     global _failed_case
@@ -900,10 +1062,17 @@ def show_hint_for(kernel: Any, case: Launch, evidence: Any = None, finding: str 
     schedule, seed = case.thread_order() if current_mode() == "sim" else ("forward", None)
     names = list(case.names) or None
     out_name = names[case.out_position] if names and case.out_position != -1 else (names[-1] if names else None)
-    _failed_case = types.SimpleNamespace(grid=case.grid, block=case.block, args=args, names=names, label=case.label,
-                                         schedule=schedule, seed=seed,
-                                         outputs=(out_name,) if out_name and case.out_init is None else (),
-                                         focus=focus_of(evidence, finding or case.label, output=output, report=report))
+    _failed_case = types.SimpleNamespace(
+        grid=case.grid,
+        block=case.block,
+        args=args,
+        names=names,
+        label=case.label,
+        schedule=schedule,
+        seed=seed,
+        outputs=(out_name,) if out_name and case.out_init is None else (),
+        focus=focus_of(evidence, finding or case.label, output=output, report=report),
+    )
     name = getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
     return f"labkit.show({name}, labkit.check.harness.failed_case())"
 
@@ -915,6 +1084,7 @@ def failed_case() -> Any:
     if _failed_case is None:
         from ..errors import LabkitError
 
-        raise LabkitError("no kernel check has failed in this session yet.",
-                          fix="Run a check first; a failed kernel check names this call.")
+        raise LabkitError(
+            "no kernel check has failed in this session yet.", fix="Run a check first; a failed kernel check names this call."
+        )
     return _failed_case

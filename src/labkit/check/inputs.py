@@ -67,8 +67,10 @@ def change_detail(before: np.ndarray, after: np.ndarray, mask: np.ndarray) -> st
     if before.shape != after.shape:
         return f"its shape went from {before.shape} to {after.shape}"
     idx = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
-    return (f"{int(mask.sum())} of {mask.size} elements changed, the first at index {fmt_index(idx)} "
-            f"(was {fmt_value(before[idx])}, now {fmt_value(after[idx])})")
+    return (
+        f"{int(mask.sum())} of {mask.size} elements changed, the first at index {fmt_index(idx)} "
+        f"(was {fmt_value(before[idx])}, now {fmt_value(after[idx])})"
+    )
 
 
 class InputGuard:
@@ -106,10 +108,12 @@ class InputGuard:
         if found is None:
             return None
         name, mask, before, after = found
-        return Failed(f"{self.who} wrote into its input `{name}`: {change_detail(before, after, mask)}.",
-                      cause=f"`{name}` is an input: read it, never write it (the check compares every input after the "
-                            "call with a copy taken before). Store results only in the output the exercise names; a "
-                            "kernel that overwrites its input also breaks any later use of that input.")
+        return Failed(
+            f"{self.who} wrote into its input `{name}`: {change_detail(before, after, mask)}.",
+            cause=f"`{name}` is an input: read it, never write it (the check compares every input after the "
+            "call with a copy taken before). Store results only in the output the exercise names; a "
+            "kernel that overwrites its input also breaks any later use of that input.",
+        )
 
     def verify(self) -> None:
         """Raise the :meth:`problem`, if any."""

@@ -13,10 +13,11 @@ from ..mode import current_mode
 from .core import Failed, Unsolved, exercise
 from .harness import cuda_module, fmt_shape, grid_2d, kernel_reference, random_array, run_case
 
-
 # ----------------------------------------------------------------------------- 02.saxpy
-GRID_STRIDE = ("the grid had fewer threads than elements here: each thread must handle elements i, i + stride, "
-               "i + 2·stride, ... with stride = cuda.gridsize(1) (a grid-stride loop), not just one element.")
+GRID_STRIDE = (
+    "the grid had fewer threads than elements here: each thread must handle elements i, i + stride, "
+    "i + 2·stride, ... with stride = cuda.gridsize(1) (a grid-stride loop), not just one element."
+)
 
 
 @exercise(
@@ -40,20 +41,39 @@ def saxpy(kernel: Any) -> str:
     # once, the largest block (1024 threads) striding once more, and 100 to 140 rounds of one block of 32.
     first = not_multiple(129, 255, 64)
     few = between(50, 150)
-    cases = [(first, 64, -(-first // 64)), (1, 64, 1), (not_multiple(250, 450, 96), 96, 2),
-             (not_multiple(32_800, 34_000, 32), 128, 2),
-             (few, 64, -(-few // 64) + 2), (not_multiple(201, 390, 200), 200, 1), (not_multiple(1025, 1500, 1024), 1024, 1),
-             (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1)]  # 100 to 140 rounds: no fixed count of rounds passes
+    cases = [
+        (first, 64, -(-first // 64)),
+        (1, 64, 1),
+        (not_multiple(250, 450, 96), 96, 2),
+        (not_multiple(32_800, 34_000, 32), 128, 2),
+        (few, 64, -(-few // 64) + 2),
+        (not_multiple(201, 390, 200), 200, 1),
+        (not_multiple(1025, 1500, 1024), 1024, 1),
+        (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),
+    ]  # 100 to 140 rounds: no fixed count of rounds passes
     for k, (n, block, grid) in enumerate(cases):
         a = np.float32(random_array(1, np.float32, -3, 3)[0])
         x, y = random_array(n), random_array(n)
         label = f"n={n}, {grid} block(s) of {block} threads"
-        run_case(kernel, grid, block, (a, x, y), out_shape=n, out_dtype=np.float32, expected=a * x + y, label=label,
-                 names=("a", "x", "y", "out"), first=k == 0, reverse=k == 3,
-                 unwritten_cause=GRID_STRIDE if grid * block < n else None,
-                 explain=lambda got, threads=grid * block: _rounds_cause(got, threads))
-    return (f"correct on {len(cases)} launches of fresh sizes: grids that stride 10 times and more, grids with more threads "
-            "than elements, blocks of 32 to 1024 threads; no out-of-bounds writes.")
+        run_case(
+            kernel,
+            grid,
+            block,
+            (a, x, y),
+            out_shape=n,
+            out_dtype=np.float32,
+            expected=a * x + y,
+            label=label,
+            names=("a", "x", "y", "out"),
+            first=k == 0,
+            reverse=k == 3,
+            unwritten_cause=GRID_STRIDE if grid * block < n else None,
+            explain=lambda got, threads=grid * block: _rounds_cause(got, threads),
+        )
+    return (
+        f"correct on {len(cases)} launches of fresh sizes: grids that stride 10 times and more, grids with more threads "
+        "than elements, blocks of 32 to 1024 threads; no out-of-bounds writes."
+    )
 
 
 def _rounds_cause(got: np.ndarray, threads: int) -> str | None:
@@ -63,15 +83,19 @@ def _rounds_cause(got: np.ndarray, threads: int) -> str | None:
     done = ~is_poison(got)
     m = int(done.sum())
     if 2 * threads <= m < got.size and m % threads == 0 and done[:m].all():
-        return (f"exactly the first {m} elements were written, {m // threads} rounds of the grid's {threads} threads: "
-                "the grid-stride loop runs a fixed number of times; loop until the end of the array "
-                "(`range(cuda.grid(1), out.size, cuda.gridsize(1))`).")
+        return (
+            f"exactly the first {m} elements were written, {m // threads} rounds of the grid's {threads} threads: "
+            "the grid-stride loop runs a fixed number of times; loop until the end of the array "
+            "(`range(cuda.grid(1), out.size, cuda.gridsize(1))`)."
+        )
     return None
 
 
 # ----------------------------------------------------------------------------- 02.grayscale
-SWAPPED = ("x = cuda.grid(2)[0] runs along a row, so it is the column: write `col, row = cuda.grid(2)` and index "
-           "`img[row, col]`. Swapped indices, or a bounds check against the wrong axis, leave part of a non-square image unwritten.")
+SWAPPED = (
+    "x = cuda.grid(2)[0] runs along a row, so it is the column: write `col, row = cuda.grid(2)` and index "
+    "`img[row, col]`. Swapped indices, or a bounds check against the wrong axis, leave part of a non-square image unwritten."
+)
 
 
 def _grey(img: np.ndarray) -> np.ndarray:
@@ -83,8 +107,10 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
     """Truncation: every wrong pixel holds the luma rounded down."""
     wrong = np.abs(got.astype(np.float64) - want) > 0.5 + 1e-3
     if wrong.any() and np.array_equal(got[wrong].astype(np.float64), np.floor(want[wrong])):
-        return ("every wrong pixel is the luma rounded down: `int(v)` (or storing the float into the uint8 output) "
-                "truncates; round to the nearest with `int(v + 0.5)`.")
+        return (
+            "every wrong pixel is the luma rounded down: `int(v)` (or storing the float into the uint8 output) "
+            "truncates; round to the nearest with `int(v + 0.5)`."
+        )
     return None
 
 
@@ -107,19 +133,37 @@ def grayscale(kernel: Any) -> str:
 
     # fresh non-square shapes each run: wider than tall, one pixel, taller than wide (blocks of 12 × 10), and two
     # blocks of the largest size (32 × 32 = 1024 threads), the second partly outside the image
-    cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)), ((1, 1), (16, 8)),
-             ((not_multiple(17, 45, 10), not_multiple(9, 15, 12)), (12, 10)),  # not powers of two: no shift divides
-             ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
-             ((between(9, 31), not_multiple(33, 40, 32)), (32, 32))]
+    cases = [
+        ((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)),
+        ((1, 1), (16, 8)),
+        ((not_multiple(17, 45, 10), not_multiple(9, 15, 12)), (12, 10)),  # not powers of two: no shift divides
+        ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
+        ((between(9, 31), not_multiple(33, 40, 32)), (32, 32)),
+    ]
     for k, (shape, block) in enumerate(cases):
         img = random_array((*shape, 3), np.uint8, 0, 231)  # grey < 231: never equal to the poison value 248
         grid = grid_2d(shape, block)
         label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
-        run_case(kernel, grid, block, (img,), out_shape=shape, out_dtype=np.uint8, expected=_grey(img), label=label,
-                 names=("img", "out"), first=k == 0, rtol=0, atol=0.5 + 1e-3, swapped_cause=SWAPPED,
-                 explain=lambda got, img=img: _grey_cause(got, _grey(img)))
-    return (f"correct on {len(cases)} fresh images (non-square, 1×1, smaller than a block) with 4 block shapes up to 32×32; "
-            "rounding right; no out-of-bounds writes.")
+        run_case(
+            kernel,
+            grid,
+            block,
+            (img,),
+            out_shape=shape,
+            out_dtype=np.uint8,
+            expected=_grey(img),
+            label=label,
+            names=("img", "out"),
+            first=k == 0,
+            rtol=0,
+            atol=0.5 + 1e-3,
+            swapped_cause=SWAPPED,
+            explain=lambda got, img=img: _grey_cause(got, _grey(img)),
+        )
+    return (
+        f"correct on {len(cases)} fresh images (non-square, 1×1, smaller than a block) with 4 block shapes up to 32×32; "
+        "rounding right; no out-of-bounds writes."
+    )
 
 
 # ----------------------------------------------------------------------------- 02.launch-config
@@ -130,20 +174,27 @@ def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, 
     rows, cols = shape
     bx, by = block
     slips = {
-        "x and y are swapped: x (the first grid number) covers the columns, y the rows.":
-            [want[::-1], grid_2d(shape[::-1], block)],
-        "too few blocks: floor division drops the partial last block; round up (ceiling division).":
-            [(cols // bx, rows // by)],
-        "more blocks than needed: `n // b + 1` adds a whole idle block when n is a multiple of b; use `(n + b - 1) // b`.":
-            [(cols // bx + 1, rows // by + 1)],
-        ("a shift in place of the division: `>> k` divides by 2**k, right only when the block size is a power of two "
-         f"({bx} x {by} here); use integer division `//`."):
-            [((cols + bx - 1) >> int(math.log2(bx)), (rows + by - 1) >> int(math.log2(by))),
-             ((cols + bx - 1) >> math.ceil(math.log2(bx)), (rows + by - 1) >> math.ceil(math.log2(by)))],
-        "the division is rounded to the nearest integer (`round`), not up: use `(n + b - 1) // b`.":
-            [(round(cols / bx), round(rows / by))],
-        "the block's two numbers are swapped: bx = block[0] is the x extent (along the columns), by = block[1] the y.":
-            [(-(-cols // by), -(-rows // bx))],
+        "x and y are swapped: x (the first grid number) covers the columns, y the rows.": [
+            want[::-1],
+            grid_2d(shape[::-1], block),
+        ],
+        "too few blocks: floor division drops the partial last block; round up (ceiling division).": [(cols // bx, rows // by)],
+        "more blocks than needed: `n // b + 1` adds a whole idle block when n is a multiple of b; use `(n + b - 1) // b`.": [
+            (cols // bx + 1, rows // by + 1)
+        ],
+        (
+            "a shift in place of the division: `>> k` divides by 2**k, right only when the block size is a power of two "
+            f"({bx} x {by} here); use integer division `//`."
+        ): [
+            ((cols + bx - 1) >> int(math.log2(bx)), (rows + by - 1) >> int(math.log2(by))),
+            ((cols + bx - 1) >> math.ceil(math.log2(bx)), (rows + by - 1) >> math.ceil(math.log2(by))),
+        ],
+        "the division is rounded to the nearest integer (`round`), not up: use `(n + b - 1) // b`.": [
+            (round(cols / bx), round(rows / by))
+        ],
+        "the block's two numbers are swapped: bx = block[0] is the x extent (along the columns), by = block[1] the y.": [
+            (-(-cols // by), -(-rows // bx))
+        ],
     }
     fitting = [cause for cause, values in slips.items() if got in values and got != want]
     if len(fitting) == 1:
@@ -153,6 +204,7 @@ def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, 
     if got[0] * bx < cols or got[1] * by < rows:
         return "too few blocks to cover the array: each direction needs ceil(n / b) blocks, `(n + b - 1) // b`."
     return "more blocks than needed to cover the array: each direction needs ceil(n / b) blocks, `(n + b - 1) // b`."
+
 
 @exercise(
     "02.launch-config",
@@ -175,12 +227,22 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
     blocks = [(16, 16), (32, 8), (32, 32), (128, 1), (32, 4), (8, 8), (1024, 1), (64, 16), (24, 10), (96, 3), (48, 7)]
     # fixed cases first: the notebook's frame, a single element, and blocks that are not powers of two (a shift for
     # the division fails there), on an exact multiple and on shapes that leave a partial block in each direction
-    cases = [((1080, 1920), (16, 16)), ((1, 1), (32, 8)), ((30, 48), (24, 10)), ((31, 49), (24, 10)),
-             ((700, 1000), (96, 3)), ((14, 96), (48, 7)), ((3000, 2), (1, 1000))]
+    cases = [
+        ((1080, 1920), (16, 16)),
+        ((1, 1), (32, 8)),
+        ((30, 48), (24, 10)),
+        ((31, 49), (24, 10)),
+        ((700, 1000), (96, 3)),
+        ((14, 96), (48, 7)),
+        ((3000, 2), (1, 1000)),
+    ]
     for _ in range(6):  # fresh shapes: arbitrary, exact multiples of the block, and smaller than the block in one axis
         bx, by = choice(blocks)  # type: ignore[misc]
-        cases += [((between(1, 3000), between(1, 3000)), (bx, by)), ((by * between(1, 40), bx * between(1, 8)), (bx, by)),
-                  ((between(1, by), between(bx + 1, 5000)), (bx, by))]
+        cases += [
+            ((between(1, 3000), between(1, 3000)), (bx, by)),
+            ((by * between(1, 40), bx * between(1, 8)), (bx, by)),
+            ((between(1, by), between(bx + 1, 5000)), (bx, by)),
+        ]
     for shape, block in cases:
         try:
             got = grid_for(shape, block)
@@ -196,8 +258,10 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
         except (TypeError, ValueError):
             raise Failed(f"grid_for({shape}, {block}) returned {got!r}; expected a pair (gx, gy).") from None
         if not ok_int:
-            raise Failed(f"grid_for({shape}, {block}) returned {got!r}: block counts must be integers.",
-                         cause="`/` gives a float; use integer ceiling division `(n + b - 1) // b`.")
+            raise Failed(
+                f"grid_for({shape}, {block}) returned {got!r}: block counts must be integers.",
+                cause="`/` gives a float; use integer ceiling division `(n + b - 1) // b`.",
+            )
         want = grid_2d(shape, block)
         if (gx, gy) == want:
             continue
@@ -207,32 +271,48 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
 
 
 # ----------------------------------------------------------------------------- 02.transfers
-def _transfer_cause(got: np.ndarray, expected: np.ndarray, a: np.float32, x: np.ndarray, y: np.ndarray, steps: int,
-                    n: int, previous: np.ndarray | None = None) -> str | None:
+def _transfer_cause(
+    got: np.ndarray,
+    expected: np.ndarray,
+    a: np.float32,
+    x: np.ndarray,
+    y: np.ndarray,
+    steps: int,
+    n: int,
+    previous: np.ndarray | None = None,
+) -> str | None:
     """What a wrong final y shows: a step too many or too few (a loop that always runs once), only part of the
     elements updated (a fixed launch without a grid-stride loop), or the result of another call (a cache)."""
     if got.shape != expected.shape:
         return None
+
     def after(k: int) -> np.ndarray:
         v = y.copy()
         for _ in range(k):
             v = (a * x + v).astype(np.float32)
         return v
+
     close = lambda u, v: bool(np.allclose(u, v, rtol=1e-5, atol=1e-5))  # noqa: E731
     for k, words in ((steps + 1, "one step too many"), (steps - 1, "one step too few"), (max(steps, 1), "")):
         if k >= 0 and k != steps and close(got, after(k)):
             if steps == 0:
-                return ("with steps = 0, y must come back unchanged: the loop ran once anyway (`range(steps)` runs 0 "
-                        "times; a loop that launches before testing does not).")
+                return (
+                    "with steps = 0, y must come back unchanged: the loop ran once anyway (`range(steps)` runs 0 "
+                    "times; a loop that launches before testing does not)."
+                )
             return f"{words}: the loop must launch the kernel exactly `steps` times."
     done = np.isclose(got, expected, rtol=1e-5, atol=1e-5)
     if steps > 0 and done[:1].all() and not done.all() and np.isclose(got[~done], y[~done], rtol=1e-5, atol=1e-5).all():
         first = int(np.argmin(done))
-        return (f"elements from index {first} on were never updated: the launch covers only the first {first} of {n} "
-                "elements. Choose the grid from n (or use a grid-stride loop), not a fixed number of blocks and threads.")
+        return (
+            f"elements from index {first} on were never updated: the launch covers only the first {first} of {n} "
+            "elements. Choose the grid from n (or use a grid-stride loop), not a fixed number of blocks and threads."
+        )
     if previous is not None and previous.shape == got.shape and close(got, previous):
-        return ("this is the result of the earlier call with the same n and steps, on other data: a result kept "
-                "between calls (a cache) is stale when x or y change. Compute it from this call's inputs.")
+        return (
+            "this is the result of the earlier call with the same n and steps, on other data: a result kept "
+            "between calls (a cache) is stale when x or y change. Compute it from this call's inputs."
+        )
     return None
 
 
@@ -262,12 +342,14 @@ def _count_transfers() -> Iterator[_TransferCounter]:
             if isinstance(ary, np.ndarray) or np.isscalar(ary):
                 c.to_device += 1
             return orig(ary, *a, **k)
+
         return f
 
     def copy_to_host(orig: Any) -> Any:
         def f(self: Any, *a: Any, **k: Any) -> Any:
             c.to_host += 1
             return orig(self, *a, **k)
+
         return f
 
     def copy_to_device(orig: Any) -> Any:
@@ -275,6 +357,7 @@ def _count_transfers() -> Iterator[_TransferCounter]:
             if isinstance(ary, np.ndarray):
                 c.to_device += 1
             return orig(self, ary, *a, **k)
+
         return f
 
     if current_mode() == "sim":
@@ -294,6 +377,7 @@ def _count_transfers() -> Iterator[_TransferCounter]:
                 if not self._device and not sim_kernel._kernel_context:  # a launch, not a device-function call
                     c.launches += 1
                 return orig(self, *a)
+
             return f
 
         patch(sim_kernel.FakeCUDAKernel, "__call__", sim_call)
@@ -305,6 +389,7 @@ def _count_transfers() -> Iterator[_TransferCounter]:
             def f(self: Any, *a: Any) -> Any:
                 c.launches += 1
                 return orig(self, *a)
+
             return f
 
         patch(cuda_dispatcher._LaunchConfiguration, "__call__", gpu_call)
@@ -340,7 +425,6 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
     if not callable(repeated_saxpy):
         raise Failed(f"expected a function repeated_saxpy(a, x, y, steps), got {type(repeated_saxpy).__name__}.")
     from .draws import between
-
     from .inputs import InputGuard
 
     # (n, steps): a few hundred elements first; the same n and steps again on new data (a result kept from an earlier
@@ -348,8 +432,13 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
     # fixed launch such as 2 blocks of 128 threads without a grid-stride loop leaves elements out)
     first_steps = between(2, 6)
     first_n = between(100, 400)
-    plan = [(first_n, first_steps), (first_n, first_steps), (between(1, 99), 0), (between(1, 99), 1),
-            (between(3000, 5000), between(2, 4))]
+    plan = [
+        (first_n, first_steps),
+        (first_n, first_steps),
+        (between(1, 99), 0),
+        (between(1, 99), 1),
+        (between(3000, 5000), between(2, 4)),
+    ]
     answers: dict[tuple[int, int], np.ndarray] = {}
     for n, steps in plan:
         a = np.float32(random_array(1, np.float32, -1, 1)[0])
@@ -371,33 +460,45 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
         if got is None or got is Ellipsis:
             raise Unsolved("repeated_saxpy returns nothing yet; return the final y as a NumPy array.")
         if not isinstance(got, np.ndarray):
-            raise Failed(f"repeated_saxpy returned a {type(got).__name__}, not a NumPy array.",
-                         cause="copy the result back with `.copy_to_host()` and return that.")
+            raise Failed(
+                f"repeated_saxpy returned a {type(got).__name__}, not a NumPy array.",
+                cause="copy the result back with `.copy_to_host()` and return that.",
+            )
         if got.dtype != np.float32:
-            raise Failed(f"repeated_saxpy returned {got.dtype} values; the inputs are float32.",
-                         cause="a float64 array crept in (np.zeros without dtype, or a float64 `a`): keep float32 throughout.")
+            raise Failed(
+                f"repeated_saxpy returned {got.dtype} values; the inputs are float32.",
+                cause="a float64 array crept in (np.zeros without dtype, or a float64 `a`): keep float32 throughout.",
+            )
         guard.verify()
         if not (np.array_equal(y, y0) or (got.shape == y.shape and np.allclose(y, expected))):
-            raise Failed(f"repeated_saxpy wrote into its input `y` (n={n}, steps={steps}), and what it left there is "
-                         "not the final y.", cause="work on device copies of the inputs: the host y may only receive the "
-                                                  "final result, if anything.")
+            raise Failed(
+                f"repeated_saxpy wrote into its input `y` (n={n}, steps={steps}), and what it left there is not the final y.",
+                cause="work on device copies of the inputs: the host y may only receive the final result, if anything.",
+            )
         from .harness import compare
 
         try:
             compare(got, expected, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
         except Failed as exc:
-            raise Failed(str(exc), cause=_transfer_cause(got, expected, a, x0, y0, steps, n,
-                                                         answers.get((n, steps))) or exc.cause) from None
+            raise Failed(
+                str(exc), cause=_transfer_cause(got, expected, a, x0, y0, steps, n, answers.get((n, steps))) or exc.cause
+            ) from None
         answers[(n, steps)] = got.copy()
         if count.implicit:
-            raise Failed(f"n={n}, steps={steps}: {count.implicit} kernel launch(es) received a host (NumPy) array, "
-                         "which numba copies to the device and back around every launch.",
-                         cause="pass device arrays (from cuda.to_device) to the kernel, not NumPy arrays.")
+            raise Failed(
+                f"n={n}, steps={steps}: {count.implicit} kernel launch(es) received a host (NumPy) array, "
+                "which numba copies to the device and back around every launch.",
+                cause="pass device arrays (from cuda.to_device) to the kernel, not NumPy arrays.",
+            )
         if count.launches == 0 and steps > 0:
-            raise Failed(f"n={n}, steps={steps}: the values are right, but no kernel was launched: the work ran on the host.",
-                         cause="copy x and y to the device once, launch your SAXPY kernel `steps` times on the device "
-                               "arrays, and copy y back once.")
+            raise Failed(
+                f"n={n}, steps={steps}: the values are right, but no kernel was launched: the work ran on the host.",
+                cause="copy x and y to the device once, launch your SAXPY kernel `steps` times on the device "
+                "arrays, and copy y back once.",
+            )
         if count.to_device > 2 or count.to_host > 1:
-            raise Failed(f"n={n}, steps={steps}: {count.to_device} copies to the device and {count.to_host} back; "
-                         "2 and 1 are enough.", cause="copy before and after the loop, not inside it.")
+            raise Failed(
+                f"n={n}, steps={steps}: {count.to_device} copies to the device and {count.to_host} back; 2 and 1 are enough.",
+                cause="copy before and after the loop, not inside it.",
+            )
     return "correct, with 2 copies to the device and 1 back however many steps run."

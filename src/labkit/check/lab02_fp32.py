@@ -15,9 +15,11 @@ import numpy as np
 from .core import Failed, exercise
 from .harness import fmt_shape, grid_2d, kernel_reference, random_array, run_case
 
-FP64_CAUSE = ("a Python float literal (`127.5`, `1.0`, `0.5`) is a float64 in Numba, and so is `float(...)` and the result "
-              "of `/` on two integers: the arithmetic then runs in FP64, which most GPUs run at a small fraction of the FP32 "
-              "rate (labkit.hw.arithmetic_rates). Write the constants as `np.float32(127.5)` and keep every operand float32.")
+FP64_CAUSE = (
+    "a Python float literal (`127.5`, `1.0`, `0.5`) is a float64 in Numba, and so is `float(...)` and the result "
+    "of `/` on two integers: the arithmetic then runs in FP64, which most GPUs run at a small fraction of the FP32 "
+    "rate (labkit.hw.arithmetic_rates). Write the constants as `np.float32(127.5)` and keep every operand float32."
+)
 
 
 def fp64_lines(kernel: Any, signature: str, arch: str = "sm_80") -> list[str]:
@@ -40,8 +42,11 @@ def require_no_fp64(kernel: Any, signature: str, reference: Any, *, label: str) 
     if not found or fp64_lines(reference, signature):
         return
     shown = "; ".join(line.split(None, 1)[0].rstrip(";") for line in found[:4])
-    raise Failed(f"{label}: the values are right, but the PTX has {len(found)} FP64 instruction(s) where the reference has "
-                 f"none ({shown}{', ...' if len(found) > 4 else ''}).", cause=FP64_CAUSE)
+    raise Failed(
+        f"{label}: the values are right, but the PTX has {len(found)} FP64 instruction(s) where the reference has "
+        f"none ({shown}{', ...' if len(found) > 4 else ''}).",
+        cause=FP64_CAUSE,
+    )
 
 
 @exercise(
@@ -62,15 +67,32 @@ def to_unit(kernel: Any) -> str:
     from .. import kernels
     from .draws import between, not_multiple
 
-    cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)), ((1, 1), (16, 8)),
-             ((not_multiple(17, 45, 8), not_multiple(9, 15, 8)), (8, 8)), ((between(9, 31), not_multiple(33, 40, 32)), (32, 32))]
+    cases = [
+        ((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)),
+        ((1, 1), (16, 8)),
+        ((not_multiple(17, 45, 8), not_multiple(9, 15, 8)), (8, 8)),
+        ((between(9, 31), not_multiple(33, 40, 32)), (32, 32)),
+    ]
     for k, (shape, block) in enumerate(cases):
         img = random_array(shape, np.uint8, 0, 256)
         grid = grid_2d(shape, block)
         label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
-        run_case(kernel, grid, block, (img,), out_shape=shape, out_dtype=np.float32,
-                 expected=img.astype(np.float64) / 127.5 - 1.0, label=label, names=("img", "out"), first=k == 0,
-                 rtol=0, atol=1e-6)
+        run_case(
+            kernel,
+            grid,
+            block,
+            (img,),
+            out_shape=shape,
+            out_dtype=np.float32,
+            expected=img.astype(np.float64) / 127.5 - 1.0,
+            label=label,
+            names=("img", "out"),
+            first=k == 0,
+            rtol=0,
+            atol=1e-6,
+        )
     require_no_fp64(kernel, "void(uint8[:, :], float32[:, :])", kernels.get("to_unit"), label="the PTX for sm_80")
-    return (f"correct on {len(cases)} fresh images with 3 block shapes up to 32×32, and its PTX has no FP64 instruction: "
-            "all the arithmetic is float32.")
+    return (
+        f"correct on {len(cases)} fresh images with 3 block shapes up to 32×32, and its PTX has no FP64 instruction: "
+        "all the arithmetic is float32."
+    )

@@ -13,9 +13,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..mode import current_mode
+from ..sim.memory import bank_conflicts, sectors_per_request
 from .core import Failed, exercise
 from .harness import fmt_shape, grid_2d, kernel_reference, random_array, require_ptx, run_case
-from ..sim.memory import bank_conflicts, sectors_per_request
 
 
 def _global_reads(report: Any, array: str) -> int:
@@ -23,17 +23,21 @@ def _global_reads(report: Any, array: str) -> int:
     return report.count(array, "read")
 
 
-SWAPPED = ("x = cuda.grid(2)[0] is the column (it runs along a row): `col, row = cuda.grid(2)`. With x as the row, "
-           "part of a non-square array is never reached.")
+SWAPPED = (
+    "x = cuda.grid(2)[0] is the column (it runs along a row): `col, row = cuda.grid(2)`. With x as the row, "
+    "part of a non-square array is never reached."
+)
 
 
 def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> str:
     sectors, eff = sectors_per_request(report, array, kind)
     if eff < 0.9:
-        raise Failed(f"{label}: the values are right, but each warp's {what} of `{array}` touches {sectors:.1f} "
-                     f"32-byte sectors on average ({100 * eff:.0f}% of the bytes moved are used); coalesced, it touches 4.",
-                     cause="neighbouring threads (consecutive threadIdx.x) must access neighbouring addresses: in a "
-                           "row-major array that means neighbouring columns of one row.")
+        raise Failed(
+            f"{label}: the values are right, but each warp's {what} of `{array}` touches {sectors:.1f} "
+            f"32-byte sectors on average ({100 * eff:.0f}% of the bytes moved are used); coalesced, it touches 4.",
+            cause="neighbouring threads (consecutive threadIdx.x) must access neighbouring addresses: in a "
+            "row-major array that means neighbouring columns of one row.",
+        )
     return f"{what}s of {array}: {sectors:.1f} sectors per warp ({100 * eff:.0f}% efficient)"
 
 
@@ -55,20 +59,40 @@ def coalesced_copy(kernel: Any) -> str:
 
     # fresh shapes each run: wider than tall, one element, taller than wide (blocks of 24 × 6), two blocks of the largest size
     # (32 × 32 threads), and last a recorded launch whose rows are whole warps (32-column multiples) for the sector count
-    cases = [((not_multiple(9, 20, 4), not_multiple(33, 60, 32)), (32, 4)), ((1, 1), (32, 4)),
-             ((not_multiple(33, 45, 6), not_multiple(25, 47, 24)), (24, 6)),  # not powers of two: no shift divides
-             ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
-             ((between(5, 12), 32 * between(1, 2)), (32, 4))]
+    cases = [
+        ((not_multiple(9, 20, 4), not_multiple(33, 60, 32)), (32, 4)),
+        ((1, 1), (32, 4)),
+        ((not_multiple(33, 45, 6), not_multiple(25, 47, 24)), (24, 6)),  # not powers of two: no shift divides
+        ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
+        ((between(5, 12), 32 * between(1, 2)), (32, 4)),
+    ]
     note = ""
     for k, (shape, block) in enumerate(cases):
         src = random_array(shape)
         grid = grid_2d(shape, block)
         label = f"array {fmt_shape(shape)}, grid {grid} of blocks {block}"
         record = k == len(cases) - 1 and current_mode() == "sim"
-        report = run_case(kernel, grid, block, (src,), out_shape=shape, out_dtype=np.float32, expected=src, label=label,
-                          names=("src", "dst"), first=k == 0, record=record, swapped_cause=SWAPPED)
+        report = run_case(
+            kernel,
+            grid,
+            block,
+            (src,),
+            out_shape=shape,
+            out_dtype=np.float32,
+            expected=src,
+            label=label,
+            names=("src", "dst"),
+            first=k == 0,
+            record=record,
+            swapped_cause=SWAPPED,
+        )
         if record and report is not None:
-            note = "; " + _efficiency(report, "src", "read", "read", label) + "; " + _efficiency(report, "dst", "write", "write", label)
+            note = (
+                "; "
+                + _efficiency(report, "src", "read", "read", label)
+                + "; "
+                + _efficiency(report, "dst", "write", "write", label)
+            )
     return f"correct on {len(cases)} fresh arrays, blocks up to 32×32{note}."
 
 
@@ -101,37 +125,62 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
     block = (TILE, block_rows)
     # fresh shapes each run: 2 × 2 tiles, both partial; smaller than a tile; three tiles across in one direction and
     # one partial in the other; last one whole tile, recorded for coalescing and bank conflicts
-    cases = [(not_multiple(33, 63, 32), not_multiple(33, 63, 32)), (between(1, 7), between(1, 7)),
-             (between(3, 20), not_multiple(65, 95, 32)), (32, 32)]
+    cases = [
+        (not_multiple(33, 63, 32), not_multiple(33, 63, 32)),
+        (between(1, 7), between(1, 7)),
+        (between(3, 20), not_multiple(65, 95, 32)),
+        (32, 32),
+    ]
     notes = []
     for k, shape in enumerate(cases):
         a = random_array(shape)
         grid = (-(-shape[1] // TILE), -(-shape[0] // TILE))
         label = f"a {fmt_shape(shape)}, grid {grid} of blocks {block}"
         record = k == len(cases) - 1 and current_mode() == "sim"
-        report = run_case(kernel, grid, block, (a,), out_shape=shape[::-1], out_dtype=np.float32, expected=a.T.copy(),
-                          label=label, names=("a", "out"), first=k == 0, record=record, reverse=k == 1,
-                          unwritten_cause="each block must write the whole transposed tile: block (bx, by) writes the tile at "
-                                          "(by, bx) of the output, rows of out are columns of a; check the loop over j.")
+        report = run_case(
+            kernel,
+            grid,
+            block,
+            (a,),
+            out_shape=shape[::-1],
+            out_dtype=np.float32,
+            expected=a.T.copy(),
+            label=label,
+            names=("a", "out"),
+            first=k == 0,
+            record=record,
+            reverse=k == 1,
+            unwritten_cause="each block must write the whole transposed tile: block (bx, by) writes the tile at "
+            "(by, bx) of the output, rows of out are columns of a; check the loop over j.",
+        )
         if report is None:
             continue
         if not report.shared:
-            raise Failed(f"{label}: the values are right, but the kernel does not use shared memory.",
-                         cause="this exercise stages each tile in cuda.shared.array so that both the reads and the writes are coalesced.")
+            raise Failed(
+                f"{label}: the values are right, but the kernel does not use shared memory.",
+                cause="this exercise stages each tile in cuda.shared.array so that both the reads and the writes are coalesced.",
+            )
         if record:
             notes.append(_efficiency(report, "a", "read", "read", label))
             notes.append(_efficiency(report, "out", "write", "write", label))
             for name, shape_s, _ in report.shared:
                 worst = bank_conflicts(report, name)
                 if worst > 1:
-                    raise Failed(f"{label}: the values are right, but accesses to the {fmt_shape(shape_s)} {name} "
-                                 f"have up to {worst}-way bank conflicts.",
-                                 cause="the 32 elements of a tile column sit in one bank: pad the row to 33 elements "
-                                       "(`(TILE, TILE_PADDED)`) so that a column spans all 32 banks.")
+                    raise Failed(
+                        f"{label}: the values are right, but accesses to the {fmt_shape(shape_s)} {name} "
+                        f"have up to {worst}-way bank conflicts.",
+                        cause="the 32 elements of a tile column sit in one bank: pad the row to 33 elements "
+                        "(`(TILE, TILE_PADDED)`) so that a column spans all 32 banks.",
+                    )
             notes.append("shared memory free of bank conflicts")
     if current_mode() == "gpu":
-        require_ptx(kernel, "void(float32[:, :], float32[:, :])", ["shared memory", "a barrier"], label="transpose",
-                    cause="stage each tile in cuda.shared.array and wait for the block with cuda.syncthreads().")
+        require_ptx(
+            kernel,
+            "void(float32[:, :], float32[:, :])",
+            ["shared memory", "a barrier"],
+            label="transpose",
+            cause="stage each tile in cuda.shared.array and wait for the block with cuda.syncthreads().",
+        )
     return f"correct on {len(cases)} fresh shapes" + (": " + "; ".join(notes) if notes else "") + "."
 
 
@@ -143,17 +192,21 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
     for t in range(0, steps):
         part = A[:, : t * tile].astype(np.float64) @ B[: t * tile].astype(np.float64)
         if np.allclose(got, part, rtol=1e-4, atol=1e-4 * max(K, 1)):
-            why = ("floor division drops the partial last tile: use (K + MM_TILE - 1) // MM_TILE steps, with zeros "
-                   "loaded past the end" if t == K // tile else
-                   "the loop runs a fixed number of tiles: run (K + MM_TILE - 1) // MM_TILE of them")
+            why = (
+                "floor division drops the partial last tile: use (K + MM_TILE - 1) // MM_TILE steps, with zeros "
+                "loaded past the end"
+                if t == K // tile
+                else "the loop runs a fixed number of tiles: run (K + MM_TILE - 1) // MM_TILE of them"
+            )
             return f"C holds the sum over the first {t * tile} of the {K} terms ({t} of {steps} tiles along K): {why}."
     half = A.astype(np.float16).astype(np.float64) @ B.astype(np.float16).astype(np.float64)
     if np.allclose(got, half, rtol=1e-5, atol=2e-6 * max(K, 1)):
-        return ("C equals the product of A and B rounded to FP16: the shared tiles (or a variable on the way) hold "
-                "float16, which keeps 11 bits of each element. The exercise computes in float32: declare the tiles "
-                "with float32.")
+        return (
+            "C equals the product of A and B rounded to FP16: the shared tiles (or a variable on the way) hold "
+            "float16, which keeps 11 bits of each element. The exercise computes in float32: declare the tiles "
+            "with float32."
+        )
     return None
-
 
 
 @exercise(
@@ -186,31 +239,56 @@ def matmul(kernel: Any, tile: int = 16) -> str:
         A, B = random_array((m, kk)), random_array((kk, n))
         grid = grid_2d((m, n), (tile, tile))
         label = f"A {m}×{kk} @ B {kk}×{n}, grid {grid} of blocks {(tile, tile)}"
-        expected = (A.astype(np.float64) @ B.astype(np.float64))
+        expected = A.astype(np.float64) @ B.astype(np.float64)
         record = k == 0 and current_mode() == "sim"
-        report = run_case(kernel, grid, (tile, tile), (A, B), out_shape=(m, n), out_dtype=np.float32, expected=expected,
-                          label=label, names=("A", "B", "C"), first=k == 0, reverse=k == 2, rtol=1e-5, atol=2e-6 * kk,
-                          record=("A", "B") if record else False,
-                          explain=lambda got, A=A, B=B: _matmul_cause(got, A, B, tile),
-                          unwritten_cause="every thread whose (row, col) lies inside C must store its sum: check the final bounds "
-                                          "test and that x is the column.")
-        no_reuse = Failed(f"{label}: the values are right, but the kernel reads every operand from global memory.",
-                          cause="this exercise stages tiles of A and B in cuda.shared.array: each element loaded once per "
-                                "block is then reused MM_TILE times.")
+        report = run_case(
+            kernel,
+            grid,
+            (tile, tile),
+            (A, B),
+            out_shape=(m, n),
+            out_dtype=np.float32,
+            expected=expected,
+            label=label,
+            names=("A", "B", "C"),
+            first=k == 0,
+            reverse=k == 2,
+            rtol=1e-5,
+            atol=2e-6 * kk,
+            record=("A", "B") if record else False,
+            explain=lambda got, A=A, B=B: _matmul_cause(got, A, B, tile),
+            unwritten_cause="every thread whose (row, col) lies inside C must store its sum: check the final bounds "
+            "test and that x is the column.",
+        )
+        no_reuse = Failed(
+            f"{label}: the values are right, but the kernel reads every operand from global memory.",
+            cause="this exercise stages tiles of A and B in cuda.shared.array: each element loaded once per "
+            "block is then reused MM_TILE times.",
+        )
         if report is not None and not report.shared:
             raise no_reuse
         if record and report is not None:
             # a tiled kernel reads each element of A once per block column of C (and B once per block row), plus padding
             reads_a, reads_b = _global_reads(report, "A"), _global_reads(report, "B")
             if reads_a > 2 * grid[0] * A.size or reads_b > 2 * grid[1] * B.size:
-                raise Failed(f"{label}: the values are right, but the kernel made {reads_a} global reads of A and {reads_b} "
-                             f"of B (tiled: at most {grid[0] * A.size} and {grid[1] * B.size}); its shared memory does not "
-                             "replace those reads.", cause=no_reuse.cause)
+                raise Failed(
+                    f"{label}: the values are right, but the kernel made {reads_a} global reads of A and {reads_b} "
+                    f"of B (tiled: at most {grid[0] * A.size} and {grid[1] * B.size}); its shared memory does not "
+                    "replace those reads.",
+                    cause=no_reuse.cause,
+                )
     if current_mode() == "gpu":
-        require_ptx(kernel, "void(float32[:, :], float32[:, :], float32[:, :])", ["shared memory", "a barrier"],
-                    label="matmul", cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.")
-    return (f"correct on {len(cases)} fresh products (sizes that are not multiples of the tile, K over 10 tiles, and 1×1), "
-            "with tiles in shared memory and no races between loading and using them.")
+        require_ptx(
+            kernel,
+            "void(float32[:, :], float32[:, :], float32[:, :])",
+            ["shared memory", "a barrier"],
+            label="matmul",
+            cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.",
+        )
+    return (
+        f"correct on {len(cases)} fresh products (sizes that are not multiples of the tile, K over 10 tiles, and 1×1), "
+        "with tiles in shared memory and no races between loading and using them."
+    )
 
 
 # ----------------------------------------------------------------------------- 03.stencil
@@ -242,28 +320,57 @@ def stencil(kernel: Any) -> str:
     # fresh sizes each run: a few blocks with a partial last one, one element, an exact multiple, a recorded launch,
     # fewer elements than a block, and two blocks of the largest size the exercise allows (MAX_BLOCK = 256)
     # blocks of 96 and 200 threads are not powers of two (a shift for a division fails there; 200 is not whole warps)
-    cases = [(not_multiple(65, 127, 32), 32), (1, 32), (96 * between(1, 2), 96), (not_multiple(129, 250, 128), 128),
-             (between(2, 150), 200), (not_multiple(257, 400, 256), 256)]
+    cases = [
+        (not_multiple(65, 127, 32), 32),
+        (1, 32),
+        (96 * between(1, 2), 96),
+        (not_multiple(129, 250, 128), 128),
+        (between(2, 150), 200),
+        (not_multiple(257, 400, 256), 256),
+    ]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         grid = -(-n // block)
         label = f"n={n}, {grid} block(s) of {block} threads"
         record = k == 3 and current_mode() == "sim"
-        report = run_case(kernel, grid, block, (x,), out_shape=n, out_dtype=np.float32, expected=_stencil_ref(x), label=label,
-                          names=("x", "out"), first=k == 0, reverse=k == 3, rtol=1e-5, atol=1e-6, record=record)
-        many_reads = Failed(f"{label}: the values are right, but every input is read {2 * RADIUS + 1} times from global memory.",
-                            cause="load the block's inputs and halo into cuda.shared.array once, then read neighbours from there.")
+        report = run_case(
+            kernel,
+            grid,
+            block,
+            (x,),
+            out_shape=n,
+            out_dtype=np.float32,
+            expected=_stencil_ref(x),
+            label=label,
+            names=("x", "out"),
+            first=k == 0,
+            reverse=k == 3,
+            rtol=1e-5,
+            atol=1e-6,
+            record=record,
+        )
+        many_reads = Failed(
+            f"{label}: the values are right, but every input is read {2 * RADIUS + 1} times from global memory.",
+            cause="load the block's inputs and halo into cuda.shared.array once, then read neighbours from there.",
+        )
         if report is not None and not report.shared:
             raise many_reads
         if record and report is not None:
             reads, window = _global_reads(report, "x"), n + 2 * RADIUS * grid  # each block: its inputs and its halo
             if reads > 2 * window:
-                raise Failed(f"{label}: the values are right, but the kernel made {reads} global reads of x for {n} inputs "
-                             f"(with shared memory: at most {window}); it reads neighbours from global memory, not from shared memory.",
-                             cause=many_reads.cause)
+                raise Failed(
+                    f"{label}: the values are right, but the kernel made {reads} global reads of x for {n} inputs "
+                    f"(with shared memory: at most {window}); it reads neighbours from global memory, not from shared memory.",
+                    cause=many_reads.cause,
+                )
     if current_mode() == "gpu":
-        require_ptx(kernel, "void(float32[:], float32[:])", ["shared memory", "a barrier"], label="stencil",
-                    cause="load the block's inputs and halo into cuda.shared.array, then cuda.syncthreads().")
+        require_ptx(
+            kernel,
+            "void(float32[:], float32[:])",
+            ["shared memory", "a barrier"],
+            label="stencil",
+            cause="load the block's inputs and halo into cuda.shared.array, then cuda.syncthreads().",
+        )
     return f"correct on {len(cases)} fresh sizes and block sizes 32 to 256, edges included; halo loaded, no races."
 
 
@@ -292,6 +399,7 @@ def _reference_launch_plan() -> Callable[[str, float, int], Any]:
 def _occ(arch: str, threads: int, regs: int, shared: int) -> float | None:
     """Occupancy (0-1) from labkit.occupancy, or None when the block cannot launch with these resources."""
     from labkit.hw import occupancy
+
     from ..errors import LabkitError
 
     try:
@@ -362,16 +470,23 @@ def launch_plan(fn: Any) -> str:
     rng = np.random.default_rng()
     arches = ["sm_70", "sm_80", "sm_90"]
     # first a low target whose largest budget is 255 (the most a thread can have: a search that stops at 254 fails)
-    cases = [(str(rng.choice(arches)), 0.125, int(rng.integers(0, 2000))),
-             (str(rng.choice(arches)), 1.0, 0),  # full occupancy: 64 warps, at most 32 registers
-             (str(rng.choice(arches)), float(rng.choice([0.625, 0.75, 0.8125])), int(rng.integers(1, 8)) * 1000 + 7),
-             ("sm_80", 0.5, 40_000 + int(rng.integers(0, 3000))),  # shared memory limits the blocks: large blocks needed
-             ("sm_70", 0.75, 60_000 + int(rng.integers(0, 4000)))]  # out of reach: one block of at most 32 warps
+    cases = [
+        (str(rng.choice(arches)), 0.125, int(rng.integers(0, 2000))),
+        (str(rng.choice(arches)), 1.0, 0),  # full occupancy: 64 warps, at most 32 registers
+        (str(rng.choice(arches)), float(rng.choice([0.625, 0.75, 0.8125])), int(rng.integers(1, 8)) * 1000 + 7),
+        ("sm_80", 0.5, 40_000 + int(rng.integers(0, 3000))),  # shared memory limits the blocks: large blocks needed
+        ("sm_70", 0.75, 60_000 + int(rng.integers(0, 4000))),
+    ]  # out of reach: one block of at most 32 warps
     cases.append((str(rng.choice(arches)), 0.1875, 0))  # a budget of 168
     cases[2:2] = _shared_pair(rng, arches)  # the same arch and target again with other shared memory, and repeated
     for _ in range(2):
-        cases.append((str(rng.choice(arches)), float(rng.choice([0.0625, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0])),
-                      int(rng.integers(0, 24_000))))
+        cases.append(
+            (
+                str(rng.choice(arches)),
+                float(rng.choice([0.0625, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0])),
+                int(rng.integers(0, 24_000)),
+            )
+        )
     seen: dict[tuple[str, float], tuple[int, Any]] = {}
     for arch, target, shared in cases:
         call = f"launch_plan({arch!r}, {target}, {shared})"
@@ -379,24 +494,30 @@ def launch_plan(fn: Any) -> str:
         prior = seen.get((arch, target))
         seen[(arch, target)] = (shared, got)
         if prior is not None and prior[0] != shared and prior[1] == got and not _plan_right(arch, target, shared, got):
-            raise Failed(f"{call} returned {got!r}, the same plan as launch_plan({arch!r}, {target}, {prior[0]}), and it "
-                         f"is not right for {shared} B of shared memory per block.",
-                         cause="the shared memory per block changes the answer (it caps the blocks per SM): a plan "
-                               "remembered by arch and target alone, or computed without `shared`, ignores it. Key any "
-                               "cache by all three arguments and pass shared_per_block to occupancy().")
+            raise Failed(
+                f"{call} returned {got!r}, the same plan as launch_plan({arch!r}, {target}, {prior[0]}), and it "
+                f"is not right for {shared} B of shared memory per block.",
+                cause="the shared memory per block changes the answer (it caps the blocks per SM): a plan "
+                "remembered by arch and target alone, or computed without `shared`, ignores it. Key any "
+                "cache by all three arguments and pass shared_per_block to occupancy().",
+            )
         reachable = _reachable(arch, target, shared)
         if got is Ellipsis:
             raise Unsolved("launch_plan returns nothing yet.")
         if got is None:
             if reachable:
-                raise Failed(f"{call} returned None, but the target can be reached.",
-                             cause="return None only when no block size reaches the target, even with few registers.")
+                raise Failed(
+                    f"{call} returned None, but the target can be reached.",
+                    cause="return None only when no block size reaches the target, even with few registers.",
+                )
             continue
         if not reachable:
-            raise Failed(f"{call} returned {got!r}, but no block size reaches {target:.0%} occupancy with {shared} B of "
-                         f"shared memory per block on {arch}.",
-                         cause="shared memory alone can cap the blocks per SM: check the occupancy a plan really gives "
-                               "with labkit.occupancy.occupancy and return None when nothing reaches the target.")
+            raise Failed(
+                f"{call} returned {got!r}, but no block size reaches {target:.0%} occupancy with {shared} B of "
+                f"shared memory per block on {arch}.",
+                cause="shared memory alone can cap the blocks per SM: check the occupancy a plan really gives "
+                "with labkit.occupancy.occupancy and return None when nothing reaches the target.",
+            )
         try:
             threads, regs = got
         except (TypeError, ValueError):
@@ -408,22 +529,32 @@ def launch_plan(fn: Any) -> str:
             raise Failed(f"{call}: {threads} threads per block; use a multiple of 32 (whole warps) from 32 to 1024.")
         occ = _occ(arch, threads, regs, shared) if 1 <= regs <= 255 else None
         if occ is None:
-            raise Failed(f"{call}: blocks of {threads} threads with {regs} registers each cannot launch on {arch} "
-                         "(1 to 255 registers, at most 65,536 per block).")
+            raise Failed(
+                f"{call}: blocks of {threads} threads with {regs} registers each cannot launch on {arch} "
+                "(1 to 255 registers, at most 65,536 per block)."
+            )
         if occ < target - 1e-12:
             best = _best_budget(arch, threads, target, shared)
-            cause = ("registers are allocated per warp in units of 256 (8 per thread), so the budget from dividing the "
-                     "register file by the warps can round up past it; confirm with labkit.occupancy.occupancy.")
+            cause = (
+                "registers are allocated per warp in units of 256 (8 per thread), so the budget from dividing the "
+                "register file by the warps can round up past it; confirm with labkit.occupancy.occupancy."
+            )
             if best is None:
-                cause = (f"blocks of {threads} threads cannot reach the target with this shared memory at any budget: "
-                         "take larger blocks (shared memory is per block) or a different size.")
+                cause = (
+                    f"blocks of {threads} threads cannot reach the target with this shared memory at any budget: "
+                    "take larger blocks (shared memory is per block) or a different size."
+                )
             raise Failed(f"{call}: ({threads}, {regs}) gives {occ:.1%} occupancy on {arch}, below the target.", cause=cause)
         best = _best_budget(arch, threads, target, shared)
         if best is not None and regs < best:
-            raise Failed(f"{call}: ({threads}, {regs}) reaches the target, but blocks of {threads} threads still reach it "
-                         f"with up to {best} registers per thread.",
-                         cause="the budget is the largest that keeps the target: a kernel that needs more registers "
-                               "than the budget spills to local memory, so do not give any away.")
-    return (f"right on {len(cases)} fresh cases on sm_70, sm_80 and sm_90: full occupancy, shared memory that limits "
-            "the blocks, one arch and target asked again with other shared memory and then repeated, and a target out "
-            "of reach.")
+            raise Failed(
+                f"{call}: ({threads}, {regs}) reaches the target, but blocks of {threads} threads still reach it "
+                f"with up to {best} registers per thread.",
+                cause="the budget is the largest that keeps the target: a kernel that needs more registers "
+                "than the budget spills to local memory, so do not give any away.",
+            )
+    return (
+        f"right on {len(cases)} fresh cases on sm_70, sm_80 and sm_90: full occupancy, shared memory that limits "
+        "the blocks, one arch and target asked again with other shared memory and then repeated, and a target out "
+        "of reach."
+    )

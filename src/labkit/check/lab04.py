@@ -42,8 +42,10 @@ def _prefix_cause(got: np.ndarray, n: int, threads: int, result_of: Callable[[in
     for rounds in range(1, -(-n // threads)):
         m = rounds * threads
         if np.allclose(got, result_of(m), rtol=1e-4, atol=1e-4):
-            return (f"only the first {m} of {n} elements were {verb} ({rounds} round(s) of the grid's {threads} "
-                    "threads): the grid-stride loop must run until the end of the data, not a fixed number of times.")
+            return (
+                f"only the first {m} of {n} elements were {verb} ({rounds} round(s) of the grid's {threads} "
+                "threads): the grid-stride loop must run until the end of the data, not a fixed number of times."
+            )
     return None
 
 
@@ -54,48 +56,85 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     # power of two: a shift for a division fails), one block that strides 10 rounds and more with one bin above 255
     # counts (a uint8 counter wraps), and more than 32,767 bytes on one block of 256 (100 to 130 rounds; an int16
     # index wraps)
-    cases = [(not_multiple(300, 500, 128), 128, 4, None), (1, 64, 1, None), (between(200, 280), 96, 3, None),
-             (not_multiple(900, 1200, 64), 64, 1, between(300, 400)),
-             (not_multiple(32_800, 33_200, 256), 256, 1, None)]
+    cases = [
+        (not_multiple(300, 500, 128), 128, 4, None),
+        (1, 64, 1, None),
+        (between(200, 280), 96, 3, None),
+        (not_multiple(900, 1200, 64), 64, 1, between(300, 400)),
+        (not_multiple(32_800, 33_200, 256), 256, 1, None),
+    ]
     if shared:  # one block counting more than 65,535 of one value into its shared bins (a uint16 counter wraps)
         cases.append((between(65_600, 65_700), 256, 1, between(65_540, 65_590)))
     for k, (n, block, grid, heavy) in enumerate(cases):
         data = _bytes(n) if heavy is None else _heavy_bin(n, heavy)
         label = f"n={n} bytes, {grid} block(s) of {block} threads"
-        report = run_case(kernel, grid, block, (data,), out_shape=NBINS, out_dtype=np.int32,
-                          expected=np.bincount(data, minlength=NBINS).astype(np.int32), label=label,
-                          names=("data", "hist"), out_init=0, first=k == 0, reverse=k == 2,
-                          explain=lambda got, data=data, threads=grid * block: _prefix_cause(
-                              got, data.size, threads, lambda m: np.bincount(data[:m], minlength=NBINS), "counted"),
-                          unwritten_cause="some elements were not counted: cover all of data (a grid-stride loop covers it "
-                                          "with any grid).",
-                          extra_cause=" ".join(filter(None, (
-                              "(The grid here has fewer threads than elements: a grid-stride loop must cover the rest.)"
-                              if grid * block < n else None,
-                              None if heavy is None else
-                              f"(One bin here counts more than {255 if heavy < 65_536 else 65_535:,} bytes: a counter "
-                              "narrower than int32 — uint8 holds 255, uint16 65,535 — wraps around.)"))) or None)
+        report = run_case(
+            kernel,
+            grid,
+            block,
+            (data,),
+            out_shape=NBINS,
+            out_dtype=np.int32,
+            expected=np.bincount(data, minlength=NBINS).astype(np.int32),
+            label=label,
+            names=("data", "hist"),
+            out_init=0,
+            first=k == 0,
+            reverse=k == 2,
+            explain=lambda got, data=data, threads=grid * block: _prefix_cause(
+                got, data.size, threads, lambda m: np.bincount(data[:m], minlength=NBINS), "counted"
+            ),
+            unwritten_cause="some elements were not counted: cover all of data (a grid-stride loop covers it with any grid).",
+            extra_cause=" ".join(
+                filter(
+                    None,
+                    (
+                        "(The grid here has fewer threads than elements: a grid-stride loop must cover the rest.)"
+                        if grid * block < n
+                        else None,
+                        None
+                        if heavy is None
+                        else f"(One bin here counts more than {255 if heavy < 65_536 else 65_535:,} bytes: a counter "
+                        "narrower than int32 — uint8 holds 255, uint16 65,535 — wraps around.)",
+                    ),
+                )
+            )
+            or None,
+        )
         if report is None:
             continue
         if shared:
             if not report.shared or report.atomics.get("shared", 0) < n:
-                raise Failed(f"{label}: the counts are right, but {report.atomics.get('shared', 0)} atomic adds went to shared "
-                             f"memory for {n} elements.",
-                             cause="count into a per-block histogram in cuda.shared.array with cuda.atomic.add, then add it "
-                                   "to the global histogram once per bin.")
+                raise Failed(
+                    f"{label}: the counts are right, but {report.atomics.get('shared', 0)} atomic adds went to shared "
+                    f"memory for {n} elements.",
+                    cause="count into a per-block histogram in cuda.shared.array with cuda.atomic.add, then add it "
+                    "to the global histogram once per bin.",
+                )
             if report.atomics.get("global", 0) >= n > grid * NBINS:
-                raise Failed(f"{label}: the counts are right, but there were {report.atomics['global']} global atomics for {n} elements.",
-                             cause="merge each block's histogram once per bin, not once per element.")
+                raise Failed(
+                    f"{label}: the counts are right, but there were {report.atomics['global']} global atomics for {n} elements.",
+                    cause="merge each block's histogram once per bin, not once per element.",
+                )
         elif report.atomics.get("global", 0) == 0:
-            raise Failed(f"{label}: the counts are right but no atomic add reached global memory.",
-                         cause="this exercise counts with cuda.atomic.add on the global histogram.")
+            raise Failed(
+                f"{label}: the counts are right but no atomic add reached global memory.",
+                cause="this exercise counts with cuda.atomic.add on the global histogram.",
+            )
     if current_mode() == "gpu":
         need = ["shared-memory atomics"] if shared else ["global atomics"]
-        require_ptx(kernel, "void(uint8[:], int32[:])", need, label="histogram",
-                    cause="count with cuda.atomic.add " + ("into a cuda.shared.array first." if shared else "on hist."))
+        require_ptx(
+            kernel,
+            "void(uint8[:], int32[:])",
+            need,
+            label="histogram",
+            cause="count with cuda.atomic.add " + ("into a cuda.shared.array first." if shared else "on hist."),
+        )
     big = " and above 65,535 in one block" if shared else ""
-    return (f"correct on {len(cases)} launches of fresh sizes (skewed data, grids larger and smaller than the data, 10+ "
-            f"grid-stride rounds, a bin above 255 counts{big}), no lost updates.")
+    return (
+        f"correct on {len(cases)} launches of fresh sizes (skewed data, grids larger and smaller than the data, 10+ "
+        f"grid-stride rounds, a bin above 255 counts{big}), no lost updates."
+    )
 
 
 @exercise(
@@ -161,17 +200,35 @@ def block_sum(kernel: Any) -> str:
     from .draws import between, not_multiple
 
     # fresh sizes each run, every power-of-two block from 32 to MAX_BLOCK = 256, partial last blocks
-    cases = [(not_multiple(129, 250, 64), 64), (1, 32), (not_multiple(257, 500, 256), 256), (not_multiple(129, 250, 128), 128),
-             (between(33, 100), 32)]
+    cases = [
+        (not_multiple(129, 250, 64), 64),
+        (1, 32),
+        (not_multiple(257, 500, 256), 256),
+        (not_multiple(129, 250, 128), 128),
+        (between(33, 100), 32),
+    ]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         grid = -(-n // block)
         label = f"n={n}, {grid} block(s) of {block} threads"
-        run_case(kernel, grid, block, (x,), out_shape=grid, out_dtype=np.float32, expected=_block_sums(x, block, grid),
-                 label=label, names=("x", "partial"), first=k == 0, reverse=k == 3, rtol=1e-5, atol=1e-5,
-                 unwritten_cause="one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x].",
-                 extra_cause=f"(This launch used blocks of {block} threads: nothing may assume one block size; start the "
-                             "tree at cuda.blockDim.x // 2.)")
+        run_case(
+            kernel,
+            grid,
+            block,
+            (x,),
+            out_shape=grid,
+            out_dtype=np.float32,
+            expected=_block_sums(x, block, grid),
+            label=label,
+            names=("x", "partial"),
+            first=k == 0,
+            reverse=k == 3,
+            rtol=1e-5,
+            atol=1e-5,
+            unwritten_cause="one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x].",
+            extra_cause=f"(This launch used blocks of {block} threads: nothing may assume one block size; start the "
+            "tree at cuda.blockDim.x // 2.)",
+        )
     return "correct for blocks of 32, 64, 128 and 256 threads and partial last blocks; no races."
 
 
@@ -197,38 +254,69 @@ def full_sum(kernel: Any) -> str:
     # (n, block, grid), fresh each run: a few rounds, one element, more threads than elements, 10 to 12 grid-stride
     # rounds (grid × block × 10 < n), and one block of MAX_BLOCK = 256 threads
     # ... and last more than 32,767 elements on 2 blocks of 128 (an int16 index wraps)
-    cases = [(not_multiple(900, 1300, 128), 128, 2), (1, 32, 1), (between(40, 90), 32, 3), (between(257, 400), 64, 4),
-             (not_multiple(641, 768, 64), 32, 2), (between(300, 700), 256, 1),
-             (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),  # 100 to 140 rounds: no fixed count of rounds passes
-             (not_multiple(32_800, 33_500, 256), 128, 2)]
+    cases = [
+        (not_multiple(900, 1300, 128), 128, 2),
+        (1, 32, 1),
+        (between(40, 90), 32, 3),
+        (between(257, 400), 64, 4),
+        (not_multiple(641, 768, 64), 32, 2),
+        (between(300, 700), 256, 1),
+        (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),  # 100 to 140 rounds: no fixed count of rounds passes
+        (not_multiple(32_800, 33_500, 256), 128, 2),
+    ]
     for k, (n, block, grid) in enumerate(cases):
         x = random_array(n)
         label = f"n={n}, {grid} block(s) of {block} threads"
-        report = run_case(kernel, grid, block, (x,), out_shape=1, out_dtype=np.float32,
-                          expected=np.array([x.astype(np.float64).sum()]), label=label, names=("x", "out"), out_init=0.0,
-                          first=k == 0, reverse=k == 2, rtol=1e-4, atol=1e-4,
-                          explain=lambda got, x=x, threads=grid * block: _prefix_cause(
-                              got, x.size, threads, lambda m: np.array([x[:m].astype(np.float64).sum()]), "summed"))
+        report = run_case(
+            kernel,
+            grid,
+            block,
+            (x,),
+            out_shape=1,
+            out_dtype=np.float32,
+            expected=np.array([x.astype(np.float64).sum()]),
+            label=label,
+            names=("x", "out"),
+            out_init=0.0,
+            first=k == 0,
+            reverse=k == 2,
+            rtol=1e-4,
+            atol=1e-4,
+            explain=lambda got, x=x, threads=grid * block: _prefix_cause(
+                got, x.size, threads, lambda m: np.array([x[:m].astype(np.float64).sum()]), "summed"
+            ),
+        )
         adds = report.atomics.get("global", 0) if report is not None else 0
         if adds > grid * -(-block // 32):  # one per block (or, at most, one per warp after a warp reduction)
-            raise Failed(f"{label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
-                         "threads added their own sums one by one.", cause=NO_TREE)
+            raise Failed(
+                f"{label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
+                "threads added their own sums one by one.",
+                cause=NO_TREE,
+            )
     if current_mode() == "gpu" and not combines_in_block(kernel):
-        raise Failed("the sum is right, but the kernel's PTX has neither shared memory nor warp shuffles: every thread "
-                     "adds its own sum to out[0].", cause=NO_TREE)
-    return ("correct for fresh sizes with grids larger and smaller than the data (10+ grid-stride rounds) and blocks of "
-            "32 to 256 threads; blocks combine atomically.")
+        raise Failed(
+            "the sum is right, but the kernel's PTX has neither shared memory nor warp shuffles: every thread "
+            "adds its own sum to out[0].",
+            cause=NO_TREE,
+        )
+    return (
+        "correct for fresh sizes with grids larger and smaller than the data (10+ grid-stride rounds) and blocks of "
+        "32 to 256 threads; blocks combine atomically."
+    )
 
 
-NO_TREE = ("the exercise combines each block's threads first (the tree of 04.block-sum in shared memory, or warp "
-           "shuffles), then one thread per block adds the block's sum atomically: thousands of atomics on one address "
-           "serialise on a GPU.")
+NO_TREE = (
+    "the exercise combines each block's threads first (the tree of 04.block-sum in shared memory, or warp "
+    "shuffles), then one thread per block adds the block's sum atomically: thousands of atomics on one address "
+    "serialise on a GPU."
+)
 
 
 def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:])") -> bool:
     """True when the kernel's PTX (sm_80) shows a way to combine a block's threads: shared memory or warp shuffles
     (what a GPU run checks in place of the simulator's count of atomics); True too when it does not compile."""
     from labkit.cuda import ptx
+
     from ..errors import CompileError
 
     try:
@@ -256,40 +344,64 @@ def warp_sum(kernel: Any) -> str:
     """Grade ``warp_sum(x, out)``: ``out[w]`` = sum of elements ``32w .. 32w + 31`` (zeros past the end);
     blocks of 32 to 256 threads."""
     from ..sim import warp as simwarp
-
     from .draws import between, not_multiple
 
     # fresh sizes each run: several warps with a partial last one, one element, a block of 3 warps, a block larger than
     # the data, and two blocks of the largest size the exercise allows (256 threads, 8 warps), the second partial
-    cases = [(not_multiple(150, 250, 32), 64), (1, 32), (between(65, 96), 96), (between(33, 64), 128),
-             (not_multiple(257, 500, 32), 256)]
+    cases = [
+        (not_multiple(150, 250, 32), 64),
+        (1, 32),
+        (between(65, 96), 96),
+        (between(33, 64), 128),
+        (not_multiple(257, 500, 32), 256),
+    ]
     before = simwarp.calls
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         grid = -(-n // block)
         warps = -(-n // 32)
         label = f"n={n}, {grid} block(s) of {block} threads, {warps} warp sum(s)"
-        run_case(kernel, grid, block, (x,), out_shape=warps, out_dtype=np.float32, expected=_block_sums(x, 32, warps),
-                 label=label, names=("x", "out"), first=k == 0, rtol=1e-5, atol=1e-5,
-                 unwritten_cause="lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32].")
+        run_case(
+            kernel,
+            grid,
+            block,
+            (x,),
+            out_shape=warps,
+            out_dtype=np.float32,
+            expected=_block_sums(x, 32, warps),
+            label=label,
+            names=("x", "out"),
+            first=k == 0,
+            rtol=1e-5,
+            atol=1e-5,
+            unwritten_cause="lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32].",
+        )
     if current_mode() == "gpu":
-        require_ptx(kernel, "void(float32[:], float32[:])", ["warp shuffles"], label="warp_sum",
-                    cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).")
+        require_ptx(
+            kernel,
+            "void(float32[:], float32[:])",
+            ["warp shuffles"],
+            label="warp_sum",
+            cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).",
+        )
     elif simwarp.calls == before:
-        raise Failed("the sums are right, but the kernel made no warp shuffle.",
-                     cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).")
+        raise Failed(
+            "the sums are right, but the kernel made no warp shuffle.",
+            cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).",
+        )
     return "correct for 1 to 16 warps on fresh sizes and blocks of 32 to 256 threads, using warp shuffles."
 
 
 # ----------------------------------------------------------------------------- 04.race
-def _counts_above(x: np.ndarray, threshold: float, block: int, grid: int, *, strict: bool = True,
-                  per_block: int | None = None) -> np.ndarray:
+def _counts_above(
+    x: np.ndarray, threshold: float, block: int, grid: int, *, strict: bool = True, per_block: int | None = None
+) -> np.ndarray:
     """Per-block counts of elements above ``threshold`` (``>=`` when not ``strict``); ``per_block`` elements per
     block (default ``block``: a kernel that assumes another block size counts other elements)."""
     per = per_block or block
     counts = np.zeros(grid, np.int64)
     for b in range(grid):
-        part = x[b * per: min(b * per + block, x.size)] if per_block else x[b * block:(b + 1) * block]
+        part = x[b * per : min(b * per + block, x.size)] if per_block else x[b * block : (b + 1) * block]
         counts[b] = int(np.sum(part > threshold if strict else part >= threshold))
     return counts.astype(np.int32)
 
@@ -304,13 +416,16 @@ def _race_cause(got: np.ndarray, x: np.ndarray, threshold: np.float32, block: in
     }
     for assumed in (32, 64, 128, 256, 512, 1024):
         if assumed != block:
-            slips[f"the counts are those of blocks of {assumed} elements: the index assumes {assumed} threads per "
-                  "block; use cuda.grid(1) (or cuda.blockDim.x)."] = _counts_above(x, threshold, block, grid, per_block=assumed)
+            slips[
+                f"the counts are those of blocks of {assumed} elements: the index assumes {assumed} threads per "
+                "block; use cuda.grid(1) (or cuda.blockDim.x)."
+            ] = _counts_above(x, threshold, block, grid, per_block=assumed)
     got = np.asarray(got).astype(np.int64)
     fitting = [cause for cause, counts in slips.items() if np.array_equal(got, counts)]
     if len(fitting) > 1:
         return "slips that give these same counts (this case cannot tell them apart): " + " Or: ".join(fitting)
     return fitting[0] if fitting else None
+
 
 @exercise(
     "04.race",
@@ -334,8 +449,14 @@ def race(kernel: Any) -> str:
     # where many more threads meet at the shared counter and a count passes 255), whole blocks, fewer elements than a
     # block, and blocks of 200 threads (not a power of two, nor whole warps); thresholds with a fraction
     # (int(threshold) counts other elements)
-    cases = [(not_multiple(257, 400, 64), 64), (1, 32), (between(700, 1023), 1024), (128 * between(1, 2), 128),
-             (between(33, 90), 32), (not_multiple(401, 599, 200), 200)]
+    cases = [
+        (not_multiple(257, 400, 64), 64),
+        (1, 32),
+        (between(700, 1023), 1024),
+        (128 * between(1, 2), 128),
+        (between(33, 90), 32),
+        (not_multiple(401, 599, 200), 200),
+    ]
     for k, (n, block) in enumerate(cases):
         x = random_array(n)
         low, high = (-0.8, -0.3) if block == 1024 else (-0.5, 0.5)  # the 1024-thread block counts more than 255
@@ -349,9 +470,20 @@ def race(kernel: Any) -> str:
         grid = -(-n // block)
         expected = _counts_above(x, threshold, block, grid)
         label = f"n={n}, threshold {threshold:.3f}, {grid} block(s) of {block} threads"
-        run_case(kernel, grid, block, (x, threshold), out_shape=grid, out_dtype=np.int32, expected=expected, label=label,
-                 names=("x", "threshold", "counts"), first=k == 0, reverse=k == 1,
-                 explain=lambda got, x=x, t=threshold, b=block, g=grid: _race_cause(got, x, t, b, g))
+        run_case(
+            kernel,
+            grid,
+            block,
+            (x, threshold),
+            out_shape=grid,
+            out_dtype=np.int32,
+            expected=expected,
+            label=label,
+            names=("x", "threshold", "counts"),
+            first=k == 0,
+            reverse=k == 1,
+            explain=lambda got, x=x, t=threshold, b=block, g=grid: _race_cause(got, x, t, b, g),
+        )
     return "correct and race-free on every launch (fresh sizes, blocks of 32 to 1024 threads)."
 
 
@@ -374,9 +506,9 @@ def _int_floats(n: int) -> np.ndarray:
 def _block_scan(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
     nb = -(-x.size // block)
     padded = np.zeros(nb * block, np.float64)
-    padded[:x.size] = x
+    padded[: x.size] = x
     scans = np.cumsum(padded.reshape(nb, block), axis=1)
-    return scans.reshape(-1)[:x.size].astype(np.float32), scans[:, -1].astype(np.float32)
+    return scans.reshape(-1)[: x.size].astype(np.float32), scans[:, -1].astype(np.float32)
 
 
 def _offsets_cause(got: np.ndarray, partial: np.ndarray, offsets: np.ndarray, block: int) -> str | None:
@@ -385,8 +517,10 @@ def _offsets_cause(got: np.ndarray, partial: np.ndarray, offsets: np.ndarray, bl
     later = own.copy()
     later[:block] = partial[:block]
     if np.array_equal(got, own) or np.array_equal(got, later):
-        return ("each block added offsets[blockIdx.x], its own total; the elements of block b need the total of the "
-                "blocks before it: offsets[blockIdx.x - 1] (nothing for block 0).")
+        return (
+            "each block added offsets[blockIdx.x], its own total; the elements of block b need the total of the "
+            "blocks before it: offsets[blockIdx.x - 1] (nothing for block 0)."
+        )
     return None
 
 
@@ -432,9 +566,8 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
     out)`` adds ``offsets[blockIdx.x - 1]`` to every element of blocks after the first. Blocks of 32 to 256 threads
     (powers of two); sizes spanning several blocks and not multiples of the block; then the whole scan of any n
     with labkit's :func:`scan_any_n`, whose block sums need a second level of scanning."""
-    from .harness import compare, device
-
     from .draws import between
+    from .harness import compare, device
 
     if add_offsets is None:
         raise Failed("pass both kernels: labkit.check.scan(scan_block, add_offsets).")
@@ -445,37 +578,65 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         nb = -(-n // block)
         sums = device(np.full(nb, np.nan, np.float32))
         label = f"scan_block: n={n}, {nb} block(s) of {block} threads"
-        report = run_case(scan_block, nb, block, (x, sums), out_shape=n, out_dtype=np.float32, expected=want,
-                          label=label, names=("x", "sums", "out"), first=k == 0, reverse=k == 1, record=("x",) if k == 0 else False,
-                          unwritten_cause="every thread whose i < n writes out[i], including the last, partial block.")
+        report = run_case(
+            scan_block,
+            nb,
+            block,
+            (x, sums),
+            out_shape=n,
+            out_dtype=np.float32,
+            expected=want,
+            label=label,
+            names=("x", "sums", "out"),
+            first=k == 0,
+            reverse=k == 1,
+            record=("x",) if k == 0 else False,
+            unwritten_cause="every thread whose i < n writes out[i], including the last, partial block.",
+        )
         got_sums = sums.copy_to_host()
         if not np.array_equal(got_sums, want_sums):
             j = int(np.argmax(got_sums != want_sums))
-            raise Failed(f"{label}: out is right, but sums[{j}] is {got_sums[j]!r}, expected {want_sums[j]!r} (the block's total).",
-                         cause="the block's last thread (t == blockDim.x - 1) holds the total after the scan: it writes "
-                               "sums[blockIdx.x], also in a partial last block (the padding adds 0).")
+            raise Failed(
+                f"{label}: out is right, but sums[{j}] is {got_sums[j]!r}, expected {want_sums[j]!r} (the block's total).",
+                cause="the block's last thread (t == blockDim.x - 1) holds the total after the scan: it writes "
+                "sums[blockIdx.x], also in a partial last block (the padding adds 0).",
+            )
         if report is not None:
             if not report.shared or report.barriers == 0:
-                raise Failed(f"{label}: the values are right, but the kernel does not scan in shared memory with barriers.",
-                             cause="load the block into cuda.shared.array, and combine partial sums there with "
-                                   "cuda.syncthreads() between the steps.")
+                raise Failed(
+                    f"{label}: the values are right, but the kernel does not scan in shared memory with barriers.",
+                    cause="load the block into cuda.shared.array, and combine partial sums there with "
+                    "cuda.syncthreads() between the steps.",
+                )
             reads = report.count("x", "read")
             if reads > n:
-                raise Failed(f"{label}: the values are right, but x was read {reads} times for {n} elements.",
-                             cause="each thread should read its element of x once, into shared memory: summing from "
-                                   "global memory makes every thread read all elements before it.")
+                raise Failed(
+                    f"{label}: the values are right, but x was read {reads} times for {n} elements.",
+                    cause="each thread should read its element of x once, into shared memory: summing from "
+                    "global memory makes every thread read all elements before it.",
+                )
     for k, (n, block) in enumerate([(777, 64), (257, SCAN_BLOCKS[-1])]):
         partial = _int_floats(n)
         nb = -(-n // block)
         offsets = _int_floats(nb)
         want = partial.copy()
         for b in range(1, nb):
-            want[b * block:(b + 1) * block] += offsets[b - 1]
-        run_case(add_offsets, nb, block, (partial, offsets), out_shape=n, out_dtype=np.float32, expected=want,
-                 label=f"add_offsets: n={n}, {nb} blocks of {block} threads", names=("partial", "offsets", "out"),
-                 first=k == 0, reverse=k == 1,
-                 explain=lambda got, p=partial, o=offsets, b=block: _offsets_cause(got, p, o, b),
-                 unwritten_cause="every element gets a value, the first block's too (it adds nothing).")
+            want[b * block : (b + 1) * block] += offsets[b - 1]
+        run_case(
+            add_offsets,
+            nb,
+            block,
+            (partial, offsets),
+            out_shape=n,
+            out_dtype=np.float32,
+            expected=want,
+            label=f"add_offsets: n={n}, {nb} blocks of {block} threads",
+            names=("partial", "offsets", "out"),
+            first=k == 0,
+            reverse=k == 1,
+            explain=lambda got, p=partial, o=offsets, b=block: _offsets_cause(got, p, o, b),
+            unwritten_cause="every element gets a value, the first block's too (it adds nothing).",
+        )
     for n, block in ((1025 + int(random_array(1, np.float32, 0, 60)[0]), 32),):
         x = _int_floats(n)
         label = f"the whole scan: n={n} with blocks of {block} ({-(-n // block)} block sums, scanned again)"
@@ -485,7 +646,14 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
             raise Failed(f"{label}: {exc}", cause=exc.cause) from None
         compare(got, np.cumsum(x.astype(np.float64)).astype(np.float32), label=label, rtol=0, atol=0)
     if current_mode() == "gpu":
-        require_ptx(scan_block, "void(float32[:], float32[:], float32[:])", ["shared memory", "a barrier"],
-                    label="scan_block", cause="scan in cuda.shared.array with cuda.syncthreads() between the steps.")
-    return ("both kernels right for block sizes 32 to 256 and sizes that are not multiples of the block, and the whole "
-            "scan right for n whose block sums need a second level.")
+        require_ptx(
+            scan_block,
+            "void(float32[:], float32[:], float32[:])",
+            ["shared memory", "a barrier"],
+            label="scan_block",
+            cause="scan in cuda.shared.array with cuda.syncthreads() between the steps.",
+        )
+    return (
+        "both kernels right for block sizes 32 to 256 and sizes that are not multiples of the block, and the whole "
+        "scan right for n whose block sums need a second level."
+    )

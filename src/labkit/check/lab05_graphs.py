@@ -61,11 +61,12 @@ def _standin_case(n: int, n_frames: int) -> tuple[Any, list[np.ndarray], np.ndar
     return rec, frames, x, y, kernel
 
 
-def _judge_results(results: Any, frames: list[np.ndarray], y: np.ndarray, label: str,
-                   x: np.ndarray | None = None) -> None:
+def _judge_results(results: Any, frames: list[np.ndarray], y: np.ndarray, label: str, x: np.ndarray | None = None) -> None:
     if not isinstance(results, (list, tuple)):
-        raise Failed(f"{label}: graph_pipeline returned {type(results).__name__}, not a list with one result per frame.",
-                     cause="append each frame's result (y.copy()) to a list and return the list.")
+        raise Failed(
+            f"{label}: graph_pipeline returned {type(results).__name__}, not a list with one result per frame.",
+            cause="append each frame's result (y.copy()) to a list and return the list.",
+        )
     if len(results) != len(frames):
         raise Failed(f"{label}: {len(results)} results for {len(frames)} frames.", cause="one result per frame, in order.")
     expected = [2 * f - 1 for f in frames]
@@ -73,19 +74,27 @@ def _judge_results(results: Any, frames: list[np.ndarray], y: np.ndarray, label:
         got = np.asarray(got)
         if got.shape != frames[k].shape or not np.allclose(got, expected[k], rtol=1e-5, atol=1e-6):
             if isinstance(results[k], np.ndarray) and np.shares_memory(results[k], y):
-                cause = ("every result is the buffer y itself, which the next replay overwrites: append y.copy().")
+                cause = "every result is the buffer y itself, which the next replay overwrites: append y.copy()."
             elif x is not None and np.isnan(np.asarray(x)).all():
-                cause = ("the pinned buffer x was never filled: the captured copy reads x at every replay, so put "
-                         "each frame into it (x[...] = frame) before graph.launch(stream).")
+                cause = (
+                    "the pinned buffer x was never filled: the captured copy reads x at every replay, so put "
+                    "each frame into it (x[...] = frame) before graph.launch(stream)."
+                )
             elif got.shape == frames[k].shape and np.isnan(got).all():
-                cause = ("y was read before the replay had copied anything into it: graph.launch() returns at once; "
-                         "call stream.synchronize() before reading y.")
+                cause = (
+                    "y was read before the replay had copied anything into it: graph.launch() returns at once; "
+                    "call stream.synchronize() before reading y."
+                )
             elif k > 0 and got.shape == frames[k].shape and np.allclose(got, expected[0], rtol=1e-5, atol=1e-6):
-                cause = ("this is frame 0's result again: a replay copies from the same host address it captured, so "
-                         "refill the pinned buffer x with each frame (x[...] = frame) before launching the graph.")
+                cause = (
+                    "this is frame 0's result again: a replay copies from the same host address it captured, so "
+                    "refill the pinned buffer x with each frame (x[...] = frame) before launching the graph."
+                )
             elif k > 0 and got.shape == frames[k].shape and np.allclose(got, expected[k - 1], rtol=1e-5, atol=1e-6):
-                cause = ("this is the previous frame's result: y was read before this frame's replay finished; call "
-                         "stream.synchronize() after graph.launch() and before reading y.")
+                cause = (
+                    "this is the previous frame's result: y was read before this frame's replay finished; call "
+                    "stream.synchronize() after graph.launch() and before reading y."
+                )
             else:
                 cause = "compare with the reference: copy x in, run kernel(d_in, d_out), copy d_out back into y."
             raise Failed(f"{label}: the result for frame {k} is wrong.", cause=cause)
@@ -100,36 +109,44 @@ def _grade_standin(fn: Any, n: int, n_frames: int) -> str:
     if rec.capturing is not None:
         raise Failed(f"{label}: the capture never ended.", cause="call graph = stream.end_capture() after the work.")
     if not rec.graphs:
-        raise Failed(f"{label}: no CUDA graph was captured.",
-                     cause="with stream: stream.begin_capture(); the copy in, the kernel, the copy out; "
-                           "graph = stream.end_capture(); then graph.launch(stream) per frame.")
+        raise Failed(
+            f"{label}: no CUDA graph was captured.",
+            cause="with stream: stream.begin_capture(); the copy in, the kernel, the copy out; "
+            "graph = stream.end_capture(); then graph.launch(stream) per frame.",
+        )
     launched = [g for g in rec.graphs if g.launches]
     if not launched:
         raise Failed(f"{label}: the graph was captured but never launched.", cause="call graph.launch(stream) per frame.")
     kinds = sorted(set().union(*(g.kinds() for g in launched)))
     if not {"h2d", "kernel", "d2h"} <= set(kinds):
-        raise Failed(f"{label}: the launched graph holds only {', '.join(kinds)}.",
-                     cause="capture the whole pipeline, the copy in (d_in.set(x)) and the copy out "
-                           "(d_out.get(out=y, blocking=False)) too: one replay is then one host call per frame.")
+        raise Failed(
+            f"{label}: the launched graph holds only {', '.join(kinds)}.",
+            cause="capture the whole pipeline, the copy in (d_in.set(x)) and the copy out "
+            "(d_out.get(out=y, blocking=False)) too: one replay is then one host call per frame.",
+        )
     if rec.eager_ops:
-        raise Failed(f"{label}: {rec.eager_ops} copies or kernels were issued outside the graph.",
-                     cause="inside the frame loop only refill x, launch the graph, synchronize and keep y.copy(); "
-                           "the graph already holds the copies and the kernel.")
+        raise Failed(
+            f"{label}: {rec.eager_ops} copies or kernels were issued outside the graph.",
+            cause="inside the frame loop only refill x, launch the graph, synchronize and keep y.copy(); "
+            "the graph already holds the copies and the kernel.",
+        )
     if len(rec.graphs) > 1:
-        raise Failed(f"{label}: {len(rec.graphs)} graphs were captured for {n_frames} frames.",
-                     cause="capture the pipeline once, before the frame loop, and replay that one graph per frame: a "
-                           "capture per frame costs more host time than the three calls it replaces.")
+        raise Failed(
+            f"{label}: {len(rec.graphs)} graphs were captured for {n_frames} frames.",
+            cause="capture the pipeline once, before the frame loop, and replay that one graph per frame: a "
+            "capture per frame costs more host time than the three calls it replaces.",
+        )
     replays = sum(g.launches for g in rec.graphs)
     if replays != n_frames:
-        raise Failed(f"{label}: the graph was launched {replays} times for {n_frames} frames.",
-                     cause="one graph.launch(stream) per frame.")
+        raise Failed(
+            f"{label}: the graph was launched {replays} times for {n_frames} frames.", cause="one graph.launch(stream) per frame."
+        )
     _judge_results(results, frames, y, label, x)
     return label
 
 
 def _grade_gpu(fn: Any) -> str:
     import cupy as cp
-
     import cupyx
 
     n, n_frames = 1 << 20, 5
@@ -171,8 +188,10 @@ def graph_pipeline(fn: Any) -> str:
     rng = np.random.default_rng()
     labels = [_grade_standin(fn, int(rng.integers(200, 900)) * 3 + 1, int(rng.integers(3, 7))) for _ in range(2)]
     extra = _grade_gpu(fn) if cupy_or_none() is not None else ""
-    return (f"one capture with both copies and the kernel, one replay per frame, right results on {len(labels)} cases "
-            f"(the stand-in runs a replay only when the host waits for it).{extra}")
+    return (
+        f"one capture with both copies and the kernel, one replay per frame, right results on {len(labels)} cases "
+        f"(the stand-in runs a replay only when the host waits for it).{extra}"
+    )
 
 
 def host_calls(fn: Any, n_frames: int = 8, n: int = 1024) -> dict[str, int]:

@@ -27,7 +27,20 @@ def _reference_decode_fp16() -> Callable[[str], float]:
 
 def _fp16_cases() -> list[str]:
     fixed = [
-        0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x8000, 0x0000, 0x7C00, 0xFC00, 0x7E00, 0x3555, 0x2E66, 0x5640,
+        0x3C00,
+        0xC000,
+        0x7BFF,
+        0x0001,
+        0x03FF,
+        0x0400,
+        0x8000,
+        0x0000,
+        0x7C00,
+        0xFC00,
+        0x7E00,
+        0x3555,
+        0x2E66,
+        0x5640,
     ]
     randoms = rng().integers(0, 2**16, size=60).tolist()
     return [format(int(r), "016b") for r in fixed + randoms]
@@ -42,8 +55,10 @@ def _same(got: float, want: float) -> bool:
     return got == want
 
 
-SIGNED_ZERO = ("the sign bit of a zero: 1 00000 0000000000 is −0.0. `(-1)**s * m` with m = 0 is the integer 0, which has "
-               "no sign; use a float sign, `sign = -1.0 if s else 1.0`, and multiply by it.")
+SIGNED_ZERO = (
+    "the sign bit of a zero: 1 00000 0000000000 is −0.0. `(-1)**s * m` with m = 0 is the integer 0, which has "
+    "no sign; use a float sign, `sign = -1.0 if s else 1.0`, and multiply by it."
+)
 
 
 @exercise(
@@ -89,7 +104,9 @@ def decode_fp16(fn: Callable[[str], float]) -> str:
                 cause = "exponent field all ones: infinity when the mantissa is 0, NaN otherwise."
             elif pattern[0] == "1" and abs(got_f) == abs(want):
                 cause = "the sign bit: 1 means negative."
-            raise Failed(f"{pattern[0]} {pattern[1:6]} {pattern[6:]} decodes to {want!r}, your function gave {got!r}.", cause=cause)
+            raise Failed(
+                f"{pattern[0]} {pattern[1:6]} {pattern[6:]} decodes to {want!r}, your function gave {got!r}.", cause=cause
+            )
     return f"all {len(cases)} patterns decode correctly, including subnormals, both zeros (+0.0 and −0.0), infinities and NaN."
 
 
@@ -141,8 +158,10 @@ def predict_range(answer: dict[str, list[str]]) -> str:
             if g != e:
                 wrong.append((f"{value:g} in {fmt}: you said {g}, it is {e}", _range_cause(value, fmt, g, e)))
     if wrong:
-        raise Failed(f"{len(wrong)} of {2 * len(PREDICT_VALUES)} predictions are off: " + "; ".join(w for w, _ in wrong[:3]) + ".",
-                     cause=wrong[0][1])
+        raise Failed(
+            f"{len(wrong)} of {2 * len(PREDICT_VALUES)} predictions are off: " + "; ".join(w for w, _ in wrong[:3]) + ".",
+            cause=wrong[0][1],
+        )
     return "every prediction is right: FP16 runs out of range at both ends long before BF16 does."
 
 
@@ -151,23 +170,31 @@ def _range_cause(value: float, fmt: str, said: str, right: str) -> str:
     from labkit.numerics import precision
 
     info = precision.format_info(fmt)
-    marks = (f"{fmt}: largest normal {info.max_normal:.4g}, smallest normal {info.min_normal:.4g}, smallest subnormal "
-             f"{info.min_subnormal:.4g}")
+    marks = (
+        f"{fmt}: largest normal {info.max_normal:.4g}, smallest normal {info.min_normal:.4g}, smallest subnormal "
+        f"{info.min_subnormal:.4g}"
+    )
     if right == "normal" and said == "overflow" and value > info.max_normal:
-        return (f"{value:g} is above {fmt}'s largest normal {info.max_normal:g}, but it rounds down to it: only values from "
-                f"halfway to the next step up (the largest normal + half an ulp) overflow to inf ({marks}).")
+        return (
+            f"{value:g} is above {fmt}'s largest normal {info.max_normal:g}, but it rounds down to it: only values from "
+            f"halfway to the next step up (the largest normal + half an ulp) overflow to inf ({marks})."
+        )
     if right == "overflow" and said == "normal" and value < info.max_normal * 1.01:
         return f"{value:g} is past the rounding point above {fmt}'s largest normal {info.max_normal:g}: it becomes inf ({marks})."
     if right == "subnormal":
-        return (f"{value:g} lies between {fmt}'s smallest subnormal and smallest normal: it is stored as a subnormal, "
-                f"with fewer significant bits ({marks}).")
+        return (
+            f"{value:g} lies between {fmt}'s smallest subnormal and smallest normal: it is stored as a subnormal, "
+            f"with fewer significant bits ({marks})."
+        )
     if right == "underflow":
         return f"{value:g} is below half of {fmt}'s smallest subnormal: it rounds to 0 ({marks})."
     if right == "overflow":
         return f"{value:g} is above {fmt}'s largest normal: it becomes inf ({marks})."
     if fmt == "bf16":
-        return (f"BF16 has FP32's 8 exponent bits, so its range is FP32's: {value:g} is a normal BF16 number ({marks}); "
-                "only its precision is FP16's or less.")
+        return (
+            f"BF16 has FP32's 8 exponent bits, so its range is FP32's: {value:g} is a normal BF16 number ({marks}); "
+            "only its precision is FP16's or less."
+        )
     return f"{value:g} lies between {fmt}'s smallest normal and largest normal ({marks})."
 
 
@@ -187,21 +214,43 @@ def _tf32_cases() -> np.ndarray:
     base = r.integers(0, 2**32, size=400, dtype=np.uint64).astype(np.uint32) & np.uint32(0xFFFFE000)
     ties = base | np.uint32(0x1000)
     near = np.concatenate([ties + np.uint32(1), ties - np.uint32(1)])
-    special = np.array([0x3F800000, 0x3F801000, 0x3F803000, 0x7F7FFFFF, 0xFF7FFFFF, 0x00000001, 0x00001000, 0x00003000,
-                        0x7F800000, 0xFF800000, 0x80000000, 0x00000000, 0x3FFFF000], dtype=np.uint32)
+    special = np.array(
+        [
+            0x3F800000,
+            0x3F801000,
+            0x3F803000,
+            0x7F7FFFFF,
+            0xFF7FFFFF,
+            0x00000001,
+            0x00001000,
+            0x00003000,
+            0x7F800000,
+            0xFF800000,
+            0x80000000,
+            0x00000000,
+            0x3FFFF000,
+        ],
+        dtype=np.uint32,
+    )
     # NaNs whose payload lies only in the 13 bits TF32 drops (clearing them would give infinity), NaNs with an
     # all-ones mantissa (adding 0xFFF carries into the sign bit), quiet NaNs; both signs
     low = r.integers(1, 0x2000, size=40, dtype=np.uint64).astype(np.uint32)
     sign = np.where(r.integers(0, 2, size=40) == 1, np.uint32(0x80000000), np.uint32(0)).astype(np.uint32)
-    nans = np.concatenate([np.uint32(0x7F800000) | low | sign, np.array([0x7F800001, 0xFF800FFF, 0x7F801000, 0x7FFFFFFF,
-                                                                         0xFFFFFFFF, 0x7FC00000, 0xFFC00001], dtype=np.uint32)])
+    nans = np.concatenate(
+        [
+            np.uint32(0x7F800000) | low | sign,
+            np.array([0x7F800001, 0xFF800FFF, 0x7F801000, 0x7FFFFFFF, 0xFFFFFFFF, 0x7FC00000, 0xFFC00001], dtype=np.uint32),
+        ]
+    )
     bits = np.concatenate([special, ties, near, nans, wide])
     return bits[r.permutation(bits.size)].view(np.float32)
 
 
-NAN_KEPT = ("a NaN must stay a NaN. Its exponent is already all ones: a payload only in the 13 low bits is cleared "
-            "(giving infinity), and an all-ones mantissa plus 0xFFF carries into the sign bit. Pass NaNs through "
-            "unchanged: `np.where(np.isnan(x), x, rounded)`.")
+NAN_KEPT = (
+    "a NaN must stay a NaN. Its exponent is already all ones: a payload only in the 13 low bits is cleared "
+    "(giving infinity), and an all-ones mantissa plus 0xFFF carries into the sign bit. Pass NaNs through "
+    "unchanged: `np.where(np.isnan(x), x, rounded)`."
+)
 
 
 @exercise(
@@ -235,10 +284,12 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
         raise Failed(f"your function raised {type(exc).__name__}: {exc}") from None
     if not np.array_equal(given.view(np.uint32), x.view(np.uint32)):
         k = int(np.argmax(given.view(np.uint32) != x.view(np.uint32)))
-        raise Failed(f"your function wrote into its input x (x[{k}] was 0x{int(x.view(np.uint32)[k]):08X}, is now "
-                     f"0x{int(given.view(np.uint32)[k]):08X}).",
-                     cause="round into a new array: `u = x.view(np.uint32).astype(np.uint64)` copies; `u = x.view(np.uint32)` "
-                           "then `u += ...` or `&=` writes through the view into x.")
+        raise Failed(
+            f"your function wrote into its input x (x[{k}] was 0x{int(x.view(np.uint32)[k]):08X}, is now "
+            f"0x{int(given.view(np.uint32)[k]):08X}).",
+            cause="round into a new array: `u = x.view(np.uint32).astype(np.uint64)` copies; `u = x.view(np.uint32)` "
+            "then `u += ...` or `&=` writes through the view into x.",
+        )
     if got is None:
         raise Unsolved("your function returns None; return the rounded array.")
     got = np.asarray(got)
@@ -304,9 +355,10 @@ def wmma_gemm(source: str) -> str:
     fragment call for the warp as a whole (:mod:`labkit.cuda_cpp`).
     """
     from labkit.cuda.cpp import HostUnavailable, find_entry
+    from labkit.gpu import tensorcores as tc
+
     from ..errors import CompileError, LabkitError
     from ..mode import env
-    from labkit.gpu import tensorcores as tc
 
     if not isinstance(source, str):
         raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")
@@ -320,22 +372,31 @@ def wmma_gemm(source: str) -> str:
         raise Failed(str(exc).split("\n")[0], cause=exc.fix or 'keep `extern "C" __global__ void wmma_gemm(...)`.') from None
     counts = tc.tensor_core_instructions(ptx.text)
     if counts["wmma.mma"] == 0 and counts["mma"] == 0:
-        from labkit.cuda.cpp import find_entry as _entry, stores_global
+        from labkit.cuda.cpp import find_entry as _entry
+        from labkit.cuda.cpp import stores_global
 
         try:
             writes = stores_global(_entry(ptx.text, "wmma_gemm"))
         except LabkitError:
             writes = False
         if writes:
-            raise Failed("the kernel writes C but does no Tensor Core multiply (no wmma.mma in its PTX): the exercise is "
-                         "a GEMM on Tensor Cores.",
-                         cause="multiply 16×16 fragments with wmma::mma_sync(acc, a, b, acc) inside the loop over k, "
-                               "not with scalar multiply-adds.")
+            raise Failed(
+                "the kernel writes C but does no Tensor Core multiply (no wmma.mma in its PTX): the exercise is "
+                "a GEMM on Tensor Cores.",
+                cause="multiply 16×16 fragments with wmma::mma_sync(acc, a, b, acc) inside the loop over k, "
+                "not with scalar multiply-adds.",
+            )
         raise Unsolved("the kernel compiles but does no Tensor Core multiply yet (no wmma.mma in its PTX).")
     if counts["wmma.load"] < 2:
-        raise Failed("the PTX has a Tensor Core multiply but fewer than two fragment loads.", cause="load both a 16×16 block of A and of B each step.")
+        raise Failed(
+            "the PTX has a Tensor Core multiply but fewer than two fragment loads.",
+            cause="load both a 16×16 block of A and of B each step.",
+        )
     if counts["wmma.store"] == 0:
-        raise Failed("the kernel never stores its accumulator (no wmma.store in its PTX).", cause="call wmma::store_matrix_sync after the loop.")
+        raise Failed(
+            "the kernel never stores its accumulator (no wmma.store in its PTX).",
+            cause="call wmma::store_matrix_sync after the loop.",
+        )
     where = f"compiles for {ptx.arch}: {counts['wmma.load']} fragment loads, {counts['wmma.mma']} wmma.mma, {counts['wmma.store']} store"
     cases = [(a, b) for a, b in _wmma_cases()]
     if env().is_gpu:
@@ -359,9 +420,11 @@ def wmma_gemm(source: str) -> str:
         raise Failed(str(exc).split("\n")[0], cause=exc.fix) from None
     for (a, b), (c, outside) in zip(cases, results):
         _grade_wmma(c, a, b, outside)
-    return (where + f"; its values are right on the CPU stand-in for {len(cases)} shapes (K of up to 7 tiles, some warps "
-            "with no tile) within the FP16-input, FP32-accumulate tolerance, no writes outside C. A GPU run checks it on "
-            "Tensor Cores.")
+    return (
+        where + f"; its values are right on the CPU stand-in for {len(cases)} shapes (K of up to 7 tiles, some warps "
+        "with no tile) within the FP16-input, FP32-accumulate tolerance, no writes outside C. A GPU run checks it on "
+        "Tensor Cores."
+    )
 
 
 def _wmma_cases() -> list[tuple[np.ndarray, np.ndarray]]:
@@ -376,6 +439,7 @@ def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> li
     """Run the kernel on the CPU stand-in, one launch per case (labkit's launch: blocks of 32×4, one warp per tile)."""
     from labkit.cuda.cpp import run_on_host_batch
     from labkit.gpu import tensorcores as tc
+
     from .slips import input_written
 
     launches, outs, given = [], [], []
@@ -394,8 +458,10 @@ def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> li
         for name, before, after in (("A", a.astype(np.float16), a16), ("B", b.astype(np.float16), b16)):
             written = input_written(name, before, after, who="your kernel")
             if written:
-                raise Failed(f"{a.shape[0]}×{a.shape[1]} @ {b.shape[0]}×{b.shape[1]}: {written}.",
-                             cause=f"{name} is `const half*`: load fragments from it, store only into C.")
+                raise Failed(
+                    f"{a.shape[0]}×{a.shape[1]} @ {b.shape[0]}×{b.shape[1]}: {written}.",
+                    cause=f"{name} is `const half*`: load fragments from it, store only into C.",
+                )
     return [(C.astype(np.float64), outside) for C, outside in zip(outs, report)]
 
 
@@ -407,20 +473,26 @@ def _grade_wmma(c: np.ndarray, a: np.ndarray, b: np.ndarray, outside: str | None
     label = f"{M}×{K} @ {K}×{N}"
     if outside:
         where = outside.replace("wmma_gemm wrote outside array argument 2", "the kernel wrote outside C")
-        raise Failed(f"{label}: {where} (C is M×N = {M}×{N}).",
-                     cause="a warp whose tile lies past the end of C must leave before any load or store "
-                           "(`if (tile_row * 16 >= M || tile_col * 16 >= N) return;`), and the store goes to "
-                           "C + tile_row*16*N + tile_col*16 with leading dimension N.")
+        raise Failed(
+            f"{label}: {where} (C is M×N = {M}×{N}).",
+            cause="a warp whose tile lies past the end of C must leave before any load or store "
+            "(`if (tile_row * 16 >= M || tile_col * 16 >= N) return;`), and the store goes to "
+            "C + tile_row*16*N + tile_col*16 with leading dimension N.",
+        )
     grade = tc.wmma_error(c, a, b)
     if grade.unwritten:
-        raise Failed(f"{label}: {grade.unwritten} of {M * N} results were never written.",
-                     cause="the grid covers every 16×16 tile; check the pointer offsets of the store.")
+        raise Failed(
+            f"{label}: {grade.unwritten} of {M * N} results were never written.",
+            cause="the grid covers every 16×16 tile; check the pointer offsets of the store.",
+        )
     if grade.ok:
         return
     i, j = grade.first_bad or (0, 0)
     ref = (a @ b)[i, j]
-    raise Failed(f"{label}: C[{i},{j}] = {float(c[i, j]):.6g}, expected {float(ref):.6g} (beyond the FP16 tolerance).",
-                 cause=_wmma_cause(c, a, b))
+    raise Failed(
+        f"{label}: C[{i},{j}] = {float(c[i, j]):.6g}, expected {float(ref):.6g} (beyond the FP16 tolerance).",
+        cause=_wmma_cause(c, a, b),
+    )
 
 
 def _wmma_cause(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> str:
@@ -435,19 +507,23 @@ def _wmma_cause(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> str:
     def matches(candidate: np.ndarray) -> bool:
         return bool(np.all(np.abs(c - candidate) <= bound))
 
-    if K > 16 and matches(a16[:, K - 16:] @ b16[K - 16:, :]):
-        return ("C holds only the last 16-wide slice of K: the accumulator is zeroed inside the loop over k. Call "
-                "wmma::fill_fragment(acc, 0.0f) once, before the loop.")
+    if K > 16 and matches(a16[:, K - 16 :] @ b16[K - 16 :, :]):
+        return (
+            "C holds only the last 16-wide slice of K: the accumulator is zeroed inside the loop over k. Call "
+            "wmma::fill_fragment(acc, 0.0f) once, before the loop."
+        )
     tiles_t = ref.copy()
     for r0 in range(0, M, 16):
         for c0 in range(0, N, 16):
-            tiles_t[r0:r0 + 16, c0:c0 + 16] = ref[r0:r0 + 16, c0:c0 + 16].T
+            tiles_t[r0 : r0 + 16, c0 : c0 + 16] = ref[r0 : r0 + 16, c0 : c0 + 16].T
     if matches(tiles_t):
         return "each 16×16 tile of C is transposed: C is row-major, so store with wmma::mem_row_major (leading dimension N)."
-    if K > 16 and matches(sum(a16[:, k:k + 16] @ b16[k:k + 16, :] for k in range(0, K, 32))):
+    if K > 16 and matches(sum(a16[:, k : k + 16] @ b16[k : k + 16, :] for k in range(0, K, 32))):
         return "only every other 16-wide slice of K is multiplied: the loop over k must step by 16, the fragments' K."
-    return ("check the offsets: A's block at tile_row*16*K + k (leading dimension K), B's at k*N + tile_col*16 (leading "
-            "dimension N), the loop over k in steps of 16 from 0 to K, and one fill_fragment before it.")
+    return (
+        "check the offsets: A's block at tile_row*16*K + k (leading dimension K), B's at k*N + tile_col*16 (leading "
+        "dimension N), the loop over k in steps of 16 from 0 to K, and one fill_fragment before it."
+    )
 
 
 # --------------------------------------------------------------------------------------------- 06.loss-scale
@@ -471,21 +547,38 @@ def _loss_scale_cases() -> list[tuple[float, bool, int, int]]:
     """Fixed cases that defeat the shortcuts (scales 1, 3 and 0.5, where integer halving differs; good_steps 0 and 1;
     intervals 1 and 2; the same good_steps with other scales and answers; the same call twice), then fresh ones."""
     r = rng()
-    fixed = [(1.0, True, 3, 10), (3.0, True, 0, 7), (0.5, True, 2, 4), (65536.0, False, 0, 1), (1024.0, False, 1, 2),
-             (1024.0, False, 0, 2), (8.0, False, 1, 5), (8.0, True, 1, 5), (2.0, False, 1, 5), (2.0, False, 1, 5),
-             (4096.0, False, 1999, 2000), (4096.0, False, 1998, 2000)]
+    fixed = [
+        (1.0, True, 3, 10),
+        (3.0, True, 0, 7),
+        (0.5, True, 2, 4),
+        (65536.0, False, 0, 1),
+        (1024.0, False, 1, 2),
+        (1024.0, False, 0, 2),
+        (8.0, False, 1, 5),
+        (8.0, True, 1, 5),
+        (2.0, False, 1, 5),
+        (2.0, False, 1, 5),
+        (4096.0, False, 1999, 2000),
+        (4096.0, False, 1998, 2000),
+    ]
     cases = []
     for _ in range(3):  # fresh scales and intervals: an overflow, a good step, the step that reaches the interval, ...
         interval = int(r.integers(2, 2001))
         scale = float(2.0 ** int(r.integers(-4, 25)))
-        cases += [(scale, True, int(r.integers(0, interval)), interval), (scale, False, int(r.integers(0, interval - 1)), interval),
-                  (scale, False, interval - 1, interval), (scale, False, 0, interval), (scale, True, interval - 1, interval)]
+        cases += [
+            (scale, True, int(r.integers(0, interval)), interval),
+            (scale, False, int(r.integers(0, interval - 1)), interval),
+            (scale, False, interval - 1, interval),
+            (scale, False, 0, interval),
+            (scale, True, interval - 1, interval),
+        ]
     order = r.permutation(len(cases))
     return fixed + [cases[int(k)] for k in order]
 
 
-def _loss_scale_cause(scale: float, inf: bool, good: int, interval: int, got: tuple[float, int, bool],
-                      want: tuple[float, int, bool]) -> str:
+def _loss_scale_cause(
+    scale: float, inf: bool, good: int, interval: int, got: tuple[float, int, bool], want: tuple[float, int, bool]
+) -> str:
     """Name what differs: the scale, the count or the decision, for this kind of step."""
     s, g, apply = got
     ws, wg, wapply = want
@@ -503,14 +596,19 @@ def _loss_scale_cause(scale: float, inf: bool, good: int, interval: int, got: tu
         return "finite gradients: apply the step (apply_step True)."
     if good + 1 >= interval:
         if s == scale and g == good + 1:
-            return (f"this good step is the {interval}th in a row (good_steps + 1 = growth_interval): double the scale "
-                    "now and restart the count (compare good_steps + 1 with growth_interval, `>=`, not good_steps).")
+            return (
+                f"this good step is the {interval}th in a row (good_steps + 1 = growth_interval): double the scale "
+                "now and restart the count (compare good_steps + 1 with growth_interval, `>=`, not good_steps)."
+            )
         if s == ws and g != 0:
             return "after doubling the scale, restart the count of good steps at 0."
         return "when the count reaches growth_interval: double the scale, restart the count at 0, apply the step."
     if s != scale:
-        return (f"only {good + 1} good steps in a row, fewer than growth_interval = {interval}: keep the scale." if s == scale * 2
-                else "a good step before the interval is reached leaves the scale as it is.")
+        return (
+            f"only {good + 1} good steps in a row, fewer than growth_interval = {interval}: keep the scale."
+            if s == scale * 2
+            else "a good step before the interval is reached leaves the scale as it is."
+        )
     if g == good:
         return "count this good step: new_good_steps = good_steps + 1."
     return "a good step adds one to the count of good steps and keeps the scale."
@@ -552,9 +650,11 @@ def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
             raise Failed(f"expected a tuple (new_scale, new_good_steps, apply_step), got {got!r}.") from None
         s = number(s, "new_scale")
         if inf and s in (scale // 2, float(int(scale / 2))) and s != scale / 2:
-            raise Failed(f"{call} gave new_scale {s:g}, expected {scale / 2:g}.",
-                         cause="integer halving: `scale // 2` or `int(scale / 2)` drops the fraction (1 → 0, 3 → 1, "
-                               "0.5 → 0). Halve with `scale / 2`.")
+            raise Failed(
+                f"{call} gave new_scale {s:g}, expected {scale / 2:g}.",
+                cause="integer halving: `scale // 2` or `int(scale / 2)` drops the fraction (1 → 0, 3 → 1, "
+                "0.5 → 0). Halve with `scale / 2`.",
+            )
         s, g = number(s, "new_scale", positive=True), number(g, "new_good_steps")
         if g != int(g):
             raise Failed(f"new_good_steps is {g:g}: it counts steps, a whole number.")
@@ -563,13 +663,19 @@ def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
         mine = (s, int(g), bool(apply))
         if mine != (float(want[0]), want[1], want[2]):
             again = next((a for a, r in seen if a[2] == good and a != (scale, inf, good, interval) and r == mine), None)
-            cause = (f"it returned exactly what it returned for the earlier call {again} with the same good_steps: "
-                     "compute from every argument on every call (a result remembered by step count is wrong for other "
-                     "scales and flags)." if again else _loss_scale_cause(scale, inf, good, interval, mine, want))
+            cause = (
+                f"it returned exactly what it returned for the earlier call {again} with the same good_steps: "
+                "compute from every argument on every call (a result remembered by step count is wrong for other "
+                "scales and flags)."
+                if again
+                else _loss_scale_cause(scale, inf, good, interval, mine, want)
+            )
             raise Failed(f"{call} gave {got!r}, expected {want!r}.", cause=cause)
         seen.append(((scale, inf, good, interval), mine))
-    return ("every case behaves like dynamic loss scaling (halve and skip on overflow, double after a run of good steps), "
-            "for fresh scales and growth intervals.")
+    return (
+        "every case behaves like dynamic loss scaling (halve and skip on overflow, double after a run of good steps), "
+        "for fresh scales and growth intervals."
+    )
 
 
 # --------------------------------------------------------------------------------------------- 06.v100-fma
@@ -600,11 +706,21 @@ def v100_fma(value: float) -> str:
     v = number(value, "the FMAs per Tensor Core per clock")
     d = dissect_tensor_peak("V100", "fp16")
     want = d.fma_per_tensor_core_per_clock
-    judge(v, want, "FMAs per Tensor Core per clock", "", rel=V100_FMA_REL, slips=merge_slips(_v100_fma_slips(), V100_FMA_REL), unit_factors=True,
-          otherwise="recheck the formula: peak = SMs × Tensor Cores per SM × FMA per clock × 2 × clock.")
+    judge(
+        v,
+        want,
+        "FMAs per Tensor Core per clock",
+        "",
+        rel=V100_FMA_REL,
+        slips=merge_slips(_v100_fma_slips(), V100_FMA_REL),
+        unit_factors=True,
+        otherwise="recheck the formula: peak = SMs × Tensor Cores per SM × FMA per clock × 2 × clock.",
+    )
     side = round(round(want) ** (1 / 3))
-    return (f"{v:.1f} FMAs per Tensor Core per clock: with {d.sm_count} SMs × {d.tensor_cores_per_sm} Tensor Cores that gives "
-            f"the {d.peak_tflops:g} TFLOP/s — about {round(want)} = {side}×{side}×{side}, a small matrix multiply-add each clock.")
+    return (
+        f"{v:.1f} FMAs per Tensor Core per clock: with {d.sm_count} SMs × {d.tensor_cores_per_sm} Tensor Cores that gives "
+        f"the {d.peak_tflops:g} TFLOP/s — about {round(want)} = {side}×{side}×{side}, a small matrix multiply-add each clock."
+    )
 
 
 V100_FMA_REL = 0.03  # 64 (4×4×4) passes for 63.7; the nearest slip is a factor of 2 away
@@ -619,9 +735,11 @@ def _v100_fma_slips() -> dict[str, float]:
     return {
         "one FMA is two floating-point operations (a multiply and an add): divide by 2.": 2 * want,
         "you divided by 2 FLOP per FMA twice, or used 2 FLOP per core in the clock but not here.": want / 2,
-        "divide by the Tensor Cores per SM as well: the figure is per Tensor Core, not per SM.": want * v.tensor_cores_per_sm.value,
-        "you divided by the FP32 cores per SM (64), not the Tensor Cores per SM (8).":
-            want * v.tensor_cores_per_sm.value / v.fp32_cores_per_sm.value,
+        "divide by the Tensor Cores per SM as well: the figure is per Tensor Core, not per SM.": want
+        * v.tensor_cores_per_sm.value,
+        "you divided by the FP32 cores per SM (64), not the Tensor Cores per SM (8).": want
+        * v.tensor_cores_per_sm.value
+        / v.fp32_cores_per_sm.value,
         "units: TFLOP/s is 10^12 FLOP/s and the clock in Hz (not GHz).": want * 1e9,
         "units: the clock in Hz, not GHz, and TFLOP/s is 10^12 FLOP/s.": want * 1e-9,
         "units: TFLOP/s is 10^12 FLOP/s: multiply the peak by 1e12 as well as the FP32 peak.": want * 1e-12,
@@ -664,17 +782,25 @@ def _gemm_slips(m: int, n: int, k: int, precision: str, gpu: str, want: float) -
         "bytes per element: the traffic counts bytes, not elements": rate(flops, m * k + k * n + m * n),
         "only the inputs: C (m×n) is written too": rate(flops, size * (m * k + k * n)),
     }
-    wrong_sizes = {"tf32": (2, "TF32 values are stored in 4 bytes (FP32's layout); the Tensor Cores read only 19 of "
-                               "their bits, but memory moves all 32"),
-                   "fp8": (2, "an FP8 element is 1 byte"), "fp16": (4, "an FP16/BF16 element is 2 bytes"),
-                   "bf16": (4, "an FP16/BF16 element is 2 bytes"), "fp64": (4, "an FP64 element is 8 bytes")}
+    wrong_sizes = {
+        "tf32": (
+            2,
+            "TF32 values are stored in 4 bytes (FP32's layout); the Tensor Cores read only 19 of "
+            "their bits, but memory moves all 32",
+        ),
+        "fp8": (2, "an FP8 element is 1 byte"),
+        "fp16": (4, "an FP16/BF16 element is 2 bytes"),
+        "bf16": (4, "an FP16/BF16 element is 2 bytes"),
+        "fp64": (4, "an FP64 element is 8 bytes"),
+    }
     if precision in wrong_sizes:
         other, why = wrong_sizes[precision]
         slips[why] = rate(flops, other * (m * k + k * n + m * n))
     if g.has(precision):
         try:
-            slips["the sparse peak: a dense GEMM gets the dense rate"] = rate(flops, size * (m * k + k * n + m * n),
-                                                                            p=g.peak(precision, sparse=True).value)
+            slips["the sparse peak: a dense GEMM gets the dense rate"] = rate(
+                flops, size * (m * k + k * n + m * n), p=g.peak(precision, sparse=True).value
+            )
         except Exception:  # noqa: BLE001 - no sparse rate for this precision
             pass
     return merge_slips({c: v for c, v in slips.items() if abs(v - want) > 0.02 * want}, 0.005)
@@ -699,13 +825,21 @@ def gemm_predict(fn: Callable[..., float]) -> str:
     labkit.hw's dense peak and memory bandwidth, on fresh shapes from square to matrix-vector, several precisions and
     GPUs. On a GPU it also measures CuPy GEMMs of two shapes and requires the prediction to bound them."""
     from labkit.gpu.cupylab import cupy_or_none
+
     from .streams import call_learner
 
     if not callable(fn):
         raise Failed(f"expected a function predict_gemm(m, n, k, precision, gpu), got {type(fn).__name__}.")
     gen = rng()
-    combos = [("V100", "fp16"), ("A100", "bf16"), ("A100", "tf32"), ("A100", "fp64"), ("H100", "fp8"), ("H200", "bf16"),
-              ("H200", "fp32")]
+    combos = [
+        ("V100", "fp16"),
+        ("A100", "bf16"),
+        ("A100", "tf32"),
+        ("A100", "fp64"),
+        ("H100", "fp8"),
+        ("H200", "bf16"),
+        ("H200", "fp32"),
+    ]
     cases = []
     # TF32 every run (its element size is the slip draws missed), and four more pairs drawn afresh
     rest = [combos[i] for i in gen.permutation(len(combos)) if combos[i] != ("A100", "tf32")]
@@ -723,21 +857,32 @@ def gemm_predict(fn: Callable[..., float]) -> str:
         value = number(got, f"{call} (TFLOP/s)", positive=True)
         want = ref(m, n, k, p, gpu)
         try:
-            judge(value, want, call, "TFLOP/s", rel=0.005, slips=_gemm_slips(m, n, k, p, gpu, want), unit_factors=True,
-                  otherwise="the roofline: FLOPs / max(FLOPs / peak, bytes / bandwidth), in TFLOP/s.")
+            judge(
+                value,
+                want,
+                call,
+                "TFLOP/s",
+                rel=0.005,
+                slips=_gemm_slips(m, n, k, p, gpu, want),
+                unit_factors=True,
+                otherwise="the roofline: FLOPs / max(FLOPs / peak, bytes / bandwidth), in TFLOP/s.",
+            )
         except Failed as exc:
             raise Failed(f"{exc} Expected {want:,.4g} TFLOP/s.", cause=exc.cause) from None
     extra = ""
     cp = cupy_or_none()
     if cp is not None:
         extra = _measure_gemm_gpu(cp, fn)
-    return (f"right on {len(cases)} fresh shapes, near-square ones (compute-bound), thin ones and ones with a short k "
-            f"(memory-bound), for 5 pairs of precision and GPU (a model from labkit.hw).{extra}")
+    return (
+        f"right on {len(cases)} fresh shapes, near-square ones (compute-bound), thin ones and ones with a short k "
+        f"(memory-bound), for 5 pairs of precision and GPU (a model from labkit.hw).{extra}"
+    )
 
 
 def _measure_gemm_gpu(cp: object, fn: Callable[..., float]) -> str:
     """On a GPU: time CuPy FP16 GEMMs of a square and a thin shape and require the learner's prediction to bound them."""
     from labkit.gpu import bench
+
     from .streams import call_learner
 
     gpu, compute, memory, scaled = bench.device_hw()  # a MIG slice: its parent GPU, bounds scaled to its share
@@ -753,7 +898,10 @@ def _measure_gemm_gpu(cp: object, fn: Callable[..., float]) -> str:
         t = bench.measure(cp.matmul, a, b, name=f"fp16 gemm {m}x{n}x{k}", flops=2.0 * m * n * k, warmup=3, repeat=10)  # type: ignore[attr-defined]
         predicted = share * number(call_learner(fn, m, n, k, "fp16", gpu.name, what="predict_gemm on this GPU"), "prediction")
         if t.tflops > 1.1 * predicted:
-            raise Failed(f"on the GPU, {m}×{n}×{k} fp16: measured {t.tflops:,.1f} TFLOP/s, above your bound of "
-                         f"{predicted:,.1f}: a roofline is an upper bound.", cause="check the FLOPs and bytes you count.")
+            raise Failed(
+                f"on the GPU, {m}×{n}×{k} fp16: measured {t.tflops:,.1f} TFLOP/s, above your bound of "
+                f"{predicted:,.1f}: a roofline is an upper bound.",
+                cause="check the FLOPs and bytes you count.",
+            )
         lines.append(f"{m}×{n}×{k}: measured {t.tflops:,.1f} of predicted {predicted:,.1f} TFLOP/s")
     return " Measured on the GPU (fp16): " + "; ".join(lines) + (f" (predictions{scaled})" if scaled else "") + "."

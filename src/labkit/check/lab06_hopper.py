@@ -28,8 +28,9 @@ def _reference_wmma_peak() -> tuple[float, float]:
 
 def _peak_slips(shape: tuple[int, int, int]) -> dict[str, float]:
     """Plausible wrong answers for one shape, each with its cause."""
-    from .. import hw
     from labkit.gpu.tensorcores import smem_operand_bytes_per_clock
+
+    from .. import hw
 
     g = hw.gpu(PEAK_GPU)
     m, n, k = shape
@@ -37,14 +38,15 @@ def _peak_slips(shape: tuple[int, int, int]) -> dict[str, float]:
     flop_clock = g.tensor_cores_per_sm.value * g.tensor_core_fma_per_clock.value * 2  # type: ignore[union-attr]
     slips = {
         "half the answer: a multiply-add is 2 FLOPs, and the operands are FP16, 2 bytes each (not elements).": want / 2,
-        "per Tensor Core: an SM has 4 of them (tensor_cores_per_sm), all fed by the SM's one shared memory.":
-            want / g.tensor_cores_per_sm.value,  # type: ignore[union-attr]
+        "per Tensor Core: an SM has 4 of them (tensor_cores_per_sm), all fed by the SM's one shared memory.": want
+        / g.tensor_cores_per_sm.value,  # type: ignore[union-attr]
         "the operands are FP16 (2 bytes), not FP32 (4): only the accumulator is FP32.": want * 2,
-        "only the inputs A and B are read from shared memory; the accumulator C stays in registers.":
-            flop_clock * ((m * k + k * n) * 2 + 2 * m * n * 4) / (2 * m * n * k),
+        "only the inputs A and B are read from shared memory; the accumulator C stays in registers.": flop_clock
+        * ((m * k + k * n) * 2 + 2 * m * n * 4)
+        / (2 * m * n * k),
         "you counted only B; in this exercise A comes from shared memory too.": flop_clock * k * n * 2 / (2 * m * n * k),
-        "bytes per clock per SM, not a fraction of the peak: divide the FLOPs per clock by the FLOPs per byte.":
-            g.shared_memory_bandwidth_per_sm.value / want,  # type: ignore[union-attr]
+        "bytes per clock per SM, not a fraction of the peak: divide the FLOPs per clock by the FLOPs per byte.": g.shared_memory_bandwidth_per_sm.value
+        / want,  # type: ignore[union-attr]
     }
     return {c: v for c, v in slips.items() if abs(v - want) > 0.05 * want}
 
@@ -74,17 +76,33 @@ def wmma_peak(wmma_bytes_per_clock: Any, wgmma_bytes_per_clock: Any) -> str:
     wmma_want, wgmma_want = _reference_wmma_peak()
     got_wmma = number(wmma_bytes_per_clock, "wmma_bytes_per_clock", positive=True)
     got_wgmma = number(wgmma_bytes_per_clock, "wgmma_bytes_per_clock", positive=True)
-    judge(got_wmma, wmma_want, "WMMA (16×16×16 per warp)", "B/clock", rel=_PEAK_REL, slips=_peak_slips(WMMA_SHAPE),
-          otherwise="FLOPs per clock per SM ÷ (2·m·n·k FLOPs ÷ (m·k + k·n)·2 bytes), with the H200's figures.")
+    judge(
+        got_wmma,
+        wmma_want,
+        "WMMA (16×16×16 per warp)",
+        "B/clock",
+        rel=_PEAK_REL,
+        slips=_peak_slips(WMMA_SHAPE),
+        otherwise="FLOPs per clock per SM ÷ (2·m·n·k FLOPs ÷ (m·k + k·n)·2 bytes), with the H200's figures.",
+    )
     wgmma_slips = _peak_slips(WGMMA_SHAPE)
     wgmma_slips["that is the WMMA shape's figure; wgmma does 64×256×16 per instruction."] = wmma_want
-    judge(got_wgmma, wgmma_want, "wgmma (64×256×16 per warpgroup)", "B/clock", rel=_PEAK_REL, slips=wgmma_slips,
-          otherwise="the same formula with m, n, k = 64, 256, 16.")
+    judge(
+        got_wgmma,
+        wgmma_want,
+        "wgmma (64×256×16 per warpgroup)",
+        "B/clock",
+        rel=_PEAK_REL,
+        slips=wgmma_slips,
+        otherwise="the same formula with m, n, k = 64, 256, 16.",
+    )
     have = hw.gpu(PEAK_GPU).shared_memory_bandwidth_per_sm.value  # type: ignore[union-attr]
-    return (f"WMMA needs {wmma_want:g} B/clock per SM, wgmma {wgmma_want:g}; shared memory gives {have:g} "
-            f"(32 banks × 4 B). A WMMA kernel that reloads its fragments for every product reaches at most "
-            f"{have / wmma_want:.0%} of the peak (a model; reusing fragments in registers lowers the need); "
-            f"wgmma reads each operand byte for {wmma_want / wgmma_want:.1f}× more FLOPs and fits.")
+    return (
+        f"WMMA needs {wmma_want:g} B/clock per SM, wgmma {wgmma_want:g}; shared memory gives {have:g} "
+        f"(32 banks × 4 B). A WMMA kernel that reloads its fragments for every product reaches at most "
+        f"{have / wmma_want:.0%} of the peak (a model; reusing fragments in registers lowers the need); "
+        f"wgmma reads each operand byte for {wmma_want / wgmma_want:.1f}× more FLOPs and fits."
+    )
 
 
 # --------------------------------------------------------------------------------------------- 06.mx-quantize
@@ -132,27 +150,34 @@ def _mx_slips(x: np.ndarray) -> dict[str, np.ndarray]:
         return (q * scale).reshape(x.shape)
 
     out: dict[str, np.ndarray] = {
-        "one scale for the whole tensor: MX gives every block of 32 its own scale.":
-            scaling.quantize_per_tensor(x, "fp8_e4m3").values,
+        "one scale for the whole tensor: MX gives every block of 32 its own scale.": scaling.quantize_per_tensor(
+            x, "fp8_e4m3"
+        ).values,
         "the scale amax / 448 is not a power of two: an E8M0 scale is 2**(floor(log2(amax)) − 8).": elements(safe / 448.0),
-        "ceil(log2(amax)) wastes a binade: take floor(log2(amax)) − 8 and let values above 448 saturate.":
-            elements(2.0 ** (np.ceil(np.log2(safe)) - 8)),
+        "ceil(log2(amax)) wastes a binade: take floor(log2(amax)) − 8 and let values above 448 saturate.": elements(
+            2.0 ** (np.ceil(np.log2(safe)) - 8)
+        ),
         "round(log2(amax)): the OCP MX scale uses floor(log2(amax)) − 8.": elements(2.0 ** (np.round(np.log2(safe)) - 8)),
-        "emax of E4M3 is 8 (448 = 1.75 × 2^8): subtract 8 from floor(log2(amax)), not 7 or 9.":
-            elements(2.0 ** (np.floor(np.log2(safe)) - 7)),
-        "blocks of 16: MX blocks are 32 elements long (NVFP4's are 16).":
-            scaling.quantize_blocks(x, "mxfp8_e4m3").values if x.shape[-1] % 16 else _blocks16(x),
+        "emax of E4M3 is 8 (448 = 1.75 × 2^8): subtract 8 from floor(log2(amax)), not 7 or 9.": elements(
+            2.0 ** (np.floor(np.log2(safe)) - 7)
+        ),
+        "blocks of 16: MX blocks are 32 elements long (NVFP4's are 16).": scaling.quantize_blocks(x, "mxfp8_e4m3").values
+        if x.shape[-1] % 16
+        else _blocks16(x),
     }
     rows = np.abs(x).max(axis=-1, keepdims=True)
     row_scale = 2.0 ** (np.floor(np.log2(np.where(rows > 0, rows, 1.0))) - 8)
-    out["one scale per row: MX gives every block of 32 consecutive elements its own scale."] = \
+    out["one scale per row: MX gives every block of 32 consecutive elements its own scale."] = (
         P.round_to(x / row_scale, "fp8_e4m3", on_range="ignore") * row_scale
+    )
     e5 = 2.0 ** (np.floor(np.log2(safe)) - 15)
-    out["the elements are E5M2: MXFP8 here is E4M3 (P.round_to(..., 'fp8_e4m3')), whose largest value is 448 = 1.75 × 2^8."] = \
-        (P.round_to(blocks / e5, "fp8_e5m2", on_range="ignore") * e5).reshape(x.shape)
+    out["the elements are E5M2: MXFP8 here is E4M3 (P.round_to(..., 'fp8_e4m3')), whose largest value is 448 = 1.75 × 2^8."] = (
+        P.round_to(blocks / e5, "fp8_e5m2", on_range="ignore") * e5
+    ).reshape(x.shape)
     if x.ndim == 2 and x.shape[0] % MX_BLOCK == 0:
-        out["blocks run along the last axis (each row's consecutive elements), not down the columns."] = \
-            scaling.quantize_blocks(x, "mxfp8_e4m3", axis=0).values
+        out["blocks run along the last axis (each row's consecutive elements), not down the columns."] = scaling.quantize_blocks(
+            x, "mxfp8_e4m3", axis=0
+        ).values
     return out
 
 
@@ -169,13 +194,17 @@ def _mx_nan_cause(x: np.ndarray, arr: np.ndarray) -> str:
     """Why the result has NaN, from the block of its first NaN: an all-zero block (0/0), or an overflow to NaN."""
     at = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
     row, b = at[0], at[1] // MX_BLOCK
-    block = x[row, b * MX_BLOCK:(b + 1) * MX_BLOCK]
+    block = x[row, b * MX_BLOCK : (b + 1) * MX_BLOCK]
     if not np.any(block):
-        return ("the NaN is in an all-zero block: its amax is 0, so log2(amax) is -inf and the scale 0 or inf, and 0 / 0 "
-                "is NaN. Give such a block a scale of 1 (np.where(amax > 0, amax, 1.0) before the log2): its elements "
-                "stay 0.")
-    return ("E4M3 has no infinity: a value above 448 must saturate to ±448 (P.round_to(..., on_range='ignore') does; "
-            "ml_dtypes' float8_e4m3fn cast turns it into NaN).")
+        return (
+            "the NaN is in an all-zero block: its amax is 0, so log2(amax) is -inf and the scale 0 or inf, and 0 / 0 "
+            "is NaN. Give such a block a scale of 1 (np.where(amax > 0, amax, 1.0) before the log2): its elements "
+            "stay 0."
+        )
+    return (
+        "E4M3 has no infinity: a value above 448 must saturate to ±448 (P.round_to(..., on_range='ignore') does; "
+        "ml_dtypes' float8_e4m3fn cast turns it into NaN)."
+    )
 
 
 @exercise(
@@ -198,6 +227,7 @@ def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``quantize_mxfp8(x)``: ``x`` (float64, last axis a multiple of 32) stored in MXFP8 E4M3 (OCP MX v1.0)
     and read back, against :func:`labkit.scaling.quantize_blocks` on fresh inputs."""
     from labkit.numerics import scaling
+
     from .streams import call_learner
 
     if not callable(fn):
@@ -223,10 +253,15 @@ def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
         matched = [cause for cause, slip in _mx_slips(x).items() if slip.shape == arr.shape and np.array_equal(arr, slip)]
         if matched:  # slips that give the same values on this input are named together: the values cannot tell them apart
             raise Failed(f"wrong values {where}.", cause=" Or: ".join(matched))
-        raise Failed(f"wrong values {where}.", cause="each block of 32: scale 2**(floor(log2(amax)) − 8), elements rounded "
-                     "to E4M3 with saturation, multiplied back by the scale.")
-    return (f"right on {len(cases)} fresh arrays: rows spanning 2^-20 to 2^12, an all-zero block, a power-of-two maximum "
-            "and maxima that saturate at 448.")
+        raise Failed(
+            f"wrong values {where}.",
+            cause="each block of 32: scale 2**(floor(log2(amax)) − 8), elements rounded "
+            "to E4M3 with saturation, multiplied back by the scale.",
+        )
+    return (
+        f"right on {len(cases)} fresh arrays: rows spanning 2^-20 to 2^12, an all-zero block, a power-of-two maximum "
+        "and maxima that saturate at 448."
+    )
 
 
 # --------------------------------------------------------------------------------------------- 06.fp8-promotion
@@ -250,17 +285,22 @@ def _promotion_slips(a: np.ndarray, b: np.ndarray, interval: int) -> dict[str, n
     def chunks(step: int, stop: int = K, acc: str = "limited", dtype: Any = np.float32) -> np.ndarray:
         c = np.zeros((a.shape[0], b.shape[1]), dtype=dtype)
         for k0 in range(0, stop, step):
-            c += P.gemm(a[:, k0:k0 + step], b[k0:k0 + step], "fp8_e4m3", accumulate=acc, on_range="ignore").astype(dtype)
+            c += P.gemm(a[:, k0 : k0 + step], b[k0 : k0 + step], "fp8_e4m3", accumulate=acc, on_range="ignore").astype(dtype)
         return c.astype(np.float64)
 
     out = {
-        "no promotion: one limited accumulator over all of K. Add each chunk's partial sum to an FP32 total.":
-            P.gemm(a, b, "fp8_e4m3", accumulate="limited", on_range="ignore"),
-        "the last chunk is missing: K is not a multiple of the interval, and range(0, K, interval) covers it all.":
-            chunks(interval, stop=K - K % interval) if K % interval else None,
+        "no promotion: one limited accumulator over all of K. Add each chunk's partial sum to an FP32 total.": P.gemm(
+            a, b, "fp8_e4m3", accumulate="limited", on_range="ignore"
+        ),
+        "the last chunk is missing: K is not a multiple of the interval, and range(0, K, interval) covers it all.": chunks(
+            interval, stop=K - K % interval
+        )
+        if K % interval
+        else None,
         "the interval counts products (elements of K), not Tensor Core instructions of 32.": chunks(interval * 32),
-        "each chunk must go through the Tensor Core's limited accumulator: P.gemm(..., accumulate='limited').":
-            chunks(interval, acc="fp32"),
+        "each chunk must go through the Tensor Core's limited accumulator: P.gemm(..., accumulate='limited').": chunks(
+            interval, acc="fp32"
+        ),
         "the promoted total lives in FP32 registers on the CUDA cores, not in FP16.": chunks(interval, dtype=np.float16),
         "that is the exact product a @ b: the exercise models FP8 inputs (P.gemm(..., 'fp8_e4m3', ...) rounds them) "
         "and the Tensor Core's limited accumulator, chunk by chunk.": a @ b,
@@ -300,6 +340,7 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
     import warnings
 
     from labkit.numerics import precision as P
+
     from .streams import call_learner
 
     if not callable(fn):
@@ -324,21 +365,27 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
             if np.all(np.abs(arr - want) <= tol):
                 kind = getattr(got, "dtype", None)
                 if kind != np.float32:  # right values, in the wrong precision (here FP32 and FP64 totals agree)
-                    raise Failed(f"{what} returned {'a ' + str(kind) + ' array' if kind is not None else type(got).__name__}"
-                                 ": the statement asks for the FP32 total (np.float32).",
-                                 cause="the promoted total lives in FP32 registers on the CUDA cores: keep it in an "
-                                       "array made with np.zeros(..., np.float32), add each chunk's result into it, "
-                                       "and return it.")
+                    raise Failed(
+                        f"{what} returned {'a ' + str(kind) + ' array' if kind is not None else type(got).__name__}"
+                        ": the statement asks for the FP32 total (np.float32).",
+                        cause="the promoted total lives in FP32 registers on the CUDA cores: keep it in an "
+                        "array made with np.zeros(..., np.float32), add each chunk's result into it, "
+                        "and return it.",
+                    )
                 continue
             bad = tuple(int(i) for i in np.argwhere(np.abs(arr - want) > tol)[0])
             where = f"{what}: C{list(bad)} should be {want[bad]:.7g}, yours is {arr[bad]:.7g}"
             matched = [cause for cause, slip in _promotion_slips(a, b, interval).items() if np.all(np.abs(arr - slip) <= tol)]
             if matched:  # slips with the same values here are named together
                 raise Failed(where + ".", cause=" Or: ".join(matched))
-            raise Failed(where + ".", cause="chunks of `interval` along K, each through P.gemm(..., accumulate='limited'), "
-                         "added into an FP32 total.")
-    return (f"right on {len(cases)} fresh FP8 GEMMs with intervals 64, 128 and 256 and K not a multiple of the interval "
-            "(a model of the accumulator, not a GPU measurement).")
+            raise Failed(
+                where + ".",
+                cause="chunks of `interval` along K, each through P.gemm(..., accumulate='limited'), added into an FP32 total.",
+            )
+    return (
+        f"right on {len(cases)} fresh FP8 GEMMs with intervals 64, 128 and 256 and K not a multiple of the interval "
+        "(a model of the accumulator, not a GPU measurement)."
+    )
 
 
 # --------------------------------------------------------------------------------------------- 06.te-scale
@@ -370,12 +417,14 @@ def _te_slips(hist: list[float], fmt: str, margin: int, previous: float) -> dict
     amax, last = max(hist), hist[-1]
     slips = {
         "the inverse: scale = fp8_max / amax, so that x · scale fills the format's range.": amax / fmax * 2.0**margin,
-        "the most recent amax only: Transformer Engine's default takes the largest of the whole history.":
-            fmax / last / 2.0**margin,
+        "the most recent amax only: Transformer Engine's default takes the largest of the whole history.": fmax
+        / last
+        / 2.0**margin,
         "the margin: divide by 2**margin as well (it leaves headroom above the history's amax).": fmax / amax,
         "multiply by 2**margin? No: divide, the margin lowers the scale.": fmax / amax * 2.0**margin,
-        "E5M2 reaches 57,344 and E4M3 448: take fp8_max of the format you are given.":
-            (57344.0 if fmax == 448.0 else 448.0) / amax / 2.0**margin,
+        "E5M2 reaches 57,344 and E4M3 448: take fp8_max of the format you are given.": (57344.0 if fmax == 448.0 else 448.0)
+        / amax
+        / 2.0**margin,
     }
     return {c: v for c, v in slips.items() if v == v and abs(v - fmax / amax / 2.0**margin) > 1e-9 * abs(v)}
 
@@ -399,6 +448,7 @@ def te_scale(fn: Callable[..., float]) -> str:
     import math
 
     from labkit.numerics import scaling
+
     from .streams import call_learner
 
     if not callable(fn):
@@ -413,15 +463,26 @@ def te_scale(fn: Callable[..., float]) -> str:
         if not all(math.isfinite(h) and h > 0 for h in [max(hist)]):
             value = number(got, call, finite=False)
             if value != want:
-                raise Failed(f"{call} should keep the previous scale {want:.4g}; you returned {value!r}.",
-                             cause="an amax of 0 (nothing seen yet) or inf (an overflowed step) gives no scale: keep "
-                                   "`previous`, as Transformer Engine does.")
+                raise Failed(
+                    f"{call} should keep the previous scale {want:.4g}; you returned {value!r}.",
+                    cause="an amax of 0 (nothing seen yet) or inf (an overflowed step) gives no scale: keep "
+                    "`previous`, as Transformer Engine does.",
+                )
             continue
         value = number(got, call, positive=True)
         try:
-            judge(value, want, call, "", rel=1e-6, slips=_te_slips(hist, fmt, margin, previous),
-                  otherwise="scale = fp8_max / max(history) / 2**margin.")
+            judge(
+                value,
+                want,
+                call,
+                "",
+                rel=1e-6,
+                slips=_te_slips(hist, fmt, margin, previous),
+                otherwise="scale = fp8_max / max(history) / 2**margin.",
+            )
         except Failed as exc:
             raise Failed(f"{exc} Expected {want:.6g}.", cause=exc.cause) from None
-    return (f"right on {len(cases)} fresh histories in E4M3 and E5M2, with margins, and with an amax of 0 or inf "
-            "(previous scale kept).")
+    return (
+        f"right on {len(cases)} fresh histories in E4M3 and E5M2, with margins, and with an amax of 0 or inf "
+        "(previous scale kept)."
+    )

@@ -53,6 +53,7 @@ def _ref_pcie() -> Callable[[int, int], float]:
 def pcie_link_bandwidth(fn: Any) -> str:
     """Grade ``fn(generation, lanes)`` -> theoretical GB/s per direction of a PCIe link."""
     from labkit.gpu.bandwidth import pcie_peak
+
     from .harness import rng
 
     # every generation and width, in a fresh order each run (x16 first: its slips have distinct ratios)
@@ -62,20 +63,35 @@ def pcie_link_bandwidth(fn: Any) -> str:
         want = pcie_peak(gen, lanes)
         got = number(_call(fn, gen, lanes), f"pcie_gbps({gen}, {lanes})")
         if not close(got, want):
-            slips = {"the result does not depend on the lane count: an x16 figure for every width.": 16.0 / lanes} if lanes != 16 else {}
-            slips.update({"that is both directions added; the question asks for one direction.": 2.0,
-                          "that is gigabits per second; divide by 8 bits per byte.": 8.0,
-                          "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s).": 1 / 1.073741824,
-                          "that is the bandwidth of one lane; multiply by the number of lanes.": 1 / 16,
-                          "that leaves out the line code: PCIe 3 to 5 send 130 bits for every 128 bits of data "
-                          "(128b/130b), so the data rate is GT/s × lanes × 128/130 / 8.": 130 / 128})
+            slips = (
+                {"the result does not depend on the lane count: an x16 figure for every width.": 16.0 / lanes}
+                if lanes != 16
+                else {}
+            )
+            slips.update(
+                {
+                    "that is both directions added; the question asks for one direction.": 2.0,
+                    "that is gigabits per second; divide by 8 bits per byte.": 8.0,
+                    "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s).": 1 / 1.073741824,
+                    "that is the bandwidth of one lane; multiply by the number of lanes.": 1 / 16,
+                    "that leaves out the line code: PCIe 3 to 5 send 130 bits for every 128 bits of data "
+                    "(128b/130b), so the data rate is GT/s × lanes × 128/130 / 8.": 130 / 128,
+                }
+            )
             causes = {factor: cause for cause, factor in merge_slips(slips, 1e-6).items()}  # one ratio, two slips: both named
-            cause = ratio_cause(got, want, causes) or unit_cause(got, want) or (
-                "per direction, a link of `lanes` lanes carries per_link / 16 × lanes (labkit.hw.link(f'PCIe {gen}').per_link "
-                "is the x16 figure).")
+            cause = (
+                ratio_cause(got, want, causes)
+                or unit_cause(got, want)
+                or (
+                    "per direction, a link of `lanes` lanes carries per_link / 16 × lanes (labkit.hw.link(f'PCIe {gen}').per_link "
+                    "is the x16 figure)."
+                )
+            )
             raise Failed(f"pcie_gbps({gen}, {lanes}) returned {got:.3f}, expected {want:.3f} GB/s per direction.", cause=cause)
-    return (f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
-            "twice that with both directions busy.")
+    return (
+        f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
+        "twice that with both directions busy."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 07.pageable-model
@@ -106,15 +122,19 @@ def pageable_copy_model(fn: Any) -> str:
     # fresh rates each run: staging slower than the link, both equal, staging faster, and two more at random
     slow, fast = float(round(r.uniform(20, 100), 1)), float(round(r.uniform(3, 15), 1))
     same = float(round(r.uniform(5, 60), 1))
-    cases = [(slow, fast), (same, same), (fast, slow)] + [(float(round(a, 1)), float(round(b, 1))) for a, b in r.uniform(2, 120, (2, 2))]
+    cases = [(slow, fast), (same, same), (fast, slow)] + [
+        (float(round(a, 1)), float(round(b, 1))) for a, b in r.uniform(2, 120, (2, 2))
+    ]
     for link, staging in cases:
         want = 1.0 / (1.0 / link + 1.0 / staging)
         got = number(_call(fn, link, staging), f"pageable_gbps({link}, {staging})")
         if not close(got, want):
             cause = None
             if close(got, min(link, staging)):
-                cause = ("min(link, staging) assumes the two stages overlap perfectly. This exercise asks for the "
-                         "no-overlap model: the stages take turns, so their times add.")
+                cause = (
+                    "min(link, staging) assumes the two stages overlap perfectly. This exercise asks for the "
+                    "no-overlap model: the stages take turns, so their times add."
+                )
             elif close(got, link + staging):
                 cause = "rates do not add for steps done one after the other; times do."
             elif close(got, (link + staging) / 2):
@@ -126,8 +146,9 @@ def pageable_copy_model(fn: Any) -> str:
             elif close(got, 2 * want):
                 cause = "that is twice the staged rate: 1 / (1/link + 1/staging), with no factor 2 (one byte crosses each stage once)."
             else:
-                cause = unit_cause(got, want) or ("per byte the two stages take 1/link + 1/staging seconds (per GB); the "
-                                                  "rate is 1 / (1/link + 1/staging).")
+                cause = unit_cause(got, want) or (
+                    "per byte the two stages take 1/link + 1/staging seconds (per GB); the rate is 1 / (1/link + 1/staging)."
+                )
             raise Failed(f"pageable_gbps({link}, {staging}) returned {got:.3f}, expected {want:.3f} GB/s.", cause=cause)
     return "correct: with no overlap the staged copy's rate is 1 / (1/link + 1/staging), below the slower stage."
 
@@ -165,14 +186,23 @@ def hbm_copy_time(fn: Any) -> str:
         want = 2 * nbytes / (peak * 1e9)
         got = number(_call(fn, nbytes, peak), f"copy_seconds({nbytes}, {peak})")
         if not close(got, want):
-            cause = ratio_cause(got, want, {
-                0.5: "a copy reads every byte and writes it again: count 2 x nbytes of memory traffic.",
-                1e3: "that is milliseconds; return seconds.",
-                1e6: "that is microseconds; return seconds.",
-                1e9 / 2**30: "the peak is in GB/s = 10^9 bytes/s, not GiB/s.",
-                1e-9: "convert GB/s to bytes per second: multiply by 10^9.",
-                4.0: "a copy moves 2 × nbytes, not 4 × nbytes: the read and the write, each once.",
-            }) or int32_wrap_cause(got, want, nbytes) or unit_cause(got, want) or "time = 2 × nbytes / (peak_gbps × 10^9) seconds: bytes read plus bytes written, over the rate."
+            cause = (
+                ratio_cause(
+                    got,
+                    want,
+                    {
+                        0.5: "a copy reads every byte and writes it again: count 2 x nbytes of memory traffic.",
+                        1e3: "that is milliseconds; return seconds.",
+                        1e6: "that is microseconds; return seconds.",
+                        1e9 / 2**30: "the peak is in GB/s = 10^9 bytes/s, not GiB/s.",
+                        1e-9: "convert GB/s to bytes per second: multiply by 10^9.",
+                        4.0: "a copy moves 2 × nbytes, not 4 × nbytes: the read and the write, each once.",
+                    },
+                )
+                or int32_wrap_cause(got, want, nbytes)
+                or unit_cause(got, want)
+                or "time = 2 × nbytes / (peak_gbps × 10^9) seconds: bytes read plus bytes written, over the rate."
+            )
             raise Failed(f"copy_seconds({nbytes}, {peak}) returned {got:.4g} s, expected {want:.4g} s.", cause=cause)
     return "correct: a copy moves its bytes twice through memory (read + write), so it takes 2N / bandwidth."
 
@@ -214,12 +244,19 @@ def dgx1_peer_matrix(answer: Any) -> str:
     for i in range(n):
         if got[i][i] != 0:
             raise Failed(f"entry [{i}][{i}] is {got[i][i]:g}; a GPU's copy to itself is not a peer copy: put 0.")
-    bad = [(i, j) for i in range(n) for j in range(n) if not close(got[i][j], want[i][j]) and not (want[i][j] == 0 and got[i][j] == 0)]
+    bad = [
+        (i, j)
+        for i in range(n)
+        for j in range(n)
+        if not close(got[i][j], want[i][j]) and not (want[i][j] == 0 and got[i][j] == 0)
+    ]
     if not bad:
         top = max(max(r) for r in want)
         none = sum(1 for i in range(n) for j in range(i + 1, n) if want[i][j] == 0)
-        return (f"correct: pairs with two NVLinks get {top:g} GB/s per direction, pairs with one link {top / 2:g}, "
-                f"and {none} of the {n * (n - 1) // 2} pairs have no NVLink at all.")
+        return (
+            f"correct: pairs with two NVLinks get {top:g} GB/s per direction, pairs with one link {top / 2:g}, "
+            f"and {none} of the {n * (n - 1) // 2} pairs have no NVLink at all."
+        )
     i, j = bad[0]
     ratios = {got[a][b] / want[a][b] for a, b in bad if want[a][b]}
     cause = None
@@ -232,21 +269,35 @@ def dgx1_peer_matrix(answer: Any) -> str:
         elif close(r, 0.5):
             cause = "the entries count links but not two links' worth for NV2 pairs, or use half a link's bandwidth."
     if cause is None and want[i][j] == 0 and got[i][j] != 0:
-        cause = (f"GPU{i} and GPU{j} have no NVLink between them (nvidia-smi shows SYS): traffic takes PCIe through the "
-                 "CPUs. Put 0 in this matrix of direct NVLink bandwidth.")
+        cause = (
+            f"GPU{i} and GPU{j} have no NVLink between them (nvidia-smi shows SYS): traffic takes PCIe through the "
+            "CPUs. Put 0 in this matrix of direct NVLink bandwidth."
+        )
     if cause is None and all(close(got[a][b], want[b][a]) for a, b in bad):
         cause = "the matrix is transposed? It should be symmetric; check the indices."
     if cause is None and len(ratios) == 1:
         cause = unit_cause(next(iter(ratios)), 1.0)
-    if cause is None and want[i][j] and got[i][j] and close(got[i][j] * 2, want[i][j]) or (
-            cause is None and want[i][j] and close(got[i][j], 2 * want[i][j])):
-        cause = (f"GPU{i} and GPU{j} are joined by {round(want[i][j] / (max(max(r) for r in want) / 2))} NVLink(s): "
-                 "count the links of this pair, topo.links_between(i, j), and multiply by one link's bandwidth.")
+    if (
+        cause is None
+        and want[i][j]
+        and got[i][j]
+        and close(got[i][j] * 2, want[i][j])
+        or (cause is None and want[i][j] and close(got[i][j], 2 * want[i][j]))
+    ):
+        cause = (
+            f"GPU{i} and GPU{j} are joined by {round(want[i][j] / (max(max(r) for r in want) / 2))} NVLink(s): "
+            "count the links of this pair, topo.links_between(i, j), and multiply by one link's bandwidth."
+        )
     if cause is None:
-        cause = ("entry [i][j] = topo.links_between(i, j) × labkit.hw.link('NVLink 2').per_link (per direction), 0 on the "
-                 "diagonal and where no NVLink joins the pair.")
-    raise Failed(f"entry [{i}][{j}] (GPU{i} -> GPU{j}) is {got[i][j]:g}, expected {want[i][j]:g} GB/s per direction; "
-                 f"{len(bad)} entries differ.", cause=cause)
+        cause = (
+            "entry [i][j] = topo.links_between(i, j) × labkit.hw.link('NVLink 2').per_link (per direction), 0 on the "
+            "diagonal and where no NVLink joins the pair."
+        )
+    raise Failed(
+        f"entry [{i}][{j}] (GPU{i} -> GPU{j}) is {got[i][j]:g}, expected {want[i][j]:g} GB/s per direction; "
+        f"{len(bad)} entries differ.",
+        cause=cause,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 07.allreduce-bytes
@@ -285,12 +336,23 @@ def allreduce_ring_bytes(fn: Any) -> str:
                 if n == 1:
                     cause = "with one GPU there is nobody to send to: 0 bytes."
                 else:
-                    cause = ratio_cause(got, want, {
-                        0.5: "that is one phase; the ring all-reduce has two (reduce-scatter, then all-gather).",
-                        n / (n - 1): "each phase has n - 1 steps, not n.",
-                        n: "each step sends one chunk of nbytes / n, not the whole buffer.",
-                    }) or int32_wrap_cause(got, want, nbytes) or unit_cause(got, want) or ("two phases (reduce-scatter, all-gather) of n - 1 steps, each step one "
-                                                    "chunk of nbytes / n: 2 (n - 1) / n × nbytes.")
+                    cause = (
+                        ratio_cause(
+                            got,
+                            want,
+                            {
+                                0.5: "that is one phase; the ring all-reduce has two (reduce-scatter, then all-gather).",
+                                n / (n - 1): "each phase has n - 1 steps, not n.",
+                                n: "each step sends one chunk of nbytes / n, not the whole buffer.",
+                            },
+                        )
+                        or int32_wrap_cause(got, want, nbytes)
+                        or unit_cause(got, want)
+                        or (
+                            "two phases (reduce-scatter, all-gather) of n - 1 steps, each step one "
+                            "chunk of nbytes / n: 2 (n - 1) / n × nbytes."
+                        )
+                    )
                 raise Failed(f"ring_allreduce_sent({nbytes}, {n}) returned {got:.6g}, expected {want:.6g} bytes.", cause=cause)
     return "correct: each GPU sends 2(n-1)/n x the buffer, so busbw = algbw x 2(n-1)/n is what each link carries."
 
@@ -341,12 +403,21 @@ def bidirectional_conventions(answer: Any, forward: float, backward: float) -> s
     bidir = _dgx2_bidirectional()
     d = number(answer["dgx2_per_direction"], "dgx2_per_direction")
     if not close(d, bidir / 2):
-        cause = "300 GB/s is already both directions added: halve it." if close(d, bidir) else (
-            "that doubles it; the bidirectional figure is the sum, so one direction is half." if close(d, 2 * bidir) else
-            unit_cause(d, bidir / 2) or "the DGX-2's figure between two GPUs is both directions added: one direction is half of it.")
+        cause = (
+            "300 GB/s is already both directions added: halve it."
+            if close(d, bidir)
+            else (
+                "that doubles it; the bidirectional figure is the sum, so one direction is half."
+                if close(d, 2 * bidir)
+                else unit_cause(d, bidir / 2)
+                or "the DGX-2's figure between two GPUs is both directions added: one direction is half of it."
+            )
+        )
         raise Failed(f"dgx2_per_direction is {d:g}, expected {bidir / 2:g} GB/s.", cause=cause)
-    return (f"correct: the same link reads {want / 2:g} (per direction, nvbandwidth) or {want:g} (sum, "
-            f"p2pBandwidthLatencyTest); the DGX-2's {bidir:g} GB/s is {bidir / 2:g} each way.")
+    return (
+        f"correct: the same link reads {want / 2:g} (per direction, nvbandwidth) or {want:g} (sum, "
+        f"p2pBandwidthLatencyTest); the DGX-2's {bidir:g} GB/s is {bidir / 2:g} each way."
+    )
 
 
 # ------------------------------------------------------------------------------------------ 07.event-timing
@@ -382,7 +453,7 @@ def _timed_regions(rec: Any) -> dict[str, tuple[Any, Any, list[Any]]]:
     """For each event pair whose time the function read: the operations recorded between the two events, by kind."""
     regions: dict[str, tuple[Any, Any, list[Any]]] = {}
     for start, end in rec.elapsed_reads:
-        ops = rec.ops[start._recorded_after:end._recorded_after]
+        ops = rec.ops[start._recorded_after : end._recorded_after]
         kinds = {o.kind for o in ops}
         if len(kinds) == 1:
             regions[kinds.pop()] = (start, end, ops)
@@ -392,11 +463,14 @@ def _timed_regions(rec: Any) -> dict[str, tuple[Any, Any, list[Any]]]:
 def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str) -> dict[str, float]:
     """What the learner's events measured, checked against how the lab says to measure: returns the GB/s figures."""
     from .answers import judge
+
     if not rec.ops:
         if isinstance(got, dict) and any(v is not None and v is not Ellipsis for v in got.values()):
-            raise Failed(f"{label}: time_copies returned figures without timing a single copy.",
-                         cause="measure them: copies of `host` to the device and between device arrays, bracketed by "
-                               "CUDA events; a figure from a data sheet or a guess is not a measurement.")
+            raise Failed(
+                f"{label}: time_copies returned figures without timing a single copy.",
+                cause="measure them: copies of `host` to the device and between device arrays, bracketed by "
+                "CUDA events; a figure from a data sheet or a guess is not a measurement.",
+            )
         raise Unsolved("time_copies issued no copies yet; write its body.")
     if not isinstance(got, dict) or set(_TIMING_KEYS) - set(got):
         raise Failed(f"{label}: return a dict with the keys {', '.join(map(repr, _TIMING_KEYS))}, got {got!r:.80}.")
@@ -404,50 +478,81 @@ def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str)
         raise Unsolved("fill in both figures of the dict.")
     pageable = rec.pageable_copies()
     if pageable:
-        raise Failed(f"{label}: {len(pageable)} copies use pageable host memory (the first: {pageable[0].label}), not the "
-                     "pinned `host` the function was given.",
-                     cause="copy from `host` itself (a.set(host)): host.copy(), np.array(host) or host.astype(...) make a "
-                           "new, pageable buffer, and a copy from pageable memory is staged through a pinned one by the "
-                           "driver: it measures the pageable rate, not the link's.")
+        raise Failed(
+            f"{label}: {len(pageable)} copies use pageable host memory (the first: {pageable[0].label}), not the "
+            "pinned `host` the function was given.",
+            cause="copy from `host` itself (a.set(host)): host.copy(), np.array(host) or host.astype(...) make a "
+            "new, pageable buffer, and a copy from pageable memory is staged through a pinned one by the "
+            "driver: it measures the pageable rate, not the link's.",
+        )
     regions = _timed_regions(rec)
     out = {}
-    for key, kind, factor, what in (("h2d", "h2d", 1, "host→device copies (d.set(host))"),
-                                    ("d2d_read_write", "d2d", 2, "device→device copies (b[...] = a)")):
+    for key, kind, factor, what in (
+        ("h2d", "h2d", 1, "host→device copies (d.set(host))"),
+        ("d2d_read_write", "d2d", 2, "device→device copies (b[...] = a)"),
+    ):
         if kind not in regions:
-            raise Failed(f"{label}: no pair of events brackets the {what} alone, or their time was never read.",
-                         cause="record start, issue the copies of one kind, record end, end.synchronize(), then "
-                               "cupy.cuda.get_elapsed_time(start, end); one pair of events per kind of copy.")
+            raise Failed(
+                f"{label}: no pair of events brackets the {what} alone, or their time was never read.",
+                cause="record start, issue the copies of one kind, record end, end.synchronize(), then "
+                "cupy.cuda.get_elapsed_time(start, end); one pair of events per kind of copy.",
+            )
         start, end, ops = regions[kind]
         if len(ops) != repeat:
-            raise Failed(f"{label}: {len(ops)} {what} between the events; repeat={repeat} were asked for.",
-                         cause="time a batch of `repeat` copies: one copy is too short to time with events.")
-        if not any(o.kind == kind for o in rec.ops[:start._recorded_after]):
-            raise Failed(f"{label}: the first of the {what} is inside the timed region: nothing warmed up.",
-                         cause="do one copy of the same kind before recording start: the first copy pays set-up costs.")
+            raise Failed(
+                f"{label}: {len(ops)} {what} between the events; repeat={repeat} were asked for.",
+                cause="time a batch of `repeat` copies: one copy is too short to time with events.",
+            )
+        if not any(o.kind == kind for o in rec.ops[: start._recorded_after]):
+            raise Failed(
+                f"{label}: the first of the {what} is inside the timed region: nothing warmed up.",
+                cause="do one copy of the same kind before recording start: the first copy pays set-up costs.",
+            )
         early = [o for o in rec.not_after(start) if o in ops]
         if early:
-            raise Failed(f"{label}: {len(early)} of the {what} are not ordered after the start event: they ran on a "
-                         "stream that never waits for the stream start was recorded on (a non-blocking stream does not "
-                         "wait for the null stream), so the GPU may run them before start is stamped.",
-                         cause="record the events on the stream the copies run on (inside `with stream:`, "
-                               "event.record() uses the current stream).")
+            raise Failed(
+                f"{label}: {len(early)} of the {what} are not ordered after the start event: they ran on a "
+                "stream that never waits for the stream start was recorded on (a non-blocking stream does not "
+                "wait for the null stream), so the GPU may run them before start is stamped.",
+                cause="record the events on the stream the copies run on (inside `with stream:`, "
+                "event.record() uses the current stream).",
+            )
         if not rec.covers_all(end):
-            raise Failed(f"{label}: the end event does not follow the {what}: they ran on another stream than the events.",
-                         cause="record the events on the stream the copies run on (inside `with stream:`, "
-                               "event.record() uses the current stream).")
+            raise Failed(
+                f"{label}: the end event does not follow the {what}: they ran on another stream than the events.",
+                cause="record the events on the stream the copies run on (inside `with stream:`, "
+                "event.record() uses the current stream).",
+            )
         ms = (end._t - start._t) * 1e3
         want = factor * repeat * host.nbytes / (ms * 1e-3) / 1e9
         value = number(got[key], f"{key!r}", positive=True)
-        slips = {"counted each byte once: a copy inside one memory reads and writes it, so the memory moved 2 x nbytes "
-                 "per copy": want / 2} if factor == 2 else {
-                 "counted both directions or read+write: a host→device copy moves each byte once over the link": want * 2}
-        slips.update({"GiB/s (2^30) instead of GB/s (10^9)": want * 1e9 / 2**30,
-                      "get_elapsed_time returns milliseconds: divide by 1e3 for seconds": want * 1e3,
-                      "divided by 1e3 once too often (milliseconds are 1e-3 s)": want / 1e3,
-                      "the bytes of one copy, not of the whole batch": want / repeat,
-                      "gigabits per second: the figure is in bytes (GB/s), 8 bits each": want * 8})
-        judge(value, want, key, "GB/s", rel=0.01, slips=merge_slips(slips, 0.01), unit_factors=True,
-              otherwise="GB/s = bytes moved in the timed region / seconds between the events / 1e9.")
+        slips = (
+            {
+                "counted each byte once: a copy inside one memory reads and writes it, so the memory moved 2 x nbytes "
+                "per copy": want / 2
+            }
+            if factor == 2
+            else {"counted both directions or read+write: a host→device copy moves each byte once over the link": want * 2}
+        )
+        slips.update(
+            {
+                "GiB/s (2^30) instead of GB/s (10^9)": want * 1e9 / 2**30,
+                "get_elapsed_time returns milliseconds: divide by 1e3 for seconds": want * 1e3,
+                "divided by 1e3 once too often (milliseconds are 1e-3 s)": want / 1e3,
+                "the bytes of one copy, not of the whole batch": want / repeat,
+                "gigabits per second: the figure is in bytes (GB/s), 8 bits each": want * 8,
+            }
+        )
+        judge(
+            value,
+            want,
+            key,
+            "GB/s",
+            rel=0.01,
+            slips=merge_slips(slips, 0.01),
+            unit_factors=True,
+            otherwise="GB/s = bytes moved in the timed region / seconds between the events / 1e9.",
+        )
         out[key] = value
     return out
 
@@ -478,6 +583,7 @@ def event_timing(fn: Any) -> str:
 
     from labkit.gpu import bandwidth as bw
     from labkit.gpu.cupylab import cupy_or_none
+
     from .streams import RecordingCuPy, call_learner
 
     if not callable(fn):
@@ -496,14 +602,19 @@ def event_timing(fn: Any) -> str:
         got = call_learner(fn, rec, host, repeat, what=f"time_copies(cp, host, repeat={repeat})")
     except Failed as exc:
         if any(e._t == s._t for s, e in rec.elapsed_reads):
-            raise Failed(str(exc), cause="the events measured 0 ms: no work ran between them on their stream. Record "
-                                         "them on the stream the copies run on (inside `with stream:`, event.record() "
-                                         "uses the current stream).") from None
+            raise Failed(
+                str(exc),
+                cause="the events measured 0 ms: no work ran between them on their stream. Record "
+                "them on the stream the copies run on (inside `with stream:`, event.record() "
+                "uses the current stream).",
+            ) from None
         raise
     if not np.array_equal(host, host_before):
         k = int(np.argmax(host != host_before))
-        raise Failed(f"{label}: your function wrote into its input `host` (host[{k}] was {host_before[k]!r}, is now "
-                     f"{host[k]!r}).", cause="time copies *from* host; leave its contents alone (no d.get(out=host)).")
+        raise Failed(
+            f"{label}: your function wrote into its input `host` (host[{k}] was {host_before[k]!r}, is now {host[k]!r}).",
+            cause="time copies *from* host; leave its contents alone (no d.get(out=host)).",
+        )
     _grade_timing_record(rec, got, host, repeat, label)  # host-memory timings vary with the machine's load: the
     # figures are graded against the learner's own events; the notebook prints labkit's host measurement beside them
     extra = ""
@@ -523,10 +634,14 @@ def event_timing(fn: Any) -> str:
         for key, theirs, low in (("h2d", h2d, 0.7), ("d2d_read_write", d2d, 0.6)):
             yours = number(mine[key], key, positive=True)
             if not low <= yours / theirs <= 1.3:
-                raise Failed(f"on the GPU: your {key} {yours:.1f} GB/s against labkit.bandwidth's {theirs:.1f} GB/s: "
-                             f"outside {low:.0%} to 130% of it.",
-                             cause="pinned host memory, a warm-up copy, a batch of copies between the events, the "
-                                   "events on the copies' stream, end.synchronize() before reading the time.")
+                raise Failed(
+                    f"on the GPU: your {key} {yours:.1f} GB/s against labkit.bandwidth's {theirs:.1f} GB/s: "
+                    f"outside {low:.0%} to 130% of it.",
+                    cause="pinned host memory, a warm-up copy, a batch of copies between the events, the "
+                    "events on the copies' stream, end.synchronize() before reading the time.",
+                )
         extra = f" On the GPU: h2d {mine['h2d']:.1f} GB/s (labkit {h2d:.1f}), d2d {mine['d2d_read_write']:.0f} GB/s read+write (labkit {d2d:.0f})."
-    return ("events bracket a warmed-up batch of each kind of copy on the copies' stream, and both GB/s figures follow "
-            "from them (host-memory copies in sim mode)." + extra)
+    return (
+        "events bracket a warmed-up batch of each kind of copy on the copies' stream, and both GB/s figures follow "
+        "from them (host-memory copies in sim mode)." + extra
+    )

@@ -81,14 +81,14 @@ def _variant_step(kind: str) -> Callable[[list[list[np.ndarray]], str, int], Non
 
 _VARIANT_CAUSES = {
     "left": "you send to GPU g - 1. That ring works too, but this exercise's ring sends to GPU (g + 1) % n, "
-            "so chunk indices differ; follow the schedule in the task.",
+    "so chunk indices differ; follow the schedule in the task.",
     "plus": "the chunk index runs the wrong way round the ring: GPU g sends chunk (g - step) % n in the reduce-scatter "
-            "(and (g + 1 - step) % n in the all-gather), not g + step.",
+    "(and (g + 1 - step) % n in the all-gather), not g + step.",
     "gather-same-chunk": "in the all-gather GPU g sends the chunk it finished, (g + 1 - step) % n, not (g - step) % n: "
-                         "after the reduce-scatter GPU g holds the complete chunk (g + 1) % n.",
+    "after the reduce-scatter GPU g holds the complete chunk (g + 1) % n.",
     "overwrite-scatter": "in the reduce-scatter the receiver must ADD the chunk to its own copy (+=), not replace it.",
     "add-gather": "in the all-gather the receiver must REPLACE its copy with the complete chunk (=), not add to it: "
-                  "the chunk is already the full sum.",
+    "the chunk is already the full sum.",
 }
 
 
@@ -98,7 +98,7 @@ def _fresh(n: int, size: int, dtype: Any, seed: int) -> tuple[list[np.ndarray], 
     rng = np.random.default_rng(seed)
     bufs = [rng.integers(-50, 50, size).astype(dtype) for _ in range(n)]  # integers: sums are exact in any order
     if np.dtype(dtype) == np.float64:  # plus multiples of 2**-30: still exact in any order in float64, but not
-        for b in bufs:                 # representable in float32, so a step that goes through float32 shows
+        for b in bufs:  # representable in float32, so a step that goes through float32 shows
             b += rng.integers(1, 1 << 20, size) * 2.0**-30
     return bufs, [split(b, n) for b in bufs]
 
@@ -139,15 +139,25 @@ def _first_diff(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> tuple[i
 def ring_step(fn: Any) -> str:
     """Grade ``fn(chunks, phase, step)``: one ring all-reduce step, in place, where ``chunks[g][c]`` is GPU g's copy of
     chunk c. Run over every step of both phases for n = 1 to 12 (fresh each run) and sizes that n does not divide."""
-    from labkit.dist.collectives import ring_schedule, ring_step as ref
+    from labkit.dist.collectives import ring_schedule
+    from labkit.dist.collectives import ring_step as ref
 
     from .draws import between, not_multiple
     from .harness import rng
 
     changed_any = False
     # fresh buffers and sizes each run (n does not divide most of them); n from 1 to 12, one size below n
-    cases = [(4, not_multiple(9, 40, 4)), (3, not_multiple(7, 30, 3)), (2, not_multiple(3, 21, 2)), (8, not_multiple(17, 60, 8)),
-             (5, 5), (8, between(2, 7)), (1, between(2, 9)), (3, not_multiple(900, 1100, 3)), (between(6, 12), between(13, 50))]
+    cases = [
+        (4, not_multiple(9, 40, 4)),
+        (3, not_multiple(7, 30, 3)),
+        (2, not_multiple(3, 21, 2)),
+        (8, not_multiple(17, 60, 8)),
+        (5, 5),
+        (8, between(2, 7)),
+        (1, between(2, 9)),
+        (3, not_multiple(900, 1100, 3)),
+        (between(6, 12), between(13, 50)),
+    ]
     seed = int(rng().integers(0, 2**31))
     for k, (n, size) in enumerate(cases):
         dtype = np.float64 if k % 2 == 0 else np.float32
@@ -161,15 +171,20 @@ def ring_step(fn: Any) -> str:
                 before = _state(mine)
                 result = _call(fn, mine, phase, s)
                 if isinstance(result, list) and result is not mine:
-                    raise Failed("your function returned a new list; it should change `chunks` in place (and return nothing).",
-                                 cause="write into chunks[dst][c] (+= or [...] =) instead of building new arrays.")
-                rebound = next(((g, c) for g, row in enumerate(mine) for c, piece in enumerate(row)
-                                if piece is not pieces[g][c]), None)
+                    raise Failed(
+                        "your function returned a new list; it should change `chunks` in place (and return nothing).",
+                        cause="write into chunks[dst][c] (+= or [...] =) instead of building new arrays.",
+                    )
+                rebound = next(
+                    ((g, c) for g, row in enumerate(mine) for c, piece in enumerate(row) if piece is not pieces[g][c]), None
+                )
                 if rebound is not None:
                     g, c = rebound
-                    raise Failed(f"n = {n}, {phase} step {s}: chunks[{g}][{c}] was replaced by a new array instead of "
-                                 "written into: the chunk is a piece of GPU" + f"{g}'s buffer, so the data never reaches it.",
-                                 cause="write into the chunk in place: `chunks[dst][c][:] = ...` or `chunks[dst][c] += ...`.")
+                    raise Failed(
+                        f"n = {n}, {phase} step {s}: chunks[{g}][{c}] was replaced by a new array instead of "
+                        "written into: the chunk is a piece of GPU" + f"{g}'s buffer, so the data never reaches it.",
+                        cause="write into the chunk in place: `chunks[dst][c][:] = ...` or `chunks[dst][c] += ...`.",
+                    )
                 ref(want, phase, s)
                 for name, state in variants.items():
                     _variant_step(name)(state, phase, s)
@@ -189,24 +204,36 @@ def ring_step(fn: Any) -> str:
                     if phase == RS and s == 0 and n > 2 and math.isclose(float(sum(np.sum(c) for c in mine[0])), float(full)):
                         cause = "that looks like the whole sum in one go; a step moves one chunk per GPU to its neighbour only."
                 g, c, i = _first_diff(mine, want) or (0, 0, 0)
-                if cause is None and dtype == np.float64 and i >= 0 and mine[g][c].shape == want[g][c].shape and \
-                        np.allclose(mine[g][c], want[g][c], rtol=0, atol=4e-6 * (1 + float(np.abs(want[g][c]).max()))):
+                if (
+                    cause is None
+                    and dtype == np.float64
+                    and i >= 0
+                    and mine[g][c].shape == want[g][c].shape
+                    and np.allclose(mine[g][c], want[g][c], rtol=0, atol=4e-6 * (1 + float(np.abs(want[g][c]).max())))
+                ):
                     # float32 rounds each operand by up to 6e-8 of its size: a sum that cancels keeps that error
-                    cause = ("the values are float64, but this step sent them through float32 (astype(np.float32), or a "
-                             "float32 scratch buffer): they lose their last digits. Keep the chunks' dtype "
-                             "(np.empty_like(chunk), chunk.copy()).")
+                    cause = (
+                        "the values are float64, but this step sent them through float32 (astype(np.float32), or a "
+                        "float32 scratch buffer): they lose their last digits. Keep the chunks' dtype "
+                        "(np.empty_like(chunk), chunk.copy())."
+                    )
                 sends = ", ".join(f"GPU{a}->GPU{b} chunk {ch}" for a, b, ch in ring_schedule(n, phase, s)[:3])
                 where = f"GPU{g}'s chunk {c}" + (f", element {i}" if i >= 0 else " has the wrong shape")
-                raise Failed(f"n = {n}, {size} elements, {phase} step {s}: {where} differs from the expected state "
-                             f"(this step's sends: {sends}{', ...' if n > 3 else ''}).", cause=cause)
+                raise Failed(
+                    f"n = {n}, {size} elements, {phase} step {s}: {where} differs from the expected state "
+                    f"(this step's sends: {sends}{', ...' if n > 3 else ''}).",
+                    cause=cause,
+                )
         total = np.sum(np.stack(inputs), axis=0)
         for g in range(n):
             if not np.array_equal(np.concatenate(mine[g]) if n else mine[g], total):
                 raise Failed(f"n = {n}: after all steps GPU{g} does not hold the sum.")
     if not changed_any:
         raise Unsolved("your step does not change any chunk yet; write the sends of one step.")
-    return ("correct: 2(n-1) steps, one chunk per GPU per step, and every GPU ends with the sum, for n = 1 to 12 and "
-            "fresh sizes n does not divide.")
+    return (
+        "correct: 2(n-1) steps, one chunk per GPU per step, and every GPU ends with the sum, for n = 1 to 12 and "
+        "fresh sizes n does not divide."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 08.nccl-busbw
@@ -250,9 +277,16 @@ def nccl_tests_bandwidth(fn: Any) -> str:
         return size, float(round(size / (r.uniform(20, 400) * 1e3), 1)), coll, n  # a time for 20 to 400 GB/s
 
     # fresh sizes and times each run, every collective, rings of 2 to 72 GPUs (n = 2: all_reduce's factor is 1)
-    cases = [draw("all_reduce", 8), draw("all_gather", 8), draw("reduce_scatter", 4), draw("all_reduce", 16),
-             draw("broadcast", int(choice((4, 8)))), draw("all_gather", 2), draw("all_reduce", 2),
-             draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73)))]
+    cases = [
+        draw("all_reduce", 8),
+        draw("all_gather", 8),
+        draw("reduce_scatter", 4),
+        draw("all_reduce", 16),
+        draw("broadcast", int(choice((4, 8)))),
+        draw("all_gather", 2),
+        draw("all_reduce", 2),
+        draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73))),
+    ]
     big = int(r.integers(3, 9)) * 2**30 + int(r.integers(1, 2**20))  # past 2^31 bytes: int32 byte arithmetic overflows
     cases[3] = (big, float(round(big / (r.uniform(20, 400) * 1e3), 1)), "all_reduce", 16)
     for size, t_us, coll, n in cases:
@@ -268,14 +302,18 @@ def nccl_tests_bandwidth(fn: Any) -> str:
         b_want = a_want * bw.busbw_factor(coll, n)
         call = f"nccl_bw({size}, {t_us}, {coll!r}, {n})"
         if not close(a_got, a_want):
-            cause = ratio_cause(a_got, a_want, {
-                1e-6: "the time is in microseconds: multiply by 1e-6 to get seconds.",
-                1e-3: "the time is in microseconds, not milliseconds: multiply by 1e-6.",
-                1e3: "the time is in microseconds (1e-6 s), not nanoseconds.",
-                1e9: "that is bytes per second; divide by 10^9 for GB/s.",
-                8.0: "that is gigabits per second; nccl-tests reports bytes.",
-                1e9 / 2**30: "that is GiB/s (2^30); nccl-tests and the course use GB/s (10^9 bytes/s).",
-            })
+            cause = ratio_cause(
+                a_got,
+                a_want,
+                {
+                    1e-6: "the time is in microseconds: multiply by 1e-6 to get seconds.",
+                    1e-3: "the time is in microseconds, not milliseconds: multiply by 1e-6.",
+                    1e3: "the time is in microseconds (1e-6 s), not nanoseconds.",
+                    1e9: "that is bytes per second; divide by 10^9 for GB/s.",
+                    8.0: "that is gigabits per second; nccl-tests reports bytes.",
+                    1e9 / 2**30: "that is GiB/s (2^30); nccl-tests and the course use GB/s (10^9 bytes/s).",
+                },
+            )
             if cause is None and close(a_got, b_want) and coll != "broadcast":
                 cause = "algbw is size / time only; the factor belongs to busbw."
             if cause is None:
@@ -296,8 +334,10 @@ def nccl_tests_bandwidth(fn: Any) -> str:
             elif close(b_got, a_got * 2):
                 cause = "the factor depends on n: 2(n-1)/n for all_reduce (it approaches 2 only for large n)."
             raise Failed(f"{call}: busbw {b_got:.4g}, expected {b_want:.4g} GB/s.", cause=cause)
-    return ("correct: algbw = size / time; busbw = algbw x 2(n-1)/n for all_reduce and (n-1)/n for all_gather, so a "
-            "faster-looking all_gather can load the links no more than an all_reduce.")
+    return (
+        "correct: algbw = size / time; busbw = algbw x 2(n-1)/n for all_reduce and (n-1)/n for all_gather, so a "
+        "faster-looking all_gather can load the links no more than an all_reduce."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 08.allreduce-dgx
@@ -305,6 +345,7 @@ def nccl_tests_bandwidth(fn: Any) -> str:
 
 def _allreduce_ms() -> dict[str, float]:
     from labkit.gpu import bandwidth as bw
+
     from .. import hw
 
     out = {}
@@ -344,7 +385,9 @@ def allreduce_across_dgx(answer: Any) -> str:
         try:
             got[hw.system(str(key)).name] = value
         except Exception:
-            raise Failed(f"{key!r} is not a system labkit knows.", cause=f"use the names {', '.join(ALLREDUCE_SYSTEMS)}.") from None
+            raise Failed(
+                f"{key!r} is not a system labkit knows.", cause=f"use the names {', '.join(ALLREDUCE_SYSTEMS)}."
+            ) from None
     missing = [s for s in want if s not in got]
     if missing:
         raise Failed(f"the dict lacks {', '.join(missing)}.")
@@ -357,18 +400,22 @@ def allreduce_across_dgx(answer: Any) -> str:
         if not close(g, w, 0.02):
             n = int(hw.system(s).gpu_count.value)
             f = 2 * (n - 1) / n
-            cause = ratio_cause(g, w, {
-                0.5: "that is half: the NVLink figure in labkit.hw is bidirectional (both directions added); a GPU sends "
-                     "at half of it, OR you used 2 bytes per gradient (FP16); these are FP32 (4 bytes).",
-                1 / f: "the 2(n-1)/n factor is missing: each GPU sends 2(n-1)/n x the buffer, not the buffer once.",
-                1 / (2 * f): "the 2(n-1)/n factor is missing and the bandwidth is the bidirectional figure.",
-                1e3: "that is microseconds; report milliseconds.",
-                1e-3: "that is seconds; report milliseconds.",
-                8.0: "that divides bits by bytes per second: 300 M x 4 bytes is 1.2e9 bytes, and GB/s are bytes.",
-                0.125: "the bandwidth was read as gigabits per second; NVLink figures in labkit.hw are GB/s (bytes).",
-                2.0: "that is twice the answer: FP32 gradients are 4 bytes (not 8), and per direction is half the "
-                     "bidirectional figure (not a quarter).",
-            })
+            cause = ratio_cause(
+                g,
+                w,
+                {
+                    0.5: "that is half: the NVLink figure in labkit.hw is bidirectional (both directions added); a GPU sends "
+                    "at half of it, OR you used 2 bytes per gradient (FP16); these are FP32 (4 bytes).",
+                    1 / f: "the 2(n-1)/n factor is missing: each GPU sends 2(n-1)/n x the buffer, not the buffer once.",
+                    1 / (2 * f): "the 2(n-1)/n factor is missing and the bandwidth is the bidirectional figure.",
+                    1e3: "that is microseconds; report milliseconds.",
+                    1e-3: "that is seconds; report milliseconds.",
+                    8.0: "that divides bits by bytes per second: 300 M x 4 bytes is 1.2e9 bytes, and GB/s are bytes.",
+                    0.125: "the bandwidth was read as gigabits per second; NVLink figures in labkit.hw are GB/s (bytes).",
+                    2.0: "that is twice the answer: FP32 gradients are 4 bytes (not 8), and per direction is half the "
+                    "bidirectional figure (not a quarter).",
+                },
+            )
             raise Failed(f"{s}: {g:.4g} ms, expected {w:.4g} ms (ring, {n} GPUs, bandwidth only).", cause=cause)
     rows = "; ".join(f"{s} {w:.1f} ms" for s, w in want.items())
     return f"correct: {rows}. The DGX-2 reduces twice as many GPUs in about the time of a DGX-1; NVSwitch generations cut it further."
@@ -413,10 +460,16 @@ def data_parallel_scaling(fn: Any) -> str:
 
     # fresh times each run: communication longer than compute with some overlap, no overlap, all-reduce fully
     # hidden (overlap 1, all-reduce shorter than compute), partly hidden, no communication, and one GPU
-    cases = [(ms(0.005, 0.015), ms(0.02, 0.04), 16, 0.5), (ms(0.08, 0.12), ms(0.01, 0.03), 8, 0.0),
-             (ms(0.04, 0.06), ms(0.005, 0.015), 4, 0.0), (ms(0.06, 0.09), ms(0.01, 0.02), int(r.integers(2, 65)), 0.5),
-             (ms(0.008, 0.012), ms(0.003, 0.006), 8, 1.0), (ms(0.05, 0.15), 0.0, 8, 0.0), (ms(0.05, 0.15), ms(0.01, 0.06), 1, 0.0),
-             (ms(0.01, 0.1), ms(0.01, 0.1), int(r.integers(2, 257)), float(round(r.uniform(0.1, 0.9), 2)))]
+    cases = [
+        (ms(0.005, 0.015), ms(0.02, 0.04), 16, 0.5),
+        (ms(0.08, 0.12), ms(0.01, 0.03), 8, 0.0),
+        (ms(0.04, 0.06), ms(0.005, 0.015), 4, 0.0),
+        (ms(0.06, 0.09), ms(0.01, 0.02), int(r.integers(2, 65)), 0.5),
+        (ms(0.008, 0.012), ms(0.003, 0.006), 8, 1.0),
+        (ms(0.05, 0.15), 0.0, 8, 0.0),
+        (ms(0.05, 0.15), ms(0.01, 0.06), 1, 0.0),
+        (ms(0.01, 0.1), ms(0.01, 0.1), int(r.integers(2, 257)), float(round(r.uniform(0.1, 0.9), 2))),
+    ]
     for c, a, n, f in cases:
         out = _call(fn, c, a, n, f)
         if out is None or out is Ellipsis:
@@ -448,8 +501,10 @@ def data_parallel_scaling(fn: Any) -> str:
             elif close(e_got, s_want):
                 cause = "efficiency = speedup / n."
             raise Failed(f"{call}: efficiency {e_got:.4g}, expected {e_want:.4g}.", cause=cause)
-    return ("correct: efficiency = compute / step. The all-reduce costs the same fraction whatever n is once n is large; "
-            "faster GPUs shrink the compute and so lower the efficiency unless the links grow too.")
+    return (
+        "correct: efficiency = compute / step. The all-reduce costs the same fraction whatever n is once n is large; "
+        "faster GPUs shrink the compute and so lower the efficiency unless the links grow too."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 08.mig
@@ -479,8 +534,9 @@ def _ref_mig() -> dict[str, float]:
 def mig_slices(answer: Any) -> str:
     """Grade ``{"per_gpu": ..., "memory_gb": ...}``: MIG instances per A100 of a DGX A100, and the memory (GB) of the
     smallest instance."""
-    from .. import hw
     from labkit.dist.collectives import MIG_MEMORY_SLICES
+
+    from .. import hw
 
     if not isinstance(answer, dict):
         raise Failed(f"expected a dict with keys 'per_gpu' and 'memory_gb', got {type(answer).__name__}.")
@@ -493,9 +549,11 @@ def mig_slices(answer: Any) -> str:
     s = hw.system("DGX A100")
     per = number(answer["per_gpu"], "per_gpu")
     if close(per, want["per_gpu"]) and per != round(per):
-        raise Failed(f"per_gpu = {per:g} is not a whole number: a GPU holds whole MIG instances.",
-                     cause="per_gpu counts MIG instances, which come whole: compute it from the whole counts in "
-                           "labkit.hw (mig_instances / gpu_count), not from a rounded or measured figure.")
+        raise Failed(
+            f"per_gpu = {per:g} is not a whole number: a GPU holds whole MIG instances.",
+            cause="per_gpu counts MIG instances, which come whole: compute it from the whole counts in "
+            "labkit.hw (mig_instances / gpu_count), not from a rounded or measured figure.",
+        )
     if not close(per, want["per_gpu"]):
         cause = None
         if close(per, s.mig_instances.value):
@@ -508,15 +566,19 @@ def mig_slices(answer: Any) -> str:
         full = s.gpu_model.memory_size.to("GB").value
         cause = None
         if close(mem, full / want["per_gpu"]):
-            cause = (f"{full:g} GB / {want['per_gpu']:g} assumes memory splits like compute; MIG splits memory into "
-                     f"{MIG_MEMORY_SLICES} slices, and the smallest instance (1g) gets one.")
+            cause = (
+                f"{full:g} GB / {want['per_gpu']:g} assumes memory splits like compute; MIG splits memory into "
+                f"{MIG_MEMORY_SLICES} slices, and the smallest instance (1g) gets one."
+            )
         elif close(mem, full):
             cause = "that is the whole GPU's memory; an instance gets a slice of it."
         elif close(mem, 80 / MIG_MEMORY_SLICES):
             cause = "the DGX A100 in labkit.hw has the 40 GB A100; use its memory_size."
         raise Failed(f"memory_gb is {mem:g}, expected {want['memory_gb']:g} GB.", cause=cause)
-    return (f"correct: {want['per_gpu']:g} instances per A100, the smallest with {want['memory_gb']:g} GB "
-            f"(one of {MIG_MEMORY_SLICES} memory slices) and its own SMs, L2 slice and memory bandwidth.")
+    return (
+        f"correct: {want['per_gpu']:g} instances per A100, the smallest with {want['memory_gb']:g} GB "
+        f"(one of {MIG_MEMORY_SLICES} memory slices) and its own SMs, L2 slice and memory bandwidth."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 08.nvls-busbw
@@ -526,6 +588,7 @@ NVLS_SYSTEM = "DGX H200"
 
 def _ref_nvls() -> dict[str, Any]:
     from labkit.gpu import bandwidth as bw
+
     from .. import hw
 
     s = hw.system(NVLS_SYSTEM)
@@ -571,25 +634,37 @@ def nvls_busbw(answer: Any) -> str:
     f = want["nvls_busbw"] / B
     ring = number(answer["ring_busbw"], "ring_busbw")
     if not close(ring, B):
-        cause = ratio_cause(ring, B, {
-            2.0: "that is the bidirectional NVLink figure; a GPU sends at half of it in each direction.",
-            1 / f: "that is the ring's algbw (S / time); busbw multiplies it by 2(n-1)/n, which gives back the link rate.",
-            f: "for a ring, busbw is the per-direction link rate itself: the 2(n-1)/n of busbw cancels the 2(n-1)/n "
-               "of the bytes a ring GPU sends.",
-        })
+        cause = ratio_cause(
+            ring,
+            B,
+            {
+                2.0: "that is the bidirectional NVLink figure; a GPU sends at half of it in each direction.",
+                1 / f: "that is the ring's algbw (S / time); busbw multiplies it by 2(n-1)/n, which gives back the link rate.",
+                f: "for a ring, busbw is the per-direction link rate itself: the 2(n-1)/n of busbw cancels the 2(n-1)/n "
+                "of the bytes a ring GPU sends.",
+            },
+        )
         raise Failed(f"ring_busbw is {ring:g} GB/s, expected {B:g}.", cause=cause)
     nvls = number(answer["nvls_busbw"], "nvls_busbw")
     if not close(nvls, want["nvls_busbw"]):
-        cause = ratio_cause(nvls, want["nvls_busbw"], {
-            1 / f: "that is NVLS's algbw (each GPU sends S once, at B); nccl-tests still multiplies by 2(n-1)/n, "
-                   "because its busbw formula assumes a ring: hence a busbw above the link.",
-            2.0: "that uses the bidirectional figure; per direction is half.",
-            2 / f: "the factor is 2(n-1)/n (1.75 for 8 GPUs), not 2.",
-        })
+        cause = ratio_cause(
+            nvls,
+            want["nvls_busbw"],
+            {
+                1 / f: "that is NVLS's algbw (each GPU sends S once, at B); nccl-tests still multiplies by 2(n-1)/n, "
+                "because its busbw formula assumes a ring: hence a busbw above the link.",
+                2.0: "that uses the bidirectional figure; per direction is half.",
+                2 / f: "the factor is 2(n-1)/n (1.75 for 8 GPUs), not 2.",
+            },
+        )
         raise Failed(f"nvls_busbw is {nvls:g} GB/s, expected {want['nvls_busbw']:g}.", cause=cause)
     faster = str(answer["faster"]).strip().lower()
     if faster != "nvls":
-        raise Failed(f"faster is {answer['faster']!r}.",
-                     cause="NVLS sends S per GPU, the ring 2(n-1)/n x S, on the same links: NVLS takes less time.")
-    return (f"correct: on {n} GPUs a ring's busbw is at most the link rate ({B:g} GB/s per direction), NVLS's up to "
-            f"2(n-1)/n = {f:g} x it ({want['nvls_busbw']:g} GB/s): the switch does the adding, so each GPU sends half as much.")
+        raise Failed(
+            f"faster is {answer['faster']!r}.",
+            cause="NVLS sends S per GPU, the ring 2(n-1)/n x S, on the same links: NVLS takes less time.",
+        )
+    return (
+        f"correct: on {n} GPUs a ring's busbw is at most the link rate ({B:g} GB/s per direction), NVLS's up to "
+        f"2(n-1)/n = {f:g} x it ({want['nvls_busbw']:g} GB/s): the switch does the adding, so each GPU sends half as much."
+    )

@@ -71,28 +71,30 @@ def _variant(kind: str, sizes: list[int], cap: int) -> list[list[int]] | None:
 
 _CAUSES = {
     "strict": "a bucket closes as soon as it holds cap_bytes or more (>=); with > a bucket that reaches the cap exactly "
-              "stays open.",
+    "stays open.",
     "before": "add the gradient to the open bucket first, then close the bucket if it holds cap_bytes or more: a "
-              "bucket may exceed the cap (DDP does not split a gradient), it never closes short of it.",
+    "bucket may exceed the cap (DDP does not split a gradient), it never closes short of it.",
     "drop-last": "the last bucket, smaller than the cap, is still a bucket: its gradients must be all-reduced too.",
     "forward": "the sizes are already in the order the backward pass produces them; walk them from the first, "
-               "do not reverse them.",
+    "do not reverse them.",
     "sizes": "return positions in `sizes` (0, 1, 2, ...), not the sizes themselves.",
     "one": "every gradient went into one bucket: close the open bucket as soon as it holds cap_bytes or more, and open "
-           "a new one for the next gradient.",
+    "a new one for the next gradient.",
     "each": "one bucket per gradient: keep adding gradients to the open bucket until it holds cap_bytes or more.",
     "reversed": "these are positions in the reversed list: the sizes are already in backward order; walk them as "
-                "given and return positions in `sizes` as given.",
-    "carry": "a closed bucket's bytes above the cap were carried into the next one: each new bucket starts empty "
-             "(held = 0).",
+    "given and return positions in `sizes` as given.",
+    "carry": "a closed bucket's bytes above the cap were carried into the next one: each new bucket starts empty (held = 0).",
 }
-GENERAL = ("walk the sizes in the order given; add each position to the open bucket; close it once it holds "
-           "cap_bytes or more; after the loop, a non-empty open bucket is the last one.")
+GENERAL = (
+    "walk the sizes in the order given; add each position to the open bucket; close it once it holds "
+    "cap_bytes or more; after the loop, a non-empty open bucket is the last one."
+)
 
 
 def cases() -> list[tuple[list[int], int]]:
     """Fresh ``(sizes, cap)`` cases: every kind of cap, zero-byte gradients, and the course model's gradients."""
     from labkit.dist.ddp import grad_sizes
+
     from .harness import rng
 
     r = rng()
@@ -103,9 +105,12 @@ def cases() -> list[tuple[list[int], int]]:
             sizes[int(r.integers(1, len(sizes)))] = 0  # a bias of zero width, or a frozen layer (not the first: the
             #                                            running sum below must be a cap of at least 1 byte)
         k = int(r.integers(1, len(sizes) - 1))
-        out += [(sizes, int(sum(sizes[:k]))),  # equal to a running sum: closes exactly at the cap
-                (sizes, int(r.integers(5000, 12000))), (sizes, int(min(s for s in sizes if s) // 2 + 1)),
-                (sizes, int(sum(sizes)) + int(r.integers(1, 100)))]
+        out += [
+            (sizes, int(sum(sizes[:k]))),  # equal to a running sum: closes exactly at the cap
+            (sizes, int(r.integers(5000, 12000))),
+            (sizes, int(min(s for s in sizes if s) // 2 + 1)),
+            (sizes, int(sum(sizes)) + int(r.integers(1, 100))),
+        ]
     model, _ = grad_sizes()
     out += [(model, 1 << 20), (model, int(r.integers(200_000, 900_000))), ([4096], 1 << 20), ([], 100)]
     return out
@@ -144,14 +149,19 @@ def ddp_buckets(fn: Any) -> str:
         try:
             norm = [[int(k) for k in b] for b in got]
         except (TypeError, ValueError):
-            raise Failed(f"make_buckets({_short(sizes)}, {cap}) returned {got!r}: expected a list of lists of positions.") from None
+            raise Failed(
+                f"make_buckets({_short(sizes)}, {cap}) returned {got!r}: expected a list of lists of positions."
+            ) from None
         if norm != want:
             matched = [c for kind, c in _CAUSES.items() if _variant(kind, sizes, cap) == norm]
             cause = " Or: ".join(matched) if matched else GENERAL  # slips with the same result here, named together
-            raise Failed(f"make_buckets({_short(sizes)}, cap_bytes={cap}) returned {_short(norm)}, expected {_short(want)}.",
-                         cause=cause)
-    return ("correct: gradients in backward order, a bucket closed once it holds the cap or more, the last one kept; "
-            "the first bucket is ready while the backward pass still has earlier layers to do.")
+            raise Failed(
+                f"make_buckets({_short(sizes)}, cap_bytes={cap}) returned {_short(norm)}, expected {_short(want)}.", cause=cause
+            )
+    return (
+        "correct: gradients in backward order, a bucket closed once it holds the cap or more, the last one kept; "
+        "the first bucket is ready while the backward pass still has earlier layers to do."
+    )
 
 
 def _short(x: Any, limit: int = 160) -> str:

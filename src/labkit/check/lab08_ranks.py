@@ -33,8 +33,16 @@ class _OneRank:
     def Get_size(self) -> int:  # noqa: N802
         return 1
 
-    def Sendrecv(self, sendbuf: Any, dest: int = 0, sendtag: int = 0, recvbuf: Any = None, source: int = 0,  # noqa: N802
-                 recvtag: int = 0, status: Any = None) -> None:
+    def Sendrecv(
+        self,
+        sendbuf: Any,
+        dest: int = 0,
+        sendtag: int = 0,
+        recvbuf: Any = None,
+        source: int = 0,  # noqa: N802
+        recvtag: int = 0,
+        status: Any = None,
+    ) -> None:
         if recvbuf is not None:
             recvbuf[...] = sendbuf  # one rank sends to itself
 
@@ -55,8 +63,10 @@ def _preflight(fn: Any) -> None:
         from ..learner_frames import hide_library_frames
 
         if not exc.args:
-            exc.args = ("stopped by Interrupt in your function, run once on one rank in this process before any MPI "
-                        "process started (none was started)",)
+            exc.args = (
+                "stopped by Interrupt in your function, run once on one rank in this process before any MPI "
+                "process started (none was started)",
+            )
         raise hide_library_frames(exc) from None
     except Exception:  # noqa: BLE001 - judged on real processes below
         pass
@@ -66,6 +76,7 @@ def cases() -> list[tuple[int, int, str, int]]:
     """Fresh cases ``(n, size, dtype, seed)``: every n from 2 to the cap, sizes n does not divide and sizes below n,
     float32 and int32 (the largest n gets both kinds of size)."""
     from labkit.dist import ranks
+
     from .draws import between, not_multiple
     from .harness import rng
 
@@ -91,16 +102,20 @@ BIG_CHUNK = 100_000
 def _stuck_cause(text: str) -> str | None:
     """The cause of a hang the rank processes report, read from the calls the ranks are stuck in."""
     if "stuck in comm.Send" in text or "stuck in comm.send" in text or "stuck in comm.Ssend" in text:
-        return ("every rank sends first with a blocking Send and only then receives: a Send returns only once the "
-                f"message is delivered or buffered, and a chunk of {BIG_CHUNK:,} floats is too large for MPI to "
-                "buffer, so all ranks wait in Send for a Recv nobody has posted (a deadlock; small chunks hide it). "
-                "Use comm.Sendrecv(sendbuf, dest=..., recvbuf=..., source=...), which sends and receives together, "
-                "or a non-blocking pair: req = comm.Isend(...); comm.Recv(...); req.Wait().")
+        return (
+            "every rank sends first with a blocking Send and only then receives: a Send returns only once the "
+            f"message is delivered or buffered, and a chunk of {BIG_CHUNK:,} floats is too large for MPI to "
+            "buffer, so all ranks wait in Send for a Recv nobody has posted (a deadlock; small chunks hide it). "
+            "Use comm.Sendrecv(sendbuf, dest=..., recvbuf=..., source=...), which sends and receives together, "
+            "or a non-blocking pair: req = comm.Isend(...); comm.Recv(...); req.Wait()."
+        )
     if "ended with exit status" in text and "without their results" in text:
-        return ("a rank's MPI call failed and MPI aborted the whole run (the lines above are MPI's own words): most "
-                "often a message that does not fit the receive buffer, because the sender and the receiver disagree "
-                "on a chunk's size or dtype (float64 data is twice the bytes of a float32 buffer). Send and receive "
-                "chunks of the buffer's own dtype; np.empty_like(chunks[0]) fits any chunk.")
+        return (
+            "a rank's MPI call failed and MPI aborted the whole run (the lines above are MPI's own words): most "
+            "often a message that does not fit the receive buffer, because the sender and the receiver disagree "
+            "on a chunk's size or dtype (float64 data is twice the bytes of a float32 buffer). Send and receive "
+            "chunks of the buffer's own dtype; np.empty_like(chunks[0]) fits any chunk."
+        )
     return None
 
 
@@ -110,8 +125,10 @@ def _cause(rec: dict[str, Any], n: int, size: int, itemsize: int) -> str | None:
     if rec.get("calls", 0) == 0 and n > 1:
         return "this rank never called Sendrecv: a ring all-reduce sends and receives 2(n-1) times."
     if bad and bad[0] == "dtype":
-        return (f"the result is {bad[1]}, the buffer {bad[2]}: keep the buffer's dtype (reduce in place, or "
-                "np.empty_like(chunk) for the receive buffer).")
+        return (
+            f"the result is {bad[1]}, the buffer {bad[2]}: keep the buffer's dtype (reduce in place, or "
+            "np.empty_like(chunk) for the receive buffer)."
+        )
     if bad and bad[0] == "shape":
         return "return the whole summed buffer (every chunk), not one chunk."
     if bad and bad[0] == "type":
@@ -126,14 +143,20 @@ def _cause(rec: dict[str, Any], n: int, size: int, itemsize: int) -> str | None:
         if bad[6]:
             return "every element is twice the sum: the receive buffer was added to a chunk that already held it."
         if ok and sum(ok) == 1:
-            return ("one chunk is summed and the others are not: that is the reduce-scatter only. The all-gather "
-                    "(n - 1 more Sendrecv steps) passes each finished chunk round the ring, replacing, not adding.")
+            return (
+                "one chunk is summed and the others are not: that is the reduce-scatter only. The all-gather "
+                "(n - 1 more Sendrecv steps) passes each finished chunk round the ring, replacing, not adding."
+            )
         if ok and sum(ok) == 0 and size >= n:
-            return ("no chunk holds the sum: check which chunk each step sends, (r - s) % n, and which it receives "
-                    "into, (r - s - 1) % n, in the reduce-scatter.")
+            return (
+                "no chunk holds the sum: check which chunk each step sends, (r - s) % n, and which it receives "
+                "into, (r - s - 1) % n, in the reduce-scatter."
+            )
     if rec.get("sent", 0) > 2 * (n - 1) * chunk + itemsize:
-        return (f"this rank sent {rec['sent']} bytes, more than 2(n-1) chunks of at most {chunk} bytes: send one chunk "
-                "per step (np.array_split(buf, n)), not the whole buffer.")
+        return (
+            f"this rank sent {rec['sent']} bytes, more than 2(n-1) chunks of at most {chunk} bytes: send one chunk "
+            "per step (np.array_split(buf, n)), not the whole buffer."
+        )
     return None
 
 
@@ -162,8 +185,10 @@ def mpi_ring(fn: Any) -> str:
 
     ok, why = ranks.available()
     if not ok:
-        raise Failed(f"this check starts MPI processes and cannot here: {why}.",
-                     cause="install MPI from PyPI: python -m pip install mpich mpi4py (make lab does).")
+        raise Failed(
+            f"this check starts MPI processes and cannot here: {why}.",
+            cause="install MPI from PyPI: python -m pip install mpich mpi4py (make lab does).",
+        )
     if not callable(fn):
         raise Failed(f"expected your rank function, got {type(fn).__name__}.", cause="pass the function itself.")
     _preflight(fn)
@@ -181,21 +206,31 @@ def mpi_ring(fn: Any) -> str:
         for r, rec in enumerate(case["ranks"]):
             rec = dict(rec, rank=r)
             bad = rec.get("bad")
-            if rec.get("calls", 0) == 0 and bad and bad[0] == "value" and bad[5] and all(
-                    x.get("calls", 0) == 0 for c in graded for x in c["ranks"]):
+            if (
+                rec.get("calls", 0) == 0
+                and bad
+                and bad[0] == "value"
+                and bad[5]
+                and all(x.get("calls", 0) == 0 for c in graded for x in c["ranks"])
+            ):
                 raise Unsolved("your function returns the buffer without talking to the other ranks yet.")
             cause = _cause(rec, n, size, itemsize)
             where = f"{n} processes, {size} {dtype} elements{' (fewer than the processes)' if size < n else ''}"
             if bad:
                 if bad[0] == "value":
-                    raise Failed(f"{where}: rank {r}'s element {bad[1]} is {bad[3]}, MPI.Allreduce gives {bad[2]} "
-                                 f"({bad[4]} of {size} elements wrong).", cause=cause)
+                    raise Failed(
+                        f"{where}: rank {r}'s element {bad[1]} is {bad[3]}, MPI.Allreduce gives {bad[2]} "
+                        f"({bad[4]} of {size} elements wrong).",
+                        cause=cause,
+                    )
                 raise Failed(f"{where}: rank {r}'s result is wrong ({bad[0]}).", cause=cause)
             if cause is not None and "sent" in cause:
                 raise Failed(f"{where}: the sum is right but rank {r} is not a chunked ring.", cause=cause)
             far = cause is not None and "neighbours" in cause
             if far:
                 raise Failed(f"{where}: the sum is right but rank {r} is not a ring.", cause=cause)
-    return ("correct: every rank equals MPI.Allreduce on 2 processes and more, for sizes the process count does not "
-            "divide, sizes smaller than it, float32 and int32, one chunk per step to a neighbour; and with chunks of "
-            f"{BIG_CHUNK:,}+ floats, too large for MPI to buffer, it did not deadlock (no blocking Send before Recv).")
+    return (
+        "correct: every rank equals MPI.Allreduce on 2 processes and more, for sizes the process count does not "
+        "divide, sizes smaller than it, float32 and int32, one chunk per step to a neighbour; and with chunks of "
+        f"{BIG_CHUNK:,}+ floats, too large for MPI to buffer, it did not deadlock (no blocking Send before Recv)."
+    )

@@ -15,10 +15,22 @@ import numpy as np
 
 from labkit import hw
 from labkit.kernels import video_pipeline as video
+
 from .answers import number
 from .core import Failed, Unsolved, exercise
+from .harness import (
+    CASE_TIME_LIMIT_S,
+    Guarded,
+    compare,
+    device,
+    fmt_shape,
+    grid_2d,
+    launch_strict,
+    random_array,
+    run_case,
+    swapped_coverage,
+)
 from .slips import unit_cause
-from .harness import CASE_TIME_LIMIT_S, Guarded, compare, device, fmt_shape, grid_2d, launch_strict, random_array, run_case, swapped_coverage
 
 
 def _ref(name: str) -> Callable[[], Any]:
@@ -33,8 +45,11 @@ def _ref(name: str) -> Callable[[], Any]:
     return get
 
 
-SWAPPED = ("x = cuda.grid(2)[0] is the column (it runs along a row): `col, row = cuda.grid(2)`, and the bounds test "
-           "compares row with shape[0], col with shape[1]. With x as the row, part of a non-square frame is never reached.")
+SWAPPED = (
+    "x = cuda.grid(2)[0] is the column (it runs along a row): `col, row = cuda.grid(2)`, and the bounds test "
+    "compares row with shape[0], col with shape[1]. With x as the row, part of a non-square frame is never reached."
+)
+
 
 def _cases_2d() -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """(shape, block (x, y)), fresh each run: a mid size that is not a multiple of the block first, a single pixel,
@@ -42,9 +57,13 @@ def _cases_2d() -> list[tuple[tuple[int, int], tuple[int, int]]]:
     partly outside the frame."""
     from .draws import between, not_multiple
 
-    return [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)), ((1, 1), (8, 8)),
-            ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8)), ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4)),
-            ((between(9, 31), not_multiple(33, 40, 32)), (32, 32))]
+    return [
+        ((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)),
+        ((1, 1), (8, 8)),
+        ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8)),
+        ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4)),
+        ((between(9, 31), not_multiple(33, 40, 32)), (32, 32)),
+    ]
 
 
 def _label(shape: tuple[int, int], block: tuple[int, int]) -> str:
@@ -75,12 +94,21 @@ def _mask_cause(mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: flo
     d = frame.astype(np.float32) - bg
     t = np.float32(thresh)
     for cause, cand in (
-        ("the threshold was cut to a whole number (int(thresh), or an integer d): thresh is a float32 such as 20.5; "
-         "compare the float32 difference with it.", np.abs(d) > np.float32(int(thresh))),
-        ("the difference was rounded to an integer before the comparison: keep d in float32 "
-         "(`d = np.float32(frame[row, col]) - bg[row, col]`).", np.abs(np.trunc(d)) > t),
-        ("the absolute value is missing: a pixel darker than the background by more than thresh is foreground too "
-         "(`abs(d) > thresh`).", d > t),
+        (
+            "the threshold was cut to a whole number (int(thresh), or an integer d): thresh is a float32 such as 20.5; "
+            "compare the float32 difference with it.",
+            np.abs(d) > np.float32(int(thresh)),
+        ),
+        (
+            "the difference was rounded to an integer before the comparison: keep d in float32 "
+            "(`d = np.float32(frame[row, col]) - bg[row, col]`).",
+            np.abs(np.trunc(d)) > t,
+        ),
+        (
+            "the absolute value is missing: a pixel darker than the background by more than thresh is foreground too "
+            "(`abs(d) > thresh`).",
+            d > t,
+        ),
         ("foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.", np.abs(d) >= t),
     ):
         if np.array_equal(mask, cand.astype(np.uint8)):
@@ -108,15 +136,16 @@ def fused_update(kernel: Any) -> str:
     """Grade ``fused(frame, bg, mask, alpha, thresh)``: frame uint8, bg float32 (updated in place), mask uint8
     (1 = foreground), alpha and thresh float32; 2-D grid with x along a row."""
     from .harness import rng
-
     from .inputs import InputGuard
 
     cases = _cases_2d()
     # fresh alpha (a float32) and thresholds exact in float32 (so |d| == thresh can be tested): fractional ones
     # (k + 0.5, k + 0.25: int(thresh) is wrong there) and whole ones, alternating
     fractions = (0.5, 0.0, 0.25, 0.0, 0.75)
-    params = [(float(np.float32(round(rng().uniform(0.02, 0.5), 3))), float(rng().integers(5, 61)) + fractions[k % 5])
-              for k in range(len(cases))]
+    params = [
+        (float(np.float32(round(rng().uniform(0.02, 0.5), 3))), float(rng().integers(5, 61)) + fractions[k % 5])
+        for k in range(len(cases))
+    ]
     cases[2] = (cases[2][0], (12, 6))  # a block whose sides are not powers of two
     for k, ((shape, block), (alpha, thresh)) in enumerate(zip(cases, params)):
         frame, bg = _fused_inputs(shape, thresh)
@@ -129,9 +158,19 @@ def fused_update(kernel: Any) -> str:
         d_frame = device(frame)
         guard = InputGuard({"frame": d_frame}, who="your kernel")  # bg is updated in place, as the statement says
         try:
-            report = launch_strict(kernel, grid_2d(shape, block), block, d_frame, g_bg.device, g_mask.device,
-                                   np.float32(alpha), np.float32(thresh), reverse=k == 2, names=names,
-                                   time_limit_s=CASE_TIME_LIMIT_S)
+            report = launch_strict(
+                kernel,
+                grid_2d(shape, block),
+                block,
+                d_frame,
+                g_bg.device,
+                g_mask.device,
+                np.float32(alpha),
+                np.float32(thresh),
+                reverse=k == 2,
+                names=names,
+                time_limit_s=CASE_TIME_LIMIT_S,
+            )
             mask, new_bg = g_mask.fetch(), g_bg.fetch()
         except Failed as exc:
             raise Failed(f"{label}: {exc}", cause=exc.cause) from None
@@ -141,23 +180,39 @@ def fused_update(kernel: Any) -> str:
         written = report.written.get("mask") if report is not None else None
         on_edge = np.abs(frame.astype(np.float32) - bg) == np.float32(thresh)
         if mask.shape == exp_mask.shape and np.any(mask != exp_mask) and np.all((mask != exp_mask) <= on_edge):
-            raise Failed(f"{label}: the mask is 1 where |d| equals thresh exactly.",
-                         cause="foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.")
+            raise Failed(
+                f"{label}: the mask is 1 where |d| equals thresh exactly.",
+                cause="foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.",
+            )
         try:
-            compare(mask, exp_mask, label=f"{label}, mask", unwritten_means_unsolved=k == 0, written=written,
-                    swapped_cause=SWAPPED, swapped=swapped_coverage(mask, grid_2d(shape, block), block))
+            compare(
+                mask,
+                exp_mask,
+                label=f"{label}, mask",
+                unwritten_means_unsolved=k == 0,
+                written=written,
+                swapped_cause=SWAPPED,
+                swapped=swapped_coverage(mask, grid_2d(shape, block), block),
+            )
         except Failed as exc:
             raise Failed(str(exc), cause=_mask_cause(mask, frame, bg, thresh) or exc.cause) from None
         if np.array_equal(new_bg, bg) and not np.array_equal(exp_bg, bg):
-            raise Failed(f"{label}: the mask is right but the background was not updated.",
-                         cause="write the new background back: `bg[row, col] = b + alpha * d`.")
+            raise Failed(
+                f"{label}: the mask is right but the background was not updated.",
+                cause="write the new background back: `bg[row, col] = b + alpha * d`.",
+            )
         try:
             compare(new_bg, exp_bg, label=f"{label}, bg", rtol=1e-5, atol=1e-3)
         except Failed as exc:
-            raise Failed(str(exc), cause="the new background is `bg + alpha * (frame - bg)`, with the old bg on the right; "
-                                         "and the difference is taken before the update.") from None
-    return (f"correct on {len(cases)} fresh frames (non-square, smaller than a block, not multiples of the block, blocks "
-            "up to 32×32) with fresh alpha and thresholds; one pass, nothing written outside the frame.")
+            raise Failed(
+                str(exc),
+                cause="the new background is `bg + alpha * (frame - bg)`, with the old bg on the right; "
+                "and the difference is taken before the update.",
+            ) from None
+    return (
+        f"correct on {len(cases)} fresh frames (non-square, smaller than a block, not multiples of the block, blocks "
+        "up to 32×32) with fresh alpha and thresholds; one pass, nothing written outside the frame."
+    )
 
 
 # ----------------------------------------------------------------------------- 09.erode
@@ -174,8 +229,10 @@ def _mask(shape: tuple[int, int], p: float, *, binary: bool = True, top: int = 2
     return m
 
 
-NON_ZERO = ("foreground is any non-zero value, not only 1 (this mask holds values up to 200 or 255): test `mask[r, c] == 0` "
-            "for background and `!= 0` for foreground, never `== 1`.")
+NON_ZERO = (
+    "foreground is any non-zero value, not only 1 (this mask holds values up to 200 or 255): test `mask[r, c] == 0` "
+    "for background and `!= 0` for foreground, never `== 1`."
+)
 
 
 def _binary_also_fails(run: Callable[[np.ndarray], None], m: np.ndarray) -> bool:
@@ -203,19 +260,36 @@ def _binary_also_fails(run: Callable[[np.ndarray], None], m: np.ndarray) -> bool
 )
 def erode(kernel: Any) -> str:
     """Grade ``erode(mask, out)``: uint8 0/1 masks; ``out`` = 1 where every neighbour inside the frame is 1."""
-    border = ("every pixel gets a value, border pixels too: at the edge, use the neighbours that exist (clamp the loops "
-              "to the frame) rather than skipping the pixel.")
+    border = (
+        "every pixel gets a value, border pixels too: at the edge, use the neighbours that exist (clamp the loops "
+        "to the frame) rather than skipping the pixel."
+    )
     cases = _cases_2d()
     for k, ((shape, block), p) in enumerate(zip(cases, (0.85, 1.0, 0.9, 0.8, 0.9))):
         binary = k in (1, 3)  # the others hold foreground values from 1 to 255
         m = _mask(shape, p, binary=binary, top=200)
-        label = _label(shape, block) + f", {int((m != 0).sum())} of {m.size} pixels set" + ("" if binary else " (values 1 to 200)")
+        label = (
+            _label(shape, block) + f", {int((m != 0).sum())} of {m.size} pixels set" + ("" if binary else " (values 1 to 200)")
+        )
 
-        def run(mask: np.ndarray, k: int = k, shape: tuple[int, int] = shape, block: tuple[int, int] = block,
-                label: str = label) -> None:
-            run_case(kernel, grid_2d(shape, block), block, (mask,), out_shape=shape, out_dtype=np.uint8,
-                     expected=video.erode((mask != 0).astype(np.uint8)), label=label, names=("mask", "out"),
-                     first=k == 0, reverse=k == 2, unwritten_cause=border, swapped_cause=SWAPPED)
+        def run(
+            mask: np.ndarray, k: int = k, shape: tuple[int, int] = shape, block: tuple[int, int] = block, label: str = label
+        ) -> None:
+            run_case(
+                kernel,
+                grid_2d(shape, block),
+                block,
+                (mask,),
+                out_shape=shape,
+                out_dtype=np.uint8,
+                expected=video.erode((mask != 0).astype(np.uint8)),
+                label=label,
+                names=("mask", "out"),
+                first=k == 0,
+                reverse=k == 2,
+                unwritten_cause=border,
+                swapped_cause=SWAPPED,
+            )
 
         try:
             run(m)
@@ -226,20 +300,31 @@ def erode(kernel: Any) -> str:
 
             got = re.search(r"first at index \([^)]*\): expected \d+, got (\d+)", str(exc))
             if got and int(got.group(1)) > 1:
-                raise Failed(str(exc), cause=f"out holds 1 (every neighbour is foreground) or 0, not a mask value such "
-                                             f"as {got.group(1)}: write `out[row, col] = v` with v = 1 or 0.") from None
+                raise Failed(
+                    str(exc),
+                    cause=f"out holds 1 (every neighbour is foreground) or 0, not a mask value such "
+                    f"as {got.group(1)}: write `out[row, col] = v` with v = 1 or 0.",
+                ) from None
             if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
                 raise Failed(str(exc), cause=NON_ZERO) from None
             msg, cause = str(exc), exc.cause
             b = (m != 0).astype(np.uint8)
-            if "elements are wrong" in msg and not np.array_equal(_border_as_zero(b), video.erode(b)) and _first_on_border(msg, shape):
+            if (
+                "elements are wrong" in msg
+                and not np.array_equal(_border_as_zero(b), video.erode(b))
+                and _first_on_border(msg, shape)
+            ):
                 msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
-                cause = ("the first wrong pixel is on the frame's edge: a neighbour outside the frame is skipped, not "
-                         "counted as background (that would erode every object touching the edge). Test only the "
-                         "neighbours with 0 <= r < rows and 0 <= c < cols.")
+                cause = (
+                    "the first wrong pixel is on the frame's edge: a neighbour outside the frame is skipped, not "
+                    "counted as background (that would erode every object touching the edge). Test only the "
+                    "neighbours with 0 <= r < rows and 0 <= c < cols."
+                )
             raise Failed(msg, cause=cause) from None
-    return (f"correct on {len(cases)} fresh masks, border pixels included (neighbours outside the frame ignored), with "
-            "blocks of 16×8, 8×8, 32×4 and 32×32.")
+    return (
+        f"correct on {len(cases)} fresh masks, border pixels included (neighbours outside the frame ignored), with "
+        "blocks of 16×8, 8×8, 32×4 and 32×32."
+    )
 
 
 def _first_on_border(message: str, shape: tuple[int, int]) -> bool:
@@ -286,21 +371,44 @@ def tile_counts(kernel: Any) -> str:
     # fresh frames each run, tiles of 4 to 32 pixels, one of them 12 and its block 12 × 20 (not powers of two: a shift
     # in place of a division shows); the last is one block of 32 × 32 threads over one 32 × 32 tile holding more than
     # 255 foreground pixels (a uint8 counter in shared memory wraps)
-    cases = [((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8), 4), ((1, 1), (8, 8), 8),
-             ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8), 4), ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4), 8),
-             ((not_multiple(25, 40, 12), not_multiple(17, 31, 12)), (12, 20), 12), ((between(24, 32), between(24, 32)), (32, 32), 32)]
+    cases = [
+        ((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8), 4),
+        ((1, 1), (8, 8), 8),
+        ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8), 4),
+        ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4), 8),
+        ((not_multiple(25, 40, 12), not_multiple(17, 31, 12)), (12, 20), 12),
+        ((between(24, 32), between(24, 32)), (32, 32), 32),
+    ]
     for k, (shape, block, tile) in enumerate(cases):
         binary = k in (1, 3, 5)  # the others hold foreground values from 1 to 255
         m = _mask(shape, 1.0 if k == 1 else 0.9 if tile == 32 else 0.5, binary=binary)
         ntiles = (-(-shape[0] // tile), -(-shape[1] // tile))
         label = _label(shape, block) + f", tiles of {tile}×{tile}" + ("" if binary else ", mask values 1 to 255")
 
-        def run(mask: np.ndarray, k: int = k, shape: tuple[int, int] = shape, block: tuple[int, int] = block,
-                tile: int = tile, ntiles: tuple[int, int] = ntiles, label: str = label) -> None:
-            run_case(kernel, grid_2d(shape, block), block, (mask, tile), out_shape=ntiles, out_dtype=np.int32,
-                     expected=video.tile_counts((mask != 0).astype(np.uint8), tile), label=label,
-                     names=("mask", "tile", "counts"), out_init=0, first=k == 0, reverse=k == 2,
-                     extra_cause="(Tile (i, j) holds rows i·tile … i·tile + tile − 1 and the same columns; x is the column.)")
+        def run(
+            mask: np.ndarray,
+            k: int = k,
+            shape: tuple[int, int] = shape,
+            block: tuple[int, int] = block,
+            tile: int = tile,
+            ntiles: tuple[int, int] = ntiles,
+            label: str = label,
+        ) -> None:
+            run_case(
+                kernel,
+                grid_2d(shape, block),
+                block,
+                (mask, tile),
+                out_shape=ntiles,
+                out_dtype=np.int32,
+                expected=video.tile_counts((mask != 0).astype(np.uint8), tile),
+                label=label,
+                names=("mask", "tile", "counts"),
+                out_init=0,
+                first=k == 0,
+                reverse=k == 2,
+                extra_cause="(Tile (i, j) holds rows i·tile … i·tile + tile − 1 and the same columns; x is the column.)",
+            )
 
         try:
             run(m)
@@ -310,8 +418,10 @@ def tile_counts(kernel: Any) -> str:
             if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
                 raise Failed(str(exc), cause=NON_ZERO) from None
             raise
-    return (f"correct on {len(cases)} fresh masks with tiles of 4 to 32 (one holding more than 255 pixels) and blocks of "
-            "8×8 to 32×32 threads; every update atomic, none lost.")
+    return (
+        f"correct on {len(cases)} fresh masks with tiles of 4 to 32 (one holding more than 255 pixels) and blocks of "
+        "8×8 to 32×32 threads; every update atomic, none lost."
+    )
 
 
 # ----------------------------------------------------------------------------- 09.fused-roofline
@@ -371,21 +481,28 @@ def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_
             16: "the frame and the mask are uint8 (1 byte each); only bg is float32.",
             2: "bg is float32 and is read and written: 8 bytes per pixel on top of frame and mask.",
         }
-        cause = next((c for v, c in slips.items() if _near(b, v)), None) or unit_cause(b, e_bytes) or \
-            "add up the dtype sizes of what is read and written per pixel."
+        cause = (
+            next((c for v, c in slips.items() if _near(b, v)), None)
+            or unit_cause(b, e_bytes)
+            or "add up the dtype sizes of what is read and written per pixel."
+        )
         raise Failed(f"bytes_per_pixel = {b:g}: not what the fused step moves.", cause=cause)
     i = number(intensity, "intensity", positive=True)
     if _near(i, 1 / e_int):
         raise Failed(f"intensity = {i:g}: upside down.", cause="intensity is operations per byte: ops / bytes.")
     if not _near(i, e_int):
-        raise Failed(f"intensity = {i:g} ops/byte, expected {video.stage('fused').ops_per_pixel:g} / {e_bytes:g}.",
-                     cause=unit_cause(i, e_int) or "divide the operations per pixel (video.stage('fused').ops_per_pixel) "
-                                                    "by your bytes per pixel.")
+        raise Failed(
+            f"intensity = {i:g} ops/byte, expected {video.stage('fused').ops_per_pixel:g} / {e_bytes:g}.",
+            cause=unit_cause(i, e_int)
+            or "divide the operations per pixel (video.stage('fused').ops_per_pixel) by your bytes per pixel.",
+        )
     for got, exp, gpu in ((bound_h100, e_h100, "H100"), (bound_h200, e_h200, "H200")):
         if _bound(got, f"bound_{gpu.lower()}") != exp:
-            raise Failed(f"bound_{gpu.lower()}: the fused step is not {got} on the {gpu}.",
-                         cause=f"compare the intensity with the {gpu}'s ridge point (roofline('{gpu}').ridge_point, "
-                               "FP32): below it, memory bandwidth is the limit.")
+            raise Failed(
+                f"bound_{gpu.lower()}: the fused step is not {got} on the {gpu}.",
+                cause=f"compare the intensity with the {gpu}'s ridge point (roofline('{gpu}').ridge_point, "
+                "FP32): below it, memory bandwidth is the limit.",
+            )
     f = number(fps_h200, "fps_h200", positive=True)
     if not _near(f, e_fps):
         h100_fps = hw.gpu("H100").memory_bandwidth.value * 1e9 / (e_bytes * FRAME[0] * FRAME[1])
@@ -396,11 +513,15 @@ def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_
             e_fps * 2**30 / 1e9: "GB/s here is 10^9 bytes/s, not 2^30.",
             e_fps * 1e9 / 2**30: "GB/s here is 10^9 bytes/s, not 2^30.",
         }
-        cause = next((c for v, c in slips.items() if _near(f, v)), None) or unit_cause(f, e_fps) or \
-            "frames/s = bandwidth (bytes/s) / bytes per frame (bytes_per_pixel × 1080 × 1920)."
+        cause = (
+            next((c for v, c in slips.items() if _near(f, v)), None)
+            or unit_cause(f, e_fps)
+            or "frames/s = bandwidth (bytes/s) / bytes per frame (bytes_per_pixel × 1080 × 1920)."
+        )
         raise Failed(f"fps_h200 = {f:,.0f}: not what the H200's memory bandwidth allows.", cause=cause)
     ridge = hw.gpu("H200").peak("fp32").value / hw.gpu("H200").memory_bandwidth.value * 1e3
-    return (f"{e_bytes:g} B and {video.stage('fused').ops_per_pixel:g} ops per pixel: {e_int:.2f} ops/B, far below the "
-            f"ridge points (H200 {ridge:.1f}): memory-bound on both. At 1080p the H200's HBM allows {e_fps:,.0f} frames/s "
-            "for this stage (a model, not a measurement).")
-
+    return (
+        f"{e_bytes:g} B and {video.stage('fused').ops_per_pixel:g} ops per pixel: {e_int:.2f} ops/B, far below the "
+        f"ridge points (H200 {ridge:.1f}): memory-bound on both. At 1080p the H200's HBM allows {e_fps:,.0f} frames/s "
+        "for this stage (a model, not a measurement)."
+    )

@@ -20,7 +20,6 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -80,6 +79,7 @@ def read_cluster_ptx(ptx_text: str, entry: str = ENTRY) -> ClusterPTX:
 
 def _compile(source: str) -> str:
     from labkit.cuda import ptx
+
     from ..errors import CompileError
 
     version = ptx.nvrtc_version() or (0, 0)
@@ -91,9 +91,11 @@ def _compile(source: str) -> str:
     try:
         return ptx.compile_cuda(source, ARCH, name="cluster_sum.cu", options=options).text
     except CompileError as exc:
-        raise Failed(f"the source does not compile for {ARCH}:\n{exc}",
-                     cause="clusters exist from sm_90 on: include <cooperative_groups.h>, and use "
-                           "cg::this_cluster(), cluster.sync(), cluster.map_shared_rank(ptr, rank).") from None
+        raise Failed(
+            f"the source does not compile for {ARCH}:\n{exc}",
+            cause="clusters exist from sm_90 on: include <cooperative_groups.h>, and use "
+            "cg::this_cluster(), cluster.sync(), cluster.map_shared_rank(ptr, rank).",
+        ) from None
 
 
 def read_or_unsolved(ptx_text: str) -> ClusterPTX:
@@ -106,8 +108,10 @@ def read_or_unsolved(ptx_text: str) -> ClusterPTX:
         raise Failed(str(exc), cause=getattr(exc, "fix", None)) from None
     reads, waits = mix.peer_reads, mix.cluster_waits
     if not reads and not waits:
-        raise Unsolved("the kernel has no cluster code yet (no cluster barrier, no read of another block's shared "
-                       "memory): write the part after the block's own reduction.")
+        raise Unsolved(
+            "the kernel has no cluster code yet (no cluster barrier, no read of another block's shared "
+            "memory): write the part after the block's own reduction."
+        )
     return mix
 
 
@@ -115,23 +119,31 @@ def judge_ptx_shape(mix: ClusterPTX) -> ClusterPTX:
     """Raise :class:`Failed` on what the PTX shows is missing (a peer read, the two cluster barriers, the rank)."""
     reads, waits = mix.peer_reads, mix.cluster_waits
     if not reads:
-        raise Failed(f"the {ARCH} PTX has no `mapa`: no block reads another block's shared memory.",
-                     cause="read each peer's partial sum through distributed shared memory: "
-                           "*cluster.map_shared_rank(&partial[0], r) for r in 0 .. cluster.num_blocks() - 1.")
+        raise Failed(
+            f"the {ARCH} PTX has no `mapa`: no block reads another block's shared memory.",
+            cause="read each peer's partial sum through distributed shared memory: "
+            "*cluster.map_shared_rank(&partial[0], r) for r in 0 .. cluster.num_blocks() - 1.",
+        )
     if not any(w < reads[0] for w in waits):
-        raise Failed(f"the {ARCH} PTX reads a peer's shared memory (`mapa`) before any cluster barrier "
-                     "(`barrier.cluster.wait`): the peers may not have written their sums yet.",
-                     cause="call cluster.sync() after the block's own reduction and before reading the peers' "
-                           "partial sums; __syncthreads() waits for the threads of one block only.")
+        raise Failed(
+            f"the {ARCH} PTX reads a peer's shared memory (`mapa`) before any cluster barrier "
+            "(`barrier.cluster.wait`): the peers may not have written their sums yet.",
+            cause="call cluster.sync() after the block's own reduction and before reading the peers' "
+            "partial sums; __syncthreads() waits for the threads of one block only.",
+        )
     if not any(w > reads[-1] for w in waits):
-        raise Failed(f"after its last read of a peer's shared memory the {ARCH} PTX has no cluster barrier: a block "
-                     "may finish and exit while rank 0 still reads its shared memory.",
-                     cause="end the kernel with cluster.sync(): a block's shared memory must stay alive until every "
-                           "read of it in the cluster is done.")
+        raise Failed(
+            f"after its last read of a peer's shared memory the {ARCH} PTX has no cluster barrier: a block "
+            "may finish and exit while rank 0 still reads its shared memory.",
+            cause="end the kernel with cluster.sync(): a block's shared memory must stay alive until every "
+            "read of it in the cluster is done.",
+        )
     if not mix.uses_rank:
-        raise Failed(f"the {ARCH} PTX never reads the block's rank in its cluster (`%cluster_ctarank`): every block "
-                     "combines and writes the cluster's sum.",
-                     cause="let one block per cluster combine: if (cluster.block_rank() == 0 && threadIdx.x == 0).")
+        raise Failed(
+            f"the {ARCH} PTX never reads the block's rank in its cluster (`%cluster_ctarank`): every block "
+            "combines and writes the cluster's sum.",
+            cause="let one block per cluster combine: if (cluster.block_rank() == 0 && threadIdx.x == 0).",
+        )
     return mix
 
 
@@ -157,8 +169,14 @@ def run_on_gpu(source: str, x: np.ndarray, cluster: int, block: int) -> np.ndarr
     d_x = cp.asarray(x)
     d_out = cp.full(n_clusters, np.nan, dtype=cp.float32)
     cp.cuda.Device().synchronize()  # CuPy filled the arrays on its own stream
-    launch(stream, LaunchConfig(grid=n_clusters, cluster=cluster, block=block), kernel,
-           d_x.data.ptr, d_out.data.ptr, np.int32(x.size))
+    launch(
+        stream,
+        LaunchConfig(grid=n_clusters, cluster=cluster, block=block),
+        kernel,
+        d_x.data.ptr,
+        d_out.data.ptr,
+        np.int32(x.size),
+    )
     stream.sync()
     return cp.asnumpy(d_out)
 
@@ -175,14 +193,16 @@ def _gpu_cases(source: str) -> str:
         x = np.rint(rng.uniform(-8, 8, n)).astype(np.float32)  # whole numbers: every order of adding agrees
         got = run_on_gpu(source, x, cluster, block)
         per = cluster * block
-        want = np.array([x[k:k + per].sum() for k in range(0, n, per)], dtype=np.float32)
+        want = np.array([x[k : k + per].sum() for k in range(0, n, per)], dtype=np.float32)
         bad = np.flatnonzero(got != want)
         if bad.size:
             k = int(bad[0])
-            raise Failed(f"on the GPU, clusters of {cluster} blocks of {block} threads, n={n}: out[{k}] is {got[k]:g}, "
-                         f"expected {want[k]:g}.",
-                         cause="out[cluster index] = the sum of the cluster's cluster.num_blocks() * blockDim.x "
-                               "elements; the cluster index is blockIdx.x / cluster.num_blocks().")
+            raise Failed(
+                f"on the GPU, clusters of {cluster} blocks of {block} threads, n={n}: out[{k}] is {got[k]:g}, "
+                f"expected {want[k]:g}.",
+                cause="out[cluster index] = the sum of the cluster's cluster.num_blocks() * blockDim.x "
+                "elements; the cluster index is blockIdx.x / cluster.num_blocks().",
+            )
     return " On the GPU: run through cuda.core with clusters of 2 and 4 blocks, every cluster's sum right."
 
 
@@ -200,8 +220,9 @@ def _host_inputs(rng: np.random.Generator, cluster: int, block: int) -> tuple[np
     return np.rint(rng.uniform(-8, 8, n)).astype(np.float32), n
 
 
-def _value_cause(x: np.ndarray, got: float, k: int, cluster: int, block: int, other_ok: bool,
-                 out: np.ndarray | None = None) -> str:
+def _value_cause(
+    x: np.ndarray, got: float, k: int, cluster: int, block: int, other_ok: bool, out: np.ndarray | None = None
+) -> str:
     """Why out[k] holds ``got`` instead of cluster k's sum, read from the values: a pattern counts only when every
     cluster of the case (``out``) shows it, so a coincidence in one cluster's small whole-number sums does not."""
     per = cluster * block
@@ -209,38 +230,52 @@ def _value_cause(x: np.ndarray, got: float, k: int, cluster: int, block: int, ot
     first = 0 if out.size > 1 else k
     sums = np.zeros((out.size, cluster))
     for c in range(out.size):
-        part = x[(first + c) * per:(first + c + 1) * per]
-        sums[c] = [float(part[j * block:(j + 1) * block].sum()) for j in range(cluster)]
+        part = x[(first + c) * per : (first + c + 1) * per]
+        sums[c] = [float(part[j * block : (j + 1) * block].sum()) for j in range(cluster)]
     full = [c for c in range(out.size) if (first + c) * per + (cluster - 1) * block < x.size]  # all blocks hold data
     if np.isnan(got):
-        return ("the sum read a peer's shared memory before that block had written its partial sum (shared memory "
-                "starts uninitialised: NaN here). Call cluster.sync() after the block's own reduction and before "
-                "reading the peers, from every thread of every block.")
+        return (
+            "the sum read a peer's shared memory before that block had written its partial sum (shared memory "
+            "starts uninitialised: NaN here). Call cluster.sync() after the block's own reduction and before "
+            "reading the peers, from every thread of every block."
+        )
     if got == UNWRITTEN:
-        return (f"out[{k}] was never written. Each cluster writes exactly one slot, out[blockIdx.x / "
-                "cluster.num_blocks()], from block rank 0's thread 0.")
+        return (
+            f"out[{k}] was never written. Each cluster writes exactly one slot, out[blockIdx.x / "
+            "cluster.num_blocks()], from block rank 0's thread 0."
+        )
     if other_ok:
-        return (f"the sums are right with clusters of another size but not with clusters of {cluster} blocks: use "
-                "cluster.num_blocks() for the cluster size (in the loop over ranks and in the output index), never a "
-                "fixed number.")
+        return (
+            f"the sums are right with clusters of another size but not with clusters of {cluster} blocks: use "
+            "cluster.num_blocks() for the cluster size (in the loop over ranks and in the output index), never a "
+            "fixed number."
+        )
     rows = full or list(range(out.size))
     for j in range(cluster):
         if cluster > 1 and all(out[c] == cluster * sums[c, j] for c in rows):
-            return (f"out[{k}] is {cluster} × block rank {j}'s sum: the loop reads the same block every time; read "
-                    "*cluster.map_shared_rank(&partial[0], r) with the loop's r.")
+            return (
+                f"out[{k}] is {cluster} × block rank {j}'s sum: the loop reads the same block every time; read "
+                "*cluster.map_shared_rank(&partial[0], r) with the loop's r."
+            )
         if all(out[c] == sums[c, j] for c in rows):
             return f"out[{k}] is only block rank {j}'s own sum: add every block's partial[0], r = 0 .. cluster.num_blocks() - 1."
-    return (f"out[{k}] must be the sum of the {cluster} blocks' partial[0] of cluster {k}, read with "
-            "*cluster.map_shared_rank(&partial[0], r) for r = 0 .. cluster.num_blocks() - 1.")
+    return (
+        f"out[{k}] must be the sum of the {cluster} blocks' partial[0] of cluster {k}, read with "
+        "*cluster.map_shared_rank(&partial[0], r) for r = 0 .. cluster.num_blocks() - 1."
+    )
 
 
 def _stand_in_cause(text: str) -> str:
     if "already left the kernel (its shared memory" in text:
-        return ("end the kernel with cluster.sync(), reached by every thread of every block: a block's shared memory "
-                "must stay alive until every read of it in the cluster is done.")
+        return (
+            "end the kernel with cluster.sync(), reached by every thread of every block: a block's shared memory "
+            "must stay alive until every read of it in the cluster is done."
+        )
     if "cluster.sync() that only some threads" in text:
-        return ("call cluster.sync() from every thread of every block, outside any `if` on the block's rank or the "
-                "thread index: if (rank == 0) { cluster.sync(); ... } waits for blocks that never arrive.")
+        return (
+            "call cluster.sync() from every thread of every block, outside any `if` on the block's rank or the "
+            "thread index: if (rank == 0) { cluster.sync(); ... } waits for blocks that never arrive."
+        )
     if "__syncthreads() that only some" in text:
         return "keep every thread running to each __syncthreads(): put the bounds check around the work, not around the barrier."
     return "see the sentence above: it names the thread and what it did."
@@ -251,6 +286,7 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
     a cluster given the CPU lowest rank first and then highest first; raise :class:`Failed` on a wrong sum or on what
     the stand-in reports (a cluster barrier some threads skip, a read of a block that has exited)."""
     from labkit.cuda.host import HostKernelError, run_on_host_batch
+
     from ..errors import LabkitError
 
     rng = rng or np.random.default_rng()
@@ -280,15 +316,19 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
         if bad.size:
             k = int(bad[0])
             first = "lowest" if order == "forward" else "highest"
-            raise Failed(f"on the CPU stand-in, clusters of {cluster} blocks of {block} threads, n={n} (the cluster's "
-                         f"blocks run {first} rank first): out[{k}] is {_show(out[k])}, expected {want[k]:g}.",
-                         cause=_value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster}), out))
-    return (" On labkit's CPU stand-in: clusters of 2 and 4 blocks (32 to 256 threads) on fresh data, each run with "
-            "the cluster's blocks in two orders, every cluster's sum right.")
+            raise Failed(
+                f"on the CPU stand-in, clusters of {cluster} blocks of {block} threads, n={n} (the cluster's "
+                f"blocks run {first} rank first): out[{k}] is {_show(out[k])}, expected {want[k]:g}.",
+                cause=_value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster}), out),
+            )
+    return (
+        " On labkit's CPU stand-in: clusters of 2 and 4 blocks (32 to 256 threads) on fresh data, each run with "
+        "the cluster's blocks in two orders, every cluster's sum right."
+    )
 
 
 def _sums(x: np.ndarray, per: int) -> np.ndarray:
-    return np.array([x[k:k + per].sum() for k in range(0, x.size, per)], dtype=np.float32)
+    return np.array([x[k : k + per].sum() for k in range(0, x.size, per)], dtype=np.float32)
 
 
 def _show(v: float) -> str:
@@ -298,11 +338,15 @@ def _show(v: float) -> str:
 def _ptx_cause(mix: ClusterPTX) -> str | None:
     """The cause the PTX shows for wrong values, where it shows one (no peer read at all, no use of the rank)."""
     if not mix.peer_reads:
-        return (f"the {ARCH} PTX has no `mapa`: no block reads another block's shared memory; `partial[0]` alone is the "
-                "block's own. Read each peer's partial sum with *cluster.map_shared_rank(&partial[0], r).")
+        return (
+            f"the {ARCH} PTX has no `mapa`: no block reads another block's shared memory; `partial[0]` alone is the "
+            "block's own. Read each peer's partial sum with *cluster.map_shared_rank(&partial[0], r)."
+        )
     if not mix.uses_rank:
-        return (f"the {ARCH} PTX never reads the block's rank in its cluster (`%cluster_ctarank`): every block combines "
-                "and writes. Let one block per cluster combine: if (cluster.block_rank() == 0 && threadIdx.x == 0).")
+        return (
+            f"the {ARCH} PTX never reads the block's rank in its cluster (`%cluster_ctarank`): every block combines "
+            "and writes. Let one block per cluster combine: if (cluster.block_rank() == 0 && threadIdx.x == 0)."
+        )
     return None
 
 
@@ -326,8 +370,8 @@ def cluster_sum(source: str) -> str:
     """Grade the CUDA C++ source of ``cluster_sum(const float* x, float* out, int n)``: its sums with clusters of 2 and
     4 blocks (on a GPU of compute capability 9.0 or later through cuda.core, else on labkit's CPU stand-in), and its
     sm_90 PTX."""
-    from labkit.gpu.cupylab import cupy_or_none
     from labkit.cuda.host import HostUnavailable
+    from labkit.gpu.cupylab import cupy_or_none
 
     if not isinstance(source, str):
         raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")
@@ -342,10 +386,14 @@ def cluster_sum(source: str) -> str:
         except Failed as exc:
             raise Failed(exc.args[0], cause=_ptx_cause(mix) or exc.cause) from None
         except HostUnavailable as exc:
-            values = (f" The CPU stand-in could not run it ({exc}), so its values were not checked here; on a GPU of "
-                      "compute capability 9.0 or later this check runs it.")
+            values = (
+                f" The CPU stand-in could not run it ({exc}), so its values were not checked here; on a GPU of "
+                "compute capability 9.0 or later this check runs it."
+            )
         gpu_note = values + gpu_note
     judge_ptx_shape(mix)
-    base = (f"its {ARCH} PTX reads the peers' shared memory (mapa) between two cluster barriers "
-            "(barrier.cluster.wait), and one block per cluster (%cluster_ctarank) combines.")
+    base = (
+        f"its {ARCH} PTX reads the peers' shared memory (mapa) between two cluster barriers "
+        "(barrier.cluster.wait), and one block per cluster (%cluster_ctarank) combines."
+    )
     return base + gpu_note

@@ -72,9 +72,11 @@ def input_written(name: str, before: Any, after: Any, *, who: str = "your code")
     return f"{who} wrote into its input `{name}`: {change_detail(b, a, mask)}"
 
 
-INPUT_CAUSE = ("inputs are part of the answer: leave them as they are and write results only where the task says "
-               "(a new array, or the output argument); an in-place update (`x -= ...`, `out=x`) destroys data the caller "
-               "still needs.")
+INPUT_CAUSE = (
+    "inputs are part of the answer: leave them as they are and write results only where the task says "
+    "(a new array, or the output argument); an in-place update (`x -= ...`, `out=x`) destroys data the caller "
+    "still needs."
+)
 
 
 def int32_wrap_cause(got: float, want: float, nbytes: int) -> str | None:
@@ -84,6 +86,8 @@ def int32_wrap_cause(got: float, want: float, nbytes: int) -> str | None:
         return None
     guess = want * wrapped / nbytes
     if abs(got - guess) <= 1e-6 * max(abs(guess), 1e-30):
-        return (f"{nbytes:,} bytes is past 2^31: held in a 32-bit integer (np.int32) it wraps to {wrapped:,}. Byte "
-                "counts of GPU memory need 64 bits: keep them Python ints (or np.int64).")
+        return (
+            f"{nbytes:,} bytes is past 2^31: held in a 32-bit integer (np.int32) it wraps to {wrapped:,}. Byte "
+            "counts of GPU memory need 64 bits: keep them Python ints (or np.int64)."
+        )
     return None

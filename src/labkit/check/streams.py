@@ -92,15 +92,17 @@ class DeviceArray:
         return self.shape[0] if self.shape else 0
 
     def _view(self) -> np.ndarray:
-        return self._buf.data[self._start:self._stop].reshape(self.shape)
+        return self._buf.data[self._start : self._stop].reshape(self.shape)
 
     def _range(self) -> tuple[int, int, int]:
         return (self._buf.id, self._start, self._stop)
 
     def __getitem__(self, key: Any) -> "DeviceArray":
         if self.ndim != 1 or not isinstance(key, slice):
-            raise StandInError("the grading stand-in supports 1-D slices of device arrays (d[lo:hi]) only.",
-                               fix="Slice the flat array: d[lo:hi].")
+            raise StandInError(
+                "the grading stand-in supports 1-D slices of device arrays (d[lo:hi]) only.",
+                fix="Slice the flat array: d[lo:hi].",
+            )
         lo, hi, step = key.indices(self.size)
         if step != 1:
             raise StandInError("the grading stand-in supports contiguous slices only (no step).")
@@ -118,8 +120,10 @@ class DeviceArray:
         return f"<stand-in device array {self.shape} {self.dtype}>"
 
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
-        raise StandInError("a device array cannot be used as a NumPy array: copy it to the host with .get().",
-                           fix="Use d.get(out=host_array, blocking=False) on a stream, then synchronize.")
+        raise StandInError(
+            "a device array cannot be used as a NumPy array: copy it to the host with .get().",
+            fix="Use d.get(out=host_array, blocking=False) on a stream, then synchronize.",
+        )
 
     # --- copies
     def set(self, arr: Any, stream: "Stream | None" = None) -> None:  # noqa: A003 (CuPy's name)
@@ -147,7 +151,9 @@ class EventState:
 class Event:
     """``cupy.cuda.Event``: marks a point in a stream."""
 
-    def __init__(self, rec: "RecordingCuPy", block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
+    def __init__(
+        self, rec: "RecordingCuPy", block: bool = False, disable_timing: bool = False, interprocess: bool = False
+    ) -> None:
         self._rec, self.disable_timing = rec, disable_timing
         self._frontier: set[int] | None = None  # ops the event waits for; None until recorded
         self._t = 0.0
@@ -186,8 +192,16 @@ class Event:
 class Stream:
     """``cupy.cuda.Stream``: work on one stream runs in order."""
 
-    def __init__(self, rec: "RecordingCuPy", null: bool = False, non_blocking: bool = False, ptds: bool = False,
-                 priority: int = 0, *, name: str | None = None) -> None:
+    def __init__(
+        self,
+        rec: "RecordingCuPy",
+        null: bool = False,
+        non_blocking: bool = False,
+        ptds: bool = False,
+        priority: int = 0,
+        *,
+        name: str | None = None,
+    ) -> None:
         self._rec, self.null, self.non_blocking = rec, null, non_blocking and not null
         self._tail: set[int] = set()
         self._marks: frozenset[int] = frozenset()  # events recorded on this stream or waited for by it
@@ -289,13 +303,17 @@ class _CudaNamespace:
             if not isinstance(ev, Event):
                 raise StandInError(f"get_elapsed_time: {name} must be a cupy.cuda.Event, got {type(ev).__name__}.")
             if ev._frontier is None:
-                raise StandInError(f"cudaErrorInvalidResourceHandle: {name} was never recorded.",
-                                   fix="Record it on the stream first: event.record(stream).")
+                raise StandInError(
+                    f"cudaErrorInvalidResourceHandle: {name} was never recorded.",
+                    fix="Record it on the stream first: event.record(stream).",
+                )
             if ev.disable_timing:
                 raise StandInError(f"cudaErrorInvalidResourceHandle: {name} was created with disable_timing=True.")
             if not ev.done:
-                raise StandInError(f"cudaErrorNotReady: {name} has not completed when its time is read.",
-                                   fix="Call end_event.synchronize() before cupy.cuda.get_elapsed_time(start, end).")
+                raise StandInError(
+                    f"cudaErrorNotReady: {name} has not completed when its time is read.",
+                    fix="Call end_event.synchronize() before cupy.cuda.get_elapsed_time(start, end).",
+                )
         self._rec.elapsed_reads.append((start_event._snapshot(), end_event._snapshot()))
         return (end_event._t - start_event._t) * 1e3
 
@@ -308,8 +326,9 @@ class RecordingCuPy:
     ``pinned`` are the host arrays that count as pinned memory (copies from other host arrays block the host).
     """
 
-    def __init__(self, rates: dict[str, float] | None = None, *, clock: str = "model",
-                 kernel_cost: Callable[[int], float] | None = None) -> None:
+    def __init__(
+        self, rates: dict[str, float] | None = None, *, clock: str = "model", kernel_cost: Callable[[int], float] | None = None
+    ) -> None:
         self.ops: list[Op] = []
         self._streams: list[Stream] = []
         self._events: list[Event] = []
@@ -379,8 +398,9 @@ class RecordingCuPy:
             base = base.base
         return any(base is p or np.shares_memory(host, p) for p in self.pinned)
 
-    def _issue(self, kind: str, stream: Stream, nbytes: int, reads: list, writes: list, run: Callable[[], None],
-               label: str) -> Op:
+    def _issue(
+        self, kind: str, stream: Stream, nbytes: int, reads: list, writes: list, run: Callable[[], None], label: str
+    ) -> Op:
         op = Op(len(self.ops), kind, stream, nbytes, reads, writes, label=label)
         op.deps = set(stream._position(self)) | set(self._host_known)
         op.marks = stream._position_marks(self) | self._host_marks
@@ -410,9 +430,15 @@ class RecordingCuPy:
         if src.size != dst.size:
             raise StandInError(f"set(): the host array has {src.size} elements, the device array {dst.size}.")
         s = self._stream(stream)
-        op = self._issue("h2d", s, dst.nbytes, [], [dst._range()],
-                         lambda: np.copyto(dst._view(), src.reshape(dst.shape).astype(dst.dtype, copy=False)),
-                         f"copy host→device of {dst.size} elements on {s!r}")
+        op = self._issue(
+            "h2d",
+            s,
+            dst.nbytes,
+            [],
+            [dst._range()],
+            lambda: np.copyto(dst._view(), src.reshape(dst.shape).astype(dst.dtype, copy=False)),
+            f"copy host→device of {dst.size} elements on {s!r}",
+        )
         op.pinned = self.is_pinned(src)
         if not op.pinned:  # pageable memory: the driver stages it and the call returns when done
             self._host_waits({op.index}, op.end)
@@ -425,9 +451,15 @@ class RecordingCuPy:
             host = out
             if not isinstance(host, np.ndarray) or host.size != src.size:
                 raise StandInError(f"get(out=...): out must be a host array of {src.size} elements.")
-        op = self._issue("d2h", s, src.nbytes, [src._range()], [],
-                         lambda: np.copyto(host.reshape(src.shape), src._view().astype(host.dtype, copy=False)),
-                         f"copy device→host of {src.size} elements on {s!r}")
+        op = self._issue(
+            "d2h",
+            s,
+            src.nbytes,
+            [src._range()],
+            [],
+            lambda: np.copyto(host.reshape(src.shape), src._view().astype(host.dtype, copy=False)),
+            f"copy device→host of {src.size} elements on {s!r}",
+        )
         op.host_out = (id(host.base if host.base is not None else host), 0, host.size)
         op.host_array = host  # type: ignore[attr-defined]
         op.pinned = self.is_pinned(host)
@@ -441,22 +473,38 @@ class RecordingCuPy:
         if dst.size != src.size:
             raise StandInError(f"copy between device arrays of {src.size} and {dst.size} elements.")
         s = self._current[-1]
-        self._issue("d2d", s, src.nbytes, [src._range()], [dst._range()],
-                    lambda: np.copyto(dst._view(), src._view().reshape(dst.shape)), f"device copy of {src.size} elements on {s!r}")
+        self._issue(
+            "d2d",
+            s,
+            src.nbytes,
+            [src._range()],
+            [dst._range()],
+            lambda: np.copyto(dst._view(), src._view().reshape(dst.shape)),
+            f"device copy of {src.size} elements on {s!r}",
+        )
 
     def kernel(self, fn: Callable[[np.ndarray, np.ndarray], None], name: str = "kernel") -> Callable[..., None]:
         """A kernel ``fn(in_view, out_view)`` on NumPy views, callable as ``k(d_in, d_out)`` on the current stream."""
 
         def launch(d_in: Any, d_out: Any) -> None:
             if not isinstance(d_in, DeviceArray) or not isinstance(d_out, DeviceArray):
-                raise StandInError(f"{name}(d_in, d_out) takes two device arrays (cp.empty(...)), got "
-                                   f"{type(d_in).__name__} and {type(d_out).__name__}.",
-                                   fix="Copy the chunk to the device first (d.set(host_chunk)) and pass device arrays.")
+                raise StandInError(
+                    f"{name}(d_in, d_out) takes two device arrays (cp.empty(...)), got "
+                    f"{type(d_in).__name__} and {type(d_out).__name__}.",
+                    fix="Copy the chunk to the device first (d.set(host_chunk)) and pass device arrays.",
+                )
             if d_in.size != d_out.size:
                 raise StandInError(f"{name}: d_in has {d_in.size} elements, d_out {d_out.size}.")
             s = self._current[-1]
-            self._issue("kernel", s, d_in.nbytes + d_out.nbytes, [d_in._range()], [d_out._range()],
-                        lambda: fn(d_in._view(), d_out._view()), f"{name} on {d_in.size} elements on {s!r}")
+            self._issue(
+                "kernel",
+                s,
+                d_in.nbytes + d_out.nbytes,
+                [d_in._range()],
+                [d_out._range()],
+                lambda: fn(d_in._view(), d_out._view()),
+                f"{name} on {d_in.size} elements on {s!r}",
+            )
 
         launch.__name__ = name
         return launch
@@ -489,12 +537,14 @@ class RecordingCuPy:
         found = []
         for b in self.ops:
             anc = self._ancestors(set(b.deps))
-            for a in self.ops[:b.index]:
+            for a in self.ops[: b.index]:
                 if a.index in anc:
                     continue
-                for what, xs, ys in (("writes what the other reads", a.writes, b.reads),
-                                     ("reads what the other overwrites", a.reads, b.writes),
-                                     ("writes what the other writes", a.writes, b.writes)):
+                for what, xs, ys in (
+                    ("writes what the other reads", a.writes, b.reads),
+                    ("reads what the other overwrites", a.reads, b.writes),
+                    ("writes what the other writes", a.writes, b.writes),
+                ):
                     if any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in xs for y in ys):
                         found.append((a, b, what))
                         break
@@ -509,7 +559,7 @@ class RecordingCuPy:
         """Operations issued after ``event`` was recorded that the GPU may run before it: on a stream that never
         waited for it (a non-blocking stream and an event on the null stream, say). Its time then misses them."""
         token = event._token
-        return [o for o in self.ops[event._recorded_after:] if token not in o.marks]
+        return [o for o in self.ops[event._recorded_after :] if token not in o.marks]
 
     def pending_host_writes(self) -> list[Op]:
         """Device→host copies the host has not waited for: their data may not be there yet."""
@@ -529,7 +579,7 @@ class RecordingCuPy:
         if event._frontier is None:
             return False
         anc = self._ancestors(event._frontier)
-        return all(o.index in anc for o in self.ops[:event._recorded_after])
+        return all(o.index in anc for o in self.ops[: event._recorded_after])
 
 
 # ---------------------------------------------------------------------------------------------- grading helpers
@@ -554,17 +604,19 @@ def call_learner(fn: Any, *args: Any, what: str) -> Any:
         raise
     except LabkitError as exc:  # raised by a labkit function the learner's code called: the learner's call, not the verdict
         where = _labkit_caller(exc)
-        raise Failed(f"{what} stopped with an error from labkit{where}: {exc.args[0] if exc.args else exc}",
-                     cause="your function called labkit with arguments it rejects (the sentence above says why) and "
-                           "did not handle the error. Where a call may legitimately fail (occupancy() for a block "
-                           "that cannot launch, say), catch labkit.LabkitError around it and treat that case as "
-                           "not possible.") from None
+        raise Failed(
+            f"{what} stopped with an error from labkit{where}: {exc.args[0] if exc.args else exc}",
+            cause="your function called labkit with arguments it rejects (the sentence above says why) and "
+            "did not handle the error. Where a call may legitimately fail (occupancy() for a block "
+            "that cannot launch, say), catch labkit.LabkitError around it and treat that case as "
+            "not possible.",
+        ) from None
     except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
         raise Failed(f"{what} raised {type(exc).__name__}: {exc}") from None
 
 
 def _labkit_caller(exc: BaseException) -> str:
-    """" (in labkit.occupancy.occupancy)": the labkit function the learner's code called that raised ``exc``."""
+    """ " (in labkit.occupancy.occupancy)": the labkit function the learner's code called that raised ``exc``."""
     import traceback
     from pathlib import Path
 
@@ -592,5 +644,7 @@ def _inside(filename: str, root: Any) -> bool:
 
 def describe_hazard(a: Op, b: Op, what: str) -> str:
     """One sentence on a hazard between two recorded operations."""
-    return (f"operation {a.index + 1} ({a.label}) and operation {b.index + 1} ({b.label}) have no order between them, and "
-            f"one {what}: a GPU may run them in either order.")
+    return (
+        f"operation {a.index + 1} ({a.label}) and operation {b.index + 1} ({b.label}) have no order between them, and "
+        f"one {what}: a GPU may run them in either order."
+    )

@@ -97,8 +97,13 @@ class OtterExport:
 def _check_name(call: ast.Call) -> str | None:
     """``"vector_add"`` for a call ``labkit.check.vector_add(...)``, else None."""
     f = call.func
-    if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) and f.value.attr == "check"
-            and isinstance(f.value.value, ast.Name) and f.value.value.id == "labkit"):
+    if (
+        isinstance(f, ast.Attribute)
+        and isinstance(f.value, ast.Attribute)
+        and f.value.attr == "check"
+        and isinstance(f.value.value, ast.Name)
+        and f.value.value.id == "labkit"
+    ):
         return f.attr
     return None
 
@@ -129,7 +134,7 @@ def check_calls(notebook: Path) -> list[CheckCall]:
             if exercise_id is None:  # hint(), run(), exercises(), solved_or_reference(): not an exercise's check
                 continue
             text = ast.get_source_segment(source, node) or ""
-            args = text[text.index("(") + 1:text.rindex(")")].strip()
+            args = text[text.index("(") + 1 : text.rindex(")")].strip()
             calls.append(CheckCall(exercise_id, name, args))
     return calls
 
@@ -144,16 +149,25 @@ def _lab_calls(lab_id: str, notebook: Path) -> list[CheckCall]:
         calls.setdefault(c.exercise_id, c)
     missing = [ex for ex in ids if ex not in calls]
     if missing:
-        raise LabkitError(f"{notebook.name} has no check call for {', '.join(missing)}.",
-                          fix="Each exercise needs its check cell `labkit.check.<name>(answer)` in the lab's notebook.")
+        raise LabkitError(
+            f"{notebook.name} has no check call for {', '.join(missing)}.",
+            fix="Each exercise needs its check cell `labkit.check.<name>(answer)` in the lab's notebook.",
+        )
     return [calls[ex] for ex in ids]
 
 
 def _test_source(call: CheckCall, title: str, lab_id: str) -> str:
     """The Otter test file (exception-based format) for one exercise."""
     func = "test_" + re.sub(r"\W", "_", call.exercise_id)
-    return _TEST_TEMPLATE.format(exercise_id=call.exercise_id, title=title, points=POINTS_PER_EXERCISE, lab=lab_id,
-                                 name=call.name, args=call.args, func=func)
+    return _TEST_TEMPLATE.format(
+        exercise_id=call.exercise_id,
+        title=title,
+        points=POINTS_PER_EXERCISE,
+        lab=lab_id,
+        name=call.name,
+        args=call.args,
+        func=func,
+    )
 
 
 def export_otter(lab_id: str, root: Path, out: Path | None = None) -> OtterExport:
@@ -163,10 +177,14 @@ def export_otter(lab_id: str, root: Path, out: Path | None = None) -> OtterExpor
 
     for what, value in (("root", root), ("out", out)):
         if not isinstance(value, (str, os.PathLike)) and not (what == "out" and value is None):
-            raise LabkitError(f"{what} must be a folder path, not {type(value).__name__}.",
-                              fix="Give the course folder (the one holding notebooks/) and, optionally, an output folder.")
+            raise LabkitError(
+                f"{what} must be a folder path, not {type(value).__name__}.",
+                fix="Give the course folder (the one holding notebooks/) and, optionally, an output folder.",
+            )
     if isinstance(lab_id, bool) or not isinstance(lab_id, (str, int)):
-        raise LabkitError(f"the lab must be an id such as '00', not {type(lab_id).__name__}.", fix="Use e.g. labkit export --otter 00.")
+        raise LabkitError(
+            f"the lab must be an id such as '00', not {type(lab_id).__name__}.", fix="Use e.g. labkit export --otter 00."
+        )
     lab = course.lab(lab_id)
     notebook = Path(root) / "notebooks" / lab.filename
     if not notebook.is_file():
@@ -174,7 +192,9 @@ def export_otter(lab_id: str, root: Path, out: Path | None = None) -> OtterExpor
     titles = {row[0]: row[1] for row in check.exercises(lab.id)}
     calls = _lab_calls(lab.id, notebook)
     if not calls:
-        raise LabkitError(f"lab {lab.id} has no exercises to grade.", fix="Export a lab with exercises (labkit progress lists them).")
+        raise LabkitError(
+            f"lab {lab.id} has no exercises to grade.", fix="Export a lab with exercises (labkit progress lists them)."
+        )
     folder = Path(out) if out is not None else Path(root) / "build" / "otter" / lab.notebook
     tests_dir = folder / "tests"
     if tests_dir.exists():
@@ -186,8 +206,13 @@ def export_otter(lab_id: str, root: Path, out: Path | None = None) -> OtterExpor
         path.write_text(_test_source(c, titles[c.exercise_id], lab.id))
         tests.append(path)
     config = folder / "otter_config.json"
-    config.write_text(json.dumps({"lang": "python", "points_possible": POINTS_PER_EXERCISE * len(calls),
-                                  "show_stdout": False, "print_summary": True}, indent=2) + "\n")
+    config.write_text(
+        json.dumps(
+            {"lang": "python", "points_possible": POINTS_PER_EXERCISE * len(calls), "show_stdout": False, "print_summary": True},
+            indent=2,
+        )
+        + "\n"
+    )
     handout = folder / lab.filename
     shutil.copyfile(notebook, handout)
     autograder = folder / "autograder.zip"
@@ -200,13 +225,14 @@ def _otter_generate(tests_dir: Path, config: Path, output: Path) -> None:
     try:
         from otter.generate import main as generate
     except ImportError:
-        raise LabkitError("Otter-Grader is not installed in this environment.",
-                          fix="Install the course's dev extra: pip install -c constraints.txt -e '.[dev]'.") from None
+        raise LabkitError(
+            "Otter-Grader is not installed in this environment.",
+            fix="Install the course's dev extra: pip install -c constraints.txt -e '.[dev]'.",
+        ) from None
     cwd = Path.cwd()
     os.chdir(tests_dir.parent)  # otter generate looks for requirements/environment files in the current folder
     try:
-        generate(tests_dir=str(tests_dir), output_path=str(output), config=str(config), no_requirements=True,
-                 no_environment=True)
+        generate(tests_dir=str(tests_dir), output_path=str(output), config=str(config), no_requirements=True, no_environment=True)
     finally:
         os.chdir(cwd)
 
@@ -217,15 +243,20 @@ def grade_answer(env: dict[str, Any], exercise_id: str, args: str) -> None:
     from labkit import check
 
     if not isinstance(env, dict) or not isinstance(exercise_id, str) or not isinstance(args, str):
-        raise LabkitError("grade_answer(env, exercise_id, args) takes the notebook's globals (a dict), an exercise id "
-                          "and the check call's arguments as text.", fix="It is called by the tests `labkit export --otter` writes.")
+        raise LabkitError(
+            "grade_answer(env, exercise_id, args) takes the notebook's globals (a dict), an exercise id "
+            "and the check call's arguments as text.",
+            fix="It is called by the tests `labkit export --otter` writes.",
+        )
     scope = dict(env)
     scope["__labkit_args__"] = lambda *a, **k: (a, k)
     try:
         answer, kwargs = eval(f"__labkit_args__({args})", scope)  # noqa: S307 - the course's own check-call text
     except NameError as exc:
-        raise NotPassed(f"[NOT SOLVED YET] {exercise_id}: the notebook defines no {exc.name!r}, which this "
-                             f"exercise's check grades. Keep the exercise cell and its names as the lab gives them.") from None
+        raise NotPassed(
+            f"[NOT SOLVED YET] {exercise_id}: the notebook defines no {exc.name!r}, which this "
+            f"exercise's check grades. Keep the exercise cell and its names as the lab gives them."
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a broken answer never crashes the grader
         raise NotPassed(f"[NOT SOLVED YET] {exercise_id}: the answer could not be read ({type(exc).__name__}: {exc}).") from None
     before = os.environ.get("LABKIT_PROGRESS")

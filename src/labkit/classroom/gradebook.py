@@ -24,8 +24,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from labkit.errors import LabkitError
@@ -60,8 +60,14 @@ def _valid(cells: Any, exercises: Any) -> set[str] | None:
     for per in cells.values():
         for ex, c in per.items():
             ok = isinstance(ex, str) and all(hasattr(c, a) for a in ("solved", "status", "attempts", "hints"))
-            if not ok or not isinstance(c.status, str) or isinstance(c.attempts, bool) or not isinstance(c.attempts, int) \
-                    or isinstance(c.hints, bool) or not isinstance(c.hints, int):
+            if (
+                not ok
+                or not isinstance(c.status, str)
+                or isinstance(c.attempts, bool)
+                or not isinstance(c.attempts, int)
+                or isinstance(c.hints, bool)
+                or not isinstance(c.hints, int)
+            ):
                 raise LabkitError(f"the gradebook's cell for {ex!r} is not a progress cell ({type(c).__name__}).", fix=fix)
     if exercises is None:
         return None
@@ -76,8 +82,9 @@ def _valid(cells: Any, exercises: Any) -> set[str] | None:
 Row = tuple[str, str, str, Any, Any, Any, Any]
 
 
-def rows(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None,
-         grades: Grades | None = None) -> list[Row]:
+def rows(
+    cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None, grades: Grades | None = None
+) -> list[Row]:
     """The gradebook's rows from ``user -> exercise -> cell`` and Otter's ``grades``, sorted by user and exercise.
 
     ``exercises``, when given, keeps only those ids (the course's current exercises). A pair with a grade but no
@@ -99,8 +106,9 @@ def rows(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] |
     return out
 
 
-def to_csv(cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None,
-           grades: Grades | None = None) -> str:
+def to_csv(
+    cells: Mapping[str, Mapping[str, CellLike]], exercises: Iterable[str] | None = None, grades: Grades | None = None
+) -> str:
     """The gradebook as CSV text (header row first, CRLF line ends as RFC 4180 has them)."""
     buf = io.StringIO()
     writer = csv.writer(buf)
@@ -114,12 +122,16 @@ def read_otter_results(folder: str | Path) -> dict[str, dict[str, tuple[float, f
     """Grades from Otter's ``results.json`` files in ``folder``: ``<user>.json`` or ``<user>/results.json``, one per
     learner's submission, as the instructor's ``otter run`` wrote them. Returns user -> exercise -> (score, max)."""
     if not isinstance(folder, (str, Path)) or not str(folder):
-        raise LabkitError(f"folder must be the path of a folder of Otter results, got {folder!r}.",
-                          fix="Pass the folder `otter run -o` wrote, e.g. read_otter_results('graded/').")
+        raise LabkitError(
+            f"folder must be the path of a folder of Otter results, got {folder!r}.",
+            fix="Pass the folder `otter run -o` wrote, e.g. read_otter_results('graded/').",
+        )
     folder = Path(folder)
     if not folder.is_dir():
-        raise LabkitError(f"{folder} is not a folder of Otter results.",
-                          fix="Grade each submission with `otter run -a autograder.zip <user>.ipynb -o <folder>/<user>`.")
+        raise LabkitError(
+            f"{folder} is not a folder of Otter results.",
+            fix="Grade each submission with `otter run -a autograder.zip <user>.ipynb -o <folder>/<user>`.",
+        )
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for path in sorted([*folder.glob("*.json"), *folder.glob("*/results.json")]):
         user = path.parent.name if path.name == "results.json" else path.stem
@@ -127,8 +139,9 @@ def read_otter_results(folder: str | Path) -> dict[str, dict[str, tuple[float, f
             tests = json.loads(path.read_text())["tests"]
             out[user] = {str(t["name"]): (float(t["score"]), float(t["max_score"])) for t in tests}
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise LabkitError(f"{path} is not an Otter results.json ({exc}).",
-                              fix="Use the results.json that `otter run` writes, unchanged.") from None
+            raise LabkitError(
+                f"{path} is not an Otter results.json ({exc}).", fix="Use the results.json that `otter run` writes, unchanged."
+            ) from None
     return out
 
 
@@ -142,8 +155,9 @@ def _progress_from_csv(text: str) -> dict[str, dict[str, Any]]:
         status = r.get("self-reported progress", "")
         if not status:
             continue
-        out.setdefault(user, {})[r["exercise"]] = SimpleNamespace(solved=status == "passed", status=status,
-                                                                   attempts=int(r["attempts"]), hints=int(r["hints"]))
+        out.setdefault(user, {})[r["exercise"]] = SimpleNamespace(
+            solved=status == "passed", status=status, attempts=int(r["attempts"]), hints=int(r["hints"])
+        )
     return out
 
 

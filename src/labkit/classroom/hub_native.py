@@ -72,8 +72,18 @@ HASH_THREADS = max(1, (os.cpu_count() or 2) // 2)
 #: A bcrypt hash that no password matches, checked when a login names no account (same time as a real check).
 _DUMMY_HASH = bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt())
 
-_SKELETON = (("rn", "m"), ("vv", "w"), ("cl", "d"), ("0", "o"), ("1", "l"), ("i", "l"), ("|", "l"), ("5", "s"),
-             ("_", "-"), (".", "-"))
+_SKELETON = (
+    ("rn", "m"),
+    ("vv", "w"),
+    ("cl", "d"),
+    ("0", "o"),
+    ("1", "l"),
+    ("i", "l"),
+    ("|", "l"),
+    ("5", "s"),
+    ("_", "-"),
+    (".", "-"),
+)
 
 
 class InstructorNameTaken(RuntimeError):
@@ -246,9 +256,17 @@ class CourseSignUpHandler(LocalBase):
         self.finish(await self._page())
 
     async def _page(self, message: str | None = None, alert: str = "alert-danger") -> str:
-        return await self.render_template("signup.html", ask_email=False, result_message=message, alert=alert,
-                                          two_factor_auth=False, two_factor_auth_user=False, two_factor_auth_value="",
-                                          recaptcha_key=None, tos=self.authenticator.tos)
+        return await self.render_template(
+            "signup.html",
+            ask_email=False,
+            result_message=message,
+            alert=alert,
+            two_factor_auth=False,
+            two_factor_auth_user=False,
+            two_factor_auth_value="",
+            recaptcha_key=None,
+            tos=self.authenticator.tos,
+        )
 
     async def post(self) -> None:
         auth: CourseNativeAuthenticator = self.authenticator
@@ -276,10 +294,12 @@ class CourseSignUpHandler(LocalBase):
 def _confirm_page(handler: Any, action: str, name: str) -> str:
     """A one-button page that POSTs ``action`` for ``name`` with the hub's XSRF token."""
     esc = html.escape(name)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{action} {esc}</title></head><body>"
-            f"<form method='post'>{handler.xsrf_form_html()}<p>{action} the account <b>{esc}</b>?</p>"
-            f"<button type='submit'>{action} {esc}</button> <a href='{handler.hub.base_url}authorize'>Back</a></form>"
-            "</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{action} {esc}</title></head><body>"
+        f"<form method='post'>{handler.xsrf_form_html()}<p>{action} the account <b>{esc}</b>?</p>"
+        f"<button type='submit'>{action} {esc}</button> <a href='{handler.hub.base_url}authorize'>Back</a></form>"
+        "</body></html>"
+    )
 
 
 class CourseToggleAuthorizationHandler(LocalBase):
@@ -318,8 +338,12 @@ class CourseDiscardHandler(LocalBase):
         self.redirect(self.hub.base_url + "authorize")
 
 
-_HANDLERS = {r"/login": CourseLoginHandler, r"/signup": CourseSignUpHandler,
-             r"/authorize/([^/]*)": CourseToggleAuthorizationHandler, r"/discard/([^/]*)": CourseDiscardHandler}
+_HANDLERS = {
+    r"/login": CourseLoginHandler,
+    r"/signup": CourseSignUpHandler,
+    r"/authorize/([^/]*)": CourseToggleAuthorizationHandler,
+    r"/discard/([^/]*)": CourseDiscardHandler,
+}
 
 
 class CourseNativeAuthenticator(NativeAuthenticator):
@@ -330,15 +354,19 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         config=True,
         help="The first password of each instructor's account (made when the hub starts, if it does not exist yet).",
     )
-    failed_logins_per_address = Integer(50, config=True,
-                                        help="Failed logins from one address within lockout_s before it is refused "
-                                             "(a classroom behind one NAT address shares it)")
+    failed_logins_per_address = Integer(
+        50,
+        config=True,
+        help="Failed logins from one address within lockout_s before it is refused "
+        "(a classroom behind one NAT address shares it)",
+    )
     failed_logins_per_pair = Integer(5, config=True, help="Failed logins for one name from one address within lockout_s")
     lockout_s = Integer(600, config=True, help="The window of the failed-login limits, in seconds")
     signups_per_address = Integer(60, config=True, help="Sign-ups from one address per hour")
     max_pending = Integer(300, config=True, help="Sign-ups waiting for approval, at most (then sign-up is refused)")
-    trusted_proxies = List(Unicode(), config=True,
-                           help="Addresses or networks (besides loopback) whose X-Forwarded-For is believed: the proxy's")
+    trusted_proxies = List(
+        Unicode(), config=True, help="Addresses or networks (besides loopback) whose X-Forwarded-For is believed: the proxy's"
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -383,8 +411,10 @@ class CourseNativeAuthenticator(NativeAuthenticator):
             return f"Too many sign-ups from your address: try again in {int(wait) + 1} s."
         name = normalize_name(raw)
         if not self.validate_username(name):
-            return ("A user name is 1 to 32 characters: lower-case letters a-z, digits, '.', '_' or '-', starting with "
-                    "a letter or digit.")
+            return (
+                "A user name is 1 to 32 characters: lower-case letters a-z, digits, '.', '_' or '-', starting with "
+                "a letter or digit."
+            )
         clash = self.name_clash(name)
         if clash is not None:
             self.log.warning("labkit: refused a sign-up as %r (%s)", raw, clash)
@@ -422,8 +452,10 @@ class CourseNativeAuthenticator(NativeAuthenticator):
     def login_retry_after(self, handler: Any, username: str) -> float:
         """Seconds before this address (or this name from this address) may try again; 0 when it may now."""
         address = client_address(handler, tuple(self.trusted_proxies))
-        return max(self.address_failures.retry_after(address),
-                   self.pair_failures.retry_after((self.normalize_username(username), address)))
+        return max(
+            self.address_failures.retry_after(address),
+            self.pair_failures.retry_after((self.normalize_username(username), address)),
+        )
 
     async def authenticate(self, handler: Any, data: dict[str, Any]) -> str | None:
         """The name when the password is right and the account approved; else None. Failures count per address and
@@ -485,16 +517,21 @@ class CourseNativeAuthenticator(NativeAuthenticator):
                     f"signed up for ({'approved' if info.is_authorized else 'waiting for approval'}); the configuration "
                     "did not make it, so the hub will not make it an admin. Do not approve it. Remove that account: take "
                     f"{name!r} out of LABKIT_INSTRUCTORS, start the hub, delete the user {name!r} at /hub/admin (or "
-                    f"discard it at /hub/authorize), then put the name back; or choose another instructor name.")
+                    f"discard it at /hub/authorize), then put the name back; or choose another instructor name."
+                )
             if not self.instructor_password:
                 self.log.warning("labkit: instructor %s has no account and LABKIT_ADMIN_PASSWORD is not set", name)
                 continue
             if not self.is_password_strong(self.instructor_password):
-                raise ValueError(f"LABKIT_ADMIN_PASSWORD is refused: at least {self.minimum_password_length} characters, and "
-                                 "not a common password")
+                raise ValueError(
+                    f"LABKIT_ADMIN_PASSWORD is refused: at least {self.minimum_password_length} characters, and "
+                    "not a common password"
+                )
             if not self.validate_username(name):
-                raise ValueError(f"the instructor name {name!r} is not a valid user name: lower-case letters, digits, "
-                                 "'.', '_' or '-' (LABKIT_INSTRUCTORS)")
+                raise ValueError(
+                    f"the instructor name {name!r} is not a valid user name: lower-case letters, digits, "
+                    "'.', '_' or '-' (LABKIT_INSTRUCTORS)"
+                )
             info = UserInfo(username=name, password=hash_password(self.instructor_password), is_authorized=True)
             self.db.add(info)
             self.db.commit()

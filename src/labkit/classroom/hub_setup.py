@@ -65,8 +65,9 @@ def instructors_from(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted(_names(env.get("LABKIT_INSTRUCTORS", "")))
 
 
-def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str] = (),
-                    env: Mapping[str, str] | None = None) -> str:
+def configure_login(
+    c: Any, *, login: str = "native", instructors: Iterable[str] = (), env: Mapping[str, str] | None = None
+) -> str:
     """Set the hub's authenticator for ``login`` (one of :data:`LOGINS`); returns the authenticator class's name.
 
     Settings are read from ``env`` (default ``os.environ``); a missing one raises :class:`HubSetupError` naming it,
@@ -89,23 +90,31 @@ def configure_login(c: Any, *, login: str = "native", instructors: Iterable[str]
         c.Authenticator.allow_all = True  # who may log in is decided by the instructor's approval
         password = env.get("LABKIT_ADMIN_PASSWORD", "")
         if admins and not password:
-            raise HubSetupError("LABKIT_ADMIN_PASSWORD is not set: the instructors' accounts "
-                                f"({', '.join(sorted(admins))}) are made with it when the hub starts "
-                                f"(at least {MIN_PASSWORD} characters; change it later at /hub/change-password).")
+            raise HubSetupError(
+                "LABKIT_ADMIN_PASSWORD is not set: the instructors' accounts "
+                f"({', '.join(sorted(admins))}) are made with it when the hub starts "
+                f"(at least {MIN_PASSWORD} characters; change it later at /hub/change-password)."
+            )
         c.CourseNativeAuthenticator.instructor_password = password
         if env is os.environ:  # read once: the proxy and every other child of the hub start without it
             os.environ.pop("LABKIT_ADMIN_PASSWORD", None)
         return "CourseNativeAuthenticator"
     if login == "github":
         c.JupyterHub.authenticator_class = "github"
-        c.GitHubOAuthenticator.allowed_organizations = _names(_need(
-            env, "LABKIT_GITHUB_ORG", "the GitHub organisation (or org:team) whose members may log in, e.g. my-school:gpu-2026"))
+        c.GitHubOAuthenticator.allowed_organizations = _names(
+            _need(
+                env,
+                "LABKIT_GITHUB_ORG",
+                "the GitHub organisation (or org:team) whose members may log in, e.g. my-school:gpu-2026",
+            )
+        )
         c.GitHubOAuthenticator.scope = ["read:org"]
         return "GitHubOAuthenticator"
     if login == "google":
         c.JupyterHub.authenticator_class = "google"
-        c.GoogleOAuthenticator.hosted_domain = sorted(_names(_need(
-            env, "LABKIT_GOOGLE_DOMAIN", "the Google Workspace domain whose accounts may log in, e.g. school.edu")))
+        c.GoogleOAuthenticator.hosted_domain = sorted(
+            _names(_need(env, "LABKIT_GOOGLE_DOMAIN", "the Google Workspace domain whose accounts may log in, e.g. school.edu"))
+        )
         c.GoogleOAuthenticator.login_service = "your school's Google account"
         c.GoogleOAuthenticator.allow_all = True  # every account of the hosted domain(s)
         return "GoogleOAuthenticator"
@@ -180,40 +189,67 @@ def make_self_signed(folder: str | Path, hosts: Iterable[str], *, days: int = 39
             pass
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=days))
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     key_path.touch(mode=0o600)
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     os.chmod(key_path, 0o600)
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return cert_path, key_path
 
 
-def configure_tls(c: Any, *, cert: str | Path | None = None, key: str | Path | None = None, self_signed_dir: str | Path | None = None,
-                  hosts: Iterable[str] = ()) -> tuple[Path, Path]:
+def configure_tls(
+    c: Any,
+    *,
+    cert: str | Path | None = None,
+    key: str | Path | None = None,
+    self_signed_dir: str | Path | None = None,
+    hosts: Iterable[str] = (),
+) -> tuple[Path, Path]:
     """Serve the hub's public side over HTTPS: the admin's ``cert`` and ``key`` (PEM files), or, without them, a
     self-signed pair made in ``self_signed_dir`` for ``hosts``. Returns the pair in use."""
     if cert or key:
         if not (cert and key):
-            raise HubSetupError("LABKIT_TLS_CERT and LABKIT_TLS_KEY go together: set both (PEM files), or neither for a "
-                                "self-signed certificate")
+            raise HubSetupError(
+                "LABKIT_TLS_CERT and LABKIT_TLS_KEY go together: set both (PEM files), or neither for a self-signed certificate"
+            )
         pair = (Path(cert), Path(key))
         for p in pair:
             if not p.is_file():
                 raise HubSetupError(f"the TLS file {p} does not exist (LABKIT_TLS_CERT / LABKIT_TLS_KEY)")
     else:
         if self_signed_dir is None:
-            raise HubSetupError("no TLS certificate: set LABKIT_TLS_CERT and LABKIT_TLS_KEY, or give a folder for a self-signed one")
+            raise HubSetupError(
+                "no TLS certificate: set LABKIT_TLS_CERT and LABKIT_TLS_KEY, or give a folder for a self-signed one"
+            )
         pair = make_self_signed(self_signed_dir, hosts)
     c.JupyterHub.ssl_cert = str(pair[0])
     c.JupyterHub.ssl_key = str(pair[1])
@@ -229,8 +265,14 @@ def _listed(section: Any, key: str) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def culler_command(timeout_s: int, *, every_s: int | None = None, hub_api_url: str | None = None, python: str | None = None,
-                   max_age_s: int | None = None) -> list[str]:
+def culler_command(
+    timeout_s: int,
+    *,
+    every_s: int | None = None,
+    hub_api_url: str | None = None,
+    python: str | None = None,
+    max_age_s: int | None = None,
+) -> list[str]:
     """The command line of ``jupyterhub-idle-culler`` stopping servers idle ``timeout_s`` seconds, and, with
     ``max_age_s``, every server older than that however active it says it is (a learner's own activity posts cannot
     keep a slice for ever)."""
@@ -244,8 +286,16 @@ def culler_command(timeout_s: int, *, every_s: int | None = None, hub_api_url: s
     return cmd
 
 
-def configure_culler(c: Any, *, idle_minutes: float, every_s: int | None = None, api_token: str | None = None,
-                     managed: bool = True, python: str | None = None, max_age_hours: float = MAX_AGE_HOURS) -> dict[str, Any] | None:
+def configure_culler(
+    c: Any,
+    *,
+    idle_minutes: float,
+    every_s: int | None = None,
+    api_token: str | None = None,
+    managed: bool = True,
+    python: str | None = None,
+    max_age_hours: float = MAX_AGE_HOURS,
+) -> dict[str, Any] | None:
     """Stop servers idle ``idle_minutes``, and any server running longer than ``max_age_hours`` (0: no maximum),
     however active (their MIG slices are freed when they stop): the ``idle-culler`` service,
     started by the hub (``managed``) or run elsewhere with ``api_token``, and its role. ``idle_minutes <= 0``: no
@@ -255,13 +305,16 @@ def configure_culler(c: Any, *, idle_minutes: float, every_s: int | None = None,
     import importlib.util
 
     if managed and importlib.util.find_spec("jupyterhub_idle_culler") is None:
-        raise HubSetupError("jupyterhub-idle-culler is not installed in the hub's environment: install the course with "
-                            "its hub extra (pip install -c constraints.txt -e '.[hub]'), or set LABKIT_IDLE_MINUTES=0 to run "
-                            "without culling (abandoned servers then keep their slices)")
+        raise HubSetupError(
+            "jupyterhub-idle-culler is not installed in the hub's environment: install the course with "
+            "its hub extra (pip install -c constraints.txt -e '.[hub]'), or set LABKIT_IDLE_MINUTES=0 to run "
+            "without culling (abandoned servers then keep their slices)"
+        )
     service: dict[str, Any] = {"name": "idle-culler"}
     if managed:
-        service["command"] = culler_command(round(idle_minutes * 60), every_s=every_s, python=python,
-                                            max_age_s=round(max_age_hours * 3600) or None)
+        service["command"] = culler_command(
+            round(idle_minutes * 60), every_s=every_s, python=python, max_age_s=round(max_age_hours * 3600) or None
+        )
     if api_token:
         service["api_token"] = api_token
     services = [s for s in _listed(c.JupyterHub, "services") if s.get("name") != "idle-culler"]
@@ -307,8 +360,10 @@ def configure_origins(c: Any, *, subdomain_host: str | None = None, tls: bool = 
     c.JupyterHub.tornado_settings = settings
     if subdomain_host:
         if not subdomain_host.startswith(("https://", "http://")):
-            raise HubSetupError(f"LABKIT_SUBDOMAIN_HOST={subdomain_host!r} must be a URL such as https://hub.school.edu "
-                                "(learners' servers are then at https://<name>.hub.school.edu)")
+            raise HubSetupError(
+                f"LABKIT_SUBDOMAIN_HOST={subdomain_host!r} must be a URL such as https://hub.school.edu "
+                "(learners' servers are then at https://<name>.hub.school.edu)"
+            )
         c.JupyterHub.subdomain_host = subdomain_host.rstrip("/")
         c.JupyterHub.cookie_host_prefix_enabled = subdomain_host.startswith("https://")
     c.Spawner.disable_user_config = True
@@ -331,8 +386,11 @@ def container_hardening(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     programs gain nothing), Docker's default seccomp profile (never ``unconfined``), and with ``LABKIT_DISK_LIMIT``
     (e.g. ``20G``; needs overlay2 on xfs with project quotas) a limit on the container's writable layer."""
     env = os.environ if env is None else env
-    hc: dict[str, Any] = {"pids_limit": int(env.get("LABKIT_PIDS_LIMIT", PIDS_LIMIT)), "cap_drop": ["ALL"],
-                          "security_opt": ["no-new-privileges:true"]}
+    hc: dict[str, Any] = {
+        "pids_limit": int(env.get("LABKIT_PIDS_LIMIT", PIDS_LIMIT)),
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+    }
     disk = env.get("LABKIT_DISK_LIMIT", "").strip()
     if disk:
         hc["storage_opt"] = {"size": disk}
@@ -345,14 +403,17 @@ def check_docker_network(client: Any, name: str) -> None:
     try:
         net = client.networks.get(name)
     except Exception as exc:  # noqa: BLE001 - docker.errors.NotFound and the like
-        raise HubSetupError(f"the Docker network {name!r} does not exist: docker network create "
-                            f"-o com.docker.network.bridge.enable_icc=false {name}") from exc
+        raise HubSetupError(
+            f"the Docker network {name!r} does not exist: docker network create "
+            f"-o com.docker.network.bridge.enable_icc=false {name}"
+        ) from exc
     options = (net.attrs or {}).get("Options") or {}
     if str(options.get("com.docker.network.bridge.enable_icc", "true")).lower() != "false":
         raise HubSetupError(
             f"the Docker network {name!r} lets learners' containers connect to each other. Make it again with "
             f"inter-container traffic refused: docker network rm {name} && docker network create "
-            f"-o com.docker.network.bridge.enable_icc=false {name} (or set LABKIT_ALLOW_ICC=1 to accept the risk)")
+            f"-o com.docker.network.bridge.enable_icc=false {name} (or set LABKIT_ALLOW_ICC=1 to accept the risk)"
+        )
 
 
 def harden_kubespawner(c: Any, *, ephemeral_storage: str = "20Gi") -> None:
@@ -360,9 +421,12 @@ def harden_kubespawner(c: Any, *, ephemeral_storage: str = "20Gi") -> None:
     escalation, the runtime's default seccomp profile, and a limit on the node disk it may fill
     (``ephemeral-storage``, added to every profile's limits, which would otherwise replace it)."""
     c.KubeSpawner.pod_security_context = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-    c.KubeSpawner.container_security_context = {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
-                                                "capabilities": {"drop": ["ALL"]},
-                                                "seccompProfile": {"type": "RuntimeDefault"}}
+    c.KubeSpawner.container_security_context = {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     limits = {**_merged(c.KubeSpawner, "extra_resource_limits"), "ephemeral-storage": ephemeral_storage}
     c.KubeSpawner.extra_resource_limits = limits
     import copy

@@ -77,8 +77,10 @@ def mig_gpu(gpu: str) -> hw.GPU:
     gpu = require_str(gpu, "gpu", fix="Name the GPU by a string such as 'H200' (labkit.mig.gpus() lists them).")
     choices = _AMBIGUOUS.get(hw.normalise(gpu))
     if choices:
-        raise LabkitError(f"{gpu!r} comes with two memory sizes, and their MIG slices differ (1g.5gb or 1g.10gb).",
-                          fix=f"Say which: --gpu '{choices[0]}' or --gpu '{choices[1]}' (nvidia-smi shows it).")
+        raise LabkitError(
+            f"{gpu!r} comes with two memory sizes, and their MIG slices differ (1g.5gb or 1g.10gb).",
+            fix=f"Say which: --gpu '{choices[0]}' or --gpu '{choices[1]}' (nvidia-smi shows it).",
+        )
     return hw.gpu(gpu)
 
 
@@ -87,7 +89,9 @@ def profiles(gpu: str) -> list[MigProfile]:
     g = mig_gpu(gpu)
     entry = _table().get(g.name)
     if entry is None:
-        raise LabkitError(f"labkit has no MIG profiles for the {g.name}.", fix=f"MIG profiles are known for: {', '.join(gpus())}.")
+        raise LabkitError(
+            f"labkit has no MIG profiles for the {g.name}.", fix=f"MIG profiles are known for: {', '.join(gpus())}."
+        )
     src = entry["source"]
     out = []
     for name, count in entry["profiles"].items():
@@ -145,41 +149,82 @@ _F32 = 4
 LABS: tuple[LabOnSlice, ...] = (
     LabOnSlice("00", 3 * _F32 * 10_000_000, "vector add: x, y, out of 10,000,000 float32", source=("gpu=10_000_000",)),
     LabOnSlice("01", 0, "figures, models and topology from labkit.hw; no device buffers"),
-    LabOnSlice("02", 3 * _F32 * (1 << 25) + 2 * _F32 * 1080 * 1920,
-               "SAXPY x, y, out of 2**25 float32; an image of 1080 x 1920 float32 in and out", source=("gpu=1 << 25", "gpu=(1080, 1920)")),
-    LabOnSlice("03", 3 * _F32 * 8192 * 8192 + 3 * _F32 * 2048 * 2048,
-               "transpose of 8192 x 8192 float32: input, output, library reference; matmul 2048 x 2048 A, B, C",
-               source=("gpu=8192", "gpu=2048")),
-    LabOnSlice("04", 2 * _F32 * (1 << 26), "reduction and histogram over 2**26 float32 (input and a work buffer)",
-               source=("gpu=1 << 26",)),
-    LabOnSlice("05", 3 * _F32 * (1 << 26), "2**26 float32 (256 MiB) copied in, normalised out of place, and a pinned-copy target",
-               source=("1 << 26",)),
-    LabOnSlice("06", 4 * _F32 * 8192 * 8192,
-               "GEMM 8192 x 8192: A, B, C in float32 and the float32 draw being cast (the FP16/BF16 runs need less)",
-               source=("gpu=8192",)),
-    LabOnSlice("07", 3 * 512 * 2**20 + 2**30,
-               "device-local copy of 512 MiB (source and destination), a 512 MiB host-to-device target, and the largest "
-               "buffer of the host-to-device size sweep (1 GiB; CuPy's memory pool may keep them all)",
-               skips=("peer-to-peer matrix over NVLink (one device, no peer access): the DGX-1 model is shown",
-                      "bidirectional peer copies (same reason)"),
-               source=('size = "512MiB"', "512 * 2**20", "bw.size_sweep(")),
-    LabOnSlice("08", 0, "models of all-reduce and scaling; the NCCL measurement needs two devices",
-               skips=("NCCL all-reduce measurement: one slice is one device, and slices have no CUDA IPC, so no NCCL between them",)),
-    LabOnSlice("09", 60 * 1080 * 1920 * 2 + _F32 * 1080 * 1920, "60 frames of 1080 x 1920 uint8 and their masks; the float32 background",
-               source=("gpu=60", "gpu=(1080, 1920)")),
+    LabOnSlice(
+        "02",
+        3 * _F32 * (1 << 25) + 2 * _F32 * 1080 * 1920,
+        "SAXPY x, y, out of 2**25 float32; an image of 1080 x 1920 float32 in and out",
+        source=("gpu=1 << 25", "gpu=(1080, 1920)"),
+    ),
+    LabOnSlice(
+        "03",
+        3 * _F32 * 8192 * 8192 + 3 * _F32 * 2048 * 2048,
+        "transpose of 8192 x 8192 float32: input, output, library reference; matmul 2048 x 2048 A, B, C",
+        source=("gpu=8192", "gpu=2048"),
+    ),
+    LabOnSlice(
+        "04",
+        2 * _F32 * (1 << 26),
+        "reduction and histogram over 2**26 float32 (input and a work buffer)",
+        source=("gpu=1 << 26",),
+    ),
+    LabOnSlice(
+        "05",
+        3 * _F32 * (1 << 26),
+        "2**26 float32 (256 MiB) copied in, normalised out of place, and a pinned-copy target",
+        source=("1 << 26",),
+    ),
+    LabOnSlice(
+        "06",
+        4 * _F32 * 8192 * 8192,
+        "GEMM 8192 x 8192: A, B, C in float32 and the float32 draw being cast (the FP16/BF16 runs need less)",
+        source=("gpu=8192",),
+    ),
+    LabOnSlice(
+        "07",
+        3 * 512 * 2**20 + 2**30,
+        "device-local copy of 512 MiB (source and destination), a 512 MiB host-to-device target, and the largest "
+        "buffer of the host-to-device size sweep (1 GiB; CuPy's memory pool may keep them all)",
+        skips=(
+            "peer-to-peer matrix over NVLink (one device, no peer access): the DGX-1 model is shown",
+            "bidirectional peer copies (same reason)",
+        ),
+        source=('size = "512MiB"', "512 * 2**20", "bw.size_sweep("),
+    ),
+    LabOnSlice(
+        "08",
+        0,
+        "models of all-reduce and scaling; the NCCL measurement needs two devices",
+        skips=("NCCL all-reduce measurement: one slice is one device, and slices have no CUDA IPC, so no NCCL between them",),
+    ),
+    LabOnSlice(
+        "09",
+        60 * 1080 * 1920 * 2 + _F32 * 1080 * 1920,
+        "60 frames of 1080 x 1920 uint8 and their masks; the float32 background",
+        source=("gpu=60", "gpu=(1080, 1920)"),
+    ),
 )
 
 
 def labs_on(p: MigProfile) -> list[dict[str, Any]]:
     """Each lab on the slice ``p``: does it fit, what it skips, its computed GPU memory."""
     if not isinstance(p, MigProfile):
-        raise LabkitError(f"labs_on needs a MIG profile, got {type(p).__name__}.",
-                          fix="Pass one from labkit.mig.profile(gpu) or labkit.mig.profiles(gpu).")
+        raise LabkitError(
+            f"labs_on needs a MIG profile, got {type(p).__name__}.",
+            fix="Pass one from labkit.mig.profile(gpu) or labkit.mig.profiles(gpu).",
+        )
     rows = []
     for lab in LABS:
         fits = lab.gpu_memory_bytes <= p.memory.to("GB").value * 1e9 * 0.9  # leave 10% for the CUDA context and pools
-        rows.append({"lab": lab.lab, "works": fits, "gpu_memory_gb": round(lab.gpu_memory_gb, 2), "how": lab.how,
-                     "skips": list(lab.skips), "label": lab.label})
+        rows.append(
+            {
+                "lab": lab.lab,
+                "works": fits,
+                "gpu_memory_gb": round(lab.gpu_memory_gb, 2),
+                "how": lab.how,
+                "skips": list(lab.skips),
+                "label": lab.label,
+            }
+        )
     return rows
 
 
@@ -216,8 +261,9 @@ class Plan:
     sources: dict[str, str] = field(default_factory=dict)
 
 
-def plan(gpu: str, learners: int, *, instructor_gpus: int = 0, profile_name: str | None = None,
-         gpus_per_system: int = GPUS_PER_DGX) -> Plan:
+def plan(
+    gpu: str, learners: int, *, instructor_gpus: int = 0, profile_name: str | None = None, gpus_per_system: int = GPUS_PER_DGX
+) -> Plan:
     """How to seat ``learners`` on MIG slices of ``gpu``: one slice each (the smallest profile unless named)."""
     if not isinstance(learners, int) or isinstance(learners, bool) or learners < 1:
         raise LabkitError(f"learners must be a whole number from 1, not {learners!r}.")
@@ -238,21 +284,39 @@ def plan(gpu: str, learners: int, *, instructor_gpus: int = 0, profile_name: str
         f"{g.name}'s datasheet peaks, so read them as a share of the whole GPU.",
     ]
     if instructor_gpus:
-        notes.append(f"Instructor GPUs run with MIG disabled: under mig.strategy=single on nodes of their own "
-                     f"(nvidia.com/mig.config=all-disabled), {systems} system(s) in all; under mixed (or one DGX with a "
-                     f"per-GPU mig-parted layout) beside the slices, {systems_mixed} system(s).")
+        notes.append(
+            f"Instructor GPUs run with MIG disabled: under mig.strategy=single on nodes of their own "
+            f"(nvidia.com/mig.config=all-disabled), {systems} system(s) in all; under mixed (or one DGX with a "
+            f"per-GPU mig-parted layout) beside the slices, {systems_mixed} system(s)."
+        )
     free = systems * gpus_per_system - total
     if free:
         notes.append(f"{free} GPU(s) of the {systems} system(s) stay free.")
     return Plan(
-        gpu=g.name, learners=learners, profile=p.name, slice_memory_gb=p.memory.value, slices_per_gpu=per_gpu,
-        learner_gpus=learner_gpus, instructor_gpus=instructor_gpus, gpus=total, dgx_systems=systems,
-        dgx_systems_mixed=systems_mixed, spare_slices=learner_gpus * per_gpu - learners,
-        gpu_memory_gb=g.memory_size.to("GB").value, node_label={"nvidia.com/mig.config": p.node_label},
-        instructor_node_label={"nvidia.com/mig.config": "all-disabled"}, resource_single={"nvidia.com/gpu": 1},
-        resource_mixed={p.resource_mixed: 1}, labs=labs_on(p), notes=notes,
-        sources={"profiles": p.per_gpu.source, "gpu memory": g.memory_size.source,
-                 "max instances": max_instances(gpu).source, "lab memory": LABS[0].label},
+        gpu=g.name,
+        learners=learners,
+        profile=p.name,
+        slice_memory_gb=p.memory.value,
+        slices_per_gpu=per_gpu,
+        learner_gpus=learner_gpus,
+        instructor_gpus=instructor_gpus,
+        gpus=total,
+        dgx_systems=systems,
+        dgx_systems_mixed=systems_mixed,
+        spare_slices=learner_gpus * per_gpu - learners,
+        gpu_memory_gb=g.memory_size.to("GB").value,
+        node_label={"nvidia.com/mig.config": p.node_label},
+        instructor_node_label={"nvidia.com/mig.config": "all-disabled"},
+        resource_single={"nvidia.com/gpu": 1},
+        resource_mixed={p.resource_mixed: 1},
+        labs=labs_on(p),
+        notes=notes,
+        sources={
+            "profiles": p.per_gpu.source,
+            "gpu memory": g.memory_size.source,
+            "max instances": max_instances(gpu).source,
+            "lab memory": LABS[0].label,
+        },
     )
 
 
@@ -264,8 +328,11 @@ def format_plan(pl: Plan) -> str:
     def kv(d: dict[str, Any], sep: str) -> str:
         return ", ".join(f"{k}{sep}{v}" for k, v in d.items())
 
-    systems = (f"{pl.dgx_systems} DGX system(s) of {GPUS_PER_DGX}" if pl.dgx_systems == pl.dgx_systems_mixed else
-               f"{pl.dgx_systems} DGX system(s) of {GPUS_PER_DGX} under mig.strategy=single, {pl.dgx_systems_mixed} under mixed")
+    systems = (
+        f"{pl.dgx_systems} DGX system(s) of {GPUS_PER_DGX}"
+        if pl.dgx_systems == pl.dgx_systems_mixed
+        else f"{pl.dgx_systems} DGX system(s) of {GPUS_PER_DGX} under mig.strategy=single, {pl.dgx_systems_mixed} under mixed"
+    )
     lines = [
         f"{pl.learners} learners on {pl.gpu} ({pl.gpu_memory_gb:g} GB): one MIG {pl.profile} slice each "
         f"({pl.slice_memory_gb:g} GB, {pl.slices_per_gpu} per GPU)",
@@ -279,7 +346,13 @@ def format_plan(pl: Plan) -> str:
     for row in pl.labs:
         skips = "; ".join(row["skips"]) or "-"
         lines.append(f"  {row['lab']}   {'yes' if row['works'] else 'NO ':<5}  {row['gpu_memory_gb']:>6.2f}  {skips}")
-    lines += [f"  * GPU memory the lab holds in gpu mode, {LABS[0].label}", "", *(f"  - {n}" for n in pl.notes), "", "  sources: " + "; ".join(f"{k}: {v}" for k, v in pl.sources.items())]
+    lines += [
+        f"  * GPU memory the lab holds in gpu mode, {LABS[0].label}",
+        "",
+        *(f"  - {n}" for n in pl.notes),
+        "",
+        "  sources: " + "; ".join(f"{k}: {v}" for k, v in pl.sources.items()),
+    ]
     return "\n".join(lines)
 
 
@@ -295,22 +368,46 @@ def k8s_profiles(gpu: str, profile_name: str | None = None) -> list[dict[str, An
     share = {"LABKIT_GPU_SHARE": f"mig-{p.name}"}
     whole = {"LABKIT_GPU_SHARE": "whole-gpu"}
     return [
-        {"display_name": f"Learner: one MIG {p.name} slice of an {g}", "slug": "learner", "default": True,
-         "description": f"mig.strategy=single: a slice is one nvidia.com/gpu, on nodes labelled nvidia.com/mig.config={p.node_label}",
-         "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "1"},
-                                  "node_selector": {"nvidia.com/mig.config": p.node_label}, "environment": dict(share)}},
-        {"display_name": f"Learner: one MIG {p.name} slice of an {g}, mixed strategy", "slug": "learner-mixed",
-         "description": f"mig.strategy=mixed: the slice is asked for by its profile ({p.resource_mixed})",
-         "kubespawner_override": {"extra_resource_limits": {p.resource_mixed: "1"}, "environment": dict(share)}},
-        {"display_name": f"Instructor: one whole {g}", "slug": "instructor",
-         "description": "MIG disabled; peer copies and NCCL need two GPUs (instructor-2gpu)",
-         "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "1"},
-                                  "node_selector": {"nvidia.com/mig.config": "all-disabled"}, "cpu_limit": 16,
-                                  "mem_limit": "64G", "environment": dict(whole)}},
-        {"display_name": f"Instructor: two whole {g} (labs 07 and 08 measured)", "slug": "instructor-2gpu",
-         "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "2"},
-                                  "node_selector": {"nvidia.com/mig.config": "all-disabled"}, "cpu_limit": 32,
-                                  "mem_limit": "128G", "environment": dict(whole)}},
+        {
+            "display_name": f"Learner: one MIG {p.name} slice of an {g}",
+            "slug": "learner",
+            "default": True,
+            "description": f"mig.strategy=single: a slice is one nvidia.com/gpu, on nodes labelled nvidia.com/mig.config={p.node_label}",
+            "kubespawner_override": {
+                "extra_resource_limits": {"nvidia.com/gpu": "1"},
+                "node_selector": {"nvidia.com/mig.config": p.node_label},
+                "environment": dict(share),
+            },
+        },
+        {
+            "display_name": f"Learner: one MIG {p.name} slice of an {g}, mixed strategy",
+            "slug": "learner-mixed",
+            "description": f"mig.strategy=mixed: the slice is asked for by its profile ({p.resource_mixed})",
+            "kubespawner_override": {"extra_resource_limits": {p.resource_mixed: "1"}, "environment": dict(share)},
+        },
+        {
+            "display_name": f"Instructor: one whole {g}",
+            "slug": "instructor",
+            "description": "MIG disabled; peer copies and NCCL need two GPUs (instructor-2gpu)",
+            "kubespawner_override": {
+                "extra_resource_limits": {"nvidia.com/gpu": "1"},
+                "node_selector": {"nvidia.com/mig.config": "all-disabled"},
+                "cpu_limit": 16,
+                "mem_limit": "64G",
+                "environment": dict(whole),
+            },
+        },
+        {
+            "display_name": f"Instructor: two whole {g} (labs 07 and 08 measured)",
+            "slug": "instructor-2gpu",
+            "kubespawner_override": {
+                "extra_resource_limits": {"nvidia.com/gpu": "2"},
+                "node_selector": {"nvidia.com/mig.config": "all-disabled"},
+                "cpu_limit": 32,
+                "mem_limit": "128G",
+                "environment": dict(whole),
+            },
+        },
     ]
 
 
@@ -319,8 +416,10 @@ def k8s_profiles_yaml(gpu: str, profile_name: str | None = None) -> str:
     import yaml
 
     g = mig_gpu(gpu).name
-    head = (f"# Zero to JupyterHub profiles for {g} nodes, made by `labkit mig-plan --gpu '{g}' --k8s-profiles`.\n"
-            f"# helm upgrade --install labkit jupyterhub/jupyterhub -f deploy/k8s/values.yaml -f <this file>\n")
+    head = (
+        f"# Zero to JupyterHub profiles for {g} nodes, made by `labkit mig-plan --gpu '{g}' --k8s-profiles`.\n"
+        f"# helm upgrade --install labkit jupyterhub/jupyterhub -f deploy/k8s/values.yaml -f <this file>\n"
+    )
     return head + yaml.safe_dump({"singleuser": {"profileList": k8s_profiles(gpu, profile_name)}}, sort_keys=False, width=120)
 
 
@@ -332,8 +431,11 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--instructor-gpus", type=int, default=0, help="whole GPUs (MIG off) for instructors")
     p.add_argument("--profile", default=None, help="MIG profile (default: the smallest, e.g. 1g.18gb)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--k8s-profiles", action="store_true",
-                   help="print Zero to JupyterHub profiles (a values file) for nodes of this GPU, and nothing else")
+    p.add_argument(
+        "--k8s-profiles",
+        action="store_true",
+        help="print Zero to JupyterHub profiles (a values file) for nodes of this GPU, and nothing else",
+    )
 
 
 def _emit(text: str) -> int:

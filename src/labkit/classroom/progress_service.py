@@ -180,19 +180,36 @@ class Store:
         Past :data:`MAX_ROWS_PER_EXERCISE` rows for one (user, exercise), the newest row is overwritten instead."""
         with self._lock, self._db:
             key = (user, rec["exercise"])
-            if self._db.execute("SELECT 1 FROM results WHERE user = ? AND exercise = ? AND attempt = ?",
-                                (*key, rec["attempt"])).fetchone():
+            if self._db.execute(
+                "SELECT 1 FROM results WHERE user = ? AND exercise = ? AND attempt = ?", (*key, rec["attempt"])
+            ).fetchone():
                 return False
             n, newest = self._db.execute("SELECT COUNT(*), MAX(id) FROM results WHERE user = ? AND exercise = ?", key).fetchone()
             if n >= MAX_ROWS_PER_EXERCISE:
-                self._db.execute("UPDATE results SET status = ?, attempt = ?, hints = ?, client_time = ?, received = ? WHERE id = ?",
-                                 (rec["status"], rec["attempt"], rec["hints"], rec["time"],
-                                  time.time() if received is None else received, newest))
+                self._db.execute(
+                    "UPDATE results SET status = ?, attempt = ?, hints = ?, client_time = ?, received = ? WHERE id = ?",
+                    (
+                        rec["status"],
+                        rec["attempt"],
+                        rec["hints"],
+                        rec["time"],
+                        time.time() if received is None else received,
+                        newest,
+                    ),
+                )
                 return True
             cur = self._db.execute(
                 "INSERT OR IGNORE INTO results (user, exercise, status, attempt, hints, client_time, received) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (user, rec["exercise"], rec["status"], rec["attempt"], rec["hints"], rec["time"], time.time() if received is None else received),
+                (
+                    user,
+                    rec["exercise"],
+                    rec["status"],
+                    rec["attempt"],
+                    rec["hints"],
+                    rec["time"],
+                    time.time() if received is None else received,
+                ),
             )
             return cur.rowcount == 1
 
@@ -222,12 +239,16 @@ class Store:
             if prev is None:
                 cell = Cell(solved, r["attempt"], r["hints"], t, t, r["status"])
             else:
-                cell = Cell(solved, max(prev.attempts, r["attempt"]), max(prev.hints, r["hints"]), min(prev.first, t), t, r["status"])
+                cell = Cell(
+                    solved, max(prev.attempts, r["attempt"]), max(prev.hints, r["hints"]), min(prev.first, t), t, r["status"]
+                )
             out[r["user"]][r["exercise"]] = cell
         return out
 
 
-def summary(store: Store, exercises: Iterable[str], *, stuck_minutes: float = STUCK_MINUTES, now: float | None = None) -> dict[str, Any]:
+def summary(
+    store: Store, exercises: Iterable[str], *, stuck_minutes: float = STUCK_MINUTES, now: float | None = None
+) -> dict[str, Any]:
     """The instructor's table as JSON: learners, exercises (those tried, in course order) and one cell per pair."""
     now = time.time() if now is None else now
     cells = store.cells()
@@ -238,8 +259,14 @@ def summary(store: Store, exercises: Iterable[str], *, stuck_minutes: float = ST
         row = {}
         for ex, c in cells[user].items():
             stuck = c.stuck_minutes(now)
-            row[ex] = {"solved": c.solved, "attempts": c.attempts, "hints": c.hints, "status": c.status,
-                       "stuck_minutes": round(stuck, 1), "stuck": (not c.solved) and stuck >= stuck_minutes}
+            row[ex] = {
+                "solved": c.solved,
+                "attempts": c.attempts,
+                "hints": c.hints,
+                "status": c.status,
+                "stuck_minutes": round(stuck, 1),
+                "stuck": (not c.solved) and stuck >= stuck_minutes,
+            }
         learners.append({"user": user, "solved": sum(c.solved for c in cells[user].values()), "cells": row})
     return {"exercises": order, "learners": learners, "stuck_after_minutes": stuck_minutes, "generated": now}
 
@@ -307,8 +334,13 @@ def render_page(data: dict[str, Any], refresh_s: float = REFRESH_S, xsrf: str = 
     """The instructor's whole page: the table now, and a script that fetches it again every ``refresh_s`` seconds,
     sending the service's XSRF token (``xsrf``): JupyterHub's OAuth refuses a script's cookie-authenticated fetch
     without it (401), and the page would reload itself at every refresh."""
-    return _PAGE.format(table=render_table(data), stuck=data["stuck_after_minutes"], refresh=refresh_s,
-                        refresh_ms=round(refresh_s * 1000), xsrf=json.dumps(xsrf))
+    return _PAGE.format(
+        table=render_table(data),
+        stuck=data["stuck_after_minutes"],
+        refresh=refresh_s,
+        refresh_ms=round(refresh_s * 1000),
+        xsrf=json.dumps(xsrf),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the tornado app
@@ -338,8 +370,16 @@ def cookie_secret(store: Store) -> bytes:
     return secret
 
 
-def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = None, stuck_minutes: float = STUCK_MINUTES,
-             hub_auth: Any = None, refresh_s: float = REFRESH_S, records_per_minute: int = RECORDS_PER_MINUTE) -> Any:
+def make_app(
+    store: Store,
+    *,
+    prefix: str = "/",
+    exercises: set[str] | None = None,
+    stuck_minutes: float = STUCK_MINUTES,
+    hub_auth: Any = None,
+    refresh_s: float = REFRESH_S,
+    records_per_minute: int = RECORDS_PER_MINUTE,
+) -> Any:
     """The tornado application under ``prefix``. ``hub_auth`` defaults to a :class:`HubOAuth` configured from the
     environment JupyterHub gives a managed service; the page refreshes every ``refresh_s`` seconds."""
     from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
@@ -427,8 +467,13 @@ def make_app(store: Store, *, prefix: str = "/", exercises: set[str] | None = No
             self.instructor()
             self.set_header("Content-Type", "text/html; charset=utf-8")
             xsrf = self.xsrf_token
-            self.finish(render_page(summary(store, known, stuck_minutes=stuck_minutes), refresh_s,
-                                    xsrf=xsrf.decode() if isinstance(xsrf, bytes) else str(xsrf)))
+            self.finish(
+                render_page(
+                    summary(store, known, stuck_minutes=stuck_minutes),
+                    refresh_s,
+                    xsrf=xsrf.decode() if isinstance(xsrf, bytes) else str(xsrf),
+                )
+            )
 
     class Callback(HubOAuthCallbackHandler):
         # the app's own HubOAuth, the one that made the login's state: it keeps the PKCE code verifier the hub
@@ -472,8 +517,14 @@ class RateLimit:
 ACCESS_SCOPE = f"access:services!service={SERVICE_NAME}"
 
 
-_SPAWNER_SECTIONS = ("KubeSpawner", "DockerSpawner", "SwarmSpawner", "SystemUserSpawner", "LocalProcessSpawner",
-                     "SimpleLocalProcessSpawner")
+_SPAWNER_SECTIONS = (
+    "KubeSpawner",
+    "DockerSpawner",
+    "SwarmSpawner",
+    "SystemUserSpawner",
+    "LocalProcessSpawner",
+    "SimpleLocalProcessSpawner",
+)
 
 
 def _setting(section: Any, key: str, default: Any) -> Any:
@@ -484,9 +535,18 @@ def _setting(section: Any, key: str, default: Any) -> Any:
     return default if isinstance(value, LazyConfigValue) else value
 
 
-def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0.1:10101", db: str = "labkit-progress.sqlite",
-                  instructors: Iterable[str] = (), instructor_group: str = "instructors", stuck_minutes: float = STUCK_MINUTES,
-                  python: str | None = None, progress_url: str | None = None) -> None:
+def configure_hub(
+    c: Any,
+    *,
+    public_url: str,
+    service_url: str = "http://127.0.0.1:10101",
+    db: str = "labkit-progress.sqlite",
+    instructors: Iterable[str] = (),
+    instructor_group: str = "instructors",
+    stuck_minutes: float = STUCK_MINUTES,
+    python: str | None = None,
+    progress_url: str | None = None,
+) -> None:
     """Add the ``labkit-progress`` service to a JupyterHub configuration ``c`` (one place for the DGX config, the
     Kubernetes values and the test hub):
 
@@ -504,25 +564,47 @@ def configure_hub(c: Any, *, public_url: str, service_url: str = "http://127.0.0
     import sys
 
     services = [s for s in _setting(c.JupyterHub, "services", []) if s.get("name") != SERVICE_NAME]
-    services.append({
-        "name": SERVICE_NAME,
-        "url": service_url,
-        "command": [python or sys.executable, "-m", "labkit.progress_service", "--db", db, "--stuck-minutes", f"{stuck_minutes:g}"],
-        "oauth_no_confirm": True,
-        "oauth_client_allowed_scopes": [INSTRUCTOR_SCOPE],
-        "display": True,
-    })
+    services.append(
+        {
+            "name": SERVICE_NAME,
+            "url": service_url,
+            "command": [
+                python or sys.executable,
+                "-m",
+                "labkit.progress_service",
+                "--db",
+                db,
+                "--stuck-minutes",
+                f"{stuck_minutes:g}",
+            ],
+            "oauth_no_confirm": True,
+            "oauth_client_allowed_scopes": [INSTRUCTOR_SCOPE],
+            "display": True,
+        }
+    )
     c.JupyterHub.services = services
     custom = dict(_setting(c.JupyterHub, "custom_scopes", {}))
     custom[INSTRUCTOR_SCOPE] = {"description": "Read every learner's labkit check results (the instructor's progress page)."}
     c.JupyterHub.custom_scopes = custom
     roles = [r for r in _setting(c.JupyterHub, "load_roles", []) if r.get("name") != "instructor"]
-    roles.append({"name": "instructor", "description": "Sees every learner's progress", "scopes": [ACCESS_SCOPE, INSTRUCTOR_SCOPE],
-                  "users": sorted(instructors), "groups": [instructor_group]})
+    roles.append(
+        {
+            "name": "instructor",
+            "description": "Sees every learner's progress",
+            "scopes": [ACCESS_SCOPE, INSTRUCTOR_SCOPE],
+            "users": sorted(instructors),
+            "groups": [instructor_group],
+        }
+    )
     user_role = next((r for r in roles if r.get("name") == "user"), None)
     if user_role is None:
-        roles.append({"name": "user", "description": "Every user: their own things, and the labkit-progress service",
-                      "scopes": ["self", ACCESS_SCOPE]})
+        roles.append(
+            {
+                "name": "user",
+                "description": "Every user: their own things, and the labkit-progress service",
+                "scopes": ["self", ACCESS_SCOPE],
+            }
+        )
     elif ACCESS_SCOPE not in user_role.get("scopes", []):
         user_role["scopes"] = [*user_role.get("scopes", ["self"]), ACCESS_SCOPE]
     c.JupyterHub.load_roles = roles

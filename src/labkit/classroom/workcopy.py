@@ -72,8 +72,10 @@ class SyncReport:
             out.append(f"copied {len(self.copied)} notebook(s) from the course: {names}")
         if self.updated:
             labs = sorted({Path(n).name[:2] for n in self.updated})
-            out.append(f"the course has a newer version of {', '.join(self.updated)}; your copy is kept. "
-                       f"For a fresh copy (one you changed moves to old/): labkit lab --reset {' '.join(labs)}")
+            out.append(
+                f"the course has a newer version of {', '.join(self.updated)}; your copy is kept. "
+                f"For a fresh copy (one you changed moves to old/): labkit lab --reset {' '.join(labs)}"
+            )
         return out
 
 
@@ -81,17 +83,25 @@ def kernel_metadata() -> dict[str, dict]:
     """The notebook metadata JupyterLab's Python kernel reports here: ``kernelspec`` and ``language_info``."""
     import platform
 
-    info = {"name": "python", "version": platform.python_version(), "mimetype": "text/x-python",
-            "codemirror_mode": {"name": "ipython", "version": 3}, "pygments_lexer": "ipython3",
-            "nbconvert_exporter": "python", "file_extension": ".py"}
+    info = {
+        "name": "python",
+        "version": platform.python_version(),
+        "mimetype": "text/x-python",
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "pygments_lexer": "ipython3",
+        "nbconvert_exporter": "python",
+        "file_extension": ".py",
+    }
     try:  # what ipykernel itself answers, where it differs from the sketch above
         from ipykernel.ipkernel import IPythonKernel
 
         info = dict(IPythonKernel.language_info)
     except (ImportError, AttributeError, TypeError):  # pragma: no cover - JupyterLab always brings ipykernel
         pass
-    return {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-            "language_info": info}
+    return {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": info,
+    }
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -122,8 +132,9 @@ def _content_digest(path: Path) -> str:
         return hashlib.sha256(raw).hexdigest()[:16]
     body = {k: v for k, v in nb.items() if k != "metadata"}
     if isinstance(body.get("cells"), list):
-        body["cells"] = [{k: v for k, v in c.items() if k not in ("metadata", "id")} if isinstance(c, dict) else c
-                         for c in body["cells"]]
+        body["cells"] = [
+            {k: v for k, v in c.items() if k not in ("metadata", "id")} if isinstance(c, dict) else c for c in body["cells"]
+        ]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -151,16 +162,20 @@ def _save(work: Path, manifest: dict[str, str]) -> None:
 
 def _prepare(notebooks: Path, work: Path) -> None:
     if not (notebooks / "00-start-here.ipynb").exists():
-        raise LabkitError(f"{notebooks} does not hold the course's notebooks.",
-                          fix="Run `labkit lab` inside the course repository.")
+        raise LabkitError(
+            f"{notebooks} does not hold the course's notebooks.", fix="Run `labkit lab` inside the course repository."
+        )
     if work.resolve() == notebooks.resolve() or notebooks.resolve() in work.resolve().parents:
-        raise LabkitError(f"the work folder {work} is inside the course's notebooks/ folder.",
-                          fix="Set LABKIT_WORK_DIR to a folder outside the repository, e.g. ~/labkit-work.")
+        raise LabkitError(
+            f"the work folder {work} is inside the course's notebooks/ folder.",
+            fix="Set LABKIT_WORK_DIR to a folder outside the repository, e.g. ~/labkit-work.",
+        )
     try:
         work.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise LabkitError(f"cannot create the work folder {work}: {exc.strerror}.",
-                          fix="Set LABKIT_WORK_DIR to a folder you can write to.") from None
+        raise LabkitError(
+            f"cannot create the work folder {work}: {exc.strerror}.", fix="Set LABKIT_WORK_DIR to a folder you can write to."
+        ) from None
 
 
 def sync(notebooks: Path, work: Path | None = None) -> SyncReport:

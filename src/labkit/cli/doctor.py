@@ -27,10 +27,35 @@ from typing import Any, Sequence
 
 from labkit.errors import LabkitError
 
-PACKAGES = ("numpy", "numba", "numba-cuda", "cupy-cuda12x", "cupy-cuda13x", "cuda-bindings", "cuda-pathfinder", "ml_dtypes",
-            "networkx", "plotly", "ipywidgets", "nvidia-ml-py", "jupyterlab")
-KEYS = ("labkit", "python", "platform", "packages", "mode", "mode_reason", "driver_version", "cuda_runtime",
-        "gpus", "nvlink", "ptx", "next_steps")
+PACKAGES = (
+    "numpy",
+    "numba",
+    "numba-cuda",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
+    "cuda-bindings",
+    "cuda-pathfinder",
+    "ml_dtypes",
+    "networkx",
+    "plotly",
+    "ipywidgets",
+    "nvidia-ml-py",
+    "jupyterlab",
+)
+KEYS = (
+    "labkit",
+    "python",
+    "platform",
+    "packages",
+    "mode",
+    "mode_reason",
+    "driver_version",
+    "cuda_runtime",
+    "gpus",
+    "nvlink",
+    "ptx",
+    "next_steps",
+)
 
 
 def _version(name: str) -> str | None:
@@ -105,30 +130,40 @@ def _in_jupyter() -> bool:
 def report() -> dict[str, Any]:
     """Everything ``labkit doctor`` knows, as a JSON-ready dict with the keys in :data:`KEYS`."""
     from labkit import __version__
-    from labkit.mode import env
     from labkit.cuda.ptx import toolchain
+    from labkit.mode import env
 
     e = env()
     tc = toolchain()
-    ptx = {"toolchain": tc.get("toolchain"), "nvrtc": tc.get("nvrtc"), "cuda_bindings": tc.get("cuda_bindings"),
-           "arches": tc.get("arches", []), "headers_from": tc.get("headers_from", []), "headers": tc.get("headers", {}),
-           "nvvm": tc.get("nvvm"), "ptxas": tc.get("ptxas"),
-           "ok": bool(tc.get("nvrtc") and tc.get("nvvm") and all(tc.get("headers", {}).values()))}
+    ptx = {
+        "toolchain": tc.get("toolchain"),
+        "nvrtc": tc.get("nvrtc"),
+        "cuda_bindings": tc.get("cuda_bindings"),
+        "arches": tc.get("arches", []),
+        "headers_from": tc.get("headers_from", []),
+        "headers": tc.get("headers", {}),
+        "nvvm": tc.get("nvvm"),
+        "ptxas": tc.get("ptxas"),
+        "ok": bool(tc.get("nvrtc") and tc.get("nvvm") and all(tc.get("headers", {}).values())),
+    }
     packages = {name: _version(name) for name in PACKAGES}
     cupy_installed = bool(packages["cupy-cuda12x"] or packages["cupy-cuda13x"])
     steps = []
     if e.mode == "sim":
-        start = ("Carry on with the labs in this JupyterLab." if _in_jupyter() else
-                 "Start with `make lab` (or `labkit lab`).")
-        steps.append("You are in sim mode: every lab runs on this CPU through the CUDA simulator and NumPy; "
-                     f"timings are CPU times. {start}")
+        start = "Carry on with the labs in this JupyterLab." if _in_jupyter() else "Start with `make lab` (or `labkit lab`)."
+        steps.append(
+            "You are in sim mode: every lab runs on this CPU through the CUDA simulator and NumPy; "
+            f"timings are CPU times. {start}"
+        )
         if e.driver_version and " found, but " in e.reason:
             steps.append(f"A GPU is here but gpu mode is not possible yet: {e.reason}.")
         elif e.driver_version and not cupy_installed:
             from labkit.mode import install_command
 
-            steps.append("A CUDA driver is installed but no device is usable; check `nvidia-smi` and CUDA_VISIBLE_DEVICES. "
-                         f"gpu mode also needs CuPy: {install_command(e.driver_version)}.")
+            steps.append(
+                "A CUDA driver is installed but no device is usable; check `nvidia-smi` and CUDA_VISIBLE_DEVICES. "
+                f"gpu mode also needs CuPy: {install_command(e.driver_version)}."
+            )
         elif e.driver_version:
             steps.append("A CUDA driver is installed but no device is usable; check `nvidia-smi` and CUDA_VISIBLE_DEVICES.")
     else:
@@ -138,9 +173,11 @@ def report() -> dict[str, Any]:
     if not ptx["ok"]:
         missing = [h for h, ok in ptx["headers"].items() if not ok]
         what = f" (headers not found: {', '.join(missing)})" if missing else ""
-        steps.append(f"The PTX toolchain is incomplete{what}: reinstall with `make test` or `pip install -e .` (the "
-                     "nvidia-cuda-nvrtc-cu12 and nvidia-cuda-nvcc-cu12 wheels), or on a CUDA 13 stack set CUDA_HOME "
-                     "to a CUDA 13 toolkit (or install nvidia-cuda-crt, nvidia-cuda-runtime and nvidia-cuda-nvrtc 13).")
+        steps.append(
+            f"The PTX toolchain is incomplete{what}: reinstall with `make test` or `pip install -e .` (the "
+            "nvidia-cuda-nvrtc-cu12 and nvidia-cuda-nvcc-cu12 wheels), or on a CUDA 13 stack set CUDA_HOME "
+            "to a CUDA 13 toolkit (or install nvidia-cuda-crt, nvidia-cuda-runtime and nvidia-cuda-nvrtc 13)."
+        )
     return {
         "labkit": __version__,
         "python": platform.python_version(),
@@ -150,9 +187,19 @@ def report() -> dict[str, Any]:
         "mode_reason": e.reason,
         "driver_version": e.driver_version,
         "cuda_runtime": _cuda_runtime() if e.mode == "gpu" else None,
-        "gpus": [{"index": g.index, "name": g.name, "compute_capability": ".".join(map(str, g.compute_capability)),
-                  "memory_gib": round(g.memory_bytes / 2**30, 1), "sm_count": g.sm_count, "uuid": g.uuid,
-                  "pci_bus_id": g.pci_bus_id, "mig": e.mig if g.mig or (g.index == 0 and e.mig) else None} for g in e.gpus],
+        "gpus": [
+            {
+                "index": g.index,
+                "name": g.name,
+                "compute_capability": ".".join(map(str, g.compute_capability)),
+                "memory_gib": round(g.memory_bytes / 2**30, 1),
+                "sm_count": g.sm_count,
+                "uuid": g.uuid,
+                "pci_bus_id": g.pci_bus_id,
+                "mig": e.mig if g.mig or (g.index == 0 and e.mig) else None,
+            }
+            for g in e.gpus
+        ],
         "nvlink": _nvlink_summary(e.gpus),
         "ptx": ptx,
         "next_steps": steps,
@@ -161,36 +208,49 @@ def report() -> dict[str, Any]:
 
 def render(data: dict[str, Any]) -> str:
     """The human-readable report."""
-    lines = [f"labkit {data['labkit']} on Python {data['python']} ({data['platform']})",
-             f"mode: {data['mode']} ({data['mode_reason']})",
-             f"CUDA driver: {data['driver_version'] or 'none'}; CUDA runtime (CuPy): {data['cuda_runtime'] or 'n/a'}"]
+    lines = [
+        f"labkit {data['labkit']} on Python {data['python']} ({data['platform']})",
+        f"mode: {data['mode']} ({data['mode_reason']})",
+        f"CUDA driver: {data['driver_version'] or 'none'}; CUDA runtime (CuPy): {data['cuda_runtime'] or 'n/a'}",
+    ]
     for g in data["gpus"]:
-        lines.append(f"GPU {g['index']}: {g['name']}, cc {g['compute_capability']}, {g['memory_gib']} GiB, {g['sm_count']} SMs"
-                     + (f", PCI {g['pci_bus_id']}" if g.get("pci_bus_id") else "") + (f" ({g['mig']})" if g.get("mig") else ""))
+        lines.append(
+            f"GPU {g['index']}: {g['name']}, cc {g['compute_capability']}, {g['memory_gib']} GiB, {g['sm_count']} SMs"
+            + (f", PCI {g['pci_bus_id']}" if g.get("pci_bus_id") else "")
+            + (f" ({g['mig']})" if g.get("mig") else "")
+        )
     nv = data["nvlink"]
     if nv["available"]:
         lines.append("NVLink active links per GPU: " + ", ".join(f"GPU{p['index']}={p['active_links']}" for p in nv["per_gpu"]))
     else:
-        lines.append(f"NVLink/P2P: {nv['reason']}" if nv["reason"] and "skipped" in nv["reason"] else
-                     f"NVLink/P2P: not available ({nv['reason']})")
+        lines.append(
+            f"NVLink/P2P: {nv['reason']}"
+            if nv["reason"] and "skipped" in nv["reason"]
+            else f"NVLink/P2P: not available ({nv['reason']})"
+        )
     p = data["ptx"]
     arches = p.get("arches") or []
     span = f", targets {arches[0]} to {arches[-1]}" if arches else ""
-    lines.append(f"PTX toolchain: {p.get('toolchain') or 'no CUDA toolchain'} (NVRTC {p['nvrtc'] or 'missing'}{span}; "
-                 f"cuda-bindings {p.get('cuda_bindings') or 'missing'}), NVVM {'found' if p['nvvm'] else 'missing'}, "
-                 f"ptxas {'found' if p['ptxas'] else 'missing'} -> {'OK' if p['ok'] else 'INCOMPLETE'}")
+    lines.append(
+        f"PTX toolchain: {p.get('toolchain') or 'no CUDA toolchain'} (NVRTC {p['nvrtc'] or 'missing'}{span}; "
+        f"cuda-bindings {p.get('cuda_bindings') or 'missing'}), NVVM {'found' if p['nvvm'] else 'missing'}, "
+        f"ptxas {'found' if p['ptxas'] else 'missing'} -> {'OK' if p['ok'] else 'INCOMPLETE'}"
+    )
     origins = list(dict.fromkeys(h["origin"] for h in p.get("headers_from") or []))
     if origins and p["ok"]:  # working headers need no inventory here; --json lists each folder
-        lines.append(f"CUDA headers: found ({len(origins)} {'source' if len(origins) == 1 else 'sources'}; "
-                     "labkit doctor --json lists them)")
+        lines.append(
+            f"CUDA headers: found ({len(origins)} {'source' if len(origins) == 1 else 'sources'}; "
+            "labkit doctor --json lists them)"
+        )
     else:
         lines.append("CUDA headers from: " + ("; ".join(origins) if origins else "nowhere (no CUDA header folder found)"))
     gpu_only = ("cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py")  # used in gpu mode only
     sim = data["mode"] == "sim"
     lines.append("packages: " + ", ".join(f"{k} {v}" for k, v in data["packages"].items() if v and not (sim and k in gpu_only)))
     if sim and any(data["packages"].get(k) for k in gpu_only):
-        lines.append("for gpu mode (unused here): " + ", ".join(f"{k} {data['packages'][k]}" for k in gpu_only
-                                                               if data["packages"].get(k)))
+        lines.append(
+            "for gpu mode (unused here): " + ", ".join(f"{k} {data['packages'][k]}" for k in gpu_only if data["packages"].get(k))
+        )
     lines.append("next:")
     lines += [f"  - {s}" for s in data["next_steps"]]
     return "\n".join(_wrap(line) for line in lines)
@@ -204,8 +264,7 @@ def _wrap(line: str, width: int | None = None) -> str:
 
     width = width or max(40, min(shutil.get_terminal_size((80, 24)).columns, 120))
     lead = len(line) - len(line.lstrip(" -")) if line.lstrip().startswith("- ") else 0
-    return textwrap.fill(line, width=width, subsequent_indent=" " * (lead or 4), break_long_words=False,
-                         break_on_hyphens=False)
+    return textwrap.fill(line, width=width, subsequent_indent=" " * (lead or 4), break_long_words=False, break_on_hyphens=False)
 
 
 def main(as_json: bool = False) -> int:

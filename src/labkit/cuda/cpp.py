@@ -21,11 +21,49 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-
-from labkit.cuda.host import DYNAMIC_SHARED_MAX, HostKernelError, HostPlan, HostUnavailable, OutOfBounds, host_compiler, host_include_dir, host_plan, host_source, rewrite_dynamic_shared, run_on_host, run_on_host_batch, source_includes, strip_comments_and_strings
+from labkit.cuda.entries import (  # noqa: F401  (re-exported: labkit.cuda_cpp's names as before)
+    _CTYPES,
+    _ENTRY,
+    _PARAM,
+    _PTX_CACHE,
+    _REG,
+    COURSE_ARCHES,
+    Entry,
+    _arches,
+    _cai_contiguous,
+    _check_device,
+    _dims,
+    _entry,
+    _instructions,
+    _ptx_sm90,
+    _ptx_text,
+    arches_compiled,
+    check_launch,
+    compile_for,
+    entries,
+    find_entry,
+    guards_with,
+    skipped_arches,
+    stores_global,
+)
+from labkit.cuda.host import (
+    DYNAMIC_SHARED_MAX,
+    HostKernelError,
+    HostPlan,
+    HostUnavailable,
+    OutOfBounds,
+    host_compiler,
+    host_include_dir,
+    host_plan,
+    host_source,
+    rewrite_dynamic_shared,
+    run_on_host,
+    run_on_host_batch,
+    source_includes,
+    strip_comments_and_strings,
+)
 from labkit.errors import CompileError, LabkitError, NoGPUError
 from labkit.validate import require_str
-from labkit.cuda.entries import COURSE_ARCHES, _ENTRY, _PARAM, Entry, entries, _ptx_text, _entry, _arches, find_entry, _REG, _instructions, guards_with, stores_global, compile_for, skipped_arches, arches_compiled, _CTYPES, _dims, check_launch, _cai_contiguous, _check_device, _PTX_CACHE, _ptx_sm90  # noqa: F401  (re-exported: labkit.cuda_cpp's names as before)
 
 
 # ----------------------------------------------------------------------------------------- RawKernel
@@ -41,9 +79,11 @@ class RawKernel:
         from labkit.mode import env
 
         if not isinstance(code, str):
-            raise LabkitError(f"the CUDA C++ source must be a string, got {code!r:.60}.",
-                              fix='Put the kernel in a Python string: code = r"""extern "C" __global__ void ..."""')
-        name = require_str(name, "name", fix="The kernel's name as declared: extern \"C\" __global__ void NAME(...).")
+            raise LabkitError(
+                f"the CUDA C++ source must be a string, got {code!r:.60}.",
+                fix='Put the kernel in a Python string: code = r"""extern "C" __global__ void ..."""',
+            )
+        name = require_str(name, "name", fix='The kernel\'s name as declared: extern "C" __global__ void NAME(...).')
         self.code, self.name = code, name
         self._env = env()
         # The parameter list is the same for every architecture; sm_90 is one every NVRTC of the course knows.
@@ -77,19 +117,62 @@ class RawKernel:
 
 def no_gpu(what: str) -> NoGPUError:
     """The error for a GPU-only step in ``sim`` mode."""
-    return NoGPUError(f"{what} needs a GPU; this kernel is in sim mode.",
-                      fix="Run the notebook on a machine with an NVIDIA GPU; in sim mode the cell explains what it would show.")
+    return NoGPUError(
+        f"{what} needs a GPU; this kernel is in sim mode.",
+        fix="Run the notebook on a machine with an NVIDIA GPU; in sim mode the cell explains what it would show.",
+    )
 
 
-__all__ = ["COURSE_ARCHES", "DYNAMIC_SHARED_MAX", "Entry", "rewrite_dynamic_shared", "arches_compiled", "skipped_arches", "HostKernelError", "HostPlan", "HostUnavailable", "RawKernel", "host_plan", "host_source",
-           "host_include_dir", "strip_comments_and_strings", "source_includes", "check_launch", "compile_for", "entries",
-           "OutOfBounds", "run_on_host_batch", "elementwise_source", "reduction_source", "reduction_host_source", "parse_params", "find_entry", "guards_with", "host_compiler", "run_on_host", "stores_global", "CompileError"]
+__all__ = [
+    "COURSE_ARCHES",
+    "DYNAMIC_SHARED_MAX",
+    "Entry",
+    "rewrite_dynamic_shared",
+    "arches_compiled",
+    "skipped_arches",
+    "HostKernelError",
+    "HostPlan",
+    "HostUnavailable",
+    "RawKernel",
+    "host_plan",
+    "host_source",
+    "host_include_dir",
+    "strip_comments_and_strings",
+    "source_includes",
+    "check_launch",
+    "compile_for",
+    "entries",
+    "OutOfBounds",
+    "run_on_host_batch",
+    "elementwise_source",
+    "reduction_source",
+    "reduction_host_source",
+    "parse_params",
+    "find_entry",
+    "guards_with",
+    "host_compiler",
+    "run_on_host",
+    "stores_global",
+    "CompileError",
+]
 
 
 # ----------------------------------------------------------------------------------------- ElementwiseKernel / ReductionKernel stand-ins
-_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "uint32": "unsigned int",
-            "uint64": "unsigned long long", "int16": "short", "int8": "signed char", "uint8": "unsigned char",
-            "bool": "bool", "float": "float", "double": "double", "int": "int"}
+_C_TYPES = {
+    "float32": "float",
+    "float64": "double",
+    "int32": "int",
+    "int64": "long long",
+    "uint32": "unsigned int",
+    "uint64": "unsigned long long",
+    "int16": "short",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "bool": "bool",
+    "float": "float",
+    "double": "double",
+    "int": "int",
+}
 _IDENT = re.compile(r"[A-Za-z_]\w*$")
 
 
@@ -103,8 +186,9 @@ class Param:
     generic: str | None = None  # a type placeholder such as "T"
 
 
-def parse_params(text: str, what: str, *, generic_default: str = "float32",
-                 generic_types: dict[str, str] | None = None) -> list[Param]:
+def parse_params(
+    text: str, what: str, *, generic_default: str = "float32", generic_types: dict[str, str] | None = None
+) -> list[Param]:
     """Parse CuPy's parameter-list syntax (``"float32 x, T y, raw T z"``); a placeholder becomes its type in
     ``generic_types`` (a NumPy name, as CuPy binds it from the arguments), else ``generic_default``."""
     if not isinstance(text, str):
@@ -116,19 +200,25 @@ def parse_params(text: str, what: str, *, generic_default: str = "float32",
         if raw:
             words = words[1:]
         if len(words) != 2 or not _IDENT.match(words[1]):
-            raise LabkitError(f"{what}: {part!r} is not 'type name' (e.g. 'float32 x').",
-                              fix="Write each parameter as a NumPy type name and a name, separated by commas.")
+            raise LabkitError(
+                f"{what}: {part!r} is not 'type name' (e.g. 'float32 x').",
+                fix="Write each parameter as a NumPy type name and a name, separated by commas.",
+            )
         t, n = words
         if n in ("i", "n") or n.startswith("_"):
-            raise LabkitError(f"{what}: the name {n!r} is reserved by CuPy (i, n and names starting with _).",
-                              fix="Choose another parameter name.")
+            raise LabkitError(
+                f"{what}: the name {n!r} is reserved by CuPy (i, n and names starting with _).",
+                fix="Choose another parameter name.",
+            )
         if t in _C_TYPES:
             out.append(Param(_C_TYPES[t], n, raw))
         elif re.fullmatch(r"[A-Z]\w*", t):
             out.append(Param(_C_TYPES[(generic_types or {}).get(t, generic_default)], n, raw, generic=t))
         else:
-            raise LabkitError(f"{what}: unknown type {t!r} in {part!r}.",
-                              fix=f"Use a NumPy type name ({', '.join(list(_C_TYPES)[:6])}, ...) or a placeholder such as T.")
+            raise LabkitError(
+                f"{what}: unknown type {t!r} in {part!r}.",
+                fix=f"Use a NumPy type name ({', '.join(list(_C_TYPES)[:6])}, ...) or a placeholder such as T.",
+            )
     if not out:
         raise LabkitError(f"{what} is empty.", fix="List at least one parameter, e.g. 'float32 x'.")
     return out
@@ -144,13 +234,16 @@ def _typedefs(params: Sequence[Param]) -> str:
 
 #: CuPy's index objects as the stand-ins define them for 1-D arrays: ``size()``, ``set(i)``, ``get()`` (CuPy's
 #: ``CIndexer``: ``_ind`` in an ElementwiseKernel, ``_in_ind``/``_out_ind`` in a ReductionKernel).
-_INDEXER = ("#ifndef _LK_INDEXER\n#define _LK_INDEXER\nstruct _LkIndexer { long long _n; long long _i;\n"
-            "  __device__ long long size() const { return _n; }\n  __device__ void set(long long i) { _i = i; }\n"
-            "  __device__ const long long* get() const { return &_i; } };\n#endif\n")
+_INDEXER = (
+    "#ifndef _LK_INDEXER\n#define _LK_INDEXER\nstruct _LkIndexer { long long _n; long long _i;\n"
+    "  __device__ long long size() const { return _n; }\n  __device__ void set(long long i) { _i = i; }\n"
+    "  __device__ const long long* get() const { return &_i; } };\n#endif\n"
+)
 
 
-def elementwise_source(in_params: str, out_params: str, operation: str, name: str, preamble: str = "", *,
-                       types: dict[str, str] | None = None) -> str:
+def elementwise_source(
+    in_params: str, out_params: str, operation: str, name: str, preamble: str = "", *, types: dict[str, str] | None = None
+) -> str:
     """CUDA C++ equivalent to ``cupy.ElementwiseKernel(in_params, out_params, operation, name)`` on 1-D arrays.
 
     CuPy generates its own (more general) kernel; this stand-in has the same meaning for contiguous 1-D arrays of
@@ -167,8 +260,9 @@ def elementwise_source(in_params: str, out_params: str, operation: str, name: st
     names = [p.name for p in ins + outs]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise LabkitError(f"parameter name(s) {', '.join(sorted(dup))} appear more than once.",
-                          fix="Give every input and output its own name.")
+        raise LabkitError(
+            f"parameter name(s) {', '.join(sorted(dup))} appear more than once.", fix="Give every input and output its own name."
+        )
     sig, body = [], []
     for p in ins:
         sig.append(f"const {p.ctype}* _in_{p.name}")
@@ -189,8 +283,17 @@ def elementwise_source(in_params: str, out_params: str, operation: str, name: st
     )
 
 
-def reduction_source(in_params: str, out_params: str, map_expr: str, reduce_expr: str, post_map_expr: str,
-                     identity: str, name: str, *, partials: int = 4) -> str:
+def reduction_source(
+    in_params: str,
+    out_params: str,
+    map_expr: str,
+    reduce_expr: str,
+    post_map_expr: str,
+    identity: str,
+    name: str,
+    *,
+    partials: int = 4,
+) -> str:
     """CUDA C++ with the meaning of ``cupy.ReductionKernel(...)`` over a whole 1-D array, for checking expressions.
 
     Each thread folds a strided share of the input starting from ``identity`` (``partials`` shares in all, as
@@ -200,7 +303,12 @@ def reduction_source(in_params: str, out_params: str, map_expr: str, reduce_expr
     ``partials`` threads. Slow on purpose: it checks meaning, not speed.
     """
     ins, outs = parse_params(in_params, "in_params"), parse_params(out_params, "out_params")
-    for label, expr in (("map_expr", map_expr), ("reduce_expr", reduce_expr), ("post_map_expr", post_map_expr), ("identity", identity)):
+    for label, expr in (
+        ("map_expr", map_expr),
+        ("reduce_expr", reduce_expr),
+        ("post_map_expr", post_map_expr),
+        ("identity", identity),
+    ):
         if not isinstance(expr, str) or not expr.strip():
             raise LabkitError(f"{label} must be a non-empty string of CUDA C++.")
     if len(outs) != 1 or outs[0].raw:
@@ -234,8 +342,18 @@ def reduction_source(in_params: str, out_params: str, map_expr: str, reduce_expr
     )
 
 
-def reduction_host_source(in_params: str, out_params: str, map_expr: str, reduce_expr: str, post_map_expr: str,
-                          identity: str, name: str, *, partials: int = 4, types: dict[str, str] | None = None) -> str:
+def reduction_host_source(
+    in_params: str,
+    out_params: str,
+    map_expr: str,
+    reduce_expr: str,
+    post_map_expr: str,
+    identity: str,
+    name: str,
+    *,
+    partials: int = 4,
+    types: dict[str, str] | None = None,
+) -> str:
     """The same reduction as :func:`reduction_source` written for the CPU stand-in (one thread, no barrier);
     placeholder types (``T``) as ``types`` binds them (NumPy names), else float32."""
     ins = parse_params(in_params, "in_params", generic_types=types)

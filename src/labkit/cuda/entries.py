@@ -59,8 +59,10 @@ def entries(ptx_text: str) -> list[Entry]:
 
 def _ptx_text(ptx_text: Any) -> str:
     if not isinstance(ptx_text, str):
-        raise LabkitError(f"ptx_text must be PTX text (a string), got {ptx_text!r:.60}.",
-                          fix="Pass the .text of a compiled PTX, e.g. compile_for(source, name)['sm_90'].text.")
+        raise LabkitError(
+            f"ptx_text must be PTX text (a string), got {ptx_text!r:.60}.",
+            fix="Pass the .text of a compiled PTX, e.g. compile_for(source, name)['sm_90'].text.",
+        )
     return ptx_text
 
 
@@ -71,14 +73,15 @@ def _entry(entry: Any) -> "Entry":
 
 
 def _arches(arches: Any) -> list[str]:
-    return require_sequence(arches, "arches", what="a list of architecture names such as ['sm_80', 'sm_90']",
-                            item=lambda a, n: require_str(a, n))
+    return require_sequence(
+        arches, "arches", what="a list of architecture names such as ['sm_80', 'sm_90']", item=lambda a, n: require_str(a, n)
+    )
 
 
 def find_entry(ptx_text: str, name: str, *, n_params: int | None = None) -> Entry:
     """The kernel called ``name``; raise :class:`LabkitError` saying what is wrong (missing, mangled, wrong arity)."""
     _ptx_text(ptx_text)
-    name = require_str(name, "name", fix="The kernel's name as declared: extern \"C\" __global__ void NAME(...).")
+    name = require_str(name, "name", fix='The kernel\'s name as declared: extern "C" __global__ void NAME(...).')
     n_params = None if n_params is None else require_int(n_params, "n_params", min=0)
     all_entries = entries(ptx_text)
     for e in all_entries:
@@ -163,8 +166,9 @@ def guards_with(entry: Entry, param_index: int) -> bool:
 def stores_global(entry: Entry) -> bool:
     """True when the kernel writes memory (``st.global``, a generic ``st``, an atomic, a ``wmma.store``): it does something."""
     insts = _instructions(_entry(entry).body)
-    return any(op.startswith("st.") and ".shared" not in op and ".local" not in op and ".param" not in op for _, op, _ in insts) \
-        or any(op.startswith(("atom.", "red.")) or (op.startswith("wmma.store") and ".shared" not in op) for _, op, _ in insts)
+    return any(
+        op.startswith("st.") and ".shared" not in op and ".local" not in op and ".param" not in op for _, op, _ in insts
+    ) or any(op.startswith(("atom.", "red.")) or (op.startswith("wmma.store") and ".shared" not in op) for _, op, _ in insts)
 
 
 # ----------------------------------------------------------------------------------------- compile
@@ -175,8 +179,10 @@ def compile_for(source: str, name: str, arches: Sequence[str] = COURSE_ARCHES) -
     :func:`skipped_arches` names those. Raises CompileError when the source does not compile, and
     :class:`labkit.ptx.ArchNotSupported` when NVRTC targets none of ``arches``."""
     if not isinstance(source, str):
-        raise LabkitError(f"the CUDA C++ source must be a string, got {type(source).__name__}.",
-                          fix='Put the kernel in a Python string: source = r"""extern "C" __global__ void ..."""')
+        raise LabkitError(
+            f"the CUDA C++ source must be a string, got {type(source).__name__}.",
+            fix='Put the kernel in a Python string: source = r"""extern "C" __global__ void ..."""',
+        )
     from labkit.cuda import ptx
 
     name = require_str(name, "name", fix="The kernel's name as declared in the source.")
@@ -195,7 +201,7 @@ def skipped_arches(arches: Sequence[str] = COURSE_ARCHES) -> list[str]:
 
 
 def arches_compiled(arches: Sequence[str] = COURSE_ARCHES) -> str:
-    """"sm_70, sm_80, sm_90", or "sm_80, sm_90 (sm_70 skipped: NVRTC 13.0 cannot target it.)": for check messages."""
+    """ "sm_70, sm_80, sm_90", or "sm_80, sm_90 (sm_70 skipped: NVRTC 13.0 cannot target it.)": for check messages."""
     from labkit.cuda import ptx
 
     kept, skipped = ptx.targetable(_arches(arches))
@@ -204,17 +210,29 @@ def arches_compiled(arches: Sequence[str] = COURSE_ARCHES) -> str:
 
 # ----------------------------------------------------------------------------------------- CPU stand-in (labkit.cuda_host)
 #: ctypes and NumPy types of PTX parameter types, for scalar arguments.
-_CTYPES = {"f32": ("c_float", np.float32), "f64": ("c_double", np.float64), "u32": ("c_int32", np.int32),
-           "s32": ("c_int32", np.int32), "b32": ("c_int32", np.int32), "u64": ("c_int64", np.int64),
-           "s64": ("c_int64", np.int64), "b64": ("c_int64", np.int64), "u16": ("c_uint16", np.uint16),
-           "s16": ("c_int16", np.int16), "u8": ("c_uint8", np.uint8), "s8": ("c_int8", np.int8)}
+_CTYPES = {
+    "f32": ("c_float", np.float32),
+    "f64": ("c_double", np.float64),
+    "u32": ("c_int32", np.int32),
+    "s32": ("c_int32", np.int32),
+    "b32": ("c_int32", np.int32),
+    "u64": ("c_int64", np.int64),
+    "s64": ("c_int64", np.int64),
+    "b64": ("c_int64", np.int64),
+    "u16": ("c_uint16", np.uint16),
+    "s16": ("c_int16", np.int16),
+    "u8": ("c_uint8", np.uint8),
+    "s8": ("c_int8", np.int8),
+}
 
 
 def _dims(value: Any, what: str) -> list[int]:
     dims = [value] if isinstance(value, (int, np.integer)) else list(value) if isinstance(value, (tuple, list)) else None
     if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and d >= 1 for d in dims):
-        raise LabkitError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints, got {value!r}.",
-                          fix="For n elements and 128 threads per block: grid=((n + 127) // 128,), block=(128,).")
+        raise LabkitError(
+            f"{what} must be a positive int or a tuple of 1 to 3 positive ints, got {value!r}.",
+            fix="For n elements and 128 threads per block: grid=((n + 127) // 128,), block=(128,).",
+        )
     return [int(d) for d in dims] + [1] * (3 - len(dims))
 
 
@@ -228,46 +246,65 @@ def check_launch(entry: Entry, grid: Any, block: Any, args: Sequence[Any], *, on
     _entry(entry)
     g, b = _dims(grid, "grid"), _dims(block, "block")
     if b[0] * b[1] * b[2] > 1024:
-        raise LabkitError(f"a block of {b[0] * b[1] * b[2]} threads is more than the 1024 a CUDA block may have.",
-                          fix="Use at most 1024 threads per block (128 or 256 are good choices).")
+        raise LabkitError(
+            f"a block of {b[0] * b[1] * b[2]} threads is more than the 1024 a CUDA block may have.",
+            fix="Use at most 1024 threads per block (128 or 256 are good choices).",
+        )
     if not isinstance(args, (tuple, list)):
         raise LabkitError("the kernel's arguments must be a tuple, e.g. (x, y, np.float32(alpha), np.int32(n)).")
     if len(args) != len(entry.params):
-        raise LabkitError(f"{entry.plain_name} takes {len(entry.params)} argument(s), got {len(args)}.",
-                          fix="Pass one value per kernel parameter, in order, as a tuple.")
+        raise LabkitError(
+            f"{entry.plain_name} takes {len(entry.params)} argument(s), got {len(args)}.",
+            fix="Pass one value per kernel parameter, in order, as a tuple.",
+        )
     for k, (arg, ptype) in enumerate(zip(args, entry.params)):
         where = f"argument {k} of {entry.plain_name}"
         is_np = isinstance(arg, np.ndarray)
         is_dev = hasattr(arg, "__cuda_array_interface__")
         if is_np or is_dev:
             if ptype not in ("u64", "b64", "s64"):
-                raise LabkitError(f"{where} is an array, but the kernel's parameter is a {ptype} scalar.",
-                                  fix="Pass a NumPy scalar of the parameter's type here, e.g. np.float32(...) or np.int32(...).")
+                raise LabkitError(
+                    f"{where} is an array, but the kernel's parameter is a {ptype} scalar.",
+                    fix="Pass a NumPy scalar of the parameter's type here, e.g. np.float32(...) or np.int32(...).",
+                )
             if on_gpu and is_np:
-                raise LabkitError(f"{where} is a NumPy array in host memory; a GPU kernel needs device memory.",
-                                  fix="Copy it to the GPU first: x_gpu = cupy.asarray(x).")
+                raise LabkitError(
+                    f"{where} is a NumPy array in host memory; a GPU kernel needs device memory.",
+                    fix="Copy it to the GPU first: x_gpu = cupy.asarray(x).",
+                )
             if on_gpu and is_dev:
                 _check_device(arg, where)
             if (is_np and not arg.flags.c_contiguous) or (is_dev and not _cai_contiguous(arg)):
-                raise LabkitError(f"{where} is not contiguous; a raw kernel indexes it as a flat array.",
-                                  fix="Pass xp.ascontiguousarray(x).")
+                raise LabkitError(
+                    f"{where} is not contiguous; a raw kernel indexes it as a flat array.", fix="Pass xp.ascontiguousarray(x)."
+                )
             continue
         if isinstance(arg, (bool, int, float)) and not isinstance(arg, np.generic):
             want = _CTYPES.get(ptype, (None, None))[1]
             wname = np.dtype(want).name if want is not None else ptype
-            raise LabkitError(f"{where} is a Python {type(arg).__name__}; the kernel's parameter is {ptype}.",
-                              fix=f"Wrap it: np.{wname}({arg!r}). CuPy would pass a Python {type(arg).__name__} as a 64-bit value.")
+            raise LabkitError(
+                f"{where} is a Python {type(arg).__name__}; the kernel's parameter is {ptype}.",
+                fix=f"Wrap it: np.{wname}({arg!r}). CuPy would pass a Python {type(arg).__name__} as a 64-bit value.",
+            )
         if isinstance(arg, np.generic):
             want = _CTYPES.get(ptype, (None, None))[1]
             if ptype in ("u64", "b64", "s64") and arg.dtype.itemsize == 8 and arg.dtype.kind in "iu":
                 continue
-            if want is None or np.dtype(want).itemsize != arg.dtype.itemsize or (np.dtype(want).kind == "f") != (arg.dtype.kind == "f"):
+            if (
+                want is None
+                or np.dtype(want).itemsize != arg.dtype.itemsize
+                or (np.dtype(want).kind == "f") != (arg.dtype.kind == "f")
+            ):
                 wname = np.dtype(want).name if want is not None else ptype
-                raise LabkitError(f"{where} is a {arg.dtype.name}, but the kernel's parameter is {ptype}.",
-                                  fix=f"Pass np.{wname}(...) here." if ptype not in ("u64",) else "Pass an array here.")
+                raise LabkitError(
+                    f"{where} is a {arg.dtype.name}, but the kernel's parameter is {ptype}.",
+                    fix=f"Pass np.{wname}(...) here." if ptype not in ("u64",) else "Pass an array here.",
+                )
             continue
-        raise LabkitError(f"{where} is a {type(arg).__name__}, which a kernel cannot take.",
-                          fix="Pass arrays for pointer parameters and NumPy scalars (np.float32, np.int32) for the others.")
+        raise LabkitError(
+            f"{where} is a {type(arg).__name__}, which a kernel cannot take.",
+            fix="Pass arrays for pointer parameters and NumPy scalars (np.float32, np.int32) for the others.",
+        )
     return g, b
 
 
@@ -282,8 +319,10 @@ def _check_device(arr: Any, where: str) -> None:
     dev = getattr(arr, "device", None)
     current = cupy.cuda.Device().id
     if dev is not None and getattr(dev, "id", current) != current:
-        raise LabkitError(f"{where} lives on GPU {dev.id}, but kernels launch on GPU {current}.",
-                          fix=f"Copy it: with cupy.cuda.Device({current}): x = cupy.asarray(x); or launch inside `with cupy.cuda.Device({dev.id}):`.")
+        raise LabkitError(
+            f"{where} lives on GPU {dev.id}, but kernels launch on GPU {current}.",
+            fix=f"Copy it: with cupy.cuda.Device({current}): x = cupy.asarray(x); or launch inside `with cupy.cuda.Device({dev.id}):`.",
+        )
 
 
 _PTX_CACHE: dict[tuple[str, str], str] = {}

@@ -35,6 +35,7 @@ import numpy as np
 
 from labkit.errors import LabkitError
 
+
 class OutOfBounds(LabkitError):
     """A kernel run on the CPU stand-in wrote into the guard zone around an array."""
 
@@ -63,18 +64,21 @@ DYNAMIC_SHARED_MAX = 48 * 1024
 # poisoned (0xFF, as static shared memory) for the launch's ``shared_mem`` bytes; everything past them, and a zone
 # before, holds the guard byte 0xCD, read back after every block: a write there is outside what the launch allocated.
 _DYN_GUARD = 4096
-_PROLOGUE = ('#include "labkit_cuda_host.h"\n#define __LK_FIBERS {fibers}\n#define __LK_DYN {dynamic}\n'
-             f"#define __LK_DYN_GUARD {_DYN_GUARD}\n#define __LK_DYN_MAX {DYNAMIC_SHARED_MAX}\n"
-             "alignas(256) static char __lk_dyn_buf[__LK_DYN_GUARD + __LK_DYN_MAX + __LK_DYN_GUARD];\n"
-             "static char* const __lk_dyn_smem = __lk_dyn_buf + __LK_DYN_GUARD;\n"
-             '#line 1 "kernel.cu"\n')
+_PROLOGUE = (
+    '#include "labkit_cuda_host.h"\n#define __LK_FIBERS {fibers}\n#define __LK_DYN {dynamic}\n'
+    f"#define __LK_DYN_GUARD {_DYN_GUARD}\n#define __LK_DYN_MAX {DYNAMIC_SHARED_MAX}\n"
+    "alignas(256) static char __lk_dyn_buf[__LK_DYN_GUARD + __LK_DYN_MAX + __LK_DYN_GUARD];\n"
+    "static char* const __lk_dyn_smem = __lk_dyn_buf + __LK_DYN_GUARD;\n"
+    '#line 1 "kernel.cu"\n'
+)
 
 # ``extern __shared__ [alignas(N)|__align__(N)] T name[];`` (at file or function scope): rewritten to a pointer to the
 # stand-in's dynamic shared buffer, the same text length on one line so line numbers stay.
 _DYN_DECL = re.compile(
     r"\bextern\s+__shared__\s+((?:(?:alignas|__align__)\s*\(\s*\w+\s*\)\s*)*)"
     r"((?:const\s+|volatile\s+|unsigned\s+|signed\s+|long\s+|short\s+)*[A-Za-z_][\w:]*(?:\s*<[^<>;]*>)?)\s*"
-    r"((?:(?:alignas|__align__)\s*\(\s*\w+\s*\)\s*)*)([A-Za-z_]\w*)\s*\[\s*\]\s*;")
+    r"((?:(?:alignas|__align__)\s*\(\s*\w+\s*\)\s*)*)([A-Za-z_]\w*)\s*\[\s*\]\s*;"
+)
 
 
 def rewrite_dynamic_shared(source: str) -> tuple[str, int]:
@@ -89,6 +93,7 @@ def rewrite_dynamic_shared(source: str) -> tuple[str, int]:
         return f"{typ}* const {name} = reinterpret_cast<{typ}*>(__lk_dyn_smem);" + "\n" * m.group(0).count("\n")
 
     return _DYN_DECL.sub(repl, source), count
+
 
 _LAUNCHER = r"""
 #line 1 "labkit-launcher"
@@ -200,25 +205,65 @@ def source_includes(source: str) -> list[str]:
 
 
 #: Headers the stand-in provides itself (kernels/cuda/host/).
-STANDIN_HEADERS = ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "cooperative_groups.h", "cuda_runtime.h", "cuda_runtime_api.h",
-                   "cuda.h", "device_launch_parameters.h", "vector_types.h", "math_constants.h")
+STANDIN_HEADERS = (
+    "cuda_fp16.h",
+    "cuda_bf16.h",
+    "mma.h",
+    "cooperative_groups.h",
+    "cuda_runtime.h",
+    "cuda_runtime_api.h",
+    "cuda.h",
+    "device_launch_parameters.h",
+    "vector_types.h",
+    "math_constants.h",
+)
 #: Standard C/C++ headers a kernel may include (the host's own).
-STANDARD_HEADERS = ("stdio.h", "stdint.h", "stddef.h", "math.h", "float.h", "limits.h", "assert.h", "stdlib.h",
-                    "string.h", "cstdio", "cstdint", "cstddef", "cmath", "cfloat", "climits", "cassert", "cstdlib",
-                    "cstring", "type_traits", "utility", "limits", "algorithm", "initializer_list")
+STANDARD_HEADERS = (
+    "stdio.h",
+    "stdint.h",
+    "stddef.h",
+    "math.h",
+    "float.h",
+    "limits.h",
+    "assert.h",
+    "stdlib.h",
+    "string.h",
+    "cstdio",
+    "cstdint",
+    "cstddef",
+    "cmath",
+    "cfloat",
+    "climits",
+    "cassert",
+    "cstdlib",
+    "cstring",
+    "type_traits",
+    "utility",
+    "limits",
+    "algorithm",
+    "initializer_list",
+)
 
 # Real constructs (tested on the stripped text) that decide how the stand-in runs a kernel.
 _NEEDS_FIBERS = re.compile(
     r"\b(?:__syncthreads(?:_count|_and|_or)?|__syncwarp|__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync"
     r"|__all_sync|__activemask|__lanemask_lt|load_matrix_sync|store_matrix_sync|mma_sync|fill_fragment|__shared__"
-    r"|cooperative_groups|this_cluster|this_thread_block|tiled_partition)\b")
+    r"|cooperative_groups|this_cluster|this_thread_block|tiled_partition)\b"
+)
 _NOT_EMULATED = (
     (re.compile(r"\bextern\s+__shared__\b"), "dynamic shared memory declared other than `extern __shared__ T name[];`"),
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX (asm)"),
-    (re.compile(r"\b(?:tex[123]D\w*|tex1Dfetch|surf[123]D\w*|cudaTextureObject_t|cudaSurfaceObject_t)\b"), "textures and surfaces"),
-    (re.compile(r"\b(?:this_grid|grid_group|this_multi_grid|multi_grid_group|coalesced_threads|coalesced_group"
-                r"|labeled_partition|binary_partition|memcpy_async|invoke_one)\b"),
-     "cooperative groups beyond this_thread_block(), this_cluster() and tiled_partition<N>()"),
+    (
+        re.compile(r"\b(?:tex[123]D\w*|tex1Dfetch|surf[123]D\w*|cudaTextureObject_t|cudaSurfaceObject_t)\b"),
+        "textures and surfaces",
+    ),
+    (
+        re.compile(
+            r"\b(?:this_grid|grid_group|this_multi_grid|multi_grid_group|coalesced_threads|coalesced_group"
+            r"|labeled_partition|binary_partition|memcpy_async|invoke_one)\b"
+        ),
+        "cooperative groups beyond this_thread_block(), this_cluster() and tiled_partition<N>()",
+    ),
     (re.compile(r"<<<"), "kernel launches from the GPU (dynamic parallelism)"),
     (re.compile(r"\b__match_(?:any|all)_sync\b|\b__reduce_\w+_sync\b"), "__match_*_sync and __reduce_*_sync"),
     (re.compile(r"\b__cluster_dims__\b"), "a cluster size fixed at compile time (__cluster_dims__)"),
@@ -243,14 +288,18 @@ def host_plan(source: str) -> HostPlan:
     code, dynamic = rewrite_dynamic_shared(strip_comments_and_strings(source))
     for pattern, what in _NOT_EMULATED:
         if pattern.search(code):
-            raise HostUnavailable(f"the CPU stand-in does not emulate {what}.",
-                                  fix="This kernel is checked by compiling it only; run the notebook on a GPU to check its results.")
+            raise HostUnavailable(
+                f"the CPU stand-in does not emulate {what}.",
+                fix="This kernel is checked by compiling it only; run the notebook on a GPU to check its results.",
+            )
     includes = tuple(source_includes(source))
     for name in includes:
         base = name.replace("\\", "/")
         if base not in STANDIN_HEADERS and base not in STANDARD_HEADERS:
-            raise HostUnavailable(f"the CPU stand-in has no <{name}>.",
-                                  fix="This kernel is checked by compiling it only; run the notebook on a GPU to check its results.")
+            raise HostUnavailable(
+                f"the CPU stand-in has no <{name}>.",
+                fix="This kernel is checked by compiling it only; run the notebook on a GPU to check its results.",
+            )
     return HostPlan(bool(_NEEDS_FIBERS.search(code)) or dynamic > 0, includes, dynamic > 0)
 
 
@@ -361,8 +410,10 @@ def _first_error(stderr: str) -> str:
 def _host_library(source: str, name: str, n_params: int) -> str:
     cxx = host_compiler()
     if cxx is None:
-        raise HostUnavailable("no C++ compiler on this machine, so the CPU stand-in cannot run CUDA C++ here.",
-                              fix="Install g++ (or set LABKIT_HOST_CXX) to run kernels on the CPU; a GPU run checks them fully.")
+        raise HostUnavailable(
+            "no C++ compiler on this machine, so the CPU stand-in cannot run CUDA C++ here.",
+            fix="Install g++ (or set LABKIT_HOST_CXX) to run kernels on the CPU; a GPU run checks them fully.",
+        )
     text = host_source(source, name, n_params)
     inc = host_include_dir()
     headers = "".join(p.read_text() for p in sorted(inc.glob("*.h")))
@@ -375,24 +426,44 @@ def _host_library(source: str, name: str, n_params: int) -> str:
         src, built = tmp / "k.cpp", tmp / "k.so"
         src.write_text(text)
         try:
-            proc = subprocess.run([cxx, "-std=c++17", "-O1", "-w", "-fno-strict-aliasing", "-shared", "-fPIC", f"-I{inc}",
-                                   str(src), "-o", str(built)], capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                [
+                    cxx,
+                    "-std=c++17",
+                    "-O1",
+                    "-w",
+                    "-fno-strict-aliasing",
+                    "-shared",
+                    "-fPIC",
+                    f"-I{inc}",
+                    str(src),
+                    "-o",
+                    str(built),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         except subprocess.TimeoutExpired:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise HostUnavailable("the CPU stand-in's C++ compiler took over 2 minutes on this kernel.",
-                                  fix="A GPU run checks its results.") from None
+            raise HostUnavailable(
+                "the CPU stand-in's C++ compiler took over 2 minutes on this kernel.", fix="A GPU run checks its results."
+            ) from None
         if proc.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise HostUnavailable(f"the CPU stand-in could not build this kernel as plain C++ ({_first_error(proc.stderr)}).",
-                                  fix="NVRTC compiled it, so it is valid CUDA C++; a GPU run checks its results.")
+            raise HostUnavailable(
+                f"the CPU stand-in could not build this kernel as plain C++ ({_first_error(proc.stderr)}).",
+                fix="NVRTC compiled it, so it is valid CUDA C++; a GPU run checks its results.",
+            )
         os.replace(built, lib)  # atomic: another process may build the same kernel
         shutil.rmtree(tmp, ignore_errors=True)
     _SO_CACHE[key] = str(lib)
     return str(lib)
 
 
-def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, ...]], *,
-                      timeout_s: float | None = None, guard: int | None = None) -> list[str | None]:
+def run_on_host_batch(
+    source: str, name: str, launches: Sequence[tuple[Any, ...]], *, timeout_s: float | None = None, guard: int | None = None
+) -> list[str | None]:
     """Run several launches ``(grid, block, args)`` or ``(grid, block, args, shared_mem)`` of one kernel on the CPU
     stand-in, in one helper process. ``shared_mem`` (default 0) is the dynamic shared memory of the launch in bytes,
     as CuPy's ``kernel(grid, block, args, shared_mem=...)``: ``extern __shared__`` arrays get exactly that much,
@@ -435,32 +506,62 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, ...]
                 data = np.ascontiguousarray(arg).tobytes()
                 blob.append(data)
                 # a different poison per array, so copying one guard zone into another shows
-                spec.append({"kind": "array", "key": key, "offset": offset, "nbytes": len(data), "itemsize": arg.itemsize,
-                             "pattern": 0xA1 + k})
+                spec.append(
+                    {
+                        "kind": "array",
+                        "key": key,
+                        "offset": offset,
+                        "nbytes": len(data),
+                        "itemsize": arg.itemsize,
+                        "pattern": 0xA1 + k,
+                    }
+                )
                 offset += len(data)
             else:
                 spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
         # room for every thread of the grid to write one element too far
-        specs.append({"args": spec, "grid": g, "block": b, "guard": guard or int(np.prod(g) * np.prod(b)) + 64, "smem": smem,
-                      "cluster": clusters[li][0], "order": clusters[li][1]})
+        specs.append(
+            {
+                "args": spec,
+                "grid": g,
+                "block": b,
+                "guard": guard or int(np.prod(g) * np.prod(b)) + 64,
+                "smem": smem,
+                "cluster": clusters[li][0],
+                "order": clusters[li][1],
+            }
+        )
     (tmp / "in.bin").write_bytes(b"".join(blob))
-    req = {"lib": lib, "arrays": str(tmp / "in.bin"), "out": str(tmp / "out.bin"), "report": str(tmp / "report.json"),
-           "launches": specs}
+    req = {
+        "lib": lib,
+        "arrays": str(tmp / "in.bin"),
+        "out": str(tmp / "out.bin"),
+        "report": str(tmp / "report.json"),
+        "launches": specs,
+    }
     try:
         # no numpy and no site packages in the helper: it starts in a tenth of the time
-        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _WORKER], input=json.dumps(req), capture_output=True,
-                              text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _WORKER], input=json.dumps(req), capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise LabkitError(f"{name} did not finish within {timeout_s:.0f} s on the CPU stand-in.",
-                          fix="Look for a loop whose condition never becomes false (a grid-stride step of 0?).") from None
+        raise LabkitError(
+            f"{name} did not finish within {timeout_s:.0f} s on the CPU stand-in.",
+            fix="Look for a loop whose condition never becomes false (a grid-stride step of 0?).",
+        ) from None
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         crash = proc.returncode < 0
         raise LabkitError(
-            f"{name} crashed on the CPU stand-in" + (" (it touched memory far outside its arrays, or its local arrays "
-                                                     "outgrew the 512 KiB a thread has)." if crash else f": {proc.stderr.strip()[-300:]}"),
-            fix="Check the index arithmetic and the bounds check: every access must stay inside its array.")
+            f"{name} crashed on the CPU stand-in"
+            + (
+                " (it touched memory far outside its arrays, or its local arrays outgrew the 512 KiB a thread has)."
+                if crash
+                else f": {proc.stderr.strip()[-300:]}"
+            ),
+            fix="Check the index arithmetic and the bounds check: every access must stay inside its array.",
+        )
     done = json.loads((tmp / "report.json").read_text())
     report = done["launches"]
     _show_printf(proc.stdout, name)
@@ -476,14 +577,20 @@ def run_on_host_batch(source: str, name: str, launches: Sequence[tuple[Any, ...]
             smem = launches[li][3]
             raise HostKernelError(
                 f"{name} on the CPU stand-in: {rec['error']}.",
-                fix=("The launch allocated no dynamic shared memory: pass shared_mem=<bytes> with the launch "
-                     "(kernel(grid, block, args, shared_mem=...)), or declare a fixed-size `__shared__ T s[N];`."
-                     if smem == 0 else "Size shared_mem for every element the block uses (elements × sizeof(T)), or "
-                                       "keep the indices of the extern __shared__ array below that."))
+                fix=(
+                    "The launch allocated no dynamic shared memory: pass shared_mem=<bytes> with the launch "
+                    "(kernel(grid, block, args, shared_mem=...)), or declare a fixed-size `__shared__ T s[N];`."
+                    if smem == 0
+                    else "Size shared_mem for every element the block uses (elements × sizeof(T)), or "
+                    "keep the indices of the extern __shared__ array below that."
+                ),
+            )
         if rec["status"]:
             g, b = checked[li]
-            raise HostKernelError(f"{name} (grid {tuple(g)}, block {tuple(b)}) on the CPU stand-in: {rec['error']}",
-                                  fix="A GPU would give undefined results or hang here; see the sentence above for what to change.")
+            raise HostKernelError(
+                f"{name} (grid {tuple(g)}, block {tuple(b)}) on the CPU stand-in: {rec['error']}",
+                fix="A GPU would give undefined results or hang here; see the sentence above for what to change.",
+            )
         if rec["outside"]:
             key, side = next(iter(rec["outside"].items()))
             sentences.append(f"{name} wrote outside array argument {key.split('a')[-1]} ({side})")
@@ -500,8 +607,10 @@ def _cluster_of(launch: Sequence[Any]) -> tuple[list[int], int]:
     """The cluster shape (3 ints) and block order (0 lowest rank first, 1 highest first) of a launch tuple
     ``(grid, block, args[, shared_mem[, cluster[, order]]])``."""
     if not isinstance(launch, (tuple, list)) or len(launch) not in (3, 4, 5, 6):
-        raise LabkitError("a launch is (grid, block, args), (grid, block, args, shared_mem) or "
-                          "(grid, block, args, shared_mem, cluster[, order]).")
+        raise LabkitError(
+            "a launch is (grid, block, args), (grid, block, args, shared_mem) or "
+            "(grid, block, args, shared_mem, cluster[, order])."
+        )
     cluster = launch[4] if len(launch) >= 5 else 1
     order = launch[5] if len(launch) == 6 else "forward"
     if order not in ("forward", "reverse"):
@@ -514,11 +623,15 @@ def _cluster_of(launch: Sequence[Any]) -> tuple[list[int], int]:
 def _check_cluster(grid: Sequence[int], block: Sequence[int], cluster: Sequence[int]) -> None:
     size = int(np.prod(cluster))
     if size > CLUSTER_MAX:
-        raise LabkitError(f"a cluster of {size} blocks is more than the {CLUSTER_MAX} the CPU stand-in runs "
-                          "(CUDA's portable maximum).", fix="Use clusters of at most 8 blocks.")
+        raise LabkitError(
+            f"a cluster of {size} blocks is more than the {CLUSTER_MAX} the CPU stand-in runs (CUDA's portable maximum).",
+            fix="Use clusters of at most 8 blocks.",
+        )
     if any(g % c for g, c in zip(grid, cluster)):
-        raise LabkitError(f"the grid {tuple(grid)} is not a whole number of clusters of {tuple(cluster)} blocks.",
-                          fix="With clusters, every grid dimension must be a multiple of the cluster's.")
+        raise LabkitError(
+            f"the grid {tuple(grid)} is not a whole number of clusters of {tuple(cluster)} blocks.",
+            fix="With clusters, every grid dimension must be a multiple of the cluster's.",
+        )
 
 
 def _with_shared_mem(launch: Sequence[Any]) -> tuple[Any, Any, Any, int]:
@@ -527,12 +640,15 @@ def _with_shared_mem(launch: Sequence[Any]) -> tuple[Any, Any, Any, int]:
         raise LabkitError("a launch is (grid, block, args) or (grid, block, args, shared_mem).")
     smem = launch[3] if len(launch) == 4 else 0
     if isinstance(smem, bool) or not isinstance(smem, (int, np.integer)) or smem < 0:
-        raise LabkitError(f"shared_mem must be a whole number of bytes ≥ 0, got {smem!r}.",
-                          fix="For 256 floats: shared_mem=256 * 4.")
+        raise LabkitError(
+            f"shared_mem must be a whole number of bytes ≥ 0, got {smem!r}.", fix="For 256 floats: shared_mem=256 * 4."
+        )
     if smem > DYNAMIC_SHARED_MAX:
-        raise LabkitError(f"shared_mem={int(smem):,} bytes is more than the {DYNAMIC_SHARED_MAX:,} a launch may ask for "
-                          "by default.", fix="Use at most 48 KiB of dynamic shared memory per block (more needs an opt-in "
-                                             "attribute set on the kernel), or fewer elements per block.")
+        raise LabkitError(
+            f"shared_mem={int(smem):,} bytes is more than the {DYNAMIC_SHARED_MAX:,} a launch may ask for by default.",
+            fix="Use at most 48 KiB of dynamic shared memory per block (more needs an opt-in "
+            "attribute set on the kernel), or fewer elements per block.",
+        )
     return launch[0], launch[1], launch[2], int(smem)
 
 
@@ -553,8 +669,9 @@ def _learner_limit_s() -> float:
     return float(LEARNER_CODE_LIMIT_S)
 
 
-def run_on_host(source: str, name: str, grid: Any, block: Any, args: Sequence[Any], *, timeout_s: float | None = None,
-                shared_mem: int = 0) -> None:
+def run_on_host(
+    source: str, name: str, grid: Any, block: Any, args: Sequence[Any], *, timeout_s: float | None = None, shared_mem: int = 0
+) -> None:
     """Run a CUDA C++ kernel on the CPU stand-in, in a separate process (see :mod:`labkit.cuda_cpp`).
 
     Array arguments (NumPy) are updated in place, as a kernel launch would. Raises :class:`HostUnavailable`
@@ -566,10 +683,27 @@ def run_on_host(source: str, name: str, grid: Any, block: Any, args: Sequence[An
     """
     (outside,) = run_on_host_batch(source, name, [(grid, block, args, shared_mem)], timeout_s=timeout_s)
     if outside:
-        raise OutOfBounds(f"{outside} on the CPU stand-in.",
-                          fix="Threads whose index is past the last element must not write: add the bounds check `if (i < n)`.")
+        raise OutOfBounds(
+            f"{outside} on the CPU stand-in.",
+            fix="Threads whose index is past the last element must not write: add the bounds check `if (i < n)`.",
+        )
 
 
-__all__ = ["DYNAMIC_SHARED_MAX", "HostKernelError", "HostPlan", "HostUnavailable", "OutOfBounds", "STANDARD_HEADERS", "STANDIN_HEADERS",
-           "host_compiler", "host_include_dir", "host_plan", "host_source", "rewrite_dynamic_shared", "run_on_host", "run_on_host_batch",
-           "source_includes", "strip_comments_and_strings"]
+__all__ = [
+    "DYNAMIC_SHARED_MAX",
+    "HostKernelError",
+    "HostPlan",
+    "HostUnavailable",
+    "OutOfBounds",
+    "STANDARD_HEADERS",
+    "STANDIN_HEADERS",
+    "host_compiler",
+    "host_include_dir",
+    "host_plan",
+    "host_source",
+    "rewrite_dynamic_shared",
+    "run_on_host",
+    "run_on_host_batch",
+    "source_includes",
+    "strip_comments_and_strings",
+]

@@ -11,7 +11,6 @@ Numba kernels are compiled in a helper process that runs without the simulator; 
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -19,26 +18,23 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
-import types
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from labkit.errors import CompileError, LabkitError
-from labkit.validate import require_int, require_sequence, require_str
 from labkit.sim.standalone import _UNSUPPORTED_GLOBAL, _function_source, _module_import, _names, _standalone_source  # noqa: F401  (re-exported: labkit.ptx's names as before)
+from labkit.validate import require_int, require_sequence, require_str
 
 ARCHES = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 
 
 def _cc(arch: str) -> tuple[int, int]:
     if not isinstance(arch, str):
-        raise LabkitError(f"an architecture is named by a string such as 'sm_90', got {arch!r:.60}.",
-                          fix=f"Use one of {', '.join(ARCHES)}.")
+        raise LabkitError(
+            f"an architecture is named by a string such as 'sm_90', got {arch!r:.60}.", fix=f"Use one of {', '.join(ARCHES)}."
+        )
     m = re.fullmatch(r"(?:sm_|compute_)?(\d{1,2})(\d)a?", arch.strip())
     if not m:
         raise LabkitError(f"{arch!r} is not an architecture name.", fix=f"Use one of {', '.join(ARCHES)}.")
@@ -100,7 +96,9 @@ def summarize(ptx_text: str) -> InstructionMix:
     Numba addresses arrays with generic ``ld``/``st`` (no state space); those are counted as global accesses,
     which they are for arrays in device memory.
     """
-    ptx_text = require_str(ptx_text, "ptx_text", empty=True, fix="Pass PTX text, e.g. labkit.ptx.compile(kernel, signature).text.")
+    ptx_text = require_str(
+        ptx_text, "ptx_text", empty=True, fix="Pass PTX text, e.g. labkit.ptx.compile(kernel, signature).text."
+    )
     gl, gs, sl, ss = Counter(), Counter(), Counter(), Counter()
     ops: Counter = Counter()
     barriers = atom_g = atom_s = shfl = vote = tc = fma = total = 0
@@ -150,8 +148,10 @@ def fp64_instructions(ptx_text: str) -> list[str]:
     multiplies in FP64 (``cvt.rn.f64.*``, ``mul.f64``) unless the constant is written ``np.float32(0.299)``. GPUs
     outside the HPC line run FP64 at a small fraction of the FP32 rate (``labkit.hw.arithmetic_rates``)."""
     if not isinstance(ptx_text, str):
-        raise LabkitError(f"fp64_instructions takes PTX text (a string), got {type(ptx_text).__name__}.",
-                          fix="Pass ptx.text, or call .fp64() on the PTX object that labkit.ptx.compile returns.")
+        raise LabkitError(
+            f"fp64_instructions takes PTX text (a string), got {type(ptx_text).__name__}.",
+            fix="Pass ptx.text, or call .fp64() on the PTX object that labkit.ptx.compile returns.",
+        )
     out = []
     for raw in ptx_text.splitlines():
         line = raw.strip()
@@ -227,8 +227,9 @@ def _resources(ptx_text: str, arch: str) -> list[Resources]:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "k.ptx"
         src.write_text(ptx_text)
-        proc = subprocess.run([exe, "-v", f"-arch={arch}", str(src), "-o", str(Path(tmp) / "k.cubin")],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [exe, "-v", f"-arch={arch}", str(src), "-o", str(Path(tmp) / "k.cubin")], capture_output=True, text=True, timeout=120
+        )
     if proc.returncode != 0:
         raise CompileError(f"ptxas rejected the PTX for {arch}: {proc.stderr.strip()[:500]}")
     out: list[Resources] = []
@@ -285,8 +286,10 @@ class PTX:
         print(f"PTX of {self.name} for {self.arch}: {len(self.text.splitlines())} lines")
         print(self.summary())
         for r in self.resources():
-            print(f"  ptxas: {r.kernel[:40]}: {r.registers} registers, {r.shared_bytes} B shared, "
-                  f"{r.spill_stores} B spill stores, {r.spill_loads} B spill loads")
+            print(
+                f"  ptxas: {r.kernel[:40]}: {r.registers} registers, {r.shared_bytes} B shared, "
+                f"{r.spill_stores} B spill stores, {r.spill_loads} B spill loads"
+            )
         if patterns:
             found = self.lines(*patterns)
             print(f"  lines with {', '.join(patterns)} ({len(found)}):")
@@ -358,14 +361,17 @@ class _Worker:
     def request(cls, payload: dict[str, Any]) -> dict[str, Any]:
         if cls.proc is None or cls.proc.poll() is not None:
             env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-            cls.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        text=True, env=env)
+            cls.proc = subprocess.Popen(
+                [sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            )
         assert cls.proc.stdin and cls.proc.stdout
         cls.proc.stdin.write(json.dumps(payload) + "\n")
         cls.proc.stdin.flush()
         line = cls.proc.stdout.readline()
         if not line:
-            raise CompileError("the PTX compiler process stopped unexpectedly.", fix="Run `labkit doctor` to check the PTX toolchain.")
+            raise CompileError(
+                "the PTX compiler process stopped unexpectedly.", fix="Run `labkit doctor` to check the PTX toolchain."
+            )
         return json.loads(line)
 
 
@@ -414,24 +420,36 @@ def _guess_error_line(error: str, source_lines: list[str]) -> int | None:
 
 # What the compiler's words mean for a kernel that ran in the simulator, in plain words.
 _PLAIN_REASONS: tuple[tuple[str, str], ...] = (
-    (r"Function\(<class 'str'>\)|format_spec|FormattedValue|JoinedStr|str\(int|str\(float",
-     "it formats a string (an f-string, str() or format()), which does not compile for a GPU: pass the values "
-     "to print() separately, e.g. `print(\"i =\", i)`."),
-    (r"yield in a closure|generator",
-     "it uses a generator expression (for example `sum(x[j] for j in ...)`), which does not compile for a GPU: "
-     "write a for loop that adds into a variable."),
-    (r"NRT required but not enabled|NRT_MemInfo|cannot be allocated|np\.empty|np\.zeros|np\.ones",
-     "it creates a Python list or a NumPy array while running: a GPU kernel cannot allocate memory. Use scalar "
-     "variables, or cuda.local.array / cuda.shared.array with a constant size."),
-    (r"Function\(<function (shared|local)\.array",
-     "the shape of cuda.shared.array (or cuda.local.array) must be known when the kernel compiles: an integer "
-     "literal, a global integer constant, or a tuple of them. A computed shape such as `(TILE, TILE + 1)` or "
-     "`cuda.blockDim.x` is not a constant: define a global `TILE_PAD = TILE + 1`, or use dynamic shared memory."),
-    (r"Untyped global name '(\w+)'|uses the global '(\w+)'",
-     "it uses a global that is not a number, a tuple of numbers or a NumPy array (a list, a dict, an object): a GPU "
-     "kernel can only read those as constants. Use a tuple or a NumPy array, or pass it as an argument."),
-    (r"Use of unsupported NumPy function|Unknown attribute '\w+' of type Module\(<module 'numpy'",
-     "it calls a NumPy function that has no GPU implementation inside a kernel: compute it with a loop."),
+    (
+        r"Function\(<class 'str'>\)|format_spec|FormattedValue|JoinedStr|str\(int|str\(float",
+        "it formats a string (an f-string, str() or format()), which does not compile for a GPU: pass the values "
+        'to print() separately, e.g. `print("i =", i)`.',
+    ),
+    (
+        r"yield in a closure|generator",
+        "it uses a generator expression (for example `sum(x[j] for j in ...)`), which does not compile for a GPU: "
+        "write a for loop that adds into a variable.",
+    ),
+    (
+        r"NRT required but not enabled|NRT_MemInfo|cannot be allocated|np\.empty|np\.zeros|np\.ones",
+        "it creates a Python list or a NumPy array while running: a GPU kernel cannot allocate memory. Use scalar "
+        "variables, or cuda.local.array / cuda.shared.array with a constant size.",
+    ),
+    (
+        r"Function\(<function (shared|local)\.array",
+        "the shape of cuda.shared.array (or cuda.local.array) must be known when the kernel compiles: an integer "
+        "literal, a global integer constant, or a tuple of them. A computed shape such as `(TILE, TILE + 1)` or "
+        "`cuda.blockDim.x` is not a constant: define a global `TILE_PAD = TILE + 1`, or use dynamic shared memory.",
+    ),
+    (
+        r"Untyped global name '(\w+)'|uses the global '(\w+)'",
+        "it uses a global that is not a number, a tuple of numbers or a NumPy array (a list, a dict, an object): a GPU "
+        "kernel can only read those as constants. Use a tuple or a NumPy array, or pass it as an argument.",
+    ),
+    (
+        r"Use of unsupported NumPy function|Unknown attribute '\w+' of type Module\(<module 'numpy'",
+        "it calls a NumPy function that has no GPU implementation inside a kernel: compute it with a loop.",
+    ),
 )
 
 
@@ -455,7 +473,7 @@ def compile(kernel: Any, signature: str, arch: str = "sm_90", *, device: bool = 
     (where it is a common one), the compiler's message and the line. Results are cached by source and types.
     """
     if not isinstance(signature, str):
-        raise LabkitError("the signature must be a string such as \"void(float32[:], float32[:])\".")
+        raise LabkitError('the signature must be a string such as "void(float32[:], float32[:])".')
     py = getattr(kernel, "py_func", kernel)
     if not callable(py) or not hasattr(py, "__code__"):
         raise LabkitError(f"expected a @cuda.jit kernel or a Python function, got {type(kernel).__name__}.")
@@ -471,8 +489,9 @@ def compile(kernel: Any, signature: str, arch: str = "sm_90", *, device: bool = 
     return cached
 
 
-def _compile_uncached(kernel: Any, py: Any, source: str, offset: int, signature: str, cc: tuple[int, int],
-                      device: bool) -> PTX | CompileError:
+def _compile_uncached(
+    kernel: Any, py: Any, source: str, offset: int, signature: str, cc: tuple[int, int], device: bool
+) -> PTX | CompileError:
     reply = _Worker.request({"source": source, "name": py.__name__, "signature": signature, "cc": cc, "device": device})
     if reply["ok"]:
         return PTX(reply["ptx"], f"sm_{cc[0]}{cc[1]}", py.__name__)
@@ -483,8 +502,10 @@ def _compile_uncached(kernel: Any, py: Any, source: str, offset: int, signature:
         line = _guess_error_line(reply["error"], source_lines)
     if line is not None and 0 <= line < len(source_lines):
         decorators = len(_function_source(py, keep_decorators=True).splitlines()) - len(source_lines)
-        where = (f"\n  at line {py.__code__.co_firstlineno + decorators + line} of the cell or file ({py.__name__}): "
-                 f"{source_lines[line].strip()}")
+        where = (
+            f"\n  at line {py.__code__.co_firstlineno + decorators + line} of the cell or file ({py.__name__}): "
+            f"{source_lines[line].strip()}"
+        )
     reason = plain_reason(reply["error"])
     words = f"\n  Why: {reason}" if reason else ""
     detail = _readable_numba_error(reply["error"], kernel, offset)
@@ -540,14 +561,17 @@ def require_target(arch: str) -> None:
         cc = _cc(arch)
         v = nvrtc_version()
         who = f"NVRTC {v[0]}.{v[1]}" if v else "the installed NVRTC"
-        raise ArchNotSupported(f"{who} cannot target sm_{cc[0]}{cc[1]}; it targets {', '.join(supported_arches() or ())}.",
-                               fix="Compile for an architecture in that list (a CUDA 12 NVRTC still targets sm_70).")
+        raise ArchNotSupported(
+            f"{who} cannot target sm_{cc[0]}{cc[1]}; it targets {', '.join(supported_arches() or ())}.",
+            fix="Compile for an architecture in that list (a CUDA 12 NVRTC still targets sm_70).",
+        )
 
 
 def targetable(arches: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
     """``arches`` split into (those the installed NVRTC targets, those it cannot)."""
-    arches = require_sequence(arches, "arches", what="a list of architecture names such as ['sm_80', 'sm_90']",
-                              item=lambda a, n: require_str(a, n))
+    arches = require_sequence(
+        arches, "arches", what="a list of architecture names such as ['sm_80', 'sm_90']", item=lambda a, n: require_str(a, n)
+    )
     kept = [a for a in arches if can_target(a)]
     return kept, [a for a in arches if a not in kept]
 
@@ -563,8 +587,18 @@ def skipped_note(skipped: list[str] | tuple[str, ...]) -> str:
 
 
 # Headers a kernel of the course includes, each found where an installed package puts it.
-_ANCHOR_HEADERS = ("nvrtc.h", "cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h", "crt/host_config.h",
-                   "cooperative_groups.h", "cuda/std/cstdint", "cuda/std/version")
+_ANCHOR_HEADERS = (
+    "nvrtc.h",
+    "cuda_runtime.h",
+    "cuda_fp16.h",
+    "cuda_bf16.h",
+    "mma.h",
+    "crt/mma.h",
+    "crt/host_config.h",
+    "cooperative_groups.h",
+    "cuda/std/cstdint",
+    "cuda/std/version",
+)
 # The wheels whose headers NVRTC may need: CUDA 12 names end in -cu12, CUDA 13 ones have no suffix.
 _HEADER_WHEELS = ("runtime", "nvrtc", "nvcc", "crt", "cccl")
 
@@ -720,16 +754,21 @@ def compile_cuda(source: str, arch: str = "sm_90", *, name: str = "kernel.cu", o
     if not isinstance(source, str):
         raise LabkitError(f"source must be CUDA C++ source text (a string), got {source!r:.60}.")
     name = require_str(name, "name", fix="A file name for the messages, e.g. 'kernel.cu'.")
-    options = tuple(require_sequence(options, "options", what="a list of NVRTC options such as ['-lineinfo']",
-                                     item=lambda o, n: require_str(o, n)))
+    options = tuple(
+        require_sequence(
+            options, "options", what="a list of NVRTC options such as ['-lineinfo']", item=lambda o, n: require_str(o, n)
+        )
+    )
     _cc(arch)
     try:
         from cuda.bindings import nvrtc
     except ImportError:
         from labkit.errors import MissingPackageError
 
-        raise MissingPackageError("compiling CUDA C++ needs NVRTC (the cuda-bindings and nvidia-cuda-nvrtc packages).",
-                                  fix="Reinstall the course environment: `make test` or `pip install -e .`") from None
+        raise MissingPackageError(
+            "compiling CUDA C++ needs NVRTC (the cuda-bindings and nvidia-cuda-nvrtc packages).",
+            fix="Reinstall the course environment: `make test` or `pip install -e .`",
+        ) from None
     cc = _cc(arch)
     require_target(arch)
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
@@ -763,8 +802,11 @@ def toolchain() -> dict[str, Any]:
 
     dirs = header_dirs()
     paths = [h.path for h in dirs]
-    state: dict[str, Any] = {"ptxas": ptxas_path(), "include_dirs": paths,
-                             "headers_from": [{"path": h.path, "origin": h.origin} for h in dirs]}
+    state: dict[str, Any] = {
+        "ptxas": ptxas_path(),
+        "include_dirs": paths,
+        "headers_from": [{"path": h.path, "origin": h.origin} for h in dirs],
+    }
     try:
         state["cuda_bindings"] = md.version("cuda-bindings")
     except md.PackageNotFoundError:
@@ -782,8 +824,9 @@ def toolchain() -> dict[str, Any]:
     state["arches"] = list(supported_arches() or ())
     state["headers"] = {h: _has(paths, h) for h in ("cuda_runtime.h", "cuda_fp16.h", "mma.h", "crt/mma.h")}
     nvvm = _wheel_files("libnvvm.so", ("nvcc", "nvvm"))
-    state["nvvm"] = bool(nvvm) or any((root / "nvvm" / "lib64" / "libnvvm.so").exists() for _, root in toolkit_roots()) \
-        or _pathfinder_nvvm()
+    state["nvvm"] = (
+        bool(nvvm) or any((root / "nvvm" / "lib64" / "libnvvm.so").exists() for _, root in toolkit_roots()) or _pathfinder_nvvm()
+    )
     return state
 
 

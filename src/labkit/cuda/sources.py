@@ -42,9 +42,18 @@ class CudaKernel:
         if self.kind in ("raw", "module"):
             return self.code
         if self.kind == "elementwise":
-            return cuda_cpp.elementwise_source(self.parts["in_params"], self.parts["out_params"], self.parts["operation"], self.name)
-        return cuda_cpp.reduction_source(self.parts["in_params"], self.parts["out_params"], self.parts["map_expr"],
-                                         self.parts["reduce_expr"], self.parts["post_map_expr"], self.parts["identity"], self.name)
+            return cuda_cpp.elementwise_source(
+                self.parts["in_params"], self.parts["out_params"], self.parts["operation"], self.name
+            )
+        return cuda_cpp.reduction_source(
+            self.parts["in_params"],
+            self.parts["out_params"],
+            self.parts["map_expr"],
+            self.parts["reduce_expr"],
+            self.parts["post_map_expr"],
+            self.parts["identity"],
+            self.name,
+        )
 
     @property
     def entry_names(self) -> tuple[str, ...]:
@@ -60,14 +69,18 @@ from labkit.cuda import CUDA_DIR  # noqa: E402  (re-exported)
 def read_source(filename: str) -> str:
     """The text of one of the course's ``.cu`` files (``kernels/cuda/<filename>``)."""
     if not isinstance(filename, str) or not filename.strip():
-        raise LabkitError(f"filename must be the name of a .cu file such as 'leaky_relu.cu', got {filename!r:.60}.",
-                          fix=f"The files: {', '.join(sorted(p.name for p in CUDA_DIR.glob('*.cu')))}.")
+        raise LabkitError(
+            f"filename must be the name of a .cu file such as 'leaky_relu.cu', got {filename!r:.60}.",
+            fix=f"The files: {', '.join(sorted(p.name for p in CUDA_DIR.glob('*.cu')))}.",
+        )
     path = CUDA_DIR / filename
     try:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise LabkitError(f"labkit's CUDA C++ source {filename} is missing ({exc.strerror}).",
-                          fix="Reinstall labkit (`pip install -e .`): the .cu files are package data.") from None
+        raise LabkitError(
+            f"labkit's CUDA C++ source {filename} is missing ({exc.strerror}).",
+            fix="Reinstall labkit (`pip install -e .`): the .cu files are package data.",
+        ) from None
 
 
 LEAKY_RELU = read_source("leaky_relu.cu")
@@ -80,32 +93,93 @@ CLUSTER_SUM = read_source("cluster_sum.cu")
 _REGISTRY: dict[str, CudaKernel] = {
     k.name: k
     for k in (
-        CudaKernel("leaky_relu", "raw", "05", code=LEAKY_RELU, entries=("leaky_relu",),
-                   description="RawKernel exercise solution: y = x if x > 0 else alpha * x, with a bounds check."),
-        CudaKernel("activations", "module", "05", code=ACTIVATIONS_MODULE, entries=("leaky_relu_fwd", "leaky_relu_bwd"),
-                   description="RawModule: a device function shared by two kernels (forward and backward), grid-stride loops."),
-        CudaKernel("scale_shift", "raw", "05", code=SCALE_SHIFT, entries=("scale_shift",),
-                   description="The compute stage of the stream-overlap pipeline: y = a * x + b, 64-bit indices."),
-        CudaKernel("wmma_gemm", "raw", "06", code=WMMA_GEMM, entries=("wmma_gemm",),
-                   description="WMMA exercise solution: C = A @ B with FP16 inputs and an FP32 accumulator, one warp per 16x16 tile."),
-        CudaKernel("wgmma_tile", "raw", "06", code=WGMMA_TILE, entries=("wgmma_tile",),
-                   description="Hopper (sm_90a) teaching tile: TMA copies and wgmma.mma_async in inline PTX; for reading its PTX "
-                               "(NVRTC passes inline PTX to any target; ptxas accepts it for sm_90a only)."),
-        CudaKernel("cluster_sum", "raw", "10", code=CLUSTER_SUM, entries=("cluster_sum",), min_arch="sm_90",
-                   description="10.cluster solution: each cluster of blocks sums its part of x through distributed shared "
-                               "memory (cooperative_groups::this_cluster, map_shared_rank); sm_90 and later."),
-        CudaKernel("huber", "elementwise", "05", parts={
-            "in_params": "float32 x, float32 y, float32 delta",
-            "out_params": "float32 z",
-            "operation": "float d = fabsf(x - y); z = d <= delta ? 0.5f * d * d : delta * (d - 0.5f * delta)",
-        }, description="ElementwiseKernel exercise solution: the Huber loss of each pair."),
-        CudaKernel("squared_diff", "elementwise", "05", parts={
-            "in_params": "T x, T y", "out_params": "T z", "operation": "z = (x - y) * (x - y)",
-        }, description="ElementwiseKernel example with a type placeholder T."),
-        CudaKernel("l2norm", "reduction", "05", parts={
-            "in_params": "T x", "out_params": "T y", "map_expr": "x * x", "reduce_expr": "a + b",
-            "post_map_expr": "y = sqrt(a)", "identity": "0",
-        }, description="ReductionKernel exercise solution: the Euclidean norm."),
+        CudaKernel(
+            "leaky_relu",
+            "raw",
+            "05",
+            code=LEAKY_RELU,
+            entries=("leaky_relu",),
+            description="RawKernel exercise solution: y = x if x > 0 else alpha * x, with a bounds check.",
+        ),
+        CudaKernel(
+            "activations",
+            "module",
+            "05",
+            code=ACTIVATIONS_MODULE,
+            entries=("leaky_relu_fwd", "leaky_relu_bwd"),
+            description="RawModule: a device function shared by two kernels (forward and backward), grid-stride loops.",
+        ),
+        CudaKernel(
+            "scale_shift",
+            "raw",
+            "05",
+            code=SCALE_SHIFT,
+            entries=("scale_shift",),
+            description="The compute stage of the stream-overlap pipeline: y = a * x + b, 64-bit indices.",
+        ),
+        CudaKernel(
+            "wmma_gemm",
+            "raw",
+            "06",
+            code=WMMA_GEMM,
+            entries=("wmma_gemm",),
+            description="WMMA exercise solution: C = A @ B with FP16 inputs and an FP32 accumulator, one warp per 16x16 tile.",
+        ),
+        CudaKernel(
+            "wgmma_tile",
+            "raw",
+            "06",
+            code=WGMMA_TILE,
+            entries=("wgmma_tile",),
+            description="Hopper (sm_90a) teaching tile: TMA copies and wgmma.mma_async in inline PTX; for reading its PTX "
+            "(NVRTC passes inline PTX to any target; ptxas accepts it for sm_90a only).",
+        ),
+        CudaKernel(
+            "cluster_sum",
+            "raw",
+            "10",
+            code=CLUSTER_SUM,
+            entries=("cluster_sum",),
+            min_arch="sm_90",
+            description="10.cluster solution: each cluster of blocks sums its part of x through distributed shared "
+            "memory (cooperative_groups::this_cluster, map_shared_rank); sm_90 and later.",
+        ),
+        CudaKernel(
+            "huber",
+            "elementwise",
+            "05",
+            parts={
+                "in_params": "float32 x, float32 y, float32 delta",
+                "out_params": "float32 z",
+                "operation": "float d = fabsf(x - y); z = d <= delta ? 0.5f * d * d : delta * (d - 0.5f * delta)",
+            },
+            description="ElementwiseKernel exercise solution: the Huber loss of each pair.",
+        ),
+        CudaKernel(
+            "squared_diff",
+            "elementwise",
+            "05",
+            parts={
+                "in_params": "T x, T y",
+                "out_params": "T z",
+                "operation": "z = (x - y) * (x - y)",
+            },
+            description="ElementwiseKernel example with a type placeholder T.",
+        ),
+        CudaKernel(
+            "l2norm",
+            "reduction",
+            "05",
+            parts={
+                "in_params": "T x",
+                "out_params": "T y",
+                "map_expr": "x * x",
+                "reduce_expr": "a + b",
+                "post_map_expr": "y = sqrt(a)",
+                "identity": "0",
+            },
+            description="ReductionKernel exercise solution: the Euclidean norm.",
+        ),
     )
 }
 

@@ -57,8 +57,10 @@ ONE_WAY = "one direction"
 PER_DIRECTION = "per direction, both directions running at once (nvbandwidth convention)"
 SUM_BOTH = "sum of both directions (p2pBandwidthLatencyTest convention)"
 READ_WRITE = "bytes read + bytes written (bandwidthTest D2D convention)"
-COPY_ONCE = ("bytes copied, counted once (nvbandwidth convention); read+write (bandwidthTest convention) is twice this: "
-             "Record.read_write_gbps")
+COPY_ONCE = (
+    "bytes copied, counted once (nvbandwidth convention); read+write (bandwidthTest convention) is twice this: "
+    "Record.read_write_gbps"
+)
 STREAM_COUNT = "STREAM count: copy 2, triad 3 array-sizes per pass (write-allocate not counted)"
 
 _SPIN_LIMIT = 128  # never queue more than this many operations behind the spin kernel (labkit.spin.MAX_QUEUED)
@@ -151,8 +153,13 @@ def to_json(records: Iterable[Record], **meta: Any) -> str:
 
 def _records(records: Any, name: str) -> list[Record]:
     """``records`` as a list of :class:`Record` (what this module's measurements and models return)."""
-    return require_items(records, name, Record, what="a list of bandwidth records",
-                         fix="Pass the list a measurement returned, e.g. peer_matrix(), host_sweep() or model_peer_matrix().")
+    return require_items(
+        records,
+        name,
+        Record,
+        what="a list of bandwidth records",
+        fix="Pass the list a measurement returned, e.g. peer_matrix(), host_sweep() or model_peer_matrix().",
+    )
 
 
 def _fmt_bytes(n: float) -> str:
@@ -259,10 +266,15 @@ def size_class(working_set: int, caches: dict[str, int] | None = None) -> str:
 
     A working set between the last-level cache and twice its size is ``"L3/DRAM"``: partly cached."""
     working_set = require_number(working_set, "working_set", min=0)
-    if caches is not None and not (isinstance(caches, dict) and caches and all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in caches.items())):
-        raise LabkitError(f"caches must be a dict of cache name -> size in bytes, got {caches!r:.60}.",
-                          fix="Pass cache_sizes() or e.g. {'L1': 48 * 1024, 'L2': 2 * 2**20}, or leave it out.")
+    if caches is not None and not (
+        isinstance(caches, dict)
+        and caches
+        and all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in caches.items())
+    ):
+        raise LabkitError(
+            f"caches must be a dict of cache name -> size in bytes, got {caches!r:.60}.",
+            fix="Pass cache_sizes() or e.g. {'L1': 48 * 1024, 'L2': 2 * 2**20}, or leave it out.",
+        )
     caches = caches or cache_sizes()
     levels = sorted(caches.items(), key=lambda kv: kv[1])
     for name, size in levels:
@@ -342,11 +354,21 @@ def host_stream(kernel: str = "copy", size: int | str = 64 * MiB, *, samples: in
     counted = k * n * 8
     median = statistics.median(times)
     return Record(
-        test=f"host_{kernel}", src="host", dst="host", bytes=n * 8, gbps=counted / median / 1e9, direction=STREAM_COUNT,
-        samples=tuple(times), device=_host_name(), counted_bytes=counted, note=size_class(k * n * 8),
-        method=("NumPy float64, one thread; "
-                + ("np.copyto(b, a)" if kernel == "copy" else "a = b + 3.0*c in L2-sized chunks (NumPy's two passes stay in cache)")
-                + f"; median of {samples} samples, each long enough to time (>= {min_sample_s * 1e3:g} ms)"),
+        test=f"host_{kernel}",
+        src="host",
+        dst="host",
+        bytes=n * 8,
+        gbps=counted / median / 1e9,
+        direction=STREAM_COUNT,
+        samples=tuple(times),
+        device=_host_name(),
+        counted_bytes=counted,
+        note=size_class(k * n * 8),
+        method=(
+            "NumPy float64, one thread; "
+            + ("np.copyto(b, a)" if kernel == "copy" else "a = b + 3.0*c in L2-sized chunks (NumPy's two passes stay in cache)")
+            + f"; median of {samples} samples, each long enough to time (>= {min_sample_s * 1e3:g} ms)"
+        ),
     )
 
 
@@ -366,14 +388,26 @@ def default_host_sizes() -> list[int]:
     return sizes
 
 
-def host_sweep(sizes: Sequence[int | str] | None = None, kernels: Sequence[str] = ("copy", "triad"), *,
-               samples: int = 5, min_sample_s: float = 0.003) -> list[Record]:
+def host_sweep(
+    sizes: Sequence[int | str] | None = None,
+    kernels: Sequence[str] = ("copy", "triad"),
+    *,
+    samples: int = 5,
+    min_sample_s: float = 0.003,
+) -> list[Record]:
     """:func:`host_stream` over array sizes from L1-sized to DRAM-sized; each record's ``note`` names the level
     (``L1``, ``L2``, ``L3``, ``DRAM``) its working set fits in. About 2-5 s with the default sizes."""
-    sizes_b = [parse_size(s) for s in (require_sequence(sizes, "sizes", what="a list of sizes")
-                                       if sizes is not None else default_host_sizes())]
-    kernels = require_sequence(kernels, "kernels", min_len=1, what="a list of host kernel names ('copy', 'triad')",
-                               item=lambda k, n: require_choice(k, n, list(_STREAM_ARRAYS)))
+    sizes_b = [
+        parse_size(s)
+        for s in (require_sequence(sizes, "sizes", what="a list of sizes") if sizes is not None else default_host_sizes())
+    ]
+    kernels = require_sequence(
+        kernels,
+        "kernels",
+        min_len=1,
+        what="a list of host kernel names ('copy', 'triad')",
+        item=lambda k, n: require_choice(k, n, list(_STREAM_ARRAYS)),
+    )
     if not sizes_b:
         raise LabkitError("host_sweep needs at least one size.")
     return [host_stream(k, s, samples=samples, min_sample_s=min_sample_s) for k in kernels for s in sizes_b]
@@ -415,8 +449,13 @@ def _collective(name: str) -> str:
     if not isinstance(name, str):
         raise LabkitError(f"a collective's name must be a string, not {type(name).__name__}.")
     key = re.sub(r"[\s\-]", "_", name.strip().lower())
-    key = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-           "all_to_all": "alltoall", "bcast": "broadcast"}.get(key, key)
+    key = {
+        "allreduce": "all_reduce",
+        "allgather": "all_gather",
+        "reducescatter": "reduce_scatter",
+        "all_to_all": "alltoall",
+        "bcast": "broadcast",
+    }.get(key, key)
     if key not in _COLLECTIVES:
         import difflib
 
@@ -467,7 +506,9 @@ def pcie_peak(generation: int, lanes: int = 16) -> float:
     try:
         x16 = hw.link(f"PCIe {generation}").per_link
     except LabkitError:
-        raise LabkitError(f"labkit has no data for PCIe generation {generation}.", fix="labkit.hw.links() lists the generations.") from None
+        raise LabkitError(
+            f"labkit has no data for PCIe generation {generation}.", fix="labkit.hw.links() lists the generations."
+        ) from None
     assert x16 is not None
     return x16.value * lanes / 16
 
@@ -498,11 +539,21 @@ def model_peer_matrix(system: str = "DGX-1 (V100)", bidirectional: bool = False)
                 gbps, link = _model_pcie(topo, a)
                 method = f"model: no NVLink path ({topo.relation(a, b)}); upper bound {link} x16 of the GPU"
                 note = "no NVLink: PCIe and CPU (upper bound)"
-            out.append(Record(
-                test="peer_bidirectional" if bidirectional else "peer_unidirectional", src=f"GPU{a}", dst=f"GPU{b}",
-                bytes=0, gbps=gbps, direction=PER_DIRECTION if bidirectional else ONE_WAY, samples=(), method=method,
-                device=topo.name, kind="model", note=note,
-            ))
+            out.append(
+                Record(
+                    test="peer_bidirectional" if bidirectional else "peer_unidirectional",
+                    src=f"GPU{a}",
+                    dst=f"GPU{b}",
+                    bytes=0,
+                    gbps=gbps,
+                    direction=PER_DIRECTION if bidirectional else ONE_WAY,
+                    samples=(),
+                    method=method,
+                    device=topo.name,
+                    kind="model",
+                    note=note,
+                )
+            )
     return out
 
 
@@ -522,7 +573,9 @@ def sum_convention(records: Iterable[Record]) -> list[Record]:
     for (s, d), r in by_pair.items():
         back = by_pair.get((d, s))
         if back is None:
-            raise LabkitError(f"the reverse direction {d}->{s} of {s}->{d} is missing.", fix="Pass both directions of every pair.")
+            raise LabkitError(
+                f"the reverse direction {d}->{s} of {s}->{d} is missing.", fix="Pass both directions of every pair."
+            )
         total = None if r.gbps is None or back.gbps is None else r.gbps + back.gbps
         out.append(replace(r, gbps=total, direction=SUM_BOTH, method=r.method + "; both directions added"))
     return out
@@ -583,11 +636,28 @@ def heatmap(records: Iterable[Record], title: str | None = None) -> Any:
     text = [["N/A" if v is None else _cell_text(v) for v in row] for row in m]
     hover = [["N/A: nothing ran" if v is None else f"{_cell_text(v)} GB/s" for v in row] for row in m]  # as table() says
     what = "model" if r0.kind == "model" else f"measured on {r0.device}"
-    fig = go.Figure(go.Heatmap(z=m, x=dsts, y=srcs, text=text, texttemplate="%{text}", colorscale="Greens",
-                               customdata=hover, hoverongaps=True, colorbar={"title": "GB/s"},
-                               hovertemplate="%{y} -> %{x}: %{customdata}<extra></extra>"))
-    fig.update_layout(title=title or f"{r0.test} ({what}; {r0.direction.split('(')[0].strip()})",
-                      xaxis_title="destination", yaxis_title="source", yaxis_autorange="reversed", width=620, height=520)
+    fig = go.Figure(
+        go.Heatmap(
+            z=m,
+            x=dsts,
+            y=srcs,
+            text=text,
+            texttemplate="%{text}",
+            colorscale="Greens",
+            customdata=hover,
+            hoverongaps=True,
+            colorbar={"title": "GB/s"},
+            hovertemplate="%{y} -> %{x}: %{customdata}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title or f"{r0.test} ({what}; {r0.direction.split('(')[0].strip()})",
+        xaxis_title="destination",
+        yaxis_title="source",
+        yaxis_autorange="reversed",
+        width=620,
+        height=520,
+    )
     return fig
 
 
@@ -602,15 +672,26 @@ def sweep_figure(records: Iterable[Record], title: str | None = None) -> Any:
     fig = go.Figure()
     for test in dict.fromkeys(r.test for r in recs):
         rs = sorted((r for r in recs if r.test == test), key=lambda r: r.bytes)
-        fig.add_trace(go.Scatter(
-            x=[r.bytes for r in rs], y=[r.gbps for r in rs], mode="lines+markers+text", name=test,
-            text=[r.note if r.test.startswith("host_") else "" for r in rs], textposition="top center",
-            customdata=[human_bytes(r.bytes) for r in rs],
-            hovertemplate="%{customdata}: %{y:.2f} GB/s<extra>" + test + "</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[r.bytes for r in rs],
+                y=[r.gbps for r in rs],
+                mode="lines+markers+text",
+                name=test,
+                text=[r.note if r.test.startswith("host_") else "" for r in rs],
+                textposition="top center",
+                customdata=[human_bytes(r.bytes) for r in rs],
+                hovertemplate="%{customdata}: %{y:.2f} GB/s<extra>" + test + "</extra>",
+            )
+        )
     where = recs[0].device
-    fig.update_layout(title=title or f"Bandwidth against size (measured on {where})", width=760, height=460,
-                      xaxis=bytes_axis([r.bytes for r in recs], title="bytes per array / per copy"),
-                      yaxis=log_axis([r.gbps for r in recs], title="GB/s"))
+    fig.update_layout(
+        title=title or f"Bandwidth against size (measured on {where})",
+        width=760,
+        height=460,
+        xaxis=bytes_axis([r.bytes for r in recs], title="bytes per array / per copy"),
+        yaxis=log_axis([r.gbps for r in recs], title="GB/s"),
+    )
     return fig
 
 
@@ -653,8 +734,18 @@ def peak_table(records: Iterable[Record], topo: Any = None, pcie: tuple[int, int
                 peak = g.memory_bandwidth.to("GB/s").value * memory
                 link = f"{g.memory_type} ({g.memory_bandwidth.source}{scaled})"
         pct = 100 * r.gbps / peak if (peak and r.gbps is not None) else None
-        rows.append({"test": r.test, "src": r.src, "dst": r.dst, "measured": r.gbps, "peak": peak, "percent": pct,
-                     "link": link, "kind": r.kind})
+        rows.append(
+            {
+                "test": r.test,
+                "src": r.src,
+                "dst": r.dst,
+                "measured": r.gbps,
+                "peak": peak,
+                "percent": pct,
+                "link": link,
+                "kind": r.kind,
+            }
+        )
     return rows
 
 
@@ -664,8 +755,10 @@ def format_peak_table(rows: list[dict[str, Any]]) -> str:
     rows = require_sequence(rows, "rows", what="the rows peak_table() returned")
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or not all(k in row for k in keys):
-            raise LabkitError(f"rows[{i}] is not a row of peak_table() (a dict with {', '.join(keys)}): {row!r:.60}.",
-                              fix="Pass what peak_table(records, ...) returned.")
+            raise LabkitError(
+                f"rows[{i}] is not a row of peak_table() (a dict with {', '.join(keys)}): {row!r:.60}.",
+                fix="Pass what peak_table(records, ...) returned.",
+            )
     out = [f"{'test':<22}{'src->dst':<14}{'GB/s':>10}{'peak':>10}{'%':>6}  link"]
     for row in rows:
         m = "N/A" if row["measured"] is None else f"{row['measured']:,.1f}"
@@ -698,7 +791,7 @@ def _gpu(what: str) -> Any:
         raise NoGPUError(
             f"{what} runs on a GPU, and labkit is in sim mode ({e.reason}).",
             fix="Run it on a machine with an NVIDIA GPU. Without one, host_sweep() measures this computer's memory "
-                "and model_peer_matrix() models a DGX.",
+            "and model_peer_matrix() models a DGX.",
         )
     return require("cupy", feature=what, install="pip install 'labkit[cuda12]' (or [cuda13], see README)")
 
@@ -711,8 +804,10 @@ def _check_device(cp: Any, device: Any, name: str = "device") -> int:
     n = _device_count(cp)
     if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < n:
         span = f"0-{n - 1}" if n > 1 else "0"
-        raise LabkitError(f"{name} {device!r} does not exist: this machine has {n} GPU(s), numbered {span}.",
-                          fix=f"Use a GPU index from {span}.")
+        raise LabkitError(
+            f"{name} {device!r} does not exist: this machine has {n} GPU(s), numbered {span}.",
+            fix=f"Use a GPU index from {span}.",
+        )
     return device
 
 
@@ -862,8 +957,9 @@ class _Arena:
             try:
                 ptr = int(rt.malloc(nbytes))
             except Exception as exc:  # cudaErrorMemoryAllocation
-                raise LabkitError(f"could not allocate {_fmt_bytes(nbytes)} on GPU {device}: {exc}.",
-                                  fix="Choose a smaller size.") from None
+                raise LabkitError(
+                    f"could not allocate {_fmt_bytes(nbytes)} on GPU {device}: {exc}.", fix="Choose a smaller size."
+                ) from None
             self.items.append(("device", ptr, device))
             rt.memset(ptr, 1, nbytes)
         return ptr
@@ -873,7 +969,9 @@ class _Arena:
         try:
             ptr = int(rt.hostAlloc(nbytes, rt.hostAllocPortable | rt.hostAllocMapped))
         except Exception as exc:
-            raise LabkitError(f"could not pin {_fmt_bytes(nbytes)} of host memory: {exc}.", fix="Choose a smaller size.") from None
+            raise LabkitError(
+                f"could not pin {_fmt_bytes(nbytes)} of host memory: {exc}.", fix="Choose a smaller size."
+            ) from None
         self.items.append(("pinned", ptr, -1))
         ctypes.memset(ptr, 1, nbytes)
         return ptr
@@ -939,7 +1037,9 @@ class _Lane:
         return self.cp.cuda.get_elapsed_time(self.start, self.stop) / 1e3
 
 
-def _run_lanes(cp: Any, arena: _Arena, lanes: list[_Lane], copies: int, warmup: int, samples: int, spin: bool) -> list[list[float]]:
+def _run_lanes(
+    cp: Any, arena: _Arena, lanes: list[_Lane], copies: int, warmup: int, samples: int, spin: bool
+) -> list[list[float]]:
     """For each lane, ``samples`` times in seconds per copy of ``copies`` copies queued at once; all lanes together.
 
     Every sample: with ``spin``, the first lane's stream is held by a spin kernel (:mod:`labkit.spin`) and an event
@@ -986,9 +1086,12 @@ def _run_lanes(cp: Any, arena: _Arena, lanes: list[_Lane], copies: int, warmup: 
                 lane.stop.synchronize()
                 out[i].append(lane.elapsed_s() / copies)
             if hold is not None and hold.timed_out:
-                raise LabkitError("the spin kernel timed out before the copies were queued: the host was blocked, so the "
-                                  "samples are not valid.", fix="Use fewer copies or warm-up copies per sample (copies=, warmup=); if it repeats, "
-                                      "another process may be holding the GPU (nvidia-smi).")
+                raise LabkitError(
+                    "the spin kernel timed out before the copies were queued: the host was blocked, so the "
+                    "samples are not valid.",
+                    fix="Use fewer copies or warm-up copies per sample (copies=, warmup=); if it repeats, "
+                    "another process may be holding the GPU (nvidia-smi).",
+                )
     finally:
         if hold is not None:
             hold.close()
@@ -1019,29 +1122,58 @@ def _sm_copy(cp: Any, device: int, dst: int, src: int, nbytes: int) -> Callable[
     return run
 
 
-def _record(test: str, src: str, dst: str, nbytes: int, times: list[float], direction: str, method: str, device: str,
-            counted: int | None = None, note: str = "") -> Record:
+def _record(
+    test: str,
+    src: str,
+    dst: str,
+    nbytes: int,
+    times: list[float],
+    direction: str,
+    method: str,
+    device: str,
+    counted: int | None = None,
+    note: str = "",
+) -> Record:
     counted = nbytes if counted is None else counted
     median = statistics.median(times)
-    return Record(test=test, src=src, dst=dst, bytes=nbytes, gbps=counted / median / 1e9 if median > 0 else None,
-                  direction=direction, samples=tuple(times), method=method, device=device, counted_bytes=counted, note=note)
+    return Record(
+        test=test,
+        src=src,
+        dst=dst,
+        bytes=nbytes,
+        gbps=counted / median / 1e9 if median > 0 else None,
+        direction=direction,
+        samples=tuple(times),
+        method=method,
+        device=device,
+        counted_bytes=counted,
+        note=note,
+    )
 
 
 def _method(how: str, copies: int, warmup: int, samples: int, spin: bool) -> str:
     if spin and warmup + copies <= _SPIN_LIMIT:
         hold = "queued behind a spin kernel"
     elif spin:  # asked for, but more operations than may wait behind it: launch overhead is in these timings
-        hold = (f"no spin kernel ({warmup + copies} operations per sample, more than the {_SPIN_LIMIT} a hold may queue; "
-                "launch overhead is timed)")
+        hold = (
+            f"no spin kernel ({warmup + copies} operations per sample, more than the {_SPIN_LIMIT} a hold may queue; "
+            "launch overhead is timed)"
+        )
     else:
         hold = "no spin kernel (the call blocks the host)"
-    return (f"{how}; per sample {warmup} warm-up and {copies} timed copies {hold}, CUDA events; median of {samples} "
-            "samples, with their CV")
+    return (
+        f"{how}; per sample {warmup} warm-up and {copies} timed copies {hold}, CUDA events; median of {samples} "
+        "samples, with their CV"
+    )
 
 
 def _validate_run(size: int | str, copies: int, warmup: int, samples: int) -> tuple[int, int, int, int]:
-    return (parse_size(size), _positive_int(copies, "copies"), _positive_int(warmup, "warmup", 0),
-            _positive_int(samples, "samples"))
+    return (
+        parse_size(size),
+        _positive_int(copies, "copies"),
+        _positive_int(warmup, "warmup", 0),
+        _positive_int(samples, "samples"),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- GPU tests
@@ -1069,25 +1201,54 @@ def _host_device(direction: str, device: int, size: int | str, memory: str, copi
             src, dst = f"GPU{device}", "CPU"
         spin = memory == "pinned"  # a pageable copy blocks the host: it cannot wait behind a spin kernel
         (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, warmup, samples, spin)
-    return _record(direction, src, dst, nbytes, times, ONE_WAY,
-                   _method(f"cudaMemcpyAsync, copy engine, {memory} host memory; {near.note}", copies, warmup, samples, spin),
-                   _device_name(cp, device), note=memory)
+    return _record(
+        direction,
+        src,
+        dst,
+        nbytes,
+        times,
+        ONE_WAY,
+        _method(f"cudaMemcpyAsync, copy engine, {memory} host memory; {near.note}", copies, warmup, samples, spin),
+        _device_name(cp, device),
+        note=memory,
+    )
 
 
-def host_to_device(device: int = 0, size: int | str = DEFAULT_SIZE, memory: str = "pinned", *, copies: int = DEFAULT_COPIES,
-                   warmup: int = DEFAULT_WARMUP, samples: int = DEFAULT_SAMPLES) -> Record:
+def host_to_device(
+    device: int = 0,
+    size: int | str = DEFAULT_SIZE,
+    memory: str = "pinned",
+    *,
+    copies: int = DEFAULT_COPIES,
+    warmup: int = DEFAULT_WARMUP,
+    samples: int = DEFAULT_SAMPLES,
+) -> Record:
     """Host -> GPU ``device`` bandwidth through the copy engine, from ``"pinned"`` or ``"pageable"`` host memory."""
     return _host_device("host_to_device", device, size, memory, copies, warmup, samples)
 
 
-def device_to_host(device: int = 0, size: int | str = DEFAULT_SIZE, memory: str = "pinned", *, copies: int = DEFAULT_COPIES,
-                   warmup: int = DEFAULT_WARMUP, samples: int = DEFAULT_SAMPLES) -> Record:
+def device_to_host(
+    device: int = 0,
+    size: int | str = DEFAULT_SIZE,
+    memory: str = "pinned",
+    *,
+    copies: int = DEFAULT_COPIES,
+    warmup: int = DEFAULT_WARMUP,
+    samples: int = DEFAULT_SAMPLES,
+) -> Record:
     """GPU ``device`` -> host bandwidth through the copy engine, into ``"pinned"`` or ``"pageable"`` host memory."""
     return _host_device("device_to_host", device, size, memory, copies, warmup, samples)
 
 
-def device_local_copy(device: int = 0, size: int | str = DEFAULT_SIZE, method: str = "ce", *, copies: int = DEFAULT_COPIES,
-                      warmup: int = DEFAULT_WARMUP, samples: int = DEFAULT_SAMPLES) -> Record:
+def device_local_copy(
+    device: int = 0,
+    size: int | str = DEFAULT_SIZE,
+    method: str = "ce",
+    *,
+    copies: int = DEFAULT_COPIES,
+    warmup: int = DEFAULT_WARMUP,
+    samples: int = DEFAULT_SAMPLES,
+) -> Record:
     """A copy inside one GPU's memory: ``method="ce"`` (cudaMemcpyAsync, copy engine) or ``"sm"`` (a kernel).
 
     ``gbps`` counts the bytes copied once (nvbandwidth's convention, :data:`COPY_ONCE`); ``read_write_gbps`` counts
@@ -1102,12 +1263,24 @@ def device_local_copy(device: int = 0, size: int | str = DEFAULT_SIZE, method: s
     with _Arena(cp) as arena:
         a, b = arena.device(device, nbytes), arena.device(device, nbytes)
         if method == "ce":
-            op, how = _memcpy(cp, b, a, nbytes, cp.cuda.runtime.memcpyDeviceToDevice), "cudaMemcpyAsync device to device, copy engine"
+            op, how = (
+                _memcpy(cp, b, a, nbytes, cp.cuda.runtime.memcpyDeviceToDevice),
+                "cudaMemcpyAsync device to device, copy engine",
+            )
         else:
             op, how = _sm_copy(cp, device, b, a, nbytes), "SM copy kernel, 16-byte words, grid-stride"
         (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, warmup, samples, True)
-    return _record("device_local_copy", f"GPU{device}", f"GPU{device}", nbytes, times, COPY_ONCE,
-                   _method(how, copies, warmup, samples, True), _device_name(cp, device), note=method)
+    return _record(
+        "device_local_copy",
+        f"GPU{device}",
+        f"GPU{device}",
+        nbytes,
+        times,
+        COPY_ONCE,
+        _method(how, copies, warmup, samples, True),
+        _device_name(cp, device),
+        note=method,
+    )
 
 
 def can_access_peer() -> list[list[bool]]:
@@ -1124,8 +1297,10 @@ def _cudart() -> Any:
         try:
             from cuda import cudart  # type: ignore[no-redef]  # older cuda-python
         except ImportError:
-            raise LabkitError("switching peer access off needs the package cuda-bindings.",
-                              fix="pip install cuda-bindings (it comes with labkit's requirements).") from None
+            raise LabkitError(
+                "switching peer access off needs the package cuda-bindings.",
+                fix="pip install cuda-bindings (it comes with labkit's requirements).",
+            ) from None
     return cudart
 
 
@@ -1149,9 +1324,12 @@ def _set_peer_access(cp: Any, src: int, dst: int, enabled: bool) -> bool:
     try:
         (err,) = cudart.cudaSetDevice(src)
         if err != err_t.cudaSuccess:
-            raise GpuError(f"could not make GPU{src} current to {'enable' if enabled else 'disable'} its peer access to "
-                           f"GPU{dst}: {text_of(err)}.", kind=PEER_UNAVAILABLE,
-                           fix="Check that the GPU is visible (CUDA_VISIBLE_DEVICES) and healthy (nvidia-smi).")
+            raise GpuError(
+                f"could not make GPU{src} current to {'enable' if enabled else 'disable'} its peer access to "
+                f"GPU{dst}: {text_of(err)}.",
+                kind=PEER_UNAVAILABLE,
+                fix="Check that the GPU is visible (CUDA_VISIBLE_DEVICES) and healthy (nvidia-smi).",
+            )
         if enabled:
             (err,) = cudart.cudaDeviceEnablePeerAccess(dst, 0)
             if err == err_t.cudaErrorPeerAccessAlreadyEnabled:
@@ -1163,17 +1341,27 @@ def _set_peer_access(cp: Any, src: int, dst: int, enabled: bool) -> bool:
                 return False
             before = True
         if err != err_t.cudaSuccess:
-            raise GpuError(f"could not {'enable' if enabled else 'disable'} peer access GPU{src} -> GPU{dst}: "
-                           f"{text_of(err)}.", kind=PEER_UNAVAILABLE,
-                           fix="Check p2p_status() or `nvidia-smi topo -p2p r` for the reason; peer_matrix(peer_access=False) "
-                               "still measures, staged through host memory.")
+            raise GpuError(
+                f"could not {'enable' if enabled else 'disable'} peer access GPU{src} -> GPU{dst}: {text_of(err)}.",
+                kind=PEER_UNAVAILABLE,
+                fix="Check p2p_status() or `nvidia-smi topo -p2p r` for the reason; peer_matrix(peer_access=False) "
+                "still measures, staged through host memory.",
+            )
         return before
     finally:
         cp.cuda.runtime.setDevice(current)
 
 
-def peer_matrix(size: int | str = DEFAULT_SIZE, *, bidirectional: bool = False, peer_access: bool = True, method: str = "ce",
-                copies: int = DEFAULT_COPIES, warmup: int = DEFAULT_WARMUP, samples: int = DEFAULT_SAMPLES) -> list[Record]:
+def peer_matrix(
+    size: int | str = DEFAULT_SIZE,
+    *,
+    bidirectional: bool = False,
+    peer_access: bool = True,
+    method: str = "ce",
+    copies: int = DEFAULT_COPIES,
+    warmup: int = DEFAULT_WARMUP,
+    samples: int = DEFAULT_SAMPLES,
+) -> list[Record]:
     """Bandwidth between every pair of GPUs: one record per ordered pair (source -> destination).
 
     ``bidirectional=True`` runs both directions of a pair at once and reports each direction on its own
@@ -1190,14 +1378,16 @@ def peer_matrix(size: int | str = DEFAULT_SIZE, *, bidirectional: bool = False, 
     nbytes, copies, warmup, samples = _validate_run(size, copies, warmup, samples)
     n = _device_count(cp)
     if n < 2:
-        raise NoGPUError(f"peer-to-peer needs two GPUs; this machine has {n} ({_device_name(cp, 0)}).",
-                         fix="Run on a multi-GPU machine (a DGX); here, model_peer_matrix('DGX-1 (V100)') shows a model.")
+        raise NoGPUError(
+            f"peer-to-peer needs two GPUs; this machine has {n} ({_device_name(cp, 0)}).",
+            fix="Run on a multi-GPU machine (a DGX); here, model_peer_matrix('DGX-1 (V100)') shows a model.",
+        )
     for d in range(n):
         _check_device_memory(cp, d, 2 * nbytes if bidirectional else nbytes, "peer_matrix")
     access = [[i != j and bool(cp.cuda.runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
     reasons = _p2p_reasons_safe()
     test = "peer_bidirectional" if bidirectional else "peer_unidirectional"
-    how = ("SM copy kernel writing to the peer" if method == "sm" else "cudaMemcpyPeerAsync, copy engine, stream on the source GPU")
+    how = "SM copy kernel writing to the peer" if method == "sm" else "cudaMemcpyPeerAsync, copy engine, stream on the source GPU"
     how += ", peer access enabled" if peer_access else ", peer access disabled (staged through host memory by the driver)"
     out: list[Record] = []
     done: set[tuple[int, int]] = set()
@@ -1210,15 +1400,38 @@ def peer_matrix(size: int | str = DEFAULT_SIZE, *, bidirectional: bool = False, 
             if peer_access and not all(access[s][d] for s, d in pairs):
                 why = reasons.get((i, j)) or f"cudaDeviceCanAccessPeer({i}, {j}) = 0"
                 for s, d in pairs:
-                    out.append(Record(test, f"GPU{s}", f"GPU{d}", nbytes, None, PER_DIRECTION if bidirectional else ONE_WAY,
-                                      (), how, _device_name(cp, s), note=f"peer access unsupported: {why}"))
+                    out.append(
+                        Record(
+                            test,
+                            f"GPU{s}",
+                            f"GPU{d}",
+                            nbytes,
+                            None,
+                            PER_DIRECTION if bidirectional else ONE_WAY,
+                            (),
+                            how,
+                            _device_name(cp, s),
+                            note=f"peer access unsupported: {why}",
+                        )
+                    )
                 continue
             out += _peer_pairs(cp, pairs, nbytes, peer_access, method, copies, warmup, samples, test, how, bidirectional)
     return out
 
 
-def _peer_pairs(cp: Any, pairs: list[tuple[int, int]], nbytes: int, peer_access: bool, method: str, copies: int, warmup: int,
-                samples: int, test: str, how: str, bidirectional: bool) -> list[Record]:
+def _peer_pairs(
+    cp: Any,
+    pairs: list[tuple[int, int]],
+    nbytes: int,
+    peer_access: bool,
+    method: str,
+    copies: int,
+    warmup: int,
+    samples: int,
+    test: str,
+    how: str,
+    bidirectional: bool,
+) -> list[Record]:
     before = {p: _set_peer_access(cp, p[0], p[1], peer_access) for p in pairs}
     try:
         with _Arena(cp) as arena:
@@ -1229,20 +1442,37 @@ def _peer_pairs(cp: Any, pairs: list[tuple[int, int]], nbytes: int, peer_access:
                     op = _sm_copy(cp, s, dst, src, nbytes)
                 else:
                     rt = cp.cuda.runtime
-                    op = (lambda stream, dst=dst, d=d, src=src, s=s: rt.memcpyPeerAsync(dst, d, src, s, nbytes, stream.ptr))
+                    op = lambda stream, dst=dst, d=d, src=src, s=s: rt.memcpyPeerAsync(dst, d, src, s, nbytes, stream.ptr)
                 lanes.append(_Lane(cp, arena, s, op))
             times = _run_lanes(cp, arena, lanes, copies, warmup, samples, True)
     finally:
         for (s, d), was in before.items():
             if was != peer_access:
                 _set_peer_access(cp, s, d, was)
-    return [_record(test, f"GPU{s}", f"GPU{d}", nbytes, t, PER_DIRECTION if bidirectional else ONE_WAY,
-                    _method(how, copies, warmup, samples, True), _device_name(cp, s))
-            for (s, d), t in zip(pairs, times)]
+    return [
+        _record(
+            test,
+            f"GPU{s}",
+            f"GPU{d}",
+            nbytes,
+            t,
+            PER_DIRECTION if bidirectional else ONE_WAY,
+            _method(how, copies, warmup, samples, True),
+            _device_name(cp, s),
+        )
+        for (s, d), t in zip(pairs, times)
+    ]
 
 
-def latency(test: str = "host_to_device", *, device: int = 0, peer: int = 1, size: int | str = 4, copies: int = 100,
-            samples: int = DEFAULT_SAMPLES) -> Record:
+def latency(
+    test: str = "host_to_device",
+    *,
+    device: int = 0,
+    peer: int = 1,
+    size: int | str = 4,
+    copies: int = 100,
+    samples: int = DEFAULT_SAMPLES,
+) -> Record:
     """Time per small copy (``size`` bytes, default 4) when ``copies`` are queued back to back: the fixed cost of a copy.
 
     ``test``: ``"host_to_device"``, ``"device_to_host"`` (pinned memory) or ``"peer"`` (``device`` -> ``peer``,
@@ -1273,16 +1503,24 @@ def latency(test: str = "host_to_device", *, device: int = 0, peer: int = 1, siz
                 op, src, dst = _memcpy(cp, arena.pinned(nbytes), a, nbytes, rt.memcpyDeviceToHost), f"GPU{device}", "CPU"
             else:
                 b = arena.device(peer, nbytes)
-                op = (lambda stream: rt.memcpyPeerAsync(b, peer, a, device, nbytes, stream.ptr))
+                op = lambda stream: rt.memcpyPeerAsync(b, peer, a, device, nbytes, stream.ptr)
                 src, dst = f"GPU{device}", f"GPU{peer}"
             (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, _LATENCY_WARMUP, samples, True)
     finally:
         if before is False:
             _set_peer_access(cp, device, peer, False)
-    return _record(f"latency_{test}", src, dst, nbytes, times, ONE_WAY,
-                   _method(f"{_fmt_bytes(nbytes)} cudaMemcpyAsync copies back to back; time per copy", copies,
-                           _LATENCY_WARMUP, samples, True),
-                   _device_name(cp, device))
+    return _record(
+        f"latency_{test}",
+        src,
+        dst,
+        nbytes,
+        times,
+        ONE_WAY,
+        _method(
+            f"{_fmt_bytes(nbytes)} cudaMemcpyAsync copies back to back; time per copy", copies, _LATENCY_WARMUP, samples, True
+        ),
+        _device_name(cp, device),
+    )
 
 
 #: How each sweep copies (the label of its records).
@@ -1301,8 +1539,14 @@ def _fit_host_memory(sizes: list[int], fraction: float = 0.5) -> list[int]:
     return [n for n in sizes if n <= DEFAULT_SIZE or avail is None or n <= fraction * avail]
 
 
-def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None = None, *, device: int = 0, peer: int = 1,
-               samples: int = DEFAULT_SAMPLES) -> list[Record]:
+def size_sweep(
+    test: str = "host_to_device",
+    sizes: Sequence[int | str] | None = None,
+    *,
+    device: int = 0,
+    peer: int = 1,
+    samples: int = DEFAULT_SAMPLES,
+) -> list[Record]:
     """GB/s from 1 KiB to 1 GiB (or ``sizes``): small copies are latency-bound, large ones bandwidth-bound. The default
     host sweeps leave out sizes above 512 MiB that half of the host's available memory cannot hold.
 
@@ -1344,16 +1588,29 @@ def size_sweep(test: str = "host_to_device", sizes: Sequence[int | str] | None =
                 elif test == "device_to_host":
                     op, src, dst, counted = _memcpy(cp, b, a, nbytes, rt.memcpyDeviceToHost), f"GPU{device}", "CPU", nbytes
                 elif test == "device_local_copy":
-                    op, src, dst, counted = (_memcpy(cp, b, a, nbytes, rt.memcpyDeviceToDevice), f"GPU{device}", f"GPU{device}",
-                                             nbytes)
+                    op, src, dst, counted = (
+                        _memcpy(cp, b, a, nbytes, rt.memcpyDeviceToDevice),
+                        f"GPU{device}",
+                        f"GPU{device}",
+                        nbytes,
+                    )
                 else:
-                    op = (lambda stream, n=nbytes: rt.memcpyPeerAsync(b, peer, a, device, n, stream.ptr))
+                    op = lambda stream, n=nbytes: rt.memcpyPeerAsync(b, peer, a, device, n, stream.ptr)
                     src, dst, counted = f"GPU{device}", f"GPU{peer}", nbytes
                 (times,) = _run_lanes(cp, arena, [_Lane(cp, arena, device, op)], copies, _SWEEP_WARMUP, samples, True)
-                out.append(_record(test if test != "peer" else "peer_unidirectional", src, dst, nbytes, times,
-                                   COPY_ONCE if test == "device_local_copy" else ONE_WAY,
-                                   _method(SWEEP_METHODS[test], copies, _SWEEP_WARMUP, samples, True),
-                                   _device_name(cp, device), counted=counted))
+                out.append(
+                    _record(
+                        test if test != "peer" else "peer_unidirectional",
+                        src,
+                        dst,
+                        nbytes,
+                        times,
+                        COPY_ONCE if test == "device_local_copy" else ONE_WAY,
+                        _method(SWEEP_METHODS[test], copies, _SWEEP_WARMUP, samples, True),
+                        _device_name(cp, device),
+                        counted=counted,
+                    )
+                )
     finally:
         if before is False:
             _set_peer_access(cp, device, peer, False)
@@ -1459,8 +1716,9 @@ def pcie_link(device: int = 0) -> dict[str, Any]:
     except nv.NvmlUnavailable as exc:
         found = pcie_from_sysfs(gpu.pci_bus_id)
         if found is None:
-            raise nv.NvmlUnavailable(f"{exc} Linux's /sys/bus/pci/devices/{gpu.pci_bus_id or '?'} does not give the link either.",
-                                     fix=exc.fix) from None
+            raise nv.NvmlUnavailable(
+                f"{exc} Linux's /sys/bus/pci/devices/{gpu.pci_bus_id or '?'} does not give the link either.", fix=exc.fix
+            ) from None
         return found
 
 
@@ -1472,6 +1730,7 @@ def pcie_from_sysfs(bus_id: str, root: Path | None = None) -> dict[str, Any] | N
     current ones), in :func:`pcie_link`'s form; None when the files are not there."""
     base = _sysfs_dir(bus_id, root)
     try:
+
         def read(kind: str) -> tuple[int, int]:
             speed = float((base / f"{kind}_link_speed").read_text().split()[0])
             return _GTS_TO_GEN[speed], int((base / f"{kind}_link_width").read_text().strip())
@@ -1479,8 +1738,12 @@ def pcie_from_sysfs(bus_id: str, root: Path | None = None) -> dict[str, Any] | N
         cur, top = read("current"), read("max")
     except (OSError, ValueError, KeyError, IndexError):
         return None
-    return {"current": cur, "max": top, "peak_gbps": pcie_peak(*top),
-            "source": f"Linux sysfs ({base}); x16 figures from labkit.hw"}
+    return {
+        "current": cur,
+        "max": top,
+        "peak_gbps": pcie_peak(*top),
+        "source": f"Linux sysfs ({base}); x16 figures from labkit.hw",
+    }
 
 
 def _pcie_link_module(nvml: Any, gpu: Any) -> dict[str, Any]:
@@ -1490,8 +1753,12 @@ def _pcie_link_module(nvml: Any, gpu: Any) -> dict[str, Any]:
         h = nv.handle_for(nvml, gpu)
         cur_gen, cur_w = nvml.nvmlDeviceGetCurrPcieLinkGeneration(h), nvml.nvmlDeviceGetCurrPcieLinkWidth(h)
         max_gen, max_w = nvml.nvmlDeviceGetMaxPcieLinkGeneration(h), nvml.nvmlDeviceGetMaxPcieLinkWidth(h)
-    return {"current": (int(cur_gen), int(cur_w)), "max": (int(max_gen), int(max_w)),
-            "peak_gbps": pcie_peak(int(max_gen), int(max_w)), "source": "NVML; x16 figures from labkit.hw"}
+    return {
+        "current": (int(cur_gen), int(cur_w)),
+        "max": (int(max_gen), int(max_w)),
+        "peak_gbps": pcie_peak(int(max_gen), int(max_w)),
+        "source": "NVML; x16 figures from labkit.hw",
+    }
 
 
 def nvidia_smi_topo() -> str | None:
@@ -1519,8 +1786,9 @@ def nvidia_smi_bus_ids() -> dict[int, str] | None:
     if exe is None:
         return None
     try:
-        res = subprocess.run([exe, "--query-gpu=index,pci.bus_id", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30)
+        res = subprocess.run(
+            [exe, "--query-gpu=index,pci.bus_id", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return parse_smi_bus_ids(res.stdout) if res.returncode == 0 else None
@@ -1528,7 +1796,9 @@ def nvidia_smi_bus_ids() -> dict[int, str] | None:
 
 def parse_smi_bus_ids(text: str) -> dict[int, str] | None:
     """``"0, 00000000:19:00.0"`` lines -> ``{0: "00000000:19:00.0"}``; None when a line is not of that form."""
-    text = require_str(text, "text", empty=True, fix="Pass the output of nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader.")
+    text = require_str(
+        text, "text", empty=True, fix="Pass the output of nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader."
+    )
     out: dict[int, str] = {}
     for line in text.splitlines():
         if not line.strip():
@@ -1551,8 +1821,11 @@ def discover() -> dict[str, Any]:
     e = env()
     out: dict[str, Any] = {"skipped": {}}
     sections: dict[str, Callable[[], Any]] = {
-        "nvml": topology.from_nvml, "active_nvlinks": active_nvlinks, "p2p": p2p_status,
-        "pcie": lambda: {i: pcie_link(i) for i in range(e.gpu_count)}}
+        "nvml": topology.from_nvml,
+        "active_nvlinks": active_nvlinks,
+        "p2p": p2p_status,
+        "pcie": lambda: {i: pcie_link(i) for i in range(e.gpu_count)},
+    }
     for key, fn in sections.items():
         try:
             out[key] = fn()
@@ -1571,8 +1844,10 @@ def discover() -> dict[str, Any]:
         if buses is not None:
             smi = topology.in_cuda_order(smi, buses, [g.pci_bus_id for g in e.gpus])
         else:
-            smi.notes.append("GPUs are numbered as nvidia-smi numbers them (NVML's order), which need not be CUDA's: "
-                             "nvidia-smi did not give the PCI bus ids to match them.")
+            smi.notes.append(
+                "GPUs are numbered as nvidia-smi numbers them (NVML's order), which need not be CUDA's: "
+                "nvidia-smi did not give the PCI bus ids to match them."
+            )
     out["nvidia_smi"] = smi
     return out
 
@@ -1631,10 +1906,28 @@ def _best_library_copy(cp: Any, nbytes: int, samples: int) -> list[tuple[str, fl
     return out
 
 
-def _target(name: str, target: str, value: float | None, threshold: float, passed: bool | None, dev: str,
-            details: dict[str, Any], unit: str = "%", why: str | None = None) -> dict[str, Any]:
-    return {"name": name, "target": target, "value": value, "threshold": threshold, "unit": unit, "passed": passed,
-            "device": dev, "details": details, **({"error": why} if why else {})}
+def _target(
+    name: str,
+    target: str,
+    value: float | None,
+    threshold: float,
+    passed: bool | None,
+    dev: str,
+    details: dict[str, Any],
+    unit: str = "%",
+    why: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "target": target,
+        "value": value,
+        "threshold": threshold,
+        "unit": unit,
+        "passed": passed,
+        "device": dev,
+        "details": details,
+        **({"error": why} if why else {}),
+    }
 
 
 def gpu_check_suite(size: int | str = DEFAULT_SIZE) -> list[dict[str, Any]]:
@@ -1657,21 +1950,55 @@ def gpu_check_suite(size: int | str = DEFAULT_SIZE) -> list[dict[str, Any]]:
         ours = max(ce.gbps or 0.0, sm.gbps or 0.0)
         others = _best_library_copy(cp, nbytes, DEFAULT_SAMPLES)
         best_name, best = max(others, key=lambda kv: kv[1]) if others else ("none", 0.0)
-        results.append(_target(d2d, "labkit's device-to-device GB/s >= 95% of the best library copy",
-                               100 * ours / best if best else None, 95.0, bool(best) and ours >= 0.95 * best, dev,
-                               {"labkit_ce_gbps": ce.gbps, "labkit_sm_gbps": sm.gbps, "labkit_ce_cv": ce.cv,
-                                "libraries": dict(others), "best": best_name, "counting": COPY_ONCE, "size": nbytes}))
+        results.append(
+            _target(
+                d2d,
+                "labkit's device-to-device GB/s >= 95% of the best library copy",
+                100 * ours / best if best else None,
+                95.0,
+                bool(best) and ours >= 0.95 * best,
+                dev,
+                {
+                    "labkit_ce_gbps": ce.gbps,
+                    "labkit_sm_gbps": sm.gbps,
+                    "labkit_ce_cv": ce.cv,
+                    "libraries": dict(others),
+                    "best": best_name,
+                    "counting": COPY_ONCE,
+                    "size": nbytes,
+                },
+            )
+        )
         runs = [device_local_copy(0, nbytes, "ce" if (ce.gbps or 0) >= (sm.gbps or 0) else "sm").gbps or 0.0 for _ in range(5)]
         spread = (max(runs) - min(runs)) / statistics.median(runs) if statistics.median(runs) > 0 else None
-        results.append(_target("bandwidth.d2d-repeatability", "five runs of the device-to-device figure spread < 3%",
-                               None if spread is None else 100 * spread, 3.0, spread is not None and spread < 0.03, dev,
-                               {"runs_gbps": runs}))
+        results.append(
+            _target(
+                "bandwidth.d2d-repeatability",
+                "five runs of the device-to-device figure spread < 3%",
+                None if spread is None else 100 * spread,
+                3.0,
+                spread is not None and spread < 0.03,
+                dev,
+                {"runs_gbps": runs},
+            )
+        )
     except Exception as exc:  # noqa: BLE001 - one failing target must not lose the others
         why = str(explain(exc, "the device-to-device copy"))
-        results.append(_target(d2d, "labkit's device-to-device GB/s >= 95% of the best library copy", None, 95.0, None,
-                               dev, {}, why=why))
-        results.append(_target("bandwidth.d2d-repeatability", "five runs of the device-to-device figure spread < 3%",
-                               None, 3.0, None, dev, {}, why=why))
+        results.append(
+            _target(d2d, "labkit's device-to-device GB/s >= 95% of the best library copy", None, 95.0, None, dev, {}, why=why)
+        )
+        results.append(
+            _target(
+                "bandwidth.d2d-repeatability",
+                "five runs of the device-to-device figure spread < 3%",
+                None,
+                3.0,
+                None,
+                dev,
+                {},
+                why=why,
+            )
+        )
     h2d_name, h2d_target = "bandwidth.h2d-pinned-vs-pcie", "pinned host->device >= 80% of the PCIe link's theoretical rate"
     try:
         h2d = host_to_device(0, nbytes, "pinned")
@@ -1683,17 +2010,35 @@ def gpu_check_suite(size: int | str = DEFAULT_SIZE) -> list[dict[str, Any]]:
     except LabkitError as exc:  # no NVML: the measurement stays, the judgement says why it is missing
         from labkit.hw import nvml as nv
 
-        results.append(_target(h2d_name, h2d_target, None, 80.0, None, dev, {"h2d_gbps": h2d.gbps, "h2d_cv": h2d.cv},
-                               why=nv.skipped("the PCIe link rate", exc)))
+        results.append(
+            _target(
+                h2d_name,
+                h2d_target,
+                None,
+                80.0,
+                None,
+                dev,
+                {"h2d_gbps": h2d.gbps, "h2d_cv": h2d.cv},
+                why=nv.skipped("the PCIe link rate", exc),
+            )
+        )
         return results
     pct = 100 * (h2d.gbps or 0.0) / link["peak_gbps"]
     details = {"h2d_gbps": h2d.gbps, "h2d_cv": h2d.cv, "method": h2d.method, "pcie": link}
     if pct > 100.0:  # faster than the link can carry: the link reported is not the link the copies used
         gen, lanes = link["max"]
-        rec = _target(h2d_name, h2d_target, pct, 80.0, None, dev, details,
-                      why=f"measured {h2d.gbps:.1f} GB/s, above the {link['peak_gbps']:.1f} GB/s a PCIe Gen{gen} x{lanes} "
-                          f"link can carry ({link['source']}): the reported link is wrong (in a VM the link the "
-                          "hypervisor shows need not be the physical one), so the percentage is not judged")
+        rec = _target(
+            h2d_name,
+            h2d_target,
+            pct,
+            80.0,
+            None,
+            dev,
+            details,
+            why=f"measured {h2d.gbps:.1f} GB/s, above the {link['peak_gbps']:.1f} GB/s a PCIe Gen{gen} x{lanes} "
+            f"link can carry ({link['source']}): the reported link is wrong (in a VM the link the "
+            "hypervisor shows need not be the physical one), so the percentage is not judged",
+        )
         rec["implausible"] = True
         results.append(rec)
         return results
@@ -1741,22 +2086,34 @@ def _cli_records(args: argparse.Namespace, sizes: list[str] | None) -> tuple[lis
     if not e.is_gpu:
         host = host_sweep(sizes, samples=args.samples)
         records += host
-        lines = [f"Host memory ({host[0].device}), NumPy, one thread; {STREAM_COUNT}. Measured, sim mode: this is the "
-                 "computer's memory, not a GPU's.", f"{'kernel':<8}{'array':>10}{'level':>10}{'GB/s':>10}"]
+        lines = [
+            f"Host memory ({host[0].device}), NumPy, one thread; {STREAM_COUNT}. Measured, sim mode: this is the "
+            "computer's memory, not a GPU's.",
+            f"{'kernel':<8}{'array':>10}{'level':>10}{'GB/s':>10}",
+        ]
         lines += [f"{r.test[5:]:<8}{_fmt_bytes(r.bytes):>10}{r.note:>10}{r.gbps:>10.2f}" for r in host]
         blocks.append("\n".join(lines))
         model = model_peer_matrix(args.system)
         records += model
-        blocks.append(format_matrix(model, f"MODEL of {model[0].device}: GPU(row) -> GPU(column), from its wiring (labkit.topology), "
-                                           "not a measurement"))
+        blocks.append(
+            format_matrix(
+                model,
+                f"MODEL of {model[0].device}: GPU(row) -> GPU(column), from its wiring (labkit.topology), not a measurement",
+            )
+        )
         return records, blocks
     size = args.size or DEFAULT_SIZE
     n = e.gpu_count
     for test, fn in (("host_to_device", host_to_device), ("device_to_host", device_to_host)):
         recs = [fn(d, size, "pinned", samples=args.samples) for d in range(n)]
         records += recs
-        blocks.append(format_matrix(recs, f"memcpy CE {'CPU(row) -> GPU(column)' if test == 'host_to_device' else 'GPU(row) -> CPU(column)'}"
-                                          " bandwidth, pinned host memory"))
+        blocks.append(
+            format_matrix(
+                recs,
+                f"memcpy CE {'CPU(row) -> GPU(column)' if test == 'host_to_device' else 'GPU(row) -> CPU(column)'}"
+                " bandwidth, pinned host memory",
+            )
+        )
     recs = [device_local_copy(d, size, "ce", samples=args.samples) for d in range(n)]
     records += recs
     blocks.append(format_matrix(recs, "device-local copy, copy engine"))
@@ -1764,12 +2121,17 @@ def _cli_records(args: argparse.Namespace, sizes: list[str] | None) -> tuple[lis
         for bidir in (False, True):
             recs = peer_matrix(size, bidirectional=bidir, samples=args.samples)
             records += recs
-            blocks.append(format_matrix(recs, f"memcpy CE GPU(row) -> GPU(column), {'bidirectional' if bidir else 'unidirectional'}"))
+            blocks.append(
+                format_matrix(recs, f"memcpy CE GPU(row) -> GPU(column), {'bidirectional' if bidir else 'unidirectional'}")
+            )
     else:
         blocks.append(f"peer-to-peer: skipped, this machine has one GPU ({e.device_name}).")
     if sizes:
         sweep = size_sweep("host_to_device", sizes, samples=args.samples)
         records += sweep
-        blocks.append("\n".join(f"host_to_device {_fmt_bytes(r.bytes):>10}: {r.gbps:10.2f} GB/s, {r.latency_us:.1f} µs per copy"
-                                for r in sweep))
+        blocks.append(
+            "\n".join(
+                f"host_to_device {_fmt_bytes(r.bytes):>10}: {r.gbps:10.2f} GB/s, {r.latency_us:.1f} µs per copy" for r in sweep
+            )
+        )
     return records, blocks

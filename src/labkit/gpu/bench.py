@@ -92,11 +92,23 @@ class Timing:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "mode": self.mode, "device": self.device, "median_s": self.median_s,
-            "spread": self.spread, "repeat": len(self.samples_s), "bytes": self.bytes, "flops": self.flops,
-            "gbps": self.gbps, "tflops": self.tflops, "percent_of_peak": self.percent_of_peak,
-            "peak_source": self.peak_source, "label": self.label, "how": self.how, "launches": self.launches,
-            "cv": self.cv, "claims_rate": self.claims_rate,
+            "name": self.name,
+            "mode": self.mode,
+            "device": self.device,
+            "median_s": self.median_s,
+            "spread": self.spread,
+            "repeat": len(self.samples_s),
+            "bytes": self.bytes,
+            "flops": self.flops,
+            "gbps": self.gbps,
+            "tflops": self.tflops,
+            "percent_of_peak": self.percent_of_peak,
+            "peak_source": self.peak_source,
+            "label": self.label,
+            "how": self.how,
+            "launches": self.launches,
+            "cv": self.cv,
+            "claims_rate": self.claims_rate,
         }
 
     def __str__(self) -> str:
@@ -165,8 +177,10 @@ def device_hw(device_name: str | None = None) -> tuple[Any, float, float, str]:
     if not (mig or " MIG " in name):
         return gpu, 1.0, 1.0, ""
     compute, memory = slice_fractions(e.sm_count or 0, e.memory_bytes or 0, gpu)
-    note = (f"; scaled to this MIG slice ({e.sm_count} of {gpu.sm_count.value:.0f} SMs: x{compute:.3f} compute, "
-            f"x{memory:.3f} memory bandwidth)")
+    note = (
+        f"; scaled to this MIG slice ({e.sm_count} of {gpu.sm_count.value:.0f} SMs: x{compute:.3f} compute, "
+        f"x{memory:.3f} memory bandwidth)"
+    )
     return gpu, compute, memory, note
 
 
@@ -192,8 +206,10 @@ def device_peaks(precision: str = "fp32") -> tuple[float | None, float | None, s
 
 
 SPIN_HELD = "CUDA events around {n} launch(es) queued behind a spin kernel: Python's launch time excluded"
-BETWEEN_EVENTS = ("CUDA events around {n} back-to-back launches (the function makes the host wait, so it cannot be "
-                  "held by a spin kernel; launch time is spread over the {n} calls)")
+BETWEEN_EVENTS = (
+    "CUDA events around {n} back-to-back launches (the function makes the host wait, so it cannot be "
+    "held by a spin kernel; launch time is spread over the {n} calls)"
+)
 WALL_CLOCK = "wall clock (time.perf_counter) around each call: CPU time"
 
 
@@ -216,7 +232,7 @@ def _gpu_samples(fn: Callable[[], Any], warmup: int, repeat: int, launches: int 
     stream = cp.cuda.get_current_stream()
     device = cp.cuda.runtime.getDevice()
     for _ in range(max(1, warmup) if launches is not None else warmup):  # at least one call before the hold: lazy
-        fn()                                                               # loading loads fn's kernels now, unheld
+        fn()  # loading loads fn's kernels now, unheld
     stream.synchronize()
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     if launches is None:  # one call between events, after the warm-up, to size the batches
@@ -286,15 +302,23 @@ def measure(
     a CuPy call) on the default stream: ``launches`` calls per sample (default: enough for about 1 ms, at most 64)
     are queued behind a spin kernel, so the events time the GPU's work without Python's launch overhead.
     """
-    fn = require_callable(fn, "measure()'s first argument", what="a function to call (the function itself, not its result)",
-                          fix="e.g. bench.measure(kernel[grid, block], x, y, out) or bench.measure(lambda: xp.sort(a)).")
+    fn = require_callable(
+        fn,
+        "measure()'s first argument",
+        what="a function to call (the function itself, not its result)",
+        fix="e.g. bench.measure(kernel[grid, block], x, y, out) or bench.measure(lambda: xp.sort(a)).",
+    )
     repeat = require_int(repeat, "repeat", min=1, max=100_000, fix="repeat is how many timed calls to make, e.g. repeat=10.")
     warmup = require_int(warmup, "warmup", min=0, max=100_000, fix="warmup is how many untimed calls come first, e.g. warmup=2.")
     if name is not None:
         name = require_str(name, "name", fix="name is the label printed for this timing, e.g. name='saxpy'.")
     if bytes is not None:
-        bytes = require_number(bytes, "bytes", min=0,  # noqa: A001 - 0 (or None): no GB/s
-                               fix="bytes = bytes read plus written by one call, e.g. 3 * n * 4 for SAXPY in FP32.")
+        bytes = require_number(
+            bytes,
+            "bytes",
+            min=0,  # noqa: A001 - 0 (or None): no GB/s
+            fix="bytes = bytes read plus written by one call, e.g. 3 * n * 4 for SAXPY in FP32.",
+        )
     if flops is not None:
         flops = require_number(flops, "flops", min=0, fix="flops = floating-point operations of one call, e.g. 2 * n.")
     from labkit.hw import _normalise_precision
@@ -306,8 +330,10 @@ def measure(
     from labkit.gpu.spin import MAX_QUEUED
 
     if launches is not None and launches > MAX_QUEUED // 2:
-        raise LabkitError(f"at most {MAX_QUEUED // 2} launches can queue behind the spin kernel (got {launches}).",
-                          fix="Use fewer launches, or a bigger problem per launch.")
+        raise LabkitError(
+            f"at most {MAX_QUEUED // 2} launches can queue behind the spin kernel (got {launches}).",
+            fix="Use fewer launches, or a bigger problem per launch.",
+        )
     mode = current_mode()
     if mode == "gpu":
         try:
@@ -341,12 +367,18 @@ def measure(
 
 def table(timings: list[Timing]) -> str:
     """A plain-text table of several timings (name, median, GB/s, TFLOP/s, % of peak)."""
-    timings = require_sequence(timings, "table()'s argument", what="a list of timings from bench.measure",
-                               fix="e.g. bench.table([t1, t2]) with t1 = bench.measure(...).")
+    timings = require_sequence(
+        timings,
+        "table()'s argument",
+        what="a list of timings from bench.measure",
+        fix="e.g. bench.table([t1, t2]) with t1 = bench.measure(...).",
+    )
     for i, t in enumerate(timings):
         if not isinstance(t, Timing):
-            raise LabkitError(f"table() takes timings from bench.measure; element {i} is {describe(t)}.",
-                              fix="e.g. bench.table([bench.measure(f, x), bench.measure(g, x)]).")
+            raise LabkitError(
+                f"table() takes timings from bench.measure; element {i} is {describe(t)}.",
+                fix="e.g. bench.table([bench.measure(f, x), bench.measure(g, x)]).",
+            )
     width = max([28, *(len(t.name) for t in timings)])
     rows = [f"{'name':<{width}} {'median':>10} {'GB/s':>10} {'TFLOP/s':>9} {'% peak':>7}"]
     for t in timings:
@@ -355,6 +387,9 @@ def table(timings: list[Timing]) -> str:
         p = f"{t.percent_of_peak:.0f}" if t.percent_of_peak is not None else "-"
         rows.append(f"{t.name:<{width}} {_fmt_time(t.median_s):>10} {g:>10} {f:>9} {p:>7}")
     if timings:
-        rows.append(f"({timings[0].label})" if timings[0].claims_rate else
-                    f"({timings[0].label}: no GB/s or TFLOP/s is claimed for simulator time)")
+        rows.append(
+            f"({timings[0].label})"
+            if timings[0].claims_rate
+            else f"({timings[0].label}: no GB/s or TFLOP/s is claimed for simulator time)"
+        )
     return "\n".join(rows)

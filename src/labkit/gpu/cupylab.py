@@ -101,19 +101,44 @@ class _Sym:
     def _op(self, name: str, *operands: Any) -> "_Sym":
         return self._t.op(name, operands)
 
-    def __add__(self, o: Any) -> "_Sym": return self._op("add", self, o)
-    def __radd__(self, o: Any) -> "_Sym": return self._op("add", o, self)
-    def __sub__(self, o: Any) -> "_Sym": return self._op("subtract", self, o)
-    def __rsub__(self, o: Any) -> "_Sym": return self._op("subtract", o, self)
-    def __mul__(self, o: Any) -> "_Sym": return self._op("multiply", self, o)
-    def __rmul__(self, o: Any) -> "_Sym": return self._op("multiply", o, self)
-    def __truediv__(self, o: Any) -> "_Sym": return self._op("divide", self, o)
-    def __rtruediv__(self, o: Any) -> "_Sym": return self._op("divide", o, self)
-    def __pow__(self, o: Any) -> "_Sym": return self._op("power", self, o)
-    def __neg__(self) -> "_Sym": return self._op("negative", self)
-    def __abs__(self) -> "_Sym": return self._op("absolute", self)
-    def __gt__(self, o: Any) -> "_Sym": return self._op("greater", self, o)
-    def __lt__(self, o: Any) -> "_Sym": return self._op("less", self, o)
+    def __add__(self, o: Any) -> "_Sym":
+        return self._op("add", self, o)
+
+    def __radd__(self, o: Any) -> "_Sym":
+        return self._op("add", o, self)
+
+    def __sub__(self, o: Any) -> "_Sym":
+        return self._op("subtract", self, o)
+
+    def __rsub__(self, o: Any) -> "_Sym":
+        return self._op("subtract", o, self)
+
+    def __mul__(self, o: Any) -> "_Sym":
+        return self._op("multiply", self, o)
+
+    def __rmul__(self, o: Any) -> "_Sym":
+        return self._op("multiply", o, self)
+
+    def __truediv__(self, o: Any) -> "_Sym":
+        return self._op("divide", self, o)
+
+    def __rtruediv__(self, o: Any) -> "_Sym":
+        return self._op("divide", o, self)
+
+    def __pow__(self, o: Any) -> "_Sym":
+        return self._op("power", self, o)
+
+    def __neg__(self) -> "_Sym":
+        return self._op("negative", self)
+
+    def __abs__(self) -> "_Sym":
+        return self._op("absolute", self)
+
+    def __gt__(self, o: Any) -> "_Sym":
+        return self._op("greater", self, o)
+
+    def __lt__(self, o: Any) -> "_Sym":
+        return self._op("less", self, o)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> "_Sym":
         if method != "__call__" or kwargs:
@@ -184,14 +209,23 @@ class Traffic:
         for k, (name, arrays, out) in enumerate(self.ops, 1):
             b = (len(arrays) + 1) * self.n * self.itemsize
             rows.append(f"{k:<6} {name:<10} {', '.join(arrays) or '-':<22} {out:<6} {b:>14,}")
-        rows.append(f"unfused: {self.launches_unfused} launches, {self.bytes_unfused:,} bytes; fused: 1 launch, "
-                    f"{self.bytes_fused:,} bytes ({self.ratio:.2f}x less)  [model]")
+        rows.append(
+            f"unfused: {self.launches_unfused} launches, {self.bytes_unfused:,} bytes; fused: 1 launch, "
+            f"{self.bytes_fused:,} bytes ({self.ratio:.2f}x less)  [model]"
+        )
         return "\n".join(rows)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "itemsize": self.itemsize, "launches_unfused": self.launches_unfused,
-                "bytes_unfused": self.bytes_unfused, "launches_fused": 1, "bytes_fused": self.bytes_fused,
-                "ratio": self.ratio, "label": MODEL}
+        return {
+            "n": self.n,
+            "itemsize": self.itemsize,
+            "launches_unfused": self.launches_unfused,
+            "bytes_unfused": self.bytes_unfused,
+            "launches_fused": 1,
+            "bytes_fused": self.bytes_fused,
+            "ratio": self.ratio,
+            "label": MODEL,
+        }
 
 
 def traffic(fn: Callable[..., Any], n: int, dtype: Any = "float32", *, scalars: Sequence[str] = ()) -> Traffic:
@@ -248,9 +282,11 @@ def affine_normalize(x: Any, gamma: Any, beta: Any, mean: float, inv_std: float)
     try:  # arrays (NumPy, CuPy, traffic()'s symbolic ones) or numbers; anything else fails here, said plainly
         return _affine_expr(x, gamma, beta, mean, inv_std)
     except (TypeError, ValueError) as exc:
-        raise LabkitError(f"x, gamma and beta must be arrays (NumPy or CuPy) or numbers that broadcast together; got "
-                          f"{describe(x)}, {describe(gamma)}, {describe(beta)} ({exc}).",
-                          fix="e.g. x of shape (rows, features), gamma and beta of shape (features,).") from None
+        raise LabkitError(
+            f"x, gamma and beta must be arrays (NumPy or CuPy) or numbers that broadcast together; got "
+            f"{describe(x)}, {describe(gamma)}, {describe(beta)} ({exc}).",
+            fix="e.g. x of shape (rows, features), gamma and beta of shape (features,).",
+        ) from None
 
 
 # ----------------------------------------------------------------------------------------- transfer and overlap models
@@ -280,11 +316,13 @@ class TransferModel:
         return self.copy_s / self.hbm_pass_s
 
     def __str__(self) -> str:
-        return (f"{self.nbytes / 1e9:.3g} GB over {self.link} ({self.link_gbps:g} GB/s per direction, {self.link_source}): "
-                f"{self.copy_s * 1e3:.2f} ms one way\n"
-                f"one elementwise pass over it in {self.gpu} HBM ({self.hbm_gbps:g} GB/s, {self.hbm_source}): "
-                f"{self.hbm_pass_s * 1e3:.3f} ms\n"
-                f"the copy takes {self.ratio:.0f}x as long as the kernel  [model]")
+        return (
+            f"{self.nbytes / 1e9:.3g} GB over {self.link} ({self.link_gbps:g} GB/s per direction, {self.link_source}): "
+            f"{self.copy_s * 1e3:.2f} ms one way\n"
+            f"one elementwise pass over it in {self.gpu} HBM ({self.hbm_gbps:g} GB/s, {self.hbm_source}): "
+            f"{self.hbm_pass_s * 1e3:.3f} ms\n"
+            f"the copy takes {self.ratio:.0f}x as long as the kernel  [model]"
+        )
 
 
 def transfer_model(nbytes: int, *, gpu: str = "H200", link: str = "PCIe 5") -> TransferModel:
@@ -317,8 +355,10 @@ class Timeline:
         return self.serial_s / self.makespan_s
 
     def __str__(self) -> str:
-        return (f"serial {self.serial_s * 1e3:.2f} ms, pipelined in {self.chunks} chunks {self.makespan_s * 1e3:.2f} ms: "
-                f"{self.speedup:.2f}x  [{self.label}]")
+        return (
+            f"serial {self.serial_s * 1e3:.2f} ms, pipelined in {self.chunks} chunks {self.makespan_s * 1e3:.2f} ms: "
+            f"{self.speedup:.2f}x  [{self.label}]"
+        )
 
     def figure(self, title: str = "Copy/compute pipeline (model)") -> Any:
         """A plotly Gantt chart: one row per engine (H2D copy, compute, D2H copy), one bar per chunk."""
@@ -328,12 +368,25 @@ class Timeline:
         fig = go.Figure()
         for engine, color in colors.items():
             ev = [e for e in self.events if e[0] == engine]
-            fig.add_trace(go.Bar(
-                y=[engine] * len(ev), x=[(e[3] - e[2]) * 1e3 for e in ev], base=[e[2] * 1e3 for e in ev],
-                orientation="h", name=engine, marker_color=color, text=[f"{e[1]}" for e in ev],
-                hovertemplate="chunk %{text}: %{base:.2f}–%{x:.2f} ms<extra></extra>"))
-        fig.update_layout(title=title, xaxis_title="time (ms)", barmode="overlay", height=260,
-                          yaxis={"categoryorder": "array", "categoryarray": list(colors)[::-1]})
+            fig.add_trace(
+                go.Bar(
+                    y=[engine] * len(ev),
+                    x=[(e[3] - e[2]) * 1e3 for e in ev],
+                    base=[e[2] * 1e3 for e in ev],
+                    orientation="h",
+                    name=engine,
+                    marker_color=color,
+                    text=[f"{e[1]}" for e in ev],
+                    hovertemplate="chunk %{text}: %{base:.2f}–%{x:.2f} ms<extra></extra>",
+                )
+            )
+        fig.update_layout(
+            title=title,
+            xaxis_title="time (ms)",
+            barmode="overlay",
+            height=260,
+            yaxis={"categoryorder": "array", "categoryarray": list(colors)[::-1]},
+        )
         return fig
 
 
@@ -343,10 +396,22 @@ def pipeline(t_in: float, t_kernel: float, t_out: float, chunks: int, *, overhea
     ``t_in``, ``t_kernel``, ``t_out`` are the times of the whole job's three stages; each chunk takes 1/chunks of
     each, plus ``overhead_s`` per step. A step starts when its engine is free and the chunk's previous step is done.
     """
-    t_in, t_kernel, t_out, overhead_s = (require_number(v, label, min=0) for label, v in (
-        ("t_in (seconds)", t_in), ("t_kernel (seconds)", t_kernel), ("t_out (seconds)", t_out), ("overhead_s", overhead_s)))
-    chunks = require_int(chunks, "chunks", min=1, max=MAX_CHUNKS,
-                         fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).")
+    t_in, t_kernel, t_out, overhead_s = (
+        require_number(v, label, min=0)
+        for label, v in (
+            ("t_in (seconds)", t_in),
+            ("t_kernel (seconds)", t_kernel),
+            ("t_out (seconds)", t_out),
+            ("overhead_s", overhead_s),
+        )
+    )
+    chunks = require_int(
+        chunks,
+        "chunks",
+        min=1,
+        max=MAX_CHUNKS,
+        fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).",
+    )
     stages = (("H2D copy", t_in / chunks), ("kernel", t_kernel / chunks), ("D2H copy", t_out / chunks))
     free = {name: 0.0 for name, _ in stages}
     events = []
@@ -362,8 +427,13 @@ def pipeline(t_in: float, t_kernel: float, t_out: float, chunks: int, *, overhea
 
 def overlap_model(nbytes: int, chunks: int = 8, *, gpu: str = "H200", link: str = "PCIe 5", kernel_passes: int = 1) -> Timeline:
     """The pipeline for copying ``nbytes`` in, running ``kernel_passes`` elementwise passes, and copying back (model)."""
-    chunks = require_int(chunks, "chunks", min=1, max=MAX_CHUNKS,
-                         fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).")
+    chunks = require_int(
+        chunks,
+        "chunks",
+        min=1,
+        max=MAX_CHUNKS,
+        fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).",
+    )
     kernel_passes = require_int(kernel_passes, "kernel_passes", min=0, max=1_000_000)
     t = transfer_model(nbytes, gpu=gpu, link=link)
     return pipeline(t.copy_s, kernel_passes * t.hbm_pass_s, t.copy_s, chunks)
@@ -371,9 +441,18 @@ def overlap_model(nbytes: int, chunks: int = 8, *, gpu: str = "H200", link: str 
 
 # ----------------------------------------------------------------------------------------- custom kernels, both modes
 #: NumPy dtype of each C type :func:`labkit.cuda_cpp.parse_params` produces (the CPU stand-in passes arrays of these).
-_NP_OF_CTYPE = {"float": "float32", "double": "float64", "int": "int32", "long long": "int64", "unsigned int": "uint32",
-                "unsigned long long": "uint64", "short": "int16", "signed char": "int8", "unsigned char": "uint8",
-                "bool": "bool"}
+_NP_OF_CTYPE = {
+    "float": "float32",
+    "double": "float64",
+    "int": "int32",
+    "long long": "int64",
+    "unsigned int": "uint32",
+    "unsigned long long": "uint64",
+    "short": "int16",
+    "signed char": "int8",
+    "unsigned char": "uint8",
+    "bool": "bool",
+}
 
 
 @dataclass(frozen=True)
@@ -401,13 +480,17 @@ class Elementwise:
         for p, a in zip(parse_params(self.in_params, "in_params"), args):
             if p.generic and p.generic not in bound and isinstance(a, (np.ndarray, np.generic)):
                 if np.dtype(a.dtype).name not in _NP_OF_CTYPE.values():
-                    raise LabkitError(f"{self.name}: {p.name} is a {a.dtype} array, which the stand-in does not run.",
-                                      fix="Pass float32, float64 or an integer type.")
+                    raise LabkitError(
+                        f"{self.name}: {p.name} is a {a.dtype} array, which the stand-in does not run.",
+                        fix="Pass float32, float64 or an integer type.",
+                    )
                 bound[p.generic] = np.dtype(a.dtype).name
         unbound = {p.generic for p in parse_params(self.out_params, "out_params") if p.generic and p.generic not in bound}
         if unbound:
-            raise LabkitError(f"{self.name}: the output's type {', '.join(sorted(unbound))} is bound by no input array.",
-                              fix="Give the output a type name (float32 z) or a placeholder an input array binds.")
+            raise LabkitError(
+                f"{self.name}: the output's type {', '.join(sorted(unbound))} is bound by no input array.",
+                fix="Give the output a type name (float32 z) or a placeholder an input array binds.",
+            )
         return bound
 
     def compile(self, arch: str = "sm_90") -> Any:
@@ -442,7 +525,7 @@ class Elementwise:
             raise LabkitError("in sim mode labkit runs elementwise kernels on 1-D arrays only.", fix="Use x.ravel().")
         n = arrays[0].size
         in_arrays = [np.array(a, dtype=dt, copy=True, order="C") for a, dt in zip(arrays, dtypes)]
-        out_arrays = [np.empty(n, dtype=dt) for dt in dtypes[len(ins):]]
+        out_arrays = [np.empty(n, dtype=dt) for dt in dtypes[len(ins) :]]
         block = 128
         grid = max(1, min((n + block - 1) // block, 64))
         run_on_host(self.source(types), self.name, (grid,), (block,), (*in_arrays, *out_arrays, np.int64(n)))
@@ -501,8 +584,15 @@ class Reduction:
         return out[0]
 
 
-def reduction_kernel(in_params: str, out_params: str, map_expr: str, reduce_expr: str, post_map_expr: str,
-                     identity: str, name: str = "reduce_kernel") -> Reduction:
+def reduction_kernel(
+    in_params: str,
+    out_params: str,
+    map_expr: str,
+    reduce_expr: str,
+    post_map_expr: str,
+    identity: str,
+    name: str = "reduce_kernel",
+) -> Reduction:
     """Build a reduction like ``cupy.ReductionKernel``; it compiles without a GPU (parameters checked now)."""
     k = Reduction(in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, name)
     k.source()
@@ -513,9 +603,11 @@ def reduction_kernel(in_params: str, out_params: str, map_expr: str, reduce_expr
 def _require_gpu(what: str) -> Any:
     cupy = cupy_or_none()
     if cupy is None:
-        raise NoGPUError(f"{what} measures on a GPU; this process is in sim mode (or CuPy is not installed).",
-                         fix="Run on a machine with an NVIDIA GPU and `pip install 'labkit[cuda12]'`; "
-                             "in sim mode use the models (labkit.cupylab.traffic, overlap_model).")
+        raise NoGPUError(
+            f"{what} measures on a GPU; this process is in sim mode (or CuPy is not installed).",
+            fix="Run on a machine with an NVIDIA GPU and `pip install 'labkit[cuda12]'`; "
+            "in sim mode use the models (labkit.cupylab.traffic, overlap_model).",
+        )
     return cupy
 
 
@@ -543,14 +635,25 @@ def fusion_benchmark(n: int | None = None, repeat: int = 20) -> dict[str, Any]:
         times[label] = float(np.median(res.gpu_times[0]))
     model = traffic(affine_normalize, n, "float32", scalars=("mean", "inv_std"))
     return {
-        "name": "cupy-fusion", "device": _device_name(), "n": n, "dtype": "float32", "correct": ok,
-        "unfused_s": times["unfused"], "fused_s": times["fused"], "speedup": times["unfused"] / times["fused"],
-        "launches": [model.launches_unfused, 1], "model_bytes": [model.bytes_unfused, model.bytes_fused],
+        "name": "cupy-fusion",
+        "device": _device_name(),
+        "n": n,
+        "dtype": "float32",
+        "correct": ok,
+        "unfused_s": times["unfused"],
+        "fused_s": times["fused"],
+        "speedup": times["unfused"] / times["fused"],
+        "launches": [model.launches_unfused, 1],
+        "model_bytes": [model.bytes_unfused, model.bytes_fused],
         "model_speedup": model.ratio,
-        "unfused_gbps": model.bytes_unfused / times["unfused"] / 1e9, "fused_gbps": model.bytes_fused / times["fused"] / 1e9,
+        "unfused_gbps": model.bytes_unfused / times["unfused"] / 1e9,
+        "fused_gbps": model.bytes_fused / times["fused"] / 1e9,
         "label": f"CUDA-event time (cupyx.profiler.benchmark, median of {repeat}) on {_device_name()}",
         "target": "cupy.fuse gives the unfused result (speed-up reported beside the traffic model's)",
-        "value": times["unfused"] / times["fused"], "threshold": None, "unit": "x", "passed": ok,
+        "value": times["unfused"] / times["fused"],
+        "threshold": None,
+        "unit": "x",
+        "passed": ok,
     }
 
 
@@ -563,6 +666,7 @@ def overlap_benchmark(total_bytes: int = 1 << 30, chunks: int = 16, streams: int
     """
     cupy = _require_gpu("overlap_benchmark")
     import cupyx
+
     from labkit.cuda.sources import SCALE_SHIFT
 
     rt = cupy.cuda.runtime
@@ -612,14 +716,30 @@ def overlap_benchmark(total_bytes: int = 1 << 30, chunks: int = 16, streams: int
     model = overlap_model(n * 4, chunks)
     speedup = t_serial / t_overlap
     return {
-        "name": "cupy-stream-overlap", "device": _device_name(), "bytes": n * 4, "chunks": chunks, "streams": streams,
-        "pinned": True, "correct": correct, "serial_s": t_serial, "overlapped_s": t_overlap, "speedup": speedup,
-        "target_speedup": 1.5, "meets_target": speedup >= 1.5 and correct,
-        "target": "chunked copy/compute overlap >= 1.5x the serial run (and correct)", "value": speedup,
-        "threshold": 1.5, "unit": "x", "passed": speedup >= 1.5 and correct,
+        "name": "cupy-stream-overlap",
+        "device": _device_name(),
+        "bytes": n * 4,
+        "chunks": chunks,
+        "streams": streams,
+        "pinned": True,
+        "correct": correct,
+        "serial_s": t_serial,
+        "overlapped_s": t_overlap,
+        "speedup": speedup,
+        "target_speedup": 1.5,
+        "meets_target": speedup >= 1.5 and correct,
+        "target": "chunked copy/compute overlap >= 1.5x the serial run (and correct)",
+        "value": speedup,
+        "threshold": 1.5,
+        "unit": "x",
+        "passed": speedup >= 1.5 and correct,
         "h2d_d2h_gbps_serial": 2 * n * 4 / t_serial / 1e9,
-        "model": {"serial_s": model.serial_s, "overlapped_s": model.makespan_s, "speedup": model.speedup,
-                  "label": "model (H200, PCIe 5 figures from labkit.hw)"},
+        "model": {
+            "serial_s": model.serial_s,
+            "overlapped_s": model.makespan_s,
+            "speedup": model.speedup,
+            "label": "model (H200, PCIe 5 figures from labkit.hw)",
+        },
         "label": f"wall-clock time around synchronised runs, median of {repeat}, on {_device_name()}",
     }
 
@@ -630,8 +750,10 @@ def benchmarks() -> list[dict[str, Any]]:
     from labkit.gpu.errors import explain
 
     out = []
-    for name, fn, target in (("cupy-fusion", fusion_benchmark, "cupy.fuse gives the unfused result"),
-                             ("cupy-stream-overlap", overlap_benchmark, "chunked copy/compute overlap >= 1.5x the serial run")):
+    for name, fn, target in (
+        ("cupy-fusion", fusion_benchmark, "cupy.fuse gives the unfused result"),
+        ("cupy-stream-overlap", overlap_benchmark, "chunked copy/compute overlap >= 1.5x the serial run"),
+    ):
         try:
             out.append(fn())
         except Exception as exc:  # noqa: BLE001 - one failing benchmark must not hide the other
@@ -639,6 +761,23 @@ def benchmarks() -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["Elementwise", "Reduction", "Timeline", "Traffic", "TransferModel", "affine_normalize", "array_module",
-           "asnumpy", "benchmarks", "describe_interface", "elementwise_kernel", "fusion_benchmark", "overlap_benchmark",
-           "overlap_model", "pipeline", "reduction_kernel", "traffic", "transfer_model"]
+__all__ = [
+    "Elementwise",
+    "Reduction",
+    "Timeline",
+    "Traffic",
+    "TransferModel",
+    "affine_normalize",
+    "array_module",
+    "asnumpy",
+    "benchmarks",
+    "describe_interface",
+    "elementwise_kernel",
+    "fusion_benchmark",
+    "overlap_benchmark",
+    "overlap_model",
+    "pipeline",
+    "reduction_kernel",
+    "traffic",
+    "transfer_model",
+]

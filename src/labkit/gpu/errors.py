@@ -18,8 +18,16 @@ PEER_UNAVAILABLE = "peer access unavailable"
 COMPILE = "CUDA C++ compile error"
 OTHER = "GPU error"
 
-_LIBS = {"cublas": "cuBLAS", "curand": "cuRAND", "cufft": "cuFFT", "cusolver": "cuSOLVER", "cusparse": "cuSPARSE",
-         "nvrtc": "NVRTC", "nccl": "NCCL", "cudart": "the CUDA runtime"}
+_LIBS = {
+    "cublas": "cuBLAS",
+    "curand": "cuRAND",
+    "cufft": "cuFFT",
+    "cusolver": "cuSOLVER",
+    "cusparse": "cuSPARSE",
+    "nvrtc": "NVRTC",
+    "nccl": "NCCL",
+    "cudart": "the CUDA runtime",
+}
 
 
 class GpuError(LabkitError):
@@ -45,8 +53,13 @@ def kind_of(exc: BaseException) -> str:
         return exc.kind
     names = _type_names(exc)
     text = f"{type(exc).__name__}: {exc}".lower()
-    if "OutOfMemoryError" in names or "out of memory" in text or "memoryallocation" in text.replace(" ", "") \
-            or "alloc_failed" in text or isinstance(exc, MemoryError):
+    if (
+        "OutOfMemoryError" in names
+        or "out of memory" in text
+        or "memoryallocation" in text.replace(" ", "")
+        or "alloc_failed" in text
+        or isinstance(exc, MemoryError)
+    ):
         return OUT_OF_MEMORY
     if isinstance(exc, (ImportError, OSError)) and any(lib in text for lib in _LIBS):
         return MISSING_LIBRARY
@@ -58,8 +71,11 @@ def kind_of(exc: BaseException) -> str:
         return COMPILE
     if "CUBLASError" in names and re.search(r"not_supported|invalid_value|arch_mismatch", text):
         return UNSUPPORTED_TYPE
-    if re.search(r"(unsupported|not supported|no kernel|not implemented).{0,40}(dtype|type|compute)|"
-                 r"(dtype|type).{0,40}(unsupported|not supported)", text):
+    if re.search(
+        r"(unsupported|not supported|no kernel|not implemented).{0,40}(dtype|type|compute)|"
+        r"(dtype|type).{0,40}(unsupported|not supported)",
+        text,
+    ):
         return UNSUPPORTED_TYPE
     return OTHER
 
@@ -71,26 +87,44 @@ def explain(exc: BaseException, what: str) -> GpuError:
     kind = kind_of(exc)
     detail = f"{type(exc).__name__}: {_first_line(exc)}"
     if kind == OUT_OF_MEMORY:
-        return GpuError(f"{what} ran out of GPU memory ({detail}).", kind=kind,
-                        fix="Use a smaller size, delete arrays you no longer need, and free CuPy's cache with "
-                            "cupy.get_default_memory_pool().free_all_blocks(); other processes on the GPU (nvidia-smi) "
-                            "hold memory too.")
+        return GpuError(
+            f"{what} ran out of GPU memory ({detail}).",
+            kind=kind,
+            fix="Use a smaller size, delete arrays you no longer need, and free CuPy's cache with "
+            "cupy.get_default_memory_pool().free_all_blocks(); other processes on the GPU (nvidia-smi) "
+            "hold memory too.",
+        )
     if kind == MISSING_LIBRARY:
         lib = next((name for key, name in _LIBS.items() if key in str(exc).lower()), "a CUDA library")
-        return GpuError(f"{what} needs {lib}, which could not be loaded ({detail}).", kind=kind,
-                        fix="Install CuPy with its CUDA library wheels: pip install -c constraints.txt -e '.[cuda12]' "
-                            "(the [ctk] extra of cupy-cuda12x brings cuBLAS, cuRAND, cuFFT, cuSOLVER and cuSPARSE).")
+        return GpuError(
+            f"{what} needs {lib}, which could not be loaded ({detail}).",
+            kind=kind,
+            fix="Install CuPy with its CUDA library wheels: pip install -c constraints.txt -e '.[cuda12]' "
+            "(the [ctk] extra of cupy-cuda12x brings cuBLAS, cuRAND, cuFFT, cuSOLVER and cuSPARSE).",
+        )
     if kind == UNSUPPORTED_TYPE:
-        return GpuError(f"{what}: this GPU or library does not support the dtype or compute type asked for ({detail}).",
-                        kind=kind, fix="Use a precision this GPU has (labkit.hw.gpu(name).peaks lists them; FP8 needs "
-                                       "Hopper, BF16 Ampere or newer), or a newer CuPy/cuBLAS.")
+        return GpuError(
+            f"{what}: this GPU or library does not support the dtype or compute type asked for ({detail}).",
+            kind=kind,
+            fix="Use a precision this GPU has (labkit.hw.gpu(name).peaks lists them; FP8 needs "
+            "Hopper, BF16 Ampere or newer), or a newer CuPy/cuBLAS.",
+        )
     if kind == PEER_UNAVAILABLE:
-        return GpuError(f"{what}: peer access between these GPUs is not available ({detail}).", kind=kind,
-                        fix="Check labkit.bandwidth.p2p_status() or `nvidia-smi topo -p2p r`; copies with "
-                            "peer_access=False still run, staged through host memory.")
+        return GpuError(
+            f"{what}: peer access between these GPUs is not available ({detail}).",
+            kind=kind,
+            fix="Check labkit.bandwidth.p2p_status() or `nvidia-smi topo -p2p r`; copies with "
+            "peer_access=False still run, staged through host memory.",
+        )
     if kind == COMPILE:
-        return GpuError(f"{what}: the CUDA C++ did not compile ({detail}).", kind=kind,
-                        fix="Read the compiler's first error line; labkit.ptx.compile_cuda(source) shows it without a GPU.")
-    return GpuError(f"{what} failed on the GPU ({detail}).", kind=kind,
-                    fix="Run `labkit doctor` to check the driver, CuPy and the device; restart the kernel if an earlier "
-                        "error left the GPU in a bad state.")
+        return GpuError(
+            f"{what}: the CUDA C++ did not compile ({detail}).",
+            kind=kind,
+            fix="Read the compiler's first error line; labkit.ptx.compile_cuda(source) shows it without a GPU.",
+        )
+    return GpuError(
+        f"{what} failed on the GPU ({detail}).",
+        kind=kind,
+        fix="Run `labkit doctor` to check the driver, CuPy and the device; restart the kernel if an earlier "
+        "error left the GPU in a bad state.",
+    )

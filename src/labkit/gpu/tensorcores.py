@@ -124,17 +124,25 @@ def compile_wgmma(source: str = WGMMA_SOURCE, arch: str = "sm_90a") -> Any:
         raise LabkitError(f"the kernel source must be a string of CUDA C++, not {type(source).__name__}.")
     a = str(arch).strip().lower().replace("compute_", "sm_")
     if a not in ("sm_90a", "sm_90"):
-        raise LabkitError(f"wgmma is a Hopper instruction: {arch} cannot run it.",
-                          fix="Use arch='sm_90a' (Blackwell, sm_100a, uses tcgen05.mma instead of wgmma).")
+        raise LabkitError(
+            f"wgmma is a Hopper instruction: {arch} cannot run it.",
+            fix="Use arch='sm_90a' (Blackwell, sm_100a, uses tcgen05.mma instead of wgmma).",
+        )
     from labkit.cuda import ptx
 
     return ptx.compile_cuda(source, a, name="wgmma_tile.cu")
 
 
 _HOPPER_OPS = (
-    ("wgmma.mma_async", "wgmma.mma_async"), ("wgmma.fence", "wgmma.fence"), ("wgmma.commit_group", "wgmma.commit_group"),
-    ("wgmma.wait_group", "wgmma.wait_group"), ("cp.async.bulk.tensor", "cp.async.bulk.tensor (TMA)"),
-    ("mbarrier", "mbarrier"), ("wmma.", "wmma.*"), ("mma.sync", "mma.sync"), ("ldmatrix", "ldmatrix"),
+    ("wgmma.mma_async", "wgmma.mma_async"),
+    ("wgmma.fence", "wgmma.fence"),
+    ("wgmma.commit_group", "wgmma.commit_group"),
+    ("wgmma.wait_group", "wgmma.wait_group"),
+    ("cp.async.bulk.tensor", "cp.async.bulk.tensor (TMA)"),
+    ("mbarrier", "mbarrier"),
+    ("wmma.", "wmma.*"),
+    ("mma.sync", "mma.sync"),
+    ("ldmatrix", "ldmatrix"),
     ("tcgen05", "tcgen05"),
 )
 
@@ -150,14 +158,15 @@ def hopper_instructions(ptx_text: str) -> dict[str, int]:
         if not op or op.startswith(("//", ".")):
             continue
         for prefix, label in _HOPPER_OPS:
-            if op.startswith(prefix) or (prefix == "mma.sync" and op.startswith("mma.") and ".sync" in op and not op.startswith("wmma")):
+            if op.startswith(prefix) or (
+                prefix == "mma.sync" and op.startswith("mma.") and ".sync" in op and not op.startswith("wmma")
+            ):
                 counts[label] += 1
                 break
     return counts
 
 
-def smem_operand_bytes_per_clock(gpu_name: str, m: int, n: int, k: int, *, operands: str = "ab",
-                                 element_bytes: int = 2) -> float:
+def smem_operand_bytes_per_clock(gpu_name: str, m: int, n: int, k: int, *, operands: str = "ab", element_bytes: int = 2) -> float:
     """A model: the shared-memory bytes per clock per SM that Tensor Core instructions of shape m×n×k need to run
     at the GPU's dense FP16 peak, when each instruction reads its operands (``"ab"``: A and B; ``"b"``: B only, as
     ``wgmma`` with A in registers) from shared memory once.
@@ -221,7 +230,9 @@ def run_wmma_gemm(a: Any, b: Any, source: str = WMMA_SOURCE, *, kernel: str = WM
         raise LabkitError("source and kernel must be strings: the CUDA C++ text and the kernel's name.")
     M, N, K = _check_wmma_shapes(A, B)
     if not env().is_gpu:
-        raise NoGPUError("running the WMMA kernel needs a GPU (this is sim mode).", fix="Compile it to PTX with compile_wmma() instead.")
+        raise NoGPUError(
+            "running the WMMA kernel needs a GPU (this is sim mode).", fix="Compile it to PTX with compile_wmma() instead."
+        )
     if env().compute_capability and env().compute_capability < (7, 0):
         raise NoGPUError(f"{env().device_name} has no Tensor Cores (compute capability below 7.0).")
     import cupy as cp
@@ -313,7 +324,8 @@ def wmma_include_dirs(cuda_major: int | None = None) -> list[str]:
             "the WMMA kernel needs the CUDA headers mma.h and crt/mma.h, and neither the CUDA wheels nor a CUDA "
             "toolkit (CUDA_HOME, CUDA_PATH, /usr/local/cuda) has both.",
             fix="pip install nvidia-cuda-nvcc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 (labkit's requirements), "
-                "or set CUDA_HOME to a CUDA toolkit.")
+            "or set CUDA_HOME to a CUDA toolkit.",
+        )
     return dirs
 
 
@@ -391,14 +403,25 @@ class GemmRate:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "precision": self.precision, "n": self.n, "kind": self.kind, "device": self.device, "tflops": self.tflops,
-            "peak_tflops": self.peak_tflops, "peak_source": self.peak_source, "median_s": self.median_s,
-            "percent_of_peak": self.percent_of_peak, "note": self.note,
+            "precision": self.precision,
+            "n": self.n,
+            "kind": self.kind,
+            "device": self.device,
+            "tflops": self.tflops,
+            "peak_tflops": self.peak_tflops,
+            "peak_source": self.peak_source,
+            "median_s": self.median_s,
+            "percent_of_peak": self.percent_of_peak,
+            "note": self.note,
         }
 
     def __str__(self) -> str:
         rate = f"{self.tflops:,.3g} TFLOP/s" if self.tflops is not None else "—"
-        pct = f" = {self.percent_of_peak:.0f}% of {self.peak_tflops:,.4g} ({self.peak_source})" if self.percent_of_peak is not None else ""
+        pct = (
+            f" = {self.percent_of_peak:.0f}% of {self.peak_tflops:,.4g} ({self.peak_source})"
+            if self.percent_of_peak is not None
+            else ""
+        )
         note = f"  [{self.note}]" if self.note else ""
         return f"{self.precision:5s} n={self.n:<5d} {rate:>16s}{pct}  ({self.kind}, {self.device}){note}"
 
@@ -440,8 +463,12 @@ def _cupy_dtype(precision: str) -> Any:
     import ml_dtypes
 
     return {
-        "fp64": np.float64, "fp32": np.float32, "tf32": np.float32, "fp16": np.float16,
-        "bf16": ml_dtypes.bfloat16, "fp8": ml_dtypes.float8_e4m3fn,
+        "fp64": np.float64,
+        "fp32": np.float32,
+        "tf32": np.float32,
+        "fp16": np.float16,
+        "bf16": ml_dtypes.bfloat16,
+        "fp8": ml_dtypes.float8_e4m3fn,
     }[precision]
 
 
@@ -488,9 +515,27 @@ def cublas_bf16_matmul(a: Any, b: Any, out: Any) -> Any:
     mode = cublas.getPointerMode(handle)
     cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
     try:
-        cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
-                      one.ctypes.data, b.data.ptr, _CUDA_R_16BF, n, a.data.ptr, _CUDA_R_16BF, k,
-                      zero.ctypes.data, out.data.ptr, out_type, n, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+        cublas.gemmEx(
+            handle,
+            cublas.CUBLAS_OP_N,
+            cublas.CUBLAS_OP_N,
+            n,
+            m,
+            k,
+            one.ctypes.data,
+            b.data.ptr,
+            _CUDA_R_16BF,
+            n,
+            a.data.ptr,
+            _CUDA_R_16BF,
+            k,
+            zero.ctypes.data,
+            out.data.ptr,
+            out_type,
+            n,
+            _CUBLAS_COMPUTE_32F,
+            _CUBLAS_GEMM_DEFAULT,
+        )
     finally:
         cublas.setPointerMode(handle, mode)
     return out
@@ -510,7 +555,9 @@ def gpu_gemm_throughput(
     from labkit.mode import env
 
     if not env().is_gpu:
-        raise NoGPUError("GPU GEMM throughput needs a GPU (this is sim mode).", fix="Use cpu_gemm_throughput() and roofline_gemm() instead.")
+        raise NoGPUError(
+            "GPU GEMM throughput needs a GPU (this is sim mode).", fix="Use cpu_gemm_throughput() and roofline_gemm() instead."
+        )
     import cupy as cp
 
     gpu, compute, _, scaled = bench.device_hw()  # a MIG slice: its parent's record, the peak scaled to its SMs
@@ -532,20 +579,40 @@ def gpu_gemm_throughput(
                 b = gen.standard_normal((n, n), dtype=cp.float32).astype(_cupy_dtype(p))
                 if p == "bf16":  # straight to cuBLAS: CuPy's matmul may not route BF16 there
                     c = cp.empty((n, n), dtype=a.dtype)
-                    t = bench.measure(cublas_bf16_matmul, a, b, c, name="cuBLAS bf16 gemm", flops=2.0 * n**3,
-                                      warmup=warmup, repeat=repeat, precision=p)
+                    t = bench.measure(
+                        cublas_bf16_matmul,
+                        a,
+                        b,
+                        c,
+                        name="cuBLAS bf16 gemm",
+                        flops=2.0 * n**3,
+                        warmup=warmup,
+                        repeat=repeat,
+                        precision=p,
+                    )
                     note = "cuBLAS GemmEx through CuPy's bindings (BF16 in, FP32 accumulate)"
                 else:
-                    t = bench.measure(cp.matmul, a, b, name=f"cupy {p} gemm", flops=2.0 * n**3, warmup=warmup,
-                                      repeat=repeat, precision=p)
+                    t = bench.measure(
+                        cp.matmul, a, b, name=f"cupy {p} gemm", flops=2.0 * n**3, warmup=warmup, repeat=repeat, precision=p
+                    )
                     note = "TF32 compute type" if p == "tf32" else ""
                 del a, b
             rows.append(GemmRate(p, n, "GPU measurement", env().device_name, t.tflops, peak, source, t.median_s, note=note))
         except Exception as exc:  # noqa: BLE001 - each failure is a row that says which and what to do
             err = explain(exc, f"the {p.upper()} GEMM (n={n})")
             label = f"not supported by this stack (CuPy {cp.__version__})" if err.kind == UNSUPPORTED_TYPE else err.kind
-            rows.append(GemmRate(p, n, "GPU measurement", env().device_name, None, peak, source,
-                                 note=f"{label}: {err.args[0]} What to do: {err.fix}"))
+            rows.append(
+                GemmRate(
+                    p,
+                    n,
+                    "GPU measurement",
+                    env().device_name,
+                    None,
+                    peak,
+                    source,
+                    note=f"{label}: {err.args[0]} What to do: {err.fix}",
+                )
+            )
         finally:
             cp.get_default_memory_pool().free_all_blocks()
     return rows
@@ -567,8 +634,10 @@ def wmma_against_cublas(n: int = 4096, source: str = WMMA_SOURCE, *, repeat: int
     if not isinstance(source, str):
         raise LabkitError(f"the kernel source must be a string of CUDA C++, not {type(source).__name__}.")
     if not env().is_gpu:
-        raise NoGPUError("timing the WMMA kernel against cuBLAS needs a GPU (this is sim mode).",
-                         fix="Read the PTX (compile_wmma, compile_wgmma) and the model (smem_operand_bytes_per_clock) instead.")
+        raise NoGPUError(
+            "timing the WMMA kernel against cuBLAS needs a GPU (this is sim mode).",
+            fix="Read the PTX (compile_wmma, compile_wgmma) and the model (smem_operand_bytes_per_clock) instead.",
+        )
     import cupy as cp
 
     gpu, compute, _, scaled = bench.device_hw()
@@ -583,21 +652,41 @@ def wmma_against_cublas(n: int = 4096, source: str = WMMA_SOURCE, *, repeat: int
         c = cp.empty((n, n), dtype=cp.float32)
         grid, block = wmma_launch(n, n)
         args = _wmma_args(a, b, c)
-        t_wmma = bench.measure(kernel, grid, block, args, name="WMMA kernel", flops=2.0 * n**3, warmup=2, repeat=repeat,
-                               precision="fp16")
-        t_cublas = bench.measure(cp.matmul, a, b, name="cuBLAS fp16 gemm", flops=2.0 * n**3, warmup=2, repeat=repeat,
-                                 precision="fp16")
+        t_wmma = bench.measure(
+            kernel, grid, block, args, name="WMMA kernel", flops=2.0 * n**3, warmup=2, repeat=repeat, precision="fp16"
+        )
+        t_cublas = bench.measure(
+            cp.matmul, a, b, name="cuBLAS fp16 gemm", flops=2.0 * n**3, warmup=2, repeat=repeat, precision="fp16"
+        )
     except Exception as exc:  # noqa: BLE001 - compile errors, out of memory: said in words
         raise explain(exc, f"timing the WMMA kernel against cuBLAS (n={n})") from None
     finally:
         cp.get_default_memory_pool().free_all_blocks()
     device = env().device_name
     return [
-        GemmRate("fp16", n, "GPU measurement", device, t_wmma.tflops, peak, peak_source, t_wmma.median_s,
-                 note="a naive WMMA kernel (warp-level wmma.mma.sync, every fragment loaded from global memory, no "
-                      "shared-memory tiling or reuse) against cuBLAS: most of the gap is the kernel's, not WMMA's"),
-        GemmRate("fp16", n, "GPU measurement", device, t_cublas.tflops, peak, peak_source, t_cublas.median_s,
-                 note="cuBLAS through cupy.matmul"),
+        GemmRate(
+            "fp16",
+            n,
+            "GPU measurement",
+            device,
+            t_wmma.tflops,
+            peak,
+            peak_source,
+            t_wmma.median_s,
+            note="a naive WMMA kernel (warp-level wmma.mma.sync, every fragment loaded from global memory, no "
+            "shared-memory tiling or reuse) against cuBLAS: most of the gap is the kernel's, not WMMA's",
+        ),
+        GemmRate(
+            "fp16",
+            n,
+            "GPU measurement",
+            device,
+            t_cublas.tflops,
+            peak,
+            peak_source,
+            t_cublas.median_s,
+            note="cuBLAS through cupy.matmul",
+        ),
     ]
 
 
@@ -619,7 +708,11 @@ def cpu_gemm_throughput(n: int = 256, precisions: Sequence[str] = ("fp64", "fp32
     rows = []
     cpu = f"CPU ({platform.machine()}, NumPy)"
     for p in precisions:
-        dt = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": None}.get(p, "bad") if isinstance(p, str) else "bad"
+        dt = (
+            {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": None}.get(p, "bad")
+            if isinstance(p, str)
+            else "bad"
+        )
         if dt == "bad":
             raise LabkitError(f"no CPU GEMM for {p!r}.", fix="Use fp64, fp32, fp16 or bf16.")
         if dt is None:
@@ -635,8 +728,17 @@ def cpu_gemm_throughput(n: int = 256, precisions: Sequence[str] = ("fp64", "fp32
             a @ b
             samples.append(time.perf_counter() - t0)
         med = float(np.median(samples))
-        rows.append(GemmRate(p, n, "CPU measurement", cpu, 2.0 * n**3 / med / 1e12, median_s=med,
-                             note="BLAS" if p in ("fp64", "fp32") else "no BLAS for this type"))
+        rows.append(
+            GemmRate(
+                p,
+                n,
+                "CPU measurement",
+                cpu,
+                2.0 * n**3 / med / 1e12,
+                median_s=med,
+                note="BLAS" if p in ("fp64", "fp32") else "no BLAS for this type",
+            )
+        )
     return rows
 
 
@@ -660,8 +762,16 @@ def roofline_gemm(gpu_name: str, precision: str, n: int = 8192) -> GemmRate:
     rate = min(peak.value, memory_bound)
     bound = "compute-bound" if peak.value <= memory_bound else "memory-bound"
     sources = "; ".join(dict.fromkeys((peak.source, gpu.memory_bandwidth.source)))
-    return GemmRate(precision, n, "model", gpu.name, rate, peak.value, sources,
-                    note=f"{bound}: {intensity:.0f} FLOP/B × {bw:,.0f} GB/s = {memory_bound:,.0f} TFLOP/s")
+    return GemmRate(
+        precision,
+        n,
+        "model",
+        gpu.name,
+        rate,
+        peak.value,
+        sources,
+        note=f"{bound}: {intensity:.0f} FLOP/B × {bw:,.0f} GB/s = {memory_bound:,.0f} TFLOP/s",
+    )
 
 
 # ----------------------------------------------------------------------------- peak dissection
@@ -700,8 +810,10 @@ def implied_clock_ghz(gpu_name: str) -> tuple[float, str]:
     if fp32 is None or g.fp32_cores_per_sm is None:
         raise LabkitError(f"labkit.hw has neither a clock nor FP32 core counts for the {g.name}.")
     ghz = fp32.value * 1e12 / (g.sm_count.value * g.fp32_cores_per_sm.value * 2) / 1e9
-    how = (f"implied by the FP32 peak: {fp32.value:g} TFLOP/s / ({g.sm_count.value:.0f} SMs × "
-           f"{g.fp32_cores_per_sm.value:.0f} FP32 cores × 2 FLOP) = {ghz:.3f} GHz ({fp32.source}; {g.fp32_cores_per_sm.source})")
+    how = (
+        f"implied by the FP32 peak: {fp32.value:g} TFLOP/s / ({g.sm_count.value:.0f} SMs × "
+        f"{g.fp32_cores_per_sm.value:.0f} FP32 cores × 2 FLOP) = {ghz:.3f} GHz ({fp32.source}; {g.fp32_cores_per_sm.source})"
+    )
     return ghz, how
 
 
@@ -724,8 +836,20 @@ def dissect_tensor_peak(gpu_name: str, precision: str = "fp16", sparse: bool = F
         f"  FMA per Tensor Core per clock = {peak.value:g}e12 / ({sms:.0f} × {tcs:.0f} × 2 × {ghz:.3f}e9) = {fma:.1f}",
         f"  per SM per clock: {fma * tcs:.0f} FMA = {2 * fma * tcs:.0f} FLOP",
     ]
-    return PeakDissection(g.name, label, peak.value, peak.source, int(sms), g.sm_count.source, int(tcs),
-                          g.tensor_cores_per_sm.source, ghz, how, fma, lines)
+    return PeakDissection(
+        g.name,
+        label,
+        peak.value,
+        peak.source,
+        int(sms),
+        g.sm_count.source,
+        int(tcs),
+        g.tensor_cores_per_sm.source,
+        ghz,
+        how,
+        fma,
+        lines,
+    )
 
 
 # ----------------------------------------------------------------------------- make gpu-check
@@ -744,18 +868,38 @@ def gpu_check(n: int = 8192) -> dict[str, Any]:
         except LabkitError as exc:  # missing headers, compile error, out of memory: recorded, not a crash
             wmma.append({"shape": [M, N, K], "ok": False, "error": str(exc)})
             continue
-        wmma.append({"shape": [M, N, K], "ok": grade.ok, "relative_error": grade.relative_error, "worst_ratio": grade.worst_ratio})
-    targets = [{"name": f"tensorcores.{r.precision}-gemm-vs-dense-peak",
-                "target": f"CuPy {r.precision.upper()} GEMM >= 70% of the datasheet dense Tensor Core peak",
-                "value": r.percent_of_peak, "threshold": 70.0, "unit": "%",
-                "passed": None if r.percent_of_peak is None else r.percent_of_peak >= 70.0,
-                "details": r.as_dict(), **({} if r.tflops is not None and r.peak_tflops else
-                                           {"error": r.note or "no datasheet peak for this GPU in labkit.hw"})}
-               for r in rows]
-    targets.append({"name": "tensorcores.wmma-correct", "target": "the WMMA solution is correct on random inputs",
-                    "value": sum(bool(w["ok"]) for w in wmma), "threshold": len(wmma), "unit": "shapes correct",
-                    "passed": all(w["ok"] for w in wmma), "details": {"wmma": wmma},
-                    **({"error": next(w["error"] for w in wmma if "error" in w)} if any("error" in w for w in wmma) else {})})
+        wmma.append(
+            {"shape": [M, N, K], "ok": grade.ok, "relative_error": grade.relative_error, "worst_ratio": grade.worst_ratio}
+        )
+    targets = [
+        {
+            "name": f"tensorcores.{r.precision}-gemm-vs-dense-peak",
+            "target": f"CuPy {r.precision.upper()} GEMM >= 70% of the datasheet dense Tensor Core peak",
+            "value": r.percent_of_peak,
+            "threshold": 70.0,
+            "unit": "%",
+            "passed": None if r.percent_of_peak is None else r.percent_of_peak >= 70.0,
+            "details": r.as_dict(),
+            **(
+                {}
+                if r.tflops is not None and r.peak_tflops
+                else {"error": r.note or "no datasheet peak for this GPU in labkit.hw"}
+            ),
+        }
+        for r in rows
+    ]
+    targets.append(
+        {
+            "name": "tensorcores.wmma-correct",
+            "target": "the WMMA solution is correct on random inputs",
+            "value": sum(bool(w["ok"]) for w in wmma),
+            "threshold": len(wmma),
+            "unit": "shapes correct",
+            "passed": all(w["ok"] for w in wmma),
+            "details": {"wmma": wmma},
+            **({"error": next(w["error"] for w in wmma if "error" in w)} if any("error" in w for w in wmma) else {}),
+        }
+    )
     return {
         "gemm": [r.as_dict() for r in rows],
         "gemm_target_percent": 70,

@@ -31,8 +31,26 @@ DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "hw.yml"
 #: Units a figure may carry.
 UNITS = frozenset(
     {
-        "GB", "TB", "MB", "KB", "GB/s", "TB/s", "Gb/s", "TFLOP/s", "PFLOP/s", "TOPS", "POPS",
-        "W", "kW", "mm²", "billion", "count", "USD", "year", "FMA/clock", "B/clock",
+        "GB",
+        "TB",
+        "MB",
+        "KB",
+        "GB/s",
+        "TB/s",
+        "Gb/s",
+        "TFLOP/s",
+        "PFLOP/s",
+        "TOPS",
+        "POPS",
+        "W",
+        "kW",
+        "mm²",
+        "billion",
+        "count",
+        "USD",
+        "year",
+        "FMA/clock",
+        "B/clock",
     }
 )
 #: Units a system's headline (a compute rate) may carry: TFLOP/s or PFLOP/s, for int8 TOPS or POPS.
@@ -43,11 +61,18 @@ NO_FIGURE = "no figure:"
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8")
 
 _SCALE = {  # unit -> (dimension, factor to the dimension's base unit)
-    "GB/s": ("bandwidth", 1.0), "TB/s": ("bandwidth", 1e3),
-    "TFLOP/s": ("flops", 1.0), "PFLOP/s": ("flops", 1e3),
-    "TOPS": ("ops", 1.0), "POPS": ("ops", 1e3),
-    "KB": ("bytes", 1e-3), "MB": ("bytes", 1.0), "GB": ("bytes", 1e3), "TB": ("bytes", 1e6),
-    "W": ("power", 1.0), "kW": ("power", 1e3),
+    "GB/s": ("bandwidth", 1.0),
+    "TB/s": ("bandwidth", 1e3),
+    "TFLOP/s": ("flops", 1.0),
+    "PFLOP/s": ("flops", 1e3),
+    "TOPS": ("ops", 1.0),
+    "POPS": ("ops", 1e3),
+    "KB": ("bytes", 1e-3),
+    "MB": ("bytes", 1.0),
+    "GB": ("bytes", 1e3),
+    "TB": ("bytes", 1e6),
+    "W": ("power", 1.0),
+    "kW": ("power", 1e3),
 }
 
 
@@ -153,8 +178,10 @@ class GPU:
         if p in self.undefined:
             reason = self.undefined[p]
             if reason.startswith(NO_FIGURE):  # the format exists, but no source gives a figure labkit can use
-                raise LabkitError(f"labkit has no {p.upper()} figure for the {self.name}: {reason[len(NO_FIGURE):].strip()}.",
-                                  fix=f"The {self.name} has figures for: {', '.join(self.precisions())}.")
+                raise LabkitError(
+                    f"labkit has no {p.upper()} figure for the {self.name}: {reason[len(NO_FIGURE) :].strip()}.",
+                    fix=f"The {self.name} has figures for: {', '.join(self.precisions())}.",
+                )
             raise LabkitError(
                 f"{p.upper()} does not exist on the {self.name}: {reason}.",
                 fix=f"The {self.name} has: {', '.join(self.precisions())}.",
@@ -250,7 +277,9 @@ class System:
 
     def headline_text(self) -> str:
         """The headline with its number format and sparsity, e.g. ``"720 PFLOP/s FP8 (sparse)"``."""
-        return f"{self.headline.text()} {(self.headline_precision or '').upper()} ({'sparse' if self.headline_sparse else 'dense'})"
+        return (
+            f"{self.headline.text()} {(self.headline_precision or '').upper()} ({'sparse' if self.headline_sparse else 'dense'})"
+        )
 
     def figures(self) -> dict[str, Figure]:
         """Every figure of this system by attribute name."""
@@ -301,8 +330,10 @@ class Claim:
         return (self.claimed.to(self.datasheet.unit).value - self.datasheet.value) / self.datasheet.value
 
     def __str__(self) -> str:
-        return (f"{self.record} {self.field.replace('_', ' ')}: the talk says {self.claimed.text()}, "
-                f"the datasheet {self.datasheet.text()} ({self.difference:+.0%}). {self.why}")
+        return (
+            f"{self.record} {self.field.replace('_', ' ')}: the talk says {self.claimed.text()}, "
+            f"the datasheet {self.datasheet.text()} ({self.difference:+.0%}). {self.why}"
+        )
 
 
 @dataclass(frozen=True)
@@ -330,7 +361,9 @@ def _figure(raw: Any, source: str | None, where: str) -> Figure:
     if isinstance(raw, dict):
         unknown = set(raw) - _FIGURE_KEYS
         if unknown:
-            raise HardwareDataError(f"{where}: unknown key(s) {sorted(unknown)} in a figure.", fix="Use value, unit, source, note, unconfirmed.")
+            raise HardwareDataError(
+                f"{where}: unknown key(s) {sorted(unknown)} in a figure.", fix="Use value, unit, source, note, unconfirmed."
+            )
         if "value" not in raw or "unit" not in raw:
             raise HardwareDataError(f"{where}: a figure needs a value and a unit.", fix="Write {value: 900, unit: GB/s}.")
         value, unit = raw["value"], raw["unit"]
@@ -343,7 +376,9 @@ def _figure(raw: Any, source: str | None, where: str) -> Figure:
             raise HardwareDataError(f"{where}: cannot read {raw!r} as 'VALUE UNIT'.", fix="Write e.g. '900 GB/s'.")
         value, unit = m.group(1).replace(",", "").replace("_", ""), m.group(2)
     else:
-        raise HardwareDataError(f"{where}: {raw!r} has no unit.", fix="Write the unit after the number, e.g. '900 GB/s' or '8 count'.")
+        raise HardwareDataError(
+            f"{where}: {raw!r} has no unit.", fix="Write the unit after the number, e.g. '900 GB/s' or '8 count'."
+        )
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -402,7 +437,9 @@ def _parse_gpu(name: str, d: dict) -> GPU:
     undefined = {str(k): str(v) for k, v in (d.get("undefined") or {}).items()}
     for p in PRECISIONS:
         if p not in peaks and p not in undefined:
-            raise HardwareDataError(f"{where}: precision {p} is neither given a peak nor listed under undefined (with the reason).")
+            raise HardwareDataError(
+                f"{where}: precision {p} is neither given a peak nor listed under undefined (with the reason)."
+            )
     cc = str(_req(d, "compute_capability", where)).split(".")
     return GPU(
         name=name,
@@ -436,9 +473,20 @@ def _parse_gpu(name: str, d: dict) -> GPU:
 
 
 _SYSTEM_FIGURES = (
-    "nvswitch_count", "cpu_count", "system_memory", "storage", "network_bandwidth", "power", "gpu_memory_total",
-    "memory_bandwidth_total", "nvlink_domain_bandwidth", "mig_instances", "price", "system_count",
-    "allreduce_busbw_nvls", "allreduce_busbw_ring",
+    "nvswitch_count",
+    "cpu_count",
+    "system_memory",
+    "storage",
+    "network_bandwidth",
+    "power",
+    "gpu_memory_total",
+    "memory_bandwidth_total",
+    "nvlink_domain_bandwidth",
+    "mig_instances",
+    "price",
+    "system_count",
+    "allreduce_busbw_nvls",
+    "allreduce_busbw_ring",
 )
 
 
@@ -448,23 +496,30 @@ def _parse_system(name: str, d: dict) -> System:
     h = dict(_req(d, "headline", where))
     unknown = set(h) - _FIGURE_KEYS - {"precision", "sparse", "what"}
     if unknown:
-        raise HardwareDataError(f"{where}.headline: unknown key(s) {sorted(unknown)}.",
-                                fix="A headline is a compute rate: value, unit, precision, sparse, what (and source, note).")
+        raise HardwareDataError(
+            f"{where}.headline: unknown key(s) {sorted(unknown)}.",
+            fix="A headline is a compute rate: value, unit, precision, sparse, what (and source, note).",
+        )
     precision, sparse, what = h.pop("precision", None), h.pop("sparse", False), str(h.pop("what", ""))
     if precision is None:
-        raise HardwareDataError(f"{where}.headline: no precision: a system's headline is a compute rate in a number format.",
-                                fix="Give precision (fp8, fp16, ...) and sparse; put a bandwidth in its own field "
-                                    "(e.g. nvlink_domain_bandwidth).")
+        raise HardwareDataError(
+            f"{where}.headline: no precision: a system's headline is a compute rate in a number format.",
+            fix="Give precision (fp8, fp16, ...) and sparse; put a bandwidth in its own field (e.g. nvlink_domain_bandwidth).",
+        )
     try:
         precision = _normalise_precision(str(precision))
     except LabkitError:
-        raise HardwareDataError(f"{where}.headline: unknown precision {precision!r}.", fix=f"Use {', '.join(PRECISIONS)}.") from None
+        raise HardwareDataError(
+            f"{where}.headline: unknown precision {precision!r}.", fix=f"Use {', '.join(PRECISIONS)}."
+        ) from None
     if not isinstance(sparse, bool):
         raise HardwareDataError(f"{where}.headline: sparse must be true or false, not {sparse!r}.")
     allowed = HEADLINE_UNITS["int" if precision == "int8" else "float"]
     if isinstance(h, dict) and h.get("unit") not in allowed:
-        raise HardwareDataError(f"{where}.headline: unit {h.get('unit')!r} is not a compute rate for {precision.upper()}.",
-                                fix=f"Write the headline in {' or '.join(allowed)}; a bandwidth goes in its own field.")
+        raise HardwareDataError(
+            f"{where}.headline: unit {h.get('unit')!r} is not a compute rate for {precision.upper()}.",
+            fix=f"Write the headline in {' or '.join(allowed)}; a bandwidth goes in its own field.",
+        )
     return System(
         name=name,
         aliases=tuple(d.get("aliases") or ()),
@@ -494,12 +549,21 @@ def _parse_link(name: str, d: dict) -> Link:
     kind = _req(d, "kind", where)
     if kind not in ("nvlink", "nvswitch", "pcie", "infiniband"):
         raise HardwareDataError(f"{where}: unknown kind {kind!r}.")
-    figs = {k: _opt(d, k, src, where) for k in (
-        "per_link", "links_per_gpu", "per_gpu", "ports", "per_port", "transistors", "signalling", "nccl_model", "year")}
+    figs = {
+        k: _opt(d, k, src, where)
+        for k in ("per_link", "links_per_gpu", "per_gpu", "ports", "per_port", "transistors", "signalling", "nccl_model", "year")
+    }
     if figs["per_link"] is None and figs["per_port"] is None:
         raise HardwareDataError(f"{where}: needs per_link (or per_port for a switch).")
-    return Link(name=name, aliases=tuple(d.get("aliases") or ()), kind=kind, source=src,
-                nvlink=d.get("nvlink"), used_in=tuple(d.get("used_in") or ()), **figs)
+    return Link(
+        name=name,
+        aliases=tuple(d.get("aliases") or ()),
+        kind=kind,
+        source=src,
+        nvlink=d.get("nvlink"),
+        used_in=tuple(d.get("used_in") or ()),
+        **figs,
+    )
 
 
 def _parse_claims(raw: Any, gpus: dict[str, GPU], systems: dict[str, System]) -> tuple[Claim, ...]:
@@ -537,13 +601,16 @@ def _validate(data: HardwareData) -> None:
             if not _close(derived, ln.per_gpu.to("GB/s").value, 1e-6):
                 raise HardwareDataError(
                     f"links.{ln.name}: {ln.links_per_gpu.value:g} links x {ln.per_link.value:g} GB/s x 2 = {derived:g} GB/s, "
-                    f"but per_gpu says {ln.per_gpu.text()}.")
+                    f"but per_gpu says {ln.per_gpu.text()}."
+                )
         if ln.kind == "nvswitch":
             if ln.nvlink not in data.links:
                 raise HardwareDataError(f"links.{ln.name}: unknown NVLink generation {ln.nvlink!r}.")
             nv = data.links[ln.nvlink].per_link
             if ln.per_port and nv and not _close(ln.per_port.value, nv.value, 1e-6):
-                raise HardwareDataError(f"links.{ln.name}: per-port {ln.per_port.text()} differs from {ln.nvlink}'s per-link {nv.text()}.")
+                raise HardwareDataError(
+                    f"links.{ln.name}: per-port {ln.per_port.text()} differs from {ln.nvlink}'s per-link {nv.text()}."
+                )
     for g in data.gpus.values():
         if g.nvlink not in data.links:
             raise HardwareDataError(f"gpus.{g.name}: unknown NVLink generation {g.nvlink!r}.")
@@ -553,7 +620,8 @@ def _validate(data: HardwareData) -> None:
         if not _close(derived, g.nvlink_bandwidth.to("GB/s").value, 1e-6):
             raise HardwareDataError(
                 f"gpus.{g.name}: {g.nvlink_links.value:g} links x {per_link.value:g} GB/s per direction x 2 = {derived:g} GB/s, "
-                f"but nvlink_bandwidth says {g.nvlink_bandwidth.text()}.")
+                f"but nvlink_bandwidth says {g.nvlink_bandwidth.text()}."
+            )
     for s in data.systems.values():
         if s.gpu not in data.gpus:
             raise HardwareDataError(f"systems.{s.name}: unknown GPU {s.gpu!r}.")
@@ -565,7 +633,9 @@ def _validate(data: HardwareData) -> None:
                 raise HardwareDataError(f"systems.{s.name}: unknown building block {s.system!r} or no system_count.")
             inner = data.systems[s.system]
             if not _close(s.system_count.value * inner.gpu_count.value, n, 1e-9):
-                raise HardwareDataError(f"systems.{s.name}: {s.system_count.value:g} x {inner.gpu_count.value:g} GPUs is not {n:g}.")
+                raise HardwareDataError(
+                    f"systems.{s.name}: {s.system_count.value:g} x {inner.gpu_count.value:g} GPUs is not {n:g}."
+                )
         unit = "TOPS" if s.headline_precision == "int8" else "TFLOP/s"
         derived = n * g.peak(str(s.headline_precision), sparse=s.headline_sparse).to(unit).value
         claimed = s.headline.to(unit).value
@@ -573,13 +643,15 @@ def _validate(data: HardwareData) -> None:
             raise HardwareDataError(
                 f"systems.{s.name}: {n:g} GPUs x per-GPU figure = {derived:g} {unit}, but the headline says "
                 f"{s.headline.text()} (more than {tol:.0%} apart).",
-                fix="Check the GPU count, the GPU's peak, the headline's precision and sparsity.")
+                fix="Check the GPU count, the GPU's peak, the headline's precision and sparsity.",
+            )
         if s.nvlink_domain_bandwidth is not None and not s.system:
             derived = n * g.nvlink_bandwidth.to("GB/s").value
             if not _close(derived, s.nvlink_domain_bandwidth.to("GB/s").value, tol):
                 raise HardwareDataError(
                     f"systems.{s.name}: {n:g} GPUs x {g.nvlink_bandwidth.text()} = {derived:g} GB/s, but "
-                    f"nvlink_domain_bandwidth says {s.nvlink_domain_bandwidth.text()} (more than {tol:.0%} apart).")
+                    f"nvlink_domain_bandwidth says {s.nvlink_domain_bandwidth.text()} (more than {tol:.0%} apart)."
+                )
 
 
 def load(path: str | Path | None = None) -> HardwareData:
@@ -587,8 +659,10 @@ def load(path: str | Path | None = None) -> HardwareData:
     import yaml
 
     if path is not None and not isinstance(path, (str, Path)):
-        raise LabkitError(f"path must be the path of a YAML file (a string or Path), not {path!r}.",
-                          fix="Leave it out to read labkit's own hardware data.")
+        raise LabkitError(
+            f"path must be the path of a YAML file (a string or Path), not {path!r}.",
+            fix="Leave it out to read labkit's own hardware data.",
+        )
     p = Path(path) if path is not None else DATA_FILE
     try:
         raw = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -629,12 +703,28 @@ def normalise(name: str) -> str:
 
 def _normalise_precision(precision: str) -> str:
     if not isinstance(precision, str):
-        raise LabkitError(f"a precision is named by a string such as 'fp32', not {precision!r}.",
-                          fix=f"Use one of: {', '.join(PRECISIONS)}.")
+        raise LabkitError(
+            f"a precision is named by a string such as 'fp32', not {precision!r}.", fix=f"Use one of: {', '.join(PRECISIONS)}."
+        )
     p = normalise(precision)
-    p = {"double": "fp64", "single": "fp32", "half": "fp16", "float64": "fp64", "float32": "fp32",
-         "float16": "fp16", "bfloat16": "bf16", "fp8e4m3": "fp8", "fp8e5m2": "fp8", "fp6e2m3": "fp6", "fp6e3m2": "fp6",
-         "fp4e2m1": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "mxfp6": "fp6", "mxfp8": "fp8"}.get(p, p)
+    p = {
+        "double": "fp64",
+        "single": "fp32",
+        "half": "fp16",
+        "float64": "fp64",
+        "float32": "fp32",
+        "float16": "fp16",
+        "bfloat16": "bf16",
+        "fp8e4m3": "fp8",
+        "fp8e5m2": "fp8",
+        "fp6e2m3": "fp6",
+        "fp6e3m2": "fp6",
+        "fp4e2m1": "fp4",
+        "nvfp4": "fp4",
+        "mxfp4": "fp4",
+        "mxfp6": "fp6",
+        "mxfp8": "fp8",
+    }.get(p, p)
     if p not in PRECISIONS:
         raise LabkitError(f"unknown precision {precision!r}.", fix=f"Use one of: {', '.join(PRECISIONS)}.")
     return p
@@ -725,8 +815,11 @@ def unconfirmed() -> list[tuple[str, str, Figure]]:
     for g in d.gpus.values():
         out += [(g.name, k, f) for k, f in g.figures().items() if f.unconfirmed]
         for p, pk in g.peaks.items():
-            out += [(g.name, f"peak {p}{tag}", f) for tag, f in (("", pk.dense), (" sparse", pk.sparse), (" CUDA cores", pk.simt))
-                    if f is not None and f.unconfirmed]
+            out += [
+                (g.name, f"peak {p}{tag}", f)
+                for tag, f in (("", pk.dense), (" sparse", pk.sparse), (" CUDA cores", pk.simt))
+                if f is not None and f.unconfirmed
+            ]
     for s in d.systems.values():
         out += [(s.name, k, f) for k, f in s.figures().items() if f.unconfirmed]
     for ln in d.links.values():
@@ -734,15 +827,26 @@ def unconfirmed() -> list[tuple[str, str, Figure]]:
     return out
 
 
-def table(names: Iterable[str] | None = None, attrs: Iterable[str] = ("memory_size", "memory_bandwidth", "sm_count")) -> list[dict[str, Any]]:
+def table(
+    names: Iterable[str] | None = None, attrs: Iterable[str] = ("memory_size", "memory_bandwidth", "sm_count")
+) -> list[dict[str, Any]]:
     """Rows ``{"gpu": name, attr: Figure, ...}`` for printing or plotting."""
     from labkit.validate import require_choice, require_sequence
 
-    names = gpus() if names is None else require_sequence([names] if isinstance(names, str) else names, "names",
-                                                            what="a list of GPU names", fix="labkit.hw.gpus() lists them.")
+    names = (
+        gpus()
+        if names is None
+        else require_sequence(
+            [names] if isinstance(names, str) else names, "names", what="a list of GPU names", fix="labkit.hw.gpus() lists them."
+        )
+    )
     fields = [f for f in GPU.__dataclass_fields__ if not f.startswith("_")]
-    attrs = require_sequence([attrs] if isinstance(attrs, str) else attrs, "attrs", what="a list of GPU attribute names",
-                             item=lambda a, what: require_choice(a, what, fields))
+    attrs = require_sequence(
+        [attrs] if isinstance(attrs, str) else attrs,
+        "attrs",
+        what="a list of GPU attribute names",
+        item=lambda a, what: require_choice(a, what, fields),
+    )
     rows = []
     for n in names:
         g = gpu(n)
@@ -752,13 +856,19 @@ def table(names: Iterable[str] | None = None, attrs: Iterable[str] = ("memory_si
 
 # ----------------------------------------------------------------------------- FP64 against FP32, per architecture
 #: Source of :func:`arithmetic_rates`: the throughput table of NVIDIA's programming guide.
-ARITHMETIC_SOURCE = ("CUDA C++ Programming Guide, Arithmetic Instructions: throughput of native arithmetic "
-                     "instructions (operations per clock cycle per multiprocessor), 32-bit and 64-bit floating-point add, "
-                     "multiply, multiply-add")
+ARITHMETIC_SOURCE = (
+    "CUDA C++ Programming Guide, Arithmetic Instructions: throughput of native arithmetic "
+    "instructions (operations per clock cycle per multiprocessor), 32-bit and 64-bit floating-point add, "
+    "multiply, multiply-add"
+)
 #: compute capability -> (FP32, FP64) results per clock per SM, and GPUs of that compute capability.
 _PER_CLOCK: dict[tuple[int, int], tuple[int, int, str]] = {
-    (7, 0): (64, 32, "V100"), (7, 5): (64, 2, "T4"), (8, 0): (64, 32, "A100"), (8, 6): (128, 2, "A10, A40"),
-    (8, 9): (128, 2, "L4, L40S"), (9, 0): (128, 64, "H100, H200"),
+    (7, 0): (64, 32, "V100"),
+    (7, 5): (64, 2, "T4"),
+    (8, 0): (64, 32, "A100"),
+    (8, 6): (128, 2, "A10, A40"),
+    (8, 9): (128, 2, "L4, L40S"),
+    (9, 0): (128, 64, "H100, H200"),
 }
 
 
@@ -778,8 +888,10 @@ class ArithmeticRates:
 
     def __str__(self) -> str:
         cc = f"{self.compute_capability[0]}.{self.compute_capability[1]}"
-        return (f"compute capability {cc} ({self.gpus}): {self.fp32_per_clock.text()} FP32 and {self.fp64_per_clock.text()} "
-                f"FP64 results per clock per SM, FP64 at 1/{round(1 / self.fp64_fraction)} of FP32 ({ARITHMETIC_SOURCE})")
+        return (
+            f"compute capability {cc} ({self.gpus}): {self.fp32_per_clock.text()} FP32 and {self.fp64_per_clock.text()} "
+            f"FP64 results per clock per SM, FP64 at 1/{round(1 / self.fp64_fraction)} of FP32 ({ARITHMETIC_SOURCE})"
+        )
 
 
 def arithmetic_rates(arch: str | tuple[int, int]) -> ArithmeticRates:
@@ -794,8 +906,7 @@ def arithmetic_rates(arch: str | tuple[int, int]) -> ArithmeticRates:
             cc = (int(m.group(1)), int(m.group(2)))
         else:
             key = normalise(arch)
-            cc = next((c for c, (_, _, names) in _PER_CLOCK.items()
-                       if key in {normalise(n) for n in names.split(", ")}), None)
+            cc = next((c for c, (_, _, names) in _PER_CLOCK.items() if key in {normalise(n) for n in names.split(", ")}), None)
     if cc not in _PER_CLOCK:
         known = ", ".join(f"sm_{a}{b} ({n})" for (a, b), (_, _, n) in _PER_CLOCK.items())
         raise LabkitError(f"labkit has no FP32/FP64 throughput for {arch!r}.", fix=f"Ask for one of {known}.")

@@ -23,8 +23,10 @@ def load() -> Any:
     try:
         import pynvml
     except ImportError:
-        raise NvmlUnavailable("NVML queries need the package nvidia-ml-py, which is not installed.",
-                              fix="pip install nvidia-ml-py (it is one of labkit's requirements).") from None
+        raise NvmlUnavailable(
+            "NVML queries need the package nvidia-ml-py, which is not installed.",
+            fix="pip install nvidia-ml-py (it is one of labkit's requirements).",
+        ) from None
     return pynvml
 
 
@@ -37,9 +39,10 @@ def session(nvml: Any = None) -> Iterator[Any]:
     try:
         nvml.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        raise NvmlUnavailable(f"NVML could not start ({type(exc).__name__}: {exc}).",
-                              fix="Check that the NVIDIA driver is loaded (`nvidia-smi` works); everything else in "
-                                  "labkit runs without NVML.") from None
+        raise NvmlUnavailable(
+            f"NVML could not start ({type(exc).__name__}: {exc}).",
+            fix="Check that the NVIDIA driver is loaded (`nvidia-smi` works); everything else in labkit runs without NVML.",
+        ) from None
     try:
         yield nvml
     finally:
@@ -82,8 +85,10 @@ def handle_for(nvml: Any, gpu: GPUInfo) -> Any:
             return nvml.nvmlDeviceGetHandleByPciBusId(key)
         except Exception as exc:  # noqa: BLE001 - NVMLError_NotFound and friends: try the other key
             tried.append(f"{kind} {key}: {exc}")
-    raise NvmlUnavailable(f"NVML has no device matching CUDA device {gpu.index} ({gpu.name}): {'; '.join(tried) or 'no UUID or bus id'}.",
-                          fix="Run `nvidia-smi -L` to compare; CUDA and NVML should see the same GPUs.")
+    raise NvmlUnavailable(
+        f"NVML has no device matching CUDA device {gpu.index} ({gpu.name}): {'; '.join(tried) or 'no UUID or bus id'}.",
+        fix="Run `nvidia-smi -L` to compare; CUDA and NVML should see the same GPUs.",
+    )
 
 
 def handles_for(nvml: Any, gpus: Sequence[GPUInfo]) -> list[Any]:

@@ -29,8 +29,10 @@ from typing import Sequence
 from labkit.errors import LabkitError
 from labkit.validate import require_choice, require_int, require_sequence
 
-SOURCE = ("CUDA C++ Programming Guide, 'Compute Capabilities': Technical Specifications per Compute Capability; "
-          "allocation granularities from the CUDA Occupancy Calculator (cuda_occupancy.h, CUDA toolkit)")
+SOURCE = (
+    "CUDA C++ Programming Guide, 'Compute Capabilities': Technical Specifications per Compute Capability; "
+    "allocation granularities from the CUDA Occupancy Calculator (cuda_occupancy.h, CUDA toolkit)"
+)
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,12 @@ def limits(arch: str) -> ArchLimits:
     """The :class:`ArchLimits` of ``"sm_70"``, ``"sm_80"`` or ``"sm_90"`` (``"compute_90"`` is read as ``"sm_90"``)."""
     if isinstance(arch, str) and arch.strip().lower().replace("compute_", "sm_") in ARCHS:
         return ARCHS[arch.strip().lower().replace("compute_", "sm_")]
-    key = require_choice(arch, "arch", list(ARCHS),
-                         fix=f"Use one of {', '.join(ARCHS)} (Volta, Ampere, Hopper): labkit has occupancy data for these.")
+    key = require_choice(
+        arch,
+        "arch",
+        list(ARCHS),
+        fix=f"Use one of {', '.join(ARCHS)} (Volta, Ampere, Hopper): labkit has occupancy data for these.",
+    )
     return ARCHS[key]
 
 
@@ -90,10 +96,12 @@ class Occupancy:
 
     def __str__(self) -> str:
         lim = ", ".join(f"{k} {v}" for k, v in self.block_limits.items())
-        return (f"{self.arch}: {self.threads_per_block} threads, {self.registers_per_thread} registers/thread, "
-                f"{self.shared_per_block} B shared/block -> {self.blocks_per_sm} blocks, {self.active_warps}/"
-                f"{self.max_warps} warps ({100 * self.occupancy:.0f}% occupancy), limited by {self.limiter} "
-                f"(blocks allowed by: {lim})")
+        return (
+            f"{self.arch}: {self.threads_per_block} threads, {self.registers_per_thread} registers/thread, "
+            f"{self.shared_per_block} B shared/block -> {self.blocks_per_sm} blocks, {self.active_warps}/"
+            f"{self.max_warps} warps ({100 * self.occupancy:.0f}% occupancy), limited by {self.limiter} "
+            f"(blocks allowed by: {lim})"
+        )
 
 
 def _round_up(x: int, unit: int) -> int:
@@ -107,15 +115,29 @@ def occupancy(arch: str, threads_per_block: int, registers_per_thread: int = 32,
     A configuration that cannot launch at all raises :class:`~labkit.errors.LabkitError` saying why.
     """
     lim = limits(arch)
-    threads_per_block = require_int(threads_per_block, "threads_per_block", min=1, max=lim.max_threads_per_block,
-                                    fix=f"A block has 1 to {lim.max_threads_per_block} threads on {lim.arch}, "
-                                        "a whole number (a multiple of 32 fills its warps).")
-    registers_per_thread = require_int(registers_per_thread, "registers_per_thread", min=1,
-                                       max=lim.max_registers_per_thread,
-                                       fix=f"{lim.arch} gives a thread 1 to {lim.max_registers_per_thread} registers.")
-    shared_per_block = require_int(shared_per_block, "shared_per_block", min=0, max=lim.max_shared_per_block,
-                                   fix=f"Shared memory per block is in bytes: at most {lim.max_shared_per_block} B on "
-                                       f"{lim.arch} with the opt-in attribute, 49152 B without it.")
+    threads_per_block = require_int(
+        threads_per_block,
+        "threads_per_block",
+        min=1,
+        max=lim.max_threads_per_block,
+        fix=f"A block has 1 to {lim.max_threads_per_block} threads on {lim.arch}, "
+        "a whole number (a multiple of 32 fills its warps).",
+    )
+    registers_per_thread = require_int(
+        registers_per_thread,
+        "registers_per_thread",
+        min=1,
+        max=lim.max_registers_per_thread,
+        fix=f"{lim.arch} gives a thread 1 to {lim.max_registers_per_thread} registers.",
+    )
+    shared_per_block = require_int(
+        shared_per_block,
+        "shared_per_block",
+        min=0,
+        max=lim.max_shared_per_block,
+        fix=f"Shared memory per block is in bytes: at most {lim.max_shared_per_block} B on "
+        f"{lim.arch} with the opt-in attribute, 49152 B without it.",
+    )
     warps = math.ceil(threads_per_block / 32)
     by_warps = lim.max_warps_per_sm // warps
     regs_per_warp = _round_up(registers_per_thread * 32, lim.register_alloc_unit)
@@ -123,14 +145,18 @@ def occupancy(arch: str, threads_per_block: int, registers_per_thread: int = 32,
     checked_warps = _round_up(warps, lim.sub_partitions)  # the hardware's check: warps rounded up to the 4 sub-partitions
     checked = regs_per_warp * checked_warps
     if allocated > lim.max_registers_per_block or checked > lim.max_registers_per_block:
-        how = (f"{warps} warps × {regs_per_warp} registers per warp = {allocated}" if allocated > lim.max_registers_per_block
-               else f"{warps} warps, counted as {checked_warps} (the launch check rounds a block's warps up to a multiple "
-                    f"of the {lim.sub_partitions} sub-partitions) × {regs_per_warp} registers per warp = {checked}")
-        raise LabkitError(f"cannot launch: {registers_per_thread} registers per thread × {threads_per_block} threads "
-                          f"need more than the {lim.max_registers_per_block} registers one block may use on {lim.arch} "
-                          f"({how}).",
-                          fix="Use fewer threads per block, or fewer registers per thread (__launch_bounds__, "
-                              "maxrregcount / max_registers).")
+        how = (
+            f"{warps} warps × {regs_per_warp} registers per warp = {allocated}"
+            if allocated > lim.max_registers_per_block
+            else f"{warps} warps, counted as {checked_warps} (the launch check rounds a block's warps up to a multiple "
+            f"of the {lim.sub_partitions} sub-partitions) × {regs_per_warp} registers per warp = {checked}"
+        )
+        raise LabkitError(
+            f"cannot launch: {registers_per_thread} registers per thread × {threads_per_block} threads "
+            f"need more than the {lim.max_registers_per_block} registers one block may use on {lim.arch} "
+            f"({how}).",
+            fix="Use fewer threads per block, or fewer registers per thread (__launch_bounds__, maxrregcount / max_registers).",
+        )
     warps_per_partition = (lim.registers_per_sm // lim.sub_partitions) // regs_per_warp
     by_regs = (warps_per_partition * lim.sub_partitions) // warps
     if shared_per_block > 0 or lim.reserved_shared_per_block:
@@ -142,8 +168,17 @@ def occupancy(arch: str, threads_per_block: int, registers_per_thread: int = 32,
     blocks = min(block_limits.values())
     order = ["warps", "registers", "blocks", "shared memory"]  # the order in which ties are named
     limiter = next(k for k in order if block_limits[k] == blocks)
-    return Occupancy(lim.arch, threads_per_block, registers_per_thread, shared_per_block, blocks,
-                     blocks * warps, lim.max_warps_per_sm, limiter, block_limits)
+    return Occupancy(
+        lim.arch,
+        threads_per_block,
+        registers_per_thread,
+        shared_per_block,
+        blocks,
+        blocks * warps,
+        lim.max_warps_per_sm,
+        limiter,
+        block_limits,
+    )
 
 
 # ----------------------------------------------------------------------------- coalescing
@@ -169,8 +204,13 @@ def coalescing(addresses: Sequence[int], size: int = 4) -> Coalescing:
     """Sectors and efficiency of one warp request: ``addresses`` are the byte addresses of the active lanes,
     each accessing ``size`` bytes (assumed aligned to ``size``)."""
     size = require_int(size, "size", min=1, max=256, fix="size is the bytes each lane accesses: 1, 2, 4, 8 or 16.")
-    addrs = require_sequence(addresses, "addresses", what="a list of byte addresses (whole numbers ≥ 0)",
-                             max_len=1024, item=lambda a, n: require_int(a, n, min=0))
+    addrs = require_sequence(
+        addresses,
+        "addresses",
+        what="a list of byte addresses (whole numbers ≥ 0)",
+        max_len=1024,
+        item=lambda a, n: require_int(a, n, min=0),
+    )
     used: set[int] = set()
     for a in addrs:
         used.update(range(a, a + size))
@@ -179,8 +219,7 @@ def coalescing(addresses: Sequence[int], size: int = 4) -> Coalescing:
     return Coalescing(len(sectors), len(lines), len(used), len(sectors) * SECTOR)
 
 
-def warp_addresses(pattern: str, *, size: int = 4, stride: int = 1, offset: int = 0, lanes: int = 32,
-                   seed: int = 0) -> list[int]:
+def warp_addresses(pattern: str, *, size: int = 4, stride: int = 1, offset: int = 0, lanes: int = 32, seed: int = 0) -> list[int]:
     """Byte addresses one warp touches for a named access pattern.
 
     ``"contiguous"``: lane i reads element ``offset + i``; ``"strided"``: element ``offset + i * stride``
@@ -216,8 +255,13 @@ def bank_conflict_degree(addresses: Sequence[int], banks: int = 32, word: int = 
     """
     banks = require_int(banks, "banks", min=1, max=1024, fix="Shared memory has 32 banks.")
     word = require_int(word, "word", min=1, max=256, fix="A bank is 4 bytes wide.")
-    addrs = require_sequence(addresses, "addresses", what="a list of byte addresses (whole numbers ≥ 0)",
-                             max_len=1024, item=lambda a, n: require_int(a, n, min=0))
+    addrs = require_sequence(
+        addresses,
+        "addresses",
+        what="a list of byte addresses (whole numbers ≥ 0)",
+        max_len=1024,
+        item=lambda a, n: require_int(a, n, min=0),
+    )
     per_bank: dict[int, set[int]] = {}
     for a in addrs:
         w = a // word

@@ -88,9 +88,13 @@ class Topology:
             if index != g and not isinstance(g, str):
                 raise ValueError
         except (TypeError, ValueError, OverflowError):
-            raise LabkitError(f"{g!r} is not a GPU of {self.name}.", fix=f"Give a GPU index ({span}) or a name like 'GPU0'.") from None
+            raise LabkitError(
+                f"{g!r} is not a GPU of {self.name}.", fix=f"Give a GPU index ({span}) or a name like 'GPU0'."
+            ) from None
         if index not in valid:
-            raise LabkitError(f"GPU {index} does not exist in {self.name}: it has GPUs {span}.", fix=f"Use a GPU index from {span}.")
+            raise LabkitError(
+                f"GPU {index} does not exist in {self.name}: it has GPUs {span}.", fix=f"Use a GPU index from {span}."
+            )
         return f"GPU{index}"
 
     def _gpu_set(self, gs: Any, what: str) -> list[str]:
@@ -199,7 +203,8 @@ class Topology:
         if direct:
             return {"kind": "direct NVLink", "path": [na, nb], "links": direct, "bandwidth": bw}
         nv = self._kind_graph({"nvlink"}).subgraph(
-            [n for n in self.graph if self.graph.nodes[n]["kind"] != "gpu" or n in (na, nb)])
+            [n for n in self.graph if self.graph.nodes[n]["kind"] != "gpu" or n in (na, nb)]
+        )
         if na in nv and nb in nv and nx.has_path(nv, na, nb):
             path = nx.shortest_path(nv, na, nb)
             return {"kind": "NVLink through NVSwitch", "path": path, "links": None, "bandwidth": bw}
@@ -208,8 +213,14 @@ class Topology:
         via = "PCIe, NICs and the network" if any(self.graph.nodes[n]["kind"] == "network" for n in path) else "PCIe and the CPUs"
         return {"kind": f"no NVLink: {via}", "path": path, "links": 0, "bandwidth": 0.0}
 
-    def max_flow(self, src_gpus: Iterable[Any], dst_gpus: Iterable[Any], bidirectional: bool = False, relay: bool = True,
-                 over: str = "nvlink") -> float:
+    def max_flow(
+        self,
+        src_gpus: Iterable[Any],
+        dst_gpus: Iterable[Any],
+        bidirectional: bool = False,
+        relay: bool = True,
+        over: str = "nvlink",
+    ) -> float:
         """Best total GB/s from the GPUs ``src_gpus`` to ``dst_gpus`` over NVLink, using every path at once.
 
         ``relay=True`` lets other GPUs forward traffic (as NCCL's rings do); ``relay=False`` allows only switches.
@@ -221,7 +232,9 @@ class Topology:
         src, dst = self._gpu_set(src_gpus, "src_gpus"), self._gpu_set(dst_gpus, "dst_gpus")
         both = set(src) & set(dst)
         if both:
-            raise LabkitError(f"{', '.join(sorted(both))} is in both src_gpus and dst_gpus.", fix="Give two disjoint sets of GPUs.")
+            raise LabkitError(
+                f"{', '.join(sorted(both))} is in both src_gpus and dst_gpus.", fix="Give two disjoint sets of GPUs."
+            )
         keep = None if relay else set(src) | set(dst)
         kinds = {"nvlink"} if over == "nvlink" else {"nvlink", "pcie", "network"}
         bw = self._flow(self._capacity_graph(kinds, keep), src, dst)
@@ -276,8 +289,14 @@ class Topology:
         join them all. ``efficiency`` scales the link rates (e.g. 0.8 for NCCL's 20 of 25 GB/s).
         """
         nbytes = require_number(nbytes, "nbytes", min=0, fix="nbytes is the size of the buffer to all-reduce, in bytes.")
-        efficiency = require_number(efficiency, "efficiency", min=0, min_open=True, max=1,
-                                    fix="efficiency scales the link rates, e.g. 0.8 for 80% of the datasheet rate.")
+        efficiency = require_number(
+            efficiency,
+            "efficiency",
+            min=0,
+            min_open=True,
+            max=1,
+            fix="efficiency scales the link rates, e.g. 0.8 for 80% of the datasheet rate.",
+        )
         all_gpus = self.gpus()
         n = len(all_gpus) if n_gpus is None else require_int(n_gpus, "n_gpus", fix=f"{self.name} has {len(all_gpus)} GPUs.")
         if not 1 <= n <= len(all_gpus):
@@ -286,6 +305,7 @@ class Topology:
         size = f"{nbytes / GB:g} GB"
         if n == 1:
             return 0.0, ["one GPU: there is nothing to all-reduce"]
+
         def joins(graph: nx.Graph) -> bool:
             return chosen[0] in graph and all(c in graph and nx.has_path(graph, chosen[0], c) for c in chosen[1:])
 
@@ -304,9 +324,12 @@ class Topology:
             f"ring bandwidth {ring:g} GB/s per GPU per direction over {over}: the smallest cut between any two of the GPUs "
             "(an upper bound that NCCL's set of rings approaches)",
             "bandwidth only: no per-step latency, no overlap with computation",
-            (f"links at {efficiency:.0%} of their datasheet rate" if efficiency < 1 else
-             f"links at their datasheet rate ({', '.join(f'{p:g}' for p in per_link)} GB/s per NVLink per direction); "
-             "real transfers reach about 80% of it"),
+            (
+                f"links at {efficiency:.0%} of their datasheet rate"
+                if efficiency < 1
+                else f"links at their datasheet rate ({', '.join(f'{p:g}' for p in per_link)} GB/s per NVLink per direction); "
+                "real transfers reach about 80% of it"
+            ),
         ]
         return seconds, assumptions
 
@@ -316,12 +339,17 @@ class Topology:
         ``highlight`` is a path of node names (e.g. ``route(a, b)["path"]``) drawn in red."""
         import plotly.graph_objects as go
 
-        hl = [] if highlight is None else require_sequence(
-            highlight, "highlight", what="a path of node names, e.g. route(0, 5)['path']", item=require_str)
+        hl = (
+            []
+            if highlight is None
+            else require_sequence(highlight, "highlight", what="a path of node names, e.g. route(0, 5)['path']", item=require_str)
+        )
         unknown = [n for n in hl if n not in self.graph]
         if unknown:
-            raise LabkitError(f"highlight names {unknown[0]!r}, which is not a node of {self.name}.",
-                              fix="Use a path from route(a, b)['path'], or node names such as 'GPU0'.")
+            raise LabkitError(
+                f"highlight names {unknown[0]!r}, which is not a node of {self.name}.",
+                fix="Use a path from route(a, b)['path'], or node names such as 'GPU0'.",
+            )
         if title is not None:
             title = require_str(title, "title", empty=True)
         pos = _positions(self)
@@ -338,48 +366,88 @@ class Topology:
                 for u, v, _ in group:
                     xs += [pos[u][0], pos[v][0], None]
                     ys += [pos[u][1], pos[v][1], None]
-                fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                                         opacity=0.25 if dense else 1.0,
-                                         line={"color": colour, "width": 0.6 if dense else width,
-                                               "dash": "solid" if kind == "nvlink" else "dot"}))
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=ys,
+                        mode="lines",
+                        hoverinfo="skip",
+                        showlegend=False,
+                        opacity=0.25 if dense else 1.0,
+                        line={"color": colour, "width": 0.6 if dense else width, "dash": "solid" if kind == "nvlink" else "dot"},
+                    )
+                )
             if edges:
                 mx = [(pos[u][0] + pos[v][0]) / 2 for u, v, _ in edges]
                 my = [(pos[u][1] + pos[v][1]) / 2 for u, v, _ in edges]
                 text = [_edge_text(u, v, d) for u, v, d in edges]
-                fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", marker={"size": 3 if len(edges) > 200 else 6,
-                                                                                 "color": colour, "opacity": 0.25},
-                                         hovertext=text, hoverinfo="text", name=f"{kind} links", showlegend=True))
+                fig.add_trace(
+                    go.Scatter(
+                        x=mx,
+                        y=my,
+                        mode="markers",
+                        marker={"size": 3 if len(edges) > 200 else 6, "color": colour, "opacity": 0.25},
+                        hovertext=text,
+                        hoverinfo="text",
+                        name=f"{kind} links",
+                        showlegend=True,
+                    )
+                )
         if hl_edges:
             xs, ys = [], []
             for pair in hl_edges:
                 u, v = tuple(pair)
                 xs += [pos[u][0], pos[v][0], None]
                 ys += [pos[u][1], pos[v][1], None]
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "#d62728", "width": 5}, name="route", hoverinfo="skip"))
+            fig.add_trace(
+                go.Scatter(x=xs, y=ys, mode="lines", line={"color": "#d62728", "width": 5}, name="route", hoverinfo="skip")
+            )
         for kind, colour in _COLOURS.items():
             nodes = [n for n, d in self.graph.nodes(data=True) if d["kind"] == kind]
             if not nodes:
                 continue
-            fig.add_trace(go.Scatter(
-                x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text",
-                marker={"size": 26 if kind == "gpu" else 18, "color": colour, "symbol": "square" if kind == "gpu" else "circle",
-                        "line": {"width": 2, "color": ["#d62728" if n in hl else "white" for n in nodes]}},
-                text=[self.graph.nodes[n].get("label", n) for n in nodes], textposition="middle center" if kind == "gpu" else "bottom center",
-                textfont={"size": 9}, hovertext=[_node_text(self, n) for n in nodes], hoverinfo="text", name=kind))
+            fig.add_trace(
+                go.Scatter(
+                    x=[pos[n][0] for n in nodes],
+                    y=[pos[n][1] for n in nodes],
+                    mode="markers+text",
+                    marker={
+                        "size": 26 if kind == "gpu" else 18,
+                        "color": colour,
+                        "symbol": "square" if kind == "gpu" else "circle",
+                        "line": {"width": 2, "color": ["#d62728" if n in hl else "white" for n in nodes]},
+                    },
+                    text=[self.graph.nodes[n].get("label", n) for n in nodes],
+                    textposition="middle center" if kind == "gpu" else "bottom center",
+                    textfont={"size": 9},
+                    hovertext=[_node_text(self, n) for n in nodes],
+                    hoverinfo="text",
+                    name=kind,
+                )
+            )
         label = {"model": "model from labkit.hw"}.get(self.origin, f"from {self.origin}")
         fig.update_layout(
-            title=title or f"{self.name} ({label})", showlegend=True, template="plotly_white", height=480,
-            xaxis={"visible": False}, yaxis={"visible": False, "scaleanchor": "x"}, margin={"l": 10, "r": 10, "t": 50, "b": 10},
+            title=title or f"{self.name} ({label})",
+            showlegend=True,
+            template="plotly_white",
+            height=480,
+            xaxis={"visible": False},
+            yaxis={"visible": False, "scaleanchor": "x"},
+            margin={"l": 10, "r": 10, "t": 50, "b": 10},
         )
         return fig
 
     def summary(self) -> str:
         """A few lines on the GPUs, switches and NVLink bandwidth of this topology."""
         gpus = self.gpus()
-        lines = [f"{self.name} ({self.origin}): {len(gpus)} GPUs, {len(self.nodes('nvswitch'))} NVSwitch chips, {len(self.nodes('cpu'))} CPUs"]
+        lines = [
+            f"{self.name} ({self.origin}): {len(gpus)} GPUs, {len(self.nodes('nvswitch'))} NVSwitch chips, {len(self.nodes('cpu'))} CPUs"
+        ]
         if len(gpus) > 1:
             try:
-                per_gpu = [self._flow(self._nvlink_graph(None), [f"GPU{g}"], [f"GPU{h}" for h in gpus if h != g]) for g in gpus[:1]]
+                per_gpu = [
+                    self._flow(self._nvlink_graph(None), [f"GPU{g}"], [f"GPU{h}" for h in gpus if h != g]) for g in gpus[:1]
+                ]
                 lines.append(f"NVLink per GPU: {per_gpu[0]:g} GB/s per direction, {2 * per_gpu[0]:g} GB/s bidirectional")
             except LabkitError as exc:
                 lines.append(f"NVLink bandwidth unknown: {exc}")
@@ -439,27 +507,50 @@ def _link(g: nx.Graph, a: str, b: str, kind: str, links: int, per_link: float | 
         g.add_edge(a, b, kind=kind, links=links, per_link=per_link, label=label)
 
 
-def _pcie_tree(g: nx.Graph, gpus: list[str], pcie: str, nics: int, per_switch: int, cpu_split: int, nic_link: str, x0: float = 0.0,
-               y: float = -2.0, width: float = 7.0, cpus: tuple[str, ...] = ("CPU0", "CPU1"), tag: str = "") -> None:
+def _pcie_tree(
+    g: nx.Graph,
+    gpus: list[str],
+    pcie: str,
+    nics: int,
+    per_switch: int,
+    cpu_split: int,
+    nic_link: str,
+    x0: float = 0.0,
+    y: float = -2.0,
+    width: float = 7.0,
+    cpus: tuple[str, ...] = ("CPU0", "CPU1"),
+    tag: str = "",
+) -> None:
     """PCIe switches with ``per_switch`` GPUs and ``nics`` NICs each; the first ``cpu_split`` switches hang off the first CPU."""
     bw = hw.link(pcie).per_link.value
     ib = hw.link(nic_link).per_link.value
     n_sw = math.ceil(len(gpus) / per_switch)
     for c, cpu in enumerate(cpus):
         if cpu not in g:
-            g.add_node(cpu, kind="cpu", pos=(x0 + width * (0.25 + 0.5 * c), y - 1.8 if len(cpus) > 1 else y - 1.8), label=cpu, detail="host CPU")
+            g.add_node(
+                cpu,
+                kind="cpu",
+                pos=(x0 + width * (0.25 + 0.5 * c), y - 1.8 if len(cpus) > 1 else y - 1.8),
+                label=cpu,
+                detail="host CPU",
+            )
     for k in range(n_sw):
         sw = f"PCIe{k}{tag}"
         x = x0 + (k + 0.5) * width / n_sw
         g.add_node(sw, kind="pcie", pos=(x, y), label=sw, detail=f"PCIe switch ({pcie} x16 uplinks)")
         cpu = cpus[0] if k < cpu_split else cpus[-1]
         _link(g, sw, cpu, "pcie", 1, bw, f"{pcie} x16")
-        for gp in gpus[k * per_switch:(k + 1) * per_switch]:
+        for gp in gpus[k * per_switch : (k + 1) * per_switch]:
             _link(g, gp, sw, "pcie", 1, bw, f"{pcie} x16")
         for j in range(nics):
             nic = f"NIC{k * nics + j}{tag}"
-            g.add_node(nic, kind="nic", pos=(x + (j - (nics - 1) / 2) * 0.5, y - 0.8), label=nic,
-                       detail=f"{nic_link} port ({ib:g} GB/s per direction)")
+            g.add_node(
+                nic,
+                kind="nic",
+                pos=(x + (j - (nics - 1) / 2) * 0.5, y - 0.8),
+                label=nic,
+                detail=f"{nic_link} port ({ib:g} GB/s per direction)",
+            )
             _link(g, nic, sw, "pcie", 1, bw, f"{pcie} x16")
     if len(cpus) == 2:
         _link(g, cpus[0], cpus[1], "cpu", 1, None, "CPU-CPU interconnect (QPI/UPI/Infinity Fabric)")
@@ -482,7 +573,9 @@ def _dgx1(system: str) -> Topology:
     for (a, b), k in pairs:
         _link(g, f"GPU{a}", f"GPU{b}", "nvlink", k, per, s.nvlink)
     _pcie_tree(g, [f"GPU{i}" for i in range(8)], s.pcie or "PCIe 3", nics=1, per_switch=2, cpu_split=2, nic_link="InfiniBand EDR")
-    notes = [f"{s.name}: hybrid cube-mesh, {len(pairs)} GPU pairs joined directly by {sum(k for _, k in pairs)} NVLinks; no NVSwitch."]
+    notes = [
+        f"{s.name}: hybrid cube-mesh, {len(pairs)} GPU pairs joined directly by {sum(k for _, k in pairs)} NVLinks; no NVSwitch."
+    ]
     if "P100" in s.name:
         notes.append("The DGX-1 (P100) link map is unconfirmed: labkit assumes GPUs 0-3 and 4-7 all-to-all plus i <-> i+4.")
     notes.append("PCIe tree simplified: 4 PCIe switches with 2 GPUs and 1 InfiniBand EDR port each.")
@@ -508,10 +601,34 @@ def _dgx2() -> Topology:
         _link(g, f"NVSwitch{k}", f"NVSwitch{6 + k}", "nvlink", 8, per, "NVLink 2 over the backplane")
     # PCIe: each baseboard's GPUs reach one CPU through 4 PCIe switches (simplified), with one EDR port per switch
     g2 = [f"GPU{i}" for i in range(16)]
-    _pcie_tree(g, g2[:8], "PCIe 3", nics=1, per_switch=2, cpu_split=4, nic_link="InfiniBand EDR", x0=8.0, y=3.0, width=4.0,
-               cpus=("CPU0",), tag="")
-    _pcie_tree(g, g2[8:], "PCIe 3", nics=1, per_switch=2, cpu_split=4, nic_link="InfiniBand EDR", x0=8.0, y=-1.0, width=4.0,
-               cpus=("CPU1",), tag="b")
+    _pcie_tree(
+        g,
+        g2[:8],
+        "PCIe 3",
+        nics=1,
+        per_switch=2,
+        cpu_split=4,
+        nic_link="InfiniBand EDR",
+        x0=8.0,
+        y=3.0,
+        width=4.0,
+        cpus=("CPU0",),
+        tag="",
+    )
+    _pcie_tree(
+        g,
+        g2[8:],
+        "PCIe 3",
+        nics=1,
+        per_switch=2,
+        cpu_split=4,
+        nic_link="InfiniBand EDR",
+        x0=8.0,
+        y=-1.0,
+        width=4.0,
+        cpus=("CPU1",),
+        tag="b",
+    )
     _link(g, "CPU0", "CPU1", "cpu", 1, None, "CPU-CPU interconnect (UPI)")
     notes = [
         "DGX-2: 2 baseboards x 8 GPUs; 6 NVSwitches per baseboard; each GPU has one NVLink to each switch on its board;",
@@ -534,8 +651,9 @@ def _switched(system: str, links_per_switch: list[int], pcie: str, nic_link: str
     for k, _ in enumerate(links_per_switch):
         sw = f"NVSwitch{k}"
         x = (k + 0.5) * width / len(links_per_switch)
-        g.add_node(sw, kind="nvswitch", pos=(x, 0.0), label=sw if len(links_per_switch) <= 8 else f"SW{k}",
-                   detail=f"{s.nvswitch}")
+        g.add_node(
+            sw, kind="nvswitch", pos=(x, 0.0), label=sw if len(links_per_switch) <= 8 else f"SW{k}", detail=f"{s.nvswitch}"
+        )
         sws.append(sw)
     for i in range(n):
         gp = _add_gpu(g, i, (float(i // per_col), 2.0 + (i % per_col)), s.gpu)
@@ -543,11 +661,22 @@ def _switched(system: str, links_per_switch: list[int], pcie: str, nic_link: str
             g.nodes[gp]["label"] = str(i)  # "GPU71" does not fit a square in a drawing of 72
         for sw, k in zip(sws, links_per_switch):
             _link(g, gp, sw, "nvlink", k, per, s.nvlink)
-    notes = [f"{s.name}: {len(sws)} NVSwitch chips; each GPU has {' + '.join(map(str, links_per_switch))} = "
-             f"{sum(links_per_switch)} NVLinks to them."]
+    notes = [
+        f"{s.name}: {len(sws)} NVSwitch chips; each GPU has {' + '.join(map(str, links_per_switch))} = "
+        f"{sum(links_per_switch)} NVLinks to them."
+    ]
     if pcie:
-        _pcie_tree(g, [f"GPU{i}" for i in range(n)], pcie, nics=nics_per_switch, per_switch=2, cpu_split=n // 4, nic_link=nic_link,
-                   y=-2.0, width=width)
+        _pcie_tree(
+            g,
+            [f"GPU{i}" for i in range(n)],
+            pcie,
+            nics=nics_per_switch,
+            per_switch=2,
+            cpu_split=n // 4,
+            nic_link=nic_link,
+            y=-2.0,
+            width=width,
+        )
         notes.append(f"PCIe tree simplified: {n // 2} PCIe switches with 2 GPUs and {nics_per_switch} {nic_link} port(s) each.")
     return Topology(s.name, g, "model", s.gpu, notes=notes)
 
@@ -571,7 +700,9 @@ def systems() -> list[str]:
 def load(name: str) -> Topology:
     """The modelled topology of a system: ``load("DGX-2")``, ``load("dgx h100")``, ``load("2x DGX-1 (V100)")``."""
     if not isinstance(name, str):
-        raise LabkitError(f"a system name must be a string, not {type(name).__name__}.", fix=f"Use one of: {', '.join(systems())}.")
+        raise LabkitError(
+            f"a system name must be a string, not {type(name).__name__}.", fix=f"Use one of: {', '.join(systems())}."
+        )
     m = re.fullmatch(r"\s*(\d+)\s*[x×*]\s*(.+)", name)
     if m:
         return cluster(m.group(2), int(m.group(1)))
@@ -580,7 +711,9 @@ def load(name: str) -> Topology:
     except LabkitError as exc:
         raise LabkitError(str(exc).split("\n")[0], fix=f"topology.systems() lists them: {', '.join(systems())}.") from None
     if rec.name not in _BUILDERS:
-        raise LabkitError(f"labkit has data for {rec.name} but no wiring model of it.", fix=f"Models exist for: {', '.join(systems())}.")
+        raise LabkitError(
+            f"labkit has data for {rec.name} but no wiring model of it.", fix=f"Models exist for: {', '.join(systems())}."
+        )
     return _BUILDERS[rec.name]()
 
 
@@ -591,14 +724,19 @@ def cluster(name: str, count: int, network: str | None = None) -> Topology:
         network = require_str(network, "network", fix="A network of labkit.hw.links(), e.g. 'InfiniBand NDR'.")
     one = load(name)
     rec = hw.system(one.name)
-    net = network or {"DGX-1 (P100)": "InfiniBand EDR", "DGX-1 (V100)": "InfiniBand EDR", "DGX-2": "InfiniBand EDR",
-                      "DGX A100": "InfiniBand HDR"}.get(rec.name, "InfiniBand NDR")
+    net = network or {
+        "DGX-1 (P100)": "InfiniBand EDR",
+        "DGX-1 (V100)": "InfiniBand EDR",
+        "DGX-2": "InfiniBand EDR",
+        "DGX A100": "InfiniBand HDR",
+    }.get(rec.name, "InfiniBand NDR")
     per = hw.link(net).per_link.value
     g = nx.Graph()
     n = len(one.gpus())
     xs = [p[0] for _, p in one.graph.nodes(data="pos")]
     span = (max(xs) - min(xs)) + 3.0
     for k in range(count):
+
         def rename(node: str) -> str:
             if one.graph.nodes[node]["kind"] == "gpu":
                 return f"GPU{one.graph.nodes[node]['index'] + k * n}"
@@ -642,22 +780,27 @@ def from_nvidia_smi(text: str, gpu: str | None = None, name: str = "this machine
     sit behind NVSwitches: the graph gets one switch node, each GPU joined to it by that many links.
     """
     if not isinstance(text, str) or not text.strip():
-        raise LabkitError("from_nvidia_smi needs the text that `nvidia-smi topo -m` prints; got nothing.",
-                          fix="Run `nvidia-smi topo -m` and pass its output as a string.")
+        raise LabkitError(
+            "from_nvidia_smi needs the text that `nvidia-smi topo -m` prints; got nothing.",
+            fix="Run `nvidia-smi topo -m` and pass its output as a string.",
+        )
     if gpu is not None:
         gpu = require_str(gpu, "gpu", fix="The GPU model, e.g. 'H100' or 'NVIDIA A100-SXM4-80GB', or None.")
     name = require_str(name, "name", fix="A name for this machine, e.g. 'this machine'.")
     lines = text.splitlines()
-    header_i = next((i for i, ln in enumerate(lines)
-                     if re.search(r"\bGPU0\b", ln) and "X" not in [c.strip() for c in _split_row(ln)]), None)
+    header_i = next(
+        (i for i, ln in enumerate(lines) if re.search(r"\bGPU0\b", ln) and "X" not in [c.strip() for c in _split_row(ln)]), None
+    )
     if header_i is None:
-        raise LabkitError("this does not look like `nvidia-smi topo -m` output: no header row with GPU0, GPU1, ... was found.",
-                          fix="Pass the full output of `nvidia-smi topo -m` (the matrix and its legend).")
+        raise LabkitError(
+            "this does not look like `nvidia-smi topo -m` output: no header row with GPU0, GPU1, ... was found.",
+            fix="Pass the full output of `nvidia-smi topo -m` (the matrix and its legend).",
+        )
     header = [c for c in _split_row(lines[header_i]) if c]
     devices = [c for c in header if not re.search(r"affinity|numa", c, re.I)]
     extra = [c for c in header if c not in devices]
     rows: dict[str, list[str]] = {}
-    for ln in lines[header_i + 1:]:
+    for ln in lines[header_i + 1 :]:
         if not ln.strip() or ln.strip().startswith("Legend"):
             if rows:
                 break
@@ -671,15 +814,21 @@ def from_nvidia_smi(text: str, gpu: str | None = None, name: str = "this machine
     nic_names = dict(re.findall(r"^\s*(NIC\d+)\s*:\s*(\S+)", text, re.M))
     gpu_names = [d for d in devices if re.fullmatch(r"GPU\d+", d)]
     if not gpu_names or any(gn not in rows for gn in gpu_names):
-        raise LabkitError("the `nvidia-smi topo -m` matrix is incomplete: a GPU row is missing.",
-                          fix="Pass the whole output, header row and one row per GPU.")
+        raise LabkitError(
+            "the `nvidia-smi topo -m` matrix is incomplete: a GPU row is missing.",
+            fix="Pass the whole output, header row and one row per GPU.",
+        )
     model = None
     if gpu is not None:
         model = hw.match_device(gpu.split(" MIG ")[0])  # a MIG slice sits on its parent GPU's links
         if model is None:
             model = hw.gpu(gpu)
     per_nv = hw.link(model.nvlink).per_link.value if model else None
-    pcie_name = {"6": "PCIe 3", "7": "PCIe 3", "8": "PCIe 4", "9": "PCIe 5", "10": "PCIe 5"}.get(str(model.compute_capability[0])) if model else None
+    pcie_name = (
+        {"6": "PCIe 3", "7": "PCIe 3", "8": "PCIe 4", "9": "PCIe 5", "10": "PCIe 5"}.get(str(model.compute_capability[0]))
+        if model
+        else None
+    )
     per_pcie = hw.link(pcie_name).per_link.value if pcie_name else None
 
     idx = {d: i for i, d in enumerate(devices)}
@@ -690,8 +839,10 @@ def from_nvidia_smi(text: str, gpu: str | None = None, name: str = "this machine
                 raise LabkitError(f"row {a} of the `nvidia-smi topo -m` matrix is too short.", fix="Pass the output unchanged.")
             v = cells[idx[b]].strip()
             if v != "X" and v not in _PCIE_ORDER and not re.fullmatch(r"NV\d+", v):
-                raise LabkitError(f"unknown entry {v!r} in row {a}, column {b} of the `nvidia-smi topo -m` matrix.",
-                                  fix=f"Entries are X, NV#, {', '.join(_PCIE_ORDER)}.")
+                raise LabkitError(
+                    f"unknown entry {v!r} in row {a}, column {b} of the `nvidia-smi topo -m` matrix.",
+                    fix=f"Entries are X, NV#, {', '.join(_PCIE_ORDER)}.",
+                )
             rel[(a, b)] = v
     g = nx.Graph()
     n = len(gpu_names)
@@ -702,7 +853,7 @@ def from_nvidia_smi(text: str, gpu: str | None = None, name: str = "this machine
         pos = (3 * math.sin(angle), 3 * math.cos(angle)) if n > 1 else (0.0, 0.0)
         _add_gpu(g, i, pos, model.name if model else "GPU (model unknown)")
         cells = rows[gn]
-        after = [c for c in cells[len(devices):] if c]
+        after = [c for c in cells[len(devices) :] if c]
         info = dict(zip(extra, after))
         node = info.get("NUMA Affinity", "").strip()
         cpus_aff = info.get("CPU Affinity", "").strip()
@@ -712,8 +863,13 @@ def from_nvidia_smi(text: str, gpu: str | None = None, name: str = "this machine
     cpu_keys = list(dict.fromkeys(numa.values()))
     for c, key in enumerate(cpu_keys):
         cpu = f"CPU{c}"
-        g.add_node(cpu, kind="cpu", pos=(-3.0 + 6.0 * c / max(len(cpu_keys) - 1, 1), -5.0), label=f"CPU (NUMA {key})",
-                   detail=f"NUMA node / CPU affinity {key}")
+        g.add_node(
+            cpu,
+            kind="cpu",
+            pos=(-3.0 + 6.0 * c / max(len(cpu_keys) - 1, 1), -5.0),
+            label=f"CPU (NUMA {key})",
+            detail=f"NUMA node / CPU affinity {key}",
+        )
     for gn in gpu_names:
         _link(g, gn, f"CPU{cpu_keys.index(numa[gn])}", "pcie", 1, per_pcie, pcie_name or "PCIe (generation unknown)")
     if len(cpu_keys) == 2:
@@ -756,33 +912,46 @@ def in_cuda_order(topo: Topology, smi_bus_ids: dict[int, str], cuda_bus_ids: lis
     ``CUDA_VISIBLE_DEVICES`` or ``CUDA_DEVICE_ORDER=FASTEST_FIRST``. When the two sets of GPUs are not the same (a
     GPU hidden from CUDA, a bus id missing), the numbering stays nvidia-smi's and a note says so."""
     if not isinstance(topo, Topology):
-        raise LabkitError(f"in_cuda_order() takes a Topology first, got {describe(topo)}.",
-                          fix="e.g. in_cuda_order(from_nvidia_smi(text), smi_bus_ids, cuda_bus_ids).")
+        raise LabkitError(
+            f"in_cuda_order() takes a Topology first, got {describe(topo)}.",
+            fix="e.g. in_cuda_order(from_nvidia_smi(text), smi_bus_ids, cuda_bus_ids).",
+        )
     if not isinstance(smi_bus_ids, dict) or not all(
-            isinstance(k, (int, str)) and not isinstance(k, bool) and str(k).strip().isdigit() and isinstance(v, str)
-            for k, v in smi_bus_ids.items()):
-        raise LabkitError(f"smi_bus_ids must be a dict of nvidia-smi index -> PCI bus id string, got {describe(smi_bus_ids)}.",
-                          fix="e.g. {0: '00000000:18:00.0', 1: '00000000:2A:00.0'}.")
-    cuda_bus_ids = require_sequence(cuda_bus_ids, "cuda_bus_ids", what="a list of PCI bus id strings, in CUDA's order",
-                                    item=require_str)
+        isinstance(k, (int, str)) and not isinstance(k, bool) and str(k).strip().isdigit() and isinstance(v, str)
+        for k, v in smi_bus_ids.items()
+    ):
+        raise LabkitError(
+            f"smi_bus_ids must be a dict of nvidia-smi index -> PCI bus id string, got {describe(smi_bus_ids)}.",
+            fix="e.g. {0: '00000000:18:00.0', 1: '00000000:2A:00.0'}.",
+        )
+    cuda_bus_ids = require_sequence(
+        cuda_bus_ids, "cuda_bus_ids", what="a list of PCI bus id strings, in CUDA's order", item=require_str
+    )
     cuda = [normalise_bus_id(b) for b in cuda_bus_ids]
     smi = {int(k): normalise_bus_id(v) for k, v in smi_bus_ids.items()}
     gpus = topo.gpus()
     mapping = {k: cuda.index(smi[k]) for k in gpus if k in smi and smi[k] in cuda}
     if len(mapping) != len(gpus) or len(set(mapping.values())) != len(gpus) or len(cuda) != len(gpus):
-        note = ("GPUs are numbered as nvidia-smi (NVML, PCI order) numbers them, which need not be CUDA's order: "
-                "CUDA sees other GPUs than nvidia-smi here (CUDA_VISIBLE_DEVICES?).")
-        return Topology(topo.name, topo.graph, topo.origin, topo.gpu_model, dict(topo.relations), topo.notes + [note],
-                        dict(topo.p2p))
+        note = (
+            "GPUs are numbered as nvidia-smi (NVML, PCI order) numbers them, which need not be CUDA's order: "
+            "CUDA sees other GPUs than nvidia-smi here (CUDA_VISIBLE_DEVICES?)."
+        )
+        return Topology(
+            topo.name, topo.graph, topo.origin, topo.gpu_model, dict(topo.relations), topo.notes + [note], dict(topo.p2p)
+        )
     g = nx.relabel_nodes(topo.graph, {f"GPU{k}": f"GPU{v}" for k, v in mapping.items()}, copy=True)
     for k, v in mapping.items():
         g.nodes[f"GPU{v}"].update(index=v, label=f"GPU{v}")
     relations = {(mapping[a], mapping[b]): r for (a, b), r in topo.relations.items() if a in mapping and b in mapping}
     p2p = {(mapping[a], mapping[b]): ok for (a, b), ok in topo.p2p.items() if a in mapping and b in mapping}
     moved = {k: v for k, v in mapping.items() if k != v}
-    note = ("GPUs renumbered from nvidia-smi's order to CUDA's by PCI bus id: "
-            + ", ".join(f"nvidia-smi GPU{k} is CUDA GPU{v}" for k, v in sorted(moved.items())) + "."
-            if moved else "nvidia-smi's order and CUDA's are the same here (matched by PCI bus id).")
+    note = (
+        "GPUs renumbered from nvidia-smi's order to CUDA's by PCI bus id: "
+        + ", ".join(f"nvidia-smi GPU{k} is CUDA GPU{v}" for k, v in sorted(moved.items()))
+        + "."
+        if moved
+        else "nvidia-smi's order and CUDA's are the same here (matched by PCI bus id)."
+    )
     return Topology(topo.name, g, topo.origin, topo.gpu_model, relations, topo.notes + [note], p2p)
 
 
@@ -882,7 +1051,9 @@ def _from_nvml_module(nvml: Any, name: str = "this machine", gpus: Any = None) -
                 relations[(i, j)] = f"NV{min(switch_links[i], switch_links[j])}"
             else:
                 try:
-                    relations[(i, j)] = _ANCESTOR.get(int(nvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])), "SYS")
+                    relations[(i, j)] = _ANCESTOR.get(
+                        int(nvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])), "SYS"
+                    )
                 except nvml.NVMLError:
                     relations[(i, j)] = "SYS"
             try:
@@ -893,11 +1064,15 @@ def _from_nvml_module(nvml: Any, name: str = "this machine", gpus: Any = None) -
         g.add_node("CPU0", kind="cpu", pos=(0.0, -5.0), label="CPU0", detail="host")
         for i in range(count):
             _link(g, f"GPU{i}", "CPU0", "pcie", 1, None, "PCIe")
-        notes = [f"From NVML: {count} GPU(s), {names[0] if names else ''}; numbered as CUDA numbers them "
-                 "(matched by UUID / PCI bus id)."]
+        notes = [
+            f"From NVML: {count} GPU(s), {names[0] if names else ''}; numbered as CUDA numbers them "
+            "(matched by UUID / PCI bus id)."
+        ]
         no_p2p = [f"{i}->{j}" for (i, j), v in p2p.items() if not v]
         if count > 1:
-            notes.append("Peer-to-peer reads allowed between every pair." if not no_p2p else f"No peer-to-peer reads: {', '.join(no_p2p)}.")
+            notes.append(
+                "Peer-to-peer reads allowed between every pair." if not no_p2p else f"No peer-to-peer reads: {', '.join(no_p2p)}."
+            )
         if link_errors:
             notes.append("NVML errors: " + "; ".join(link_errors[:6]))
         return Topology(name, g, "NVML", model.name if model else None, relations=relations, notes=notes, p2p=p2p)

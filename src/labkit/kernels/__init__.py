@@ -57,7 +57,9 @@ def source(name: str) -> Callable[..., Any]:
     from ..errors import LabkitError
     from ..validate import did_you_mean
 
-    raise LabkitError(f"there is no reference kernel {name!r}.{did_you_mean(name, names())}", fix=f"Use one of {', '.join(names())}.")
+    raise LabkitError(
+        f"there is no reference kernel {name!r}.{did_you_mean(name, names())}", fix=f"Use one of {', '.join(names())}."
+    )
 
 
 def _name(name: Any) -> None:
@@ -66,8 +68,10 @@ def _name(name: Any) -> None:
         from ..errors import LabkitError
         from ..validate import describe
 
-        raise LabkitError(f"a reference kernel is named by a string such as 'saxpy', got {describe(name)}.",
-                          fix=f"Use one of {', '.join(names())}.")
+        raise LabkitError(
+            f"a reference kernel is named by a string such as 'saxpy', got {describe(name)}.",
+            fix=f"Use one of {', '.join(names())}.",
+        )
 
 
 class Reference(NamedTuple):
@@ -110,8 +114,9 @@ def names() -> list[str]:
 
 
 # ----------------------------------------------------------------------------- benchmark suite
-def _record(t: Any, group: str, baseline_gbps: float | None, target: str, ok: bool | None,
-            threshold: float | None = None, **more: Any) -> dict[str, Any]:
+def _record(
+    t: Any, group: str, baseline_gbps: float | None, target: str, ok: bool | None, threshold: float | None = None, **more: Any
+) -> dict[str, Any]:
     """A timing as a dict, with the target it is judged against: ``value`` (percent of the D2D copy, or the
     speed-up) against ``threshold``; ``meets_target`` is None where nothing is judged (sim mode, baselines)."""
     d = t.as_dict()
@@ -136,6 +141,7 @@ def benchmark_suite(*, small: bool | None = None, repeat: int | None = None) -> 
     import numpy as np
 
     from labkit.gpu import bench
+
     from ..mode import current_mode
 
     cuda = _cuda()
@@ -158,7 +164,9 @@ def benchmark_suite(*, small: bool | None = None, repeat: int | None = None) -> 
         import cupy as cp
 
         cx, cy = cp.asarray(x), cp.empty(n, cp.float32)
-        base = bench.measure(lambda: cy.__setitem__(Ellipsis, cx), name="D2D copy (CuPy)", bytes=8 * n, repeat=repeat, warmup=warmup)
+        base = bench.measure(
+            lambda: cy.__setitem__(Ellipsis, cx), name="D2D copy (CuPy)", bytes=8 * n, repeat=repeat, warmup=warmup
+        )
     else:
         hx, hy = x.copy_to_host(), np.empty(n, np.float32)
         base = bench.measure(lambda: np.copyto(hy, hx), name="D2D copy (NumPy, host)", bytes=8 * n, repeat=repeat, warmup=warmup)
@@ -167,7 +175,9 @@ def benchmark_suite(*, small: bool | None = None, repeat: int | None = None) -> 
 
     grid = min(math.ceil(n / block), 1 << 16)
     saxpy, copyk = get("saxpy"), get("copy")
-    t = bench.measure(lambda: saxpy[grid, block](np.float32(2.0), x, y, out), name="saxpy (Numba)", bytes=12 * n, repeat=repeat, warmup=warmup)
+    t = bench.measure(
+        lambda: saxpy[grid, block](np.float32(2.0), x, y, out), name="saxpy (Numba)", bytes=12 * n, repeat=repeat, warmup=warmup
+    )
     records.append(_record(t, "bandwidth", d2d, "≥85% of D2D", judge(t.gbps >= 0.85 * d2d), 85))
     t = bench.measure(lambda: copyk[grid, block](x, out), name="copy (Numba)", bytes=8 * n, repeat=repeat, warmup=warmup)
     records.append(_record(t, "bandwidth", d2d, "≥85% of D2D", judge(t.gbps >= 0.85 * d2d), 85))
@@ -176,13 +186,19 @@ def benchmark_suite(*, small: bool | None = None, repeat: int | None = None) -> 
     at = cuda.device_array((side, side), np.float32)
     tg = (math.ceil(side / memory.TILE), math.ceil(side / memory.TILE))
     tr = get("transpose_shared")
-    t = bench.measure(lambda: tr[tg, (memory.TILE, memory.BLOCK_ROWS)](a, at), name="transpose, shared (Numba)",
-                      bytes=8 * side * side, repeat=repeat, warmup=warmup)
+    t = bench.measure(
+        lambda: tr[tg, (memory.TILE, memory.BLOCK_ROWS)](a, at),
+        name="transpose, shared (Numba)",
+        bytes=8 * side * side,
+        repeat=repeat,
+        warmup=warmup,
+    )
     records.append(_record(t, "bandwidth", d2d, "≥75% of D2D", judge(t.gbps >= 0.75 * d2d), 75))
     naive_t = get("transpose_naive")
     ng = (math.ceil(side / 32), math.ceil(side / 8))
-    t = bench.measure(lambda: naive_t[ng, (32, 8)](a, at), name="transpose, naive (Numba)",
-                      bytes=8 * side * side, repeat=repeat, warmup=warmup)
+    t = bench.measure(
+        lambda: naive_t[ng, (32, 8)](a, at), name="transpose, naive (Numba)", bytes=8 * side * side, repeat=repeat, warmup=warmup
+    )
     records.append(_record(t, "bandwidth", d2d, "for comparison", None))
 
     total, zero = cuda.device_array(1, np.float32), cuda.to_device(np.zeros(1, np.float32))
@@ -202,14 +218,25 @@ def benchmark_suite(*, small: bool | None = None, repeat: int | None = None) -> 
     g = (math.ceil(mm / memory.MM_TILE),) * 2
     blk = (memory.MM_TILE, memory.MM_TILE)
     naive, uncoal, tiled = get("matmul_naive"), get("matmul_naive_uncoalesced"), get("matmul_tiled")
-    flops = 2.0 * mm ** 3
+    flops = 2.0 * mm**3
     tn = bench.measure(lambda: naive[g, blk](A, B, C), name="matmul, naive (Numba)", flops=flops, repeat=repeat, warmup=warmup)
-    tu = bench.measure(lambda: uncoal[g, blk](A, B, C), name="matmul, naive uncoalesced (Numba)", flops=flops,
-                       repeat=repeat, warmup=warmup)
+    tu = bench.measure(
+        lambda: uncoal[g, blk](A, B, C), name="matmul, naive uncoalesced (Numba)", flops=flops, repeat=repeat, warmup=warmup
+    )
     tt = bench.measure(lambda: tiled[g, blk](A, B, C), name="matmul, tiled (Numba)", flops=flops, repeat=repeat, warmup=warmup)
     speedup = tu.median_s / tt.median_s  # the target's baseline: the uncoalesced naive kernel (review gpu-review-3 W1)
     records.append(_record(tn, "compute", None, "reported beside the tiled kernel", None))
     records.append(_record(tu, "compute", None, "baseline for tiled", None))
-    records.append(_record(tt, "compute", None, "≥4× the uncoalesced naive kernel", judge(speedup >= 4), 4,
-                           speedup_vs_naive=speedup, speedup_vs_coalesced_naive=tn.median_s / tt.median_s))
+    records.append(
+        _record(
+            tt,
+            "compute",
+            None,
+            "≥4× the uncoalesced naive kernel",
+            judge(speedup >= 4),
+            4,
+            speedup_vs_naive=speedup,
+            speedup_vs_coalesced_naive=tn.median_s / tt.median_s,
+        )
+    )
     return records

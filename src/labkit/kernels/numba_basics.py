@@ -35,8 +35,7 @@ def grayscale(img, out):
     The constants are float32: a bare ``0.299`` is a float64 in Numba and would put FP64 instructions in the PTX."""
     col, row = cuda.grid(2)
     if row < out.shape[0] and col < out.shape[1]:
-        v = (np.float32(0.299) * img[row, col, 0] + np.float32(0.587) * img[row, col, 1]
-             + np.float32(0.114) * img[row, col, 2])
+        v = np.float32(0.299) * img[row, col, 0] + np.float32(0.587) * img[row, col, 1] + np.float32(0.114) * img[row, col, 2]
         out[row, col] = int(v + np.float32(0.5))
 
 

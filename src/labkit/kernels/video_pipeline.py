@@ -68,10 +68,12 @@ def _pair(value: Any, name: str, *, min: int = 1, max: int | None = None, fix: s
 
 def _shape(shape: Any) -> tuple[int, int]:
     try:
-        rows, cols = _pair(shape, "shape", min=-2**63, max=MAX_SIDE)
+        rows, cols = _pair(shape, "shape", min=-(2**63), max=MAX_SIDE)
     except LabkitError:
-        raise LabkitError(f"a frame shape is (rows, cols) of at most {MAX_SIDE} each, got {shape!r}.",
-                          fix="e.g. shape=(32, 48) or (1080, 1920).") from None
+        raise LabkitError(
+            f"a frame shape is (rows, cols) of at most {MAX_SIDE} each, got {shape!r}.",
+            fix="e.g. shape=(32, 48) or (1080, 1920).",
+        ) from None
     if rows < 8 or cols < 8:
         raise LabkitError(f"frames must be at least 8 × 8 pixels, got {rows} × {cols}.")
     return rows, cols
@@ -100,8 +102,10 @@ def synthetic_video(
     empty_frames = require_int(empty_frames, "empty_frames", min=0)
     rows, cols = _shape(shape)
     if n_frames * rows * cols > 2**30:
-        raise LabkitError(f"{n_frames} frames of {rows} × {cols} pixels is more than labkit makes (at most 2**30 pixels, 1 GiB).",
-                          fix="Use fewer or smaller frames.")
+        raise LabkitError(
+            f"{n_frames} frames of {rows} × {cols} pixels is more than labkit makes (at most 2**30 pixels, 1 GiB).",
+            fix="Use fewer or smaller frames.",
+        )
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:rows, 0:cols].astype(np.float32)
     scene = 70 + 40 * xx / cols + 20 * yy / rows  # a lit wall: a gentle gradient
@@ -144,9 +148,11 @@ def fused_step(frame: np.ndarray, bg: np.ndarray, alpha: float = ALPHA, thresh: 
     """
     frame = require_array(frame, "frame", ndim=2)
     if not isinstance(bg, np.ndarray) or bg.dtype != np.float32 or bg.shape != frame.shape:
-        raise LabkitError(f"bg must be a float32 NumPy array of the frame's shape {frame.shape} (it is updated in place), "
-                          f"got {type(bg).__name__} {getattr(bg, 'dtype', '')} {getattr(bg, 'shape', '')}.",
-                          fix="e.g. bg = frames[0].astype(np.float32).")
+        raise LabkitError(
+            f"bg must be a float32 NumPy array of the frame's shape {frame.shape} (it is updated in place), "
+            f"got {type(bg).__name__} {getattr(bg, 'dtype', '')} {getattr(bg, 'shape', '')}.",
+            fix="e.g. bg = frames[0].astype(np.float32).",
+        )
     alpha = require_number(alpha, "alpha", min=0, max=1)
     thresh = require_number(thresh, "thresh")
     d = frame.astype(np.float32) - bg
@@ -232,8 +238,10 @@ class PipelineResult:
     def summary(self) -> str:
         n = len(self.boxes)
         found = sum(len(b) for b in self.boxes)
-        return (f"{self.how}: {n} frames of {self.masks.shape[1]}×{self.masks.shape[2]}, {found} motion regions in all, "
-                f"{int(self.motion_pixels.sum())} foreground pixels after the opening")
+        return (
+            f"{self.how}: {n} frames of {self.masks.shape[1]}×{self.masks.shape[2]}, {found} motion regions in all, "
+            f"{int(self.motion_pixels.sum())} foreground pixels after the opening"
+        )
 
 
 def _frames(frames: Any) -> np.ndarray:
@@ -241,13 +249,16 @@ def _frames(frames: Any) -> np.ndarray:
     if arr.ndim == 2:
         arr = arr[None]
     if arr.ndim != 3 or arr.dtype != np.uint8:
-        raise LabkitError(f"frames must be uint8 (n, rows, cols), got {arr.dtype} with shape {arr.shape}.",
-                          fix="Use synthetic_video(...).frames, or convert with .astype(np.uint8).")
+        raise LabkitError(
+            f"frames must be uint8 (n, rows, cols), got {arr.dtype} with shape {arr.shape}.",
+            fix="Use synthetic_video(...).frames, or convert with .astype(np.uint8).",
+        )
     return arr
 
 
-def run_reference(frames: Any, *, alpha: float = ALPHA, thresh: float = THRESH, tile: int = TILE,
-                  min_count: int | None = None) -> PipelineResult:
+def run_reference(
+    frames: Any, *, alpha: float = ALPHA, thresh: float = THRESH, tile: int = TILE, min_count: int | None = None
+) -> PipelineResult:
     """Run the whole pipeline in NumPy on the host. The background model starts as the first frame."""
     arr = _frames(frames)
     bg = arr[0].astype(np.float32)
@@ -325,8 +336,16 @@ class _Launcher:
         self.k.count[self.grid, self.block](self.opened, self.tile, self.counts)
 
 
-def run_kernels(frames: Any, kernels: Kernels | None = None, *, alpha: float = ALPHA, thresh: float = THRESH,
-                tile: int = TILE, block: tuple[int, int] = (16, 16), min_count: int | None = None) -> PipelineResult:
+def run_kernels(
+    frames: Any,
+    kernels: Kernels | None = None,
+    *,
+    alpha: float = ALPHA,
+    thresh: float = THRESH,
+    tile: int = TILE,
+    block: tuple[int, int] = (16, 16),
+    min_count: int | None = None,
+) -> PipelineResult:
     """Run the pipeline with CUDA kernels (on the GPU, or in the simulator): all frames go to the device in one
     copy, the background model stays there, each frame's masks and counts come back. ``kernels`` default to
     :func:`reference_kernels`."""
@@ -356,13 +375,16 @@ def compare_results(got: PipelineResult, expected: PipelineResult) -> str:
     """One line: do two runs agree (masks, counts, boxes)? Raises :class:`LabkitError` where they differ."""
     for name, value in (("got", got), ("expected", expected)):
         if not isinstance(value, PipelineResult):
-            raise LabkitError(f"{name} must be a PipelineResult (what run_kernels() or run_reference() returns), "
-                              f"got {value!r:.60}.")
+            raise LabkitError(
+                f"{name} must be a PipelineResult (what run_kernels() or run_reference() returns), got {value!r:.60}."
+            )
     for name in ("raw", "masks", "counts"):
         a, b = getattr(got, name), getattr(expected, name)
         if a.shape != b.shape or not np.array_equal(a, b):
             bad = np.argwhere(a != b)[0] if a.shape == b.shape else None
-            raise LabkitError(f"{got.how} and {expected.how} differ in {name}" + (f" first at {tuple(bad)}" if bad is not None else "") + ".")
+            raise LabkitError(
+                f"{got.how} and {expected.how} differ in {name}" + (f" first at {tuple(bad)}" if bad is not None else "") + "."
+            )
     if got.boxes != expected.boxes:
         raise LabkitError(f"{got.how} and {expected.how} found different boxes.")
     return f"{got.how} agree with the {expected.how} on every mask, count and box ({len(got.boxes)} frames)."
@@ -392,8 +414,12 @@ class Stage:
 
 #: The stages in pipeline order. Count tiles: the int32 counters are a few bytes per tile, left out.
 STAGES: dict[str, Stage] = {
-    "fused": Stage("fused update + diff + threshold", 1 + 4 + 4 + 1, 5,
-                   "reads frame (u8) and bg (f32), writes bg (f32) and mask (u8); sub, abs, compare, mul, add"),
+    "fused": Stage(
+        "fused update + diff + threshold",
+        1 + 4 + 4 + 1,
+        5,
+        "reads frame (u8) and bg (f32), writes bg (f32) and mask (u8); sub, abs, compare, mul, add",
+    ),
     "erode": Stage("erode 3×3", 1 + 1, 8, "reads mask, writes mask (u8); 8 min"),
     "dilate": Stage("dilate 3×3", 1 + 1, 8, "reads mask, writes mask (u8); 8 max"),
     "count": Stage("tile counts", 1, 1, "reads mask (u8); 1 add per pixel (the counters are negligible)"),
@@ -411,8 +437,10 @@ def stage(name: str) -> Stage:
         import difflib
 
         close = difflib.get_close_matches(name, STAGES, n=1)
-        raise LabkitError(f"there is no stage {name!r}." + (f" Did you mean {close[0]!r}?" if close else ""),
-                          fix=f"Stages: {', '.join(STAGES)}.")
+        raise LabkitError(
+            f"there is no stage {name!r}." + (f" Did you mean {close[0]!r}?" if close else ""),
+            fix=f"Stages: {', '.join(STAGES)}.",
+        )
     return STAGES[name]
 
 
@@ -427,8 +455,15 @@ def stage_table(gpu_name: str = "H200", precision: str = "fp32") -> str:
     return "\n".join(rows)
 
 
-def time_stages(kernels: Kernels | None = None, shape: tuple[int, int] = (32, 48), *, block: tuple[int, int] = (16, 16),
-                tile: int = TILE, repeat: int | None = None, seed: int = 1) -> list[Any]:
+def time_stages(
+    kernels: Kernels | None = None,
+    shape: tuple[int, int] = (32, 48),
+    *,
+    block: tuple[int, int] = (16, 16),
+    tile: int = TILE,
+    repeat: int | None = None,
+    seed: int = 1,
+) -> list[Any]:
     """Time each stage's kernel on one frame of ``shape`` with :func:`labkit.bench.measure` (CUDA events on a GPU,
     CPU time of the simulator otherwise, labelled so). Each :class:`~labkit.bench.Timing` carries the stage's bytes
     and operations, so on a GPU it reports GB/s and percent of the HBM peak."""
@@ -449,8 +484,12 @@ def time_stages(kernels: Kernels | None = None, shape: tuple[int, int] = (32, 48
     run.dilate()
     px = shape[0] * shape[1]
     out = []
-    for key, fn in (("fused", lambda: run.fused(frame, bg, ALPHA, THRESH)), ("erode", run.erode),
-                    ("dilate", run.dilate), ("count", run.count)):
+    for key, fn in (
+        ("fused", lambda: run.fused(frame, bg, ALPHA, THRESH)),
+        ("erode", run.erode),
+        ("dilate", run.dilate),
+        ("count", run.count),
+    ):
         s = STAGES[key]
         t = bench.measure(fn, name=s.name, bytes=s.bytes(px), repeat=repeat, warmup=warmup)
         out.append(t)
@@ -470,8 +509,12 @@ def time_reference(shape: tuple[int, int] = (32, 48), *, tile: int = TILE, repea
     eroded = erode(mask)
     opened = dilate(eroded)
     px = shape[0] * shape[1]
-    calls = {"fused": lambda: fused_step(frames[1], bg.copy()), "erode": lambda: erode(mask),
-             "dilate": lambda: dilate(eroded), "count": lambda: tile_counts(opened, tile)}
+    calls = {
+        "fused": lambda: fused_step(frames[1], bg.copy()),
+        "erode": lambda: erode(mask),
+        "dilate": lambda: dilate(eroded),
+        "count": lambda: tile_counts(opened, tile),
+    }
     out = []
     for key, fn in calls.items():
         fn()
@@ -481,8 +524,9 @@ def time_reference(shape: tuple[int, int] = (32, 48), *, tile: int = TILE, repea
             fn()
             samples.append(time.perf_counter() - t0)
         s = STAGES[key]
-        out.append(Timing(name=f"{s.name} (NumPy)", samples_s=tuple(samples), mode="cpu", device="CPU (NumPy)",
-                          bytes=s.bytes(px)))
+        out.append(
+            Timing(name=f"{s.name} (NumPy)", samples_s=tuple(samples), mode="cpu", device="CPU (NumPy)", bytes=s.bytes(px))
+        )
     return out
 
 
@@ -513,8 +557,10 @@ def roofline_figure(gpu_name: str = "H200", timings: Sequence[Any] | None = None
     pts = roofline_points(timings)
     fig = rl.roofline_figure(gpu_name, "fp32", kernels=pts, intensity_range=(0.05, 1000.0))
     measured = any(m is not None for _, _, m in pts)
-    fig.update_layout(title=f"Pipeline stages on the {rl.roofline(gpu_name).gpu} roofline "
-                            f"({'measured on this GPU' if measured else 'model only: no GPU measurement'})")
+    fig.update_layout(
+        title=f"Pipeline stages on the {rl.roofline(gpu_name).gpu} roofline "
+        f"({'measured on this GPU' if measured else 'model only: no GPU measurement'})"
+    )
     return fig
 
 
@@ -528,7 +574,9 @@ def frames_figure(video: Video | np.ndarray, result: PipelineResult | None = Non
     arr = _frames(video)
     t = range(arr.shape[0])[index]
     panels = 1 if result is None else 3
-    titles = [f"frame {t}"] + ([] if result is None else ["foreground (after opening)", f"motion per {result.tile}×{result.tile} tile"])
+    titles = [f"frame {t}"] + (
+        [] if result is None else ["foreground (after opening)", f"motion per {result.tile}×{result.tile} tile"]
+    )
     fig = make_subplots(rows=1, cols=panels, subplot_titles=titles, horizontal_spacing=0.06)
     fig.add_trace(go.Heatmap(z=arr[t], colorscale="gray", zmin=0, zmax=255, showscale=False), 1, 1)
     if result is not None:
@@ -542,10 +590,14 @@ def frames_figure(video: Video | np.ndarray, result: PipelineResult | None = Non
     for k in range(1, panels + 1):
         fig.update_yaxes(autorange="reversed", scaleanchor=f"x{'' if k == 1 else k}", row=1, col=k)
     # the figure's title sits above the panel titles, with room between them
-    fig.update_layout(template="plotly_white", height=360 if result is not None else 320,
-                      margin={"t": 80 if result is not None else 40, "b": 10, "l": 10, "r": 10},
-                      title={"text": "dashed: true objects; solid: what the pipeline found", "y": 0.97, "yanchor": "top"}
-                      if result is not None else None)
+    fig.update_layout(
+        template="plotly_white",
+        height=360 if result is not None else 320,
+        margin={"t": 80 if result is not None else 40, "b": 10, "l": 10, "r": 10},
+        title={"text": "dashed: true objects; solid: what the pipeline found", "y": 0.97, "yanchor": "top"}
+        if result is not None
+        else None,
+    )
     fig.update_annotations(font_size=12)
     return fig
 
@@ -561,11 +613,21 @@ def activity_figure(result: PipelineResult) -> Any:
     fig.add_trace(go.Bar(x=n, y=result.motion_pixels, name="foreground pixels"))
     fig.add_trace(go.Scatter(x=n, y=[len(b) for b in result.boxes], name="motion regions", yaxis="y2", mode="lines+markers"))
     regions = max((len(b) for b in result.boxes), default=0)
-    fig.update_layout(template="plotly_white", height=360, title=f"Activity per frame ({result.how})",
-                      xaxis=count_axis(len(n) - 1, title="frame", rangemode="normal"),
-                      yaxis=count_axis(max(result.motion_pixels, default=0), title="foreground pixels"),
-                      yaxis2=count_axis(max(regions, 1), title="motion regions", overlaying="y", side="right",
-                                        range=[0, max(regions, 1) * 1.15], showgrid=False),
-                      legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},  # clear of both axis titles
-                      margin={"t": 80})
+    fig.update_layout(
+        template="plotly_white",
+        height=360,
+        title=f"Activity per frame ({result.how})",
+        xaxis=count_axis(len(n) - 1, title="frame", rangemode="normal"),
+        yaxis=count_axis(max(result.motion_pixels, default=0), title="foreground pixels"),
+        yaxis2=count_axis(
+            max(regions, 1),
+            title="motion regions",
+            overlaying="y",
+            side="right",
+            range=[0, max(regions, 1) * 1.15],
+            showgrid=False,
+        ),
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},  # clear of both axis titles
+        margin={"t": 80},
+    )
     return fig

@@ -127,7 +127,14 @@ class FormatInfo:
 
 
 def _float_format(
-    name: str, description: str, e: int, m: int, *, ieee: bool = True, saturates: bool = False, max_normal: float | None = None,
+    name: str,
+    description: str,
+    e: int,
+    m: int,
+    *,
+    ieee: bool = True,
+    saturates: bool = False,
+    max_normal: float | None = None,
     has_nan: bool = True,
 ) -> FormatInfo:
     bias = 2 ** (e - 1) - 1
@@ -164,8 +171,14 @@ FORMATS: dict[str, FormatInfo] = {
     "fp8_e5m2": _float_format("fp8_e5m2", "FP8 E5M2 (OCP/NVIDIA): IEEE-like, with infinities", 5, 2),
     # OCP MX v1.0 FP4 E2M1: no infinity and no NaN; the element format of MXFP4 and NVFP4 (labkit.scaling), max 6.
     "fp4_e2m1": _float_format(
-        "fp4_e2m1", "FP4 E2M1 (OCP MX): no infinity, no NaN, saturates at 6; the element of MXFP4 and NVFP4", 2, 1,
-        ieee=False, saturates=True, max_normal=6.0, has_nan=False,
+        "fp4_e2m1",
+        "FP4 E2M1 (OCP MX): no infinity, no NaN, saturates at 6; the element of MXFP4 and NVFP4",
+        2,
+        1,
+        ieee=False,
+        saturates=True,
+        max_normal=6.0,
+        has_nan=False,
     ),
     "int8": FormatInfo(
         name="int8",
@@ -186,15 +199,33 @@ FORMATS: dict[str, FormatInfo] = {
 }
 
 _ALIASES = {
-    "float64": "fp64", "double": "fp64", "f64": "fp64",
-    "float32": "fp32", "float": "fp32", "single": "fp32", "f32": "fp32",
-    "tensorfloat32": "tf32", "tensorfloat_32": "tf32",
-    "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "float64": "fp64",
+    "double": "fp64",
+    "f64": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "single": "fp32",
+    "f32": "fp32",
+    "tensorfloat32": "tf32",
+    "tensorfloat_32": "tf32",
+    "float16": "fp16",
+    "half": "fp16",
+    "f16": "fp16",
     "bfloat16": "bf16",
-    "e4m3": "fp8_e4m3", "fp8e4m3": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "float8_e4m3": "fp8_e4m3",
-    "e5m2": "fp8_e5m2", "fp8e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
-    "e2m1": "fp4_e2m1", "fp4": "fp4_e2m1", "fp4e2m1": "fp4_e2m1", "float4_e2m1fn": "fp4_e2m1", "float4_e2m1": "fp4_e2m1",
-    "i8": "int8", "s8": "int8",
+    "e4m3": "fp8_e4m3",
+    "fp8e4m3": "fp8_e4m3",
+    "float8_e4m3fn": "fp8_e4m3",
+    "float8_e4m3": "fp8_e4m3",
+    "e5m2": "fp8_e5m2",
+    "fp8e5m2": "fp8_e5m2",
+    "float8_e5m2": "fp8_e5m2",
+    "e2m1": "fp4_e2m1",
+    "fp4": "fp4_e2m1",
+    "fp4e2m1": "fp4_e2m1",
+    "float4_e2m1fn": "fp4_e2m1",
+    "float4_e2m1": "fp4_e2m1",
+    "i8": "int8",
+    "s8": "int8",
 }
 
 
@@ -224,7 +255,7 @@ def normalize_name(fmt: Any) -> str:
         raise LabkitError(
             f"{fmt!r} is a block-scaled format (elements plus one scale per block), not a number format.",
             fix="Use labkit.scaling.quantize_blocks(x, 'mxfp8_e4m3' | 'mxfp4' | 'nvfp4'); its elements are fp8_e4m3, "
-                "fp8_e5m2 or fp4_e2m1 here.",
+            "fp8_e5m2 or fp4_e2m1 here.",
         )
     if key in ("fp8", "float8", "f8"):
         raise LabkitError(
@@ -253,8 +284,14 @@ def storage_dtype(fmt: Any) -> np.dtype:
     if name in ("bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"):
         import ml_dtypes
 
-        return np.dtype({"bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2,
-                         "fp4_e2m1": ml_dtypes.float4_e2m1fn}[name])
+        return np.dtype(
+            {
+                "bf16": ml_dtypes.bfloat16,
+                "fp8_e4m3": ml_dtypes.float8_e4m3fn,
+                "fp8_e5m2": ml_dtypes.float8_e5m2,
+                "fp4_e2m1": ml_dtypes.float4_e2m1fn,
+            }[name]
+        )
     return np.dtype({"fp64": np.float64, "fp32": np.float32, "tf32": np.float32, "fp16": np.float16, "int8": np.int8}[name])
 
 
@@ -265,7 +302,9 @@ def _as_float64(x: Any) -> np.ndarray:
     try:
         return np.asarray(x).astype(np.float64)
     except (TypeError, ValueError):
-        raise LabkitError(f"cannot round {type(x).__name__} values to a number format.", fix="Pass numbers or a NumPy array.") from None
+        raise LabkitError(
+            f"cannot round {type(x).__name__} values to a number format.", fix="Pass numbers or a NumPy array."
+        ) from None
 
 
 def round_tf32_bits(x: Any) -> np.ndarray:
@@ -346,8 +385,12 @@ class RoundingReport:
             n = getattr(self, name)
             if n:
                 example = self.examples.get(name)
-                what = {"overflow": "overflowed to inf", "saturated": "saturated at the largest value",
-                        "underflow": "underflowed to 0", "subnormal": "subnormal"}[name]
+                what = {
+                    "overflow": "overflowed to inf",
+                    "saturated": "saturated at the largest value",
+                    "underflow": "underflowed to 0",
+                    "subnormal": "subnormal",
+                }[name]
                 parts.append(f"{n} {what}" + (f" (e.g. {example:.6g})" if example is not None else ""))
         if self.nan_in or self.inf_in:
             parts.append(f"{self.nan_in} NaN and {self.inf_in} inf in the input")
@@ -404,7 +447,9 @@ def _report(x64: np.ndarray, out: np.ndarray, name: str, finite_in: np.ndarray, 
             if name == "int8":  # 127.4 rounds to 127 inside the range; only values beyond 127.5 / below -128.5 saturate
                 saturated = ((x64 >= 127.5) | (x64 < -128.5)) & ~nan_in
             else:  # E4M3: only values that would round above 448 saturate
-                saturated = ((np.abs(_round_float_exact(np.where(finite_in, x64, 0.0), info)) > info.max_normal) | inf_in) & ~nan_in
+                saturated = (
+                    (np.abs(_round_float_exact(np.where(finite_in, x64, 0.0), info)) > info.max_normal) | inf_in
+                ) & ~nan_in
         else:
             saturated = np.zeros_like(finite_in)
         underflow = finite_in & (x64 != 0) & (out == 0)
@@ -464,7 +509,9 @@ def round_to(x: Any, fmt: Any, *, on_range: Literal["warn", "raise", "ignore"] =
     if rep.range_problems and on_range != "ignore":
         message = f"rounding {rep}"
         if on_range == "raise":
-            raise LabkitError(message, fix="Scale the values into the format's range (see format_info(...).max_normal / min_normal).")
+            raise LabkitError(
+                message, fix="Scale the values into the format's range (see format_info(...).max_normal / min_normal)."
+            )
         warnings.warn(message, PrecisionWarning, stacklevel=2)
     values = q.native() if native else q.values
     if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
@@ -561,7 +608,9 @@ class BitFields:
     @property
     def error(self) -> float:
         if not (math.isfinite(self.value) and math.isfinite(self.input)):
-            return math.nan if math.isnan(self.value) or math.isnan(self.input) else (0.0 if self.value == self.input else math.inf)
+            return (
+                math.nan if math.isnan(self.value) or math.isnan(self.input) else (0.0 if self.value == self.input else math.inf)
+            )
         return self.value - self.input
 
     @property
@@ -605,8 +654,10 @@ def bits(x: float, fmt: Any) -> BitFields:
     top = 2**info.exponent_bits - 1
     m = info.mantissa_bits
     if math.isnan(value) and not info.has_nan:
-        raise LabkitError(f"{name} has no NaN: no bit pattern of it encodes {x!r}.",
-                          fix=f"Every one of {name}'s {2**info.bits} patterns is a number; pass a number.")
+        raise LabkitError(
+            f"{name} has no NaN: no bit pattern of it encodes {x!r}.",
+            fix=f"Every one of {name}'s {2**info.bits} patterns is a number; pass a number.",
+        )
     if math.isnan(value):
         if info.has_inf:
             return BitFields(name, x, value, sign, top, 1 << (m - 1), "nan", None)
@@ -646,7 +697,10 @@ def _parse_pattern(pattern: Any, info: FormatInfo) -> int:
     text = text.removeprefix("0b")
     digits = "".join(ch for ch in text if ch not in " _.|")
     if not digits or set(digits) - {"0", "1"}:
-        raise LabkitError(f"{pattern!r} is not a bit string.", fix="Use 0s and 1s, optionally grouped with spaces or _, e.g. '0 01111 0000000000'.")
+        raise LabkitError(
+            f"{pattern!r} is not a bit string.",
+            fix="Use 0s and 1s, optionally grouped with spaces or _, e.g. '0 01111 0000000000'.",
+        )
     if len(digits) != info.bits:
         raise LabkitError(
             f"{info.name} has {info.bits} bits, the pattern {pattern!r} has {len(digits)}.",
@@ -837,8 +891,10 @@ def round_significant(v: Any, bits: int, rounding: Literal["toward_zero", "neare
     """``v`` kept to ``bits`` significant bits (FP32's exponent range; zero stays zero), toward zero or to nearest
     (ties to even): the register of an accumulator narrower than FP32."""
     if isinstance(bits, (bool, np.bool_)) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 24:
-        raise LabkitError(f"an accumulator keeps 2 to 24 significant bits, not {bits!r}.",
-                          fix="Hopper's Tensor Cores keep about 14 when they accumulate FP8 products (LIMITED_ACC_BITS); FP32 keeps 24.")
+        raise LabkitError(
+            f"an accumulator keeps 2 to 24 significant bits, not {bits!r}.",
+            fix="Hopper's Tensor Cores keep about 14 when they accumulate FP8 products (LIMITED_ACC_BITS); FP32 keeps 24.",
+        )
     if rounding not in ("toward_zero", "nearest"):
         raise LabkitError(f"rounding={rounding!r} is not an option.", fix='Use "toward_zero" or "nearest".')
     return _round_bits(_as_float64(v), int(bits) - 1, -126, toward_zero=(rounding == "toward_zero"))  # FP32's emin
@@ -849,14 +905,22 @@ def _limited_gemm(A: np.ndarray, B: np.ndarray, block_k: int, bits: int, promote
     N = B.shape[1]
     if promote_every is not None:
         if isinstance(promote_every, (bool, np.bool_)) or not isinstance(promote_every, (int, np.integer)) or promote_every < 1:
-            raise LabkitError(f"promote_every must be a positive number of products, not {promote_every!r}.",
-                              fix="DeepSeek-V3 promotes every 128 products; pass None for no promotion.")
+            raise LabkitError(
+                f"promote_every must be a positive number of products, not {promote_every!r}.",
+                fix="DeepSeek-V3 promotes every 128 products; pass None for no promotion.",
+            )
         if promote_every % block_k:
-            raise LabkitError(f"promote_every={promote_every} is not a multiple of block_k={block_k}: a partial sum can "
-                              "only be promoted between Tensor Core instructions.", fix=f"Use a multiple of {block_k}, e.g. 128.")
+            raise LabkitError(
+                f"promote_every={promote_every} is not a multiple of block_k={block_k}: a partial sum can "
+                "only be promoted between Tensor Core instructions.",
+                fix=f"Use a multiple of {block_k}, e.g. 128.",
+            )
     if M * N * K > _MAX_SAME_WORK:
-        raise LabkitError(f"an emulated GEMM with a limited accumulator of {M}×{K} by {K}×{N} is too big for the CPU "
-                          f"({M * N * K:.3g} multiply-adds).", fix="Use matrices with M×N×K below 67 million, e.g. 64×64 with K up to 16384.")
+        raise LabkitError(
+            f"an emulated GEMM with a limited accumulator of {M}×{K} by {K}×{N} is too big for the CPU "
+            f"({M * N * K:.3g} multiply-adds).",
+            fix="Use matrices with M×N×K below 67 million, e.g. 64×64 with K up to 16384.",
+        )
     chunk = promote_every or K
     total = np.zeros((M, N), dtype=np.float32)  # the FP32 accumulator on the CUDA cores
     for c0 in range(0, K, chunk):
@@ -923,8 +987,12 @@ def error_vs_k(
             flagged.append(int(k))
             first = first or caught[0].message
     if flagged:
-        warnings.warn(f"{normalize_name(fmt)}: range problems in {len(flagged)} of the {len(errors)} GEMMs "
-                      f"(K = {', '.join(map(str, flagged))}); the first: {first}", PrecisionWarning, stacklevel=2)
+        warnings.warn(
+            f"{normalize_name(fmt)}: range problems in {len(flagged)} of the {len(errors)} GEMMs "
+            f"(K = {', '.join(map(str, flagged))}); the first: {first}",
+            PrecisionWarning,
+            stacklevel=2,
+        )
     return errors
 
 
@@ -955,8 +1023,10 @@ def _span(text: str, part: str) -> str:
 def bit_fields_html(b: BitFields) -> str:
     """One format's bit fields as coloured HTML (sign red, exponent blue, mantissa green)."""
     if not isinstance(b, BitFields):
-        raise LabkitError(f"bit_fields_html() takes the result of labkit.precision.bits(x, fmt), got {describe(b)}.",
-                          fix="e.g. bit_fields_html(labkit.precision.bits(0.1, 'fp16')).")
+        raise LabkitError(
+            f"bit_fields_html() takes the result of labkit.precision.bits(x, fmt), got {describe(b)}.",
+            fix="e.g. bit_fields_html(labkit.precision.bits(0.1, 'fp16')).",
+        )
     if b.info.kind == "int":
         raw = format(b.raw, "08b")
         return _span(raw[0], "sign") + _span(raw[1:], "mantissa")

@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from labkit.numerics import precision as P
 from labkit.errors import LabkitError
+from labkit.numerics import precision as P
 
 __all__ = [
     "BLOCK_FORMATS",
@@ -69,8 +69,14 @@ BLOCK_FORMATS: dict[str, BlockFormat] = {
         BlockFormat("mxfp8_e4m3", "fp8_e4m3", 32, "e8m0", False, "OCP MX v1.0 MXFP8: 32 E4M3 elements, one E8M0 scale"),
         BlockFormat("mxfp8_e5m2", "fp8_e5m2", 32, "e8m0", False, "OCP MX v1.0 MXFP8: 32 E5M2 elements, one E8M0 scale"),
         BlockFormat("mxfp4", "fp4_e2m1", 32, "e8m0", False, "OCP MX v1.0 MXFP4: 32 E2M1 elements, one E8M0 scale"),
-        BlockFormat("nvfp4", "fp4_e2m1", 16, "fp8_e4m3", True,
-                    "NVIDIA NVFP4: 16 E2M1 elements, one E4M3 scale, and one FP32 scale per tensor"),
+        BlockFormat(
+            "nvfp4",
+            "fp4_e2m1",
+            16,
+            "fp8_e4m3",
+            True,
+            "NVIDIA NVFP4: 16 E2M1 elements, one E4M3 scale, and one FP32 scale per tensor",
+        ),
     )
 }
 
@@ -93,16 +99,24 @@ def _floats(x: Any, what: str) -> np.ndarray:
     except (TypeError, ValueError):
         raise LabkitError(f"{what} must be numbers, not {type(x).__name__}.", fix="Pass a NumPy array of floats.") from None
     if not np.all(np.isfinite(arr)):
-        raise LabkitError(f"{what} holds inf or NaN; a scale is chosen from finite values.",
-                          fix="Remove the non-finite values (a real recipe skips such a step).")
+        raise LabkitError(
+            f"{what} holds inf or NaN; a scale is chosen from finite values.",
+            fix="Remove the non-finite values (a real recipe skips such a step).",
+        )
     return arr
 
 
 # --------------------------------------------------------------------------------------------- per tensor
 
 
-def te_scale(amax_history: Any, fmt: Any = "fp8_e4m3", *, margin: int = 0, previous: float = 1.0,
-             algo: Literal["max", "most_recent"] = "max") -> float:
+def te_scale(
+    amax_history: Any,
+    fmt: Any = "fp8_e4m3",
+    *,
+    margin: int = 0,
+    previous: float = 1.0,
+    algo: Literal["max", "most_recent"] = "max",
+) -> float:
     """The per-tensor scale of Transformer Engine's delayed scaling: ``fp8_max / amax / 2**margin``.
 
     ``amax`` is the largest of the history (``algo="max"``, TE's default) or its last entry (``"most_recent"``);
@@ -146,7 +160,7 @@ class DelayedScaling:
     def quantize(self, x: Any) -> "ScaledTensor":
         """Store ``x`` with the current scale, then record its amax and update the scale for the next step."""
         out = quantize_per_tensor(x, self.fmt, scale=self.scale)
-        self.history = (self.history + [float(np.max(np.abs(_floats(x, "the tensor")), initial=0.0))])[-self.history_len:]
+        self.history = (self.history + [float(np.max(np.abs(_floats(x, "the tensor")), initial=0.0))])[-self.history_len :]
         self.scale = te_scale(self.history, self.fmt, margin=self.margin, previous=self.scale, algo=self.algo)
         return out
 
@@ -227,8 +241,10 @@ def quantize_blocks(x: Any, fmt: Any = "mxfp8_e4m3", *, axis: int = -1) -> Block
     ax = axis % arr.ndim
     n = arr.shape[ax]
     if n % f.block:
-        raise LabkitError(f"{f.name} stores blocks of {f.block}, but the axis has {n} elements.",
-                          fix=f"Pad the array with zeros to a multiple of {f.block} along axis {axis}.")
+        raise LabkitError(
+            f"{f.name} stores blocks of {f.block}, but the axis has {n} elements.",
+            fix=f"Pad the array with zeros to a multiple of {f.block} along axis {axis}.",
+        )
     moved = np.moveaxis(arr, ax, -1)
     blocks = moved.reshape(*moved.shape[:-1], n // f.block, f.block)
     amax = np.max(np.abs(blocks), axis=-1)

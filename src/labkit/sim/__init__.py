@@ -30,8 +30,22 @@ from .memory import LaunchReport, Race, bank_conflicts, launch_strict, sectors_p
 from .trace import Trace, trace
 
 __all__ = [
-    "DivergentBarrier", "KernelFault", "KernelTimeout", "PythonTimeout", "WarpError", "LEARNER_CODE_LIMIT_S", "LaunchReport", "Race",
-    "bank_conflicts", "install", "launch", "launch_strict", "sectors_per_request", "time_limit", "Trace", "trace",
+    "DivergentBarrier",
+    "KernelFault",
+    "KernelTimeout",
+    "PythonTimeout",
+    "WarpError",
+    "LEARNER_CODE_LIMIT_S",
+    "LaunchReport",
+    "Race",
+    "bank_conflicts",
+    "install",
+    "launch",
+    "launch_strict",
+    "sectors_per_request",
+    "time_limit",
+    "Trace",
+    "trace",
 ]
 
 

@@ -17,9 +17,11 @@ from .limits import LIKELY_HANG
 # thread states, as in labkit.sim.engine (kept here so that this module depends on nothing of the engine)
 RUNNING, BARRIER, WAITING, DONE = 0, 1, 2, 3
 
-DIVERGENT_CAUSE = ("an early `return` (or an `if` around cuda.syncthreads()) lets some threads skip the barrier: keep "
-                   "every thread alive until after the last barrier and guard only the loads and stores with the "
-                   "bounds check.")
+DIVERGENT_CAUSE = (
+    "an early `return` (or an `if` around cuda.syncthreads()) lets some threads skip the barrier: keep "
+    "every thread alive until after the last barrier and guard only the loads and stores with the "
+    "bounds check."
+)
 
 
 def ids(threads: Sequence[Any], limit: int = 6) -> str:
@@ -43,16 +45,21 @@ def divergent_report(block: Any) -> DivergentBarrier:
     index = tuple(block.index)
     if len(sites) > 1:
         parts = "; ".join(f"threads {ids(ts)} at {_site(s)}" for s, ts in sorted(sites.items(), key=lambda kv: kv[0][1]))
-        return DivergentBarrier(f"in block {index} the threads wait at different cuda.syncthreads() calls ({parts}): "
-                                "on a GPU every thread of a block must reach the same barrier.", cause=DIVERGENT_CAUSE)
+        return DivergentBarrier(
+            f"in block {index} the threads wait at different cuda.syncthreads() calls ({parts}): "
+            "on a GPU every thread of a block must reach the same barrier.",
+            cause=DIVERGENT_CAUSE,
+        )
     if not sites:  # (not reached: the engine asks only when some thread waits)
         return DivergentBarrier(f"the threads of block {index} cannot go on.", cause=LIKELY_HANG)
-    (site, at), = sites.items()
+    ((site, at),) = sites.items()
     skipped = [t for t in threads if t.state == DONE]
     return DivergentBarrier(
         f"cuda.syncthreads() at {_site(site)} was reached by {len(at)} of {len(threads)} threads of block {index}; "
         f"threads {ids(skipped)} had already finished. On a GPU a barrier that some threads of the block skip is "
-        "undefined behaviour (it can hang or give wrong results).", cause=DIVERGENT_CAUSE)
+        "undefined behaviour (it can hang or give wrong results).",
+        cause=DIVERGENT_CAUSE,
+    )
 
 
 @dataclass(frozen=True)
@@ -70,16 +77,25 @@ class Stuck:
         import linecache
 
         text = linecache.getline(self.filename, self.line).strip()
-        return (f"thread {self.thread} of block {self.block} was at line {self.line} of {self.function}"
-                + (f": `{text}`" if text else ""))
+        return f"thread {self.thread} of block {self.block} was at line {self.line} of {self.function}" + (
+            f": `{text}`" if text else ""
+        )
 
 
 TOO_LARGE_SHARE = 0.5  # a launch past its limit with at least this share of its blocks finished is large, not stuck
 
 
-def timeout_report(block: Any, seconds: float, *, stuck: Stuck | None = None, cpu_s: float | None = None,
-                   wall_s: float | None = None, wall_limit_s: float | None = None, blocks_done: int = 0,
-                   blocks_total: int = 1) -> KernelTimeout:
+def timeout_report(
+    block: Any,
+    seconds: float,
+    *,
+    stuck: Stuck | None = None,
+    cpu_s: float | None = None,
+    wall_s: float | None = None,
+    wall_limit_s: float | None = None,
+    blocks_done: int = 0,
+    blocks_total: int = 1,
+) -> KernelTimeout:
     """The time limit passed while ``block`` ran: say what its threads were doing, where one of them was
     (``stuck``), and the likely cause; a launch most of whose blocks had finished is called too large, not stuck.
 
@@ -98,8 +114,11 @@ def timeout_report(block: Any, seconds: float, *, stuck: Stuck | None = None, cp
     if done:
         words += f", {done} finished"
     by_wall = wall_s is not None and wall_limit_s is not None and wall_s >= wall_limit_s and (cpu_s or 0) < seconds
-    within = (f"{wall_limit_s:g} s (the machine is busy: the launch had {cpu_s:.1f} s of CPU time)" if by_wall
-              else f"{seconds:g} s of CPU time")
+    within = (
+        f"{wall_limit_s:g} s (the machine is busy: the launch had {cpu_s:.1f} s of CPU time)"
+        if by_wall
+        else f"{seconds:g} s of CPU time"
+    )
     where = f"; {stuck.words()}" if stuck is not None else ""
     # large, not stuck: most blocks finished, or blocks keep finishing and no thread was in the middle of its work
     if blocks_total > 1 and (blocks_done >= TOO_LARGE_SHARE * blocks_total or (blocks_done and not computing and not waiting)):
@@ -109,19 +128,27 @@ def timeout_report(block: Any, seconds: float, *, stuck: Stuck | None = None, cp
         exc = KernelTimeout(
             f"the launch is too large for the simulator: {blocks_done:,} of {blocks_total:,} blocks finished within "
             f"{within}, so it is not stuck (block {tuple(block.index)}: {words})",
-            cause=(f"not a hang: at this pace the whole launch needs about {need_words} of CPU time here. Run a smaller "
-                   "problem in sim mode (labkit.size(gpu=..., sim=...)), or give each thread less work."))
+            cause=(
+                f"not a hang: at this pace the whole launch needs about {need_words} of CPU time here. Run a smaller "
+                "problem in sim mode (labkit.size(gpu=..., sim=...)), or give each thread less work."
+            ),
+        )
         exc.too_large, exc.stuck = True, stuck  # type: ignore[attr-defined]
         return exc
     if waiting and computing:
-        cause = (f"threads {ids(computing)} never reach the barrier that the others wait at: a loop that does not end "
-                 "for them, or a barrier inside a branch they do not take.")
+        cause = (
+            f"threads {ids(computing)} never reach the barrier that the others wait at: a loop that does not end "
+            "for them, or a barrier inside a branch they do not take."
+        )
     elif computing:
-        cause = ("a loop whose condition never becomes false (a `while` whose index never advances, a stride of 0), or "
-                 "far more work than the exercise needs.")
+        cause = (
+            "a loop whose condition never becomes false (a `while` whose index never advances, a stride of 0), or "
+            "far more work than the exercise needs."
+        )
     else:
         cause = LIKELY_HANG
-    exc = KernelTimeout(f"the kernel did not finish within {within} in the simulator (block "
-                        f"{tuple(block.index)}: {words}){where}", cause=cause)
+    exc = KernelTimeout(
+        f"the kernel did not finish within {within} in the simulator (block {tuple(block.index)}: {words}){where}", cause=cause
+    )
     exc.too_large, exc.stuck = False, stuck  # type: ignore[attr-defined]
     return exc

@@ -44,8 +44,22 @@ SCHEDULES = ("forward", "reverse", "shuffle")
 class SimThread:
     """One CUDA thread of the block being run."""
 
-    __slots__ = ("threadIdx", "blockIdx", "thread_id", "lane", "warp", "glet", "state", "site", "value", "result",
-                 "block", "key", "meets", "scheduler")
+    __slots__ = (
+        "threadIdx",
+        "blockIdx",
+        "thread_id",
+        "lane",
+        "warp",
+        "glet",
+        "state",
+        "site",
+        "value",
+        "result",
+        "block",
+        "key",
+        "meets",
+        "scheduler",
+    )
 
     def __init__(self, block: "BlockRun", thread_idx: "Dim3", thread_id: int) -> None:
         self.threadIdx = thread_idx  # (one Dim3 per position, shared by the blocks of a launch: LaunchRun.thread_dims)
@@ -134,8 +148,10 @@ class Dim3:
             object.__setattr__(self, name, Int32(value))
 
     def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"cuda.threadIdx and cuda.blockIdx are read-only (the kernel assigned .{name}); "
-                             "copy the value into a variable of your own and change that")
+        raise AttributeError(
+            f"cuda.threadIdx and cuda.blockIdx are read-only (the kernel assigned .{name}); "
+            "copy the value into a variable of your own and change that"
+        )
 
     def __iter__(self) -> Any:
         return iter((self.x, self.y, self.z))
@@ -281,8 +297,9 @@ def park(thread: SimThread, state: int) -> None:
 class LaunchRun:
     """One launch: its shape, schedule and time limit."""
 
-    def __init__(self, grid: tuple[int, int, int], block: tuple[int, int, int], schedule: str, seed: int | None,
-                 limit_s: float) -> None:
+    def __init__(
+        self, grid: tuple[int, int, int], block: tuple[int, int, int], schedule: str, seed: int | None, limit_s: float
+    ) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
         self.grid, self.block = grid, block
@@ -301,7 +318,6 @@ class LaunchRun:
         self.blocks_total = 1
         self.blocks_done = 0
         self.finished = 0  # threads that have finished (the watchdog reads it: a launch that finishes none is stalled)
-
 
     @property
     def thread_dims(self) -> list[Dim3]:
@@ -399,19 +415,27 @@ _watchdog = _Watchdog()
 def _timeout_class(seconds: float) -> type[KernelTimeout]:
     class LaunchTimeLimit(KernelTimeout):
         def __init__(self) -> None:
-            super().__init__(f"the kernel did not finish within {seconds:g} s of CPU time in the simulator",
-                             cause=LIKELY_HANG)
+            super().__init__(f"the kernel did not finish within {seconds:g} s of CPU time in the simulator", cause=LIKELY_HANG)
 
     LaunchTimeLimit.__name__ = LaunchTimeLimit.__qualname__ = "KernelTimeout"
     return LaunchTimeLimit
 
 
 # ----------------------------------------------------------------------------- running a launch
-def run(fn: Callable[..., Any], grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any], *,
-        module: Any, hooks: Hooks | None = None, schedule: str = "forward", seed: int | None = None,
-        blocks_to_run: Iterable[tuple[int, int, int]] | None = None,
-        on_block_error: Callable[[tuple[int, int, int], Exception], bool] | None = None,
-        time_limit_s: float | None = None) -> None:
+def run(
+    fn: Callable[..., Any],
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    args: Sequence[Any],
+    *,
+    module: Any,
+    hooks: Hooks | None = None,
+    schedule: str = "forward",
+    seed: int | None = None,
+    blocks_to_run: Iterable[tuple[int, int, int]] | None = None,
+    on_block_error: Callable[[tuple[int, int, int], Exception], bool] | None = None,
+    time_limit_s: float | None = None,
+) -> None:
     """Run ``fn(*args)`` as every thread of every block of the launch, block after block.
 
     ``module`` is the in-kernel ``cuda`` (already swapped into the kernel's globals); ``hooks`` a memory model;
@@ -425,8 +449,11 @@ def run(fn: Callable[..., Any], grid: tuple[int, int, int], block: tuple[int, in
     run_.scheduler = greenlet.getcurrent()
     timeout = _timeout_class(limit)
     cpu_end = run_.cpu_started + limit
-    points = list(blocks_to_run) if blocks_to_run is not None else [
-        (x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    points = (
+        list(blocks_to_run)
+        if blocks_to_run is not None
+        else [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    )
     run_.blocks_total = len(points)
     outer = launch_active
     launch_active = True
@@ -476,8 +503,15 @@ def _idle_workers() -> list[Any]:
     return pool
 
 
-def _run_block(fn: Callable[..., Any], args: Sequence[Any], blk: BlockRun, module: Any, hooks: Hooks | None,
-               cpu_end: float, timeout: type[KernelTimeout]) -> None:
+def _run_block(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    blk: BlockRun,
+    module: Any,
+    hooks: Hooks | None,
+    cpu_end: float,
+    timeout: type[KernelTimeout],
+) -> None:
     global current
     module._shared.reset()
     module.blockIdx = blk.index_dim3
@@ -578,9 +612,15 @@ def _timed_out(blk: BlockRun, thread: SimThread | None, tb: Any) -> KernelTimeou
     thread was (:func:`_stuck`) and the launch's progress."""
     run_ = blk.launch
     return blocks.timeout_report(
-        blk, run_.limit_s, stuck=_stuck(blk, thread, tb), cpu_s=time.thread_time() - run_.cpu_started,
-        wall_s=time.monotonic() - run_.started, wall_limit_s=run_.wall_limit_s, blocks_done=run_.blocks_done,
-        blocks_total=run_.blocks_total)
+        blk,
+        run_.limit_s,
+        stuck=_stuck(blk, thread, tb),
+        cpu_s=time.thread_time() - run_.cpu_started,
+        wall_s=time.monotonic() - run_.started,
+        wall_limit_s=run_.wall_limit_s,
+        blocks_done=run_.blocks_done,
+        blocks_total=run_.blocks_total,
+    )
 
 
 def _interrupted(exc: KeyboardInterrupt, blk: BlockRun, thread: SimThread) -> None:

@@ -31,10 +31,17 @@ from typing import Any, Callable, Sequence
 __all__ = ["for_launch"]
 
 _PREFIX = "_lk_"
-_PURE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr,
-             ast.BitXor)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp, ast.DictComp,
-           ast.GeneratorExp)
+_PURE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor)
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Lambda,
+    ast.ClassDef,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
 _LIST_INDEX = "list indices must be integers or slices, not "
 
 
@@ -54,8 +61,11 @@ class _Source:
         params = [a.arg for a in node.args.posonlyargs + node.args.args]
         changed = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
         changed |= {name for n in ast.walk(node) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
-        changed |= {n.value.id for n in ast.walk(node)
-                    if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        changed |= {
+            n.value.id
+            for n in ast.walk(node)
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load)
+        }
         self.node = node
         self.positions = {p: k for k, p in enumerate(params) if p not in changed}
 
@@ -102,8 +112,9 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
     if not used:
         return fn
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
-    made = types.FunctionType(fast_code, fn.__globals__, fn.__name__, fn.__defaults__,
-                              tuple(cells[n] for n in fast_code.co_freevars))
+    made = types.FunctionType(
+        fast_code, fn.__globals__, fn.__name__, fn.__defaults__, tuple(cells[n] for n in fast_code.co_freevars)
+    )
     defaults = dict(fn.__kwdefaults__ or {})
     defaults[f"{_PREFIX}retype"] = _retype
     for name in used:
@@ -126,18 +137,29 @@ def _compile(fn: Callable[..., Any], source: _Source, ndims: dict[str, int]) -> 
     rewriter = _Rewriter(ndims)
     node.body = [rewriter.visit(stmt) for stmt in node.body]
     used = sorted(rewriter.used)
-    extra = [f"{_PREFIX}retype"] + [f"{_PREFIX}rows_{n}" for n in used] + [
-        f"{_PREFIX}n{axis}_{n}" for n in used for axis in range(ndims[n])]
+    extra = (
+        [f"{_PREFIX}retype"]
+        + [f"{_PREFIX}rows_{n}" for n in used]
+        + [f"{_PREFIX}n{axis}_{n}" for n in used for axis in range(ndims[n])]
+    )
     node.args.kwonlyargs += [ast.arg(arg=name) for name in extra]
     node.args.kw_defaults += [None] * len(extra)
-    handler = ast.ExceptHandler(type=ast.Name("TypeError", ast.Load()), name=f"{_PREFIX}e", body=[
-        ast.Expr(ast.Call(ast.Name(f"{_PREFIX}retype", ast.Load()), [ast.Name(f"{_PREFIX}e", ast.Load())], [])),
-        ast.Raise()])
+    handler = ast.ExceptHandler(
+        type=ast.Name("TypeError", ast.Load()),
+        name=f"{_PREFIX}e",
+        body=[
+            ast.Expr(ast.Call(ast.Name(f"{_PREFIX}retype", ast.Load()), [ast.Name(f"{_PREFIX}e", ast.Load())], [])),
+            ast.Raise(),
+        ],
+    )
     node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]
     free = list(fn.__code__.co_freevars)
-    outer = ast.FunctionDef(name=f"{_PREFIX}outer", args=ast.arguments(
-        posonlyargs=[], args=[ast.arg(arg=n) for n in free], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=[node, ast.Return(ast.Name(node.name, ast.Load()))], decorator_list=[])
+    outer = ast.FunctionDef(
+        name=f"{_PREFIX}outer",
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in free], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=[node, ast.Return(ast.Name(node.name, ast.Load()))],
+        decorator_list=[],
+    )
     module = ast.Module(body=[outer], type_ignores=[])
     _locate(module, source.node)
     code = compile(module, fn.__code__.co_filename, "exec", dont_inherit=True)
@@ -234,4 +256,4 @@ def _retype(exc: TypeError) -> None:
         tb = tb.tb_next
     if tb is None or f"{_PREFIX}retype" not in tb.tb_frame.f_code.co_varnames:
         return
-    exc.args = (f"array index must be an integer, got {text[len(_LIST_INDEX):]}",)
+    exc.args = (f"array index must be an integer, got {text[len(_LIST_INDEX) :]}",)

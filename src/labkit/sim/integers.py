@@ -66,8 +66,10 @@ class Wide32(_Wide):
 
 #: the class a narrow NumPy integer scalar widens to (:func:`widen`: what an atomic returns): ``np.int64``, 16 and
 #: 32 bits tagged with their width.
-WIDE: dict[np.dtype, type] = {np.dtype(t): {1: np.int64, 2: Wide16, 4: Wide32}[np.dtype(t).itemsize]
-                              for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)}
+WIDE: dict[np.dtype, type] = {
+    np.dtype(t): {1: np.int64, 2: Wide16, 4: Wide32}[np.dtype(t).itemsize]
+    for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)
+}
 
 #: the class a kernel's read of an element of each narrow integer dtype gives (the arrays of :mod:`labkit.sim.arrays`
 #: and :mod:`labkit.sim.memory`). 8-bit elements (images) read as Python ``int``: with integers it widens as Numba's

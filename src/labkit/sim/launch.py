@@ -97,8 +97,7 @@ def _fake_arg(kernel: Any, arg: Any, retr: list[Any]) -> Any:
     from numba.cuda.simulator import kernel as sim_kernel  # (its InOut, which a check may replace to count copies)
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
 
-    _, arg = functools.reduce(lambda ty_val, ext: ext.prepare_args(*ty_val, stream=0, retr=retr),
-                              kernel.extensions, (None, arg))
+    _, arg = functools.reduce(lambda ty_val, ext: ext.prepare_args(*ty_val, stream=0, retr=retr), kernel.extensions, (None, arg))
     if isinstance(arg, np.ndarray) and arg.ndim > 0:
         ret = sim_kernel.InOut(arg).to_device(retr)
     elif isinstance(arg, sim_kernel.ArgHint):
@@ -176,9 +175,11 @@ def _explain_direct(exc: KernelTimeout, limit_s: float) -> None:
         return
     cause = f"\nLikely cause: {exc.cause}" if exc.cause else ""
     suggest = int(10 * math.ceil(max(2 * limit_s, 30) / 10))
-    tip = (f"\nThe limit is {limit_s:g} s of CPU time per launch (the wall time can be longer on a busy machine). For a "
-           f"launch that is right but long, raise it: labkit.sim.time_limit({suggest}) for this session, or "
-           f"`with labkit.sim.time_limit({suggest}):` around the launch.")
+    tip = (
+        f"\nThe limit is {limit_s:g} s of CPU time per launch (the wall time can be longer on a busy machine). For a "
+        f"launch that is right but long, raise it: labkit.sim.time_limit({suggest}) for this session, or "
+        f"`with labkit.sim.time_limit({suggest}):` around the launch."
+    )
     exc.args = (f"{exc.args[0]}{cause}{tip}",)
 
 

@@ -26,8 +26,11 @@ from ..learner_frames import (  # noqa: F401
 LEARNER_CODE_LIMIT_S = 20.0  # at most this long for one kernel launch, or one check's calls of plain Python answers
 launches_running = 0  # simulator launches in progress (their time counts against their own limit, not this one)
 
-LIKELY_HANG = ("a loop whose condition never becomes false (a `while` whose index never advances, a stride of 0); "
-               "a cuda.syncthreads() that some threads never reach; or a warp shuffle or vote after some lanes returned.")
+LIKELY_HANG = (
+    "a loop whose condition never becomes false (a `while` whose index never advances, a stride of 0); "
+    "a cuda.syncthreads() that some threads never reach; or a warp shuffle or vote after some lanes returned."
+)
+
 
 class PythonTimeout(BaseException):
     """Raised into the thread running a learner's plain Python answer that ran past its limit.
@@ -41,8 +44,10 @@ class PythonTimeout(BaseException):
         self.cause = cause or LIKELY_PYTHON_HANG
 
 
-LIKELY_PYTHON_HANG = ("a loop whose condition never becomes false (`while True:` without a `break` that is reached, "
-                      "an index that never advances), or far more work than the exercise needs.")
+LIKELY_PYTHON_HANG = (
+    "a loop whose condition never becomes false (`while True:` without a `break` that is reached, "
+    "an index that never advances), or far more work than the exercise needs."
+)
 
 
 def _timeout_class(seconds: float) -> type[PythonTimeout]:

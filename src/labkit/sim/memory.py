@@ -36,7 +36,6 @@ MAX_GRID = (2**31 - 1, 65_535, 65_535)
 MAX_BLOCK_THREADS = 1024
 
 
-
 def poison_value(dtype: Any) -> Any:
     """NaN for floats, an unlikely sentinel for integers."""
     dt = np.dtype(dtype)
@@ -104,41 +103,61 @@ class Race:
     def message(self) -> str:
         where = f"{self.array} ({self.space} memory) at index {fmt_index(self.index)}"
         if self.scope == "grid":
-            return (f"a race between blocks on {where}: thread {self.first_thread} of block {self.other_block} did "
-                    f"{_ARTICLE[self.first]} and thread {self.second_thread} of block {self.block} {_ARTICLE[self.second]}. "
-                    "Blocks of one launch run in any order and at the same time, and cannot see each other's writes.")
-        return (f"a race on {where} in block {self.block}: thread {self.first_thread} did {_ARTICLE[self.first]} and "
-                f"thread {self.second_thread} {_ARTICLE[self.second]} of that element, with no barrier between them.")
+            return (
+                f"a race between blocks on {where}: thread {self.first_thread} of block {self.other_block} did "
+                f"{_ARTICLE[self.first]} and thread {self.second_thread} of block {self.block} {_ARTICLE[self.second]}. "
+                "Blocks of one launch run in any order and at the same time, and cannot see each other's writes."
+            )
+        return (
+            f"a race on {where} in block {self.block}: thread {self.first_thread} did {_ARTICLE[self.first]} and "
+            f"thread {self.second_thread} {_ARTICLE[self.second]} of that element, with no barrier between them."
+        )
 
     def cause(self) -> str:
         if self.lost_update:
             if self.atomics_used:
-                return ("two threads updated this element with a plain read-modify-write (`a[k] += ...`), so one update "
-                        "is lost: make this update atomic too (cuda.atomic.add).")
-            return ("two threads updated this element with a plain read-modify-write (`a[k] += ...`), so one update is "
-                    "lost: use cuda.atomic.add, or give each thread its own element.")
+                return (
+                    "two threads updated this element with a plain read-modify-write (`a[k] += ...`), so one update "
+                    "is lost: make this update atomic too (cuda.atomic.add)."
+                )
+            return (
+                "two threads updated this element with a plain read-modify-write (`a[k] += ...`), so one update is "
+                "lost: use cuda.atomic.add, or give each thread its own element."
+            )
         if self.scope == "grid":
             kinds = {self.first, self.second}
             if "atomic" in kinds and "read" in kinds:
-                return ("a block read a value that other blocks update atomically, so it may see it half-way: do the "
-                        "whole update as one atomic (cuda.atomic.add returns the old value), not a read followed by an atomic.")
+                return (
+                    "a block read a value that other blocks update atomically, so it may see it half-way: do the "
+                    "whole update as one atomic (cuda.atomic.add returns the old value), not a read followed by an atomic."
+                )
             if kinds == {"write"}:
-                return ("threads of different blocks handle the same elements: check the index formula; in a grid-stride "
-                        "loop the stride is cuda.gridsize(1), all the threads of the grid, not cuda.blockDim.x.")
-            return ("one block read what another block wrote during the same launch: nothing orders blocks, so split the "
-                    "work into two kernel launches (or combine the blocks' results with atomics).")
+                return (
+                    "threads of different blocks handle the same elements: check the index formula; in a grid-stride "
+                    "loop the stride is cuda.gridsize(1), all the threads of the grid, not cuda.blockDim.x."
+                )
+            return (
+                "one block read what another block wrote during the same launch: nothing orders blocks, so split the "
+                "work into two kernel launches (or combine the blocks' results with atomics)."
+            )
         kinds = (self.first, self.second)
         if kinds == ("write", "write"):
             return "two threads wrote one element: check the index formula, each element should have one writer."
         if "read" not in kinds:  # a plain write and an atomic update of one element
-            return ("a plain write and an atomic update of one element with no barrier between them: after initialising "
-                    "(zeroing) shared memory, call cuda.syncthreads() before the atomics; after the atomics, before reading.")
+            return (
+                "a plain write and an atomic update of one element with no barrier between them: after initialising "
+                "(zeroing) shared memory, call cuda.syncthreads() before the atomics; after the atomics, before reading."
+            )
         if self.second == "read":
-            return ("a missing barrier between writing memory and reading what other threads wrote "
-                    "(cuda.syncthreads(), or cuda.syncwarp() among the lanes of one warp).")
-        return ("a missing barrier before overwriting memory that other threads still read (cuda.syncthreads(); among "
-                "the lanes of one warp, cuda.syncwarp()): in a loop over tiles, a barrier at the end of each iteration "
-                "too; in a tree reduction, read into a register, synchronise, then write.")
+            return (
+                "a missing barrier between writing memory and reading what other threads wrote "
+                "(cuda.syncthreads(), or cuda.syncwarp() among the lanes of one warp)."
+            )
+        return (
+            "a missing barrier before overwriting memory that other threads still read (cuda.syncthreads(); among "
+            "the lanes of one warp, cuda.syncwarp()): in a loop over tiles, a barrier at the end of each iteration "
+            "too; in a tree reduction, read into a register, synchronise, then write."
+        )
 
 
 @dataclass(frozen=True)
@@ -153,10 +172,14 @@ class UninitialisedRead:
 
     def cause(self) -> str:
         if self.space == "shared":
-            return (f"{self.array} was read at index {fmt_index(self.index)} before any thread of the block wrote it: "
-                    "shared memory starts each block with garbage, so zero it first (then cuda.syncthreads()).")
-        return (f"{self.array} was read at index {fmt_index(self.index)} before the kernel wrote it: an output starts "
-                "with garbage, so assign (`=`) rather than accumulate (`+=`), or zero it first.")
+            return (
+                f"{self.array} was read at index {fmt_index(self.index)} before any thread of the block wrote it: "
+                "shared memory starts each block with garbage, so zero it first (then cuda.syncthreads())."
+            )
+        return (
+            f"{self.array} was read at index {fmt_index(self.index)} before the kernel wrote it: an output starts "
+            "with garbage, so assign (`=`) rather than accumulate (`+=`), or zero it first."
+        )
 
 
 @dataclass
@@ -274,12 +297,23 @@ class Model:
         self.block: Any = None
 
     # -- races
-    def found_race(self, array: "TrackedArray", flat: int, other: Any, other_kind: int, kind: int,
-                   *, scope: str = "block", me: Any = None) -> None:
+    def found_race(
+        self, array: "TrackedArray", flat: int, other: Any, other_kind: int, kind: int, *, scope: str = "block", me: Any = None
+    ) -> None:
         if self.race is None:
             me = me or engine.current
-            self.race = Race(array.name, array.space, array.index_of(flat), _bid(me), _tid(other), KINDS[other_kind],
-                             _tid(me), KINDS[kind], scope=scope, other_block=_bid(other) if scope == "grid" else None)
+            self.race = Race(
+                array.name,
+                array.space,
+                array.index_of(flat),
+                _bid(me),
+                _tid(other),
+                KINDS[other_kind],
+                _tid(me),
+                KINDS[kind],
+                scope=scope,
+                other_block=_bid(other) if scope == "grid" else None,
+            )
             self._race_parties = (array, flat, other, me)
 
     @property
@@ -359,12 +393,49 @@ class TrackedArray:
     between blocks), with set operations rather than work on every access.
     """
 
-    __slots__ = ("live", "shape", "size", "ndim", "dtype", "space", "name", "poisoned", "_model", "_mult", "_widen",
-                 "_int", "_low", "_high", "_poison", "_r", "_w", "_a", "_old", "rmw", "wmask", "_record", "_s1", "_block", "_earlier",
-                 "_track", "position", "_log", "__weakref__")
+    __slots__ = (
+        "live",
+        "shape",
+        "size",
+        "ndim",
+        "dtype",
+        "space",
+        "name",
+        "poisoned",
+        "_model",
+        "_mult",
+        "_widen",
+        "_int",
+        "_low",
+        "_high",
+        "_poison",
+        "_r",
+        "_w",
+        "_a",
+        "_old",
+        "rmw",
+        "wmask",
+        "_record",
+        "_s1",
+        "_block",
+        "_earlier",
+        "_track",
+        "position",
+        "_log",
+        "__weakref__",
+    )
 
-    def __init__(self, live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False,
-                 watched: bool = True, position: int = -1) -> None:
+    def __init__(
+        self,
+        live: np.ndarray,
+        model: Model,
+        space: str,
+        name: str,
+        *,
+        poisoned: bool = False,
+        watched: bool = True,
+        position: int = -1,
+    ) -> None:
         self.live = live
         self._track = watched or poisoned or space == "shared"  # False: reads are not remembered (see launch_strict)
         self.position = position  # the kernel argument it is (-1 for shared memory)
@@ -438,8 +509,15 @@ class TrackedArray:
                         continue
                     common = mine[kind].keys() & earlier[other].keys()
                     for flat in sorted(common)[: 1 if not model.collect_all else len(common)]:
-                        model.found_race(self, flat, _thread_of(_first(earlier[other][flat])), other, kind, scope="grid",
-                                         me=_thread_of(_first(mine[kind][flat])))
+                        model.found_race(
+                            self,
+                            flat,
+                            _thread_of(_first(earlier[other][flat])),
+                            other,
+                            kind,
+                            scope="grid",
+                            me=_thread_of(_first(mine[kind][flat])),
+                        )
         for before, table in zip(earlier, mine):
             before.update(table)
             table.clear()
@@ -486,7 +564,7 @@ class TrackedArray:
             entry = table.get(flat)
             if entry is None:
                 continue
-            for stamp in (entry if type(entry) is list else (entry,)):
+            for stamp in entry if type(entry) is list else (entry,):
                 if not _ordered(stamp, me):
                     model.found_race(self, flat, _thread_of(stamp), other_kind, kind)
                     return
@@ -564,7 +642,8 @@ class TrackedArray:
                 if np.isfinite(value) and value != int(value):
                     model.float_into_int = (
                         f"the kernel stored the float {float(value)!r} into the {self.dtype} array "
-                        f"{self.name} at index {fmt_index(self.index_of(flat))}; the store truncates it to {int(value)}")
+                        f"{self.name} at index {fmt_index(self.index_of(flat))}; the store truncates it to {int(value)}"
+                    )
             value = store_value(value, self.dtype)
         me = engine.current
         if not (self._record or self._log or self._r or self._a or flat in self._w):
@@ -580,8 +659,9 @@ class TrackedArray:
         if (model.race is None or model.collect_all) and (read or flat in self._w or flat in self._a):
             self._conflicts(flat, WRITE, me)
         r = self._readers().get(flat) if read else None
-        if r is not None and (r is me or (type(r) is list and any(_thread_of(s) is me for s in r))
-                              or (type(r) is tuple and r[0] is me)):
+        if r is not None and (
+            r is me or (type(r) is list and any(_thread_of(s) is me for s in r)) or (type(r) is tuple and r[0] is me)
+        ):
             self.rmw.setdefault(flat, set()).add(me)
         w = self._w
         if flat not in w:
@@ -820,7 +900,7 @@ class _Snapshot(TrackedArray):
     def _build(self, k: int) -> list[Any]:
         """Part ``k`` of the copy: nested lists of the scalars a read gives."""
         live = self.live
-        src = live[k * SNAPSHOT_CHUNK:(k + 1) * SNAPSHOT_CHUNK] if live.ndim == 1 else live[k]
+        src = live[k * SNAPSHOT_CHUNK : (k + 1) * SNAPSHOT_CHUNK] if live.ndim == 1 else live[k]
         wide = self._widen
         if wide is None:
             return list(src) if src.ndim == 1 else [list(p) for p in src]
@@ -874,8 +954,17 @@ _SNAPSHOT_KINDS = "biufc"
 _SNAPSHOTS = {1: _Snapshot1D, 2: _Snapshot2D, 3: _Snapshot3D}
 
 
-def track(live: np.ndarray, model: Model, space: str, name: str, *, poisoned: bool = False, watched: bool = True,
-          position: int = -1, snapshot: bool = False) -> TrackedArray:
+def track(
+    live: np.ndarray,
+    model: Model,
+    space: str,
+    name: str,
+    *,
+    poisoned: bool = False,
+    watched: bool = True,
+    position: int = -1,
+    snapshot: bool = False,
+) -> TrackedArray:
     """A :class:`TrackedArray` over ``live`` (of the subclass for its number of dimensions and what it must watch);
     ``snapshot``: an unwatched array that shares memory with no other argument may be read from a copy
     (:class:`_Snapshot`)."""
@@ -917,7 +1006,7 @@ class _Row:
     def __init__(self, parent: TrackedArray, prefix: tuple) -> None:
         self._parent, self._prefix = parent, prefix
 
-    shape = property(lambda self: self._parent.shape[len(self._prefix):])
+    shape = property(lambda self: self._parent.shape[len(self._prefix) :])
     size = property(lambda self: int(np.prod(self.shape)))
     ndim = property(lambda self: len(self.shape))
     dtype = property(lambda self: self._parent.dtype)
@@ -1014,8 +1103,11 @@ for _name in _ATOMICS:
 
 def _strict_add(self: _StrictAtomics, array: Any, index: Any, val: Any) -> Any:
     """``cuda.atomic.add``, the atomic of histograms and counters, done directly on a tracked array's memory."""
-    if isinstance(array, (TrackedArray, _Row)) and isinstance(val, (int, float, np.integer, np.floating)) \
-            and not isinstance(val, (bool, np.bool_)):
+    if (
+        isinstance(array, (TrackedArray, _Row))
+        and isinstance(val, (int, float, np.integer, np.floating))
+        and not isinstance(val, (bool, np.bool_))
+    ):
         target, key = array.atomic_target(index)
         dt = target.dtype
         old = target[key]
@@ -1032,8 +1124,9 @@ def _strict_add(self: _StrictAtomics, array: Any, index: Any, val: Any) -> Any:
 _StrictAtomics.add = _strict_add  # type: ignore[attr-defined]
 
 
-def _track_args(model: Model, args: Sequence[Any], names: Sequence[str] | None, outputs: Sequence[str],
-                watched: set[int] | None = None) -> list[Any]:
+def _track_args(
+    model: Model, args: Sequence[Any], names: Sequence[str] | None, outputs: Sequence[str], watched: set[int] | None = None
+) -> list[Any]:
     """The kernel's array arguments as tracked arrays; those not in ``watched`` (None: all) start unwatched."""
     out = []
     lives = [getattr(a, "_ary", None) if not isinstance(a, np.ndarray) else a for a in args]
@@ -1043,8 +1136,18 @@ def _track_args(model: Model, args: Sequence[Any], names: Sequence[str] | None, 
         if isinstance(live, np.ndarray) and live.ndim > 0:
             name = names[k] if names and k < len(names) else f"argument {k + 1}"
             alone = not any(n != k and np.may_share_memory(live, other) for n, other in arrays)
-            out.append(track(live, model, "global", name, poisoned=name in outputs,
-                             watched=watched is None or k in watched, position=k, snapshot=alone))
+            out.append(
+                track(
+                    live,
+                    model,
+                    "global",
+                    name,
+                    poisoned=name in outputs,
+                    watched=watched is None or k in watched,
+                    position=k,
+                    snapshot=alone,
+                )
+            )
         else:
             out.append(a)
     return out
@@ -1078,10 +1181,14 @@ def check_kernel(kernel: Any, who: str) -> None:
 
     if not callable(getattr(kernel, "py_func", None)) or not hasattr(type(kernel), "__getitem__"):
         if callable(kernel) and hasattr(kernel, "__code__"):
-            raise LabkitError(f"{who} needs a @cuda.jit kernel; {kernel.__name__} is a plain Python function.",
-                              fix="Decorate it with @cuda.jit (from numba import cuda), as a kernel is.")
-        raise LabkitError(f"{who} needs a @cuda.jit kernel, got {_describe(kernel)}.",
-                          fix="Pass the kernel itself (the function decorated with @cuda.jit), not a call of it.")
+            raise LabkitError(
+                f"{who} needs a @cuda.jit kernel; {kernel.__name__} is a plain Python function.",
+                fix="Decorate it with @cuda.jit (from numba import cuda), as a kernel is.",
+            )
+        raise LabkitError(
+            f"{who} needs a @cuda.jit kernel, got {_describe(kernel)}.",
+            fix="Pass the kernel itself (the function decorated with @cuda.jit), not a call of it.",
+        )
 
 
 def check_dims(griddim: Any, blockdim: Any) -> None:
@@ -1091,19 +1198,33 @@ def check_dims(griddim: Any, blockdim: Any) -> None:
     fix = "For n elements and 256 threads per block: griddim = (n + 255) // 256, blockdim = 256."
     dims = {}
     for what, d, low in (("griddim", griddim, 0), ("blockdim", blockdim, 1)):
-        t = (d,) if isinstance(d, (int, np.integer)) and not isinstance(d, bool) else tuple(d) if isinstance(d, (tuple, list)) else None
-        if t is None or not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low
-                                                      for v in t):
-            raise LabkitError(f"{what} must be a whole number {'of at least 1 ' if low else ''}or a tuple of 1 to 3 of them, "
-                              f"got {_describe(d)}.", fix=fix)
+        t = (
+            (d,)
+            if isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+            else tuple(d)
+            if isinstance(d, (tuple, list))
+            else None
+        )
+        if (
+            t is None
+            or not 1 <= len(t) <= 3
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low for v in t)
+        ):
+            raise LabkitError(
+                f"{what} must be a whole number {'of at least 1 ' if low else ''}or a tuple of 1 to 3 of them, "
+                f"got {_describe(d)}.",
+                fix=fix,
+            )
         dims[what] = [int(v) for v in t]
     for axis, (n, top) in enumerate(zip(dims["griddim"], MAX_GRID)):
         if n > top:
             raise LabkitError(f"griddim has {n:,} blocks along {'xyz'[axis]}; CUDA allows at most {top:,}.", fix=fix)
     threads = int(np.prod(dims["blockdim"]))
     if threads > MAX_BLOCK_THREADS:
-        raise LabkitError(f"a block of {threads:,} threads is more than the {MAX_BLOCK_THREADS} a CUDA block may have.",
-                          fix="Use at most 1024 threads per block (128 or 256 are good choices).")
+        raise LabkitError(
+            f"a block of {threads:,} threads is more than the {MAX_BLOCK_THREADS} a CUDA block may have.",
+            fix="Use at most 1024 threads per block (128 or 256 are good choices).",
+        )
 
 
 def check_time_limit(time_limit_s: Any) -> None:
@@ -1126,8 +1247,9 @@ def _names(value: Any, name: str) -> list[str]:
     return require_sequence(value, name, what="a list of argument names", item=lambda s, n: require_str(s, n, empty=True))
 
 
-def _check_strict_options(reverse: Any, record: Any, allow_races: Any, names: Any, outputs: Any, schedule: Any,
-                          seed: Any) -> None:
+def _check_strict_options(
+    reverse: Any, record: Any, allow_races: Any, names: Any, outputs: Any, schedule: Any, seed: Any
+) -> None:
     from ..validate import require_bool, require_int
 
     require_bool(reverse, "reverse")
@@ -1140,8 +1262,10 @@ def _check_strict_options(reverse: Any, record: Any, allow_races: Any, names: An
     if schedule is not None and (not isinstance(schedule, str) or schedule not in engine.SCHEDULES):
         from ..errors import LabkitError
 
-        raise LabkitError(f"schedule must be one of {', '.join(engine.SCHEDULES)}, got {_describe(schedule)}.",
-                          fix="'forward' (the default), 'reverse', or 'shuffle' with a seed.")
+        raise LabkitError(
+            f"schedule must be one of {', '.join(engine.SCHEDULES)}, got {_describe(schedule)}.",
+            fix="'forward' (the default), 'reverse', or 'shuffle' with a seed.",
+        )
     if seed is not None:
         require_int(seed, "seed", min=0)
 
@@ -1151,7 +1275,9 @@ def _check_report(report: Any, array: Any, *, known: bool = True) -> None:
     from ..errors import LabkitError
 
     if not isinstance(report, LaunchReport):
-        raise LabkitError(f"report must be a LaunchReport (what launch_strict(..., record=True) returns), got {_describe(report)}.")
+        raise LabkitError(
+            f"report must be a LaunchReport (what launch_strict(..., record=True) returns), got {_describe(report)}."
+        )
     if not isinstance(array, str) or (known and array not in report.itemsizes):
         from ..validate import did_you_mean
 
@@ -1161,9 +1287,18 @@ def _check_report(report: Any, array: Any, *, known: bool = True) -> None:
 
 
 def launch_strict(
-    kernel: Any, griddim: Any, blockdim: Any, *args: Any, reverse: bool = False, record: bool | Sequence[str] = False,
-    time_limit_s: float | None = None, allow_races: bool = False, names: Sequence[str] | None = None,
-    outputs: Sequence[str] = (), schedule: str | None = None, seed: int | None = None,
+    kernel: Any,
+    griddim: Any,
+    blockdim: Any,
+    *args: Any,
+    reverse: bool = False,
+    record: bool | Sequence[str] = False,
+    time_limit_s: float | None = None,
+    allow_races: bool = False,
+    names: Sequence[str] | None = None,
+    outputs: Sequence[str] = (),
+    schedule: str | None = None,
+    seed: int | None = None,
 ) -> LaunchReport:
     """Launch ``kernel[griddim, blockdim](*args)`` in the simulator under the strict memory model.
 
@@ -1200,15 +1335,25 @@ def launch_strict(
     if race is not None and not allow_races:
         raise KernelFault(race.message(), cause=race.cause())
     return LaunchReport(
-        dict(model.atomics), list(model.shared), model.barriers, model.float_into_int, model.log,
-        {a.name: a.dtype.itemsize for a in model.globals} | {s[0]: s[2].itemsize for s in model.shared}, race,
-        {a.name: a.written for a in model.globals}, model.uninitialised, model.syncwarps, schedule, seed,
+        dict(model.atomics),
+        list(model.shared),
+        model.barriers,
+        model.float_into_int,
+        model.log,
+        {a.name: a.dtype.itemsize for a in model.globals} | {s[0]: s[2].itemsize for s in model.shared},
+        race,
+        {a.name: a.written for a in model.globals},
+        model.uninitialised,
+        model.syncwarps,
+        schedule,
+        seed,
     )
 
 
 def sectors_per_request(report: LaunchReport, array: str, kind: str = "read") -> tuple[float, float]:
     """(mean 32-byte sectors per warp request, mean efficiency = bytes used / bytes moved) for one array."""
     from labkit.hw.occupancy import coalescing
+
     from ..validate import require_choice
 
     _check_report(report, array, known=False)  # an array the launch did not record has no requests: (0, 1)
@@ -1224,11 +1369,18 @@ def sectors_per_request(report: LaunchReport, array: str, kind: str = "read") ->
 def bank_conflicts(report: LaunchReport, array: str, kinds: tuple[str, ...] = ("read", "write")) -> int:
     """The worst n-way shared-memory bank conflict of any warp request to ``array`` (1 = conflict-free)."""
     from labkit.hw.occupancy import bank_conflict_degree
+
     from ..validate import require_choice, require_sequence
 
     _check_report(report, array)
-    kinds = tuple(require_sequence(kinds, "kinds", what="a list of access kinds ('read', 'write', 'atomic')",
-                                   item=lambda k, n: require_choice(k, n, ("read", "write", "atomic"))))
+    kinds = tuple(
+        require_sequence(
+            kinds,
+            "kinds",
+            what="a list of access kinds ('read', 'write', 'atomic')",
+            item=lambda k, n: require_choice(k, n, ("read", "write", "atomic")),
+        )
+    )
     size = report.itemsizes[array]
     worst = 1
     for kind in kinds:

@@ -36,8 +36,10 @@ def _function_source(fn: Any, *, keep_decorators: bool) -> str:
     try:
         src = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError) as exc:
-        raise CompileError(f"cannot read the source of {getattr(fn, '__name__', fn)!r} ({exc}).",
-                           fix="Define the kernel in a notebook cell or a .py file, not with exec().") from None
+        raise CompileError(
+            f"cannot read the source of {getattr(fn, '__name__', fn)!r} ({exc}).",
+            fix="Define the kernel in a notebook cell or a .py file, not with exec().",
+        ) from None
     if not keep_decorators:
         lines = src.splitlines()
         while lines and not lines[0].lstrip().startswith("def "):

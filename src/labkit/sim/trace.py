@@ -50,8 +50,9 @@ MAX_RACES = 256
 KINDS = ("read", "write", "atomic")
 SECTOR = 32
 ORIGIN_HERE = "the simulator (labkit.sim), in this process"
-ORIGIN_SUBPROCESS = ("the simulator (labkit.sim), in a separate process: the same kernel simulated on the same "
-                     "input, not the GPU's own execution")
+ORIGIN_SUBPROCESS = (
+    "the simulator (labkit.sim), in a separate process: the same kernel simulated on the same input, not the GPU's own execution"
+)
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,15 @@ class Trace:
         return int(t[0] + bx * (t[1] + by * t[2]))
 
     # -- queries -------------------------------------------------------------------------------------------
-    def select(self, array: str | None = None, *, block: Sequence[int] | int | None = None, warp: int | None = None,
-               thread: Sequence[int] | int | None = None, kind: str | None = None) -> np.ndarray:
+    def select(
+        self,
+        array: str | None = None,
+        *,
+        block: Sequence[int] | int | None = None,
+        warp: int | None = None,
+        thread: Sequence[int] | int | None = None,
+        kind: str | None = None,
+    ) -> np.ndarray:
         """Boolean mask over the accesses of one array / block / warp / thread / kind (None: all)."""
         c = self.columns
         m = np.ones(len(c["flat"]), dtype=bool)
@@ -263,7 +271,7 @@ class Trace:
 
     def score_text(self) -> str:
         s = self.score()
-        return ("Score (max per thread): " + ", ".join(f"{k} {v}" for k, v in s.items()))
+        return "Score (max per thread): " + ", ".join(f"{k} {v}" for k, v in s.items())
 
     def sectors_per_request(self, array: str, kind: str | None = None) -> float:
         """Mean 32-byte sectors per warp request to a global ``array`` (reads and writes, or one ``kind``)."""
@@ -300,8 +308,10 @@ class Trace:
     def describe(self) -> str:
         """A few lines of text: what was traced, the score, coalescing, conflicts, races, divergent barriers."""
         s = self.summary()
-        lines = [f"{self.kernel}[{_dims(self.grid)}, {_dims(self.block)}]: {s['threads_traced']} threads traced in "
-                 f"{self.origin}" + (f" (sampled: {len(self.traced_blocks)} of {self.total_blocks} blocks)" if self.sampled else "")]
+        lines = [
+            f"{self.kernel}[{_dims(self.grid)}, {_dims(self.block)}]: {s['threads_traced']} threads traced in "
+            f"{self.origin}" + (f" (sampled: {len(self.traced_blocks)} of {self.total_blocks} blocks)" if self.sampled else "")
+        ]
         lines.append(self.score_text())
         for n, v in s["global_sectors_per_request"].items():
             lines.append(f"  {n}: {v:g} sectors per warp request (ideal {s['ideal_sectors_per_request'][n]:g})")
@@ -361,8 +371,10 @@ class _TraceModel(memory.Model):
         if made > MAX_THREAD_ACCESSES:
             raise TraceLimit(self._finding(t, made), thread=t)
         if len(self.log) > MAX_ACCESSES:
-            raise TraceLimit(f"the trace stopped after {MAX_ACCESSES:,} accesses (the most it records): the picture "
-                             "shows what the threads did until then.")
+            raise TraceLimit(
+                f"the trace stopped after {MAX_ACCESSES:,} accesses (the most it records): the picture "
+                "shows what the threads did until then."
+            )
 
     def _finding(self, t: Any, made: int) -> str:
         """What thread ``t`` did with its ``made`` accesses: the elements it touched most, and where in the code."""
@@ -385,20 +397,32 @@ class _TraceModel(memory.Model):
             if line and line not in lines:
                 lines.append(line)
         at = f" at line {', '.join(str(x) for x in lines)}" if lines else ""
-        return (f"thread {tuple(t.threadIdx)} of block {tuple(t.blockIdx)} {', '.join(parts)}{at}, and was still going "
-                f"when the trace stopped it ({MAX_THREAD_ACCESSES:,} accesses): a loop that never ends (an index that "
-                "never advances), or far more work than one thread needs.")
+        return (
+            f"thread {tuple(t.threadIdx)} of block {tuple(t.blockIdx)} {', '.join(parts)}{at}, and was still going "
+            f"when the trace stopped it ({MAX_THREAD_ACCESSES:,} accesses): a loop that never ends (an index that "
+            "never advances), or far more work than one thread needs."
+        )
 
-    def found_race(self, array: Any, flat: int, other: Any, other_kind: int, kind: int,
-                   *, scope: str = "block", me: Any = None) -> None:
+    def found_race(
+        self, array: Any, flat: int, other: Any, other_kind: int, kind: int, *, scope: str = "block", me: Any = None
+    ) -> None:
         tag = (array.name, flat, scope)
         if tag in self._raced or len(self.found) >= MAX_RACES:
             return
         self._raced.add(tag)
         me = me or engine.current
-        race = memory.Race(array.name, array.space, array.index_of(flat), memory._bid(me), memory._tid(other),
-                           memory.KINDS[other_kind], memory._tid(me), memory.KINDS[kind], scope=scope,
-                           other_block=memory._bid(other) if scope == "grid" else None)
+        race = memory.Race(
+            array.name,
+            array.space,
+            array.index_of(flat),
+            memory._bid(me),
+            memory._tid(other),
+            memory.KINDS[other_kind],
+            memory._tid(me),
+            memory.KINDS[kind],
+            scope=scope,
+            other_block=memory._bid(other) if scope == "grid" else None,
+        )
         self.found.append((race, (array, flat, other, me)))
 
     def all_races(self) -> list[memory.Race]:
@@ -439,8 +463,7 @@ def out_of_bounds(exc: BaseException) -> tuple[str, tuple[int, ...], str] | None
     shape = tuple(array.shape)
     if len(idx) != len(shape) or all(0 <= i < n for i, n in zip(idx, shape)):
         return None  # (not an element outside the array: a wrong number of indices, or another error)
-    kind = ("atomic" if {"atomic_target", "atomic"} & set(names) else
-            "write" if {"__setitem__", "_write"} & set(names) else "read")
+    kind = "atomic" if {"atomic_target", "atomic"} & set(names) else "write" if {"__setitem__", "_write"} & set(names) else "read"
     return str(array.name), idx, kind
 
 
@@ -455,7 +478,7 @@ class TraceLimit(KernelFault):
 
 def _label(name: str) -> str:
     """``tile`` for ``shared array `tile```, else the name."""
-    return name[len("shared array `"):-1] if name.startswith("shared array `") and name.endswith("`") else name
+    return name[len("shared array `") : -1] if name.startswith("shared array `") and name.endswith("`") else name
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -467,8 +490,9 @@ def _library_dirs() -> tuple[str, ...]:
     return (str(Path(memory.__file__).parent), str(Path(simulator.__file__).parent))
 
 
-def _sample(grid: tuple[int, int, int], per_block: int, max_threads: int,
-            include: Sequence[tuple[int, ...]] = ()) -> list[tuple[int, ...]] | None:
+def _sample(
+    grid: tuple[int, int, int], per_block: int, max_threads: int, include: Sequence[tuple[int, ...]] = ()
+) -> list[tuple[int, ...]] | None:
     """The blocks to run when the launch has more than ``max_threads`` threads (None: all): evenly spaced, the
     first and the last, and every block of ``include`` that is in the grid."""
     points = list(np.ndindex(*grid))
@@ -524,7 +548,7 @@ def _arg_names(kernel: Any, n: int) -> list[str]:
 def _shared_label(name: str, taken: set[str]) -> str:
     """``tile`` for the model's "shared array `tile`" (with " (shared)" added if an argument has that name)."""
     if name.startswith("shared array `") and name.endswith("`"):
-        name = name[len("shared array `"):-1]
+        name = name[len("shared array `") : -1]
     return name + " (shared)" if name in taken else name
 
 
@@ -552,11 +576,13 @@ def _ways(addresses: Sequence[int], banks: int = 32, word: int = 4) -> int:
     return max((len(ws) for ws in per_bank.values()), default=1)
 
 
-def _requests(trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[str, np.ndarray],
-              block_of: Any, lines: list[int]) -> list[Request]:
+def _requests(
+    trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[str, np.ndarray], block_of: Any, lines: list[int]
+) -> list[Request]:
     groups: dict[tuple, list[int]] = {}
-    arr, blk, thr, site, inst, flat, kind = (cols[k].tolist() for k in ("array", "block", "thread", "site", "instance",
-                                                                         "flat", "kind"))
+    arr, blk, thr, site, inst, flat, kind = (
+        cols[k].tolist() for k in ("array", "block", "thread", "site", "instance", "flat", "kind")
+    )
     for a, b, t, si, n, f, k in zip(arr, blk, thr, site, inst, flat, kind):
         groups.setdefault((a, k, b, t // 32, si, n), []).append(f)
     out = []
@@ -574,14 +600,38 @@ def _requests(trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[s
         where = blocks.get(b)
         if where is None:
             where = blocks[b] = block_of(b)
-        out.append(Request(names[a], KINDS[k], where, w, n, lines[si], si, len(flats), sectors,
-                           max(1, math.ceil(len(set(flats)) * size / SECTOR)), ways))
+        out.append(
+            Request(
+                names[a],
+                KINDS[k],
+                where,
+                w,
+                n,
+                lines[si],
+                si,
+                len(flats),
+                sectors,
+                max(1, math.ceil(len(set(flats)) * size / SECTOR)),
+                ways,
+            )
+        )
     return out
 
 
-def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
-                names: Sequence[str], max_threads: int, time_limit_s: float | None, *, schedule: str = "forward",
-                seed: int | None = None, outputs: Sequence[str] = (), include: Sequence[tuple[int, ...]] = ()) -> Trace:
+def _trace_here(
+    kernel: Any,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    args: Sequence[Any],
+    names: Sequence[str],
+    max_threads: int,
+    time_limit_s: float | None,
+    *,
+    schedule: str = "forward",
+    seed: int | None = None,
+    outputs: Sequence[str] = (),
+    include: Sequence[tuple[int, ...]] = (),
+) -> Trace:
     per_block = int(np.prod(block))
     sample = _sample(grid, per_block, max_threads, include)
     model = _TraceModel()
@@ -590,8 +640,7 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
     divergent: list[Divergence] = []
     faults: list[Fault] = []
     errors: list[str] = []
-    traced = sample if sample is not None else [(x, y, z) for z in range(grid[2]) for y in range(grid[1])
-                                                for x in range(grid[0])]
+    traced = sample if sample is not None else [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
 
     def labels_now(array: str | None) -> str | None:  # (a shared array's label, as the trace names it below)
         return None if array is None else (_shared_label(array, set(names)) if array.startswith("shared array `") else array)
@@ -610,13 +659,27 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
             if where is not None:
                 oob = out_of_bounds(exc)
                 array, index, kind = oob if oob is not None else (None, None, None)
-                faults.append(Fault(tuple(point), tuple(where[0]), f"{type(exc).__name__}: {exc}",
-                                    array=labels_now(array), index=index, kind=kind))
+                faults.append(
+                    Fault(
+                        tuple(point),
+                        tuple(where[0]),
+                        f"{type(exc).__name__}: {exc}",
+                        array=labels_now(array),
+                        index=index,
+                        kind=kind,
+                    )
+                )
         return True  # the other blocks still run
 
     started = time.perf_counter()
-    with memory.strict(model, blocks_to_run=traced, on_block_error=on_block_error,
-                       time_limit_s=time_limit_s or TRACE_LIMIT_S, schedule=schedule, seed=seed):
+    with memory.strict(
+        model,
+        blocks_to_run=traced,
+        on_block_error=on_block_error,
+        time_limit_s=time_limit_s or TRACE_LIMIT_S,
+        schedule=schedule,
+        seed=seed,
+    ):
         try:
             kernel[grid, block](*tracked)
         except TraceLimit:
@@ -651,22 +714,45 @@ def _trace_here(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, 
     }
     sites = [site for site, _sid in sorted(model.site_ids.items(), key=lambda kv: kv[1])]
     t = Trace(
-        kernel=getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel"), grid=grid, block=block, arrays=arrays,
-        columns=cols, names=order, requests=[], races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()],
-        divergent=divergent, errors=errors, traced_blocks=traced, total_blocks=int(np.prod(grid)), seconds=seconds,
-        uninitialised=model.uninitialised, sites=sites,
-        outputs={n: c for n, c in zip(names, copies) if isinstance(c, np.ndarray)}, faults=faults,
-        schedule=schedule, seed=seed,
+        kernel=getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel"),
+        grid=grid,
+        block=block,
+        arrays=arrays,
+        columns=cols,
+        names=order,
+        requests=[],
+        races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()],
+        divergent=divergent,
+        errors=errors,
+        traced_blocks=traced,
+        total_blocks=int(np.prod(grid)),
+        seconds=seconds,
+        uninitialised=model.uninitialised,
+        sites=sites,
+        outputs={n: c for n, c in zip(names, copies) if isinstance(c, np.ndarray)},
+        faults=faults,
+        schedule=schedule,
+        seed=seed,
     )
     t.requests = _requests(arrays, order, cols, t.block_index, [line for _, line in sites])
     return t
 
 
 # ----------------------------------------------------------------------------- public entry point
-def trace(kernel: Any, grid: Any, block: Any, *args: Any, names: Sequence[str] | None = None,
-          max_threads: int = MAX_THREADS, time_limit_s: float | None = None, subprocess_: bool | None = None,
-          schedule: str = "forward", seed: int | None = None, outputs: Sequence[str] = (),
-          include_blocks: Sequence[Sequence[int]] = ()) -> Trace:
+def trace(
+    kernel: Any,
+    grid: Any,
+    block: Any,
+    *args: Any,
+    names: Sequence[str] | None = None,
+    max_threads: int = MAX_THREADS,
+    time_limit_s: float | None = None,
+    subprocess_: bool | None = None,
+    schedule: str = "forward",
+    seed: int | None = None,
+    outputs: Sequence[str] = (),
+    include_blocks: Sequence[Sequence[int]] = (),
+) -> Trace:
     """Run ``kernel[grid, block](*args)`` in the simulator with every access recorded; returns a :class:`Trace`.
 
     ``names`` names the arguments (default: the kernel's parameter names). Arrays are copied first (the
@@ -689,8 +775,7 @@ def trace(kernel: Any, grid: Any, block: Any, *args: Any, names: Sequence[str] |
         arg_names += [f"argument {k + 1}" for k in range(len(arg_names), len(args))]
     if schedule not in engine.SCHEDULES:
         raise LabkitError(f"schedule must be one of {', '.join(engine.SCHEDULES)}, got {schedule!r}.")
-    run = dict(schedule=schedule, seed=seed, outputs=tuple(outputs),
-               include=tuple(_block_point(p) for p in include_blocks))
+    run = dict(schedule=schedule, seed=seed, outputs=tuple(outputs), include=tuple(_block_point(p) for p in include_blocks))
     away = (not is_simulator()) if subprocess_ is None else subprocess_
     if away:
         return _trace_in_subprocess(kernel, g, b, args, arg_names, max_threads, time_limit_s, run)
@@ -702,46 +787,75 @@ SUBPROCESS_TIMEOUT_S = 180.0
 SUBPROCESS_MAX_BYTES = 256 << 20  # arrays sent to the simulator process: a small input, not a benchmark's
 
 
-def _trace_in_subprocess(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
-                         names: Sequence[str], max_threads: int, time_limit_s: float | None,
-                         run: dict[str, Any]) -> Trace:
-    from ..errors import LabkitError
+def _trace_in_subprocess(
+    kernel: Any,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    args: Sequence[Any],
+    names: Sequence[str],
+    max_threads: int,
+    time_limit_s: float | None,
+    run: dict[str, Any],
+) -> Trace:
     from labkit.sim.standalone import _standalone_source
+
+    from ..errors import LabkitError
 
     py = getattr(kernel, "py_func", kernel)
     try:
         source, _ = _standalone_source(kernel)
     except Exception as exc:  # noqa: BLE001 - a CompileError explaining why the source cannot be read
-        raise LabkitError(f"cannot trace {py.__name__} in the simulator: {exc}",
-                          fix="Define the kernel in a notebook cell or a .py file.") from None
+        raise LabkitError(
+            f"cannot trace {py.__name__} in the simulator: {exc}", fix="Define the kernel in a notebook cell or a .py file."
+        ) from None
     host = [_host_copy(a) for a in args]
     size = sum(a.nbytes for a in host if isinstance(a, np.ndarray))
     if size > SUBPROCESS_MAX_BYTES:
-        raise LabkitError(f"the arrays to trace hold {size / 2**20:.0f} MiB; the simulator traces small inputs "
-                          f"(at most {SUBPROCESS_MAX_BYTES >> 20} MiB).",
-                          fix="Trace the kernel on a small input (a few thousand elements): it shows which elements "
-                              "each thread touches, which does not depend on the size.")
-    payload = {"source": source, "name": py.__name__, "grid": grid, "block": block,
-               "args": host, "names": list(names), "max_threads": max_threads,
-               "time_limit_s": time_limit_s, "run": run}
+        raise LabkitError(
+            f"the arrays to trace hold {size / 2**20:.0f} MiB; the simulator traces small inputs "
+            f"(at most {SUBPROCESS_MAX_BYTES >> 20} MiB).",
+            fix="Trace the kernel on a small input (a few thousand elements): it shows which elements "
+            "each thread touches, which does not depend on the size.",
+        )
+    payload = {
+        "source": source,
+        "name": py.__name__,
+        "grid": grid,
+        "block": block,
+        "args": host,
+        "names": list(names),
+        "max_threads": max_threads,
+        "time_limit_s": time_limit_s,
+        "run": run,
+    }
     env = dict(os.environ, LABKIT_MODE="sim", NUMBA_ENABLE_CUDASIM="1")
     env.pop("LABKIT_EXPECT", None)
     try:
-        proc = subprocess.run([sys.executable, "-c", "import labkit; labkit.setup(quiet=True); from labkit.sim.trace import _serve; _serve()"], input=pickle.dumps(payload),
-                              capture_output=True, env=env, timeout=SUBPROCESS_TIMEOUT_S)
+        proc = subprocess.run(
+            [sys.executable, "-c", "import labkit; labkit.setup(quiet=True); from labkit.sim.trace import _serve; _serve()"],
+            input=pickle.dumps(payload),
+            capture_output=True,
+            env=env,
+            timeout=SUBPROCESS_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        raise LabkitError(f"tracing {py.__name__} in the simulator took more than {SUBPROCESS_TIMEOUT_S:.0f} s.",
-                          fix="Trace a smaller input (a few thousand threads).") from None
+        raise LabkitError(
+            f"tracing {py.__name__} in the simulator took more than {SUBPROCESS_TIMEOUT_S:.0f} s.",
+            fix="Trace a smaller input (a few thousand threads).",
+        ) from None
     try:
         reply = pickle.loads(proc.stdout)
     except Exception:  # noqa: BLE001
         tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
-        raise LabkitError(f"the simulator process tracing {py.__name__} stopped: {' '.join(tail) or 'no output'}",
-                          fix="Run the kernel with LABKIT_MODE=sim to see the error.") from None
+        raise LabkitError(
+            f"the simulator process tracing {py.__name__} stopped: {' '.join(tail) or 'no output'}",
+            fix="Run the kernel with LABKIT_MODE=sim to see the error.",
+        ) from None
     if isinstance(reply, dict):
-        raise LabkitError(f"cannot trace {py.__name__} in the simulator: {reply['error']}",
-                          fix="Check that the kernel uses only names defined in the notebook (numpy, cuda, constants, "
-                              "device functions).")
+        raise LabkitError(
+            f"cannot trace {py.__name__} in the simulator: {reply['error']}",
+            fix="Check that the kernel uses only names defined in the notebook (numpy, cuda, constants, device functions).",
+        )
     reply.origin = ORIGIN_SUBPROCESS
     return reply
 
@@ -751,24 +865,33 @@ def _serve() -> None:
     payload = pickle.loads(sys.stdin.buffer.read())
     out: Any
     try:
-        from numba import cuda
-
         import importlib
+
+        from numba import cuda
 
         module = importlib.import_module("labkit.sim.trace")  # (labkit.sim.trace, the attribute, is the function)
 
         ns: dict[str, Any] = {}
         import linecache
 
-        linecache.cache["<traced kernel>"] = (len(payload["source"]), None, payload["source"].splitlines(True),
-                                              "<traced kernel>")
+        linecache.cache["<traced kernel>"] = (len(payload["source"]), None, payload["source"].splitlines(True), "<traced kernel>")
         exec(compile(payload["source"], "<traced kernel>", "exec"), ns)  # noqa: S102 - the learner's own kernel
         kernel = cuda.jit(ns[payload["name"]])
         run = payload["run"]
-        out = module.trace(kernel, payload["grid"], payload["block"], *payload["args"], names=payload["names"],
-                           max_threads=payload["max_threads"], time_limit_s=payload["time_limit_s"], subprocess_=False,
-                           schedule=run["schedule"], seed=run["seed"], outputs=run["outputs"],
-                           include_blocks=run["include"])
+        out = module.trace(
+            kernel,
+            payload["grid"],
+            payload["block"],
+            *payload["args"],
+            names=payload["names"],
+            max_threads=payload["max_threads"],
+            time_limit_s=payload["time_limit_s"],
+            subprocess_=False,
+            schedule=run["schedule"],
+            seed=run["seed"],
+            outputs=run["outputs"],
+            include_blocks=run["include"],
+        )
         out.outputs = {}
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         out = {"error": f"{type(exc).__name__}: {exc}"}

@@ -70,8 +70,9 @@ class _Group:
 
     __slots__ = ("op", "members", "site", "then", "values", "threads", "done", "participants", "warp")
 
-    def __init__(self, op: str, members: int, site: tuple[str, int], warp: int,
-                 then: Callable[[list[Any]], None] | None = None) -> None:
+    def __init__(
+        self, op: str, members: int, site: tuple[str, int], warp: int, then: Callable[[list[Any]], None] | None = None
+    ) -> None:
         self.op, self.members, self.site, self.warp, self.then = op, members, site, warp, then
         self.values: dict[int, Any] = {}
         self.threads: dict[int, Any] = {}
@@ -102,8 +103,10 @@ def _lanes_in_warp(size: int, warp: int) -> int:
 
 def _mask_int(mask: Any, what: str) -> int:
     if isinstance(mask, (bool, np.bool_)) or not isinstance(mask, (int, np.integer)):
-        raise WarpError(f"{what}: the mask must be an integer (such as 0xFFFFFFFF), got {type(mask).__name__} "
-                        f"{mask!r}; a GPU compile rejects it")
+        raise WarpError(
+            f"{what}: the mask must be an integer (such as 0xFFFFFFFF), got {type(mask).__name__} "
+            f"{mask!r}; a GPU compile rejects it"
+        )
     return int(mask) & FULL_MASK
 
 
@@ -126,16 +129,20 @@ def _shfl_value(value: Any, what: str) -> Any:
         ok = isinstance(value, (float,) + _SHFL_TYPES)
     if not ok:
         kind = getattr(value, "dtype", type(value).__name__)
-        raise WarpError(f"{what} moves 32- and 64-bit integers and floats only (int32, int64, float32, float64), "
-                        f"got {kind}: a GPU compile rejects it (convert it first, e.g. int32(v) or float32(v))")
+        raise WarpError(
+            f"{what} moves 32- and 64-bit integers and floats only (int32, int64, float32, float64), "
+            f"got {kind}: a GPU compile rejects it (convert it first, e.g. int32(v) or float32(v))"
+        )
     return value
 
 
 def _predicate(value: Any, what: str) -> bool:
     if isinstance(value, (bool, int, np.bool_, np.integer)):
         return bool(value)
-    raise WarpError(f"{what}: the predicate must be an integer or a boolean, got {type(value).__name__} {value!r}; "
-                    "a GPU compile rejects it (compare it: `x > 0`)")
+    raise WarpError(
+        f"{what}: the predicate must be an integer or a boolean, got {type(value).__name__} {value!r}; "
+        "a GPU compile rejects it (compare it: `x > 0`)"
+    )
 
 
 def _match_key(value: Any, what: str) -> Any:
@@ -236,17 +243,21 @@ class _Collectives:
             elif w == "syncthreads":
                 w = "cuda.syncthreads()"
             groups.setdefault(w, []).append(ln)
-        parts = "; ".join(f"lanes {_lanes(v)} at {k}" if k != "exited" else f"lanes {_lanes(v)} have exited"
-                          for k, v in groups.items())
-        return WarpError(f"warp {warp} of block {tuple(block.index)} cannot go on: {parts}. Every lane named in a "
-                         "warp call's mask must reach the same call (on a GPU this warp would hang).",
-                         cause="a warp call (shuffle, vote, syncwarp) inside an `if` that only some lanes of the mask "
-                               "take, or a mask that names lanes doing something else: call it where all the mask's "
-                               "lanes arrive, or build the mask with cuda.activemask() / cuda.ballot_sync().")
+        parts = "; ".join(
+            f"lanes {_lanes(v)} at {k}" if k != "exited" else f"lanes {_lanes(v)} have exited" for k, v in groups.items()
+        )
+        return WarpError(
+            f"warp {warp} of block {tuple(block.index)} cannot go on: {parts}. Every lane named in a "
+            "warp call's mask must reach the same call (on a GPU this warp would hang).",
+            cause="a warp call (shuffle, vote, syncwarp) inside an `if` that only some lanes of the mask "
+            "take, or a mask that names lanes doing something else: call it where all the mask's "
+            "lanes arrive, or build the mask with cuda.activemask() / cuda.ballot_sync().",
+        )
 
 
-def _meet(op: str, members_arg: int | None, value: Any, site: tuple[str, int],
-          then: Callable[[list[Any]], None] | None = None) -> tuple[_Group, int]:
+def _meet(
+    op: str, members_arg: int | None, value: Any, site: tuple[str, int], then: Callable[[list[Any]], None] | None = None
+) -> tuple[_Group, int]:
     """The calling lane joins the meeting for ``op``; returns (the completed meeting, own lane).
 
     ``members_arg`` is the mask (None for activemask, whose meeting is the lanes at ``site``). ``then(threads)``
@@ -295,9 +306,11 @@ def _source(g: _Group, lane: int, j: int, value: Any, what: str) -> Any:
         why = "has already exited (returned), so it never reached this call"
     else:
         why = f"is not in the mask {g.members:#010x}"
-    raise WarpError(f"{what}: lane {lane} reads the value of lane {j}, which {why}: on a GPU the value is undefined",
-                    cause="keep every lane the shuffle reads from alive and in the mask (guard the loads, not the "
-                          "shuffle), or check the lane arithmetic.")
+    raise WarpError(
+        f"{what}: lane {lane} reads the value of lane {j}, which {why}: on a GPU the value is undefined",
+        cause="keep every lane the shuffle reads from alive and in the mask (guard the loads, not the "
+        "shuffle), or check the lane arithmetic.",
+    )
 
 
 def shfl_sync(self: Any, mask: Any, value: Any, src_lane: Any) -> Any:
@@ -416,11 +429,23 @@ def brev(self: Any, value: Any) -> int:
 
 
 _FUNCTIONS = {
-    "shfl_sync": shfl_sync, "shfl_up_sync": shfl_up_sync, "shfl_down_sync": shfl_down_sync,
-    "shfl_xor_sync": shfl_xor_sync, "all_sync": all_sync, "any_sync": any_sync, "eq_sync": eq_sync,
-    "ballot_sync": ballot_sync, "match_any_sync": match_any_sync, "match_all_sync": match_all_sync,
-    "syncwarp": syncwarp, "activemask": activemask, "lanemask_lt": lanemask_lt, "popc": popc, "clz": clz,
-    "ffs": ffs, "brev": brev,
+    "shfl_sync": shfl_sync,
+    "shfl_up_sync": shfl_up_sync,
+    "shfl_down_sync": shfl_down_sync,
+    "shfl_xor_sync": shfl_xor_sync,
+    "all_sync": all_sync,
+    "any_sync": any_sync,
+    "eq_sync": eq_sync,
+    "ballot_sync": ballot_sync,
+    "match_any_sync": match_any_sync,
+    "match_all_sync": match_all_sync,
+    "syncwarp": syncwarp,
+    "activemask": activemask,
+    "lanemask_lt": lanemask_lt,
+    "popc": popc,
+    "clz": clz,
+    "ffs": ffs,
+    "brev": brev,
 }
 
 

@@ -21,8 +21,11 @@ def _public(module: ModuleType) -> list[str]:
     names = getattr(module, "__all__", None)
     if names is not None:
         return list(names)
-    return [n for n, v in vars(module).items()
-            if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__ and callable(v)]
+    return [
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__ and callable(v)
+    ]
 
 
 def __getattr__(name: str) -> Any:

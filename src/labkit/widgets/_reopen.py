@@ -15,15 +15,19 @@ from typing import Any, Callable, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The note shown under every explorer (and kept in the saved notebook).
-REOPEN_NOTE = ("An interactive explorer, live while this notebook's kernel runs. In a reopened notebook it shows "
-               "\"Error displaying widget\": run this cell again to bring the explorer back.")
+REOPEN_NOTE = (
+    "An interactive explorer, live while this notebook's kernel runs. In a reopened notebook it shows "
+    '"Error displaying widget": run this cell again to bring the explorer back.'
+)
 
 
 def note_bundle() -> dict[str, str]:
     """The note as display data: small grey HTML, and plain text for other front ends."""
-    return {"text/html": f"<div class='labkit-reopen-note' style='color:#666; font-size:0.85em'>"
-                         f"&#x21bb; {html.escape(REOPEN_NOTE)}</div>",
-            "text/plain": REOPEN_NOTE}
+    return {
+        "text/html": f"<div class='labkit-reopen-note' style='color:#666; font-size:0.85em'>"
+        f"&#x21bb; {html.escape(REOPEN_NOTE)}</div>",
+        "text/plain": REOPEN_NOTE,
+    }
 
 
 def with_note(box: Any) -> Any:

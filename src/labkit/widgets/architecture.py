@@ -15,7 +15,9 @@ import math
 from typing import Any, Callable, Sequence
 
 from labkit import hw
-from labkit.hw import roofline as rl, topology
+from labkit.hw import roofline as rl
+from labkit.hw import topology
+
 from ..errors import LabkitError
 from ..figstyle import log_axis
 from ..validate import require_bool, require_choice, require_int, require_number, require_sequence
@@ -23,7 +25,13 @@ from ._output import figure_outputs, guarded, message_outputs
 from ._reopen import explorer
 
 __all__ = [
-    "DGX_GENERATIONS", "METRICS", "comparison_html", "dgx_comparison", "evolution_figure", "metric", "roofline_explorer",
+    "DGX_GENERATIONS",
+    "METRICS",
+    "comparison_html",
+    "dgx_comparison",
+    "evolution_figure",
+    "metric",
+    "roofline_explorer",
     "system_explorer",
 ]
 
@@ -42,6 +50,7 @@ def _all_gpus_peak(precision: str) -> Callable[[hw.System], hw.Figure | None]:
         peak = g.peak(precision)
         n = s.gpu_count.value
         return _computed(n * peak.value / 1000, "PFLOP/s", f"{n:g} x {peak.text()} ({peak.source})")
+
     return get
 
 
@@ -57,7 +66,9 @@ def _nvlink_total(s: hw.System) -> hw.Figure:
         return s.nvlink_domain_bandwidth
     g = s.gpu_model
     n = s.gpu_count.value
-    return _computed(n * g.nvlink_bandwidth.value / 1000, "TB/s", f"{n:g} x {g.nvlink_bandwidth.text()} ({g.nvlink_bandwidth.source})")
+    return _computed(
+        n * g.nvlink_bandwidth.value / 1000, "TB/s", f"{n:g} x {g.nvlink_bandwidth.text()} ({g.nvlink_bandwidth.source})"
+    )
 
 
 #: Metrics for :func:`dgx_comparison`: label -> function of a System returning a Figure (or None where not defined).
@@ -92,8 +103,13 @@ def _metric_label(label: Any) -> str:
 
 def _system_names(systems: Any) -> list[str]:
     """``systems`` (one name or a list of them) as the record names of :func:`labkit.hw.system`."""
-    names = require_sequence([systems] if isinstance(systems, str) else systems, "systems", min_len=1,
-                             what="a list of system names", fix=f"e.g. {list(DGX_GENERATIONS[-2:])}; labkit.hw.systems() lists them.")
+    names = require_sequence(
+        [systems] if isinstance(systems, str) else systems,
+        "systems",
+        min_len=1,
+        what="a list of system names",
+        fix=f"e.g. {list(DGX_GENERATIONS[-2:])}; labkit.hw.systems() lists them.",
+    )
     return [hw.system(n).name for n in names]
 
 
@@ -118,11 +134,17 @@ def comparison_html(systems: Sequence[str] = DGX_GENERATIONS, metrics: Sequence[
     """An HTML table: one column per system, one row per metric, sources as tooltips and listed below."""
     recs = [hw.system(s) for s in _system_names(systems)]
     if metrics is not None:
-        metrics = [_metric_label(m) for m in require_sequence([metrics] if isinstance(metrics, str) else metrics, "metrics",
-                                                              what="a list of metric names")]
-    rows = ["<tr><th></th>" + "".join(f"<th>{html.escape(r.name)}</th>" for r in recs) + "</tr>",
-            "<tr><td>GPU</td>" + "".join(f"<td>{html.escape(r.gpu)}</td>" for r in recs) + "</tr>",
-            "<tr><td>fabric</td>" + "".join(f"<td>{html.escape(r.fabric)}</td>" for r in recs) + "</tr>"]
+        metrics = [
+            _metric_label(m)
+            for m in require_sequence(
+                [metrics] if isinstance(metrics, str) else metrics, "metrics", what="a list of metric names"
+            )
+        ]
+    rows = [
+        "<tr><th></th>" + "".join(f"<th>{html.escape(r.name)}</th>" for r in recs) + "</tr>",
+        "<tr><td>GPU</td>" + "".join(f"<td>{html.escape(r.gpu)}</td>" for r in recs) + "</tr>",
+        "<tr><td>fabric</td>" + "".join(f"<td>{html.escape(r.fabric)}</td>" for r in recs) + "</tr>",
+    ]
     sources: dict[str, None] = {}
     for label in metrics or METRICS:
         cells = []
@@ -133,8 +155,11 @@ def comparison_html(systems: Sequence[str] = DGX_GENERATIONS, metrics: Sequence[
             if fig is not None:
                 sources[fig.source] = None
         rows.append(f"<tr><td>{html.escape(label)}</td>{''.join(cells)}</tr>")
-    foot = ("<p style='font-size:smaller'>Hover a cell for its source. * unconfirmed figure. Sources: "
-            + "; ".join(html.escape(s) for s in sources) + ".</p>")
+    foot = (
+        "<p style='font-size:smaller'>Hover a cell for its source. * unconfirmed figure. Sources: "
+        + "; ".join(html.escape(s) for s in sources)
+        + ".</p>"
+    )
     return "<table style='border-collapse:collapse'>" + "".join(rows) + "</table>" + foot
 
 
@@ -173,14 +198,26 @@ def evolution_figure(label: str = "FP16 dense peak, all GPUs", systems: Sequence
         texts.append(_text(fig) + (" *" if fig.unconfirmed else ""))
         hover.append(f"{s}: {_text(fig)} ({fig.source})")
     if first is None:
-        raise LabkitError(f"labkit has no {label} for {', '.join(systems) or 'these systems'}.",
-                          fix="Pick other systems or another metric; the table shows — where a figure is missing.")
+        raise LabkitError(
+            f"labkit has no {label} for {', '.join(systems) or 'these systems'}.",
+            fix="Pick other systems or another metric; the table shows — where a figure is missing.",
+        )
     unit = _unit_label(first[1].unit)
     linear_years = first[1].unit == "year" and log
     if first[1].unit == "year":
         log = False
-    out = go.Figure(go.Bar(x=names, y=values, text=texts, textposition="outside", hovertext=hover, hoverinfo="text",
-                           marker_color="#76b900", cliponaxis=False))
+    out = go.Figure(
+        go.Bar(
+            x=names,
+            y=values,
+            text=texts,
+            textposition="outside",
+            hovertext=hover,
+            hoverinfo="text",
+            marker_color="#76b900",
+            cliponaxis=False,
+        )
+    )
     title = f"{label} ({unit})" if unit else label
     if linear_years:
         title += "<br><sup>years on a linear axis: a log scale does not apply to them</sup>"
@@ -218,18 +255,27 @@ def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any
     choices = topology.systems() + ["2x DGX-1 (V100)"]
     start = topology.load(system)
     if start.name not in choices:
-        raise LabkitError(f"the explorer draws {', '.join(choices)}; {start.name} is not among them.",
-                          fix="Pick one of those, or draw it yourself with topology.load(...).draw().")
+        raise LabkitError(
+            f"the explorer draws {', '.join(choices)}; {start.name} is not among them.",
+            fix="Pick one of those, or draw it yourself with topology.load(...).draw().",
+        )
     gpus = start.gpus()
-    a, b = (require_int(v, n, min=gpus[0], max=gpus[-1], fix=f"{start.name} has GPUs {gpus[0]} to {gpus[-1]}.")
-            for v, n in ((a, "a"), (b, "b")))
+    a, b = (
+        require_int(v, n, min=gpus[0], max=gpus[-1], fix=f"{start.name} has GPUs {gpus[0]} to {gpus[-1]}.")
+        for v, n in ((a, "a"), (b, "b"))
+    )
     sys_w = W.Dropdown(options=choices, value=start.name, description="system")  # one of the choices (checked above)
     a_w = W.Dropdown(options=gpus, value=a, description="GPU a")
     b_w = W.Dropdown(options=gpus, value=b, description="GPU b")
     summary = W.HTML()
     out = W.Output()
-    box = _box([W.HBox([sys_w, a_w, b_w]), summary, out], controls={"system": sys_w, "a": a_w, "b": b_w}, summary=summary,
-               figure=None, topology=start)
+    box = _box(
+        [W.HBox([sys_w, a_w, b_w]), summary, out],
+        controls={"system": sys_w, "a": a_w, "b": b_w},
+        summary=summary,
+        figure=None,
+        topology=start,
+    )
     state: dict[str, Any] = {"topo": start, "busy": False}
 
     @guarded(box, out)
@@ -252,7 +298,9 @@ def system_explorer(system: str = "DGX-1 (V100)", a: int = 0, b: int = 5) -> Any
                 f"(nvidia-smi would show <code>{t.relation(ga, gb)}</code>)<br>"
                 f"route: {' → '.join(r['path'])}<br>"
                 f"{links}NVLink bandwidth {bw:g} GB/s per direction, {2 * bw:g} GB/s bidirectional"
-                + ("" if bw else f" — the GPUs share no NVLink; copies go over {r['kind'].split(': ', 1)[-1]}") + " <i>(model)</i>")
+                + ("" if bw else f" — the GPUs share no NVLink; copies go over {r['kind'].split(': ', 1)[-1]}")
+                + " <i>(model)</i>"
+            )
             box.figure = t.draw(highlight=r["path"])
         out.outputs = _mime(box.figure)
 
@@ -287,16 +335,21 @@ def dgx_comparison(systems: Sequence[str] = DGX_GENERATIONS, label: str = "FP16 
     log_w = W.Checkbox(value=True, description="log scale")
     table = W.HTML()
     out = W.Output()
-    box = _box([W.HBox([pick, W.VBox([metric_w, log_w])]), out, table], controls={"systems": pick, "metric": metric_w, "log": log_w},
-               table=table, figure=None)
+    box = _box(
+        [W.HBox([pick, W.VBox([metric_w, log_w])]), out, table],
+        controls={"systems": pick, "metric": metric_w, "log": log_w},
+        table=table,
+        figure=None,
+    )
 
     def render(*_: Any) -> None:
         names = list(pick.value)
         if not names:  # nothing selected: say so, rather than quietly charting a system nobody picked
             box.figure = None
             table.value = ""
-            out.outputs = message_outputs(LabkitError("no system is selected.",
-                                                      fix="Click a system in the list (Ctrl- or Cmd-click adds more)."))
+            out.outputs = message_outputs(
+                LabkitError("no system is selected.", fix="Click a system in the list (Ctrl- or Cmd-click adds more).")
+            )
             return
         table.value = comparison_html(names)
         years = metric_w.value == "year"  # a year has no log scale: the box greys out and says so
@@ -335,8 +388,9 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
 
     start = hw.gpu(gpu)
     precision = hw._normalise_precision(precision)
-    intensity = require_number(intensity, "intensity", min=0.01, max=10_000,
-                               fix="The slider runs from 0.01 to 10000 FLOP/byte, e.g. intensity=10.")
+    intensity = require_number(
+        intensity, "intensity", min=0.01, max=10_000, fix="The slider runs from 0.01 to 10000 FLOP/byte, e.g. intensity=10."
+    )
     gpu_w = W.Dropdown(options=hw.gpus(), value=start.name, description="GPU")
     first = precision if start.has(precision) else _nearest_precision(start, precision)
     prec_w = W.Dropdown(options=start.precisions(), value=first, description="precision")
@@ -344,14 +398,20 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
     int_w = W.FloatLogSlider(value=intensity, base=10, min=-2, max=4, step=0.05, description="FLOP/byte", readout_format=".3g")
     summary = W.HTML()
     out = W.Output()
-    box = _box([W.HBox([gpu_w, prec_w, sparse_w]), int_w, summary, out],
-               controls={"gpu": gpu_w, "precision": prec_w, "sparse": sparse_w, "intensity": int_w}, summary=summary, figure=None)
+    box = _box(
+        [W.HBox([gpu_w, prec_w, sparse_w]), int_w, summary, out],
+        controls={"gpu": gpu_w, "precision": prec_w, "sparse": sparse_w, "intensity": int_w},
+        summary=summary,
+        figure=None,
+    )
 
     busy = [False]
     notes: list[str] = []  # what a change of GPU did to the other controls, said once in the summary
     if first != precision:
-        notes.append(f"{precision.upper()} does not exist on the {start.name} ({start.undefined.get(precision, 'no figure')}): "
-                     f"showing {first.upper()} instead.")
+        notes.append(
+            f"{precision.upper()} does not exist on the {start.name} ({start.undefined.get(precision, 'no figure')}): "
+            f"showing {first.upper()} instead."
+        )
 
     @guarded(box, out)
     def render(*_: Any) -> None:
@@ -373,11 +433,16 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
         att = r.attainable(x)
         note = "".join(f"<br><span class='labkit-widget-note' style='color:#a04000'>{html.escape(n)}</span>" for n in notes)
         notes.clear()
-        summary.value = note + "<br>" * bool(note) + (
-            f"<b>{g.name}, {r.precision.upper()}{' sparse' if sparse else ''}</b>: at {x:.3g} FLOP/byte the roof is "
-            f"<b>{att:.4g} {r.peak.unit}</b> ({att / r.peak.value:.0%} of the {r.peak.text()} peak), "
-            f"{r.bound(x)}; ridge point {r.ridge_point:.1f} FLOP/byte "
-            f"(peak {html.escape(str(r.peak))} / memory {html.escape(str(r.bandwidth))}) <i>(model)</i>")
+        summary.value = (
+            note
+            + "<br>" * bool(note)
+            + (
+                f"<b>{g.name}, {r.precision.upper()}{' sparse' if sparse else ''}</b>: at {x:.3g} FLOP/byte the roof is "
+                f"<b>{att:.4g} {r.peak.unit}</b> ({att / r.peak.value:.0%} of the {r.peak.text()} peak), "
+                f"{r.bound(x)}; ridge point {r.ridge_point:.1f} FLOP/byte "
+                f"(peak {html.escape(str(r.peak))} / memory {html.escape(str(r.bandwidth))}) <i>(model)</i>"
+            )
+        )
         box.figure = rl.roofline_figure(g.name, r.precision, kernels=[("your kernel", x, None)], sparse=sparse)
         out.outputs = _mime(box.figure)
 
@@ -385,8 +450,10 @@ def roofline_explorer(gpu: str = "H100", precision: str = "bf16", intensity: flo
         g = hw.gpu(change["new"])
         keep = prec_w.value if g.has(prec_w.value) else _nearest_precision(g, prec_w.value)
         if keep != prec_w.value:
-            notes.append(f"{prec_w.value.upper()} does not exist on the {g.name} ({g.undefined.get(prec_w.value, 'no figure')}): "
-                         f"showing {keep.upper()} instead.")
+            notes.append(
+                f"{prec_w.value.upper()} does not exist on the {g.name} ({g.undefined.get(prec_w.value, 'no figure')}): "
+                f"showing {keep.upper()} instead."
+            )
         busy[0] = True
         try:
             prec_w.options = g.precisions()

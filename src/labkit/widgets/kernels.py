@@ -13,19 +13,24 @@ Figures are plotly ``go.Figure`` objects (never shown here); explorers are ipywi
 from __future__ import annotations
 
 import html
-
 import math
 from typing import Any
 
 from labkit.hw import occupancy as occ
+
 from ..errors import LabkitError
 from ..validate import describe, require_int, require_sequence
 from ._output import figure_outputs, guarded
 from ._reopen import explorer
 
 __all__ = [
-    "coalescing_explorer", "coalescing_figure", "occupancy_calculator", "occupancy_figure", "thread_map",
-    "thread_map_figure", "thread_map_summary",
+    "coalescing_explorer",
+    "coalescing_figure",
+    "occupancy_calculator",
+    "occupancy_figure",
+    "thread_map",
+    "thread_map_figure",
+    "thread_map_summary",
 ]
 
 
@@ -42,8 +47,9 @@ def _pair(v: int | tuple[int, ...], name: str) -> tuple[int, ...]:
     return t
 
 
-def thread_map_summary(shape: int | tuple[int, int], block: int | tuple[int, int],
-                       grid: int | tuple[int, int] | None = None) -> dict[str, Any]:
+def thread_map_summary(
+    shape: int | tuple[int, int], block: int | tuple[int, int], grid: int | tuple[int, int] | None = None
+) -> dict[str, Any]:
     """Numbers behind the thread map: grid, threads launched, elements covered, idle threads, uncovered elements.
 
     ``shape`` is ``n`` or ``(rows, cols)``; ``block`` is ``bx`` or ``(bx, by)`` with x along columns; ``grid``
@@ -64,12 +70,24 @@ def thread_map_summary(shape: int | tuple[int, int], block: int | tuple[int, int
         threads = tx * ty
         covered = min(tx, cols) * min(ty, rows)
         elements = rows * cols
-    return {"grid": g, "block": blk, "threads": threads, "elements": elements, "busy": covered,
-            "idle": threads - covered, "uncovered": elements - covered}
+    return {
+        "grid": g,
+        "block": blk,
+        "threads": threads,
+        "elements": elements,
+        "busy": covered,
+        "idle": threads - covered,
+        "uncovered": elements - covered,
+    }
 
 
-def thread_map_figure(shape: int | tuple[int, int], block: int | tuple[int, int],
-                      grid: int | tuple[int, int] | None = None, *, max_elements: int = 4096) -> Any:
+def thread_map_figure(
+    shape: int | tuple[int, int],
+    block: int | tuple[int, int],
+    grid: int | tuple[int, int] | None = None,
+    *,
+    max_elements: int = 4096,
+) -> Any:
     """Each array element coloured by the block whose thread handles it; hover for block and thread indices.
 
     Elements no thread reaches (a grid too small, without a grid-stride loop) are blank and counted in the title.
@@ -100,13 +118,17 @@ def thread_map_figure(shape: int | tuple[int, int], block: int | tuple[int, int]
         z.append(zr)
         text.append(tr)
     fig = go.Figure(go.Heatmap(z=z, text=text, hoverinfo="text", colorscale="Turbo", showscale=False, xgap=1, ygap=1))
-    title = (f"grid {s['grid']} × block {s['block']}: {s['threads']} threads for {s['elements']} elements, "
-             f"{s['idle']} idle")
+    title = f"grid {s['grid']} × block {s['block']}: {s['threads']} threads for {s['elements']} elements, {s['idle']} idle"
     if s["uncovered"]:
         title += f", {s['uncovered']} elements uncovered"
-    fig.update_layout(title=title, xaxis_title="column (x)" if len(shp) == 2 else "element (x)",
-                      yaxis_title="row (y)" if len(shp) == 2 else "", yaxis_autorange="reversed",
-                      height=220 if rows == 1 else min(700, 120 + 14 * rows), margin=dict(l=50, r=20, t=60, b=40))
+    fig.update_layout(
+        title=title,
+        xaxis_title="column (x)" if len(shp) == 2 else "element (x)",
+        yaxis_title="row (y)" if len(shp) == 2 else "",
+        yaxis_autorange="reversed",
+        height=220 if rows == 1 else min(700, 120 + 14 * rows),
+        margin=dict(l=50, r=20, t=60, b=40),
+    )
     if rows == 1:
         fig.update_yaxes(showticklabels=False)
     return fig
@@ -151,16 +173,22 @@ def thread_map(shape: tuple[int, int] = (20, 45), block: tuple[int, int] = (16, 
 
     shape, block = _pair(shape, "shape"), _pair(block, "block")
     if len(shape) != 2 or any(x > 64 for x in shape):
-        raise LabkitError(f"shape must be (rows, cols), each 1 to 64 (the sliders' range), got {shape!r}.", fix="e.g. shape=(20, 45).")
+        raise LabkitError(
+            f"shape must be (rows, cols), each 1 to 64 (the sliders' range), got {shape!r}.", fix="e.g. shape=(20, 45)."
+        )
     if len(block) != 2 or any(x not in (1, 2, 4, 8, 16, 32) for x in block):
-        raise LabkitError(f"block must be (x, y), each 1, 2, 4, 8, 16 or 32 (the menus' choices), got {block!r}.",
-                          fix="e.g. block=(16, 8).")
+        raise LabkitError(
+            f"block must be (x, y), each 1, 2, 4, 8, 16 or 32 (the menus' choices), got {block!r}.", fix="e.g. block=(16, 8)."
+        )
     rows = W.IntSlider(value=shape[0], min=1, max=64, description="rows")
     cols = W.IntSlider(value=shape[1], min=1, max=64, description="cols")
     bx = W.Dropdown(options=[1, 2, 4, 8, 16, 32], value=block[0], description="block x")
     by = W.Dropdown(options=[1, 2, 4, 8, 16, 32], value=block[1], description="block y")
-    return _explorer([W.HBox([rows, cols]), W.HBox([bx, by])],
-                     lambda: thread_map_figure((rows.value, cols.value), (bx.value, by.value)), [rows, cols, bx, by])
+    return _explorer(
+        [W.HBox([rows, cols]), W.HBox([bx, by])],
+        lambda: thread_map_figure((rows.value, cols.value), (bx.value, by.value)),
+        [rows, cols, bx, by],
+    )
 
 
 def _count(n: int, noun: str) -> str:
@@ -177,17 +205,28 @@ def coalescing_figure(pattern: str = "contiguous", *, stride: int = 1, size: int
     c = occ.coalescing(addrs, size)
     base = min(addrs)
     sectors = [(a - base - (base % occ.SECTOR)) // occ.SECTOR for a in addrs]
-    fig = go.Figure(go.Scatter(
-        x=list(range(32)), y=[a - base for a in addrs], mode="markers",
-        marker=dict(size=10, color=sectors, colorscale="Turbo"),
-        text=[f"lane {ln}: byte {a}, sector {a // occ.SECTOR}" for ln, a in enumerate(addrs)], hoverinfo="text"))
+    fig = go.Figure(
+        go.Scatter(
+            x=list(range(32)),
+            y=[a - base for a in addrs],
+            mode="markers",
+            marker=dict(size=10, color=sectors, colorscale="Turbo"),
+            text=[f"lane {ln}: byte {a}, sector {a // occ.SECTOR}" for ln, a in enumerate(addrs)],
+            hoverinfo="text",
+        )
+    )
     what = f"stride {stride}, " if pattern == "strided" else ""  # only the strided pattern uses the stride
     fig.update_layout(
-        title=(f"{pattern} ({what}{size}-byte elements): {_count(c.sectors, 'sector')}, "
-               f"{_count(c.lines, 'line')} of 128 B; "
-               f"{c.bytes_used} B used of {c.bytes_moved} B moved = {100 * c.efficiency:.0f}% efficient"),
-        xaxis_title="lane", yaxis_title="byte offset from the lowest address", height=380,
-        margin=dict(l=60, r=20, t=60, b=40))
+        title=(
+            f"{pattern} ({what}{size}-byte elements): {_count(c.sectors, 'sector')}, "
+            f"{_count(c.lines, 'line')} of 128 B; "
+            f"{c.bytes_used} B used of {c.bytes_moved} B moved = {100 * c.efficiency:.0f}% efficient"
+        ),
+        xaxis_title="lane",
+        yaxis_title="byte offset from the lowest address",
+        height=380,
+        margin=dict(l=60, r=20, t=60, b=40),
+    )
     return fig
 
 
@@ -221,11 +260,17 @@ def occupancy_figure(arch: str = "sm_90", threads: int = 256, registers: int = 3
     colors = ["crimson" if n == o.limiter else "steelblue" for n in names]
     fig = go.Figure(go.Bar(x=names, y=values, marker_color=colors, text=values, textposition="outside"))
     fig.update_layout(
-        title=(f"{o.arch}: {o.blocks_per_sm} blocks × {math.ceil(threads / 32)} warps = {o.active_warps}/{o.max_warps} "
-               f"warps ({100 * o.occupancy:.0f}% occupancy), limited by {o.limiter}"),
-        yaxis_title="blocks per SM allowed", height=360, margin=dict(l=60, r=20, t=60, b=40))
-    fig.add_annotation(text=f"source: {occ.SOURCE[:90]}...", showarrow=False, xref="paper", yref="paper", x=0, y=-0.2,
-                       font=dict(size=9))
+        title=(
+            f"{o.arch}: {o.blocks_per_sm} blocks × {math.ceil(threads / 32)} warps = {o.active_warps}/{o.max_warps} "
+            f"warps ({100 * o.occupancy:.0f}% occupancy), limited by {o.limiter}"
+        ),
+        yaxis_title="blocks per SM allowed",
+        height=360,
+        margin=dict(l=60, r=20, t=60, b=40),
+    )
+    fig.add_annotation(
+        text=f"source: {occ.SOURCE[:90]}...", showarrow=False, xref="paper", yref="paper", x=0, y=-0.2, font=dict(size=9)
+    )
     return fig
 
 
@@ -236,12 +281,27 @@ def occupancy_calculator(arch: str = "sm_90", threads: int = 256, registers: int
 
     lim = occ.limits(arch)
     arch = lim.arch
-    threads = require_int(threads, "threads", min=32, max=lim.max_threads_per_block,
-                          fix="The calculator's slider runs from 32 to 1024 threads per block in steps of 32.")
-    registers = require_int(registers, "registers", min=16, max=lim.max_registers_per_thread,
-                            fix=f"The calculator's slider runs from 16 to {lim.max_registers_per_thread} registers per thread.")
-    shared = require_int(shared, "shared", min=0, max=lim.max_shared_per_block,
-                         fix=f"Shared memory per block in bytes, 0 to {lim.max_shared_per_block} on {arch}.")
+    threads = require_int(
+        threads,
+        "threads",
+        min=32,
+        max=lim.max_threads_per_block,
+        fix="The calculator's slider runs from 32 to 1024 threads per block in steps of 32.",
+    )
+    registers = require_int(
+        registers,
+        "registers",
+        min=16,
+        max=lim.max_registers_per_thread,
+        fix=f"The calculator's slider runs from 16 to {lim.max_registers_per_thread} registers per thread.",
+    )
+    shared = require_int(
+        shared,
+        "shared",
+        min=0,
+        max=lim.max_shared_per_block,
+        fix=f"Shared memory per block in bytes, 0 to {lim.max_shared_per_block} on {arch}.",
+    )
     a = W.Dropdown(options=list(occ.ARCHS), value=arch, description="arch")
     t = W.IntSlider(value=threads, min=32, max=1024, step=32, description="threads")
     r = W.IntSlider(value=registers, min=16, max=255, description="registers")
@@ -255,8 +315,9 @@ def occupancy_calculator(arch: str = "sm_90", threads: int = 256, registers: int
         except LabkitError as exc:
             text, _, fix = str(exc).partition("\n  What to do: ")
             text = text.removeprefix("cannot launch: ")  # the message already says it; the label says it once
-            msg.value = (f"<b>cannot launch:</b> {html.escape(text)}"
-                         + (f"<br><b>What to do:</b> {html.escape(fix)}" if fix else ""))
+            msg.value = f"<b>cannot launch:</b> {html.escape(text)}" + (
+                f"<br><b>What to do:</b> {html.escape(fix)}" if fix else ""
+            )
             return None
         msg.value = str(occ.occupancy(a.value, t.value, r.value, s.value))
         return fig

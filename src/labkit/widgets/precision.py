@@ -15,19 +15,27 @@ import re
 from typing import Any, Iterable, Sequence
 
 from labkit.numerics import precision as P
+from labkit.numerics.precision import _COLOURS, _span, bit_fields_html  # noqa: F401  (re-exported: the widget's names)
+
 from ..errors import LabkitError
 from ..figstyle import log_axis
 from ..validate import describe, require_int, require_number, require_sequence, require_str
 from ._reopen import explorer
-from labkit.numerics.precision import _COLOURS, _span, bit_fields_html  # noqa: F401  (re-exported: the widget's names)
 
 __all__ = ["bit_explorer", "bit_fields_html", "bit_table_html", "error_vs_k_figure", "range_chart"]
 
 DEFAULT_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+
+
 def _format_names(formats: Any) -> list[str]:
     """``formats`` (one name or a list of them) as canonical format names; at least one."""
-    names = require_sequence([formats] if isinstance(formats, str) else formats, "formats", min_len=1,
-                             what="a list of format names", fix=f"e.g. formats=['fp32', 'bf16']; labkit.precision.formats() lists them.")
+    names = require_sequence(
+        [formats] if isinstance(formats, str) else formats,
+        "formats",
+        min_len=1,
+        what="a list of format names",
+        fix="e.g. formats=['fp32', 'bf16']; labkit.precision.formats() lists them.",
+    )
     return [P.normalize_name(f) for f in names]
 
 
@@ -57,11 +65,15 @@ def bit_table_html(x: float, formats: Iterable[str] = DEFAULT_FORMATS) -> str:
             f"<td>{_fmt_err(b.error)}</td><td>{_fmt_err(b.relative_error)}</td>"
             "</tr>"
         )
-    head = ("<tr><th>format</th><th>layout</th><th>sign exponent mantissa</th><th>kind</th><th>stored value</th>"
-            "<th>error</th><th>relative error</th></tr>")
-    return (f"<p>x = {x!r}</p><table style='border-collapse:collapse'>{head}{''.join(rows)}</table>"
-            f"<p style='font-size:smaller'>{_span('sign', 'sign')} · {_span('exponent', 'exponent')} · "
-            f"{_span('mantissa', 'mantissa')}; values rounded to nearest, ties to even (TF32 from the FP32 value).</p>")
+    head = (
+        "<tr><th>format</th><th>layout</th><th>sign exponent mantissa</th><th>kind</th><th>stored value</th>"
+        "<th>error</th><th>relative error</th></tr>"
+    )
+    return (
+        f"<p>x = {x!r}</p><table style='border-collapse:collapse'>{head}{''.join(rows)}</table>"
+        f"<p style='font-size:smaller'>{_span('sign', 'sign')} · {_span('exponent', 'exponent')} · "
+        f"{_span('mantissa', 'mantissa')}; values rounded to nearest, ties to even (TF32 from the FP32 value).</p>"
+    )
 
 
 @explorer
@@ -77,8 +89,7 @@ def bit_explorer(value: float | str = 0.1, formats: Sequence[str] = DEFAULT_FORM
         value = require_str(value, "value", empty=True)
     else:
         value = require_number(value, "value", finite=False, nan=True, fix="A number, or text such as '1e-8' or 'inf'.")
-    box = w.Text(value=str(value), description="number", continuous_update=False,
-                 layout=w.Layout(width="320px"))
+    box = w.Text(value=str(value), description="number", continuous_update=False, layout=w.Layout(width="320px"))
     out = w.HTML()
 
     def update(change: Any = None) -> None:
@@ -105,12 +116,31 @@ def range_chart(formats: Sequence[str] = ("fp32", "tf32", "bf16", "fp16", "fp8_e
     lo_norm = [math.log2(i.min_normal) for i in infos]
     hi = [math.log2(i.max_normal) for i in infos]
     fig = go.Figure()
-    fig.add_bar(y=names, x=[n - s for s, n in zip(lo_sub, lo_norm)], base=lo_sub, orientation="h", name="subnormal",
-                marker_color="#aed6f1", hovertemplate="%{y}: 2^%{base:.0f} .. 2^%{x:.0f}<extra>subnormal</extra>")
-    fig.add_bar(y=names, x=[h - n for n, h in zip(lo_norm, hi)], base=lo_norm, orientation="h", name="normal",
-                marker_color="#2471a3", hovertemplate="%{y}<extra>normal</extra>")
-    fig.update_layout(barmode="overlay", title="Range of each format (log2 of the magnitude)",
-                      xaxis_title="log2 |x|", height=320, margin=dict(l=80, r=20, t=50, b=40))
+    fig.add_bar(
+        y=names,
+        x=[n - s for s, n in zip(lo_sub, lo_norm)],
+        base=lo_sub,
+        orientation="h",
+        name="subnormal",
+        marker_color="#aed6f1",
+        hovertemplate="%{y}: 2^%{base:.0f} .. 2^%{x:.0f}<extra>subnormal</extra>",
+    )
+    fig.add_bar(
+        y=names,
+        x=[h - n for n, h in zip(lo_norm, hi)],
+        base=lo_norm,
+        orientation="h",
+        name="normal",
+        marker_color="#2471a3",
+        hovertemplate="%{y}<extra>normal</extra>",
+    )
+    fig.update_layout(
+        barmode="overlay",
+        title="Range of each format (log2 of the magnitude)",
+        xaxis_title="log2 |x|",
+        height=320,
+        margin=dict(l=80, r=20, t=50, b=40),
+    )
     return fig
 
 
@@ -122,16 +152,24 @@ def error_vs_k_figure(ks: Sequence[int], curves: dict[str, Sequence[float]], *, 
     it: it is drawn dashed with open markers and its legend entry says which curve it nearly equals."""
     import plotly.graph_objects as go
 
-    ks = require_sequence(ks, "ks", min_len=1, what="a list of K values (positive whole numbers)",
-                          item=lambda k, n: require_int(k, n, min=1))
+    ks = require_sequence(
+        ks, "ks", min_len=1, what="a list of K values (positive whole numbers)", item=lambda k, n: require_int(k, n, min=1)
+    )
     if not isinstance(curves, dict) or not curves:
-        raise LabkitError(f"curves must be a dict of label -> one relative error per K, got {describe(curves)}.",
-                          fix="e.g. curves={'FP16, FP32 acc': [1e-4, 2e-4, 4e-4]} for ks=[64, 256, 1024].")
+        raise LabkitError(
+            f"curves must be a dict of label -> one relative error per K, got {describe(curves)}.",
+            fix="e.g. curves={'FP16, FP32 acc': [1e-4, 2e-4, 4e-4]} for ks=[64, 256, 1024].",
+        )
     for label, errs in curves.items():
         require_str(str(label), "a curve's label")
-        errs = require_sequence(errs, f"curves[{label!r}]", min_len=len(ks), max_len=len(ks),
-                                what=f"a list of {len(ks)} relative errors (one per K)",
-                                item=_error_value)
+        errs = require_sequence(
+            errs,
+            f"curves[{label!r}]",
+            min_len=len(ks),
+            max_len=len(ks),
+            what=f"a list of {len(ks)} relative errors (one per K)",
+            item=_error_value,
+        )
     if title is not None:
         title = require_str(title, "title", empty=True)
     fig = go.Figure()
@@ -140,8 +178,14 @@ def error_vs_k_figure(ks: Sequence[int], curves: dict[str, Sequence[float]], *, 
     for label, errs in curves.items():
         ys = [max(float(e), 1e-17) for e in errs]
         values += ys
-        twin = next((other for other, prev in drawn.items()  # within 5%: on a log axis one line covers the other
-                     if len(prev) == len(ys) and all(math.isclose(a, b, rel_tol=0.05) for a, b in zip(prev, ys))), None)
+        twin = next(
+            (
+                other
+                for other, prev in drawn.items()  # within 5%: on a log axis one line covers the other
+                if len(prev) == len(ys) and all(math.isclose(a, b, rel_tol=0.05) for a, b in zip(prev, ys))
+            ),
+            None,
+        )
         own_acc = "same" in label or re.fullmatch(r"\s*(.+?),\s*\1 acc\s*", label, flags=re.IGNORECASE) is not None
         line: dict[str, Any] = {"dash": "dot" if own_acc else None}
         marker: dict[str, Any] = {}
@@ -152,9 +196,13 @@ def error_vs_k_figure(ks: Sequence[int], curves: dict[str, Sequence[float]], *, 
             name = f"{label} (≈ {twin}: drawn over it)"
         fig.add_scatter(x=list(ks), y=ys, mode="lines+markers", name=name, line=line, marker=marker)
         drawn[label] = ys
-    fig.update_layout(title=title or "GEMM error against K (CPU emulation)",
-                      xaxis=log_axis(ks, title="K (length of each dot product)", tickmode="array", tickvals=list(ks),
-                                     ticktext=[str(k) for k in ks]),
-                      yaxis=log_axis(values, title="max |C − C_fp64| / max |C_fp64|", exponentformat="power"),
-                      height=440, margin=dict(l=70, r=20, t=50, b=50))
+    fig.update_layout(
+        title=title or "GEMM error against K (CPU emulation)",
+        xaxis=log_axis(
+            ks, title="K (length of each dot product)", tickmode="array", tickvals=list(ks), ticktext=[str(k) for k in ks]
+        ),
+        yaxis=log_axis(values, title="max |C − C_fp64| / max |C_fp64|", exponentformat="power"),
+        height=440,
+        margin=dict(l=70, r=20, t=50, b=50),
+    )
     return fig

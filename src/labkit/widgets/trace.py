@@ -36,8 +36,12 @@ BANK_MODEL = "4-byte bank model: 32 banks, each one 4-byte word wide"
 
 def _wide_bank_note(names: Sequence[str]) -> str:
     """What the 4-byte bank model means for shared arrays of 8-byte elements (float64, int64), named in ``names``."""
-    return (f"{', '.join(names)}: 8-byte elements span two banks, so a contiguous warp access counts as 2-way in this "
-            "model; Nsight Compute serves an 8-byte warp access in two phases of 16 lanes and reports no conflict")
+    return (
+        f"{', '.join(names)}: 8-byte elements span two banks, so a contiguous warp access counts as 2-way in this "
+        "model; Nsight Compute serves an 8-byte warp access in two phases of 16 lanes and reports no conflict"
+    )
+
+
 _CATEGORY = ["untouched", "read", "written", "read and written", "atomic"]
 _COLORS = ["#f2f2f2", "#4c78a8", "#f58518", "#b279a2", "#54a24b"]
 MAX_REQUESTS_DRAWN = 48
@@ -74,8 +78,9 @@ def _cell(trace: Any, k: int, t: int) -> tuple[int, int]:
 
 
 # ----------------------------------------------------------------------------- figures
-def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread",
-                   marked: tuple[int, int] | None = None) -> Any:
+def threads_figure(
+    trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread", marked: tuple[int, int] | None = None
+) -> Any:
     """The grid of traced threads, coloured by how many reads and writes each made; the selection outlined.
 
     1-D launches: one row per traced block. Otherwise: threads at their global (x, y) position. Threads of a
@@ -99,8 +104,9 @@ def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = 
             z[r][c] = int(total[k, t])
             parts = ", ".join(f"{name} {int(v[k, t])}" for name, v in counts.items() if v[k, t])
             text[r][c] = f"block {b}, thread {trace.thread_index(t)} (warp {t // 32})<br>{parts or 'no accesses'}"
-    fig = go.Figure(go.Heatmap(z=z, text=text, hoverinfo="text", colorscale="Blues", colorbar=dict(title="accesses"),
-                               xgap=1, ygap=1))
+    fig = go.Figure(
+        go.Heatmap(z=z, text=text, hoverinfo="text", colorscale="Blues", colorbar=dict(title="accesses"), xgap=1, ygap=1)
+    )
     # selection
     k = max(0, min(block, len(trace.traced_blocks) - 1))
     if trace.traced_blocks:
@@ -113,8 +119,9 @@ def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = 
             members = [thread]
         cells = [_cell(trace, k, t) for t in members]
         rs, cs = [c[0] for c in cells], [c[1] for c in cells]
-        fig.add_shape(type="rect", x0=min(cs) - 0.5, x1=max(cs) + 0.5, y0=min(rs) - 0.5, y1=max(rs) + 0.5,
-                      line=dict(color="black", width=2))
+        fig.add_shape(
+            type="rect", x0=min(cs) - 0.5, x1=max(cs) + 0.5, y0=min(rs) - 0.5, y1=max(rs) + 0.5, line=dict(color="black", width=2)
+        )
     # races: both threads
     order = {tuple(b): k for k, b in enumerate(trace.traced_blocks)}
     xs, ys, hover = [], [], []
@@ -129,37 +136,71 @@ def threads_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = 
             ys.append(r)
             hover.append(html.escape(race.message()))
     if xs:
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", marker=dict(symbol="x", color="crimson", size=9),
-                                 name="race", text=hover, hoverinfo="text"))
-    faults = [(order[tuple(f.block)], trace._thread_linear(f.thread), f.message) for f in trace.faults
-              if tuple(f.block) in order]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="markers",
+                marker=dict(symbol="x", color="crimson", size=9),
+                name="race",
+                text=hover,
+                hoverinfo="text",
+            )
+        )
+    faults = [(order[tuple(f.block)], trace._thread_linear(f.thread), f.message) for f in trace.faults if tuple(f.block) in order]
     if faults:
         cells = [_cell(trace, kk, t) for kk, t, _ in faults]
-        fig.add_trace(go.Scatter(x=[c[1] for c in cells], y=[c[0] for c in cells], mode="markers", name="raised",
-                                 marker=dict(symbol="diamond", color="crimson", size=10, line=dict(color="white", width=1)),
-                                 text=[html.escape(m) for _, _, m in faults], hoverinfo="text"))
+        fig.add_trace(
+            go.Scatter(
+                x=[c[1] for c in cells],
+                y=[c[0] for c in cells],
+                mode="markers",
+                name="raised",
+                marker=dict(symbol="diamond", color="crimson", size=10, line=dict(color="white", width=1)),
+                text=[html.escape(m) for _, _, m in faults],
+                hoverinfo="text",
+            )
+        )
     if marked is not None and 0 <= marked[0] < len(trace.traced_blocks) and 0 <= marked[1] < trace.threads_per_block:
         r, c = _cell(trace, *marked)
-        fig.add_trace(go.Scatter(x=[c], y=[r], mode="markers", name="the check's thread", hoverinfo="text",
-                                 text=["the thread the check's message is about"],
-                                 marker=dict(symbol="star", color="gold", size=15, line=dict(color="black", width=1))))
+        fig.add_trace(
+            go.Scatter(
+                x=[c],
+                y=[r],
+                mode="markers",
+                name="the check's thread",
+                hoverinfo="text",
+                text=["the thread the check's message is about"],
+                marker=dict(symbol="star", color="gold", size=15, line=dict(color="black", width=1)),
+            )
+        )
     for d in trace.divergent:
         kk = order.get(tuple(d.block))
         if kk is None:
             continue
         cells = [_cell(trace, kk, t) for t in (0, trace.threads_per_block - 1)]
-        fig.add_shape(type="rect", x0=min(c[1] for c in cells) - 0.5, x1=max(c[1] for c in cells) + 0.5,
-                      y0=min(c[0] for c in cells) - 0.5, y1=max(c[0] for c in cells) + 0.5,
-                      line=dict(color="crimson", width=3, dash="dot"))
-    title = (f"{trace.kernel}: threads ({_sim_note(trace)}); {len(trace.races)} race(s), "
-             f"{len(trace.divergent)} divergent barrier(s)")
-    fig.update_layout(title=title, height=min(700, max(260, 140 + 14 * rows)), margin=dict(l=60, r=20, t=50, b=40),
-                      xaxis_title="threadIdx.x" if one_d else "global x (blockIdx.x * blockDim.x + threadIdx.x)",
-                      yaxis_title="traced block" if one_d else "global y", showlegend=False)
+        fig.add_shape(
+            type="rect",
+            x0=min(c[1] for c in cells) - 0.5,
+            x1=max(c[1] for c in cells) + 0.5,
+            y0=min(c[0] for c in cells) - 0.5,
+            y1=max(c[0] for c in cells) + 0.5,
+            line=dict(color="crimson", width=3, dash="dot"),
+        )
+    title = (
+        f"{trace.kernel}: threads ({_sim_note(trace)}); {len(trace.races)} race(s), {len(trace.divergent)} divergent barrier(s)"
+    )
+    fig.update_layout(
+        title=title,
+        height=min(700, max(260, 140 + 14 * rows)),
+        margin=dict(l=60, r=20, t=50, b=40),
+        xaxis_title="threadIdx.x" if one_d else "global x (blockIdx.x * blockDim.x + threadIdx.x)",
+        yaxis_title="traced block" if one_d else "global y",
+        showlegend=False,
+    )
     fig.update_yaxes(autorange="reversed")
     if one_d:
-        fig.update_yaxes(tickmode="array", tickvals=list(range(rows)),
-                         ticktext=[str(b[0]) for b in trace.traced_blocks] or ["0"])
+        fig.update_yaxes(tickmode="array", tickvals=list(range(rows)), ticktext=[str(b[0]) for b in trace.traced_blocks] or ["0"])
     return fig
 
 
@@ -207,9 +248,15 @@ def _ticks(n: int, most: int = 8) -> list[int]:
     return list(range(0, n, step))
 
 
-def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str = "thread",
-                    arrays: Sequence[str] | None = None,
-                    marked: tuple[str, tuple[int, ...]] | None = None) -> Any:
+def elements_figure(
+    trace: Any,
+    *,
+    block: int = 0,
+    thread: int = 0,
+    scope: str = "thread",
+    arrays: Sequence[str] | None = None,
+    marked: tuple[str, tuple[int, ...]] | None = None,
+) -> Any:
     """For the selected thread, warp or block: the elements it read and wrote in each array (one panel per array).
 
     Shared arrays show the selected block's copy. Colours: read, written, both, atomic. ``marked`` (array,
@@ -236,12 +283,12 @@ def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str =
         part = "" if count == int(np.prod(info.shape or (1,))) else f", elements {first}..{first + count - 1} drawn"
         titles.append(f"{n} ({info.space}, shape {info.shape}{part})")
     # cells about square on a ~900-pixel-wide plot, 4 to 22 pixels high, a panel at most ~480 pixels; room for titles
-    panel = [max(1, windows[n][1]) * max(4, min(22, 900 // max(1, windows[n][2]), 480 // max(1, windows[n][1])))
-             for n in names]
+    panel = [max(1, windows[n][1]) * max(4, min(22, 900 // max(1, windows[n][2]), 480 // max(1, windows[n][1]))) for n in names]
     gap = 70
     total = sum(panel) + gap * len(names) + 40
-    fig = make_subplots(rows=len(names), cols=1, vertical_spacing=gap / total if len(names) > 1 else 0,
-                        row_heights=panel, subplot_titles=titles)
+    fig = make_subplots(
+        rows=len(names), cols=1, vertical_spacing=gap / total if len(names) > 1 else 0, row_heights=panel, subplot_titles=titles
+    )
     for row, name in enumerate(names, start=1):
         info = trace.arrays[name]
         first, rows, cols, count = windows[name]
@@ -265,34 +312,65 @@ def elements_figure(trace: Any, *, block: int = 0, thread: int = 0, scope: str =
             return f"{name}[{idx}]: {_CATEGORY[int(cat[i])]}"
 
         text = np.array([label(i) for i in range(rows * cols)], dtype=object).reshape(rows, cols)
-        fig.add_trace(go.Heatmap(z=z.reshape(rows, cols), text=text, hoverinfo="text", zmin=-0.5,
-                                 zmax=len(_COLORS) - 0.5, colorscale=_scale(), showscale=row == 1, xgap=1, ygap=1,
-                                 colorbar=dict(tickvals=list(range(len(_COLORS))), ticktext=_CATEGORY, len=0.5, y=1,
-                                               yanchor="top")),
-                      row=row, col=1)
-        fig.update_yaxes(autorange="reversed", row=row, col=1, tickmode="array", tickvals=_ticks(rows),
-                         ticktext=[str(first // cols + r) if len(shape) > 1 else str(first + r * cols) for r in _ticks(rows)],
-                         title_text="row" if len(shape) > 1 else "first index")
+        fig.add_trace(
+            go.Heatmap(
+                z=z.reshape(rows, cols),
+                text=text,
+                hoverinfo="text",
+                zmin=-0.5,
+                zmax=len(_COLORS) - 0.5,
+                colorscale=_scale(),
+                showscale=row == 1,
+                xgap=1,
+                ygap=1,
+                colorbar=dict(tickvals=list(range(len(_COLORS))), ticktext=_CATEGORY, len=0.5, y=1, yanchor="top"),
+            ),
+            row=row,
+            col=1,
+        )
+        fig.update_yaxes(
+            autorange="reversed",
+            row=row,
+            col=1,
+            tickmode="array",
+            tickvals=_ticks(rows),
+            ticktext=[str(first // cols + r) if len(shape) > 1 else str(first + r * cols) for r in _ticks(rows)],
+            title_text="row" if len(shape) > 1 else "first index",
+        )
         fig.update_xaxes(row=row, col=1, tickmode="array", tickvals=_ticks(cols), ticktext=[str(c) for c in _ticks(cols)])
         if marked is not None and marked[0] == name and mark_flat is not None and 0 <= mark_flat - first < count:
             r, c = divmod(mark_flat - first, cols)
-            fig.add_trace(go.Scatter(x=[c], y=[r], mode="markers", hoverinfo="text", showlegend=False,
-                                     text=[f"{name}[{_fmt_index(marked[1])}]: the element the check names"],
-                                     marker=dict(symbol="star", color="gold", size=14, line=dict(color="black", width=1))),
-                          row=row, col=1)
-        _draw_out_of_bounds(fig, trace, name, row, windows[name], panel[row - 1] // max(1, windows[name][1]),
-                            b, thread, scope)
+            fig.add_trace(
+                go.Scatter(
+                    x=[c],
+                    y=[r],
+                    mode="markers",
+                    hoverinfo="text",
+                    showlegend=False,
+                    text=[f"{name}[{_fmt_index(marked[1])}]: the element the check names"],
+                    marker=dict(symbol="star", color="gold", size=14, line=dict(color="black", width=1)),
+                ),
+                row=row,
+                col=1,
+            )
+        _draw_out_of_bounds(fig, trace, name, row, windows[name], panel[row - 1] // max(1, windows[name][1]), b, thread, scope)
     who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "all its threads"}[scope]
-    fig.update_layout(title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})",
-                      height=total + 60, margin=dict(l=70, r=20, t=80, b=30))
+    fig.update_layout(
+        title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})",
+        height=total + 60,
+        margin=dict(l=70, r=20, t=80, b=30),
+    )
     return fig
 
 
 def out_of_bounds_words(trace: Any, fault: Any) -> str:
     """``x[162] — out of bounds (162 elements)``: the element a thread tried to touch outside array ``fault.array``."""
     info = trace.arrays.get(fault.array)
-    size = (f"{int(np.prod(info.shape)):,} elements" if info is None or len(info.shape) <= 1
-            else f"shape {tuple(info.shape)}") if info is not None else "outside the array"
+    size = (
+        (f"{int(np.prod(info.shape)):,} elements" if info is None or len(info.shape) <= 1 else f"shape {tuple(info.shape)}")
+        if info is not None
+        else "outside the array"
+    )
     return f"{fault.array}[{_fmt_index(fault.index)}] — out of bounds ({size})"
 
 
@@ -311,8 +389,17 @@ def _oob_cell(fault: Any, shape: Sequence[int], first: int, rows: int, cols: int
     return (r, c) if -1 <= r <= rows and -1 <= c <= cols else (rows, 0)
 
 
-def _draw_out_of_bounds(fig: Any, trace: Any, name: str, row: int, window: tuple[int, int, int, int], cell_px: int,
-                        block: Sequence[int], thread: int, scope: str) -> None:
+def _draw_out_of_bounds(
+    fig: Any,
+    trace: Any,
+    name: str,
+    row: int,
+    window: tuple[int, int, int, int],
+    cell_px: int,
+    block: Sequence[int],
+    thread: int,
+    scope: str,
+) -> None:
     """Each element of ``name`` outside the array that a selected thread tried to read or write (the access that
     stopped its block): an extra cell where it would be, outlined in red and labelled, in the panel of ``name``."""
     import plotly.graph_objects as go
@@ -332,12 +419,25 @@ def _draw_out_of_bounds(fig: Any, trace: Any, name: str, row: int, window: tuple
         words = out_of_bounds_words(trace, f)
         verb = {"read": "tried to read", "write": "tried to write", "atomic": "tried to update atomically"}[f.kind]
         hover = f"{words}: thread {tuple(f.thread)} of block {tuple(f.block)} {verb} it, and its block stopped there"
-        fig.add_trace(go.Scatter(x=[c], y=[r], mode="markers+text", name="out of bounds", showlegend=False,
-                                 text=[f"  {words}"], textposition="middle right" if c < cols / 2 else "middle left",
-                                 textfont=dict(color="crimson"), hovertext=[html.escape(hover)], hoverinfo="text",
-                                 marker=dict(symbol="square", size=max(8, cell_px), color="rgba(220, 20, 60, 0.15)",
-                                             line=dict(color="crimson", width=3))),
-                      row=row, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=[c],
+                y=[r],
+                mode="markers+text",
+                name="out of bounds",
+                showlegend=False,
+                text=[f"  {words}"],
+                textposition="middle right" if c < cols / 2 else "middle left",
+                textfont=dict(color="crimson"),
+                hovertext=[html.escape(hover)],
+                hoverinfo="text",
+                marker=dict(
+                    symbol="square", size=max(8, cell_px), color="rgba(220, 20, 60, 0.15)", line=dict(color="crimson", width=3)
+                ),
+            ),
+            row=row,
+            col=1,
+        )
 
 
 def coalescing_figure(trace: Any, *, block: int = 0) -> Any:
@@ -350,17 +450,38 @@ def coalescing_figure(trace: Any, *, block: int = 0) -> Any:
     shown = reqs[:MAX_REQUESTS_DRAWN]
     labels = [f"w{r.warp} {r.array} {r.kind} line {r.line}" + (f" #{r.seq}" if r.seq else "") for r in shown]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=labels, y=[r.sectors for r in shown], name="sectors touched",
-                         marker_color=["crimson" if r.sectors > r.ideal else "steelblue" for r in shown],
-                         text=[f"{r.lanes} lanes" for r in shown], hovertemplate="%{x}: %{y} sectors, %{text}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=labels, y=[r.ideal for r in shown], mode="markers", name="ideal",
-                             marker=dict(symbol="line-ew-open", size=18, color="black")))
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=[r.sectors for r in shown],
+            name="sectors touched",
+            marker_color=["crimson" if r.sectors > r.ideal else "steelblue" for r in shown],
+            text=[f"{r.lanes} lanes" for r in shown],
+            hovertemplate="%{x}: %{y} sectors, %{text}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=[r.ideal for r in shown],
+            mode="markers",
+            name="ideal",
+            marker=dict(symbol="line-ew-open", size=18, color="black"),
+        )
+    )
     more = f" (first {len(shown)} of {len(reqs)} requests)" if len(reqs) > len(shown) else ""
-    means = ", ".join(f"{n} {trace.sectors_per_request(n):g}/{trace.ideal_sectors_per_request(n):g}"
-                      for n in trace.names if trace.arrays[n].space == "global")
-    fig.update_layout(title=f"sectors per warp request in block {b}{more}; whole trace (measured/ideal): {means or '—'}"
-                            f" ({_sim_note(trace)})",
-                      yaxis_title="32-byte sectors", height=360, margin=dict(l=60, r=20, t=60, b=90), barmode="overlay")
+    means = ", ".join(
+        f"{n} {trace.sectors_per_request(n):g}/{trace.ideal_sectors_per_request(n):g}"
+        for n in trace.names
+        if trace.arrays[n].space == "global"
+    )
+    fig.update_layout(
+        title=f"sectors per warp request in block {b}{more}; whole trace (measured/ideal): {means or '—'} ({_sim_note(trace)})",
+        yaxis_title="32-byte sectors",
+        height=360,
+        margin=dict(l=60, r=20, t=60, b=90),
+        barmode="overlay",
+    )
     return fig
 
 
@@ -378,8 +499,10 @@ def banks_figure(trace: Any, *, block: int = 0, thread: int = 0) -> Any:
     shared = [n for n in trace.names if trace.arrays[n].space == "shared"]
     c = trace.columns
     rows, labels = [], []
-    for r in sorted((r for r in trace.requests if r.array in shared and tuple(r.block) == tuple(b) and r.warp == warp),
-                    key=lambda r: (r.array, r.line, r.seq, r.kind))[:MAX_REQUESTS_DRAWN]:
+    for r in sorted(
+        (r for r in trace.requests if r.array in shared and tuple(r.block) == tuple(b) and r.warp == warp),
+        key=lambda r: (r.array, r.line, r.seq, r.kind),
+    )[:MAX_REQUESTS_DRAWN]:
         m = trace.select(r.array, block=b, warp=warp, kind=r.kind) & (c["instance"] == r.seq) & (c["site"] == r.site)
         size = trace.arrays[r.array].itemsize
         words: dict[int, set[int]] = {}
@@ -390,19 +513,34 @@ def banks_figure(trace: Any, *, block: int = 0, thread: int = 0) -> Any:
         labels.append(f"{r.array} {r.kind} line {r.line}" + (f" #{r.seq}" if r.seq else "") + f" ({r.ways}-way)")
     fig = go.Figure()
     if rows:
-        fig.add_trace(go.Heatmap(z=rows, x=list(range(32)), y=labels, colorscale="Reds", zmin=0,
-                                 colorbar=dict(title="words"), xgap=1, ygap=1,
-                                 hovertemplate="bank %{x}, %{y}: %{z} word(s)<extra></extra>"))
+        fig.add_trace(
+            go.Heatmap(
+                z=rows,
+                x=list(range(32)),
+                y=labels,
+                colorscale="Reds",
+                zmin=0,
+                colorbar=dict(title="words"),
+                xgap=1,
+                ygap=1,
+                hovertemplate="bank %{x}, %{y}: %{z} word(s)<extra></extra>",
+            )
+        )
         worst = max(max(r) for r in rows)
         title = f"shared-memory banks, warp {warp} of block {b}: worst {worst}-way conflict ({_sim_note(trace)})"
     else:
-        title = (f"no shared-memory requests by warp {warp} of block {b}" if shared else
-                 f"{trace.kernel} uses no shared memory") + f" ({_sim_note(trace)})"
+        title = (
+            f"no shared-memory requests by warp {warp} of block {b}" if shared else f"{trace.kernel} uses no shared memory"
+        ) + f" ({_sim_note(trace)})"
     if shared:
         wide = [n for n in shared if trace.arrays[n].itemsize > 4]
         title += f"<br><sup>{BANK_MODEL}" + (f"; {html.escape(_wide_bank_note(wide))}" if wide else "") + "</sup>"
-    fig.update_layout(title=title, xaxis_title="bank", height=min(700, 160 + 22 * max(1, len(rows))),
-                      margin=dict(l=200, r=20, t=80 if shared else 60, b=40))
+    fig.update_layout(
+        title=title,
+        xaxis_title="bank",
+        height=min(700, 160 + 22 * max(1, len(rows))),
+        margin=dict(l=200, r=20, t=80 if shared else 60, b=40),
+    )
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -417,22 +555,36 @@ def score_table(traces: dict[str, Any]) -> str:
         rows.append((f"{key} (max per thread)", [str(s[k]["score"][key]) for k in labels]))
     arrays = list(dict.fromkeys(n for v in s.values() for n in v["global_sectors_per_request"]))
     for n in arrays:
-        rows.append((f"{n}: sectors per warp request (ideal)",
-                     [f"{s[k]['global_sectors_per_request'][n]:g} ({s[k]['ideal_sectors_per_request'][n]:g})"
-                      if n in s[k]["global_sectors_per_request"] else "—" for k in labels]))
+        rows.append(
+            (
+                f"{n}: sectors per warp request (ideal)",
+                [
+                    f"{s[k]['global_sectors_per_request'][n]:g} ({s[k]['ideal_sectors_per_request'][n]:g})"
+                    if n in s[k]["global_sectors_per_request"]
+                    else "—"
+                    for k in labels
+                ],
+            )
+        )
     shared = list(dict.fromkeys(n for v in s.values() for n in v["shared_max_conflict_ways"]))
     wide = [n for n in shared if any(n in t.arrays and t.arrays[n].itemsize > 4 for t in traces.values())]
     for n in shared:
-        rows.append((f"{n} (shared): worst bank conflict, 4-byte banks",
-                     [f"{s[k]['shared_max_conflict_ways'][n]}-way" if n in s[k]["shared_max_conflict_ways"] else "—"
-                      for k in labels]))
+        rows.append(
+            (
+                f"{n} (shared): worst bank conflict, 4-byte banks",
+                [f"{s[k]['shared_max_conflict_ways'][n]}-way" if n in s[k]["shared_max_conflict_ways"] else "—" for k in labels],
+            )
+        )
     for key, name in (("races", "races"), ("divergent_barriers", "divergent barriers"), ("errors", "errors")):
         rows.append((name, [str(s[k][key]) for k in labels]))
     cell = "padding:0 10px; line-height:1.25"
     head = "".join(f"<th style='{cell}'>{html.escape(k)}</th>" for k in labels)
-    body = "".join(f"<tr><td style='{cell}'>{html.escape(name)}</td>"
-                   + "".join(f"<td style='{cell}; text-align:center'>{html.escape(v)}</td>" for v in vals) + "</tr>"
-                   for name, vals in rows)
+    body = "".join(
+        f"<tr><td style='{cell}'>{html.escape(name)}</td>"
+        + "".join(f"<td style='{cell}; text-align:center'>{html.escape(v)}</td>" for v in vals)
+        + "</tr>"
+        for name, vals in rows
+    )
     table = f"<table style='border-collapse:collapse; font-size:0.95em'><tr><th></th>{head}</tr>{body}</table>"
     if shared:
         note = BANK_MODEL + (f"; {_wide_bank_note(wide)}" if wide else "") + "."
@@ -446,19 +598,25 @@ def _notes(trace: Any, focus: Any = None, opened: tuple[int, int] | None = None,
         line = f"<b>The check found</b>: {html.escape(focus.finding)}"
         if opened is not None and trace.traced_blocks:
             b = trace.traced_blocks[opened[0]]
-            line += (f"<br><b>Opened on</b> block {html.escape(str(tuple(b)))}, threadIdx "
-                     f"{html.escape(str(trace.thread_index(opened[1])))} (★){html.escape(why)}")
+            line += (
+                f"<br><b>Opened on</b> block {html.escape(str(tuple(b)))}, threadIdx "
+                f"{html.escape(str(trace.thread_index(opened[1])))} (★){html.escape(why)}"
+            )
         elif why:
             line += "<br>" + html.escape(why)
         if trace.schedule != "forward":
             line += f" — threads in {html.escape(_schedule_words(trace))}, as in the check"
         parts.append(line)
-    parts += [f"<b>{html.escape(trace.kernel)}</b>[{html.escape(_dims(trace.grid))}, {html.escape(_dims(trace.block))}]: "
-             f"{trace.threads_traced} threads traced in {html.escape(trace.origin)} — which elements each thread touched, "
-             "not how fast a GPU runs it."]
+    parts += [
+        f"<b>{html.escape(trace.kernel)}</b>[{html.escape(_dims(trace.grid))}, {html.escape(_dims(trace.block))}]: "
+        f"{trace.threads_traced} threads traced in {html.escape(trace.origin)} — which elements each thread touched, "
+        "not how fast a GPU runs it."
+    ]
     if trace.sampled:
-        parts.append(f"<b>Sampled</b>: the launch has {trace.total_blocks} blocks; {len(trace.traced_blocks)} of them "
-                     "(evenly spaced, the first and the last included) ran and are drawn.")
+        parts.append(
+            f"<b>Sampled</b>: the launch has {trace.total_blocks} blocks; {len(trace.traced_blocks)} of them "
+            "(evenly spaced, the first and the last included) ran and are drawn."
+        )
     for r in trace.races[:3]:
         parts.append("<span style='color:crimson'>race</span>: " + html.escape(r.message()))
     if len(trace.races) > 3:
@@ -468,17 +626,23 @@ def _notes(trace: Any, focus: Any = None, opened: tuple[int, int] | None = None,
     for e in trace.errors[:2]:
         parts.append("<span style='color:crimson'>error</span>: " + html.escape(e))
     for f in trace.faults[:2]:
-        parts.append(f"thread {html.escape(str(f.thread))} of block {html.escape(str(f.block))} raised (◆): that block "
-                     "stopped there, so its threads that had not run yet drew no accesses — not a second bug")
+        parts.append(
+            f"thread {html.escape(str(f.thread))} of block {html.escape(str(f.block))} raised (◆): that block "
+            "stopped there, so its threads that had not run yet drew no accesses — not a second bug"
+        )
         if getattr(f, "out_of_bounds", False):
             verb = {"read": "read", "write": "write", "atomic": "update atomically"}[f.kind]
-            parts[-1] += (f"; it tried to {verb} <span style='color:crimson'>{html.escape(out_of_bounds_words(trace, f))}"
-                          "</span>, drawn outlined in red where that element would be")
+            parts[-1] += (
+                f"; it tried to {verb} <span style='color:crimson'>{html.escape(out_of_bounds_words(trace, f))}"
+                "</span>, drawn outlined in red where that element would be"
+            )
     if trace.uninitialised is not None:
         u = trace.uninitialised
-        name = u.array[len("shared array `"):-1] if u.array.startswith("shared array `") else u.array
-        parts.append(f"uninitialised read: {html.escape(name)}[{html.escape(_fmt_index(u.index))}] by thread "
-                     f"{html.escape(str(u.thread))} of block {html.escape(str(u.block))}")
+        name = u.array[len("shared array `") : -1] if u.array.startswith("shared array `") else u.array
+        parts.append(
+            f"uninitialised read: {html.escape(name)}[{html.escape(_fmt_index(u.index))}] by thread "
+            f"{html.escape(str(u.thread))} of block {html.escape(str(u.block))}"
+        )
     return "<br>".join(parts)
 
 
@@ -492,8 +656,10 @@ def _schedule_words(trace: Any) -> str:
 # ----------------------------------------------------------------------------- widgets
 def _empty(fig: Any) -> bool:
     """True for a figure with nothing drawn in it: no trace, or traces without a single point."""
+
     def points(t: Any) -> int:
         return max((len(v) for v in (getattr(t, k, None) for k in ("x", "y", "z")) if v is not None), default=0)
+
     return all(points(t) == 0 for t in fig.data)
 
 
@@ -506,13 +672,27 @@ def _put(out: Any, fig: Any) -> None:
 
     if _empty(fig):
         line = (fig.layout.title.text or "nothing to draw").split("<br>")[0]
-        out.outputs = ({"output_type": "display_data", "metadata": {},
-                        "data": {"text/html": f"<div class='labkit-trace-empty' style='color:#555'>{html.escape(line)}</div>",
-                                 "text/plain": line}},)
+        out.outputs = (
+            {
+                "output_type": "display_data",
+                "metadata": {},
+                "data": {
+                    "text/html": f"<div class='labkit-trace-empty' style='color:#555'>{html.escape(line)}</div>",
+                    "text/plain": line,
+                },
+            },
+        )
         return
-    out.outputs = ({"output_type": "display_data", "metadata": {},
-                    "data": {"application/vnd.plotly.v1+json": json.loads(fig.to_json()),
-                             "text/plain": f"<plotly figure: {fig.layout.title.text}>"}},)
+    out.outputs = (
+        {
+            "output_type": "display_data",
+            "metadata": {},
+            "data": {
+                "application/vnd.plotly.v1+json": json.loads(fig.to_json()),
+                "text/plain": f"<plotly figure: {fig.layout.title.text}>",
+            },
+        },
+    )
 
 
 def _natural_thread(trace: Any, index: Sequence[int]) -> tuple[int, int] | None:
@@ -541,8 +721,10 @@ def _focus_selection(trace: Any, focus: Any) -> tuple[tuple[int, int] | None, st
         guess = _natural_thread(trace, focus.index)
         what = f"{focus.array}[{_fmt_index(focus.index)}]" if focus.array else f"element {_fmt_index(focus.index)}"
         if guess is not None:
-            return guess, (f": no thread wrote {what}; this is the thread whose global index matches it, the one that "
-                           "writes it in a kernel with one thread per element")
+            return guess, (
+                f": no thread wrote {what}; this is the thread whose global index matches it, the one that "
+                "writes it in a kernel with one thread per element"
+            )
         return None, f"No traced thread wrote {what}."
     return None, ""
 
@@ -560,8 +742,15 @@ def _default_selection(trace: Any) -> tuple[int, int]:
     return 0, 0
 
 
-def trace_view(trace: Any, *, block: int | None = None, thread: int | None = None, scope: str = "thread",
-               table: bool = True, focus: Any = None) -> Any:
+def trace_view(
+    trace: Any,
+    *,
+    block: int | None = None,
+    thread: int | None = None,
+    scope: str = "thread",
+    table: bool = True,
+    focus: Any = None,
+) -> Any:
     """The picture of a :class:`~labkit.sim.trace.Trace` with controls (an ipywidgets VBox, builds headless).
 
     ``table=False`` leaves out the score table (:func:`show` puts one table above two traces). ``focus`` (a
@@ -583,16 +772,29 @@ def trace_view(trace: Any, *, block: int | None = None, thread: int | None = Non
     if not 0 <= b0 < nb or not 0 <= t0 < trace.threads_per_block:
         raise LabkitError(f"block must be 0..{nb - 1} (a traced block) and thread 0..{trace.threads_per_block - 1}.")
     scope_w = W.ToggleButtons(options=["thread", "warp", "block"], value=scope, description="show")
-    block_w = W.Dropdown(options=[(f"block {b}", k) for k, b in enumerate(trace.traced_blocks)] or [("block (0, 0, 0)", 0)],
-                         value=b0, description="block")
+    block_w = W.Dropdown(
+        options=[(f"block {b}", k) for k, b in enumerate(trace.traced_blocks)] or [("block (0, 0, 0)", 0)],
+        value=b0,
+        description="block",
+    )
     block_w.disabled = len(trace.traced_blocks) <= 1  # nothing to choose
-    thread_w = W.IntSlider(value=t0, min=0, max=trace.threads_per_block - 1, description="thread",
-                           disabled=trace.threads_per_block <= 1)
+    thread_w = W.IntSlider(
+        value=t0, min=0, max=trace.threads_per_block - 1, description="thread", disabled=trace.threads_per_block <= 1
+    )
     where = W.HTML()
     outs = {k: W.Output() for k in ("threads", "elements", "coalescing", "banks")}
     header = W.HTML(_notes(trace, focus, opened, why) + ("<br>" + score_table({trace.kernel: trace}) if table else ""))
-    box = W.VBox([header, W.HBox([scope_w, block_w]), W.HBox([thread_w, where]), outs["threads"], outs["elements"],
-                  outs["coalescing"], outs["banks"]])
+    box = W.VBox(
+        [
+            header,
+            W.HBox([scope_w, block_w]),
+            W.HBox([thread_w, where]),
+            outs["threads"],
+            outs["elements"],
+            outs["coalescing"],
+            outs["banks"],
+        ]
+    )
     box.trace = trace
     box.figures = {}
     box.controls = {"scope": scope_w, "block": block_w, "thread": thread_w}
@@ -657,8 +859,10 @@ def _case_args(args: Sequence[Any], grid: Any, block: Any, names: Sequence[str] 
         case = args[0]
         return case.grid, case.block, list(case.args), names or getattr(case, "names", None)
     if grid is None or block is None:
-        raise LabkitError("labkit.show needs the launch configuration: labkit.show(kernel, *args, grid=..., block=...).",
-                          fix="Pass grid= and block= as you would write kernel[grid, block](*args).")
+        raise LabkitError(
+            "labkit.show needs the launch configuration: labkit.show(kernel, *args, grid=..., block=...).",
+            fix="Pass grid= and block= as you would write kernel[grid, block](*args).",
+        )
     return grid, block, list(args), names
 
 
@@ -669,9 +873,16 @@ def _same_kernel(a: Any, b: Any) -> bool:
 
 
 @explorer
-def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference: Any = None,
-         names: Sequence[str] | None = None, max_threads: int | None = None,
-         labels: tuple[str, str] | None = None) -> Any:
+def show(
+    kernel: Any,
+    *args: Any,
+    grid: Any = None,
+    block: Any = None,
+    reference: Any = None,
+    names: Sequence[str] | None = None,
+    max_threads: int | None = None,
+    labels: tuple[str, str] | None = None,
+) -> Any:
     """Trace ``kernel[grid, block](*args)`` in the simulator and draw what every thread read and wrote.
 
     With ``reference=`` (the exercise's reference kernel) both are traced on copies of the same input and shown
@@ -689,15 +900,20 @@ def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference
     limit = max_threads or MAX_THREADS
     case = args[0] if len(args) == 1 and hasattr(args[0], "args") else None
     focus = getattr(case, "focus", None)
-    replay = dict(schedule=getattr(case, "schedule", "forward"), seed=getattr(case, "seed", None),
-                  outputs=tuple(getattr(case, "outputs", ())),
-                  include_blocks=[focus.block] if focus is not None and focus.block is not None else [])
+    replay = dict(
+        schedule=getattr(case, "schedule", "forward"),
+        seed=getattr(case, "seed", None),
+        outputs=tuple(getattr(case, "outputs", ())),
+        include_blocks=[focus.block] if focus is not None and focus.block is not None else [],
+    )
     mine = trace(kernel, grid, block, *call_args, names=names, max_threads=limit, **replay)
     if reference is None:
         return trace_view(mine, focus=focus)
     if _same_kernel(kernel, reference):  # solved_or_reference gave the reference: the learner's kernel is not there yet
-        note = W.HTML(f"<b>The reference kernel ({html.escape(mine.kernel)})</b>: your own kernel appears here beside "
-                      "it once its check has passed.")
+        note = W.HTML(
+            f"<b>The reference kernel ({html.escape(mine.kernel)})</b>: your own kernel appears here beside "
+            "it once its check has passed."
+        )
         box = W.VBox([note, trace_view(mine)])
         box.trace = mine
         return box
@@ -705,9 +921,11 @@ def show(kernel: Any, *args: Any, grid: Any = None, block: Any = None, reference
     yours, theirs = labels or (f"your kernel ({mine.kernel})", f"reference ({ref.kernel})")
     if yours == theirs:
         raise LabkitError("the two labels must differ.")
-    table = W.HTML(f"<b>{html.escape(yours)} beside {html.escape(theirs)}, on the same input</b> (traced in the "
-                   "simulator; the score is the most reads and writes one thread makes, lower is better for the same "
-                   "result):<br>" + score_table({yours: mine, theirs: ref}))
+    table = W.HTML(
+        f"<b>{html.escape(yours)} beside {html.escape(theirs)}, on the same input</b> (traced in the "
+        "simulator; the score is the most reads and writes one thread makes, lower is better for the same "
+        "result):<br>" + score_table({yours: mine, theirs: ref})
+    )
     tabs = W.Tab(children=[trace_view(mine, table=False, focus=focus), trace_view(ref, table=False)])
     short = labels or ("your kernel", "reference")  # tab titles are cut at about 20 characters: the table names both
     for k, title in enumerate(short):
