@@ -74,16 +74,16 @@ def _rawkernel_sites() -> set[str]:
 
 #: Each RawKernel construction in labkit, and the test here that launches it through the checking fake.
 COVERED = {
-    "bandwidth._kernel": "test_bandwidth_kernels_launch_with_their_parameters",
-    "spin.spin_kernel": "test_bandwidth_kernels_launch_with_their_parameters",
-    "cupylab.overlap_benchmark": "test_overlap_benchmark_launches_scale_shift_right",
+    "gpu.bandwidth._kernel": "test_bandwidth_kernels_launch_with_their_parameters",
+    "gpu.spin.spin_kernel": "test_bandwidth_kernels_launch_with_their_parameters",
+    "gpu.cupylab.overlap_benchmark": "test_overlap_benchmark_launches_scale_shift_right",
     # the RawKernel of run_wmma_gemm and wmma_against_cublas, both launched with _wmma_args
-    "tensorcores._wmma_kernel": "test_wmma_gemm_launches_right",
+    "gpu.tensorcores._wmma_kernel": "test_wmma_gemm_launches_right",
     "check.lab05._leaky_relu_gpu": "test_lab05_leaky_relu_gpu_check_launches_right",
     "check.lab05._measure_pipeline_gpu": "test_lab05_pipeline_gpu_check_launches_right",
     # labkit's own wrapper: it checks the caller's arguments against the kernel's PTX parameters before it launches
-    # (labkit.cuda_cpp.check_launch, tested in tests/test_cupylab.py), and passes them on unchanged.
-    "cuda_cpp.__call__": "tests/test_cupylab.py",
+    # (labkit.cuda.entries.check_launch, tested in tests/test_cupylab.py), and passes them on unchanged.
+    "cuda.cpp.__call__": "tests/test_cupylab.py",
 }
 
 
