@@ -91,7 +91,7 @@ lab: $(LAB_STAMP)
 test: $(STAMP) $(CUPY_STAMP) $(DOCS_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP) $(REH_STAMP)
 	@start=$$(date +%s); status=0; \
 	$(MAKE) --no-print-directory lint types || status=1; \
-	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope tests notebooks \
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	    -p no:randomly --timeout 600 -q --durations=20 || status=1; \
 	$(MAKE) --no-print-directory test-cu13 || status=1; \
