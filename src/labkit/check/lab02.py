@@ -10,8 +10,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..mode import current_mode
+from .cases import compared, grid_label, line_label, run_cases
 from .core import Failed, Unsolved, exercise
-from .harness import cuda_module, fmt_shape, grid_2d, kernel_reference, random_array, run_case
+from .harness import Launch, cuda_module, grid_2d, kernel_reference, random_array
 
 # ----------------------------------------------------------------------------- 02.saxpy
 GRID_STRIDE = (
@@ -51,25 +52,23 @@ def saxpy(kernel: Any) -> str:
         (not_multiple(1025, 1500, 1024), 1024, 1),
         (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),
     ]  # 100 to 140 rounds: no fixed count of rounds passes
-    for k, (n, block, grid) in enumerate(cases):
+
+    def launch(case: tuple[int, int, int]) -> Launch:
+        n, block, grid = case
         a = np.float32(random_array(1, np.float32, -3, 3)[0])
         x, y = random_array(n), random_array(n)
-        label = f"n={n}, {grid} block(s) of {block} threads"
-        run_case(
-            kernel,
+        return Launch(
             grid,
             block,
             (a, x, y),
+            a * x + y,
+            line_label(n, grid, block),
             out_shape=n,
-            out_dtype=np.float32,
-            expected=a * x + y,
-            label=label,
-            names=("a", "x", "y", "out"),
-            first=k == 0,
-            reverse=k == 3,
             unwritten_cause=GRID_STRIDE if grid * block < n else None,
             explain=lambda got, threads=grid * block: _rounds_cause(got, threads),
         )
+
+    run_cases(kernel, cases, launch, reverse_at=3, names=("a", "x", "y", "out"), out_dtype=np.float32)
     return (
         f"correct on {len(cases)} launches of fresh sizes: grids that stride 10 times and more, grids with more threads "
         "than elements, blocks of 32 to 1024 threads; no out-of-bounds writes."
@@ -140,26 +139,15 @@ def grayscale(kernel: Any) -> str:
         ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
         ((between(9, 31), not_multiple(33, 40, 32)), (32, 32)),
     ]
-    for k, (shape, block) in enumerate(cases):
+
+    def launch(case: tuple[tuple[int, int], tuple[int, int]]) -> Launch:
+        shape, block = case
         img = random_array((*shape, 3), np.uint8, 0, 231)  # grey < 231: never equal to the poison value 248
-        grid = grid_2d(shape, block)
-        label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (img,),
-            out_shape=shape,
-            out_dtype=np.uint8,
-            expected=_grey(img),
-            label=label,
-            names=("img", "out"),
-            first=k == 0,
-            rtol=0,
-            atol=0.5 + 1e-3,
-            swapped_cause=SWAPPED,
-            explain=lambda got, img=img: _grey_cause(got, _grey(img)),
-        )
+        label = grid_label("image {shape} (rows×cols)", shape, block)
+        explain = lambda got: _grey_cause(got, _grey(img))  # noqa: E731
+        return Launch(grid_2d(shape, block), block, (img,), _grey(img), label, out_shape=shape, explain=explain)
+
+    run_cases(kernel, cases, launch, names=("img", "out"), out_dtype=np.uint8, rtol=0, atol=0.5 + 1e-3, swapped_cause=SWAPPED)
     return (
         f"correct on {len(cases)} fresh images (non-square, 1×1, smaller than a block) with 4 block shapes up to 32×32; "
         "rounding right; no out-of-bounds writes."
@@ -475,14 +463,8 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
                 f"repeated_saxpy wrote into its input `y` (n={n}, steps={steps}), and what it left there is not the final y.",
                 cause="work on device copies of the inputs: the host y may only receive the final result, if anything.",
             )
-        from .harness import compare
-
-        try:
-            compare(got, expected, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
-        except Failed as exc:
-            raise Failed(
-                str(exc), cause=_transfer_cause(got, expected, a, x0, y0, steps, n, answers.get((n, steps))) or exc.cause
-            ) from None
+        because = lambda: _transfer_cause(got, expected, a, x0, y0, steps, n, answers.get((n, steps)))  # noqa: E731
+        compared(got, expected, because, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
         answers[(n, steps)] = got.copy()
         if count.implicit:
             raise Failed(

@@ -13,8 +13,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..mode import current_mode
+from .cases import SHARED_AND_BARRIER, line_label, ptx_on_gpu, run_cases
 from .core import Failed, exercise
-from .harness import kernel_reference, random_array, require_ptx, run_case
+from .harness import Launch, kernel_reference, random_array, require_ptx
 
 NBINS = 256
 MAX_BLOCK = 256
@@ -65,44 +66,20 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     ]
     if shared:  # one block counting more than 65,535 of one value into its shared bins (a uint16 counter wraps)
         cases.append((between(65_600, 65_700), 256, 1, between(65_540, 65_590)))
-    for k, (n, block, grid, heavy) in enumerate(cases):
+
+    def launch(case: tuple[int, int, int, int | None]) -> Launch:
+        n, block, grid, heavy = case
         data = _bytes(n) if heavy is None else _heavy_bin(n, heavy)
-        label = f"n={n} bytes, {grid} block(s) of {block} threads"
-        report = run_case(
-            kernel,
-            grid,
-            block,
-            (data,),
-            out_shape=NBINS,
-            out_dtype=np.int32,
-            expected=np.bincount(data, minlength=NBINS).astype(np.int32),
-            label=label,
-            names=("data", "hist"),
-            out_init=0,
-            first=k == 0,
-            reverse=k == 2,
-            explain=lambda got, data=data, threads=grid * block: _prefix_cause(
-                got, data.size, threads, lambda m: np.bincount(data[:m], minlength=NBINS), "counted"
-            ),
-            unwritten_cause="some elements were not counted: cover all of data (a grid-stride loop covers it with any grid).",
-            extra_cause=" ".join(
-                filter(
-                    None,
-                    (
-                        "(The grid here has fewer threads than elements: a grid-stride loop must cover the rest.)"
-                        if grid * block < n
-                        else None,
-                        None
-                        if heavy is None
-                        else f"(One bin here counts more than {255 if heavy < 65_536 else 65_535:,} bytes: a counter "
-                        "narrower than int32 — uint8 holds 255, uint16 65,535 — wraps around.)",
-                    ),
-                )
-            )
-            or None,
-        )
+        counted = lambda m: np.bincount(data[:m], minlength=NBINS)  # noqa: E731
+        explain = lambda got: _prefix_cause(got, data.size, grid * block, counted, "counted")  # noqa: E731
+        expected = np.bincount(data, minlength=NBINS).astype(np.int32)
+        label = line_label(n, grid, block, " bytes")
+        return Launch(grid, block, (data,), expected, label, explain=explain, extra_cause=_histogram_note(n, grid * block, heavy))
+
+    def then(case: tuple[int, int, int, int | None], launch: Launch, report: Any) -> None:
+        n, label, grid = case[0], launch.label, launch.grid
         if report is None:
-            continue
+            return
         if shared:
             if not report.shared or report.atomics.get("shared", 0) < n:
                 raise Failed(
@@ -121,19 +98,43 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
                 f"{label}: the counts are right but no atomic add reached global memory.",
                 cause="this exercise counts with cuda.atomic.add on the global histogram.",
             )
-    if current_mode() == "gpu":
-        need = ["shared-memory atomics"] if shared else ["global atomics"]
-        require_ptx(
-            kernel,
-            "void(uint8[:], int32[:])",
-            need,
-            label="histogram",
-            cause="count with cuda.atomic.add " + ("into a cuda.shared.array first." if shared else "on hist."),
-        )
+
+    unwritten = "some elements were not counted: cover all of data (a grid-stride loop covers it with any grid)."
+    common: dict[str, Any] = {"out_shape": NBINS, "out_dtype": np.int32, "out_init": 0, "unwritten_cause": unwritten}
+    run_cases(kernel, cases, launch, reverse_at=2, then=then, names=("data", "hist"), **common)
+    ptx_on_gpu(
+        kernel,
+        "void(uint8[:], int32[:])",
+        ["shared-memory atomics"] if shared else ["global atomics"],
+        label="histogram",
+        cause="count with cuda.atomic.add " + ("into a cuda.shared.array first." if shared else "on hist."),
+    )
     big = " and above 65,535 in one block" if shared else ""
     return (
         f"correct on {len(cases)} launches of fresh sizes (skewed data, grids larger and smaller than the data, 10+ "
         f"grid-stride rounds, a bin above 255 counts{big}), no lost updates."
+    )
+
+
+def _histogram_note(n: int, threads: int, heavy: int | None) -> str | None:
+    """What a histogram case adds to any likely cause: a grid with fewer threads than elements, a bin too full for a
+    narrow counter."""
+    return (
+        " ".join(
+            filter(
+                None,
+                (
+                    "(The grid here has fewer threads than elements: a grid-stride loop must cover the rest.)"
+                    if threads < n
+                    else None,
+                    None
+                    if heavy is None
+                    else f"(One bin here counts more than {255 if heavy < 65_536 else 65_535:,} bytes: a counter "
+                    "narrower than int32 — uint8 holds 255, uint16 65,535 — wraps around.)",
+                ),
+            )
+        )
+        or None
     )
 
 
@@ -207,28 +208,25 @@ def block_sum(kernel: Any) -> str:
         (not_multiple(129, 250, 128), 128),
         (between(33, 100), 32),
     ]
-    for k, (n, block) in enumerate(cases):
+
+    def launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = random_array(n)
         grid = -(-n // block)
-        label = f"n={n}, {grid} block(s) of {block} threads"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (x,),
-            out_shape=grid,
-            out_dtype=np.float32,
-            expected=_block_sums(x, block, grid),
-            label=label,
-            names=("x", "partial"),
-            first=k == 0,
-            reverse=k == 3,
-            rtol=1e-5,
-            atol=1e-5,
-            unwritten_cause="one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x].",
-            extra_cause=f"(This launch used blocks of {block} threads: nothing may assume one block size; start the "
-            "tree at cuda.blockDim.x // 2.)",
+        note = f"(This launch used blocks of {block} threads: nothing may assume one block size; start the tree at cuda.blockDim.x // 2.)"
+        return Launch(
+            grid, block, (x,), _block_sums(x, block, grid), line_label(n, grid, block), out_shape=grid, extra_cause=note
         )
+
+    unwritten = "one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x]."
+    shared: dict[str, Any] = {
+        "names": ("x", "partial"),
+        "out_dtype": np.float32,
+        "rtol": 1e-5,
+        "atol": 1e-5,
+        "unwritten_cause": unwritten,
+    }
+    run_cases(kernel, cases, launch, reverse_at=3, **shared)
     return "correct for blocks of 32, 64, 128 and 256 threads and partial last blocks; no races."
 
 
@@ -264,35 +262,27 @@ def full_sum(kernel: Any) -> str:
         (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),  # 100 to 140 rounds: no fixed count of rounds passes
         (not_multiple(32_800, 33_500, 256), 128, 2),
     ]
-    for k, (n, block, grid) in enumerate(cases):
+
+    def launch(case: tuple[int, int, int]) -> Launch:
+        n, block, grid = case
         x = random_array(n)
-        label = f"n={n}, {grid} block(s) of {block} threads"
-        report = run_case(
-            kernel,
-            grid,
-            block,
-            (x,),
-            out_shape=1,
-            out_dtype=np.float32,
-            expected=np.array([x.astype(np.float64).sum()]),
-            label=label,
-            names=("x", "out"),
-            out_init=0.0,
-            first=k == 0,
-            reverse=k == 2,
-            rtol=1e-4,
-            atol=1e-4,
-            explain=lambda got, x=x, threads=grid * block: _prefix_cause(
-                got, x.size, threads, lambda m: np.array([x[:m].astype(np.float64).sum()]), "summed"
-            ),
-        )
+        summed = lambda m: np.array([x[:m].astype(np.float64).sum()])  # noqa: E731
+        explain = lambda got: _prefix_cause(got, x.size, grid * block, summed, "summed")  # noqa: E731
+        expected = np.array([x.astype(np.float64).sum()])
+        return Launch(grid, block, (x,), expected, line_label(n, grid, block), out_shape=1, explain=explain)
+
+    def then(case: tuple[int, int, int], launch: Launch, report: Any) -> None:
+        block, grid = case[1], case[2]
         adds = report.atomics.get("global", 0) if report is not None else 0
         if adds > grid * -(-block // 32):  # one per block (or, at most, one per warp after a warp reduction)
             raise Failed(
-                f"{label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
+                f"{launch.label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
                 "threads added their own sums one by one.",
                 cause=NO_TREE,
             )
+
+    shared: dict[str, Any] = {"names": ("x", "out"), "out_dtype": np.float32, "out_init": 0.0, "rtol": 1e-4, "atol": 1e-4}
+    run_cases(kernel, cases, launch, reverse_at=2, then=then, **shared)
     if current_mode() == "gpu" and not combines_in_block(kernel):
         raise Failed(
             "the sum is right, but the kernel's PTX has neither shared memory nor warp shuffles: every thread "
@@ -356,26 +346,17 @@ def warp_sum(kernel: Any) -> str:
         (not_multiple(257, 500, 32), 256),
     ]
     before = simwarp.calls
-    for k, (n, block) in enumerate(cases):
+
+    def launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = random_array(n)
         grid = -(-n // block)
         warps = -(-n // 32)
-        label = f"n={n}, {grid} block(s) of {block} threads, {warps} warp sum(s)"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (x,),
-            out_shape=warps,
-            out_dtype=np.float32,
-            expected=_block_sums(x, 32, warps),
-            label=label,
-            names=("x", "out"),
-            first=k == 0,
-            rtol=1e-5,
-            atol=1e-5,
-            unwritten_cause="lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32].",
-        )
+        label = line_label(n, grid, block) + f", {warps} warp sum(s)"
+        return Launch(grid, block, (x,), _block_sums(x, 32, warps), label, out_shape=warps)
+
+    unwritten = "lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32]."
+    run_cases(kernel, cases, launch, names=("x", "out"), out_dtype=np.float32, rtol=1e-5, atol=1e-5, unwritten_cause=unwritten)
     if current_mode() == "gpu":
         require_ptx(
             kernel,
@@ -457,7 +438,9 @@ def race(kernel: Any) -> str:
         (between(33, 90), 32),
         (not_multiple(401, 599, 200), 200),
     ]
-    for k, (n, block) in enumerate(cases):
+
+    def launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = random_array(n)
         low, high = (-0.8, -0.3) if block == 1024 else (-0.5, 0.5)  # the 1024-thread block counts more than 255
         threshold = np.float32(random_array(1, np.float32, low, high)[0])
@@ -469,21 +452,11 @@ def race(kernel: Any) -> str:
             x[1] = np.float32(threshold / 2)
         grid = -(-n // block)
         expected = _counts_above(x, threshold, block, grid)
-        label = f"n={n}, threshold {threshold:.3f}, {grid} block(s) of {block} threads"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (x, threshold),
-            out_shape=grid,
-            out_dtype=np.int32,
-            expected=expected,
-            label=label,
-            names=("x", "threshold", "counts"),
-            first=k == 0,
-            reverse=k == 1,
-            explain=lambda got, x=x, t=threshold, b=block, g=grid: _race_cause(got, x, t, b, g),
-        )
+        label = line_label(n, grid, block, f", threshold {threshold:.3f}")
+        explain = lambda got: _race_cause(got, x, threshold, block, grid)  # noqa: E731
+        return Launch(grid, block, (x, threshold), expected, label, out_shape=grid, explain=explain)
+
+    run_cases(kernel, cases, launch, reverse_at=1, names=("x", "threshold", "counts"), out_dtype=np.int32)
     return "correct and race-free on every launch (fresh sizes, blocks of 32 to 1024 threads)."
 
 
@@ -572,27 +545,18 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
     if add_offsets is None:
         raise Failed("pass both kernels: labkit.check.scan(scan_block, add_offsets).")
     cases = [(200, 64), (1, 32), (300, SCAN_BLOCKS[-1]), (between(129, 380), 128)]
-    for k, (n, block) in enumerate(cases):
+
+    def scan_launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = _int_floats(n)
-        want, want_sums = _block_scan(x, block)
+        want = _block_scan(x, block)[0]
         nb = -(-n // block)
         sums = device(np.full(nb, np.nan, np.float32))
-        label = f"scan_block: n={n}, {nb} block(s) of {block} threads"
-        report = run_case(
-            scan_block,
-            nb,
-            block,
-            (x, sums),
-            out_shape=n,
-            out_dtype=np.float32,
-            expected=want,
-            label=label,
-            names=("x", "sums", "out"),
-            first=k == 0,
-            reverse=k == 1,
-            record=("x",) if k == 0 else False,
-            unwritten_cause="every thread whose i < n writes out[i], including the last, partial block.",
-        )
+        return Launch(nb, block, (x, sums), want, "scan_block: " + line_label(n, nb, block), out_shape=n)
+
+    def scan_then(case: tuple[int, int], launch: Launch, report: Any) -> None:
+        (n, block), label, (x, sums) = case, launch.label, launch.inputs
+        want_sums = _block_scan(x, block)[1]
         got_sums = sums.copy_to_host()
         if not np.array_equal(got_sums, want_sums):
             j = int(np.argmax(got_sums != want_sums))
@@ -615,28 +579,26 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
                     cause="each thread should read its element of x once, into shared memory: summing from "
                     "global memory makes every thread read all elements before it.",
                 )
-    for k, (n, block) in enumerate([(777, 64), (257, SCAN_BLOCKS[-1])]):
+
+    unwritten = "every thread whose i < n writes out[i], including the last, partial block."
+    shared: dict[str, Any] = {"names": ("x", "sums", "out"), "out_dtype": np.float32, "unwritten_cause": unwritten}
+    run_cases(scan_block, cases, scan_launch, reverse_at=1, record_at=0, record=("x",), then=scan_then, **shared)
+
+    def offsets_launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         partial = _int_floats(n)
         nb = -(-n // block)
         offsets = _int_floats(nb)
         want = partial.copy()
         for b in range(1, nb):
             want[b * block : (b + 1) * block] += offsets[b - 1]
-        run_case(
-            add_offsets,
-            nb,
-            block,
-            (partial, offsets),
-            out_shape=n,
-            out_dtype=np.float32,
-            expected=want,
-            label=f"add_offsets: n={n}, {nb} blocks of {block} threads",
-            names=("partial", "offsets", "out"),
-            first=k == 0,
-            reverse=k == 1,
-            explain=lambda got, p=partial, o=offsets, b=block: _offsets_cause(got, p, o, b),
-            unwritten_cause="every element gets a value, the first block's too (it adds nothing).",
-        )
+        explain = lambda got: _offsets_cause(got, partial, offsets, block)  # noqa: E731
+        label = f"add_offsets: n={n}, {nb} blocks of {block} threads"
+        return Launch(nb, block, (partial, offsets), want, label, out_shape=n, explain=explain)
+
+    unwritten = "every element gets a value, the first block's too (it adds nothing)."
+    shared: dict[str, Any] = {"names": ("partial", "offsets", "out"), "out_dtype": np.float32, "unwritten_cause": unwritten}
+    run_cases(add_offsets, [(777, 64), (257, SCAN_BLOCKS[-1])], offsets_launch, reverse_at=1, **shared)
     for n, block in ((1025 + int(random_array(1, np.float32, 0, 60)[0]), 32),):
         x = _int_floats(n)
         label = f"the whole scan: n={n} with blocks of {block} ({-(-n // block)} block sums, scanned again)"
@@ -645,14 +607,13 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         except Failed as exc:
             raise Failed(f"{label}: {exc}", cause=exc.cause) from None
         compare(got, np.cumsum(x.astype(np.float64)).astype(np.float32), label=label, rtol=0, atol=0)
-    if current_mode() == "gpu":
-        require_ptx(
-            scan_block,
-            "void(float32[:], float32[:], float32[:])",
-            ["shared memory", "a barrier"],
-            label="scan_block",
-            cause="scan in cuda.shared.array with cuda.syncthreads() between the steps.",
-        )
+    ptx_on_gpu(
+        scan_block,
+        "void(float32[:], float32[:], float32[:])",
+        SHARED_AND_BARRIER,
+        label="scan_block",
+        cause="scan in cuda.shared.array with cuda.syncthreads() between the steps.",
+    )
     return (
         "both kernels right for block sizes 32 to 256 and sizes that are not multiples of the block, and the whole "
         "scan right for n whose block sums need a second level."
