@@ -7,7 +7,7 @@ becomes a :class:`~labkit.check.harness.Launch` (``make``), the options every la
 its threads in reverse order or keeps a record of every access, and what the check reads in each passed launch's
 report (``then``) or in a failure (``failed``). :func:`run_cases` is the loop itself; :func:`line_label` and
 :func:`grid_label` are the two usual ways a case names itself; :func:`compared` and :func:`ptx_on_gpu` the two
-steps a check adds around its launches.
+steps a check adds around its launches; :func:`called` calls a learner's plain function (a code exercise's case).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..mode import current_mode
 from ..sim import memory
-from .core import Failed
+from .core import Failed, Unsolved
 from .harness import Launch, compare, fmt_shape, grade, grid_2d, require_ptx
 
 C = TypeVar("C")
@@ -95,3 +95,18 @@ def ptx_on_gpu(kernel: Any, signature: str, features: Sequence[str], *, label: s
     nothing, where the strict launch's report has already shown what the kernel did."""
     if current_mode() == "gpu":
         require_ptx(kernel, signature, list(features), label=label, cause=cause)
+
+
+def called(fn: Callable[..., Any], *args: Any, what: str, nothing: str) -> Any:
+    """``fn(*args)`` for a learner's function: its error becomes a :class:`Failed` naming the call (``what``), a
+    result of None or ``...`` an :class:`~labkit.check.core.Unsolved` saying ``nothing``; ``NotImplementedError``
+    (the unsolved template) goes straight through."""
+    try:
+        got = fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every learner error is reported, none escapes
+        raise Failed(f"{what} raised {type(exc).__name__}: {exc}") from None
+    if got is None or got is Ellipsis:
+        raise Unsolved(nothing)
+    return got

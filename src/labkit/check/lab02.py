@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..mode import current_mode
-from .cases import compared, grid_label, line_label, run_cases
+from .cases import called, compared, grid_label, line_label, run_cases
 from .core import Failed, Unsolved, exercise
 from .harness import Launch, cuda_module, grid_2d, kernel_reference, random_array
 
@@ -25,12 +25,12 @@ GRID_STRIDE = (
     "02.saxpy",
     kind="kernel",
     title="SAXPY with a grid-stride loop",
+    reference=kernel_reference("saxpy"),
     hints=[
         "A grid-stride loop lets any grid cover any n: start at your global index, step by the number of threads in the grid.",
         "`for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):` — the range's end is the bounds check.",
         "Body of the loop: `out[i] = a * x[i] + y[i]`. Nothing else is needed.",
     ],
-    reference=kernel_reference("saxpy"),
 )
 def saxpy(kernel: Any) -> str:
     """Grade ``saxpy(a, x, y, out)``: ``out[i] = a * x[i] + y[i]`` for any grid, including grids smaller than n."""
@@ -117,6 +117,7 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
     "02.grayscale",
     kind="kernel",
     title="2-D indexing: an RGB image to greyscale",
+    reference=kernel_reference("grayscale"),
     hints=[
         "With a 2-D grid, `cuda.grid(2)` gives (x, y). x is the fast direction: neighbouring threads take neighbouring columns.",
         "`col, row = cuda.grid(2)`, then `if row < out.shape[0] and col < out.shape[1]:` — the image has rows × cols pixels.",
@@ -124,7 +125,6 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
         "img[row, col, 2]` and store `out[row, col] = int(v + np.float32(0.5))` (rounded: storing a float into a uint8 "
         "array truncates it; np.float32 constants keep the arithmetic in FP32, where a bare 0.299 is a float64).",
     ],
-    reference=kernel_reference("grayscale"),
 )
 def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
@@ -198,12 +198,12 @@ def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, 
     "02.launch-config",
     kind="code",
     title="Choose a 2-D launch configuration",
+    reference=lambda: lambda shape, block: (-(-shape[1] // block[0]), -(-shape[0] // block[1])),
     hints=[
         "Each direction needs enough blocks to cover it: the number of blocks is a ceiling division.",
         "x runs over columns, y over rows: gx = ceil(cols / bx), gy = ceil(rows / by). In integers: `(cols + bx - 1) // bx`.",
         "`rows, cols = shape; bx, by = block; return ((cols + bx - 1) // bx, (rows + by - 1) // by)`",
     ],
-    reference=lambda: lambda shape, block: (-(-shape[1] // block[0]), -(-shape[0] // block[1])),
 )
 def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -> str:
     """Grade ``grid_for(shape, block) -> (gx, gy)``: the fewest blocks of ``block = (bx, by)`` threads covering
@@ -232,14 +232,8 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
             ((between(1, by), between(bx + 1, 5000)), (bx, by)),
         ]
     for shape, block in cases:
-        try:
-            got = grid_for(shape, block)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise Failed(f"grid_for({shape}, {block}) raised {type(exc).__name__}: {exc}") from None
-        if got is None or got is Ellipsis:
-            raise Unsolved("grid_for returns nothing yet; return a tuple (gx, gy).")
+        nothing = "grid_for returns nothing yet; return a tuple (gx, gy)."
+        got = called(grid_for, shape, block, what=f"grid_for({shape}, {block})", nothing=nothing)
         try:
             gx, gy = got
             ok_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (gx, gy))
@@ -398,6 +392,7 @@ def _count_transfers() -> Iterator[_TransferCounter]:
     "02.transfers",
     kind="code",
     title="Keep data on the device between launches",
+    reference=None,
     hints=[
         "Every cuda.to_device and copy_to_host crosses PCIe (or NVLink-C2C); a kernel launch on device arrays does not.",
         "Copy x and y to the device once, before the loop; launch the kernel `steps` times on the device arrays "
@@ -405,7 +400,6 @@ def _count_transfers() -> Iterator[_TransferCounter]:
         "`dx, dy = cuda.to_device(x), cuda.to_device(y)`; `for _ in range(steps): saxpy_kernel[blocks, threads](a, dx, dy, dy)`; "
         "`return dy.copy_to_host()`",
     ],
-    reference=None,
 )
 def transfers(repeated_saxpy: Callable[..., Any]) -> str:
     """Grade ``repeated_saxpy(a, x, y, steps) -> numpy array``: y ← a·x + y, ``steps`` times, with 2 copies to

@@ -46,12 +46,12 @@ def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> st
     "03.coalesced-copy",
     kind="kernel",
     title="A coalesced 2-D copy",
+    reference=kernel_reference("copy2d_coalesced"),
     hints=[
         "A warp is 32 threads with consecutive threadIdx.x. Which array index should change between them so that they touch neighbouring bytes?",
         "In a row-major (C-order) array, a[r, c] and a[r, c + 1] are neighbours in memory. So threadIdx.x must map to the column.",
         "`col, row = cuda.grid(2)`; `if row < dst.shape[0] and col < dst.shape[1]: dst[row, col] = src[row, col]`",
     ],
-    reference=kernel_reference("copy2d_coalesced"),
 )
 def coalesced_copy(kernel: Any) -> str:
     """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
@@ -92,6 +92,7 @@ TILE = 32
     "03.transpose",
     kind="kernel",
     title="Transpose through shared memory, without bank conflicts",
+    reference=kernel_reference("transpose_shared"),
     hints=[
         "Read a 32 × 32 tile with coalesced reads into shared memory, wait for the whole block, then write it out "
         "transposed, again with coalesced writes: the swap happens inside shared memory.",
@@ -101,7 +102,6 @@ TILE = 32
         "range(0, TILE, BLOCK_ROWS); `cuda.syncthreads()`; swap the block indices in col/row; store "
         "`out[row + j, col] = tile[tx, ty + j]` (each with its bounds check).",
     ],
-    reference=kernel_reference("transpose_shared"),
 )
 def transpose(kernel: Any, block_rows: int = 8) -> str:
     """Grade ``transpose(a, out)``: 32 × 32 tiles, blocks of (32, ``block_rows``) threads; right values, shared
@@ -196,6 +196,7 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
     "03.matmul",
     kind="kernel",
     title="Tiled matrix multiply in shared memory",
+    reference=kernel_reference("matmul_tiled"),
     hints=[
         "Each block computes one MM_TILE × MM_TILE tile of C. It walks along K in steps of MM_TILE: load a tile of A and a "
         "tile of B into shared memory, multiply them, accumulate, repeat.",
@@ -205,7 +206,6 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
         "`sb[ty, tx] = B[t*MM_TILE + ty, col]` (or 0); `cuda.syncthreads()`; `for kk in range(MM_TILE): acc += sa[ty, kk] * sb[kk, tx]`; "
         "`cuda.syncthreads()`. At the end, `if row < M and col < N: C[row, col] = acc`.",
     ],
-    reference=kernel_reference("matmul_tiled"),
 )
 def matmul(kernel: Any, tile: int = 16) -> str:
     """Grade ``matmul(A, B, C)``: C = A @ B (float32), blocks of ``tile`` × ``tile`` threads, tiles in shared memory."""
@@ -279,6 +279,7 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
     "03.stencil",
     kind="kernel",
     title="A 1-D stencil with halo cells in shared memory",
+    reference=kernel_reference("stencil_1d"),
     hints=[
         "A block's outputs need its own blockDim.x inputs plus RADIUS more on each side (the halo). Load them all into "
         "shared memory once, then every thread reads its 2·RADIUS + 1 neighbours from there.",
@@ -286,7 +287,6 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
         "`x[i + blockDim.x]` into `sh[t + blockDim.x + RADIUS]`, with 0.0 outside the array. Then `cuda.syncthreads()`.",
         "After the barrier: `if i < n:` sum `sh[t + k]` for k in range(2 * RADIUS + 1) and store the sum / (2 * RADIUS + 1).",
     ],
-    reference=kernel_reference("stencil_1d"),
 )
 def stencil(kernel: Any) -> str:
     """Grade ``stencil(x, out)``: ``out[i]`` = mean of ``x[i-3 .. i+3]`` with zeros outside ``x``, block sizes up to 256."""
@@ -409,6 +409,7 @@ def _reachable(arch: str, target: float, shared: int) -> bool:
     "03.occupancy",
     kind="code",
     title="Choose a block size and a register budget for a target occupancy",
+    reference=_reference_launch_plan,
     hints=[
         "Occupancy is active warps / the SM's maximum (64 on sm_70 to sm_90). Three resources each allow some blocks per "
         "SM: warp slots, registers, shared memory; the smallest number wins. Which of them does the register budget "
@@ -421,7 +422,6 @@ def _reachable(arch: str, target: float, shared: int) -> bool:
         "range(32, 1025, 32): budgets = [r for r in range(1, 256) if reaches(threads, r)]; keep the (threads, "
         "max(budgets)) with the largest budget; return None if no block size has any.",
     ],
-    reference=_reference_launch_plan,
 )
 def launch_plan(fn: Any) -> str:
     """Grade ``launch_plan(arch, target, shared_per_block) -> (threads_per_block, registers_per_thread) | None``:

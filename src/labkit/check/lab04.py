@@ -142,13 +142,13 @@ def _histogram_note(n: int, threads: int, heavy: int | None) -> str | None:
     "04.histogram-global",
     kind="kernel",
     title="Histogram with global atomics",
+    reference=kernel_reference("histogram_global"),
     hints=[
         "Many threads meet the same byte value and increment the same bin. `hist[v] += 1` is a read, an add and a write: "
         "two threads can read the same old value and one increment is lost.",
         "`cuda.atomic.add(array, index, value)` does the read-add-write as one indivisible step.",
         "`for i in range(cuda.grid(1), data.size, cuda.gridsize(1)): cuda.atomic.add(hist, data[i], 1)`",
     ],
-    reference=kernel_reference("histogram_global"),
 )
 def histogram_global(kernel: Any) -> str:
     """Grade ``histogram(data, hist)``: ``data`` uint8, ``hist`` int32[256] starting at zero."""
@@ -159,6 +159,7 @@ def histogram_global(kernel: Any) -> str:
     "04.histogram-shared",
     kind="kernel",
     title="Histogram with shared-memory atomics",
+    reference=kernel_reference("histogram_shared"),
     hints=[
         "Give each block its own 256-bin histogram in shared memory: atomics there are much cheaper than in global "
         "memory, and each block then adds its bins to the global histogram once.",
@@ -168,7 +169,6 @@ def histogram_global(kernel: Any) -> str:
         "`cuda.atomic.add(local, data[i], 1)`; `cuda.syncthreads()`; `for b in range(t, NBINS, cuda.blockDim.x): "
         "cuda.atomic.add(hist, b, local[b])`.",
     ],
-    reference=kernel_reference("histogram_shared"),
 )
 def histogram_shared(kernel: Any) -> str:
     """Grade ``histogram_shared(data, hist)``: as 04.histogram-global, counting in shared memory first."""
@@ -186,6 +186,7 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
     "04.block-sum",
     kind="kernel",
     title="A block reduction with syncthreads",
+    reference=kernel_reference("block_sum"),
     hints=[
         "Load one element per thread into shared memory (0.0 past the end), then halve the number of active threads "
         "each step: thread t adds element t + s to element t.",
@@ -194,7 +195,6 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
         "`sh[t] = x[i] if i < x.size else np.float32(0.0)`; `cuda.syncthreads()`; `s = cuda.blockDim.x // 2`; `while s > 0: "
         "if t < s: sh[t] += sh[t + s]` / `cuda.syncthreads()` / `s //= 2`; then `if t == 0: partial[cuda.blockIdx.x] = sh[0]`.",
     ],
-    reference=kernel_reference("block_sum"),
 )
 def block_sum(kernel: Any) -> str:
     """Grade ``block_sum(x, partial)``: ``partial[b]`` = sum of block b's elements; power-of-two blocks up to 256."""
@@ -235,6 +235,7 @@ def block_sum(kernel: Any) -> str:
     "04.full-sum",
     kind="kernel",
     title="A full reduction in one launch",
+    reference=kernel_reference("sum_all"),
     hints=[
         "Three levels: each thread sums many elements (a grid-stride loop), each block sums its threads (the tree of "
         "04.block-sum), and the blocks combine their results.",
@@ -243,7 +244,6 @@ def block_sum(kernel: Any) -> str:
         "`acc = np.float32(0.0); for i in range(cuda.grid(1), x.size, cuda.gridsize(1)): acc += x[i]`; `sh[t] = acc`; "
         "the tree; `if t == 0: cuda.atomic.add(out, 0, sh[0])` (a bare `0.0` is a float64: the sum would run in FP64).",
     ],
-    reference=kernel_reference("sum_all"),
 )
 def full_sum(kernel: Any) -> str:
     """Grade ``sum_all(x, out)``: adds ``sum(x)`` to ``out[0]`` (which starts at 0) for any grid."""
@@ -321,6 +321,7 @@ def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:]
     "04.warp-sum",
     kind="kernel",
     title="A warp reduction with shuffles",
+    reference=kernel_reference("warp_sum"),
     hints=[
         "Within a warp, threads can read each other's registers with shuffles: no shared memory, no syncthreads.",
         "`cuda.shfl_down_sync(0xFFFFFFFF, v, offset)` returns v of the lane `offset` above. Add it to your own v for "
@@ -328,7 +329,6 @@ def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:]
         "`v = x[i] if i < x.size else np.float32(0.0)` (a bare `0.0` is a float64: lab 02); `offset = 16; while offset > 0: v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset); "
         "offset //= 2`; `if cuda.laneid == 0 and i // 32 < out.size: out[i // 32] = v`.",
     ],
-    reference=kernel_reference("warp_sum"),
 )
 def warp_sum(kernel: Any) -> str:
     """Grade ``warp_sum(x, out)``: ``out[w]`` = sum of elements ``32w .. 32w + 31`` (zeros past the end);
@@ -412,6 +412,7 @@ def _race_cause(got: np.ndarray, x: np.ndarray, threshold: np.float32, block: in
     "04.race",
     kind="kernel",
     title="Find and fix the race",
+    reference=kernel_reference("count_above"),
     hints=[
         "Run `labkit.check.harness.find_race(count_above_racy, ...)` as the notebook shows: it names the array, "
         "the element and the two threads.",
@@ -420,7 +421,6 @@ def _race_cause(got: np.ndarray, x: np.ndarray, threshold: np.float32, block: in
         "Use `cuda.atomic.add(count, 0, 1)`, and put `cuda.syncthreads()` after zeroing the counter and again before "
         "thread 0 reads it.",
     ],
-    reference=kernel_reference("count_above"),
 )
 def race(kernel: Any) -> str:
     """Grade ``count_above(x, threshold, counts)``: ``counts[b]`` = elements of block b greater than ``threshold``."""
@@ -520,6 +520,7 @@ def scan_any_n(scan_block: Any, add_offsets: Any, x: Any, block: int = 256) -> A
     "04.scan",
     kind="kernel",
     title="An inclusive prefix scan in shared memory, for any n, through block sums",
+    reference=_scan_reference,
     hints=[
         "A scan is a reduction that keeps every partial result. Inside a block, threads can share partial sums through "
         "shared memory, but each step must finish reading before anyone overwrites: how many barriers does one step need? "
@@ -531,7 +532,6 @@ def scan_any_n(scan_block: Any, add_offsets: Any, x: Any, block: int = 256) -> A
         "cuda.blockIdx.x > 0 else np.float32(0.0))` (`np.float32`, not `0.0`, which is a float64). labkit's scan_any_n scans the sums with your scan_block again (recursively), "
         "so a block count larger than a block works too.",
     ],
-    reference=_scan_reference,
 )
 def scan(scan_block: Any, add_offsets: Any = None) -> str:
     """Grade the two kernels of an inclusive scan: ``scan_block(x, sums, out)`` scans each block of ``x`` into
@@ -558,8 +558,9 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         (n, block), label, (x, sums) = case, launch.label, launch.inputs
         want_sums = _block_scan(x, block)[1]
         got_sums = sums.copy_to_host()
-        if not np.array_equal(got_sums, want_sums):
-            j = int(np.argmax(got_sums != want_sums))
+        wrong = np.flatnonzero(got_sums != want_sums)
+        if wrong.size:
+            j = int(wrong[0])
             raise Failed(
                 f"{label}: out is right, but sums[{j}] is {got_sums[j]!r}, expected {want_sums[j]!r} (the block's total).",
                 cause="the block's last thread (t == blockDim.x - 1) holds the total after the scan: it writes "

@@ -130,6 +130,7 @@ def _mask_cause(mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: flo
     "09.fused-update",
     kind="kernel",
     title="Fused background update, difference and threshold",
+    reference=_ref("fused_update"),
     hints=[
         "One thread per pixel, 2-D: `col, row = cuda.grid(2)` (x runs along a row) and nothing happens outside the frame. "
         "Read frame and bg once, write mask and bg once: that single pass is the point of fusing.",
@@ -138,7 +139,6 @@ def _mask_cause(mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: flo
         "`col, row = cuda.grid(2)`; `if row < frame.shape[0] and col < frame.shape[1]:` `b = bg[row, col]`; "
         "`d = np.float32(frame[row, col]) - b`; `mask[row, col] = 1 if abs(d) > thresh else 0`; `bg[row, col] = b + alpha * d`.",
     ],
-    reference=_ref("fused_update"),
 )
 def fused_update(kernel: Any) -> str:
     """Grade ``fused(frame, bg, mask, alpha, thresh)``: frame uint8, bg float32 (updated in place), mask uint8
@@ -248,6 +248,7 @@ def _binary_also_fails(kernel: Any, launch: Launch) -> bool:
     "09.erode",
     kind="kernel",
     title="A 3 × 3 erosion with correct borders",
+    reference=_ref("erode3x3"),
     hints=[
         "Erosion keeps a pixel only if its whole 3 × 3 neighbourhood is foreground. At the border some neighbours lie "
         "outside the frame: the rule here is that they are ignored (not counted as background, not wrapped around).",
@@ -256,7 +257,6 @@ def _binary_also_fails(kernel: Any, launch: Launch) -> bool:
         "`col, row = cuda.grid(2)`; `if row < rows and col < cols:` `v = 1`; `for r in range(max(row - 1, 0), min(row + 2, "
         "rows)):` `for c in range(max(col - 1, 0), min(col + 2, cols)):` `if mask[r, c] == 0: v = 0`; then `out[row, col] = v`.",
     ],
-    reference=_ref("erode3x3"),
 )
 def erode(kernel: Any) -> str:
     """Grade ``erode(mask, out)``: uint8 0/1 masks; ``out`` = 1 where every neighbour inside the frame is 1."""
@@ -342,6 +342,7 @@ def _border_as_zero(m: np.ndarray) -> np.ndarray:
     "09.tile-counts",
     kind="kernel",
     title="Motion per tile with atomics",
+    reference=_ref("tile_counts"),
     hints=[
         "One thread per pixel; a foreground pixel at (row, col) adds 1 to `counts[row // tile, col // tile]`. Many threads "
         "hit the same counter, so a plain `+= 1` loses updates: use `cuda.atomic.add`.",
@@ -351,7 +352,6 @@ def _border_as_zero(m: np.ndarray) -> np.ndarray:
         "`col, row = cuda.grid(2)`; `if row < mask.shape[0] and col < mask.shape[1] and mask[row, col] != 0: "
         "cuda.atomic.add(counts, (row // tile, col // tile), 1)`.",
     ],
-    reference=_ref("tile_counts"),
 )
 def tile_counts(kernel: Any) -> str:
     """Grade ``count(mask, tile, counts)``: counts int32 ``(ceil(rows/tile), ceil(cols/tile))`` start at 0; after
@@ -425,6 +425,7 @@ def _near(a: float, b: float, rel: float = 0.02) -> bool:
     "09.fused-roofline",
     kind="numeric",
     title="Place the fused step on the roofline",
+    reference=_fused_roofline,
     hints=[
         "Count the bytes one pixel moves to and from GPU memory in the fused step: what it reads (frame, bg) and what it "
         "writes (mask, bg), each with its dtype's size. The operations per pixel are given: video.stage('fused').ops_per_pixel.",
@@ -433,7 +434,6 @@ def _near(a: float, b: float, rel: float = 0.02) -> bool:
         "bytes_per_pixel = 1 + 4 + 4 + 1; intensity = 5 / bytes_per_pixel; compare with roofline('H100').ridge_point and "
         "roofline('H200').ridge_point; fps = H200 bandwidth (GB/s × 1e9) / (bytes_per_pixel × 1080 × 1920).",
     ],
-    reference=_fused_roofline,
 )
 def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_h200: Any, fps_h200: Any) -> str:
     """Five answers for the fused step on 1080p frames: bytes per pixel, intensity (ops/byte), the bound on the
