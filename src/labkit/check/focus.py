@@ -44,23 +44,23 @@ def focus_of(evidence: Any, finding: str, *, output: str | None = None, report: 
         m = _INDEX.search(str(evidence))
         return Focus(finding, index=(int(m.group(1)),) if m else None, thread=tuple(where[0]), block=tuple(where[1]))
     if hasattr(evidence, "second_thread") and hasattr(evidence, "block"):  # a race: the thread that came second
-        return Focus(
-            finding,
-            array=_array_name(evidence.array),
-            index=tuple(evidence.index),
-            thread=tuple(evidence.second_thread),
-            block=tuple(evidence.block),
-        )
+        return _on_access(finding, evidence, evidence.second_thread)
     uninitialised = getattr(report, "uninitialised", None)
     if uninitialised is not None:
-        return Focus(
-            finding,
-            array=_array_name(uninitialised.array),
-            index=tuple(uninitialised.index),
-            thread=tuple(uninitialised.thread),
-            block=tuple(uninitialised.block),
-        )
+        return _on_access(finding, uninitialised, uninitialised.thread)
     element = getattr(evidence, "element", None)
     if element is not None and output is not None:
         return Focus(finding, array=output, index=tuple(int(i) for i in element))
     return Focus(finding)
+
+
+def _on_access(finding: str, access: Any, thread: Any) -> Focus:
+    """The focus on one recorded access (a race, a read of unwritten memory): its array, its element, ``thread``
+    of its block."""
+    return Focus(
+        finding,
+        array=_array_name(access.array),
+        index=tuple(access.index),
+        thread=tuple(thread),
+        block=tuple(access.block),
+    )

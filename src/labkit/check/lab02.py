@@ -10,8 +10,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..mode import current_mode
+from .cases import called, compared, grid_label, line_label, run_cases
 from .core import Failed, Unsolved, exercise
-from .harness import cuda_module, fmt_shape, grid_2d, kernel_reference, random_array, run_case
+from .harness import Launch, cuda_module, grid_2d, kernel_reference, random_array
 
 # ----------------------------------------------------------------------------- 02.saxpy
 GRID_STRIDE = (
@@ -24,12 +25,12 @@ GRID_STRIDE = (
     "02.saxpy",
     kind="kernel",
     title="SAXPY with a grid-stride loop",
+    reference=kernel_reference("saxpy"),
     hints=[
         "A grid-stride loop lets any grid cover any n: start at your global index, step by the number of threads in the grid.",
         "`for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):` — the range's end is the bounds check.",
         "Body of the loop: `out[i] = a * x[i] + y[i]`. Nothing else is needed.",
     ],
-    reference=kernel_reference("saxpy"),
 )
 def saxpy(kernel: Any) -> str:
     """Grade ``saxpy(a, x, y, out)``: ``out[i] = a * x[i] + y[i]`` for any grid, including grids smaller than n."""
@@ -51,25 +52,23 @@ def saxpy(kernel: Any) -> str:
         (not_multiple(1025, 1500, 1024), 1024, 1),
         (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),
     ]  # 100 to 140 rounds: no fixed count of rounds passes
-    for k, (n, block, grid) in enumerate(cases):
+
+    def launch(case: tuple[int, int, int]) -> Launch:
+        n, block, grid = case
         a = np.float32(random_array(1, np.float32, -3, 3)[0])
         x, y = random_array(n), random_array(n)
-        label = f"n={n}, {grid} block(s) of {block} threads"
-        run_case(
-            kernel,
+        return Launch(
             grid,
             block,
             (a, x, y),
+            a * x + y,
+            line_label(n, grid, block),
             out_shape=n,
-            out_dtype=np.float32,
-            expected=a * x + y,
-            label=label,
-            names=("a", "x", "y", "out"),
-            first=k == 0,
-            reverse=k == 3,
             unwritten_cause=GRID_STRIDE if grid * block < n else None,
             explain=lambda got, threads=grid * block: _rounds_cause(got, threads),
         )
+
+    run_cases(kernel, cases, launch, reverse_at=3, names=("a", "x", "y", "out"), out_dtype=np.float32)
     return (
         f"correct on {len(cases)} launches of fresh sizes: grids that stride 10 times and more, grids with more threads "
         "than elements, blocks of 32 to 1024 threads; no out-of-bounds writes."
@@ -118,6 +117,7 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
     "02.grayscale",
     kind="kernel",
     title="2-D indexing: an RGB image to greyscale",
+    reference=kernel_reference("grayscale"),
     hints=[
         "With a 2-D grid, `cuda.grid(2)` gives (x, y). x is the fast direction: neighbouring threads take neighbouring columns.",
         "`col, row = cuda.grid(2)`, then `if row < out.shape[0] and col < out.shape[1]:` — the image has rows × cols pixels.",
@@ -125,7 +125,6 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
         "img[row, col, 2]` and store `out[row, col] = int(v + np.float32(0.5))` (rounded: storing a float into a uint8 "
         "array truncates it; np.float32 constants keep the arithmetic in FP32, where a bare 0.299 is a float64).",
     ],
-    reference=kernel_reference("grayscale"),
 )
 def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
@@ -140,26 +139,15 @@ def grayscale(kernel: Any) -> str:
         ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
         ((between(9, 31), not_multiple(33, 40, 32)), (32, 32)),
     ]
-    for k, (shape, block) in enumerate(cases):
+
+    def launch(case: tuple[tuple[int, int], tuple[int, int]]) -> Launch:
+        shape, block = case
         img = random_array((*shape, 3), np.uint8, 0, 231)  # grey < 231: never equal to the poison value 248
-        grid = grid_2d(shape, block)
-        label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (img,),
-            out_shape=shape,
-            out_dtype=np.uint8,
-            expected=_grey(img),
-            label=label,
-            names=("img", "out"),
-            first=k == 0,
-            rtol=0,
-            atol=0.5 + 1e-3,
-            swapped_cause=SWAPPED,
-            explain=lambda got, img=img: _grey_cause(got, _grey(img)),
-        )
+        label = grid_label("image {shape} (rows×cols)", shape, block)
+        explain = lambda got: _grey_cause(got, _grey(img))  # noqa: E731
+        return Launch(grid_2d(shape, block), block, (img,), _grey(img), label, out_shape=shape, explain=explain)
+
+    run_cases(kernel, cases, launch, names=("img", "out"), out_dtype=np.uint8, rtol=0, atol=0.5 + 1e-3, swapped_cause=SWAPPED)
     return (
         f"correct on {len(cases)} fresh images (non-square, 1×1, smaller than a block) with 4 block shapes up to 32×32; "
         "rounding right; no out-of-bounds writes."
@@ -210,12 +198,12 @@ def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, 
     "02.launch-config",
     kind="code",
     title="Choose a 2-D launch configuration",
+    reference=lambda: lambda shape, block: (-(-shape[1] // block[0]), -(-shape[0] // block[1])),
     hints=[
         "Each direction needs enough blocks to cover it: the number of blocks is a ceiling division.",
         "x runs over columns, y over rows: gx = ceil(cols / bx), gy = ceil(rows / by). In integers: `(cols + bx - 1) // bx`.",
         "`rows, cols = shape; bx, by = block; return ((cols + bx - 1) // bx, (rows + by - 1) // by)`",
     ],
-    reference=lambda: lambda shape, block: (-(-shape[1] // block[0]), -(-shape[0] // block[1])),
 )
 def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -> str:
     """Grade ``grid_for(shape, block) -> (gx, gy)``: the fewest blocks of ``block = (bx, by)`` threads covering
@@ -244,14 +232,8 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
             ((between(1, by), between(bx + 1, 5000)), (bx, by)),
         ]
     for shape, block in cases:
-        try:
-            got = grid_for(shape, block)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise Failed(f"grid_for({shape}, {block}) raised {type(exc).__name__}: {exc}") from None
-        if got is None or got is Ellipsis:
-            raise Unsolved("grid_for returns nothing yet; return a tuple (gx, gy).")
+        nothing = "grid_for returns nothing yet; return a tuple (gx, gy)."
+        got = called(grid_for, shape, block, what=f"grid_for({shape}, {block})", nothing=nothing)
         try:
             gx, gy = got
             ok_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (gx, gy))
@@ -410,6 +392,7 @@ def _count_transfers() -> Iterator[_TransferCounter]:
     "02.transfers",
     kind="code",
     title="Keep data on the device between launches",
+    reference=None,
     hints=[
         "Every cuda.to_device and copy_to_host crosses PCIe (or NVLink-C2C); a kernel launch on device arrays does not.",
         "Copy x and y to the device once, before the loop; launch the kernel `steps` times on the device arrays "
@@ -417,7 +400,6 @@ def _count_transfers() -> Iterator[_TransferCounter]:
         "`dx, dy = cuda.to_device(x), cuda.to_device(y)`; `for _ in range(steps): saxpy_kernel[blocks, threads](a, dx, dy, dy)`; "
         "`return dy.copy_to_host()`",
     ],
-    reference=None,
 )
 def transfers(repeated_saxpy: Callable[..., Any]) -> str:
     """Grade ``repeated_saxpy(a, x, y, steps) -> numpy array``: y ← a·x + y, ``steps`` times, with 2 copies to
@@ -475,14 +457,8 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
                 f"repeated_saxpy wrote into its input `y` (n={n}, steps={steps}), and what it left there is not the final y.",
                 cause="work on device copies of the inputs: the host y may only receive the final result, if anything.",
             )
-        from .harness import compare
-
-        try:
-            compare(got, expected, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
-        except Failed as exc:
-            raise Failed(
-                str(exc), cause=_transfer_cause(got, expected, a, x0, y0, steps, n, answers.get((n, steps))) or exc.cause
-            ) from None
+        because = lambda: _transfer_cause(got, expected, a, x0, y0, steps, n, answers.get((n, steps)))  # noqa: E731
+        compared(got, expected, because, label=f"n={n}, steps={steps}", rtol=1e-5, atol=1e-5)
         answers[(n, steps)] = got.copy()
         if count.implicit:
             raise Failed(

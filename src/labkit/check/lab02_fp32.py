@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from .cases import grid_label, run_cases
 from .core import Failed, exercise
-from .harness import fmt_shape, grid_2d, kernel_reference, random_array, run_case
+from .harness import Launch, grid_2d, kernel_reference, random_array
 
 FP64_CAUSE = (
     "a Python float literal (`127.5`, `1.0`, `0.5`) is a float64 in Numba, and so is `float(...)` and the result "
@@ -53,13 +54,13 @@ def require_no_fp64(kernel: Any, signature: str, reference: Any, *, label: str) 
     "02.float32",
     kind="kernel",
     title="Pixels to float32 without FP64",
+    reference=kernel_reference("to_unit"),
     hints=[
         "The values are not the problem: the PTX is. Every literal such as `127.5` or `1.0` is a float64 in Numba.",
         "Write each constant as `np.float32(...)`: a uint8 pixel divided by a float32 gives a float32.",
         "`col, row = cuda.grid(2)`; `if row < out.shape[0] and col < out.shape[1]: out[row, col] = img[row, col] / "
         "np.float32(127.5) - np.float32(1.0)`.",
     ],
-    reference=kernel_reference("to_unit"),
 )
 def to_unit(kernel: Any) -> str:
     """Grade ``to_unit(img, out)``: ``img`` uint8 (rows, cols), ``out`` float32 (rows, cols) = ``img / 127.5 - 1``,
@@ -73,24 +74,14 @@ def to_unit(kernel: Any) -> str:
         ((not_multiple(17, 45, 8), not_multiple(9, 15, 8)), (8, 8)),
         ((between(9, 31), not_multiple(33, 40, 32)), (32, 32)),
     ]
-    for k, (shape, block) in enumerate(cases):
+
+    def launch(case: tuple[tuple[int, int], tuple[int, int]]) -> Launch:
+        shape, block = case
         img = random_array(shape, np.uint8, 0, 256)
-        grid = grid_2d(shape, block)
-        label = f"image {fmt_shape(shape)} (rows×cols), grid {grid} of blocks {block}"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (img,),
-            out_shape=shape,
-            out_dtype=np.float32,
-            expected=img.astype(np.float64) / 127.5 - 1.0,
-            label=label,
-            names=("img", "out"),
-            first=k == 0,
-            rtol=0,
-            atol=1e-6,
-        )
+        label = grid_label("image {shape} (rows×cols)", shape, block)
+        return Launch(grid_2d(shape, block), block, (img,), img.astype(np.float64) / 127.5 - 1.0, label, out_shape=shape)
+
+    run_cases(kernel, cases, launch, names=("img", "out"), out_dtype=np.float32, rtol=0, atol=1e-6)
     require_no_fp64(kernel, "void(uint8[:, :], float32[:, :])", kernels.get("to_unit"), label="the PTX for sm_80")
     return (
         f"correct on {len(cases)} fresh images with 3 block shapes up to 32×32, and its PTX has no FP64 instruction: "

@@ -12,10 +12,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..mode import current_mode
 from ..sim.memory import bank_conflicts, sectors_per_request
+from .cases import SHARED_AND_BARRIER, grid_label, line_label, ptx_on_gpu, run_cases
 from .core import Failed, exercise
-from .harness import fmt_shape, grid_2d, kernel_reference, random_array, require_ptx, run_case
+from .harness import Launch, fmt_shape, grid_2d, kernel_reference, random_array
 
 
 def _global_reads(report: Any, array: str) -> int:
@@ -46,12 +46,12 @@ def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> st
     "03.coalesced-copy",
     kind="kernel",
     title="A coalesced 2-D copy",
+    reference=kernel_reference("copy2d_coalesced"),
     hints=[
         "A warp is 32 threads with consecutive threadIdx.x. Which array index should change between them so that they touch neighbouring bytes?",
         "In a row-major (C-order) array, a[r, c] and a[r, c + 1] are neighbours in memory. So threadIdx.x must map to the column.",
         "`col, row = cuda.grid(2)`; `if row < dst.shape[0] and col < dst.shape[1]: dst[row, col] = src[row, col]`",
     ],
-    reference=kernel_reference("copy2d_coalesced"),
 )
 def coalesced_copy(kernel: Any) -> str:
     """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
@@ -66,33 +66,21 @@ def coalesced_copy(kernel: Any) -> str:
         ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
         ((between(5, 12), 32 * between(1, 2)), (32, 4)),
     ]
-    note = ""
-    for k, (shape, block) in enumerate(cases):
+    notes: list[str] = []
+
+    def launch(case: tuple[tuple[int, int], tuple[int, int]]) -> Launch:
+        shape, block = case
         src = random_array(shape)
-        grid = grid_2d(shape, block)
-        label = f"array {fmt_shape(shape)}, grid {grid} of blocks {block}"
-        record = k == len(cases) - 1 and current_mode() == "sim"
-        report = run_case(
-            kernel,
-            grid,
-            block,
-            (src,),
-            out_shape=shape,
-            out_dtype=np.float32,
-            expected=src,
-            label=label,
-            names=("src", "dst"),
-            first=k == 0,
-            record=record,
-            swapped_cause=SWAPPED,
-        )
-        if record and report is not None:
-            note = (
-                "; "
-                + _efficiency(report, "src", "read", "read", label)
-                + "; "
-                + _efficiency(report, "dst", "write", "write", label)
-            )
+        return Launch(grid_2d(shape, block), block, (src,), src, grid_label("array", shape, block), out_shape=shape)
+
+    def then(case: Any, launch: Launch, report: Any) -> None:
+        if launch.record and report is not None:
+            notes.append(_efficiency(report, "src", "read", "read", launch.label))
+            notes.append(_efficiency(report, "dst", "write", "write", launch.label))
+
+    last = len(cases) - 1
+    run_cases(kernel, cases, launch, record_at=last, then=then, names=("src", "dst"), out_dtype=np.float32, swapped_cause=SWAPPED)
+    note = "".join("; " + n for n in notes)
     return f"correct on {len(cases)} fresh arrays, blocks up to 32×32{note}."
 
 
@@ -104,6 +92,7 @@ TILE = 32
     "03.transpose",
     kind="kernel",
     title="Transpose through shared memory, without bank conflicts",
+    reference=kernel_reference("transpose_shared"),
     hints=[
         "Read a 32 × 32 tile with coalesced reads into shared memory, wait for the whole block, then write it out "
         "transposed, again with coalesced writes: the swap happens inside shared memory.",
@@ -113,7 +102,6 @@ TILE = 32
         "range(0, TILE, BLOCK_ROWS); `cuda.syncthreads()`; swap the block indices in col/row; store "
         "`out[row + j, col] = tile[tx, ty + j]` (each with its bounds check).",
     ],
-    reference=kernel_reference("transpose_shared"),
 )
 def transpose(kernel: Any, block_rows: int = 8) -> str:
     """Grade ``transpose(a, out)``: 32 × 32 tiles, blocks of (32, ``block_rows``) threads; right values, shared
@@ -131,36 +119,25 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
         (between(3, 20), not_multiple(65, 95, 32)),
         (32, 32),
     ]
-    notes = []
-    for k, shape in enumerate(cases):
+    notes: list[str] = []
+
+    def launch(shape: tuple[int, int]) -> Launch:
         a = random_array(shape)
         grid = (-(-shape[1] // TILE), -(-shape[0] // TILE))
-        label = f"a {fmt_shape(shape)}, grid {grid} of blocks {block}"
-        record = k == len(cases) - 1 and current_mode() == "sim"
-        report = run_case(
-            kernel,
-            grid,
-            block,
-            (a,),
-            out_shape=shape[::-1],
-            out_dtype=np.float32,
-            expected=a.T.copy(),
-            label=label,
-            names=("a", "out"),
-            first=k == 0,
-            record=record,
-            reverse=k == 1,
-            unwritten_cause="each block must write the whole transposed tile: block (bx, by) writes the tile at "
-            "(by, bx) of the output, rows of out are columns of a; check the loop over j.",
+        return Launch(
+            grid, block, (a,), a.T.copy(), f"a {fmt_shape(shape)}, grid {grid} of blocks {block}", out_shape=shape[::-1]
         )
+
+    def then(shape: tuple[int, int], launch: Launch, report: Any) -> None:
         if report is None:
-            continue
+            return
+        label = launch.label
         if not report.shared:
             raise Failed(
                 f"{label}: the values are right, but the kernel does not use shared memory.",
                 cause="this exercise stages each tile in cuda.shared.array so that both the reads and the writes are coalesced.",
             )
-        if record:
+        if launch.record:
             notes.append(_efficiency(report, "a", "read", "read", label))
             notes.append(_efficiency(report, "out", "write", "write", label))
             for name, shape_s, _ in report.shared:
@@ -173,14 +150,20 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
                         "(`(TILE, TILE_PADDED)`) so that a column spans all 32 banks.",
                     )
             notes.append("shared memory free of bank conflicts")
-    if current_mode() == "gpu":
-        require_ptx(
-            kernel,
-            "void(float32[:, :], float32[:, :])",
-            ["shared memory", "a barrier"],
-            label="transpose",
-            cause="stage each tile in cuda.shared.array and wait for the block with cuda.syncthreads().",
-        )
+
+    unwritten = (
+        "each block must write the whole transposed tile: block (bx, by) writes the tile at "
+        "(by, bx) of the output, rows of out are columns of a; check the loop over j."
+    )
+    last = len(cases) - 1
+    run_cases(kernel, cases, launch, reverse_at=1, record_at=last, then=then, names=("a", "out"), unwritten_cause=unwritten)
+    ptx_on_gpu(
+        kernel,
+        "void(float32[:, :], float32[:, :])",
+        SHARED_AND_BARRIER,
+        label="transpose",
+        cause="stage each tile in cuda.shared.array and wait for the block with cuda.syncthreads().",
+    )
     return f"correct on {len(cases)} fresh shapes" + (": " + "; ".join(notes) if notes else "") + "."
 
 
@@ -213,6 +196,7 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
     "03.matmul",
     kind="kernel",
     title="Tiled matrix multiply in shared memory",
+    reference=kernel_reference("matmul_tiled"),
     hints=[
         "Each block computes one MM_TILE × MM_TILE tile of C. It walks along K in steps of MM_TILE: load a tile of A and a "
         "tile of B into shared memory, multiply them, accumulate, repeat.",
@@ -222,7 +206,6 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
         "`sb[ty, tx] = B[t*MM_TILE + ty, col]` (or 0); `cuda.syncthreads()`; `for kk in range(MM_TILE): acc += sa[ty, kk] * sb[kk, tx]`; "
         "`cuda.syncthreads()`. At the end, `if row < M and col < N: C[row, col] = acc`.",
     ],
-    reference=kernel_reference("matmul_tiled"),
 )
 def matmul(kernel: Any, tile: int = 16) -> str:
     """Grade ``matmul(A, B, C)``: C = A @ B (float32), blocks of ``tile`` × ``tile`` threads, tiles in shared memory."""
@@ -235,31 +218,18 @@ def matmul(kernel: Any, tile: int = 16) -> str:
     long_k = (between(2, tile), not_multiple(9 * tile + 1, 11 * tile - 1, tile), between(2, tile))
     two = not_multiple(tile + 1, 2 * tile - 1, tile)
     cases = [(two, not_multiple(tile + 1, 2 * tile - 1, tile), not_multiple(tile + 1, 2 * tile - 1, tile)), (1, 1, 1), long_k]
-    for k, (m, kk, n) in enumerate(cases):
+
+    def launch(case: tuple[int, int, int]) -> Launch:
+        m, kk, n = case
         A, B = random_array((m, kk)), random_array((kk, n))
         grid = grid_2d((m, n), (tile, tile))
         label = f"A {m}×{kk} @ B {kk}×{n}, grid {grid} of blocks {(tile, tile)}"
         expected = A.astype(np.float64) @ B.astype(np.float64)
-        record = k == 0 and current_mode() == "sim"
-        report = run_case(
-            kernel,
-            grid,
-            (tile, tile),
-            (A, B),
-            out_shape=(m, n),
-            out_dtype=np.float32,
-            expected=expected,
-            label=label,
-            names=("A", "B", "C"),
-            first=k == 0,
-            reverse=k == 2,
-            rtol=1e-5,
-            atol=2e-6 * kk,
-            record=("A", "B") if record else False,
-            explain=lambda got, A=A, B=B: _matmul_cause(got, A, B, tile),
-            unwritten_cause="every thread whose (row, col) lies inside C must store its sum: check the final bounds "
-            "test and that x is the column.",
-        )
+        explain = lambda got: _matmul_cause(got, A, B, tile)  # noqa: E731
+        return Launch(grid, (tile, tile), (A, B), expected, label, out_shape=(m, n), atol=2e-6 * kk, explain=explain)
+
+    def then(case: Any, launch: Launch, report: Any) -> None:
+        label, grid, (A, B) = launch.label, launch.grid, launch.inputs
         no_reuse = Failed(
             f"{label}: the values are right, but the kernel reads every operand from global memory.",
             cause="this exercise stages tiles of A and B in cuda.shared.array: each element loaded once per "
@@ -267,7 +237,7 @@ def matmul(kernel: Any, tile: int = 16) -> str:
         )
         if report is not None and not report.shared:
             raise no_reuse
-        if record and report is not None:
+        if launch.record and report is not None:
             # a tiled kernel reads each element of A once per block column of C (and B once per block row), plus padding
             reads_a, reads_b = _global_reads(report, "A"), _global_reads(report, "B")
             if reads_a > 2 * grid[0] * A.size or reads_b > 2 * grid[1] * B.size:
@@ -277,14 +247,19 @@ def matmul(kernel: Any, tile: int = 16) -> str:
                     "replace those reads.",
                     cause=no_reuse.cause,
                 )
-    if current_mode() == "gpu":
-        require_ptx(
-            kernel,
-            "void(float32[:, :], float32[:, :], float32[:, :])",
-            ["shared memory", "a barrier"],
-            label="matmul",
-            cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.",
-        )
+
+    unwritten = (
+        "every thread whose (row, col) lies inside C must store its sum: check the final bounds test and that x is the column."
+    )
+    shared: dict[str, Any] = {"names": ("A", "B", "C"), "rtol": 1e-5, "unwritten_cause": unwritten}
+    run_cases(kernel, cases, launch, reverse_at=2, record_at=0, record=("A", "B"), then=then, **shared)
+    ptx_on_gpu(
+        kernel,
+        "void(float32[:, :], float32[:, :], float32[:, :])",
+        SHARED_AND_BARRIER,
+        label="matmul",
+        cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.",
+    )
     return (
         f"correct on {len(cases)} fresh products (sizes that are not multiples of the tile, K over 10 tiles, and 1×1), "
         "with tiles in shared memory and no races between loading and using them."
@@ -304,6 +279,7 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
     "03.stencil",
     kind="kernel",
     title="A 1-D stencil with halo cells in shared memory",
+    reference=kernel_reference("stencil_1d"),
     hints=[
         "A block's outputs need its own blockDim.x inputs plus RADIUS more on each side (the halo). Load them all into "
         "shared memory once, then every thread reads its 2·RADIUS + 1 neighbours from there.",
@@ -311,7 +287,6 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
         "`x[i + blockDim.x]` into `sh[t + blockDim.x + RADIUS]`, with 0.0 outside the array. Then `cuda.syncthreads()`.",
         "After the barrier: `if i < n:` sum `sh[t + k]` for k in range(2 * RADIUS + 1) and store the sum / (2 * RADIUS + 1).",
     ],
-    reference=kernel_reference("stencil_1d"),
 )
 def stencil(kernel: Any) -> str:
     """Grade ``stencil(x, out)``: ``out[i]`` = mean of ``x[i-3 .. i+3]`` with zeros outside ``x``, block sizes up to 256."""
@@ -328,34 +303,22 @@ def stencil(kernel: Any) -> str:
         (between(2, 150), 200),
         (not_multiple(257, 400, 256), 256),
     ]
-    for k, (n, block) in enumerate(cases):
+
+    def launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = random_array(n)
         grid = -(-n // block)
-        label = f"n={n}, {grid} block(s) of {block} threads"
-        record = k == 3 and current_mode() == "sim"
-        report = run_case(
-            kernel,
-            grid,
-            block,
-            (x,),
-            out_shape=n,
-            out_dtype=np.float32,
-            expected=_stencil_ref(x),
-            label=label,
-            names=("x", "out"),
-            first=k == 0,
-            reverse=k == 3,
-            rtol=1e-5,
-            atol=1e-6,
-            record=record,
-        )
+        return Launch(grid, block, (x,), _stencil_ref(x), line_label(n, grid, block), out_shape=n)
+
+    def then(case: tuple[int, int], launch: Launch, report: Any) -> None:
+        n, label, grid = case[0], launch.label, launch.grid
         many_reads = Failed(
             f"{label}: the values are right, but every input is read {2 * RADIUS + 1} times from global memory.",
             cause="load the block's inputs and halo into cuda.shared.array once, then read neighbours from there.",
         )
         if report is not None and not report.shared:
             raise many_reads
-        if record and report is not None:
+        if launch.record and report is not None:
             reads, window = _global_reads(report, "x"), n + 2 * RADIUS * grid  # each block: its inputs and its halo
             if reads > 2 * window:
                 raise Failed(
@@ -363,14 +326,16 @@ def stencil(kernel: Any) -> str:
                     f"(with shared memory: at most {window}); it reads neighbours from global memory, not from shared memory.",
                     cause=many_reads.cause,
                 )
-    if current_mode() == "gpu":
-        require_ptx(
-            kernel,
-            "void(float32[:], float32[:])",
-            ["shared memory", "a barrier"],
-            label="stencil",
-            cause="load the block's inputs and halo into cuda.shared.array, then cuda.syncthreads().",
-        )
+
+    shared: dict[str, Any] = {"names": ("x", "out"), "out_dtype": np.float32, "rtol": 1e-5, "atol": 1e-6}
+    run_cases(kernel, cases, launch, reverse_at=3, record_at=3, then=then, **shared)
+    ptx_on_gpu(
+        kernel,
+        "void(float32[:], float32[:])",
+        SHARED_AND_BARRIER,
+        label="stencil",
+        cause="load the block's inputs and halo into cuda.shared.array, then cuda.syncthreads().",
+    )
     return f"correct on {len(cases)} fresh sizes and block sizes 32 to 256, edges included; halo loaded, no races."
 
 
@@ -444,6 +409,7 @@ def _reachable(arch: str, target: float, shared: int) -> bool:
     "03.occupancy",
     kind="code",
     title="Choose a block size and a register budget for a target occupancy",
+    reference=_reference_launch_plan,
     hints=[
         "Occupancy is active warps / the SM's maximum (64 on sm_70 to sm_90). Three resources each allow some blocks per "
         "SM: warp slots, registers, shared memory; the smallest number wins. Which of them does the register budget "
@@ -456,7 +422,6 @@ def _reachable(arch: str, target: float, shared: int) -> bool:
         "range(32, 1025, 32): budgets = [r for r in range(1, 256) if reaches(threads, r)]; keep the (threads, "
         "max(budgets)) with the largest budget; return None if no block size has any.",
     ],
-    reference=_reference_launch_plan,
 )
 def launch_plan(fn: Any) -> str:
     """Grade ``launch_plan(arch, target, shared_per_block) -> (threads_per_block, registers_per_thread) | None``:

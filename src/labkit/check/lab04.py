@@ -13,8 +13,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..mode import current_mode
+from .cases import SHARED_AND_BARRIER, line_label, ptx_on_gpu, run_cases
 from .core import Failed, exercise
-from .harness import kernel_reference, random_array, require_ptx, run_case
+from .harness import Launch, kernel_reference, random_array, require_ptx
 
 NBINS = 256
 MAX_BLOCK = 256
@@ -65,44 +66,20 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     ]
     if shared:  # one block counting more than 65,535 of one value into its shared bins (a uint16 counter wraps)
         cases.append((between(65_600, 65_700), 256, 1, between(65_540, 65_590)))
-    for k, (n, block, grid, heavy) in enumerate(cases):
+
+    def launch(case: tuple[int, int, int, int | None]) -> Launch:
+        n, block, grid, heavy = case
         data = _bytes(n) if heavy is None else _heavy_bin(n, heavy)
-        label = f"n={n} bytes, {grid} block(s) of {block} threads"
-        report = run_case(
-            kernel,
-            grid,
-            block,
-            (data,),
-            out_shape=NBINS,
-            out_dtype=np.int32,
-            expected=np.bincount(data, minlength=NBINS).astype(np.int32),
-            label=label,
-            names=("data", "hist"),
-            out_init=0,
-            first=k == 0,
-            reverse=k == 2,
-            explain=lambda got, data=data, threads=grid * block: _prefix_cause(
-                got, data.size, threads, lambda m: np.bincount(data[:m], minlength=NBINS), "counted"
-            ),
-            unwritten_cause="some elements were not counted: cover all of data (a grid-stride loop covers it with any grid).",
-            extra_cause=" ".join(
-                filter(
-                    None,
-                    (
-                        "(The grid here has fewer threads than elements: a grid-stride loop must cover the rest.)"
-                        if grid * block < n
-                        else None,
-                        None
-                        if heavy is None
-                        else f"(One bin here counts more than {255 if heavy < 65_536 else 65_535:,} bytes: a counter "
-                        "narrower than int32 — uint8 holds 255, uint16 65,535 — wraps around.)",
-                    ),
-                )
-            )
-            or None,
-        )
+        counted = lambda m: np.bincount(data[:m], minlength=NBINS)  # noqa: E731
+        explain = lambda got: _prefix_cause(got, data.size, grid * block, counted, "counted")  # noqa: E731
+        expected = np.bincount(data, minlength=NBINS).astype(np.int32)
+        label = line_label(n, grid, block, " bytes")
+        return Launch(grid, block, (data,), expected, label, explain=explain, extra_cause=_histogram_note(n, grid * block, heavy))
+
+    def then(case: tuple[int, int, int, int | None], launch: Launch, report: Any) -> None:
+        n, label, grid = case[0], launch.label, launch.grid
         if report is None:
-            continue
+            return
         if shared:
             if not report.shared or report.atomics.get("shared", 0) < n:
                 raise Failed(
@@ -121,15 +98,17 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
                 f"{label}: the counts are right but no atomic add reached global memory.",
                 cause="this exercise counts with cuda.atomic.add on the global histogram.",
             )
-    if current_mode() == "gpu":
-        need = ["shared-memory atomics"] if shared else ["global atomics"]
-        require_ptx(
-            kernel,
-            "void(uint8[:], int32[:])",
-            need,
-            label="histogram",
-            cause="count with cuda.atomic.add " + ("into a cuda.shared.array first." if shared else "on hist."),
-        )
+
+    unwritten = "some elements were not counted: cover all of data (a grid-stride loop covers it with any grid)."
+    common: dict[str, Any] = {"out_shape": NBINS, "out_dtype": np.int32, "out_init": 0, "unwritten_cause": unwritten}
+    run_cases(kernel, cases, launch, reverse_at=2, then=then, names=("data", "hist"), **common)
+    ptx_on_gpu(
+        kernel,
+        "void(uint8[:], int32[:])",
+        ["shared-memory atomics"] if shared else ["global atomics"],
+        label="histogram",
+        cause="count with cuda.atomic.add " + ("into a cuda.shared.array first." if shared else "on hist."),
+    )
     big = " and above 65,535 in one block" if shared else ""
     return (
         f"correct on {len(cases)} launches of fresh sizes (skewed data, grids larger and smaller than the data, 10+ "
@@ -137,17 +116,39 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     )
 
 
+def _histogram_note(n: int, threads: int, heavy: int | None) -> str | None:
+    """What a histogram case adds to any likely cause: a grid with fewer threads than elements, a bin too full for a
+    narrow counter."""
+    return (
+        " ".join(
+            filter(
+                None,
+                (
+                    "(The grid here has fewer threads than elements: a grid-stride loop must cover the rest.)"
+                    if threads < n
+                    else None,
+                    None
+                    if heavy is None
+                    else f"(One bin here counts more than {255 if heavy < 65_536 else 65_535:,} bytes: a counter "
+                    "narrower than int32 — uint8 holds 255, uint16 65,535 — wraps around.)",
+                ),
+            )
+        )
+        or None
+    )
+
+
 @exercise(
     "04.histogram-global",
     kind="kernel",
     title="Histogram with global atomics",
+    reference=kernel_reference("histogram_global"),
     hints=[
         "Many threads meet the same byte value and increment the same bin. `hist[v] += 1` is a read, an add and a write: "
         "two threads can read the same old value and one increment is lost.",
         "`cuda.atomic.add(array, index, value)` does the read-add-write as one indivisible step.",
         "`for i in range(cuda.grid(1), data.size, cuda.gridsize(1)): cuda.atomic.add(hist, data[i], 1)`",
     ],
-    reference=kernel_reference("histogram_global"),
 )
 def histogram_global(kernel: Any) -> str:
     """Grade ``histogram(data, hist)``: ``data`` uint8, ``hist`` int32[256] starting at zero."""
@@ -158,6 +159,7 @@ def histogram_global(kernel: Any) -> str:
     "04.histogram-shared",
     kind="kernel",
     title="Histogram with shared-memory atomics",
+    reference=kernel_reference("histogram_shared"),
     hints=[
         "Give each block its own 256-bin histogram in shared memory: atomics there are much cheaper than in global "
         "memory, and each block then adds its bins to the global histogram once.",
@@ -167,7 +169,6 @@ def histogram_global(kernel: Any) -> str:
         "`cuda.atomic.add(local, data[i], 1)`; `cuda.syncthreads()`; `for b in range(t, NBINS, cuda.blockDim.x): "
         "cuda.atomic.add(hist, b, local[b])`.",
     ],
-    reference=kernel_reference("histogram_shared"),
 )
 def histogram_shared(kernel: Any) -> str:
     """Grade ``histogram_shared(data, hist)``: as 04.histogram-global, counting in shared memory first."""
@@ -185,6 +186,7 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
     "04.block-sum",
     kind="kernel",
     title="A block reduction with syncthreads",
+    reference=kernel_reference("block_sum"),
     hints=[
         "Load one element per thread into shared memory (0.0 past the end), then halve the number of active threads "
         "each step: thread t adds element t + s to element t.",
@@ -193,7 +195,6 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
         "`sh[t] = x[i] if i < x.size else np.float32(0.0)`; `cuda.syncthreads()`; `s = cuda.blockDim.x // 2`; `while s > 0: "
         "if t < s: sh[t] += sh[t + s]` / `cuda.syncthreads()` / `s //= 2`; then `if t == 0: partial[cuda.blockIdx.x] = sh[0]`.",
     ],
-    reference=kernel_reference("block_sum"),
 )
 def block_sum(kernel: Any) -> str:
     """Grade ``block_sum(x, partial)``: ``partial[b]`` = sum of block b's elements; power-of-two blocks up to 256."""
@@ -207,28 +208,25 @@ def block_sum(kernel: Any) -> str:
         (not_multiple(129, 250, 128), 128),
         (between(33, 100), 32),
     ]
-    for k, (n, block) in enumerate(cases):
+
+    def launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = random_array(n)
         grid = -(-n // block)
-        label = f"n={n}, {grid} block(s) of {block} threads"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (x,),
-            out_shape=grid,
-            out_dtype=np.float32,
-            expected=_block_sums(x, block, grid),
-            label=label,
-            names=("x", "partial"),
-            first=k == 0,
-            reverse=k == 3,
-            rtol=1e-5,
-            atol=1e-5,
-            unwritten_cause="one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x].",
-            extra_cause=f"(This launch used blocks of {block} threads: nothing may assume one block size; start the "
-            "tree at cuda.blockDim.x // 2.)",
+        note = f"(This launch used blocks of {block} threads: nothing may assume one block size; start the tree at cuda.blockDim.x // 2.)"
+        return Launch(
+            grid, block, (x,), _block_sums(x, block, grid), line_label(n, grid, block), out_shape=grid, extra_cause=note
         )
+
+    unwritten = "one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x]."
+    shared: dict[str, Any] = {
+        "names": ("x", "partial"),
+        "out_dtype": np.float32,
+        "rtol": 1e-5,
+        "atol": 1e-5,
+        "unwritten_cause": unwritten,
+    }
+    run_cases(kernel, cases, launch, reverse_at=3, **shared)
     return "correct for blocks of 32, 64, 128 and 256 threads and partial last blocks; no races."
 
 
@@ -237,6 +235,7 @@ def block_sum(kernel: Any) -> str:
     "04.full-sum",
     kind="kernel",
     title="A full reduction in one launch",
+    reference=kernel_reference("sum_all"),
     hints=[
         "Three levels: each thread sums many elements (a grid-stride loop), each block sums its threads (the tree of "
         "04.block-sum), and the blocks combine their results.",
@@ -245,7 +244,6 @@ def block_sum(kernel: Any) -> str:
         "`acc = np.float32(0.0); for i in range(cuda.grid(1), x.size, cuda.gridsize(1)): acc += x[i]`; `sh[t] = acc`; "
         "the tree; `if t == 0: cuda.atomic.add(out, 0, sh[0])` (a bare `0.0` is a float64: the sum would run in FP64).",
     ],
-    reference=kernel_reference("sum_all"),
 )
 def full_sum(kernel: Any) -> str:
     """Grade ``sum_all(x, out)``: adds ``sum(x)`` to ``out[0]`` (which starts at 0) for any grid."""
@@ -264,35 +262,27 @@ def full_sum(kernel: Any) -> str:
         (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),  # 100 to 140 rounds: no fixed count of rounds passes
         (not_multiple(32_800, 33_500, 256), 128, 2),
     ]
-    for k, (n, block, grid) in enumerate(cases):
+
+    def launch(case: tuple[int, int, int]) -> Launch:
+        n, block, grid = case
         x = random_array(n)
-        label = f"n={n}, {grid} block(s) of {block} threads"
-        report = run_case(
-            kernel,
-            grid,
-            block,
-            (x,),
-            out_shape=1,
-            out_dtype=np.float32,
-            expected=np.array([x.astype(np.float64).sum()]),
-            label=label,
-            names=("x", "out"),
-            out_init=0.0,
-            first=k == 0,
-            reverse=k == 2,
-            rtol=1e-4,
-            atol=1e-4,
-            explain=lambda got, x=x, threads=grid * block: _prefix_cause(
-                got, x.size, threads, lambda m: np.array([x[:m].astype(np.float64).sum()]), "summed"
-            ),
-        )
+        summed = lambda m: np.array([x[:m].astype(np.float64).sum()])  # noqa: E731
+        explain = lambda got: _prefix_cause(got, x.size, grid * block, summed, "summed")  # noqa: E731
+        expected = np.array([x.astype(np.float64).sum()])
+        return Launch(grid, block, (x,), expected, line_label(n, grid, block), out_shape=1, explain=explain)
+
+    def then(case: tuple[int, int, int], launch: Launch, report: Any) -> None:
+        block, grid = case[1], case[2]
         adds = report.atomics.get("global", 0) if report is not None else 0
         if adds > grid * -(-block // 32):  # one per block (or, at most, one per warp after a warp reduction)
             raise Failed(
-                f"{label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
+                f"{launch.label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
                 "threads added their own sums one by one.",
                 cause=NO_TREE,
             )
+
+    shared: dict[str, Any] = {"names": ("x", "out"), "out_dtype": np.float32, "out_init": 0.0, "rtol": 1e-4, "atol": 1e-4}
+    run_cases(kernel, cases, launch, reverse_at=2, then=then, **shared)
     if current_mode() == "gpu" and not combines_in_block(kernel):
         raise Failed(
             "the sum is right, but the kernel's PTX has neither shared memory nor warp shuffles: every thread "
@@ -331,6 +321,7 @@ def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:]
     "04.warp-sum",
     kind="kernel",
     title="A warp reduction with shuffles",
+    reference=kernel_reference("warp_sum"),
     hints=[
         "Within a warp, threads can read each other's registers with shuffles: no shared memory, no syncthreads.",
         "`cuda.shfl_down_sync(0xFFFFFFFF, v, offset)` returns v of the lane `offset` above. Add it to your own v for "
@@ -338,7 +329,6 @@ def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:]
         "`v = x[i] if i < x.size else np.float32(0.0)` (a bare `0.0` is a float64: lab 02); `offset = 16; while offset > 0: v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset); "
         "offset //= 2`; `if cuda.laneid == 0 and i // 32 < out.size: out[i // 32] = v`.",
     ],
-    reference=kernel_reference("warp_sum"),
 )
 def warp_sum(kernel: Any) -> str:
     """Grade ``warp_sum(x, out)``: ``out[w]`` = sum of elements ``32w .. 32w + 31`` (zeros past the end);
@@ -356,26 +346,17 @@ def warp_sum(kernel: Any) -> str:
         (not_multiple(257, 500, 32), 256),
     ]
     before = simwarp.calls
-    for k, (n, block) in enumerate(cases):
+
+    def launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = random_array(n)
         grid = -(-n // block)
         warps = -(-n // 32)
-        label = f"n={n}, {grid} block(s) of {block} threads, {warps} warp sum(s)"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (x,),
-            out_shape=warps,
-            out_dtype=np.float32,
-            expected=_block_sums(x, 32, warps),
-            label=label,
-            names=("x", "out"),
-            first=k == 0,
-            rtol=1e-5,
-            atol=1e-5,
-            unwritten_cause="lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32].",
-        )
+        label = line_label(n, grid, block) + f", {warps} warp sum(s)"
+        return Launch(grid, block, (x,), _block_sums(x, 32, warps), label, out_shape=warps)
+
+    unwritten = "lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32]."
+    run_cases(kernel, cases, launch, names=("x", "out"), out_dtype=np.float32, rtol=1e-5, atol=1e-5, unwritten_cause=unwritten)
     if current_mode() == "gpu":
         require_ptx(
             kernel,
@@ -431,6 +412,7 @@ def _race_cause(got: np.ndarray, x: np.ndarray, threshold: np.float32, block: in
     "04.race",
     kind="kernel",
     title="Find and fix the race",
+    reference=kernel_reference("count_above"),
     hints=[
         "Run `labkit.check.harness.find_race(count_above_racy, ...)` as the notebook shows: it names the array, "
         "the element and the two threads.",
@@ -439,7 +421,6 @@ def _race_cause(got: np.ndarray, x: np.ndarray, threshold: np.float32, block: in
         "Use `cuda.atomic.add(count, 0, 1)`, and put `cuda.syncthreads()` after zeroing the counter and again before "
         "thread 0 reads it.",
     ],
-    reference=kernel_reference("count_above"),
 )
 def race(kernel: Any) -> str:
     """Grade ``count_above(x, threshold, counts)``: ``counts[b]`` = elements of block b greater than ``threshold``."""
@@ -457,7 +438,9 @@ def race(kernel: Any) -> str:
         (between(33, 90), 32),
         (not_multiple(401, 599, 200), 200),
     ]
-    for k, (n, block) in enumerate(cases):
+
+    def launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = random_array(n)
         low, high = (-0.8, -0.3) if block == 1024 else (-0.5, 0.5)  # the 1024-thread block counts more than 255
         threshold = np.float32(random_array(1, np.float32, low, high)[0])
@@ -469,21 +452,11 @@ def race(kernel: Any) -> str:
             x[1] = np.float32(threshold / 2)
         grid = -(-n // block)
         expected = _counts_above(x, threshold, block, grid)
-        label = f"n={n}, threshold {threshold:.3f}, {grid} block(s) of {block} threads"
-        run_case(
-            kernel,
-            grid,
-            block,
-            (x, threshold),
-            out_shape=grid,
-            out_dtype=np.int32,
-            expected=expected,
-            label=label,
-            names=("x", "threshold", "counts"),
-            first=k == 0,
-            reverse=k == 1,
-            explain=lambda got, x=x, t=threshold, b=block, g=grid: _race_cause(got, x, t, b, g),
-        )
+        label = line_label(n, grid, block, f", threshold {threshold:.3f}")
+        explain = lambda got: _race_cause(got, x, threshold, block, grid)  # noqa: E731
+        return Launch(grid, block, (x, threshold), expected, label, out_shape=grid, explain=explain)
+
+    run_cases(kernel, cases, launch, reverse_at=1, names=("x", "threshold", "counts"), out_dtype=np.int32)
     return "correct and race-free on every launch (fresh sizes, blocks of 32 to 1024 threads)."
 
 
@@ -547,6 +520,7 @@ def scan_any_n(scan_block: Any, add_offsets: Any, x: Any, block: int = 256) -> A
     "04.scan",
     kind="kernel",
     title="An inclusive prefix scan in shared memory, for any n, through block sums",
+    reference=_scan_reference,
     hints=[
         "A scan is a reduction that keeps every partial result. Inside a block, threads can share partial sums through "
         "shared memory, but each step must finish reading before anyone overwrites: how many barriers does one step need? "
@@ -558,7 +532,6 @@ def scan_any_n(scan_block: Any, add_offsets: Any, x: Any, block: int = 256) -> A
         "cuda.blockIdx.x > 0 else np.float32(0.0))` (`np.float32`, not `0.0`, which is a float64). labkit's scan_any_n scans the sums with your scan_block again (recursively), "
         "so a block count larger than a block works too.",
     ],
-    reference=_scan_reference,
 )
 def scan(scan_block: Any, add_offsets: Any = None) -> str:
     """Grade the two kernels of an inclusive scan: ``scan_block(x, sums, out)`` scans each block of ``x`` into
@@ -572,30 +545,22 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
     if add_offsets is None:
         raise Failed("pass both kernels: labkit.check.scan(scan_block, add_offsets).")
     cases = [(200, 64), (1, 32), (300, SCAN_BLOCKS[-1]), (between(129, 380), 128)]
-    for k, (n, block) in enumerate(cases):
+
+    def scan_launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         x = _int_floats(n)
-        want, want_sums = _block_scan(x, block)
+        want = _block_scan(x, block)[0]
         nb = -(-n // block)
         sums = device(np.full(nb, np.nan, np.float32))
-        label = f"scan_block: n={n}, {nb} block(s) of {block} threads"
-        report = run_case(
-            scan_block,
-            nb,
-            block,
-            (x, sums),
-            out_shape=n,
-            out_dtype=np.float32,
-            expected=want,
-            label=label,
-            names=("x", "sums", "out"),
-            first=k == 0,
-            reverse=k == 1,
-            record=("x",) if k == 0 else False,
-            unwritten_cause="every thread whose i < n writes out[i], including the last, partial block.",
-        )
+        return Launch(nb, block, (x, sums), want, "scan_block: " + line_label(n, nb, block), out_shape=n)
+
+    def scan_then(case: tuple[int, int], launch: Launch, report: Any) -> None:
+        (n, block), label, (x, sums) = case, launch.label, launch.inputs
+        want_sums = _block_scan(x, block)[1]
         got_sums = sums.copy_to_host()
-        if not np.array_equal(got_sums, want_sums):
-            j = int(np.argmax(got_sums != want_sums))
+        wrong = np.flatnonzero(got_sums != want_sums)
+        if wrong.size:
+            j = int(wrong[0])
             raise Failed(
                 f"{label}: out is right, but sums[{j}] is {got_sums[j]!r}, expected {want_sums[j]!r} (the block's total).",
                 cause="the block's last thread (t == blockDim.x - 1) holds the total after the scan: it writes "
@@ -615,28 +580,26 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
                     cause="each thread should read its element of x once, into shared memory: summing from "
                     "global memory makes every thread read all elements before it.",
                 )
-    for k, (n, block) in enumerate([(777, 64), (257, SCAN_BLOCKS[-1])]):
+
+    unwritten = "every thread whose i < n writes out[i], including the last, partial block."
+    shared: dict[str, Any] = {"names": ("x", "sums", "out"), "out_dtype": np.float32, "unwritten_cause": unwritten}
+    run_cases(scan_block, cases, scan_launch, reverse_at=1, record_at=0, record=("x",), then=scan_then, **shared)
+
+    def offsets_launch(case: tuple[int, int]) -> Launch:
+        n, block = case
         partial = _int_floats(n)
         nb = -(-n // block)
         offsets = _int_floats(nb)
         want = partial.copy()
         for b in range(1, nb):
             want[b * block : (b + 1) * block] += offsets[b - 1]
-        run_case(
-            add_offsets,
-            nb,
-            block,
-            (partial, offsets),
-            out_shape=n,
-            out_dtype=np.float32,
-            expected=want,
-            label=f"add_offsets: n={n}, {nb} blocks of {block} threads",
-            names=("partial", "offsets", "out"),
-            first=k == 0,
-            reverse=k == 1,
-            explain=lambda got, p=partial, o=offsets, b=block: _offsets_cause(got, p, o, b),
-            unwritten_cause="every element gets a value, the first block's too (it adds nothing).",
-        )
+        explain = lambda got: _offsets_cause(got, partial, offsets, block)  # noqa: E731
+        label = f"add_offsets: n={n}, {nb} blocks of {block} threads"
+        return Launch(nb, block, (partial, offsets), want, label, out_shape=n, explain=explain)
+
+    unwritten = "every element gets a value, the first block's too (it adds nothing)."
+    shared: dict[str, Any] = {"names": ("partial", "offsets", "out"), "out_dtype": np.float32, "unwritten_cause": unwritten}
+    run_cases(add_offsets, [(777, 64), (257, SCAN_BLOCKS[-1])], offsets_launch, reverse_at=1, **shared)
     for n, block in ((1025 + int(random_array(1, np.float32, 0, 60)[0]), 32),):
         x = _int_floats(n)
         label = f"the whole scan: n={n} with blocks of {block} ({-(-n // block)} block sums, scanned again)"
@@ -645,14 +608,13 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         except Failed as exc:
             raise Failed(f"{label}: {exc}", cause=exc.cause) from None
         compare(got, np.cumsum(x.astype(np.float64)).astype(np.float32), label=label, rtol=0, atol=0)
-    if current_mode() == "gpu":
-        require_ptx(
-            scan_block,
-            "void(float32[:], float32[:], float32[:])",
-            ["shared memory", "a barrier"],
-            label="scan_block",
-            cause="scan in cuda.shared.array with cuda.syncthreads() between the steps.",
-        )
+    ptx_on_gpu(
+        scan_block,
+        "void(float32[:], float32[:], float32[:])",
+        SHARED_AND_BARRIER,
+        label="scan_block",
+        cause="scan in cuda.shared.array with cuda.syncthreads() between the steps.",
+    )
     return (
         "both kernels right for block sizes 32 to 256 and sizes that are not multiples of the block, and the whole "
         "scan right for n whose block sums need a second level."

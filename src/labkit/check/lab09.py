@@ -9,6 +9,7 @@ strict memory model of :mod:`labkit.check.harness`, which turns a plain ``counts
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import numpy as np
@@ -17,17 +18,18 @@ from labkit import hw
 from labkit.kernels import video_pipeline as video
 
 from .answers import number
-from .core import Failed, Unsolved, exercise
+from .cases import compared, run_cases
+from .core import Failed, exercise
 from .harness import (
     CASE_TIME_LIMIT_S,
     Guarded,
-    compare,
+    Launch,
     device,
     fmt_shape,
+    grade,
     grid_2d,
     launch_strict,
     random_array,
-    run_case,
     swapped_coverage,
 )
 from .slips import unit_cause
@@ -71,6 +73,12 @@ def _label(shape: tuple[int, int], block: tuple[int, int]) -> str:
 
 
 # ----------------------------------------------------------------------------- 09.fused-update
+BG_CAUSE = (
+    "the new background is `bg + alpha * (frame - bg)`, with the old bg on the right; "
+    "and the difference is taken before the update."
+)
+
+
 def _fused_inputs(shape: tuple[int, int], thresh: float) -> tuple[np.ndarray, np.ndarray]:
     frame = random_array(shape, np.uint8, 0, 256)
     bg = random_array(shape, np.float32, 0.0, 255.0)
@@ -122,6 +130,7 @@ def _mask_cause(mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: flo
     "09.fused-update",
     kind="kernel",
     title="Fused background update, difference and threshold",
+    reference=_ref("fused_update"),
     hints=[
         "One thread per pixel, 2-D: `col, row = cuda.grid(2)` (x runs along a row) and nothing happens outside the frame. "
         "Read frame and bg once, write mask and bg once: that single pass is the point of fusing.",
@@ -130,7 +139,6 @@ def _mask_cause(mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: flo
         "`col, row = cuda.grid(2)`; `if row < frame.shape[0] and col < frame.shape[1]:` `b = bg[row, col]`; "
         "`d = np.float32(frame[row, col]) - b`; `mask[row, col] = 1 if abs(d) > thresh else 0`; `bg[row, col] = b + alpha * d`.",
     ],
-    reference=_ref("fused_update"),
 )
 def fused_update(kernel: Any) -> str:
     """Grade ``fused(frame, bg, mask, alpha, thresh)``: frame uint8, bg float32 (updated in place), mask uint8
@@ -184,31 +192,22 @@ def fused_update(kernel: Any) -> str:
                 f"{label}: the mask is 1 where |d| equals thresh exactly.",
                 cause="foreground is `abs(d) > thresh`, strictly greater: a pixel exactly at the threshold is 0.",
             )
-        try:
-            compare(
-                mask,
-                exp_mask,
-                label=f"{label}, mask",
-                unwritten_means_unsolved=k == 0,
-                written=written,
-                swapped_cause=SWAPPED,
-                swapped=swapped_coverage(mask, grid_2d(shape, block), block),
-            )
-        except Failed as exc:
-            raise Failed(str(exc), cause=_mask_cause(mask, frame, bg, thresh) or exc.cause) from None
+        compared(
+            mask,
+            exp_mask,
+            lambda: _mask_cause(mask, frame, bg, thresh),
+            label=f"{label}, mask",
+            unwritten_means_unsolved=k == 0,
+            written=written,
+            swapped_cause=SWAPPED,
+            swapped=swapped_coverage(mask, grid_2d(shape, block), block),
+        )
         if np.array_equal(new_bg, bg) and not np.array_equal(exp_bg, bg):
             raise Failed(
                 f"{label}: the mask is right but the background was not updated.",
                 cause="write the new background back: `bg[row, col] = b + alpha * d`.",
             )
-        try:
-            compare(new_bg, exp_bg, label=f"{label}, bg", rtol=1e-5, atol=1e-3)
-        except Failed as exc:
-            raise Failed(
-                str(exc),
-                cause="the new background is `bg + alpha * (frame - bg)`, with the old bg on the right; "
-                "and the difference is taken before the update.",
-            ) from None
+        compared(new_bg, exp_bg, lambda: BG_CAUSE, label=f"{label}, bg", rtol=1e-5, atol=1e-3)
     return (
         f"correct on {len(cases)} fresh frames (non-square, smaller than a block, not multiples of the block, blocks "
         "up to 32×32) with fresh alpha and thresholds; one pass, nothing written outside the frame."
@@ -235,10 +234,11 @@ NON_ZERO = (
 )
 
 
-def _binary_also_fails(run: Callable[[np.ndarray], None], m: np.ndarray) -> bool:
-    """True when the same case with the mask's foreground set to 1 fails too (so the values were not the cause)."""
+def _binary_also_fails(kernel: Any, launch: Launch) -> bool:
+    """True when the same launch with the mask's foreground set to 1 fails too (so the values were not the cause)."""
+    m, *rest = launch.inputs
     try:
-        run((m != 0).astype(np.uint8))
+        grade(kernel, dataclasses.replace(launch, inputs=((m != 0).astype(np.uint8), *rest)))
     except Failed:
         return True
     return False
@@ -248,6 +248,7 @@ def _binary_also_fails(run: Callable[[np.ndarray], None], m: np.ndarray) -> bool
     "09.erode",
     kind="kernel",
     title="A 3 × 3 erosion with correct borders",
+    reference=_ref("erode3x3"),
     hints=[
         "Erosion keeps a pixel only if its whole 3 × 3 neighbourhood is foreground. At the border some neighbours lie "
         "outside the frame: the rule here is that they are ignored (not counted as background, not wrapped around).",
@@ -256,7 +257,6 @@ def _binary_also_fails(run: Callable[[np.ndarray], None], m: np.ndarray) -> bool
         "`col, row = cuda.grid(2)`; `if row < rows and col < cols:` `v = 1`; `for r in range(max(row - 1, 0), min(row + 2, "
         "rows)):` `for c in range(max(col - 1, 0), min(col + 2, cols)):` `if mask[r, c] == 0: v = 0`; then `out[row, col] = v`.",
     ],
-    reference=_ref("erode3x3"),
 )
 def erode(kernel: Any) -> str:
     """Grade ``erode(mask, out)``: uint8 0/1 masks; ``out`` = 1 where every neighbour inside the frame is 1."""
@@ -265,62 +265,52 @@ def erode(kernel: Any) -> str:
         "to the frame) rather than skipping the pixel."
     )
     cases = _cases_2d()
-    for k, ((shape, block), p) in enumerate(zip(cases, (0.85, 1.0, 0.9, 0.8, 0.9))):
+
+    def launch(case: tuple[int, tuple[tuple[int, int], tuple[int, int]], float]) -> Launch:
+        k, (shape, block), p = case
         binary = k in (1, 3)  # the others hold foreground values from 1 to 255
         m = _mask(shape, p, binary=binary, top=200)
-        label = (
-            _label(shape, block) + f", {int((m != 0).sum())} of {m.size} pixels set" + ("" if binary else " (values 1 to 200)")
-        )
+        what = f", {int((m != 0).sum())} of {m.size} pixels set" + ("" if binary else " (values 1 to 200)")
+        expected = video.erode((m != 0).astype(np.uint8))
+        return Launch(grid_2d(shape, block), block, (m,), expected, _label(shape, block) + what, out_shape=shape)
 
-        def run(
-            mask: np.ndarray, k: int = k, shape: tuple[int, int] = shape, block: tuple[int, int] = block, label: str = label
-        ) -> None:
-            run_case(
-                kernel,
-                grid_2d(shape, block),
-                block,
-                (mask,),
-                out_shape=shape,
-                out_dtype=np.uint8,
-                expected=video.erode((mask != 0).astype(np.uint8)),
-                label=label,
-                names=("mask", "out"),
-                first=k == 0,
-                reverse=k == 2,
-                unwritten_cause=border,
-                swapped_cause=SWAPPED,
+    def failed(case: tuple[int, Any, float], launch: Launch, exc: Failed) -> None:
+        import re
+
+        k, shape, (m,) = case[0], launch.out_shape, launch.inputs
+        binary = k in (1, 3)
+        got = re.search(r"first at index \([^)]*\): expected \d+, got (\d+)", str(exc))
+        if got and int(got.group(1)) > 1:
+            raise Failed(
+                str(exc),
+                cause=f"out holds 1 (every neighbour is foreground) or 0, not a mask value such "
+                f"as {got.group(1)}: write `out[row, col] = v` with v = 1 or 0.",
+            ) from None
+        if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(kernel, launch):
+            raise Failed(str(exc), cause=NON_ZERO) from None
+        msg, cause = str(exc), exc.cause
+        b = (m != 0).astype(np.uint8)
+        if (
+            "elements are wrong" in msg
+            and not np.array_equal(_border_as_zero(b), video.erode(b))
+            and _first_on_border(msg, shape)
+        ):
+            msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
+            cause = (
+                "the first wrong pixel is on the frame's edge: a neighbour outside the frame is skipped, not "
+                "counted as background (that would erode every object touching the edge). Test only the "
+                "neighbours with 0 <= r < rows and 0 <= c < cols."
             )
+        raise Failed(msg, cause=cause) from None
 
-        try:
-            run(m)
-        except Unsolved:
-            raise
-        except Failed as exc:
-            import re
-
-            got = re.search(r"first at index \([^)]*\): expected \d+, got (\d+)", str(exc))
-            if got and int(got.group(1)) > 1:
-                raise Failed(
-                    str(exc),
-                    cause=f"out holds 1 (every neighbour is foreground) or 0, not a mask value such "
-                    f"as {got.group(1)}: write `out[row, col] = v` with v = 1 or 0.",
-                ) from None
-            if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
-                raise Failed(str(exc), cause=NON_ZERO) from None
-            msg, cause = str(exc), exc.cause
-            b = (m != 0).astype(np.uint8)
-            if (
-                "elements are wrong" in msg
-                and not np.array_equal(_border_as_zero(b), video.erode(b))
-                and _first_on_border(msg, shape)
-            ):
-                msg += " (On the frame's edge: neighbours outside the frame are ignored, not counted as background.)"
-                cause = (
-                    "the first wrong pixel is on the frame's edge: a neighbour outside the frame is skipped, not "
-                    "counted as background (that would erode every object touching the edge). Test only the "
-                    "neighbours with 0 <= r < rows and 0 <= c < cols."
-                )
-            raise Failed(msg, cause=cause) from None
+    erode_cases = [(k, c, p) for k, (c, p) in enumerate(zip(cases, (0.85, 1.0, 0.9, 0.8, 0.9)))]
+    options: dict[str, Any] = {
+        "names": ("mask", "out"),
+        "out_dtype": np.uint8,
+        "unwritten_cause": border,
+        "swapped_cause": SWAPPED,
+    }
+    run_cases(kernel, erode_cases, launch, reverse_at=2, failed=failed, **options)
     return (
         f"correct on {len(cases)} fresh masks, border pixels included (neighbours outside the frame ignored), with "
         "blocks of 16×8, 8×8, 32×4 and 32×32."
@@ -352,6 +342,7 @@ def _border_as_zero(m: np.ndarray) -> np.ndarray:
     "09.tile-counts",
     kind="kernel",
     title="Motion per tile with atomics",
+    reference=_ref("tile_counts"),
     hints=[
         "One thread per pixel; a foreground pixel at (row, col) adds 1 to `counts[row // tile, col // tile]`. Many threads "
         "hit the same counter, so a plain `+= 1` loses updates: use `cuda.atomic.add`.",
@@ -361,7 +352,6 @@ def _border_as_zero(m: np.ndarray) -> np.ndarray:
         "`col, row = cuda.grid(2)`; `if row < mask.shape[0] and col < mask.shape[1] and mask[row, col] != 0: "
         "cuda.atomic.add(counts, (row // tile, col // tile), 1)`.",
     ],
-    reference=_ref("tile_counts"),
 )
 def tile_counts(kernel: Any) -> str:
     """Grade ``count(mask, tile, counts)``: counts int32 ``(ceil(rows/tile), ceil(cols/tile))`` start at 0; after
@@ -379,45 +369,24 @@ def tile_counts(kernel: Any) -> str:
         ((not_multiple(25, 40, 12), not_multiple(17, 31, 12)), (12, 20), 12),
         ((between(24, 32), between(24, 32)), (32, 32), 32),
     ]
-    for k, (shape, block, tile) in enumerate(cases):
+
+    def launch(case: tuple[int, tuple[tuple[int, int], tuple[int, int], int]]) -> Launch:
+        k, (shape, block, tile) = case
         binary = k in (1, 3, 5)  # the others hold foreground values from 1 to 255
         m = _mask(shape, 1.0 if k == 1 else 0.9 if tile == 32 else 0.5, binary=binary)
         ntiles = (-(-shape[0] // tile), -(-shape[1] // tile))
         label = _label(shape, block) + f", tiles of {tile}×{tile}" + ("" if binary else ", mask values 1 to 255")
+        expected = video.tile_counts((m != 0).astype(np.uint8), tile)
+        return Launch(grid_2d(shape, block), block, (m, tile), expected, label, out_shape=ntiles)
 
-        def run(
-            mask: np.ndarray,
-            k: int = k,
-            shape: tuple[int, int] = shape,
-            block: tuple[int, int] = block,
-            tile: int = tile,
-            ntiles: tuple[int, int] = ntiles,
-            label: str = label,
-        ) -> None:
-            run_case(
-                kernel,
-                grid_2d(shape, block),
-                block,
-                (mask, tile),
-                out_shape=ntiles,
-                out_dtype=np.int32,
-                expected=video.tile_counts((mask != 0).astype(np.uint8), tile),
-                label=label,
-                names=("mask", "tile", "counts"),
-                out_init=0,
-                first=k == 0,
-                reverse=k == 2,
-                extra_cause="(Tile (i, j) holds rows i·tile … i·tile + tile − 1 and the same columns; x is the column.)",
-            )
+    def failed(case: tuple[int, Any], launch: Launch, exc: Failed) -> None:
+        binary = case[0] in (1, 3, 5)
+        if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(kernel, launch):
+            raise Failed(str(exc), cause=NON_ZERO) from None
 
-        try:
-            run(m)
-        except Unsolved:
-            raise
-        except Failed as exc:
-            if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(run, m):
-                raise Failed(str(exc), cause=NON_ZERO) from None
-            raise
+    extra = "(Tile (i, j) holds rows i·tile … i·tile + tile − 1 and the same columns; x is the column.)"
+    options: dict[str, Any] = {"names": ("mask", "tile", "counts"), "out_dtype": np.int32, "out_init": 0, "extra_cause": extra}
+    run_cases(kernel, list(enumerate(cases)), launch, reverse_at=2, failed=failed, **options)
     return (
         f"correct on {len(cases)} fresh masks with tiles of 4 to 32 (one holding more than 255 pixels) and blocks of "
         "8×8 to 32×32 threads; every update atomic, none lost."
@@ -456,6 +425,7 @@ def _near(a: float, b: float, rel: float = 0.02) -> bool:
     "09.fused-roofline",
     kind="numeric",
     title="Place the fused step on the roofline",
+    reference=_fused_roofline,
     hints=[
         "Count the bytes one pixel moves to and from GPU memory in the fused step: what it reads (frame, bg) and what it "
         "writes (mask, bg), each with its dtype's size. The operations per pixel are given: video.stage('fused').ops_per_pixel.",
@@ -464,7 +434,6 @@ def _near(a: float, b: float, rel: float = 0.02) -> bool:
         "bytes_per_pixel = 1 + 4 + 4 + 1; intensity = 5 / bytes_per_pixel; compare with roofline('H100').ridge_point and "
         "roofline('H200').ridge_point; fps = H200 bandwidth (GB/s × 1e9) / (bytes_per_pixel × 1080 × 1920).",
     ],
-    reference=_fused_roofline,
 )
 def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_h200: Any, fps_h200: Any) -> str:
     """Five answers for the fused step on 1080p frames: bytes per pixel, intensity (ops/byte), the bound on the
