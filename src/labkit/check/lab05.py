@@ -12,7 +12,8 @@ same inputs and guard zones. The success message says which of these happened.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -85,6 +86,17 @@ def _with_source_line(message: str, source: str) -> str:
         k = int(m.group(1))
         lines.append(f"  at line {k} of your source: {src[k - 1].strip()}")
     return "\n".join(lines)
+
+
+def _called(fn: Callable[..., Any], *args: Any, what: str, where: str = "") -> Any:
+    """``fn(*args)``, the learner's function: NotImplementedError passes (the exercise is unsolved), any other
+    exception becomes a :class:`Failed` saying ``what`` raised it and ``where`` (e.g. on which input)."""
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported to the learner
+        raise Failed(f"{what} raised {type(exc).__name__}: {exc}{where}.") from None
 
 
 def _host_note(exc: Exception) -> str:
@@ -169,12 +181,7 @@ def softmax(fn: Any) -> str:
         from labkit.gpu import cupylab
 
         copies = cupylab.HOST_COPIES[0]
-        try:
-            got = fn(x)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - reported to the learner
-            raise Failed(f"softmax raised {type(exc).__name__}: {exc} (input shape {shape}, {np.dtype(dtype).name}).") from None
+        got = _called(fn, x, what="softmax", where=f" (input shape {shape}, {np.dtype(dtype).name})")
         written = input_written("x", host, cupy.asnumpy(x) if cupy is not None else x, who="your softmax")
         if written:
             raise Failed(
@@ -351,6 +358,53 @@ def _as_parts(k: Any) -> Any:
     return None
 
 
+def _kernel_parts(kernel: Any, kind: str) -> Any:
+    """The labkit pieces of ``kernel`` (None for a real CuPy kernel of this ``kind``: ``"elementwise"`` or
+    ``"reduction"``), or a :class:`Failed` naming what was expected."""
+    cupy = cupy_or_none()
+    parts = _as_parts(kernel)
+    cls = {"elementwise": "ElementwiseKernel", "reduction": "ReductionKernel"}[kind]
+    if parts is None and not (cupy is not None and isinstance(kernel, getattr(cupy, cls))):
+        raise Failed(f"expected labkit.cupylab.{kind}_kernel(...) (or a cupy.{cls}), got {type(kernel).__name__}.")
+    return parts
+
+
+def _params(parts: Any) -> tuple[list[Any], list[Any]]:
+    """The parsed ``in_params`` and ``out_params`` of a labkit kernel; a mistake in them is a :class:`Failed`."""
+    from labkit.cuda.cpp import parse_params
+
+    try:
+        return parse_params(parts.in_params, "in_params"), parse_params(parts.out_params, "out_params")
+    except LabkitError as exc:
+        raise Failed(str(exc)) from None
+
+
+@contextmanager
+def _stand_in_errors() -> Iterator[None]:
+    """Around a run on the CPU stand-in: any other LabkitError (even an Unsolved) becomes a :class:`Failed` with its
+    message; a Failed, and HostUnavailable (no stand-in here: the caller says what was checked), pass through."""
+    from labkit.cuda.cpp import HostUnavailable
+
+    try:
+        yield
+    except (Failed, HostUnavailable):
+        raise
+    except LabkitError as exc:
+        raise Failed(str(exc)) from None
+
+
+def _compiled_only(exc: Exception) -> str:
+    """The message when NVRTC compiled the kernel but the CPU stand-in could not run it."""
+    return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
+
+
+def _refuse_fp64(compiled: dict[str, Any], what: str) -> None:
+    """Raise :func:`fp64_failure`'s :class:`Failed` when the PTX computes in FP64."""
+    slow = fp64_failure(compiled, what)
+    if slow is not None:
+        raise slow
+
+
 @exercise(
     "05.huber",
     kind="kernel",
@@ -366,19 +420,12 @@ def _as_parts(k: Any) -> Any:
 )
 def huber(kernel: Any) -> str:
     """Grade an elementwise kernel ``huber(x, y, delta) -> z`` (labkit.cupylab.elementwise_kernel or cupy.ElementwiseKernel)."""
-    from labkit.cuda.cpp import HostUnavailable, parse_params
+    from labkit.cuda.cpp import HostUnavailable
 
     cupy = cupy_or_none()
-    parts = _as_parts(kernel)
-    if parts is None and not (cupy is not None and isinstance(kernel, cupy.ElementwiseKernel)):
-        raise Failed(
-            f"expected labkit.cupylab.elementwise_kernel(...) (or a cupy.ElementwiseKernel), got {type(kernel).__name__}."
-        )
+    parts = _kernel_parts(kernel, "elementwise")
     if parts is not None:
-        try:
-            ins, outs = parse_params(parts.in_params, "in_params"), parse_params(parts.out_params, "out_params")
-        except LabkitError as exc:
-            raise Failed(str(exc)) from None
+        ins, outs = _params(parts)
         if len(ins) != 3 or len(outs) != 1:
             raise Failed(
                 f"huber takes three inputs (x, y, delta) and gives one output; yours has {len(ins)} and {len(outs)}.",
@@ -395,39 +442,34 @@ def huber(kernel: Any) -> str:
     if cupy is not None:
         cases.append((1_000_003, np.float32))
     try:
-        for n, dt in cases:
-            x, y = random_array(n, dt), random_array(n, dt)
-            x0, y0 = x.copy(), y.copy()
-            dx, dy = (cupy.asarray(x), cupy.asarray(y)) if cupy is not None else (x, y)
-            z = run(dx, dy, dt(delta))
-            for name, before, arr in (("x", x0, dx), ("y", y0, dy)):
-                written = input_written(name, before, cupy.asnumpy(arr) if cupy is not None else arr, who="your kernel")
-                if written:
-                    raise Failed(f"n={n}: {written}.", cause=INPUT_CAUSE)
-            z = np.asarray(cupy.asnumpy(z) if cupy is not None else z)
-            label = f"n={n}, {np.dtype(dt).name}"
-            if dt == np.float64 and z.dtype != np.float64:
-                raise Failed(
-                    f"{label}: the kernel is written for a placeholder type, but float64 inputs gave a {z.dtype} result.",
-                    cause="an output of type T gets the inputs' type: declare z as T too.",
-                )
-            want = _huber_ref(x0, y0, delta)
-            tol = 1e-12 if dt == np.float64 else 1e-5
-            try:
-                compare(z.astype(np.float64), want, label=label, rtol=tol, atol=tol / 10)
-            except Failed as exc:
-                raise Failed(str(exc), cause=_huber_cause(z.astype(np.float64), x0, y0, delta, dt) or exc.cause) from None
+        with _stand_in_errors():
+            for n, dt in cases:
+                x, y = random_array(n, dt), random_array(n, dt)
+                x0, y0 = x.copy(), y.copy()
+                dx, dy = (cupy.asarray(x), cupy.asarray(y)) if cupy is not None else (x, y)
+                z = run(dx, dy, dt(delta))
+                for name, before, arr in (("x", x0, dx), ("y", y0, dy)):
+                    written = input_written(name, before, cupy.asnumpy(arr) if cupy is not None else arr, who="your kernel")
+                    if written:
+                        raise Failed(f"n={n}: {written}.", cause=INPUT_CAUSE)
+                z = np.asarray(cupy.asnumpy(z) if cupy is not None else z)
+                label = f"n={n}, {np.dtype(dt).name}"
+                if dt == np.float64 and z.dtype != np.float64:
+                    raise Failed(
+                        f"{label}: the kernel is written for a placeholder type, but float64 inputs gave a {z.dtype} result.",
+                        cause="an output of type T gets the inputs' type: declare z as T too.",
+                    )
+                want = _huber_ref(x0, y0, delta)
+                tol = 1e-12 if dt == np.float64 else 1e-5
+                try:
+                    compare(z.astype(np.float64), want, label=label, rtol=tol, atol=tol / 10)
+                except Failed as exc:
+                    raise Failed(str(exc), cause=_huber_cause(z.astype(np.float64), x0, y0, delta, dt) or exc.cause) from None
     except HostUnavailable as exc:
-        return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
-    except Failed:
-        raise
-    except LabkitError as exc:
-        raise Failed(str(exc)) from None
+        return _compiled_only(exc)
     del xp
     if parts is not None and not generic:
-        slow = fp64_failure(compiled, "the kernel gives the right values, but it")
-        if slow is not None:
-            raise slow
+        _refuse_fp64(compiled, "the kernel gives the right values, but it")
     if cupy is not None:
         return f"correct on the GPU for {len(cases)} sizes up to 1,000,003 (compiled by CuPy)."
     return (
@@ -497,15 +539,13 @@ def _reference_l2norm() -> Any:
 )
 def l2norm(kernel: Any) -> str:
     """Grade a reduction ``l2norm(x) -> y`` (labkit.cupylab.reduction_kernel or cupy.ReductionKernel)."""
-    from labkit.cuda.cpp import HostUnavailable, parse_params
+    from labkit.cuda.cpp import HostUnavailable
 
     cupy = cupy_or_none()
-    parts = _as_parts(kernel)
-    if parts is None and not (cupy is not None and isinstance(kernel, cupy.ReductionKernel)):
-        raise Failed(f"expected labkit.cupylab.reduction_kernel(...) (or a cupy.ReductionKernel), got {type(kernel).__name__}.")
+    parts = _kernel_parts(kernel, "reduction")
     if parts is not None:
+        ins, outs = _params(parts)
         try:
-            ins, outs = parse_params(parts.in_params, "in_params"), parse_params(parts.out_params, "out_params")
             source = parts.source()
         except LabkitError as exc:
             raise Failed(str(exc)) from None
@@ -523,25 +563,22 @@ def l2norm(kernel: Any) -> str:
         _grade_l2norm(results, float(run(cupy.zeros(ZERO_N, dtype=cupy.float32))))
         return f"correct on the GPU for {len(sizes) + 1} sizes up to 1,000,003 (compiled by CuPy)."
     try:
-        results = []
-        for n in sizes:
-            x = random_array(n)
-            x0 = x.copy()
-            value = float(kernel(x))
-            written = input_written("x", x0, x, who="your reduction")
-            if written:
-                raise Failed(f"n={n}: {written}.", cause=INPUT_CAUSE)
-            results.append((n, value, float(np.linalg.norm(x0.astype(np.float64)))))
-        zero = float(kernel(np.zeros(ZERO_N, np.float32)))
-        if generic:  # a placeholder type must be right for float64 too, to float64's precision (sqrtf would round)
-            x64 = np.random.default_rng().uniform(-1, 1, 257)  # not exactly representable in float32
-            value64, want64 = _reduce_float64(parts, x64), float(np.linalg.norm(x64))
+        with _stand_in_errors():
+            results = []
+            for n in sizes:
+                x = random_array(n)
+                x0 = x.copy()
+                value = float(kernel(x))
+                written = input_written("x", x0, x, who="your reduction")
+                if written:
+                    raise Failed(f"n={n}: {written}.", cause=INPUT_CAUSE)
+                results.append((n, value, float(np.linalg.norm(x0.astype(np.float64)))))
+            zero = float(kernel(np.zeros(ZERO_N, np.float32)))
+            if generic:  # a placeholder type must be right for float64 too, to float64's precision (sqrtf would round)
+                x64 = np.random.default_rng().uniform(-1, 1, 257)  # not exactly representable in float32
+                value64, want64 = _reduce_float64(parts, x64), float(np.linalg.norm(x64))
     except HostUnavailable as exc:
-        return f"compiles for {_arches()} with NVRTC." + _host_note(exc)
-    except Failed:
-        raise
-    except LabkitError as exc:
-        raise Failed(str(exc)) from None
+        return _compiled_only(exc)
     _grade_l2norm(results, zero)
     if generic and not abs(value64 - want64) <= 1e-12 * want64:
         raise Failed(
@@ -550,9 +587,7 @@ def l2norm(kernel: Any) -> str:
             "literal rounds to float. Use sqrt (it follows the type) and plain constants.",
         )
     if parts is not None and not generic:
-        slow = fp64_failure(compiled, "the reduction gives the right norms, but it")
-        if slow is not None:
-            raise slow
+        _refuse_fp64(compiled, "the reduction gives the right norms, but it")
     return (
         f"compiles for {_arches()} with NVRTC, and gives the norm on {len(sizes)} sizes on the CPU stand-in "
         "(4 partial results combined, as a tree reduction would)"
@@ -737,9 +772,7 @@ def leaky_relu(source: Any) -> str:
                 else None
             )
             raise Failed(str(exc), cause=cause or _leaky_cause(y, x0, alpha) or exc.cause) from None
-    slow = fp64_failure(ptx, "the kernel gives the right values, but it")
-    if slow is not None:
-        raise slow
+    _refuse_fp64(ptx, "the kernel gives the right values, but it")
     return (
         f"compiles for {_arches()}; entry and bounds check found in the PTX; correct on {len(runs)} launches "
         f"on the CPU stand-in (up to {big:,} elements, past 65,536), with a spare block and no writes out of bounds, "
@@ -843,12 +876,7 @@ def pipeline_time(fn: Any) -> str:
     cases += [(float(rng.uniform(0.1, 5.0)), float(rng.uniform(0.1, 5.0)), float(rng.uniform(0.1, 5.0)), cases[1][3]), cases[4]]
     seen: list[tuple[tuple[float, float, float, int], float]] = []
     for t_in, t_k, t_out, chunks in cases:
-        try:
-            got = fn(t_in, t_k, t_out, chunks)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise Failed(f"pipelined_time raised {type(exc).__name__}: {exc}.") from None
+        got = _called(fn, t_in, t_k, t_out, chunks, what="pipelined_time")
         if got is None or got is Ellipsis:
             raise Unsolved("pipelined_time returns nothing yet.")
         want = pipeline(t_in, t_k, t_out, chunks).makespan_s

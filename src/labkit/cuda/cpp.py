@@ -283,6 +283,51 @@ def elementwise_source(
     )
 
 
+def _reduction_head(
+    ins: Sequence[Param], outs: Sequence[Param], reduce_expr: str, name: str, partials: int, *, shared: bool
+) -> tuple[Param, str, str, str]:
+    """What the GPU and CPU reductions share up to their first fold: ``(out, acc, loads, head)``, the one output, the
+    accumulator type (CuPy's reduce_type defaults to the output type), the loads of element ``_j`` of every input, and
+    the typedefs, ``_LK_REDUCE``, the kernel's signature, its ``partials`` partial results (``__shared__`` when
+    ``shared``) and CuPy's index objects."""
+    out = outs[0]
+    acc = out.ctype
+    sig = [f"const {p.ctype}* _in_{p.name}" for p in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]
+    loads = " ".join(f"const {p.ctype} {p.name} = _in_{p.name}[_j];" for p in ins)
+    head = (
+        f"{_typedefs([*ins, *outs])}{_INDEXER}"
+        f"#define _LK_REDUCE(a, b) ({reduce_expr.strip().rstrip(';')})\n"
+        f'extern "C" __global__ void {name}({", ".join(sig)}) {{\n'
+        f"  {'__shared__ ' if shared else ''}{acc} _part[{partials}];\n"
+        f"  _LkIndexer _in_ind = {{n, 0}}, _out_ind = {{1, 0}};\n"
+    )
+    return out, acc, loads, head
+
+
+def _reduction_fold(acc: str, identity: str, map_expr: str, loads: str, start: str, step: str, indent: str) -> str:
+    """One partial result: ``_acc`` folds ``map_expr`` of every ``step``-th element from ``start`` on, starting from
+    ``identity``; each line indented by ``indent``."""
+    return (
+        f"{indent}{acc} _acc = ({acc})({identity.strip()});\n"
+        f"{indent}for (long long _j = {start}; _j < n; _j += {step}) {{\n"
+        f"{indent}  _in_ind.set(_j); {loads}\n"
+        f"{indent}  {acc} _m = ({acc})({map_expr.strip().rstrip(';')});\n"
+        f"{indent}  _acc = _LK_REDUCE(_acc, _m);\n"
+        f"{indent}}}\n"
+    )
+
+
+def _reduction_tail(out: Param, acc: str, identity: str, count: str, post_map_expr: str, indent: str) -> str:
+    """The final fold of the ``count`` partial results from ``identity`` into ``a``, then ``post_map_expr`` writing
+    the output, each line indented by ``indent``."""
+    return (
+        f"{indent}{acc} a = ({acc})({identity.strip()});\n"
+        f"{indent}for (unsigned _t = 0; _t < {count}; ++_t) a = _LK_REDUCE(a, _part[_t]);\n"
+        f"{indent}{out.ctype}& {out.name} = _out_{out.name}[0];\n"
+        f"{indent}{post_map_expr.strip().rstrip(';')};\n"
+    )
+
+
 def reduction_source(
     in_params: str,
     out_params: str,
@@ -315,29 +360,14 @@ def reduction_source(
         raise LabkitError("a ReductionKernel here has exactly one (non-raw) output, e.g. out_params='float32 y'.")
     if not _IDENT.match(name or ""):
         raise LabkitError(f"kernel name {name!r} is not a C identifier.")
-    out = outs[0]
-    acc = out.ctype  # CuPy's reduce_type defaults to the output type
-    sig = [f"const {p.ctype}* _in_{p.name}" for p in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]
-    loads = " ".join(f"const {p.ctype} {p.name} = _in_{p.name}[_j];" for p in ins)
+    out, acc, loads, head = _reduction_head(ins, outs, reduce_expr, name, partials, shared=True)
     return (
-        f"{_typedefs(ins + outs)}{_INDEXER}"
-        f"#define _LK_REDUCE(a, b) ({reduce_expr.strip().rstrip(';')})\n"
-        f'extern "C" __global__ void {name}({", ".join(sig)}) {{\n'
-        f"  __shared__ {acc} _part[{partials}];\n"
-        f"  _LkIndexer _in_ind = {{n, 0}}, _out_ind = {{1, 0}};\n"
-        f"  {acc} _acc = ({acc})({identity.strip()});\n"
-        f"  for (long long _j = threadIdx.x; _j < n; _j += blockDim.x) {{\n"
-        f"    _in_ind.set(_j); {loads}\n"
-        f"    {acc} _m = ({acc})({map_expr.strip().rstrip(';')});\n"
-        f"    _acc = _LK_REDUCE(_acc, _m);\n"
-        f"  }}\n"
+        f"{head}"
+        f"{_reduction_fold(acc, identity, map_expr, loads, 'threadIdx.x', 'blockDim.x', '  ')}"
         f"  _part[threadIdx.x] = _acc;\n"
         f"  __syncthreads();\n"
         f"  if (threadIdx.x == 0) {{\n"
-        f"    {acc} a = ({acc})({identity.strip()});\n"
-        f"    for (unsigned _t = 0; _t < blockDim.x; ++_t) a = _LK_REDUCE(a, _part[_t]);\n"
-        f"    {out.ctype}& {out.name} = _out_{out.name}[0];\n"
-        f"    {post_map_expr.strip().rstrip(';')};\n"
+        f"{_reduction_tail(out, acc, identity, 'blockDim.x', post_map_expr, '    ')}"
         f"  }}\n}}\n"
     )
 
@@ -358,28 +388,13 @@ def reduction_host_source(
     placeholder types (``T``) as ``types`` binds them (NumPy names), else float32."""
     ins = parse_params(in_params, "in_params", generic_types=types)
     outs = parse_params(out_params, "out_params", generic_types=types)
-    out = outs[0]
-    acc = out.ctype
-    sig = [f"const {p.ctype}* _in_{p.name}" for p in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]
-    loads = " ".join(f"const {p.ctype} {p.name} = _in_{p.name}[_j];" for p in ins)
+    out, acc, loads, head = _reduction_head(ins, outs, reduce_expr, name, partials, shared=False)
     return (
-        f"{_typedefs(ins + outs)}{_INDEXER}"
-        f"#define _LK_REDUCE(a, b) ({reduce_expr.strip().rstrip(';')})\n"
-        f'extern "C" __global__ void {name}({", ".join(sig)}) {{\n'
-        f"  {acc} _part[{partials}];\n"
-        f"  _LkIndexer _in_ind = {{n, 0}}, _out_ind = {{1, 0}};\n"
+        f"{head}"
         f"  for (unsigned _t = 0; _t < {partials}; ++_t) {{\n"
-        f"    {acc} _acc = ({acc})({identity.strip()});\n"
-        f"    for (long long _j = _t; _j < n; _j += {partials}) {{\n"
-        f"      _in_ind.set(_j); {loads}\n"
-        f"      {acc} _m = ({acc})({map_expr.strip().rstrip(';')});\n"
-        f"      _acc = _LK_REDUCE(_acc, _m);\n"
-        f"    }}\n"
+        f"{_reduction_fold(acc, identity, map_expr, loads, '_t', str(partials), '    ')}"
         f"    _part[_t] = _acc;\n"
         f"  }}\n"
-        f"  {acc} a = ({acc})({identity.strip()});\n"
-        f"  for (unsigned _t = 0; _t < {partials}; ++_t) a = _LK_REDUCE(a, _part[_t]);\n"
-        f"  {out.ctype}& {out.name} = _out_{out.name}[0];\n"
-        f"  {post_map_expr.strip().rstrip(';')};\n"
+        f"{_reduction_tail(out, acc, identity, str(partials), post_map_expr, '  ')}"
         f"}}\n"
     )

@@ -14,11 +14,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from _rank_comm import RankCounters  # next to this script
+
 #: CuPy dtype name -> the NCCL data type constant's name in cupy.cuda.nccl.
 NCCL_TYPES = {"float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64", "int32": "NCCL_INT32", "float16": "NCCL_FLOAT16"}
 
 
-class NcclRing:
+class NcclRing(RankCounters):
     """A communicator with the ring's calls of ``mpi4py.MPI.Comm``, carried by NCCL between GPUs.
 
     ``Sendrecv(sendbuf, dest, recvbuf=..., source=...)`` is ``groupStart(); send(dest); recv(source); groupEnd()``
@@ -27,16 +29,7 @@ class NcclRing:
 
     def __init__(self, nccl: Any, comm: Any, rank: int, size: int, stream: Any, status: Any = None) -> None:
         self._nccl, self._comm, self._stream, self._status = nccl, comm, stream, status
-        self.rank, self.size = rank, size
-        self.sent_bytes = 0
-        self.partners: set[int] = set()
-        self.calls = 0
-
-    def Get_rank(self) -> int:  # noqa: N802  (mpi4py's names)
-        return self.rank
-
-    def Get_size(self) -> int:  # noqa: N802
-        return self.size
+        self._start_counting(rank, size)
 
     def _type(self, buf: Any) -> int:
         name = NCCL_TYPES.get(str(buf.dtype))

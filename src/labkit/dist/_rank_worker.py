@@ -29,6 +29,7 @@ import traceback
 from typing import Any
 
 import numpy as np
+from _rank_comm import RankCounters  # next to this script
 from mpi4py import MPI
 
 STATUS_BYTES = 512
@@ -66,7 +67,7 @@ def _who(source: Any) -> str:
     return "MPI.ANY_SOURCE" if source == MPI.ANY_SOURCE else str(source)
 
 
-class Comm:
+class Comm(RankCounters):
     """The communicator a learner's rank function gets: a ring's point-to-point calls of ``mpi4py.MPI.Comm``.
 
     Each call is written to the status file before it starts and counted (bytes sent, partners), so a hang names
@@ -76,17 +77,7 @@ class Comm:
     def __init__(self, comm: Any, status: Status) -> None:
         self._comm = comm
         self._status = status
-        self.rank = comm.Get_rank()
-        self.size = comm.Get_size()
-        self.sent_bytes = 0
-        self.partners: set[int] = set()
-        self.calls = 0
-
-    def Get_rank(self) -> int:  # noqa: N802  (mpi4py's names)
-        return self.rank
-
-    def Get_size(self) -> int:  # noqa: N802
-        return self.size
+        self._start_counting(comm.Get_rank(), comm.Get_size())
 
     def _note(self, text: str) -> None:
         self.calls += 1

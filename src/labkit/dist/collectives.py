@@ -200,21 +200,21 @@ class RingResult:
         """Bytes of one GPU's buffer (nccl-tests' "size")."""
         return self.size * self.itemsize
 
-    def bytes_sent_per_gpu(self) -> list[int]:
-        """Bytes each GPU sent over the whole all-reduce."""
-        sent = [0] * self.n
+    def _bytes_per_gpu(self, end: str) -> list[int]:
+        """Bytes per GPU over the whole all-reduce, counted at each transfer's ``end`` (``"src"`` or ``"dst"``)."""
+        total = [0] * self.n
         for s in self.steps:
             for t in s.transfers:
-                sent[t.src] += t.nbytes
-        return sent
+                total[getattr(t, end)] += t.nbytes
+        return total
+
+    def bytes_sent_per_gpu(self) -> list[int]:
+        """Bytes each GPU sent over the whole all-reduce."""
+        return self._bytes_per_gpu("src")
 
     def bytes_received_per_gpu(self) -> list[int]:
         """Bytes each GPU received."""
-        got = [0] * self.n
-        for s in self.steps:
-            for t in s.transfers:
-                got[t.dst] += t.nbytes
-        return got
+        return self._bytes_per_gpu("dst")
 
     def expected_bytes_per_gpu(self) -> float:
         """2(n-1)/n x the buffer: what each GPU sends on average (exactly, when n divides the size)."""

@@ -19,7 +19,7 @@ import inspect
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -90,6 +90,16 @@ def describe_interface(a: Any) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------- fusion traffic model
+def _operator(name: str, *, reflected: bool = False) -> Callable[["_Sym", Any], "_Sym"]:
+    """The binary operator of :class:`_Sym` that records ufunc ``name`` on (self, other), or on (other, self) when
+    ``reflected`` (``__radd__`` and the like)."""
+
+    def method(self: "_Sym", o: Any) -> "_Sym":
+        return self._op(name, o, self) if reflected else self._op(name, self, o)
+
+    return method
+
+
 class _Sym:
     """A symbolic array: arithmetic on it records one elementwise kernel (the way NumPy/CuPy run it unfused)."""
 
@@ -101,44 +111,24 @@ class _Sym:
     def _op(self, name: str, *operands: Any) -> "_Sym":
         return self._t.op(name, operands)
 
-    def __add__(self, o: Any) -> "_Sym":
-        return self._op("add", self, o)
-
-    def __radd__(self, o: Any) -> "_Sym":
-        return self._op("add", o, self)
-
-    def __sub__(self, o: Any) -> "_Sym":
-        return self._op("subtract", self, o)
-
-    def __rsub__(self, o: Any) -> "_Sym":
-        return self._op("subtract", o, self)
-
-    def __mul__(self, o: Any) -> "_Sym":
-        return self._op("multiply", self, o)
-
-    def __rmul__(self, o: Any) -> "_Sym":
-        return self._op("multiply", o, self)
-
-    def __truediv__(self, o: Any) -> "_Sym":
-        return self._op("divide", self, o)
-
-    def __rtruediv__(self, o: Any) -> "_Sym":
-        return self._op("divide", o, self)
-
-    def __pow__(self, o: Any) -> "_Sym":
-        return self._op("power", self, o)
+    # each operator records one elementwise kernel, named by its ufunc
+    __add__ = _operator("add")
+    __radd__ = _operator("add", reflected=True)
+    __sub__ = _operator("subtract")
+    __rsub__ = _operator("subtract", reflected=True)
+    __mul__ = _operator("multiply")
+    __rmul__ = _operator("multiply", reflected=True)
+    __truediv__ = _operator("divide")
+    __rtruediv__ = _operator("divide", reflected=True)
+    __pow__ = _operator("power")
+    __gt__ = _operator("greater")
+    __lt__ = _operator("less")
 
     def __neg__(self) -> "_Sym":
         return self._op("negative", self)
 
     def __abs__(self) -> "_Sym":
         return self._op("absolute", self)
-
-    def __gt__(self, o: Any) -> "_Sym":
-        return self._op("greater", self, o)
-
-    def __lt__(self, o: Any) -> "_Sym":
-        return self._op("less", self, o)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> "_Sym":
         if method != "__call__" or kwargs:
@@ -455,9 +445,40 @@ _NP_OF_CTYPE = {
 }
 
 
+class _CupyKernel:
+    """What :class:`Elementwise` and :class:`Reduction` share: compiling labkit's equivalent source with NVRTC, and
+    building the real CuPy kernel (``cupy.<_CUPY>``) from the same strings."""
+
+    _CUPY: ClassVar[str]
+    name: str
+
+    def source(self) -> str:
+        raise NotImplementedError
+
+    def _cupy_args(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def compile(self, arch: str = "sm_90") -> Any:
+        """PTX of the equivalent kernel for ``arch`` (raises CompileError with NVRTC's lines)."""
+        from labkit.cuda.cpp import compile_for
+
+        return compile_for(self.source(), self.name, (arch,))[arch]
+
+    def cupy(self) -> Any:
+        """The real CuPy kernel (gpu mode): ``cupy.ElementwiseKernel`` or ``cupy.ReductionKernel``."""
+        cupy = cupy_or_none()
+        if cupy is None:
+            from labkit.cuda.cpp import no_gpu
+
+            raise no_gpu(f"cupy.{self._CUPY}")
+        return getattr(cupy, self._CUPY)(*self._cupy_args())
+
+
 @dataclass(frozen=True)
-class Elementwise:
+class Elementwise(_CupyKernel):
     """``cupy.ElementwiseKernel`` pieces; callable on a GPU (CuPy) and in ``sim`` mode (CPU stand-in, 1-D arrays)."""
+
+    _CUPY: ClassVar[str] = "ElementwiseKernel"
 
     in_params: str
     out_params: str
@@ -493,20 +514,8 @@ class Elementwise:
             )
         return bound
 
-    def compile(self, arch: str = "sm_90") -> Any:
-        """PTX of the equivalent kernel for ``arch`` (raises CompileError with NVRTC's lines)."""
-        from labkit.cuda.cpp import compile_for
-
-        return compile_for(self.source(), self.name, (arch,))[arch]
-
-    def cupy(self) -> Any:
-        """The real ``cupy.ElementwiseKernel`` (gpu mode)."""
-        cupy = cupy_or_none()
-        if cupy is None:
-            from labkit.cuda.cpp import no_gpu
-
-            raise no_gpu("cupy.ElementwiseKernel")
-        return cupy.ElementwiseKernel(self.in_params, self.out_params, self.operation, self.name)
+    def _cupy_args(self) -> tuple[str, ...]:
+        return (self.in_params, self.out_params, self.operation, self.name)
 
     def __call__(self, *args: Any) -> Any:
         if cupy_or_none() is not None:
@@ -540,8 +549,10 @@ def elementwise_kernel(in_params: str, out_params: str, operation: str, name: st
 
 
 @dataclass(frozen=True)
-class Reduction:
+class Reduction(_CupyKernel):
     """``cupy.ReductionKernel`` pieces; callable on a GPU (CuPy) and in ``sim`` mode (CPU stand-in, whole 1-D array)."""
+
+    _CUPY: ClassVar[str] = "ReductionKernel"
 
     in_params: str
     out_params: str
@@ -560,18 +571,8 @@ class Reduction:
 
         return reduction_source(*self._parts())
 
-    def compile(self, arch: str = "sm_90") -> Any:
-        from labkit.cuda.cpp import compile_for
-
-        return compile_for(self.source(), self.name, (arch,))[arch]
-
-    def cupy(self) -> Any:
-        cupy = cupy_or_none()
-        if cupy is None:
-            from labkit.cuda.cpp import no_gpu
-
-            raise no_gpu("cupy.ReductionKernel")
-        return cupy.ReductionKernel(*self._parts())
+    def _cupy_args(self) -> tuple[str, ...]:
+        return self._parts()
 
     def __call__(self, x: Any) -> Any:
         if cupy_or_none() is not None:

@@ -135,8 +135,16 @@ class Peak:
     tensor_core: bool = True
 
 
+class _WithFigures:
+    """A record whose scalar figures :meth:`figures` lists (a GPU's peaks, held in a dict, are not among them)."""
+
+    def figures(self) -> dict[str, Figure]:
+        """Every scalar figure of this record (GPU or system) by attribute name."""
+        return {k: v for k, v in vars(self).items() if isinstance(v, Figure)}
+
+
 @dataclass(frozen=True)
-class GPU:
+class GPU(_WithFigures):
     """One GPU model. Figures are :class:`Figure`; ``peak(precision, sparse)`` gives compute peaks."""
 
     name: str
@@ -228,13 +236,9 @@ class GPU:
         """True when ``precision`` has a peak on this GPU."""
         return _normalise_precision(precision) in self.peaks
 
-    def figures(self) -> dict[str, Figure]:
-        """Every scalar figure of this GPU by attribute name (peaks not included)."""
-        return {k: v for k, v in vars(self).items() if isinstance(v, Figure)}
-
 
 @dataclass(frozen=True)
-class System:
+class System(_WithFigures):
     """A DGX system (or a rack or cluster of them)."""
 
     name: str
@@ -280,10 +284,6 @@ class System:
         return (
             f"{self.headline.text()} {(self.headline_precision or '').upper()} ({'sparse' if self.headline_sparse else 'dense'})"
         )
-
-    def figures(self) -> dict[str, Figure]:
-        """Every figure of this system by attribute name."""
-        return {k: v for k, v in vars(self).items() if isinstance(v, Figure)}
 
 
 @dataclass(frozen=True)

@@ -200,17 +200,22 @@ class Coalescing:
         return self.bytes_used / self.bytes_moved if self.bytes_moved else 1.0
 
 
-def coalescing(addresses: Sequence[int], size: int = 4) -> Coalescing:
-    """Sectors and efficiency of one warp request: ``addresses`` are the byte addresses of the active lanes,
-    each accessing ``size`` bytes (assumed aligned to ``size``)."""
-    size = require_int(size, "size", min=1, max=256, fix="size is the bytes each lane accesses: 1, 2, 4, 8 or 16.")
-    addrs = require_sequence(
+def _addresses(addresses: Sequence[int]) -> list[int]:
+    """``addresses`` checked as one warp request's byte addresses: at most 1024 whole numbers ≥ 0."""
+    return require_sequence(
         addresses,
         "addresses",
         what="a list of byte addresses (whole numbers ≥ 0)",
         max_len=1024,
         item=lambda a, n: require_int(a, n, min=0),
     )
+
+
+def coalescing(addresses: Sequence[int], size: int = 4) -> Coalescing:
+    """Sectors and efficiency of one warp request: ``addresses`` are the byte addresses of the active lanes,
+    each accessing ``size`` bytes (assumed aligned to ``size``)."""
+    size = require_int(size, "size", min=1, max=256, fix="size is the bytes each lane accesses: 1, 2, 4, 8 or 16.")
+    addrs = _addresses(addresses)
     used: set[int] = set()
     for a in addrs:
         used.update(range(a, a + size))
@@ -255,13 +260,7 @@ def bank_conflict_degree(addresses: Sequence[int], banks: int = 32, word: int = 
     """
     banks = require_int(banks, "banks", min=1, max=1024, fix="Shared memory has 32 banks.")
     word = require_int(word, "word", min=1, max=256, fix="A bank is 4 bytes wide.")
-    addrs = require_sequence(
-        addresses,
-        "addresses",
-        what="a list of byte addresses (whole numbers ≥ 0)",
-        max_len=1024,
-        item=lambda a, n: require_int(a, n, min=0),
-    )
+    addrs = _addresses(addresses)
     per_bank: dict[int, set[int]] = {}
     for a in addrs:
         w = a // word

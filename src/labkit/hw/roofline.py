@@ -181,32 +181,23 @@ def roofline_figure(
                 fix="Give the measured TFLOP/s, or None for a kernel not measured.",
             )
         bound = main.attainable(intensity)
-        if measured is None:
-            fig.add_trace(
-                go.Scatter(
-                    x=[intensity],
-                    y=[bound],
-                    mode="markers+text",
-                    text=[name],
-                    textposition=spot(intensity, bound),
-                    marker={"size": 11, "symbol": "circle-open", "line": {"width": 2}},
-                    name=f"{name} (model bound {bound:.3g})",
-                )
-            )
+        if measured is None:  # unmeasured: an open circle at the model's bound
+            y, marker, label = bound, {"size": 11, "symbol": "circle-open", "line": {"width": 2}}, f"model bound {bound:.3g}"
         else:
             if measured <= 0:
                 raise LabkitError(f"measured rate of {name!r} must be positive, got {measured!r}.")
-            fig.add_trace(
-                go.Scatter(
-                    x=[intensity],
-                    y=[measured],
-                    mode="markers+text",
-                    text=[name],
-                    textposition=spot(intensity, measured),
-                    marker={"size": 11},
-                    name=f"{name} ({measured / bound:.0%} of its roof)",
-                )
+            y, marker, label = measured, {"size": 11}, f"{measured / bound:.0%} of its roof"
+        fig.add_trace(
+            go.Scatter(
+                x=[intensity],
+                y=[y],
+                mode="markers+text",
+                text=[name],
+                textposition=spot(intensity, y),
+                marker=marker,
+                name=f"{name} ({label})",
             )
+        )
     fig.update_layout(
         title=f"Roofline of the {main.gpu} (model from datasheet figures)",
         template="plotly_white",

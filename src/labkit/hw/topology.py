@@ -601,34 +601,21 @@ def _dgx2() -> Topology:
         _link(g, f"NVSwitch{k}", f"NVSwitch{6 + k}", "nvlink", 8, per, "NVLink 2 over the backplane")
     # PCIe: each baseboard's GPUs reach one CPU through 4 PCIe switches (simplified), with one EDR port per switch
     g2 = [f"GPU{i}" for i in range(16)]
-    _pcie_tree(
-        g,
-        g2[:8],
-        "PCIe 3",
-        nics=1,
-        per_switch=2,
-        cpu_split=4,
-        nic_link="InfiniBand EDR",
-        x0=8.0,
-        y=3.0,
-        width=4.0,
-        cpus=("CPU0",),
-        tag="",
-    )
-    _pcie_tree(
-        g,
-        g2[8:],
-        "PCIe 3",
-        nics=1,
-        per_switch=2,
-        cpu_split=4,
-        nic_link="InfiniBand EDR",
-        x0=8.0,
-        y=-1.0,
-        width=4.0,
-        cpus=("CPU1",),
-        tag="b",
-    )
+    for board, y, cpu, tag in ((g2[:8], 3.0, "CPU0", ""), (g2[8:], -1.0, "CPU1", "b")):
+        _pcie_tree(
+            g,
+            board,
+            "PCIe 3",
+            nics=1,
+            per_switch=2,
+            cpu_split=4,
+            nic_link="InfiniBand EDR",
+            x0=8.0,
+            y=y,
+            width=4.0,
+            cpus=(cpu,),
+            tag=tag,
+        )
     _link(g, "CPU0", "CPU1", "cpu", 1, None, "CPU-CPU interconnect (UPI)")
     notes = [
         "DGX-2: 2 baseboards x 8 GPUs; 6 NVSwitches per baseboard; each GPU has one NVLink to each switch on its board;",

@@ -21,6 +21,7 @@ from labkit.hw import topology
 from ..errors import LabkitError
 from ..figstyle import log_axis
 from ..validate import require_bool, require_choice, require_int, require_number, require_sequence
+from ._names import one_or_more_names
 from ._output import figure_outputs, guarded, message_outputs
 from ._reopen import explorer
 
@@ -103,10 +104,9 @@ def _metric_label(label: Any) -> str:
 
 def _system_names(systems: Any) -> list[str]:
     """``systems`` (one name or a list of them) as the record names of :func:`labkit.hw.system`."""
-    names = require_sequence(
-        [systems] if isinstance(systems, str) else systems,
+    names = one_or_more_names(
+        systems,
         "systems",
-        min_len=1,
         what="a list of system names",
         fix=f"e.g. {list(DGX_GENERATIONS[-2:])}; labkit.hw.systems() lists them.",
     )

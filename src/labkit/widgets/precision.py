@@ -20,6 +20,7 @@ from labkit.numerics.precision import _COLOURS, _span, bit_fields_html  # noqa: 
 from ..errors import LabkitError
 from ..figstyle import log_axis
 from ..validate import describe, require_int, require_number, require_sequence, require_str
+from ._names import one_or_more_names
 from ._reopen import explorer
 
 __all__ = ["bit_explorer", "bit_fields_html", "bit_table_html", "error_vs_k_figure", "range_chart"]
@@ -29,10 +30,9 @@ DEFAULT_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 
 def _format_names(formats: Any) -> list[str]:
     """``formats`` (one name or a list of them) as canonical format names; at least one."""
-    names = require_sequence(
-        [formats] if isinstance(formats, str) else formats,
+    names = one_or_more_names(
+        formats,
         "formats",
-        min_len=1,
         what="a list of format names",
         fix="e.g. formats=['fp32', 'bf16']; labkit.precision.formats() lists them.",
     )
@@ -116,24 +116,20 @@ def range_chart(formats: Sequence[str] = ("fp32", "tf32", "bf16", "fp16", "fp8_e
     lo_norm = [math.log2(i.min_normal) for i in infos]
     hi = [math.log2(i.max_normal) for i in infos]
     fig = go.Figure()
-    fig.add_bar(
-        y=names,
-        x=[n - s for s, n in zip(lo_sub, lo_norm)],
-        base=lo_sub,
-        orientation="h",
-        name="subnormal",
-        marker_color="#aed6f1",
-        hovertemplate="%{y}: 2^%{base:.0f} .. 2^%{x:.0f}<extra>subnormal</extra>",
+    bands = (  # (name, from, to, colour, hover)
+        ("subnormal", lo_sub, lo_norm, "#aed6f1", "%{y}: 2^%{base:.0f} .. 2^%{x:.0f}<extra>subnormal</extra>"),
+        ("normal", lo_norm, hi, "#2471a3", "%{y}<extra>normal</extra>"),
     )
-    fig.add_bar(
-        y=names,
-        x=[h - n for n, h in zip(lo_norm, hi)],
-        base=lo_norm,
-        orientation="h",
-        name="normal",
-        marker_color="#2471a3",
-        hovertemplate="%{y}<extra>normal</extra>",
-    )
+    for band, lo, top, colour, hover in bands:
+        fig.add_bar(
+            y=names,
+            x=[t - b for b, t in zip(lo, top)],
+            base=lo,
+            orientation="h",
+            name=band,
+            marker_color=colour,
+            hovertemplate=hover,
+        )
     fig.update_layout(
         barmode="overlay",
         title="Range of each format (log2 of the magnitude)",

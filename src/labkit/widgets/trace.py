@@ -163,17 +163,7 @@ def threads_figure(
         )
     if marked is not None and 0 <= marked[0] < len(trace.traced_blocks) and 0 <= marked[1] < trace.threads_per_block:
         r, c = _cell(trace, *marked)
-        fig.add_trace(
-            go.Scatter(
-                x=[c],
-                y=[r],
-                mode="markers",
-                name="the check's thread",
-                hoverinfo="text",
-                text=["the thread the check's message is about"],
-                marker=dict(symbol="star", color="gold", size=15, line=dict(color="black", width=1)),
-            )
-        )
+        fig.add_trace(_star(go, c, r, "the thread the check's message is about", 15, name="the check's thread"))
     for d in trace.divergent:
         kk = order.get(tuple(d.block))
         if kk is None:
@@ -214,6 +204,19 @@ def _flat_in(trace: Any, marked: tuple[str, tuple[int, ...]]) -> int | None:
     if info is None or len(idx) != len(info.shape) or not all(0 <= i < n for i, n in zip(idx, info.shape)):
         return None
     return int(np.ravel_multi_index(idx, info.shape)) if info.shape else 0
+
+
+def _star(go: Any, x: int, y: int, text: str, size: int, **extra: Any) -> Any:
+    """A gold star on cell (``x``, ``y``) with hover ``text``: what the check's message is about."""
+    return go.Scatter(
+        x=[x],
+        y=[y],
+        mode="markers",
+        hoverinfo="text",
+        text=[text],
+        marker=dict(symbol="star", color="gold", size=size, line=dict(color="black", width=1)),
+        **extra,
+    )
 
 
 def _fmt_index(index: Sequence[int]) -> str:
@@ -340,19 +343,8 @@ def elements_figure(
         fig.update_xaxes(row=row, col=1, tickmode="array", tickvals=_ticks(cols), ticktext=[str(c) for c in _ticks(cols)])
         if marked is not None and marked[0] == name and mark_flat is not None and 0 <= mark_flat - first < count:
             r, c = divmod(mark_flat - first, cols)
-            fig.add_trace(
-                go.Scatter(
-                    x=[c],
-                    y=[r],
-                    mode="markers",
-                    hoverinfo="text",
-                    showlegend=False,
-                    text=[f"{name}[{_fmt_index(marked[1])}]: the element the check names"],
-                    marker=dict(symbol="star", color="gold", size=14, line=dict(color="black", width=1)),
-                ),
-                row=row,
-                col=1,
-            )
+            star = _star(go, c, r, f"{name}[{_fmt_index(marked[1])}]: the element the check names", 14, showlegend=False)
+            fig.add_trace(star, row=row, col=1)
         _draw_out_of_bounds(fig, trace, name, row, windows[name], panel[row - 1] // max(1, windows[name][1]), b, thread, scope)
     who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "all its threads"}[scope]
     fig.update_layout(
