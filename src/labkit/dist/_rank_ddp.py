@@ -105,7 +105,7 @@ class Reducer:
         pos = 0
         for i in idx:
             size = int(np.prod(self.shapes[i]))
-            self.grads[i] = out[pos: pos + size].reshape(self.shapes[i]).astype(np.float32)
+            self.grads[i] = out[pos : pos + size].reshape(self.shapes[i]).astype(np.float32)
             pos += size
 
     def _work(self) -> None:
@@ -187,7 +187,7 @@ def run(fn: Any, job: dict[str, Any], world: Any, status: Any, comm_cls: Any) ->
                     if mode == "overlapped":
                         timings["first_ready"].append(slowest(red.first_ready or 0.0))
                 if mode == "compute":
-                    cached = grads
+                    cached = grads  # noqa: F841 - read by the next mode ("comm"), a later turn of the outer loop
                 else:
                     params = [p - lr * g for p, g in zip(params, grads)]
             if mode == "overlapped":

@@ -37,8 +37,16 @@ class NcclRing(RankCounters):
             raise TypeError(f"NCCL here carries {', '.join(NCCL_TYPES)}; got {buf.dtype}")
         return int(getattr(self._nccl, name))
 
-    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = 0,  # noqa: N802
-                 recvtag: int = 0, status: Any = None) -> None:
+    def Sendrecv(
+        self,
+        sendbuf: Any,
+        dest: int,
+        sendtag: int = 0,
+        recvbuf: Any = None,
+        source: int = 0,  # noqa: N802
+        recvtag: int = 0,
+        status: Any = None,
+    ) -> None:
         if recvbuf is None:
             raise TypeError("Sendrecv needs recvbuf= (a CuPy array to receive into)")
         if self._status is not None:
@@ -117,11 +125,20 @@ def run(fn: Any, job: dict[str, Any], world: Any, status: Any, comm_cls: Any) ->
             correct = bool(cp.array_equal(got, want).get())
             reps = int(job.get("reps", 5))
             t_mine = _events_time(cp, stream, lambda: fn(ring, buf.copy()), reps)
-            t_nccl = _events_time(cp, stream, lambda: ncomm.allReduce(
-                buf.data.ptr, want.data.ptr, size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream.ptr), reps)
-            row = {"size": size, "nbytes": int(buf.nbytes), "correct": correct, "device": dev,
-                   "learner": world.allreduce(float(np.median(t_mine)), op=MPI.MAX),
-                   "nccl": world.allreduce(float(np.median(t_nccl)), op=MPI.MAX)}
+            t_nccl = _events_time(
+                cp,
+                stream,
+                lambda: ncomm.allReduce(buf.data.ptr, want.data.ptr, size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream.ptr),
+                reps,
+            )
+            row = {
+                "size": size,
+                "nbytes": int(buf.nbytes),
+                "correct": correct,
+                "device": dev,
+                "learner": world.allreduce(float(np.median(t_mine)), op=MPI.MAX),
+                "nccl": world.allreduce(float(np.median(t_nccl)), op=MPI.MAX),
+            }
             if cuda_aware:  # MPI moves device buffers itself
                 mpi_comm = comm_cls(world, status)
                 stream.synchronize()

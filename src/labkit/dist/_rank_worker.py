@@ -87,9 +87,19 @@ class Comm(RankCounters):
         self.sent_bytes += int(getattr(buf, "nbytes", 0))
         self.partners.add(int(dest))
 
-    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = MPI.ANY_SOURCE,  # noqa: N802
-                 recvtag: int = MPI.ANY_TAG, status: Any = None) -> None:
-        self._note(f"comm.Sendrecv(sendbuf={_describe(sendbuf)}, dest={dest}, recvbuf={_describe(recvbuf)}, source={_who(source)})")
+    def Sendrecv(
+        self,
+        sendbuf: Any,
+        dest: int,
+        sendtag: int = 0,
+        recvbuf: Any = None,
+        source: int = MPI.ANY_SOURCE,  # noqa: N802
+        recvtag: int = MPI.ANY_TAG,
+        status: Any = None,
+    ) -> None:
+        self._note(
+            f"comm.Sendrecv(sendbuf={_describe(sendbuf)}, dest={dest}, recvbuf={_describe(recvbuf)}, source={_who(source)})"
+        )
         self._count(sendbuf, dest)
         self._comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
         self._status.set("running")
@@ -113,7 +123,8 @@ class Comm(RankCounters):
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(
             f"this exercise's communicator has Sendrecv, Send, Recv, Barrier, Get_rank and Get_size; not {name!r}. "
-            "Write the ring with Sendrecv between neighbours (MPI.Allreduce is what it is checked against).")
+            "Write the ring with Sendrecv between neighbours (MPI.Allreduce is what it is checked against)."
+        )
 
 
 def _load(job: dict[str, Any]) -> Any:
@@ -148,8 +159,14 @@ def _grade(fn: Any, job: dict[str, Any], world: Any, status: Status) -> dict[str
         status.set("checking")
         if got is None:
             got = mine  # reduced in place
-        rec: dict[str, Any] = {"n": n, "size": size, "dtype": dtype, "sent": comm.sent_bytes,
-                               "partners": sorted(comm.partners), "calls": comm.calls}
+        rec: dict[str, Any] = {
+            "n": n,
+            "size": size,
+            "dtype": dtype,
+            "sent": comm.sent_bytes,
+            "partners": sorted(comm.partners),
+            "calls": comm.calls,
+        }
         arr = np.asarray(got) if isinstance(got, (np.ndarray, list, tuple)) else None
         if arr is None:
             rec["bad"] = ("type", type(got).__name__)
@@ -162,8 +179,15 @@ def _grade(fn: Any, job: dict[str, Any], world: Any, status: Status) -> dict[str
             rec["chunks_ok"] = [bool(np.array_equal(a, b)) for a, b in zip(np.array_split(arr, n), np.array_split(want, n))]
             if wrong.size:
                 i = int(wrong[0])
-                rec["bad"] = ("value", i, want[i].item(), arr[i].item(), int(wrong.size),
-                              bool(np.array_equal(arr, buf)), bool(np.array_equal(arr, want * 2)))
+                rec["bad"] = (
+                    "value",
+                    i,
+                    want[i].item(),
+                    arr[i].item(),
+                    int(wrong.size),
+                    bool(np.array_equal(arr, buf)),
+                    bool(np.array_equal(arr, want * 2)),
+                )
         out["cases"].append(rec)
         sub.Free()
         status.set("waiting for the other ranks")

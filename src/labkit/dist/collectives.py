@@ -38,10 +38,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from labkit.gpu import bandwidth as _bw
 from labkit import hw
 from labkit.errors import LabkitError, NoGPUError
 from labkit.figstyle import bytes_axis, human_bytes, log_axis
+from labkit.gpu import bandwidth as _bw
 from labkit.validate import require_number, require_sequence, require_str
 
 GB = 1e9
@@ -74,7 +74,6 @@ MIG_SOURCE = "NVIDIA Multi-Instance GPU user guide (A100-SXM4-40GB profiles 1g.5
 MAX_RING_GPUS = 65_536
 
 
-
 def _count(n: Any, what: str = "the number of GPUs n", minimum: int = 1) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
         raise LabkitError(f"{what} must be a whole number >= {minimum}, got {n!r}.")
@@ -104,8 +103,10 @@ def chunk_bounds(size: int, n: int) -> list[tuple[int, int]]:
     the first ``size % n`` chunks are one element longer). Chunks may be empty when ``size < n``."""
     size, n = _count(size, "size", 0), _count(n)
     if n > MAX_RING_GPUS:
-        raise LabkitError(f"n = {n} chunks is more than labkit cuts a buffer into (at most {MAX_RING_GPUS:,}, one per GPU).",
-                          fix="Use the number of GPUs in the ring, e.g. n=8.")
+        raise LabkitError(
+            f"n = {n} chunks is more than labkit cuts a buffer into (at most {MAX_RING_GPUS:,}, one per GPU).",
+            fix="Use the number of GPUs in the ring, e.g. n=8.",
+        )
     base, extra = divmod(size, n)
     out, start = [], 0
     for c in range(n):
@@ -165,13 +166,20 @@ def ring_step(chunks: list[list[np.ndarray]], phase: str, step: int) -> None:
     This is labkit's reference for exercise 08.ring-step: in a reduce-scatter step the receiver *adds* the chunk
     it receives to its own copy; in an all-gather step it *replaces* its copy with it (see :func:`ring_schedule`).
     """
-    chunks = require_sequence(chunks, "chunks", min_len=1, what="a list with one list of chunk arrays per GPU",
-                              fix="chunks[g][c] is GPU g's copy of chunk c: e.g. [split(a, n) for a in arrays].")
+    chunks = require_sequence(
+        chunks,
+        "chunks",
+        min_len=1,
+        what="a list with one list of chunk arrays per GPU",
+        fix="chunks[g][c] is GPU g's copy of chunk c: e.g. [split(a, n) for a in arrays].",
+    )
     n = len(chunks)
     for g, row in enumerate(chunks):
         if not isinstance(row, (list, tuple)) or len(row) != n or not all(isinstance(c, np.ndarray) for c in row):
-            raise LabkitError(f"chunks[{g}] must be a list of {n} NumPy arrays (GPU {g}'s copy of each chunk), "
-                              f"got {row!r:.60}.", fix="chunks[g][c] is GPU g's copy of chunk c: e.g. [split(a, n) for a in arrays].")
+            raise LabkitError(
+                f"chunks[{g}] must be a list of {n} NumPy arrays (GPU {g}'s copy of each chunk), got {row!r:.60}.",
+                fix="chunks[g][c] is GPU g's copy of chunk c: e.g. [split(a, n) for a in arrays].",
+            )
     sends = ring_schedule(n, phase, step)
     payload = [chunks[src][c].copy() for src, _, c in sends]  # all GPUs send at once: read before anyone writes
     for (src, dst, c), data in zip(sends, payload):
@@ -249,8 +257,10 @@ StepFn = Callable[[list[list[np.ndarray]], str, int], Any]
 def split(array: np.ndarray, n: int) -> list[np.ndarray]:
     """Views of ``array``'s ``n`` chunks (see :func:`chunk_bounds`): writing a chunk writes the array."""
     if not isinstance(getattr(array, "shape", None), tuple) or not array.shape or isinstance(array, np.generic):
-        raise LabkitError(f"split takes an array of at least one dimension (a NumPy array), got {array!r:.60}.",
-                          fix="e.g. split(np.arange(10.0), 4).")
+        raise LabkitError(
+            f"split takes an array of at least one dimension (a NumPy array), got {array!r:.60}.",
+            fix="e.g. split(np.arange(10.0), 4).",
+        )
     return [array[a:b] for a, b in chunk_bounds(array.shape[0], n)]
 
 
@@ -264,16 +274,22 @@ def ring_allreduce(arrays: Sequence[Any], step_fn: StepFn | None = None) -> Ring
     if isinstance(arrays, np.ndarray) and arrays.ndim == 2:
         arrays = list(arrays)
     if not isinstance(arrays, (list, tuple)) or not arrays:
-        raise LabkitError("ring_allreduce needs a list of arrays, one per simulated GPU.",
-                          fix="Pass e.g. [np.random.rand(1000) for _ in range(4)].")
+        raise LabkitError(
+            "ring_allreduce needs a list of arrays, one per simulated GPU.",
+            fix="Pass e.g. [np.random.rand(1000) for _ in range(4)].",
+        )
     inputs = [np.asarray(a) for a in arrays]
     first = inputs[0]
     for g, a in enumerate(inputs):
         if a.ndim != 1:
-            raise LabkitError(f"GPU {g}'s array has shape {a.shape}; the simulation takes 1-D arrays.", fix="Flatten it: a.ravel().")
+            raise LabkitError(
+                f"GPU {g}'s array has shape {a.shape}; the simulation takes 1-D arrays.", fix="Flatten it: a.ravel()."
+            )
         if a.shape != first.shape or a.dtype != first.dtype:
-            raise LabkitError(f"GPU {g}'s array is {a.dtype}{list(a.shape)}, GPU 0's is {first.dtype}{list(first.shape)}.",
-                              fix="Every GPU all-reduces a buffer of the same length and dtype.")
+            raise LabkitError(
+                f"GPU {g}'s array is {a.dtype}{list(a.shape)}, GPU 0's is {first.dtype}{list(first.shape)}.",
+                fix="Every GPU all-reduces a buffer of the same length and dtype.",
+            )
     n, size = len(inputs), first.shape[0]
     step = step_fn or ring_step
     bufs = [a.copy() for a in inputs]
@@ -288,7 +304,9 @@ def ring_allreduce(arrays: Sequence[Any], step_fn: StepFn | None = None) -> Ring
             transfers = [Transfer(src, dst, c, sizes[c] * first.itemsize) for src, dst, c in ring_schedule(n, phase, s)]
             new = contrib.copy()
             for t in transfers:
-                new[t.dst, t.chunk] = contrib[t.dst, t.chunk] + contrib[t.src, t.chunk] if phase == RS else contrib[t.src, t.chunk]
+                new[t.dst, t.chunk] = (
+                    contrib[t.dst, t.chunk] + contrib[t.src, t.chunk] if phase == RS else contrib[t.src, t.chunk]
+                )
             contrib = new
             steps.append(Step(phase, s, transfers, contrib.copy()))
     return RingResult(n, size, first.itemsize, inputs, bufs, steps)
@@ -327,14 +345,20 @@ class CostModel:
         return self.algbw * _bw.busbw_factor("all_reduce", self.n)
 
     def __str__(self) -> str:
-        return (f"{self.algorithm} all-reduce of {self.nbytes / GB:.4g} GB over {self.n} GPUs: {self.seconds * 1e3:.4g} ms "
-                f"= {self.latency_s * 1e3:.4g} ms latency ({self.steps} steps x {self.alpha_us:g} us) + "
-                f"{self.bandwidth_s * 1e3:.4g} ms bandwidth at {self.link_gbps:g} GB/s per direction [model]")
+        return (
+            f"{self.algorithm} all-reduce of {self.nbytes / GB:.4g} GB over {self.n} GPUs: {self.seconds * 1e3:.4g} ms "
+            f"= {self.latency_s * 1e3:.4g} ms latency ({self.steps} steps x {self.alpha_us:g} us) + "
+            f"{self.bandwidth_s * 1e3:.4g} ms bandwidth at {self.link_gbps:g} GB/s per direction [model]"
+        )
 
 
 def _ab_args(nbytes: Any, n: Any, link_gbps: Any, alpha_us: Any) -> tuple[float, int, float, float]:
-    return (_positive(nbytes, "nbytes", allow_zero=True), _count(n), _positive(link_gbps, "link_gbps (GB/s per direction)"),
-            _positive(alpha_us, "alpha_us (latency per step, microseconds)", allow_zero=True))
+    return (
+        _positive(nbytes, "nbytes", allow_zero=True),
+        _count(n),
+        _positive(link_gbps, "link_gbps (GB/s per direction)"),
+        _positive(alpha_us, "alpha_us (latency per step, microseconds)", allow_zero=True),
+    )
 
 
 def ring_cost(nbytes: float, n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US) -> CostModel:
@@ -376,19 +400,25 @@ def tree_cost(nbytes: float, n: int, link_gbps: float, alpha_us: float = DEFAULT
     kids = min(2, n - 1)
     if pipelined:
         steps, bw_s, per_gpu = 2 * d, 2 * S / (B * GB), 2 * S
-        how = ("pipelined double binary tree (NCCL's tree): two trees each carry half the buffer; each GPU sends about "
-               f"1 x the buffer up and 1 x down, 2 x {S / GB:.4g} GB at B = {B:g} GB/s per direction")
+        how = (
+            "pipelined double binary tree (NCCL's tree): two trees each carry half the buffer; each GPU sends about "
+            f"1 x the buffer up and 1 x down, 2 x {S / GB:.4g} GB at B = {B:g} GB/s per direction"
+        )
     else:
         steps, bw_s, per_gpu = 2 * d, 2 * d * kids * S / (B * GB), (1 + kids) * S
-        how = (f"textbook binary tree, whole buffers per level: {d} levels up and {d} down, each {kids} x the buffer "
-               f"through a parent's link at B = {B:g} GB/s per direction")
+        how = (
+            f"textbook binary tree, whole buffers per level: {d} levels up and {d} down, each {kids} x the buffer "
+            f"through a parent's link at B = {B:g} GB/s per direction"
+        )
     assumptions = (
         "MODEL (alpha-beta), not a measurement",
         f"binary tree of {n} GPUs, depth {d}: {steps} latency steps of alpha = {a:g} us (assumed)",
         how,
         "no congestion, no overlap with computation",
     )
-    return CostModel("tree" if pipelined else "tree (not pipelined)", n, S, B, a, steps, steps * a * 1e-6, bw_s, per_gpu, assumptions)
+    return CostModel(
+        "tree" if pipelined else "tree (not pipelined)", n, S, B, a, steps, steps * a * 1e-6, bw_s, per_gpu, assumptions
+    )
 
 
 def chain_cost(nbytes: float, n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US) -> CostModel:
@@ -475,11 +505,12 @@ class Choice:
 
     def __str__(self) -> str:
         times = ", ".join(f"{k} {m.seconds * 1e6:.4g} us (busbw {m.busbw:.0f} GB/s)" for k, m in self.models.items())
-        return (f"{self.system}, {self.n} GPUs, {human_bytes(self.nbytes)}: {self.algorithm} fastest [model]; {times}")
+        return f"{self.system}, {self.n} GPUs, {human_bytes(self.nbytes)}: {self.algorithm} fastest [model]; {times}"
 
 
-def nccl_choice(system: str, nbytes: float, n: int | None = None, alpha_us: float = DEFAULT_ALPHA_US,
-                efficiency: float = 1.0) -> Choice:
+def nccl_choice(
+    system: str, nbytes: float, n: int | None = None, alpha_us: float = DEFAULT_ALPHA_US, efficiency: float = 1.0
+) -> Choice:
     """Model which algorithm NCCL picks for an all-reduce of ``nbytes`` over ``n`` GPUs of one ``system``.
 
     NCCL's tuner does the same in spirit: it models each algorithm's time (latency + size / bandwidth, with its own
@@ -535,14 +566,22 @@ def ring_bandwidth(system: str, n: int | None = None) -> float:
     total = len(t.gpus())
     n = total if n is None else _count(n)
     if n > total:
-        raise LabkitError(f"{t.name} has {total} GPUs, not {n}.", fix=f"Use n from 2 to {total}, or a cluster such as '2x {t.name}'.")
+        raise LabkitError(
+            f"{t.name} has {total} GPUs, not {n}.", fix=f"Use n from 2 to {total}, or a cluster such as '2x {t.name}'."
+        )
     if n < 2:
         raise LabkitError("a ring needs two GPUs or more.", fix="Use n >= 2.")
     return _ring_gbps(t.name, n)
 
 
-def allreduce_time(system: str, nbytes: float, n: int | None = None, algorithm: str = "ring",
-                   alpha_us: float = DEFAULT_ALPHA_US, efficiency: float = 1.0) -> CostModel:
+def allreduce_time(
+    system: str,
+    nbytes: float,
+    n: int | None = None,
+    algorithm: str = "ring",
+    alpha_us: float = DEFAULT_ALPHA_US,
+    efficiency: float = 1.0,
+) -> CostModel:
     """Modelled all-reduce of ``nbytes`` over the first ``n`` GPUs of ``system`` (default: all of them).
 
     The bandwidth is :func:`ring_bandwidth` (from the wiring) times ``efficiency`` (e.g. NCCL's 20 of 25 GB/s per
@@ -566,19 +605,38 @@ def allreduce_time(system: str, nbytes: float, n: int | None = None, algorithm: 
         model = chain_cost(nbytes, n, B, alpha_us)
     elif algorithm == "nvls":
         if not has_nvls(t.name):
-            raise LabkitError(f"{t.name} has no NVLS: NVLink SHARP needs NVSwitch 3 or later (DGX H100/H200).",
-                              fix="Use algorithm='ring' here, or a DGX H100 / DGX H200.")
+            raise LabkitError(
+                f"{t.name} has no NVLS: NVLink SHARP needs NVSwitch 3 or later (DGX H100/H200).",
+                fix="Use algorithm='ring' here, or a DGX H100 / DGX H200.",
+            )
         model = nvls_cost(nbytes, n, B, alpha_us)
     else:
         raise LabkitError(f"algorithm must be 'ring', 'tree', 'chain' or 'nvls', got {algorithm!r}.")
-    extra = (f"system {t.name}: B = {B:g} GB/s per direction per GPU for the first {n} GPUs, from labkit.topology's wiring "
-             f"model{f' x {eff:g} efficiency' if eff < 1 else ' at datasheet link rates'}",)
-    return CostModel(model.algorithm, model.n, model.nbytes, model.link_gbps, model.alpha_us, model.steps, model.latency_s,
-                     model.bandwidth_s, model.bytes_per_gpu, model.assumptions + extra)
+    extra = (
+        f"system {t.name}: B = {B:g} GB/s per direction per GPU for the first {n} GPUs, from labkit.topology's wiring "
+        f"model{f' x {eff:g} efficiency' if eff < 1 else ' at datasheet link rates'}",
+    )
+    return CostModel(
+        model.algorithm,
+        model.n,
+        model.nbytes,
+        model.link_gbps,
+        model.alpha_us,
+        model.steps,
+        model.latency_s,
+        model.bandwidth_s,
+        model.bytes_per_gpu,
+        model.assumptions + extra,
+    )
 
 
-def compute_time(params: float, gpu: str, items_per_gpu: int = DEFAULT_ITEMS_PER_GPU, precision: str = "fp16",
-                 utilisation: float = DEFAULT_UTILISATION) -> tuple[float, list[str]]:
+def compute_time(
+    params: float,
+    gpu: str,
+    items_per_gpu: int = DEFAULT_ITEMS_PER_GPU,
+    precision: str = "fp16",
+    utilisation: float = DEFAULT_UTILISATION,
+) -> tuple[float, list[str]]:
     """Modelled compute time of one training step on one GPU: ``6 x params x items / (peak x utilisation)``.
 
     6 FLOPs per parameter per item: 2 for the forward pass, 4 for the backward pass (the usual rule for dense
@@ -635,12 +693,16 @@ class Scaling:
 
     def table(self) -> str:
         """The model as text, one row per GPU count."""
-        rows = [f"{self.system}: MODEL of data-parallel training, {self.params / 1e6:g} M parameters, "
-                f"{self.grad_bytes / GB:.3g} GB of gradients, overlap {self.overlap:.0%}",
-                f"{'GPUs':>5} {'compute ms':>11} {'all-reduce ms':>14} {'step ms':>9} {'speedup':>8} {'efficiency':>11}"]
+        rows = [
+            f"{self.system}: MODEL of data-parallel training, {self.params / 1e6:g} M parameters, "
+            f"{self.grad_bytes / GB:.3g} GB of gradients, overlap {self.overlap:.0%}",
+            f"{'GPUs':>5} {'compute ms':>11} {'all-reduce ms':>14} {'step ms':>9} {'speedup':>8} {'efficiency':>11}",
+        ]
         for p in self.points:
-            rows.append(f"{p.n:5d} {p.compute_s * 1e3:11.2f} {p.allreduce_s * 1e3:14.2f} {p.step_s * 1e3:9.2f} "
-                        f"{p.speedup:8.2f} {p.efficiency:11.1%}")
+            rows.append(
+                f"{p.n:5d} {p.compute_s * 1e3:11.2f} {p.allreduce_s * 1e3:14.2f} {p.step_s * 1e3:9.2f} "
+                f"{p.speedup:8.2f} {p.efficiency:11.1%}"
+            )
         return "\n".join(rows)
 
 
@@ -654,10 +716,21 @@ def step_time(compute_s: float, allreduce_s: float, overlap: float = 0.0) -> tup
     return c + a - hidden, hidden
 
 
-def scaling(system: str, params: float = SPEECH_MODEL_PARAMS, bytes_per_grad: int = 4, *, compute_s: float | None = None,
-            items_per_gpu: int = DEFAULT_ITEMS_PER_GPU, precision: str = "fp16", utilisation: float = DEFAULT_UTILISATION,
-            overlap: float = 0.0, algorithm: str = "ring", alpha_us: float = DEFAULT_ALPHA_US, efficiency: float = 1.0,
-            gpu_counts: Sequence[int] | None = None) -> Scaling:
+def scaling(
+    system: str,
+    params: float = SPEECH_MODEL_PARAMS,
+    bytes_per_grad: int = 4,
+    *,
+    compute_s: float | None = None,
+    items_per_gpu: int = DEFAULT_ITEMS_PER_GPU,
+    precision: str = "fp16",
+    utilisation: float = DEFAULT_UTILISATION,
+    overlap: float = 0.0,
+    algorithm: str = "ring",
+    alpha_us: float = DEFAULT_ALPHA_US,
+    efficiency: float = 1.0,
+    gpu_counts: Sequence[int] | None = None,
+) -> Scaling:
     """Model data-parallel scaling of a ``params``-parameter model on ``system`` (a DGX name, or ``"2x DGX-1 (V100)"``).
 
     Every GPU computes its own batch (``compute_s``, or :func:`compute_time` from the GPU's peak), then the gradients
@@ -678,8 +751,11 @@ def scaling(system: str, params: float = SPEECH_MODEL_PARAMS, bytes_per_grad: in
         compute, notes = compute_time(P, t.gpu_model, items_per_gpu, precision, utilisation)
     else:
         compute, notes = _positive(compute_s, "compute_s"), [f"compute per GPU per step: {compute_s * 1e3:g} ms (given)"]
-    counts = (require_sequence(gpu_counts, "gpu_counts", what="a list of GPU counts such as [1, 2, 4, 8]")
-              if gpu_counts is not None else list(range(1, total + 1)))
+    counts = (
+        require_sequence(gpu_counts, "gpu_counts", what="a list of GPU counts such as [1, 2, 4, 8]")
+        if gpu_counts is not None
+        else list(range(1, total + 1))
+    )
     points = []
     for n in counts:
         n = _count(n)
@@ -689,13 +765,15 @@ def scaling(system: str, params: float = SPEECH_MODEL_PARAMS, bytes_per_grad: in
         step, hidden = step_time(compute, ar, f)
         speedup = n * compute / step
         points.append(ScalingPoint(n, compute, ar, hidden, step, speedup, speedup / n))
-    assumptions = ["MODEL, not a measurement: weak scaling (each GPU keeps its batch; the global batch grows with n)",
-                   *notes,
-                   f"gradients: {P:.3g} x {bpg} bytes = {grad / GB:.3g} GB all-reduced every step ({algorithm}, "
-                   f"alpha {alpha_us:g} us assumed, bandwidth from labkit.topology's wiring model"
-                   f"{f' x {efficiency:g}' if efficiency < 1 else ''})",
-                   f"step = compute + all-reduce - hidden, hidden = min(all-reduce, {f:g} x compute)",
-                   "the first n GPUs of the system take part (on a DGX-1 which GPUs matters: pairs differ)"]
+    assumptions = [
+        "MODEL, not a measurement: weak scaling (each GPU keeps its batch; the global batch grows with n)",
+        *notes,
+        f"gradients: {P:.3g} x {bpg} bytes = {grad / GB:.3g} GB all-reduced every step ({algorithm}, "
+        f"alpha {alpha_us:g} us assumed, bandwidth from labkit.topology's wiring model"
+        f"{f' x {efficiency:g}' if efficiency < 1 else ''})",
+        f"step = compute + all-reduce - hidden, hidden = min(all-reduce, {f:g} x compute)",
+        "the first n GPUs of the system take part (on a DGX-1 which GPUs matters: pairs differ)",
+    ]
     return Scaling(t.name, P, grad, f, points, assumptions)
 
 
@@ -712,9 +790,15 @@ def mig_summary(system: str = "DGX A100") -> dict[str, Any]:
     per_gpu = s.mig_instances.value / gpus
     mem = s.gpu_model.memory_size
     return {
-        "system": s.name, "gpu": s.gpu_model.name, "instances_per_system": s.mig_instances, "gpus": gpus,
-        "instances_per_gpu": per_gpu, "gpu_memory": mem, "memory_slices": MIG_MEMORY_SLICES,
-        "smallest_instance_memory_gb": mem.to("GB").value / MIG_MEMORY_SLICES, "slices_source": MIG_SOURCE,
+        "system": s.name,
+        "gpu": s.gpu_model.name,
+        "instances_per_system": s.mig_instances,
+        "gpus": gpus,
+        "instances_per_gpu": per_gpu,
+        "gpu_memory": mem,
+        "memory_slices": MIG_MEMORY_SLICES,
+        "smallest_instance_memory_gb": mem.to("GB").value / MIG_MEMORY_SLICES,
+        "slices_source": MIG_SOURCE,
     }
 
 
@@ -725,17 +809,26 @@ def sharing_model(busy_fractions: Sequence[float]) -> dict[str, Any]:
     average process. With MPS their kernels run side by side through one server, up to the whole GPU:
     ``min(1, sum)``. Ignores contention for memory bandwidth and caches, and context-switch costs.
     """
-    fr = [_fraction(f, "each busy fraction") for f in require_sequence(
-        busy_fractions, "busy_fractions", what="a list of fractions from 0 to 1, one per process")]
+    fr = [
+        _fraction(f, "each busy fraction")
+        for f in require_sequence(busy_fractions, "busy_fractions", what="a list of fractions from 0 to 1, one per process")
+    ]
     if not fr:
         raise LabkitError("give at least one process's busy fraction.")
     sliced = sum(fr) / len(fr)
     mps = min(1.0, sum(fr))
-    return {"processes": len(fr), "time_sliced": sliced, "mps": mps, "gain": mps / sliced if sliced else float("inf"),
-            "assumptions": ["MODEL, not a measurement",
-                            "time-slicing: one process's context at a time, so utilisation = the mean of the fractions",
-                            "MPS: kernels of all processes run together, utilisation = min(1, sum of the fractions)",
-                            "no contention for memory bandwidth or caches, no context-switch cost"]}
+    return {
+        "processes": len(fr),
+        "time_sliced": sliced,
+        "mps": mps,
+        "gain": mps / sliced if sliced else float("inf"),
+        "assumptions": [
+            "MODEL, not a measurement",
+            "time-slicing: one process's context at a time, so utilisation = the mean of the fractions",
+            "MPS: kernels of all processes run together, utilisation = min(1, sum of the fractions)",
+            "no contention for memory bandwidth or caches, no context-switch cost",
+        ],
+    }
 
 
 # ---------------------------------------------------------------------------------------------- figures
@@ -758,14 +851,27 @@ def scaling_figure(models: Sequence[Scaling] | Scaling, metric: str = "efficienc
         fig.add_trace(go.Scatter(x=[1, top], y=[100, 100], mode="lines", name="ideal", line={"dash": "dot", "color": "grey"}))
     for m in models:
         ys = [p.speedup if metric == "speedup" else 100 * p.efficiency for p in m.points]
-        fig.add_trace(go.Scatter(
-            x=[p.n for p in m.points], y=ys, mode="lines+markers", name=m.system,
-            hovertext=[f"{m.system}, {p.n} GPUs: step {p.step_s * 1e3:.1f} ms = compute {p.compute_s * 1e3:.1f} + all-reduce "
-                       f"{p.allreduce_s * 1e3:.1f} - hidden {p.hidden_s * 1e3:.1f}" for p in m.points], hoverinfo="text+y"))
+        fig.add_trace(
+            go.Scatter(
+                x=[p.n for p in m.points],
+                y=ys,
+                mode="lines+markers",
+                name=m.system,
+                hovertext=[
+                    f"{m.system}, {p.n} GPUs: step {p.step_s * 1e3:.1f} ms = compute {p.compute_s * 1e3:.1f} + all-reduce "
+                    f"{p.allreduce_s * 1e3:.1f} - hidden {p.hidden_s * 1e3:.1f}"
+                    for p in m.points
+                ],
+                hoverinfo="text+y",
+            )
+        )
     fig.update_layout(
         title=title or f"Data-parallel scaling, {metric} (MODEL from labkit.hw and labkit.topology)",
-        xaxis_title="GPUs", yaxis_title="efficiency (%)" if metric == "efficiency" else "speedup over one GPU",
-        template="plotly_white", height=420)
+        xaxis_title="GPUs",
+        yaxis_title="efficiency (%)" if metric == "efficiency" else "speedup over one GPU",
+        template="plotly_white",
+        height=420,
+    )
     return fig
 
 
@@ -778,36 +884,65 @@ def ring_figure(result: RingResult) -> Any:
         raise LabkitError(f"result must be a RingResult (what ring_allreduce() returns), got {result!r:.60}.")
     n = result.n
     states = [("start", np.ones((n, n), dtype=int), [])] + [
-        (f"{s.phase} step {s.index + 1}", s.contributions, s.transfers) for s in result.steps]
+        (f"{s.phase} step {s.index + 1}", s.contributions, s.transfers) for s in result.steps
+    ]
 
     def frame_data(contrib: np.ndarray, transfers: list[Transfer]) -> Any:
         text = [[str(contrib[g, c]) for c in range(n)] for g in range(n)]
         for t in transfers:
             text[t.src][t.chunk] += f" -> GPU{t.dst}"
-        return go.Heatmap(z=contrib, text=text, texttemplate="%{text}", zmin=1, zmax=n, colorscale="Greens",
-                          x=[f"chunk {c}" for c in range(n)], y=[f"GPU{g}" for g in range(n)],
-                          colorbar={"title": "GPUs summed"}, hovertemplate="%{y}, %{x}: %{z} GPUs' data<extra></extra>")
+        return go.Heatmap(
+            z=contrib,
+            text=text,
+            texttemplate="%{text}",
+            zmin=1,
+            zmax=n,
+            colorscale="Greens",
+            x=[f"chunk {c}" for c in range(n)],
+            y=[f"GPU{g}" for g in range(n)],
+            colorbar={"title": "GPUs summed"},
+            hovertemplate="%{y}, %{x}: %{z} GPUs' data<extra></extra>",
+        )
 
-    fig = go.Figure(data=[frame_data(*states[0][1:])],
-                    frames=[go.Frame(data=[frame_data(c, t)], name=str(i)) for i, (_, c, t) in enumerate(states)])
+    fig = go.Figure(
+        data=[frame_data(*states[0][1:])],
+        frames=[go.Frame(data=[frame_data(c, t)], name=str(i)) for i, (_, c, t) in enumerate(states)],
+    )
     fig.update_layout(
         title=f"Ring all-reduce over {n} GPUs, SIMULATED in NumPy: GPUs' data summed in each chunk",
-        yaxis={"autorange": "reversed"}, template="plotly_white", height=140 + 40 * n,
-        sliders=[{"active": 0, "currentvalue": {"prefix": "after: "},
-                  "steps": [{"label": label, "method": "animate",
-                             "args": [[str(i)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}]}
-                            for i, (label, _, _) in enumerate(states)]}])
+        yaxis={"autorange": "reversed"},
+        template="plotly_white",
+        height=140 + 40 * n,
+        sliders=[
+            {
+                "active": 0,
+                "currentvalue": {"prefix": "after: "},
+                "steps": [
+                    {
+                        "label": label,
+                        "method": "animate",
+                        "args": [[str(i)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}],
+                    }
+                    for i, (label, _, _) in enumerate(states)
+                ],
+            }
+        ],
+    )
     return fig
 
 
-def cost_figure(n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US, sizes: Sequence[float] | None = None,
-                title: str | None = None) -> Any:
+def cost_figure(
+    n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US, sizes: Sequence[float] | None = None, title: str | None = None
+) -> Any:
     """Plotly log-log figure of modelled all-reduce time against buffer size for the ring and the pipelined tree."""
     import plotly.graph_objects as go
 
     nbytes_ok = lambda s, name: require_number(s, name, min=0, min_open=True)  # noqa: E731
-    sizes = (require_sequence(sizes, "sizes", min_len=1, what="a list of buffer sizes in bytes", item=nbytes_ok)
-             if sizes is not None else [2.0**k for k in range(10, 33)])
+    sizes = (
+        require_sequence(sizes, "sizes", min_len=1, what="a list of buffer sizes in bytes", item=nbytes_ok)
+        if sizes is not None
+        else [2.0**k for k in range(10, 33)]
+    )
     title = None if title is None else require_str(title, "title", empty=True)
     _ab_args(1, n, link_gbps, alpha_us)
     fig = go.Figure()
@@ -815,14 +950,26 @@ def cost_figure(n: int, link_gbps: float, alpha_us: float = DEFAULT_ALPHA_US, si
     for name, fn in (("ring", ring_cost), ("tree (pipelined)", tree_cost)):
         ts = [fn(s, n, link_gbps, alpha_us).seconds * 1e6 for s in sizes]
         times += ts
-        fig.add_trace(go.Scatter(x=sizes, y=ts, mode="lines", name=name, customdata=[human_bytes(s) for s in sizes],
-                                 hovertemplate="%{customdata}: %{y:.3g} us<extra>" + name + "</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=sizes,
+                y=ts,
+                mode="lines",
+                name=name,
+                customdata=[human_bytes(s) for s in sizes],
+                hovertemplate="%{customdata}: %{y:.3g} us<extra>" + name + "</extra>",
+            )
+        )
     x = crossover_bytes(n, link_gbps, alpha_us)
     if x > 0:
         fig.add_vline(x=x, line_dash="dot", annotation_text=f"crossover {x / 2**20:.3g} MiB")
-    fig.update_layout(title=title or f"All-reduce time, {n} GPUs at {link_gbps:g} GB/s, alpha {alpha_us:g} us (MODEL)",
-                      xaxis=bytes_axis(sizes, title="buffer size"), yaxis=log_axis(times, title="time (us)"),
-                      template="plotly_white", height=400)
+    fig.update_layout(
+        title=title or f"All-reduce time, {n} GPUs at {link_gbps:g} GB/s, alpha {alpha_us:g} us (MODEL)",
+        xaxis=bytes_axis(sizes, title="buffer size"),
+        yaxis=log_axis(times, title="time (us)"),
+        template="plotly_white",
+        height=400,
+    )
     return fig
 
 
@@ -841,14 +988,18 @@ def nccl_status() -> tuple[bool, str]:
     try:
         from cupy.cuda import nccl  # noqa: F401
     except Exception as exc:  # ImportError, or CuPy built without NCCL
-        return False, f"cupy.cuda.nccl is not importable ({type(exc).__name__}: {exc}); install NCCL for CuPy (pip install nvidia-nccl-cu12)"
+        return (
+            False,
+            f"cupy.cuda.nccl is not importable ({type(exc).__name__}: {exc}); install NCCL for CuPy (pip install nvidia-nccl-cu12)",
+        )
     if not getattr(nccl, "available", True):
         return False, "CuPy was built without NCCL support (cupy.cuda.nccl.available is False)"
     return True, f"NCCL through cupy.cuda.nccl on {e.gpu_count} GPUs"
 
 
-def measure_allreduce(nbytes: int = 256 * 2**20, devices: Sequence[int] | None = None, *, iters: int = 20,
-                      warmup: int = 5) -> dict[str, Any]:
+def measure_allreduce(
+    nbytes: int = 256 * 2**20, devices: Sequence[int] | None = None, *, iters: int = 20, warmup: int = 5
+) -> dict[str, Any]:
     """Measure an all-reduce (sum, float32) of ``nbytes`` across ``devices`` (default: every GPU) with NCCL.
 
     One process drives all GPUs (``ncclCommInitAll``; the calls of one all-reduce inside ``groupStart``/``groupEnd``),
@@ -858,8 +1009,10 @@ def measure_allreduce(nbytes: int = 256 * 2**20, devices: Sequence[int] | None =
     """
     ok, reason = nccl_status()
     if not ok:
-        raise NoGPUError(f"measure_allreduce cannot run: {reason}.",
-                         fix="Use the models (allreduce_time, scaling) here; measure on a machine with 2+ NVIDIA GPUs.")
+        raise NoGPUError(
+            f"measure_allreduce cannot run: {reason}.",
+            fix="Use the models (allreduce_time, scaling) here; measure on a machine with 2+ NVIDIA GPUs.",
+        )
     import cupy as cp
     from cupy.cuda import nccl
 
@@ -924,8 +1077,15 @@ def measure_allreduce(nbytes: int = 256 * 2**20, devices: Sequence[int] | None =
         for c in comms:
             c.destroy()
     return {
-        "kind": "measured", "collective": "all_reduce", "devices": devs, "device": names[0], "bytes": size,
-        "seconds": seconds, "algbw": _bw.algbw(size, seconds), "busbw": _bw.busbw(size, seconds, "all_reduce", n),
-        "times": times, "correct": correct,
+        "kind": "measured",
+        "collective": "all_reduce",
+        "devices": devs,
+        "device": names[0],
+        "bytes": size,
+        "seconds": seconds,
+        "algbw": _bw.algbw(size, seconds),
+        "busbw": _bw.busbw(size, seconds, "all_reduce", n),
+        "times": times,
+        "correct": correct,
         "method": f"NCCL via cupy.cuda.nccl, one process, {warmup} warm-up + {iters} timed calls, median of the slowest GPU's CUDA-event time",
     }

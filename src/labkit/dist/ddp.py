@@ -102,8 +102,18 @@ class DdpPlan:
         return step_time(self.compute_s, self.comm_s, self.window)
 
 
-def run(fn: Callable[..., Any] | str, n: int, plans: Sequence[Sequence[Sequence[int]]], *, layers: Sequence[int] = LAYERS,
-        batch: int = BATCH, steps: int = 3, lr: float = 0.05, seed: int = 8, limit_s: float | None = 60.0) -> list[DdpPlan]:
+def run(
+    fn: Callable[..., Any] | str,
+    n: int,
+    plans: Sequence[Sequence[Sequence[int]]],
+    *,
+    layers: Sequence[int] = LAYERS,
+    batch: int = BATCH,
+    steps: int = 3,
+    lr: float = 0.05,
+    seed: int = 8,
+    limit_s: float | None = 60.0,
+) -> list[DdpPlan]:
     """Train on ``n`` local processes with the all-reduce ``fn(comm, buf)`` for each bucket plan (lists of positions
     in :func:`grad_sizes`' order, as :func:`make_buckets` returns them) and measure; see the module docstring."""
     from labkit.dist import ranks
@@ -116,16 +126,38 @@ def run(fn: Callable[..., Any] | str, n: int, plans: Sequence[Sequence[Sequence[
         except (TypeError, ValueError):
             flat = []
         if sorted(flat) != list(range(len(sizes))) or flat != sorted(flat):
-            raise LabkitError(f"a bucket plan must list every gradient position 0..{len(sizes) - 1} once, in order; got {plan!r}.",
-                              fix="Build it with make_buckets(sizes, cap_bytes).")
+            raise LabkitError(
+                f"a bucket plan must list every gradient position 0..{len(sizes) - 1} once, in order; got {plan!r}.",
+                fix="Build it with make_buckets(sizes, cap_bytes).",
+            )
         as_params.append([[order[int(k)] for k in b] for b in plan])
     if not as_params:
         raise LabkitError("give one bucket plan or more (a list of plans).", fix="plans = [make_buckets(sizes, 1 << 20)]")
     src, name = ranks.source_of(fn)
-    job = {"mode": "ddp", "source": src, "name": name, "plans": as_params, "layers": [int(w) for w in layers],
-           "batch": int(batch), "steps": int(steps), "lr": float(lr), "seed": int(seed)}
+    job = {
+        "mode": "ddp",
+        "source": src,
+        "name": name,
+        "plans": as_params,
+        "layers": [int(w) for w in layers],
+        "batch": int(batch),
+        "steps": int(steps),
+        "lr": float(lr),
+        "seed": int(seed),
+    }
     out = ranks.launch(job, n, limit_s=limit_s)
     rows = out.results[0]["plans"]
-    return [DdpPlan(n, r["buckets"], r["compute"], r["comm"], r["sequential"], r["overlapped"], r["first_ready"],
-                    all(res["plans"][k]["ranks_agree"] for res in out.results), r["max_rel_error"])
-            for k, r in enumerate(rows)]
+    return [
+        DdpPlan(
+            n,
+            r["buckets"],
+            r["compute"],
+            r["comm"],
+            r["sequential"],
+            r["overlapped"],
+            r["first_ready"],
+            all(res["plans"][k]["ranks_agree"] for res in out.results),
+            r["max_rel_error"],
+        )
+        for k, r in enumerate(rows)
+    ]

@@ -26,11 +26,15 @@ def ring_allreduce(comm: Any, buf: Any) -> Any:
     (:mod:`labkit.ranks`): called with anything but a communicator and a 1-D array it raises ``LabkitError``.
     """
     if not all(callable(getattr(comm, m, None)) for m in ("Get_rank", "Get_size", "Sendrecv")):
-        raise LabkitError(f"ring_allreduce(comm, buf) needs an MPI communicator first, got {type(comm).__name__}.",
-                          fix="Run it on processes: labkit.ranks.call(ring_allreduce, 4, buf) or ranks.bench(...).")
+        raise LabkitError(
+            f"ring_allreduce(comm, buf) needs an MPI communicator first, got {type(comm).__name__}.",
+            fix="Run it on processes: labkit.ranks.call(ring_allreduce, 4, buf) or ranks.bench(...).",
+        )
     if getattr(buf, "ndim", None) != 1:
-        raise LabkitError(f"ring_allreduce(comm, buf) needs a 1-D array, got {type(buf).__name__}.",
-                          fix="Pass this rank's 1-D NumPy array, e.g. np.arange(1000, dtype=np.float32).")
+        raise LabkitError(
+            f"ring_allreduce(comm, buf) needs a 1-D array, got {type(buf).__name__}.",
+            fix="Pass this rank's 1-D NumPy array, e.g. np.arange(1000, dtype=np.float32).",
+        )
     r, n = comm.Get_rank(), comm.Get_size()
     right, left = (r + 1) % n, (r - 1) % n
     chunks = np.array_split(buf, n)  # views into buf; the first size % n chunks are one longer

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from labkit.gpu import bandwidth as _bw
 from labkit.errors import LabkitError, MissingPackageError
+from labkit.gpu import bandwidth as _bw
 from labkit.learner_frames import hide_library_frames
 
 #: Never more local processes than this (a DGX has 8 GPUs; a laptop has few cores).
@@ -83,8 +83,10 @@ def mpiexec() -> str:
     here = Path(sys.executable).with_name("mpiexec")
     found = str(here) if here.exists() else shutil.which("mpiexec")
     if not found:
-        raise MissingPackageError("mpiexec is not installed, so labkit cannot start several processes.",
-                                  fix="Install MPI from PyPI: python -m pip install mpich mpi4py (make lab does).")
+        raise MissingPackageError(
+            "mpiexec is not installed, so labkit cannot start several processes.",
+            fix="Install MPI from PyPI: python -m pip install mpich mpi4py (make lab does).",
+        )
     return found
 
 
@@ -97,8 +99,7 @@ def _mpi_library() -> str | None:
     without a library, as on a GPU image, imports; only ``mpi4py.MPI`` fails: "cannot load MPI library".)"""
     if not _MPI_LIBRARY:
         try:
-            res = subprocess.run([sys.executable, "-c", "from mpi4py import MPI"], capture_output=True, text=True,
-                                 timeout=60)
+            res = subprocess.run([sys.executable, "-c", "from mpi4py import MPI"], capture_output=True, text=True, timeout=60)
             lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
             _MPI_LIBRARY.append(None if res.returncode == 0 else (lines[-1] if lines else f"exit {res.returncode}"))
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -118,8 +119,10 @@ def available() -> tuple[bool, str]:
         return False, str(exc)
     why = _mpi_library()
     if why is not None:
-        return False, (f"mpi4py is installed but finds no MPI library ({why}): install the mpich wheel (python -m pip "
-                       "install mpich), or put its lib/ folder on LD_LIBRARY_PATH")
+        return False, (
+            f"mpi4py is installed but finds no MPI library ({why}): install the mpich wheel (python -m pip "
+            "install mpich), or put its lib/ folder on LD_LIBRARY_PATH"
+        )
     return True, "mpi4py with MPICH's mpiexec"
 
 
@@ -135,11 +138,15 @@ def max_ranks() -> int:
 
 def _count(n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_RANKS:
-        raise RankError(f"the number of processes must be a whole number from 1 to {MAX_RANKS}, got {n!r}.",
-                        fix="Use 2, 4 or 8: one process per GPU of a DGX at most.")
+        raise RankError(
+            f"the number of processes must be a whole number from 1 to {MAX_RANKS}, got {n!r}.",
+            fix="Use 2, 4 or 8: one process per GPU of a DGX at most.",
+        )
     if n > max_ranks():
-        raise RankError(f"{n} processes asked for; LABKIT_MAX_RANKS allows {max_ranks()} here.",
-                        fix="Ask for fewer, or unset LABKIT_MAX_RANKS.")
+        raise RankError(
+            f"{n} processes asked for; LABKIT_MAX_RANKS allows {max_ranks()} here.",
+            fix="Ask for fewer, or unset LABKIT_MAX_RANKS.",
+        )
     return n
 
 
@@ -158,15 +165,18 @@ def source_of(fn: Callable[..., Any] | str) -> tuple[str, str]:
             raise RankError(f"the source must define one function, it defines {len(names)}.")
         return textwrap.dedent(fn), names[0]
     if not inspect.isfunction(fn):
-        raise RankError(f"expected a function defined with def, got {type(fn).__name__}.",
-                        fix="Pass the function itself, e.g. ranks.call(my_fn, 4).")
+        raise RankError(
+            f"expected a function defined with def, got {type(fn).__name__}.",
+            fix="Pass the function itself, e.g. ranks.call(my_fn, 4).",
+        )
     if fn.__name__ == "<lambda>":
         raise RankError("a lambda cannot be sent to other processes by its source.", fix="Define it with def.")
     try:
         src = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
-        raise RankError(f"labkit cannot read the source of {fn.__name__}.",
-                        fix="Define the function in a notebook cell or a file, with def.") from None
+        raise RankError(
+            f"labkit cannot read the source of {fn.__name__}.", fix="Define the function in a notebook cell or a file, with def."
+        ) from None
     return src, fn.__name__
 
 
@@ -246,8 +256,7 @@ def _statuses(jobdir: Path, n: int) -> list[str]:
     return out
 
 
-def _hang_message(statuses: list[str], limit: float,
-                  stopped: str = "every process of the run was killed") -> tuple[str, str]:
+def _hang_message(statuses: list[str], limit: float, stopped: str = "every process of the run was killed") -> tuple[str, str]:
     stuck = []
     for r, st in enumerate(statuses):
         case, _, what = st.rpartition("|")
@@ -255,15 +264,20 @@ def _hang_message(statuses: list[str], limit: float,
             stuck.append((r, case, what))
     if not stuck:
         states = ", ".join(f"rank {r}: {st.rpartition('|')[2] or 'not started'}" for r, st in enumerate(statuses))
-        return (f"the run did not finish within {limit:g} s and was stopped ({states}); {stopped}.",
-                "Look for a loop that never ends in your function.")
+        return (
+            f"the run did not finish within {limit:g} s and was stopped ({states}); {stopped}.",
+            "Look for a loop that never ends in your function.",
+        )
     case = stuck[0][1]
     lines = "; ".join(f"rank {r} is stuck in {what}" for r, _, what in stuck)
     recv = [w for _, _, w in stuck if w.startswith("comm.Recv")]
-    fix = ("A Recv waits until some rank sends to it: give every Recv a matching Send on the source rank, or use "
-           "Sendrecv, which sends and receives in one call." if recv else
-           "Every rank must make the same sequence of calls: a Sendrecv to rank d needs rank d to call Sendrecv "
-           "(or Recv) with source = this rank.")
+    fix = (
+        "A Recv waits until some rank sends to it: give every Recv a matching Send on the source rank, or use "
+        "Sendrecv, which sends and receives in one call."
+        if recv
+        else "Every rank must make the same sequence of calls: a Sendrecv to rank d needs rank d to call Sendrecv "
+        "(or Recv) with source = this rank."
+    )
     return (f"{case + ': ' if case else ''}{lines}. Stopped after {limit:g} s: {stopped}.", fix)
 
 
@@ -277,8 +291,10 @@ def _stopped_words(n: int, left: list[int]) -> str:
     """``the 4 ranks were killed, none left running``, or which processes are, measured after the kill."""
     if not left:
         return f"the {n} rank{'s were' if n != 1 else ' was'} killed, none left running"
-    return (f"the {n} ranks were killed, but {len(left)} process(es) still run (PID {', '.join(map(str, left))}): "
-            "restart the kernel to end them")
+    return (
+        f"the {n} ranks were killed, but {len(left)} process(es) still run (PID {', '.join(map(str, left))}): "
+        "restart the kernel to end them"
+    )
 
 
 def _interrupt_summary(n: int, seconds: float, statuses: list[str], left: list[int]) -> str:
@@ -309,8 +325,9 @@ def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_sc
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
     log = open(jobdir / "output.txt", "wb")  # a file, not a pipe: ranks that print a lot never block on it
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env, start_new_session=True, cwd=str(jobdir))
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True, cwd=str(jobdir)
+    )
     _STARTED.add(proc.pid)
     seen: list[Any] = []
     try:
@@ -325,8 +342,10 @@ def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_sc
                 _kill(proc, everyone)
                 stopped = _stopped_words(n, _left_running(proc, everyone))
                 if deadline is None:
-                    raise RankError(f"the {n} processes did not all start within {STARTUP_LIMIT_S:g} s; {stopped}.",
-                                    fix="Run `labkit doctor`; a machine this busy may need fewer processes.")
+                    raise RankError(
+                        f"the {n} processes did not all start within {STARTUP_LIMIT_S:g} s; {stopped}.",
+                        fix="Run `labkit doctor`; a machine this busy may need fewer processes.",
+                    )
                 msg, fix = _hang_message(statuses, limit_s, stopped)
                 raise RankError(msg, fix=fix)
             for p in _tree(proc.pid):
@@ -355,22 +374,26 @@ def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_sc
             where = f" ({res['case']})" if res.get("case") and res["case"] != "your function" else ""
             fix = "Fix that error; the other ranks were stopped."
             if str(res["error"]).startswith("NameError"):
-                fix = ("The processes see only your function's own code, np (NumPy) and MPI (mpi4py.MPI): define or "
-                       "import inside the function what else it uses.")
+                fix = (
+                    "The processes see only your function's own code, np (NumPy) and MPI (mpi4py.MPI): define or "
+                    "import inside the function what else it uses."
+                )
             raise RankError(f"rank {r} of {n}{where} raised {res['error']}", fix=fix)
         if proc.returncode != 0 or not all(res.get("ok") for res in results):
             tail = "\n".join(output.strip().splitlines()[-6:])
-            raise RankError(f"the {n} processes ended with exit status {proc.returncode} without their results.\n{tail}",
-                            fix="Run `labkit doctor`: it says whether MPI works here.")
+            raise RankError(
+                f"the {n} processes ended with exit status {proc.returncode} without their results.\n{tail}",
+                fix="Run `labkit doctor`: it says whether MPI works here.",
+            )
         return RankRun(n, results, seconds, cmd, script.read_text(encoding="utf-8") if keep_script else "", output=output)
     except KeyboardInterrupt as exc:  # Interrupt: stop every process, then one line says what happened
         statuses, everyone = _statuses(jobdir, n), seen + _tree(proc.pid)
         _kill(proc, everyone)
         if not exc.args:
             exc.args = (_interrupt_summary(n, time.perf_counter() - t0, statuses, _left_running(proc, everyone)),)
-        raise hide_library_frames(exc)  # in IPython the red box ends at the learner's line and that summary
+        raise hide_library_frames(exc)  # noqa: B904 - the same exception: in IPython its red box ends at the learner's line
     except RankError as exc:  # a hang past the time limit, a rank that raised: already killed above
-        raise hide_library_frames(exc)
+        raise hide_library_frames(exc)  # noqa: B904 - the same exception, its engine frames hidden
     except BaseException:
         _kill(proc, seen)
         raise
@@ -392,8 +415,9 @@ def call(fn: Callable[..., Any] | str, n: int, *args: Any, limit_s: float | None
     return launch({"mode": "call", "source": src, "name": name, "args": tuple(args)}, n, limit_s=limit_s)
 
 
-def grade_cases(fn: Callable[..., Any] | str, cases: Sequence[tuple[int, int, str, int]], *,
-                limit_s: float | None = None) -> list[dict[str, Any]]:
+def grade_cases(
+    fn: Callable[..., Any] | str, cases: Sequence[tuple[int, int, str, int]], *, limit_s: float | None = None
+) -> list[dict[str, Any]]:
     """Run the all-reduce ``fn(comm, buf)`` on each case ``(n, size, dtype, seed)`` in one launch of
     ``max(n)`` processes (smaller cases on the first n ranks), and return rank 0's record of each case with
     every rank's record under ``"ranks"`` (what each returned against ``MPI.Allreduce``, bytes it sent)."""
@@ -436,8 +460,9 @@ class Timing:
         return self.nbytes / self.mpi_seconds / 1e9 * _bw.busbw_factor("all_reduce", self.n)
 
 
-def bench(fn: Callable[..., Any] | str, n: int, sizes: Sequence[int], reps: int = 5, *,
-          limit_s: float | None = None) -> list[Timing]:
+def bench(
+    fn: Callable[..., Any] | str, n: int, sizes: Sequence[int], reps: int = 5, *, limit_s: float | None = None
+) -> list[Timing]:
     """Time the all-reduce ``fn(comm, buf)`` and ``MPI.Allreduce`` on ``n`` local processes for float32 buffers of
     each size (elements): the median over ``reps`` of the slowest rank. CPU processes over shared memory."""
     src, name = source_of(fn)
@@ -458,8 +483,10 @@ def gpu_status() -> tuple[bool, str]:
     if not e.is_gpu:
         return False, f"labkit is in sim mode ({e.reason}): no GPU for one process per GPU"
     if e.gpu_count < 2:
-        return False, (f"this machine has one GPU ({e.device_name}): a ring needs two processes on two GPUs; "
-                       "the CPU processes above run the same code")
+        return False, (
+            f"this machine has one GPU ({e.device_name}): a ring needs two processes on two GPUs; "
+            "the CPU processes above run the same code"
+        )
     try:
         from cupy.cuda import nccl
     except Exception as exc:  # ImportError, or CuPy without NCCL
@@ -487,8 +514,14 @@ class GpuTiming:
         return self.nbytes / t / 1e9 * _bw.busbw_factor("all_reduce", self.n)
 
 
-def gpu_bench(fn: Callable[..., Any] | str, n: int | None = None, sizes: Sequence[int] = (1 << 20, 1 << 26),
-              reps: int = 5, *, limit_s: float = 120.0) -> tuple[list[GpuTiming], dict[str, Any]]:
+def gpu_bench(
+    fn: Callable[..., Any] | str,
+    n: int | None = None,
+    sizes: Sequence[int] = (1 << 20, 1 << 26),
+    reps: int = 5,
+    *,
+    limit_s: float = 120.0,
+) -> tuple[list[GpuTiming], dict[str, Any]]:
     """Run the rank function ``fn(comm, buf)`` with one process per GPU on CuPy buffers: ``comm.Sendrecv`` over
     NCCL (unique id broadcast over MPI), checked against NCCL's ``allReduce`` and timed beside it, and over
     CUDA-aware MPI where the MPI library has it. Needs :func:`gpu_status` to say yes."""
@@ -502,7 +535,19 @@ def gpu_bench(fn: Callable[..., Any] | str, n: int | None = None, sizes: Sequenc
     src, name = source_of(fn)
     run = launch({"mode": "gpu", "source": src, "name": name, "sizes": list(sizes), "reps": int(reps)}, n, limit_s=limit_s)
     first = run.results[0]
-    rows = [GpuTiming(n, row["nbytes"], all(r["rows"][k]["correct"] for r in run.results), row["learner"], row["nccl"],
-                      row.get("cuda_aware_mpi")) for k, row in enumerate(first["rows"])]
-    return rows, {"device": first["device_name"], "cuda_aware_mpi": first["cuda_aware"],
-                  "devices": [r["rows"][0]["device"] if r["rows"] else None for r in run.results]}
+    rows = [
+        GpuTiming(
+            n,
+            row["nbytes"],
+            all(r["rows"][k]["correct"] for r in run.results),
+            row["learner"],
+            row["nccl"],
+            row.get("cuda_aware_mpi"),
+        )
+        for k, row in enumerate(first["rows"])
+    ]
+    return rows, {
+        "device": first["device_name"],
+        "cuda_aware_mpi": first["cuda_aware"],
+        "devices": [r["rows"][0]["device"] if r["rows"] else None for r in run.results],
+    }
