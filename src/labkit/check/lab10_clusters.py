@@ -239,16 +239,16 @@ def _value_cause(
             "starts uninitialised: NaN here). Call cluster.sync() after the block's own reduction and before "
             "reading the peers, from every thread of every block."
         )
-    if got == UNWRITTEN:
-        return (
-            f"out[{k}] was never written. Each cluster writes exactly one slot, out[blockIdx.x / "
-            "cluster.num_blocks()], from block rank 0's thread 0."
-        )
-    if other_ok:
+    if other_ok:  # (before the unwritten slot: a fixed cluster size leaves slots unwritten, on some draws only)
         return (
             f"the sums are right with clusters of another size but not with clusters of {cluster} blocks: use "
             "cluster.num_blocks() for the cluster size (in the loop over ranks and in the output index), never a "
             "fixed number."
+        )
+    if got == UNWRITTEN:
+        return (
+            f"out[{k}] was never written. Each cluster writes exactly one slot, out[blockIdx.x / "
+            "cluster.num_blocks()], from block rank 0's thread 0."
         )
     rows = full or list(range(out.size))
     for j in range(cluster):
