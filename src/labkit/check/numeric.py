@@ -1,0 +1,128 @@
+"""Numeric exercises as data, read by one function each.
+
+Many checks of labs 01 and 06 to 08 have one shape: draw fresh inputs, compute the right figure with the reference
+model, call the learner's function, compare within a tolerance and, when the answer is wrong, compare it with the
+known slips (wrong numbers from typical mistakes) to name the cause. A :class:`FunctionExercise` holds what differs
+from one such check to the next (how cases are drawn, the reference, the tolerance, the slips and their causes, the
+words of the report) and :func:`grade_function` grades a learner's function against it. :func:`figure` does the
+same for one figure answered directly, :func:`slip_cause` names the slip a wrong figure matches, and
+:func:`array_answer` reads an array a learner's function returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from .answers import close, judge, number, ratio_cause
+from .core import Failed, Unsolved
+from .slips import int32_wrap_cause, unit_cause
+
+#: ``(args) -> {cause: wrong value}``, ``(args) -> {wrong / right: cause}``, ``(args) -> cause or None``
+Values = Callable[..., Mapping[str, float]]
+Ratios = Callable[..., Mapping[float, str]]
+First = Callable[..., "str | None"]
+
+
+def slip_cause(
+    got: float,
+    want: float,
+    args: tuple[Any, ...] = (),
+    *,
+    first: First | None = None,
+    values: Values | None = None,
+    ratios: Ratios | None = None,
+    nbytes: int | None = None,
+    units: bool = True,
+    otherwise: str | None = None,
+) -> str | None:
+    """The likely cause of the wrong figure ``got`` (the right one is ``want``, computed from ``args``), tried in
+    this order: ``first(*args)`` (a cause that stands whatever the number, e.g. for one GPU); the first slip of
+    ``values(want, *args)`` (``{cause: wrong value}``) within 1% of ``got``; the factor of ``ratios(*args)``
+    (``{wrong / right: cause}``) that ``got / want`` matches within 1%; a byte count ``args[nbytes]`` wrapped to
+    32 bits; an exact unit factor (when ``units``); else ``otherwise``."""
+    cause = first(*args) if first is not None else None
+    if cause is None and values is not None:
+        cause = next((c for c, v in values(want, *args).items() if close(got, v)), None)
+    if cause is None and ratios is not None:
+        cause = ratio_cause(got, want, dict(ratios(*args)))
+    if cause is None and nbytes is not None:
+        cause = int32_wrap_cause(got, want, args[nbytes])
+    if cause is None and units:
+        cause = unit_cause(got, want)
+    return cause or otherwise
+
+
+@dataclass(frozen=True)
+class FunctionExercise:
+    """A numeric exercise whose answer is a function of drawn arguments, as data.
+
+    ``cases()`` yields the argument tuples (fresh each run, drawn lazily in the order the check always drew them);
+    ``reference(*args)`` is the right figure; an answer passes within ``rel`` of it (or, where the right figure is 0,
+    below ``zero_atol``). A wrong answer is reported as ``{name}({args}) returned {failed}``, ``failed`` being
+    formatted with ``got`` and ``want``, with the cause :func:`slip_cause` finds from ``first``, ``values``,
+    ``ratios``, ``nbytes`` and ``otherwise``."""
+
+    name: str
+    cases: Callable[[], Iterable[tuple[Any, ...]]]
+    reference: Callable[..., float]
+    failed: str
+    rel: float = 0.01
+    zero_atol: float = 0.0
+    first: First | None = None
+    values: Values | None = None
+    ratios: Ratios | None = None
+    nbytes: int | None = None
+    otherwise: str | None = None
+
+
+def grade_function(fn: Any, ex: FunctionExercise, call: Callable[..., Any]) -> None:
+    """Grade the learner's ``fn`` on every case of ``ex``: ``call(fn, *args)`` runs it (turning its exceptions and
+    a missing return into a report); the first wrong figure raises :class:`Failed` naming its likely cause."""
+    for args in ex.cases():
+        label = f"{ex.name}({', '.join(f'{a}' for a in args)})"
+        want = ex.reference(*args)
+        got = number(call(fn, *args), label)
+        if close(got, want, ex.rel) or (want == 0 and abs(got) < ex.zero_atol):
+            continue
+        cause = slip_cause(
+            got,
+            want,
+            args,
+            first=ex.first,
+            values=ex.values,
+            ratios=ex.ratios,
+            nbytes=ex.nbytes,
+            otherwise=ex.otherwise,
+        )
+        raise Failed(f"{label} returned " + ex.failed.format(got=got, want=want), cause=cause)
+
+
+def figure(
+    value: Any,
+    what: str,
+    reference: Callable[[], float],
+    slips: Callable[[], Mapping[str, float]],
+    unit: str,
+    *,
+    rel: float,
+) -> float:
+    """Read the learner's figure ``value`` (named ``what``) and pass it when it is within ``rel`` of ``reference()``;
+    otherwise raise :class:`Failed` naming the slip of ``slips()`` (or the exact unit factor) it matches, as
+    :func:`labkit.check.answers.judge` does. Returns the figure read."""
+    x = number(value, what)
+    judge(x, reference(), what, unit, rel=rel, slips=slips(), unit_factors=True)
+    return x
+
+
+def array_answer(got: Any, name: str, what: str, noun: str) -> np.ndarray:
+    """The array the learner's function ``name`` returned (``got``) as float64: :class:`Unsolved` when it returned
+    nothing, :class:`Failed` (``{what} returned <type>, not {noun}.``) when it is not an array of numbers."""
+    if got is None or got is Ellipsis:
+        raise Unsolved(f"{name} returns nothing yet.")
+    try:
+        return np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise Failed(f"{what} returned {type(got).__name__}, not {noun}.") from None
