@@ -14,6 +14,7 @@ from .. import hw
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
+from .numeric import figure
 
 # Answers within 0.8% pass: they are computed from the labkit.hw figures the notebook prints, so only rounding
 # separates a right answer from the expected one (20 for 19.87 passes), while the nearest plausible wrong answer
@@ -124,9 +125,8 @@ def _a100_20x_slips() -> dict[str, float]:
 )
 def a100_20x(ratio: Any) -> str:
     """The ratio behind "up to 20x Volta"."""
-    r = number(ratio, "ratio")
+    r = figure(ratio, "ratio", _a100_20x, _a100_20x_slips, "x", rel=REL)
     a, v = hw.gpu("A100"), hw.gpu("V100")
-    _diagnose(r, _a100_20x(), "ratio", _a100_20x_slips(), "x")
     return (
         f"{r:.1f}x: A100 TF32 Tensor Cores with sparsity against V100 plain FP32. Like for like (FP16 Tensor Cores, dense) "
         f"it is {a.peak('fp16').value / v.peak('fp16').value:.1f}x."
@@ -162,8 +162,7 @@ def _dgx_a100_slips() -> dict[str, float]:
 )
 def dgx_a100_pflops(pflops: Any) -> str:
     """DGX A100 AI compute in PFLOP/s, from its GPU count and one GPU's peak."""
-    x = number(pflops, "pflops")
-    _diagnose(x, _dgx_a100_pflops(), "pflops", _dgx_a100_slips(), "PFLOP/s")
+    x = figure(pflops, "pflops", _dgx_a100_pflops, _dgx_a100_slips, "PFLOP/s", rel=REL)
     s = hw.system("DGX A100")
     return (
         f"{x:.2f} PFLOP/s: {s.gpu_count.value:g} GPUs x {s.gpu_model.peak('fp16', sparse=True).value:g} TFLOP/s FP16 "
@@ -243,8 +242,7 @@ def _backplane_slips() -> dict[str, float]:
 )
 def dgx2_backplane(gbps_bidirectional: Any) -> str:
     """Bidirectional GB/s from one DGX-2 baseboard to the backplane, from link counts."""
-    x = number(gbps_bidirectional, "gbps_bidirectional")
-    _diagnose(x, _backplane(), "gbps_bidirectional", _backplane_slips(), "GB/s")
+    x = figure(gbps_bidirectional, "gbps_bidirectional", _backplane, _backplane_slips, "GB/s", rel=REL)
     return f"{x:g} GB/s bidirectional = 6 switches x 8 links x {hw.link('NVLink 2').per_link.value:g} GB/s x 2 directions."
 
 
@@ -405,8 +403,7 @@ def _two_dgx1_slips() -> dict[str, float]:
 )
 def two_dgx1(ms: Any) -> str:
     """Milliseconds to all-reduce 300 M FP32 gradients over 16 GPUs in two DGX-1 joined by InfiniBand."""
-    x = number(ms, "ms")
-    _diagnose(x, _two_dgx1_ms(), "ms", _two_dgx1_slips(), "ms")
+    x = figure(ms, "ms", _two_dgx1_ms, _two_dgx1_slips, "ms", rel=REL)
     g = hw.gpu("DGX-2")
     per_gpu = g.nvlink_bandwidth.value / 2
     one_box = _ring_reference(300e6 * 4, 16, per_gpu) * 1e3

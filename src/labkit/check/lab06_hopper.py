@@ -11,6 +11,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
+from .numeric import array_answer
 
 # --------------------------------------------------------------------------------------------- 06.wmma-peak
 
@@ -235,12 +236,7 @@ def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     cases = _mx_cases()
     for x in cases:
         got = call_learner(fn, x.copy(), what=f"quantize_mxfp8 of a {x.shape[0]}×{x.shape[1]} array")
-        if got is None or got is Ellipsis:
-            raise Unsolved("quantize_mxfp8 returns nothing yet.")
-        try:
-            arr = np.asarray(got, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise Failed(f"quantize_mxfp8 returned {type(got).__name__}, not an array of numbers.") from None
+        arr = array_answer(got, "quantize_mxfp8", "quantize_mxfp8", "an array of numbers")
         if arr.shape != x.shape:
             raise Failed(f"for a {x.shape} input you returned shape {arr.shape}; return the read-back values in x's shape.")
         want = scaling.quantize_blocks(x, "mxfp8_e4m3").values
@@ -351,12 +347,7 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", P.PrecisionWarning)  # FP8 flushes a few tiny inputs; that is expected here
             got = call_learner(fn, a.copy(), b.copy(), interval, what=what)
-            if got is None or got is Ellipsis:
-                raise Unsolved("promoted_gemm returns nothing yet.")
-            try:
-                arr = np.asarray(got, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise Failed(f"{what} returned {type(got).__name__}, not a matrix.") from None
+            arr = array_answer(got, "promoted_gemm", what, "a matrix")
             if arr.shape != (a.shape[0], b.shape[1]):
                 raise Failed(f"{what} returned shape {arr.shape}, expected {(a.shape[0], b.shape[1])}.")
 

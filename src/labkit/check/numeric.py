@@ -126,3 +126,23 @@ def array_answer(got: Any, name: str, what: str, noun: str) -> np.ndarray:
         return np.asarray(got, dtype=np.float64)
     except (TypeError, ValueError):
         raise Failed(f"{what} returned {type(got).__name__}, not {noun}.") from None
+
+
+def pair_answer(out: Any, names: tuple[str, str]) -> tuple[float, float]:
+    """The two numbers ``names`` that a learner's function returned as a pair ``out``: :class:`Unsolved` when it
+    returned nothing, :class:`Failed` when ``out`` is not two numbers."""
+    first, second = names
+    if out is None or out is Ellipsis:
+        raise Unsolved(f"your function returns nothing yet; return ({first}, {second}).")
+    try:
+        a, b = out
+    except (TypeError, ValueError):
+        raise Failed(f"return two numbers, ({first}, {second}); got {out!r}.") from None
+    return number(a, first), number(b, second)
+
+
+def expect(got: float, want: float, call: str, what: str, unit: str, cause: Callable[[], str | None]) -> None:
+    """Raise :class:`Failed` (``{call}: {what} {got}, expected {want}{unit}.``) with the cause ``cause()`` finds when
+    ``got`` is not within 1% of ``want``; the cause is only looked for when the figure is wrong."""
+    if not close(got, want):
+        raise Failed(f"{call}: {what} {got:.4g}, expected {want:.4g}{unit}.", cause=cause())
