@@ -14,7 +14,7 @@ from .. import hw
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
-from .numeric import figure
+from .numeric import call_answer, figure
 
 # Answers within 0.8% pass: they are computed from the labkit.hw figures the notebook prints, so only rounding
 # separates a right answer from the expected one (20 for 19.87 passes), while the nearest plausible wrong answer
@@ -339,12 +339,7 @@ def ring_allreduce(fn: Callable[[float, int, float], float]) -> str:
     ]
     results: list[tuple[float, int, float, float]] = []
     for nbytes, n, bw in cases:
-        try:
-            got = fn(nbytes, n, bw)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # the learner's code raised
-            raise Failed(f"ring_allreduce_time({nbytes:g}, {n}, {bw:g}) raised {type(exc).__name__}: {exc}") from None
+        got = call_answer(fn, nbytes, n, bw, what=f"ring_allreduce_time({nbytes:g}, {n}, {bw:g})")
         if got is None or got is Ellipsis:
             raise Unsolved("the function returns nothing yet.")
         results.append((nbytes, n, bw, number(got, "the returned time")))

@@ -14,6 +14,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
+from .numeric import call_answer
 from .slips import merge_slips
 
 # --------------------------------------------------------------------------------------------- 06.decode-fp16
@@ -84,12 +85,7 @@ def decode_fp16(fn: Callable[[str], float]) -> str:
     cases = _fp16_cases()
     for pattern in cases:
         want = precision.decode(pattern, "fp16")
-        try:
-            got = fn(pattern)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - reported to the learner
-            raise Failed(f"decoding {pattern} raised {type(exc).__name__}: {exc}") from None
+        got = call_answer(fn, pattern, what=f"decoding {pattern}")
         if got is None:
             raise Unsolved("your function returns None; return the decoded value.")
         got_f = number(got, f"the value your function returns for {pattern}", finite=False)
@@ -276,12 +272,7 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     x = _tf32_cases()
     want = precision.round_tf32_bits(x)
     given = x.copy()
-    try:
-        got = fn(given)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise Failed(f"your function raised {type(exc).__name__}: {exc}") from None
+    got = call_answer(fn, given, what="your function")
     if not np.array_equal(given.view(np.uint32), x.view(np.uint32)):
         k = int(np.argmax(given.view(np.uint32) != x.view(np.uint32)))
         raise Failed(
@@ -636,12 +627,7 @@ def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
     for scale, inf, good, interval in cases:
         want = reference_update_scale(scale, inf, good, interval)
         call = f"update({scale:g}, found_inf={inf}, good_steps={good}, growth_interval={interval})"
-        try:
-            got = fn(scale, inf, good, interval)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise Failed(f"{call} raised {type(exc).__name__}: {exc}") from None
+        got = call_answer(fn, scale, inf, good, interval, what=call)
         if got is None:
             raise Unsolved("your function returns None; return (new_scale, new_good_steps, apply_step).")
         try:

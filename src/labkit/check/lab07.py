@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 from .answers import close, number
 from .core import Failed, Unsolved, exercise
-from .numeric import FunctionExercise, grade_function
+from .numeric import FunctionExercise, call_answer, dict_answer, grade_function
 from .slips import merge_slips, unit_cause
 
 DGX1 = "DGX-1 (V100)"
@@ -18,12 +18,7 @@ def _call(fn: Any, *args: Any) -> Any:
     """Call the learner's function; turn its exceptions (other than NotImplementedError) into a report."""
     if not callable(fn):
         raise Failed(f"expected a function, got {type(fn).__name__}.", cause="pass the function itself, without calling it.")
-    try:
-        value = fn(*args)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # the learner's bug, reported rather than raised
-        raise Failed(f"your function raised {type(exc).__name__}: {exc} (arguments {args}).") from None
+    value = call_answer(fn, *args, what="your function", tail=f" (arguments {args}).")
     if value is None or value is Ellipsis:
         raise Unsolved("your function returns nothing yet; finish its body and return the number.")
     return value
@@ -386,13 +381,7 @@ def _dgx2_bidirectional() -> float:
 def bidirectional_conventions(answer: Any, forward: float, backward: float) -> str:
     """Grade ``{"p2p_sum": ..., "dgx2_per_direction": ...}`` for a pair measured (or modelled) per direction as
     ``forward`` and ``backward`` GB/s."""
-    if not isinstance(answer, dict):
-        raise Failed(f"expected a dict with keys 'p2p_sum' and 'dgx2_per_direction', got {type(answer).__name__}.")
-    missing = {"p2p_sum", "dgx2_per_direction"} - set(answer)
-    if missing:
-        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
-    if answer["p2p_sum"] is Ellipsis or answer["dgx2_per_direction"] is Ellipsis:
-        raise Unsolved("fill in both values of the dict.")
+    dict_answer(answer, ("p2p_sum", "dgx2_per_direction"))
     fwd, back = float(forward), float(backward)
     s = number(answer["p2p_sum"], "p2p_sum")
     want = fwd + back

@@ -17,7 +17,7 @@ import numpy as np
 
 from .answers import close, number, ratio_cause
 from .core import Failed, Unsolved, exercise
-from .numeric import expect, pair_answer
+from .numeric import call_answer, dict_answer, expect, pair_answer
 
 RS, AG = "reduce-scatter", "all-gather"
 ALLREDUCE_SYSTEMS = ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100")
@@ -27,14 +27,7 @@ PARAMS = 300e6  # the DGX-2 talk's speech model (FACTS A)
 def _call(fn: Any, *args: Any) -> Any:
     if not callable(fn):
         raise Failed(f"expected a function, got {type(fn).__name__}.", cause="pass the function itself, without calling it.")
-    try:
-        return fn(*args)
-    except NotImplementedError:
-        raise
-    except (Failed, Unsolved):
-        raise
-    except Exception as exc:  # the learner's bug, reported rather than raised
-        raise Failed(f"your function raised {type(exc).__name__}: {exc}.") from None
+    return call_answer(fn, *args, what="your function", tail=".", keep=(Failed, Unsolved))
 
 
 # ---------------------------------------------------------------------------------------------- 08.ring-step
@@ -541,13 +534,7 @@ def mig_slices(answer: Any) -> str:
 
     from .. import hw
 
-    if not isinstance(answer, dict):
-        raise Failed(f"expected a dict with keys 'per_gpu' and 'memory_gb', got {type(answer).__name__}.")
-    missing = {"per_gpu", "memory_gb"} - set(answer)
-    if missing:
-        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
-    if answer["per_gpu"] is Ellipsis or answer["memory_gb"] is Ellipsis:
-        raise Unsolved("fill in both values of the dict.")
+    dict_answer(answer, ("per_gpu", "memory_gb"))
     want = _ref_mig()
     s = hw.system("DGX A100")
     per = number(answer["per_gpu"], "per_gpu")
@@ -621,15 +608,12 @@ def nvls_busbw(answer: Any) -> str:
     report for a large all-reduce over the 8 GPUs of a DGX H200 at the full NVLink rate, for a ring and for NVLS."""
     from .. import hw
 
-    if not isinstance(answer, dict):
-        raise Failed(f"expected a dict with keys 'ring_busbw', 'nvls_busbw' and 'faster', got {type(answer).__name__}.")
-    missing = {"ring_busbw", "nvls_busbw", "faster"} - set(answer)
-    if missing:
-        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
-    if all(answer[k] is Ellipsis for k in ("ring_busbw", "nvls_busbw", "faster")):
-        raise Unsolved("fill in the three values.")
-    if any(answer[k] is Ellipsis for k in ("ring_busbw", "nvls_busbw", "faster")):
-        raise Unsolved("one value is still `...`.")
+    dict_answer(
+        answer,
+        ("ring_busbw", "nvls_busbw", "faster"),
+        unsolved="one value is still `...`.",
+        all_unsolved="fill in the three values.",
+    )
     want = _ref_nvls()
     s = hw.system(NVLS_SYSTEM)
     n = int(s.gpu_count.value)

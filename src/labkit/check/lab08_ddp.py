@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .core import Failed, Unsolved, exercise
+from .numeric import call_answer
 
 
 def _ref() -> Any:
@@ -138,12 +139,7 @@ def ddp_buckets(fn: Any) -> str:
         raise Failed(f"expected your function, got {type(fn).__name__}.", cause="pass the function itself.")
     for sizes, cap in cases():
         want = make_buckets(sizes, cap)
-        try:
-            got = fn(list(sizes), cap)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # the learner's bug, reported
-            raise Failed(f"make_buckets({_short(sizes)}, {cap}) raised {type(exc).__name__}: {exc}.") from None
+        got = call_answer(fn, list(sizes), cap, what=f"make_buckets({_short(sizes)}, {cap})", tail=".")
         if got is None or got is Ellipsis:
             raise Unsolved("your function returns nothing yet; return the list of buckets.")
         try:

@@ -146,3 +146,40 @@ def expect(got: float, want: float, call: str, what: str, unit: str, cause: Call
     ``got`` is not within 1% of ``want``; the cause is only looked for when the figure is wrong."""
     if not close(got, want):
         raise Failed(f"{call}: {what} {got:.4g}, expected {want:.4g}{unit}.", cause=cause())
+
+
+def dict_answer(
+    answer: Any,
+    keys: tuple[str, ...],
+    *,
+    unsolved: str = "fill in both values of the dict.",
+    all_unsolved: str | None = None,
+) -> dict[Any, Any]:
+    """The learner's dict of figures ``answer``, holding every one of ``keys``: :class:`Failed` when it is not a dict
+    or lacks a key; :class:`Unsolved` (``all_unsolved`` when every value is still ``...`` and that is given, else
+    ``unsolved``) when a value is still ``...``."""
+    if not isinstance(answer, dict):
+        names = ", ".join(repr(k) for k in keys[:-1]) + f" and {keys[-1]!r}"
+        raise Failed(f"expected a dict with keys {names}, got {type(answer).__name__}.")
+    missing = set(keys) - set(answer)
+    if missing:
+        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
+    blank = [answer[k] is Ellipsis for k in keys]
+    if all_unsolved is not None and all(blank):
+        raise Unsolved(all_unsolved)
+    if any(blank):
+        raise Unsolved(unsolved)
+    return answer
+
+
+def call_answer(fn: Callable[..., Any], *args: Any, what: str, tail: str = "", keep: tuple[type[BaseException], ...] = ()) -> Any:
+    """``fn(*args)`` for the learner's ``fn``. ``NotImplementedError`` (the skeleton) and the exceptions in ``keep``
+    pass through; any other exception becomes :class:`Failed`: ``{what} raised <type>: <message>{tail}``."""
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the learner's bug, reported rather than raised
+        if isinstance(exc, keep):
+            raise
+        raise Failed(f"{what} raised {type(exc).__name__}: {exc}{tail}") from None
