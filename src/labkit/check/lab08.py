@@ -283,6 +283,33 @@ def _busbw_cause(got: float, algbw: float, coll: str, n: int) -> str | None:
     return None
 
 
+def _nccl_cases() -> list[tuple[int, float, str, int]]:
+    """Fresh sizes and times each run, every collective, rings of 2 to 72 GPUs (n = 2: all_reduce's factor is 1),
+    one size past 2^31 bytes (int32 byte arithmetic overflows there)."""
+    from .draws import choice
+    from .harness import rng
+
+    r = rng()
+
+    def draw(coll: str, n: int) -> tuple[int, float, str, int]:
+        size = int(2 ** int(r.integers(20, 33))) if r.random() < 0.7 else int(r.integers(1, 10)) * 10**9
+        return size, float(round(size / (r.uniform(20, 400) * 1e3), 1)), coll, n  # a time for 20 to 400 GB/s
+
+    cases = [
+        draw("all_reduce", 8),
+        draw("all_gather", 8),
+        draw("reduce_scatter", 4),
+        draw("all_reduce", 16),
+        draw("broadcast", int(choice((4, 8)))),
+        draw("all_gather", 2),
+        draw("all_reduce", 2),
+        draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73))),
+    ]
+    big = int(r.integers(3, 9)) * 2**30 + int(r.integers(1, 2**20))  # past 2^31 bytes: int32 byte arithmetic overflows
+    cases[3] = (big, float(round(big / (r.uniform(20, 400) * 1e3), 1)), "all_reduce", 16)
+    return cases
+
+
 @exercise(
     "08.nccl-busbw",
     kind="numeric",
@@ -301,29 +328,7 @@ def nccl_tests_bandwidth(fn: Any) -> str:
     """Grade ``fn(size_bytes, time_us, collective, n) -> (algbw, busbw)`` in GB/s, as nccl-tests computes them."""
     from labkit.gpu import bandwidth as bw
 
-    from .draws import choice
-    from .harness import rng
-
-    r = rng()
-
-    def draw(coll: str, n: int) -> tuple[int, float, str, int]:
-        size = int(2 ** int(r.integers(20, 33))) if r.random() < 0.7 else int(r.integers(1, 10)) * 10**9
-        return size, float(round(size / (r.uniform(20, 400) * 1e3), 1)), coll, n  # a time for 20 to 400 GB/s
-
-    # fresh sizes and times each run, every collective, rings of 2 to 72 GPUs (n = 2: all_reduce's factor is 1)
-    cases = [
-        draw("all_reduce", 8),
-        draw("all_gather", 8),
-        draw("reduce_scatter", 4),
-        draw("all_reduce", 16),
-        draw("broadcast", int(choice((4, 8)))),
-        draw("all_gather", 2),
-        draw("all_reduce", 2),
-        draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73))),
-    ]
-    big = int(r.integers(3, 9)) * 2**30 + int(r.integers(1, 2**20))  # past 2^31 bytes: int32 byte arithmetic overflows
-    cases[3] = (big, float(round(big / (r.uniform(20, 400) * 1e3), 1)), "all_reduce", 16)
-    for size, t_us, coll, n in cases:
+    for size, t_us, coll, n in _nccl_cases():
         a_got, b_got = pair_answer(_call(fn, size, t_us, coll, n), ("algbw", "busbw"))
         a_want = bw.algbw(size, t_us * 1e-6)
         b_want = a_want * bw.busbw_factor(coll, n)
