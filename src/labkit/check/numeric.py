@@ -4,9 +4,14 @@ Many checks of labs 01 and 06 to 08 have one shape: draw fresh inputs, compute t
 model, call the learner's function, compare within a tolerance and, when the answer is wrong, compare it with the
 known slips (wrong numbers from typical mistakes) to name the cause. A :class:`FunctionExercise` holds what differs
 from one such check to the next (how cases are drawn, the reference, the tolerance, the slips and their causes, the
-words of the report) and :func:`grade_function` grades a learner's function against it. :func:`figure` does the
-same for one figure answered directly, :func:`slip_cause` names the slip a wrong figure matches, and
-:func:`array_answer` reads an array a learner's function returned.
+words of the report) and :func:`grade_function` grades a learner's function against it; :func:`slip_cause` names the
+slip a wrong figure matches. The smaller steps those checks share live here too:
+
+- :func:`figure`: one figure answered directly, read and judged against its reference and slips;
+- :func:`call_answer`: call the learner's function, its exceptions reported in words;
+- :func:`pair_answer`, :func:`dict_answer`, :func:`array_answer`: read two numbers, a dict of figures or an array
+  that a learner returned, with "not solved yet" for what is still ``...``;
+- :func:`expect`: one figure of a case against its right value, with a cause looked for only when it is wrong.
 """
 
 from __future__ import annotations
@@ -35,14 +40,13 @@ def slip_cause(
     values: Values | None = None,
     ratios: Ratios | None = None,
     nbytes: int | None = None,
-    units: bool = True,
     otherwise: str | None = None,
 ) -> str | None:
     """The likely cause of the wrong figure ``got`` (the right one is ``want``, computed from ``args``), tried in
     this order: ``first(*args)`` (a cause that stands whatever the number, e.g. for one GPU); the first slip of
     ``values(want, *args)`` (``{cause: wrong value}``) within 1% of ``got``; the factor of ``ratios(*args)``
     (``{wrong / right: cause}``) that ``got / want`` matches within 1%; a byte count ``args[nbytes]`` wrapped to
-    32 bits; an exact unit factor (when ``units``); else ``otherwise``."""
+    32 bits; an exact unit factor (:func:`labkit.check.slips.unit_cause`); else ``otherwise``."""
     cause = first(*args) if first is not None else None
     if cause is None and values is not None:
         cause = next((c for c, v in values(want, *args).items() if close(got, v)), None)
@@ -50,7 +54,7 @@ def slip_cause(
         cause = ratio_cause(got, want, dict(ratios(*args)))
     if cause is None and nbytes is not None:
         cause = int32_wrap_cause(got, want, args[nbytes])
-    if cause is None and units:
+    if cause is None:
         cause = unit_cause(got, want)
     return cause or otherwise
 
