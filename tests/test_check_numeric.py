@@ -155,3 +155,12 @@ def test_expect() -> None:
     with pytest.raises(Failed, match=r"^f\(\): rate 12, expected 10 GB/s\.$") as info:
         expect(12.0, 10.0, "f()", "rate", " GB/s", cause)
     assert info.value.cause == "why"
+
+
+def test_judge_expected_adds_the_right_figure_to_the_message() -> None:
+    from labkit.check.numeric import judge_expected
+
+    judge_expected(10.0, 10.0, "f()", "GB/s", expected="Expected 10.", rel=0.01, slips={}, otherwise="o")
+    with pytest.raises(Failed) as info:
+        judge_expected(5.0, 10.0, "f()", "GB/s", expected="Expected 10.", rel=0.01, slips={"halved": 5.0}, otherwise="o")
+    assert str(info.value) == "f(): you have 5 GB/s; that is not it. Expected 10." and info.value.cause == "halved"

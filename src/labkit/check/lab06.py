@@ -14,7 +14,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
-from .numeric import call_answer
+from .numeric import call_answer, judge_expected
 from .slips import merge_slips
 
 # --------------------------------------------------------------------------------------------- 06.decode-fp16
@@ -842,19 +842,17 @@ def gemm_predict(fn: Callable[..., float]) -> str:
             raise Unsolved("predict_gemm returns nothing yet.")
         value = number(got, f"{call} (TFLOP/s)", positive=True)
         want = ref(m, n, k, p, gpu)
-        try:
-            judge(
-                value,
-                want,
-                call,
-                "TFLOP/s",
-                rel=0.005,
-                slips=_gemm_slips(m, n, k, p, gpu, want),
-                unit_factors=True,
-                otherwise="the roofline: FLOPs / max(FLOPs / peak, bytes / bandwidth), in TFLOP/s.",
-            )
-        except Failed as exc:
-            raise Failed(f"{exc} Expected {want:,.4g} TFLOP/s.", cause=exc.cause) from None
+        judge_expected(
+            value,
+            want,
+            call,
+            "TFLOP/s",
+            expected=f"Expected {want:,.4g} TFLOP/s.",
+            rel=0.005,
+            slips=_gemm_slips(m, n, k, p, gpu, want),
+            unit_factors=True,
+            otherwise="the roofline: FLOPs / max(FLOPs / peak, bytes / bandwidth), in TFLOP/s.",
+        )
     extra = ""
     cp = cupy_or_none()
     if cp is not None:

@@ -11,7 +11,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
-from .numeric import array_answer
+from .numeric import array_answer, judge_expected
 
 # --------------------------------------------------------------------------------------------- 06.wmma-peak
 
@@ -461,18 +461,16 @@ def te_scale(fn: Callable[..., float]) -> str:
                 )
             continue
         value = number(got, call, positive=True)
-        try:
-            judge(
-                value,
-                want,
-                call,
-                "",
-                rel=1e-6,
-                slips=_te_slips(hist, fmt, margin, previous),
-                otherwise="scale = fp8_max / max(history) / 2**margin.",
-            )
-        except Failed as exc:
-            raise Failed(f"{exc} Expected {want:.6g}.", cause=exc.cause) from None
+        judge_expected(
+            value,
+            want,
+            call,
+            "",
+            expected=f"Expected {want:.6g}.",
+            rel=1e-6,
+            slips=_te_slips(hist, fmt, margin, previous),
+            otherwise="scale = fp8_max / max(history) / 2**margin.",
+        )
     return (
         f"right on {len(cases)} fresh histories in E4M3 and E5M2, with margins, and with an amax of 0 or inf "
         "(previous scale kept)."

@@ -11,7 +11,8 @@ slip a wrong figure matches. The smaller steps those checks share live here too:
 - :func:`call_answer`: call the learner's function, its exceptions reported in words;
 - :func:`pair_answer`, :func:`dict_answer`, :func:`array_answer`: read two numbers, a dict of figures or an array
   that a learner returned, with "not solved yet" for what is still ``...``;
-- :func:`expect`: one figure of a case against its right value, with a cause looked for only when it is wrong.
+- :func:`expect`: one figure of a case against its right value, with a cause looked for only when it is wrong;
+- :func:`judge_expected`: :func:`labkit.check.answers.judge` for one case, the right figure added to its message.
 """
 
 from __future__ import annotations
@@ -187,3 +188,23 @@ def call_answer(fn: Callable[..., Any], *args: Any, what: str, tail: str = "", k
         if isinstance(exc, keep):
             raise
         raise Failed(f"{what} raised {type(exc).__name__}: {exc}{tail}") from None
+
+
+def judge_expected(
+    got: float,
+    want: float,
+    what: str,
+    unit: str,
+    *,
+    expected: str,
+    rel: float,
+    slips: Mapping[str, float],
+    otherwise: str,
+    unit_factors: bool = False,
+) -> None:
+    """:func:`labkit.check.answers.judge` for one case of a function exercise, its :class:`Failed` message followed
+    by ``expected`` (the right figure in words, e.g. ``"Expected 312 TFLOP/s."``)."""
+    try:
+        judge(got, want, what, unit, rel=rel, slips=slips, otherwise=otherwise, unit_factors=unit_factors)
+    except Failed as exc:
+        raise Failed(f"{exc} {expected}", cause=exc.cause) from None
