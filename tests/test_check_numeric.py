@@ -164,3 +164,14 @@ def test_judge_expected_adds_the_right_figure_to_the_message() -> None:
     with pytest.raises(Failed) as info:
         judge_expected(5.0, 10.0, "f()", "GB/s", expected="Expected 10.", rel=0.01, slips={"halved": 5.0}, otherwise="o")
     assert str(info.value) == "f(): you have 5 GB/s; that is not it. Expected 10." and info.value.cause == "halved"
+
+
+def test_need_function() -> None:
+    from labkit.check.numeric import need_function
+
+    need_function(len)
+    with pytest.raises(Failed, match=r"^expected a function, got float\.$"):
+        need_function(2.5)
+    with pytest.raises(Failed, match=r"^expected f\(x\), got str\.$") as info:
+        need_function("x", "f(x)", cause="pass f itself")
+    assert info.value.cause == "pass f itself"

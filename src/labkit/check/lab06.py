@@ -14,7 +14,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
-from .numeric import call_answer, judge_expected
+from .numeric import call_answer, judge_expected, need_function
 from .slips import merge_slips
 
 # --------------------------------------------------------------------------------------------- 06.decode-fp16
@@ -80,8 +80,7 @@ def decode_fp16(fn: Callable[[str], float]) -> str:
     """Grade ``fn(bits)`` that returns the value of a 16-character FP16 bit string."""
     from labkit.numerics import precision
 
-    if not callable(fn):
-        raise Failed(f"expected a function that takes a bit string, got {type(fn).__name__}.")
+    need_function(fn, "a function that takes a bit string")
     cases = _fp16_cases()
     for pattern in cases:
         want = precision.decode(pattern, "fp16")
@@ -267,8 +266,7 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``fn(x)`` that rounds a float32 array to TF32 (round to nearest even) and returns float32."""
     from labkit.numerics import precision
 
-    if not callable(fn):
-        raise Failed(f"expected a function, got {type(fn).__name__}.")
+    need_function(fn)
     x = _tf32_cases()
     want = precision.round_tf32_bits(x)
     given = x.copy()
@@ -620,8 +618,7 @@ def _loss_scale_cause(
 )
 def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
     """Grade ``fn(scale, found_inf, good_steps, growth_interval) -> (new_scale, new_good_steps, apply_step)``."""
-    if not callable(fn):
-        raise Failed(f"expected a function, got {type(fn).__name__}.")
+    need_function(fn)
     cases = _loss_scale_cases()
     seen: list[tuple[tuple[float, bool, int, int], tuple[float, int, bool]]] = []
     for scale, inf, good, interval in cases:
@@ -814,8 +811,7 @@ def gemm_predict(fn: Callable[..., float]) -> str:
 
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function predict_gemm(m, n, k, precision, gpu), got {type(fn).__name__}.")
+    need_function(fn, "a function predict_gemm(m, n, k, precision, gpu)")
     gen = rng()
     combos = [
         ("V100", "fp16"),

@@ -11,7 +11,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
-from .numeric import array_answer, judge_expected
+from .numeric import array_answer, judge_expected, need_function
 
 # --------------------------------------------------------------------------------------------- 06.wmma-peak
 
@@ -231,8 +231,7 @@ def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
 
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function quantize_mxfp8(x), got {type(fn).__name__}.")
+    need_function(fn, "a function quantize_mxfp8(x)")
     cases = _mx_cases()
     for x in cases:
         got = call_learner(fn, x.copy(), what=f"quantize_mxfp8 of a {x.shape[0]}×{x.shape[1]} array")
@@ -339,8 +338,7 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
 
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function promoted_gemm(a, b, interval), got {type(fn).__name__}.")
+    need_function(fn, "a function promoted_gemm(a, b, interval)")
     cases = _promotion_cases()
     for a, b, interval in cases:
         what = f"promoted_gemm(a {a.shape[0]}×{a.shape[1]}, b {b.shape[0]}×{b.shape[1]}, interval={interval})"
@@ -442,8 +440,7 @@ def te_scale(fn: Callable[..., float]) -> str:
 
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function fp8_scale(amax_history, fmt, margin, previous), got {type(fn).__name__}.")
+    need_function(fn, "a function fp8_scale(amax_history, fmt, margin, previous)")
     cases = _te_cases()
     for hist, fmt, margin, previous in cases:
         call = f"fp8_scale({[float(f'{h:.4g}') for h in hist]}, {fmt!r}, margin={margin}, previous={previous:.3g})"

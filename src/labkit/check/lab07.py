@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 from .answers import close, number
 from .core import Failed, Unsolved, exercise
-from .numeric import FunctionExercise, call_answer, dict_answer, grade_function
+from .numeric import FunctionExercise, call_answer, dict_answer, grade_function, need_function
 from .slips import merge_slips, unit_cause
 
 DGX1 = "DGX-1 (V100)"
@@ -16,8 +16,7 @@ DGX1 = "DGX-1 (V100)"
 
 def _call(fn: Any, *args: Any) -> Any:
     """Call the learner's function; turn its exceptions (other than NotImplementedError) into a report."""
-    if not callable(fn):
-        raise Failed(f"expected a function, got {type(fn).__name__}.", cause="pass the function itself, without calling it.")
+    need_function(fn, cause="pass the function itself, without calling it.")
     value = call_answer(fn, *args, what="your function", tail=f" (arguments {args}).")
     if value is None or value is Ellipsis:
         raise Unsolved("your function returns nothing yet; finish its body and return the number.")
@@ -580,8 +579,7 @@ def event_timing(fn: Any) -> str:
 
     from .streams import RecordingCuPy, call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function time_copies(cp, host, repeat), got {type(fn).__name__}.")
+    need_function(fn, "a function time_copies(cp, host, repeat)")
     rng = np.random.default_rng()
     # 1-3 MB of float32, not a round size: the figures are graded against the learner's own events, so the size
     # only has to make each copy take measurable time on the host

@@ -17,7 +17,7 @@ import numpy as np
 
 from .answers import close, number, ratio_cause
 from .core import Failed, Unsolved, exercise
-from .numeric import call_answer, dict_answer, expect, pair_answer
+from .numeric import call_answer, dict_answer, expect, need_function, pair_answer
 
 RS, AG = "reduce-scatter", "all-gather"
 ALLREDUCE_SYSTEMS = ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100")
@@ -25,8 +25,7 @@ PARAMS = 300e6  # the DGX-2 talk's speech model (FACTS A)
 
 
 def _call(fn: Any, *args: Any) -> Any:
-    if not callable(fn):
-        raise Failed(f"expected a function, got {type(fn).__name__}.", cause="pass the function itself, without calling it.")
+    need_function(fn, cause="pass the function itself, without calling it.")
     return call_answer(fn, *args, what="your function", tail=".", keep=(Failed, Unsolved))
 
 

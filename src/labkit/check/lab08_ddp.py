@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .core import Failed, Unsolved, exercise
-from .numeric import call_answer
+from .numeric import call_answer, need_function
 
 
 def _ref() -> Any:
@@ -135,8 +135,7 @@ def ddp_buckets(fn: Any) -> str:
     """Grade ``fn(sizes, cap_bytes) -> list of buckets`` (lists of positions in ``sizes``) against DDP's rule."""
     from labkit.dist.ddp import make_buckets
 
-    if not callable(fn):
-        raise Failed(f"expected your function, got {type(fn).__name__}.", cause="pass the function itself.")
+    need_function(fn, "your function", cause="pass the function itself.")
     for sizes, cap in cases():
         want = make_buckets(sizes, cap)
         got = call_answer(fn, list(sizes), cap, what=f"make_buckets({_short(sizes)}, {cap})", tail=".")

@@ -8,7 +8,7 @@ words of the report) and :func:`grade_function` grades a learner's function agai
 slip a wrong figure matches. The smaller steps those checks share live here too:
 
 - :func:`figure`: one figure answered directly, read and judged against its reference and slips;
-- :func:`call_answer`: call the learner's function, its exceptions reported in words;
+- :func:`need_function`, :func:`call_answer`: the learner's function, required and called, its exceptions in words;
 - :func:`pair_answer`, :func:`dict_answer`, :func:`array_answer`: read two numbers, a dict of figures or an array
   that a learner returned, with "not solved yet" for what is still ``...``;
 - :func:`expect`: one figure of a case against its right value, with a cause looked for only when it is wrong;
@@ -208,3 +208,10 @@ def judge_expected(
         judge(got, want, what, unit, rel=rel, slips=slips, otherwise=otherwise, unit_factors=unit_factors)
     except Failed as exc:
         raise Failed(f"{exc} {expected}", cause=exc.cause) from None
+
+
+def need_function(fn: Any, expected: str = "a function", cause: str | None = None) -> None:
+    """:class:`Failed` (``expected {expected}, got <type>.``, with ``cause``) unless the learner's answer ``fn`` is
+    callable: a value passed where the check wants the function that computes it."""
+    if not callable(fn):
+        raise Failed(f"expected {expected}, got {type(fn).__name__}.", cause=cause)
