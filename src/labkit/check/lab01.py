@@ -14,6 +14,7 @@ from .. import hw
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
+from .numeric import call_answer, figure
 
 # Answers within 0.8% pass: they are computed from the labkit.hw figures the notebook prints, so only rounding
 # separates a right answer from the expected one (20 for 19.87 passes), while the nearest plausible wrong answer
@@ -124,9 +125,8 @@ def _a100_20x_slips() -> dict[str, float]:
 )
 def a100_20x(ratio: Any) -> str:
     """The ratio behind "up to 20x Volta"."""
-    r = number(ratio, "ratio")
+    r = figure(ratio, "ratio", _a100_20x, _a100_20x_slips, "x", rel=REL)
     a, v = hw.gpu("A100"), hw.gpu("V100")
-    _diagnose(r, _a100_20x(), "ratio", _a100_20x_slips(), "x")
     return (
         f"{r:.1f}x: A100 TF32 Tensor Cores with sparsity against V100 plain FP32. Like for like (FP16 Tensor Cores, dense) "
         f"it is {a.peak('fp16').value / v.peak('fp16').value:.1f}x."
@@ -162,8 +162,7 @@ def _dgx_a100_slips() -> dict[str, float]:
 )
 def dgx_a100_pflops(pflops: Any) -> str:
     """DGX A100 AI compute in PFLOP/s, from its GPU count and one GPU's peak."""
-    x = number(pflops, "pflops")
-    _diagnose(x, _dgx_a100_pflops(), "pflops", _dgx_a100_slips(), "PFLOP/s")
+    x = figure(pflops, "pflops", _dgx_a100_pflops, _dgx_a100_slips, "PFLOP/s", rel=REL)
     s = hw.system("DGX A100")
     return (
         f"{x:.2f} PFLOP/s: {s.gpu_count.value:g} GPUs x {s.gpu_model.peak('fp16', sparse=True).value:g} TFLOP/s FP16 "
@@ -243,8 +242,7 @@ def _backplane_slips() -> dict[str, float]:
 )
 def dgx2_backplane(gbps_bidirectional: Any) -> str:
     """Bidirectional GB/s from one DGX-2 baseboard to the backplane, from link counts."""
-    x = number(gbps_bidirectional, "gbps_bidirectional")
-    _diagnose(x, _backplane(), "gbps_bidirectional", _backplane_slips(), "GB/s")
+    x = figure(gbps_bidirectional, "gbps_bidirectional", _backplane, _backplane_slips, "GB/s", rel=REL)
     return f"{x:g} GB/s bidirectional = 6 switches x 8 links x {hw.link('NVLink 2').per_link.value:g} GB/s x 2 directions."
 
 
@@ -341,12 +339,7 @@ def ring_allreduce(fn: Callable[[float, int, float], float]) -> str:
     ]
     results: list[tuple[float, int, float, float]] = []
     for nbytes, n, bw in cases:
-        try:
-            got = fn(nbytes, n, bw)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # the learner's code raised
-            raise Failed(f"ring_allreduce_time({nbytes:g}, {n}, {bw:g}) raised {type(exc).__name__}: {exc}") from None
+        got = call_answer(fn, nbytes, n, bw, what=f"ring_allreduce_time({nbytes:g}, {n}, {bw:g})")
         if got is None or got is Ellipsis:
             raise Unsolved("the function returns nothing yet.")
         results.append((nbytes, n, bw, number(got, "the returned time")))
@@ -405,8 +398,7 @@ def _two_dgx1_slips() -> dict[str, float]:
 )
 def two_dgx1(ms: Any) -> str:
     """Milliseconds to all-reduce 300 M FP32 gradients over 16 GPUs in two DGX-1 joined by InfiniBand."""
-    x = number(ms, "ms")
-    _diagnose(x, _two_dgx1_ms(), "ms", _two_dgx1_slips(), "ms")
+    x = figure(ms, "ms", _two_dgx1_ms, _two_dgx1_slips, "ms", rel=REL)
     g = hw.gpu("DGX-2")
     per_gpu = g.nvlink_bandwidth.value / 2
     one_box = _ring_reference(300e6 * 4, 16, per_gpu) * 1e3

@@ -14,6 +14,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
+from .numeric import call_answer, judge_expected, need_function
 from .slips import merge_slips
 
 # --------------------------------------------------------------------------------------------- 06.decode-fp16
@@ -79,17 +80,11 @@ def decode_fp16(fn: Callable[[str], float]) -> str:
     """Grade ``fn(bits)`` that returns the value of a 16-character FP16 bit string."""
     from labkit.numerics import precision
 
-    if not callable(fn):
-        raise Failed(f"expected a function that takes a bit string, got {type(fn).__name__}.")
+    need_function(fn, "a function that takes a bit string")
     cases = _fp16_cases()
     for pattern in cases:
         want = precision.decode(pattern, "fp16")
-        try:
-            got = fn(pattern)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - reported to the learner
-            raise Failed(f"decoding {pattern} raised {type(exc).__name__}: {exc}") from None
+        got = call_answer(fn, pattern, what=f"decoding {pattern}")
         if got is None:
             raise Unsolved("your function returns None; return the decoded value.")
         got_f = number(got, f"the value your function returns for {pattern}", finite=False)
@@ -271,17 +266,11 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``fn(x)`` that rounds a float32 array to TF32 (round to nearest even) and returns float32."""
     from labkit.numerics import precision
 
-    if not callable(fn):
-        raise Failed(f"expected a function, got {type(fn).__name__}.")
+    need_function(fn)
     x = _tf32_cases()
     want = precision.round_tf32_bits(x)
     given = x.copy()
-    try:
-        got = fn(given)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise Failed(f"your function raised {type(exc).__name__}: {exc}") from None
+    got = call_answer(fn, given, what="your function")
     if not np.array_equal(given.view(np.uint32), x.view(np.uint32)):
         k = int(np.argmax(given.view(np.uint32) != x.view(np.uint32)))
         raise Failed(
@@ -629,19 +618,13 @@ def _loss_scale_cause(
 )
 def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
     """Grade ``fn(scale, found_inf, good_steps, growth_interval) -> (new_scale, new_good_steps, apply_step)``."""
-    if not callable(fn):
-        raise Failed(f"expected a function, got {type(fn).__name__}.")
+    need_function(fn)
     cases = _loss_scale_cases()
     seen: list[tuple[tuple[float, bool, int, int], tuple[float, int, bool]]] = []
     for scale, inf, good, interval in cases:
         want = reference_update_scale(scale, inf, good, interval)
         call = f"update({scale:g}, found_inf={inf}, good_steps={good}, growth_interval={interval})"
-        try:
-            got = fn(scale, inf, good, interval)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise Failed(f"{call} raised {type(exc).__name__}: {exc}") from None
+        got = call_answer(fn, scale, inf, good, interval, what=call)
         if got is None:
             raise Unsolved("your function returns None; return (new_scale, new_good_steps, apply_step).")
         try:
@@ -828,8 +811,7 @@ def gemm_predict(fn: Callable[..., float]) -> str:
 
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function predict_gemm(m, n, k, precision, gpu), got {type(fn).__name__}.")
+    need_function(fn, "a function predict_gemm(m, n, k, precision, gpu)")
     gen = rng()
     combos = [
         ("V100", "fp16"),
@@ -856,19 +838,17 @@ def gemm_predict(fn: Callable[..., float]) -> str:
             raise Unsolved("predict_gemm returns nothing yet.")
         value = number(got, f"{call} (TFLOP/s)", positive=True)
         want = ref(m, n, k, p, gpu)
-        try:
-            judge(
-                value,
-                want,
-                call,
-                "TFLOP/s",
-                rel=0.005,
-                slips=_gemm_slips(m, n, k, p, gpu, want),
-                unit_factors=True,
-                otherwise="the roofline: FLOPs / max(FLOPs / peak, bytes / bandwidth), in TFLOP/s.",
-            )
-        except Failed as exc:
-            raise Failed(f"{exc} Expected {want:,.4g} TFLOP/s.", cause=exc.cause) from None
+        judge_expected(
+            value,
+            want,
+            call,
+            "TFLOP/s",
+            expected=f"Expected {want:,.4g} TFLOP/s.",
+            rel=0.005,
+            slips=_gemm_slips(m, n, k, p, gpu, want),
+            unit_factors=True,
+            otherwise="the roofline: FLOPs / max(FLOPs / peak, bytes / bandwidth), in TFLOP/s.",
+        )
     extra = ""
     cp = cupy_or_none()
     if cp is not None:

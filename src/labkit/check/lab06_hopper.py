@@ -11,6 +11,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
+from .numeric import array_answer, judge_expected, need_function
 
 # --------------------------------------------------------------------------------------------- 06.wmma-peak
 
@@ -230,17 +231,11 @@ def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
 
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function quantize_mxfp8(x), got {type(fn).__name__}.")
+    need_function(fn, "a function quantize_mxfp8(x)")
     cases = _mx_cases()
     for x in cases:
         got = call_learner(fn, x.copy(), what=f"quantize_mxfp8 of a {x.shape[0]}×{x.shape[1]} array")
-        if got is None or got is Ellipsis:
-            raise Unsolved("quantize_mxfp8 returns nothing yet.")
-        try:
-            arr = np.asarray(got, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise Failed(f"quantize_mxfp8 returned {type(got).__name__}, not an array of numbers.") from None
+        arr = array_answer(got, "quantize_mxfp8", "quantize_mxfp8", "an array of numbers")
         if arr.shape != x.shape:
             raise Failed(f"for a {x.shape} input you returned shape {arr.shape}; return the read-back values in x's shape.")
         want = scaling.quantize_blocks(x, "mxfp8_e4m3").values
@@ -343,20 +338,14 @@ def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> st
 
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function promoted_gemm(a, b, interval), got {type(fn).__name__}.")
+    need_function(fn, "a function promoted_gemm(a, b, interval)")
     cases = _promotion_cases()
     for a, b, interval in cases:
         what = f"promoted_gemm(a {a.shape[0]}×{a.shape[1]}, b {b.shape[0]}×{b.shape[1]}, interval={interval})"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", P.PrecisionWarning)  # FP8 flushes a few tiny inputs; that is expected here
             got = call_learner(fn, a.copy(), b.copy(), interval, what=what)
-            if got is None or got is Ellipsis:
-                raise Unsolved("promoted_gemm returns nothing yet.")
-            try:
-                arr = np.asarray(got, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise Failed(f"{what} returned {type(got).__name__}, not a matrix.") from None
+            arr = array_answer(got, "promoted_gemm", what, "a matrix")
             if arr.shape != (a.shape[0], b.shape[1]):
                 raise Failed(f"{what} returned shape {arr.shape}, expected {(a.shape[0], b.shape[1])}.")
 
@@ -451,8 +440,7 @@ def te_scale(fn: Callable[..., float]) -> str:
 
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function fp8_scale(amax_history, fmt, margin, previous), got {type(fn).__name__}.")
+    need_function(fn, "a function fp8_scale(amax_history, fmt, margin, previous)")
     cases = _te_cases()
     for hist, fmt, margin, previous in cases:
         call = f"fp8_scale({[float(f'{h:.4g}') for h in hist]}, {fmt!r}, margin={margin}, previous={previous:.3g})"
@@ -470,18 +458,16 @@ def te_scale(fn: Callable[..., float]) -> str:
                 )
             continue
         value = number(got, call, positive=True)
-        try:
-            judge(
-                value,
-                want,
-                call,
-                "",
-                rel=1e-6,
-                slips=_te_slips(hist, fmt, margin, previous),
-                otherwise="scale = fp8_max / max(history) / 2**margin.",
-            )
-        except Failed as exc:
-            raise Failed(f"{exc} Expected {want:.6g}.", cause=exc.cause) from None
+        judge_expected(
+            value,
+            want,
+            call,
+            "",
+            expected=f"Expected {want:.6g}.",
+            rel=1e-6,
+            slips=_te_slips(hist, fmt, margin, previous),
+            otherwise="scale = fp8_max / max(history) / 2**margin.",
+        )
     return (
         f"right on {len(cases)} fresh histories in E4M3 and E5M2, with margins, and with an amax of 0 or inf "
         "(previous scale kept)."

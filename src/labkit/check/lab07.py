@@ -4,25 +4,20 @@ the learner's function or values, so it runs the same in ``gpu`` and ``sim`` mod
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from .answers import close, number, ratio_cause
+from .answers import close, number
 from .core import Failed, Unsolved, exercise
-from .slips import int32_wrap_cause, merge_slips, unit_cause
+from .numeric import FunctionExercise, call_answer, dict_answer, grade_function, need_function
+from .slips import merge_slips, unit_cause
 
 DGX1 = "DGX-1 (V100)"
 
 
 def _call(fn: Any, *args: Any) -> Any:
     """Call the learner's function; turn its exceptions (other than NotImplementedError) into a report."""
-    if not callable(fn):
-        raise Failed(f"expected a function, got {type(fn).__name__}.", cause="pass the function itself, without calling it.")
-    try:
-        value = fn(*args)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # the learner's bug, reported rather than raised
-        raise Failed(f"your function raised {type(exc).__name__}: {exc} (arguments {args}).") from None
+    need_function(fn, cause="pass the function itself, without calling it.")
+    value = call_answer(fn, *args, what="your function", tail=f" (arguments {args}).")
     if value is None or value is Ellipsis:
         raise Unsolved("your function returns nothing yet; finish its body and return the number.")
     return value
@@ -35,6 +30,41 @@ def _ref_pcie() -> Callable[[int, int], float]:
     from labkit.gpu.bandwidth import pcie_peak
 
     return pcie_peak
+
+
+def _pcie_cases() -> list[tuple[int, int]]:
+    """Every generation and width, in a fresh order each run (x16 first: its slips have distinct ratios)."""
+    from .harness import rng
+
+    combos = [(gen, lanes) for gen in (3, 4, 5) for lanes in (8, 4, 2, 1, 32)]
+    return [(int(g), 16) for g in rng().permutation([3, 4, 5])] + [combos[int(k)] for k in rng().permutation(len(combos))]
+
+
+def _pcie_ratios(gen: int, lanes: int) -> dict[float, str]:
+    """The slips of a PCIe figure as ``{wrong / right: cause}``; one ratio of two slips names both."""
+    slips = {"the result does not depend on the lane count: an x16 figure for every width.": 16.0 / lanes} if lanes != 16 else {}
+    slips.update(
+        {
+            "that is both directions added; the question asks for one direction.": 2.0,
+            "that is gigabits per second; divide by 8 bits per byte.": 8.0,
+            "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s).": 1 / 1.073741824,
+            "that is the bandwidth of one lane; multiply by the number of lanes.": 1 / 16,
+            "that leaves out the line code: PCIe 3 to 5 send 130 bits for every 128 bits of data "
+            "(128b/130b), so the data rate is GT/s × lanes × 128/130 / 8.": 130 / 128,
+        }
+    )
+    return {factor: cause for cause, factor in merge_slips(slips, 1e-6).items()}
+
+
+_PCIE = FunctionExercise(
+    "pcie_gbps",
+    _pcie_cases,
+    lambda gen, lanes: _ref_pcie()(gen, lanes),
+    "{got:.3f}, expected {want:.3f} GB/s per direction.",
+    ratios=_pcie_ratios,
+    otherwise="per direction, a link of `lanes` lanes carries per_link / 16 × lanes (labkit.hw.link(f'PCIe {gen}').per_link "
+    "is the x16 figure).",
+)
 
 
 @exercise(
@@ -54,40 +84,7 @@ def pcie_link_bandwidth(fn: Any) -> str:
     """Grade ``fn(generation, lanes)`` -> theoretical GB/s per direction of a PCIe link."""
     from labkit.gpu.bandwidth import pcie_peak
 
-    from .harness import rng
-
-    # every generation and width, in a fresh order each run (x16 first: its slips have distinct ratios)
-    combos = [(gen, lanes) for gen in (3, 4, 5) for lanes in (8, 4, 2, 1, 32)]
-    combos = [(int(g), 16) for g in rng().permutation([3, 4, 5])] + [combos[int(k)] for k in rng().permutation(len(combos))]
-    for gen, lanes in combos:
-        want = pcie_peak(gen, lanes)
-        got = number(_call(fn, gen, lanes), f"pcie_gbps({gen}, {lanes})")
-        if not close(got, want):
-            slips = (
-                {"the result does not depend on the lane count: an x16 figure for every width.": 16.0 / lanes}
-                if lanes != 16
-                else {}
-            )
-            slips.update(
-                {
-                    "that is both directions added; the question asks for one direction.": 2.0,
-                    "that is gigabits per second; divide by 8 bits per byte.": 8.0,
-                    "that looks like GiB/s (2^30); the course uses GB/s (10^9 bytes/s).": 1 / 1.073741824,
-                    "that is the bandwidth of one lane; multiply by the number of lanes.": 1 / 16,
-                    "that leaves out the line code: PCIe 3 to 5 send 130 bits for every 128 bits of data "
-                    "(128b/130b), so the data rate is GT/s × lanes × 128/130 / 8.": 130 / 128,
-                }
-            )
-            causes = {factor: cause for cause, factor in merge_slips(slips, 1e-6).items()}  # one ratio, two slips: both named
-            cause = (
-                ratio_cause(got, want, causes)
-                or unit_cause(got, want)
-                or (
-                    "per direction, a link of `lanes` lanes carries per_link / 16 × lanes (labkit.hw.link(f'PCIe {gen}').per_link "
-                    "is the x16 figure)."
-                )
-            )
-            raise Failed(f"pcie_gbps({gen}, {lanes}) returned {got:.3f}, expected {want:.3f} GB/s per direction.", cause=cause)
+    grade_function(fn, _PCIE, _call)
     return (
         f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
         "twice that with both directions busy."
@@ -99,6 +96,41 @@ def pcie_link_bandwidth(fn: Any) -> str:
 
 def _ref_pageable() -> Callable[[float, float], float]:
     return lambda link_gbps, staging_gbps: 1.0 / (1.0 / link_gbps + 1.0 / staging_gbps)
+
+
+def _pageable_cases() -> list[tuple[float, float]]:
+    """Fresh rates each run: staging slower than the link, both equal, staging faster, and two more at random."""
+    from .harness import rng
+
+    r = rng()
+    slow, fast = float(round(r.uniform(20, 100), 1)), float(round(r.uniform(3, 15), 1))
+    same = float(round(r.uniform(5, 60), 1))
+    return [(slow, fast), (same, same), (fast, slow)] + [
+        (float(round(a, 1)), float(round(b, 1))) for a, b in r.uniform(2, 120, (2, 2))
+    ]
+
+
+def _pageable_slips(want: float, link: float, staging: float) -> dict[str, float]:
+    """The wrong rates of the usual slips, each with its cause, in the order they are tried."""
+    return {
+        "min(link, staging) assumes the two stages overlap perfectly. This exercise asks for the "
+        "no-overlap model: the stages take turns, so their times add.": min(link, staging),
+        "rates do not add for steps done one after the other; times do.": link + staging,
+        "the average of the rates is not the rate of the whole; add the times per byte.": (link + staging) / 2,
+        "multiply gives the wrong units; add the times per byte (1/rate), then invert.": link * staging,
+        "that is the time per byte (1/link + 1/staging); the rate is its inverse.": 1 / want,
+        "that is twice the staged rate: 1 / (1/link + 1/staging), with no factor 2 (one byte crosses each stage once).": 2 * want,
+    }
+
+
+_PAGEABLE = FunctionExercise(
+    "pageable_gbps",
+    _pageable_cases,
+    lambda link, staging: 1.0 / (1.0 / link + 1.0 / staging),
+    "{got:.3f}, expected {want:.3f} GB/s.",
+    values=_pageable_slips,
+    otherwise="per byte the two stages take 1/link + 1/staging seconds (per GB); the rate is 1 / (1/link + 1/staging).",
+)
 
 
 @exercise(
@@ -116,40 +148,7 @@ def _ref_pageable() -> Callable[[float, float], float]:
 )
 def pageable_copy_model(fn: Any) -> str:
     """Grade ``fn(link_gbps, staging_gbps)`` -> GB/s of a copy staged through pinned memory with no overlap."""
-    from .harness import rng
-
-    r = rng()
-    # fresh rates each run: staging slower than the link, both equal, staging faster, and two more at random
-    slow, fast = float(round(r.uniform(20, 100), 1)), float(round(r.uniform(3, 15), 1))
-    same = float(round(r.uniform(5, 60), 1))
-    cases = [(slow, fast), (same, same), (fast, slow)] + [
-        (float(round(a, 1)), float(round(b, 1))) for a, b in r.uniform(2, 120, (2, 2))
-    ]
-    for link, staging in cases:
-        want = 1.0 / (1.0 / link + 1.0 / staging)
-        got = number(_call(fn, link, staging), f"pageable_gbps({link}, {staging})")
-        if not close(got, want):
-            cause = None
-            if close(got, min(link, staging)):
-                cause = (
-                    "min(link, staging) assumes the two stages overlap perfectly. This exercise asks for the "
-                    "no-overlap model: the stages take turns, so their times add."
-                )
-            elif close(got, link + staging):
-                cause = "rates do not add for steps done one after the other; times do."
-            elif close(got, (link + staging) / 2):
-                cause = "the average of the rates is not the rate of the whole; add the times per byte."
-            elif close(got, link * staging):
-                cause = "multiply gives the wrong units; add the times per byte (1/rate), then invert."
-            elif close(got, 1 / want):
-                cause = "that is the time per byte (1/link + 1/staging); the rate is its inverse."
-            elif close(got, 2 * want):
-                cause = "that is twice the staged rate: 1 / (1/link + 1/staging), with no factor 2 (one byte crosses each stage once)."
-            else:
-                cause = unit_cause(got, want) or (
-                    "per byte the two stages take 1/link + 1/staging seconds (per GB); the rate is 1 / (1/link + 1/staging)."
-                )
-            raise Failed(f"pageable_gbps({link}, {staging}) returned {got:.3f}, expected {want:.3f} GB/s.", cause=cause)
+    grade_function(fn, _PAGEABLE, _call)
     return "correct: with no overlap the staged copy's rate is 1 / (1/link + 1/staging), below the slower stage."
 
 
@@ -158,6 +157,35 @@ def pageable_copy_model(fn: Any) -> str:
 
 def _ref_copy_time() -> Callable[[float, float], float]:
     return lambda nbytes, peak_gbps: 2 * nbytes / (peak_gbps * 1e9)
+
+
+def _copy_time_cases() -> list[tuple[int, float]]:
+    """Fresh sizes (4 KiB to 8 GiB) and peaks (20 to 5000 GB/s) each run."""
+    from .harness import rng
+
+    r = rng()
+    cases = [(int(2 ** r.uniform(12, 33)), float(round(r.uniform(20, 5000), 1))) for _ in range(5)]
+    cases[0] = (int(r.integers(1, 9)) * 2**30, cases[0][1])  # a whole number of GiB: GiB against GB shows
+    cases[1] = (int(r.integers(2**31 + 1, 2**34)), cases[1][1])  # past 2^31: 32-bit integer byte arithmetic overflows
+    return cases
+
+
+_COPY_TIME = FunctionExercise(
+    "copy_seconds",
+    _copy_time_cases,
+    lambda nbytes, peak: 2 * nbytes / (peak * 1e9),
+    "{got:.4g} s, expected {want:.4g} s.",
+    ratios=lambda nbytes, peak: {
+        0.5: "a copy reads every byte and writes it again: count 2 x nbytes of memory traffic.",
+        1e3: "that is milliseconds; return seconds.",
+        1e6: "that is microseconds; return seconds.",
+        1e9 / 2**30: "the peak is in GB/s = 10^9 bytes/s, not GiB/s.",
+        1e-9: "convert GB/s to bytes per second: multiply by 10^9.",
+        4.0: "a copy moves 2 × nbytes, not 4 × nbytes: the read and the write, each once.",
+    },
+    nbytes=0,
+    otherwise="time = 2 × nbytes / (peak_gbps × 10^9) seconds: bytes read plus bytes written, over the rate.",
+)
 
 
 @exercise(
@@ -175,35 +203,7 @@ def _ref_copy_time() -> Callable[[float, float], float]:
 )
 def hbm_copy_time(fn: Any) -> str:
     """Grade ``fn(nbytes, peak_gbps)`` -> the shortest time in seconds to copy ``nbytes`` within one memory."""
-    from .harness import rng
-
-    r = rng()
-    # fresh sizes (4 KiB to 8 GiB) and peaks (20 to 5000 GB/s) each run
-    cases = [(int(2 ** r.uniform(12, 33)), float(round(r.uniform(20, 5000), 1))) for _ in range(5)]
-    cases[0] = (int(r.integers(1, 9)) * 2**30, cases[0][1])  # a whole number of GiB: GiB against GB shows
-    cases[1] = (int(r.integers(2**31 + 1, 2**34)), cases[1][1])  # past 2^31: 32-bit integer byte arithmetic overflows
-    for nbytes, peak in cases:
-        want = 2 * nbytes / (peak * 1e9)
-        got = number(_call(fn, nbytes, peak), f"copy_seconds({nbytes}, {peak})")
-        if not close(got, want):
-            cause = (
-                ratio_cause(
-                    got,
-                    want,
-                    {
-                        0.5: "a copy reads every byte and writes it again: count 2 x nbytes of memory traffic.",
-                        1e3: "that is milliseconds; return seconds.",
-                        1e6: "that is microseconds; return seconds.",
-                        1e9 / 2**30: "the peak is in GB/s = 10^9 bytes/s, not GiB/s.",
-                        1e-9: "convert GB/s to bytes per second: multiply by 10^9.",
-                        4.0: "a copy moves 2 × nbytes, not 4 × nbytes: the read and the write, each once.",
-                    },
-                )
-                or int32_wrap_cause(got, want, nbytes)
-                or unit_cause(got, want)
-                or "time = 2 × nbytes / (peak_gbps × 10^9) seconds: bytes read plus bytes written, over the rate."
-            )
-            raise Failed(f"copy_seconds({nbytes}, {peak}) returned {got:.4g} s, expected {want:.4g} s.", cause=cause)
+    grade_function(fn, _COPY_TIME, _call)
     return "correct: a copy moves its bytes twice through memory (read + write), so it takes 2N / bandwidth."
 
 
@@ -307,6 +307,36 @@ def _ref_ring() -> Callable[[float, int], float]:
     return lambda nbytes, n: 2 * (n - 1) * nbytes / n
 
 
+def _ring_bytes_cases() -> Iterator[tuple[int, int]]:
+    """4 GPUs first (its wrong answers have distinct ratios), then a fresh mix of ring sizes, one GPU included; fresh
+    sizes, one past 2^31 every time (byte arithmetic in 32-bit integers, np.int32, overflows there). Drawn as the
+    cases are graded."""
+    from .harness import rng
+
+    r = rng()
+    sizes = [int(r.integers(2, 9)), int(r.integers(9, 33)), int(r.integers(33, 1025))]
+    for n in (4, *sizes, 2, 1):
+        for nbytes in (int(2 ** r.uniform(10, 34)), int(r.integers(1, 100)) * 10**7, int(r.integers(2**31 + 1, 2**35))):
+            yield nbytes, n
+
+
+_RING_BYTES = FunctionExercise(
+    "ring_allreduce_sent",
+    _ring_bytes_cases,
+    lambda nbytes, n: 2 * (n - 1) * nbytes / n,
+    "{got:.6g}, expected {want:.6g} bytes.",
+    zero_atol=1e-9,
+    first=lambda nbytes, n: "with one GPU there is nobody to send to: 0 bytes." if n == 1 else None,
+    ratios=lambda nbytes, n: {
+        0.5: "that is one phase; the ring all-reduce has two (reduce-scatter, then all-gather).",
+        n / (n - 1): "each phase has n - 1 steps, not n.",
+        n: "each step sends one chunk of nbytes / n, not the whole buffer.",
+    },
+    nbytes=0,
+    otherwise="two phases (reduce-scatter, all-gather) of n - 1 steps, each step one chunk of nbytes / n: 2 (n - 1) / n × nbytes.",
+)
+
+
 @exercise(
     "07.allreduce-bytes",
     kind="numeric",
@@ -322,38 +352,7 @@ def _ref_ring() -> Callable[[float, int], float]:
 )
 def allreduce_ring_bytes(fn: Any) -> str:
     """Grade ``fn(nbytes, n)`` -> bytes each GPU sends in a ring all-reduce of ``nbytes`` over ``n`` GPUs."""
-    from .harness import rng
-
-    r = rng()
-    # 4 first (its wrong answers have distinct ratios), then a fresh mix of ring sizes, one GPU included; fresh sizes
-    sizes = [int(r.integers(2, 9)), int(r.integers(9, 33)), int(r.integers(33, 1025))]
-    for n in (4, *sizes, 2, 1):
-        # one size past 2^31 every time: byte arithmetic in 32-bit integers (np.int32) overflows there
-        for nbytes in (int(2 ** r.uniform(10, 34)), int(r.integers(1, 100)) * 10**7, int(r.integers(2**31 + 1, 2**35))):
-            want = 2 * (n - 1) * nbytes / n
-            got = number(_call(fn, nbytes, n), f"ring_allreduce_sent({nbytes}, {n})")
-            if not close(got, want) and not (want == 0 and abs(got) < 1e-9):
-                if n == 1:
-                    cause = "with one GPU there is nobody to send to: 0 bytes."
-                else:
-                    cause = (
-                        ratio_cause(
-                            got,
-                            want,
-                            {
-                                0.5: "that is one phase; the ring all-reduce has two (reduce-scatter, then all-gather).",
-                                n / (n - 1): "each phase has n - 1 steps, not n.",
-                                n: "each step sends one chunk of nbytes / n, not the whole buffer.",
-                            },
-                        )
-                        or int32_wrap_cause(got, want, nbytes)
-                        or unit_cause(got, want)
-                        or (
-                            "two phases (reduce-scatter, all-gather) of n - 1 steps, each step one "
-                            "chunk of nbytes / n: 2 (n - 1) / n × nbytes."
-                        )
-                    )
-                raise Failed(f"ring_allreduce_sent({nbytes}, {n}) returned {got:.6g}, expected {want:.6g} bytes.", cause=cause)
+    grade_function(fn, _RING_BYTES, _call)
     return "correct: each GPU sends 2(n-1)/n x the buffer, so busbw = algbw x 2(n-1)/n is what each link carries."
 
 
@@ -381,13 +380,7 @@ def _dgx2_bidirectional() -> float:
 def bidirectional_conventions(answer: Any, forward: float, backward: float) -> str:
     """Grade ``{"p2p_sum": ..., "dgx2_per_direction": ...}`` for a pair measured (or modelled) per direction as
     ``forward`` and ``backward`` GB/s."""
-    if not isinstance(answer, dict):
-        raise Failed(f"expected a dict with keys 'p2p_sum' and 'dgx2_per_direction', got {type(answer).__name__}.")
-    missing = {"p2p_sum", "dgx2_per_direction"} - set(answer)
-    if missing:
-        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
-    if answer["p2p_sum"] is Ellipsis or answer["dgx2_per_direction"] is Ellipsis:
-        raise Unsolved("fill in both values of the dict.")
+    dict_answer(answer, ("p2p_sum", "dgx2_per_direction"))
     fwd, back = float(forward), float(backward)
     s = number(answer["p2p_sum"], "p2p_sum")
     want = fwd + back
@@ -586,8 +579,7 @@ def event_timing(fn: Any) -> str:
 
     from .streams import RecordingCuPy, call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function time_copies(cp, host, repeat), got {type(fn).__name__}.")
+    need_function(fn, "a function time_copies(cp, host, repeat)")
     rng = np.random.default_rng()
     # 1-3 MB of float32, not a round size: the figures are graded against the learner's own events, so the size
     # only has to make each copy take measurable time on the host

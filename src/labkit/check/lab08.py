@@ -17,6 +17,7 @@ import numpy as np
 
 from .answers import close, number, ratio_cause
 from .core import Failed, Unsolved, exercise
+from .numeric import call_answer, dict_answer, expect, need_function, pair_answer
 
 RS, AG = "reduce-scatter", "all-gather"
 ALLREDUCE_SYSTEMS = ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100")
@@ -24,16 +25,8 @@ PARAMS = 300e6  # the DGX-2 talk's speech model (FACTS A)
 
 
 def _call(fn: Any, *args: Any) -> Any:
-    if not callable(fn):
-        raise Failed(f"expected a function, got {type(fn).__name__}.", cause="pass the function itself, without calling it.")
-    try:
-        return fn(*args)
-    except NotImplementedError:
-        raise
-    except (Failed, Unsolved):
-        raise
-    except Exception as exc:  # the learner's bug, reported rather than raised
-        raise Failed(f"your function raised {type(exc).__name__}: {exc}.") from None
+    need_function(fn, cause="pass the function itself, without calling it.")
+    return call_answer(fn, *args, what="your function", tail=".", keep=(Failed, Unsolved))
 
 
 # ---------------------------------------------------------------------------------------------- 08.ring-step
@@ -249,6 +242,73 @@ def _ref_nccl_bw() -> Callable[[float, float, str, int], tuple[float, float]]:
     return nccl_bw
 
 
+def _algbw_cause(got: float, want: float, busbw: float, size: int, coll: str) -> str | None:
+    """The likely slip behind a wrong algbw ``got`` (``want`` is right, ``busbw`` the right busbw)."""
+    from .slips import int32_wrap_cause
+
+    cause = ratio_cause(
+        got,
+        want,
+        {
+            1e-6: "the time is in microseconds: multiply by 1e-6 to get seconds.",
+            1e-3: "the time is in microseconds, not milliseconds: multiply by 1e-6.",
+            1e3: "the time is in microseconds (1e-6 s), not nanoseconds.",
+            1e9: "that is bytes per second; divide by 10^9 for GB/s.",
+            8.0: "that is gigabits per second; nccl-tests reports bytes.",
+            1e9 / 2**30: "that is GiB/s (2^30); nccl-tests and the course use GB/s (10^9 bytes/s).",
+        },
+    )
+    if cause is None and close(got, busbw) and coll != "broadcast":
+        cause = "algbw is size / time only; the factor belongs to busbw."
+    if cause is None:
+        cause = int32_wrap_cause(got, want, size)
+    return cause
+
+
+def _busbw_cause(got: float, algbw: float, coll: str, n: int) -> str | None:
+    """The likely slip behind a wrong busbw ``got``, from the learner's own ``algbw``."""
+    from labkit.gpu import bandwidth as bw
+
+    if close(got, algbw) and coll != "broadcast":
+        return f"busbw is algbw times the collective's factor ({bw.busbw_formula(coll)} for {coll}), not algbw itself."
+    if coll in ("all_gather", "reduce_scatter") and close(got, algbw * bw.busbw_factor("all_reduce", n)):
+        return f"2(n-1)/n is all_reduce's factor; {coll} moves each byte around the ring once: (n-1)/n."
+    if coll == "all_reduce" and close(got, algbw * (n - 1) / n):
+        return "all_reduce is a reduce-scatter plus an all-gather: its factor is 2(n-1)/n, not (n-1)/n."
+    if close(got, algbw * 2 * n / (n - 1)) or close(got, algbw * n / (n - 1)):
+        return "the factor is upside down: multiply by (n-1)/n, not n/(n-1)."
+    if close(got, algbw * 2):
+        return "the factor depends on n: 2(n-1)/n for all_reduce (it approaches 2 only for large n)."
+    return None
+
+
+def _nccl_cases() -> list[tuple[int, float, str, int]]:
+    """Fresh sizes and times each run, every collective, rings of 2 to 72 GPUs (n = 2: all_reduce's factor is 1),
+    one size past 2^31 bytes (int32 byte arithmetic overflows there)."""
+    from .draws import choice
+    from .harness import rng
+
+    r = rng()
+
+    def draw(coll: str, n: int) -> tuple[int, float, str, int]:
+        size = int(2 ** int(r.integers(20, 33))) if r.random() < 0.7 else int(r.integers(1, 10)) * 10**9
+        return size, float(round(size / (r.uniform(20, 400) * 1e3), 1)), coll, n  # a time for 20 to 400 GB/s
+
+    cases = [
+        draw("all_reduce", 8),
+        draw("all_gather", 8),
+        draw("reduce_scatter", 4),
+        draw("all_reduce", 16),
+        draw("broadcast", int(choice((4, 8)))),
+        draw("all_gather", 2),
+        draw("all_reduce", 2),
+        draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73))),
+    ]
+    big = int(r.integers(3, 9)) * 2**30 + int(r.integers(1, 2**20))  # past 2^31 bytes: int32 byte arithmetic overflows
+    cases[3] = (big, float(round(big / (r.uniform(20, 400) * 1e3), 1)), "all_reduce", 16)
+    return cases
+
+
 @exercise(
     "08.nccl-busbw",
     kind="numeric",
@@ -267,73 +327,13 @@ def nccl_tests_bandwidth(fn: Any) -> str:
     """Grade ``fn(size_bytes, time_us, collective, n) -> (algbw, busbw)`` in GB/s, as nccl-tests computes them."""
     from labkit.gpu import bandwidth as bw
 
-    from .draws import choice
-    from .harness import rng
-
-    r = rng()
-
-    def draw(coll: str, n: int) -> tuple[int, float, str, int]:
-        size = int(2 ** int(r.integers(20, 33))) if r.random() < 0.7 else int(r.integers(1, 10)) * 10**9
-        return size, float(round(size / (r.uniform(20, 400) * 1e3), 1)), coll, n  # a time for 20 to 400 GB/s
-
-    # fresh sizes and times each run, every collective, rings of 2 to 72 GPUs (n = 2: all_reduce's factor is 1)
-    cases = [
-        draw("all_reduce", 8),
-        draw("all_gather", 8),
-        draw("reduce_scatter", 4),
-        draw("all_reduce", 16),
-        draw("broadcast", int(choice((4, 8)))),
-        draw("all_gather", 2),
-        draw("all_reduce", 2),
-        draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73))),
-    ]
-    big = int(r.integers(3, 9)) * 2**30 + int(r.integers(1, 2**20))  # past 2^31 bytes: int32 byte arithmetic overflows
-    cases[3] = (big, float(round(big / (r.uniform(20, 400) * 1e3), 1)), "all_reduce", 16)
-    for size, t_us, coll, n in cases:
-        out = _call(fn, size, t_us, coll, n)
-        if out is None or out is Ellipsis:
-            raise Unsolved("your function returns nothing yet; return (algbw, busbw).")
-        try:
-            a_got, b_got = out
-        except (TypeError, ValueError):
-            raise Failed(f"return two numbers, (algbw, busbw); got {out!r}.") from None
-        a_got, b_got = number(a_got, "algbw"), number(b_got, "busbw")
+    for size, t_us, coll, n in _nccl_cases():
+        a_got, b_got = pair_answer(_call(fn, size, t_us, coll, n), ("algbw", "busbw"))
         a_want = bw.algbw(size, t_us * 1e-6)
         b_want = a_want * bw.busbw_factor(coll, n)
         call = f"nccl_bw({size}, {t_us}, {coll!r}, {n})"
-        if not close(a_got, a_want):
-            cause = ratio_cause(
-                a_got,
-                a_want,
-                {
-                    1e-6: "the time is in microseconds: multiply by 1e-6 to get seconds.",
-                    1e-3: "the time is in microseconds, not milliseconds: multiply by 1e-6.",
-                    1e3: "the time is in microseconds (1e-6 s), not nanoseconds.",
-                    1e9: "that is bytes per second; divide by 10^9 for GB/s.",
-                    8.0: "that is gigabits per second; nccl-tests reports bytes.",
-                    1e9 / 2**30: "that is GiB/s (2^30); nccl-tests and the course use GB/s (10^9 bytes/s).",
-                },
-            )
-            if cause is None and close(a_got, b_want) and coll != "broadcast":
-                cause = "algbw is size / time only; the factor belongs to busbw."
-            if cause is None:
-                from .slips import int32_wrap_cause
-
-                cause = int32_wrap_cause(a_got, a_want, size)
-            raise Failed(f"{call}: algbw {a_got:.4g}, expected {a_want:.4g} GB/s.", cause=cause)
-        if not close(b_got, b_want):
-            cause = None
-            if close(b_got, a_got) and coll != "broadcast":
-                cause = f"busbw is algbw times the collective's factor ({bw.busbw_formula(coll)} for {coll}), not algbw itself."
-            elif coll in ("all_gather", "reduce_scatter") and close(b_got, a_got * bw.busbw_factor("all_reduce", n)):
-                cause = f"2(n-1)/n is all_reduce's factor; {coll} moves each byte around the ring once: (n-1)/n."
-            elif coll == "all_reduce" and close(b_got, a_got * (n - 1) / n):
-                cause = "all_reduce is a reduce-scatter plus an all-gather: its factor is 2(n-1)/n, not (n-1)/n."
-            elif close(b_got, a_got * 2 * n / (n - 1)) or close(b_got, a_got * n / (n - 1)):
-                cause = "the factor is upside down: multiply by (n-1)/n, not n/(n-1)."
-            elif close(b_got, a_got * 2):
-                cause = "the factor depends on n: 2(n-1)/n for all_reduce (it approaches 2 only for large n)."
-            raise Failed(f"{call}: busbw {b_got:.4g}, expected {b_want:.4g} GB/s.", cause=cause)
+        expect(a_got, a_want, call, "algbw", " GB/s", lambda: _algbw_cause(a_got, a_want, b_want, size, coll))
+        expect(b_got, b_want, call, "busbw", " GB/s", lambda: _busbw_cause(b_got, a_got, coll, n))
     return (
         "correct: algbw = size / time; busbw = algbw x 2(n-1)/n for all_reduce and (n-1)/n for all_gather, so a "
         "faster-looking all_gather can load the links no more than an all_reduce."
@@ -434,6 +434,31 @@ def _ref_scaling() -> Callable[[float, float, int, float], tuple[float, float]]:
     return data_parallel
 
 
+def _speedup_cause(got: float, efficiency: float, c: float, a: float, n: int, f: float) -> str | None:
+    """The likely slip behind a wrong speedup ``got`` for compute ``c``, all-reduce ``a``, ``n`` GPUs, overlap ``f``
+    (``efficiency`` is the right efficiency)."""
+    if n == 1:
+        return "with one GPU there is nothing to all-reduce: speedup 1."
+    if close(got, n):
+        return "n x is the ideal; the all-reduce makes each step longer than compute_s."
+    if close(got, n * c / (c + a)) and f > 0:
+        return "the overlap is ignored: up to overlap x compute_s of the all-reduce hides behind the backward pass."
+    if close(got, n * c / max(c, a)) and f < 1:
+        return "max(compute, all-reduce) assumes perfect overlap; only overlap x compute_s can hide communication."
+    if close(got, c / (c + a)) or close(got, efficiency):
+        return "that is the efficiency; the speedup is n times it."
+    return None
+
+
+def _efficiency_cause(got: float, want: float, speedup: float) -> str | None:
+    """The likely slip behind a wrong efficiency ``got`` (``speedup`` is the right speedup)."""
+    if close(got, 100 * want):
+        return "give the efficiency as a fraction (0.8), not a percentage (80)."
+    if close(got, speedup):
+        return "efficiency = speedup / n."
+    return None
+
+
 @exercise(
     "08.scaling-efficiency",
     kind="code",
@@ -471,36 +496,11 @@ def data_parallel_scaling(fn: Any) -> str:
         (ms(0.01, 0.1), ms(0.01, 0.1), int(r.integers(2, 257)), float(round(r.uniform(0.1, 0.9), 2))),
     ]
     for c, a, n, f in cases:
-        out = _call(fn, c, a, n, f)
-        if out is None or out is Ellipsis:
-            raise Unsolved("your function returns nothing yet; return (speedup, efficiency).")
-        try:
-            s_got, e_got = out
-        except (TypeError, ValueError):
-            raise Failed(f"return two numbers, (speedup, efficiency); got {out!r}.") from None
-        s_got, e_got = number(s_got, "speedup"), number(e_got, "efficiency")
+        s_got, e_got = pair_answer(_call(fn, c, a, n, f), ("speedup", "efficiency"))
         s_want, e_want = ref(c, a, n, f)
         call = f"data_parallel({c}, {a}, {n}, overlap={f})"
-        if not close(s_got, s_want):
-            cause = None
-            if n == 1:
-                cause = "with one GPU there is nothing to all-reduce: speedup 1."
-            elif close(s_got, n):
-                cause = "n x is the ideal; the all-reduce makes each step longer than compute_s."
-            elif close(s_got, n * c / (c + a)) and f > 0:
-                cause = "the overlap is ignored: up to overlap x compute_s of the all-reduce hides behind the backward pass."
-            elif close(s_got, n * c / max(c, a)) and f < 1:
-                cause = "max(compute, all-reduce) assumes perfect overlap; only overlap x compute_s can hide communication."
-            elif close(s_got, c / (c + a)) or close(s_got, e_want):
-                cause = "that is the efficiency; the speedup is n times it."
-            raise Failed(f"{call}: speedup {s_got:.4g}, expected {s_want:.4g}.", cause=cause)
-        if not close(e_got, e_want):
-            cause = None
-            if close(e_got, 100 * e_want):
-                cause = "give the efficiency as a fraction (0.8), not a percentage (80)."
-            elif close(e_got, s_want):
-                cause = "efficiency = speedup / n."
-            raise Failed(f"{call}: efficiency {e_got:.4g}, expected {e_want:.4g}.", cause=cause)
+        expect(s_got, s_want, call, "speedup", "", lambda: _speedup_cause(s_got, e_want, c, a, n, f))
+        expect(e_got, e_want, call, "efficiency", "", lambda: _efficiency_cause(e_got, e_want, s_want))
     return (
         "correct: efficiency = compute / step. The all-reduce costs the same fraction whatever n is once n is large; "
         "faster GPUs shrink the compute and so lower the efficiency unless the links grow too."
@@ -538,13 +538,7 @@ def mig_slices(answer: Any) -> str:
 
     from .. import hw
 
-    if not isinstance(answer, dict):
-        raise Failed(f"expected a dict with keys 'per_gpu' and 'memory_gb', got {type(answer).__name__}.")
-    missing = {"per_gpu", "memory_gb"} - set(answer)
-    if missing:
-        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
-    if answer["per_gpu"] is Ellipsis or answer["memory_gb"] is Ellipsis:
-        raise Unsolved("fill in both values of the dict.")
+    dict_answer(answer, ("per_gpu", "memory_gb"))
     want = _ref_mig()
     s = hw.system("DGX A100")
     per = number(answer["per_gpu"], "per_gpu")
@@ -618,15 +612,12 @@ def nvls_busbw(answer: Any) -> str:
     report for a large all-reduce over the 8 GPUs of a DGX H200 at the full NVLink rate, for a ring and for NVLS."""
     from .. import hw
 
-    if not isinstance(answer, dict):
-        raise Failed(f"expected a dict with keys 'ring_busbw', 'nvls_busbw' and 'faster', got {type(answer).__name__}.")
-    missing = {"ring_busbw", "nvls_busbw", "faster"} - set(answer)
-    if missing:
-        raise Failed(f"the dict lacks {', '.join(sorted(missing))}.")
-    if all(answer[k] is Ellipsis for k in ("ring_busbw", "nvls_busbw", "faster")):
-        raise Unsolved("fill in the three values.")
-    if any(answer[k] is Ellipsis for k in ("ring_busbw", "nvls_busbw", "faster")):
-        raise Unsolved("one value is still `...`.")
+    dict_answer(
+        answer,
+        ("ring_busbw", "nvls_busbw", "faster"),
+        unsolved="one value is still `...`.",
+        all_unsolved="fill in the three values.",
+    )
     want = _ref_nvls()
     s = hw.system(NVLS_SYSTEM)
     n = int(s.gpu_count.value)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .core import Failed, Unsolved, exercise
+from .numeric import call_answer, need_function
 
 
 def _ref() -> Any:
@@ -134,16 +135,10 @@ def ddp_buckets(fn: Any) -> str:
     """Grade ``fn(sizes, cap_bytes) -> list of buckets`` (lists of positions in ``sizes``) against DDP's rule."""
     from labkit.dist.ddp import make_buckets
 
-    if not callable(fn):
-        raise Failed(f"expected your function, got {type(fn).__name__}.", cause="pass the function itself.")
+    need_function(fn, "your function", cause="pass the function itself.")
     for sizes, cap in cases():
         want = make_buckets(sizes, cap)
-        try:
-            got = fn(list(sizes), cap)
-        except NotImplementedError:
-            raise
-        except Exception as exc:  # the learner's bug, reported
-            raise Failed(f"make_buckets({_short(sizes)}, {cap}) raised {type(exc).__name__}: {exc}.") from None
+        got = call_answer(fn, list(sizes), cap, what=f"make_buckets({_short(sizes)}, {cap})", tail=".")
         if got is None or got is Ellipsis:
             raise Unsolved("your function returns nothing yet; return the list of buckets.")
         try:
