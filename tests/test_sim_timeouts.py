@@ -101,9 +101,10 @@ def test_a_check_launch_gets_no_tip() -> None:
 
 
 def test_launch_too_large_is_not_called_stuck() -> None:
-    a = np.zeros(4000 * 256)
-    with pytest.raises(sim.KernelTimeout) as info, sim.time_limit(0.3):
-        add_one[4000, 256](a)
+    a = np.zeros(8000 * 256)  # about 3.5 s of CPU: past a 1 s limit with many blocks done (with 0.3 s, the whole
+    # suite's load once made the first block alone outlast the limit, before any block had finished)
+    with pytest.raises(sim.KernelTimeout) as info, sim.time_limit(1.0):
+        add_one[8000, 256](a)
     assert info.value.too_large
     assert "too large for the simulator" in str(info.value) and "not a hang" in str(info.value)
 
