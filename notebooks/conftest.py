@@ -29,10 +29,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A learner notebook that ``tests/test_browser.py`` runs in JupyterLab in this session (Chromium installed) is
-    not run again here: the browser test executes every cell too and asks the same of it (no error, every exercise
-    "not solved yet"), and draws it. Solution notebooks still run here (with the PTX audit), and every notebook runs
-    here when the browser test does not."""
+    """A notebook that ``tests/test_browser.py`` runs in JupyterLab in this session (Chromium installed) is not run
+    again here: the browser test executes every cell too and asks the same of it (no error; in a solution notebook
+    every check passes, with the PTX audit of every accepted kernel; in a learner notebook every exercise is "not
+    solved yet"), and draws it. Without Chromium every notebook runs here."""
     browser = [i for i in items if i.nodeid.startswith(BROWSER_TEST)]
     if not browser or any(mark.args and mark.args[0] for mark in browser[0].iter_markers("skipif")):
         return
@@ -40,5 +40,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="run in JupyterLab by tests/test_browser.py, which checks the same and draws it")
     for item in items:
         path = Path(str(item.fspath))
-        if path.suffix == ".ipynb" and path.parent.name != "solutions" and path.name in in_browser:
+        name = f"solutions/{path.name}" if path.parent.name == "solutions" else path.name  # (the browser test's ids)
+        if path.suffix == ".ipynb" and name in in_browser:
             item.add_marker(skip)
