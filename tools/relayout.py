@@ -1,9 +1,7 @@
 """Regroup src/labkit into packages by concern (issue 32), mechanically and idempotently.
 
-Prepared for issue 32 and NOT applied yet: the tree still has the flat layout. Tried on a copy of main (2,084 tests
-run there, the same 7 failures as main then); its layer test, ARCHITECTURE page and lint/type configuration are to
-come with it when it is applied, after the other open issues: they are kept, as written against the regrouped
-tree, in ``tools/relayout-companions.patch`` (``git apply --3way`` it after the move).
+Applied to main (issue 32): the tree has the layout below; its layer test is ``tests/test_layers.py``, its map
+``docs/ARCHITECTURE.md``. Kept as the record of how the move was made.
 
 Run from the repository root on a clean tree: ``python tools/relayout.py`` (``--dry-run`` prints the plan only).
 What it does, in order (each step does nothing when it is already done, so a second run changes nothing):
