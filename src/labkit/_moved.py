@@ -1,7 +1,7 @@
 """Where labkit's modules moved (issue 32): old name -> new name. :mod:`labkit` installs a finder that makes
 ``import labkit.<old>`` (and ``python -m labkit.<old>``) give the module that lives at the new name: one module
 object under both names, so a monkeypatch or a JupyterHub config that names the old one reaches the real one.
-``tools/relayout.py`` wrote this table; tests/test_layers.py checks that every entry resolves."""
+The script that made the move (``tools/relayout.py``, commit 6ef99a9) wrote this table; tests/test_layers.py checks that every entry resolves."""
 
 from __future__ import annotations
 
