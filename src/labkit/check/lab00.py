@@ -19,18 +19,7 @@ def _reference_vector_add() -> Any:
     return vector_add
 
 
-@exercise(
-    "00.vector-add",
-    kind="kernel",
-    title="Your first kernel: add two vectors",
-    hints=[
-        "Each thread handles one element. Which element? `cuda.grid(1)` gives the thread's global index.",
-        "The grid usually has more threads than elements (it comes in whole blocks). Threads whose index is "
-        "past the end must do nothing: guard with `if i < out.size:`.",
-        "The whole body is three lines: `i = cuda.grid(1)`, `if i < out.size:`, `out[i] = a[i] + b[i]`.",
-    ],
-    reference=_reference_vector_add,
-)
+@exercise("00.vector-add", kind="kernel", reference=_reference_vector_add)
 def vector_add(kernel: Any) -> str:
     """Grade a kernel ``vector_add(a, b, out)`` that sets ``out[i] = a[i] + b[i]``."""
     from .draws import not_multiple, sizes_1d

@@ -14,7 +14,7 @@ from .. import hw
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
-from .numeric import call_answer, figure
+from .numeric import call_answer, figure, listed_slips
 
 # Answers within 0.8% pass: they are computed from the labkit.hw figures the notebook prints, so only rounding
 # separates a right answer from the expected one (20 for 19.87 passes), while the nearest plausible wrong answer
@@ -56,19 +56,7 @@ def _v100_vs_p100_slips() -> tuple[dict[str, float], dict[str, float]]:
     )
 
 
-@exercise(
-    "01.v100-vs-p100",
-    kind="numeric",
-    title="V100 mixed precision against P100",
-    hints=[
-        "The '10x' compares the V100's Tensor Core peak with one of the P100's peaks. Which one gives more than 10?",
-        "hw.gpu('V100').peak('fp16') is the Tensor Core rate; divide it by hw.gpu('P100').peak('fp32') and by .peak('fp16').",
-        "Check the two ratios against the claim: one should be above 10 (the comparison the talk made), the other about "
-        "half of it, because the P100 runs FP16 at twice its FP32 rate. Both near 6 means you divided by FP16 twice. "
-        "Use .value: a Figure carries a unit.",
-    ],
-    reference=_v100_vs_p100,
-)
+@exercise("01.v100-vs-p100", kind="numeric", reference=_v100_vs_p100)
 def v100_vs_p100(ratio_fp32: Any, ratio_fp16: Any) -> str:
     """Two ratios: V100 Tensor Core FP16 peak / P100 FP32 peak, and / P100 FP16 peak."""
     r32, r16 = number(ratio_fp32, "ratio_fp32"), number(ratio_fp16, "ratio_fp16")
@@ -111,18 +99,7 @@ def _a100_20x_slips() -> dict[str, float]:
     }
 
 
-@exercise(
-    "01.a100-20x",
-    kind="numeric",
-    title='The A100 "up to 20x"',
-    hints=[
-        "Which A100 precision is the highest one that still takes FP32 inputs unchanged in a framework? And is sparsity counted?",
-        "Compare hw.gpu('A100').peak('tf32', sparse=True) with hw.gpu('V100').peak('fp32').",
-        "List every A100 rate that takes FP32 inputs (FP32 on the CUDA cores; TF32 on Tensor Cores, dense and sparse) "
-        "and divide each by the V100's FP32 rate: only one comes out near 20. Which two choices does the headline stack?",
-    ],
-    reference=_a100_20x,
-)
+@exercise("01.a100-20x", kind="numeric", reference=_a100_20x)
 def a100_20x(ratio: Any) -> str:
     """The ratio behind "up to 20x Volta"."""
     r = figure(ratio, "ratio", _a100_20x, _a100_20x_slips, "x", rel=REL)
@@ -138,31 +115,10 @@ def _dgx_a100_pflops() -> float:
     return s.gpu_count.value * s.gpu_model.peak("fp16", sparse=True).value / 1000
 
 
-def _dgx_a100_slips() -> dict[str, float]:
-    e = _dgx_a100_pflops()
-    return {
-        "that is TFLOP/s; the question asks for PFLOP/s (divide by 1000)": e * 1000,
-        "you used the dense FP16 peak: the 5 PFLOPS counts sparsity": e / 2,
-        "you used TF32 (dense); the headline uses FP16/BF16 with sparsity": e / 4,
-        "that is one GPU's peak; multiply by the GPU count": e / hw.system("DGX A100").gpu_count.value,
-    }
-
-
-@exercise(
-    "01.dgx-a100-5pf",
-    kind="numeric",
-    title="DGX A100: 5 PFLOPS from its GPUs",
-    hints=[
-        "Multiply the number of GPUs by one GPU's peak. Which precision, and with or without sparsity, gives about 5?",
-        "hw.system('DGX A100').gpu_count x hw.gpu('A100').peak('fp16', sparse=True); the answer is in PFLOP/s.",
-        "Try the four candidates (FP16 or TF32, dense or sparse): only one product of the GPU count and a per-GPU peak "
-        "lands near 5. Then mind the unit: peaks are in TFLOP/s, the headline in PFLOP/s (1 PFLOP/s = 1000 TFLOP/s).",
-    ],
-    reference=_dgx_a100_pflops,
-)
+@exercise("01.dgx-a100-5pf", kind="numeric", reference=_dgx_a100_pflops)
 def dgx_a100_pflops(pflops: Any) -> str:
     """DGX A100 AI compute in PFLOP/s, from its GPU count and one GPU's peak."""
-    x = figure(pflops, "pflops", _dgx_a100_pflops, _dgx_a100_slips, "PFLOP/s", rel=REL)
+    x = figure(pflops, "pflops", _dgx_a100_pflops, listed_slips("01.dgx-a100-5pf", _dgx_a100_pflops), "PFLOP/s", rel=REL)
     s = hw.system("DGX A100")
     return (
         f"{x:.2f} PFLOP/s: {s.gpu_count.value:g} GPUs x {s.gpu_model.peak('fp16', sparse=True).value:g} TFLOP/s FP16 "
@@ -185,18 +141,7 @@ def _superpod_slips() -> dict[str, float]:
     }
 
 
-@exercise(
-    "01.superpod",
-    kind="numeric",
-    title="DGX SuperPOD: 700 PFLOPS from 140 systems",
-    hints=[
-        "A SuperPOD is a number of DGX A100 systems; each has a GPU count and a headline.",
-        "gpus = system_count x 8; pflops = system_count x the DGX A100 headline in PFLOP/s.",
-        "Build it up one level at a time: GPUs per system x systems; PFLOP/s per system x systems. PFLOP/s 8 times too "
-        "large means the GPU count went in twice: the system headline already counts its GPUs.",
-    ],
-    reference=_superpod,
-)
+@exercise("01.superpod", kind="numeric", reference=_superpod)
 def superpod(gpus: Any, pflops: Any) -> str:
     """How many A100 GPUs a 140-system SuperPOD has, and its AI PFLOP/s."""
     g, p = number(gpus, "gpus"), number(pflops, "pflops")
@@ -218,31 +163,12 @@ def _backplane() -> float:
     return 6 * 8 * nv * 2
 
 
-def _backplane_slips() -> dict[str, float]:
-    e = _backplane()
-    return {
-        "you gave the per-direction figure where bidirectional was asked (x 2)": e / 2,
-        "that looks like TB/s; the question asks for GB/s": e / 1000,
-        "you doubled twice: 50 GB/s per link is already bidirectional": e * 2,
-        "8 links x 6 switches: you used only one switch's links": e / 6,
-    }
-
-
-@exercise(
-    "01.dgx2-backplane",
-    kind="numeric",
-    title="DGX-2: 2.4 TB/s from each baseboard to the backplane",
-    hints=[
-        "Count the NVLinks that leave one baseboard: switches per board x backplane links per switch.",
-        "6 NVSwitches x 8 links = 48 links, each hw.link('NVLink 2').per_link per direction.",
-        "Mind the conventions before multiplying: labkit's per-link rate is per direction, the figure asked for adds "
-        "both directions, in GB/s. Compare your result with the talk's figure for the backplane.",
-    ],
-    reference=_backplane,
-)
+@exercise("01.dgx2-backplane", kind="numeric", reference=_backplane)
 def dgx2_backplane(gbps_bidirectional: Any) -> str:
     """Bidirectional GB/s from one DGX-2 baseboard to the backplane, from link counts."""
-    x = figure(gbps_bidirectional, "gbps_bidirectional", _backplane, _backplane_slips, "GB/s", rel=REL)
+    x = figure(
+        gbps_bidirectional, "gbps_bidirectional", _backplane, listed_slips("01.dgx2-backplane", _backplane), "GB/s", rel=REL
+    )
     return f"{x:g} GB/s bidirectional = 6 switches x 8 links x {hw.link('NVLink 2').per_link.value:g} GB/s x 2 directions."
 
 
@@ -251,18 +177,7 @@ def _dgx1_pairs() -> tuple[float, float, float]:
     return 2 * per, 1 * per, 0.0
 
 
-@exercise(
-    "01.dgx1-pairs",
-    kind="numeric",
-    title="DGX-1 (V100): bandwidth between pairs of GPUs",
-    hints=[
-        "Look up how many NVLinks join each pair (topo.links_between) and what one link carries per direction.",
-        "GPU0-GPU3 has two links, GPU0-GPU1 one, GPU0-GPU5 none; one NVLink 2 carries 25 GB/s per direction.",
-        "Read GPU0's row of the hybrid cube-mesh: which GPUs are joined by two links, which by one, which by none? A "
-        "pair without NVLink gets no NVLink bandwidth (its traffic goes over PCIe and the CPUs): answer 0 for it.",
-    ],
-    reference=_dgx1_pairs,
-)
+@exercise("01.dgx1-pairs", kind="numeric", reference=_dgx1_pairs)
 def dgx1_pairs(gpu0_gpu3: Any, gpu0_gpu1: Any, gpu0_gpu5: Any) -> str:
     """Per-direction NVLink GB/s between GPU0 and GPUs 3, 1 and 5 of a DGX-1 (V100)."""
     got = [number(x, n) for x, n in ((gpu0_gpu3, "gpu0_gpu3"), (gpu0_gpu1, "gpu0_gpu1"), (gpu0_gpu5, "gpu0_gpu5"))]
@@ -311,18 +226,7 @@ _RING_SLIPS: dict[str, Callable[[float, int, float], float]] = {
 }
 
 
-@exercise(
-    "01.ring-allreduce",
-    kind="numeric",
-    title="A model of ring all-reduce time",
-    hints=[
-        "In a ring all-reduce each GPU sends its buffer in n pieces, twice around the ring (reduce-scatter, then all-gather) minus its own piece.",
-        "Each GPU sends 2(n-1)/n x nbytes; time = that / bandwidth. The bandwidth is in GB/s = 1e9 bytes/s.",
-        "Test the formula by hand before you trust it: for 2 GPUs each sends its whole buffer once (half in each "
-        "phase); for many GPUs the factor approaches 2. Convert GB/s to bytes per second (x 1e9) before dividing.",
-    ],
-    reference=lambda: _ring_reference,
-)
+@exercise("01.ring-allreduce", kind="numeric", reference=lambda: _ring_reference)
 def ring_allreduce(fn: Callable[[float, int, float], float]) -> str:
     """A function ``(nbytes, n_gpus, bus_gbps) -> seconds`` for a bandwidth-only ring all-reduce."""
     if not callable(fn):
@@ -371,34 +275,10 @@ def _two_dgx1_ms() -> float:
     return _ring_reference(nbytes, 16, ports * edr) * 1e3
 
 
-def _two_dgx1_slips() -> dict[str, float]:
-    e = _two_dgx1_ms()
-    return {
-        "Gb/s is gigabits per second: divide by 8 for bytes (100 Gb/s = 12.5 GB/s)": e / 8,
-        "that is seconds; give milliseconds": e / 1000,
-        "you used one EDR port; each DGX-1 has four": e * 4,
-        "half the time: gradients are FP32 (4 bytes each, not 2), and the ring moves 2(n-1)/n of them (reduce-scatter "
-        "and all-gather), at the per-direction rate": e / 2,
-        "you used the NVLink bandwidth; between two boxes the ring crosses InfiniBand": e / 3,
-        "16 GPUs: the factor is 2(n-1)/n with n = 16": e * (2 * 7 / 8) / (2 * 15 / 16),
-    }
-
-
-@exercise(
-    "01.two-dgx1",
-    kind="numeric",
-    title="One DGX-2 against two DGX-1",
-    hints=[
-        "A ring over 16 GPUs in two boxes must leave each box; the slowest hop is the network between them.",
-        "Each DGX-1 (V100) has 4 InfiniBand EDR ports of 100 Gb/s: 4 x 12.5 GB/s per direction. Gradients: 300 M x 4 bytes.",
-        "The ring must cross between the boxes, so its slowest hop is the InfiniBand: add up one box's ports in GB/s "
-        "per direction (Gb/s / 8), use that as the ring bandwidth in your function, and turn seconds into milliseconds.",
-    ],
-    reference=_two_dgx1_ms,
-)
+@exercise("01.two-dgx1", kind="numeric", reference=_two_dgx1_ms)
 def two_dgx1(ms: Any) -> str:
     """Milliseconds to all-reduce 300 M FP32 gradients over 16 GPUs in two DGX-1 joined by InfiniBand."""
-    x = figure(ms, "ms", _two_dgx1_ms, _two_dgx1_slips, "ms", rel=REL)
+    x = figure(ms, "ms", _two_dgx1_ms, listed_slips("01.two-dgx1", _two_dgx1_ms), "ms", rel=REL)
     g = hw.gpu("DGX-2")
     per_gpu = g.nvlink_bandwidth.value / 2
     one_box = _ring_reference(300e6 * 4, 16, per_gpu) * 1e3

@@ -21,17 +21,7 @@ GRID_STRIDE = (
 )
 
 
-@exercise(
-    "02.saxpy",
-    kind="kernel",
-    title="SAXPY with a grid-stride loop",
-    reference=kernel_reference("saxpy"),
-    hints=[
-        "A grid-stride loop lets any grid cover any n: start at your global index, step by the number of threads in the grid.",
-        "`for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):` — the range's end is the bounds check.",
-        "Body of the loop: `out[i] = a * x[i] + y[i]`. Nothing else is needed.",
-    ],
-)
+@exercise("02.saxpy", kind="kernel", reference=kernel_reference("saxpy"))
 def saxpy(kernel: Any) -> str:
     """Grade ``saxpy(a, x, y, out)``: ``out[i] = a * x[i] + y[i]`` for any grid, including grids smaller than n."""
     from .draws import between, not_multiple
@@ -113,19 +103,7 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
     return None
 
 
-@exercise(
-    "02.grayscale",
-    kind="kernel",
-    title="2-D indexing: an RGB image to greyscale",
-    reference=kernel_reference("grayscale"),
-    hints=[
-        "With a 2-D grid, `cuda.grid(2)` gives (x, y). x is the fast direction: neighbouring threads take neighbouring columns.",
-        "`col, row = cuda.grid(2)`, then `if row < out.shape[0] and col < out.shape[1]:` — the image has rows × cols pixels.",
-        "`v = np.float32(0.299) * img[row, col, 0] + np.float32(0.587) * img[row, col, 1] + np.float32(0.114) * "
-        "img[row, col, 2]` and store `out[row, col] = int(v + np.float32(0.5))` (rounded: storing a float into a uint8 "
-        "array truncates it; np.float32 constants keep the arithmetic in FP32, where a bare 0.299 is a float64).",
-    ],
-)
+@exercise("02.grayscale", kind="kernel", reference=kernel_reference("grayscale"))
 def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
     from .draws import between, not_multiple
@@ -195,15 +173,7 @@ def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, 
 
 
 @exercise(
-    "02.launch-config",
-    kind="code",
-    title="Choose a 2-D launch configuration",
-    reference=lambda: lambda shape, block: (-(-shape[1] // block[0]), -(-shape[0] // block[1])),
-    hints=[
-        "Each direction needs enough blocks to cover it: the number of blocks is a ceiling division.",
-        "x runs over columns, y over rows: gx = ceil(cols / bx), gy = ceil(rows / by). In integers: `(cols + bx - 1) // bx`.",
-        "`rows, cols = shape; bx, by = block; return ((cols + bx - 1) // bx, (rows + by - 1) // by)`",
-    ],
+    "02.launch-config", kind="code", reference=lambda: lambda shape, block: (-(-shape[1] // block[0]), -(-shape[0] // block[1]))
 )
 def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -> str:
     """Grade ``grid_for(shape, block) -> (gx, gy)``: the fewest blocks of ``block = (bx, by)`` threads covering
@@ -388,19 +358,7 @@ def _count_transfers() -> Iterator[_TransferCounter]:
             setattr(owner, name, original)
 
 
-@exercise(
-    "02.transfers",
-    kind="code",
-    title="Keep data on the device between launches",
-    reference=None,
-    hints=[
-        "Every cuda.to_device and copy_to_host crosses PCIe (or NVLink-C2C); a kernel launch on device arrays does not.",
-        "Copy x and y to the device once, before the loop; launch the kernel `steps` times on the device arrays "
-        "(out can be y itself: each element depends only on itself); copy y back once, after the loop.",
-        "`dx, dy = cuda.to_device(x), cuda.to_device(y)`; `for _ in range(steps): saxpy_kernel[blocks, threads](a, dx, dy, dy)`; "
-        "`return dy.copy_to_host()`",
-    ],
-)
+@exercise("02.transfers", kind="code", reference=None)
 def transfers(repeated_saxpy: Callable[..., Any]) -> str:
     """Grade ``repeated_saxpy(a, x, y, steps) -> numpy array``: y ← a·x + y, ``steps`` times, with 2 copies to
     the device and 1 back, whatever ``steps`` is."""

@@ -50,18 +50,7 @@ def require_no_fp64(kernel: Any, signature: str, reference: Any, *, label: str) 
     )
 
 
-@exercise(
-    "02.float32",
-    kind="kernel",
-    title="Pixels to float32 without FP64",
-    reference=kernel_reference("to_unit"),
-    hints=[
-        "The values are not the problem: the PTX is. Every literal such as `127.5` or `1.0` is a float64 in Numba.",
-        "Write each constant as `np.float32(...)`: a uint8 pixel divided by a float32 gives a float32.",
-        "`col, row = cuda.grid(2)`; `if row < out.shape[0] and col < out.shape[1]: out[row, col] = img[row, col] / "
-        "np.float32(127.5) - np.float32(1.0)`.",
-    ],
-)
+@exercise("02.float32", kind="kernel", reference=kernel_reference("to_unit"))
 def to_unit(kernel: Any) -> str:
     """Grade ``to_unit(img, out)``: ``img`` uint8 (rows, cols), ``out`` float32 (rows, cols) = ``img / 127.5 - 1``,
     and no FP64 instruction in the kernel's PTX."""

@@ -16,6 +16,7 @@ from ..sim.memory import bank_conflicts, sectors_per_request
 from .cases import SHARED_AND_BARRIER, grid_label, line_label, ptx_on_gpu, run_cases
 from .core import Failed, exercise
 from .harness import Launch, fmt_shape, grid_2d, kernel_reference, random_array
+from .numeric import need_function
 
 
 def _global_reads(report: Any, array: str) -> int:
@@ -42,17 +43,7 @@ def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> st
 
 
 # ----------------------------------------------------------------------------- 03.coalesced-copy
-@exercise(
-    "03.coalesced-copy",
-    kind="kernel",
-    title="A coalesced 2-D copy",
-    reference=kernel_reference("copy2d_coalesced"),
-    hints=[
-        "A warp is 32 threads with consecutive threadIdx.x. Which array index should change between them so that they touch neighbouring bytes?",
-        "In a row-major (C-order) array, a[r, c] and a[r, c + 1] are neighbours in memory. So threadIdx.x must map to the column.",
-        "`col, row = cuda.grid(2)`; `if row < dst.shape[0] and col < dst.shape[1]: dst[row, col] = src[row, col]`",
-    ],
-)
+@exercise("03.coalesced-copy", kind="kernel", reference=kernel_reference("copy2d_coalesced"))
 def coalesced_copy(kernel: Any) -> str:
     """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
     from .draws import between, not_multiple
@@ -88,21 +79,7 @@ def coalesced_copy(kernel: Any) -> str:
 TILE = 32
 
 
-@exercise(
-    "03.transpose",
-    kind="kernel",
-    title="Transpose through shared memory, without bank conflicts",
-    reference=kernel_reference("transpose_shared"),
-    hints=[
-        "Read a 32 × 32 tile with coalesced reads into shared memory, wait for the whole block, then write it out "
-        "transposed, again with coalesced writes: the swap happens inside shared memory.",
-        "The output tile of block (bx, by) is block (by, bx) of the output. Read `tile[tx, ty + j]` when writing. "
-        "A column of a 32 × 32 float32 tile lies in one bank: pad the tile to 32 × 33.",
-        "`tile = cuda.shared.array((TILE, TILE_PADDED), np.float32)`; load `tile[ty + j, tx] = a[row + j, col]` for j in "
-        "range(0, TILE, BLOCK_ROWS); `cuda.syncthreads()`; swap the block indices in col/row; store "
-        "`out[row + j, col] = tile[tx, ty + j]` (each with its bounds check).",
-    ],
-)
+@exercise("03.transpose", kind="kernel", reference=kernel_reference("transpose_shared"))
 def transpose(kernel: Any, block_rows: int = 8) -> str:
     """Grade ``transpose(a, out)``: 32 × 32 tiles, blocks of (32, ``block_rows``) threads; right values, shared
     memory without bank conflicts, coalesced global reads and writes."""
@@ -192,21 +169,7 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
     return None
 
 
-@exercise(
-    "03.matmul",
-    kind="kernel",
-    title="Tiled matrix multiply in shared memory",
-    reference=kernel_reference("matmul_tiled"),
-    hints=[
-        "Each block computes one MM_TILE × MM_TILE tile of C. It walks along K in steps of MM_TILE: load a tile of A and a "
-        "tile of B into shared memory, multiply them, accumulate, repeat.",
-        "Two barriers per step: after loading (so nobody reads a tile before it is complete) and after using it (so nobody "
-        "overwrites it while others still read). Threads outside A or B load 0.0 and still reach both barriers.",
-        "`for t in range((K + MM_TILE - 1) // MM_TILE)`: `sa[ty, tx] = A[row, t*MM_TILE + tx]` (or 0), "
-        "`sb[ty, tx] = B[t*MM_TILE + ty, col]` (or 0); `cuda.syncthreads()`; `for kk in range(MM_TILE): acc += sa[ty, kk] * sb[kk, tx]`; "
-        "`cuda.syncthreads()`. At the end, `if row < M and col < N: C[row, col] = acc`.",
-    ],
-)
+@exercise("03.matmul", kind="kernel", reference=kernel_reference("matmul_tiled"))
 def matmul(kernel: Any, tile: int = 16) -> str:
     """Grade ``matmul(A, B, C)``: C = A @ B (float32), blocks of ``tile`` × ``tile`` threads, tiles in shared memory."""
     if tile not in (8, 16, 32):
@@ -275,19 +238,7 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
     return np.convolve(p, np.ones(2 * RADIUS + 1) / (2 * RADIUS + 1), mode="valid")
 
 
-@exercise(
-    "03.stencil",
-    kind="kernel",
-    title="A 1-D stencil with halo cells in shared memory",
-    reference=kernel_reference("stencil_1d"),
-    hints=[
-        "A block's outputs need its own blockDim.x inputs plus RADIUS more on each side (the halo). Load them all into "
-        "shared memory once, then every thread reads its 2·RADIUS + 1 neighbours from there.",
-        "Shared index of element i is `t + RADIUS`. The first RADIUS threads also load `x[i - RADIUS]` into `sh[t]` and "
-        "`x[i + blockDim.x]` into `sh[t + blockDim.x + RADIUS]`, with 0.0 outside the array. Then `cuda.syncthreads()`.",
-        "After the barrier: `if i < n:` sum `sh[t + k]` for k in range(2 * RADIUS + 1) and store the sum / (2 * RADIUS + 1).",
-    ],
-)
+@exercise("03.stencil", kind="kernel", reference=kernel_reference("stencil_1d"))
 def stencil(kernel: Any) -> str:
     """Grade ``stencil(x, out)``: ``out[i]`` = mean of ``x[i-3 .. i+3]`` with zeros outside ``x``, block sizes up to 256."""
     from .draws import between, not_multiple
@@ -405,24 +356,7 @@ def _reachable(arch: str, target: float, shared: int) -> bool:
     return any(_best_budget(arch, t, target, shared) is not None for t in range(32, 1025, 32))
 
 
-@exercise(
-    "03.occupancy",
-    kind="code",
-    title="Choose a block size and a register budget for a target occupancy",
-    reference=_reference_launch_plan,
-    hints=[
-        "Occupancy is active warps / the SM's maximum (64 on sm_70 to sm_90). Three resources each allow some blocks per "
-        "SM: warp slots, registers, shared memory; the smallest number wins. Which of them does the register budget "
-        "change, and which does the block size change?",
-        "For a block size, try budgets from 255 down and keep the first one whose labkit.occupancy.occupancy(arch, "
-        "threads, regs, shared).occupancy reaches the target: registers are allocated per warp in units of 256, so "
-        "42 registers can cost as much as 48. A target may be out of reach: shared memory alone can allow too few "
-        "blocks for any block size. occupancy() raises LabkitError for a block that cannot launch at all.",
-        "def reaches(t, r): occupancy(arch, t, r, shared).occupancy >= target, False on LabkitError. For threads in "
-        "range(32, 1025, 32): budgets = [r for r in range(1, 256) if reaches(threads, r)]; keep the (threads, "
-        "max(budgets)) with the largest budget; return None if no block size has any.",
-    ],
-)
+@exercise("03.occupancy", kind="code", reference=_reference_launch_plan)
 def launch_plan(fn: Any) -> str:
     """Grade ``launch_plan(arch, target, shared_per_block) -> (threads_per_block, registers_per_thread) | None``:
     a block size (a multiple of 32) and the largest register budget with which ``labkit.occupancy`` gives at least
@@ -430,8 +364,7 @@ def launch_plan(fn: Any) -> str:
     from .core import Unsolved
     from .streams import call_learner
 
-    if not callable(fn):
-        raise Failed(f"expected a function launch_plan(arch, target, shared_per_block), got {type(fn).__name__}.")
+    need_function(fn, "a function launch_plan(arch, target, shared_per_block)")
     rng = np.random.default_rng()
     arches = ["sm_70", "sm_80", "sm_90"]
     # first a low target whose largest budget is 255 (the most a thread can have: a search that stops at 254 fails)

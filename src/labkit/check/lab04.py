@@ -138,38 +138,13 @@ def _histogram_note(n: int, threads: int, heavy: int | None) -> str | None:
     )
 
 
-@exercise(
-    "04.histogram-global",
-    kind="kernel",
-    title="Histogram with global atomics",
-    reference=kernel_reference("histogram_global"),
-    hints=[
-        "Many threads meet the same byte value and increment the same bin. `hist[v] += 1` is a read, an add and a write: "
-        "two threads can read the same old value and one increment is lost.",
-        "`cuda.atomic.add(array, index, value)` does the read-add-write as one indivisible step.",
-        "`for i in range(cuda.grid(1), data.size, cuda.gridsize(1)): cuda.atomic.add(hist, data[i], 1)`",
-    ],
-)
+@exercise("04.histogram-global", kind="kernel", reference=kernel_reference("histogram_global"))
 def histogram_global(kernel: Any) -> str:
     """Grade ``histogram(data, hist)``: ``data`` uint8, ``hist`` int32[256] starting at zero."""
     return _histogram_cases(kernel, shared=False)
 
 
-@exercise(
-    "04.histogram-shared",
-    kind="kernel",
-    title="Histogram with shared-memory atomics",
-    reference=kernel_reference("histogram_shared"),
-    hints=[
-        "Give each block its own 256-bin histogram in shared memory: atomics there are much cheaper than in global "
-        "memory, and each block then adds its bins to the global histogram once.",
-        "Three phases with a barrier between each: zero the shared bins (threads share the 256 bins: `for b in "
-        "range(t, NBINS, cuda.blockDim.x)`), count with `cuda.atomic.add(local, data[i], 1)`, add the non-zero bins to `hist`.",
-        "`local = cuda.shared.array(NBINS, np.int32)`; zero; `cuda.syncthreads()`; grid-stride loop of "
-        "`cuda.atomic.add(local, data[i], 1)`; `cuda.syncthreads()`; `for b in range(t, NBINS, cuda.blockDim.x): "
-        "cuda.atomic.add(hist, b, local[b])`.",
-    ],
-)
+@exercise("04.histogram-shared", kind="kernel", reference=kernel_reference("histogram_shared"))
 def histogram_shared(kernel: Any) -> str:
     """Grade ``histogram_shared(data, hist)``: as 04.histogram-global, counting in shared memory first."""
     return _histogram_cases(kernel, shared=True)
@@ -182,20 +157,7 @@ def _block_sums(x: np.ndarray, block: int, blocks: int) -> np.ndarray:
     return padded.reshape(blocks, block).sum(axis=1)
 
 
-@exercise(
-    "04.block-sum",
-    kind="kernel",
-    title="A block reduction with syncthreads",
-    reference=kernel_reference("block_sum"),
-    hints=[
-        "Load one element per thread into shared memory (0.0 past the end), then halve the number of active threads "
-        "each step: thread t adds element t + s to element t.",
-        "The step size starts at `cuda.blockDim.x // 2`, not a fixed number, so that any power-of-two block works. Every "
-        "thread must reach `cuda.syncthreads()` after the load and after each step — put the barrier outside the `if t < s`.",
-        "`sh[t] = x[i] if i < x.size else np.float32(0.0)`; `cuda.syncthreads()`; `s = cuda.blockDim.x // 2`; `while s > 0: "
-        "if t < s: sh[t] += sh[t + s]` / `cuda.syncthreads()` / `s //= 2`; then `if t == 0: partial[cuda.blockIdx.x] = sh[0]`.",
-    ],
-)
+@exercise("04.block-sum", kind="kernel", reference=kernel_reference("block_sum"))
 def block_sum(kernel: Any) -> str:
     """Grade ``block_sum(x, partial)``: ``partial[b]`` = sum of block b's elements; power-of-two blocks up to 256."""
     from .draws import between, not_multiple
@@ -231,20 +193,7 @@ def block_sum(kernel: Any) -> str:
 
 
 # ----------------------------------------------------------------------------- 04.full-sum
-@exercise(
-    "04.full-sum",
-    kind="kernel",
-    title="A full reduction in one launch",
-    reference=kernel_reference("sum_all"),
-    hints=[
-        "Three levels: each thread sums many elements (a grid-stride loop), each block sums its threads (the tree of "
-        "04.block-sum), and the blocks combine their results.",
-        "Blocks cannot wait for each other inside a kernel, and `out[0] += s` from several blocks loses updates: let "
-        "thread 0 of each block add its block's sum with `cuda.atomic.add(out, 0, s)`.",
-        "`acc = np.float32(0.0); for i in range(cuda.grid(1), x.size, cuda.gridsize(1)): acc += x[i]`; `sh[t] = acc`; "
-        "the tree; `if t == 0: cuda.atomic.add(out, 0, sh[0])` (a bare `0.0` is a float64: the sum would run in FP64).",
-    ],
-)
+@exercise("04.full-sum", kind="kernel", reference=kernel_reference("sum_all"))
 def full_sum(kernel: Any) -> str:
     """Grade ``sum_all(x, out)``: adds ``sum(x)`` to ``out[0]`` (which starts at 0) for any grid."""
     from .draws import between, not_multiple
@@ -317,19 +266,7 @@ def combines_in_block(kernel: Any, signature: str = "void(float32[:], float32[:]
 
 
 # ----------------------------------------------------------------------------- 04.warp-sum
-@exercise(
-    "04.warp-sum",
-    kind="kernel",
-    title="A warp reduction with shuffles",
-    reference=kernel_reference("warp_sum"),
-    hints=[
-        "Within a warp, threads can read each other's registers with shuffles: no shared memory, no syncthreads.",
-        "`cuda.shfl_down_sync(0xFFFFFFFF, v, offset)` returns v of the lane `offset` above. Add it to your own v for "
-        "offsets 16, 8, 4, 2, 1: lane 0 then holds the warp's sum. All 32 lanes must take part in every shuffle.",
-        "`v = x[i] if i < x.size else np.float32(0.0)` (a bare `0.0` is a float64: lab 02); `offset = 16; while offset > 0: v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset); "
-        "offset //= 2`; `if cuda.laneid == 0 and i // 32 < out.size: out[i // 32] = v`.",
-    ],
-)
+@exercise("04.warp-sum", kind="kernel", reference=kernel_reference("warp_sum"))
 def warp_sum(kernel: Any) -> str:
     """Grade ``warp_sum(x, out)``: ``out[w]`` = sum of elements ``32w .. 32w + 31`` (zeros past the end);
     blocks of 32 to 256 threads."""
@@ -408,20 +345,7 @@ def _race_cause(got: np.ndarray, x: np.ndarray, threshold: np.float32, block: in
     return fitting[0] if fitting else None
 
 
-@exercise(
-    "04.race",
-    kind="kernel",
-    title="Find and fix the race",
-    reference=kernel_reference("count_above"),
-    hints=[
-        "Run `labkit.check.harness.find_race(count_above_racy, ...)` as the notebook shows: it names the array, "
-        "the element and the two threads.",
-        "There are two problems: many threads do `count[0] += 1` on one shared element, and thread 0 reads the count "
-        "before the others have finished adding.",
-        "Use `cuda.atomic.add(count, 0, 1)`, and put `cuda.syncthreads()` after zeroing the counter and again before "
-        "thread 0 reads it.",
-    ],
-)
+@exercise("04.race", kind="kernel", reference=kernel_reference("count_above"))
 def race(kernel: Any) -> str:
     """Grade ``count_above(x, threshold, counts)``: ``counts[b]`` = elements of block b greater than ``threshold``."""
     from .draws import between, not_multiple
@@ -516,23 +440,7 @@ def scan_any_n(scan_block: Any, add_offsets: Any, x: Any, block: int = 256) -> A
     return out
 
 
-@exercise(
-    "04.scan",
-    kind="kernel",
-    title="An inclusive prefix scan in shared memory, for any n, through block sums",
-    reference=_scan_reference,
-    hints=[
-        "A scan is a reduction that keeps every partial result. Inside a block, threads can share partial sums through "
-        "shared memory, but each step must finish reading before anyone overwrites: how many barriers does one step need? "
-        "Across blocks, nothing waits, so each block needs to know the total of all blocks before it: where can that come from?",
-        "scan_block (Hillis-Steele): sh[t] = x[i] (0 past the end); then for offset = 1, 2, 4, ... < blockDim: read "
-        "v = sh[t - offset] (0 if t < offset), syncthreads, sh[t] += v, syncthreads. Write out[i] and, from the block's "
-        "last thread, sums[blockIdx.x]. add_offsets: block b > 0 adds the inclusive scan of the sums at b - 1.",
-        "In add_offsets: `i = cuda.grid(1); if i < out.size: out[i] = partial[i] + (offsets[cuda.blockIdx.x - 1] if "
-        "cuda.blockIdx.x > 0 else np.float32(0.0))` (`np.float32`, not `0.0`, which is a float64). labkit's scan_any_n scans the sums with your scan_block again (recursively), "
-        "so a block count larger than a block works too.",
-    ],
-)
+@exercise("04.scan", kind="kernel", reference=_scan_reference)
 def scan(scan_block: Any, add_offsets: Any = None) -> str:
     """Grade the two kernels of an inclusive scan: ``scan_block(x, sums, out)`` scans each block of ``x`` into
     ``out`` in shared memory and writes the block's total to ``sums[blockIdx.x]``; ``add_offsets(partial, offsets,

@@ -19,10 +19,12 @@ import numpy as np
 
 from labkit.gpu.cupylab import cupy_or_none
 
+from ..cuda.cpp import HostUnavailable
 from ..errors import CompileError, LabkitError
 from .answers import number
 from .core import Failed, Unsolved, exercise
 from .harness import compare, random_array, sizes_for
+from .numeric import need_function
 from .slips import INPUT_CAUSE, input_written, merge_slips, unit_cause
 
 ARCHES = ("sm_70", "sm_80", "sm_90")
@@ -145,23 +147,10 @@ def _reference_softmax() -> Callable[[Any], Any]:
     return softmax
 
 
-@exercise(
-    "05.softmax",
-    kind="code",
-    title="Device-agnostic softmax with broadcasting",
-    hints=[
-        "Get the module with `xp = labkit.cupylab.array_module(x)` and use `xp.exp`, never `np.exp`: then the same "
-        "code runs on NumPy and on CuPy arrays.",
-        "Softmax over the last axis: subtract each row's maximum (`x.max(axis=-1, keepdims=True)`) before `xp.exp`, "
-        "or large inputs overflow to inf. `keepdims=True` keeps the shape broadcastable against x.",
-        "`z = x - x.max(axis=-1, keepdims=True); e = xp.exp(z); return e / e.sum(axis=-1, keepdims=True)`.",
-    ],
-    reference=_reference_softmax,
-)
+@exercise("05.softmax", kind="code", reference=_reference_softmax)
 def softmax(fn: Any) -> str:
     """Grade ``softmax(x)`` over the last axis: NumPy and CuPy inputs, 2-D and 3-D, float32 and float64, large values."""
-    if not callable(fn):
-        raise Failed(f"expected a function softmax(x), got {type(fn).__name__}.")
+    need_function(fn, "a function softmax(x)")
     from .draws import between
 
     cupy = cupy_or_none()
@@ -292,21 +281,7 @@ def _fusion_slips() -> dict[str, dict[float, str]]:
     }
 
 
-@exercise(
-    "05.fusion-traffic",
-    kind="numeric",
-    title="Count launches and bytes, unfused and fused",
-    hints=[
-        "Without fusion every operator is one kernel that reads its array operands from memory and writes its result. "
-        "Python evaluates `w * (x - y) * (x - y) + b` left to right: list the kernels in that order.",
-        "There are five kernels: x - y, w * t1, x - y again, t2 * t3, t4 + b. A scalar costs no memory traffic. "
-        "Fused, one kernel reads x and y once and writes the result once.",
-        "Make a table: one row per kernel, columns 'arrays read' and 'arrays written' (a scalar is neither), then add "
-        "them up and multiply by the bytes of one array. Check the fused count: it can be no less than reading each "
-        "input once and writing the output once.",
-    ],
-    reference=lambda: {k: getattr(_traffic(), k) for k in _FUSION_KEYS},
-)
+@exercise("05.fusion-traffic", kind="numeric", reference=lambda: {k: getattr(_traffic(), k) for k in _FUSION_KEYS})
 def fusion_traffic(answer: Any) -> str:
     """Grade a dict with ``launches_unfused``, ``bytes_unfused``, ``launches_fused``, ``bytes_fused``."""
     if not isinstance(answer, dict):
@@ -369,6 +344,16 @@ def _kernel_parts(kernel: Any, kind: str) -> Any:
     return parts
 
 
+def _declared(kernel: Any, kind: str) -> tuple[Any, list[Any], list[Any]]:
+    """The labkit pieces of the learner's ``kind`` kernel (see :func:`_kernel_parts`) with its parsed inputs and
+    outputs; for a real CuPy kernel None and two empty lists."""
+    parts = _kernel_parts(kernel, kind)
+    if parts is None:
+        return None, [], []
+    ins, outs = _params(parts)
+    return parts, ins, outs
+
+
 def _params(parts: Any) -> tuple[list[Any], list[Any]]:
     """The parsed ``in_params`` and ``out_params`` of a labkit kernel; a mistake in them is a :class:`Failed`."""
     from labkit.cuda.cpp import parse_params
@@ -383,8 +368,6 @@ def _params(parts: Any) -> tuple[list[Any], list[Any]]:
 def _stand_in_errors() -> Iterator[None]:
     """Around a run on the CPU stand-in: any other LabkitError (even an Unsolved) becomes a :class:`Failed` with its
     message; a Failed, and HostUnavailable (no stand-in here: the caller says what was checked), pass through."""
-    from labkit.cuda.cpp import HostUnavailable
-
     try:
         yield
     except (Failed, HostUnavailable):
@@ -405,27 +388,11 @@ def _refuse_fp64(compiled: dict[str, Any], what: str) -> None:
         raise slow
 
 
-@exercise(
-    "05.huber",
-    kind="kernel",
-    title="ElementwiseKernel in CUDA C++: the Huber loss",
-    hints=[
-        "Use labkit.cupylab.elementwise_kernel(in_params, out_params, operation, name): the same four strings as "
-        "cupy.ElementwiseKernel. Inputs 'float32 x, float32 y, float32 delta', output 'float32 z'.",
-        "The operation is the loop body for one element, in CUDA C++: `float d = fabsf(x - y);` then assign z with the "
-        "conditional operator `cond ? a : b`. Write float constants as 0.5f.",
-        "operation = 'float d = fabsf(x - y); z = d <= delta ? 0.5f * d * d : delta * (d - 0.5f * delta)'",
-    ],
-    reference=_reference_huber,
-)
+@exercise("05.huber", kind="kernel", reference=_reference_huber)
 def huber(kernel: Any) -> str:
     """Grade an elementwise kernel ``huber(x, y, delta) -> z`` (labkit.cupylab.elementwise_kernel or cupy.ElementwiseKernel)."""
-    from labkit.cuda.cpp import HostUnavailable
-
-    cupy = cupy_or_none()
-    parts = _kernel_parts(kernel, "elementwise")
+    parts, ins, outs = _declared(kernel, "elementwise")
     if parts is not None:
-        ins, outs = _params(parts)
         if len(ins) != 3 or len(outs) != 1:
             raise Failed(
                 f"huber takes three inputs (x, y, delta) and gives one output; yours has {len(ins)} and {len(outs)}.",
@@ -435,7 +402,8 @@ def huber(kernel: Any) -> str:
     delta = float(np.float32(np.random.default_rng().uniform(0.2, 0.8)))
     sizes = [391, 1, 127, 128, 129, 1000]
     # a kernel written for a placeholder type (T x, T y, ...) must also be right for float64, as CuPy instantiates it
-    generic = parts is not None and any(p.generic for p in ins + outs)
+    generic = any(p.generic for p in ins + outs)
+    cupy = cupy_or_none()
     cases: list[tuple[int, Any]] = ([(257, np.float64)] if generic else []) + [(n, np.float32) for n in sizes]
     xp = cupy if cupy is not None else np
     run = (kernel.cupy() if parts is not None else kernel) if cupy is not None else kernel
@@ -525,26 +493,11 @@ def _reference_l2norm() -> Any:
     )
 
 
-@exercise(
-    "05.l2norm",
-    kind="kernel",
-    title="ReductionKernel: the Euclidean norm",
-    hints=[
-        "A ReductionKernel has a map expression (per element), a reduce expression combining two partial results "
-        "`a` and `b`, a post-map expression that writes the output from the final `a`, and the identity of the reduction.",
-        "Square in the map, add in the reduce, take the square root in the post-map. The identity of + is 0.",
-        "map_expr='x * x', reduce_expr='a + b', post_map_expr='y = sqrt(a)', identity='0'.",
-    ],
-    reference=_reference_l2norm,
-)
+@exercise("05.l2norm", kind="kernel", reference=_reference_l2norm)
 def l2norm(kernel: Any) -> str:
     """Grade a reduction ``l2norm(x) -> y`` (labkit.cupylab.reduction_kernel or cupy.ReductionKernel)."""
-    from labkit.cuda.cpp import HostUnavailable
-
-    cupy = cupy_or_none()
-    parts = _kernel_parts(kernel, "reduction")
+    parts, ins, outs = _declared(kernel, "reduction")
     if parts is not None:
-        ins, outs = _params(parts)
         try:
             source = parts.source()
         except LabkitError as exc:
@@ -552,7 +505,8 @@ def l2norm(kernel: Any) -> str:
         if len(ins) != 1 or len(outs) != 1:
             raise Failed(f"l2norm takes one input and gives one output; yours has {len(ins)} and {len(outs)}.")
         compiled = _compile_all(source, parts.name)
-    generic = parts is not None and any(p.generic for p in ins + outs)
+    generic = any(p.generic for p in ins + outs)
+    cupy = cupy_or_none()
     sizes = [1, 2, 127, 1000, 1537]
     if cupy is not None:
         run = kernel.cupy() if parts is not None else kernel
@@ -678,22 +632,10 @@ def _leaky_reference() -> str:
 LEAKY_SIGNATURE = ("u64", "u64", "f32", ("u32", "s32", "b32"))
 
 
-@exercise(
-    "05.leaky-relu",
-    kind="kernel",
-    title="RawKernel in CUDA C++: leaky ReLU with a bounds check",
-    hints=[
-        "Each thread handles element i = blockIdx.x * blockDim.x + threadIdx.x. The grid comes in whole blocks, "
-        "so some threads have i >= n: they must not touch memory.",
-        'Keep the given signature and extern "C" (CuPy finds the kernel by its plain name). '
-        "Inside `if (i < n) { ... }` write y[i] = x[i] > 0 ? x[i] : alpha * x[i].",
-        "int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float v = x[i]; y[i] = v > 0.0f ? v : alpha * v; }",
-    ],
-    reference=lambda: _leaky_reference(),
-)
+@exercise("05.leaky-relu", kind="kernel", reference=lambda: _leaky_reference())
 def leaky_relu(source: Any) -> str:
     """Grade CUDA C++ source defining ``extern "C" __global__ void leaky_relu(const float* x, float* y, float alpha, int n)``."""
-    from labkit.cuda.cpp import HostUnavailable, find_entry, guards_with, run_on_host_batch, stores_global
+    from labkit.cuda.cpp import find_entry, guards_with, run_on_host_batch, stores_global
 
     if not isinstance(source, str):
         raise Failed(f"expected the CUDA C++ source as a string, got {type(source).__name__}.")
@@ -839,26 +781,12 @@ def _reference_pipeline() -> Callable[..., float]:
     return pipelined_time
 
 
-@exercise(
-    "05.pipeline",
-    kind="numeric",
-    title="Predict the time of a copy/compute pipeline",
-    hints=[
-        "Draw the timeline for 3 chunks: the H2D engine, the SMs and the D2H engine each work on one chunk at a time, "
-        "and a chunk's kernel cannot start before its copy in has finished.",
-        "The first chunk goes through all three stages (t_in + t_kernel + t_out) / chunks. After that, the slowest "
-        "stage sets the pace: each further chunk adds max(t_in, t_kernel, t_out) / chunks.",
-        "Test your formula on the edge cases before the check does: 1 chunk must give the serial time; equal stage "
-        "times t must give (chunks + 2) x t / chunks; and many chunks must approach the slowest stage alone.",
-    ],
-    reference=_reference_pipeline,
-)
+@exercise("05.pipeline", kind="numeric", reference=_reference_pipeline)
 def pipeline_time(fn: Any) -> str:
     """Grade ``pipelined_time(t_in, t_kernel, t_out, chunks)`` against labkit's event-by-event pipeline model."""
     from labkit.gpu.cupylab import pipeline
 
-    if not callable(fn):
-        raise Failed(f"expected a function pipelined_time(t_in, t_kernel, t_out, chunks), got {type(fn).__name__}.")
+    need_function(fn, "a function pipelined_time(t_in, t_kernel, t_out, chunks)")
     from .harness import rng as _rng
 
     rng = _rng()
@@ -1176,32 +1104,14 @@ def _measure_pipeline_gpu(fn: Any) -> str:
     return f" Measured on the GPU: 1 chunk {times[1]:.2f} ms, 8 chunks on 4 streams {times[8]:.2f} ms ({speedup:.2f}x)."
 
 
-@exercise(
-    "05.streams",
-    kind="code",
-    title="A copy → kernel → copy pipeline on several streams, timed with events",
-    hints=[
-        "Picture three engines: host→device copies, the SMs, device→host copies. Work on one stream runs in order; "
-        "work on different streams may overlap. So each chunk's three steps go on one stream, and the chunks rotate "
-        "over the streams. What would make the host wait between chunks?",
-        "Inside `with s:` every copy and kernel goes on s. d.set(host_chunk) copies in; d.get(out=out[lo:hi], "
-        "blocking=False) copies back without making the host wait (blocking=True, the default, waits). An event marks "
-        "a point in ONE stream: to time all streams, record an event on each, make the first stream wait_event on "
-        "each, and record end there; end.synchronize() before cupy.cuda.get_elapsed_time(start, end).",
-        "step = ceil(n / chunks); chunk c covers [c*step, min(n, (c+1)*step)) on streams[c % n_streams]; give every "
-        "chunk its own cp.empty buffers. Before the loop: start.record(streams[0]) and s.wait_event(start) for the "
-        "others. After: streams[0].wait_event(s.record()) for the others, end.record(streams[0]), end.synchronize().",
-    ],
-    reference=_reference_streams,
-)
+@exercise("05.streams", kind="code", reference=_reference_streams)
 def streams_pipeline(fn: Any) -> str:
     """Grade ``pipeline(cp, x, out, kernel, chunks, n_streams) -> ms``: copy each chunk of pinned ``x`` in, run
     ``kernel(d_in, d_out)``, copy it back into pinned ``out``, chunks rotating over ``n_streams`` streams; time it
     with events. In ``sim`` mode ``cp`` is a recording stand-in of CuPy's stream and event API: the check reads the
     order and dependencies of the work, the values, the events, and the overlap on a model timeline. On a GPU it
     also measures the pipeline against one chunk on one stream."""
-    if not callable(fn):
-        raise Failed(f"expected a function pipeline(cp, x, out, kernel, chunks, n_streams), got {type(fn).__name__}.")
+    need_function(fn, "a function pipeline(cp, x, out, kernel, chunks, n_streams)")
     rng = np.random.default_rng()
     cases = []
     for _ in range(2):

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from .answers import judge, number
-from .core import Failed, Unsolved, exercise
+from .core import Failed, Unsolved, exercise, exercise_data
 from .harness import rng
 from .numeric import call_answer, judge_expected, need_function
 from .slips import merge_slips
@@ -62,20 +62,7 @@ SIGNED_ZERO = (
 )
 
 
-@exercise(
-    "06.decode-fp16",
-    kind="code",
-    title="Decode an FP16 bit pattern",
-    hints=[
-        "Split the 16 characters: 1 sign bit, 5 exponent bits, 10 mantissa bits. int(s, 2) turns bits into a number.",
-        "Normal numbers: (-1)^sign × 2^(exponent − 15) × (1 + mantissa / 1024). Exponent field 0 is zero or "
-        "subnormal: (-1)^sign × 2^(−14) × (mantissa / 1024). Exponent field 31 is inf (mantissa 0) or NaN.",
-        "s, e, m = int(b[0]), int(b[1:6], 2), int(b[6:], 2); sign = -1.0 if s else 1.0 (a float, so that 1 00000 "
-        "0000000000 gives -0.0); if e == 31: return math.nan if m else sign * math.inf; "
-        "if e == 0: return sign * (m / 1024) * 2.0**-14; return sign * (1 + m / 1024) * 2.0**(e - 15)",
-    ],
-    reference=_reference_decode_fp16,
-)
+@exercise("06.decode-fp16", kind="code", reference=_reference_decode_fp16)
 def decode_fp16(fn: Callable[[str], float]) -> str:
     """Grade ``fn(bits)`` that returns the value of a 16-character FP16 bit string."""
     from labkit.numerics import precision
@@ -117,20 +104,7 @@ def _reference_predictions() -> dict[str, list[str]]:
     return {f: [str(precision.classify(v, f)) for v in PREDICT_VALUES] for f in ("fp16", "bf16")}
 
 
-@exercise(
-    "06.predict-range",
-    kind="numeric",
-    title="Predict overflow and underflow in FP16 and BF16",
-    hints=[
-        "Compare each value with format_info('fp16') and format_info('bf16'): max_normal, min_normal, min_subnormal.",
-        "Above max_normal (after rounding): overflow. Between min_subnormal/2 and min_normal: subnormal. "
-        "Below half the smallest subnormal: underflow to 0. BF16 has FP32's exponent range, FP16 a much smaller one.",
-        "Place each value on a line with four marks per format: half the smallest subnormal, the smallest subnormal, the "
-        "smallest normal, the largest normal. Compare orders of magnitude first (FP16 spans about 6e-8 to 6.5e4; look "
-        "up BF16's); only a value near a mark needs the exact figure and the rounding.",
-    ],
-    reference=_reference_predictions,
-)
+@exercise("06.predict-range", kind="numeric", reference=_reference_predictions)
 def predict_range(answer: dict[str, list[str]]) -> str:
     """Grade ``{"fp16": [...], "bf16": [...]}``: one of normal/subnormal/underflow/overflow per value in PREDICT_VALUES."""
     if not isinstance(answer, dict):
@@ -248,20 +222,7 @@ NAN_KEPT = (
 )
 
 
-@exercise(
-    "06.tf32-round",
-    kind="code",
-    title="Round FP32 to TF32 by bit manipulation",
-    hints=[
-        "View the float32 array as integers: x.view(np.uint32). TF32 keeps the top 19 bits; the low 13 mantissa bits go.",
-        "Round to nearest, ties to even: add 0xFFF plus the lowest bit you keep ((u >> 13) & 1), then clear the low "
-        "13 bits with & 0xFFFFE000. Do the addition in uint64 so nothing wraps around. A NaN is not a number to round: "
-        "keep it as it is.",
-        "u = x.view(np.uint32).astype(np.uint64); u = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000; "
-        "return np.where(np.isnan(x), x, u.astype(np.uint32).view(np.float32))",
-    ],
-    reference=_reference_round_tf32,
-)
+@exercise("06.tf32-round", kind="code", reference=_reference_round_tf32)
 def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``fn(x)`` that rounds a float32 array to TF32 (round to nearest even) and returns float32."""
     from labkit.numerics import precision
@@ -321,19 +282,7 @@ def _reference_wmma() -> str:
     return WMMA_SOURCE
 
 
-@exercise(
-    "06.wmma-gemm",
-    kind="kernel",
-    title="A Tensor Core GEMM with WMMA",
-    hints=[
-        "Inside the loop over k, each warp needs a 16×16 block of A (rows of its tile, columns k..k+15) and of B "
-        "(rows k..k+15, columns of its tile): wmma::load_matrix_sync(fragment, pointer, leading_dimension).",
-        "A is M×K row-major, so its block starts at A + tile_row*16*K + k with leading dimension K; B's block at "
-        "B + k*N + tile_col*16 with leading dimension N. Then wmma::mma_sync(acc, a, b, acc).",
-        "After the loop: wmma::store_matrix_sync(C + tile_row*16*N + tile_col*16, acc, N, wmma::mem_row_major);",
-    ],
-    reference=_reference_wmma,
-)
+@exercise("06.wmma-gemm", kind="kernel", reference=_reference_wmma)
 def wmma_gemm(source: str) -> str:
     """Grade CUDA C++ source defining ``wmma_gemm(const half* A, const half* B, float* C, int M, int N, int K)``.
 
@@ -533,23 +482,11 @@ def reference_update_scale(scale: float, found_inf: bool, good_steps: int, growt
 
 
 def _loss_scale_cases() -> list[tuple[float, bool, int, int]]:
-    """Fixed cases that defeat the shortcuts (scales 1, 3 and 0.5, where integer halving differs; good_steps 0 and 1;
-    intervals 1 and 2; the same good_steps with other scales and answers; the same call twice), then fresh ones."""
+    """The fixed cases that defeat the shortcuts (in ``labkit/data/exercises.yml``: scales 1, 3 and 0.5, where integer
+    halving differs; good_steps 0 and 1; intervals 1 and 2; the same good_steps with other scales and answers; the same
+    call twice), then fresh ones."""
     r = rng()
-    fixed = [
-        (1.0, True, 3, 10),
-        (3.0, True, 0, 7),
-        (0.5, True, 2, 4),
-        (65536.0, False, 0, 1),
-        (1024.0, False, 1, 2),
-        (1024.0, False, 0, 2),
-        (8.0, False, 1, 5),
-        (8.0, True, 1, 5),
-        (2.0, False, 1, 5),
-        (2.0, False, 1, 5),
-        (4096.0, False, 1999, 2000),
-        (4096.0, False, 1998, 2000),
-    ]
+    fixed = [tuple(case) for case in exercise_data("06.loss-scale")["cases"]]
     cases = []
     for _ in range(3):  # fresh scales and intervals: an overflow, a good step, the step that reaches the interval, ...
         interval = int(r.integers(2, 2001))
@@ -603,19 +540,7 @@ def _loss_scale_cause(
     return "a good step adds one to the count of good steps and keeps the scale."
 
 
-@exercise(
-    "06.loss-scale",
-    kind="code",
-    title="Dynamic loss scaling: update the scale",
-    hints=[
-        "Two cases: the FP16 gradients contain inf or NaN (the scale was too big), or they are all finite.",
-        "Overflow: halve the scale, reset the count of good steps to 0, and skip this step (do not touch the weights). "
-        "Finite: apply the step and add one to the count; when the count reaches growth_interval, double the scale and reset the count.",
-        "if found_inf: return scale / 2, 0, False; good_steps += 1; if good_steps >= growth_interval: "
-        "return scale * 2, 0, True; return scale, good_steps, True",
-    ],
-    reference=lambda: reference_update_scale,
-)
+@exercise("06.loss-scale", kind="code", reference=lambda: reference_update_scale)
 def loss_scale(fn: Callable[..., tuple[float, int, bool]]) -> str:
     """Grade ``fn(scale, found_inf, good_steps, growth_interval) -> (new_scale, new_good_steps, apply_step)``."""
     need_function(fn)
@@ -670,18 +595,7 @@ def _reference_v100_fma() -> float:
     return dissect_tensor_peak("V100", "fp16").fma_per_tensor_core_per_clock
 
 
-@exercise(
-    "06.v100-fma",
-    kind="numeric",
-    title="Dissect the V100's 125 TFLOPS: FMAs per Tensor Core per clock",
-    hints=[
-        "Peak FLOP/s = SMs × Tensor Cores per SM × FMAs per Tensor Core per clock × 2 FLOP per FMA × clock (Hz). Solve for the FMAs.",
-        "The clock is not in labkit.hw, but the FP32 peak gives it: FP32 peak = SMs × FP32 cores per SM × 2 × clock.",
-        "Check each step: the clock you derive should be a plausible GPU clock (about 1 to 2 GHz); the FMAs per Tensor "
-        "Core per clock should come out close to a whole number, the work of one small matrix product. Keep TFLOP/s as 1e12 FLOP/s.",
-    ],
-    reference=_reference_v100_fma,
-)
+@exercise("06.v100-fma", kind="numeric", reference=_reference_v100_fma)
 def v100_fma(value: float) -> str:
     """Grade the number of FMAs one V100 Tensor Core does per clock, as implied by the datasheet figures."""
     from labkit.gpu.tensorcores import dissect_tensor_peak
@@ -789,20 +703,7 @@ def _gemm_slips(m: int, n: int, k: int, precision: str, gpu: str, want: float) -
     return merge_slips({c: v for c, v in slips.items() if abs(v - want) > 0.02 * want}, 0.005)
 
 
-@exercise(
-    "06.gemm-predict",
-    kind="code",
-    title="Predict a GEMM's TFLOP/s from its shape and the peak",
-    hints=[
-        "A GEMM can be limited by the Tensor Cores or by memory. Count both for C = A @ B with A m×k and B k×n: how "
-        "many FLOPs, and how many bytes must at least cross HBM? Which of the two times is the bound?",
-        "FLOPs = 2 m n k (a multiply and an add). Bytes, at least: A and B read once and C written once, "
-        "size × (m k + k n + m n), with size the bytes per element (fp8 1, fp16/bf16 2, fp32/tf32 4, fp64 8). The time "
-        "is the larger of FLOPs / peak and bytes / bandwidth (hw.gpu(gpu).peak(precision), .memory_bandwidth).",
-        "seconds = max(2*m*n*k / (peak * 1e12), size*(m*k + k*n + m*n) / (bandwidth * 1e9)); return 2*m*n*k / seconds / 1e12",
-    ],
-    reference=_reference_gemm_predict,
-)
+@exercise("06.gemm-predict", kind="code", reference=_reference_gemm_predict)
 def gemm_predict(fn: Callable[..., float]) -> str:
     """Grade ``predict_gemm(m, n, k, precision, gpu) -> TFLOP/s``: the roofline bound for C = A @ B (A m×k, B k×n) from
     labkit.hw's dense peak and memory bandwidth, on fresh shapes from square to matrix-vector, several precisions and

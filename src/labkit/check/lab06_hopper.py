@@ -52,20 +52,7 @@ def _peak_slips(shape: tuple[int, int, int]) -> dict[str, float]:
     return {c: v for c, v in slips.items() if abs(v - want) > 0.05 * want}
 
 
-@exercise(
-    "06.wmma-peak",
-    kind="numeric",
-    title="WMMA against wgmma on the H200: shared-memory bytes per clock",
-    hints=[
-        "Work per SM and per clock, so that no clock rate is needed: how many FLOPs do the SM's Tensor Cores do per "
-        "clock at the peak, and how many FLOPs does one instruction do per byte of operands it reads?",
-        "FLOPs per clock per SM = tensor_cores_per_sm × tensor_core_fma_per_clock × 2. One m×n×k instruction does "
-        "2·m·n·k FLOPs and reads (m·k + k·n) FP16 operands of 2 bytes. Bytes per clock = FLOPs per clock ÷ FLOPs per byte.",
-        "g = hw.gpu('H200'); f = g.tensor_cores_per_sm.value * g.tensor_core_fma_per_clock.value * 2; "
-        "bytes(m, n, k) = f * (m*k + k*n) * 2 / (2*m*n*k); wmma = bytes(16, 16, 16), wgmma = bytes(64, 256, 16).",
-    ],
-    reference=_reference_wmma_peak,
-)
+@exercise("06.wmma-peak", kind="numeric", reference=_reference_wmma_peak)
 def wmma_peak(wmma_bytes_per_clock: Any, wgmma_bytes_per_clock: Any) -> str:
     """Grade the shared-memory bytes per clock per SM that WMMA (16×16×16 per warp) and wgmma (64×256×16 per
     warpgroup) need to keep the H200's Tensor Cores at their dense FP16 peak, each instruction reading A and B from
@@ -208,22 +195,7 @@ def _mx_nan_cause(x: np.ndarray, arr: np.ndarray) -> str:
     )
 
 
-@exercise(
-    "06.mx-quantize",
-    kind="code",
-    title="Quantize to MXFP8: blocks of 32 with a power-of-two (E8M0) scale",
-    hints=[
-        "Cut the last axis into blocks of 32 (reshape). Each block gets one scale, a power of two, chosen from its "
-        "largest magnitude so that the largest element lands just inside E4M3's range.",
-        "scale = 2**(floor(log2(amax)) − 8), where 8 is the exponent of E4M3's largest power of two (448 = 1.75 × 2^8). "
-        "Divide the block by it, round to E4M3 with P.round_to(..., 'fp8_e4m3', on_range='ignore') (it saturates at "
-        "±448), multiply back.",
-        "b = x.reshape(*x.shape[:-1], -1, 32); amax = abs(b).max(axis=-1, keepdims=True); "
-        "s = 2.0 ** (np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - 8); "
-        "return (P.round_to(b / s, 'fp8_e4m3', on_range='ignore') * s).reshape(x.shape)",
-    ],
-    reference=_reference_mx_quantize,
-)
+@exercise("06.mx-quantize", kind="code", reference=_reference_mx_quantize)
 def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``quantize_mxfp8(x)``: ``x`` (float64, last axis a multiple of 32) stored in MXFP8 E4M3 (OCP MX v1.0)
     and read back, against :func:`labkit.scaling.quantize_blocks` on fresh inputs."""
@@ -315,20 +287,7 @@ def _promotion_cases() -> list[tuple[np.ndarray, np.ndarray, int]]:
     return cases
 
 
-@exercise(
-    "06.fp8-promotion",
-    kind="code",
-    title="FP8 GEMM: promote the Tensor Core's partial sums to FP32 every N products",
-    hints=[
-        "Cut K into chunks of `interval`. Each chunk is one stretch of Tensor Core work: P.gemm of that slice of a and b "
-        "with accumulate='limited'. What happens to the chunks' results?",
-        "Keep an FP32 total (np.zeros(..., np.float32)) and add each chunk's result to it: that addition is the "
-        "promotion, done on the CUDA cores. The last chunk may be shorter than `interval`.",
-        "c = np.zeros((a.shape[0], b.shape[1]), np.float32); for k0 in range(0, a.shape[1], interval): "
-        "c += P.gemm(a[:, k0:k0 + interval], b[k0:k0 + interval], 'fp8_e4m3', accumulate='limited').astype(np.float32); return c",
-    ],
-    reference=_reference_promotion,
-)
+@exercise("06.fp8-promotion", kind="code", reference=_reference_promotion)
 def fp8_promotion(fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray]) -> str:
     """Grade ``promoted_gemm(a, b, interval)``: an FP8 GEMM whose limited (14-bit) Tensor Core accumulator is added to
     an FP32 total every ``interval`` products, against ``P.gemm(..., accumulate="limited", promote_every=interval)``."""
@@ -418,20 +377,7 @@ def _te_slips(hist: list[float], fmt: str, margin: int, previous: float) -> dict
     return {c: v for c, v in slips.items() if v == v and abs(v - fmax / amax / 2.0**margin) > 1e-9 * abs(v)}
 
 
-@exercise(
-    "06.te-scale",
-    kind="code",
-    title="FP8 delayed scaling: the per-tensor scale from an amax history",
-    hints=[
-        "The scale maps the largest magnitude you expect onto the format's largest value; values are stored as "
-        "x · scale. Which amax of the history does Transformer Engine use by default, and what does the margin do?",
-        "scale = fp8_max / amax / 2**margin, with fp8_max = P.format_info(fmt).max_normal (448 for E4M3, 57,344 for "
-        "E5M2) and amax the largest of the history. When that amax is 0 or not finite, return `previous` unchanged.",
-        "amax = max(amax_history); if not math.isfinite(amax) or amax <= 0: return previous; "
-        "return P.format_info(fmt).max_normal / amax / 2**margin",
-    ],
-    reference=_reference_te_scale,
-)
+@exercise("06.te-scale", kind="code", reference=_reference_te_scale)
 def te_scale(fn: Callable[..., float]) -> str:
     """Grade ``fp8_scale(amax_history, fmt, margin, previous)``: Transformer Engine's delayed-scaling rule."""
     import math

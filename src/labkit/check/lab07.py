@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 from .answers import close, number
 from .core import Failed, Unsolved, exercise
-from .numeric import FunctionExercise, call_answer, dict_answer, grade_function, need_function
+from .numeric import FunctionExercise, call_answer, dict_answer, function_exercise, need_function
 from .slips import merge_slips, unit_cause
 
 DGX1 = "DGX-1 (V100)"
@@ -56,6 +56,15 @@ def _pcie_ratios(gen: int, lanes: int) -> dict[float, str]:
     return {factor: cause for cause, factor in merge_slips(slips, 1e-6).items()}
 
 
+def _pcie_passed() -> str:
+    from labkit.gpu.bandwidth import pcie_peak
+
+    return (
+        f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
+        "twice that with both directions busy."
+    )
+
+
 _PCIE = FunctionExercise(
     "pcie_gbps",
     _pcie_cases,
@@ -64,31 +73,12 @@ _PCIE = FunctionExercise(
     ratios=_pcie_ratios,
     otherwise="per direction, a link of `lanes` lanes carries per_link / 16 × lanes (labkit.hw.link(f'PCIe {gen}').per_link "
     "is the x16 figure).",
+    question="Grade ``fn(generation, lanes)`` -> theoretical GB/s per direction of a PCIe link.",
+    passed=_pcie_passed,
 )
 
 
-@exercise(
-    "07.pcie-peak",
-    kind="numeric",
-    title="The theoretical bandwidth of a PCIe link",
-    hints=[
-        "labkit.hw.link('PCIe 4').per_link is the bandwidth of an x16 link, per direction. A link with fewer lanes "
-        "carries proportionally less.",
-        "Per lane: per_link.value / 16. Multiply by the number of lanes. Do not double it: the figure is per direction.",
-        "Check with known cases before running the check: x16 must give the table's figure, x8 half of it, and "
-        "Gen4 twice Gen3 at the same width. A result twice too large means you added the second direction.",
-    ],
-    reference=_ref_pcie,
-)
-def pcie_link_bandwidth(fn: Any) -> str:
-    """Grade ``fn(generation, lanes)`` -> theoretical GB/s per direction of a PCIe link."""
-    from labkit.gpu.bandwidth import pcie_peak
-
-    grade_function(fn, _PCIE, _call)
-    return (
-        f"correct: Gen4 x16 = {pcie_peak(4, 16):.2f} GB/s and Gen5 x16 = {pcie_peak(5, 16):.2f} GB/s per direction, "
-        "twice that with both directions busy."
-    )
+pcie_link_bandwidth = function_exercise("07.pcie-peak", "pcie_link_bandwidth", _PCIE, _call, _ref_pcie, __name__)
 
 
 # ---------------------------------------------------------------------------------------------- 07.pageable-model
@@ -130,26 +120,12 @@ _PAGEABLE = FunctionExercise(
     "{got:.3f}, expected {want:.3f} GB/s.",
     values=_pageable_slips,
     otherwise="per byte the two stages take 1/link + 1/staging seconds (per GB); the rate is 1 / (1/link + 1/staging).",
+    question="Grade ``fn(link_gbps, staging_gbps)`` -> GB/s of a copy staged through pinned memory with no overlap.",
+    passed="correct: with no overlap the staged copy's rate is 1 / (1/link + 1/staging), below the slower stage.",
 )
 
 
-@exercise(
-    "07.pageable-model",
-    kind="numeric",
-    title="Pinned against pageable: a model of the staged copy",
-    hints=[
-        "A pageable copy is two copies one after the other: the CPU copies the bytes into a pinned staging buffer, "
-        "then the copy engine sends them over the link. Add the times, not the rates.",
-        "For N bytes: time = N / staging_rate + N / link_rate. The rate is N / time; N cancels.",
-        "Sanity checks: the result is below both rates; with two equal rates it is half of one; with a very fast "
-        "staging copy it approaches the link's rate. An average of the two rates fails the first check.",
-    ],
-    reference=_ref_pageable,
-)
-def pageable_copy_model(fn: Any) -> str:
-    """Grade ``fn(link_gbps, staging_gbps)`` -> GB/s of a copy staged through pinned memory with no overlap."""
-    grade_function(fn, _PAGEABLE, _call)
-    return "correct: with no overlap the staged copy's rate is 1 / (1/link + 1/staging), below the slower stage."
+pageable_copy_model = function_exercise("07.pageable-model", "pageable_copy_model", _PAGEABLE, _call, _ref_pageable, __name__)
 
 
 # ---------------------------------------------------------------------------------------------- 07.copy-time
@@ -185,26 +161,12 @@ _COPY_TIME = FunctionExercise(
     },
     nbytes=0,
     otherwise="time = 2 × nbytes / (peak_gbps × 10^9) seconds: bytes read plus bytes written, over the rate.",
+    question="Grade ``fn(nbytes, peak_gbps)`` -> the shortest time in seconds to copy ``nbytes`` within one memory.",
+    passed="correct: a copy moves its bytes twice through memory (read + write), so it takes 2N / bandwidth.",
 )
 
 
-@exercise(
-    "07.copy-time",
-    kind="numeric",
-    title="Predict the time of a copy inside one memory",
-    hints=[
-        "A copy of N bytes inside one memory moves more than N bytes through that memory. Count what it reads and "
-        "what it writes.",
-        "It reads N bytes and writes N bytes: 2N bytes at peak_gbps x 10^9 bytes per second.",
-        "Check the units: GB/s x 1e9 is bytes per second; bytes / (bytes per second) is seconds. If your time is "
-        "half of the check's, you counted the reads or the writes, not both.",
-    ],
-    reference=_ref_copy_time,
-)
-def hbm_copy_time(fn: Any) -> str:
-    """Grade ``fn(nbytes, peak_gbps)`` -> the shortest time in seconds to copy ``nbytes`` within one memory."""
-    grade_function(fn, _COPY_TIME, _call)
-    return "correct: a copy moves its bytes twice through memory (read + write), so it takes 2N / bandwidth."
+hbm_copy_time = function_exercise("07.copy-time", "hbm_copy_time", _COPY_TIME, _call, _ref_copy_time, __name__)
 
 
 # ---------------------------------------------------------------------------------------------- 07.dgx1-peer-matrix
@@ -217,19 +179,7 @@ def _dgx1_expected() -> list[list[float]]:
     return [[0.0 if i == j else t.peer_bandwidth(i, j) for j in t.gpus()] for i in t.gpus()]
 
 
-@exercise(
-    "07.dgx1-peer-matrix",
-    kind="numeric",
-    title="Predict the DGX-1 (V100) peer matrix from its wiring",
-    hints=[
-        "topo.links_between(i, j) counts the NVLinks joining GPUs i and j (0 when none); labkit.hw.link('NVLink 2')"
-        ".per_link is one link's bandwidth per direction.",
-        "Entry [i][j] = links_between(i, j) x per-link GB/s. The diagonal and the pairs without NVLink are 0 here.",
-        "Check your matrix: it must be symmetric (links carry both directions), every row must add up to one GPU's 6 "
-        "links x the per-link rate, and the diagonal is 0 (a GPU's copy to itself is not a peer copy).",
-    ],
-    reference=_dgx1_expected,
-)
+@exercise("07.dgx1-peer-matrix", kind="numeric", reference=_dgx1_expected)
 def dgx1_peer_matrix(answer: Any) -> str:
     """Grade an 8x8 matrix (nested lists or an array) of GB/s per direction over direct NVLinks of a DGX-1 (V100)."""
     want = _dgx1_expected()
@@ -334,26 +284,12 @@ _RING_BYTES = FunctionExercise(
     },
     nbytes=0,
     otherwise="two phases (reduce-scatter, all-gather) of n - 1 steps, each step one chunk of nbytes / n: 2 (n - 1) / n × nbytes.",
+    question="Grade ``fn(nbytes, n)`` -> bytes each GPU sends in a ring all-reduce of ``nbytes`` over ``n`` GPUs.",
+    passed="correct: each GPU sends 2(n-1)/n x the buffer, so busbw = algbw x 2(n-1)/n is what each link carries.",
 )
 
 
-@exercise(
-    "07.allreduce-bytes",
-    kind="numeric",
-    title="Count the bytes one GPU sends in a ring all-reduce",
-    hints=[
-        "The ring all-reduce cuts the data into n chunks and runs two phases: reduce-scatter, then all-gather. "
-        "Each phase has n - 1 steps; in each step every GPU sends one chunk to its neighbour.",
-        "Per phase: (n - 1) steps x nbytes / n. Two phases.",
-        "Check it by hand for 2 GPUs (each sends half its buffer in each phase: one buffer in all) and for many GPUs "
-        "(the total approaches twice the buffer). Count chunks of nbytes / n, not whole buffers, per step.",
-    ],
-    reference=_ref_ring,
-)
-def allreduce_ring_bytes(fn: Any) -> str:
-    """Grade ``fn(nbytes, n)`` -> bytes each GPU sends in a ring all-reduce of ``nbytes`` over ``n`` GPUs."""
-    grade_function(fn, _RING_BYTES, _call)
-    return "correct: each GPU sends 2(n-1)/n x the buffer, so busbw = algbw x 2(n-1)/n is what each link carries."
+allreduce_ring_bytes = function_exercise("07.allreduce-bytes", "allreduce_ring_bytes", _RING_BYTES, _call, _ref_ring, __name__)
 
 
 # ---------------------------------------------------------------------------------------------- 07.bidir-conventions
@@ -365,18 +301,7 @@ def _dgx2_bidirectional() -> float:
     return topology.load("DGX-2").peer_bandwidth(0, 15, bidirectional=True)
 
 
-@exercise(
-    "07.bidir-conventions",
-    kind="numeric",
-    title="Two bidirectional conventions, a factor of 2 apart",
-    hints=[
-        "nvbandwidth reports each direction of a bidirectional test on its own; p2pBandwidthLatencyTest reports the "
-        "two directions added. The DGX-2's '300 GB/s' between any two GPUs is bidirectional, both directions added.",
-        "p2p_sum = forward + backward. dgx2_per_direction = the 300 GB/s total split over two directions.",
-        "Ask of each figure: one direction, or both added? Converting to the sum doubles a per-direction figure; "
-        "converting a sum to per direction halves it. The DGX-2's figure is a sum.",
-    ],
-)
+@exercise("07.bidir-conventions", kind="numeric")
 def bidirectional_conventions(answer: Any, forward: float, backward: float) -> str:
     """Grade ``{"p2p_sum": ..., "dgx2_per_direction": ...}`` for a pair measured (or modelled) per direction as
     ``forward`` and ``backward`` GB/s."""
@@ -550,21 +475,7 @@ def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str)
     return out
 
 
-@exercise(
-    "07.event-timing",
-    kind="code",
-    title="Time a host→device and a device→device copy with CUDA events",
-    hints=[
-        "The host only queues GPU work, so a host clock around it measures the queueing. Events are recorded into the "
-        "stream and the GPU stamps them when it reaches them. What does a single copy's time suffer from, and what "
-        "does the first copy of a kind pay that later ones do not?",
-        "One warm-up copy; start.record(); `repeat` copies; end.record(); end.synchronize(); then "
-        "cupy.cuda.get_elapsed_time(start, end) in milliseconds. Do it once for a.set(host) and once for b[...] = a.",
-        "h2d = repeat * host.nbytes / (ms * 1e-3) / 1e9; a device copy reads and writes every byte, so "
-        "d2d_read_write = 2 * repeat * host.nbytes / (ms * 1e-3) / 1e9.",
-    ],
-    reference=_reference_event_timing,
-)
+@exercise("07.event-timing", kind="code", reference=_reference_event_timing)
 def event_timing(fn: Any) -> str:
     """Grade ``time_copies(cp, host, repeat) -> {"h2d": GB/s, "d2d_read_write": GB/s}``. In ``sim`` mode ``cp`` is a
     recording stand-in of CuPy's stream and event API whose copies are real host-memory copies, timed by the host

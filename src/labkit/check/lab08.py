@@ -115,20 +115,7 @@ def _first_diff(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> tuple[i
     return None
 
 
-@exercise(
-    "08.ring-step",
-    kind="code",
-    title="One step of the ring all-reduce, on NumPy arrays",
-    hints=[
-        "In every step every GPU g sends ONE chunk to its right neighbour (g + 1) % n. Which chunk depends on the phase "
-        "and the step number; the receiver adds it (reduce-scatter) or copies it (all-gather).",
-        "reduce-scatter step s: chunk c = (g - s) % n, and chunks[(g+1) % n][c] += chunks[g][c]. all-gather step s: "
-        "c = (g + 1 - s) % n, and chunks[(g+1) % n][c][...] = chunks[g][c]. Read what every GPU sends before writing.",
-        "sends = [(g, (g + 1) % n, (g + (0 if phase == 'reduce-scatter' else 1) - step) % n) for g in range(n)]; "
-        "data = [chunks[g][c].copy() for g, _, c in sends]; then for each send do += (reduce-scatter) or [...] = (all-gather).",
-    ],
-    reference=_ref_ring_step,
-)
+@exercise("08.ring-step", kind="code", reference=_ref_ring_step)
 def ring_step(fn: Any) -> str:
     """Grade ``fn(chunks, phase, step)``: one ring all-reduce step, in place, where ``chunks[g][c]`` is GPU g's copy of
     chunk c. Run over every step of both phases for n = 1 to 12 (fresh each run) and sizes that n does not divide."""
@@ -309,20 +296,7 @@ def _nccl_cases() -> list[tuple[int, float, str, int]]:
     return cases
 
 
-@exercise(
-    "08.nccl-busbw",
-    kind="numeric",
-    title="algbw and busbw from an nccl-tests time",
-    hints=[
-        "nccl-tests prints the time in microseconds. algbw = size / time in GB/s (10^9 bytes/s); busbw = algbw times a "
-        "factor that depends on the collective and on n.",
-        "algbw = size_bytes / (time_us * 1e-6) / 1e9. Factor: all_reduce 2(n-1)/n; all_gather and reduce_scatter (n-1)/n; "
-        "broadcast 1. labkit.bandwidth.busbw_factor(collective, n) has them all.",
-        "Check your units and factors: microseconds are 1e-6 s, GB/s is 1e9 bytes/s; busbw equals algbw for "
-        "broadcast, and for all_reduce on 2 GPUs (2(n-1)/n = 1); it approaches 2 x algbw for all_reduce on many GPUs.",
-    ],
-    reference=_ref_nccl_bw,
-)
+@exercise("08.nccl-busbw", kind="numeric", reference=_ref_nccl_bw)
 def nccl_tests_bandwidth(fn: Any) -> str:
     """Grade ``fn(size_bytes, time_us, collective, n) -> (algbw, busbw)`` in GB/s, as nccl-tests computes them."""
     from labkit.gpu import bandwidth as bw
@@ -357,21 +331,7 @@ def _allreduce_ms() -> dict[str, float]:
     return out
 
 
-@exercise(
-    "08.allreduce-dgx",
-    kind="numeric",
-    title="All-reduce time of 300 M FP32 gradients on four DGX generations",
-    hints=[
-        "Ring all-reduce time = bytes each GPU sends / bandwidth each GPU can send. Bytes: 2(n-1)/n x the gradient "
-        "buffer (300 M x 4 bytes). Bandwidth: the GPU's NVLink figure in labkit.hw is bidirectional.",
-        "n = hw.system(name).gpu_count.value; per-direction GB/s = hw.system(name).gpu_model.nvlink_bandwidth.value / 2; "
-        "seconds = 2(n-1)/n x 1.2e9 / (per_direction x 1e9). Report milliseconds.",
-        "Check the ordering before the numbers: more GPUs per box send a little more (2(n-1)/n), faster NVLink makes it "
-        "quicker; the DGX-2 should not be slower than the DGX-1 by much, the DGX H100 fastest. A time half the check's "
-        "means you used the bidirectional figure as one direction's.",
-    ],
-    reference=_allreduce_ms,
-)
+@exercise("08.allreduce-dgx", kind="numeric", reference=_allreduce_ms)
 def allreduce_across_dgx(answer: Any) -> str:
     """Grade ``{system: milliseconds}`` for a bandwidth-only ring all-reduce of 300 M FP32 gradients over all the GPUs of
     DGX-1 (V100), DGX-2, DGX A100 and DGX H100, each GPU sending at its NVLink bandwidth per direction."""
@@ -459,19 +419,7 @@ def _efficiency_cause(got: float, want: float, speedup: float) -> str | None:
     return None
 
 
-@exercise(
-    "08.scaling-efficiency",
-    kind="code",
-    title="Data-parallel speedup and efficiency",
-    hints=[
-        "With n GPUs each step does n batches' work in one step time. One GPU needs compute_s per batch and no "
-        "all-reduce; n GPUs need compute_s + allreduce_s, minus what overlaps.",
-        "hidden = min(allreduce_s, overlap x compute_s); step = compute_s + allreduce_s - hidden; speedup = "
-        "n x compute_s / step; efficiency = speedup / n. With n = 1 there is no all-reduce.",
-        "step = compute_s + allreduce_s - min(allreduce_s, overlap * compute_s); s = n * compute_s / step; return s, s / n",
-    ],
-    reference=_ref_scaling,
-)
+@exercise("08.scaling-efficiency", kind="code", reference=_ref_scaling)
 def data_parallel_scaling(fn: Any) -> str:
     """Grade ``fn(compute_s, allreduce_s, n, overlap) -> (speedup, efficiency)`` for weak scaling: each GPU keeps its
     batch; an all-reduce of the gradients follows each step; ``overlap`` x compute can hide communication."""
@@ -517,20 +465,7 @@ def _ref_mig() -> dict[str, float]:
     return {"per_gpu": m["instances_per_gpu"], "memory_gb": m["smallest_instance_memory_gb"]}
 
 
-@exercise(
-    "08.mig",
-    kind="numeric",
-    title="MIG: instances per GPU and the smallest instance's memory",
-    hints=[
-        "hw.system('DGX A100').mig_instances is the whole system's count; the system has gpu_count GPUs. The memory of "
-        "one A100 is hw.system('DGX A100').gpu_model.memory_size.",
-        "per_gpu = mig_instances / gpu_count. MIG cuts the memory into MIG_MEMORY_SLICES (8) equal slices, and the "
-        "smallest instance gets one of them, even though at most 7 instances exist.",
-        "Check both against what you know of MIG: the per-GPU count is the 'up to 7 instances' of one A100; the memory "
-        "of the smallest instance is one of the equal memory slices (MIG_MEMORY_SLICES), not a seventh of the memory.",
-    ],
-    reference=_ref_mig,
-)
+@exercise("08.mig", kind="numeric", reference=_ref_mig)
 def mig_slices(answer: Any) -> str:
     """Grade ``{"per_gpu": ..., "memory_gb": ...}``: MIG instances per A100 of a DGX A100, and the memory (GB) of the
     smallest instance."""
@@ -593,20 +528,7 @@ def _ref_nvls() -> dict[str, Any]:
     return {"ring_busbw": B, "nvls_busbw": factor * B, "faster": "NVLS"}
 
 
-@exercise(
-    "08.nvls-busbw",
-    kind="numeric",
-    title="NVLS on a DGX H200: the busbw nccl-tests reports when the switch adds",
-    hints=[
-        "Bandwidth term only, per direction B = half the H200's NVLink figure. A ring GPU sends 2(n-1)/n x S; with "
-        "NVLS a GPU sends about S once (the switch adds and multicasts). Time = bytes sent / B, algbw = S / time.",
-        "nccl-tests does not know which algorithm ran: busbw = algbw x 2(n-1)/n for every all-reduce. Ring: algbw = "
-        "B / (2(n-1)/n), so busbw = B. NVLS: algbw = B, so busbw = 2(n-1)/n x B.",
-        "B = hw.system('DGX H200').gpu_model.nvlink_bandwidth.value / 2; f = 2 * 7 / 8; ring_busbw = B; "
-        "nvls_busbw = f * B; the faster one sends fewer bytes.",
-    ],
-    reference=_ref_nvls,
-)
+@exercise("08.nvls-busbw", kind="numeric", reference=_ref_nvls)
 def nvls_busbw(answer: Any) -> str:
     """Grade ``{"ring_busbw": GB/s, "nvls_busbw": GB/s, "faster": "Ring" or "NVLS"}``: the busbw nccl-tests would
     report for a large all-reduce over the 8 GPUs of a DGX H200 at the full NVLink rate, for a ring and for NVLS."""

@@ -117,20 +117,7 @@ def cases() -> list[tuple[list[int], int]]:
     return out
 
 
-@exercise(
-    "08.ddp-buckets",
-    kind="code",
-    title="Gradient buckets as PyTorch DDP forms them",
-    hints=[
-        "Walk the sizes in order (they are already in backward order). Keep an open bucket and how many bytes it holds; "
-        "add each gradient's position to it; when it holds cap_bytes or more, close it and open a new one.",
-        "buckets, cur, held = [], [], 0; for k, s in enumerate(sizes): cur.append(k); held += s; if held >= cap_bytes: "
-        "close. After the loop, a non-empty open bucket is the last one.",
-        "Return a list of lists of positions: make_buckets([4, 4, 4], 8) is [[0, 1], [2]]; make_buckets([9, 1], 8) is "
-        "[[0], [1]]; make_buckets([], 8) is [].",
-    ],
-    reference=_ref,
-)
+@exercise("08.ddp-buckets", kind="code", reference=_ref)
 def ddp_buckets(fn: Any) -> str:
     """Grade ``fn(sizes, cap_bytes) -> list of buckets`` (lists of positions in ``sizes``) against DDP's rule."""
     from labkit.dist.ddp import make_buckets

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..dist._rank_comm import RankCounters
 from .core import Failed, Unsolved, exercise
+from .numeric import need_function
 
 
 def _ref() -> Any:
@@ -22,27 +24,13 @@ def _ref() -> Any:
     return ring_allreduce
 
 
-class _OneRank:
+class _OneRank(RankCounters):
     """A communicator of one rank, in this process: a skeleton's NotImplementedError shows without starting MPI."""
 
-    rank, size = 0, 1
+    def __init__(self) -> None:
+        self._start_counting(0, 1)
 
-    def Get_rank(self) -> int:  # noqa: N802
-        return 0
-
-    def Get_size(self) -> int:  # noqa: N802
-        return 1
-
-    def Sendrecv(
-        self,
-        sendbuf: Any,
-        dest: int = 0,
-        sendtag: int = 0,
-        recvbuf: Any = None,
-        source: int = 0,  # noqa: N802
-        recvtag: int = 0,
-        status: Any = None,
-    ) -> None:
+    def _exchange(self, sendbuf: Any, dest: int, sendtag: int, recvbuf: Any, source: Any, recvtag: Any, status: Any) -> None:
         if recvbuf is not None:
             recvbuf[...] = sendbuf  # one rank sends to itself
 
@@ -160,23 +148,7 @@ def _cause(rec: dict[str, Any], n: int, size: int, itemsize: int) -> str | None:
     return None
 
 
-@exercise(
-    "08.mpi-ring",
-    kind="code",
-    title="A ring all-reduce over MPI processes (Sendrecv between neighbours)",
-    hints=[
-        "Each rank r: n = comm.Get_size(); chunks = np.array_split(buf, n) (views into buf). Reduce-scatter: n - 1 "
-        "steps, each one comm.Sendrecv to (r + 1) % n and from (r - 1) % n, adding what arrives. All-gather: n - 1 "
-        "more steps, copying what arrives.",
-        "Reduce-scatter step s: send chunks[(r - s) % n], receive into a scratch array the size of "
-        "chunks[(r - s - 1) % n] and add it there. All-gather step s: send chunks[(r + 1 - s) % n], receive "
-        "straight into chunks[(r - s) % n].",
-        "comm.Sendrecv(chunks[send], dest=(r + 1) % n, recvbuf=tmp[:chunks[recv].size], source=(r - 1) % n); "
-        "chunks[recv] += tmp[:chunks[recv].size]; ... then return buf. np.empty_like(chunks[0]) is big enough for "
-        "any chunk (the first is the longest).",
-    ],
-    reference=_ref,
-)
+@exercise("08.mpi-ring", kind="code", reference=_ref)
 def mpi_ring(fn: Any) -> str:
     """Grade the rank function ``fn(comm, buf) -> summed buffer`` on 2 to 8 real MPI processes."""
     import numpy as np
@@ -189,8 +161,7 @@ def mpi_ring(fn: Any) -> str:
             f"this check starts MPI processes and cannot here: {why}.",
             cause="install MPI from PyPI: python -m pip install mpich mpi4py (make lab does).",
         )
-    if not callable(fn):
-        raise Failed(f"expected your rank function, got {type(fn).__name__}.", cause="pass the function itself.")
+    need_function(fn, "your rank function", cause="pass the function itself.")
     _preflight(fn)
     todo = cases()
     try:

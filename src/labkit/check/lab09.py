@@ -126,20 +126,7 @@ def _mask_cause(mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: flo
     return None
 
 
-@exercise(
-    "09.fused-update",
-    kind="kernel",
-    title="Fused background update, difference and threshold",
-    reference=_ref("fused_update"),
-    hints=[
-        "One thread per pixel, 2-D: `col, row = cuda.grid(2)` (x runs along a row) and nothing happens outside the frame. "
-        "Read frame and bg once, write mask and bg once: that single pass is the point of fusing.",
-        "Compare against the *old* background, then update it: `d = np.float32(frame[row, col]) - bg[row, col]`; the mask is "
-        "1 where `abs(d) > thresh`, else 0; the new background is `bg + alpha * d`.",
-        "`col, row = cuda.grid(2)`; `if row < frame.shape[0] and col < frame.shape[1]:` `b = bg[row, col]`; "
-        "`d = np.float32(frame[row, col]) - b`; `mask[row, col] = 1 if abs(d) > thresh else 0`; `bg[row, col] = b + alpha * d`.",
-    ],
-)
+@exercise("09.fused-update", kind="kernel", reference=_ref("fused_update"))
 def fused_update(kernel: Any) -> str:
     """Grade ``fused(frame, bg, mask, alpha, thresh)``: frame uint8, bg float32 (updated in place), mask uint8
     (1 = foreground), alpha and thresh float32; 2-D grid with x along a row."""
@@ -244,20 +231,7 @@ def _binary_also_fails(kernel: Any, launch: Launch) -> bool:
     return False
 
 
-@exercise(
-    "09.erode",
-    kind="kernel",
-    title="A 3 × 3 erosion with correct borders",
-    reference=_ref("erode3x3"),
-    hints=[
-        "Erosion keeps a pixel only if its whole 3 × 3 neighbourhood is foreground. At the border some neighbours lie "
-        "outside the frame: the rule here is that they are ignored (not counted as background, not wrapped around).",
-        "Loop over `r` from `max(row - 1, 0)` to `min(row + 2, rows)` (exclusive) and likewise for the columns; if any of "
-        "those pixels is 0, the result is 0. Every pixel of the frame, borders included, gets a value.",
-        "`col, row = cuda.grid(2)`; `if row < rows and col < cols:` `v = 1`; `for r in range(max(row - 1, 0), min(row + 2, "
-        "rows)):` `for c in range(max(col - 1, 0), min(col + 2, cols)):` `if mask[r, c] == 0: v = 0`; then `out[row, col] = v`.",
-    ],
-)
+@exercise("09.erode", kind="kernel", reference=_ref("erode3x3"))
 def erode(kernel: Any) -> str:
     """Grade ``erode(mask, out)``: uint8 0/1 masks; ``out`` = 1 where every neighbour inside the frame is 1."""
     border = (
@@ -338,21 +312,7 @@ def _border_as_zero(m: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- 09.tile-counts
-@exercise(
-    "09.tile-counts",
-    kind="kernel",
-    title="Motion per tile with atomics",
-    reference=_ref("tile_counts"),
-    hints=[
-        "One thread per pixel; a foreground pixel at (row, col) adds 1 to `counts[row // tile, col // tile]`. Many threads "
-        "hit the same counter, so a plain `+= 1` loses updates: use `cuda.atomic.add`.",
-        "`cuda.atomic.add(counts, (row // tile, col // tile), 1)` works on a 2-D array with a tuple index. Faster, as in "
-        "Lab 04's shared histogram: count in `cuda.shared.array` counters for the tiles this block touches, "
-        "`cuda.syncthreads()`, then one global atomic per non-zero counter.",
-        "`col, row = cuda.grid(2)`; `if row < mask.shape[0] and col < mask.shape[1] and mask[row, col] != 0: "
-        "cuda.atomic.add(counts, (row // tile, col // tile), 1)`.",
-    ],
-)
+@exercise("09.tile-counts", kind="kernel", reference=_ref("tile_counts"))
 def tile_counts(kernel: Any) -> str:
     """Grade ``count(mask, tile, counts)``: counts int32 ``(ceil(rows/tile), ceil(cols/tile))`` start at 0; after
     the kernel each holds its tile's foreground pixels. Tiles of 4 to 32 pixels, blocks of several shapes up to 32 × 32."""
@@ -421,20 +381,7 @@ def _near(a: float, b: float, rel: float = 0.02) -> bool:
     return abs(a - b) <= rel * abs(b)
 
 
-@exercise(
-    "09.fused-roofline",
-    kind="numeric",
-    title="Place the fused step on the roofline",
-    reference=_fused_roofline,
-    hints=[
-        "Count the bytes one pixel moves to and from GPU memory in the fused step: what it reads (frame, bg) and what it "
-        "writes (mask, bg), each with its dtype's size. The operations per pixel are given: video.stage('fused').ops_per_pixel.",
-        "frame is uint8 (1 byte), bg float32 (4 bytes, read and written), mask uint8 (1 byte). Intensity = ops / bytes. "
-        "The ridge point is peak FP32 FLOP/s / memory bytes/s, from labkit.hw; below it a kernel is memory-bound.",
-        "bytes_per_pixel = 1 + 4 + 4 + 1; intensity = 5 / bytes_per_pixel; compare with roofline('H100').ridge_point and "
-        "roofline('H200').ridge_point; fps = H200 bandwidth (GB/s × 1e9) / (bytes_per_pixel × 1080 × 1920).",
-    ],
-)
+@exercise("09.fused-roofline", kind="numeric", reference=_fused_roofline)
 def fused_roofline(bytes_per_pixel: Any, intensity: Any, bound_h100: Any, bound_h200: Any, fps_h200: Any) -> str:
     """Five answers for the fused step on 1080p frames: bytes per pixel, intensity (ops/byte), the bound on the
     H100 and on the H200 (``'memory-bound'`` or ``'compute-bound'``), and the frames per second the H200's

@@ -335,37 +335,27 @@ def _show(v: float) -> str:
     return "never written" if v == UNWRITTEN else f"{v:g}"
 
 
+#: The PTX facts (properties of :class:`ClusterPTX`) whose absence explains wrong values, each with the cause it names.
+_MISSING_IN_PTX = (
+    (
+        "peer_reads",
+        "the {arch} PTX has no `mapa`: no block reads another block's shared memory; `partial[0]` alone is the "
+        "block's own. Read each peer's partial sum with *cluster.map_shared_rank(&partial[0], r).",
+    ),
+    (
+        "uses_rank",
+        "the {arch} PTX never reads the block's rank in its cluster (`%cluster_ctarank`): every block combines "
+        "and writes. Let one block per cluster combine: if (cluster.block_rank() == 0 && threadIdx.x == 0).",
+    ),
+)
+
+
 def _ptx_cause(mix: ClusterPTX) -> str | None:
     """The cause the PTX shows for wrong values, where it shows one (no peer read at all, no use of the rank)."""
-    if not mix.peer_reads:
-        return (
-            f"the {ARCH} PTX has no `mapa`: no block reads another block's shared memory; `partial[0]` alone is the "
-            "block's own. Read each peer's partial sum with *cluster.map_shared_rank(&partial[0], r)."
-        )
-    if not mix.uses_rank:
-        return (
-            f"the {ARCH} PTX never reads the block's rank in its cluster (`%cluster_ctarank`): every block combines "
-            "and writes. Let one block per cluster combine: if (cluster.block_rank() == 0 && threadIdx.x == 0)."
-        )
-    return None
+    return next((cause.format(arch=ARCH) for fact, cause in _MISSING_IN_PTX if not getattr(mix, fact)), None)
 
 
-@exercise(
-    "10.cluster",
-    kind="kernel",
-    title="A cluster sum through distributed shared memory (Hopper)",
-    hints=[
-        "After its own reduction each block has its sum in partial[0]. In a cluster, a block can read that value "
-        "straight from a peer's shared memory, but only once the peer has written it, and only while the peer is "
-        "still running.",
-        "cluster.sync() is a barrier for every thread of every block in the cluster. One before the reads (the sums "
-        "are written), one at the very end (no block exits while its shared memory is being read).",
-        "cluster.sync(); if (cluster.block_rank() == 0 && threadIdx.x == 0) { float total = 0.0f; for (unsigned r = 0; "
-        "r < cluster.num_blocks(); ++r) total += *cluster.map_shared_rank(&partial[0], r); "
-        "out[blockIdx.x / cluster.num_blocks()] = total; } cluster.sync();",
-    ],
-    reference=reference_source,
-)
+@exercise("10.cluster", kind="kernel", reference=reference_source)
 def cluster_sum(source: str) -> str:
     """Grade the CUDA C++ source of ``cluster_sum(const float* x, float* out, int n)``: its sums with clusters of 2 and
     4 blocks (on a GPU of compute capability 9.0 or later through cuda.core, else on labkit's CPU stand-in), and its

@@ -7,6 +7,8 @@ from one such check to the next (how cases are drawn, the reference, the toleran
 words of the report) and :func:`grade_function` grades a learner's function against it; :func:`slip_cause` names the
 slip a wrong figure matches. The smaller steps those checks share live here too:
 
+- :func:`function_exercise`: registers such an exercise, its check made from the data;
+- :func:`listed_slips`: the slips of a figure listed as data, factors of the right figure;
 - :func:`figure`: one figure answered directly, read and judged against its reference and slips;
 - :func:`need_function`, :func:`call_answer`: the learner's function, required and called, its exceptions in words;
 - :func:`pair_answer`, :func:`dict_answer`, :func:`array_answer`: read two numbers, a dict of figures or an array
@@ -18,12 +20,13 @@ slip a wrong figure matches. The smaller steps those checks share live here too:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
 from .answers import close, judge, number, ratio_cause
-from .core import Failed, Unsolved
+from .core import Failed, Result, Unsolved, exercise, exercise_data
 from .slips import int32_wrap_cause, unit_cause
 
 #: ``(args) -> {cause: wrong value}``, ``(args) -> {wrong / right: cause}``, ``(args) -> cause or None``
@@ -68,7 +71,8 @@ class FunctionExercise:
     ``reference(*args)`` is the right figure; an answer passes within ``rel`` of it (or, where the right figure is 0,
     below ``zero_atol``). A wrong answer is reported as ``{name}({args}) returned {failed}``, ``failed`` being
     formatted with ``got`` and ``want``, with the cause :func:`slip_cause` finds from ``first``, ``values``,
-    ``ratios``, ``nbytes`` and ``otherwise``."""
+    ``ratios``, ``nbytes`` and ``otherwise``. ``question`` says what the learner's function computes (the check's
+    docstring); ``passed`` is the report of a right function (or makes it)."""
 
     name: str
     cases: Callable[[], Iterable[tuple[Any, ...]]]
@@ -81,6 +85,8 @@ class FunctionExercise:
     ratios: Ratios | None = None
     nbytes: int | None = None
     otherwise: str | None = None
+    question: str = ""
+    passed: str | Callable[[], str] = "correct."
 
 
 def grade_function(fn: Any, ex: FunctionExercise, call: Callable[..., Any]) -> None:
@@ -103,6 +109,42 @@ def grade_function(fn: Any, ex: FunctionExercise, call: Callable[..., Any]) -> N
             otherwise=ex.otherwise,
         )
         raise Failed(f"{label} returned " + ex.failed.format(got=got, want=want), cause=cause)
+
+
+def function_exercise(
+    exercise_id: str,
+    check_name: str,
+    ex: FunctionExercise,
+    call: Callable[..., Any],
+    reference: Callable[[], Any],
+    module: str,
+) -> Callable[..., Result]:
+    """Register ``exercise_id``, a numeric exercise whose answer is a function, graded by :func:`grade_function`
+    against ``ex`` (``call`` runs the learner's function); the returned check is ``module``'s ``check_name``."""
+
+    def check(fn: Any) -> str:
+        grade_function(fn, ex, call)
+        return ex.passed() if callable(ex.passed) else ex.passed
+
+    check.__name__ = check.__qualname__ = check_name
+    check.__module__ = module
+    check.__doc__ = ex.question
+    return exercise(exercise_id, kind="numeric", reference=reference)(check)
+
+
+def listed_slips(exercise_id: str, reference: Callable[[], float]) -> Callable[[], dict[str, float]]:
+    """The slips ``labkit/data/exercises.yml`` lists for ``exercise_id`` (``factor: cause``; the factor a number or a
+    fraction such as ``1/6``), as :func:`figure` takes them: each cause with its wrong figure, ``reference()`` x factor."""
+
+    def slips() -> dict[str, float]:
+        right = reference()
+        wrong = {}
+        for factor, cause in exercise_data(exercise_id)["slips"].items():
+            f = Fraction(str(factor))
+            wrong[cause] = right * f.numerator / f.denominator
+        return wrong
+
+    return slips
 
 
 def figure(

@@ -37,23 +37,12 @@ class NcclRing(RankCounters):
             raise TypeError(f"NCCL here carries {', '.join(NCCL_TYPES)}; got {buf.dtype}")
         return int(getattr(self._nccl, name))
 
-    def Sendrecv(
-        self,
-        sendbuf: Any,
-        dest: int,
-        sendtag: int = 0,
-        recvbuf: Any = None,
-        source: int = 0,  # noqa: N802
-        recvtag: int = 0,
-        status: Any = None,
-    ) -> None:
+    def _exchange(self, sendbuf: Any, dest: int, sendtag: int, recvbuf: Any, source: Any, recvtag: Any, status: Any) -> None:
         if recvbuf is None:
             raise TypeError("Sendrecv needs recvbuf= (a CuPy array to receive into)")
+        source = 0 if source is None else source
         if self._status is not None:
             self._status.set(f"comm.Sendrecv over NCCL (dest={dest}, source={source}, {sendbuf.size} elements)")
-        self.calls += 1
-        self.sent_bytes += int(sendbuf.nbytes)
-        self.partners.add(int(dest))
         nccl, s = self._nccl, self._stream.ptr
         nccl.groupStart()
         self._comm.send(sendbuf.data.ptr, sendbuf.size, self._type(sendbuf), int(dest), s)

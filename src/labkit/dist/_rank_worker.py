@@ -83,25 +83,12 @@ class Comm(RankCounters):
         self.calls += 1
         self._status.set(text)
 
-    def _count(self, buf: Any, dest: int) -> None:
-        self.sent_bytes += int(getattr(buf, "nbytes", 0))
-        self.partners.add(int(dest))
-
-    def Sendrecv(
-        self,
-        sendbuf: Any,
-        dest: int,
-        sendtag: int = 0,
-        recvbuf: Any = None,
-        source: int = MPI.ANY_SOURCE,  # noqa: N802
-        recvtag: int = MPI.ANY_TAG,
-        status: Any = None,
-    ) -> None:
-        self._note(
+    def _exchange(self, sendbuf: Any, dest: int, sendtag: int, recvbuf: Any, source: Any, recvtag: Any, status: Any) -> None:
+        source = MPI.ANY_SOURCE if source is None else source
+        self._status.set(
             f"comm.Sendrecv(sendbuf={_describe(sendbuf)}, dest={dest}, recvbuf={_describe(recvbuf)}, source={_who(source)})"
         )
-        self._count(sendbuf, dest)
-        self._comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
+        self._comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, MPI.ANY_TAG if recvtag is None else recvtag, status)
         self._status.set("running")
 
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:  # noqa: N802
