@@ -44,18 +44,12 @@ LAYERS: list[tuple[str, ...]] = [
 SIDE_BY_SIDE = {("labkit.check", "labkit.widgets"), ("labkit.widgets", "labkit.check")}
 
 #: (importer, imported): imports that still run up a layer, each with its reason; to be removed, not added to
-KNOWN_UP: dict[tuple[str, str], str] = {
-    ("labkit.mode", "labkit.sim"): "setup() installs the simulator's rules in sim mode (a plug-in point)",
-    ("labkit.mode", "labkit.hw"): "describe_slice() compares a MIG slice with its GPU's record",
-}
+KNOWN_UP: dict[tuple[str, str], str] = {}
 #: circles inside one package (lazy imports both ways), each to be broken by a small move
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset(
         {"labkit.sim", "labkit.sim.launch", "labkit.sim.memory", "labkit.sim.trace", "labkit.sim.warp"}
     ): "launch and memory call the package's install(); sim/__init__ imports them (and trace, warp) to re-export",
-    frozenset(
-        {"labkit.check.core", "labkit.check.answers_guard", "labkit.check.inputs"}
-    ): "core runs answers under the guard; the guard and inputs raise core's Failed",
 }
 
 

@@ -214,7 +214,7 @@ def test_mig_slice_is_named_and_its_peaks_scaled(monkeypatch: pytest.MonkeyPatch
     p = device.probe_driver(_FakeLibcuda(["NVIDIA H100 80GB HBM3 MIG 1g.10gb"]))
     g = p.gpus[0]
     assert g.mig and g.uuid.startswith("MIG-")
-    text = mode.describe_slice(g)
+    text = mode.SETUP_STEPS.describe_slice(g)
     assert "MIG slice: 16 of 132 SMs" in text and "of the whole H100 SXM" in text and "scaled" in text
     e = mode.Environment("gpu", g.name, (9, 0), g.memory_bytes, g.sm_count, 1, "12.8", "test", (g,), mig=text)
     assert "MIG slice" in e.banner()
@@ -224,4 +224,4 @@ def test_mig_slice_is_named_and_its_peaks_scaled(monkeypatch: pytest.MonkeyPatch
     assert fp16 == pytest.approx(whole.peak("fp16").value * 16 / 132)
     assert mem == pytest.approx(whole.memory_bandwidth.value * (10 << 30) / (whole.memory_size.value * 1e9))
     assert "scaled to this MIG slice" in source
-    assert mode.describe_slice(GPUInfo(0, "NVIDIA H100 80GB HBM3", (9, 0), 80 << 30, 132, 1, 0)) is None
+    assert mode.SETUP_STEPS.describe_slice(GPUInfo(0, "NVIDIA H100 80GB HBM3", (9, 0), 80 << 30, 132, 1, 0)) is None

@@ -13,10 +13,28 @@ import importlib.util
 from typing import Any
 
 from ._moved import install as _install_moved
+from .device import GPUInfo
 from .errors import LabkitError
-from .mode import Environment, current_mode, env, setup, size
+from .mode import SETUP_STEPS, Environment, current_mode, env, setup, size
 
 _install_moved()  # labkit.<old module> -> its new package (labkit._moved.MOVED)
+
+
+def _install_sim_rules() -> None:
+    from .sim import install
+
+    install()
+
+
+def _describe_slice(gpu: GPUInfo) -> str | None:
+    from .hw.slices import describe_slice
+
+    return describe_slice(gpu)
+
+
+# setup()'s steps that need the layers above labkit.mode (this root is the one place that knows them all)
+SETUP_STEPS.install_sim_rules = _install_sim_rules
+SETUP_STEPS.describe_slice = _describe_slice
 
 __version__ = "0.1.0"
 

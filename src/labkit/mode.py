@@ -15,7 +15,7 @@ import platform
 import re
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from .device import DriverProbe, GPUInfo, probe_driver
 from .errors import LabkitError, ModeError, install_notebook_handler
@@ -75,6 +75,29 @@ class Environment:
 
 
 _ENV: Environment | None = None
+
+
+def _no_rules() -> None:
+    """Nothing to install (until the package root plugs in the simulator's rules)."""
+
+
+def _whole_gpu(gpu: GPUInfo) -> str | None:
+    """No slice to describe (until the package root plugs in the hardware records' comparison)."""
+    return None
+
+
+@dataclass
+class SetupSteps:
+    """What :func:`setup` asks of the layers above this one, plugged in by the package root (``labkit/__init__.py``,
+    which every import of labkit runs first), so that mode imports nothing above it: ``install_sim_rules`` (the
+    course's rules for Numba's simulator, :func:`labkit.sim.install`, in ``sim`` mode) and ``describe_slice`` (what
+    a MIG slice is beside its whole GPU, :func:`labkit.hw.slices.describe_slice`, for the banner)."""
+
+    install_sim_rules: Callable[[], Any] = _no_rules
+    describe_slice: Callable[[GPUInfo], str | None] = _whole_gpu
+
+
+SETUP_STEPS = SetupSteps()
 
 
 def numpy_compat() -> bool:
@@ -173,26 +196,6 @@ def cupy_ready(probe: DriverProbe) -> str | None:
     return None
 
 
-def describe_slice(gpu: GPUInfo) -> str | None:
-    """For a MIG slice (or any device with fewer SMs than its model's datasheet): what it is beside the whole GPU."""
-    from . import hw
-
-    if not isinstance(gpu, GPUInfo):
-        raise LabkitError(f"gpu must be a GPUInfo (labkit.env().gpus holds them), got {describe(gpu)}.")
-    whole = hw.match_device(gpu.name.split(" MIG ")[0])
-    full_sms = int(whole.sm_count.value) if whole else None
-    if not gpu.mig and (full_sms is None or gpu.sm_count >= full_sms):
-        return None
-    mem = gpu.memory_bytes / 2**30
-    if whole is None:
-        return f"MIG slice: {gpu.sm_count} SMs, {mem:.1f} GiB; peak figures unknown for this GPU"
-    full_mem = whole.memory_size.value
-    return (
-        f"MIG slice: {gpu.sm_count} of {full_sms} SMs, {mem:.1f} GiB of {full_mem:g} {whole.memory_size.unit} "
-        f"of the whole {whole.name}; peak figures scaled to the slice"
-    )
-
-
 def _decide(requested: str | None) -> tuple[Mode, str, tuple[GPUInfo, ...], str | None]:
     probe = probe_driver()
     if requested not in (None, "", "gpu", "sim", "auto"):
@@ -257,9 +260,7 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
             sys.modules["numba.cuda.core.config"].ENABLE_CUDASIM = 1
         if "numba.core.config" in sys.modules:
             sys.modules["numba.core.config"].ENABLE_CUDASIM = 1
-        from . import sim  # the course's rules for Numba's simulator (barriers, warps, integers, time limits)
-
-        sim.install()
+        SETUP_STEPS.install_sim_rules()  # the course's rules for Numba's simulator (barriers, warps, integers, time limits)
     else:
         os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
     first = gpus[0] if gpus else None
@@ -273,7 +274,7 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
         driver_version=driver,
         reason=reason,
         gpus=gpus,
-        mig=describe_slice(first) if first else None,
+        mig=SETUP_STEPS.describe_slice(first) if first else None,
     )
     if not quiet:
         print(_ENV.banner())

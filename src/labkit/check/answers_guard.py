@@ -281,15 +281,6 @@ def _names(fn: Callable[..., Any], n: int) -> list[str]:
     ]
 
 
-def _exercise_reference(exercise_id: str) -> types.FunctionType | None:
-    """The exercise's ``reference`` factory (what solved_or_reference calls), trapped as well."""
-    from .core import _REGISTRY
-
-    ex = _REGISTRY.get(exercise_id)
-    fn = getattr(ex, "reference", None)
-    return fn if isinstance(fn, types.FunctionType) else None
-
-
 def compared_function(exercise_id: str, answer: Any) -> str | None:
     """The dotted name of the function the check compares with (:data:`COMPARES_WITH`, unconditional entries) when
     ``answer`` is that very function (or a ``functools.partial`` of it), else None."""
@@ -321,10 +312,11 @@ def reference_answer(exercise_id: str, reference: Any) -> Any:
     return answer
 
 
-def guard_answer(exercise_id: str, answer: Any) -> Any:
+def guard_answer(exercise_id: str, answer: Any, reference: Any = None) -> Any:
     """The answer the check gets: a plain Python function wrapped so each call compares its inputs afterwards and
-    keeps labkit's reference out of reach; anything else unchanged. Raises :class:`AnswerRejected` for an answer
-    that is labkit's own code."""
+    keeps labkit's reference out of reach (the functions the check compares with, and ``reference``, the exercise's
+    reference factory, which solved_or_reference calls: trapped as well); anything else unchanged. Raises
+    :class:`AnswerRejected` for an answer that is labkit's own code."""
     if handed_out(answer):
         origin = labkit_origin(answer)
         raise AnswerRejected(
@@ -342,9 +334,8 @@ def guard_answer(exercise_id: str, answer: Any) -> Any:
     if exercise_id in NOT_WRAPPED or not isinstance(answer, (types.FunctionType, functools.partial)):
         return answer
     traps: tuple[Any, ...] = COMPARES_WITH.get(exercise_id, ())
-    ref = _exercise_reference(exercise_id)
-    if ref is not None:
-        traps = (*traps, ref)
+    if isinstance(reference, types.FunctionType):
+        traps = (*traps, reference)
     in_place = set(IN_PLACE.get(exercise_id, ()))
     who = getattr(answer, "__name__", None) or getattr(getattr(answer, "func", None), "__name__", "your function")
 

@@ -18,25 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from ..errors import LabkitError
+from .verdicts import Failed, Unsolved
 
 Status = Literal["passed", "failed", "unsolved"]
 Kind = Literal["kernel", "code", "numeric"]
 KINDS: tuple[str, ...] = ("kernel", "code", "numeric")
-
-
-class Unsolved(LabkitError):
-    """Raised inside a check when the answer is still the skeleton.
-
-    A :class:`LabkitError`, so that if one ever reaches a notebook outside a check it shows as a message."""
-
-
-class Failed(LabkitError):
-    """Raised inside a check with the learner-facing explanation of what is wrong (and its likely ``cause``)."""
-
-    def __init__(self, message: str, *, cause: str | None = None, show: str | None = None) -> None:
-        super().__init__(message)
-        self.cause = cause
-        self.show = show  # the ``labkit.show(...)`` call that draws the failing case, for a kernel
 
 
 @dataclass
@@ -216,8 +202,8 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     problem = _wrong_call(ex, args, kwargs)
     rejected: AnswerRejected | None = None
     try:
-        args = tuple(guard_answer(exercise_id, a) for a in args)
-        kwargs = {k: guard_answer(exercise_id, v) for k, v in kwargs.items()}
+        args = tuple(guard_answer(exercise_id, a, ex.reference) for a in args)
+        kwargs = {k: guard_answer(exercise_id, v, ex.reference) for k, v in kwargs.items()}
     except AnswerRejected as exc:
         rejected = exc
     if any(is_skeleton(a) for a in args) or any(is_skeleton(v) for v in kwargs.values()):

@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..sim.memory import fmt_index
-from .core import Failed
+from .verdicts import Failed
 
 
 def host_copy(value: Any) -> np.ndarray | None:
