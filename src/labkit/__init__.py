@@ -13,6 +13,7 @@ import importlib.util
 from typing import Any
 
 from ._moved import install as _install_moved
+from ._version import __version__
 from .device import GPUInfo
 from .errors import LabkitError
 from .mode import SETUP_STEPS, Environment, current_mode, env, setup, size
@@ -35,8 +36,6 @@ def _describe_slice(gpu: GPUInfo) -> str | None:
 # setup()'s steps that need the layers above labkit.mode (this root is the one place that knows them all)
 SETUP_STEPS.install_sim_rules = _install_sim_rules
 SETUP_STEPS.describe_slice = _describe_slice
-
-__version__ = "0.1.0"
 
 
 __all__ = ["Environment", "LabkitError", "current_mode", "env", "setup", "show", "size", "xp", "__version__"]

@@ -293,8 +293,9 @@ def stencil(kernel: Any) -> str:
 # ----------------------------------------------------------------------------- 03.occupancy
 def _reference_launch_plan() -> Callable[[str, float, int], Any]:
     def launch_plan(arch: str, target: float, shared_per_block: int) -> tuple[int, int] | None:
-        from labkit import LabkitError
         from labkit.hw import occupancy
+
+        from ..errors import LabkitError
 
         def reaches(threads: int, regs: int) -> bool:
             try:

@@ -129,9 +129,10 @@ def _in_jupyter() -> bool:
 
 def report() -> dict[str, Any]:
     """Everything ``labkit doctor`` knows, as a JSON-ready dict with the keys in :data:`KEYS`."""
-    from labkit import __version__
     from labkit.cuda.ptx import toolchain
     from labkit.mode import env
+
+    from .._version import __version__
 
     e = env()
     tc = toolchain()
