@@ -53,3 +53,30 @@ def test_listed_slips_are_fractions_with_a_cause() -> None:
 def test_an_exercise_without_an_entry_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="99.nowhere"):
         core.exercise("99.nowhere")
+
+
+def test_drawn_reads_the_draws_by_name_in_order() -> None:
+    import numpy as np
+
+    from labkit.check import draws, harness
+
+    spec = [[{"not_multiple": [9, 20, 8]}, {"times": 32, "between": [1, 2]}], [16, 8]]
+    saved = harness._rng
+    try:
+        harness._rng = np.random.default_rng(7)
+        got = draws.drawn(spec)
+        harness._rng = np.random.default_rng(7)
+        want = ((draws.not_multiple(9, 20, 8), 32 * draws.between(1, 2)), (16, 8))
+    finally:
+        harness._rng = saved
+    assert got == want and got[0][0] % 8 and got[0][1] in (32, 64)
+    with pytest.raises(KeyError):
+        draws.drawn({"choice": [1, 2]})
+
+
+def test_every_listed_case_table_draws() -> None:
+    from labkit.check.draws import drawn
+
+    for ex_id, entry in _entries().items():
+        for case in entry.get("cases", ()):
+            assert isinstance(drawn(case), tuple), (ex_id, case)

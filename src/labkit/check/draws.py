@@ -4,6 +4,8 @@ last block or tile, the largest block an exercise allows)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .harness import rng
 
 
@@ -32,3 +34,16 @@ def sizes_1d(block: int) -> list[int]:
     writes nothing there is "not solved yet"), then one element, one short of or one past a block, and a
     multiple of the block."""
     return [not_multiple(2 * block + 1, 4 * block - 1, block), 1, block + int(choice((-1, 1))), block * between(1, 3)]
+
+
+def drawn(spec: Any) -> Any:
+    """A value drawn from its spec written as data (``labkit/data/exercises.yml``): a number is itself; a list draws
+    each of its items in order, as a tuple (a shape, a case); a mapping calls the draw it names, ``{between: [lo,
+    hi]}`` or ``{not_multiple: [lo, hi, of]}``, times ``times`` where it gives one (``{times: 32, between: [1, 2]}``)."""
+    if isinstance(spec, list):
+        return tuple(drawn(item) for item in spec)
+    if isinstance(spec, dict):
+        draws = {"between": between, "not_multiple": not_multiple}
+        (name,) = set(spec) - {"times"}
+        return spec.get("times", 1) * draws[name](*spec[name])
+    return spec

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..mode import current_mode
 from .cases import called, compared, grid_label, line_label, run_cases
-from .core import Failed, Unsolved, exercise
+from .core import Failed, Unsolved, exercise, exercise_data
+from .draws import drawn
 from .harness import Launch, cuda_module, grid_2d, kernel_reference, random_array
 
 # ----------------------------------------------------------------------------- 02.saxpy
@@ -106,17 +107,8 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
 @exercise("02.grayscale", kind="kernel", reference=kernel_reference("grayscale"))
 def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
-    from .draws import between, not_multiple
-
-    # fresh non-square shapes each run: wider than tall, one pixel, taller than wide (blocks of 12 × 10), and two
-    # blocks of the largest size (32 × 32 = 1024 threads), the second partly outside the image
-    cases = [
-        ((not_multiple(9, 20, 8), not_multiple(20, 45, 16)), (16, 8)),
-        ((1, 1), (16, 8)),
-        ((not_multiple(17, 45, 10), not_multiple(9, 15, 12)), (12, 10)),  # not powers of two: no shift divides
-        ((between(3, 12), not_multiple(30, 50, 16)), (16, 4)),
-        ((between(9, 31), not_multiple(33, 40, 32)), (32, 32)),
-    ]
+    # fresh non-square shapes each run (labkit/data/exercises.yml), partial blocks both ways, up to 32 × 32 threads
+    cases = [drawn(case) for case in exercise_data("02.grayscale")["cases"]]
 
     def launch(case: tuple[tuple[int, int], tuple[int, int]]) -> Launch:
         shape, block = case

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..sim.memory import bank_conflicts, sectors_per_request
 from .cases import SHARED_AND_BARRIER, grid_label, line_label, ptx_on_gpu, run_cases
-from .core import Failed, exercise
+from .core import Failed, exercise, exercise_data
+from .draws import drawn
 from .harness import Launch, fmt_shape, grid_2d, kernel_reference, random_array
 from .numeric import need_function
 
@@ -46,17 +47,8 @@ def _efficiency(report: Any, array: str, kind: str, what: str, label: str) -> st
 @exercise("03.coalesced-copy", kind="kernel", reference=kernel_reference("copy2d_coalesced"))
 def coalesced_copy(kernel: Any) -> str:
     """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
-    from .draws import between, not_multiple
-
-    # fresh shapes each run: wider than tall, one element, taller than wide (blocks of 24 × 6), two blocks of the largest size
-    # (32 × 32 threads), and last a recorded launch whose rows are whole warps (32-column multiples) for the sector count
-    cases = [
-        ((not_multiple(9, 20, 4), not_multiple(33, 60, 32)), (32, 4)),
-        ((1, 1), (32, 4)),
-        ((not_multiple(33, 45, 6), not_multiple(25, 47, 24)), (24, 6)),  # not powers of two: no shift divides
-        ((not_multiple(33, 40, 32), between(5, 31)), (32, 32)),
-        ((between(5, 12), 32 * between(1, 2)), (32, 4)),
-    ]
+    # fresh shapes each run (labkit/data/exercises.yml), up to 32 × 32 threads; the last, recorded, for the sector count
+    cases = [drawn(case) for case in exercise_data("03.coalesced-copy")["cases"]]
     notes: list[str] = []
 
     def launch(case: tuple[tuple[int, int], tuple[int, int]]) -> Launch:
