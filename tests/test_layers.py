@@ -1,12 +1,11 @@
 """Layers point downwards (docs/ARCHITECTURE.md): every import inside labkit, at module level or inside a function,
 goes to its own package or to a lower layer; no two modules import each other, directly or round a circle.
 
-The order, bottom to top: foundation (errors, validate, course, figstyle, device, learner_frames, progress,
+The order, bottom to top: foundation (errors, validate, course, figstyle, device, learner_frames, progress, _version,
 mode) < hw < sim < numerics
 < cuda < gpu < dist < kernels < check | widgets (side by side: neither imports the other) < classroom < cli. The package
 root ``labkit/__init__.py`` is the facade over all of them (``labkit.setup``, ``labkit.show``): nothing inside imports it.
-The few imports that still run against the order, and the circles left inside one package, are listed by name in
-``KNOWN_UP`` and ``KNOWN_CIRCLES`` with why; a new one fails, and so does a listed one that is gone (shrink the list)."""
+There are no exceptions: an import against the order, an import of the root from inside, or a circle fails."""
 
 from __future__ import annotations
 
@@ -43,15 +42,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("labkit.cli",),
 ]
 SIDE_BY_SIDE = {("labkit.check", "labkit.widgets"), ("labkit.widgets", "labkit.check")}
-
-#: (importer, imported): imports that still run up a layer, each with its reason; to be removed, not added to
-KNOWN_UP: dict[tuple[str, str], str] = {}
-#: circles inside one package (lazy imports both ways), each to be broken by a small move
-KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    frozenset(
-        {"labkit.sim", "labkit.sim.launch", "labkit.sim.memory", "labkit.sim.trace", "labkit.sim.warp"}
-    ): "launch and memory call the package's install(); sim/__init__ imports them (and trace, warp) to re-export",
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -142,12 +132,8 @@ def test_every_module_has_a_layer() -> None:
     assert not [m for m in MODULES if m != "labkit" and _layer(m) is None], "add the new package to LAYERS"
 
 
-#: modules that still import the package root itself, with why
-KNOWN_ROOT: dict[str, str] = {}
-
-
 def test_nothing_inside_imports_the_package_root() -> None:
-    assert {m for m, deps in GRAPH.items() if "labkit" in deps and m != "labkit"} == set(KNOWN_ROOT)
+    assert not {m for m, deps in GRAPH.items() if "labkit" in deps and m != "labkit"}
 
 
 def _up_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
@@ -165,11 +151,7 @@ def _up_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 
 def test_imports_point_down() -> None:
-    up = _up_imports(GRAPH)
-    new = sorted(up - set(KNOWN_UP))
-    gone = sorted(set(KNOWN_UP) - up)
-    assert not new, f"imports against the layer order (docs/ARCHITECTURE.md): {new}"
-    assert not gone, f"these listed exceptions are fixed; remove them from KNOWN_UP: {gone}"
+    assert not sorted(_up_imports(GRAPH)), "imports against the layer order (docs/ARCHITECTURE.md)"
 
 
 def _circles(graph_in: dict[str, set[str]] | None = None) -> list[frozenset[str]]:
@@ -209,9 +191,7 @@ def _circles(graph_in: dict[str, set[str]] | None = None) -> list[frozenset[str]
 
 
 def test_no_circles() -> None:
-    found = set(_circles())
-    assert not found - set(KNOWN_CIRCLES), f"import circles: {[sorted(c) for c in found - set(KNOWN_CIRCLES)]}"
-    assert not set(KNOWN_CIRCLES) - found, "a listed circle is broken: remove it from KNOWN_CIRCLES"
+    assert not [sorted(c) for c in _circles()], "import circles"
 
 
 def test_the_old_names_resolve_to_the_moved_modules() -> None:
@@ -257,7 +237,7 @@ def test_the_scan_catches_an_import_against_the_order() -> None:
     occupancy = SRC / "hw" / "occupancy.py"
     text = occupancy.read_text() + "\n\ndef _late() -> None:\n    from labkit.check import core  # noqa: F401\n"
     graph = {**GRAPH, "labkit.hw.occupancy": _edges(occupancy, "labkit.hw.occupancy", text)}
-    assert ("labkit.hw.occupancy", "labkit.check.core") in _up_imports(graph) - set(KNOWN_UP)
+    assert ("labkit.hw.occupancy", "labkit.check.core") in _up_imports(graph)
     graph = {**GRAPH, "labkit.errors": GRAPH["labkit.errors"] | {"labkit.validate"}}
     assert frozenset({"labkit.errors", "labkit.validate"}) in _circles(graph)
     assert ("labkit.widgets.precision", "labkit.check.core") in _up_imports({"labkit.widgets.precision": {"labkit.check.core"}})

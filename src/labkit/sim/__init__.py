@@ -27,6 +27,7 @@ from .launch import launch as _launch
 from .launch import time_limit
 from .limits import LEARNER_CODE_LIMIT_S, PythonTimeout
 from .memory import LaunchReport, Race, bank_conflicts, launch_strict, sectors_per_request
+from .rules import install
 from .trace import Trace, trace
 
 __all__ = [
@@ -59,17 +60,5 @@ def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: f
     check_kernel(kernel, "labkit.sim.launch")
     check_dims(griddim, blockdim)
     check_time_limit(time_limit_s)
+    install()
     _launch(kernel, griddim, blockdim, *args, time_limit_s=time_limit_s)
-
-
-def install() -> bool:
-    """Install the course's rules into Numba's simulator. Returns False outside the simulator (a no-op)."""
-    from . import integers, warp
-    from .launch import install as install_launches
-
-    if not warp.is_simulator():
-        return False
-    install_launches()
-    integers.install()
-    warp.install()
-    return True

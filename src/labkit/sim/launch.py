@@ -80,14 +80,12 @@ def options(**opts: Any) -> Iterator[None]:
 
 
 def launch(kernel: Any, griddim: Any, blockdim: Any, *args: Any, time_limit_s: float | None = None) -> None:
-    """Run ``kernel[griddim, blockdim](*args)`` in the simulator and wait for it.
+    """Run ``kernel[griddim, blockdim](*args)`` in the simulator, under the course's rules (:func:`labkit.sim.install`,
+    which :func:`labkit.sim.launch` runs first), and wait for it.
 
     A launch still running after ``time_limit_s`` seconds of CPU time (default: :func:`default_limit_s`) is
     stopped with :class:`~labkit.sim.errors.KernelTimeout`; every other error of a thread is raised as it was.
     """
-    from . import install
-
-    install()
     with options(time_limit_s=time_limit_s):
         kernel[griddim, blockdim](*args)
 

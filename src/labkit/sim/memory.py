@@ -1066,7 +1066,6 @@ def _ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
 
 
 _ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin", "cas")
-active: Model | None = None  # the model of the strict launch in progress (one launch at a time, as the simulator)
 
 
 def _shared_name(frame: Any) -> str:
@@ -1156,9 +1155,9 @@ def _track_args(
 @contextlib.contextmanager
 def strict(model: Model, **opts: Any) -> Iterator[None]:
     """Run the launch made inside the ``with`` block under ``model`` (its hooks, shared arrays and atomics)."""
-    global active
-    from . import install
+    from . import warp
     from .launch import options
+    from .rules import install
 
     install()
 
@@ -1166,12 +1165,12 @@ def strict(model: Model, **opts: Any) -> Iterator[None]:
         module._shared.factory = model.shared_array
         module._atomic = _StrictAtomics(module._atomic)
 
-    active = model
+    warp.on_syncwarp = model.syncwarp
     try:
         with options(hooks=model, setup=setup, **opts):
             yield
     finally:
-        active = None
+        warp.on_syncwarp = None
 
 
 # ----------------------------------------------------------------------------- argument checks of the entry points

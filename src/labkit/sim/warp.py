@@ -379,11 +379,14 @@ def match_all_sync(self: Any, mask: Any, value: Any) -> tuple[WarpInt32, bool]:
     return WarpInt32(g.participants if same else 0), same
 
 
-def _order_memory(threads: list[Any]) -> None:
-    from . import memory
+#: What a ``__syncwarp`` also does while a strict launch runs: the memory model orders the warp's accesses
+#: (:func:`labkit.sim.memory.strict` sets it for the launch, then clears it).
+on_syncwarp: Callable[[list[Any]], None] | None = None
 
-    if memory.active is not None:
-        memory.active.syncwarp(threads)
+
+def _order_memory(threads: list[Any]) -> None:
+    if on_syncwarp is not None:
+        on_syncwarp(threads)
 
 
 def syncwarp(self: Any, mask: Any = FULL_MASK) -> None:
