@@ -359,6 +359,18 @@ def format_plan(pl: Plan) -> str:
 # ---------------------------------------------------------------------------------------------- Kubernetes profiles
 
 
+def _whole_gpus(count: int) -> dict[str, Any]:
+    """KubeSpawner's override for an instructor's ``count`` whole GPUs (on nodes with MIG disabled), with 16 CPU cores
+    and 64 GB of memory per GPU."""
+    return {
+        "extra_resource_limits": {"nvidia.com/gpu": str(count)},
+        "node_selector": {"nvidia.com/mig.config": "all-disabled"},
+        "cpu_limit": 16 * count,
+        "mem_limit": f"{64 * count}G",
+        "environment": {"LABKIT_GPU_SHARE": "whole-gpu"},
+    }
+
+
 def k8s_profiles(gpu: str, profile_name: str | None = None) -> list[dict[str, Any]]:
     """Zero to JupyterHub ``singleuser.profileList`` entries for nodes of ``gpu``: a learner's slice under
     ``mig.strategy=single`` (the default profile) and ``mixed``, and instructors' one or two whole GPUs (their
@@ -366,7 +378,6 @@ def k8s_profiles(gpu: str, profile_name: str | None = None) -> list[dict[str, An
     p = profile(gpu, profile_name)
     g = p.gpu
     share = {"LABKIT_GPU_SHARE": f"mig-{p.name}"}
-    whole = {"LABKIT_GPU_SHARE": "whole-gpu"}
     return [
         {
             "display_name": f"Learner: one MIG {p.name} slice of an {g}",
@@ -389,24 +400,12 @@ def k8s_profiles(gpu: str, profile_name: str | None = None) -> list[dict[str, An
             "display_name": f"Instructor: one whole {g}",
             "slug": "instructor",
             "description": "MIG disabled; peer copies and NCCL need two GPUs (instructor-2gpu)",
-            "kubespawner_override": {
-                "extra_resource_limits": {"nvidia.com/gpu": "1"},
-                "node_selector": {"nvidia.com/mig.config": "all-disabled"},
-                "cpu_limit": 16,
-                "mem_limit": "64G",
-                "environment": dict(whole),
-            },
+            "kubespawner_override": _whole_gpus(1),
         },
         {
             "display_name": f"Instructor: two whole {g} (labs 07 and 08 measured)",
             "slug": "instructor-2gpu",
-            "kubespawner_override": {
-                "extra_resource_limits": {"nvidia.com/gpu": "2"},
-                "node_selector": {"nvidia.com/mig.config": "all-disabled"},
-                "cpu_limit": 32,
-                "mem_limit": "128G",
-                "environment": dict(whole),
-            },
+            "kubespawner_override": _whole_gpus(2),
         },
     ]
 

@@ -209,20 +209,21 @@ def arches_compiled(arches: Sequence[str] = COURSE_ARCHES) -> str:
 
 
 # ----------------------------------------------------------------------------------------- CPU stand-in (labkit.cuda_host)
-#: ctypes and NumPy types of PTX parameter types, for scalar arguments.
+#: ctypes and NumPy types of PTX parameter types, for scalar arguments (PTX's unsigned and untyped 32- and 64-bit
+#: parameters pass as signed integers of the same width).
 _CTYPES = {
-    "f32": ("c_float", np.float32),
-    "f64": ("c_double", np.float64),
-    "u32": ("c_int32", np.int32),
-    "s32": ("c_int32", np.int32),
-    "b32": ("c_int32", np.int32),
-    "u64": ("c_int64", np.int64),
-    "s64": ("c_int64", np.int64),
-    "b64": ("c_int64", np.int64),
-    "u16": ("c_uint16", np.uint16),
-    "s16": ("c_int16", np.int16),
-    "u8": ("c_uint8", np.uint8),
-    "s8": ("c_int8", np.int8),
+    ptx: types
+    for ptxs, types in (
+        ("f32", ("c_float", np.float32)),
+        ("f64", ("c_double", np.float64)),
+        ("u32 s32 b32", ("c_int32", np.int32)),
+        ("u64 s64 b64", ("c_int64", np.int64)),
+        ("u16", ("c_uint16", np.uint16)),
+        ("s16", ("c_int16", np.int16)),
+        ("u8", ("c_uint8", np.uint8)),
+        ("s8", ("c_int8", np.int8)),
+    )
+    for ptx in ptxs.split()
 }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from labkit.errors import LabkitError
+from labkit.gpu.records import attribute_dict
 from labkit.mode import current_mode, env
 from labkit.validate import describe, require_callable, require_int, require_number, require_sequence, require_str
 
@@ -92,23 +93,9 @@ class Timing:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "mode": self.mode,
-            "device": self.device,
-            "median_s": self.median_s,
-            "spread": self.spread,
+            **attribute_dict(self, "name mode device median_s spread"),
             "repeat": len(self.samples_s),
-            "bytes": self.bytes,
-            "flops": self.flops,
-            "gbps": self.gbps,
-            "tflops": self.tflops,
-            "percent_of_peak": self.percent_of_peak,
-            "peak_source": self.peak_source,
-            "label": self.label,
-            "how": self.how,
-            "launches": self.launches,
-            "cv": self.cv,
-            "claims_rate": self.claims_rate,
+            **attribute_dict(self, "bytes flops gbps tflops percent_of_peak peak_source label how launches cv claims_rate"),
         }
 
     def __str__(self) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from labkit.errors import LabkitError, NoGPUError
+from labkit.gpu.records import attribute_dict
 from labkit.validate import describe, require_int, require_number, require_sequence, require_str
 
 #: The most chunks the pipeline models take (a real pipeline uses a few to a few hundred): more is refused at once.
@@ -207,13 +208,9 @@ class Traffic:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "n": self.n,
-            "itemsize": self.itemsize,
-            "launches_unfused": self.launches_unfused,
-            "bytes_unfused": self.bytes_unfused,
+            **attribute_dict(self, "n itemsize launches_unfused bytes_unfused"),
             "launches_fused": 1,
-            "bytes_fused": self.bytes_fused,
-            "ratio": self.ratio,
+            **attribute_dict(self, "bytes_fused ratio"),
             "label": MODEL,
         }
 

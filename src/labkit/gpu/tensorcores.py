@@ -33,6 +33,7 @@ import numpy as np
 
 from labkit.cuda import sources as _kernels_cuda
 from labkit.errors import LabkitError, NoGPUError
+from labkit.gpu.records import attribute_dict
 
 __all__ = [
     "GemmRate",
@@ -402,18 +403,7 @@ class GemmRate:
         return 100.0 * self.tflops / self.peak_tflops
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "precision": self.precision,
-            "n": self.n,
-            "kind": self.kind,
-            "device": self.device,
-            "tflops": self.tflops,
-            "peak_tflops": self.peak_tflops,
-            "peak_source": self.peak_source,
-            "median_s": self.median_s,
-            "percent_of_peak": self.percent_of_peak,
-            "note": self.note,
-        }
+        return attribute_dict(self, "precision n kind device tflops peak_tflops peak_source median_s percent_of_peak note")
 
     def __str__(self) -> str:
         rate = f"{self.tflops:,.3g} TFLOP/s" if self.tflops is not None else "—"

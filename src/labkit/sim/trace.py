@@ -618,25 +618,28 @@ def _requests(
     return out
 
 
-def _trace_here(
-    kernel: Any,
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
-    args: Sequence[Any],
-    names: Sequence[str],
-    max_threads: int,
-    time_limit_s: float | None,
-    *,
-    schedule: str = "forward",
-    seed: int | None = None,
-    outputs: Sequence[str] = (),
-    include: Sequence[tuple[int, ...]] = (),
-) -> Trace:
+@dataclass(frozen=True)
+class _Request:
+    """What :func:`trace` was asked to trace, checked (also sent to the simulator subprocess in ``gpu`` mode)."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    names: tuple[str, ...]
+    max_threads: int
+    time_limit_s: float | None
+    schedule: str = "forward"
+    seed: int | None = None
+    outputs: tuple[str, ...] = ()
+    include: tuple[tuple[int, ...], ...] = ()
+
+
+def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
+    grid, block, names, schedule, seed = request.grid, request.block, request.names, request.schedule, request.seed
     per_block = int(np.prod(block))
-    sample = _sample(grid, per_block, max_threads, include)
+    sample = _sample(grid, per_block, request.max_threads, request.include)
     model = _TraceModel()
     copies = [_host_copy(a) for a in args]
-    tracked = memory._track_args(model, copies, list(names), tuple(outputs))
+    tracked = memory._track_args(model, copies, list(names), request.outputs)
     divergent: list[Divergence] = []
     faults: list[Fault] = []
     errors: list[str] = []
@@ -676,7 +679,7 @@ def _trace_here(
         model,
         blocks_to_run=traced,
         on_block_error=on_block_error,
-        time_limit_s=time_limit_s or TRACE_LIMIT_S,
+        time_limit_s=request.time_limit_s or TRACE_LIMIT_S,
         schedule=schedule,
         seed=seed,
     ):
@@ -775,11 +778,19 @@ def trace(
         arg_names += [f"argument {k + 1}" for k in range(len(arg_names), len(args))]
     if schedule not in engine.SCHEDULES:
         raise LabkitError(f"schedule must be one of {', '.join(engine.SCHEDULES)}, got {schedule!r}.")
-    run = dict(schedule=schedule, seed=seed, outputs=tuple(outputs), include=tuple(_block_point(p) for p in include_blocks))
+    request = _Request(
+        g,
+        b,
+        tuple(arg_names),
+        max_threads,
+        time_limit_s,
+        schedule,
+        seed,
+        tuple(outputs),
+        tuple(_block_point(p) for p in include_blocks),
+    )
     away = (not is_simulator()) if subprocess_ is None else subprocess_
-    if away:
-        return _trace_in_subprocess(kernel, g, b, args, arg_names, max_threads, time_limit_s, run)
-    return _trace_here(kernel, g, b, args, arg_names, max_threads, time_limit_s, **run)
+    return _trace_in_subprocess(kernel, args, request) if away else _trace_here(kernel, args, request)
 
 
 # ----------------------------------------------------------------------------- gpu mode: a simulator subprocess
@@ -787,16 +798,7 @@ SUBPROCESS_TIMEOUT_S = 180.0
 SUBPROCESS_MAX_BYTES = 256 << 20  # arrays sent to the simulator process: a small input, not a benchmark's
 
 
-def _trace_in_subprocess(
-    kernel: Any,
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
-    args: Sequence[Any],
-    names: Sequence[str],
-    max_threads: int,
-    time_limit_s: float | None,
-    run: dict[str, Any],
-) -> Trace:
+def _trace_in_subprocess(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
     from labkit.sim.standalone import _standalone_source
 
     from ..errors import LabkitError
@@ -817,17 +819,7 @@ def _trace_in_subprocess(
             fix="Trace the kernel on a small input (a few thousand elements): it shows which elements "
             "each thread touches, which does not depend on the size.",
         )
-    payload = {
-        "source": source,
-        "name": py.__name__,
-        "grid": grid,
-        "block": block,
-        "args": host,
-        "names": list(names),
-        "max_threads": max_threads,
-        "time_limit_s": time_limit_s,
-        "run": run,
-    }
+    payload = {"source": source, "name": py.__name__, "args": host, "request": request}
     env = dict(os.environ, LABKIT_MODE="sim", NUMBA_ENABLE_CUDASIM="1")
     env.pop("LABKIT_EXPECT", None)
     try:
@@ -877,21 +869,7 @@ def _serve() -> None:
         linecache.cache["<traced kernel>"] = (len(payload["source"]), None, payload["source"].splitlines(True), "<traced kernel>")
         exec(compile(payload["source"], "<traced kernel>", "exec"), ns)  # noqa: S102 - the learner's own kernel
         kernel = cuda.jit(ns[payload["name"]])
-        run = payload["run"]
-        out = module.trace(
-            kernel,
-            payload["grid"],
-            payload["block"],
-            *payload["args"],
-            names=payload["names"],
-            max_threads=payload["max_threads"],
-            time_limit_s=payload["time_limit_s"],
-            subprocess_=False,
-            schedule=run["schedule"],
-            seed=run["seed"],
-            outputs=run["outputs"],
-            include_blocks=run["include"],
-        )
+        out = module._trace_here(kernel, payload["args"], payload["request"])
         out.outputs = {}
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         out = {"error": f"{type(exc).__name__}: {exc}"}
