@@ -558,16 +558,7 @@ def _reduce_float64(parts: Any, x: np.ndarray) -> float:
     types = {p.generic: "float64" for p in parse_params(parts.in_params, "in_params") if p.generic}
     out = np.zeros(1, dtype=np.float64)
     run_on_host(
-        reduction_host_source(
-            parts.in_params,
-            parts.out_params,
-            parts.map_expr,
-            parts.reduce_expr,
-            parts.post_map_expr,
-            parts.identity,
-            parts.name,
-            types=types,
-        ),
+        reduction_host_source(parts, types=types),
         parts.name,
         (1,),
         (1,),

@@ -145,6 +145,7 @@ __all__ = [
     "OutOfBounds",
     "run_on_host_batch",
     "elementwise_source",
+    "ReductionParts",
     "reduction_source",
     "reduction_host_source",
     "parse_params",
@@ -328,17 +329,20 @@ def _reduction_tail(out: Param, acc: str, identity: str, count: str, post_map_ex
     )
 
 
-def reduction_source(
-    in_params: str,
-    out_params: str,
-    map_expr: str,
-    reduce_expr: str,
-    post_map_expr: str,
-    identity: str,
-    name: str,
-    *,
-    partials: int = 4,
-) -> str:
+@dataclass(frozen=True)
+class ReductionParts:
+    """The strings a ``cupy.ReductionKernel`` is built from, in the order its constructor takes them."""
+
+    in_params: str
+    out_params: str
+    map_expr: str
+    reduce_expr: str
+    post_map_expr: str
+    identity: str
+    name: str = "reduce_kernel"
+
+
+def reduction_source(parts: ReductionParts, *, partials: int = 4) -> str:
     """CUDA C++ with the meaning of ``cupy.ReductionKernel(...)`` over a whole 1-D array, for checking expressions.
 
     Each thread folds a strided share of the input starting from ``identity`` (``partials`` shares in all, as
@@ -347,54 +351,41 @@ def reduction_source(
     (``_in_ind.size()`` is n, ``_out_ind.size()`` 1 for a whole-array reduction), as in CuPy. Launch with one block of
     ``partials`` threads. Slow on purpose: it checks meaning, not speed.
     """
-    ins, outs = parse_params(in_params, "in_params"), parse_params(out_params, "out_params")
-    for label, expr in (
-        ("map_expr", map_expr),
-        ("reduce_expr", reduce_expr),
-        ("post_map_expr", post_map_expr),
-        ("identity", identity),
-    ):
+    p = parts
+    ins, outs = parse_params(p.in_params, "in_params"), parse_params(p.out_params, "out_params")
+    for label in ("map_expr", "reduce_expr", "post_map_expr", "identity"):
+        expr = getattr(p, label)
         if not isinstance(expr, str) or not expr.strip():
             raise LabkitError(f"{label} must be a non-empty string of CUDA C++.")
     if len(outs) != 1 or outs[0].raw:
         raise LabkitError("a ReductionKernel here has exactly one (non-raw) output, e.g. out_params='float32 y'.")
-    if not _IDENT.match(name or ""):
-        raise LabkitError(f"kernel name {name!r} is not a C identifier.")
-    out, acc, loads, head = _reduction_head(ins, outs, reduce_expr, name, partials, shared=True)
+    if not _IDENT.match(p.name or ""):
+        raise LabkitError(f"kernel name {p.name!r} is not a C identifier.")
+    out, acc, loads, head = _reduction_head(ins, outs, p.reduce_expr, p.name, partials, shared=True)
     return (
         f"{head}"
-        f"{_reduction_fold(acc, identity, map_expr, loads, 'threadIdx.x', 'blockDim.x', '  ')}"
+        f"{_reduction_fold(acc, p.identity, p.map_expr, loads, 'threadIdx.x', 'blockDim.x', '  ')}"
         f"  _part[threadIdx.x] = _acc;\n"
         f"  __syncthreads();\n"
         f"  if (threadIdx.x == 0) {{\n"
-        f"{_reduction_tail(out, acc, identity, 'blockDim.x', post_map_expr, '    ')}"
+        f"{_reduction_tail(out, acc, p.identity, 'blockDim.x', p.post_map_expr, '    ')}"
         f"  }}\n}}\n"
     )
 
 
-def reduction_host_source(
-    in_params: str,
-    out_params: str,
-    map_expr: str,
-    reduce_expr: str,
-    post_map_expr: str,
-    identity: str,
-    name: str,
-    *,
-    partials: int = 4,
-    types: dict[str, str] | None = None,
-) -> str:
+def reduction_host_source(parts: ReductionParts, *, partials: int = 4, types: dict[str, str] | None = None) -> str:
     """The same reduction as :func:`reduction_source` written for the CPU stand-in (one thread, no barrier);
     placeholder types (``T``) as ``types`` binds them (NumPy names), else float32."""
-    ins = parse_params(in_params, "in_params", generic_types=types)
-    outs = parse_params(out_params, "out_params", generic_types=types)
-    out, acc, loads, head = _reduction_head(ins, outs, reduce_expr, name, partials, shared=False)
+    p = parts
+    ins = parse_params(p.in_params, "in_params", generic_types=types)
+    outs = parse_params(p.out_params, "out_params", generic_types=types)
+    out, acc, loads, head = _reduction_head(ins, outs, p.reduce_expr, p.name, partials, shared=False)
     return (
         f"{head}"
         f"  for (unsigned _t = 0; _t < {partials}; ++_t) {{\n"
-        f"{_reduction_fold(acc, identity, map_expr, loads, '_t', str(partials), '    ')}"
+        f"{_reduction_fold(acc, p.identity, p.map_expr, loads, '_t', str(partials), '    ')}"
         f"    _part[_t] = _acc;\n"
         f"  }}\n"
-        f"{_reduction_tail(out, acc, identity, str(partials), post_map_expr, '  ')}"
+        f"{_reduction_tail(out, acc, p.identity, str(partials), p.post_map_expr, '  ')}"
         f"}}\n"
     )

@@ -45,15 +45,7 @@ class CudaKernel:
             return cuda_cpp.elementwise_source(
                 self.parts["in_params"], self.parts["out_params"], self.parts["operation"], self.name
             )
-        return cuda_cpp.reduction_source(
-            self.parts["in_params"],
-            self.parts["out_params"],
-            self.parts["map_expr"],
-            self.parts["reduce_expr"],
-            self.parts["post_map_expr"],
-            self.parts["identity"],
-            self.name,
-        )
+        return cuda_cpp.reduction_source(cuda_cpp.ReductionParts(**self.parts, name=self.name))
 
     @property
     def entry_names(self) -> tuple[str, ...]:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import inspect
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
+from labkit.cuda.cpp import ReductionParts
 from labkit.errors import LabkitError, NoGPUError
 from labkit.gpu.records import attribute_dict
 from labkit.validate import describe, require_int, require_number, require_sequence, require_str
@@ -546,30 +547,19 @@ def elementwise_kernel(in_params: str, out_params: str, operation: str, name: st
 
 
 @dataclass(frozen=True)
-class Reduction(_CupyKernel):
+class Reduction(ReductionParts, _CupyKernel):
     """``cupy.ReductionKernel`` pieces; callable on a GPU (CuPy) and in ``sim`` mode (CPU stand-in, whole 1-D array)."""
 
     _CUPY: ClassVar[str] = "ReductionKernel"
-
-    in_params: str
-    out_params: str
-    map_expr: str
-    reduce_expr: str
-    post_map_expr: str
-    identity: str
-    name: str = "reduce_kernel"
-
-    def _parts(self) -> tuple[str, ...]:
-        return (self.in_params, self.out_params, self.map_expr, self.reduce_expr, self.post_map_expr, self.identity, self.name)
 
     def source(self) -> str:
         """labkit's equivalent CUDA C++ (one block; for checking the expressions, not for speed)."""
         from labkit.cuda.cpp import reduction_source
 
-        return reduction_source(*self._parts())
+        return reduction_source(self)
 
     def _cupy_args(self) -> tuple[str, ...]:
-        return self._parts()
+        return tuple(getattr(self, f.name) for f in fields(ReductionParts))
 
     def __call__(self, x: Any) -> Any:
         if cupy_or_none() is not None:
@@ -578,7 +568,7 @@ class Reduction(_CupyKernel):
 
         arr = np.ascontiguousarray(np.asarray(x, dtype=np.float32).ravel())
         out = np.zeros(1, dtype=np.float32)
-        run_on_host(reduction_host_source(*self._parts()), self.name, (1,), (1,), (arr, out, np.int64(arr.size)))
+        run_on_host(reduction_host_source(self), self.name, (1,), (1,), (arr, out, np.int64(arr.size)))
         return out[0]
 
 
