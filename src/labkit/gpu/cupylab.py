@@ -378,6 +378,17 @@ class Timeline:
         return fig
 
 
+def _chunks(chunks: Any) -> int:
+    """The number of chunks of a modelled pipeline: a whole number from 1 to :data:`MAX_CHUNKS`."""
+    return require_int(
+        chunks,
+        "chunks",
+        min=1,
+        max=MAX_CHUNKS,
+        fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).",
+    )
+
+
 def pipeline(t_in: float, t_kernel: float, t_out: float, chunks: int, *, overhead_s: float = 0.0) -> Timeline:
     """Model a chunked pipeline with one H2D copy engine, the SMs, and one D2H copy engine working at once.
 
@@ -393,13 +404,7 @@ def pipeline(t_in: float, t_kernel: float, t_out: float, chunks: int, *, overhea
             ("overhead_s", overhead_s),
         )
     )
-    chunks = require_int(
-        chunks,
-        "chunks",
-        min=1,
-        max=MAX_CHUNKS,
-        fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).",
-    )
+    chunks = _chunks(chunks)
     stages = (("H2D copy", t_in / chunks), ("kernel", t_kernel / chunks), ("D2H copy", t_out / chunks))
     free = {name: 0.0 for name, _ in stages}
     events = []
@@ -415,13 +420,7 @@ def pipeline(t_in: float, t_kernel: float, t_out: float, chunks: int, *, overhea
 
 def overlap_model(nbytes: int, chunks: int = 8, *, gpu: str = "H200", link: str = "PCIe 5", kernel_passes: int = 1) -> Timeline:
     """The pipeline for copying ``nbytes`` in, running ``kernel_passes`` elementwise passes, and copying back (model)."""
-    chunks = require_int(
-        chunks,
-        "chunks",
-        min=1,
-        max=MAX_CHUNKS,
-        fix=f"The model takes 1 to {MAX_CHUNKS:,} chunks (a real pipeline uses a few to a few hundred).",
-    )
+    chunks = _chunks(chunks)
     kernel_passes = require_int(kernel_passes, "kernel_passes", min=0, max=1_000_000)
     t = transfer_model(nbytes, gpu=gpu, link=link)
     return pipeline(t.copy_s, kernel_passes * t.hbm_pass_s, t.copy_s, chunks)

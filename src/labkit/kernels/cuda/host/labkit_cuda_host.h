@@ -143,6 +143,21 @@ static ucontext_t sched;
 static bool fiber_mode = false;
 static void (*body)() = nullptr;
 
+// How many of some fibers have left the kernel or wait at each kind of barrier, and the first fiber of each.
+struct Tally {
+    int total = 0, done = 0, at_barrier = 0, at_warp = 0, at_cluster = 0;
+    int first_done = -1, first_barrier = -1, first_warp = -1, first_cluster = -1;
+    void add(int t) {
+        ++total;
+        switch (fibers[t].state) {
+            case DONE: ++done; if (first_done < 0) first_done = t; break;
+            case AT_BARRIER: ++at_barrier; if (first_barrier < 0) first_barrier = t; break;
+            case AT_WARP: ++at_warp; if (first_warp < 0) first_warp = t; break;
+            case AT_CLUSTER: ++at_cluster; if (first_cluster < 0) first_cluster = t; break;
+            default: break;
+        }
+    }
+};
 static inline unsigned lanes_of(int w) {  // lanes that exist in warp w (a block's last warp may be partial)
     int n = bthreads - 32 * (wpb ? w % wpb : w);
     return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
@@ -335,74 +350,56 @@ static int __lk_run_block_fibers() {
                     }
                 }
                 if (ran) { any = true; continue; }
-                int done = 0, at_barrier = 0, first_done = -1, first_barrier = -1, other = 0;
-                for (int j = 0; j < bthreads; ++j) {
-                    int t = r * stride + j;
-                    switch (fibers[t].state) {
-                        case DONE: ++done; if (first_done < 0) first_done = t; break;
-                        case AT_BARRIER: ++at_barrier; if (first_barrier < 0) first_barrier = t; break;
-                        default: ++other; break;
-                    }
-                }
-                if (done == bthreads) { if (!exited[r]) block_exited(r); break; }
-                if (at_barrier == bthreads) {
+                Tally in_block;
+                for (int j = 0; j < bthreads; ++j) in_block.add(r * stride + j);
+                if (in_block.done == bthreads) { if (!exited[r]) block_exited(r); break; }
+                if (in_block.at_barrier == bthreads) {
                     for (int j = 0; j < bthreads; ++j) fibers[r * stride + j].state = READY;
                     continue;
                 }
-                if (at_barrier && done) {
-                    describe(first_barrier, a, sizeof a);
-                    describe(first_done, b, sizeof b);
+                if (in_block.at_barrier && in_block.done) {
+                    describe(in_block.first_barrier, a, sizeof a);
+                    describe(in_block.first_done, b, sizeof b);
                     __lk_fail("a __syncthreads() that only some threads of block (%u, %u, %u) reach: thread %s waits at it, "
                               "thread %s had already left the kernel (%d of %d threads left it, skipping the barrier or returning early). On a GPU this is undefined behaviour; "
                               "keep every thread running to each barrier (put the bounds check around the work, not around the barrier).",
-                              fibers[first_barrier].bid.x, fibers[first_barrier].bid.y, fibers[first_barrier].bid.z, a, b, done, bthreads);
+                              fibers[in_block.first_barrier].bid.x, fibers[in_block.first_barrier].bid.y, fibers[in_block.first_barrier].bid.z, a, b, in_block.done, bthreads);
                     return 1;
                 }
                 break;
             }
         }
         if (any) continue;
-        int done = 0, at_barrier = 0, at_warp = 0, at_cluster = 0, total = 0;
-        int first_done = -1, first_barrier = -1, first_warp = -1, first_cluster = -1;
-        for (int t = 0; t < nfib; ++t) {
-            if (!fibers[t].exists) continue;
-            ++total;
-            switch (fibers[t].state) {
-                case DONE: ++done; if (first_done < 0) first_done = t; break;
-                case AT_BARRIER: ++at_barrier; if (first_barrier < 0) first_barrier = t; break;
-                case AT_WARP: ++at_warp; if (first_warp < 0) first_warp = t; break;
-                case AT_CLUSTER: ++at_cluster; if (first_cluster < 0) first_cluster = t; break;
-                default: break;
-            }
-        }
-        if (done == total) return 0;
-        if (at_cluster == total) {
+        Tally all;
+        for (int t = 0; t < nfib; ++t) if (fibers[t].exists) all.add(t);
+        if (all.done == all.total) return 0;
+        if (all.at_cluster == all.total) {
             for (int t = 0; t < nfib; ++t) if (fibers[t].exists) fibers[t].state = READY;
             continue;
         }
-        if (at_cluster && done) {
-            describe(first_cluster, a, sizeof a);
-            describe(first_done, b, sizeof b);
+        if (all.at_cluster && all.done) {
+            describe(all.first_cluster, a, sizeof a);
+            describe(all.first_done, b, sizeof b);
             __lk_fail("a cluster.sync() that only some threads of the cluster reach: thread %s waits at it, thread %s had "
                       "already left the kernel without reaching it (%d of the cluster's %d threads left). A cluster barrier "
                       "is for every thread of every block in the cluster: skipped by some, it deadlocks on a GPU or orders "
                       "nothing (the blocks that left take their shared memory with them). Call cluster.sync() from every "
-                      "thread of every block, outside any `if` on the rank or thread index.", a, b, done, total);
+                      "thread of every block, outside any `if` on the rank or thread index.", a, b, all.done, all.total);
             return 1;
         }
-        if (at_cluster) {
-            describe(first_cluster, a, sizeof a);
-            describe(first_warp >= 0 ? first_warp : first_barrier, b, sizeof b);
+        if (all.at_cluster) {
+            describe(all.first_cluster, a, sizeof a);
+            describe(all.first_warp >= 0 ? all.first_warp : all.first_barrier, b, sizeof b);
             __lk_fail("the threads of the cluster wait for each other at different places (thread %s at cluster.sync(), "
                       "thread %s at %s): this would hang on a GPU. Every thread of every block must reach the same "
-                      "barriers in the same order.", a, b, first_warp >= 0 ? warps[first_warp / 32].name : "__syncthreads()");
+                      "barriers in the same order.", a, b, all.first_warp >= 0 ? warps[all.first_warp / 32].name : "__syncthreads()");
             return 1;
         }
-        describe(first_warp >= 0 ? first_warp : first_barrier, a, sizeof a);
-        int t0 = first_warp >= 0 ? first_warp : first_barrier;
+        describe(all.first_warp >= 0 ? all.first_warp : all.first_barrier, a, sizeof a);
+        int t0 = all.first_warp >= 0 ? all.first_warp : all.first_barrier;
         __lk_fail("the threads of block (%u, %u, %u) wait for each other at different places (thread %s in %s, %d thread(s) at "
                   "__syncthreads()): this would hang on a GPU.", fibers[t0].bid.x, fibers[t0].bid.y, fibers[t0].bid.z, a,
-                  first_warp >= 0 ? warps[first_warp / 32].name : "__syncthreads()", at_barrier);
+                  all.first_warp >= 0 ? warps[all.first_warp / 32].name : "__syncthreads()", all.at_barrier);
         return 1;
     }
 }
