@@ -553,15 +553,15 @@ def l2norm(kernel: Any) -> str:
 def _reduce_float64(parts: Any, x: np.ndarray) -> float:
     """Run a reduction written for a placeholder type ``T`` with T = double on the CPU stand-in, as CuPy would
     instantiate it for a float64 array."""
-    from labkit.cuda.cpp import parse_params, reduction_host_source, run_on_host
+    from labkit.cuda.cpp import REDUCTION_THREADS, parse_params, reduction_source, run_on_host
 
     types = {p.generic: "float64" for p in parse_params(parts.in_params, "in_params") if p.generic}
     out = np.zeros(1, dtype=np.float64)
     run_on_host(
-        reduction_host_source(parts, types=types),
+        reduction_source(parts, types=types),
         parts.name,
         (1,),
-        (1,),
+        (REDUCTION_THREADS,),
         (np.ascontiguousarray(x, dtype=np.float64), out, np.int64(x.size)),
     )
     return float(out[0])

@@ -147,7 +147,7 @@ __all__ = [
     "elementwise_source",
     "ReductionParts",
     "reduction_source",
-    "reduction_host_source",
+    "REDUCTION_THREADS",
     "parse_params",
     "find_entry",
     "guards_with",
@@ -284,51 +284,6 @@ def elementwise_source(
     )
 
 
-def _reduction_head(
-    ins: Sequence[Param], outs: Sequence[Param], reduce_expr: str, name: str, partials: int, *, shared: bool
-) -> tuple[Param, str, str, str]:
-    """What the GPU and CPU reductions share up to their first fold: ``(out, acc, loads, head)``, the one output, the
-    accumulator type (CuPy's reduce_type defaults to the output type), the loads of element ``_j`` of every input, and
-    the typedefs, ``_LK_REDUCE``, the kernel's signature, its ``partials`` partial results (``__shared__`` when
-    ``shared``) and CuPy's index objects."""
-    out = outs[0]
-    acc = out.ctype
-    sig = [f"const {p.ctype}* _in_{p.name}" for p in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]
-    loads = " ".join(f"const {p.ctype} {p.name} = _in_{p.name}[_j];" for p in ins)
-    head = (
-        f"{_typedefs([*ins, *outs])}{_INDEXER}"
-        f"#define _LK_REDUCE(a, b) ({reduce_expr.strip().rstrip(';')})\n"
-        f'extern "C" __global__ void {name}({", ".join(sig)}) {{\n'
-        f"  {'__shared__ ' if shared else ''}{acc} _part[{partials}];\n"
-        f"  _LkIndexer _in_ind = {{n, 0}}, _out_ind = {{1, 0}};\n"
-    )
-    return out, acc, loads, head
-
-
-def _reduction_fold(acc: str, identity: str, map_expr: str, loads: str, start: str, step: str, indent: str) -> str:
-    """One partial result: ``_acc`` folds ``map_expr`` of every ``step``-th element from ``start`` on, starting from
-    ``identity``; each line indented by ``indent``."""
-    return (
-        f"{indent}{acc} _acc = ({acc})({identity.strip()});\n"
-        f"{indent}for (long long _j = {start}; _j < n; _j += {step}) {{\n"
-        f"{indent}  _in_ind.set(_j); {loads}\n"
-        f"{indent}  {acc} _m = ({acc})({map_expr.strip().rstrip(';')});\n"
-        f"{indent}  _acc = _LK_REDUCE(_acc, _m);\n"
-        f"{indent}}}\n"
-    )
-
-
-def _reduction_tail(out: Param, acc: str, identity: str, count: str, post_map_expr: str, indent: str) -> str:
-    """The final fold of the ``count`` partial results from ``identity`` into ``a``, then ``post_map_expr`` writing
-    the output, each line indented by ``indent``."""
-    return (
-        f"{indent}{acc} a = ({acc})({identity.strip()});\n"
-        f"{indent}for (unsigned _t = 0; _t < {count}; ++_t) a = _LK_REDUCE(a, _part[_t]);\n"
-        f"{indent}{out.ctype}& {out.name} = _out_{out.name}[0];\n"
-        f"{indent}{post_map_expr.strip().rstrip(';')};\n"
-    )
-
-
 @dataclass(frozen=True)
 class ReductionParts:
     """The strings a ``cupy.ReductionKernel`` is built from, in the order its constructor takes them."""
@@ -342,17 +297,23 @@ class ReductionParts:
     name: str = "reduce_kernel"
 
 
-def reduction_source(parts: ReductionParts, *, partials: int = 4) -> str:
+#: The threads of the one block a reduction's source runs with (on a GPU, and on the CPU stand-in).
+REDUCTION_THREADS = 4
+
+
+def reduction_source(parts: ReductionParts, *, partials: int = REDUCTION_THREADS, types: dict[str, str] | None = None) -> str:
     """CUDA C++ with the meaning of ``cupy.ReductionKernel(...)`` over a whole 1-D array, for checking expressions.
 
     Each thread folds a strided share of the input starting from ``identity`` (``partials`` shares in all, as
     a tree reduction would), then thread 0 folds the partial results, again from ``identity``, and applies
     ``post_map_expr``. ``a`` and ``b`` are the reduction's operands, and ``_in_ind``/``_out_ind`` its index objects
     (``_in_ind.size()`` is n, ``_out_ind.size()`` 1 for a whole-array reduction), as in CuPy. Launch with one block of
-    ``partials`` threads. Slow on purpose: it checks meaning, not speed.
+    ``partials`` threads, on a GPU or on the CPU stand-in. Slow on purpose: it checks meaning, not speed. Placeholder
+    types (``T``) are as ``types`` binds them (NumPy names), else float32.
     """
     p = parts
-    ins, outs = parse_params(p.in_params, "in_params"), parse_params(p.out_params, "out_params")
+    ins = parse_params(p.in_params, "in_params", generic_types=types)
+    outs = parse_params(p.out_params, "out_params", generic_types=types)
     for label in ("map_expr", "reduce_expr", "post_map_expr", "identity"):
         expr = getattr(p, label)
         if not isinstance(expr, str) or not expr.strip():
@@ -361,31 +322,29 @@ def reduction_source(parts: ReductionParts, *, partials: int = 4) -> str:
         raise LabkitError("a ReductionKernel here has exactly one (non-raw) output, e.g. out_params='float32 y'.")
     if not _IDENT.match(p.name or ""):
         raise LabkitError(f"kernel name {p.name!r} is not a C identifier.")
-    out, acc, loads, head = _reduction_head(ins, outs, p.reduce_expr, p.name, partials, shared=True)
+    out = outs[0]
+    acc = out.ctype  # CuPy's reduce_type defaults to the output type
+    sig = [f"const {q.ctype}* _in_{q.name}" for q in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]
+    loads = " ".join(f"const {q.ctype} {q.name} = _in_{q.name}[_j];" for q in ins)
+    identity, reduce_expr = p.identity.strip(), p.reduce_expr.strip().rstrip(";")
     return (
-        f"{head}"
-        f"{_reduction_fold(acc, p.identity, p.map_expr, loads, 'threadIdx.x', 'blockDim.x', '  ')}"
+        f"{_typedefs([*ins, *outs])}{_INDEXER}"
+        f"#define _LK_REDUCE(a, b) ({reduce_expr})\n"
+        f'extern "C" __global__ void {p.name}({", ".join(sig)}) {{\n'
+        f"  __shared__ {acc} _part[{partials}];\n"
+        f"  _LkIndexer _in_ind = {{n, 0}}, _out_ind = {{1, 0}};\n"
+        f"  {acc} _acc = ({acc})({identity});\n"
+        f"  for (long long _j = threadIdx.x; _j < n; _j += blockDim.x) {{\n"
+        f"    _in_ind.set(_j); {loads}\n"
+        f"    {acc} _m = ({acc})({p.map_expr.strip().rstrip(';')});\n"
+        f"    _acc = _LK_REDUCE(_acc, _m);\n"
+        f"  }}\n"
         f"  _part[threadIdx.x] = _acc;\n"
         f"  __syncthreads();\n"
         f"  if (threadIdx.x == 0) {{\n"
-        f"{_reduction_tail(out, acc, p.identity, 'blockDim.x', p.post_map_expr, '    ')}"
+        f"    {acc} a = ({acc})({identity});\n"
+        f"    for (unsigned _t = 0; _t < blockDim.x; ++_t) a = _LK_REDUCE(a, _part[_t]);\n"
+        f"    {out.ctype}& {out.name} = _out_{out.name}[0];\n"
+        f"    {p.post_map_expr.strip().rstrip(';')};\n"
         f"  }}\n}}\n"
-    )
-
-
-def reduction_host_source(parts: ReductionParts, *, partials: int = 4, types: dict[str, str] | None = None) -> str:
-    """The same reduction as :func:`reduction_source` written for the CPU stand-in (one thread, no barrier);
-    placeholder types (``T``) as ``types`` binds them (NumPy names), else float32."""
-    p = parts
-    ins = parse_params(p.in_params, "in_params", generic_types=types)
-    outs = parse_params(p.out_params, "out_params", generic_types=types)
-    out, acc, loads, head = _reduction_head(ins, outs, p.reduce_expr, p.name, partials, shared=False)
-    return (
-        f"{head}"
-        f"  for (unsigned _t = 0; _t < {partials}; ++_t) {{\n"
-        f"{_reduction_fold(acc, p.identity, p.map_expr, loads, '_t', str(partials), '    ')}"
-        f"    _part[_t] = _acc;\n"
-        f"  }}\n"
-        f"{_reduction_tail(out, acc, p.identity, str(partials), p.post_map_expr, '  ')}"
-        f"}}\n"
     )

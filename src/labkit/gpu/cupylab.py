@@ -563,11 +563,11 @@ class Reduction(ReductionParts, _CupyKernel):
     def __call__(self, x: Any) -> Any:
         if cupy_or_none() is not None:
             return self.cupy()(x)
-        from labkit.cuda.cpp import reduction_host_source, run_on_host
+        from labkit.cuda.cpp import REDUCTION_THREADS, reduction_source, run_on_host
 
         arr = np.ascontiguousarray(np.asarray(x, dtype=np.float32).ravel())
         out = np.zeros(1, dtype=np.float32)
-        run_on_host(reduction_host_source(self), self.name, (1,), (1,), (arr, out, np.int64(arr.size)))
+        run_on_host(reduction_source(self), self.name, (1,), (REDUCTION_THREADS,), (arr, out, np.int64(arr.size)))
         return out[0]
 
 
