@@ -63,7 +63,7 @@ from labkit.cuda.host import (
     strip_comments_and_strings,
 )
 from labkit.errors import CompileError, LabkitError, NoGPUError
-from labkit.validate import require_str
+from labkit.validate import describe, require_str
 
 
 # ----------------------------------------------------------------------------------------- RawKernel
@@ -311,6 +311,12 @@ def reduction_source(parts: ReductionParts, *, partials: int = REDUCTION_THREADS
     ``partials`` threads, on a GPU or on the CPU stand-in. Slow on purpose: it checks meaning, not speed. Placeholder
     types (``T``) are as ``types`` binds them (NumPy names), else float32.
     """
+    if not isinstance(parts, ReductionParts):
+        raise LabkitError(
+            f"reduction_source takes a ReductionParts, not {describe(parts)}.",
+            fix="labkit.cupylab.reduction_kernel(in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, name) "
+            "builds one.",
+        )
     p = parts
     ins = parse_params(p.in_params, "in_params", generic_types=types)
     outs = parse_params(p.out_params, "out_params", generic_types=types)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from labkit.errors import LabkitError
-from labkit.gpu.records import attribute_dict
+from labkit.gpu._records import attribute_dict
 from labkit.mode import current_mode, env
 from labkit.validate import describe, require_callable, require_int, require_number, require_sequence, require_str
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from labkit.cuda.cpp import ReductionParts
 from labkit.errors import LabkitError, NoGPUError
-from labkit.gpu.records import attribute_dict
+from labkit.gpu._records import attribute_dict
 from labkit.validate import describe, require_int, require_number, require_sequence, require_str
 
 #: The most chunks the pipeline models take (a real pipeline uses a few to a few hundred): more is refused at once.

@@ -33,7 +33,7 @@ import numpy as np
 
 from labkit.cuda import sources as _kernels_cuda
 from labkit.errors import LabkitError, NoGPUError
-from labkit.gpu.records import attribute_dict
+from labkit.gpu._records import attribute_dict
 
 __all__ = [
     "GemmRate",
