@@ -2,7 +2,8 @@
 
 tools/numba_peer.py runs the installed numba-cuda's ``numba.cuda.tests`` as numba-cuda's simulator CI does
 (``NUMBA_ENABLE_CUDASIM=1``, ``pytest --pyargs numba.cuda.tests``, every warning an error, the suite's own
-``skip_on_cudasim``), once as shipped and once with ``labkit.setup("sim")`` in every process, both at once.
+``skip_on_cudasim``), once as shipped and once with ``labkit.setup("sim")`` in every process, both at once; the
+shipped run is read from its record for the installed versions (``tests/numba_peer/shipped-*.json``) where there is one.
 """
 
 from __future__ import annotations
@@ -70,6 +71,13 @@ def test_sitecustomize_puts_labkit_under_every_process(with_labkit: bool) -> Non
                          text=True, timeout=120, cwd=ROOT / "tests" / "numba_peer")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("labkit.sim.launch" if with_labkit else "numba.cuda.simulator.kernel")
+
+
+def test_the_shipped_run_is_recorded_for_the_installed_versions() -> None:
+    """The pinned numba-cuda, numba and numpy have a record (a version bump: `python tools/numba_peer.py --record`)."""
+    shipped = numba_peer.recorded_shipped()
+    assert shipped is not None, f"no {numba_peer.baseline_path().name}: run `python tools/numba_peer.py --record`"
+    assert shipped.count("passed") > 500 and all(o in numba_peer.OUTCOMES for o in shipped.outcomes.values())
 
 
 @pytest.mark.slow
