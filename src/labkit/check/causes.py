@@ -303,7 +303,7 @@ def fp64_note(kernel: Any, reference: Any, signature: str) -> str | None:
 
 # ------------------------------------------------------------------------------------------- barriers, from the code
 def _shared_names(fn: ast.FunctionDef) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and "shared.array" in ast.unparse(node.value.func):
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
