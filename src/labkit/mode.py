@@ -257,9 +257,9 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> Environment:
     if chosen == "sim":
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         if "numba.cuda.core.config" in sys.modules:
-            sys.modules["numba.cuda.core.config"].ENABLE_CUDASIM = 1
+            sys.modules["numba.cuda.core.config"].ENABLE_CUDASIM = 1  # type: ignore[attr-defined]
         if "numba.core.config" in sys.modules:
-            sys.modules["numba.core.config"].ENABLE_CUDASIM = 1
+            sys.modules["numba.core.config"].ENABLE_CUDASIM = 1  # type: ignore[attr-defined]
         SETUP_STEPS.install_sim_rules()  # the course's rules for Numba's simulator (barriers, warps, integers, time limits)
     else:
         os.environ.pop("NUMBA_ENABLE_CUDASIM", None)

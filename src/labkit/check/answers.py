@@ -82,9 +82,9 @@ def judge(
     slips = dict(slips or {})
     if unit_factors:
         slips.update(unit_slips(want, slips, rel=rel))
-    candidates = [(abs(got - want) / abs(want) if want else abs(got), None, want)]
-    for cause, value in slips.items():
-        candidates.append((abs(got - value) / abs(value) if value else abs(got), cause, value))
+    candidates: list[tuple[float, str | None, float]] = [(abs(got - want) / abs(want) if want else abs(got), None, want)]
+    for slip, wrong in slips.items():
+        candidates.append((abs(got - wrong) / abs(wrong) if wrong else abs(got), slip, wrong))
     distance, cause, nearest = min(candidates, key=lambda c: c[0])
     value = f"{got:.4g} {unit}".rstrip()
     if cause is None and distance <= rel:

@@ -126,7 +126,7 @@ def _trap(*args: Any, **kwargs: Any) -> Any:
     )  # builtins only: the globals are labkit's
 
 
-def _resolve(dotted: str) -> Callable[..., Any] | None:
+def _resolve(dotted: str) -> types.FunctionType | None:
     path = dotted.split(":", 1)[0]
     module, _, attr = path.rpartition(".")
     try:

@@ -4,9 +4,11 @@ last block or tile, the largest block an exercise allows)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence, TypeVar
 
 from .harness import rng
+
+T = TypeVar("T")
 
 
 def between(lo: int, hi: int) -> int:
@@ -24,7 +26,7 @@ def not_multiple(lo: int, hi: int, of: int | tuple[int, ...]) -> int:
     raise ValueError(f"no integer in {lo}..{hi} avoids the multiples of {divisors}")
 
 
-def choice(options: tuple | list) -> object:  # type: ignore[type-arg]
+def choice(options: Sequence[T]) -> T:
     """One of ``options``, drawn at random."""
     return options[int(rng().integers(0, len(options)))]
 
@@ -43,7 +45,7 @@ def drawn(spec: Any) -> Any:
     if isinstance(spec, list):
         return tuple(drawn(item) for item in spec)
     if isinstance(spec, dict):
-        draws = {"between": between, "not_multiple": not_multiple}
+        draws: dict[str, Callable[..., int]] = {"between": between, "not_multiple": not_multiple}
         (name,) = set(spec) - {"times"}
         return spec.get("times", 1) * draws[name](*spec[name])
     return spec

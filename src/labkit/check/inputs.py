@@ -30,13 +30,13 @@ def host_copy(value: Any) -> np.ndarray | None:
     if isinstance(value, np.ndarray):
         return value.copy()
     fetch = getattr(value, "copy_to_host", None)
-    if callable(fetch) and getattr(value, "ndim", 0):
+    if callable(fetch) and bool(getattr(value, "ndim", 0)):
         try:
             return np.asarray(fetch()).copy()
         except Exception:  # noqa: BLE001 - an array that cannot be read back is not compared
             return None
     get = getattr(value, "get", None)  # a CuPy array
-    if callable(get) and hasattr(value, "dtype") and hasattr(value, "shape") and getattr(value, "ndim", 0):
+    if callable(get) and hasattr(value, "dtype") and hasattr(value, "shape") and bool(getattr(value, "ndim", 0)):
         try:
             return np.asarray(get()).copy()
         except Exception:  # noqa: BLE001
