@@ -31,6 +31,15 @@ def spin(comm, buf):
 '''
 
 
+@pytest.fixture(autouse=True)
+def _own_temp_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank jobs of this test only in its temp folder: the Interrupt below waits for *this* job's rank 1, never for
+    a job another pytest worker runs at the same time."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("ranks")))
+
+
 @pytest.fixture()
 def shell() -> InteractiveShell:
     sh = InteractiveShell.instance()

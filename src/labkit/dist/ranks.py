@@ -391,6 +391,7 @@ def launch(job: dict[str, Any], n: int, *, limit_s: float | None = None, keep_sc
         _kill(proc, everyone)
         if not exc.args:
             exc.args = (_interrupt_summary(n, time.perf_counter() - t0, statuses, _left_running(proc, everyone)),)
+        exc.__suppress_context__ = True  # whatever library code the Interrupt landed in was handling is not the learner's
         raise hide_library_frames(exc)  # noqa: B904 - the same exception: in IPython its red box ends at the learner's line
     except RankError as exc:  # a hang past the time limit, a rank that raised: already killed above
         raise hide_library_frames(exc)  # noqa: B904 - the same exception, its engine frames hidden
