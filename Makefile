@@ -86,15 +86,14 @@ $(LAB_STAMP): pyproject.toml constraints.txt
 lab: $(LAB_STAMP)
 	$(VENV)/bin/labkit lab
 
-## test: install, then lint and types (make lint types, beside the first tests; its output after them), labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
+## test: install, then lint and types (make lint types), labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
 ## then the toolchain-dependent tests again under CUDA 13 (test-cu13)
 test: $(STAMP) $(CUPY_STAMP) $(DOCS_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP) $(REH_STAMP)
 	@start=$$(date +%s); status=0; \
-	$(MAKE) --no-print-directory lint types > $(VENV)/lint-types.log 2>&1 & lint=$$!; \
+	$(MAKE) --no-print-directory lint types || status=1; \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	    -p no:randomly --timeout 600 -q --durations=20 || status=1; \
-	wait $$lint || status=1; cat $(VENV)/lint-types.log; \
 	$(MAKE) --no-print-directory test-cu13 || status=1; \
 	echo "make test: whole suite took $$(( $$(date +%s) - start )) s"; exit $$status
 
