@@ -98,7 +98,7 @@ def _distinct_reference(factory: Callable[[], Any] | None, exercise_id: str) -> 
 
 def exercise_data(exercise_id: str) -> dict[str, Any]:
     """``exercise_id``'s entry in ``labkit/data/exercises.yml`` (read once): its ``title`` and ``hints``, and for
-    some exercises their fixed ``cases``."""
+    some exercises the data their checks read (fixed ``cases``, ``slips``)."""
     global _TEXTS
     if _TEXTS is None:
         from importlib import resources
@@ -106,16 +106,11 @@ def exercise_data(exercise_id: str) -> dict[str, Any]:
         import yaml
 
         text = resources.files("labkit").joinpath("data/exercises.yml").read_text(encoding="utf-8")
-        _TEXTS = yaml.load(text, Loader=_yaml_loader(yaml)) or {}
+        _TEXTS = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # libyaml's loader where built
     try:
         return _TEXTS[exercise_id]
     except KeyError:
         raise ValueError(f"exercise {exercise_id!r} has no entry in labkit/data/exercises.yml") from None
-
-
-def _yaml_loader(yaml: Any) -> Any:
-    """PyYAML's C loader where it was built with libyaml, else its Python one (the same result, slower)."""
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 _TEXTS: dict[str, dict[str, Any]] | None = None
@@ -126,8 +121,6 @@ def exercise(
     *,
     reference: Callable[[], Any] | None = None,
     kind: Kind | None = None,
-    title: str | None = None,
-    hints: list[str] | tuple[str, ...] | None = None,
 ) -> Callable[[Callable[..., str]], Callable[..., Result]]:
     """Register a check. The decorated function raises :class:`Unsolved` or :class:`Failed`, or returns
     the success message; the wrapper turns that into a printed :class:`Result`.
@@ -135,14 +128,12 @@ def exercise(
     ``reference`` returns labkit's own answer, which later cells use when the learner's is not there yet.
     ``kind`` says what the learner writes: ``"kernel"`` (a GPU kernel), ``"code"`` (host code: streams,
     measurement, a model in code) or ``"numeric"`` (a figure reasoned out). The exercise's ``title`` and
-    ``hints`` (nudge first, near-answer last) are its entry in ``labkit/data/exercises.yml`` unless given here.
+    ``hints`` (nudge first, near-answer last) are its entry in ``labkit/data/exercises.yml``.
     """
     if kind is not None and kind not in KINDS:
         raise ValueError(f"exercise {exercise_id!r}: kind must be one of {KINDS}, not {kind!r}")
-    if title is None or hints is None:
-        texts = exercise_data(exercise_id)
-        title = texts["title"] if title is None else title
-        hints = texts["hints"] if hints is None else hints
+    texts = exercise_data(exercise_id)
+    title, hints = texts["title"], texts["hints"]
 
     def decorate(fn: Callable[..., str]) -> Callable[..., Result]:
         if exercise_id in _REGISTRY:
