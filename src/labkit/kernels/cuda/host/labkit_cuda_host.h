@@ -656,13 +656,37 @@ static inline unsigned short __lk_f2bf_bits(float f) {
 }
 static inline float __lk_bf2f(unsigned short b) { uint32_t x = (uint32_t)b << 16; float f; memcpy(&f, &x, 4); return f; }
 
+// Rounding once, as CUDA's fused operations do. __lk_round_to rounds a double to `prec` significant bits with the
+// smallest normal exponent `emin` (subnormals below it) and largest finite value `maxv`, to nearest even, in one step
+// (the scaled value is an integer-valued double, so nearbyint rounds exactly once). __lk_fma_odd is a*b+c rounded to
+// odd in double (53 bits): with two or more bits to spare, rounding that to a narrower format is the same as
+// rounding the exact a*b+c once (Boldo and Melquiond's round-to-odd), whatever the exponents of a, b and c.
+static inline double __lk_round_to(double x, int prec, int emin, double maxv) {
+    if (x != x || x == 0.0 || std::isinf(x)) return x;
+    int e; frexp(x, &e);  // |x| in [2^(e-1), 2^e)
+    int p = (e - 1 >= emin) ? prec : prec - (emin - (e - 1));
+    double r = ldexp(nearbyint(ldexp(x, p - e)), e - p);
+    if (fabs(r) > maxv) return x > 0 ? INFINITY : -INFINITY;
+    return r;
+}
+static inline double __lk_fma_odd(double a, double b, double c) {
+    double p = a * b;  // exact: two 8- or 11-bit significands make at most 22 bits
+    double s = p + c, bb = s - p, err = (p - (s - bb)) + (c - bb);  // TwoSum: s + err == p + c exactly
+    if (err == 0.0 || std::isinf(s) || s != s) return s;
+    long long bits; memcpy(&bits, &s, 8);
+    if (bits & 1) return s;  // already odd
+    return nextafter(s, err > 0 ? INFINITY : -INFINITY);  // the other neighbour of the exact value: odd
+}
+static inline double __lk_round_half(double x) { return __lk_round_to(x, 11, -14, 65504.0); }
+static inline double __lk_round_bf16(double x) { return __lk_round_to(x, 8, -126, 0x1.fep127); }
+
 struct __half_raw { unsigned short x; };
 struct __half {
     unsigned short __x;
     __half() = default;
     __half(const __half_raw& r) : __x(r.x) {}
     __half(float f) : __x(__lk_f2h_bits(f)) {}
-    __half(double f) : __x(__lk_f2h_bits((float)f)) {}
+    __half(double f) : __x(__lk_f2h_bits((float)__lk_round_half(f))) {}  // one rounding, from double
     __half(int i) : __x(__lk_f2h_bits((float)i)) {}
     __half(unsigned i) : __x(__lk_f2h_bits((float)i)) {}
     __half(long long i) : __x(__lk_f2h_bits((float)i)) {}
@@ -687,11 +711,11 @@ static inline bool operator<(const __half& a, const __half& b) { return float(a)
 static inline bool operator>(const __half& a, const __half& b) { return float(a) > float(b); }
 static inline bool operator<=(const __half& a, const __half& b) { return float(a) <= float(b); }
 static inline bool operator>=(const __half& a, const __half& b) { return float(a) >= float(b); }
-struct __half2 { __half x, y; };
+struct alignas(4) __half2 { __half x, y; };
 typedef __half2 half2;
 static inline __half __float2half(float f) { return __half(f); }
 static inline __half __float2half_rn(float f) { return __half(f); }
-static inline __half __double2half(double f) { return __half((float)f); }
+static inline __half __double2half(double f) { return __half(f); }
 static inline float __half2float(__half h) { return float(h); }
 static inline __half __int2half_rn(int i) { return __half((float)i); }
 static inline __half __uint2half_rn(unsigned i) { return __half((float)i); }
@@ -705,7 +729,9 @@ static inline __half __hadd(__half a, __half b) { return a + b; }
 static inline __half __hsub(__half a, __half b) { return a - b; }
 static inline __half __hmul(__half a, __half b) { return a * b; }
 static inline __half __hdiv(__half a, __half b) { return a / b; }
-static inline __half __hfma(__half a, __half b, __half c) { return __half(fmaf(float(a), float(b), float(c))); }
+static inline __half __hfma(__half a, __half b, __half c) {  // fused: a*b+c rounded once to half
+    return __half(__lk_fma_odd(float(a), float(b), float(c)));
+}
 static inline __half __hneg(__half a) { return -a; }
 static inline __half __habs(__half a) { return __lk_hraw((unsigned short)(a.__x & 0x7fffu)); }
 static inline __half __hmax(__half a, __half b) { return float(a) < float(b) ? b : a; }
@@ -735,19 +761,26 @@ static inline __half2 __hadd2(__half2 a, __half2 b) { return __half2{a.x + b.x, 
 static inline __half2 __hsub2(__half2 a, __half2 b) { return __half2{a.x - b.x, a.y - b.y}; }
 static inline __half2 __hmul2(__half2 a, __half2 b) { return __half2{a.x * b.x, a.y * b.y}; }
 static inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return __half2{__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)}; }
+static inline __half operator+(const __half& a) { return a; }
+static inline __half& operator++(__half& a) { a += __half(1.0f); return a; }
+static inline __half& operator--(__half& a) { a -= __half(1.0f); return a; }
+static inline __half operator++(__half& a, int) { __half o = a; a += __half(1.0f); return o; }
+static inline __half operator--(__half& a, int) { __half o = a; a -= __half(1.0f); return o; }
 
 struct __nv_bfloat16 {
     unsigned short __x;
     __nv_bfloat16() = default;
     __nv_bfloat16(float f) : __x(__lk_f2bf_bits(f)) {}
-    __nv_bfloat16(double f) : __x(__lk_f2bf_bits((float)f)) {}
+    __nv_bfloat16(double f) : __x(__lk_f2bf_bits((float)__lk_round_bf16(f))) {}  // one rounding, from double
     __nv_bfloat16(int i) : __x(__lk_f2bf_bits((float)i)) {}
     operator float() const { return __lk_bf2f(__x); }
     __nv_bfloat16& operator+=(const __nv_bfloat16& o) { __x = __lk_f2bf_bits(float(*this) + float(o)); return *this; }
     __nv_bfloat16& operator*=(const __nv_bfloat16& o) { __x = __lk_f2bf_bits(float(*this) * float(o)); return *this; }
+    __nv_bfloat16& operator-=(const __nv_bfloat16& o) { __x = __lk_f2bf_bits(float(*this) - float(o)); return *this; }
+    __nv_bfloat16& operator/=(const __nv_bfloat16& o) { __x = __lk_f2bf_bits(float(*this) / float(o)); return *this; }
 };
 typedef __nv_bfloat16 nv_bfloat16;
-struct __nv_bfloat162 { __nv_bfloat16 x, y; };
+struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
 typedef __nv_bfloat162 nv_bfloat162;
 static inline __nv_bfloat16 __lk_bfraw(unsigned short b) { __nv_bfloat16 h; h.__x = b; return h; }
 static inline __nv_bfloat16 operator+(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __nv_bfloat16(float(a) + float(b)); }
@@ -757,7 +790,7 @@ static inline __nv_bfloat16 operator/(const __nv_bfloat16& a, const __nv_bfloat1
 static inline __nv_bfloat16 operator-(const __nv_bfloat16& a) { return __lk_bfraw((unsigned short)(a.__x ^ 0x8000u)); }
 static inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
-static inline __nv_bfloat16 __double2bfloat16(double f) { return __nv_bfloat16((float)f); }
+static inline __nv_bfloat16 __double2bfloat16(double f) { return __nv_bfloat16(f); }
 static inline float __bfloat162float(__nv_bfloat16 b) { return float(b); }
 static inline short __bfloat16_as_short(__nv_bfloat16 b) { return (short)b.__x; }
 static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
@@ -766,9 +799,75 @@ static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short s) { return __lk
 static inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
 static inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return a - b; }
 static inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
-static inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) { return __nv_bfloat16(fmaf(float(a), float(b), float(c))); }
+static inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {  // fused: rounded once
+    return __nv_bfloat16(__lk_fma_odd(float(a), float(b), float(c)));
+}
 static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return __nv_bfloat162{__nv_bfloat16(a), __nv_bfloat16(b)}; }
 static inline float2 __bfloat1622float2(__nv_bfloat162 h) { return float2{float(h.x), float(h.y)}; }
+static inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return a / b; }
+static inline __nv_bfloat16 __hneg(__nv_bfloat16 a) { return -a; }
+static inline __nv_bfloat16 __habs(__nv_bfloat16 a) { return __lk_bfraw((unsigned short)(a.__x & 0x7fffu)); }
+static inline __nv_bfloat16 operator+(const __nv_bfloat16& a) { return a; }
+static inline bool operator==(const __nv_bfloat16& a, const __nv_bfloat16& b) { return float(a) == float(b); }
+static inline bool operator!=(const __nv_bfloat16& a, const __nv_bfloat16& b) { return float(a) != float(b); }
+static inline bool operator<(const __nv_bfloat16& a, const __nv_bfloat16& b) { return float(a) < float(b); }
+static inline bool operator>(const __nv_bfloat16& a, const __nv_bfloat16& b) { return float(a) > float(b); }
+static inline bool operator<=(const __nv_bfloat16& a, const __nv_bfloat16& b) { return float(a) <= float(b); }
+static inline bool operator>=(const __nv_bfloat16& a, const __nv_bfloat16& b) { return float(a) >= float(b); }
+static inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return float(a) < float(b) ? b : a; }
+static inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return float(b) < float(a) ? b : a; }
+static inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat162{a, b}; }
+static inline __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16 a) { return __nv_bfloat162{a, a}; }
+static inline __nv_bfloat162 __float2bfloat162_rn(float a) { return __nv_bfloat162{__nv_bfloat16(a), __nv_bfloat16(a)}; }
+static inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 h) { return h.x; }
+static inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 h) { return h.y; }
+
+// Paired types (__half2, __nv_bfloat162): CUDA's lane-wise arithmetic (__hadd2, ...), operators (+ - * /, the
+// compound forms, unary -, and comparisons that hold when both lanes hold), and the __h*2 comparisons that give
+// 1.0 or 0.0 per lane. Each lane rounds as the scalar operation does.
+#define __LK_PAIR_OPS(P, S)                                                                                              \
+    static inline P operator+(const P& a, const P& b) { return P{a.x + b.x, a.y + b.y}; }                                \
+    static inline P operator-(const P& a, const P& b) { return P{a.x - b.x, a.y - b.y}; }                                \
+    static inline P operator*(const P& a, const P& b) { return P{a.x * b.x, a.y * b.y}; }                                \
+    static inline P operator/(const P& a, const P& b) { return P{a.x / b.x, a.y / b.y}; }                                \
+    static inline P operator-(const P& a) { return P{-a.x, -a.y}; }                                                      \
+    static inline P operator+(const P& a) { return a; }                                                                  \
+    static inline P& operator+=(P& a, const P& b) { a = a + b; return a; }                                               \
+    static inline P& operator-=(P& a, const P& b) { a = a - b; return a; }                                               \
+    static inline P& operator*=(P& a, const P& b) { a = a * b; return a; }                                               \
+    static inline P& operator/=(P& a, const P& b) { a = a / b; return a; }                                               \
+    static inline bool operator==(const P& a, const P& b) { return a.x == b.x && a.y == b.y; }                           \
+    static inline bool operator!=(const P& a, const P& b) { return a.x != b.x && a.y != b.y; }                           \
+    static inline bool operator<(const P& a, const P& b) { return a.x < b.x && a.y < b.y; }                              \
+    static inline bool operator>(const P& a, const P& b) { return a.x > b.x && a.y > b.y; }                              \
+    static inline bool operator<=(const P& a, const P& b) { return a.x <= b.x && a.y <= b.y; }                           \
+    static inline bool operator>=(const P& a, const P& b) { return a.x >= b.x && a.y >= b.y; }                           \
+    static inline P __h2div(P a, P b) { return a / b; }                                                                  \
+    static inline P __hneg2(P a) { return -a; }                                                                          \
+    static inline P __habs2(P a) { return P{__habs(a.x), __habs(a.y)}; }                                                 \
+    static inline P __hmax2(P a, P b) { return P{__hmax(a.x, b.x), __hmax(a.y, b.y)}; }                                  \
+    static inline P __hmin2(P a, P b) { return P{__hmin(a.x, b.x), __hmin(a.y, b.y)}; }                                  \
+    static inline P __heq2(P a, P b) { return P{S(a.x == b.x ? 1.0f : 0.0f), S(a.y == b.y ? 1.0f : 0.0f)}; }             \
+    static inline P __hne2(P a, P b) { return P{S(a.x != b.x ? 1.0f : 0.0f), S(a.y != b.y ? 1.0f : 0.0f)}; }             \
+    static inline P __hlt2(P a, P b) { return P{S(a.x < b.x ? 1.0f : 0.0f), S(a.y < b.y ? 1.0f : 0.0f)}; }               \
+    static inline P __hle2(P a, P b) { return P{S(a.x <= b.x ? 1.0f : 0.0f), S(a.y <= b.y ? 1.0f : 0.0f)}; }             \
+    static inline P __hgt2(P a, P b) { return P{S(a.x > b.x ? 1.0f : 0.0f), S(a.y > b.y ? 1.0f : 0.0f)}; }               \
+    static inline P __hge2(P a, P b) { return P{S(a.x >= b.x ? 1.0f : 0.0f), S(a.y >= b.y ? 1.0f : 0.0f)}; }             \
+    static inline bool __hbeq2(P a, P b) { return a == b; }                                                              \
+    static inline bool __hbne2(P a, P b) { return a != b; }                                                              \
+    static inline bool __hblt2(P a, P b) { return a < b; }                                                               \
+    static inline bool __hble2(P a, P b) { return a <= b; }                                                              \
+    static inline bool __hbgt2(P a, P b) { return a > b; }                                                               \
+    static inline bool __hbge2(P a, P b) { return a >= b; }                                                              \
+    static inline P __lowhigh2highlow(P a) { return P{a.y, a.x}; }
+__LK_PAIR_OPS(__half2, __half)
+__LK_PAIR_OPS(__nv_bfloat162, __nv_bfloat16)
+static inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return a + b; }
+static inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) { return a - b; }
+static inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) { return a * b; }
+static inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) {
+    return __nv_bfloat162{__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)};
+}
 
 // ------------------------------------------------------------------------------------- the launch
 namespace __lk {
