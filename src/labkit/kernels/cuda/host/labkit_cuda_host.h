@@ -420,24 +420,40 @@ static inline int __syncthreads_or(int p) { return __lk_barrier_reduce(p, 2); }
 
 // ------------------------------------------------------------------------------------- warp functions
 namespace __lk {
-struct ShflArgs { unsigned long long bits; int src; int width; int mode; unsigned long long out; };
+struct ShflArgs { const void* in; void* out; unsigned size; int b; int c; int mode; };
+// The source lane of `lane` in PTX's shfl.sync (mode 0 idx, 1 up, 2 down, 3 bfly): b is the lane or offset, c packs
+// the segment mask (bits 12:8, CUDA passes 32 - width) and the clamp value (bits 4:0: 0 for up, 31 for the others).
+// A lane whose computed source is out of range reads its own value; a xor whose mask reaches past the segment can read
+// an earlier segment (j <= maxLane still holds), exactly as PTX says.
+static inline int shfl_source(int lane, int b, int c, int mode) {
+    int bval = b & 31, cval = c & 31, segmask = (c >> 8) & 31;
+    int maxLane = (lane & segmask) | (cval & ~segmask), minLane = lane & segmask, j = lane;
+    bool pval = false;
+    switch (mode) {
+        case 0: j = minLane | (bval & ~segmask); pval = j <= maxLane; break;
+        case 1: j = lane - bval; pval = j >= maxLane; break;
+        case 2: j = lane + bval; pval = j <= maxLane; break;
+        case 3: j = lane ^ bval; pval = j <= maxLane; break;
+    }
+    return pval ? j : lane;
+}
 static void perform_shfl(WarpCall& c) {
     for (int l = 0; l < 32; ++l) {
         if (!(c.required >> l & 1u)) continue;
         ShflArgs* me = static_cast<ShflArgs*>(c.args[l]);
-        int width = me->width, base = l - l % width, s = l;
-        switch (me->mode) {
-            case 0: s = base + (me->src % width + width) % width; break;          // __shfl_sync
-            case 1: s = l - me->src; if (s < base) s = l; break;                  // __shfl_up_sync
-            case 2: s = l + me->src; if (s >= base + width) s = l; break;         // __shfl_down_sync
-            case 3: s = l ^ me->src; if (s >= base + width || s < base) s = l; break;  // __shfl_xor_sync
-        }
+        int s = shfl_source(l, me->b, me->c, me->mode);
         if (!(c.required >> s & 1u)) {
-            __lk_fail("a shuffle in warp %d reads lane %d, which is not in the mask (or has returned): its value is undefined.",
-                      cur / 32, s);
+            __lk_fail("a shuffle in warp %d: lane %d reads lane %d, which is not in the mask (or has returned): its value "
+                      "is undefined.", cur / 32, l, s);
             return;
         }
-        me->out = static_cast<ShflArgs*>(c.args[s])->bits;
+    }
+    // every lane's result from its source lane's input (inputs are read before any output is written)
+    for (int l = 0; l < 32; ++l) {
+        if (!(c.required >> l & 1u)) continue;
+        ShflArgs* me = static_cast<ShflArgs*>(c.args[l]);
+        int s = shfl_source(l, me->b, me->c, me->mode);
+        memcpy(me->out, static_cast<ShflArgs*>(c.args[s])->in, me->size);
     }
 }
 struct VoteArgs { int pred; unsigned out; };
@@ -455,22 +471,20 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     int dummy = 0;
     __lk_warp_meet("__syncwarp", mask, false, &dummy, __lk::perform_nothing);
 }
+// Any trivially copyable T (cooperative groups shuffle structs such as uint4 word by word; each word follows the rule).
 template <class T>
-static inline T __lk_shfl(const char* name, unsigned mask, T v, int src, int width, int mode) {
-    static_assert(sizeof(T) <= 8, "shuffles move values of up to 8 bytes");
+static inline T __lk_shfl(const char* name, unsigned mask, T v, int b, int width, int mode) {
+    static_assert(std::is_trivially_copyable<T>::value, "shuffles move trivially copyable values");
     if (width <= 0 || width > 32 || (width & (width - 1))) { __lk_fail("%s: width %d is not a power of 2 from 1 to 32.", name, width); return v; }
-    __lk::ShflArgs a{};
-    memcpy(&a.bits, &v, sizeof(T));
-    a.src = src; a.width = width; a.mode = mode;
+    T out = v;
+    __lk::ShflArgs a{&v, &out, (unsigned)sizeof(T), b, ((32 - width) << 8) | (mode == 1 ? 0 : 0x1f), mode};
     __lk_warp_meet(name, mask, false, &a, __lk::perform_shfl);
-    T out;
-    memcpy(&out, &a.out, sizeof(T));
     return out;
 }
 template <class T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) { return __lk_shfl("__shfl_sync", mask, v, src, width, 0); }
-template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32) { return __lk_shfl("__shfl_up_sync", mask, v, (int)(d & 31u), width, 1); }
-template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32) { return __lk_shfl("__shfl_down_sync", mask, v, (int)(d & 31u), width, 2); }
-template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lm, int width = 32) { return __lk_shfl("__shfl_xor_sync", mask, v, lm & 31, width, 3); }
+template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32) { return __lk_shfl("__shfl_up_sync", mask, v, (int)d, width, 1); }
+template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32) { return __lk_shfl("__shfl_down_sync", mask, v, (int)d, width, 2); }
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lm, int width = 32) { return __lk_shfl("__shfl_xor_sync", mask, v, lm, width, 3); }
 static inline unsigned __lk_vote(const char* name, unsigned mask, int pred) {
     __lk::VoteArgs a{pred != 0, 0};
     __lk_warp_meet(name, mask, false, &a, __lk::perform_vote);
