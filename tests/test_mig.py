@@ -62,14 +62,17 @@ def test_plan_for_40_and_56_learners() -> None:
     assert p.resource_mixed == {"nvidia.com/mig-1g.10gb": 1} and p.resource_single == {"nvidia.com/gpu": 1}
 
 
-@pytest.mark.parametrize("learners, instructor_gpus, single, mixed", [
-    (40, 1, 2, 1),   # 6 learner GPUs: the whole GPU needs a node of its own when every GPU of a node is cut alike
-    (40, 2, 2, 1),
-    (49, 1, 2, 1),   # 7 learner GPUs + 1 whole: one node under mixed, exactly full
-    (56, 0, 1, 1),
-    (56, 8, 2, 2),
-    (57, 1, 3, 2),   # 9 learner GPUs: two learner nodes, and one for the instructor
-])
+@pytest.mark.parametrize(
+    "learners, instructor_gpus, single, mixed",
+    [
+        (40, 1, 2, 1),  # 6 learner GPUs: the whole GPU needs a node of its own when every GPU of a node is cut alike
+        (40, 2, 2, 1),
+        (49, 1, 2, 1),  # 7 learner GPUs + 1 whole: one node under mixed, exactly full
+        (56, 0, 1, 1),
+        (56, 8, 2, 2),
+        (57, 1, 3, 2),  # 9 learner GPUs: two learner nodes, and one for the instructor
+    ],
+)
 def test_node_counts_with_instructor_gpus_under_both_strategies(learners, instructor_gpus, single, mixed) -> None:
     p = mig.plan("H200", learners, instructor_gpus=instructor_gpus)
     assert (p.dgx_systems, p.dgx_systems_mixed) == (single, mixed)
@@ -83,10 +86,35 @@ def test_complete_mig_tables() -> None:
         "A100 80GB": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
         "H100": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
         "H200": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1},
+        "B200": {"1g.23gb": 7, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1},
     }
     for gpu, table in tables.items():
         assert {p.name: int(p.per_gpu.value) for p in mig.profiles(gpu)} == table, gpu
         assert all("user guide" in p.per_gpu.source for p in mig.profiles(gpu)), gpu
+
+
+def test_b300_profiles_come_from_the_gpu_operator_and_say_so() -> None:
+    """The MIG user guide (v580) has no B300 table: the figures are the GPU Operator's, and flagged unconfirmed."""
+    assert {p.name: int(p.per_gpu.value) for p in mig.profiles("B300")} == {
+        "1g.34gb": 7,
+        "1g.67gb": 4,
+        "2g.67gb": 3,
+        "3g.135gb": 2,
+        "4g.135gb": 1,
+        "7g.269gb": 1,
+    }
+    src = mig.profile("B300").per_gpu.source
+    assert "GPU Operator" in src and "no B300 table" in src and "Unconfirmed" in src
+
+
+def test_mig_plan_for_a_dgx_b200_class(capsys) -> None:
+    """`labkit mig-plan --gpu B200` plans a class: seven 1g.23gb slices per B200, 56 per DGX B200."""
+    pl = mig.plan("B200", 56)
+    assert (pl.profile, pl.slices_per_gpu, pl.gpus, pl.dgx_systems) == ("1g.23gb", 7, 8, 1)
+    assert pl.node_label == {"nvidia.com/mig.config": "all-1g.23gb"}
+    assert all(row["works"] for row in pl.labs)
+    assert cli.main(["mig-plan", "--gpu", "B200", "--learners", "40"]) == 0
+    assert "all-1g.23gb" in capsys.readouterr().out
 
 
 def test_a100_alone_asks_which_memory_size(capsys) -> None:
@@ -129,8 +157,13 @@ def test_a_closed_pipe_ends_quietly(args) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        proc = subprocess.run([sys.executable, "-m", "labkit.cli", "mig-plan", "--gpu", "H200", *args], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "labkit.cli", "mig-plan", "--gpu", "H200", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     finally:
         os.close(write_end)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
@@ -249,13 +282,18 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     source = (DEPLOY / "jupyterhub_config.py").read_text()
     umask = os.umask(0o022)  # the config sets the hub's umask (0077): give this test process its own back
     try:
-        exec(compile(source, str(DEPLOY / "jupyterhub_config.py"), "exec"), {"get_config": lambda: c, "__file__": str(DEPLOY / "jupyterhub_config.py")})
+        exec(
+            compile(source, str(DEPLOY / "jupyterhub_config.py"), "exec"),
+            {"get_config": lambda: c, "__file__": str(DEPLOY / "jupyterhub_config.py")},
+        )
     finally:
         os.umask(umask)
     assert c.JupyterHub.spawner_class == "docker" and c.DockerSpawner.cmd == ["/opt/course/deploy/singleuser.sh"]
     assert c.DockerSpawner.volumes == {"labkit-home-{username}": "/home/learner"}
     assert "labkit-progress" in [s["name"] for s in c.JupyterHub.services]
-    assert c.Spawner.environment["LABKIT_PROGRESS_URL"] == "http://172.17.0.1:10101/services/labkit-progress/"  # not via the proxy
+    assert (
+        c.Spawner.environment["LABKIT_PROGRESS_URL"] == "http://172.17.0.1:10101/services/labkit-progress/"
+    )  # not via the proxy
     # own logins, HTTPS with a self-signed certificate made for the host, the culler
     assert c.JupyterHub.authenticator_class == "labkit.hub_native.CourseNativeAuthenticator"
     assert c.Authenticator.admin_users == {"ingrid"} and c.NativeAuthenticator.open_signup is False
@@ -267,8 +305,15 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     dockerspawner = pytest.importorskip("dockerspawner")
 
     def spawner(name, groups=()):
-        user = SimpleNamespace(name=name, groups=[SimpleNamespace(name=g) for g in groups], id=1, url=f"/user/{name}/",
-                               escaped_name=name, server=None, spawners={})
+        user = SimpleNamespace(
+            name=name,
+            groups=[SimpleNamespace(name=g) for g in groups],
+            id=1,
+            url=f"/user/{name}/",
+            escaped_name=name,
+            server=None,
+            spawners={},
+        )
         return dockerspawner.DockerSpawner(config=c, user=user)
 
     def devices(sp):
@@ -284,6 +329,7 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     assert devices(spawner("ivan", groups=("instructors",))) == ["7"]
     with pytest.raises(Exception, match="in use"):
         devices(spawner("carol"))
+
     async def status(value):
         if isinstance(value, Exception):
             raise value
@@ -301,8 +347,9 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     assert devices(carol) == got["alice"]
     # docker-py accepts the request as DockerSpawner passes it (building a HostConfig needs no daemon)
     docker_types = pytest.importorskip("docker.types")
-    hc = docker_types.HostConfig(version="1.43", device_requests=[dict(r) for r in
-                                 carol._eval_if_callable(carol.extra_host_config)["device_requests"]])
+    hc = docker_types.HostConfig(
+        version="1.43", device_requests=[dict(r) for r in carol._eval_if_callable(carol.extra_host_config)["device_requests"]]
+    )
     assert hc["DeviceRequests"][0]["DeviceIDs"] == got["alice"] and hc["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
 
 
@@ -321,9 +368,19 @@ def test_slices_from_nvml_with_a_stand_in(monkeypatch) -> None:
     two slices, GPU 1 whole."""
     import pynvml as real
 
-    names = ["nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetMigMode",
-             "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetUUID",
-             "nvmlDeviceGetName", "NVML_DEVICE_MIG_ENABLE", "NVMLError"]
+    names = [
+        "nvmlInit",
+        "nvmlShutdown",
+        "nvmlDeviceGetCount",
+        "nvmlDeviceGetHandleByIndex",
+        "nvmlDeviceGetMigMode",
+        "nvmlDeviceGetMaxMigDeviceCount",
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+        "nvmlDeviceGetUUID",
+        "nvmlDeviceGetName",
+        "NVML_DEVICE_MIG_ENABLE",
+        "NVMLError",
+    ]
     assert all(hasattr(real, n) for n in names)
 
     class NVMLError(Exception):
@@ -331,11 +388,16 @@ def test_slices_from_nvml_with_a_stand_in(monkeypatch) -> None:
 
     migs = {0: ["MIG-0a", "MIG-0b", None]}
     fake = SimpleNamespace(
-        NVMLError=NVMLError, NVML_DEVICE_MIG_ENABLE=1, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-        nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: i,
+        NVMLError=NVMLError,
+        NVML_DEVICE_MIG_ENABLE=1,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
         nvmlDeviceGetMigMode=lambda g: (1, 1) if g == 0 else (0, 0),
         nvmlDeviceGetMaxMigDeviceCount=lambda g: 3,
-        nvmlDeviceGetUUID=lambda h: h, nvmlDeviceGetName=lambda h: "NVIDIA H200 MIG 1g.18gb",
+        nvmlDeviceGetUUID=lambda h: h,
+        nvmlDeviceGetName=lambda h: "NVIDIA H200 MIG 1g.18gb",
     )
 
     def handle(g, j):
@@ -397,9 +459,11 @@ def test_a_damaged_state_file_never_frees_a_slice_in_use(tmp_path: Path) -> None
         def __init__(self, name, dev):
             self.name, self.attrs = name, {"HostConfig": {"DeviceRequests": [{"Driver": "nvidia", "DeviceIDs": [dev]}]}}
 
-    client = SimpleNamespace(containers=SimpleNamespace(list=lambda: [Container("jupyter-alice", "MIG-1"),
-                                                                      Container("jupyter-bob", "MIG-2"),
-                                                                      Container("other", "GPU-7")]))
+    client = SimpleNamespace(
+        containers=SimpleNamespace(
+            list=lambda: [Container("jupyter-alice", "MIG-1"), Container("jupyter-bob", "MIG-2"), Container("other", "GPU-7")]
+        )
+    )
     known = [alloc.Slice(-1, "listed", u) for u in slices]
     b = alloc.SliceAllocator(known, state_file=state, rebuild=lambda: alloc.held_by_containers(client, known))
     assert sorted(b.held().values()) == ["MIG-1", "MIG-2"] and list(tmp_path.glob("mig-slices.json.damaged-*"))

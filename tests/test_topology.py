@@ -18,7 +18,18 @@ FIX = Path(__file__).parent / "fixtures"
 
 
 def test_systems_and_load() -> None:
-    assert topology.systems() == ["DGX-1 (P100)", "DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX H200", "GB200 NVL72"]
+    assert topology.systems() == [
+        "DGX-1 (P100)",
+        "DGX-1 (V100)",
+        "DGX-2",
+        "DGX A100",
+        "DGX H100",
+        "DGX H200",
+        "DGX B200",
+        "DGX B300",
+        "GB200 NVL72",
+        "GB300 NVL72",
+    ]
     for name in topology.systems():
         t = topology.load(name)
         assert len(t.gpus()) in (8, 16, 72)
@@ -54,8 +65,11 @@ def test_dgx2_any_pair_300_bidirectional() -> None:
 def test_dgx2_backplane_24_tbs() -> None:
     t = topology.load("DGX-2")
     assert t.max_flow(range(8), range(8, 16), bidirectional=True) == pytest.approx(2400)
-    backplane = [d["links"] for u, v, d in t.graph.edges(data=True)
-                 if t.graph.nodes[u]["kind"] == "nvswitch" and t.graph.nodes[v]["kind"] == "nvswitch"]
+    backplane = [
+        d["links"]
+        for u, v, d in t.graph.edges(data=True)
+        if t.graph.nodes[u]["kind"] == "nvswitch" and t.graph.nodes[v]["kind"] == "nvswitch"
+    ]
     assert backplane == [8] * 6
     assert t.bisection_bandwidth(bidirectional=True) == pytest.approx(2400)
 
@@ -88,7 +102,9 @@ def test_dgx1_p100_link_map() -> None:
     assert any("unconfirmed" in n for n in t.notes)
 
 
-@pytest.mark.parametrize(("name", "per_gpu"), [("DGX A100", 600), ("DGX H100", 900), ("DGX H200", 900)])
+@pytest.mark.parametrize(
+    ("name", "per_gpu"), [("DGX A100", 600), ("DGX H100", 900), ("DGX H200", 900), ("DGX B200", 1800), ("DGX B300", 1800)]
+)
 def test_switched_systems_per_gpu(name: str, per_gpu: float) -> None:
     t = topology.load(name)
     others = [g for g in t.gpus() if g != 0]
@@ -178,8 +194,9 @@ def test_from_nvidia_smi_single_gpu_and_unknown_model() -> None:
         t8.peer_bandwidth(0, 3)
 
 
-@pytest.mark.parametrize("text", ["", "hello\nworld\n", "\tGPU0\tGPU1\nGPU0\t X \tNV1\n",
-                                  "\tGPU0\tGPU1\nGPU0\t X \tQQ\nGPU1\tNV1\t X \n"])
+@pytest.mark.parametrize(
+    "text", ["", "hello\nworld\n", "\tGPU0\tGPU1\nGPU0\t X \tNV1\n", "\tGPU0\tGPU1\nGPU0\t X \tQQ\nGPU1\tNV1\t X \n"]
+)
 def test_from_nvidia_smi_rejects_garbage(text: str) -> None:
     with pytest.raises(LabkitError, match="nvidia-smi topo -m"):
         topology.from_nvidia_smi(text)
@@ -204,8 +221,10 @@ def _nvml_gpus() -> list:
     def links(other: str) -> list[str]:
         return [other] * 4 + [_BUSES[2]] * 2 + [""] * 12
 
-    return [NvmlGpu("NVIDIA H100 80GB HBM3", "GPU-aaaaaaaa-0000-0000-0000-000000000000", _BUSES[0], links(_BUSES[1])),
-            NvmlGpu("NVIDIA H100 80GB HBM3", "GPU-bbbbbbbb-0000-0000-0000-000000000000", _BUSES[1], links(_BUSES[0]))]
+    return [
+        NvmlGpu("NVIDIA H100 80GB HBM3", "GPU-aaaaaaaa-0000-0000-0000-000000000000", _BUSES[0], links(_BUSES[1])),
+        NvmlGpu("NVIDIA H100 80GB HBM3", "GPU-bbbbbbbb-0000-0000-0000-000000000000", _BUSES[1], links(_BUSES[0])),
+    ]
 
 
 def _cuda_gpus(order: tuple[int, ...] = (0, 1), uuids: bool = True) -> tuple:
@@ -213,10 +232,20 @@ def _cuda_gpus(order: tuple[int, ...] = (0, 1), uuids: bool = True) -> tuple:
     from labkit.device import GPUInfo, normalise_bus_id
 
     nv = _nvml_gpus()
-    return tuple(GPUInfo(index=i, name=nv[k].name, compute_capability=(9, 0), memory_bytes=80 * 2**30, sm_count=132,
-                         l2_bytes=50 * 2**20, pci_bus=int(nv[k].bus_id.split(":")[1], 16),
-                         uuid=nv[k].uuid if uuids else "", pci_bus_id=normalise_bus_id(nv[k].bus_id))
-                 for i, k in enumerate(order))
+    return tuple(
+        GPUInfo(
+            index=i,
+            name=nv[k].name,
+            compute_capability=(9, 0),
+            memory_bytes=80 * 2**30,
+            sm_count=132,
+            l2_bytes=50 * 2**20,
+            pci_bus=int(nv[k].bus_id.split(":")[1], 16),
+            uuid=nv[k].uuid if uuids else "",
+            pci_bus_id=normalise_bus_id(nv[k].bus_id),
+        )
+        for i, k in enumerate(order)
+    )
 
 
 def test_from_nvml_with_a_fake_driver() -> None:
@@ -310,3 +339,48 @@ def test_from_nvidia_smi_names_a_mig_slice_by_its_parent() -> None:
     text = (FIX / "nvidia-smi-topo-dgx1-v100.txt").read_text()
     t = topology.from_nvidia_smi(text, gpu="NVIDIA A100-SXM4-80GB MIG 1g.10gb")
     assert t.gpu_model == "A100 SXM4 80GB"
+
+
+@pytest.mark.parametrize("name", ["DGX B200", "DGX B300"])
+def test_hgx_blackwell_two_switch_chips_nine_links_each(name: str) -> None:
+    """HGX B200/B300: 2 NVLink 5 switch chips; 18 links per GPU, 9 on each; 8 x 18 = 144 = 2 x 72 ports."""
+    t = topology.load(name)
+    rec = labkit.hw.system(name)
+    sws = t.nodes("nvswitch")
+    assert len(sws) == rec.nvswitch_count.value == 2
+    for g in t.gpus():
+        assert sorted(t.graph[f"GPU{g}"][s]["links"] for s in sws) == [9, 9]
+    ports = labkit.hw.link("NVSwitch 4").ports.value
+    assert all(sum(d["links"] for _, _, d in t.graph.edges(s, data=True) if d["kind"] == "nvlink") == ports for s in sws)
+    assert t.relation(0, 7) == "NV18" and t.peer_bandwidth(0, 7) == 900  # NVLink 5: 18 x 50 GB/s per direction
+
+
+@pytest.mark.parametrize("name", ["GB200 NVL72", "GB300 NVL72"])
+def test_nvl72_one_nvlink_domain_of_72(name: str) -> None:
+    """18 switch chips, one link from every GPU to each: any two of the 72 GPUs (in different trays) at 900 GB/s."""
+    t = topology.load(name)
+    rec = labkit.hw.system(name)
+    assert len(t.gpus()) == 72 and len(t.nodes("nvswitch")) == rec.nvswitch_count.value == 18
+    assert t.peer_bandwidth(0, 71) == 900 and t.route(0, 71)["kind"] == "NVLink through NVSwitch"
+    assert t.ring_allreduce_time(2**30)[0] == pytest.approx(2 * 71 / 72 * 2**30 / 900e9)
+
+
+def test_every_model_has_its_records_nvswitch_count() -> None:
+    """The wiring drawn and the comparison table agree on how many NVSwitch chips a system has."""
+    for name in topology.systems():
+        rec = labkit.hw.system(name)
+        assert rec.nvswitch_count is not None, name
+        assert len(topology.load(name).nodes("nvswitch")) == rec.nvswitch_count.value, name
+
+
+def test_has_nvls_for_every_nvswitch_3_or_later_record() -> None:
+    """NVLS (in-switch reduction) from the system's record: every NVSwitch 3+ system, wired model or not."""
+    from labkit.dist import collectives as co
+
+    for name in labkit.hw.systems():
+        gen = labkit.hw.system(name).nvswitch
+        expected = bool(gen) and int(str(gen).split()[-1]) >= 3
+        assert co.has_nvls(name) is expected, name
+    assert co.has_nvls("DGX B200") and co.has_nvls("GB300 NVL72") and not co.has_nvls("2x DGX H100")
+    assert co.nccl_choice("DGX B200", 2**30).algorithm == "NVLS"
+    assert co.nccl_choice("GB200 NVL72", 2**30).n == 72

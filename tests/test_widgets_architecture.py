@@ -84,7 +84,7 @@ def _shown(box) -> str:
 def _row(table: str, label: str) -> str:
     """One row of :func:`A.comparison_html`'s table, by its label."""
     start = table.index(f"<tr><td>{label}</td>")
-    return table[start:table.index("</tr>", start)]
+    return table[start : table.index("</tr>", start)]
 
 
 def test_gb200_headline_is_compute_and_its_nvlink_bandwidth_is_its_own_row() -> None:
@@ -136,7 +136,7 @@ def test_list_price_and_year_read_like_a_person_wrote_them() -> None:
 
 
 def test_log_scale_on_the_year_chart_is_greyed_out_and_the_chart_says_why() -> None:
-    """"log scale" cannot apply to years: the box is disabled while the year is charted, and the chart's title says
+    """ "log scale" cannot apply to years: the box is disabled while the year is charted, and the chart's title says
     the years are on a linear axis (rather than the tick being silently ignored)."""
     box = W.dgx_comparison()
     log = box.controls["log"]
@@ -158,22 +158,25 @@ def test_log_axes_label_powers_of_ten_only() -> None:
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: A.system_explorer("DGX-1 (V100)", 0, 9), r"b must be a whole number from 0 to 7, got 9"),
-    (lambda: A.system_explorer("DGX-2", -1, 3), r"a must be a whole number from 0 to 15, got -1"),
-    (lambda: A.system_explorer("DGX-2", "GPU1", 3), r"a must be a whole number"),
-    (lambda: A.system_explorer(None), r"system name must be a string"),
-    (lambda: A.dgx_comparison(label="x"), r"unknown metric 'x'"),
-    (lambda: A.dgx_comparison(label="gpus"), None),  # case does not matter
-    (lambda: A.dgx_comparison(systems=None), r"systems must be a list of system names"),
-    (lambda: A.dgx_comparison(systems=[]), r"systems must have at least 1"),
-    (lambda: A.roofline_explorer("H100", "bf16", "ten"), r"intensity must be a finite number from 0.01 to 10000, got 'ten'"),
-    (lambda: A.roofline_explorer("H100", None), r"precision is named by a string"),
-    (lambda: A.roofline_explorer("H100", "bf61"), r"unknown precision"),
-    (lambda: A.evolution_figure("GPUs", log="yes"), r"log must be True or False"),
-    (lambda: A.comparison_html(metrics=["colour"]), r"unknown metric 'colour'"),
-    (lambda: A.metric("DGX H100", ["GPUs"]), r"metric must be one of"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: A.system_explorer("DGX-1 (V100)", 0, 9), r"b must be a whole number from 0 to 7, got 9"),
+        (lambda: A.system_explorer("DGX-2", -1, 3), r"a must be a whole number from 0 to 15, got -1"),
+        (lambda: A.system_explorer("DGX-2", "GPU1", 3), r"a must be a whole number"),
+        (lambda: A.system_explorer(None), r"system name must be a string"),
+        (lambda: A.dgx_comparison(label="x"), r"unknown metric 'x'"),
+        (lambda: A.dgx_comparison(label="gpus"), None),  # case does not matter
+        (lambda: A.dgx_comparison(systems=None), r"systems must be a list of system names"),
+        (lambda: A.dgx_comparison(systems=[]), r"systems must have at least 1"),
+        (lambda: A.roofline_explorer("H100", "bf16", "ten"), r"intensity must be a finite number from 0.01 to 10000, got 'ten'"),
+        (lambda: A.roofline_explorer("H100", None), r"precision is named by a string"),
+        (lambda: A.roofline_explorer("H100", "bf61"), r"unknown precision"),
+        (lambda: A.evolution_figure("GPUs", log="yes"), r"log must be True or False"),
+        (lambda: A.comparison_html(metrics=["colour"]), r"unknown metric 'colour'"),
+        (lambda: A.metric("DGX H100", ["GPUs"]), r"metric must be one of"),
+    ],
+)
 def test_constructor_arguments_are_checked_before_any_widget_is_built(call, match) -> None:
     """Each of these once ended in a TraitError or a TypeError from ipywidgets' insides."""
     if match is None:
@@ -224,3 +227,18 @@ def test_roofline_explorer_says_when_the_precision_changes() -> None:
     assert box.controls["precision"].value == "fp8" and "FP4 does not exist on the H200" in box.summary.value
     start = W.roofline_explorer("V100", "fp8", 10)  # a start precision the GPU lacks is said too
     assert start.controls["precision"].value == "fp16" and "showing FP16 instead" in start.summary.value
+
+
+def test_system_explorer_draws_the_blackwell_systems() -> None:
+    """DGX B200/B300 and GB300 NVL72 are in the explorer, and it agrees with the comparison on NVSwitch chips."""
+    from labkit import topology
+
+    box = W.system_explorer("DGX B200", 0, 7)
+    assert "1800 GB/s bidirectional" in box.summary.value and "NVSwitch" in box.summary.value
+    for name in ("DGX B300", "GB300 NVL72"):
+        box.controls["system"].value = name
+        assert name in box.summary.value and "1800 GB/s bidirectional" in box.summary.value
+    assert box.controls["b"].value == 71
+    for name in set(topology.systems()) & set(A.DGX_GENERATIONS + ("GB200 NVL72", "GB300 NVL72")):
+        drawn = len(topology.load(name).nodes("nvswitch"))
+        assert A.metric(name, "NVSwitch chips").value == drawn, name

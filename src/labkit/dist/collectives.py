@@ -59,10 +59,11 @@ DEFAULT_ITEMS_PER_GPU = 2048
 #: The model size of the DGX-2 talk's speech model (FACTS A): 300 M parameters.
 SPEECH_MODEL_PARAMS = 300e6
 #: The systems the scaling comparison uses by default.
-SYSTEMS = ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100")
+SYSTEMS = ("DGX-1 (V100)", "DGX-2", "DGX A100", "DGX H100", "DGX B200", "GB200 NVL72")
 
 #: MIG divides an A100's memory into this many equal slices; the smallest GPU instance (1g) gets one.
-#: Source: NVIDIA Multi-Instance GPU user guide (A100 profiles 1g.5gb ... 7g.40gb). Not (yet) in labkit.hw.
+#: Source: NVIDIA Multi-Instance GPU user guide (A100 profiles 1g.5gb ... 7g.40gb); labkit.hw's ``mig_profiles``
+#: holds every GPU's profiles (``labkit.mig``).
 MIG_MEMORY_SLICES = 8
 MIG_SOURCE = "NVIDIA Multi-Instance GPU user guide (A100-SXM4-40GB profiles 1g.5gb to 7g.40gb)"
 
@@ -475,11 +476,13 @@ NCCL_ALGORITHMS: dict[str, str] = {
 
 
 def has_nvls(system: str) -> bool:
-    """True when ``system``'s switches can reduce (NVLink SHARP): NVSwitch 3 (DGX H100/H200) and later. Source:
-    NVIDIA H100 Tensor Core GPU architecture whitepaper (NVLink SHARP arrives with the third-generation NVSwitch)."""
+    """True when ``system``'s switches can reduce (NVLink SHARP): NVSwitch 3 (DGX H100/H200) and later (NVSwitch 4:
+    DGX B200/B300, GB200/GB300 NVL72). Read from the system's record in :mod:`labkit.hw`, so a system with data but
+    no wiring model answers too. Source: NVIDIA H100 Tensor Core GPU architecture whitepaper (NVLink SHARP arrives
+    with the third-generation NVSwitch); the NVSwitch 4 generation keeps it (NVIDIA NVLink product page)."""
     try:
-        s = hw.system(_system_name(system))
-    except LabkitError:  # a cluster of systems: no switch joins them all
+        s = hw.system(system)
+    except LabkitError:  # not a record: a cluster of systems ("2x DGX H100"), where no switch joins them all
         return False
     if not s.nvswitch:
         return False
@@ -554,7 +557,7 @@ def _ring_gbps(system: str, n: int) -> float:
 
     t = topology.load(system)
     seconds, _ = t.ring_allreduce_time(GB, n)
-    return _bw.busbw_factor("all_reduce", n) * GB / seconds / GB
+    return round(_bw.busbw_factor("all_reduce", n) * GB / seconds / GB, 6)
 
 
 def ring_bandwidth(system: str, n: int | None = None) -> float:
@@ -606,8 +609,8 @@ def allreduce_time(
     elif algorithm == "nvls":
         if not has_nvls(t.name):
             raise LabkitError(
-                f"{t.name} has no NVLS: NVLink SHARP needs NVSwitch 3 or later (DGX H100/H200).",
-                fix="Use algorithm='ring' here, or a DGX H100 / DGX H200.",
+                f"{t.name} has no NVLS: NVLink SHARP needs NVSwitch 3 or later (DGX H100/H200, DGX B200/B300, NVL72).",
+                fix="Use algorithm='ring' here, or a system with NVSwitch 3 or later.",
             )
         model = nvls_cost(nbytes, n, B, alpha_us)
     else:
@@ -755,6 +758,8 @@ def scaling(
         require_sequence(gpu_counts, "gpu_counts", what="a list of GPU counts such as [1, 2, 4, 8]")
         if gpu_counts is not None
         else list(range(1, total + 1))
+        if total <= 16
+        else sorted({1, 2, 4, *range(8, total + 1, 8), total})  # an NVL72: every 8th count, not all 72
     )
     points = []
     for n in counts:

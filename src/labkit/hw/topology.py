@@ -316,7 +316,7 @@ class Topology:
             graph, over = self._capacity_graph({"nvlink", "pcie", "network"}, set(chosen)), "NVLink, PCIe and the network"
             if not joins(graph):
                 raise LabkitError(f"the first {n} GPUs of {self.name} are not connected by links labkit knows.")
-        ring = min(self._flow(graph, [chosen[0]], [t]) for t in chosen[1:]) * efficiency
+        ring = round(min(self._flow(graph, [chosen[0]], [t]) for t in _unlike(graph, chosen[1:])), 6) * efficiency
         seconds = 2 * (n - 1) / n * nbytes / (ring * GB)
         per_link = sorted({d["per_link"] for _, _, d in self.graph.edges(data=True) if d["kind"] == "nvlink" and d["per_link"]})
         assumptions = [
@@ -468,6 +468,16 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"<Topology {self.name!r}: {len(self.gpus())} GPUs, {len(self.nodes('nvswitch'))} NVSwitches ({self.origin})>"
+
+
+def _unlike(graph: nx.Graph, gpus: list[str]) -> list[str]:
+    """One GPU of each set of interchangeable ``gpus``: the same neighbours over the same capacities (swapping two
+    such GPUs maps the graph onto itself, so a flow to either is the same). An NVL72's 71 targets become one."""
+    seen: dict[frozenset, str] = {}
+    for n in gpus:
+        key = frozenset((m, d["capacity"]) for m, d in graph[n].items()) if n in graph else frozenset({n})
+        seen.setdefault(key, n)
+    return list(seen.values())
 
 
 def _edge_text(u: str, v: str, d: dict) -> str:
@@ -675,7 +685,13 @@ _BUILDERS = {
     "DGX A100": lambda: _switched("DGX A100", [2] * 6, "PCIe 4", "InfiniBand HDR", 1),
     "DGX H100": lambda: _switched("DGX H100", [5, 4, 4, 5], "PCIe 5", "InfiniBand NDR", 1),
     "DGX H200": lambda: _switched("DGX H200", [5, 4, 4, 5], "PCIe 5", "InfiniBand NDR", 1),
+    # HGX B200/B300: two NVLink 5 switch chips (NVSwitch 4, 72 ports each); each GPU has 9 of its 18 links on each
+    # chip, so 8 x 18 = 144 links fill both chips (hw.yml: DGX B200/B300 fabric and nvswitch_count; NVSwitch 4 ports).
+    "DGX B200": lambda: _switched("DGX B200", [9, 9], "PCIe 5", "InfiniBand NDR", 1),
+    "DGX B300": lambda: _switched("DGX B300", [9, 9], "PCIe 6", "InfiniBand XDR", 1),
+    # NVL72: 18 NVLink switch chips (9 switch trays x 2); each GPU has one of its 18 links on every chip.
     "GB200 NVL72": lambda: _switched("GB200 NVL72", [1] * 18, "", "", 0),
+    "GB300 NVL72": lambda: _switched("GB300 NVL72", [1] * 18, "", "", 0),
 }
 
 
@@ -701,7 +717,18 @@ def load(name: str) -> Topology:
         raise LabkitError(
             f"labkit has data for {rec.name} but no wiring model of it.", fix=f"Models exist for: {', '.join(systems())}."
         )
-    return _BUILDERS[rec.name]()
+    return _built(rec.name)
+
+
+_MODELS: dict[str, Topology] = {}
+
+
+def _built(name: str) -> Topology:
+    """A fresh copy of the model called ``name`` (each is built once: an NVL72 has 1,296 links)."""
+    if name not in _MODELS:
+        _MODELS[name] = _BUILDERS[name]()
+    t = _MODELS[name]
+    return Topology(t.name, t.graph.copy(), t.origin, t.gpu_model, dict(t.relations), list(t.notes), dict(t.p2p))
 
 
 def cluster(name: str, count: int, network: str | None = None) -> Topology:
