@@ -5,6 +5,7 @@ conda environment in agreement with pyproject.toml."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -98,6 +99,129 @@ def test_first_second_and_last_cells(lab: course.Lab) -> None:
     assert "import labkit" in cells[1].source and "labkit.setup()" in cells[1].source
     last = cells[-1]
     assert last.cell_type == "markdown" and LINK.search(last.source), "the last cell links onward"
+
+
+def _build_notebooks():  # noqa: ANN202
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_notebooks
+
+    return build_notebooks
+
+
+@pytest.mark.parametrize("lab", READY, ids=lambda lab: lab.id)
+def test_first_code_cell_is_the_bootstrap(lab: course.Lab) -> None:
+    """Every lab, learner and solution, starts its code with the one bootstrap cell, written for the repository that
+    pyproject.toml names: a lone notebook gets labkit (or says what to do), the course's own copy only imports."""
+    bn = _build_notebooks()
+    want = bn.bootstrap_source(*bn.course_repository())
+    src = (NOTEBOOKS / "src" / f"{lab.notebook}.py").read_text()
+    assert f'# %% tags=["bootstrap"]\n{bn.BOOTSTRAP_SOURCE}\n' in src, "the source's first code cell is tagged bootstrap"
+    for path in (NOTEBOOKS / lab.filename, NOTEBOOKS / "solutions" / lab.filename):
+        code = [c for c in _read(path).cells if c.cell_type == "code"]
+        assert code[0].source == want and "bootstrap" in _tags(code[0]), path.name
+        assert sum(c.source == want for c in code) == 1
+
+
+FAKE_PIP = """#!/bin/sh
+# a fake `python -m pip install ...`: logs its arguments, then installs a tiny labkit (or fails, with FAKE_PIP_FAIL)
+echo "$@" >> "$FAKE_LOG"
+if [ -n "$FAKE_PIP_FAIL" ]; then echo "ERROR: Could not find a version that satisfies the requirement" >&2; exit 1; fi
+mkdir -p "$FAKE_SITE/labkit"
+printf 'def setup():\\n    print("labkit.setup() ran")\\n    return "env"\\n' > "$FAKE_SITE/labkit/__init__.py"
+"""
+HARNESS = "import sys; sys.executable = {pip!r}; exec(compile(open({cell!r}).read(), 'cell', 'exec'), {{}})"
+
+
+def _run_bootstrap(tmp_path: Path, cell: str, smi: str | None = None, fail: bool = False,
+                   labkit_there: bool = False) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run a bootstrap cell as a lone notebook would, in a Python with no site-packages (so no labkit), with a fake
+    pip (``sys.executable -m pip`` is the cell's only way to install) and, when ``smi`` is given, a fake nvidia-smi
+    printing it. Returns the run and the pip command lines it made."""
+    bin_dir, site = tmp_path / "bin", tmp_path / "site"
+    bin_dir.mkdir(parents=True)
+    site.mkdir()
+    pip = bin_dir / "python"
+    pip.write_text(FAKE_PIP)
+    pip.chmod(0o755)
+    if smi is not None:
+        (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho '{smi}'\n")
+        (bin_dir / "nvidia-smi").chmod(0o755)
+    if labkit_there:
+        (site / "labkit").mkdir()
+        (site / "labkit" / "__init__.py").write_text('def setup():\n    print("labkit.setup() ran")\n')
+    (tmp_path / "cell.py").write_text(cell)
+    log = tmp_path / "pip.log"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": str(site), "FAKE_LOG": str(log), "FAKE_SITE": str(site),
+           **({"FAKE_PIP_FAIL": "1"} if fail else {})}
+    run = subprocess.run([sys.executable, "-S", "-c", HARNESS.format(pip=str(pip), cell=str(tmp_path / "cell.py"))],
+                         capture_output=True, text=True, env=env, timeout=60)
+    return run, log.read_text().splitlines() if log.exists() else []
+
+
+URL = "https://github.com/someone/dgx-course"
+
+
+@pytest.mark.parametrize(("smi", "extra"), [(None, ""), ("| NVIDIA-SMI 570.86   Driver Version: 570.86   CUDA Version: 12.8 |",
+                                               "[cuda12]"),
+                                              ("| NVIDIA-SMI 580.65   Driver Version: 580.65   CUDA Version: 13.0 |",
+                                               "[cuda13]")], ids=["cpu", "cuda12", "cuda13"])
+def test_bootstrap_installs_the_course_labkit_where_it_is_missing(tmp_path: Path, smi: str | None, extra: str) -> None:
+    """A lone notebook (Colab, Binder, a download): the cell pip-installs labkit from the repository at the course's
+    tag, with CuPy for the driver's CUDA major where nvidia-smi sees a GPU, says so in one line, and labkit.setup()
+    (which chooses the mode) runs."""
+    bn = _build_notebooks()
+    run, pip_calls = _run_bootstrap(tmp_path, bn.bootstrap_source(URL, "v9.9.9"), smi=smi)
+    assert run.returncode == 0, run.stderr
+    want = f"labkit{extra} @ git+{URL}@v9.9.9"
+    assert pip_calls == [f"-m pip install -q {want}"]
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"labkit is missing: installing {want}" + (" (a GPU is here: with CuPy)" if extra else "") + " ... done"
+    assert lines[1:] == ["labkit.setup() ran"] and not run.stderr
+
+
+def test_bootstrap_failure_and_no_repository_say_what_to_do(tmp_path: Path) -> None:
+    bn = _build_notebooks()
+    run, _ = _run_bootstrap(tmp_path / "a", bn.bootstrap_source(URL, "v9.9.9"), fail=True)
+    assert run.returncode != 0 and "ModuleNotFoundError: failed:" in run.stderr
+    assert "Could not find a version" in run.stderr  # pip's own reason
+    assert f"Get the course instead: git clone {URL} && cd dgx-course && make lab" in run.stderr
+    run, pip_calls = _run_bootstrap(tmp_path / "b", bn.bootstrap_source("", "v9.9.9"))
+    assert run.returncode != 0 and not pip_calls
+    assert run.stderr.strip().splitlines()[-1] == (
+        "ModuleNotFoundError: labkit is not installed: this notebook is a lab of a course; get the course and run "
+        "`make lab` in its folder (its README says how)")
+
+
+@pytest.mark.parametrize("url", [URL, ""], ids=["repository", "none"])
+def test_bootstrap_only_imports_inside_the_course(tmp_path: Path, url: str) -> None:
+    bn = _build_notebooks()
+    run, pip_calls = _run_bootstrap(tmp_path, bn.bootstrap_source(url, "v1"), smi="CUDA Version: 12.8", labkit_there=True)
+    assert run.returncode == 0 and not pip_calls and run.stdout == "labkit.setup() ran\n", run.stdout + run.stderr
+
+
+@pytest.mark.slow
+def test_bootstrap_install_command_resolves_with_the_real_pip(tmp_path: Path) -> None:
+    """The requirement the cell hands to pip, with this repository as a ``git+file://`` URL at its HEAD commit for the
+    ref: real pip clones it, builds labkit's metadata (in an isolated build, as in Colab) and resolves it to the
+    course's version with the extra asked for (``--dry-run --no-deps``: the dependencies are what ``make lab`` installs;
+    about 10 s)."""
+    import json
+    import re
+    import tomllib
+
+    bn = _build_notebooks()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    cell = bn.bootstrap_source(f"file://{ROOT}", head)
+    spec = re.search(r'want = f"(labkit\{extra\} @ [^"]+)"', cell).group(1).replace("{extra}", "[cuda12]")
+    assert spec == f"labkit[cuda12] @ git+file://{ROOT}@{head}"
+    report = tmp_path / "report.json"
+    run = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed", "-q",
+                          "--report", str(report), spec], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (got,) = json.loads(report.read_text())["install"]
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert (got["metadata"]["name"], got["metadata"]["version"], got["requested_extras"]) == ("labkit", version, ["cuda12"])
+    assert got["download_info"]["vcs_info"]["commit_id"] == head
 
 
 def _markdown_files() -> list[Path]:

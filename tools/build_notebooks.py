@@ -27,6 +27,12 @@ learner labs (``../NN-topic.ipynb``): after reading a solution a learner goes on
 "Next" link in the course leads the same way. Nothing else differs from the learner notebook outside exercises
 (:func:`solution_markdown` is the whole difference; tests/test_structure.py holds the two in lockstep with it).
 
+The lab's first code cell, ``import labkit`` then ``env = labkit.setup()``, carries the tag ``bootstrap`` in the
+source; both notebooks get it as :func:`bootstrap_source` writes it: when labkit cannot be imported (the notebook opened
+in Colab, Binder or on its own after a download) it installs the course's labkit from the repository set in
+``pyproject.toml`` (``[tool.labkit] repository``, at the tag ``ref``, default ``v<version>``) and says so in one line,
+or, with no repository set, says the one command to run; inside the course (``labkit lab``, a hub) it only imports.
+
 Both notebooks get the kernelspec that JupyterLab's Python kernel reports (``python3``, "Python 3 (ipykernel)"),
 so JupyterLab has nothing to rewrite when it opens one; ``labkit lab``'s work copies add this machine's
 ``language_info`` (labkit.workcopy), the other field JupyterLab fills in from the running kernel.
@@ -39,6 +45,7 @@ import copy
 import os
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import jupytext
@@ -57,6 +64,63 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 #: a Markdown link to a sibling notebook, ``[Lab 02](02-first-kernels.ipynb#part)``
 SIBLING = re.compile(r"\]\((\d\d-[A-Za-z0-9_-]+\.ipynb(?:#[^)\s]*)?)\)")
 TITLE = re.compile(r"\A(# Lab (\d\d) — [^\n]*)")
+
+
+BOOTSTRAP = "bootstrap"
+#: what a source's bootstrap cell holds (the build adds the install guard around it)
+BOOTSTRAP_SOURCE = "import labkit\n\nenv = labkit.setup()"
+
+
+def course_repository() -> tuple[str, str]:
+    """(repository URL, git ref) from ``pyproject.toml``'s ``[tool.labkit]``: the one place the course says where it
+    lives; ("", ref) when no repository is set. The ref defaults to the tag ``v<version>``."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    tool = pyproject.get("tool", {}).get("labkit", {})
+    ref = tool.get("ref") or f"v{pyproject['project']['version']}"
+    return str(tool.get("repository", "")).strip().rstrip("/"), ref
+
+
+def clone_command(repository: str) -> str:
+    """The shell line that gets and starts the course from ``repository``."""
+    name = repository.rsplit("/", 1)[-1].removesuffix(".git")
+    return f"git clone {repository} && cd {name} && make lab"
+
+
+def bootstrap_source(repository: str, ref: str) -> str:
+    """The lab's first code cell: import labkit; where it is missing, install it from ``repository`` at ``ref`` (with
+    CuPy for the driver's CUDA major when ``nvidia-smi`` sees a GPU) and say so in one line; then ``labkit.setup()``,
+    which chooses the mode (gpu where a GPU and CuPy work, else sim) and says it in its own line. With no repository,
+    a missing labkit is a short error naming the one thing to do."""
+    if not repository:
+        return (
+            "try:  # labkit, the course's library, comes with the course\n"
+            "    import labkit\n"
+            "except ModuleNotFoundError:\n"
+            "    raise ModuleNotFoundError(\n"
+            "        \"labkit is not installed: this notebook is a lab of a course; get the course and run `make lab` in \"\n"
+            "        \"its folder (its README says how)\"\n"
+            "    ) from None\n\n" + BOOTSTRAP_SOURCE.split("\n")[-1]
+        )
+    want = f"git+{repository}@{ref}"
+    return f"""try:  # labkit, the course's library; opened outside the course (Colab, Binder, a download), this installs it
+    import labkit
+except ModuleNotFoundError:
+    import importlib, shutil, subprocess, sys
+
+    smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60).stdout if shutil.which("nvidia-smi") else ""
+    extra = "[cuda13]" if "CUDA Version: 13" in smi else "[cuda12]" if "CUDA Version" in smi else ""
+    want = f"labkit{{extra}} @ {want}"
+    print(f"labkit is missing: installing {{want}}" + (" (a GPU is here: with CuPy)" if extra else ""), end=" ... ", flush=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", want], capture_output=True, text=True)
+    if pip.returncode:
+        raise ModuleNotFoundError(
+            f"failed:\\n{{pip.stderr[-1500:]}}\\nGet the course instead: {clone_command(repository)}"
+        ) from None
+    importlib.invalidate_caches()
+    print("done")
+    import labkit
+
+{BOOTSTRAP_SOURCE.split(chr(10))[-1]}"""
 
 
 def solution_markdown(source: str, index: int, stem: str) -> str:
@@ -94,6 +158,12 @@ def build(src: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
+    bootstrap = bootstrap_source(*course_repository())
+    for cell in nb.cells:
+        if BOOTSTRAP in cell.metadata.get("tags", []):
+            if cell.source.strip() != BOOTSTRAP_SOURCE:
+                raise ValueError(f"{src.name}: the cell tagged {BOOTSTRAP!r} must hold exactly {BOOTSTRAP_SOURCE!r}")
+            cell.source = bootstrap
     learner, solution = copy.deepcopy(nb), copy.deepcopy(nb)
     solution.metadata["labkit"] = {"notebook": "solution"}
     for version, keep in ((learner, "SKELETON"), (solution, "SOLUTION")):

@@ -18,7 +18,7 @@
 #
 # **Time:** 20 minutes (teaching 10, exercises 10)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

@@ -21,7 +21,7 @@
 #
 # **Time:** 55 minutes (teaching 30, exercises 25)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

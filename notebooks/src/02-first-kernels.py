@@ -20,7 +20,7 @@
 #
 # **Time:** 60 minutes (teaching 25, exercises 35)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

@@ -20,7 +20,7 @@
 #
 # **Time:** 85 minutes (teaching 30, exercises 55)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

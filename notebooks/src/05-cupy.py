@@ -24,7 +24,7 @@
 #
 # **Time:** 95 minutes (teaching 35, exercises 60)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

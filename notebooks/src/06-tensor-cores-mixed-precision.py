@@ -28,7 +28,7 @@
 #
 # **Time:** 110 minutes (teaching 40, exercises 70)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

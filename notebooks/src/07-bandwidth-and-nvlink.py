@@ -21,7 +21,7 @@
 #
 # **Time:** 70 minutes (teaching 25, exercises 45)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

@@ -28,7 +28,7 @@
 #
 # **Time:** 85 minutes (teaching 35, exercises 50)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

@@ -23,7 +23,7 @@
 #
 # **Time:** 120 minutes (teaching 15, exercises 105)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()

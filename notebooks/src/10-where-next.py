@@ -26,7 +26,7 @@
 #
 # **Time:** 45 minutes (teaching 30, exercises 15)
 
-# %%
+# %% tags=["bootstrap"]
 import labkit
 
 env = labkit.setup()
