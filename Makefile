@@ -26,7 +26,7 @@ PY312  ?= $(or $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/pyth
 VENVREH := .venv-rehearsal
 REH_STAMP := $(VENVREH)/.installed
 
-.PHONY: lab test check lint types site test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
+.PHONY: mutation lab test check lint types site test-cu13 unit notebooks-test notebooks gpu-check bench-sim wheelhouse doctor clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -140,6 +140,12 @@ notebooks: $(STAMP)
 ## bench-sim: time the course's reference kernels under Numba's simulator and labkit.sim (benchmarks/results/sim-speed-*)
 bench-sim: $(STAMP)
 	$(PY) benchmarks/sim_speed.py && $(PY) tools/readme_sim_table.py
+
+## mutation: mutants of every exercise's reference through the exercise's own check (tools/mutation.py; the report goes
+## to benchmarks/results/mutation-DATE.*; `make test` runs a seeded sample, tests/test_mutation.py)
+mutation: $(STAMP)
+	LABKIT_MODE=sim LABKIT_PROGRESS=off nice -n 10 $(PY) tools/mutation.py --jobs 2 --nice 10 \
+		--json benchmarks/results/mutation-$$(date +%F).json --md benchmarks/results/mutation-$$(date +%F).md
 
 ## test-peer: numba-cuda's own simulator test suite, as shipped and with labkit's engine; fails on a test that passes
 ## only without labkit (`make test` runs it too, as tests/test_numba_peer.py)
