@@ -280,9 +280,11 @@ def _promotion_slips(a: np.ndarray, b: np.ndarray, interval: int) -> dict[str, n
 def _promotion_cases() -> list[tuple[np.ndarray, np.ndarray, int]]:
     gen = rng()
     cases = []
-    for interval in (64, 128, 256):
+    # every boundary residue of K on every run: one past a multiple of the interval, one short of one, and any other
+    # (a last chunk of one product, of interval - 1 products, of some); never a multiple, as the pass line says
+    for interval, residue in ((64, 1), (128, 127), (256, int(gen.integers(2, 255)))):
         m, n = int(gen.integers(4, 13)), int(gen.integers(4, 13))
-        K = interval * int(gen.integers(3, 9)) + int(gen.integers(1, interval))  # never a multiple of the interval
+        K = interval * int(gen.integers(3, 9)) + residue
         cases.append((gen.uniform(0, 1, (m, K)), gen.uniform(0, 1, (K, n)), interval))
     return cases
 
@@ -349,8 +351,8 @@ def _te_cases() -> list[tuple[list[float], str, int, float]]:
     gen = rng()
     cases = []
     for fmt in ("fp8_e4m3", "fp8_e5m2"):
-        for margin in (0, int(gen.integers(1, 4))):
-            hist = (2.0 ** gen.uniform(-8, 8, size=int(gen.integers(3, 9)))).tolist()
+        for margin, (lo, hi) in ((0, (-12, -3)), (int(gen.integers(1, 4)), (-2, 8))):  # every amax below 1, then above
+            hist = (2.0 ** gen.uniform(lo, hi, size=int(gen.integers(3, 9)))).tolist()
             hist.insert(int(gen.integers(0, len(hist) - 1)), max(hist) * 4)  # the largest is not the most recent
             cases.append((hist, fmt, margin, float(gen.uniform(0.5, 2.0))))
     cases.append(([0.0, 0.0], "fp8_e4m3", 0, float(gen.uniform(3.0, 9.0))))  # nothing seen yet: keep the old scale

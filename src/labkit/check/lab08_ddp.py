@@ -108,6 +108,8 @@ def cases() -> list[tuple[list[int], int]]:
         k = int(r.integers(1, len(sizes) - 1))
         out += [
             (sizes, int(sum(sizes[:k]))),  # equal to a running sum: closes exactly at the cap
+            (sizes, int(sum(sizes[:k])) + 1),  # a running sum one byte short of the cap: the bucket stays open
+            (sizes, max(1, int(sum(sizes[:k])) - 1)),  # one byte over the cap: it closes there
             (sizes, int(r.integers(5000, 12000))),
             (sizes, int(min(s for s in sizes if s) // 2 + 1)),
             (sizes, int(sum(sizes)) + int(r.integers(1, 100))),
