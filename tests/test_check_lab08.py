@@ -215,7 +215,7 @@ def test_mig_accepts_and_rejects() -> None:
 def test_lab08_exercises_registered_with_hints_and_references() -> None:
     ids = [row[0] for row in check.exercises("08.")]
     assert ids == sorted(["08.ring-step", "08.nccl-busbw", "08.nvls-busbw", "08.allreduce-dgx", "08.scaling-efficiency",
-                          "08.mig", "08.mpi-ring", "08.ddp-buckets"])
+                          "08.mig", "08.mpi-ring", "08.ddp-buckets", "08.nvl72-allreduce", "08.mig-b200"])
     from labkit.check.core import _REGISTRY
 
     for ex_id in ids:
@@ -335,3 +335,83 @@ def test_nvls_busbw_accepts_the_model_and_names_slips() -> None:
 def test_ring_step_calling_labkits_step_is_rejected_by_name() -> None:
     r = lab08.ring_step(lambda chunks, phase, step: co.ring_step(chunks, phase, step))
     assert r.status == "failed" and "labkit.collectives.ring_step" in r.message
+
+
+# ---------------------------------------------------------------------------------------------- 08.nvl72-allreduce
+def _nvl72(nbytes, n, *, B=900e9, ring_f=None, nvls_f=1.0, trays=None):
+    if n == 1:
+        return 0.0, 0.0, 1
+    f = 2 * (n - 1) / n if ring_f is None else ring_f
+    return f * nbytes / B, nvls_f * nbytes / B, (trays or (lambda k: -(-k // 4)))(n)
+
+
+def test_nvl72_allreduce_accepts_the_model_and_a_hand_version() -> None:
+    from labkit.check import lab08_nvl72 as N
+
+    assert N.nvl72_allreduce(lambda s, n: _nvl72(s, n))
+    assert check.nvl72_allreduce(lambda s, n: list(_nvl72(s, n)))  # reachable by name; a list is fine
+
+
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"B": 1800e9}, "bidirectional"),
+        ({"ring_f": 1.0}, "2(n−1)/n"),
+        ({"trays": lambda n: n // 4}, "round up"),
+        ({"trays": lambda n: -(-n // 8)}, "4 GPUs"),
+        ({"B": 50e9}, "one NVLink domain"),
+    ],
+)
+def test_nvl72_allreduce_names_each_slip(kwargs, word) -> None:
+    from labkit.check import lab08_nvl72 as N
+
+    r = N.nvl72_allreduce(lambda s, n: _nvl72(s, n, **kwargs))
+    assert not r and word in f"{r.message} {r.cause}", r.report()
+
+
+def test_nvl72_allreduce_nvls_slip_skeleton_and_junk() -> None:
+    from labkit.check import lab08_nvl72 as N
+
+    r = N.nvl72_allreduce(lambda s, n: _nvl72(s, n, nvls_f=2 * (n - 1) / n if n > 1 else 1.0))
+    assert not r and "about the buffer once" in r.cause
+    assert N.nvl72_allreduce(lambda s, n: ...).status == "unsolved"
+    assert not N.nvl72_allreduce(lambda s, n: 3.0) and not N.nvl72_allreduce(lambda s, n: (1.0, float("nan"), 2))
+    r = N.nvl72_allreduce(lambda s, n: co.allreduce_time("GB200 NVL72", s, n, "nvls", 0).seconds)
+    assert not r  # labkit's own model is out of reach while the answer runs
+    cases = N._nvl72_cases()
+    assert (3.0e8, 1) in cases and any(n == 72 for _, n in cases) and any(n % 4 for _, n in cases)
+
+
+# ---------------------------------------------------------------------------------------------- 08.mig-b200
+def _class(learners, instructors, per=7, per_dgx=8, with_instructors=True, ceil=True):
+    lg = -(-learners // per) if ceil else learners // per
+    gpus = lg + (instructors if with_instructors else 0)
+    return gpus, -(-gpus // per_dgx), lg * per - learners
+
+
+def test_mig_b200_agrees_with_labkit_mig_plan() -> None:
+    from labkit import mig
+    from labkit.check import lab08_nvl72 as N
+
+    for learners, instructors in N._class_cases() + [(1, 0), (7, 0), (56, 0), (57, 8)]:
+        p = mig.plan("B200", learners, instructor_gpus=instructors)
+        assert N._ref_class(learners, instructors) == (p.gpus, p.dgx_systems_mixed, p.spare_slices)
+    assert N.mig_b200_class(lambda ln, i: _class(ln, i))
+    assert check.mig_b200_class(lambda ln, i: list(_class(ln, i)))  # reachable by name
+
+
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        ({"ceil": False}, "round up"),
+        ({"per": 8}, "not 8"),
+        ({"with_instructors": False}, "instructors' whole GPUs"),
+        ({"per_dgx": 7}, "8 GPUs"),
+    ],
+)
+def test_mig_b200_names_each_slip(kwargs, word) -> None:
+    from labkit.check import lab08_nvl72 as N
+
+    r = N.mig_b200_class(lambda ln, i: _class(ln, i, **kwargs))
+    assert not r and word in f"{r.message} {r.cause}", r.report()
+    assert N.mig_b200_class(lambda ln, i: ...).status == "unsolved"

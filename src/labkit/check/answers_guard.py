@@ -45,10 +45,18 @@ COMPARES_WITH: dict[str, tuple[str, ...]] = {
     "06.mx-quantize": ("labkit.scaling.quantize_blocks",),
     "06.fp8-promotion": ("labkit.precision.gemm:promote_every",),  # P.gemm itself is the statement's tool
     "06.te-scale": ("labkit.scaling.te_scale",),
+    "06.nvfp4-quantize": ("labkit.scaling.quantize_blocks",),
     "07.pcie-peak": ("labkit.bandwidth.pcie_peak",),
     "08.ring-step": ("labkit.collectives.ring_step", "labkit.collectives.ring_allreduce"),
     "08.scaling-efficiency": ("labkit.check.lab08._ref_scaling",),
     "08.ddp-buckets": ("labkit.ddp.make_buckets",),
+    "08.nvl72-allreduce": (
+        "labkit.check.lab08_nvl72._ref_nvl72",
+        "labkit.collectives.ring_cost",
+        "labkit.collectives.nvls_cost",
+        "labkit.collectives.allreduce_time",
+    ),
+    "08.mig-b200": ("labkit.check.lab08_nvl72._ref_class", "labkit.mig.plan"),
 }
 #: When a trap fires only for some calls (``module.function:condition``): the statement offers the function itself.
 CONDITIONS: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], bool]] = {

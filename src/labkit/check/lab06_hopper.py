@@ -142,9 +142,13 @@ def _mx_slips(x: np.ndarray) -> dict[str, np.ndarray]:
             x, "fp8_e4m3"
         ).values,
         "the scale amax / 448 is not a power of two: an E8M0 scale is 2**(floor(log2(amax)) − 8).": elements(safe / 448.0),
-        "ceil(log2(amax)) wastes a binade: take floor(log2(amax)) − 8 and let values above 448 saturate.": elements(
-            2.0 ** (np.ceil(np.log2(safe)) - 8)
-        ),
+        "that is NVIDIA's round-up rule (Transformer Engine's MXFP8 recipe, 2**ceil(log2(amax / 448)), which clamps "
+        "nothing); this exercise asks for OCP MX v1.0's floor rule, 2**(floor(log2(amax)) − 8), with values above 448 "
+        "saturating. The lab compares the two after the exercise.": scaling.quantize_blocks(
+            x, "mxfp8_e4m3", rule="round_up"
+        ).values,
+        "ceil(log2(amax)) − 8 is neither rule: OCP's scale is 2**(floor(log2(amax)) − 8); NVIDIA's round-up rule "
+        "would be 2**ceil(log2(amax / 448)).": elements(2.0 ** (np.ceil(np.log2(safe)) - 8)),
         "round(log2(amax)): the OCP MX scale uses floor(log2(amax)) − 8.": elements(2.0 ** (np.round(np.log2(safe)) - 8)),
         "emax of E4M3 is 8 (448 = 1.75 × 2^8): subtract 8 from floor(log2(amax)), not 7 or 9.": elements(
             2.0 ** (np.floor(np.log2(safe)) - 7)
@@ -197,8 +201,9 @@ def _mx_nan_cause(x: np.ndarray, arr: np.ndarray) -> str:
 
 @exercise("06.mx-quantize", kind="code", reference=_reference_mx_quantize)
 def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
-    """Grade ``quantize_mxfp8(x)``: ``x`` (float64, last axis a multiple of 32) stored in MXFP8 E4M3 (OCP MX v1.0)
-    and read back, against :func:`labkit.scaling.quantize_blocks` on fresh inputs."""
+    """Grade ``quantize_mxfp8(x)``: ``x`` (float64, last axis a multiple of 32) stored in MXFP8 E4M3 with OCP MX
+    v1.0's floor scale rule and read back, against :func:`labkit.scaling.quantize_blocks` on fresh inputs. NVIDIA's
+    round-up rule gets its own cause (the statement asks for OCP's)."""
     from labkit.numerics import scaling
 
     from .streams import call_learner

@@ -11,6 +11,9 @@ times a scale. Two ways to choose the scale are modelled here, both exactly (rou
 - **Per block** (Blackwell's Tensor Cores read these scales as operands): OCP Microscaling (MX) v1.0 gives every block of 32
   elements its own power-of-two scale in E8M0 (MXFP8 with E4M3 or E5M2 elements, MXFP4 with E2M1); NVIDIA's NVFP4
   gives every block of 16 E2M1 elements an E4M3 scale, on top of one FP32 scale per tensor (:func:`quantize_blocks`).
+  Two rules choose an MX block's power of two (:data:`SCALE_RULES`): OCP v1.0's ``floor(log2 amax) − emax``, which
+  lets the block's largest values saturate, and the round-up rule of NVIDIA's MXFP8 recipe (Transformer Engine's
+  ``MXFP8BlockScaling``: ``ceil(log2(amax / max))``), which clamps none (Mishra, Stosic, Layton, arXiv 2506.08027).
 
 :func:`scaled_gemm` multiplies two matrices stored either way (blocks run along K, as the hardware requires) and
 :func:`rowwise_error` measures what a per-tensor scale loses: the rows whose values are far below the tensor's
@@ -40,6 +43,7 @@ __all__ = [
     "quantize_blocks",
     "quantize_per_tensor",
     "rowwise_error",
+    "SCALE_RULES",
     "scaled_gemm",
     "schemes",
     "te_scale",
@@ -49,6 +53,14 @@ __all__ = [
 HYBRID = {"forward": "fp8_e4m3", "backward": "fp8_e5m2"}
 
 E8M0_MIN_EXP, E8M0_MAX_EXP = -127, 127  # E8M0 encodes 2^-127 .. 2^127 (the pattern 0xFF is NaN)
+
+#: How an MX block's power-of-two scale is chosen from its largest magnitude ``amax``.
+SCALE_RULES = {
+    "ocp": "OCP MX v1.0: 2**(floor(log2(amax)) − emax); the block maximum lands in [2^emax, 2^(emax+1)) and values "
+    "above the element format's largest saturate",
+    "round_up": "NVIDIA's MXFP8 recipe (Transformer Engine MXFP8BlockScaling): 2**ceil(log2(amax / max)); the block "
+    "maximum lands at or below the element format's largest, so nothing saturates",
+}
 
 
 @dataclass(frozen=True)
@@ -192,11 +204,21 @@ def quantize_per_tensor(x: Any, fmt: Any = "fp8_e4m3", *, scale: float | None = 
 # --------------------------------------------------------------------------------------------- per block
 
 
-def e8m0_scale(amax: Any, element: Any = "fp8_e4m3") -> np.ndarray:
-    """The OCP MX scale of blocks whose largest magnitude is ``amax``: ``2**(floor(log2(amax)) - emax_elem)``,
-    limited to E8M0's range 2^-127 .. 2^127 (an all-zero block gets 2^-127). The block's largest element then
-    lies in [2^emax, 2^(emax+1)): values above the element format's largest saturate."""
+def e8m0_scale(amax: Any, element: Any = "fp8_e4m3", rule: str = "ocp") -> np.ndarray:
+    """The MX scale of blocks whose largest magnitude is ``amax``, limited to E8M0's range 2^-127 .. 2^127 (an
+    all-zero block gets 2^-127). ``rule="ocp"`` (OCP MX v1.0): ``2**(floor(log2(amax)) - emax_elem)``; the block's
+    largest element lies in [2^emax, 2^(emax+1)) and values above the element format's largest saturate.
+    ``rule="round_up"`` (NVIDIA's MXFP8 recipe): ``2**ceil(log2(amax / max_elem))``, so none saturates."""
+    if not isinstance(rule, str) or rule not in SCALE_RULES:
+        raise LabkitError(f"unknown scale rule {rule!r}.", fix=f"Use one of {', '.join(SCALE_RULES)}.")
     a = np.abs(_floats(amax, "amax"))
+    if rule == "round_up":
+        top = P.format_info(P.normalize_name(element)).max_normal
+        with np.errstate(divide="ignore"):
+            m, e = np.frexp(np.where(a > 0, a / top, 1.0))  # a / top = m * 2**e with m in [0.5, 1): exact
+        up = np.where(m == 0.5, e - 1, e)  # ceil(log2(a / top)): exact powers of two stay, anything above rounds up
+        up = np.where(a > 0, up, E8M0_MIN_EXP)
+        return np.ldexp(1.0, np.clip(up, E8M0_MIN_EXP, E8M0_MAX_EXP).astype(np.int64))
     with np.errstate(divide="ignore"):
         e = np.where(a > 0, np.floor(np.log2(np.where(a > 0, a, 1.0))), E8M0_MIN_EXP + element_emax(element))
     # np.log2 is exact at powers of two; guard the rounding of log2 just below one
@@ -225,10 +247,11 @@ def _block_format(fmt: Any) -> BlockFormat:
     return BLOCK_FORMATS[key]
 
 
-def quantize_blocks(x: Any, fmt: Any = "mxfp8_e4m3", *, axis: int = -1) -> BlockQuantized:
+def quantize_blocks(x: Any, fmt: Any = "mxfp8_e4m3", *, axis: int = -1, rule: str = "ocp") -> BlockQuantized:
     """``x`` stored in a block-scaled format, blocks of consecutive elements along ``axis``.
 
-    MX formats: each block's scale is :func:`e8m0_scale` of its largest magnitude; elements ``x / scale``
+    MX formats: each block's scale is :func:`e8m0_scale` of its largest magnitude (``rule``: ``"ocp"`` or
+    ``"round_up"``, :data:`SCALE_RULES`; NVFP4 has one rule); elements ``x / scale``
     rounded to the element format, saturating. NVFP4: a per-tensor FP32 scale ``amax / (448 · 6)`` puts the block
     scales in E4M3's range; each block's scale is ``amax_block / 6`` divided by it and rounded to E4M3, and the
     elements ``x / (block scale · tensor scale)`` rounded to E2M1. The length along ``axis`` must be a multiple of
@@ -250,8 +273,10 @@ def quantize_blocks(x: Any, fmt: Any = "mxfp8_e4m3", *, axis: int = -1) -> Block
     amax = np.max(np.abs(blocks), axis=-1)
     info = P.format_info(f.element)
     tensor_scale = 1.0
+    if not isinstance(rule, str) or rule not in SCALE_RULES:
+        raise LabkitError(f"unknown scale rule {rule!r}.", fix=f"Use one of {', '.join(SCALE_RULES)}.")
     if f.scale == "e8m0":
-        scales = e8m0_scale(amax, f.element)
+        scales = e8m0_scale(amax, f.element, rule)
     else:  # NVFP4: E4M3 block scales under one FP32 tensor scale
         t_amax = float(np.max(amax, initial=0.0))
         tensor_scale = t_amax / (P.format_info("fp8_e4m3").max_normal * info.max_normal) if t_amax > 0 else 1.0
