@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast labkit's strict simulator runs the course's Numba kernels, against Numba's own CUDA simulator.
 
-    python benchmarks/sim_speed.py [--repeat N] [--only NAME,NAME] [--out DIR]     (``make bench-sim``)
+    python benchmarks/sim_speed.py [--repeat N] [--only NAME,NAME] [--out DIR] [--no-first]     (``make bench-sim``)
 
 Every reference kernel of the course (``labkit.kernels.REFERENCE``, which the checks grade against and the
 solution notebooks use, the lab 09 kernels of ``labkit.kernels.video``, and the correct kernels of the solution
@@ -15,10 +15,22 @@ notebooks that are not among them) runs on the same seeded inputs, at the sizes 
   integer widths) and, in a second timing, with every access recorded (``record=True``, what coalescing and
   bank-conflict checks and ``labkit.sim.trace`` use).
 
-Each time is the least CPU time of the simulator's process over ``--repeat`` runs (default 3) of one launch, on this
-machine's CPU (on an idle machine the same as the wall time; on a shared one steadier). These are times of
-simulators, never of a GPU. The outputs of both simulators are compared. Results go to
-``benchmarks/results/sim-speed-<date>.json`` and ``.md``.
+Kernels written outside the course (``benchmarks/outside_kernels.py``) run beside them: a grid-stride stencil,
+histograms and counters with shared- and global-memory atomics in grid-stride loops, a block reduction that ends in
+an atomic, and warp shuffles and votes. Numba's simulator has no warp functions; for those kernels it gets shuffles
+and votes made of a ``threading.Barrier`` per warp (the way it waits at ``syncthreads``), for full warps, and the
+table says so.
+
+Two figures per kernel and simulator:
+
+- **first launch**: in a fresh Python process per kernel, after the imports (and ``labkit.setup()``), the CPU time of
+  ``cuda.jit`` and the kernel's first launch: what a learner waits for when a check launches a new kernel (the
+  simulator's per-kernel preparation: reading the source, compiling its variants, copying read-only inputs);
+- **repeated**: the least CPU time of the simulator's process over ``--repeat`` launches (default 3) after that.
+
+CPU time (of all the process's threads: Numba's simulator runs one OS thread per CUDA thread) on an idle machine is
+the wall time; on a shared one it leaves out the other programs. These are times of simulators, never of a GPU. The
+outputs of both simulators are compared. Results go to ``benchmarks/results/sim-speed-<date>.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -66,6 +78,7 @@ G1 = -(-N1 // B1)
 FRAME = (40, 48)  # lab 09 frames (rows, columns)
 CUBE = (16, 16, 16)  # the 3-D stencil: 4,096 points, 4 per thread (4 blocks of 256 threads, a grid-stride loop)
 MM = 48  # matrix multiplies: 48 x 48 (the issue's measurement), blocks of 16 x 16
+NG = 20_000  # grid-stride kernels outside the course: 20,000 elements for 256 threads (78 per thread)
 
 
 def _cases() -> list[Case]:
@@ -133,6 +146,17 @@ def _cases() -> list[Case]:
         # written outside the course (benchmarks/outside_kernels.py)
         Case("stencil7_gridstride (outside)", "outside:stencil7_gridstride", 4, B1,
              lambda r: ([_f32(r, *CUBE), _zeros(*CUBE)], ["u", "out"], ("out",))),
+        Case("hist_shared_gridstride (outside)", "outside:hist_shared_gridstride", 2, 128,
+             lambda r: ([r.integers(0, 1 << 30, NG).astype(np.int32), _zeros(64, dtype=np.int32)], ["keys", "counts"], ())),
+        Case("count_in_range (outside)", "outside:count_in_range", 2, 128,
+             lambda r: ([_f32(r, NG), np.float32(-0.5), np.float32(0.5), _zeros(1, dtype=np.int32)],
+                        ["x", "lo", "hi", "found"], ())),
+        Case("sum_blocks_atomic (outside)", "outside:sum_blocks_atomic", 2, 128,
+             lambda r: ([r.standard_normal(NG), _zeros(1, dtype=np.float64)], ["x", "total"], ())),
+        Case("warp_shuffle_sum (outside)", "outside:warp_shuffle_sum", 2, 128,
+             lambda r: ([r.standard_normal(NG), _zeros(1, dtype=np.float64)], ["x", "total"], ())),
+        Case("warp_vote_positive (outside)", "outside:warp_vote_positive", 2, 128,
+             lambda r: ([_f32(r, NG), _zeros(8, dtype=np.int64)], ["x", "per_warp"], ("per_warp",))),
     ]
     return c
 
@@ -201,11 +225,65 @@ def _best(run: Callable[[], None], repeat: int) -> float:
     return min(times)
 
 
+WARP_CASES = ("warp_sum", "warp_shuffle_sum (outside)", "warp_vote_positive (outside)")  # Numba gets the shim
+
+
+def _numba_warp_shim() -> None:
+    """Warp shuffles and votes for Numba's simulator, which has none, made the way it waits at ``syncthreads``: each
+    lane is an OS thread, so the lanes of a warp meet at a ``threading.Barrier`` of the warp's size, put their values
+    in a table, meet again and read. For full warps whose lanes all call (the benchmark's warp kernels)."""
+    import threading
+
+    from numba.cuda.simulator import kernelapi
+
+    lock = threading.Lock()
+    meetings: dict[Any, Any] = {}
+
+    def meet(value: Any) -> tuple[dict[int, Any], int]:
+        me = threading.current_thread()
+        warp = (tuple(me.blockIdx), me.thread_id // 32)
+        with lock:
+            found = meetings.get(warp)
+            if found is None:
+                found = meetings[warp] = ({}, threading.Barrier(32))
+        table, barrier = found
+        lane = me.thread_id % 32
+        table[lane] = value
+        barrier.wait()
+        return table, lane
+
+    def done(values: dict[int, Any]) -> None:
+        me = threading.current_thread()
+        meetings[(tuple(me.blockIdx), me.thread_id // 32)][1].wait()
+
+    def shuffled(value: Any, source: Any) -> Any:
+        table, lane = meet(value)
+        got = table[source(lane) & 31] if 0 <= source(lane) < 32 else value
+        done(table)
+        return got
+
+    def vote(predicate: Any) -> list[bool]:
+        table, _ = meet(bool(predicate))
+        votes = [table[k] for k in range(32)]
+        done(table)
+        return votes
+
+    m = kernelapi.FakeCUDAModule
+    m.shfl_sync = lambda self, mask, value, src: shuffled(value, lambda lane: src)
+    m.shfl_down_sync = lambda self, mask, value, d: shuffled(value, lambda lane: lane + d if lane + d < 32 else lane)
+    m.shfl_up_sync = lambda self, mask, value, d: shuffled(value, lambda lane: lane - d if lane >= d else lane)
+    m.shfl_xor_sync = lambda self, mask, value, x: shuffled(value, lambda lane: lane ^ x)
+    m.any_sync = lambda self, mask, p: any(vote(p))
+    m.all_sync = lambda self, mask, p: all(vote(p))
+    m.ballot_sync = lambda self, mask, p: sum(1 << k for k, v in enumerate(vote(p)) if v)
+
+
 def _numba_child(names: list[str], repeat: int, outdir: str) -> None:
     """In a fresh process: Numba's own simulator, nothing of labkit's simulator imported."""
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     from numba import cuda
 
+    _numba_warp_shim()
     times: dict[str, Any] = {}
     for case in [c for c in _cases() if c.name in names]:
         kernel = _kernel(case.kernel, cuda.jit, cuda)
@@ -224,6 +302,53 @@ def _numba_child(names: list[str], repeat: int, outdir: str) -> None:
 
         times[case.name] = _best(run, repeat)
     print(json.dumps(times))
+
+
+def _first_child(simulator: str, name: str) -> None:
+    """In a fresh process: the CPU time of ``cuda.jit`` and the first launch of one kernel (after the imports), and
+    of the imports themselves; printed as JSON."""
+    start = time.process_time()
+    if simulator == "numba":
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        from numba import cuda
+
+        _numba_warp_shim()
+    else:
+        import labkit
+        from labkit import sim
+
+        labkit.setup(quiet=True)
+        from numba import cuda
+    (case,) = [c for c in _cases() if c.name == name]
+    if case.kernel.startswith("video:"):
+        import labkit.kernels.video  # noqa: F401 - (its kernels are jitted at import: not part of the first launch)
+    imported = time.process_time()
+    clock = [0.0]
+
+    def jit(fn: Any) -> Any:
+        clock[0] = time.process_time()
+        return cuda.jit(fn)
+
+    kernel = _kernel(case.kernel, jit, cuda)
+    clock[0] = clock[0] or time.process_time()
+    args, names, outputs = _inputs(case)
+    if simulator == "numba":
+        kernel[case.grid, case.block](*args)
+    else:
+        sim.launch_strict(kernel, case.grid, case.block, *args, names=names, outputs=outputs)
+    print(json.dumps({"first_s": time.process_time() - clock[0], "import_s": imported - start}))
+
+
+def _first_launch(simulator: str, name: str) -> dict[str, float]:
+    """:func:`_first_child` in a fresh process."""
+    env = dict(os.environ)
+    if simulator == "numba":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    proc = subprocess.run([sys.executable, __file__, "--first-child", simulator, "--outdir", name],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1][:160] if proc.stderr.strip() else "failed"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _labkit_times(case: Case, repeat: int) -> tuple[float, float, list[np.ndarray]]:
@@ -247,7 +372,7 @@ def _labkit_times(case: Case, repeat: int) -> tuple[float, float, list[np.ndarra
     return strict, recorded, [a for a in first if isinstance(a, np.ndarray)]
 
 
-def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
+def run(repeat: int = 3, only: list[str] | None = None, first: bool = True) -> dict[str, Any]:
     """Time every case under both simulators; returns the results as a JSON-ready dict."""
     cases = [c for c in _cases() if not only or c.name in only]
     with tempfile.TemporaryDirectory() as outdir:
@@ -258,10 +383,19 @@ def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
             raise SystemExit(f"Numba's simulator run failed:\n{proc.stderr[-2000:]}")
         numba_times = json.loads(proc.stdout.strip().splitlines()[-1])
         rows = []
+        imports: dict[str, list[Any]] = {}
         for case in cases:
             strict, recorded, outs = _labkit_times(case, repeat)
             row = {"kernel": case.name, "grid": case.grid, "block": case.block, "labkit_strict_s": round(strict, 4),
-                   "labkit_recorded_s": round(recorded, 4)}
+                   "labkit_recorded_s": round(recorded, 4), "numba_warp_shim": case.name in WARP_CASES}
+            if first:
+                mine, theirs_first = _first_launch("labkit", case.name), _first_launch("numba", case.name)
+                row["labkit_first_s"] = round(mine["first_s"], 4) if "first_s" in mine else None
+                row["numba_first_s"] = round(theirs_first["first_s"], 4) if "first_s" in theirs_first else None
+                row["speedup_first"] = (round(row["numba_first_s"] / row["labkit_first_s"], 1)
+                                        if row["numba_first_s"] and row["labkit_first_s"] else None)
+                imports.setdefault("labkit", []).append(mine.get("import_s"))
+                imports.setdefault("numba", []).append(theirs_first.get("import_s"))
             numba_s = numba_times[case.name]
             if isinstance(numba_s, dict):
                 row.update(numba_s=None, numba_error=numba_s["error"], speedup_strict=None, speedup_recorded=None,
@@ -284,26 +418,48 @@ def run(repeat: int = 3, only: list[str] | None = None) -> dict[str, Any]:
         "machine": platform.machine(), "rows": rows,
         "load_average": [round(x, 1) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
         "min_speedup_strict": min((r["speedup_strict"] for r in rows if r["speedup_strict"]), default=None),
+        "min_speedup_recorded": min((r["speedup_recorded"] for r in rows if r["speedup_recorded"]), default=None),
+        "min_speedup_first": min((r["speedup_first"] for r in rows if r.get("speedup_first")), default=None),
+        "import_s": {k: round(min(x for x in v if x is not None), 3) for k, v in imports.items() if any(x is not None for x in v)},
     }
+
+
+def _s(value: Any) -> str:
+    return "–" if value is None else f"{value:.3f} s"
+
+
+def _x(value: Any) -> str:
+    return "–" if not value else f"{value:.1f}"
 
 
 def markdown(result: dict[str, Any]) -> str:
     """The table of a result, as in the README."""
     lines = [f"Simulator speed on {result['date']} ({result['cpu_count']} CPU cores, Python {result['python']}, Numba "
-             f"{result['numba']}; best of {result['repeat']} launches, CPU seconds of each simulator's process; simulators, not GPU times"
+             f"{result['numba']}; CPU seconds of each simulator's process: a first launch in a fresh process, then the "
+             f"best of {result['repeat']} launches; simulators, not GPU times"
              + (f"; load average {result['load_average'][0]:g} at the end, so compare the ratios" if result.get("load_average") else "")
              + "):", "",
-             "| kernel | grid × block | Numba's simulator | labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+             "| kernel | grid × block | first launch: Numba's simulator | labkit | × faster | repeated: Numba's simulator "
+             "| labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in result["rows"]:
+        shim = " ¹" if r.get("numba_warp_shim") and r["numba_s"] is not None else ""
+        first = f"{_s(r.get('numba_first_s'))} | {_s(r.get('labkit_first_s'))} | {_x(r.get('speedup_first'))}"
         if r["numba_s"] is None:
-            lines.append(f"| {r['kernel']} | {r['grid']} × {r['block']} | cannot run it ({r['numba_error'][:60]}) | "
-                         f"{r['labkit_strict_s']:.3f} s | – | {r['labkit_recorded_s']:.3f} s | – | – |")
+            lines.append(f"| {r['kernel']} | {r['grid']} × {r['block']} | {first} | cannot run it "
+                         f"({r['numba_error'][:60]}) | {r['labkit_strict_s']:.3f} s | – | {r['labkit_recorded_s']:.3f} s | – | – |")
             continue
-        lines.append(f"| {r['kernel']} | {r['grid']} × {r['block']} | {r['numba_s']:.3f} s | {r['labkit_strict_s']:.3f} s | "
-                     f"{r['speedup_strict']:.1f} | {r['labkit_recorded_s']:.3f} s | {r['speedup_recorded']:.1f} | "
-                     f"{'yes' if r['same_outputs'] else 'NO'} |")
-    lines += ["", f"Smallest speed-up with every rule on: {result['min_speedup_strict']:.1f}×."]
+        lines.append(f"| {r['kernel']}{shim} | {r['grid']} × {r['block']} | {first} | {r['numba_s']:.3f} s | "
+                     f"{r['labkit_strict_s']:.3f} s | {r['speedup_strict']:.1f} | {r['labkit_recorded_s']:.3f} s | "
+                     f"{r['speedup_recorded']:.1f} | {'yes' if r['same_outputs'] else 'NO'} |")
+    lines += ["", f"Smallest speed-up with every rule on: {_x(result['min_speedup_strict'])}× repeated, "
+              f"{_x(result.get('min_speedup_recorded'))}× recorded, {_x(result.get('min_speedup_first'))}× first launch."]
+    if any(r.get("numba_warp_shim") and r["numba_s"] is not None for r in result["rows"]):
+        lines.append("¹ Numba's simulator has no warp functions: it ran these with shuffles and votes made of a "
+                     "`threading.Barrier` per warp (benchmarks/sim_speed.py).")
+    if result.get("import_s"):
+        lines.append("Imports before a first launch (not in the figures above): "
+                     + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(result["import_s"].items())) + " of CPU time.")
     return "\n".join(lines) + "\n"
 
 
@@ -312,13 +468,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", default="")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--no-first", action="store_true", help="skip the first-launch figures (a fresh process each)")
     parser.add_argument("--numba-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--first-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--outdir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.numba_child is not None:
         _numba_child(args.numba_child.split(","), args.repeat, args.outdir)
         return 0
-    result = run(args.repeat, [n for n in args.only.split(",") if n] or None)
+    if args.first_child is not None:
+        _first_child(args.first_child, args.outdir)
+        return 0
+    result = run(args.repeat, [n for n in args.only.split(",") if n] or None, first=not args.no_first)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"sim-speed-{result['date']}"

@@ -60,7 +60,41 @@ def test_unwritten_arrays_are_copies_unless_they_share_memory() -> None:
     watched = memory._track_args(memory.Model(record=False), [a, b], ["a", "b"], ("b",), watched={0})
     assert not any(isinstance(t, memory._Snapshot) for t in watched)  # written or poisoned: every access is tracked
     recorded = memory._track_args(memory.Model(record=True), [a, b], ["a", "b"], (), watched=set())
-    assert not any(isinstance(t, memory._Snapshot) for t in recorded)  # recorded reads keep their bookkeeping
+    # recorded: copies too, whose every read is logged as Model.note logs it (a trace's model, which notes more, is not)
+    assert [type(t).__name__ for t in recorded] == ["_RecordedSnapshot2D", "_RecordedSnapshot1D"]
+    traced = memory._track_args(_NotingModel(record=True), [a, b], ["a", "b"], (), watched=set())
+    assert not any(isinstance(t, memory._Snapshot) for t in traced)
+
+
+class _NotingModel(memory.Model):
+    def note(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().note(*args, **kwargs)
+
+
+@cuda.jit
+def gather3(x, y, idx, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[idx[i]] + y[i // 5, i % 5]
+
+
+def test_recorded_fast_reads_log_what_note_logs() -> None:
+    """A recorded launch's fast reads (compiled into the kernel and through the copies' own reads) log the same accesses,
+    in the same order, as the long path of a model that notes each access itself."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(40).astype(np.float32), rng.standard_normal((8, 5)).astype(np.float32)
+    idx = rng.integers(0, 40, 40).astype(np.int32)
+    logs = []
+    for model_class in (memory.Model, _NotingModel):
+        out = np.zeros(40, np.float32)
+        model = model_class(record=True)
+        tracked = memory._track_args(model, [x, y, idx, out], ["x", "y", "idx", "out"], ("out",), watched={3})
+        with memory.strict(model):
+            gather3[2, 32](*tracked)
+        model.end_block()
+        logs.append([(a.name, t.key, flat, kind, epoch) for a, t, flat, kind, epoch, _ in model.log])
+        assert out.tolist() == (x[idx] + y.reshape(-1)[:40]).tolist()
+    assert logs[0] == logs[1] and len(logs[0]) == 40 * 4
 
 
 @cuda.jit

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import greenlet
 import numpy as np
 
-from . import blocks, limits, tracebacks
+from . import blocks, fastreads, limits, tracebacks
 from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
 from .errors import KernelFault, KernelTimeout
 from .integers import Int32
@@ -646,6 +646,7 @@ def thread_position(exc: Exception, t: SimThread) -> Exception:
     in words) keep their message."""
     where = (tuple(t.threadIdx), tuple(t.blockIdx))
     prefix = f"tid={list(where[0])} ctaid={list(where[1])}"
+    fastreads.retype(exc)
     if isinstance(exc, FloatingPointError) and not isinstance(exc, DivisionByZero) and "divide by zero" in str(exc):
         new = DivisionByZero(f"{prefix}: division by zero")
         new.__traceback__ = exc.__traceback__

@@ -8,12 +8,19 @@ launch this module compiles a variant of the kernel from its source in which eve
 
     (rows_A[i][k] if 0 <= i < n0_A and 0 <= k < n1_A else A[i, k])
 
-``rows_A``, ``n0_A``, ``n1_A`` are keyword-only parameters with the launch's values as defaults, so a thread pays
-nothing to find them. An index out of bounds takes the ``else`` branch, the snapshot's own read, which raises as it
-always did; an index that is not an integer fails the list index, and the variant raises labkit's message for it.
-The variant keeps the kernel's file, lines, globals and closure: tracebacks, the stuck line of a time-out and
-``swapped_cuda_module`` see the learner's code as before. Nothing else changes: writes, atomics, barriers, reads of
-watched arrays and device functions run as written.
+``rows_A``, ``n0_A``, ``n1_A`` are free variables of the variant (closure cells holding the launch's values), so a
+thread pays nothing to find them and they are not parameters (a traceback lists the kernel's own arguments only). An
+index out of bounds takes the ``else`` branch, the snapshot's own read, which raises as it always did; an index that
+is not an integer fails the list index, and :func:`retype` gives that error the snapshot's message.
+
+The same variant calls the memory model's short path for ``cuda.atomic.add(A, i, v)`` (histograms, counters, the
+atomics that end a reduction) when ``A`` is a name: ``(A._lk_add_(i, v) if A.__class__ in FAST else
+cuda.atomic.add(A, i, v))`` (``_lk_add`` where the old value is used), so an atomic of a strict launch costs one
+method call instead of four; any other array takes the ``else`` branch, the call as written.
+
+The variant keeps the kernel's name, qualified name, file, lines, globals and closure: tracebacks (the arrow on the
+learner's line), the stuck line of a time-out and ``swapped_cuda_module`` see the learner's code as written. Nothing
+else changes: writes, barriers, reads of watched arrays and device functions run as written.
 
 A kernel whose source cannot be read (``exec`` of a string) or parsed, or whose index expressions are not plain
 arithmetic of names and numbers, runs as written: correct, only slower.
@@ -28,7 +35,7 @@ import textwrap
 import types
 from typing import Any, Callable, Sequence
 
-__all__ = ["for_launch"]
+__all__ = ["for_launch", "retype"]
 
 _PREFIX = "_lk_"
 _PURE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor)
@@ -46,7 +53,8 @@ _LIST_INDEX = "list indices must be integers or slices, not "
 
 
 class _Source:
-    """A kernel's parsed source and which of its parameters are only ever read (candidates for fast reads)."""
+    """A kernel's parsed source, which of its parameters are only ever read (candidates for fast reads), and the
+    names its globals give Numba's ``cuda`` module (for the atomics' short path)."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         lines, first = inspect.getsourcelines(fn)
@@ -68,18 +76,24 @@ class _Source:
         }
         self.node = node
         self.positions = {p: k for k, p in enumerate(params) if p not in changed}
+        glob = getattr(fn, "__globals__", {})
+        self.cuda_names = frozenset(
+            n for n in names - changed if n not in params and getattr(glob.get(n), "__name__", None) == "numba.cuda"
+        )
+        self.atomics = any(_atomic_call(n, self.cuda_names) is not None for n in ast.walk(node))
 
 
 _sources: dict[Any, _Source | None] = {}
 _variants: dict[tuple[Any, tuple[tuple[str, int], ...]], tuple[types.CodeType, list[str]] | None] = {}
+_variant_codes: set[types.CodeType] = set()  # the code of every variant (retype knows its errors by it)
 
 
 def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any]:
-    """``fn`` itself, or its fast-read variant for a launch with ``args`` when some array the kernel only reads is a
-    snapshot (an argument with ``fast_rows()`` that gives its elements as nested lists)."""
+    """``fn`` itself, or its variant for a launch with ``args``: fast reads where some array the kernel only reads is
+    a snapshot (an argument with ``fast_rows()`` that gives its elements as nested lists), the atomics' short path
+    where the kernel calls ``cuda.atomic.add`` on a name."""
     code = getattr(fn, "__code__", None)
-    if code is None or not any(hasattr(type(a), "fast_rows") for a in args):  # (the type's: Numba's record wrapper
-        # answers any attribute with a lookup of its own)
+    if code is None:
         return fn
     if code not in _sources:
         try:
@@ -91,72 +105,84 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
         return fn
     rows: dict[str, list[Any]] = {}
     shapes: dict[str, tuple[int, ...]] = {}
-    for name, position in source.positions.items():
-        arg = args[position] if position < len(args) else None
-        fast_rows = getattr(type(arg), "fast_rows", None)
-        got = fast_rows(arg) if fast_rows is not None else None
-        if got is not None:
-            rows[name], shapes[name] = got, tuple(arg.shape)
-    if not rows:
+    logs: dict[str, tuple[Any, Any]] = {}  # recorded arrays: (the log's append, the model)
+    if any(hasattr(type(a), "fast_rows") for a in args):  # (the type's: Numba's record wrapper answers any
+        # attribute with a lookup of its own)
+        for name, position in source.positions.items():
+            arg = args[position] if position < len(args) else None
+            fast_rows = getattr(type(arg), "fast_rows", None)
+            got = fast_rows(arg) if fast_rows is not None else None
+            if got is not None:
+                rows[name], shapes[name] = got, tuple(arg.shape)
+                log = type(arg).fast_log(arg)
+                if log is not None:
+                    logs[name] = log
+    if not rows and not source.atomics:
         return fn
-    key = (code, tuple(sorted((name, len(shape)) for name, shape in shapes.items())))
+    key = (code, tuple(sorted((name, len(shape), name in logs) for name, shape in shapes.items())))
     if key not in _variants:
         try:
-            _variants[key] = _compile(fn, source, {name: len(shape) for name, shape in shapes.items()})
+            _variants[key] = _compile(fn, source, {name: len(shape) for name, shape in shapes.items()}, set(logs))
         except Exception:  # noqa: BLE001 - as above
             _variants[key] = None
     variant = _variants[key]
     if variant is None:
         return fn
     fast_code, used = variant
-    if not used:
-        return fn
-    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
-    made = types.FunctionType(
-        fast_code, fn.__globals__, fn.__name__, fn.__defaults__, tuple(cells[n] for n in fast_code.co_freevars)
-    )
-    defaults = dict(fn.__kwdefaults__ or {})
-    defaults[f"{_PREFIX}retype"] = _retype
+    values: dict[str, Any] = dict(zip(code.co_freevars, fn.__closure__ or ()))
+    if f"{_PREFIX}fast" in fast_code.co_freevars:
+        from .memory import FAST_ATOMIC_CLASSES
+
+        values[f"{_PREFIX}fast"] = types.CellType(FAST_ATOMIC_CLASSES)
+    if f"{_PREFIX}engine" in fast_code.co_freevars:
+        from . import engine
+
+        values[f"{_PREFIX}engine"] = types.CellType(engine)
     for name in used:
-        defaults[f"{_PREFIX}rows_{name}"] = rows[name]
+        values[f"{_PREFIX}rows_{name}"] = types.CellType(rows[name])
+        if name in logs:
+            values[f"{_PREFIX}log_{name}"] = types.CellType(logs[name][0])
+            values[f"{_PREFIX}model_{name}"] = types.CellType(logs[name][1])
         for axis, n in enumerate(shapes[name]):
-            defaults[f"{_PREFIX}n{axis}_{name}"] = n
-    made.__kwdefaults__ = defaults
+            values[f"{_PREFIX}n{axis}_{name}"] = types.CellType(n)
+    made = types.FunctionType(
+        fast_code, fn.__globals__, fn.__name__, fn.__defaults__, tuple(values[n] for n in fast_code.co_freevars)
+    )
+    made.__kwdefaults__ = fn.__kwdefaults__
     made.__doc__ = fn.__doc__
+    made.__qualname__ = fn.__qualname__
     return made
 
 
-def _compile(fn: Callable[..., Any], source: _Source, ndims: dict[str, int]) -> tuple[types.CodeType, list[str]]:
-    """The variant's code object (inside an enclosing function that gives it the kernel's free variables) and the
-    arrays whose reads it rewrote."""
+def _compile(
+    fn: Callable[..., Any], source: _Source, ndims: dict[str, int], logged: set[str] | None = None
+) -> tuple[types.CodeType, list[str]]:
+    """The variant's code object (compiled inside an enclosing function whose parameters, the kernel's free
+    variables and the variant's own values, become its closure) and the arrays whose reads it rewrote."""
     node = copy.deepcopy(source.node)
     node.decorator_list = []
     node.returns = None
     for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
         a.annotation = None
-    rewriter = _Rewriter(ndims)
+    logged = logged or set()
+    rewriter = _Rewriter(ndims, source.cuda_names, logged)
     node.body = [rewriter.visit(stmt) for stmt in node.body]
     used = sorted(rewriter.used)
+    if not used and not rewriter.atomics:
+        raise ValueError("nothing to rewrite")
     extra = (
-        [f"{_PREFIX}retype"]
+        ([f"{_PREFIX}fast"] if rewriter.atomics else [])
+        + ([f"{_PREFIX}engine"] if logged & set(used) else [])
         + [f"{_PREFIX}rows_{n}" for n in used]
+        + [f"{_PREFIX}{part}_{n}" for n in used if n in logged for part in ("log", "model")]
         + [f"{_PREFIX}n{axis}_{n}" for n in used for axis in range(ndims[n])]
     )
-    node.args.kwonlyargs += [ast.arg(arg=name) for name in extra]
-    node.args.kw_defaults += [None] * len(extra)
-    handler = ast.ExceptHandler(
-        type=ast.Name("TypeError", ast.Load()),
-        name=f"{_PREFIX}e",
-        body=[
-            ast.Expr(ast.Call(ast.Name(f"{_PREFIX}retype", ast.Load()), [ast.Name(f"{_PREFIX}e", ast.Load())], [])),
-            ast.Raise(),
-        ],
-    )
-    node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]
     free = list(fn.__code__.co_freevars)
     outer = ast.FunctionDef(
         name=f"{_PREFIX}outer",
-        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in free], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        args=ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=n) for n in free + extra], kwonlyargs=[], kw_defaults=[], defaults=[]
+        ),
         body=[node, ast.Return(ast.Name(node.name, ast.Load()))],
         decorator_list=[],
     )
@@ -165,8 +191,10 @@ def _compile(fn: Callable[..., Any], source: _Source, ndims: dict[str, int]) -> 
     code = compile(module, fn.__code__.co_filename, "exec", dont_inherit=True)
     outer_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     inner = next(c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == node.name)
-    if not set(inner.co_freevars) <= set(free):
+    if not set(inner.co_freevars) <= set(free + extra):
         raise ValueError("free variables differ")
+    inner = inner.replace(co_qualname=fn.__code__.co_qualname)
+    _variant_codes.add(inner)
     return inner, used
 
 
@@ -185,18 +213,69 @@ def _locate(tree: ast.AST, origin: ast.AST) -> None:
     walk(tree, origin.lineno, origin.col_offset)  # type: ignore[attr-defined]
 
 
-class _Rewriter(ast.NodeTransformer):
-    """Rewrites element reads ``A[i, j]`` of the arrays in ``ndims`` (name -> dimensions) in the kernel's own body."""
+_FAST_ATOMICS = ("add",)
 
-    def __init__(self, ndims: dict[str, int]) -> None:
+
+def _atomic_call(node: ast.AST, cuda_names: frozenset[str]) -> tuple[str, ast.Name, list[ast.expr]] | None:
+    """(operation, array, arguments) of a call ``cuda.atomic.<op>(A, i, v)`` with ``A`` a name, else None."""
+    if not isinstance(node, ast.Call) or node.keywords or len(node.args) != 3:
+        return None
+    f = node.func
+    if not (isinstance(f, ast.Attribute) and f.attr in _FAST_ATOMICS and isinstance(f.value, ast.Attribute)):
+        return None
+    if f.value.attr != "atomic" or not isinstance(f.value.value, ast.Name) or f.value.value.id not in cuda_names:
+        return None
+    array = node.args[0]
+    if not isinstance(array, ast.Name) or any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    return f.attr, array, node.args[1:]
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Rewrites element reads ``A[i, j]`` of the arrays in ``ndims`` (name -> dimensions) in the kernel's own body,
+    and calls of ``cuda.atomic.add`` on a name (``cuda_names``: what the kernel calls Numba's ``cuda``)."""
+
+    def __init__(self, ndims: dict[str, int], cuda_names: frozenset[str] = frozenset(), logged: set[str] | None = None) -> None:
         self.ndims = ndims
+        self.logged = logged or set()
+        self.cuda_names = cuda_names
         self.used: set[str] = set()
+        self.atomics = 0
         self.temps = 0
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         if isinstance(node, _SCOPES):
             return node  # (a nested function, lambda or comprehension runs as written)
         return super().generic_visit(node)
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        """A statement that is a call alone: an atomic whose old value nobody uses takes the shorter path."""
+        if _atomic_call(node.value, self.cuda_names) is not None:
+            self.generic_visit(node.value)
+            node.value = self._atomic(node.value, used=False)
+            return node
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if _atomic_call(node, self.cuda_names) is not None:
+            return self._atomic(node, used=True)
+        return node
+
+    def _atomic(self, node: ast.Call, *, used: bool) -> ast.expr:
+        found = _atomic_call(node, self.cuda_names)
+        assert found is not None
+        op, array, rest = found
+        self.atomics += 1
+        method = f"{_PREFIX}{op}" + ("" if used else "_")
+        fast = ast.Call(ast.Attribute(ast.Name(array.id, ast.Load()), method, ast.Load()), rest, [])
+        test = ast.Compare(
+            ast.Attribute(ast.Name(array.id, ast.Load()), "__class__", ast.Load()),
+            [ast.In()],
+            [ast.Name(f"{_PREFIX}fast", ast.Load())],
+        )
+        slow = copy.deepcopy(node)
+        return ast.copy_location(ast.IfExp(test, fast, slow), node)
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
@@ -225,8 +304,28 @@ class _Rewriter(ast.NodeTransformer):
             fast = ast.Subscript(fast, part, ast.Load())
         slow = ast.Subscript(ast.Name(array.id, ast.Load()), index, ast.Load())
         self.used.add(array.id)
+        if array.id in self.logged:  # a recorded launch: the read is logged as Model.note logs it (the append's None)
+            tests.append(ast.UnaryOp(ast.Not(), self._note(array.id, fast_parts)))
         test = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
         return ast.copy_location(ast.IfExp(test, fast, slow), node)
+
+    def _note(self, name: str, parts: list[ast.expr]) -> ast.expr:
+        """``_lk_log_A((A, engine.current, flat, 0, model.epoch, None))``: the log entry of a read (``0``: READ)."""
+        flat: ast.expr = parts[0]
+        for axis, part in enumerate(parts[1:], start=1):
+            flat = ast.BinOp(ast.BinOp(flat, ast.Mult(), ast.Name(f"{_PREFIX}n{axis}_{name}", ast.Load())), ast.Add(), part)
+        entry = ast.Tuple(
+            [
+                ast.Name(name, ast.Load()),
+                ast.Attribute(ast.Name(f"{_PREFIX}engine", ast.Load()), "current", ast.Load()),
+                flat,
+                ast.Constant(0),
+                ast.Attribute(ast.Name(f"{_PREFIX}model_{name}", ast.Load()), "epoch", ast.Load()),
+                ast.Constant(None),
+            ],
+            ast.Load(),
+        )
+        return ast.Call(ast.Name(f"{_PREFIX}log_{name}", ast.Load()), [entry], [])
 
 
 def _pure(node: ast.expr) -> bool:
@@ -245,15 +344,18 @@ def _pure(node: ast.expr) -> bool:
     return False
 
 
-def _retype(exc: TypeError) -> None:
-    """A fast read's list index refused an index that is not an integer: the message becomes the one the snapshot's
-    read gives (the handler then re-raises it, its traceback ending at the learner's line as before)."""
+def retype(exc: BaseException) -> None:
+    """A fast read's list index refused an index that is not an integer: give ``exc`` the message the snapshot's
+    read gives (the engine calls this for every error a thread raises; its traceback still ends at the learner's
+    line)."""
+    if not isinstance(exc, TypeError):
+        return
     text = str(exc)
     if not text.startswith(_LIST_INDEX):
         return
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    if tb is None or f"{_PREFIX}retype" not in tb.tb_frame.f_code.co_varnames:
+    if tb is None or tb.tb_frame.f_code not in _variant_codes:
         return
     exc.args = (f"array index must be an integer, got {text[len(_LIST_INDEX) :]}",)

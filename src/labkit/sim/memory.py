@@ -29,7 +29,7 @@ import numpy as np
 
 from . import engine
 from .errors import KernelFault
-from .integers import READS, Int32, store_value, widen
+from .integers import READS, WIDE, Int32, store_value, widen
 
 #: CUDA's launch limits: grid x up to 2**31 - 1 blocks, y and z up to 65,535; a block of at most 1,024 threads.
 MAX_GRID = (2**31 - 1, 65_535, 65_535)
@@ -285,7 +285,7 @@ class Model:
         self.shared: list[tuple[str, tuple[int, ...], np.dtype]] = []  # every distinct shared array, for the report
         self.written_shared: dict[str, np.ndarray] = {}
         self.record = record
-        self.atomics: dict[str, int] = {"global": 0, "shared": 0}
+        self.all_shared: list[TrackedArray] = []  # every shared array of the launch (their atomics are counted)
         self.barriers = 0
         self.syncwarps = 0
         self.float_into_int: str | None = None
@@ -295,6 +295,14 @@ class Model:
         self.uninitialised: UninitialisedRead | None = None
         self.epoch = 0  # barriers passed by the block running now
         self.block: Any = None
+
+    @property
+    def atomics(self) -> dict[str, int]:
+        """Atomic updates so far, by memory space."""
+        return {
+            "global": sum(a.natomics + len(a._alog) for a in self.globals),
+            "shared": sum(a.natomics + len(a._alog) for a in self.all_shared),
+        }
 
     # -- races
     def found_race(
@@ -373,6 +381,7 @@ class Model:
         live = np.full(shape, poison_value(dtype), dtype=dtype)
         arr = track(live, self, "shared", name, poisoned=True)
         self.block_shared.append(arr)
+        self.all_shared.append(arr)
         if not any(s[0] == name for s in self.shared):
             self.shared.append((name, tuple(live.shape), live.dtype))
         return arr
@@ -412,6 +421,10 @@ class TrackedArray:
         "_r",
         "_w",
         "_a",
+        "_alog",
+        "natomics",
+        "_fadd",
+        "_aold",
         "_old",
         "rmw",
         "wmask",
@@ -459,6 +472,15 @@ class TrackedArray:
         self._r: dict[int, Any] = {}
         self._w: dict[int, Any] = {}
         self._a: dict[int, Any] = {}
+        self._alog: list[tuple[int, Any]] = []  # this epoch's atomics by the short path, until _atomics() sorts them
+        self.natomics = 0  # atomic updates of this array so far
+        # the short path of cuda.atomic.add (_lk_add_): the element type's class for a float array, int for an integer
+        # one; None when every atomic takes the long path (recorded, unwatched, not 1-D, another element type)
+        self._fadd: Any = None
+        self._aold: Any = None  # the class of an atomic's old value (a Python int made what a GPU's atomic returns)
+        if self._track and (not self._record or type(model).note is Model.note) and live.ndim == 1 and live.dtype.kind in "iuf":
+            self._fadd = int if self._int else live.dtype.type
+            self._aold = WIDE.get(live.dtype, live.dtype.type) if self._int else None
         self._old: dict[int, Any] = {}  # element -> its value before this epoch's first write
         self.rmw: dict[int, set] = {}  # element -> threads that read it and then wrote it plainly
         self.wmask = bytearray(live.size)  # elements written so far
@@ -477,6 +499,7 @@ class TrackedArray:
 
     @property
     def written(self) -> np.ndarray:
+        self._atomics()
         return np.frombuffer(bytes(self.wmask), dtype=np.bool_).reshape(self.shape)
 
     def index_of(self, flat: int) -> tuple[int, ...]:
@@ -485,7 +508,7 @@ class TrackedArray:
     # -- epochs and blocks
     def sync(self) -> None:
         """A block barrier (or the block's end): everything written so far is visible to all; a new epoch starts."""
-        tables = (self._readers() if self.space == "global" else self._r, self._w, self._a)
+        tables = (self._readers() if self.space == "global" else self._r, self._w, self._atomics())
         self._log.clear()
         if self.space == "global":
             for mine, table in zip(self._block, tables):
@@ -558,7 +581,7 @@ class TrackedArray:
         model = self._model
         if model.race is not None and not model.collect_all:
             return
-        for other_kind, table in ((WRITE, self._w), (ATOMIC, self._a), (READ, self._readers())):
+        for other_kind, table in ((WRITE, self._w), (ATOMIC, self._atomics()), (READ, self._readers())):
             if not _BIT[other_kind] & _CONFLICT_BITS[kind]:
                 continue
             entry = table.get(flat)
@@ -584,7 +607,7 @@ class TrackedArray:
             self._model.note(self, me, flat, READ)
         if not self._track:  # an array no thread writes in this launch: its reads cannot race
             return self._widen(value) if self._widen else value
-        if self._w or self._a:
+        if self._w or self._a or self._alog:
             value = self._read_written(flat, value, me)
         self._log.append((flat, me) if me.meets is None else (flat, (me, len(me.meets))))
         if self.poisoned and not self.wmask[flat] and self._model.uninitialised is None and self._is_poison(value):
@@ -600,9 +623,28 @@ class TrackedArray:
             if model.race is None or model.collect_all:
                 model.found_race(self, flat, _thread_of(w), WRITE, READ)
             value = self._old[flat]
-        if flat in self._a:
+        if flat in self._atomics():
             self._conflicts(flat, READ, me)
         return value
+
+    def _atomics(self) -> dict[int, Any]:
+        """This epoch's atomic updaters by element (the short path logs them as they come; sorted when needed)."""
+        log, table = self._alog, self._a
+        if log:
+            self.natomics += len(log)
+            wmask = self.wmask
+            for flat, stamp in log:
+                wmask[flat] = 1
+                a = table.get(flat)
+                if a is None:
+                    table[flat] = stamp
+                elif type(a) is list:
+                    if a[-1] is not stamp:
+                        a.append(stamp)
+                elif a is not stamp:
+                    table[flat] = [a, stamp]
+            log.clear()
+        return table
 
     def _readers(self) -> dict[int, Any]:
         """This epoch's readers by element (reads are logged as they come, and sorted only when a write needs them)."""
@@ -646,7 +688,7 @@ class TrackedArray:
                     )
             value = store_value(value, self.dtype)
         me = engine.current
-        if not (self._record or self._log or self._r or self._a or flat in self._w):
+        if not (self._record or self._log or self._r or self._a or self._alog or flat in self._w):
             # the first access of this element in the epoch, and nobody has read the array in it: nothing to check
             self._old[flat] = self.live[index]
             self._w[flat] = me if me.meets is None else _stamp(me)
@@ -656,7 +698,7 @@ class TrackedArray:
         if self._record:
             model.note(self, me, flat, WRITE, value)
         read = bool(self._log or self._r)  # (this epoch has reads; _conflicts may empty the log into _r)
-        if (model.race is None or model.collect_all) and (read or flat in self._w or flat in self._a):
+        if (model.race is None or model.collect_all) and (read or flat in self._w or flat in self._atomics()):
             self._conflicts(flat, WRITE, me)
         r = self._readers().get(flat) if read else None
         if r is not None and (
@@ -679,12 +721,12 @@ class TrackedArray:
         if not self._track:
             raise Retrack(self)
         model = self._model
-        model.atomics[self.space] += 1
+        self.natomics += 1
         me = engine.current
         if self._record:
             model.note(self, me, flat, ATOMIC)
         self._conflicts(flat, ATOMIC, me)
-        a = self._a.get(flat)
+        a = self._atomics().get(flat)
         if a is None:
             self._a[flat] = _stamp(me)
         elif type(a) is list:
@@ -693,6 +735,49 @@ class TrackedArray:
             self._a[flat] = [a, _stamp(me)]
         self.wmask[flat] = 1
         return self.live, index
+
+    def _lk_add_(self, i: Any, v: Any) -> Any:
+        """``cuda.atomic.add(self, i, v)`` as :mod:`labkit.sim.fastreads` compiles it into a kernel; returns the
+        element's old value as stored. The short path (a 1-D array, an integer index in bounds, a number of the
+        element's kind) does what :meth:`atomic_target` and :func:`_strict_add` do, with the updater logged for
+        :meth:`_atomics` to sort; anything else takes that long path."""
+        kind = self._fadd
+        c = i.__class__
+        if kind is not None and (c is int or c is Int32 or c in _NP_INDEX) and 0 <= i < self.size:
+            vc = v.__class__
+            if kind is int:
+                if vc is not int:
+                    if vc not in _NP_INDEX:
+                        return _slow_add(self, i, v)
+                    v = int(v)
+            elif vc is not kind and vc is not int and vc is not float and vc not in _NP_FLOATS:
+                return _slow_add(self, i, v)
+            if c is not int:
+                i = int(i)
+            me = engine.current
+            if self._w or self._log or self._r:
+                self._conflicts(i, ATOMIC, me)
+            if self._record:  # (what Model.note does)
+                model = self._model
+                model.log.append((self, me, i, ATOMIC, model.epoch, None))
+            self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))  # (counted, and the
+            # element marked written, when _atomics() sorts the log)
+            live = self.live
+            if kind is int:
+                old = live.item(i)
+                new = old + v
+                live[i] = new if self._low <= new <= self._high else store_value(new, self.dtype)
+                return old
+            old = live[i]
+            live[i] = old + (v if vc is kind else kind(v))  # (Numba converts the value to the array's type first)
+            return old
+        return _slow_add(self, i, v)
+
+    def _lk_add(self, i: Any, v: Any) -> Any:
+        """:meth:`_lk_add_` whose old value the kernel uses, as a GPU's atomic returns it (integers 64-bit wide,
+        tagged with their width)."""
+        old = self._lk_add_(i, v)
+        return old if self._aold is None else self._aold(old)
 
 
 class _Tracked1D(TrackedArray):
@@ -703,7 +788,7 @@ class _Tracked1D(TrackedArray):
     def __getitem__(self, i: Any) -> Any:
         if (type(i) is int or type(i) is Int32) and i >= 0:  # (Int32: cuda.threadIdx.x)
             value = self.live[i]  # (NumPy raises IndexError past the end)
-            if self._record or self._w or self._a or (self.poisoned and not self.wmask[i]):
+            if self._record or self._w or self._a or self._alog or (self.poisoned and not self.wmask[i]):
                 return self._read(i, value)
             if self._track:  # the usual read, inlined from _read: remember the reader
                 me = engine.current
@@ -729,7 +814,7 @@ class _Tracked2D(TrackedArray):
             if type(i) in _INTS and type(j) in _INTS and i >= 0 and 0 <= j < self._s1:
                 value = self.live[idx]  # (NumPy raises IndexError past the last row)
                 flat = i * self._s1 + j
-                if self._record or self._w or self._a or (self.poisoned and not self.wmask[flat]):
+                if self._record or self._w or self._a or self._alog or (self.poisoned and not self.wmask[flat]):
                     return self._read(flat, value)
                 if self._track:  # the usual read, inlined from _read: remember the reader
                     me = engine.current
@@ -881,6 +966,11 @@ class _Snapshot(TrackedArray):
             self._part_of(k)
         return self._parts
 
+    def fast_log(self) -> tuple[Any, Any] | None:
+        """(the model's ``log.append``, the model) when the launch records this array's reads (a fast read appends
+        what :meth:`Model.note` would), else None."""
+        return (self._model.log.append, self._model) if self._record else None
+
     def _part_of(self, k: int) -> list[Any]:
         part = self._parts[k]
         if part is None:
@@ -948,10 +1038,65 @@ class _Snapshot3D(_Snapshot):
         return self._first_read(idx)
 
 
+class _RecordedSnapshot1D(_Snapshot1D):
+    """:class:`_Snapshot1D` of a launch that records accesses: each read is logged as :meth:`Model.note` logs it."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i: Any) -> Any:
+        try:
+            if i >= 0:
+                value = self._parts[i >> 8][i & 255]
+                model = self._model
+                model.log.append((self, engine.current, i, READ, model.epoch, None))
+                return value
+        except (TypeError, IndexError):
+            pass
+        return self._first_read(i)
+
+
+class _RecordedSnapshot2D(_Snapshot2D):
+    """:class:`_Snapshot2D` of a launch that records accesses."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        try:
+            i, j = idx
+            if i >= 0 <= j:
+                value = self._parts[i][j]
+                model = self._model
+                model.log.append((self, engine.current, i * self._s1 + j, READ, model.epoch, None))
+                return value
+        except (TypeError, ValueError, IndexError):
+            pass
+        return self._first_read(idx)
+
+
+class _RecordedSnapshot3D(_Snapshot3D):
+    """:class:`_Snapshot3D` of a launch that records accesses."""
+
+    __slots__ = ()
+
+    def __getitem__(self, idx: Any) -> Any:
+        try:
+            i, j, k = idx
+            if i >= 0 <= j and k >= 0:
+                value = self._parts[i][j][k]
+                _, n1, n2 = self.shape
+                model = self._model
+                model.log.append((self, engine.current, (i * n1 + j) * n2 + k, READ, model.epoch, None))
+                return value
+        except (TypeError, ValueError, IndexError):
+            pass
+        return self._first_read(idx)
+
+
 SNAPSHOT_CHUNK = 256  # elements per part of a 1-D snapshot (the short path shifts by 8 bits)
 FAST_ROWS_LIMIT = 1 << 18  # snapshots up to this many elements are read by kernel variants (labkit.sim.fastreads)
 _SNAPSHOT_KINDS = "biufc"
 _SNAPSHOTS = {1: _Snapshot1D, 2: _Snapshot2D, 3: _Snapshot3D}
+_RECORDED_SNAPSHOTS = {1: _RecordedSnapshot1D, 2: _RecordedSnapshot2D, 3: _RecordedSnapshot3D}
 
 
 def track(
@@ -971,8 +1116,11 @@ def track(
     recorded = model.record and (model.record_only is None or name in model.record_only)
     lean = not (watched or poisoned or recorded or space == "shared")
     narrow = live.dtype.kind in "iu" and live.dtype.itemsize < 8
-    if lean and snapshot and live.ndim in _SNAPSHOTS and live.dtype.kind in _SNAPSHOT_KINDS:
+    copyable = snapshot and live.ndim in _SNAPSHOTS and live.dtype.kind in _SNAPSHOT_KINDS
+    if lean and copyable:
         cls: type[TrackedArray] = _SNAPSHOTS[live.ndim]
+    elif copyable and recorded and not (watched or poisoned or space == "shared") and type(model).note is Model.note:
+        cls = _RECORDED_SNAPSHOTS[live.ndim]  # (a model that notes more, such as a trace's, reads the long way)
     elif live.ndim == 1:
         cls = (_UnwatchedNarrow1D if narrow else _Unwatched1D) if lean else _Tracked1D
     elif live.ndim == 2:
@@ -1121,6 +1269,19 @@ def _strict_add(self: _StrictAtomics, array: Any, index: Any, val: Any) -> Any:
 
 
 _StrictAtomics.add = _strict_add  # type: ignore[attr-defined]
+_NP_INDEX = frozenset({np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32, np.uint16, np.uint8} | set(READS.values()))
+_NP_FLOATS = frozenset({np.float16, np.float32, np.float64})
+_plain_atomics: list[_StrictAtomics] = []
+
+
+def _slow_add(array: TrackedArray, index: Any, val: Any) -> Any:
+    """``cuda.atomic.add`` of a tracked array by the long path (:func:`_strict_add`), for :meth:`TrackedArray._lk_add_`:
+    the old value as stored."""
+    if not _plain_atomics:
+        from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
+
+        _plain_atomics.append(_StrictAtomics(FakeCUDAAtomic()))
+    return _strict_add(_plain_atomics[0], array, index, val)
 
 
 def _track_args(
@@ -1386,3 +1547,14 @@ def bank_conflicts(report: LaunchReport, array: str, kinds: tuple[str, ...] = ("
         for flats in report.requests(array, kind).values():
             worst = max(worst, bank_conflict_degree([f * size for f in flats]))
     return worst
+
+
+def _all_subclasses(cls: type) -> set[type]:
+    out = {cls}
+    for sub in cls.__subclasses__():
+        out |= _all_subclasses(sub)
+    return out
+
+
+#: the classes whose ``cuda.atomic.add`` a kernel variant calls directly (:mod:`labkit.sim.fastreads`)
+FAST_ATOMIC_CLASSES: frozenset[type] = frozenset(_all_subclasses(TrackedArray))
