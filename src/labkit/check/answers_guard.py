@@ -88,6 +88,7 @@ class AnswerRejected(BaseException):
 
 # ------------------------------------------------------------------------------------------- the reference's traps
 _HITS: list[str] = []
+_REFERENCE_LABELS: set[str] = set()  # trap names that are an exercise's reference (not a compared function)
 
 
 _SHADOWS: dict[str, Callable[..., Any]] = {}  # trapped name -> the original function, for calls a condition lets by
@@ -98,9 +99,16 @@ def _hit(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     trap whose condition does not hold, run the original)."""
     name = sys._getframe(1).f_code.co_name
     cond = CONDITIONS.get(name.split(":", 1)[1]) if ":" in name else None
-    caller = sys._getframe(2).f_code.co_filename
-    if (cond is not None and not cond(args, kwargs)) or _inside_labkit(caller):
-        return _SHADOWS[name](*args, **kwargs)  # labkit calling its own helper (a reference answer), or allowed
+    caller = sys._getframe(2).f_code
+    # labkit calling its own helper (a reference answer) goes through; the guard's own wrapper calling the trapped
+    # function directly means the answer *is* a C-level wrapper of it (functools.partial, lru_cache): not labkit's call
+    from_guard = caller.co_name == "guarded" and caller.co_filename == __file__
+    if (cond is not None and not cond(args, kwargs)) or (_inside_labkit(caller.co_filename) and not from_guard):
+        return _SHADOWS[name](*args, **kwargs)
+    if name in _REFERENCE_LABELS:  # the exercise's reference: said when the check would otherwise pass
+        if not _CHANGES:
+            _CHANGES.append(AnswerRejected(*_called_words(name)))
+        return _SHADOWS[name](*args, **kwargs)
     _HITS.append(name)
     raise AnswerRejected(*_called_words(name))
 
@@ -116,6 +124,12 @@ def _called_words(name: str) -> tuple[str, str]:
     what, _, cond = name.partition(":")
     if cond:
         what = f"{what}(..., {cond}...)" if cond != "tf32" else f"{what}(..., 'tf32')"
+    if what in _REFERENCE_LABELS:
+        return (
+            f"your answer calls `{what}`, labkit's reference answer for this exercise: the check would compare labkit "
+            "with itself.",
+            "write the computation yourself; the exercise is to do what the reference does.",
+        )
     if what.endswith("solved_or_reference"):
         return (
             f"your answer calls `{what}`, which hands back labkit's own answer: the check would compare labkit with itself.",
@@ -200,8 +214,9 @@ def labkit_origin(answer: Any) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------- inputs
-# The first input an answer changed in the running check. Reported by core._run when the check would otherwise pass;
-# a check that fails (often on the same change, in its own words) keeps its own verdict.
+# The first input an answer changed in the running check (or its use of labkit's reference, found by code or by a
+# call). Reported by core._run when the check would otherwise pass; a check that fails (often on the same change, in
+# its own words) keeps its own verdict.
 _CHANGES: list[AnswerRejected] = []
 
 
@@ -304,6 +319,52 @@ def compared_function(exercise_id: str, answer: Any) -> str | None:
     return None
 
 
+def reference_answer_code() -> types.CodeType:
+    """The code object of the thin wrapper :func:`reference_answer` hands out (labkit's, shared by every exercise)."""
+    return next(c for c in reference_answer.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name == "answer")
+
+
+def _compared_functions(exercise_id: str) -> tuple[Callable[..., Any], ...]:
+    found = []
+    for dotted in (*ALWAYS, *COMPARES_WITH.get(exercise_id, ())):
+        fn = _resolve(dotted) if ":" not in dotted else None
+        if fn is not None:
+            found.append(fn)
+    return tuple(found)
+
+
+def _host_callable(answer: Any) -> bool:
+    """True for an answer the guard wraps: a Python function, a partial, a bound method, an lru_cache wrapper or a
+    callable object of the learner's (not a class, a kernel or a library's kernel object)."""
+    if isinstance(answer, (types.FunctionType, functools.partial, types.MethodType)):
+        return True
+    if isinstance(answer, type) or not callable(answer) or getattr(answer, "py_func", None) is not None:
+        return False
+    module = getattr(type(answer), "__module__", "") or ""
+    return module.split(".", 1)[0] not in ("numba", "cupy", "cupyx", "labkit", "builtins") or isinstance(
+        answer, functools._lru_cache_wrapper
+    )
+
+
+def _reference_rejection(exercise_id: str, answer: Any, reference: Any) -> AnswerRejected | None:
+    """The rejection of an answer that reaches labkit's reference (or a function the check compares with) by any
+    route (:mod:`labkit.check.provenance`), or None."""
+    from .provenance import reached_reference
+
+    found = reached_reference(exercise_id, answer, reference if callable(reference) else None, _compared_functions(exercise_id))
+    if found is None:
+        return None
+    name, route = found
+    if name.endswith("solved_or_reference"):
+        return AnswerRejected(*_called_words(name))
+    whose = name if name.startswith("labkit's") else f"`{name}`, the function the check compares with"
+    return AnswerRejected(
+        f"this answer is {route} {whose}: it runs labkit's code, so the check would compare labkit with itself.",
+        "pass your own function, kernel or source, the one the exercise asks you to write (a copy, a wrapper, a "
+        "functools.partial or a kernel rebuilt from labkit's Python function is still labkit's code).",
+    )
+
+
 def reference_answer(exercise_id: str, reference: Any) -> Any:
     """Labkit's reference answer as an exercise hands it out: where it is the very function the check compares with
     (``labkit.ddp.make_buckets`` for 08.ddp-buckets), a thin labkit-side function that calls it, so that the reference
@@ -339,11 +400,20 @@ def guard_answer(exercise_id: str, answer: Any, reference: Any = None) -> Any:
             f"this answer is `{itself}` itself, the function the check compares with, so it would be compared with itself.",
             f"write the computation yourself (the exercise is to do what `{itself}` does) and pass your own function.",
         )
-    if exercise_id in NOT_WRAPPED or not isinstance(answer, (types.FunctionType, functools.partial)):
+    by_code = _reference_rejection(exercise_id, answer, reference)
+    if by_code is not None and not _CHANGES:  # said when the check would otherwise pass; a failing check keeps its words
+        _CHANGES.append(by_code)
+    if exercise_id in NOT_WRAPPED or not _host_callable(answer):
         return answer
+    from .provenance import labkit_made, reference_functions
+
     traps: tuple[Any, ...] = COMPARES_WITH.get(exercise_id, ())
     if isinstance(reference, types.FunctionType):
         traps = (*traps, reference)
+    if not labkit_made(answer):  # labkit's own reference runs as itself
+        own = reference_functions(exercise_id)
+        _REFERENCE_LABELS.update(f"{fn.__module__}.{fn.__qualname__}" for fn in own)
+        traps = (*traps, *own)
     in_place = set(IN_PLACE.get(exercise_id, ()))
     who = getattr(answer, "__name__", None) or getattr(getattr(answer, "func", None), "__name__", "your function")
 

@@ -90,10 +90,30 @@ def _distinct_reference(factory: Callable[[], Any] | None, exercise_id: str) -> 
 
     def reference(_factory: Callable[[], Any] = factory, _id: str = exercise_id) -> Any:
         from .answers_guard import reference_answer
+        from .provenance import mark_labkit_made
 
-        return reference_answer(_id, _factory())
+        return mark_labkit_made(reference_answer(_id, _factory()))
 
     return reference
+
+
+def _marking_factory(factory: Callable[[], Any]) -> Callable[[], Any]:
+    """``factory`` made to remember what it returns as labkit's own reference (``provenance.mark_labkit_made``); a
+    module-level factory is replaced by the marking one in its module too, so a direct call (labkit's tests grade
+    ``lab06._reference_decode_fp16()``) is marked as well. A copy of what it made is not marked: that is the point."""
+    import functools
+
+    from .provenance import mark_labkit_made
+
+    @functools.wraps(factory)
+    def marking() -> Any:
+        return mark_labkit_made(factory())
+
+    module = sys.modules.get(getattr(factory, "__module__", "") or "")
+    name = getattr(factory, "__name__", "")
+    if module is not None and name.isidentifier() and getattr(module, name, None) is factory:
+        setattr(module, name, marking)
+    return marking
 
 
 def exercise_data(exercise_id: str) -> dict[str, Any]:
@@ -134,6 +154,8 @@ def exercise(
         raise ValueError(f"exercise {exercise_id!r}: kind must be one of {KINDS}, not {kind!r}")
     texts = exercise_data(exercise_id)
     title, hints = texts["title"], texts["hints"]
+    if reference is not None:
+        reference = _marking_factory(reference)
 
     def decorate(fn: Callable[..., str]) -> Callable[..., Result]:
         if exercise_id in _REGISTRY:
@@ -187,8 +209,8 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     from ..sim.limits import PythonTimeout, python_time_limit
     from .answers_guard import AnswerRejected, guard_answer, take_input_change
 
-    take_input_change()  # nothing left over from an earlier check
     ex = _get(exercise_id)
+    take_input_change()  # nothing left over from an earlier check
     _take_launched()
     problem = _wrong_call(ex, args, kwargs)
     rejected: AnswerRejected | None = None
