@@ -103,11 +103,15 @@ class _Handle:
 class FakeNvml:
     """``pynvml`` backed by a list of :class:`NvmlGpu`: real constants and errors, autospecced functions."""
 
-    def __init__(self, gpus: list[NvmlGpu], p2p_ok: bool = True, init_error: bool = False) -> None:
+    def __init__(self, gpus: list[NvmlGpu], p2p_ok: bool = True, init_error: bool = False,
+                 refuse: dict[str, str] | None = None) -> None:
         import pynvml
 
         self._real = pynvml
         self._gpus, self._p2p_ok, self._init_error = gpus, p2p_ok, init_error
+        #: query name -> the NVML error it answers (``"NOT_SUPPORTED"``, ``"NO_PERMISSION"``, ``"UNKNOWN"``): what a VM's
+        #: NVML does where nvidia-smi shows N/A (see :data:`VM_REFUSES`)
+        self._refuse = {name: getattr(pynvml, f"NVML_ERROR_{code}") for name, code in (refuse or {}).items()}
         self._impl: dict[str, Callable[..., Any]] = {
             "nvmlInit": self._init, "nvmlShutdown": lambda: None,
             "nvmlDeviceGetCount": lambda: len(gpus),
@@ -133,6 +137,8 @@ class FakeNvml:
 
         def side_effect(*args: Any, **kwargs: Any) -> Any:
             self.calls.append(name)
+            if name in self._refuse:
+                raise self._error(self._refuse[name])
             return impl(*args, **kwargs)
 
         fn = mock.create_autospec(real, side_effect=side_effect)
@@ -192,6 +198,26 @@ class FakeNvml:
         except TypeError:
             raise ctypes.ArgumentError(f"argument 3: TypeError: Don't know how to convert parameter 3 ({index!r})") from None
         return self._real.NVML_P2P_STATUS_OK if self._p2p_ok else self._real.NVML_P2P_STATUS_NOT_SUPPORTED
+
+
+#: What the NVML of a GPU passed through to a virtual machine may refuse (nvidia-smi shows "N/A" or
+#: "[Not Supported]"): the PCIe link, persistence mode, clocks and power, topology; a PCIe card has no NVLink at all
+#: (every link "Not Supported"). Every NVML query labkit makes that a VM may refuse is here.
+VM_REFUSES: dict[str, str] = {
+    "nvmlDeviceGetCurrPcieLinkGeneration": "NOT_SUPPORTED", "nvmlDeviceGetCurrPcieLinkWidth": "NOT_SUPPORTED",
+    "nvmlDeviceGetMaxPcieLinkGeneration": "NOT_SUPPORTED", "nvmlDeviceGetMaxPcieLinkWidth": "NO_PERMISSION",
+    "nvmlDeviceGetNvLinkState": "NOT_SUPPORTED", "nvmlDeviceGetNvLinkRemotePciInfo": "NOT_SUPPORTED",
+    "nvmlDeviceGetTopologyCommonAncestor": "NOT_SUPPORTED", "nvmlDeviceGetP2PStatus": "UNKNOWN",
+    "nvmlDeviceGetPersistenceMode": "NOT_SUPPORTED", "nvmlDeviceGetClockInfo": "NOT_SUPPORTED",
+    "nvmlDeviceGetPowerUsage": "NOT_SUPPORTED",
+}
+
+
+def vm_nvml(name: str = "NVIDIA H100 80GB HBM3", gpus: int = 1) -> FakeNvml:
+    """NVML as a GPU passed through to a VM answers it: one PCIe-attached GPU (no NVLink), every query of
+    :data:`VM_REFUSES` refused."""
+    return FakeNvml([NvmlGpu(name, f"GPU-{i}{i}{i}{i}{i}{i}{i}{i}-0000-0000-0000-000000000000", f"00000000:{0x18 + i:02X}:00.0")
+                     for i in range(gpus)], refuse=VM_REFUSES)
 
 
 class LazyLoadDeadlock(RuntimeError):

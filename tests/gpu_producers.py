@@ -57,6 +57,7 @@ class Figures:
     h2d_percent_of_link: float = 88.0
     pcie: tuple[int, int] = (5, 16)
     nvml: bool = True
+    vm: bool = False  # NVML of a GPU in a VM (gpu_fakes.VM_REFUSES): the real pcie_link asks it, and it refuses
     crashed: tuple[str, ...] = ()  # suites (gpu_check's names) that raise, as a missing library would
 
 
@@ -191,6 +192,21 @@ def _bandwidth_suite(fig: Figures, mp: pytest.MonkeyPatch, real: Any) -> Any:
                 raise NvmlUnavailable("NVML could not start (NVMLError_LibraryNotFound: NVML Shared Library Not Found).")
             return {"current": fig.pcie, "max": fig.pcie, "peak_gbps": peak, "source": "NVML (fake)"}
 
+        if fig.vm:  # labkit's own pcie_link, on the NVML a VM gives it (and no sysfs link either)
+            import dataclasses
+
+            from gpu_fakes import vm_nvml
+            from labkit.device import GPUInfo
+
+            nvml = vm_nvml(DEVICE)
+            gpu = GPUInfo(0, DEVICE, (9, 0), 141 * 10**9, 132, 60 * MiB, 0x18, "GPU-00000000-0000-0000-0000-000000000000",
+                          "0000:18:00.0")
+            vm_env = dataclasses.replace(_environment(), gpus=(gpu,))
+            with pytest.MonkeyPatch.context() as vm:  # undone before _gpu_env's own patch of bw.env
+                vm.setattr(bw, "env", lambda: vm_env)
+                vm.setattr(bw, "_nvml", lambda: nvml)
+                vm.setattr(bw, "pcie_from_sysfs", lambda bus_id, root=None: None)
+                return real(size=size)
         m.setattr(bw, "pcie_link", link)
         return real(size=size)
 
@@ -227,6 +243,7 @@ def report(tmp: Path, fig: Figures | None = None, notebooks: list[dict[str, Any]
             return rows
 
         mp.setattr(gc, "run_notebooks", run_notebooks)
+        mp.setattr(gc, "notebook_paths", lambda stems: [Path(r["notebook"]) for r in rows])  # what this runner runs
         out = tmp / "gpu-check"
         out.mkdir(parents=True, exist_ok=True)
         for old in out.glob("*.json"):
@@ -243,6 +260,7 @@ VARIANTS: dict[str, tuple[Figures, list[dict[str, Any]] | None]] = {
     "gemm-below-target.json": (Figures(gemm_percent={"fp16": 78.0, "bf16": 52.0}), None),
     "wmma-wrong.json": (Figures(wmma_ok=False), None),
     "no-nvml.json": (Figures(nvml=False), None),
+    "vm-nvml-refuses.json": (Figures(vm=True), None),
     "tensor-suite-crashed.json": (Figures(crashed=("tensor cores (lab 06)",)), None),
     "overlap-wrong-result.json": (Figures(overlap_correct=False), None),
     "h2d-above-link.json": (Figures(pcie=(3, 16), h2d_percent_of_link=300.0), None),

@@ -16,11 +16,13 @@ notebook kernels it starts) or from a wheelhouse (``make wheelhouse``, see docs/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
 import platform
 import re
+import signal
 import sys
 import time
 import traceback
@@ -101,9 +103,11 @@ def _kernel_env() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), path) if p)}
 
 
-#: Notebooks that judge timings: they run alone, after the others, so no other notebook shares the GPU (05's stream
-#: overlap check and 07's bandwidth figures would be time-sliced with other processes' kernels and copies).
-ALONE = ("05-", "07-")
+#: Notebooks that judge timings: they run alone, so no other notebook shares the GPU (05's stream overlap check and
+#: 07's bandwidth figures would be time-sliced with other processes' kernels and copies). They run first, 07 (the
+#: longest) before 05: a phase cut by its time limit then loses notebooks of the shared batch, which finish one by one,
+#: not the lab whose figures only a GPU gives (review gpu-review-4, W7).
+ALONE = ("07-", "05-")
 
 #: Where each executed notebook is written (``--save-notebooks``), so its GPU figures (GEMM tables, graph overhead,
 #: cluster sums, sweeps) come back with the results; None: not kept.
@@ -131,12 +135,19 @@ def _run_one(path: Path, timeout: int) -> dict[str, Any]:
 
 
 def notebook_batches(paths: list[Path], jobs: int) -> list[list[Path]]:
-    """The order notebooks run in: with ``jobs`` > 1, all but the :data:`ALONE` ones share the GPU ``jobs`` at a time
-    (one batch), then each ALONE notebook by itself; with ``jobs`` == 1, one at a time in order."""
+    """The order notebooks run in: with ``jobs`` > 1, each :data:`ALONE` notebook by itself first (in ALONE's order),
+    then all the others sharing the GPU ``jobs`` at a time (one batch); with ``jobs`` == 1, one at a time in order."""
     if jobs <= 1:
         return [[p] for p in paths]
+    alone = [[p] for prefix in ALONE for p in paths if p.name.startswith(prefix)]
     shared = [p for p in paths if not p.name.startswith(ALONE)]
-    return ([shared] if shared else []) + [[p] for p in paths if p.name.startswith(ALONE)]
+    return alone + ([shared] if shared else [])
+
+
+def notebook_paths(stems: list[str] | None) -> list[Path]:
+    """The solution notebooks to run: all, or those whose name starts with one of ``stems``."""
+    return [p for p in sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
+            if not stems or any(p.stem.startswith(s) for s in stems)]
 
 
 def run_notebooks(stems: list[str] | None, timeout: int,
@@ -150,8 +161,7 @@ def run_notebooks(stems: list[str] | None, timeout: int,
 
     os.environ.update(_kernel_env())  # the kernels nbclient starts inherit this process's environment
     run = runner or _run_one
-    paths = [p for p in sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
-             if not stems or any(p.stem.startswith(s) for s in stems)]
+    paths = notebook_paths(stems)
     rows: list[dict[str, Any]] = []
     lock = threading.Lock()
 
@@ -276,6 +286,7 @@ def exit_code(report: dict[str, Any]) -> int:
         return EXIT_CANNOT_RUN
     bad = [r for r in report.get("judgement", []) if r["status"] != "pass"]
     bad += [n for n in report.get("notebooks", []) if n.get("status") != "passed"]
+    bad += list(report.get("notebooks_not_run", [])) + list(report.get("not_run", []))
     return EXIT_TARGET_FAILED if bad else EXIT_OK
 
 
@@ -289,12 +300,37 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """What was measured, what was skipped and why, in a few sentences: the first thing a reader of the run sees."""
+    if report.get("cannot_run"):
+        n = len(notebook_paths(None))
+        return [f"**gpu-check could not run here:** {report['cannot_run']}",
+                f"Nothing was measured: all {len(TARGETS)} targets and the {n} solution notebooks were skipped."]
+    rows = report.get("judgement", [])
+    count = {s: [r for r in rows if r["status"] == s] for s in ("pass", "fail", "not measured")}
+    lines = [f"Targets: {len(rows) - len(count['not measured'])} of {len(rows)} measured ({len(count['pass'])} pass, "
+             f"{len(count['fail'])} fail)" + (f"; not measured: {', '.join(r['id'] for r in count['not measured'])} "
+                                                "(why: the table's note)" if count["not measured"] else "") + "."]
+    nbs = report.get("notebooks", [])
+    if nbs or report.get("notebooks_not_run"):
+        passed = sum(n.get("status") == "passed" for n in nbs)
+        lines.append(f"Notebooks: {passed} passed, {len(nbs) - passed} failed"
+                     + (f", not run or not finished: {', '.join(report['notebooks_not_run'])}"
+                        if report.get("notebooks_not_run") else "") + ".")
+    for note in report.get("not_run", []):
+        lines.append(f"Not run: {note}")
+    if report.get("cut"):
+        lines.append(f"**Cut short:** {report['cut']}")
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
-    """The summary: every target with value, target and pass/fail; then the notebooks."""
+    """The summary: what was measured and skipped; every target with value, target and pass/fail; the notebooks."""
     d = report.get("device", {})
     lines = [f"# gpu-check: {d.get('name', '?')} — {report.get('date', '?')}", "",
              f"labkit {report.get('labkit')}, Python {report.get('python')}, driver {d.get('driver')}, "
              f"{d.get('sm_count')} SMs, {d.get('memory_gib')} GiB" + (f", {d['mig']}" if d.get("mig") else "") + ".", "",
+             *summary_lines(report), "",
              "## Targets (COURSE.md)", "", "| target | value | needed | result | note |", "|---|---|---|---|---|"]
     for r in report.get("judgement", []):
         op = r.get("op", ">=")
@@ -349,6 +385,30 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def cannot_run(out: Path, why: str, args: argparse.Namespace) -> int:
+    """gpu-check cannot run here: the summary is still written (C9). Into today's result file when an earlier phase
+    wrote one (its measurements stay, the reason is added under ``not_run``); else into ``no-gpu-<date>.json`` and
+    ``.md`` with ``cannot_run``, which the judge and :func:`exit_code` read."""
+    date = dt.date.today().isoformat()
+    phase = "the notebooks" if args.skip_benchmarks else "the benchmarks" if args.skip_notebooks else "gpu-check"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        earlier = sorted(p for p in out.glob(f"*-{date}.json") if not p.name.startswith("no-gpu-"))
+        if earlier:
+            report = json.loads(earlier[0].read_text())
+            report.setdefault("not_run", []).append(f"{phase}: {why}")
+            path = earlier[0]
+        else:
+            report = {"date": date, "python": platform.python_version(), "device": {"name": "no usable GPU"},
+                      "cannot_run": why, "benchmarks": [], "judgement": [], "notebooks": []}
+            path = out / f"no-gpu-{date}.json"
+        _write_atomic(path, json.dumps(report, indent=2, default=str))
+        _write_atomic(path.with_suffix(".md"), markdown(report))
+    except OSError as exc:
+        print(f"gpu-check: could not write the summary into {out}: {exc}", file=sys.stderr)
+    return EXIT_CANNOT_RUN
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
@@ -369,17 +429,18 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LABKIT_MODE"] = "gpu"
     if str(SRC) not in sys.path:
         sys.path.insert(0, str(SRC))
+    out = Path(args.out)
     try:
         import labkit
     except Exception as exc:  # noqa: BLE001 - a missing dependency: say which and stop
-        print(f"gpu-check cannot import labkit: {type(exc).__name__}: {exc}\n  What to do: install the wheelhouse "
-              "(docs/gpu-check.md) or `pip install -e .`.", file=sys.stderr)
-        return EXIT_CANNOT_RUN
+        why = f"gpu-check cannot import labkit: {type(exc).__name__}: {exc}"
+        print(f"{why}\n  What to do: install the wheelhouse (docs/gpu-check.md) or `pip install -e .`.", file=sys.stderr)
+        return cannot_run(out, why, args)
     try:
         env = labkit.setup()
     except labkit.LabkitError as exc:
         print(f"gpu-check needs gpu mode: {exc}", file=sys.stderr)
-        return EXIT_CANNOT_RUN
+        return cannot_run(out, f"gpu-check needs gpu mode: {exc}", args)
     report: dict[str, Any] = {
         "labkit": labkit.__version__, "python": platform.python_version(),
         "date": dt.date.today().isoformat(),
@@ -387,16 +448,32 @@ def main(argv: list[str] | None = None) -> int:
                    "memory_gib": round((env.memory_bytes or 0) / 2**30, 1), "gpu_count": env.gpu_count,
                    "driver": env.driver_version, "mig": env.mig},
     }
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{_slug(env.device_name)}-{report['date']}"
+    planned: list[str] = []  # the notebooks this run will execute, so a cut run names those it did not finish
+    doing = ["starting"]
 
     def write(rows: list[dict[str, Any]] | None = None) -> None:
         """Written after every suite and every notebook, so a run cut short keeps what it measured."""
         if rows is not None:
             report["notebooks"] = list(rows)
+        if planned:
+            finished = {r["notebook"] for r in report.get("notebooks", [])}
+            report["notebooks_not_run"] = [n for n in planned if n not in finished]
         _write_atomic(out / f"{stem}.json", json.dumps(report, indent=2, default=str))
         _write_atomic(out / f"{stem}.md", markdown(report))
+
+    def stopped(signum: int, frame: Any) -> None:
+        """``timeout`` (the first run's phase limit) sends SIGTERM: say where the run was, keep the files, stop."""
+        report["cut"] = (f"gpu-check was stopped by {signal.Signals(signum).name} (the phase's time limit) while "
+                         f"{doing[0]}; everything finished before that is above.")
+        write()
+        print(f"gpu-check: cut while {doing[0]}; wrote {out / stem}.json and .md", file=sys.stderr, flush=True)
+        os._exit(124)  # at once: the worker threads' notebooks are stopped by the same signal (timeout signals the group)
+
+    previous: Any = None
+    with contextlib.suppress(ValueError):  # not the main thread (a test calling main): no handler
+        previous = signal.signal(signal.SIGTERM, stopped)
 
     def suites_done(suites: list[dict[str, Any]]) -> None:
         report["benchmarks"] = suites
@@ -409,11 +486,20 @@ def main(argv: list[str] | None = None) -> int:
     report["notebooks"] = earlier.get("notebooks", []) if args.skip_notebooks else []
     report["benchmarks"] = earlier.get("benchmarks", []) if args.skip_benchmarks else []
     report["judgement"] = judge(report["benchmarks"])
+    report.pop("cut", None)
     write()
-    if not args.skip_benchmarks:
-        run_benchmarks(progress=suites_done)
-    if not args.skip_notebooks:
-        run_notebooks(args.notebooks, args.timeout, progress=write, jobs=args.jobs)
+    try:
+        if not args.skip_benchmarks:
+            doing[0] = "running the benchmark suites (the targets of suites not finished are 'not measured')"
+            run_benchmarks(progress=suites_done)
+        if not args.skip_notebooks:
+            planned[:] = [p.name for p in notebook_paths(args.notebooks)]
+            doing[0] = "running the notebooks"
+            write()
+            run_notebooks(args.notebooks, args.timeout, progress=write, jobs=args.jobs)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     write()
     print_judgement(report["judgement"])
     print(f"wrote {out / stem}.json and .md")

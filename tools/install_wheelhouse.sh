@@ -7,6 +7,8 @@
 #   WHL/mpi/*.whl  the MPICH wheel (lab 08): `pip install --prefix MPI_PREFIX` (--target would drop its lib/, with
 #                  libmpi.so.12), then MPI_PREFIX/bin on PATH (mpiexec) and MPI_PREFIX/lib on LD_LIBRARY_PATH (mpi4py).
 # Messages go to stderr; the exit status is non-zero when an install fails.
+# Install once, before anything runs from SITE: `--upgrade --target` replaces the packages in place, so a second
+# install into a SITE that a running kernel imports from breaks that kernel mid-run (review 4, C10).
 set -eu
 whl=$1 site=$2 mpi=$3
 case $site in /*) ;; *) site=$PWD/$site ;; esac  # absolute: the exports hold wherever the caller then runs

@@ -118,9 +118,56 @@ def ncu_command(ncu: str, kernel: str) -> list[str]:
             "--page", "raw", "--target-processes", "all", sys.executable, str(Path(__file__).resolve()), "--launch", kernel]
 
 
+#: The first profile pays what the later ones find warm (ncu's own start, the disk cache of Python, CuPy and the CUDA
+#: libraries, the driver's JIT cache): it gets this many shares of the budget to the others' one (review 4, W9).
+FIRST_SHARES = 1.6
+
+
+def shares(left: float, kernels_left: int, first: bool) -> float:
+    """The seconds the next profile may take of ``left``, with ``kernels_left`` profiles (this one included) to go."""
+    weight = FIRST_SHARES if first else 1.0
+    return max(1.0, left * weight / (kernels_left - 1 + weight))
+
+
+def run_in_group(cmd: list[str], limit: float) -> subprocess.CompletedProcess[str]:
+    """``cmd`` in a process group of its own; past ``limit`` seconds the whole group is killed, so the Python that ncu
+    profiles (``--target-processes all``) stops with it instead of holding the GPU into the next profile (W9).
+    Raises :class:`subprocess.TimeoutExpired` then, as :func:`subprocess.run` does."""
+    import signal
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=3)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def ncu_version(ncu: str) -> str:
+    """``ncu --version``'s last line (C8), or why there is none."""
+    try:
+        res = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"ncu --version failed: {exc}"
+    lines = (res.stdout + res.stderr).strip().splitlines()
+    return lines[-1] if lines else f"ncu --version printed nothing (exit {res.returncode})"
+
+
 def profile(out: Path, kernels: list[str], stem: str, timeout: int = 600, budget: float | None = None) -> int:
-    """One report per kernel; with ``budget`` (seconds for all of them) each kernel gets an equal share of what is left,
-    so a slow one cannot take the later ones' time (a kernel cut short writes ``<stem>-ncu-<kernel>.err.txt``)."""
+    """One report per kernel; with ``budget`` (seconds for all of them) each kernel gets its share of what is left
+    (:func:`shares`: the first a larger one), so a slow one cannot take the later ones' time (a kernel cut short writes
+    ``<stem>-ncu-<kernel>.err.txt``, and its profiled process is stopped with ncu)."""
     import time
 
     deadline = time.monotonic() + budget if budget else None
@@ -130,14 +177,16 @@ def profile(out: Path, kernels: list[str], stem: str, timeout: int = 600, budget
         (out / f"{stem}-ncu-note.txt").write_text("ncu (Nsight Compute) is not installed on this machine: no reports.\n")
         print("ncu not found", file=sys.stderr)
         return 3
+    print(f"ncu: {ncu_version(ncu)}", flush=True)
     failed = 0
     for i, kernel in enumerate(kernels):
-        limit = timeout if deadline is None else max(1.0, (deadline - time.monotonic()) / (len(kernels) - i))
+        limit = timeout if deadline is None else shares(deadline - time.monotonic(), len(kernels) - i, i == 0)
         try:
-            res = subprocess.run(ncu_command(ncu, kernel), capture_output=True, text=True, timeout=limit)
+            res = run_in_group(ncu_command(ncu, kernel), limit)
         except subprocess.TimeoutExpired:
             failed += 1
-            (out / f"{stem}-ncu-{kernel}.err.txt").write_text(f"ncu did not finish within {limit:.0f} s (its share of the budget)\n")
+            (out / f"{stem}-ncu-{kernel}.err.txt").write_text(
+                f"ncu did not finish within {limit:.0f} s (its share of the budget); ncu and the process it profiled were stopped\n")
             print(f"{kernel}: ncu cut after {limit:.0f} s", file=sys.stderr)
             continue
         text = res.stdout + res.stderr

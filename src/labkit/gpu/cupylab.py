@@ -700,7 +700,7 @@ def overlap_benchmark(total_bytes: int = 1 << 30, chunks: int = 16, streams: int
     h_out[:] = 0
     t_overlap = timed(overlapped)
     correct = bool(np.allclose(h_out, a * h_in + b, rtol=1e-6, atol=1e-6))
-    model = overlap_model(n * 4, chunks)
+    model, model_label = _overlap_model_here(n * 4, chunks)
     speedup = t_serial / t_overlap
     return {
         "name": "cupy-stream-overlap",
@@ -725,10 +725,22 @@ def overlap_benchmark(total_bytes: int = 1 << 30, chunks: int = 16, streams: int
             "serial_s": model.serial_s,
             "overlapped_s": model.makespan_s,
             "speedup": model.speedup,
-            "label": "model (H200, PCIe 5 figures from labkit.hw)",
+            "label": model_label,
         },
         "label": f"wall-clock time around synchronised runs, median of {repeat}, on {_device_name()}",
     }
+
+
+def _overlap_model_here(nbytes: int, chunks: int) -> tuple[Timeline, str]:
+    """The overlap model for the GPU present: its own labkit.hw record and PCIe generation (device profile), or the
+    H200's and PCIe 5 with a label that says so (review 4, C5: an H100's record said "H200")."""
+    from labkit.gpu.profiles import ceiling, match
+
+    gpu, why = ceiling()
+    prof = match(_device_name())
+    link = f"PCIe {prof.pcie[0]}" if prof is not None else "PCIe 5"
+    label = f"model ({gpu}, {link} figures from labkit.hw)" + (f"; {why}" if why else "")
+    return overlap_model(nbytes, chunks, gpu=gpu, link=link), label
 
 
 def benchmarks() -> list[dict[str, Any]]:

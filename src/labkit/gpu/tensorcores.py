@@ -417,6 +417,8 @@ class GemmRate:
 
 
 GPU_PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+#: The Tensor Core feature (labkit.gpu.profiles) each precision's GEMM needs; FP32 and FP64 run on any GPU.
+_TENSOR_FEATURE = {"tf32": "tf32_tensor", "fp16": "fp16_tensor", "bf16": "bf16_tensor", "fp8": "fp8_tensor"}
 
 
 @contextlib.contextmanager
@@ -503,7 +505,11 @@ def cublas_bf16_matmul(a: Any, b: Any, out: Any) -> Any:
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)  # host scalars (FP32, as the compute type wants)
     handle = cp.cuda.device.get_cublas_handle()
     mode = cublas.getPointerMode(handle)
+    stream = cublas.getStream(handle)
     cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    # on the caller's current stream, as cp.matmul does (CuPy sets it per call): else a caller inside `with stream:` is
+    # timed by events on one stream while the GEMM runs on another (review 4, C6)
+    cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
     try:
         cublas.gemmEx(
             handle,
@@ -528,6 +534,7 @@ def cublas_bf16_matmul(a: Any, b: Any, out: Any) -> Any:
         )
     finally:
         cublas.setPointerMode(handle, mode)
+        cublas.setStream(handle, stream)
     return out
 
 
@@ -550,6 +557,8 @@ def gpu_gemm_throughput(
         )
     import cupy as cp
 
+    from labkit.gpu.profiles import needs
+
     gpu, compute, _, scaled = bench.device_hw()  # a MIG slice: its parent's record, the peak scaled to its SMs
     rows = []
     for p in precisions:
@@ -562,6 +571,21 @@ def gpu_gemm_throughput(
                 peak, source = fig.value * compute, f"{fig.source}{scaled}"
             except LabkitError:
                 pass
+        missing = needs(_TENSOR_FEATURE[p], env()) if p in _TENSOR_FEATURE else None
+        if missing is not None:  # this GPU has no such Tensor Cores: said, not tried (cuBLAS would fail or fall back)
+            rows.append(
+                GemmRate(
+                    p,
+                    n,
+                    "GPU measurement",
+                    env().device_name,
+                    None,
+                    peak,
+                    source,
+                    note=f"{missing} roofline_gemm() models it for a GPU that has them.",
+                )
+            )
+            continue
         try:
             with _tf32(p == "tf32"):
                 gen = cp.random.default_rng()

@@ -34,7 +34,8 @@ def load() -> Any:
 def session(nvml: Any = None) -> Iterator[Any]:
     """``with session() as nvml:`` NVML initialised for the block and shut down after it.
 
-    Raises :class:`NvmlUnavailable` (with NVML's own words) when the library cannot be initialised."""
+    Raises :class:`NvmlUnavailable` (with NVML's own words) when the library cannot be initialised, and in place of any
+    ``NVMLError`` the block lets out (a query this GPU or this VM does not answer)."""
     nvml = load() if nvml is None else nvml
     try:
         nvml.nvmlInit()
@@ -45,6 +46,18 @@ def session(nvml: Any = None) -> Iterator[Any]:
         ) from None
     try:
         yield nvml
+    except Exception as exc:
+        error_type = getattr(nvml, "NVMLError", None)
+        if not (isinstance(error_type, type) and isinstance(exc, error_type)):
+            raise
+        # A query the block did not handle itself: in a VM NVML answers many of them "Not Supported", "No
+        # permission" or "Unknown" (nvidia-smi shows N/A). Every caller handles NvmlUnavailable (a LabkitError), so a
+        # field NVML cannot give skips that section with NVML's words instead of taking down its caller (review 4, B5).
+        raise NvmlUnavailable(
+            f"NVML could not answer a query on this machine ({type(exc).__name__}: {exc}); in a virtual machine "
+            "nvidia-smi shows such fields as N/A.",
+            fix="Nothing to do: the section that needs it is skipped, the rest runs.",
+        ) from None
     finally:
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
