@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import linecache
 import textwrap
 import types
 from typing import Any, Callable, Sequence
@@ -57,30 +58,71 @@ class _Source:
     names its globals give Numba's ``cuda`` module (for the atomics' short path)."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
-        lines, first = inspect.getsourcelines(fn)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-        ast.increment_lineno(tree, first - 1)
-        (node,) = tree.body
+        self.text, self.first = _source_of(fn)
+        node = self.parse()
         if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
             raise ValueError("not a plain function definition")
-        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        names: set[str] = set()
+        changed: set[str] = set()
+        calls: list[ast.Call] = []
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                names.add(n.id)
+                if not isinstance(n.ctx, ast.Load):
+                    changed.add(n.id)
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                changed.update(n.names)
+            elif isinstance(n, ast.Subscript):
+                if isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load):
+                    changed.add(n.value.id)
+            elif isinstance(n, ast.Call):
+                calls.append(n)
         if any(name.startswith(_PREFIX) for name in names):
             raise ValueError("the kernel uses labkit's own prefix")
         params = [a.arg for a in node.args.posonlyargs + node.args.args]
-        changed = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-        changed |= {name for n in ast.walk(node) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
-        changed |= {
-            n.value.id
-            for n in ast.walk(node)
-            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load)
-        }
         self.node = node
         self.positions = {p: k for k, p in enumerate(params) if p not in changed}
         glob = getattr(fn, "__globals__", {})
         self.cuda_names = frozenset(
             n for n in names - changed if n not in params and getattr(glob.get(n), "__name__", None) == "numba.cuda"
         )
-        self.atomics = any(_atomic_call(n, self.cuda_names) is not None for n in ast.walk(node))
+        self.atomics = any(_atomic_call(n, self.cuda_names) is not None for n in calls)
+
+    def parse(self) -> ast.FunctionDef:
+        """A fresh tree of the kernel's definition, at its lines in its file (the variant's rewriter changes it)."""
+        tree = ast.parse(self.text)
+        ast.increment_lineno(tree, self.first - 1)
+        (node,) = tree.body
+        return node  # type: ignore[return-value]
+
+
+def _source_of(fn: Callable[..., Any]) -> tuple[str, int]:
+    """The dedented source of ``fn``'s definition and its first line: the lines of its block read from ``linecache``
+    (the indented lines after the ``def``, which is what ``inspect.getsourcelines`` finds with the tokenizer, at a
+    tenth of the cost); ``inspect``'s answer when that block does not parse alone (a string that runs to column 0)."""
+    code = fn.__code__
+    lines = linecache.getlines(code.co_filename, getattr(fn, "__globals__", None))
+    start = code.co_firstlineno - 1
+    if 0 <= start < len(lines):
+        indent = len(lines[start]) - len(lines[start].lstrip())
+        end = start
+        while end < len(lines) and lines[end].lstrip().startswith("@"):  # (decorators: the code's first line)
+            end += 1
+        end += 1
+        while end < len(lines):
+            line = lines[end]
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#") and len(line) - len(line.lstrip()) <= indent:
+                break
+            end += 1
+        text = textwrap.dedent("".join(lines[start:end]))
+        try:
+            ast.parse(text)
+            return text, start + 1
+        except SyntaxError:
+            pass
+    source, first = inspect.getsourcelines(fn)
+    return textwrap.dedent("".join(source)), first
 
 
 _sources: dict[Any, _Source | None] = {}
@@ -159,7 +201,7 @@ def _compile(
 ) -> tuple[types.CodeType, list[str]]:
     """The variant's code object (compiled inside an enclosing function whose parameters, the kernel's free
     variables and the variant's own values, become its closure) and the arrays whose reads it rewrote."""
-    node = copy.deepcopy(source.node)
+    node = source.parse()
     node.decorator_list = []
     node.returns = None
     for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:

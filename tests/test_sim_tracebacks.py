@@ -1,0 +1,125 @@
+"""The red box of a simulated launch shows the learner's kernel as written, in every path: a direct launch, a strict
+launch (what a check runs, with the kernel's compiled variant: fast reads and atomics), a real check, a time-out,
+Interrupt and a trace. No ``_lk_`` name (the variant's own values), the kernel's own name and arguments, and the
+arrow on the learner's line, never on the ``def`` (issue 45, item 3; the browser review's finding 4)."""
+
+from __future__ import annotations
+
+import re
+import signal
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+import labkit
+
+env = labkit.setup(quiet=True)
+pytestmark = pytest.mark.skipif(env.is_gpu, reason="the simulator's tracebacks")
+
+KERNELS = """
+import numpy as np
+from numba import cuda
+import labkit.check
+from labkit import sim
+
+@cuda.jit
+def saxpy_endless(a, x, y, out):
+    i = cuda.grid(1)
+    while i < out.size:
+        out[i] = a * x[i] + y[i]
+
+@cuda.jit
+def hist_past_end(keys, counts):
+    i = cuda.grid(1)
+    if i < keys.size:
+        cuda.atomic.add(counts, keys[i] + 1, 1)
+
+x = np.ones(100, np.float32)
+y = np.ones(100, np.float32)
+out = np.zeros(100, np.float32)
+keys = np.arange(64, dtype=np.int32)
+"""
+
+LOOP_LINES = ("while i < out.size:", "out[i] = a * x[i] + y[i]")
+
+
+@pytest.fixture(scope="module")
+def shell() -> InteractiveShell:
+    sh = InteractiveShell.instance()
+    sh.run_cell(KERNELS, store_history=False)
+    return sh
+
+
+def _shown(shell: InteractiveShell, cell: str, interrupt_after: float | None = None) -> list[str]:
+    """What IPython prints for ``cell`` (without colours or blank lines); with ``interrupt_after``, Interrupt (SIGINT's
+    KeyboardInterrupt) arrives that many seconds in."""
+
+    old = signal.signal(signal.SIGALRM, signal.default_int_handler)  # (SIGINT's own: no Python frame of its own)
+    if interrupt_after:
+        signal.setitimer(signal.ITIMER_REAL, interrupt_after)
+    try:
+        with capture_output() as cap:
+            shell.run_cell(cell, store_history=False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", cap.stdout + cap.stderr)
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def _as_written(lines: list[str], kernel: str, params: str, learner_lines: tuple[str, ...]) -> None:
+    """The box names the kernel with its own parameters, has no ``_lk_`` name and no engine frame, and its arrows
+    point at learner lines, the last one at one of ``learner_lines`` (never at the ``def``)."""
+    text = "\n".join(lines)
+    assert "_lk_" not in text and "<locals>" not in text, text
+    assert f"{kernel}({params})" in text, text
+    for inside in ("engine.py", "launch.py", "memory.py", "fastreads.py", "greenlet"):
+        assert inside not in text, text
+    arrows = [ln for ln in lines if re.match(r"\s*-+>", ln)]
+    assert arrows and not any(f"def {kernel}" in ln for ln in arrows), text
+    assert any(line in arrows[-1] for line in learner_lines), text
+
+
+def test_interrupting_a_direct_launch(shell: InteractiveShell) -> None:
+    lines = _shown(shell, "saxpy_endless[2, 32](np.float32(2), x, y, out)", interrupt_after=0.5)
+    assert lines[-1].startswith("KeyboardInterrupt: stopped by Interrupt after "), lines
+    _as_written(lines, "saxpy_endless", "a, x, y, out", LOOP_LINES)
+
+
+def test_interrupting_a_strict_launch_of_the_compiled_variant(shell: InteractiveShell) -> None:
+    """What a check runs: x and y are read-only, so the launch runs the variant that reads them from copies."""
+    cell = "sim.launch_strict(saxpy_endless, 2, 32, np.float32(2), x, y, out, names=['a', 'x', 'y', 'out'], outputs=('out',))"
+    lines = _shown(shell, cell, interrupt_after=0.5)
+    assert lines[-1].startswith("KeyboardInterrupt: stopped by Interrupt after "), lines
+    _as_written(lines, "saxpy_endless", "a, x, y, out", LOOP_LINES)
+
+
+def test_interrupting_a_check(shell: InteractiveShell) -> None:
+    """The review's case: Kernel -> Interrupt while ``labkit.check.saxpy`` runs an endless SAXPY."""
+    lines = _shown(shell, "labkit.check.saxpy(saxpy_endless)", interrupt_after=0.7)
+    assert lines[-1].startswith("KeyboardInterrupt: stopped by Interrupt after "), lines
+    _as_written(lines, "saxpy_endless", "a, x, y, out", LOOP_LINES)
+
+
+def test_a_time_out_of_a_strict_launch(shell: InteractiveShell) -> None:
+    cell = "sim.launch_strict(saxpy_endless, 2, 32, np.float32(2), x, y, out, names=['a', 'x', 'y', 'out'], time_limit_s=0.3)"
+    lines = _shown(shell, cell)
+    assert lines[-1].startswith("KernelTimeout: "), lines
+    assert "_lk_" not in "\n".join(lines) and "saxpy_endless" in lines[-1]
+
+
+@pytest.mark.parametrize("launch", ["hist_past_end[2, 32](keys, np.zeros(64, np.int32))",
+                                    "sim.launch_strict(hist_past_end, 2, 32, keys, np.zeros(64, np.int32))"])
+def test_an_error_in_a_kernel_with_compiled_atomics(shell: InteractiveShell, launch: str) -> None:
+    """The atomic of element 64 of 64: both launches run the variant whose atomics take the memory model's short path."""
+    lines = _shown(shell, launch)
+    assert lines[-1].startswith("IndexError: tid=[31, 0, 0] ctaid=[1, 0, 0]"), lines
+    _as_written(lines, "hist_past_end", "keys, counts", ("cuda.atomic.add(counts, keys[i] + 1, 1)",))
+
+
+def test_a_trace_names_the_learners_line(shell: InteractiveShell) -> None:
+    shell.run_cell("t = sim.trace(hist_past_end, 2, 32, keys, np.zeros(64, np.int32))", store_history=False)
+    t = shell.user_ns["t"]
+    words = "\n".join(t.errors) + repr(t.faults)
+    assert t.errors and "_lk_" not in words and "<locals>" not in words
