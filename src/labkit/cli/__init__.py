@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     doc = sub.add_parser("doctor", help="report the environment (mode, GPUs, NVLink, PTX toolchain)")
     doc.add_argument("--json", action="store_true", help="machine-readable output (keys documented in labkit.doctor)")
+    doc.add_argument("--profile", metavar="GPU", help="what each lab does on a device profile instead (T4, L4, H100, ...)")
     sub.add_parser("lab", help="start JupyterLab on your own copy of the notebooks (labkit lab --help)", add_help=False)
     sub.add_parser("bench", help="run a benchmark suite: labkit bench bandwidth [--json] [--sizes ...]", add_help=False)
     topo = sub.add_parser("topo", help="describe a DGX system's topology")
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "doctor":
             from labkit.cli import doctor
 
-            return doctor.main(as_json=args.json)
+            return doctor.main(as_json=args.json, profile=args.profile)
         if args.command == "topo":
             return topo_command(args.system)
         if args.command == "mig-plan":

@@ -13,6 +13,9 @@ JSON keys (``labkit doctor --json``), all always present:
 - ``ptx``: ``{toolchain, nvrtc, cuda_bindings, arches, headers_from, nvvm, ptxas, ok}``: the PTX toolchain that works
   without a GPU: which CUDA it is (``"CUDA 12.9"`` or ``"CUDA 13.0"``), the architectures its NVRTC targets and
   where its headers came from (``[{path, origin}]``: a wheel and its version, or a toolkit such as ``CUDA_HOME``);
+- ``labs``: ``{device, profile, plan: [{lab, part, action, why}], note}``: what each lab does on the GPU found
+  (:func:`labkit.gpu.profiles.lab_plan`: ``action`` is runs, model, ptx or skipped, ``why`` in words); in sim mode
+  ``plan`` is empty and ``note`` says so. ``labkit doctor --profile T4`` shows the same for a device profile;
 - ``next_steps``: list of sentences.
 """
 
@@ -54,6 +57,7 @@ KEYS = (
     "gpus",
     "nvlink",
     "ptx",
+    "labs",
     "next_steps",
 )
 
@@ -203,8 +207,44 @@ def report() -> dict[str, Any]:
         ],
         "nvlink": _nvlink_summary(e.gpus),
         "ptx": ptx,
+        "labs": labs(e),
         "next_steps": steps,
     }
+
+
+def labs(e: Any) -> dict[str, Any]:
+    """What each lab does on the GPU of ``e`` (an Environment: this machine's, or a device profile's)."""
+    from dataclasses import asdict
+
+    from labkit.gpu import profiles
+
+    if not e.is_gpu:
+        return {"device": None, "profile": None, "plan": [], "note": profiles.plan_text(e)}
+    prof = profiles.match(e.device_name)
+    return {
+        "device": prof.describe() if prof else e.device_name,
+        "profile": prof.key if prof else None,
+        "plan": [asdict(step) for step in profiles.lab_plan(e)],
+        "note": None if prof else "no device profile for this GPU: the plan follows its compute capability alone",
+    }
+
+
+def render_labs(data: dict[str, Any]) -> list[str]:
+    """The ``labs`` section as lines."""
+    if not data["plan"]:
+        return [f"labs: {data['note']}"]
+    lines = [f"labs on {data['device']}:"]
+    lines += [f"  - {p['lab']} {p['part']}: {p['action']}" + (f" ({p['why']})" if p["why"] else "") for p in data["plan"]]
+    if data.get("note"):
+        lines.append(f"  ({data['note']})")
+    return lines
+
+
+def profile_report(name: str, gpus: int = 1) -> dict[str, Any]:
+    """``labkit doctor --profile NAME``: what each lab would do on that device profile (no GPU needed)."""
+    from labkit.gpu import profiles
+
+    return labs(profiles.profile(name).environment(gpus))
 
 
 def render(data: dict[str, Any]) -> str:
@@ -252,6 +292,7 @@ def render(data: dict[str, Any]) -> str:
         lines.append(
             "for gpu mode (unused here): " + ", ".join(f"{k} {data['packages'][k]}" for k in gpu_only if data["packages"].get(k))
         )
+    lines += render_labs(data["labs"])
     lines.append("next:")
     lines += [f"  - {s}" for s in data["next_steps"]]
     return "\n".join(_wrap(line) for line in lines)
@@ -268,7 +309,11 @@ def _wrap(line: str, width: int | None = None) -> str:
     return textwrap.fill(line, width=width, subsequent_indent=" " * (lead or 4), break_long_words=False, break_on_hyphens=False)
 
 
-def main(as_json: bool = False) -> int:
+def main(as_json: bool = False, profile: str | None = None) -> int:
+    if profile is not None:  # a device profile instead of this machine
+        plan = profile_report(profile)
+        print(json.dumps(plan, indent=2) if as_json else "\n".join(_wrap(line) for line in render_labs(plan)))
+        return 0
     data = report()
     print(json.dumps(data, indent=2) if as_json else render(data))
     return 0
