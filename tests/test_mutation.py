@@ -163,3 +163,28 @@ def test_seeded_sample_of_every_reference_is_killed() -> None:
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
     assert last.startswith("mutation: ") and " 0 survived" in last, last
     print(f"{last} ({seconds:.0f} s)")
+
+
+def test_annotations_are_not_mutated() -> None:
+    source = "def f(a: int | None, b: list[int]) -> tuple[int, int] | None:\n    x: int | None = a\n    return a | b\n"
+    made = [e.apply(source) for e in ops.python_mutants(source, kernel=False)]
+    assert "    return a & b\n" in "".join(made)
+    assert all("int | None, b" in m and "-> tuple[int, int] | None" in m and "x: int | None" in m for m in made)
+
+
+def test_l2norm_refuses_a_combine_that_is_not_commutative(capsys: pytest.CaptureFixture[str]) -> None:
+    """Mutation survivor closed: the CPU stand-in's two levels turn `a - b` into the true sum (0 - (0 - x) = x)."""
+    os.environ.setdefault("LABKIT_MODE", "sim")
+    from labkit import check
+    from labkit.gpu.cupylab import reduction_kernel
+
+    r = check.run("05.l2norm", reduction_kernel("T x", "T y", "x * x", "a - b", "y = sqrt(a)", "0", "l2norm"))
+    assert not r.passed and "commutative and associative" in (r.cause or "")
+
+
+def test_launch_plan_draws_a_target_only_1024_threads_reach() -> None:
+    """Mutation survivor closed: a plan that never tries 1024-thread blocks fails (one block per SM fits)."""
+    from labkit.check import lab03
+
+    shared = 90_000
+    assert [t for t in range(32, 1025, 32) if lab03._best_budget("sm_80", t, 0.5, shared)] == [1024]

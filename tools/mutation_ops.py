@@ -375,14 +375,34 @@ def host_python_ops(src: _Src) -> Iterator[Edit]:
                 )
 
 
+def _annotations(src: _Src) -> list[tuple[int, int]]:
+    """The spans of type annotations (a parameter's, a return's, an annotated assignment's): never mutated, since
+    they do not run (``from __future__ import annotations``)."""
+    spans = []
+    for node in _walk(src.module):
+        if node.type == "param" and getattr(node, "annotation", None) is not None:
+            spans.append(src.span(node.annotation))
+        elif node.type == "funcdef":
+            kids = node.children
+            for i, k in enumerate(kids[:-1]):
+                if getattr(k, "value", "") == "->":
+                    spans.append(src.span(kids[i + 1]))
+        elif node.type == "annassign":
+            spans.append(src.span(node.children[1]))
+    return spans
+
+
 def python_mutants(source: str, *, kernel: bool) -> list[Edit]:
-    """Every single-change edit of ``source`` (one function's source, dedented)."""
+    """Every single-change edit of ``source`` (one function's source, dedented), annotations left alone."""
     src = _Src(source)
     edits = list(standard_ops(src, kernel=kernel))
     edits += cuda_python_ops(src) if kernel else host_python_ops(src)
+    skip = _annotations(src)
     seen: set[tuple[int, int, str]] = set()
     out = []
     for e in edits:
+        if any(a <= e.start and e.end <= b for a, b in skip):
+            continue
         key = (e.start, e.end, e.text)
         if key not in seen and e.apply(source) != source:
             seen.add(key)

@@ -366,6 +366,7 @@ def launch_plan(fn: Any) -> str:
         (str(rng.choice(arches)), 1.0, 0),  # full occupancy: 64 warps, at most 32 registers
         (str(rng.choice(arches)), float(rng.choice([0.625, 0.75, 0.8125])), int(rng.integers(1, 8)) * 1000 + 7),
         ("sm_80", 0.5, 40_000 + int(rng.integers(0, 3000))),  # shared memory limits the blocks: large blocks needed
+        ("sm_80", 0.5, 90_000 + int(rng.integers(0, 30_000))),  # one block per SM: only blocks of 1024 threads reach it
         ("sm_70", 0.75, 60_000 + int(rng.integers(0, 4000))),
     ]  # out of reach: one block of at most 32 warps
     cases.append((str(rng.choice(arches)), 0.1875, 0))  # a budget of 168

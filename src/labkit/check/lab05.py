@@ -506,6 +506,8 @@ def l2norm(kernel: Any) -> str:
             raise Failed(f"l2norm takes one input and gives one output; yours has {len(ins)} and {len(outs)}.")
         compiled = _compile_all(source, parts.name)
     generic = any(p.generic for p in ins + outs)
+    if parts is not None:
+        _require_tree_safe(parts.reduce_expr)
     cupy = cupy_or_none()
     sizes = [1, 2, 127, 1000, 1537]
     if cupy is not None:
@@ -548,6 +550,35 @@ def l2norm(kernel: Any) -> str:
         + (", and to float64 precision for T = double" if generic else ", in FP32 only")
         + ". A GPU run checks the real cupy.ReductionKernel."
     )
+
+
+def _require_tree_safe(reduce_expr: str) -> None:
+    """Fail a ``reduce_expr`` that is not commutative and associative (``a - b``, ``a / b``): CuPy combines partial
+    results in a tree whose shape and order depend on the launch, so the combine must not care about either. The
+    CPU stand-in's two levels can hide it (``0 - (0 - x)`` is ``x``), so the expression is tried on exact numbers
+    here; an expression this cannot read as arithmetic (a ternary, a cast) is left to the runs."""
+    import ast
+
+    text = reduce_expr.strip().rstrip(";")
+    names = {"max": max, "min": min, "fmax": max, "fmin": min, "fmaxf": max, "fminf": min}
+    try:
+        tree = ast.parse(text, mode="eval")
+        if any(isinstance(n, ast.Name) and n.id not in ("a", "b", *names) for n in ast.walk(tree)):
+            return
+        code = compile(tree, "<reduce_expr>", "eval")
+        f = lambda a, b: eval(code, {"__builtins__": {}, **names}, {"a": a, "b": b})  # noqa: E731, S307
+        x, y, z = 1.5, 2.25, 4.0  # dyadic: every sum, difference and product is exact
+        swapped, regrouped = (f(x, y), f(y, x)), (f(f(x, y), z), f(x, f(y, z)))
+    except Exception:  # noqa: BLE001 - not plain arithmetic: the runs judge it
+        return
+    if swapped[0] != swapped[1] or regrouped[0] != regrouped[1]:
+        raise Failed(
+            f"reduce_expr `{text}` gives {swapped[0]:g} for (a, b) = ({x:g}, {y:g}) but {swapped[1]:g} for "
+            f"({y:g}, {x:g}), or {regrouped[0]:g} and {regrouped[1]:g} for the same three values grouped two ways.",
+            cause="the combine should be commutative and associative (a + b for a sum): CuPy combines the partial "
+            "results in a tree, in an order and shape set by the launch, and the CPU stand-in's two levels can hide "
+            "a combine that is neither (0 - (0 - x) is x).",
+        )
 
 
 def _reduce_float64(parts: Any, x: np.ndarray) -> float:
