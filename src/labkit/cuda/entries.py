@@ -329,8 +329,16 @@ def _check_device(arr: Any, where: str) -> None:
 _PTX_CACHE: dict[tuple[str, str], str] = {}
 
 
+_PTX_BY_SOURCE: dict[str, str] = {}
+
+
 def _ptx_sm90(source: str, name: str) -> str:
+    """The sm_90 PTX of ``source``: one NVRTC compile per source, whichever of its kernels is asked for (``name`` only
+    names the file in NVRTC's messages, so a source that compiled once is not compiled again for another kernel)."""
+    if source in _PTX_BY_SOURCE:
+        return _PTX_BY_SOURCE[source]
     key = (source, name)
     if key not in _PTX_CACHE:
         _PTX_CACHE[key] = compile_for(source, name, ("sm_90",))["sm_90"].text
+    _PTX_BY_SOURCE[source] = _PTX_CACHE[key]
     return _PTX_CACHE[key]

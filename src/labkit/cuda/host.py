@@ -101,8 +101,13 @@ template <typename... A, std::size_t... I>
 static void __lk_call(void (*f)(A...), void** args, std::index_sequence<I...>) {
     f(*static_cast<typename std::remove_reference<A>::type*>(args[I])...);
 }
+template <typename... A> static void __lk_call_all(void (*f)(A...), void** args) {
+    __lk_call(f, args, std::index_sequence_for<A...>{});
+}
 static void** __lk_args;
-static void __lk_body() { __lk_call(&KERNEL_NAME, __lk_args, std::make_index_sequence<NPARAMS>{}); }
+static void (*__lk_body)() = nullptr;
+KERNEL_BODIES
+static void (*const __lk_bodies[])() = {KERNEL_TABLE};
 static int __lk_dyn_poison(unsigned smem) {
     memset(__lk_dyn_buf, 0xCD, sizeof __lk_dyn_buf);
     memset(__lk_dyn_smem, 0xFF, smem);
@@ -115,9 +120,10 @@ static int __lk_dyn_outside(unsigned smem, long* at) {  // 1 and the first byte 
         if ((unsigned char)__lk_dyn_buf[k] != 0xCD) { *at = k - __LK_DYN_GUARD; return 1; }
     return 0;
 }
-extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                           unsigned cx, unsigned cy, unsigned cz, int order, unsigned smem, char* msg, int msglen) {
-    __lk_failed = 0; __lk_error_text[0] = 0;
+extern "C" int __lk_launch(int which, void** args, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                           unsigned bz, unsigned cx, unsigned cy, unsigned cz, int order, unsigned smem, char* msg, int msglen) {
+    __lk_body = __lk_bodies[which];
+    __lk_failed = 0; __lk_fail_status = 1; __lk_error_text[0] = 0;
     gridDim = dim3(gx, gy, gz); blockDim = dim3(bx, by, bz);
     __lk_args = args;
     __lk::body = __lk_body;
@@ -125,8 +131,12 @@ extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, u
     __lk::cdim = uint3{cx, cy, cz};
     __lk::dyn_ptr = __lk_dyn_smem;
     __lk::dyn_size = __LK_DYN ? smem : 0;
+    __lk::dyn_lo = __LK_DYN ? __lk_dyn_buf : nullptr;
+    __lk::dyn_hi = __lk_dyn_buf + sizeof __lk_dyn_buf;
     if (!__LK_FIBERS) { cx = cy = cz = 1; }
-    if (!__lk::prepare(bx * by * bz, cx * cy * cz, __LK_FIBERS)) { snprintf(msg, msglen, "the CPU stand-in ran out of memory"); return 2; }
+    if (!__lk::prepare(bx * by * bz, cx * cy * cz, __LK_FIBERS) || (__LK_FIBERS && !__lk::prepare_shadow())) {
+        snprintf(msg, msglen, "the CPU stand-in ran out of memory"); return 2;
+    }
     // one cluster at a time (a block is a cluster of one); within it, block rank = x + y*cx + z*cx*cy
     for (unsigned z0 = 0; z0 < gz; z0 += cz) for (unsigned y0 = 0; y0 < gy; y0 += cy) for (unsigned x0 = 0; x0 < gx; x0 += cx) {
         blockIdx = uint3{x0, y0, z0};
@@ -138,13 +148,15 @@ extern "C" int __lk_launch(void** args, unsigned gx, unsigned gy, unsigned gz, u
                 __lk::fibers[t].bid = uint3{x0 + r % cx, y0 + (r / cx) % cy, z0 + r / (cx * cy)};
                 __lk::fibers[t].tid = uint3{j % bx, (j / bx) % by, j / (bx * by)};
             }
-            if (__lk_run_block_fibers()) { snprintf(msg, msglen, "%s", __lk_error_text); return 1; }
+            if (__lk_run_block_fibers()) { snprintf(msg, msglen, "%s", __lk_error_text); return __lk_fail_status; }
         } else {
             __lk_poison_shared();
             for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx) {
                 threadIdx = uint3{tx, ty, tz};
+                __lk::checking = 1;
                 __lk_body();
-                if (__lk_failed) { snprintf(msg, msglen, "%s", __lk_error_text); return 1; }
+                __lk::checking = 0;
+                if (__lk_failed) { snprintf(msg, msglen, "%s", __lk_error_text); return __lk_fail_status; }
             }
         }
         if (__LK_DYN) {
@@ -332,9 +344,18 @@ for launch in req["launches"]:
         keep.append(c)
         ptrs.append(ctypes.cast(ctypes.pointer(c), ctypes.c_void_p))
     argv = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
+    ranges = []
+    for key, (raw, start, nbytes, pattern) in bufs.items():
+        base = ctypes.addressof(raw)
+        ranges += [base, base + start, base + start + nbytes, base + len(raw), launch["itemsize"][key], launch["argno"][key]]
+    rng = (ctypes.c_ulonglong * max(len(ranges), 1))(*ranges)
+    shv = req["shared"]
+    vars_ = (ctypes.c_longlong * max(2 * len(shv), 1))(*[v for off, size, _ in shv for v in (off, size)])
+    lib.__lk_setup_checks(len(bufs), rng, "\n".join(launch["names"]).encode(), len(shv), vars_,
+                          "\n".join(name for _, _, name in shv).encode())
     msg = ctypes.create_string_buffer(2048)
     dims = [ctypes.c_uint(v) for v in launch["grid"] + launch["block"] + launch["cluster"]]
-    status = lib.__lk_launch(argv, *dims, ctypes.c_int(launch["order"]), ctypes.c_uint(launch["smem"]), msg, 2048)
+    status = lib.__lk_launch(req["which"], argv, *dims, ctypes.c_int(launch["order"]), ctypes.c_uint(launch["smem"]), msg, 2048)
     outside = {}
     for key, (raw, start, nbytes, pattern) in bufs.items():
         data, p = raw.raw, bytes([pattern])
@@ -357,9 +378,6 @@ with open(req["report"], "w") as f:  # not stdout: that carries the kernel's own
 """
 
 
-_SO_CACHE: dict[str, str] = {}
-
-
 def host_compiler() -> str | None:
     """The C++ compiler the CPU stand-in uses: ``$LABKIT_HOST_CXX`` (``none`` turns the stand-in off), else g++/clang++."""
     chosen = os.environ.get("LABKIT_HOST_CXX")
@@ -372,13 +390,63 @@ def host_compiler() -> str | None:
     return None
 
 
-def host_source(source: str, name: str, n_params: int, *, fibers: bool | None = None) -> str:
-    """The plain C++ translation unit the stand-in compiles: prelude, the learner's source unchanged, launcher."""
+def host_source(source: str, kernels: Sequence[str], *, fibers: bool | None = None) -> str:
+    """The plain C++ translation unit the stand-in compiles: prelude, the learner's source (dynamic shared arrays made
+    pointers, red zones around each ``__shared__`` declaration, lines kept) and one launcher for every kernel in
+    ``kernels`` (names of ``extern "C"`` kernels, or template name expressions such as ``scale<float>``)."""
     plan = host_plan(source)
     use = plan.fibers if fibers is None else fibers
-    launcher = _LAUNCHER.replace("KERNEL_NAME", name).replace("NPARAMS", str(n_params))
+    bodies = "".join(f"static void __lk_body_{k}() {{ __lk_call_all(&{expr}, __lk_args); }}\n" for k, expr in enumerate(kernels))
+    table = ", ".join(f"__lk_body_{k}" for k in range(len(kernels))) or "nullptr"
+    launcher = _LAUNCHER.replace("KERNEL_BODIES", bodies).replace("KERNEL_TABLE", table)
     body = rewrite_dynamic_shared(source)[0] if plan.dynamic_shared else source
+    body = rewrite_shared_redzones(body)
     return _PROLOGUE.format(fibers=int(use), dynamic=int(plan.dynamic_shared)) + body + "\n" + launcher
+
+
+#: Bytes of red zone the stand-in puts on each side of a ``__shared__`` declaration (an access there is out of bounds).
+SHARED_REDZONE = 256
+_SHARED_WORD = re.compile(r"\b__shared__\b")
+
+
+def rewrite_shared_redzones(source: str) -> str:
+    """``source`` with a red zone declared before and after each ``__shared__`` declaration, on the same line.
+
+    The stand-in's static shared memory is one section; with a red zone on both sides of every array, an index one
+    past the end (or before the start) lands in a red zone instead of a neighbouring array, where the strict checks
+    see it. Comments, strings and preprocessor lines are left alone."""
+    skip = [(m.start(), m.end()) for m in _LEX.finditer(source)]
+    out, pos, n = [], 0, 0
+    for m in _SHARED_WORD.finditer(source):
+        if m.start() < pos or any(a <= m.start() < b for a, b in skip):
+            continue
+        line_start = source.rfind("\n", 0, m.start()) + 1
+        if source[line_start : m.start()].lstrip().startswith("#"):
+            continue
+        start = max(pos, max(source.rfind(c, 0, m.start()) for c in ";{}") + 1)
+        base = start
+        for line in re.finditer(r"^[ \t]*#[^\n]*\n", source[base:line_start], re.M):  # never before a directive
+            start = base + line.end()
+        while start < m.start() and source[start].isspace():
+            start += 1
+        depth, end = 0, m.end()
+        while end < len(source):
+            c = source[end]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+                if depth < 0:
+                    break
+            elif c == ";" and depth == 0:
+                break
+            end += 1
+        if end >= len(source) or source[end] != ";":
+            continue
+        zone = f"__shared__ __attribute__((used)) char __lk_rz{n}{{}}[{SHARED_REDZONE}];"
+        out.append(source[pos:start] + zone.format("a") + " " + source[start : end + 1] + " " + zone.format("b"))
+        pos, n = end + 1, n + 1
+    return "".join(out) + source[pos:]
 
 
 _PRIVATE_CACHE: list[Path] = []
@@ -407,43 +475,91 @@ def _first_error(stderr: str) -> str:
     return stderr.strip()[:300]
 
 
-def _host_library(source: str, name: str, n_params: int) -> str:
+#: The compilers' thread-sanitizer instrumentation without its runtime: every load and store of the kernel calls
+#: ``__tsan_{read,write}N(address)``, which the prelude defines (labkit's strict checks). The object is compiled with
+#: these flags and linked without them, so no sanitizer library is involved.
+_STRICT_FLAGS = {
+    "gcc": ["-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"],
+    "clang": ["-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"],
+}
+_CXX_KIND: dict[str, str] = {}
+
+
+def _compiler_kind(cxx: str) -> str:
+    if cxx not in _CXX_KIND:
+        try:
+            out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        _CXX_KIND[cxx] = "clang" if "clang" in out.lower() else "gcc"
+    return _CXX_KIND[cxx]
+
+
+@dataclass(frozen=True)
+class HostLibrary:
+    """A built stand-in library: its path, the kernels it launches (index = position) and its static shared arrays
+    (section offset, size in bytes, name), read from its symbol table for the strict checks."""
+
+    path: str
+    kernels: tuple[str, ...]
+    shared: tuple[tuple[int, int, str], ...]
+
+
+_LIB_CACHE: dict[str, HostLibrary] = {}
+
+
+def _shared_symbols(lib: Path) -> list[tuple[int, int, str]]:
+    """The ``__shared__`` arrays of a built library (offset in the shared section, bytes, name), from ``objdump -t``."""
+    tool = shutil.which("objdump")
+    if tool is None:
+        return []
+    try:
+        out = subprocess.run([tool, "-t", "-C", str(lib)], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    start, found = None, []
+    for line in out.splitlines():
+        m = re.match(r"([0-9a-fA-F]+)\s.*\slk_shared\s+([0-9a-fA-F]+)\s+(?:\.\w+\s+)?(.+)$", line)
+        if not m:
+            continue
+        addr, size, name = int(m.group(1), 16), int(m.group(2), 16), m.group(3).strip()
+        if name == "__start_lk_shared":
+            start = addr
+        elif size and not name.rsplit("::", 1)[-1].startswith("__lk_rz"):
+            found.append((addr, size, name.rsplit("::", 1)[-1]))
+    if start is None:
+        return []
+    return sorted((a - start, n, name) for a, n, name in found)
+
+
+def _host_library(source: str, kernels: Sequence[str]) -> HostLibrary:
+    """Build (or find in the cache) the stand-in library of ``source`` launching every kernel in ``kernels``: one build
+    serves them all."""
     cxx = host_compiler()
     if cxx is None:
         raise HostUnavailable(
             "no C++ compiler on this machine, so the CPU stand-in cannot run CUDA C++ here.",
             fix="Install g++ (or set LABKIT_HOST_CXX) to run kernels on the CPU; a GPU run checks them fully.",
         )
-    text = host_source(source, name, n_params)
+    text = host_source(source, kernels)
     inc = host_include_dir()
     headers = "".join(p.read_text() for p in sorted(inc.glob("*.h")))
-    key = hashlib.sha256((cxx + "\0" + headers + "\0" + text).encode()).hexdigest()[:24]
-    if key in _SO_CACHE and Path(_SO_CACHE[key]).exists():
-        return _SO_CACHE[key]
+    flags = ["-std=c++17", "-O1", "-w", "-fno-strict-aliasing", "-fPIC", *_STRICT_FLAGS[_compiler_kind(cxx)]]
+    key = hashlib.sha256((cxx + "\0" + " ".join(flags) + "\0" + headers + "\0" + text).encode()).hexdigest()[:24]
+    if key in _LIB_CACHE and Path(_LIB_CACHE[key].path).exists():
+        return _LIB_CACHE[key]
     lib = _cache_dir() / f"{key}.so"
-    if not lib.exists():
+    meta = _cache_dir() / f"{key}.json"
+    if not lib.exists() or not meta.exists():
         tmp = Path(tempfile.mkdtemp(prefix="labkit-host-"))
-        src, built = tmp / "k.cpp", tmp / "k.so"
+        src, obj, built = tmp / "k.cpp", tmp / "k.o", tmp / "k.so"
         src.write_text(text)
         try:
             proc = subprocess.run(
-                [
-                    cxx,
-                    "-std=c++17",
-                    "-O1",
-                    "-w",
-                    "-fno-strict-aliasing",
-                    "-shared",
-                    "-fPIC",
-                    f"-I{inc}",
-                    str(src),
-                    "-o",
-                    str(built),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=120,
+                [cxx, *flags, f"-I{inc}", "-c", str(src), "-o", str(obj)], capture_output=True, text=True, timeout=120
             )
+            if proc.returncode == 0:
+                proc = subprocess.run([cxx, "-shared", str(obj), "-o", str(built)], capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
             shutil.rmtree(tmp, ignore_errors=True)
             raise HostUnavailable(
@@ -455,10 +571,40 @@ def _host_library(source: str, name: str, n_params: int) -> str:
                 f"the CPU stand-in could not build this kernel as plain C++ ({_first_error(proc.stderr)}).",
                 fix="NVRTC compiled it, so it is valid CUDA C++; a GPU run checks its results.",
             )
+        shared = _shared_symbols(built)
+        (tmp / "k.json").write_text(json.dumps(shared))
         os.replace(built, lib)  # atomic: another process may build the same kernel
+        os.replace(tmp / "k.json", meta)
         shutil.rmtree(tmp, ignore_errors=True)
-    _SO_CACHE[key] = str(lib)
-    return str(lib)
+    shared_list = json.loads(meta.read_text())
+    found = HostLibrary(str(lib), tuple(kernels), tuple((int(a), int(b), str(c)) for a, b, c in shared_list))
+    _LIB_CACHE[key] = found
+    return found
+
+
+def _kernels_of(source: str, name: str) -> tuple[str, ...]:
+    """Every kernel one build of ``source`` launches: its ``extern "C"`` kernels (read from the PTX NVRTC made), and
+    ``name`` itself when it is a template name expression (``scale<float>``)."""
+    from labkit.cuda.entries import _ptx_sm90, entries
+
+    names = [e.name for e in entries(_ptx_sm90(source, name)) if not e.mangled]
+    if name not in names:
+        names.append(name)
+    return tuple(names)
+
+
+def _param_names(source: str, name: str, count: int) -> list[str]:
+    """The parameter names of kernel ``name`` as written (for messages); ``argument k`` where they cannot be read."""
+    code = strip_comments_and_strings(source)
+    base = name.split("<", 1)[0].strip()
+    m = re.search(rf"__global__[^;{{}}]*?\b{re.escape(base)}\s*\(([^)]*)\)", code)
+    if m:
+        parts = [p for p in m.group(1).split(",") if p.strip()]
+        words = [re.findall(r"[A-Za-z_]\w*", p.split("=")[0]) for p in parts]
+        names = [w[-1] if w else "" for w in words]
+        if len(names) == count and all(names):
+            return names
+    return [f"argument {k}" for k in range(count)]
 
 
 def run_on_host_batch(
@@ -487,7 +633,9 @@ def run_on_host_batch(
     checked = [check_launch(entry, grid, block, args, on_gpu=False) for grid, block, args, _ in launches]
     for (g, b), (cdims, _) in zip(checked, clusters):
         _check_cluster(g, b, cdims)
-    lib = _host_library(source, name, len(entry.params))
+    kernels = _kernels_of(source, name)
+    lib = _host_library(source, kernels)
+    names = _param_names(source, name, len(entry.params))
     tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
     arrays: dict[str, np.ndarray] = {}
     blob: list[bytes] = []
@@ -496,6 +644,8 @@ def run_on_host_batch(
     for li, ((grid, block, args, smem), (g, b)) in enumerate(zip(launches, checked)):
         spec: list[dict[str, Any]] = []
         seen: dict[int, str] = {}
+        itemsizes: dict[str, int] = {}
+        argnos: dict[str, int] = {}
         for k, (arg, ptype) in enumerate(zip(args, entry.params)):
             if isinstance(arg, np.ndarray):
                 key = seen.setdefault(id(arg), f"l{li}a{k}")
@@ -503,6 +653,7 @@ def run_on_host_batch(
                     spec.append({"kind": "array", "key": key})
                     continue
                 arrays[key] = arg
+                itemsizes[key], argnos[key] = arg.itemsize, k
                 data = np.ascontiguousarray(arg).tobytes()
                 blob.append(data)
                 # a different poison per array, so copying one guard zone into another shows
@@ -529,11 +680,16 @@ def run_on_host_batch(
                 "smem": smem,
                 "cluster": clusters[li][0],
                 "order": clusters[li][1],
+                "itemsize": itemsizes,
+                "argno": argnos,
+                "names": names,
             }
         )
     (tmp / "in.bin").write_bytes(b"".join(blob))
     req = {
-        "lib": lib,
+        "lib": lib.path,
+        "which": lib.kernels.index(name),
+        "shared": [list(v) for v in lib.shared],
         "arrays": str(tmp / "in.bin"),
         "out": str(tmp / "out.bin"),
         "report": str(tmp / "report.json"),
@@ -585,11 +741,17 @@ def run_on_host_batch(
                     "keep the indices of the extern __shared__ array below that."
                 ),
             )
+        if rec["status"] == 4:
+            g, b = checked[li]
+            raise OutOfBounds(
+                f"{name} (grid {tuple(g)}, block {tuple(b)}) on the CPU stand-in: {rec['error']}",
+                fix="Threads whose index is past the last element must neither read nor write: guard the work with "
+                "`if (i < n)` (`<`, not `<=`), and keep every other index inside its array.",
+            )
         if rec["status"]:
             g, b = checked[li]
             raise HostKernelError(
-                f"{name} (grid {tuple(g)}, block {tuple(b)}) on the CPU stand-in: {rec['error']}",
-                fix="A GPU would give undefined results or hang here; see the sentence above for what to change.",
+                f"{name} (grid {tuple(g)}, block {tuple(b)}) on the CPU stand-in: {rec['error']}", fix=_fix_for(rec["error"])
             )
         if rec["outside"]:
             key, side = next(iter(rec["outside"].items()))
@@ -597,6 +759,24 @@ def run_on_host_batch(
         else:
             sentences.append(None)
     return sentences
+
+
+def _fix_for(error: str) -> str:
+    """What to change, for a sentence of the stand-in's strict checks."""
+    if "shared-memory race" in error:
+        if "cluster.sync()" in error:
+            return (
+                "Between a block's writes to its shared memory and another block's reads of it (map_shared_rank), "
+                "every thread of the cluster must pass cluster.sync()."
+            )
+        return (
+            "Separate the write and the other thread's access by a __syncthreads() reached by every thread of the "
+            "block, and in each phase let a thread write only elements no other thread reads in that phase (a tree "
+            "step: `if (threadIdx.x < s)`, not `<=`)."
+        )
+    if "shared array" in error or "dynamic shared memory" in error:
+        return "Keep every shared-memory index below the array's size (a tree step reads s[tid + s]: only tid < s may)."
+    return "A GPU would give undefined results or hang here; see the sentence above for what to change."
 
 
 #: The largest cluster the stand-in runs (CUDA's portable maximum).

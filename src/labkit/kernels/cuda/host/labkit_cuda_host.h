@@ -92,6 +92,7 @@ static inline uint3 make_uint3(unsigned a, unsigned b, unsigned c) { return uint
 // ------------------------------------------------------------------------------------- errors
 static char __lk_error_text[1024];
 static int __lk_failed = 0;
+static int __lk_fail_status = 1;  // what the launch returns after a failure: 4 for an out-of-bounds global access
 static void __lk_fail(const char* fmt, ...);  // defined with the scheduler below
 
 // ------------------------------------------------------------------------------------- fibers and the scheduler
@@ -142,6 +143,12 @@ static bool exited[16];
 static ucontext_t sched;
 static bool fiber_mode = false;
 static void (*body)() = nullptr;
+// Strict checks (see "strict memory checks" below): every load and store of the kernel is reported to __lk_access.
+static int checking = 0;                     // 1 while a learner's thread runs (not the scheduler)
+static unsigned block_epoch[16];             // __syncthreads() barriers each block of the cluster has passed
+static unsigned* warp_epoch = nullptr;       // warp-wide calls each warp has completed (per warp slot)
+static unsigned cluster_epoch = 0;           // cluster barriers passed
+static unsigned generation = 0;              // one per cluster run: older shared-memory records are stale
 
 // How many of some fibers have left the kernel or wait at each kind of barrier, and the first fiber of each.
 struct Tally {
@@ -262,6 +269,7 @@ static void __lk_warp_meet(const char* name, unsigned mask, bool whole_warp, voi
     if ((c.arrived & c.required) == c.required) {
         c.perform(c);
         c.name = nullptr;
+        warp_epoch[w]++;  // the lanes that met are ordered: what one wrote before, another may read after
         for (int l = 0; l < 32; ++l)
             if ((c.required >> l & 1u) && l != lane && fibers[32 * w + l].state == AT_WARP) fibers[32 * w + l].state = READY;
         return;
@@ -320,7 +328,10 @@ static int __lk_run_block_fibers() {
         f.state = READY;
         f.barriers = 0;
     }
-    for (int w = 0; w < nwarps; ++w) warps[w].name = nullptr;
+    for (int w = 0; w < nwarps; ++w) { warps[w].name = nullptr; warp_epoch[w] = 0; }
+    for (int r = 0; r < nblk; ++r) block_epoch[r] = 0;
+    cluster_epoch = 0;
+    ++generation;  // every shared-memory record of earlier clusters is stale
     char a[160], b[160];
     for (;;) {
         bool any = false;
@@ -333,7 +344,9 @@ static int __lk_run_block_fibers() {
                     int t = r * stride + j;
                     if (fibers[t].state != READY) continue;
                     enter(t);
+                    checking = 1;
                     swapcontext(&sched, &fibers[t].ctx);
+                    checking = 0;
                     cur = -1;
                     ran = true;
                     if (__lk_failed) return 1;
@@ -354,6 +367,7 @@ static int __lk_run_block_fibers() {
                 for (int j = 0; j < bthreads; ++j) in_block.add(r * stride + j);
                 if (in_block.done == bthreads) { if (!exited[r]) block_exited(r); break; }
                 if (in_block.at_barrier == bthreads) {
+                    block_epoch[r]++;
                     for (int j = 0; j < bthreads; ++j) fibers[r * stride + j].state = READY;
                     continue;
                 }
@@ -374,6 +388,7 @@ static int __lk_run_block_fibers() {
         for (int t = 0; t < nfib; ++t) if (fibers[t].exists) all.add(t);
         if (all.done == all.total) return 0;
         if (all.at_cluster == all.total) {
+            cluster_epoch++;
             for (int t = 0; t < nfib; ++t) if (fibers[t].exists) fibers[t].state = READY;
             continue;
         }
@@ -501,18 +516,227 @@ static inline unsigned __activemask() {
 }
 static inline unsigned __lanemask_lt() { return (1u << (__lk::fiber_mode ? __lk::my_lane() : 0)) - 1u; }
 
+// ------------------------------------------------------------------------------------- strict memory checks
+// The kernel is compiled with -fsanitize=thread's instrumentation only (no sanitizer runtime is linked): every load
+// and store of the learner's code calls __tsan_{read,write}N(address), defined here as labkit's own checks.
+// __lk_access then checks, while a learner's thread runs:
+// - global arrays: each array argument lies between guard zones; an access that reaches into one (a read or a write
+//   one past the end, `i <= n`) is an error naming the array, the element and the thread;
+// - static shared memory: each __shared__ declaration has a red zone on both sides (added by labkit.cuda.host); an
+//   access there is an error naming the shared array; dynamic shared memory likewise past the launch's shared_mem;
+// - races: per byte of shared memory, the last write and the last two readers (thread, and the barrier epochs of its
+//   block, warp and cluster). Two accesses to one byte by different threads, one of them a write, with no
+//   __syncthreads() (same block), warp-wide call (same warp) or cluster.sync() (same cluster) between them, are a
+//   race: undefined on a GPU, whatever the CPU's order happened to give. Atomics race only with plain accesses.
+namespace __lk {
+struct ArrayRange { uintptr_t lo, start, end, hi; unsigned long long itemsize; int arg; };
+static ArrayRange arrays[64];
+static int narrays = 0;
+static char arg_names[64][48];
+struct SharedVar { long long off, size; char name[64]; };
+static SharedVar* shvars = nullptr;
+static int nshvars = 0;
+static int* sh_owner = nullptr;  // per byte of the static shared section: the variable there, -1 a red zone
+static size_t sh_owner_len = 0;
+static char* dyn_lo = nullptr;   // the whole dynamic shared buffer with its guard zones
+static char* dyn_hi = nullptr;
+struct Access { unsigned gen; int t; unsigned b, w, c; int atomic; };  // t: fiber slot + 1 (0: none)
+struct Shadow { Access wr, rd1, rd2; };
+static Shadow* shadow = nullptr;  // per byte: static shared of each block of the cluster, then dynamic shared of each
+static size_t shadow_len = 0;
+
+__attribute__((no_sanitize_thread)) static void who(char* out, size_t n) {
+    if (fiber_mode && cur >= 0) { describe(cur, out, n); if (nblk <= 1) { size_t k = strlen(out); snprintf(out + k, n - k, " of block (%u, %u, %u)", blockIdx.x, blockIdx.y, blockIdx.z); } }
+    else snprintf(out, n, "(%u, %u, %u) of block (%u, %u, %u)", threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+__attribute__((no_sanitize_thread)) static void who_slot(int t, char* out, size_t n) { describe(t, out, n); }
+__attribute__((no_sanitize_thread)) static const char* verb(int kind) { return kind == 0 ? "read" : kind == 1 ? "wrote" : "updated (atomically)"; }
+
+__attribute__((no_sanitize_thread)) static bool ordered(const Access& r, int me) {
+    if (r.gen != generation || r.t == 0 || r.t - 1 == me) return true;
+    if (r.c != cluster_epoch) return true;
+    int o = r.t - 1;
+    if (fibers[o].rank == fibers[me].rank && block_epoch[fibers[me].rank] != r.b) return true;
+    if (o / 32 == me / 32 && warp_epoch[me / 32] != r.w) return true;
+    return false;
+}
+__attribute__((no_sanitize_thread)) static void race(const Access& r, int kind, int other_kind, const char* what, long long index) {
+    char a[200], b[200];
+    who(a, sizeof a);
+    who_slot(r.t - 1, b, sizeof b);
+    bool same_block = fibers[r.t - 1].rank == fibers[cur].rank;
+    __lk_fail("a shared-memory race: thread %s %s %s[%lld] after thread %s %s it, with no %s between the two accesses. "
+              "On a GPU their order is not defined, so the value read (or kept) is not either.",
+              a, verb(kind), what, index, b, verb(other_kind),
+              same_block ? "__syncthreads() (or __syncwarp() within one warp)" : "cluster.sync()");
+}
+__attribute__((no_sanitize_thread)) static void track(size_t base, size_t n, int kind, const char* what, long long index) {
+    int me = cur;
+    Access now{generation, me + 1, block_epoch[fibers[me].rank], warp_epoch[me / 32], cluster_epoch, kind == 2};
+    for (size_t k = 0; k < n && base + k < shadow_len; ++k) {
+        Shadow& sh = shadow[base + k];
+        if (!ordered(sh.wr, me) && !(kind == 2 && sh.wr.atomic)) { race(sh.wr, kind, sh.wr.atomic ? 2 : 1, what, index); return; }
+        if (kind != 0) {
+            if (!ordered(sh.rd1, me)) { race(sh.rd1, kind, 0, what, index); return; }
+            if (!ordered(sh.rd2, me)) { race(sh.rd2, kind, 0, what, index); return; }
+            sh.wr = now;
+        } else if (sh.rd1.gen != generation || sh.rd1.t != now.t) {
+            if (sh.rd1.gen == generation && !ordered(sh.rd1, me)) sh.rd2 = sh.rd1;
+            sh.rd1 = now;
+        }
+    }
+}
+// The shared array nearest to section offset `off` (the one an access into a red zone overran or underran).
+__attribute__((no_sanitize_thread)) static int nearest_var(long long off, long long* dist) {
+    int best = -1; long long bd = 0;
+    for (int v = 0; v < nshvars; ++v) {
+        long long d = off < shvars[v].off ? shvars[v].off - off : off - (shvars[v].off + shvars[v].size) + 1;
+        if (best < 0 || d < bd) { best = v; bd = d; }
+    }
+    *dist = bd;
+    return best;
+}
+__attribute__((no_sanitize_thread)) static void shared_access(char* sect, size_t size, int rank, uintptr_t a, size_t n, int kind, bool dynamic) {
+    long long off = (long long)(a - (uintptr_t)sect);
+    char t[200];
+    if (dynamic) {
+        if (off < 0 || off + (long long)n > (long long)dyn_size) {
+            who(t, sizeof t);
+            __lk_fail("thread %s %s dynamic shared memory (extern __shared__) at byte %lld, outside the %zu bytes the "
+                      "launch allocated (its shared_mem argument).", t, verb(kind), off, (size_t)dyn_size);
+            return;
+        }
+        if (fiber_mode) track(nblk * sh_size + (size_t)rank * dyn_size + (size_t)off, n, kind, "the extern __shared__ array at byte", off);
+        return;
+    }
+    int v = (size_t)off < sh_owner_len ? sh_owner[off] : -1;
+    int v_end = (size_t)(off + (long long)n - 1) < sh_owner_len ? sh_owner[off + n - 1] : -1;
+    if (v < 0 || v_end != v) {
+        long long dist = 0;
+        int near = nearest_var(off, &dist);
+        who(t, sizeof t);
+        if (near < 0) { __lk_fail("thread %s %s shared memory outside every __shared__ array.", t, verb(kind)); return; }
+        const SharedVar& sv = shvars[near];
+        long long elem = (long long)n, idx = (off - sv.off) / elem;
+        __lk_fail("thread %s %s %s[%lld], %s the shared array %s (%lld elements of %lld bytes): an out-of-bounds "
+                  "shared-memory access, undefined on a GPU.", t, verb(kind), sv.name, idx,
+                  off < sv.off ? "before the start of" : "past the end of", sv.name, sv.size / elem, elem);
+        return;
+    }
+    if (fiber_mode) track((size_t)rank * sh_size + (size_t)off, n, kind, shvars[v].name, (off - shvars[v].off) / (long long)n);
+}
+}  // namespace __lk
+
+extern "C" __attribute__((no_sanitize_thread)) void __lk_access(uintptr_t a, size_t n, int kind) {
+    using namespace __lk;
+    if (!checking || __lk_failed) return;
+    for (int k = 0; k < narrays; ++k) {
+        const ArrayRange& r = arrays[k];
+        if (a + n <= r.lo || a >= r.hi) continue;
+        if (a >= r.start && a + n <= r.end) return;
+        char t[200];
+        who(t, sizeof t);
+        long long idx = a >= r.start ? (long long)((a - r.start) / r.itemsize) : -(long long)((r.start - a + r.itemsize - 1) / r.itemsize);
+        long long count = (long long)((r.end - r.start) / r.itemsize);
+        if (!__lk_failed) __lk_fail_status = 4;
+        __lk_fail("thread %s %s %s[%lld], outside array argument %d (%s, %lld elements: %s): an out-of-bounds "
+                  "global-memory access, undefined on a GPU.", t, verb(kind), arg_names[r.arg], idx, r.arg,
+                  arg_names[r.arg], count, idx < 0 ? "before the start" : "past the end");
+        return;
+    }
+    if (!fiber_mode) return;
+    char* sect = __start_lk_shared;
+    if (sh_size && a + n > (uintptr_t)sect && a < (uintptr_t)(sect + sh_size)) { shared_access(sect, sh_size, resident, a, n, kind, false); return; }
+    if (nblk > 1 && sh_size && a >= (uintptr_t)sh_backing && a < (uintptr_t)(sh_backing + sh_size * nblk)) {
+        int r = (int)((a - (uintptr_t)sh_backing) / sh_size);
+        shared_access(sh_backing + (size_t)r * sh_size, sh_size, r, a, n, kind, false);
+        return;
+    }
+    if (dyn_lo && a + n > (uintptr_t)dyn_lo && a < (uintptr_t)dyn_hi) { shared_access(dyn_ptr, dyn_size, resident, a, n, kind, true); return; }
+    if (nblk > 1 && dyn_size && a >= (uintptr_t)dyn_backing && a < (uintptr_t)(dyn_backing + dyn_size * nblk)) {
+        int r = (int)((a - (uintptr_t)dyn_backing) / dyn_size);
+        shared_access(dyn_backing + (size_t)r * dyn_size, dyn_size, r, a, n, kind, true);
+    }
+}
+#define __LK_TSAN(N) \
+    extern "C" __attribute__((no_sanitize_thread)) void __tsan_read##N(void* a) { __lk_access((uintptr_t)a, N, 0); } \
+    extern "C" __attribute__((no_sanitize_thread)) void __tsan_write##N(void* a) { __lk_access((uintptr_t)a, N, 1); } \
+    extern "C" __attribute__((no_sanitize_thread)) void __tsan_unaligned_read##N(void* a) { __lk_access((uintptr_t)a, N, 0); } \
+    extern "C" __attribute__((no_sanitize_thread)) void __tsan_unaligned_write##N(void* a) { __lk_access((uintptr_t)a, N, 1); }
+__LK_TSAN(1) __LK_TSAN(2) __LK_TSAN(4) __LK_TSAN(8) __LK_TSAN(16)
+extern "C" __attribute__((no_sanitize_thread)) void __tsan_read_range(void* a, size_t n) { __lk_access((uintptr_t)a, n, 0); }
+extern "C" __attribute__((no_sanitize_thread)) void __tsan_write_range(void* a, size_t n) { __lk_access((uintptr_t)a, n, 1); }
+extern "C" __attribute__((no_sanitize_thread)) void __tsan_init() {}
+extern "C" __attribute__((no_sanitize_thread)) void __tsan_func_entry(void*) {}
+extern "C" __attribute__((no_sanitize_thread)) void __tsan_func_exit() {}
+extern "C" __attribute__((no_sanitize_thread)) void __tsan_vptr_update(void*, void*) {}
+extern "C" __attribute__((no_sanitize_thread)) void __tsan_vptr_read(void*) {}
+
+// Called by the helper process before each launch: the array arguments' ranges (lo, start, end, hi, itemsize, index:
+// six numbers each) and names ("x\ny\n..."), the static shared arrays (section offset and size, two numbers each) and
+// their names, and the dynamic shared buffer's bounds.
+extern "C" __attribute__((no_sanitize_thread)) int __lk_setup_checks(int na, const unsigned long long* ranges, const char* names,
+                                                                      int nv, const long long* vars, const char* var_names) {
+    using namespace __lk;
+    narrays = na < 64 ? na : 64;
+    for (int k = 0; k < narrays; ++k)
+        arrays[k] = ArrayRange{(uintptr_t)ranges[6 * k], (uintptr_t)ranges[6 * k + 1], (uintptr_t)ranges[6 * k + 2],
+                               (uintptr_t)ranges[6 * k + 3], ranges[6 * k + 4] ? ranges[6 * k + 4] : 1, (int)ranges[6 * k + 5]};
+    for (int k = 0; k < 64; ++k) snprintf(arg_names[k], sizeof arg_names[k], "argument %d", k);
+    for (int k = 0; names && *names && k < 64; ++k) {
+        const char* e = strchr(names, '\n');
+        size_t len = e ? (size_t)(e - names) : strlen(names);
+        if (len) snprintf(arg_names[k], sizeof arg_names[k], "%.*s", (int)len, names);
+        if (!e) break;
+        names = e + 1;
+    }
+    free(shvars);
+    nshvars = nv;
+    shvars = (SharedVar*)calloc((size_t)(nv ? nv : 1), sizeof(SharedVar));
+    for (int v = 0; v < nv; ++v) {
+        shvars[v].off = vars[2 * v]; shvars[v].size = vars[2 * v + 1];
+        const char* e = var_names ? strchr(var_names, '\n') : nullptr;
+        size_t len = e ? (size_t)(e - var_names) : (var_names ? strlen(var_names) : 0);
+        snprintf(shvars[v].name, sizeof shvars[v].name, "%.*s", (int)len, var_names ? var_names : "");
+        var_names = e ? e + 1 : var_names + len;
+    }
+    size_t ss = (__start_lk_shared && __stop_lk_shared > __start_lk_shared) ? (size_t)(__stop_lk_shared - __start_lk_shared) : 0;
+    free(sh_owner);
+    sh_owner_len = ss;
+    sh_owner = (int*)malloc(sizeof(int) * (ss ? ss : 1));
+    for (size_t k = 0; k < ss; ++k) sh_owner[k] = -1;
+    for (int v = 0; v < nv; ++v)
+        for (long long k = shvars[v].off; k < shvars[v].off + shvars[v].size && k < (long long)ss; ++k) if (k >= 0) sh_owner[k] = v;
+    if (!nv) for (size_t k = 0; k < ss; ++k) sh_owner[k] = 0;  // no symbol table: one array, bounds unknown
+    return shvars && sh_owner ? 0 : 1;
+}
+namespace __lk {
+// Room for the race records of a cluster (static and dynamic shared memory of every block), kept between launches.
+__attribute__((no_sanitize_thread)) static bool prepare_shadow() {
+    size_t need = (sh_size + dyn_size) * (size_t)nblk;
+    if (need > shadow_len) {
+        Shadow* ns = (Shadow*)realloc(shadow, sizeof(Shadow) * need);
+        if (!ns) return false;
+        memset(ns + shadow_len, 0, sizeof(Shadow) * (need - shadow_len));
+        shadow = ns;
+        shadow_len = need;
+    }
+    return true;
+}
+}  // namespace __lk
+
 // ------------------------------------------------------------------------------------- atomics (one thread runs at a time)
-template <class T, class U> static inline T atomicAdd(T* a, U v) { T o = *a; *a = (T)(o + (T)v); return o; }
-template <class T, class U> static inline T atomicSub(T* a, U v) { T o = *a; *a = (T)(o - (T)v); return o; }
-template <class T, class U> static inline T atomicExch(T* a, U v) { T o = *a; *a = (T)v; return o; }
-template <class T, class U> static inline T atomicMax(T* a, U v) { T o = *a; if ((T)v > o) *a = (T)v; return o; }
-template <class T, class U> static inline T atomicMin(T* a, U v) { T o = *a; if ((T)v < o) *a = (T)v; return o; }
-template <class T, class U> static inline T atomicAnd(T* a, U v) { T o = *a; *a = o & (T)v; return o; }
-template <class T, class U> static inline T atomicOr(T* a, U v) { T o = *a; *a = o | (T)v; return o; }
-template <class T, class U> static inline T atomicXor(T* a, U v) { T o = *a; *a = o ^ (T)v; return o; }
-template <class T, class U, class V> static inline T atomicCAS(T* a, U cmp, V v) { T o = *a; if (o == (T)cmp) *a = (T)v; return o; }
-static inline unsigned atomicInc(unsigned* a, unsigned v) { unsigned o = *a; *a = (o >= v) ? 0u : o + 1u; return o; }
-static inline unsigned atomicDec(unsigned* a, unsigned v) { unsigned o = *a; *a = (o == 0u || o > v) ? v : o - 1u; return o; }
+template <class T, class U> __attribute__((no_sanitize_thread)) static inline T atomicAdd(T* a, U v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; *a = (T)(o + (T)v); return o; }
+template <class T, class U> __attribute__((no_sanitize_thread)) static inline T atomicSub(T* a, U v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; *a = (T)(o - (T)v); return o; }
+template <class T, class U> __attribute__((no_sanitize_thread)) static inline T atomicExch(T* a, U v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; *a = (T)v; return o; }
+template <class T, class U> __attribute__((no_sanitize_thread)) static inline T atomicMax(T* a, U v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; if ((T)v > o) *a = (T)v; return o; }
+template <class T, class U> __attribute__((no_sanitize_thread)) static inline T atomicMin(T* a, U v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; if ((T)v < o) *a = (T)v; return o; }
+template <class T, class U> __attribute__((no_sanitize_thread)) static inline T atomicAnd(T* a, U v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; *a = o & (T)v; return o; }
+template <class T, class U> __attribute__((no_sanitize_thread)) static inline T atomicOr(T* a, U v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; *a = o | (T)v; return o; }
+template <class T, class U> __attribute__((no_sanitize_thread)) static inline T atomicXor(T* a, U v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; *a = o ^ (T)v; return o; }
+template <class T, class U, class V> __attribute__((no_sanitize_thread)) static inline T atomicCAS(T* a, U cmp, V v) { __lk_access((uintptr_t)a, sizeof(T), 2); T o = *a; if (o == (T)cmp) *a = (T)v; return o; }
+__attribute__((no_sanitize_thread)) static inline unsigned atomicInc(unsigned* a, unsigned v) { __lk_access((uintptr_t)a, sizeof(unsigned), 2); unsigned o = *a; *a = (o >= v) ? 0u : o + 1u; return o; }
+__attribute__((no_sanitize_thread)) static inline unsigned atomicDec(unsigned* a, unsigned v) { __lk_access((uintptr_t)a, sizeof(unsigned), 2); unsigned o = *a; *a = (o == 0u || o > v) ? v : o - 1u; return o; }
 #define atomicAdd_block atomicAdd
 #define atomicAdd_system atomicAdd
 static inline void __threadfence() {}
@@ -916,6 +1140,9 @@ static bool prepare(unsigned threads, unsigned blocks, bool use_fibers) {
         cap = nfib;
         free(warps);
         warps = (WarpCall*)calloc((size_t)nwarps, sizeof(WarpCall));
+        free(warp_epoch);
+        warp_epoch = (unsigned*)calloc((size_t)nwarps, sizeof(unsigned));
+        if (!warp_epoch) return false;
         free(flags);
         flags = (int*)calloc((size_t)nfib, sizeof(int));
         if (!warps || !flags) return false;
