@@ -4,7 +4,8 @@ On ``PYTHONPATH`` only there, and active only with ``LABKIT_REHEARSAL_FAKES=1``,
 ``labkit.setup`` answers "an H200" and each benchmark suite is labkit's own, run on the fakes of tests/gpu_fakes.py
 with the figures of tests/gpu_producers.py (as the judge's fixtures are made); nbclient's ``execute`` returns at once
 (the notebooks themselves run in tests/test_rehearsal_notebooks.py), so gpu_check's batching, its JSON after every
-notebook and its saved notebooks run for real. Everything else (the wheelhouse install, versions, doctor, the
+notebook and its saved notebooks run for real. With ``LABKIT_REHEARSAL_VM=1`` the bandwidth suite asks labkit's own
+``pcie_link`` of an NVML that refuses the PCIe link, as a VM's may. Everything else (the wheelhouse install, versions, doctor, the
 archives) is the run's own code on the image's packages."""
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def _install() -> None:
     from labkit import bandwidth, cupylab, tensorcores
 
     labkit.mode.env()  # sim: the suites' own code runs in the simulator, their timings are the fakes'
-    fig = P.Figures()
+    # LABKIT_REHEARSAL_VM=1: the GPU is passed through to a VM whose NVML refuses the PCIe link (gpu_fakes.VM_REFUSES)
+    fig = P.Figures(vm=os.environ.get("LABKIT_REHEARSAL_VM") == "1")
     mp = pytest.MonkeyPatch()
     real = {"numba": labkit.kernels.benchmark_suite, "tensor": tensorcores.gpu_check, "cupy": cupylab.benchmarks,
             "bandwidth": bandwidth.gpu_check_suite}
