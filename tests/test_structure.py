@@ -286,5 +286,22 @@ def test_environment_yml_matches_pyproject() -> None:
     assert set(pip) == wanted
 
 
+def test_binder_builds_the_labs_environment_and_installs_labkit() -> None:
+    """Binder's repo2docker reads .binder/ (and then ignores the root's files): its environment.yml holds exactly
+    pyproject.toml's dependencies on the root's Python, and postBuild installs labkit from the clone, so a lab opened
+    on Binder only imports it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((ROOT / ".binder" / "environment.yml").read_text())
+    root = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pip == project["dependencies"]
+    python = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python")]
+    assert python == [d for d in root["dependencies"] if isinstance(d, str) and d.startswith("python")]
+    post = ROOT / ".binder" / "postBuild"
+    assert post.stat().st_mode & 0o111, "repo2docker runs postBuild only when it is executable"
+    commands = [ln for ln in post.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert commands == ["set -euo pipefail", "pip install --no-deps --no-cache-dir -e ."]
+
+
 def test_ci_runs_the_readme_command() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text()

@@ -82,3 +82,33 @@ def test_every_public_widget_that_builds_with_its_defaults_has_the_note() -> Non
             built.append(name)
             assert hasattr(value, "_ipython_display_"), f"labkit.widgets.{name}() shows no reopen note"
     assert set(EXPLORERS) <= set(built), built
+
+
+def test_labkit_lab_saves_notebooks_without_widget_views(tmp_path) -> None:
+    """What ``labkit lab``'s Jupyter server does on save (its configuration, read as Jupyter reads it, into the real
+    contents manager): the explorer's view and the widget state go, the note and every other output stay, so a
+    reopened notebook asks for no widget model ("model not found") and says to run the cell again."""
+    import asyncio
+    import json
+
+    import nbformat
+    from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+    from traitlets.config.loader import JSONFileConfigLoader
+
+    from labkit.cli import LAB_CONFIG
+
+    config = JSONFileConfigLoader("jupyter_server_config.json", path=str(LAB_CONFIG)).load_config()
+    manager = AsyncLargeFileManager(config=config, root_dir=str(tmp_path))
+    shown = _shown(EXPLORERS["coalescing_explorer"]())
+    outputs = [nbformat.v4.new_output("display_data", data=d) for d in shown]
+    outputs.append(nbformat.v4.new_output("stream", name="stdout", text="peak 4 sectors\n"))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("labkit.widgets.coalescing_explorer()", outputs=outputs),
+                                         nbformat.v4.new_markdown_cell("text")])
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
+    asyncio.run(manager.save({"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(nb))}, "lab.ipynb"))
+    saved = nbformat.read(tmp_path / "lab.ipynb", as_version=4)
+    kept = saved.cells[0].outputs
+    assert [o.get("data", {}).get("text/plain", o.get("text")) for o in kept] == [REOPEN_NOTE, "peak 4 sectors\n"]
+    assert WIDGET not in (tmp_path / "lab.ipynb").read_text() and "widgets" not in saved.metadata
+    asyncio.run(manager.save({"type": "file", "format": "text", "content": WIDGET}, "notes.txt"))
+    assert (tmp_path / "notes.txt").read_text() == WIDGET  # anything but a notebook is saved as it is
