@@ -34,6 +34,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from . import properties
+
 #: Functions each check computes its expected values with: unusable while the learner's answer runs.
 COMPARES_WITH: dict[str, tuple[str, ...]] = {
     "02.launch-config": ("labkit.check.harness.grid_2d",),
@@ -420,11 +422,16 @@ def guard_answer(exercise_id: str, answer: Any, reference: Any = None) -> Any:
     @functools.wraps(answer)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         names = _names(answer, len(args))
-        watched = [(names[k], a, _snapshot(a)) for k, a in enumerate(args) if k not in in_place and _is_data(a)]
+        data = [_is_data(a) for a in args]
+        watched = [(names[k], a, _snapshot(a)) for k, a in enumerate(args) if k not in in_place and data[k]]
         watched += [(k, v, _snapshot(v)) for k, v in kwargs.items() if _is_data(v)]
+        replayable = not in_place and all(data) and len(watched) == len(args) + len(kwargs)
+        snapshots = tuple(copy.deepcopy(before) for _, _, before in watched[: len(args)]) if replayable else None
+        kw = {str(k): copy.deepcopy(before) for k, _, before in watched[len(args) :]} if replayable else {}
         hits = len(_HITS)
         with references_trapped(traps):
             result = answer(*args, **kwargs)
+        properties.record(snapshots or (), kw, result, snapshots)
         if len(_HITS) > hits:  # a trap fired and the answer swallowed it (a bare `except:`)
             raise AnswerRejected(*_called_words(_HITS[hits]))
         for name, live, before in watched:

@@ -7,7 +7,8 @@ Numba's simulator runs each CUDA thread as an operating-system thread. This engi
   its end, and only then does the next one run; nothing else switches, so a launch gives the same result on
   every run and under any machine load;
 - the order is the *schedule*: ``"forward"`` (thread 0 first), ``"reverse"`` or ``"shuffle"`` (a fresh
-  permutation, drawn from ``seed``, at the start of the block and after every barrier);
+  permutation, drawn from ``seed``, at the start of the block and after every barrier); it orders the blocks of
+  the grid the same way (reversed, or shuffled from ``seed``): a kernel that needs block 0 to run first fails;
 - a barrier is released when every thread of the block waits at the same one; a barrier that some threads
   skip (one inside an ``if``, or after some threads returned) is reported by :mod:`.blocks`;
 - a launch has a limit on the CPU time it takes (the launching thread's CPU clock, so a loaded machine does
@@ -34,7 +35,7 @@ import numpy as np
 
 from . import blocks, fastreads, limits, tracebacks
 from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
-from .errors import KernelFault, KernelTimeout
+from .errors import KernelFault, KernelTimeout, ZeroDivisor
 from .integers import Int32
 from .limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG, is_learner_frame, raise_in_thread
 
@@ -101,6 +102,7 @@ class Collectives(Protocol):
 collectives: Collectives | None = None  # set by labkit.sim.warp when it is installed
 
 current: SimThread | None = None  # the thread running now (None outside a launch)
+debug_launch = False  # the launch running now is of a debug=True kernel (set by labkit.sim.launch)
 launch_active = False  # True while a launch runs (the Python-answer time limit does not count it)
 
 
@@ -454,6 +456,10 @@ def run(
         if blocks_to_run is not None
         else [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
     )
+    if blocks_to_run is None and schedule == "reverse":  # the schedule orders the blocks too: no kernel may rely on
+        points.reverse()  # block 0 running first (a GPU gives no order)
+    elif blocks_to_run is None and schedule == "shuffle":
+        random.Random(None if seed is None else seed ^ 0x5EED).shuffle(points)  # apart from the threads' own stream
     run_.blocks_total = len(points)
     outer = launch_active
     launch_active = True
@@ -647,6 +653,10 @@ def thread_position(exc: Exception, t: SimThread) -> Exception:
     where = (tuple(t.threadIdx), tuple(t.blockIdx))
     prefix = f"tid={list(where[0])} ctaid={list(where[1])}"
     fastreads.retype(exc)
+    if isinstance(exc, ZeroDivisionError) and not isinstance(exc, (DivisionByZero, KernelFault)) and not debug_launch:
+        new = ZeroDivisor(f"{prefix}: {_division_words(str(exc))}", cause=DIVISION_CAUSE)
+        new.__traceback__ = exc.__traceback__
+        exc = new
     if isinstance(exc, FloatingPointError) and not isinstance(exc, DivisionByZero) and "divide by zero" in str(exc):
         new = DivisionByZero(f"{prefix}: division by zero")
         new.__traceback__ = exc.__traceback__
@@ -662,6 +672,27 @@ def thread_position(exc: Exception, t: SimThread) -> Exception:
     except AttributeError:  # (an exception type with __slots__: it keeps its message)
         pass
     return exc
+
+
+DIVISION_CAUSE = (
+    "a divisor that can be zero: test it first (`if d != 0:`), or give the element a value that is right whatever "
+    "the divisor; launch the kernel with @cuda.jit(debug=True) to have a GPU raise ZeroDivisionError too."
+)
+
+
+def _division_words(python_words: str) -> str:
+    """What a division by zero gives on a GPU, for Python's message of it (``integer division or modulo by zero``,
+    ``float division by zero``, ``division by zero`` for ``int / int``)."""
+    if "float" in python_words or python_words == "division by zero":
+        return (
+            f"{python_words} (Python's error): on a GPU a float division by zero gives inf or nan and no error, "
+            "so the simulator stops here rather than go on with a value it did not compute"
+        )
+    return (
+        f"{python_words} (Python's error): on a GPU an integer division by zero gives an undefined value (a kernel "
+        "Numba compiles gives 0) and no error, so the simulator stops here rather than go on with a number a GPU "
+        "may not give"
+    )
 
 
 def _release(blk: BlockRun, hooks: Hooks | None) -> None:

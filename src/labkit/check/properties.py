@@ -1,0 +1,277 @@
+"""Generic properties of every host-function answer, declared once for the kinds ``code`` and ``numeric`` (a
+function the learner writes) rather than in each check. They run after the exercise's own check passed
+(``core._run``), on the calls that check made (recorded by the answer guard, :mod:`.answers_guard`):
+
+- **called again**: the answer is called :data:`REPEATS` more times on the smallest arguments the check gave it:
+  with the same shapes and new values (each array, and each list of numbers, drawn afresh from its own values)
+  wherever labkit's reference can say what it must return, and with the very same arguments otherwise. A cache keyed
+  by shape, size or length hands back an old result; an answer wrong on 10% of its calls (state kept between calls,
+  a random choice) fails with probability 1 − 0.9^44 ≥ 99%.
+- **its type**: what it returns has the reference's type: an array of the reference's dtype, and no float32 (or
+  narrower) where the reference gives float64.
+
+An exercise whose answer works in place (``answers_guard.IN_PLACE``), runs elsewhere (``NOT_WRAPPED``), is given
+objects that are not data (a module, a kernel), or measures time (:data:`NOT_REPEATABLE`) is called again only by
+its own check.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .verdicts import Failed
+
+#: Calls after the check: (0.9)^44 = 0.0097, so an answer wrong on 10% of calls fails with probability ≥ 99%.
+REPEATS = 44
+#: Exercises whose answer may rightly return different values for the same arguments (it measures time).
+NOT_REPEATABLE = ("07.event-timing",)
+#: The most CPU seconds the repeated calls may take together; past it they stop (an answer that slow has been
+#: called often enough by its own check).
+BUDGET_S = 4.0
+_KEEP = 8  # recorded calls kept per check (the smallest are used)
+
+
+@dataclass
+class Call:
+    """One call the check made: copies of its arguments taken before it, and what it returned."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    result: Any
+    size: int
+
+
+_CALLS: list[Call] = []
+_RECORDING = [True]
+_COUNT = [0]  # calls the check made (each accepted, since the check passed)
+
+
+def forget() -> None:
+    """Drop the calls recorded so far (``core._run`` does this before each check)."""
+    _CALLS.clear()
+    _RECORDING[0] = True
+    _COUNT[0] = 0
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, np.ndarray):
+        return int(value.size)
+    if isinstance(value, (list, tuple)):
+        return sum(_size(v) for v in value) + 1
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values()) + 1
+    return 1
+
+
+def record(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, snapshots: tuple[Any, ...] | None) -> None:
+    """Remember one call of the answer (``snapshots``: copies of ``args`` taken before it; None when an argument is
+    not data, and then the call is not kept)."""
+    if not _RECORDING[0]:
+        return
+    _COUNT[0] += 1
+    if snapshots is None:
+        return
+    try:
+        kept = copy.deepcopy(result)
+    except Exception:  # noqa: BLE001 - a result that cannot be copied is not replayed
+        return
+    _CALLS.append(Call(snapshots, dict(kwargs), kept, sum(_size(a) for a in snapshots)))
+    if len(_CALLS) > _KEEP:
+        _CALLS.sort(key=lambda c: c.size)
+        del _CALLS[_KEEP:]
+
+
+# ------------------------------------------------------------------------------------------- comparing results
+def _agree(got: Any, want: Any, rtol: float) -> bool:
+    """``got`` equals ``want`` to ``rtol`` (relative to the largest magnitude in ``want``), NaN equal to NaN."""
+    if isinstance(want, np.ndarray) or isinstance(got, np.ndarray):
+        try:
+            g, w = np.asarray(got), np.asarray(want)
+        except Exception:  # noqa: BLE001
+            return False
+        if g.shape != w.shape:
+            return False
+        if g.dtype.kind in "fc" or w.dtype.kind in "fc":
+            finite = np.abs(w[np.isfinite(w)]) if w.size else w
+            scale = float(np.max(finite)) if finite.size else 1.0
+            return bool(np.allclose(g, w, rtol=rtol, atol=rtol * max(scale, 1e-30), equal_nan=True))
+        return bool(np.array_equal(g, w))
+    if isinstance(want, (list, tuple)):
+        return (
+            isinstance(got, (list, tuple, np.ndarray))
+            and len(got) == len(want)
+            and all(_agree(g, w, rtol) for g, w in zip(got, want))
+        )
+    if isinstance(want, dict):
+        return isinstance(got, dict) and set(got) == set(want) and all(_agree(got[k], want[k], rtol) for k in want)
+    if isinstance(want, (bool, np.bool_)) or isinstance(got, (bool, np.bool_)):
+        return bool(got == want)
+    if isinstance(want, (int, float, np.number)) and isinstance(got, (int, float, np.number)):
+        gf, wf = float(got), float(want)
+        if math.isnan(wf) or math.isnan(gf):
+            return math.isnan(wf) and math.isnan(gf)
+        return math.isclose(gf, wf, rel_tol=rtol, abs_tol=1e-300) or gf == wf
+    try:
+        return bool(got == want)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _narrower(got: Any, want: Any) -> str | None:
+    """Words for a result whose type is narrower than the reference's (float32 for float64, another dtype), or None."""
+    if isinstance(want, np.ndarray):
+        g = np.asarray(got) if isinstance(got, (np.ndarray, list, tuple)) else None
+        if isinstance(got, np.ndarray) and got.dtype != want.dtype:
+            return f"an array of {got.dtype} where the reference returns {want.dtype}"
+        if g is not None and g.dtype.kind == "f" and want.dtype.kind == "f" and g.dtype.itemsize < want.dtype.itemsize:
+            return f"{g.dtype} values where the reference returns {want.dtype}"
+        return None
+    if isinstance(want, (list, tuple)) and isinstance(got, (list, tuple)) and len(got) == len(want):
+        for g, w in zip(got, want):
+            found = _narrower(g, w)
+            if found:
+                return found
+        return None
+    if isinstance(want, dict) and isinstance(got, dict):
+        for k in want:
+            found = _narrower(got.get(k), want[k])
+            if found:
+                return f"{found} (key {k!r})"
+        return None
+    wide = isinstance(want, float) or (isinstance(want, np.floating) and want.dtype.itemsize >= 8)
+    if wide and isinstance(got, np.floating) and got.dtype.itemsize < 8:
+        return f"a {got.dtype} number where the reference returns float64"
+    return None
+
+
+# ------------------------------------------------------------------------------------------- new values, same shapes
+def _resample(value: Any, rng: np.random.Generator) -> Any:
+    """``value`` with new values and the same shape: an array's (or a list of numbers') items drawn afresh from its
+    own items (so they stay in its range and keep its kind: bit patterns, sizes, NaN); anything else unchanged."""
+    if not _drawable(value):
+        return copy.deepcopy(value)
+    if isinstance(value, np.ndarray):
+        return rng.choice(value.ravel(), size=value.shape).astype(value.dtype)
+    picked = rng.choice(np.arange(len(value)), size=len(value))
+    return [value[int(k)] for k in picked]
+
+
+def _drawable(value: Any) -> bool:
+    """True for what :func:`_resample` draws anew: an array of numbers or a list of numbers, with two items or more."""
+    if isinstance(value, np.ndarray):
+        return value.size > 1 and value.dtype.kind in "biuf"
+    return (
+        isinstance(value, list)
+        and len(value) > 1
+        and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value)
+    )
+
+
+def _has_values(call: Call) -> bool:
+    """True when :func:`_resample` gives ``call`` new values."""
+    return any(_drawable(a) for a in (*call.args, *call.kwargs.values()))
+
+
+def _reference_function(reference: Callable[[], Any] | None) -> Callable[..., Any] | None:
+    if reference is None:
+        return None
+    try:
+        made = reference()
+    except Exception:  # noqa: BLE001
+        return None
+    return made if callable(made) and not isinstance(made, type) else None
+
+
+def _show(value: Any) -> str:
+    text = repr(value.tolist() if isinstance(value, np.ndarray) and value.size <= 8 else value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _calibrate(call: Call, ref: Callable[..., Any] | None) -> float | None:
+    """The tolerance to which ``ref`` agrees with the answer's accepted result on ``call`` (None: it does not, or it
+    takes other arguments: the call is then repeated as it was). Raises :class:`Failed` for a result narrower than
+    the reference's."""
+    if ref is None:
+        return None
+    try:
+        want = ref(*copy.deepcopy(call.args), **copy.deepcopy(call.kwargs))
+    except Exception:  # noqa: BLE001 - a reference that takes other arguments says nothing here
+        return None
+    narrow = _narrower(call.result, want)
+    if narrow is not None:
+        raise Failed(
+            f"the values are right, but your function returns {narrow}.",
+            cause="return what the statement asks for in the reference's type: computing in float32 "
+            "(np.float32(...), .astype(np.float32)) loses the precision the caller was given.",
+        )
+    return next((t for t in (1e-9, 1e-6, 1e-4) if _agree(call.result, want, t)), None)
+
+
+def check_host_answer(exercise_id: str, answer: Callable[..., Any], reference: Callable[[], Any] | None) -> None:
+    """The generic properties (module docstring) of a host-function answer whose check just passed; raises
+    :class:`Failed` naming the call that broke one."""
+    from .answers_guard import IN_PLACE, NOT_WRAPPED
+    from .harness import rng
+
+    calls = sorted(_CALLS, key=lambda c: c.size)
+    _CALLS.clear()
+    # every call the check made was right (it passed): REPEATS calls in all, and each kept call once more at least
+    repeats = max(REPEATS - _COUNT[0], len(calls))
+    if not calls or exercise_id in IN_PLACE or exercise_id in NOT_WRAPPED or exercise_id in NOT_REPEATABLE:
+        return
+    ref = _reference_function(reference)
+    _RECORDING[0] = False
+    try:
+        tolerances = [_calibrate(call, ref) for call in calls]  # per call: how closely the reference agrees, or None
+        started = time.process_time()
+        for k in range(repeats):
+            if time.process_time() - started > BUDGET_S:
+                break
+            call, rtol = calls[k % len(calls)], tolerances[k % len(calls)]
+            args, kwargs, want = call.args, call.kwargs, call.result
+            if rtol is not None and ref is not None and _has_values(call):
+                args = tuple(_resample(a, rng()) for a in call.args)
+                kwargs = {n: _resample(v, rng()) for n, v in call.kwargs.items()}
+                try:
+                    want = ref(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+                except Exception:  # noqa: BLE001 - new values outside what the reference takes: same arguments
+                    args, kwargs, want = call.args, call.kwargs, call.result
+            same = want is call.result
+            try:
+                got = answer(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            except Failed:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the learner's error, in words
+                raise Failed(
+                    f"called again ({k + 1} of {repeats} more calls) with "
+                    f"{'arguments it had handled before' if same else 'the shapes of earlier arguments and new values'}"
+                    f", your function raised {type(exc).__name__}: {exc}",
+                    cause="compute every call from the arguments it gets and keep no state between calls.",
+                ) from None
+            if not _agree(got, want, 1e-12 if same else max(10 * (rtol or 0.0), 1e-5)):
+                shown = ", ".join(_show(a) for a in args)
+                if same:
+                    raise Failed(
+                        f"called again with the very same arguments ({shown}), your function returned {_show(got)} "
+                        f"where its earlier call returned {_show(want)} (call {k + 1} of {repeats} more).",
+                        cause="the same input must give the same answer: keep no state between calls (a counter, a "
+                        "cache, a list that grows) and draw nothing at random.",
+                    )
+                raise Failed(
+                    f"called again with the same shapes and new values ({shown}), your function returned "
+                    f"{_show(got)}; expected {_show(want)} (call {k + 1} of {repeats} more).",
+                    cause="an answer that remembers results by shape, size or length (a cache keyed by len(x) or "
+                    "x.shape) hands back an old result, and one that keeps state between calls drifts: compute "
+                    "every call from the values it gets.",
+                )
+    finally:
+        _RECORDING[0] = True
+
+
+__all__ = ["NOT_REPEATABLE", "REPEATS", "check_host_answer", "forget", "record"]
