@@ -1,9 +1,12 @@
 """The course's website (``make site``, site/README.md): built from the notebooks with no warning, every internal link
 resolving, nothing fetched from outside, and every page drawn in a real Chromium, served over HTTP and opened from the
-file system.
+file system, on a desktop and on a phone (390 and 700 px, touch): the menu opens, nothing scrolls sideways, figure
+titles are whole and clear of the modebar. Every page says how to get and run the course; lab pages launch on Binder
+and Colab when the site knows the repository, and have no such buttons when it does not.
 
-One build per run (``tools/site_pages.py``, then ``sphinx-build -W --keep-going -n``, as ``make site`` runs them) into
-a temporary folder; the tests below read it. The Chromium tests use Debian's ``chromium`` through Playwright, as
+One full build per run (``tools/site_pages.py``, then ``sphinx-build -W --keep-going -n``, as ``make site`` runs them)
+with a repository URL set, into a temporary folder; the tests below read it. The rendering with no repository is
+checked on a second, small build: every source is written, and Sphinx builds the home page and Lab 02 only. The Chromium tests use Debian's ``chromium`` through Playwright, as
 tests/test_browser.py does, and skip without it. They save screenshots of the home page and of Lab 01 under the
 build folder; with ``LABKIT_SITE_SCREENSHOTS=1`` also as ``site/screenshot-home.png`` and ``site/screenshot-lab01.png``.
 About 45 s on the 2-core machine (the build about 25 s of it).
@@ -38,6 +41,14 @@ LABS = [lab for lab in course.labs() if lab.ready]
 pytestmark = pytest.mark.slow
 
 
+REPO = "https://github.com/someone/dgx-course"  # the repository the full build is made for (pyproject.toml sets none)
+
+
+def _site_env(repository: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABKIT_SITE_")}
+    return {**env, "LABKIT_SITE_REPOSITORY_URL": repository}
+
+
 def _tool(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"{name}_tool", ROOT / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -58,15 +69,29 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     start = time.monotonic()
     gen = subprocess.run([sys.executable, "tools/site_pages.py", "--out", str(out / "src")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, env=_site_env(REPO))
     assert gen.returncode == 0, gen.stdout + gen.stderr
     build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
                             "-c", "site", str(out / "src"), str(out / "html")],
-                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=_site_env(REPO))
     took = time.monotonic() - start
     print(f"\nsite built in {took:.0f} s ({gen.stdout.strip()})")
     assert build.returncode == 0 and "WARNING" not in build.stderr + build.stdout, build.stderr + build.stdout
     return out / "html"
+
+
+@pytest.fixture(scope="module")
+def bare_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site's sources as ``make site`` writes them with no repository URL (in this process, a few seconds; the
+    full build above renders the same code with one). Sphinx turns them into pages as they are."""
+    out = tmp_path_factory.mktemp("bare") / "src"
+    with pytest.MonkeyPatch.context() as mp:
+        for key in [k for k in os.environ if k.startswith("LABKIT_SITE_")]:
+            mp.delenv(key)
+        mp.setenv("LABKIT_SITE_REPOSITORY_URL", "")
+        summary = site_pages.build(out)
+    assert summary["repository"] == "(none set)"
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ what it contains
@@ -89,17 +114,48 @@ def test_home_page_has_the_pitch_the_audience_and_the_two_commands(site: Path) -
     assert "make lab     # creates .venv" in text and "make test    # the same install" in text
     for lab in LABS:
         assert f'href="labs/{lab.notebook}.html"' in home, lab.id
+    # how to get the course: the clone, then make lab; or a lab on Binder or Colab with nothing installed
+    get = _plain(home[home.index('id="get-the-course"'):home.index('id="start"')])
+    assert "git clone https://github.com/someone/dgx-course\ncd dgx-course\nmake lab" in get
+    assert f'href="{REPO}"' in home
+    assert (f'href="https://mybinder.org/v2/gh/someone/dgx-course/main?urlpath=lab/tree/notebooks/'
+            f'{LABS[0].filename}"') in home
+    assert f'href="https://colab.research.google.com/github/someone/dgx-course/blob/main/notebooks/{LABS[0].filename}"' in home
+    # the site's own pages are linked as pages, never as files "in the course repository"
+    more = home[home.index("More:"):]
+    assert all(f'href="{p}.html"' in more for p in ("exercises", "course/index", "benchmarks"))
+
+
+def _served_as_the_site_says(served: Path, course: Path, repository: str) -> None:
+    """A downloaded notebook is the course's, its bootstrap cell written for the site's repository."""
+    bn = site_pages.build_notebooks
+    got, want = nbformat.read(served, as_version=4), nbformat.read(course, as_version=4)
+    assert len(got.cells) == len(want.cells)
+    for a, b in zip(got.cells, want.cells):
+        if "bootstrap" in a.metadata.get("tags", []):
+            assert a.source == bn.bootstrap_source(repository, bn.course_repository()[1])
+        else:
+            assert a == b
 
 
 def test_every_lab_has_a_page_with_its_launch_bar_and_downloads(site: Path) -> None:
     for lab in LABS:
         page = _text(site / "labs" / f"{lab.notebook}.html")
+        text = _plain(page)
         assert f"Lab {lab.id} — {lab.title}" in page
         assert "(solutions)" not in page.split("</h1>")[0], "the site's title is the lab's, the banner says it is solved"
-        assert "labkit-hub" in page, lab.id
+        assert "no hub set up" not in page and "labkit-hub" not in page, "no hub is set: no hub button"
+        # Binder and Colab open the learner's notebook; the theme's own launch buttons (header) say the same
+        binder = f"https://mybinder.org/v2/gh/someone/dgx-course/main?urlpath=lab/tree/notebooks/{lab.filename}"
+        colab = f"https://colab.research.google.com/github/someone/dgx-course/blob/main/notebooks/{lab.filename}"
+        for url in (binder, colab):
+            assert page.count(f'href="{url}"') == 2, (lab.id, url, "in the launch bar and the theme's launch menu")
+        assert "/labs/" not in " ".join(re.findall(r'href="(https://(?:mybinder|colab)[^"]+)"', page))
+        assert f"git clone {REPO} && cd dgx-course && make lab" in text, lab.id
+        assert "its first cell installs labkit" in text
         for rel in (f"notebooks/{lab.filename}", f"notebooks/solutions/{lab.filename}"):
             assert f'href="../{rel}" download' in page, (lab.id, rel)
-            assert (site / rel).read_bytes() == (ROOT / rel).read_bytes(), f"{rel} is served as the course has it"
+            _served_as_the_site_says(site / rel, ROOT / rel, REPO)
 
 
 def test_launch_button_is_an_nbgitpuller_link_to_the_learner_notebook(monkeypatch: pytest.MonkeyPatch,
@@ -116,10 +172,56 @@ def test_launch_button_is_an_nbgitpuller_link_to_the_learner_notebook(monkeypatc
     assert query == {"repo": "https://github.com/someone/dgx-course", "branch": "spring",
                      "urlpath": f"lab/tree/dgx-course/notebooks/{LABS[2].filename}"}
     assert (ROOT / "notebooks" / LABS[2].filename).exists()  # the clone holds the learner notebook there
-    # no hub set: the button says so and leads to the page for the admin, never to a made-up address
+    assert "On your class's JupyterHub" in nb.cells[0].source
+    # no hub set: no hub button at all (the page says how else to run the lab), never a made-up address
     monkeypatch.delenv("LABKIT_SITE_HUB_URL")
     bare = site_pages.lab_page(LABS[2].notebook, LABS[2].id, {}, site_pages.Settings.from_conf())[0]
-    assert 'labkit-hub-unset" href="../hub.html"' in bare.cells[0].source and "no hub set up" in bare.cells[0].source
+    assert "labkit-hub" not in bare.cells[0].source and "JupyterHub" not in bare.cells[0].source
+
+
+def test_without_a_repository_there_are_no_launch_buttons_and_the_pages_say_how_to_get_the_course(
+        bare_src: Path) -> None:
+    import runpy
+
+    home = (bare_src / "index.md").read_text()
+    lab = nbformat.read(bare_src / "labs" / f"{LABS[2].notebook}.ipynb", as_version=4)
+    banner = lab.cells[0].source
+    for text in (home, banner):
+        assert "mybinder.org" not in text and "colab.research" not in text and "github.com" not in text
+        assert "labkit-hub" not in text and "no hub set up" not in text
+    get = home[home.index("## Get the course"):home.index("## Start")]
+    assert "built without its address" in get and "make lab" in get
+    assert f"get the course's repository ([how](../index.md#get-the-course)), run `make lab` in its folder" in banner
+    assert "on its own, its first cell says what to do" in banner
+    assert "labkit-download" in banner  # the downloads stay
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LABKIT_SITE_REPOSITORY_URL", "")
+        conf = runpy.run_path(str(ROOT / "site" / "conf.py"))
+    assert conf["labkit_repository_url"] == ""
+    assert "launch_buttons" not in conf["html_theme_options"] and "repository_url" not in conf["html_theme_options"]
+    # a downloaded lab holds the bootstrap that names the one thing to do
+    for rel in (LABS[2].filename, f"solutions/{LABS[2].filename}"):
+        _served_as_the_site_says(bare_src / "_extra" / "notebooks" / rel, ROOT / "notebooks" / rel, "")
+
+
+def test_no_page_sends_a_reader_to_the_repository_for_a_page_the_site_has(bare_src: Path) -> None:
+    """With no repository URL, a link to a repository file the site does not show becomes "`path` (in the course
+    repository)", linked to how to get the course; a file the site has a page for must be linked to that page (the
+    home page's "More:" links once were not)."""
+    pages = {p.relative_to(bare_src).with_suffix("").as_posix() for p in bare_src.rglob("*")
+             if p.suffix in (".md", ".ipynb") and "_extra" not in p.parts}
+    named = []
+    for path in bare_src.rglob("*"):
+        if path.suffix in (".md", ".ipynb") and "_extra" not in path.parts:
+            text = path.read_text(encoding="utf-8")
+            named += re.findall(r"`([^`]+)`\)? \(?(?:in the )?\[course repository\]", text)
+            assert "in the course repository" not in text.replace("[course repository]", ""), path
+    assert named, "the check found the phrase it looks for"
+    for repo_path in named:
+        assert site_pages.site_target(repo_path) is None, repo_path
+        assert repo_path.removesuffix(".md").removeprefix("./") not in pages, f"{repo_path} has a page on the site"
+    more = (bare_src / "index.md").read_text().split("More:")[1]
+    assert "[every exercise](exercises.md)" in more and "[simulator benchmark](benchmarks.md)" in more
 
 
 def test_exercise_index_lists_every_exercise_with_kind_and_lab(site: Path) -> None:
@@ -280,7 +382,21 @@ PAGES = ["index.html", "exercises.html", *(f"labs/{lab.notebook}.html" for lab i
 INSPECT = """() => {
   const figs = [...document.querySelectorAll('div.labkit-plotly')];
   const imgs = [...document.querySelectorAll('img')];
+  const box = (e) => e.getBoundingClientRect();
+  const meets = (a, b) => !(a.right <= b.left || a.left >= b.right || a.bottom <= b.top || a.top >= b.bottom);
+  // a figure's title must lie inside the figure and clear of the modebar (drawn over the top right corner, shown
+  // on hover on a desktop; a phone has none)
+  const titles = figs.map(d => [d.querySelector('svg.main-svg'), d.querySelector('.gtitle'), d.querySelector('.modebar')])
+    .filter(([svg, t]) => svg && t && t.textContent);
+  const exercise = document.querySelector('div.cell.tag_exercise');
   return {
+    titles: titles.length,
+    titles_clipped: titles.filter(([svg, t]) => { const s = box(svg), r = box(t);
+      return r.left < s.left - 1 || r.right > s.right + 1 || r.top < s.top - 1; }).map(([, t]) => t.textContent),
+    titles_covered: titles.filter(([, t, m]) => m && box(m).width > 0 && meets(box(m), box(t))).map(([, t]) => t.textContent),
+    sideways: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    favicon: document.querySelector('link[rel="icon"]')?.getAttribute('href') || '',
+    exercise_label: exercise ? getComputedStyle(exercise, '::before').content : null,
     figures: figs.length,
     drawn: figs.filter(d => d.getAttribute('data-drawn') === 'yes' && d.querySelector('svg.main-svg')).length,
     undrawn: figs.filter(d => d.getAttribute('data-drawn') !== 'yes').map(d => d.closest('.cell')?.id || '?'),
@@ -317,10 +433,17 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+PHONE = {"is_mobile": True, "has_touch": True}
+
+
 def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[str, Path] | None = None,
-           block: str | None = None) -> dict[str, dict[str, Any]]:
-    """Open each URL in one page; what went wrong on each (console errors, page errors, failed or outside requests)."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+           block: str | None = None, width: int = 1280, menu: bool = False) -> dict[str, dict[str, Any]]:
+    """Open each URL in one page; what went wrong on each (console errors, page errors, failed or outside requests).
+    Below 1280 px wide the page is a phone's (touch); with ``menu`` each page's ☰ is tapped and what it opened is
+    recorded."""
+    context = browser.new_context(viewport={"width": width, "height": 900 if width >= 1280 else 844},
+                                  **(PHONE if width < 1280 else {}))
+    page = context.new_page()
     problems: list[str] = []
     page.on("console", lambda m: problems.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -349,6 +472,14 @@ def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[st
         except Exception as e:  # noqa: BLE001  (reported below as undrawn figures or no search results)
             problems.append(f"figures still drawing, or no search results, after 30 s: {e}")
         info = page.evaluate(INSPECT)
+        if menu:
+            page.locator("button.primary-toggle:visible").first.tap()
+            page.wait_for_timeout(400)
+            info["menu"] = page.evaluate("""() => {
+              const d = document.querySelector('#pst-primary-sidebar-modal');
+              const links = d ? [...d.querySelectorAll('a')].filter(a => a.getBoundingClientRect().width > 0
+                && getComputedStyle(a).visibility !== 'hidden') : [];
+              return {open: !!(d && d.open), links: links.map(a => a.textContent.trim())}; }""")
         info["problems"] = list(problems)
         seen[url] = info
         for name, path in (shots or {}).items():
@@ -359,13 +490,14 @@ def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[st
                     page.evaluate("() => window.scrollBy(0, -120)")
                     page.wait_for_timeout(300)
                 page.screenshot(path=str(path))
-    page.close()
+    context.close()
     return seen
 
 
 def _assert_clean(seen: dict[str, dict[str, Any]]) -> None:
     bad = {url: info for url, info in seen.items()
-           if info["problems"] or info["drawn"] != info["figures"] or info["broken_images"]}
+           if info["problems"] or info["drawn"] != info["figures"] or info["broken_images"] or info["titles_clipped"]
+           or info["titles_covered"] or info["sideways"] > 0 or not info["favicon"]}
     assert not bad, json.dumps(bad, indent=1)[:4000]
 
 
@@ -378,7 +510,10 @@ def test_every_page_draws_in_chromium_over_http(site: Path, server: str, browser
     seen = _visit(browser, [f"{server}/{p}" for p in PAGES], (server,), shots)
     _assert_clean(seen)
     figures = sum(info["figures"] for info in seen.values())
-    print(f"\n{len(seen)} pages, {figures} figures drawn; screenshots in {shots_dir}")
+    titles = sum(info["titles"] for info in seen.values())
+    print(f"\n{len(seen)} pages, {figures} figures drawn, {titles} titles whole and clear; screenshots in {shots_dir}")
+    labels = {info["exercise_label"] for info in seen.values() if info["exercise_label"]}
+    assert labels == {'"Exercise, shown solved. In the lab you run, this cell is yours to write."'}, labels
     assert all(p.stat().st_size > 10_000 for p in shots.values())
     if os.environ.get("LABKIT_SITE_SCREENSHOTS"):
         for path in shots.values():
@@ -415,3 +550,42 @@ def test_site_works_opened_from_the_file_system(site: Path, browser: Any) -> Non
     seen = _visit(browser, urls, ("file://",))
     _assert_clean(seen)
     assert seen[urls[-1]]["search_results"] > 0
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [390, 700])
+def test_a_phone_reader_can_open_the_menu_and_read_the_pages(site: Path, server: str, browser: Any, width: int) -> None:
+    """A phone (touch, 390 and 700 px wide): ☰ opens the menu with every lab in it; no page scrolls sideways; every
+    figure draws with its title whole (no modebar to cover it). At 700 px the home page only (the menu)."""
+    pages = ["index.html", f"labs/{LABS[3].notebook}.html", "exercises.html"] if width == 390 else ["index.html"]
+    seen = _visit(browser, [f"{server}/{p}" for p in pages], (server,), width=width, menu=True)
+    _assert_clean(seen)
+    for url, info in seen.items():
+        assert info["menu"]["open"], (url, "the menu did not open")
+        assert all(any(f"Lab {lab.id}" in t for t in info["menu"]["links"]) for lab in LABS), (url, info["menu"])
+    if width == 390:
+        assert sum(info["titles"] for info in seen.values()) > 5
+
+
+@needs_chromium
+def test_a_clipped_or_covered_title_and_a_sideways_page_are_caught(site: Path, browser: Any, tmp_path: Path) -> None:
+    """The checks above can fail: figures drawn as plotly draws them (no wrapping, the modebar always shown), on a
+    page wider than the phone, give a clipped title, a title under the modebar, and a page that scrolls sideways."""
+    probe = tmp_path / "probe.html"
+    long = "a title far too long for the figure it belongs to, as plotly clips it at the edge of the figure"
+    figures = "".join(
+        f'Plotly.newPlot("f{i}", [{{y: [1, 3, 2]}}], {{title: {json.dumps(title)}, width: 600}}, {{displayModeBar: true}})'
+        f'.then(() => document.getElementById("d{i}").setAttribute("data-drawn", "yes"));'
+        for i, title in enumerate([{"text": long}, {"text": "under the modebar", "x": 1, "xanchor": "right",
+                                                       "yref": "container", "y": 1, "yanchor": "top"}]))
+    probe.write_text(
+        f'<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width"><link rel="icon" href="x.svg">'
+        f'<script src="{(site / "_static" / "plotly.min.js").as_uri()}"></script></head><body>'
+        + "".join(f'<div class="labkit-plotly" id="d{i}" style="width:600px"><div id="f{i}"></div></div>' for i in (0, 1))
+        + f"<script>{figures}</script></body></html>")
+    (tmp_path / "x.svg").write_text((ROOT / "site" / "_static" / "favicon.svg").read_text())
+    info = _visit(browser, [probe.as_uri()], ("file://",), width=390)[probe.as_uri()]
+    assert info["drawn"] == 2 and long in info["titles_clipped"] and "under the modebar" in info["titles_covered"]
+    assert info["sideways"] > 0 and not info["problems"], info
+    with pytest.raises(AssertionError):
+        _assert_clean({probe.as_uri(): info})

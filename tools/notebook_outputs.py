@@ -12,7 +12,7 @@
   of the state the notebook left it in: a note that says so and names its controls' values, then the HTML and the
   figures its visible parts showed, up to :data:`WIDGET_FIGURE_BYTES` of figure JSON per explorer (a thread trace
   draws large figures); the note names what was left out.
-  labkit's own "reopened notebook" note (about "Error displaying widget") goes, since the view it speaks of is gone.
+  labkit's own "reopened notebook" note ("run this cell again") goes, since the view it speaks of is gone.
 
 The widget state itself (often megabytes) is not stored.
 """

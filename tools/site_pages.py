@@ -7,16 +7,18 @@ Writes a fresh source tree that ``sphinx-build -c site`` turns into ``site/_buil
 
 - ``index.md``: the README's pitch (who the course is for, the two commands) and the lab map, its links made the site's;
 - ``labs/NN-topic.ipynb``: each *solution* notebook with the outputs it stores (``make notebooks`` stores text,
-  figures and a static picture of each explorer; see tools/notebook_outputs.py), a launch bar (open the lab in
-  JupyterHub through nbgitpuller, download the learner's ``.ipynb`` or the solution), plotly figures as HTML that
-  the site's local plotly.js draws, and a target before each exercise's check cell;
+  figures and a static picture of each explorer; see tools/notebook_outputs.py), a launch bar (Binder and Colab when
+  the repository is set, JupyterHub through nbgitpuller when a hub is, download the learner's ``.ipynb`` or the
+  solution) and how to get and run the course, plotly figures as HTML that the site's local plotly.js draws, and a
+  target before each exercise's check cell;
 - ``exercises.md``: every exercise (``labkit.check.exercises()``) with its kind and lab, linked to its check;
 - ``course/``: the instructor material, links made the site's; ``benchmarks.md``: the simulator benchmark tables;
 - ``hub.md`` and the other hand-written pages of ``site/pages/``;
 - ``_extra/notebooks/``: the learner and solution notebooks, served as they are at ``notebooks/...`` for download;
 - ``_static/plotly.min.js``: plotly.js from the installed plotly package (nothing is fetched).
 
-The hub and repository addresses come from ``site/conf.py`` (``labkit_hub_url``, ``labkit_repository_url``, ...).
+The hub and repository addresses come from ``site/conf.py`` (``labkit_hub_url``, ``labkit_repository_url``, ...); the
+repository's default is the course's one setting, ``[tool.labkit] repository`` in ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from typing import Any
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import build_notebooks  # noqa: E402  (the notebooks' bootstrap cell and the course's repository setting)
+
 SITE = ROOT / "site"
 NOTEBOOKS = ROOT / "notebooks"
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -44,6 +49,7 @@ SITE_FIGURE = "application/vnd.labkit.plotly+json"  # how tools/notebook_outputs
 WIDGET = "application/vnd.jupyter.widget-view+json"
 REOPEN_NOTE_CLASS = "labkit-reopen-note"
 CHECKED = "nbval-check-output"
+GET_COURSE = "get-the-course"  # the home page's section on getting and running the course
 #: ``[text](target)`` in Markdown (not images: those start with ``!``)
 LINK = re.compile(r"(?<!!)\[([^\]\n]*)\]\(([^)\s]+)\)")
 NB_LINK = re.compile(r"^notebooks/(?:solutions/)?(\d\d-[A-Za-z0-9_-]+)\.ipynb$")
@@ -57,13 +63,38 @@ class Settings:
     repository_url: str
     branch: str
     clone_dir: str
+    binder_url: str = ""
+    colab_url: str = ""
 
     @classmethod
     def from_conf(cls) -> "Settings":
         conf = runpy.run_path(str(SITE / "conf.py"))
         repo = conf.get("labkit_repository_url", "").rstrip("/")
         clone = conf.get("labkit_clone_dir") or posixpath.basename(repo).removesuffix(".git")
-        return cls(conf.get("labkit_hub_url", "").rstrip("/"), repo, conf.get("labkit_repository_branch", "main"), clone)
+        return cls(conf.get("labkit_hub_url", "").rstrip("/"), repo, conf.get("labkit_repository_branch", "main"), clone,
+                   conf.get("labkit_binder_url", "").rstrip("/"), conf.get("labkit_colab_url", "").rstrip("/"))
+
+    def _github(self) -> str | None:
+        """``owner/name`` of a GitHub repository, else None."""
+        m = re.match(r"^https://github\.com/([^/]+/[^/]+?)(?:\.git)?$", self.repository_url)
+        return m.group(1) if m else None
+
+    def binder_link(self, notebook_path: str) -> str | None:
+        """mybinder.org (no account): repo2docker builds the repository from environment.yml (and .binder/), then
+        JupyterLab opens the notebook. The same link the theme's launch button makes (site/conf.py)."""
+        if not (self.binder_url and self.repository_url):
+            return None
+        gh = self._github()
+        where = f"gh/{gh}" if gh else f"git/{urllib.parse.quote(self.repository_url, safe='')}"
+        return f"{self.binder_url}/v2/{where}/{self.branch}?urlpath=lab/tree/{notebook_path}"
+
+    def colab_link(self, notebook_path: str) -> str | None:
+        """Google Colab opens a notebook straight from a GitHub repository (not from other hosts)."""
+        gh = self._github()
+        return f"{self.colab_url}/github/{gh}/blob/{self.branch}/{notebook_path}" if gh and self.colab_url else None
+
+    def clone_command(self) -> str | None:
+        return build_notebooks.clone_command(self.repository_url) if self.repository_url else None
 
     def hub_link(self, notebook_path: str) -> str | None:
         """The nbgitpuller link that clones (or updates) the course in the learner's hub home and opens a notebook."""
@@ -112,9 +143,10 @@ def rewrite_links(text: str, repo_dir: str, site_dir: str, settings: Settings) -
         link = settings.repo_link(repo_path)
         if link:
             return f"[{label}]({link})"
+        get = posixpath.relpath("index.md", site_dir or ".") + f"#{GET_COURSE}"
         if label.strip("`") in (repo_path, posixpath.basename(repo_path), target):
-            return f"`{repo_path}` (in the course repository)"
-        return f"{label} (`{repo_path}` in the course repository)"
+            return f"`{repo_path}` (in the [course repository]({get}))"
+        return f"{label} (`{repo_path}` in the [course repository]({get}))"
 
     return LINK.sub(one, text)
 
@@ -164,30 +196,61 @@ def exercise_target(ex_id: str) -> str:
     return "ex-" + re.sub(r"[^a-z0-9]+", "-", ex_id.lower()).strip("-")
 
 
+def how_to_run(lab_id: str, settings: Settings) -> str:
+    """The lab page's few lines on running the lab yourself (Markdown): clone and ``make lab``, Binder or Colab, or
+    the downloaded notebook, as far as this site's settings make them possible."""
+    clone = settings.clone_command()
+    if clone:
+        local = (f"- **On your machine** (Python 3.10+, `git` and `make`; no GPU needed, the labs then run in a CUDA "
+                 f"simulator): `{clone}`, then open Lab {lab_id} in the JupyterLab it starts.")
+    else:
+        local = (f"- **On your machine** (Python 3.10+ and `make`; no GPU needed, the labs then run in a CUDA "
+                 f"simulator): get the course's repository ([how](../index.md#{GET_COURSE})), run `make lab` in its "
+                 f"folder, then open Lab {lab_id} in the JupyterLab it starts.")
+    lines = [f"**Do Lab {lab_id} yourself** (this page shows it solved):", "", local]
+    launch = [name for name, link in (("Binder", settings.binder_link("x")), ("Colab", settings.colab_link("x")))
+              if link]
+    if launch:
+        lines.append(f"- **In your browser:** {' or '.join(launch)} (the buttons above"
+                     + ("; Binder needs no account and takes a few minutes to start" if "Binder" in launch else "")
+                     + ("; Colab needs a Google account" if "Colab" in launch else "") + ").")
+    if settings.hub_url and settings.repository_url:
+        lines.append("- **On your class's JupyterHub:** the JupyterHub button above.")
+    if clone:
+        lines.append("- **Anywhere with Python and pip:** download the lab; its first cell installs labkit, the "
+                     "course's library, from the course repository.")
+    else:
+        lines.append("- A downloaded lab runs inside the course: on its own, its first cell says what to do.")
+    return "\n".join(lines)
+
+
 def lab_banner(stem: str, lab_id: str, settings: Settings, stored: bool) -> str:
-    """The launch bar under a lab page's title (raw HTML in a Markdown cell)."""
+    """The launch bar under a lab page's title (raw HTML in a Markdown cell) and how to do the lab yourself."""
     learner, solution = f"notebooks/{stem}.ipynb", f"notebooks/solutions/{stem}.ipynb"
+    buttons = []
     hub = settings.hub_link(learner)
     if hub:
-        hub_button = (f'<a class="sd-btn sd-btn-primary labkit-hub" href="{html.escape(hub)}">'
-                      f"Open Lab {lab_id} in JupyterHub</a>")
-    else:
-        hub_button = ('<a class="sd-btn sd-btn-outline-secondary labkit-hub labkit-hub-unset" href="../hub.html" '
-                      'title="No hub is set for this site: see how an admin sets one">'
-                      "Open in JupyterHub (no hub set up)</a>")
+        buttons.append(f'<a class="sd-btn sd-btn-primary labkit-hub" href="{html.escape(hub)}">'
+                       f"Open Lab {lab_id} in JupyterHub</a>")
+    binder, colab = settings.binder_link(learner), settings.colab_link(learner)
+    if binder:
+        buttons.append(f'<a class="sd-btn sd-btn-primary labkit-binder" href="{html.escape(binder)}">'
+                       f"Launch on Binder</a>")
+    if colab:
+        buttons.append(f'<a class="sd-btn sd-btn-primary labkit-colab" href="{html.escape(colab)}">Open in Colab</a>')
     parts = [
         '<div class="labkit-launch">',
-        hub_button,
+        *buttons,
         f'<a class="sd-btn sd-btn-outline-primary labkit-download" href="../{learner}" download>'
         f"Download the lab (.ipynb)</a>",
         f'<a class="sd-btn sd-btn-outline-secondary labkit-download" href="../{solution}" download>'
         f"Download the solution (.ipynb)</a>",
         "</div>",
         "",
-        f"This page is the **solved** Lab {lab_id} with the outputs its notebook stored when it ran in `sim` mode "
-        f"(no GPU; timings there are CPU times). Try the exercises yourself first: open the lab in JupyterHub, or "
-        f"download it and run `make lab`. Interactive explorers appear as a static picture here; run them in JupyterLab "
-        f"to move the sliders.",
+        how_to_run(lab_id, settings),
+        "",
+        "This page shows what the solved notebook stored when it ran in `sim` mode (no GPU: timings there are CPU "
+        "times). Interactive explorers appear as a static picture; run the lab to move their sliders.",
     ]
     if not stored:
         parts += ["", "```{note}\nThis notebook stores only its checks' outputs: its figures are not shown here until "
@@ -210,9 +273,11 @@ def lab_page(stem: str, lab_id: str, checks: dict[str, tuple[str, str, str]], se
             if i == 0:
                 src = re.sub(r"^(# Lab \d\d — [^\n]*?) \(solutions\)", r"\1", src, count=1)
                 src = re.sub(r"\n> \*\*Solution notebook\.\*\*[^\n]*(\n>[^\n]*)*", "", src, count=1)
-                title, _, rest = src.partition("\n")
-                src = f"{title}\n\n{lab_banner(stem, lab_id, settings, stored)}\n{rest}"
-            cell.source = rewrite_links(src, "notebooks/solutions", "labs", settings)
+                title, _, rest = src.partition("\n")  # the banner's links are the site's already
+                rest = rewrite_links(rest, "notebooks/solutions", "labs", settings)
+                cell.source = f"{title}\n\n{lab_banner(stem, lab_id, settings, stored)}\n{rest}"
+            else:
+                cell.source = rewrite_links(src, "notebooks/solutions", "labs", settings)
         elif cell.cell_type == "code":
             for ex_id, (name, _title, _kind) in checks.items():
                 if ex_id.startswith(lab_id + ".") and ex_id not in found and (
@@ -244,25 +309,48 @@ def readme_parts() -> dict[str, str]:
     return {k: "\n".join(v).strip() + "\n" for k, v in parts.items()}
 
 
+def get_the_course(settings: Settings) -> str:
+    """The home page's section on getting and running the course (Markdown, site links)."""
+    clone = settings.clone_command()
+    lines = ["## Get the course\n"]
+    if clone:
+        lines += [f"The course is a git repository, [{settings.repository_url}]({settings.repository_url}). "
+                  "With Python 3.10 or newer, `git` and `make` (no GPU needed: without one the labs run in a CUDA "
+                  "simulator):\n",
+                  "```bash\n" + clone.replace(" && ", "\n") + "     # installs the labs' packages, opens JupyterLab\n```\n"]
+        start = "notebooks/00-start-here.ipynb"
+        launch = [f"[on Binder]({link})" for link in [settings.binder_link(start)] if link]
+        launch += [f"[in Colab]({link})" for link in [settings.colab_link(start)] if link]
+        if launch:
+            lines.append(f"Nothing installed? Open the first lab {' or '.join(launch)} (Binder needs no account); "
+                         "every lab page has these buttons, and a lab's first cell installs labkit, the course's "
+                         "library, wherever it is missing.\n")
+    else:
+        lines += ["The course is a git repository; this copy of the site was built without its address, so ask "
+                  "whoever gave you the site for it (`git clone <address>`). Then, in the course's folder, with "
+                  "Python 3.10 or newer and `make` (no GPU needed: without one the labs run in a CUDA simulator):\n",
+                  "```bash\nmake lab     # installs the labs' packages, opens JupyterLab at the first lab\n```\n"]
+    lines.append("Every lab page here shows the lab solved, with its figures: read it to see what you will build, "
+                 "then do it yourself.\n")
+    return "\n".join(lines)
+
+
 def home_page(settings: Settings, labs: list[Any]) -> str:
     parts = readme_parts()
     intro = parts[""]
     start = parts.get("Start", "")
     lab_map = parts.get("The labs", "")
-    text = "\n".join([
-        intro,
-        "## Start\n",
-        start,
-        "Read the labs here first: each page below is a solved lab with the figures it draws; "
-        "the buttons at its top open it in your JupyterHub or download the notebook you work in.\n",
-        "## The labs\n",
-        lab_map,
+    readme = "\n".join([intro, "## Start\n", start, "## The labs\n", lab_map])
+    site_own = "\n".join([
         "More: [every exercise](exercises.md) with its kind and lab, the [course material](course/index.md) for "
         "instructors (syllabi, notes, slides), and the [simulator benchmark](benchmarks.md).\n",
         "```{toctree}\n:hidden:\n:caption: Labs\n\n" + "\n".join(f"labs/{lab.notebook}" for lab in labs) + "\n```\n",
         "```{toctree}\n:hidden:\n:caption: Reference\n\nexercises\nlabs/index\ncourse/index\nbenchmarks\nhub\n```\n",
     ])
-    return rewrite_links(text, "", "", settings)
+    # the README's links are the repository's (made the site's); the page's own are the site's already
+    readme = rewrite_links(readme, "", "", settings)
+    intro_part, _, rest = readme.partition("\n## Start\n")
+    return "\n".join([intro_part, get_the_course(settings), "## Start\n" + rest, site_own])
 
 
 def labs_index(settings: Settings) -> str:
@@ -334,6 +422,16 @@ def course_page(path: Path, settings: Settings) -> str:
     return text
 
 
+def served_notebook(path: Path, repository: str, ref: str) -> nbformat.NotebookNode:
+    """A course notebook with its bootstrap cell written for ``repository`` (what the site serves for download when it
+    is built for another repository than pyproject.toml names)."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if build_notebooks.BOOTSTRAP in cell.metadata.get("tags", []):
+            cell.source = build_notebooks.bootstrap_source(repository, ref)
+    return nb
+
+
 # ---------------------------------------------------------------------------------------------------------- main
 
 
@@ -367,16 +465,25 @@ def build(out: Path) -> dict[str, Any]:
         shutil.copy(page, out / page.name)
     extra = out / "_extra" / "notebooks"
     (extra / "solutions").mkdir(parents=True)
+    course_repo, ref = build_notebooks.course_repository()
     for lab in labs:
-        shutil.copy(NOTEBOOKS / lab.filename, extra / lab.filename)
-        shutil.copy(NOTEBOOKS / "solutions" / lab.filename, extra / "solutions" / lab.filename)
+        for rel in (lab.filename, f"solutions/{lab.filename}"):
+            if settings.repository_url == course_repo:
+                shutil.copy(NOTEBOOKS / rel, extra / rel)
+            else:  # a site built for another repository: its downloads install labkit from there
+                nbformat.write(served_notebook(NOTEBOOKS / rel, settings.repository_url, ref), extra / rel)
     (out / "_extra" / ".nojekyll").write_text("")  # GitHub Pages: serve _static/ and _sphinx_design_static/ as they are
     static = out / "_static"
     static.mkdir()
     import plotly
 
     shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
+    if settings.repository_url != course_repo:
+        print(f"note: the site is built for {settings.repository_url or 'no repository'}, pyproject.toml names "
+              f"{course_repo or 'none'}: the downloads are written for the site's, the notebooks Colab and Binder "
+              f"open are the repository's own")
     return {"labs": len(labs), "exercises": len(checks), "exercises_linked": len(found), "figures": figures,
+            "repository": settings.repository_url or "(none set)",
             "hub": settings.hub_link("notebooks/00-start-here.ipynb") or "(none set)"}
 
 
