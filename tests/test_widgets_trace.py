@@ -190,12 +190,12 @@ def test_a_figure_with_nothing_to_draw_is_one_line_of_text_not_an_empty_chart() 
     (the figure's title) in that place, and the figures with content stay charts."""
     t = trace(copy_plain, 1, 32, np.arange(32, dtype=np.float32), np.zeros(32, np.float32))
     box = wt.trace_view(t)
-    banks_out = box.children[-1]
+    banks_out = box.outputs["banks"]
     (only,) = banks_out.outputs
     assert set(only["data"]) == {"text/html", "text/plain"} and "uses no shared memory" in only["data"]["text/plain"]
     assert "<br>" not in only["data"]["text/plain"]
     assert "uses no shared memory" in box.figures["banks"].layout.title.text  # the figure object is still there
-    for out in box.children[3:6]:  # threads, elements, coalescing: real charts
+    for out in (box.outputs[k] for k in ("threads", "elements", "coalescing")):  # real charts
         assert "application/vnd.plotly.v1+json" in out.outputs[0]["data"]
     assert wt._empty(wt.banks_figure(t)) and not wt._empty(wt.coalescing_figure(t))
 
@@ -368,3 +368,59 @@ def test_a_2d_write_past_the_last_row_is_drawn_below_it() -> None:
     box = wt.trace_view(t)
     assert _out_of_bounds_cells(box.figures["elements"]) == [
         (f.index[1], 4, f"out[4, {f.index[1]}] — out of bounds (shape (4, 4))", "crimson")]
+
+
+# ----------------------------------------------------------------------------- pictures that fit (issue 45, item 4)
+@cuda.jit
+def grayscale_rows_cols_swapped(img, out):
+    row, col = cuda.grid(2)  # (x is the column: the learner's mix-up of browser review 4, item 9)
+    if row < out.shape[0] and col < out.shape[1]:
+        v = np.float32(0.299) * img[row, col, 0] + np.float32(0.587) * img[row, col, 1] + np.float32(0.114) * img[row, col, 2]
+        out[row, col] = int(v + np.float32(0.5))
+
+
+def _heights(box) -> dict[str, int]:
+    return {k: int(f.layout.height) for k, f in box.figures.items()}
+
+
+def test_a_row_column_mix_up_opens_on_a_thread_that_worked_and_draws_the_image_by_pixel() -> None:
+    result, case, box = _picture_of_failure(labkit.check.grayscale, grayscale_rows_cols_swapped)
+    k, t = box.controls["block"].value, box.controls["thread"].value
+    assert wt._accesses(box.trace)[k, t] > 0  # never a thread that touched nothing
+    header = box.children[0].value
+    assert "made no access at all" in header and "nearest thread that did" in header
+    img = case.args[0]
+    (panel,) = [d for d in box.figures["elements"].data if d.type == "heatmap" and "img[" in str(d.text[0][0])]
+    assert np.array(panel.z).shape == (img.shape[0], img.shape[1])  # one cell per pixel, its 3 channels together
+    assert "one cell per pixel with its 3 channels" in box.figures["elements"].layout.annotations[0].text
+    assert box.tabs.selected_index == 0 and box.tabs.titles[0] == "elements"
+    assert max(_heights(box).values()) <= wt.FIGURE_PX
+
+
+@cuda.jit
+def strided_reads(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[7 * i]
+
+
+def test_a_large_array_is_drawn_a_page_of_rows_at_a_time_around_what_the_thread_touched() -> None:
+    x = np.arange(100_000, dtype=np.float32)
+    t = trace(strided_reads, 4, 64, x, np.zeros(256, np.float32))
+    box = wt.trace_view(t, block=3, thread=60)  # reads x[7 * 252] = x[1764]
+    fig = box.figures["elements"]
+    title = fig.layout.annotations[0].text
+    assert "rows" in title and "of 1563 drawn: the rows it touched" in title
+    first_row = int(title.split("rows ")[1].split("..")[0])
+    z = np.array(fig.data[0].z)
+    assert z.shape[1] == 64 and 1764 // 64 - first_row in range(z.shape[0])
+    assert z[1764 // 64 - first_row, 1764 % 64] == wt.READ
+    assert fig.layout.height <= wt.FIGURE_PX and max(_heights(box).values()) <= wt.FIGURE_PX
+
+
+def test_every_fact_of_the_picture_is_still_there_in_its_tabs(tile_trace) -> None:
+    box = wt.trace_view(tile_trace)
+    assert set(box.outputs) == {"threads", "elements", "coalescing", "banks"}
+    assert list(box.tabs.children) == [box.outputs[k] for k in ("elements", "threads", "coalescing", "banks")]
+    for name, out in box.outputs.items():
+        assert out.outputs and box.figures[name].layout.title.text  # each figure drawn, with its title

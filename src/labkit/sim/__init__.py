@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import DivergentBarrier, KernelFault, KernelTimeout, WarpError
+from .errors import DivergentBarrier, KernelFault, KernelTimeout, WarpError, ZeroDivisor
 from .launch import launch as _launch
 from .launch import time_limit
 from .limits import LEARNER_CODE_LIMIT_S, PythonTimeout
@@ -36,6 +36,7 @@ __all__ = [
     "KernelTimeout",
     "PythonTimeout",
     "WarpError",
+    "ZeroDivisor",
     "LEARNER_CODE_LIMIT_S",
     "LaunchReport",
     "Race",

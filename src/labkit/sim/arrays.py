@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .integers import READS, Int32, store_value
+from .integers import READS, Int32, reads_for, store_value
 
 
 class KernelArray:
@@ -69,11 +69,15 @@ class KernelArray:
 class NarrowIntArray(KernelArray):
     """A :class:`KernelArray` of int8/16/32 or uint8/16/32 elements: reads widen, stores wrap (as on a GPU)."""
 
-    __slots__ = ()
+    __slots__ = ("_wide",)
+
+    def __init__(self, live: np.ndarray) -> None:
+        super().__init__(live)
+        self._wide = reads_for(live.dtype) or READS[live.dtype]  # (this launch's: labkit.sim.integers.reads_for)
 
     def __getitem__(self, idx: Any) -> Any:
         value = KernelArray.__getitem__(self, idx)
-        return READS[value.dtype](value) if isinstance(value, np.integer) else value
+        return self._wide(value) if isinstance(value, np.integer) else value
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         KernelArray.__setitem__(self, idx, store_value(value, self.dtype))

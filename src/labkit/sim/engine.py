@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import greenlet
 import numpy as np
 
-from . import blocks, fastreads, limits, tracebacks
+from . import blocks, limits, tracebacks
 from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
 from .errors import KernelFault, KernelTimeout, ZeroDivisor
 from .integers import Int32
@@ -652,7 +652,6 @@ def thread_position(exc: Exception, t: SimThread) -> Exception:
     in words) keep their message."""
     where = (tuple(t.threadIdx), tuple(t.blockIdx))
     prefix = f"tid={list(where[0])} ctaid={list(where[1])}"
-    fastreads.retype(exc)
     if isinstance(exc, ZeroDivisionError) and not isinstance(exc, (DivisionByZero, KernelFault)) and not debug_launch:
         new = ZeroDivisor(f"{prefix}: {_division_words(str(exc))}", cause=DIVISION_CAUSE)
         new.__traceback__ = exc.__traceback__

@@ -27,3 +27,9 @@ class DivergentBarrier(KernelFault):
 
 class WarpError(KernelFault):
     """A warp-level call whose lanes did not all arrive, or a lane outside its own mask."""
+
+
+class ZeroDivisor(KernelFault, ZeroDivisionError):
+    """A division by zero in a kernel (not a ``debug=True`` one), which Python raises where a GPU raises nothing: an
+    integer ``//`` or ``%`` by zero gives an undefined value (Numba's compiled kernel gives 0), a float division
+    ``inf`` or ``nan``. The simulator stops and says so rather than compute a number a GPU may not give."""

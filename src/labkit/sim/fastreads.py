@@ -125,6 +125,9 @@ def _source_of(fn: Callable[..., Any]) -> tuple[str, int]:
     return textwrap.dedent("".join(source)), first
 
 
+#: the classes whose ``cuda.atomic.add`` a variant calls directly (:mod:`labkit.sim.memory` sets it: this module
+#: imports nothing of the simulator, which imports it)
+FAST_ATOMIC_CLASSES: frozenset[type] = frozenset()
 _sources: dict[Any, _Source | None] = {}
 _variants: dict[tuple[Any, tuple[tuple[str, int], ...]], tuple[types.CodeType, list[str]] | None] = {}
 _variant_codes: set[types.CodeType] = set()  # the code of every variant (retype knows its errors by it)
@@ -147,7 +150,7 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
         return fn
     rows: dict[str, list[Any]] = {}
     shapes: dict[str, tuple[int, ...]] = {}
-    logs: dict[str, tuple[Any, Any]] = {}  # recorded arrays: (the log's append, the model)
+    logs: dict[str, tuple[Any, Any, Any]] = {}  # recorded arrays: (the log's append, the model, the engine)
     if any(hasattr(type(a), "fast_rows") for a in args):  # (the type's: Numba's record wrapper answers any
         # attribute with a lookup of its own)
         for name, position in source.positions.items():
@@ -173,13 +176,9 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
     fast_code, used = variant
     values: dict[str, Any] = dict(zip(code.co_freevars, fn.__closure__ or ()))
     if f"{_PREFIX}fast" in fast_code.co_freevars:
-        from .memory import FAST_ATOMIC_CLASSES
-
         values[f"{_PREFIX}fast"] = types.CellType(FAST_ATOMIC_CLASSES)
     if f"{_PREFIX}engine" in fast_code.co_freevars:
-        from . import engine
-
-        values[f"{_PREFIX}engine"] = types.CellType(engine)
+        values[f"{_PREFIX}engine"] = types.CellType(next(iter(logs.values()))[2])
     for name in used:
         values[f"{_PREFIX}rows_{name}"] = types.CellType(rows[name])
         if name in logs:
@@ -390,14 +389,15 @@ def retype(exc: BaseException) -> None:
     """A fast read's list index refused an index that is not an integer: give ``exc`` the message the snapshot's
     read gives (the engine calls this for every error a thread raises; its traceback still ends at the learner's
     line)."""
-    if not isinstance(exc, TypeError):
+    if not isinstance(exc, TypeError) or not exc.args or not isinstance(exc.args[0], str):
         return
-    text = str(exc)
-    if not text.startswith(_LIST_INDEX):
+    text = exc.args[0]
+    at = text.find(_LIST_INDEX)
+    if at < 0:
         return
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     if tb is None or tb.tb_frame.f_code not in _variant_codes:
         return
-    exc.args = (f"array index must be an integer, got {text[len(_LIST_INDEX) :]}",)
+    exc.args = (f"{text[:at]}array index must be an integer, got {text[at + len(_LIST_INDEX) :]}",)

@@ -8,10 +8,15 @@ of a wide integer into a narrow array keeps the low bits, as a GPU store does, a
 
 One difference remains: Numba types ``uint8 - uint8`` as ``uint64`` (it wraps around below zero), the
 simulator as ``int64`` (it goes negative). Stored back into a narrow array both give the same bits.
+
+8-bit elements read as Python ints (fast, and NumPy treats them as Numba types them beside a ``float32``). A kernel
+that calls a bit intrinsic (``cuda.popc``, ``clz``, ``brev``, ``ffs``), itself or in a device function it calls,
+reads them as :class:`Byte` instead (:func:`tag_bytes_for`): the same numbers, whose intrinsics count 8 bits.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -43,6 +48,95 @@ class Int8(int):
 TAGGED_INTS = {8: Int8, 16: Int16, 32: Int32}
 
 
+class Byte(int):
+    """An element of an 8-bit integer array as a kernel that uses bit intrinsics reads it: a Python int in every
+    operation (with a NumPy scalar too: NumPy defers to it, and it hands NumPy a plain int, so ``np.float32 * pixel``
+    stays ``float32`` as Numba types it), whose ``cuda.popc``, ``clz``, ``brev`` and ``ffs`` count its 8 bits. Any
+    arithmetic gives a plain int (Numba widens ``uint8`` arithmetic to 64 bits)."""
+
+    __slots__ = ()
+    bits = 8
+    __array_priority__ = 1000.0  # (NumPy's scalars defer to it: its own operators decide)
+    __hash__ = int.__hash__
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+def _forward(op: Any) -> Any:
+    return lambda self, other: op(int(self), other)
+
+
+def _reflected(op: Any) -> Any:
+    return lambda self, other: op(other, int(self))
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift"):
+    _op = getattr(operator, _name if _name not in ("and", "or") else f"{_name}_")
+    setattr(Byte, f"__{_name}__", _forward(_op))
+    setattr(Byte, f"__r{_name}__", _reflected(_op))
+Byte.__divmod__ = _forward(divmod)  # type: ignore[method-assign]
+Byte.__rdivmod__ = _reflected(divmod)  # type: ignore[method-assign]
+for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(Byte, f"__{_name}__", _forward(getattr(operator, _name)))
+
+_UNSIGNED_BYTES = [Byte(v) for v in range(256)]
+_SIGNED_BYTES = [Byte(v) for v in range(-128, 128)]
+
+
+def _signed_byte(value: Any) -> Byte:
+    return _SIGNED_BYTES[int(value) + 128]
+
+
+#: what an 8-bit element reads as in a launch whose kernel uses bit intrinsics (:func:`tag_bytes_for`)
+BYTE_READS: dict[np.dtype, Any] = {np.dtype(np.uint8): _UNSIGNED_BYTES.__getitem__, np.dtype(np.int8): _signed_byte}
+_byte_tags = [False]  # this launch reads 8-bit elements as Byte (set by tag_bytes_for)
+_INTRINSICS = frozenset({"popc", "clz", "brev", "ffs"})
+_uses: dict[Any, bool] = {}
+
+
+def uses_bit_intrinsics(fn: Any, seen: set | None = None) -> bool:
+    """True when ``fn`` (a kernel's Python function) or a device function it names calls ``popc``, ``clz``, ``brev``
+    or ``ffs`` (read from the names of its code, so a kernel pays nothing for it after its first launch)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    found = _uses.get(code)
+    if found is not None:
+        return found
+    seen = seen if seen is not None else set()
+    seen.add(code)
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    found = bool(names & _INTRINSICS)
+    glob = getattr(fn, "__globals__", {})
+    for name in names if not found else ():
+        inner = getattr(glob.get(name), "py_func", None)
+        if inner is not None and getattr(inner, "__code__", None) not in seen and uses_bit_intrinsics(inner, seen):
+            found = True
+            break
+    _uses[code] = found
+    return found
+
+
+def tag_bytes_for(fn: Any) -> None:
+    """Arrays made for the next launch of ``fn`` read 8-bit elements as :class:`Byte` if it uses bit intrinsics."""
+    _byte_tags[0] = uses_bit_intrinsics(fn)
+
+
+def reads_for(dtype: np.dtype) -> Any:
+    """What a read of an element of ``dtype`` gives for this launch (None: the element itself)."""
+    if dtype.kind not in "iu" or dtype.itemsize >= 8:
+        return None
+    if dtype.itemsize == 1 and _byte_tags[0]:
+        return BYTE_READS[dtype]
+    return READS[dtype]
+
+
 class _Wide(np.int64):
     """An element of a narrow integer array as a kernel reads it: an ``np.int64`` (arithmetic as Numba types it on
     a GPU) that remembers its element's width for the bit intrinsics (``bits``)."""
@@ -52,6 +146,11 @@ class _Wide(np.int64):
 
     def __repr__(self) -> str:
         return repr(np.int64(self))
+
+
+class Wide8(_Wide):
+    __slots__ = ()
+    bits = 8
 
 
 class Wide16(_Wide):
@@ -67,7 +166,7 @@ class Wide32(_Wide):
 #: the class a narrow NumPy integer scalar widens to (:func:`widen`: what an atomic returns): ``np.int64``, 16 and
 #: 32 bits tagged with their width.
 WIDE: dict[np.dtype, type] = {
-    np.dtype(t): {1: np.int64, 2: Wide16, 4: Wide32}[np.dtype(t).itemsize]
+    np.dtype(t): {1: Wide8, 2: Wide16, 4: Wide32}[np.dtype(t).itemsize]
     for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)
 }
 
@@ -75,8 +174,8 @@ WIDE: dict[np.dtype, type] = {
 #: and :mod:`labkit.sim.memory`). 8-bit elements (images) read as Python ``int``: with integers it widens as Numba's
 #: int64 does (``uint8 * 299``), and with a float32 it stays float32 (NumPy treats a Python int as weak), as Numba
 #: types ``float32 * uint8`` on a GPU: ``np.float32(0.299) * pixel`` costs 57 ns where an ``np.int64`` pixel took
-#: 1,060 ns and gave a float64. ``cuda.popc``/``clz`` of a uint8 element count 64 bits (Numba: 8), a rare use; an
-#: int / int of two pixels divides as Python does (by zero: ZeroDivisionError).
+#: 1,060 ns and gave a float64. A kernel that calls bit intrinsics reads them as :class:`Byte` (:func:`reads_for`); an
+#: int // int of two pixels by zero stops the launch with labkit's words (:class:`labkit.sim.errors.ZeroDivisor`).
 READS: dict[np.dtype, type] = {dt: (int if dt.itemsize == 1 else cls) for dt, cls in WIDE.items()}
 
 

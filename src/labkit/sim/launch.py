@@ -22,7 +22,7 @@ import numpy as np
 from . import engine, fastreads
 from .arrays import kernel_array
 from .errors import KernelTimeout
-from .integers import tagged
+from .integers import tag_bytes_for, tagged
 from .limits import LEARNER_CODE_LIMIT_S
 
 _pending: dict[str, Any] = {}  # options for the next launch
@@ -209,6 +209,7 @@ def kernel_call(self: Any, *args: Any) -> Any:
     _pending.clear()
     direct = not opts.get("time_limit_s")  # a launch of the learner's own (a check or a trace names its limit)
     opts["time_limit_s"] = opts.get("time_limit_s") or default_limit_s()
+    tag_bytes_for(self.fn)  # (8-bit reads as labkit.sim.integers.Byte if the kernel uses bit intrinsics)
     with sim_kernel._push_kernel_context(module):
         retr: list[Any] = []
         fake_args = [_fake_arg(self, a, retr) for a in args]
@@ -218,12 +219,18 @@ def kernel_call(self: Any, *args: Any) -> Any:
         fn = fastreads.for_launch(self.fn, fake_args)
         fn = _debug_threads(fn) if getattr(self, "_debug", False) else fn
         with swapped_cuda_module(self.fn, module):
+            engine.debug_launch = bool(getattr(self, "_debug", False))
             try:
                 engine.run(fn, grid, block, fake_args, module=module, **opts)
             except KernelTimeout as exc:
                 if direct:
                     _explain_direct(exc, opts["time_limit_s"])
                 raise
+            except TypeError as exc:
+                fastreads.retype(exc)
+                raise
+            finally:
+                engine.debug_launch = False
         for write_back in retr:
             write_back()
     return None

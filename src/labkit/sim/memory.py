@@ -27,9 +27,9 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from . import engine
+from . import engine, fastreads
 from .errors import KernelFault
-from .integers import READS, WIDE, Int32, store_value, widen
+from .integers import READS, WIDE, Int32, reads_for, store_value, tag_bytes_for, widen
 
 #: CUDA's launch limits: grid x up to 2**31 - 1 blocks, y and z up to 65,535; a block of at most 1,024 threads.
 MAX_GRID = (2**31 - 1, 65_535, 65_535)
@@ -465,7 +465,7 @@ class TrackedArray:
         self._s1 = live.shape[1] if live.ndim == 2 else 0
         self._int = live.dtype.kind in "iu"
         self._low, self._high = (int(np.iinfo(live.dtype).min), int(np.iinfo(live.dtype).max)) if self._int else (0, -1)
-        self._widen = READS[live.dtype] if self._int and live.dtype.itemsize < 8 else None  # the class narrow reads give
+        self._widen = reads_for(live.dtype)  # what narrow integer reads give (labkit.sim.integers.reads_for)
         self._poison = poison_value(live.dtype) if live.dtype.kind in "fiub" else None
         # this epoch: element -> reader(s), writer, atomic updater(s), as stamps (see _stamp)
         self._log: list[tuple[int, Any]] = []  # this epoch's reads, (element, stamp), until _readers() sorts them
@@ -966,10 +966,10 @@ class _Snapshot(TrackedArray):
             self._part_of(k)
         return self._parts
 
-    def fast_log(self) -> tuple[Any, Any] | None:
-        """(the model's ``log.append``, the model) when the launch records this array's reads (a fast read appends
-        what :meth:`Model.note` would), else None."""
-        return (self._model.log.append, self._model) if self._record else None
+    def fast_log(self) -> tuple[Any, Any, Any] | None:
+        """(the model's ``log.append``, the model, the engine) when the launch records this array's reads (a fast read
+        appends what :meth:`Model.note` would, with the engine's current thread), else None."""
+        return (self._model.log.append, self._model, engine) if self._record else None
 
     def _part_of(self, k: int) -> list[Any]:
         part = self._parts[k]
@@ -1477,6 +1477,7 @@ def launch_strict(
     code = getattr(getattr(kernel, "py_func", None), "__code__", None)
     written = _WRITTEN.setdefault(code, set())
     saved = [(a, a.copy()) for a in (getattr(x, "_ary", x) for x in args) if isinstance(a, np.ndarray)]
+    tag_bytes_for(getattr(kernel, "py_func", None))
     while True:
         # An array argument that no launch of this kernel has written is not watched: nothing can race with its
         # reads. If a thread writes it after all, its contents are restored and the launch runs again, watching it.
@@ -1558,3 +1559,4 @@ def _all_subclasses(cls: type) -> set[type]:
 
 #: the classes whose ``cuda.atomic.add`` a kernel variant calls directly (:mod:`labkit.sim.fastreads`)
 FAST_ATOMIC_CLASSES: frozenset[type] = frozenset(_all_subclasses(TrackedArray))
+fastreads.FAST_ATOMIC_CLASSES = FAST_ATOMIC_CLASSES

@@ -45,6 +45,7 @@ def _wide_bank_note(names: Sequence[str]) -> str:
 _CATEGORY = ["untouched", "read", "written", "read and written", "atomic"]
 _COLORS = ["#f2f2f2", "#4c78a8", "#f58518", "#b279a2", "#54a24b"]
 MAX_REQUESTS_DRAWN = 48
+FIGURE_PX = 600  # the tallest figure: with the header, the controls and the tab bar the picture fits a 1080p screen
 
 
 def _scale() -> list[list[Any]]:
@@ -182,7 +183,7 @@ def threads_figure(
     )
     fig.update_layout(
         title=title,
-        height=min(700, max(260, 140 + 14 * rows)),
+        height=min(FIGURE_PX, max(260, 140 + 14 * rows)),
         margin=dict(l=60, r=20, t=50, b=40),
         xaxis_title="threadIdx.x" if one_d else "global x (blockIdx.x * blockDim.x + threadIdx.x)",
         yaxis_title="traced block" if one_d else "global y",
@@ -223,26 +224,55 @@ def _fmt_index(index: Sequence[int]) -> str:
     return str(index[0]) if len(index) == 1 else ", ".join(str(i) for i in index)
 
 
-def _window(trace: Any, name: str, keep: int | None = None) -> tuple[int, int, int, int]:
-    """(first element, rows, cols, elements drawn) of an array's panel: 2-D arrays as they are, 1-D wrapped in rows
-    of 32 or 64, more dimensions flattened; an array larger than :data:`MAX_ELEMENTS_DRAWN` is drawn from the first
-    element the kernel touched (or so that flat element ``keep`` is in view), whole rows, up to that many."""
-    info = trace.arrays[name]
-    shape = info.shape or (1,)
+MIN_CELL_PX = 5  # the smallest cell drawn: an array with more rows than fit is drawn a page of rows at a time
+
+
+def _cells(shape: Sequence[int]) -> tuple[int, int]:
+    """(columns, channels) of an array's panel: 1-D arrays wrap in rows of 32 or 64, 2-D ones are drawn as they are;
+    an array of 3 or more dimensions whose last axis has at most 4 elements (an image's colour channels) is drawn
+    one cell per pixel, its channels together; any other is drawn with its last axis as columns."""
     size = int(np.prod(shape))
     if len(shape) == 1:
-        cols = max(1, min(size, 32 if size <= 1024 else 64))
-    else:
-        cols = int(shape[-1])
+        return max(1, min(size, 32 if size <= 1024 else 64)), 1
+    if len(shape) >= 3 and int(shape[-1]) <= 4:
+        return max(1, int(shape[-2])), int(shape[-1])
+    return max(1, int(shape[-1])), 1
+
+
+def _window(
+    trace: Any, name: str, keep: int | None = None, *, rows_max: int | None = None, near: np.ndarray | None = None
+) -> tuple[int, int, int, int]:
+    """(first cell, rows, cols, cells drawn) of an array's panel (a cell is an element, or a pixel of an image with
+    its channels: :func:`_cells`). An array with more than ``rows_max`` rows is drawn a page of that many rows: the
+    page with element ``keep`` (the one the check names), else the first cell of ``near`` (what the selection
+    touched), else the first the kernel touched."""
+    info = trace.arrays[name]
+    shape = info.shape or (1,)
+    cols, ch = _cells(shape)
+    cells = max(1, int(np.prod(shape)) // ch)
+    total_rows = math.ceil(cells / cols)
+    most = max(1, min(rows_max or total_rows, max(1, MAX_ELEMENTS_DRAWN // cols)))
     first = 0
-    if size > MAX_ELEMENTS_DRAWN:
-        touched = trace.columns["flat"][trace.columns["array"] == trace.names.index(name)]
-        first = (int(touched.min()) // cols) * cols if touched.size else 0
-        span = max(cols, (MAX_ELEMENTS_DRAWN // cols) * cols)
-        if keep is not None and not first <= keep < first + span:
-            first = max(0, (keep // cols) * cols - span // 2 // cols * cols)
-    count = min(size - first, max(cols, (MAX_ELEMENTS_DRAWN // cols) * cols))
+    if total_rows > most:
+        if keep is not None:
+            anchor = keep // ch
+        elif near is not None and near.size:
+            anchor = int(near.min()) // ch
+        else:
+            touched = trace.columns["flat"][trace.columns["array"] == trace.names.index(name)]
+            anchor = int(touched.min()) // ch if touched.size else 0
+        top = max(0, min(total_rows - most, anchor // cols - most // 4))
+        first = top * cols
+    count = min(cells - first, most * cols)
     return first, math.ceil(count / cols), cols, count
+
+
+def _row_label(shape: Sequence[int], ch: int, row: int) -> str:
+    """The label of a panel row: its index (its leading indices for more than 2 dimensions)."""
+    lead = shape[:-2] if ch > 1 else shape[:-1]
+    if len(lead) <= 1:
+        return str(row)
+    return ", ".join(str(int(v)) for v in np.unravel_index(row, tuple(int(n) for n in lead)))
 
 
 def _ticks(n: int, most: int = 8) -> list[int]:
@@ -279,15 +309,34 @@ def elements_figure(
     elif scope == "warp":
         where["warp"] = thread // 32
     mark_flat = _flat_in(trace, marked) if marked is not None else None
-    windows = {n: _window(trace, n, mark_flat if marked is not None and marked[0] == n else None) for n in names}
+    gap = 60 if len(names) <= 3 else 45
+    per_panel = max(50, (FIGURE_PX - 90 - gap * len(names)) // len(names))
+    rows_max = max(4, per_panel // MIN_CELL_PX)
+    mine = {
+        n: np.concatenate([trace.elements(n, kind, **where) for kind in ("read", "write", "atomic")]).astype(np.int64)
+        for n in names
+    }
+    windows = {
+        n: _window(trace, n, mark_flat if marked is not None and marked[0] == n else None, rows_max=rows_max, near=mine[n])
+        for n in names
+    }
     titles = []
     for n in names:
         info, (first, rows, cols, count) = trace.arrays[n], windows[n]
-        part = "" if count == int(np.prod(info.shape or (1,))) else f", elements {first}..{first + count - 1} drawn"
-        titles.append(f"{n} ({info.space}, shape {info.shape}{part})")
-    # cells about square on a ~900-pixel-wide plot, 4 to 22 pixels high, a panel at most ~480 pixels; room for titles
-    panel = [max(1, windows[n][1]) * max(4, min(22, 900 // max(1, windows[n][2]), 480 // max(1, windows[n][1]))) for n in names]
-    gap = 70
+        shape = info.shape or (1,)
+        ch = _cells(shape)[1]
+        total_rows = math.ceil(int(np.prod(shape)) // ch / cols)
+        if rows < total_rows:
+            part = f", rows {first // cols}..{first // cols + rows - 1} of {total_rows} drawn: the rows it touched"
+        else:
+            part = ""
+        chans = f", one cell per {'pixel' if ch > 1 else 'element'} with its {ch} channels" if ch > 1 else ""
+        titles.append(f"{n} ({info.space}, shape {info.shape}{chans}{part})")
+    # cells about square on a ~900-pixel-wide plot, 5 to 22 pixels high, the figure at most FIGURE_PX high
+    panel = [
+        max(1, windows[n][1]) * max(MIN_CELL_PX, min(22, 900 // max(1, windows[n][2]), per_panel // max(1, windows[n][1])))
+        for n in names
+    ]
     total = sum(panel) + gap * len(names) + 40
     fig = make_subplots(
         rows=len(names), cols=1, vertical_spacing=gap / total if len(names) > 1 else 0, row_heights=panel, subplot_titles=titles
@@ -295,14 +344,17 @@ def elements_figure(
     for row, name in enumerate(names, start=1):
         info = trace.arrays[name]
         first, rows, cols, count = windows[name]
+        ch = _cells(info.shape or (1,))[1]
         cat = np.zeros(rows * cols, dtype=np.int64)
         for kind, value in (("read", READ), ("write", WRITE), ("atomic", ATOMIC)):
-            flats = trace.elements(name, kind, **where) - first
+            flats = trace.elements(name, kind, **where) // ch - first
             flats = flats[(flats >= 0) & (flats < count)]
             if kind == "write":
                 cat[flats] = np.where(cat[flats] == READ, BOTH, WRITE)
-            else:
+            elif kind == "atomic":
                 cat[flats] = value
+            else:
+                cat[flats] = np.where(cat[flats] == WRITE, BOTH, np.maximum(cat[flats], value))
         z = cat.astype(float)
         z[count:] = np.nan
         shape = info.shape or (1,)
@@ -310,8 +362,11 @@ def elements_figure(
         def label(i: int) -> str:
             if i >= count:
                 return ""
-            f = first + i
+            f = (first + i) * ch
             idx = f if len(shape) == 1 else tuple(int(v) for v in np.unravel_index(f, shape))
+            if ch > 1:
+                idx = idx[:-1] + (f"0..{ch - 1}",)  # type: ignore[index, operator]
+                return f"{name}[{', '.join(str(v) for v in idx)}]: {_CATEGORY[int(cat[i])]}"
             return f"{name}[{idx}]: {_CATEGORY[int(cat[i])]}"
 
         text = np.array([label(i) for i in range(rows * cols)], dtype=object).reshape(rows, cols)
@@ -337,20 +392,22 @@ def elements_figure(
             col=1,
             tickmode="array",
             tickvals=_ticks(rows),
-            ticktext=[str(first // cols + r) if len(shape) > 1 else str(first + r * cols) for r in _ticks(rows)],
+            ticktext=[
+                _row_label(shape, ch, first // cols + r) if len(shape) > 1 else str(first + r * cols) for r in _ticks(rows)
+            ],
             title_text="row" if len(shape) > 1 else "first index",
         )
         fig.update_xaxes(row=row, col=1, tickmode="array", tickvals=_ticks(cols), ticktext=[str(c) for c in _ticks(cols)])
-        if marked is not None and marked[0] == name and mark_flat is not None and 0 <= mark_flat - first < count:
-            r, c = divmod(mark_flat - first, cols)
+        if marked is not None and marked[0] == name and mark_flat is not None and 0 <= mark_flat // ch - first < count:
+            r, c = divmod(mark_flat // ch - first, cols)
             star = _star(go, c, r, f"{name}[{_fmt_index(marked[1])}]: the element the check names", 14, showlegend=False)
             fig.add_trace(star, row=row, col=1)
         _draw_out_of_bounds(fig, trace, name, row, windows[name], panel[row - 1] // max(1, windows[name][1]), b, thread, scope)
     who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "all its threads"}[scope]
     fig.update_layout(
         title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})",
-        height=total + 60,
-        margin=dict(l=70, r=20, t=80, b=30),
+        height=min(FIGURE_PX, total + 50),
+        margin=dict(l=70, r=20, t=70, b=30),
     )
     return fig
 
@@ -530,7 +587,7 @@ def banks_figure(trace: Any, *, block: int = 0, thread: int = 0) -> Any:
     fig.update_layout(
         title=title,
         xaxis_title="bank",
-        height=min(700, 160 + 22 * max(1, len(rows))),
+        height=min(FIGURE_PX, 160 + 22 * max(1, len(rows))),
         margin=dict(l=200, r=20, t=80 if shared else 60, b=40),
     )
     fig.update_yaxes(autorange="reversed")
@@ -702,8 +759,31 @@ def _natural_thread(trace: Any, index: Sequence[int]) -> tuple[int, int] | None:
     return order[blk], trace._thread_linear(thr)
 
 
+def _accesses(trace: Any) -> np.ndarray:
+    """Accesses per (traced block, thread), all arrays together."""
+    counts = trace.counts()
+    if not counts:
+        return np.zeros((max(1, len(trace.traced_blocks)), trace.threads_per_block), dtype=np.int64)
+    return sum(counts.values())
+
+
+def _busy_near(trace: Any, block: int, thread: int) -> tuple[int, int] | None:
+    """The traced thread nearest to (``block``, ``thread``) that made an access (the same block first, by thread
+    index; then the nearest block), or None when no thread made one."""
+    made = _accesses(trace)
+    if made[block, thread]:
+        return block, thread
+    order = sorted(range(made.shape[0]), key=lambda k: (abs(k - block), k))
+    for k in order:
+        busy = np.flatnonzero(made[k])
+        if busy.size:
+            return k, int(busy[np.argmin(np.abs(busy - thread))])
+    return None
+
+
 def _focus_selection(trace: Any, focus: Any) -> tuple[tuple[int, int] | None, str]:
-    """Where the picture of a failed check opens, and why there (for the header)."""
+    """Where the picture of a failed check opens, and why there (for the header); never a thread that made no
+    access at all, whose panels would be empty."""
     found = trace.locate(focus)
     if found is not None:
         if focus.block is not None and focus.thread is not None:
@@ -713,9 +793,19 @@ def _focus_selection(trace: Any, focus: Any) -> tuple[tuple[int, int] | None, st
         guess = _natural_thread(trace, focus.index)
         what = f"{focus.array}[{_fmt_index(focus.index)}]" if focus.array else f"element {_fmt_index(focus.index)}"
         if guess is not None:
-            return guess, (
-                f": no thread wrote {what}; this is the thread whose global index matches it, the one that "
-                "writes it in a kernel with one thread per element"
+            busy = _busy_near(trace, *guess)
+            if busy == guess:
+                return guess, (
+                    f": no thread wrote {what}; this is the thread whose global index matches it, the one that "
+                    "writes it in a kernel with one thread per element"
+                )
+            matching = f"thread {trace.thread_index(guess[1])} of block {trace.traced_blocks[guess[0]]}"
+            if busy is None:
+                return guess, f": no thread wrote {what}, and no thread made any access"
+            return busy, (
+                f": no thread wrote {what}. {matching}, whose global index matches it, made no access at all (its "
+                "index fails the kernel's bounds test: compare the index formula with the array's shape; the threads "
+                "tab shows which threads worked); this is the nearest thread that did"
             )
         return None, f"No traced thread wrote {what}."
     return None, ""
@@ -731,7 +821,7 @@ def _default_selection(trace: Any) -> tuple[int, int]:
         return order[tuple(faults[0].block)], trace._thread_linear(faults[0].thread)
     if trace.divergent:
         return order.get(tuple(trace.divergent[0].block), 0), 0
-    return 0, 0
+    return _busy_near(trace, 0, 0) or (0, 0)
 
 
 def trace_view(
@@ -776,17 +866,14 @@ def trace_view(
     where = W.HTML()
     outs = {k: W.Output() for k in ("threads", "elements", "coalescing", "banks")}
     header = W.HTML(_notes(trace, focus, opened, why) + ("<br>" + score_table({trace.kernel: trace}) if table else ""))
-    box = W.VBox(
-        [
-            header,
-            W.HBox([scope_w, block_w]),
-            W.HBox([thread_w, where]),
-            outs["threads"],
-            outs["elements"],
-            outs["coalescing"],
-            outs["banks"],
-        ]
-    )
+    # one figure at a time, in tabs, so that the picture fits one screen (browser review 4, item 9); it opens on the
+    # elements of the chosen thread, or on the threads when that thread made no access (nothing else did either)
+    tabs = W.Tab(children=[outs["elements"], outs["threads"], outs["coalescing"], outs["banks"]])
+    tabs.titles = ("elements", "threads", "coalescing", "bank conflicts")
+    tabs.selected_index = 0 if _accesses(trace)[min(b0, nb - 1), t0] or scope != "thread" else 1
+    box = W.VBox([header, W.HBox([scope_w, block_w]), W.HBox([thread_w, where]), tabs])
+    box.outputs = outs
+    box.tabs = tabs
     box.trace = trace
     box.figures = {}
     box.controls = {"scope": scope_w, "block": block_w, "thread": thread_w}
