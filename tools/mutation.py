@@ -798,9 +798,11 @@ def rescore(a: argparse.Namespace) -> int:
         m = Mutant(r["exercise"], 0, r["key"], r["operator"], r["class"], "", "", "", status=r["status"])
         m.cause_named, m.seconds, m.message = r["cause_named"], r["seconds"], r["message"]
         reason = equivalent_reason(m, entries)
+        if m.status == "killed" and m.message.startswith("["):  # the cause words as they are now, on the stored report
+            m.cause_named = cause_named(m.op_class, m.message)
         if m.status == "survived" and m.message.startswith("[PASSED]") and noted(m.op_class, m.message):
             m.status, m.cause_named = "killed", True  # an earlier run's pass with a Note that names the slip
-        elif m.status == "survived" and reason is not None:
+        elif m.status in ("survived", "timed out") and reason is not None:
             m.status, m.message = "equivalent", reason
         todo.append(m)
     summary = summarize(todo, data["summary"].get("no reference", []))

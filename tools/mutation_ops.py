@@ -21,10 +21,14 @@ import parso
 from parso.python import tree
 
 # the words a message that names the right cause contains, per operator class (case-insensitive, any one of them)
-VALUE_WORDS = ("expected", "should be", "instead of", "reference gives", "differs", "wrong value", "not the")
+# an arithmetic, constant or logic slip has no name of its own: a right message shows where the answer goes wrong, a
+# value next to the right one or the error the answer raised at a named input (not "compare with the statement" alone)
+VALUE_WORDS = (
+    "expected", "should be", "should keep", "instead of", "reference gives", "differs", "wrong value", "does not match",
+    "your function gave", "you returned", "yours is", "got ", "returned", "raised", "elements are wrong", "gives",
+)  # fmt: skip
 CAUSE_WORDS: dict[str, tuple[str, ...]] = {
-    # standard (mutmut) classes: an arithmetic or logic slip has no name of its own; a right message points at a
-    # value that differs from the right one (what the check expected, what it got)
+    # standard (mutmut) classes (see VALUE_WORDS)
     "arithmetic": VALUE_WORDS,
     "comparison": VALUE_WORDS + ("boundary", "bound", "equal"),
     "constant": VALUE_WORDS,
@@ -32,7 +36,19 @@ CAUSE_WORDS: dict[str, tuple[str, ...]] = {
     # CUDA classes: the message names the mechanism
     "barrier": ("barrier", "syncthreads", "syncwarp", "sync()", "race", "before every thread"),
     "bounds": ("out of bounds", "out-of-bounds", "past the end", "outside", "bounds", "if i < n", "guard"),
-    "off-by-one": ("one", "last", "first", "past the end", "out of bounds", "out-of-bounds", "neighbour", "shifted"),
+    "off-by-one": (
+        "one",
+        "last",
+        "first",
+        "past the end",
+        "out of bounds",
+        "out-of-bounds",
+        "neighbour",
+        "shifted",
+        "no thread had stored",
+        "never writes",
+        "indexed element",
+    ),  # fmt: skip
     "swap-xy": ("row", "column", "transpos", ".x", ".y", "swapped", "x and y"),
     "grid-stride": ("grid-stride", "grid stride", "stride", "gridsize", "whole grid", "every block"),
     "atomic": ("atomic", "race", "lost", "same time", "same element", "at once"),

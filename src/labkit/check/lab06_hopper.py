@@ -360,6 +360,7 @@ def _te_cases() -> list[tuple[list[float], str, int, float]]:
             hist = (2.0 ** gen.uniform(lo, hi, size=int(gen.integers(3, 9)))).tolist()
             hist.insert(int(gen.integers(0, len(hist) - 1)), max(hist) * 4)  # the largest is not the most recent
             cases.append((hist, fmt, margin, float(gen.uniform(0.5, 2.0))))
+    cases.append(([float(2.0 ** gen.uniform(-4, 4))], "fp8_e5m2", 0, 1.0))  # a history of one step is a history
     cases.append(([0.0, 0.0], "fp8_e4m3", 0, float(gen.uniform(3.0, 9.0))))  # nothing seen yet: keep the old scale
     cases.append(([1.0, float("inf")], "fp8_e5m2", 0, float(gen.uniform(3.0, 9.0))))  # an overflowed step: keep it
     return cases

@@ -116,6 +116,7 @@ def cases() -> list[tuple[list[int], int]]:
         ]
     model, _ = grad_sizes()
     out += [(model, 1 << 20), (model, int(r.integers(200_000, 900_000))), ([4096], 1 << 20), ([], 100)]
+    out.append((out[0][0], 1))  # the smallest cap, 1 byte: every gradient with bytes closes its bucket
     return out
 
 
