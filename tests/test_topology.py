@@ -384,3 +384,13 @@ def test_has_nvls_for_every_nvswitch_3_or_later_record() -> None:
     assert co.has_nvls("DGX B200") and co.has_nvls("GB300 NVL72") and not co.has_nvls("2x DGX H100")
     assert co.nccl_choice("DGX B200", 2**30).algorithm == "NVLS"
     assert co.nccl_choice("GB200 NVL72", 2**30).n == 72
+
+
+def test_nvl72_trays_hold_four_gpus_each() -> None:
+    """18 compute trays (operating-system nodes) of 4 GPUs: the figure lab 08's NVL72 exercise uses."""
+    from labkit.check import lab08_nvl72
+
+    for name in ("GB200 NVL72", "GB300 NVL72"):
+        s = labkit.hw.system(name)
+        assert s.gpu_count.value / s.compute_trays.value == lab08_nvl72.GPUS_PER_TRAY == 4
+        assert "compute trays" in s.compute_trays.source

@@ -14,8 +14,9 @@
 # - Predict when a value overflows or underflows in FP16 and in BF16, and round to TF32 by hand.
 # - Measure how GEMM error grows with the dot-product length K for each input precision and accumulator, and what
 #   promoting the partial sums of Hopper's narrow FP8 accumulator to FP32 buys.
-# - Scale FP8 per tensor as Transformer Engine does, and per block (MXFP8, MXFP4, NVFP4) as Blackwell does; show
-#   why block scaling keeps a GEMM's error down where one scale per tensor does not.
+# - Scale FP8 per tensor as Transformer Engine does, and per block (MXFP8, MXFP4, NVFP4) as Blackwell does; quantize
+#   to MXFP8 with OCP's scale rule and compare NVIDIA's round-up rule, quantize to Blackwell's NVFP4, and show why
+#   block scaling keeps a GEMM's error down where one scale per tensor does not.
 # - Predict a GEMM's TFLOP/s from its shape and the peak, compare Tensor Core GEMM throughput per precision with
 #   the datasheet peaks (measured on a GPU), and write a WMMA kernel.
 # - Read the PTX of a Hopper warpgroup GEMM tile (TMA, `wgmma.mma_async`, sm_90a) against WMMA's, and work out
@@ -117,14 +118,18 @@ labkit.check.decode_fp16(decode_fp16);
 # For each value below, predict what happens when it is rounded to FP16 and to BF16: `"normal"`,
 # `"subnormal"` (non-zero but below the smallest normal number), `"underflow"` (becomes 0) or `"overflow"`
 # (becomes infinity). Work from the ranges that the next cell prints; don't call `P.classify`, which is what the
-# check compares your answers with.
+# check compares your answers with. A value is rounded first: one a little above the largest normal number rounds
+# down to it, and only values from the largest normal plus half a step (half an ulp) up overflow. The cell prints
+# that overflow threshold too.
 
 # %%
 values = labkit.check.lab06.PREDICT_VALUES
 print(values)
 for name in ("fp16", "bf16"):
     i = P.format_info(name)
-    print(f"{name}: max {i.max_normal:.6g}, min normal {i.min_normal:.6g}, min subnormal {i.min_subnormal:.6g}")
+    ulp = i.max_normal * 2.0 ** -i.mantissa_bits / (2 - 2.0 ** -i.mantissa_bits)  # the step just below max_normal
+    print(f"{name}: max {i.max_normal:.6g}, overflow from {i.max_normal + ulp / 2:.6g} (max + half an ulp), "
+          f"min normal {i.min_normal:.6g}, min subnormal {i.min_subnormal:.6g}")
 
 # %% tags=["exercise"]
 # BEGIN SOLUTION
@@ -301,7 +306,7 @@ print(f"accumulator bits kept (model): {P.LIMITED_ACC_BITS}, products per Tensor
 print(f"K = 4096, FP8 inputs: limited accumulator against FP32 accumulation, relative error {P.relative_error(c_limited, c_fp32):.2e}")
 
 # %% [markdown]
-# ### Exercise 3c — promote the partial sums
+# ### Exercise 4 — promote the partial sums
 #
 # Write `promoted_gemm(a, b, interval)`: the FP8 GEMM with promotion every `interval` products. Cut K into chunks of
 # `interval` (the last one may be shorter), multiply each chunk's slice of `a` and `b` with
@@ -315,7 +320,8 @@ def promoted_gemm(a: np.ndarray, b: np.ndarray, interval: int) -> np.ndarray:
     # BEGIN SOLUTION
     total = np.zeros((a.shape[0], b.shape[1]), dtype=np.float32)
     for k0 in range(0, a.shape[1], interval):
-        part = P.gemm(a[:, k0:k0 + interval], b[k0:k0 + interval], "fp8_e4m3", accumulate="limited")
+        part = P.gemm(a[:, k0:k0 + interval], b[k0:k0 + interval], "fp8_e4m3", accumulate="limited",
+                      on_range="ignore")  # FP8 flushes a few tiny inputs to 0: expected here, no warning wanted
         total += part.astype(np.float32)  # the promotion: one FP32 addition on the CUDA cores
     return total
     # END SOLUTION
@@ -360,7 +366,7 @@ with warnings.catch_warnings():
 # DeepSeek-V3's recipe (§3.3.1), trained on H800s. Blackwell adds `MXFP8BlockScaling` and `NVFP4BlockScaling`, where
 # the block scales are Tensor Core operands (Transformer Engine documentation, Common API, release 2.x).
 #
-# ### Exercise 3d — the delayed-scaling rule
+# ### Exercise 5 — the delayed-scaling rule
 #
 # Write `fp8_scale(amax_history, fmt, margin, previous)`: the scale for the next step, `fp8_max / amax / 2**margin`,
 # with `fp8_max` the largest value of `fmt` (`P.format_info(fmt).max_normal`) and `amax` the largest entry of the
@@ -408,8 +414,10 @@ for step, size in enumerate((1.0, 1.0, 1.0, 8.0, 8.0, 1.0)):
 # formats as operands (they still run plain FP8 with per-tensor scales too):
 # OCP Microscaling (MX) v1.0 gives each block of 32 elements a power-of-two scale stored in E8M0 (an 8-bit exponent):
 # MXFP8 with E4M3 or E5M2 elements, MXFP4 with E2M1. NVIDIA's NVFP4 gives each block of 16 E2M1 elements an E4M3 scale,
-# under one FP32 scale per tensor. The MX scale is `2**(floor(log2(amax)) − emax)`, where emax is the exponent of the
-# element format's largest power of two, so the block's largest element lands in the element format's top binade:
+# under one FP32 scale per tensor. OCP MX v1.0's scale is `2**(floor(log2(amax)) − emax)`, where emax is the exponent
+# of the element format's largest power of two, so the block's largest element lands in the element format's top
+# binade (for E4M3, [256, 512), and values above 448 saturate). NVIDIA's own MXFP8 recipe rounds the other way; we
+# compare the two after the exercise:
 
 # %%
 for name, f in S.BLOCK_FORMATS.items():
@@ -417,13 +425,13 @@ for name, f in S.BLOCK_FORMATS.items():
 print("emax of the elements:", {e: S.element_emax(e) for e in ("fp8_e4m3", "fp8_e5m2", "fp4_e2m1")})
 
 # %% [markdown]
-# ### Exercise 3e — quantize to MXFP8
+# ### Exercise 6 — quantize to MXFP8 with OCP's rule
 #
-# Write `quantize_mxfp8(x)`: store `x` (float64, its last axis a multiple of 32) in MXFP8 with E4M3 elements and
-# return the values read back. For each block of 32 consecutive elements along the last axis: the scale is
-# `2**(floor(log2(amax)) − 8)` (8 because 448 = 1.75 × 2^8); divide the block by it, round to E4M3 with
-# `P.round_to(..., "fp8_e4m3", on_range="ignore")` (which saturates at ±448, as the MX spec requires), and multiply
-# back. An all-zero block stays zero. The check compares your values bit for bit with `S.quantize_blocks` on fresh
+# Write `quantize_mxfp8(x)`: store `x` (float64, its last axis a multiple of 32) in MXFP8 with E4M3 elements, using
+# OCP MX v1.0's scale rule, and return the values read back. For each block of 32 consecutive elements along the last
+# axis: the scale is `2**(floor(log2(amax)) − 8)` (8 because 448 = 1.75 × 2^8); divide the block by it, round to
+# E4M3 with `P.round_to(..., "fp8_e4m3", on_range="ignore")` (a saturating conversion: it clamps to ±448), and
+# multiply back. An all-zero block stays zero. The check compares your values bit for bit with `S.quantize_blocks` on fresh
 # arrays whose rows span 2^-20 to 2^12, with an all-zero block, a power-of-two maximum and maxima that must saturate.
 
 # %% tags=["exercise"]
@@ -443,6 +451,26 @@ def quantize_mxfp8(x: np.ndarray) -> np.ndarray:
 labkit.check.mx_quantize(quantize_mxfp8);
 
 # %% [markdown]
+# OCP's rule puts a block's largest magnitude in [256, 512), so every block whose largest value has a mantissa above
+# 1.75 loses that value to 448: it clamps exactly the outliers. NVIDIA's MXFP8 training recipe (Transformer Engine's
+# `MXFP8BlockScaling`, what a DGX B200 user runs) rounds the scale's exponent **up** instead,
+# `2**ceil(log2(amax / 448))`, so that the largest element lands at or below 448 and nothing clamps; the smallest
+# values pay with a little precision. Mishra, Stosic and Layton (arXiv 2506.08027) report that OCP's rule diverged in
+# long LLM pre-training runs and the round-up rule did not. Measured here on Gaussian blocks of very different sizes:
+
+# %%
+rng_r = np.random.default_rng(41)
+blocks_x = rng_r.standard_normal((2000, 32 * 20)) * 2.0 ** rng_r.uniform(-8, 8, size=(2000, 1))
+print(S.SCALE_RULES["round_up"])
+for rule in ("ocp", "round_up"):
+    q = S.quantize_blocks(blocks_x, "mxfp8_e4m3", rule=rule)
+    b = blocks_x.reshape(2000, 20, 32)
+    clamped = (np.abs(b) / q.scales[..., None] > 448).any(axis=-1).mean()
+    err = np.abs(q.values.reshape(b.shape) - b).max(axis=-1) / np.abs(b).max(axis=-1)
+    print(f"{rule:9s} blocks with a clamped element {clamped:6.1%}; block error (max |error| / block max): "
+          f"worst {err.max():.3f}, median {np.median(err):.3f}   (CPU emulation)")
+
+# %% [markdown]
 # Why blocks? Below, activations whose rows (tokens) differ in size by up to 2^16, as after a layer norm with
 # outlier channels or in attention, multiply random weights. Each scheme stores both matrices (blocks along K) and
 # the sums are exact, so the error is the storage's alone. The **normwise** error divides by the product's
@@ -457,6 +485,8 @@ exact = acts @ weights
 print(f"{'storage':28s} {'normwise':>9s} {'worst row':>10s}   (CPU emulation of the formats)")
 for label, c in (("FP8 E4M3, one scale each", S.scaled_gemm(acts, weights, "fp8_e4m3")),
                  ("MXFP8 (your quantizer)", mx(acts) @ mx(weights.T).T),
+                 ("MXFP8, NVIDIA's round-up", S.quantize_blocks(acts, "mxfp8_e4m3", rule="round_up").values
+                  @ S.quantize_blocks(weights, "mxfp8_e4m3", axis=0, rule="round_up").values),
                  ("FP4 E2M1, one scale each", S.scaled_gemm(acts, weights, "fp4_e2m1")),
                  ("MXFP4", S.scaled_gemm(acts, weights, "mxfp4")),
                  ("NVFP4", S.scaled_gemm(acts, weights, "nvfp4"))):
@@ -465,10 +495,52 @@ for label, c in (("FP8 E4M3, one scale each", S.scaled_gemm(acts, weights, "fp8_
 # %% [markdown]
 # With one scale per matrix the rows far below the largest fall into E4M3's subnormals or to zero: the worst row's
 # error is several times the normwise one, which looks harmless (with FP4 the worst row is lost entirely). With a
-# scale per block of 32 every row keeps E4M3's precision, since each block's largest value lands in the top binade. FP4 has only eight
+# scale per block of 32 every row keeps E4M3's precision, with either scale rule (the two differ in which values they
+# give up, not in how much on inputs like these). FP4 has only eight
 # magnitudes, so even block-scaled its error is larger; NVFP4's smaller blocks and finer E4M3 scales usually beat
 # MXFP4 — but its E4M3 block scales span only about 2^-9 to 448 under the one tensor scale, so rows more than about
 # 2^17 below the largest would lose theirs too. This is why Blackwell's Tensor Cores take the scales as operands.
+#
+# ### Exercise 7 — quantize to Blackwell's NVFP4
+#
+# A DGX B200 runs FP4 at twice its FP8 rate (`hw.gpu("B200").peak("fp4")`), and NVIDIA's FP4 format for it is NVFP4:
+# blocks of **16** E2M1 elements (largest 6), each with an **E4M3** scale (3 mantissa bits, so finer than a power of
+# two), under one FP32 scale per tensor that keeps the block scales inside E4M3's range. Write `quantize_nvfp4(x)`:
+# store `x` (float64, its last axis a multiple of 16) and return the values read back.
+#
+# 1. The tensor scale `t = amax(x) / (448 × 6)` (1 when `x` is all zeros), so the largest block scale lands on 448.
+# 2. For each block of 16 consecutive elements along the last axis: `s = P.round_to(amax_block / 6 / t, "fp8_e4m3",
+#    on_range="ignore") × t`.
+# 3. The elements: `P.round_to(block / s, "fp4_e2m1", on_range="ignore")` (saturating at ±6: when E4M3 rounds a
+#    block's scale down, its largest element lands a little above 6), times `s`. A block whose `s` is 0 gives 0.
+#
+# The check compares your values element by element with `S.quantize_blocks(x, "nvfp4")` on fresh arrays: a row
+# 2^16 below the largest (its block scales fall into E4M3's subnormals), an all-zero block, a block whose E4M3 scale
+# rounds down, and widths that are not multiples of 32.
+
+# %% tags=["exercise"]
+def quantize_nvfp4(x: np.ndarray) -> np.ndarray:
+    # BEGIN SOLUTION
+    blocks = x.reshape(*x.shape[:-1], -1, 16)
+    amax = np.abs(blocks).max(axis=-1, keepdims=True)
+    t = np.abs(x).max() / (448 * 6) if np.abs(x).max() > 0 else 1.0
+    scale = P.round_to(amax / 6 / t, "fp8_e4m3", on_range="ignore") * t
+    safe = np.where(scale > 0, scale, 1.0)
+    q = P.round_to(blocks / safe, "fp4_e2m1", on_range="ignore") * safe
+    return np.where(scale > 0, q, 0.0).reshape(x.shape)
+    # END SOLUTION
+    # BEGIN SKELETON
+    ...  # tensor scale t; per block of 16: E4M3 scale of amax / 6 / t, times t; E2M1 elements times the scale
+    # END SKELETON
+
+
+# %%
+labkit.check.nvfp4_quantize(quantize_nvfp4);
+
+# %% [markdown]
+# NVIDIA's NVFP4 training recipe (Transformer Engine's `NVFP4BlockScaling`) adds three things this exercise leaves
+# out: 16×16 two-dimensional blocks for the weights (so a weight and its transpose share scales), random Hadamard
+# transforms that spread outliers before the gradients are quantized, and stochastic rounding of the gradients.
 
 # %% [markdown]
 # ## 4. Tensor Core GEMM throughput
@@ -490,7 +562,7 @@ else:
 
 # %%
 print("Roofline model for an 8192³ GEMM (a model from labkit.hw figures, not a measurement):")
-for gpu_name in ("V100", "A100", "H100", "H200"):
+for gpu_name in ("V100", "A100", "H100", "H200", "B200"):
     for p in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8"):
         if hw.gpu(gpu_name).has(p):
             print(" ", T.roofline_gemm(gpu_name, p, 8192))
@@ -502,11 +574,15 @@ print("The fp64 peaks above are not alike:", "; ".join(f"{g} on {hw.gpu(g).runs_
 # gap is what the GPU run above measures.
 # Note the jumps between generations come from the Tensor Core precisions, not from FP32.
 #
-# ### Exercise 3b — predict a GEMM's TFLOP/s from its shape
+# ### Exercise 8 — predict a GEMM's TFLOP/s from its shape
 #
 # Not every GEMM is square. Write `predict_gemm(m, n, k, precision, gpu)`: the roofline's TFLOP/s for `C = A @ B`
 # with `A` m×k and `B` k×n, from the GPU's dense peak and memory bandwidth in `labkit.hw`. Count the FLOPs, count the
-# fewest bytes that must cross HBM (each matrix read or written once), and take the slower of the two limits. The
+# fewest bytes that must cross HBM (each matrix read or written once), and take the slower of the two limits.
+# All three matrices, **C included, are in the input precision** (a model: cuBLAS often writes an FP32 C for FP16
+# inputs, which costs more bytes). Bytes per element: FP8 1, FP16 and BF16 2, FP32 and TF32 4 (TF32 is stored as
+# FP32), FP64 8. Units: `hw.gpu(gpu).peak(precision).value` is in TFLOP/s and `.memory_bandwidth.value` in GB/s
+# (`.unit` says so); return TFLOP/s. The
 # check draws fresh shapes: near-square, thin (n of a few columns, as in decoding one token at a time) and with a
 # short k, in several precisions on several GPUs. On a GPU it also times two FP16 GEMMs with CuPy and requires your
 # prediction to bound what they reach.
@@ -561,10 +637,13 @@ for cols in (1, 16, 128, 1024, 8192):
 # `threadIdx.y` of block `(blockIdx.x, blockIdx.y)` computes the tile in tile row `blockIdx.y * 4 + threadIdx.y`
 # and tile column `blockIdx.x`. The kernel's first lines already work out `tile_row` and `tile_col`.
 #
-# ### Exercise 4 — complete the WMMA GEMM
+# ### Exercise 9 — complete the WMMA GEMM
 #
-# Fill in the loop body and the store. `A` is M×K and `B` K×N, both row-major, so the leading dimension of A
-# is K and that of B is N. The check compiles your kernel to PTX and looks for the Tensor Core instructions, then
+# Fill in the loop body and the store with the three WMMA calls (CUDA C++ Programming Guide, "Warp Matrix
+# Functions"): `wmma::load_matrix_sync(fragment, pointer, leading_dimension)` loads a 16×16 block into a fragment,
+# `wmma::mma_sync(acc, a, b, acc)` adds `a @ b` to the accumulator, and `wmma::store_matrix_sync(pointer, acc,
+# leading_dimension, wmma::mem_row_major)` writes the accumulator out. `A` is M×K and `B` K×N, both row-major, so the
+# leading dimension of A is K and that of B is N. The check compiles your kernel to PTX and looks for the Tensor Core instructions, then
 # runs it on random matrices of five shapes (K of up to 7 tiles, some warps without a tile) and compares C with
 # the float64 product within the FP16 tolerance: on a GPU with CuPy, without one on labkit's CPU stand-in, whose
 # `<mma.h>` carries out each fragment call for the warp as a whole. A wrong offset, leading dimension, K step or
@@ -692,7 +771,7 @@ for fig_ in (h200.tensor_cores_per_sm, h200.tensor_core_fma_per_clock, h200.shar
     print(fig_)
 
 # %% [markdown]
-# ### Exercise 4b — how much shared memory a WMMA kernel needs
+# ### Exercise 10 — how much shared memory a WMMA kernel needs
 #
 # Take a WMMA kernel in which each warp reads its 16×16 A and B fragments from shared memory for every 16×16×16
 # product, and a `wgmma` kernel whose warpgroup reads 64×16 of A and 16×256 of B from shared memory for every
@@ -730,7 +809,7 @@ for tiles in (1, 2, 4):  # a warp holding tiles × tiles accumulator fragments: 
           f"at most {min(1.0, smem / need):.0%} of {h200.peak('fp16')} (a model, not a measurement)")
 
 # %% [markdown]
-# On a GPU the next cell measures a gap, and it is worth reading carefully: the kernel of exercise 4 (yours, or
+# On a GPU the next cell measures a gap, and it is worth reading carefully: the kernel of exercise 9 (yours, or
 # labkit's) is a **naive** WMMA kernel that loads every fragment straight from global memory, with no shared-memory
 # tiling, no reuse and no pipelining. Most of its gap to cuBLAS comes from that, not from WMMA against `wgmma`; a
 # tiled, register-blocked warp-level kernel closes much of the gap, though not all of it. Both are timed with CUDA
@@ -786,7 +865,7 @@ def gradients(W1, W2, scale, fp16=True):
     return float(0.5 * xp.mean(r * r)), dW1, dW2
 
 # %% [markdown]
-# ### Exercise 5 — dynamic loss scaling
+# ### Exercise 11 — dynamic loss scaling
 #
 # Static loss scaling multiplies the loss by a constant `S` (the gradients scale with it and leave the
 # underflow zone) and divides the gradients by `S` in FP32 before the update. Dynamic loss scaling picks `S`
@@ -887,7 +966,7 @@ for label, fig_ in (("SMs", v100.sm_count), ("FP32 cores per SM", v100.fp32_core
     print(f"{label:22s} {fig_}")
 
 # %% [markdown]
-# ### Exercise 6 — FMAs per Tensor Core per clock
+# ### Exercise 12 — FMAs per Tensor Core per clock
 #
 # Compute the implied clock from the FP32 peak, then how many fused multiply-adds (2 FLOP each) one V100
 # Tensor Core must do per clock to reach the FP16 peak. Use the figures from `v100`, not typed-in numbers.
@@ -925,7 +1004,10 @@ print(f"A100 TF32 dense  /  V100 FP16 Tensor Core {v100.peak('fp16')}  =  {a100.
 print(f"A100 FP32  /  V100 FP32  =  {a100.peak('fp32').value / v100_fp32.value:.2f}×")
 
 # %% [markdown]
-# So the "20×" compares a Tensor Core format, with 2:4 structured sparsity, against plain FP32 on CUDA cores.
+# So the "20×" compares a Tensor Core format, with 2:4 structured sparsity, against plain FP32 on CUDA cores. The
+# sparse rate needs one operand (in practice the weights) pruned in advance to two non-zeros in every four and a
+# sparse kernel (`mma.sp`, cuSPARSELt, TensorRT): an inference technique; training and most inference run at the
+# dense rate.
 # Dense TF32 against V100 FP32 is the honest "FP32 code, no changes" speed-up; against V100's own Tensor Cores
 # the gain is much smaller; FP32 on CUDA cores barely moved. And H100's dissection? Its FP32 and Tensor Core
 # peaks do not assume the same clock, so the FP32-implied clock gives a number that is not a whole count:
@@ -957,7 +1039,9 @@ print(T.dissect_tensor_peak("H100", "fp16"))
 #   products. FP8 needs a scale: one per tensor (Transformer Engine's delayed or current scaling, E4M3 forward, E5M2
 #   gradients; the delayed scale is `fp8_max / amax / 2**margin` over an amax history) loses rows far below the
 #   largest; block scaling keeps them — 128-element blocks with FP32 scales on Hopper (TE 2.x, DeepSeek-V3), and on
-#   Blackwell MXFP8, MXFP4 and NVFP4 with the block scales read by the Tensor Cores.
+#   Blackwell MXFP8, MXFP4 and NVFP4 with the block scales read by the Tensor Cores. MX scales follow OCP v1.0's floor
+#   rule (which clamps the block maxima above 448) or NVIDIA's round-up rule (Transformer Engine's MXFP8 recipe,
+#   which clamps none); NVFP4 scales blocks of 16 with E4M3 under an FP32 tensor scale.
 # - FP16 training needs FP32 master weights and loss scaling; dynamic scaling finds the scale by itself.
 # - Headlines mix precisions and sparsity: take them apart into SMs × units × work per clock × clock.
 #

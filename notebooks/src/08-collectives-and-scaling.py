@@ -16,8 +16,10 @@
 # - Compute algbw and busbw from an nccl-tests time, for all_reduce and all_gather, and explain why NVLS's busbw on a
 #   DGX H100/H200 exceeds the NVLink rate.
 # - Predict the all-reduce time of a model's gradients on DGX-1, DGX-2, DGX A100 and DGX H100 from their NVLink
-#   bandwidth, and the data-parallel scaling efficiency that follows.
-# - Explain how MIG and MPS let several jobs share one GPU, and compute MIG's slices.
+#   bandwidth, and the data-parallel scaling efficiency that follows, up to the DGX B200 and the GB200 NVL72.
+# - Model an all-reduce across a GB200 NVL72, 72 GPUs in 18 nodes and one NVLink domain, ring against NVLS: a node
+#   is no longer the NVLink boundary.
+# - Explain how MIG and MPS let several jobs share one GPU, compute MIG's slices, and seat a class on a DGX B200.
 # - Write a ring all-reduce over real processes with MPI (`mpi4py`, `Sendrecv` between neighbours), run it on 2, 4
 #   and 8 processes, check it against `MPI.Allreduce`, measure its algbw and busbw, and know how the same code runs
 #   with one process per GPU over NCCL.
@@ -182,7 +184,7 @@ co.cost_figure(8, B_a100)
 # %% [markdown]
 # So NCCL picks per call, from a model of each algorithm's time much like this one (plus its own latencies and
 # protocols). Between nodes the tree wins for small messages and many GPUs. **Inside one node NCCL's "tree" is a
-# chain** through the GPUs (the tree proper joins nodes), so its latency grows with n just like the ring's and it
+# chain** (a "node" here is an NVLink domain: in an NVL72, section 7b, the rack) through the GPUs (the tree proper joins nodes), so its latency grows with n just like the ring's and it
 # rarely wins there (`co.chain_cost`). NCCL's algorithms, as `NCCL_ALGO` names them (it forces one):
 #
 # %%
@@ -259,7 +261,8 @@ else:
 # %% [markdown]
 # ## 6. NVLS: when the switch adds
 #
-# The third-generation NVSwitch (DGX H100/H200) can **reduce** data itself (NVLink SHARP, "NVLS"). Each GPU reads
+# The third-generation NVSwitch (DGX H100/H200) and the fourth (DGX B200/B300, GB200/GB300 NVL72) can **reduce**
+# data themselves (NVLink SHARP, "NVLS"). Each GPU reads
 # its 1/n share of everyone's buffer through the switch with one multicast load-and-add, and writes the summed share
 # to every GPU with one multicast store. Each GPU's link carries about the buffer **once** per direction, instead of
 # the ring's 2(n−1)/n times. nccl-tests does not know which algorithm ran: its all-reduce busbw is always
@@ -269,7 +272,8 @@ else:
 # %%
 h200 = hw.system("DGX H200")
 B_h200 = co.ring_bandwidth("DGX H200")
-print(f"{h200.name}: NVLS available: {co.has_nvls('DGX H200')} ({h200.nvswitch}); DGX A100: {co.has_nvls('DGX A100')} ({hw.system('DGX A100').nvswitch})")
+for name in ("DGX A100", "DGX H200", "DGX B200", "GB200 NVL72"):
+    print(f"{name:12} {hw.system(name).nvswitch}: NVLS available: {co.has_nvls(name)}")
 print(f"per-direction NVLink per GPU (model from the wiring): {B_h200:g} GB/s")
 for size in (2**20, 2**26, 2**30):
     print(co.nccl_choice("DGX H200", size))
@@ -372,6 +376,73 @@ for n_gpus in range(2, 9):
     print(f"DGX-1 (V100), GPUs 0..{n_gpus - 1}: ring bandwidth {co.ring_bandwidth('DGX-1 (V100)', n_gpus):5g} GB/s per direction (model)")
 
 # %% [markdown]
+# ## 7b. Rack scale: one NVLink domain across 18 nodes
+#
+# Up to the DGX B200, NVLink ends at the node: 8 GPUs share the NVSwitches of one baseboard, and a job that spans
+# nodes crosses InfiniBand, one 400 Gb/s port (50 GB/s per direction) per GPU. A **GB200 NVL72** moves the boundary to
+# the rack: 18 compute trays, each its own operating-system node with 2 Grace CPUs and 4 GPUs, and 9 switch trays
+# whose 18 NVLink switch chips join all 72 GPUs, every GPU with one of its 18 links on each chip. Any two GPUs, in one
+# tray or in two, talk at the full 900 GB/s per direction. NCCL runs its ring and NVLS over this multi-node NVLink
+# (NCCL 2.25.2 and later for GB200; cross-node GPU memory needs NVIDIA's IMEX service on every tray). The wiring
+# model:
+
+# %%
+nvl72 = hw.system("GB200 NVL72")
+t72 = topology.load("GB200 NVL72")
+print(t72.summary())
+print(f"{nvl72.gpu_count.text()} GPUs in {nvl72.compute_trays.text()} compute trays ({nvl72.compute_trays.source}); "
+      f"{nvl72.nvswitch_count.text()} switch chips ({nvl72.nvswitch_count.source}, unconfirmed)")
+print(f"GPU0 (tray 0) to GPU71 (tray 17): {t72.route(0, 71)['kind']}, {t72.peer_bandwidth(0, 71):g} GB/s per direction [model]")
+ib = hw.link("InfiniBand NDR").per_link
+print(f"the same 72 GPUs as 9 DGX B200: a ring must cross InfiniBand NDR, {ib.text()} per GPU per direction ({ib.source})")
+for size in (2**20, 2**30):
+    print(co.nccl_choice("GB200 NVL72", size))
+
+# %% [markdown]
+# ### Exercise 4b — an all-reduce across an NVL72
+#
+# Write `nvl72_allreduce(nbytes, n_gpus)` returning `(ring_seconds, nvls_seconds, trays)` for an all-reduce of
+# `nbytes` over the first `n_gpus` GPUs of a GB200 NVL72 (numbered tray by tray, 4 per tray): the bandwidth terms
+# only, each GPU sending at its NVLink bandwidth per direction (half of `nvl72.gpu_model.nvlink_bandwidth`), a ring
+# sending 2(n−1)/n × the buffer per GPU and NVLS about the buffer once; and how many compute trays (nodes) those GPUs
+# span. One GPU has nothing to reduce: `(0.0, 0.0, 1)`. The check draws fresh sizes and GPU counts from 1 to 72, some
+# of them not whole trays.
+
+# %% tags=["exercise"]
+def nvl72_allreduce(nbytes, n_gpus):
+    # BEGIN SOLUTION
+    if n_gpus == 1:
+        return 0.0, 0.0, 1
+    per_direction = nvl72.gpu_model.nvlink_bandwidth.value / 2 * 1e9
+    trays = -(-n_gpus // int(nvl72.gpu_count.value / nvl72.compute_trays.value))
+    return 2 * (n_gpus - 1) / n_gpus * nbytes / per_direction, nbytes / per_direction, trays
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError("your code here")  # ring time, NVLS time, compute trays
+    # END SKELETON
+
+
+# %%
+labkit.check.nvl72_allreduce(nvl72_allreduce);
+
+# %% [markdown]
+# Your model over the whole rack, beside the same 72 GPUs as 9 DGX B200 joined by InfiniBand (the ring's slowest hop
+# sets its pace), for this lab's gradients:
+
+# %%
+nv72 = labkit.check.solved_or_reference("08.nvl72-allreduce", nvl72_allreduce)
+for n_gpus in (8, 72):
+    ring_s, nvls_s, trays = nv72(grad_bytes, n_gpus)
+    print(f"{n_gpus:2d} GPUs in {trays:2d} tray(s): ring {ring_s * 1e3:5.2f} ms, NVLS {nvls_s * 1e3:5.2f} ms over NVLink [model]")
+ring_ib = 2 * 71 / 72 * grad_bytes / (ib.value * 1e9)
+print(f"72 GPUs as 9 DGX B200: ring over InfiniBand {ring_ib * 1e3:5.2f} ms [model], "
+      f"{ring_ib / nv72(grad_bytes, 72)[0]:.0f} times the NVL72's ring")
+
+# %% [markdown]
+# Over NVLink the ring's time hardly grows from 8 GPUs to 72 (2(n−1)/n approaches 2), and NVLS stays at one buffer's
+# worth. Across InfiniBand the same ring is slower by the ratio of the two links' rates. A job's parallel layout (tensor parallelism inside the
+# NVLink domain, data or pipeline parallelism across it) follows where that boundary lies.
+#
 # ## 8. Data-parallel scaling
 #
 # Keep each GPU's batch fixed and add GPUs (weak scaling): n GPUs process n batches per step, and each step pays
@@ -423,7 +494,9 @@ co.scaling_figure(list(models.values()) + [co.scaling("2x DGX-1 (V100)")])
 # %% [markdown]
 # Read the curves. The faster the GPU, the shorter the compute, and the larger the share of the step the all-reduce
 # takes: each GPU generation needs faster links just to stay as efficient. The DGX-2 keeps its efficiency up to 16
-# GPUs; two DGX-1 joined by InfiniBand fall off beyond 8, where the ring must leave the box. At each system's full
+# GPUs; two DGX-1 joined by InfiniBand fall off beyond 8, where the ring must leave the box. The GB200 NVL72 model
+# keeps its ring on NVLink up to 72 GPUs. Its efficiency is still lower than the DGX B200's: its GPUs compute a
+# little faster (compare the two at 8 GPUs), and a ring of 72 has 2 × 71 steps, each paying the latency α. At each system's full
 # size, and with a quarter of the compute able to hide communication:
 
 # %%
@@ -474,6 +547,45 @@ mig_answer = {"per_gpu": ..., "memory_gb": ...}
 
 # %%
 labkit.check.mig_slices(mig_answer);
+
+# %% [markdown]
+# On today's DGX the same rule holds with larger slices. The B200's MIG profiles, from NVIDIA's MIG user guide, and
+# what `labkit mig-plan --gpu B200` prints for a class (the GPU Operator's node label included):
+
+# %%
+from labkit import mig as migs
+
+for p in migs.profiles("B200"):
+    print(f"{p.name:9s} {p.per_gpu.text():>8} per GPU ({p.compute_slices} of 7 compute slices)")
+print("source:", migs.profile("B200").per_gpu.source)
+print(f"a DGX B200 has {hw.system('DGX B200').gpu_count.text()} B200s; node label for one-slice learners: "
+      f"nvidia.com/mig.config={migs.profile('B200').node_label}")
+
+# %% [markdown]
+# ### Exercise 6b — seat a class on a DGX B200
+#
+# Write `b200_class(learners, instructor_gpus)` returning `(gpus, systems, spare_slices)`: every learner gets one
+# slice of the B200's smallest profile (printed above), every instructor a whole B200 with MIG off; slices and whole
+# GPUs may share a DGX B200 (the GPU Operator's `mig.strategy=mixed`). `gpus` counts the B200s in use, `systems` the
+# DGX B200s they need, `spare_slices` the slices of the learners' GPUs that nobody uses. Take the figures from the
+# cell above, not by calling `migs.plan` (the check compares with it). The check draws fresh class sizes.
+
+# %% tags=["exercise"]
+def b200_class(learners, instructor_gpus):
+    # BEGIN SOLUTION
+    per_gpu = int(migs.profile("B200").per_gpu.value)
+    per_system = int(hw.system("DGX B200").gpu_count.value)
+    learner_gpus = -(-learners // per_gpu)
+    gpus = learner_gpus + instructor_gpus
+    return gpus, -(-gpus // per_system), learner_gpus * per_gpu - learners
+    # END SOLUTION
+    # BEGIN SKELETON
+    raise NotImplementedError("your code here")  # GPUs, DGX B200 systems, spare slices
+    # END SKELETON
+
+
+# %%
+labkit.check.mig_b200_class(b200_class);
 
 # %% [markdown]
 # MPS, as a model: four inference processes, each able to keep only part of the SMs busy on its own (the fractions below).
@@ -758,13 +870,15 @@ for name, r in runs.items():
 # - NCCL's algorithms: Ring, Tree, NVLS, NVLSTree, CollNetDirect, CollNetChain, PAT; it picks per call from a model
 #   like this lab's, and `NCCL_ALGO` forces one.
 # - nccl-tests: algbw = size / time; busbw = algbw × 2(n−1)/n (all_reduce) or (n−1)/n (all_gather, reduce_scatter).
-#   For a ring, busbw compares with the per-direction link bandwidth; with NVLS (the NVSwitch adds, DGX H100/H200)
-#   each GPU sends the buffer about once, and busbw exceeds the link rate.
+#   For a ring, busbw compares with the per-direction link bandwidth; with NVLS (the NVSwitch adds: NVSwitch 3 and
+#   later, DGX H100/H200, DGX B200/B300, NVL72) each GPU sends the buffer about once, and busbw exceeds the link rate.
+# - In a GB200/GB300 NVL72 the NVLink domain is the rack: 72 GPUs in 18 nodes talk at NVLink speed, and ring or NVLS
+#   all-reduces across nodes no longer cross InfiniBand.
 # - With bandwidth per direction (half the bidirectional figure) you can predict an all-reduce on any DGX; NVSwitch
 #   systems give every GPU its full bandwidth, the DGX-1 depends on which GPUs you take.
 # - Scaling efficiency = compute / step time; faster GPUs need faster links, and overlap hides part of the cost.
-# - MIG partitions an A100 into isolated instances (how many per GPU: exercise 6); MPS lets processes share a GPU
-#   at once, without isolation.
+# - MIG partitions an A100 or a B200 into isolated instances (7 per GPU, memory in eighths); a class on a DGX B200
+#   needs ceil(learners / 7) GPUs plus the instructors'; MPS lets processes share a GPU at once, without isolation.
 # - Real multi-GPU work is one process per GPU: you wrote the ring with `Sendrecv` between neighbouring MPI
 #   processes, checked it against `MPI.Allreduce`, measured CPU processes (not GPUs), and saw where the model's
 #   independent links fail on shared cores; on GPUs the same function runs over NCCL.

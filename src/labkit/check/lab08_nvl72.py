@@ -15,7 +15,7 @@ from .harness import rng
 from .numeric import need_function
 
 NVL72 = "GB200 NVL72"
-GPUS_PER_TRAY = 4  # a GB200 NVL72 compute tray: 2 Grace CPUs and 4 Blackwell GPUs, one operating system
+GPUS_PER_TRAY = 4  # a GB200 NVL72 compute tray: 2 Grace CPUs and 4 Blackwell GPUs, one operating system (hw.yml)
 _REL = 1e-6
 
 

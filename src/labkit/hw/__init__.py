@@ -267,6 +267,7 @@ class System(_WithFigures):
     nvlink_domain_bandwidth: Figure | None = None
     mig_instances: Figure | None = None
     price: Figure | None = None
+    compute_trays: Figure | None = None  # an NVL72's compute trays: each holds GPUs and CPUs and runs one OS (a node)
     allreduce_busbw_nvls: Figure | None = None  # measured NCCL all-reduce busbw with NVLS (in-switch reduction)
     allreduce_busbw_ring: Figure | None = None  # the same with NCCL_NVLS_ENABLE=0 (ring)
     system: str | None = None
@@ -484,6 +485,7 @@ _SYSTEM_FIGURES = (
     "nvlink_domain_bandwidth",
     "mig_instances",
     "price",
+    "compute_trays",
     "system_count",
     "allreduce_busbw_nvls",
     "allreduce_busbw_ring",

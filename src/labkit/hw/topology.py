@@ -441,7 +441,8 @@ class Topology:
         """A few lines on the GPUs, switches and NVLink bandwidth of this topology."""
         gpus = self.gpus()
         lines = [
-            f"{self.name} ({self.origin}): {len(gpus)} GPUs, {len(self.nodes('nvswitch'))} NVSwitch chips, {len(self.nodes('cpu'))} CPUs"
+            f"{self.name} ({self.origin}): {len(gpus)} GPUs, {len(self.nodes('nvswitch'))} NVSwitch chips"
+            + (f", {len(self.nodes('cpu'))} CPUs" if self.nodes("cpu") else "")
         ]
         if len(gpus) > 1:
             try:
@@ -658,10 +659,14 @@ def _switched(system: str, links_per_switch: list[int], pcie: str, nic_link: str
             g.nodes[gp]["label"] = str(i)  # "GPU71" does not fit a square in a drawing of 72
         for sw, k in zip(sws, links_per_switch):
             _link(g, gp, sw, "nvlink", k, per, s.nvlink)
-    notes = [
-        f"{s.name}: {len(sws)} NVSwitch chips; each GPU has {' + '.join(map(str, links_per_switch))} = "
-        f"{sum(links_per_switch)} NVLinks to them."
-    ]
+    split = (
+        f"{links_per_switch[0]} to each chip, {sum(links_per_switch)} NVLinks in all"
+        if len(set(links_per_switch)) == 1
+        else f"{' + '.join(map(str, links_per_switch))} = {sum(links_per_switch)} NVLinks to them"
+    )
+    notes = [f"{s.name}: {len(sws)} NVSwitch chips; each GPU has {split}."]
+    if not pcie:
+        notes.append(f"{s.cpu or 'The CPUs'} and their NVLink-C2C links to the GPUs are not drawn; no network is modelled.")
     if pcie:
         _pcie_tree(
             g,

@@ -166,13 +166,19 @@ FORMATS: dict[str, FormatInfo] = {
     "bf16": _float_format("bf16", "bfloat16: FP32's exponent with a 7-bit mantissa", 8, 7),
     # OCP FP8 E4M3 ("fn": finite, no infinities; only S.1111.111 is NaN), so the top exponent holds numbers up to 448.
     "fp8_e4m3": _float_format(
-        "fp8_e4m3", "FP8 E4M3 (OCP/NVIDIA): no infinity, saturates at 448", 4, 3, ieee=False, saturates=True, max_normal=448.0
+        "fp8_e4m3",
+        "FP8 E4M3 (OCP/NVIDIA): no infinity, largest 448; a saturating conversion (cvt .satfinite) clamps to it, others give NaN",
+        4,
+        3,
+        ieee=False,
+        saturates=True,
+        max_normal=448.0,
     ),
     "fp8_e5m2": _float_format("fp8_e5m2", "FP8 E5M2 (OCP/NVIDIA): IEEE-like, with infinities", 5, 2),
     # OCP MX v1.0 FP4 E2M1: no infinity and no NaN; the element format of MXFP4 and NVFP4 (labkit.scaling), max 6.
     "fp4_e2m1": _float_format(
         "fp4_e2m1",
-        "FP4 E2M1 (OCP MX): no infinity, no NaN, saturates at 6; the element of MXFP4 and NVFP4",
+        "FP4 E2M1 (OCP MX): no infinity and no NaN, largest 6, so conversions clamp to it; the element of MXFP4 and NVFP4",
         2,
         1,
         ieee=False,
