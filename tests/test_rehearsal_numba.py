@@ -87,3 +87,26 @@ def test_w6_the_ptx_worker_imports_numba_cuda_021_layout_guarded() -> None:
     bare = [n for n in tree.body if isinstance(n, ast.Import) and n.names[0].name == "numba.cuda.core.errors"]
     assert guarded and not bare
     assert "_errors2.loc_info" not in ptx._WORKER  # the optional module is only reached through _LOCS
+
+
+@needs_rehearsal
+def test_every_reference_kernel_compiles_for_the_oldest_and_newest_profile() -> None:
+    """gpu mode on a T4 (sm_75, the oldest GPU the CUDA 13 stack serves) and an RTX 5090 (sm_120): labkit's
+    environment is the device profile's (issue 42, item 3), and numba-cuda 0.30.4's real target with the image's NVVM
+    compiles every reference kernel for that GPU's own architecture. (sm_90 is compiled above.)"""
+    out = run_json("""
+import json
+import labkit.mode as m
+from labkit.gpu import profiles
+from numba import cuda
+from labkit import kernels
+out = {}
+for key in ("T4", "RTX 5090"):
+    m._ENV = env = profiles.profile(key).environment()
+    cc = env.compute_capability
+    for ref in kernels.REFERENCE:
+        ptx, _ = cuda.compile_ptx(kernels.get(ref.name).py_func, ref.signature, cc=cc)
+        out[f"{key}:{ref.name}"] = f".target sm_{cc[0]}{cc[1]}" in ptx
+print(json.dumps(out))
+""", timeout=300)
+    assert len(out) == 2 * 19 and all(out.values()), [k for k, ok in out.items() if not ok]
