@@ -89,14 +89,17 @@ print("source:", hw.gpu("H100").sm_count.source)
 
 # %% [markdown]
 # Peaks depend on the precision. The Tensor Core rates dwarf the FP32 rate, and from the A100 on NVIDIA quotes a second
-# figure "with sparsity" (2:4 structured sparsity: two of every four weights are zero and skipped). Missing entries do
+# figure "with sparsity" (2:4 structured sparsity: two of every four weights are zero and skipped, in one operand that
+# was pruned to that pattern in advance and run through a sparse kernel such as cuSPARSELt or TensorRT: an inference
+# technique; training and most inference run at the dense figure). Missing entries do
 # not exist on that GPU (the P100 has no Tensor Cores at all). FP64 needs two columns: the A100 and H100 run FP64
 # matrix products on their Tensor Cores at twice their CUDA-core FP64 rate, the P100 and V100 do FP64 on the CUDA cores
 # only, and the B200's datasheet gives one FP64 figure for both (its row: the same number twice). A single "FP64"
 # column would put a Tensor Core rate next to a CUDA-core rate. The trend after the H100 is down, not up: the B200's
 # FP64 is below the H100's Tensor Core FP64, and the B300 (Blackwell Ultra, 2025) has almost none (printed below), a
-# part built for low-precision AI. Blackwell's headline formats are new columns: **FP6 and FP4**, the elements of the
-# block-scaled MX and NVFP4 formats (lab 06), FP4 at twice the FP8 rate on the B200 and three times on the B300 (dense).
+# part built for low-precision AI. Blackwell's headline formats are new columns: **FP6** (E2M3 and E3M2, the elements
+# of OCP's MXFP6) and **FP4** (E2M1, the element of MXFP4 and of NVIDIA's NVFP4; lab 06 quantizes to NVFP4), FP4 at
+# twice the FP8 rate on the B200 and three times on the B300 (dense).
 # The Blackwell rows come from 8-GPU totals divided by 8, so labkit marks them unconfirmed. The cell after the table
 # prints where each GPU's FP64 runs.
 
@@ -259,15 +262,18 @@ print(f"NVLink-C2C: {c2c.per_gpu.text()} bidirectional between CPU and GPU ({c2c
 #
 # The Blackwell DGX systems a 2026 buyer meets are in `labkit.hw`: DGX B200 (2024) and DGX B300 (2025), eight GPUs on
 # one NVLink 5 baseboard, and the GB200/GB300 NVL72 racks. Their headlines are FP8 with sparsity, like the DGX H100's
-# 32 PFLOPS, so they compare directly; FP4 is the figure NVIDIA quotes for inference:
+# 32 PFLOPS, so they compare with each other; FP4 is the figure NVIDIA quotes for inference. Neither sparse figure is a
+# training rate: the dense FP8 (printed beside each) is.
 
 # %%
 for name in ["DGX H100", "DGX B200", "DGX B300", "GB200 NVL72", "GB300 NVL72"]:
     s_ = hw.system(name)
     g = s_.gpu_model
     fp4 = g.peak("fp4", sparse=True).value * int(s_.gpu_count) / 1000 if g.has("fp4") else None
+    fp8_dense = g.peak("fp8").value * int(s_.gpu_count) / 1000
     print(f"{name:12} {int(s_.gpu_count):3d} x {g.name:13} headline {s_.headline_text():26} "
-          f"FP4 (sparse) {f'{fp4:6.0f} PFLOP/s' if fp4 else '      —'}   ({s_.headline.source})")
+          f"FP8 dense {fp8_dense:5.0f} PFLOP/s  FP4 (sparse) {f'{fp4:6.0f} PFLOP/s' if fp4 else '      —'}   "
+          f"({s_.headline.source})")
 
 # %% [markdown]
 # The **DGX-1** joins its 8 GPUs directly, in a "hybrid cube-mesh": each V100 spends its 6 links on 4 neighbours (two
@@ -438,6 +444,18 @@ arch.roofline_explorer("H200", "bf16", 10)
 
 # %% tags=["nbval-ignore-output"]
 arch.system_explorer("DGX-1 (V100)", 0, 5)
+
+# %% [markdown]
+# Pick the DGX B200 or DGX B300 in the explorer: two NVLink 5 switch chips, each GPU with 9 of its 18 links on each,
+# so every pair shows `NV18` at 900 GB/s per direction. The GB300 NVL72 draws 72 GPUs on 18 switch chips: there too any
+# two GPUs see the full 900 GB/s, even in different compute trays (lab 08, section 7b). The switch counts the explorer
+# draws are the comparison table's:
+
+# %%
+for name in ("DGX-2", "DGX H100", "DGX B200", "DGX B300", "GB300 NVL72"):
+    t_ = topology.load(name)
+    print(f"{name:12} {len(t_.nodes('nvswitch')):2d} switch chips drawn, {hw.system(name).nvswitch_count.text():>8} in labkit.hw; "
+          f"GPU0-GPU{t_.gpus()[-1]}: {t_.relation(0, t_.gpus()[-1])}, {t_.peer_bandwidth(0, t_.gpus()[-1]):g} GB/s per direction [model]")
 
 # %% tags=["nbval-ignore-output"]
 arch.dgx_comparison()

@@ -57,7 +57,8 @@ UNITS = frozenset(
 HEADLINE_UNITS = {"float": ("TFLOP/s", "PFLOP/s"), "int": ("TOPS", "POPS")}
 #: An ``undefined`` reason that starts with this marks a format the GPU has but no usable source gives a figure for.
 NO_FIGURE = "no figure:"
-#: Precisions :meth:`GPU.peak` knows (fp6 and fp4: Blackwell's Tensor Core formats, the MX and NVFP4 elements).
+#: Precisions :meth:`GPU.peak` knows (fp6 and fp4: Blackwell's Tensor Core formats; FP6 is MXFP6's element, FP4
+#: MXFP4's and NVFP4's).
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8")
 
 _SCALE = {  # unit -> (dimension, factor to the dimension's base unit)
