@@ -107,6 +107,33 @@ def _source_tree(kernel: Any) -> ast.FunctionDef | None:
     return None
 
 
+def mentions(kernel: Any, *names: str) -> bool:
+    """True when ``kernel``'s source (comments aside) names one of ``names`` as an attribute or a variable
+    (``gridsize``, ``gridDim``): a likely-cause remark about something the code already does is left out. True when
+    there is no source to read (the remark is then left out too: it may not apply)."""
+    fn = _source_tree(kernel)
+    if fn is None:
+        return True
+    for node in ast.walk(fn):
+        if (isinstance(node, ast.Attribute) and node.attr in names) or (isinstance(node, ast.Name) and node.id in names):
+            return True
+    return False
+
+
+def source_matches(kernel: Any, pattern: str) -> bool:
+    """True when ``kernel``'s source, comments left out, matches the regular expression ``pattern`` (True too when
+    there is no source to read: a remark that may not apply is left out)."""
+    import re
+
+    fn = getattr(kernel, "py_func", kernel)
+    try:
+        text = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return True
+    code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    return re.search(pattern, code) is not None
+
+
 def stores_in_source(kernel: Any, out_name: str | None = None) -> bool:
     """True when ``kernel``'s source stores into an array element (``out[i] = ...``, ``out[i] += ...``) or calls an
     atomic: the learner wrote a body, so an untouched output is a wrong answer, not a skeleton. ``out_name`` (a
@@ -444,6 +471,9 @@ def barrier_cause(kernel: Any, array: str) -> str | None:
         "after-write": "a missing cuda.syncthreads() between writing `{a}` and reading it: `{x}` stores elements that "
         "other threads then read in `{y}`, and nothing makes them wait for the stores. Put the barrier "
         "after the loads, before the first use.",
+        "after-atomic": "a missing cuda.syncthreads() between the atomic updates of `{a}` and reading it: `{x}` adds "
+        "to `{a}`, and `{y}` reads it before the other threads' updates are done. Put the barrier after the atomic "
+        "updates, before `{y}`.",
         "end-of-step": "a missing cuda.syncthreads() at the end of each step of the loop: `{x}` writes `{a}`, and the "
         "next step's `{y}` reads elements other threads wrote in this one. Put the barrier inside the "
         "loop, after each step.",
@@ -452,6 +482,8 @@ def barrier_cause(kernel: Any, array: str) -> str | None:
         "at the end of the loop body.",
     }
     kind, x, y, in_branch = gaps[0]
+    if kind == "after-write" and "atomic" in _short(x):
+        kind = "after-atomic"
     text = words[kind].format(a=array, x=_short(x), y=_short(y))
     if in_branch:
         text = text.replace("a missing cuda.syncthreads()", "a missing barrier", 1)

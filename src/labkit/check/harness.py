@@ -113,6 +113,13 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
     text = plain_words(f"{type(exc).__name__}: {exc}")
     first = text.strip().splitlines()[0][:400]
     m = _SIM_INDEX_ERROR.search(text)
+    if m and int(m.group(1)) < 0:
+        return Failed(
+            f"a thread indexed element {m.group(1)} of an axis of size {m.group(3)}{at} ({first}).",
+            cause="a missing lower bounds check: an index computed by subtracting (`i - RADIUS`, `row - 1`) goes below "
+            "0 at the start of the array; test `0 <= j` (`if 0 <= j < n:`) before reading. (Python would read from the "
+            "end of the array; a GPU reads memory outside it.)",
+        )
     if m:
         return Failed(
             f"a thread indexed element {m.group(1)} of an axis of size {m.group(3)}{at} ({first}).",
@@ -967,9 +974,22 @@ def _thread_flat(thread: Any, block: Any) -> int:
 
 
 def _more(cause: str | None, extra: str | None) -> str | None:
+    """``cause`` and the case's ``extra`` remark, each thing said once: a remark that repeats what the cause says is
+    left out (of one about a counter that wraps around, only the case's fact stays: "one bin counts more than 255")."""
+    if extra and cause:
+        kept = [
+            part if not _says_again(cause, part) else f"{part.split(':', 1)[0]}.)" if "wraps around" in part else ""
+            for part in re.split(r"(?<=\))\s+(?=\()", extra)
+        ]
+        extra = " ".join(p for p in kept if p)
     if not extra:
         return cause
     return f"{cause} {extra}" if cause else extra
+
+
+def _says_again(cause: str, remark: str) -> bool:
+    """True when ``remark`` repeats what ``cause`` already says (the same key phrase)."""
+    return any(key in cause and key in remark for key in ("wraps around", "grid-stride loop", "blockDim.x // 2"))
 
 
 def find_race(kernel: Any, griddim: Any, blockdim: Any, *args: Any, names: Sequence[str] | None = None) -> memory.Race | None:

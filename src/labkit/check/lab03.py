@@ -230,6 +230,25 @@ def _stencil_ref(x: np.ndarray) -> np.ndarray:
     return np.convolve(p, np.ones(2 * RADIUS + 1) / (2 * RADIUS + 1), mode="valid")
 
 
+def _edge_cause(got: np.ndarray, x: np.ndarray) -> str | None:
+    """Only the elements within RADIUS of an end are wrong, and they are the mean of the neighbours that exist:
+    the zeros outside x were left out of the count."""
+    want = _stencil_ref(x)
+    wrong = np.flatnonzero(~np.isclose(got, want, rtol=1e-4, atol=1e-5))
+    n = x.size
+    if wrong.size == 0 or not np.all((wrong < RADIUS) | (wrong >= n - RADIUS)):
+        return None
+    xs = x.astype(np.float64)
+    counted = np.array([xs[max(i - RADIUS, 0) : i + RADIUS + 1].mean() for i in wrong])
+    if not np.allclose(got[wrong], counted, rtol=1e-4, atol=1e-5):
+        return "only elements within 3 of an end are wrong: check the halo there (x outside the array counts as 0)."
+    return (
+        "only elements within 3 of an end are wrong, and they are the mean of the neighbours that exist: the "
+        f"statement counts x outside the array as 0, so every output is the sum of {2 * RADIUS + 1} values (zeros "
+        f"included) divided by {2 * RADIUS + 1}."
+    )
+
+
 @exercise("03.stencil", kind="kernel", reference=kernel_reference("stencil_1d"))
 def stencil(kernel: Any) -> str:
     """Grade ``stencil(x, out)``: ``out[i]`` = mean of ``x[i-3 .. i+3]`` with zeros outside ``x``, block sizes up to 256."""
@@ -251,7 +270,9 @@ def stencil(kernel: Any) -> str:
         n, block = case
         x = random_array(n)
         grid = -(-n // block)
-        return Launch(grid, block, (x,), _stencil_ref(x), line_label(n, grid, block), out_shape=n)
+        return Launch(
+            grid, block, (x,), _stencil_ref(x), line_label(n, grid, block), out_shape=n, explain=lambda got: _edge_cause(got, x)
+        )
 
     def then(case: tuple[int, int], launch: Launch, report: Any) -> None:
         n, label, grid = case[0], launch.label, launch.grid

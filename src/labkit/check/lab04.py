@@ -14,6 +14,7 @@ import numpy as np
 
 from ..mode import current_mode
 from .cases import SHARED_AND_BARRIER, line_label, ptx_on_gpu, run_cases
+from .causes import mentions, source_matches
 from .core import Failed, exercise
 from .harness import Launch, kernel_reference, random_array, require_ptx
 
@@ -67,14 +68,23 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     if shared:  # one block counting more than 65,535 of one value into its shared bins (a uint16 counter wraps)
         cases.append((between(65_600, 65_700), 256, 1, between(65_540, 65_590)))
 
+    strided = mentions(kernel, "gridsize", "gridDim")  # a kernel with a grid-stride loop is not told to write one
+
     def launch(case: tuple[int, int, int, int | None]) -> Launch:
         n, block, grid, heavy = case
         data = _bytes(n) if heavy is None else _heavy_bin(n, heavy)
         counted = lambda m: np.bincount(data[:m], minlength=NBINS)  # noqa: E731
-        explain = lambda got: _prefix_cause(got, data.size, grid * block, counted, "counted")  # noqa: E731
+        explain = lambda got: (
+            _prefix_cause(got, data.size, grid * block, counted, "counted")
+            or _bins_cause(  # noqa: E731
+                got, expected, block
+            )
+        )
         expected = np.bincount(data, minlength=NBINS).astype(np.int32)
         label = line_label(n, grid, block, " bytes")
-        return Launch(grid, block, (data,), expected, label, explain=explain, extra_cause=_histogram_note(n, grid * block, heavy))
+        return Launch(
+            grid, block, (data,), expected, label, explain=explain, extra_cause=_histogram_note(n, grid * block, heavy, strided)
+        )
 
     def then(case: tuple[int, int, int, int | None], launch: Launch, report: Any) -> None:
         n, label, grid = case[0], launch.label, launch.grid
@@ -116,16 +126,29 @@ def _histogram_cases(kernel: Any, *, shared: bool) -> str:
     )
 
 
-def _histogram_note(n: int, threads: int, heavy: int | None) -> str | None:
-    """What a histogram case adds to any likely cause: a grid with fewer threads than elements, a bin too full for a
-    narrow counter."""
+def _bins_cause(got: np.ndarray, expected: np.ndarray, block: int) -> str | None:
+    """Every wrong bin at or past the block's size: the shared bins were zeroed and merged one per thread (``if t <
+    NBINS``), so a block of fewer than 256 threads leaves the last ones out."""
+    wrong = np.flatnonzero(got.reshape(-1)[: expected.size] != expected.reshape(-1))
+    if block >= NBINS or wrong.size == 0 or wrong.min() < block:
+        return None
+    return (
+        f"every wrong bin is at index {block} or above, and this launch has blocks of {block} threads: each thread "
+        "zeroed and merged one bin (bin t), so bins from blockDim.x up were never zeroed or merged. Share the 256 bins "
+        "over the block's threads: `for b in range(t, NBINS, cuda.blockDim.x):`, to zero them and to merge them."
+    )
+
+
+def _histogram_note(n: int, threads: int, heavy: int | None, strided: bool = False) -> str | None:
+    """What a histogram case adds to any likely cause: a grid with fewer threads than elements (unless the kernel
+    has a grid-stride loop), a bin too full for a narrow counter."""
     return (
         " ".join(
             filter(
                 None,
                 (
                     "(The grid here has fewer threads than elements: a grid-stride loop must cover the rest.)"
-                    if threads < n
+                    if threads < n and not strided
                     else None,
                     None
                     if heavy is None
@@ -171,11 +194,18 @@ def block_sum(kernel: Any) -> str:
         (between(33, 100), 32),
     ]
 
+    from_block_dim = source_matches(kernel, r"blockDim\.x\s*(//|>>)")  # a tree that starts at the block's half is not told to
+
     def launch(case: tuple[int, int]) -> Launch:
         n, block = case
         x = random_array(n)
         grid = -(-n // block)
-        note = f"(This launch used blocks of {block} threads: nothing may assume one block size; start the tree at cuda.blockDim.x // 2.)"
+        note = (
+            None
+            if from_block_dim
+            else f"(This launch used blocks of {block} threads: nothing may assume one block size; start the tree at "
+            "cuda.blockDim.x // 2.)"
+        )
         return Launch(
             grid, block, (x,), _block_sums(x, block, grid), line_label(n, grid, block), out_shape=grid, extra_cause=note
         )
@@ -223,11 +253,19 @@ def full_sum(kernel: Any) -> str:
     def then(case: tuple[int, int, int], launch: Launch, report: Any) -> None:
         block, grid = case[1], case[2]
         adds = report.atomics.get("global", 0) if report is not None else 0
-        if adds > grid * -(-block // 32):  # one per block (or, at most, one per warp after a warp reduction)
+        warps = grid * -(-block // 32)
+        if adds > warps:
             raise Failed(
                 f"{launch.label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s): the "
                 "threads added their own sums one by one.",
                 cause=NO_TREE,
+            )
+        if adds > grid:  # one per warp: the warps were combined, the block was not
+            raise Failed(
+                f"{launch.label}: the sum is right, but {adds} atomic adds reached out[0] from {grid} block(s) of "
+                f"{block // 32 if block % 32 == 0 else -(-block // 32)} warp(s): one per warp, where the exercise "
+                "combines each block first and adds once per block.",
+                cause=PER_WARP,
             )
 
     shared: dict[str, Any] = {"names": ("x", "out"), "out_dtype": np.float32, "out_init": 0.0, "rtol": 1e-4, "atol": 1e-4}
@@ -240,10 +278,15 @@ def full_sum(kernel: Any) -> str:
         )
     return (
         "correct for fresh sizes with grids larger and smaller than the data (10+ grid-stride rounds) and blocks of "
-        "32 to 256 threads; blocks combine atomically."
+        "32 to 256 threads; each block combines its threads and adds its sum with one atomic."
     )
 
 
+PER_WARP = (
+    "after the warp shuffles, combine the block's warps too: each warp's lane 0 writes its sum to a shared array "
+    "(one slot per warp), cuda.syncthreads(), then the first warp adds those slots (a loop or shuffles again) and "
+    "thread 0 does the block's one atomic add."
+)
 NO_TREE = (
     "the exercise combines each block's threads first (the tree of 04.block-sum in shared memory, or warp "
     "shuffles), then one thread per block adds the block's sum atomically: thousands of atomics on one address "

@@ -97,10 +97,18 @@ def _fused_inputs(shape: tuple[int, int], thresh: float) -> tuple[np.ndarray, np
     return frame, bg
 
 
-def _mask_cause(mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: float) -> str | None:
-    """The slip the wrong ``mask`` matches, computed from the old background ``bg``."""
+def _mask_cause(
+    mask: np.ndarray, frame: np.ndarray, bg: np.ndarray, thresh: float, updated: np.ndarray | None = None
+) -> str | None:
+    """The slip the wrong ``mask`` matches, computed from the old background ``bg`` (``updated``: the background
+    after the update, which a mask must not be compared with)."""
     d = frame.astype(np.float32) - bg
     t = np.float32(thresh)
+    if updated is not None and np.array_equal(mask != 0, np.abs(frame.astype(np.float32) - updated) > t):
+        return (
+            "the mask was computed against the background after its update: compare the frame with the old "
+            "background (`d = frame - b` with `b = bg[row, col]` read first), then write `bg[row, col] = b + alpha * d`."
+        )
     for cause, cand in (
         (
             "the threshold was cut to a whole number (int(thresh), or an integer d): thresh is a float32 such as 20.5; "
@@ -182,7 +190,7 @@ def fused_update(kernel: Any) -> str:
         compared(
             mask,
             exp_mask,
-            lambda: _mask_cause(mask, frame, bg, thresh),
+            lambda: _mask_cause(mask, frame, bg, thresh, exp_bg),
             label=f"{label}, mask",
             unwritten_means_unsolved=k == 0,
             written=written,

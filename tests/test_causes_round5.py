@@ -1,0 +1,169 @@
+"""Round five of the grader's causes (issue 44, items 5 and the learner-study messages): each natural mistake is
+rejected with a likely cause that names it, and no remark that does not apply to the code (a grid-stride hint to a
+kernel that has one, the wrap-around said twice, `if i < n:` for a negative index, "after the loads" where the
+barrier belongs after the atomics). About 15 s on one core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any, Callable
+
+import pytest
+
+import labkit
+
+labkit.setup(quiet=True)
+from numba import cuda, float32, int32, uint8  # noqa: E402
+
+from labkit import check  # noqa: E402
+
+NBINS = 256
+RADIUS = 3
+SHN = 256 + 6
+
+
+def _run(check_fn: Callable[..., Any], answer: Any) -> Any:
+    with contextlib.redirect_stdout(io.StringIO()):
+        return check_fn(answer)
+
+
+@cuda.jit
+def sum_per_warp(x, out):
+    acc = float32(0.0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        acc += x[i]
+    off = 16
+    while off > 0:
+        acc += cuda.shfl_down_sync(0xFFFFFFFF, acc, off)
+        off //= 2
+    if cuda.laneid == 0:
+        cuda.atomic.add(out, 0, acc)
+
+@cuda.jit
+def hist_t_lt_nbins(data, hist):
+    local = cuda.shared.array(NBINS, int32)
+    t = cuda.threadIdx.x
+    if t < NBINS:
+        local[t] = 0
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        cuda.atomic.add(local, data[i], 1)
+    cuda.syncthreads()
+    if t < NBINS:
+        cuda.atomic.add(hist, t, local[t])
+
+@cuda.jit
+def hist_uint8(data, hist):
+    local = cuda.shared.array(NBINS, uint8)
+    t = cuda.threadIdx.x
+    for b in range(t, NBINS, cuda.blockDim.x):
+        local[b] = 0
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        cuda.atomic.add(local, data[i], 1)
+    cuda.syncthreads()
+    for b in range(t, NBINS, cuda.blockDim.x):
+        cuda.atomic.add(hist, b, local[b])
+
+@cuda.jit
+def stencil_edge_mean(x, out):
+    i = cuda.grid(1)
+    n = x.size
+    if i < n:
+        acc = float32(0.0)
+        c = 0
+        for k in range(-RADIUS, RADIUS + 1):
+            if 0 <= i + k < n:
+                acc += x[i + k]
+                c += 1
+        out[i] = acc / float32(c)
+
+@cuda.jit
+def stencil_no_left_check(x, out):
+    sh = cuda.shared.array(SHN, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    n = x.size
+    sh[t + RADIUS] = x[i] if i < n else float32(0.0)
+    if t < RADIUS:
+        sh[t] = x[i - RADIUS]
+        right = i + cuda.blockDim.x
+        sh[t + cuda.blockDim.x + RADIUS] = x[right] if right < n else float32(0.0)
+    cuda.syncthreads()
+    if i < n:
+        acc = float32(0.0)
+        for k in range(2 * RADIUS + 1):
+            acc += sh[t + k]
+        out[i] = acc / float32(2 * RADIUS + 1)
+
+@cuda.jit
+def race_no_end_barrier(x, threshold, counts):
+    count = cuda.shared.array(1, int32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if t == 0:
+        count[0] = 0
+    cuda.syncthreads()
+    if i < x.size and x[i] > threshold:
+        cuda.atomic.add(count, 0, 1)
+    if t == 0:
+        counts[cuda.blockIdx.x] = count[0]
+
+@cuda.jit
+def fused_new_bg(frame, bg, mask, alpha, thresh):
+    col, row = cuda.grid(2)
+    if row < frame.shape[0] and col < frame.shape[1]:
+        b = bg[row, col]
+        d = float32(frame[row, col]) - b
+        nb = b + alpha * d
+        bg[row, col] = nb
+        mask[row, col] = 1 if abs(float32(frame[row, col]) - nb) > thresh else 0
+
+
+
+@cuda.jit
+def block_sum_no_loop_barrier(x, partial):
+    sh = cuda.shared.array(256, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else float32(0.0)
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@pytest.mark.parametrize("check_name, kernel, says, never", [
+    ("full_sum", sum_per_warp, ["one per warp", "combine the block's warps"], ["blocks combine atomically"]),
+    ("histogram_shared", hist_t_lt_nbins, ["range(t, NBINS, cuda.blockDim.x)"], ["compare your formula"]),
+    ("histogram_shared", hist_uint8, ["wraps around"], ["grid-stride loop must cover"]),
+    ("stencil", stencil_edge_mean, ["zeros included", "divided by 7"], ["compare your formula"]),
+    ("stencil", stencil_no_left_check, ["0 <= j"], ["`if i < n:`"]),
+    ("race", race_no_end_barrier, ["after the atomic updates"], ["after the loads"]),
+    ("fused_update", fused_new_bg, ["old background"], ["compare your formula"]),
+    ("block_sum", block_sum_no_loop_barrier, ["each step of the loop"], ["start the tree at"]),
+])
+def test_natural_mistakes_get_their_own_cause(check_name: str, kernel: Any, says: list, never: list) -> None:
+    r = _run(getattr(check, check_name), kernel)
+    text = r.message + " " + (r.cause or "")
+    assert r.status == "failed", r.message
+    for words in says:
+        assert words in text, (words, text)
+    for words in never:
+        assert words not in text, (words, text)
+    assert text.count("wraps around") <= 1, text
+
+
+def test_a_speedup_above_n_names_the_cap_on_the_hidden_part() -> None:
+    def no_cap(c: float, a: float, n: int, f: float) -> tuple[float, float]:
+        step = c + (a - f * c if n > 1 else 0.0)
+        return n * c / step, c / step
+
+    r = _run(check.data_parallel_scaling, no_cap)
+    assert r.status == "failed" and "min(allreduce_s, overlap * compute_s)" in (r.cause or ""), r.report()
