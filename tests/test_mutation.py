@@ -151,7 +151,18 @@ def test_seeded_sample_of_every_reference_is_killed() -> None:
     env.pop("LABKIT_EXPECT", None)
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "mutation.py"), "--sample", "24", "--seed", "2026", "--quiet", "--timeout", "60"],
+        [
+            sys.executable,
+            str(ROOT / "tools" / "mutation.py"),
+            "--sample",
+            "24",
+            "--seed",
+            "2026",
+            "--quiet",
+            "--timeout",
+            "60",
+            "--skip-null",
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
