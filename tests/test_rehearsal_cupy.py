@@ -103,3 +103,76 @@ def test_nvmath_calls_bind_to_the_wheel_signatures() -> None:
     with pytest.raises(TypeError):  # the reader is not one that binds anything
         sig.bind(object(), object(), epilogue=object())
     assert inspect.Parameter.POSITIONAL_ONLY in {p.kind for p in sig.parameters.values()}
+
+
+FUSED_COMPILE = """
+import json, tempfile, os
+os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp()
+import numpy as np, cupy
+import cupy._core._fusion_thread_local as fusing
+import cupy._core.core as core
+import cupy.cuda.compiler as compiler
+from cupy._core import _carray, _kernel, _scalar, fusion
+from cupy.cuda import MemoryPointer, UnownedMemory
+from labkit import cupylab
+
+def fake(n):
+    return cupy.ndarray((n,), np.float32, MemoryPointer(UnownedMemory(1 << 32, n * 4, owner=None, device_id=0), 0))
+
+def fused_kernel(fn, args):  # what Fusion.__call__ does before it launches: trace the function into a kernel
+    history = fusion._FusionHistory()
+    fusing.thread_local.history, fusing.thread_local.is_old_fusing = history, True
+    try:
+        return history.get_fusion(fn, args, fn.__name__)[0]
+    finally:
+        fusing.thread_local.history, fusing.thread_local.is_old_fusing = None, False
+
+def source(k):  # CuPy's own elementwise template, for 1-D contiguous float32 arrays, double scalars and the indexer
+    infos = []
+    for p in k.params:
+        if p.name == "_ind":
+            infos.append(_kernel._ArgInfo(2, _carray.Indexer, None, 1, True, True))
+        elif p.dtype == np.float64:
+            infos.append(_kernel._ArgInfo(3, _scalar.CScalar, p.dtype, 0, True, True))
+        else:
+            infos.append(_kernel._ArgInfo(1, cupy.ndarray, p.dtype, 1, True, True))
+    return _kernel._get_elementwise_kernel_code(tuple(infos), _kernel._TypeMap(()), k.params, k.operation, k.name,
+                                                k.preamble)
+
+compiler._get_arch_for_options_for_nvrtc = lambda arch=None: ("-arch=sm_90", "cubin")  # the device's arch, asked of none
+
+def compile(code):
+    before = set(os.listdir(os.environ["CUPY_CACHE_DIR"]))
+    try:
+        core.compile_with_cache(code, (), arch="90")
+        return {"stage": "loaded"}
+    except compiler.CompileException as exc:
+        return {"stage": "compile failed", "error": str(exc)[:300]}
+    except Exception as exc:  # the module load asks for a device
+        made = set(os.listdir(os.environ["CUPY_CACHE_DIR"])) - before
+        return {"stage": "compiled, load failed" if any(m.endswith(".cubin") for m in made) else "failed before compiling",
+                "error": type(exc).__name__}
+
+x, g, b = fake(1024), fake(1024), fake(1024)
+out = {}
+for name in NAMES:
+    k = fused_kernel(getattr(cupylab, name), (x, g, b, 0.1, 1.7))
+    code = source(k)
+    out[name] = {**compile(code), "nin": k.nin, "nout": k.nout, "float_ops": code.count("static_cast< float >")}
+out["broken"] = compile(source(k).replace("_ind.set(i);", "_ind.set(i); cupy_no_such_op();"))  # the control: fails here
+print(json.dumps(out))
+"""
+
+
+@needs_rehearsal
+def test_c7_the_fused_kernel_itself_compiles_with_nvrtc() -> None:
+    """Review 4, C7: the fuse test above stops at the device check before CuPy writes the kernel. Here CuPy 14.2's own
+    tracing (``_FusionHistory.get_fusion``, the step ``Fusion.__call__`` takes) and its own elementwise template make
+    the fused kernel's CUDA source, and CuPy's NVRTC path compiles it for sm_90; only the module load, which needs a
+    device, fails. A kernel with a wrong operation fails at the compile, so the check can see a broken fusion."""
+    out = run_json(f"NAMES = {FUSABLE!r}\n" + FUSED_COMPILE)
+    for name in FUSABLE:
+        r = out[name]
+        assert r["stage"] == "compiled, load failed", (name, r)
+        assert (r["nin"], r["nout"]) == (5, 1) and r["float_ops"] >= 8, (name, r)  # float32 arithmetic, as unfused
+    assert out["broken"]["stage"] == "compile failed" and "cupy_no_such_op" in out["broken"]["error"], out["broken"]
