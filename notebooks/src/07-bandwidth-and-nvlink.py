@@ -183,7 +183,12 @@ labkit.check.hbm_copy_time(copy_seconds);
 
 # %% [markdown]
 # Now predict, then measure. On a GPU: a 512 MiB copy at the datasheet HBM bandwidth, against labkit's copy-engine
-# and SM-kernel copies. Without a GPU: the host's DRAM — the "peak" is the rate measured above for 64 MiB arrays,
+# and SM-kernel copies. The two are different machines inside the GPU. A **copy-engine (CE)** copy is a DMA transfer
+# that `cudaMemcpy*` (CuPy's `copy`, `set`, `get`) hands to the GPU's copy engines: it uses no SMs, and over NVLink it
+# sends 256-byte payloads. An **SM copy** is a kernel whose threads load and store: it is what your kernels get, and
+# what NCCL's collectives are (they run as kernels, so they can add while they copy), and over NVLink an SM sends at
+# most 128-byte payloads. That is why NCCL models about 20 of NVLink 3's 25 GB/s per link (`nccl_model` in
+# `labkit.hw`) and why a CE-only peer matrix shows more than a collective will see (S. Jeaugey, NVIDIA/nccl-tests#149). Without a GPU: the host's DRAM — the "peak" is the rate measured above for 64 MiB arrays,
 # used to predict a copy of arrays twice as large.
 
 # %% tags=["nbval-ignore-output"]
@@ -343,6 +348,7 @@ if env.is_gpu and env.gpu_count >= 2:
     print(found["nvml"].summary())
     measured = bw.peer_matrix()
     print(bw.format_matrix(measured))
+    print(bw.format_matrix(bw.peer_matrix(method="sm")))  # SM copies: what kernels and NCCL get
     print(bw.format_matrix(bw.peer_matrix(peer_access=False)))
     print(bw.format_peak_table(bw.peak_table(measured, found["nvml"])))
     peer_records = measured
@@ -354,12 +360,15 @@ else:
 bw.heatmap(peer_records)
 
 # %% [markdown]
-# Measured figures land below such a model: the model is the wires' rate, and protocol overhead takes its share.
+# Measured figures land below such a model: the model is the wires' rate, and every NVLink packet carries a header
+# beside its payload, a larger share for an SM copy's 128-byte payloads than for the copy engines' 256 bytes: on a GPU
+# the SM matrix above sits below the CE one.
 # Where P2P is unavailable (many cloud VMs), the enabled matrix shows `N/A` and the reason NVML or CUDA gives.
 #
 # ## 5. Two bidirectional conventions
 #
-# Run both directions of a pair at once. nvbandwidth reports **each direction on its own**; cuda-samples'
+# Run both directions of a pair at once. nvbandwidth's copy-engine bidirectional tests report **each direction on its
+# own** (its SM bidirectional tests time one kernel whose warps copy both ways, size / kernel time); cuda-samples'
 # `p2pBandwidthLatencyTest` reports **the two added**. Same link, same run, numbers a factor 2 apart. Vendor
 # claims are usually the sum: the DGX-2's any-pair figure (printed below with its source) is bidirectional.
 
@@ -447,11 +456,12 @@ print(f"algbw {bw.algbw(S, t):.0f} GB/s, busbw {bw.busbw(S, t, 'all_reduce', n):
 # %% [markdown]
 # ## What you learned
 # - Say *per direction* or *bidirectional* every time: full-duplex links give the same bandwidth each way, and a
-#   bidirectional sum is twice that. nvbandwidth reports per direction, p2pBandwidthLatencyTest sums.
+#   bidirectional sum is twice that. nvbandwidth's CE tests report per direction, p2pBandwidthLatencyTest sums.
 # - A copy inside one memory moves its bytes twice (read + write); that is the count to compare with HBM's peak.
 # - Pinned memory lets the copy engine read the host directly; pageable memory is staged by the CPU first.
 # - Small transfers are latency-bound; only large ones approach the link's peak. Measure like nvbandwidth: large
-#   buffers, warm-up, queued copies, events, the median.
+#   buffers, warm-up, queued copies, events, the median. Copy-engine (DMA) and SM (kernel) copies differ: kernels
+#   and NCCL get the SM figure, lower over NVLink (128-byte payloads against 256).
 # - A DGX-1's peer bandwidth depends on the pair (NV2, NV1 or none); NVSwitch systems give every pair the same.
 # - busbw = algbw × 2(n−1)/n for all-reduce: it is what each link carries in a ring (an in-switch reduction such as
 #   NVLS sends less, so its busbw can exceed the link; lab 08).
