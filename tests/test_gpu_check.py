@@ -68,6 +68,10 @@ def test_all_pass_fixture_exits_0_with_every_target_reported(report_of) -> None:
     for t in gc.TARGETS:
         assert t.course in md
     assert md.count("| PASS |") == len(gc.TARGETS) and "Exit status 0" in md
+    # what each lab does on this GPU (an H200, one of it): the plan from the device profile, its fallbacks in the MD
+    plan = {(p["lab"], p["part"]): p["action"] for p in rep["labs"]}
+    assert plan[("06", "FP8 GEMM")] == "runs" and plan[("08", "NCCL all-reduce")] == "skipped"
+    assert "## What does not run for real on this GPU" in md and "08 NCCL all-reduce: skipped" in md
 
 
 @pytest.mark.parametrize("name,failing,status", [

@@ -344,6 +344,10 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} |" for r in report["notebooks"]]
     else:
         lines.append("(not run)")
+    fallbacks = [p for p in report.get("labs", []) if p.get("action") != "runs"]
+    if fallbacks:
+        lines += ["", "## What does not run for real on this GPU (labkit.gpu.profiles)", ""]
+        lines += [f"- {p['lab']} {p['part']}: {p['action']} ({p['why']})" for p in fallbacks]
     failed = [s for s in report.get("benchmarks", []) if not s.get("ok")]
     if failed:
         lines += ["", "## Suites that failed to run", ""] + [f"- {s['suite']}: {s.get('error')}" for s in failed]
@@ -383,6 +387,18 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def lab_plan(env: Any) -> list[dict[str, str]]:
+    """What each lab does on this GPU (labkit.gpu.profiles): the parts that do not run for real, and why."""
+    from dataclasses import asdict
+
+    try:
+        from labkit.gpu import profiles
+
+        return [asdict(s) for s in profiles.lab_plan(env)]
+    except Exception as exc:  # noqa: BLE001 - the plan is a note; the measurements must not depend on it
+        return [{"lab": "all", "part": "plan", "action": "unknown", "why": f"{type(exc).__name__}: {exc}"}]
 
 
 def cannot_run(out: Path, why: str, args: argparse.Namespace) -> int:
@@ -448,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
                    "memory_gib": round((env.memory_bytes or 0) / 2**30, 1), "gpu_count": env.gpu_count,
                    "driver": env.driver_version, "mig": env.mig},
     }
+    report["labs"] = lab_plan(env)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{_slug(env.device_name)}-{report['date']}"
     planned: list[str] = []  # the notebooks this run will execute, so a cut run names those it did not finish
