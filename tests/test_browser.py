@@ -441,8 +441,10 @@ def test_a_widget_error_shows_in_the_widget(lab: Lab) -> None:
 
 def test_a_failed_checks_picture_opens_on_the_failing_thread_and_a_reopened_notebook_says_what_to_do(lab: Lab) -> None:
     """02.saxpy with `i <= n`: the picture the check offers has the thread its message names selected (slider, star
-    in the grid of threads). Saved, closed and reopened (a new kernel): where the picture was, JupyterLab says
-    "Error displaying widget", and the note saved beside it says to run the cell again."""
+    in the grid of threads). Saved, closed and reopened (a new kernel): `labkit lab` saved the notebook without the
+    widget view (labkit.widgets._reopen.drop_widget_views), so nothing asks for a model that is gone (no "Error
+    displaying widget", no "model not found" in the console), and the note saved in its place says to run the cell
+    again."""
     import nbformat
 
     nb = nbformat.v4.new_notebook(metadata=json.loads(json.dumps(_kernel_metadata())))
@@ -471,11 +473,13 @@ def test_a_failed_checks_picture_opens_on_the_failing_thread_and_a_reopened_note
         assert "run this cell again" in lab.page.locator("[data-labkit-current]").inner_text()
         lab.js(CLOSE_ALL)  # saves, shuts the kernel down
         lab.js(OPEN, "scratch-failed-picture.ipynb")
-        lab.page.wait_for_function(f"() => ({BROKEN})(window.labkitCurrent.content.node).length > 0",
+        lab.page.wait_for_function("() => window.labkitCurrent.content.node.innerText.includes('run this cell again')",
                                    timeout=30_000, polling=250)
+        lab.page.wait_for_timeout(2000)  # time for a widget view, were one saved, to fail to find its model
+        assert lab.page.evaluate(f"() => ({BROKEN})(window.labkitCurrent.content.node).length") == 0
         text = lab.page.locator("[data-labkit-current]").inner_text()
         assert "run this cell again to bring the explorer back" in text
-        assert not [c for c in lab.console if "Error displaying widget" not in c and "model not found" not in c.lower()]
+        assert not lab.console, lab.console
     except BaseException:
         print(f"screenshot: {lab.screenshot('failed-picture')}")
         raise
