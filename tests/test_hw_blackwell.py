@@ -84,3 +84,46 @@ def test_no_course_measurement_without_a_gpu_check_run() -> None:
         if "measur" in fig.source.lower():
             assert any(w in fig.source for w in ("by the course's authors", "published measurement", "not the course's")), \
                 (record, field, fig.source)
+
+
+#: Which GPU generation each generation-specific exercise is about (course/syllabus-2day.md's table); the others
+#: are about any CUDA GPU.
+_GENERATIONS = {
+    "Pascal and Volta (P100, V100; DGX-1, DGX-2)": (
+        "01.v100-vs-p100", "01.dgx1-pairs", "01.dgx2-backplane", "01.two-dgx1", "06.v100-fma", "07.dgx1-peer-matrix"
+    ),
+    "Ampere (A100; DGX A100, SuperPOD)": ("01.a100-20x", "01.dgx-a100-5pf", "01.superpod", "08.mig"),
+    "Hopper (H100, H200; DGX H100/H200)": ("06.fp8-promotion", "06.te-scale", "06.wmma-peak", "08.nvls-busbw", "10.cluster"),
+    "Blackwell (B200, B300; DGX B200/B300, NVL72)": (
+        "06.mx-quantize", "06.nvfp4-quantize", "08.nvl72-allreduce", "08.mig-b200"
+    ),
+    "Several generations side by side": ("01.ring-allreduce", "06.gemm-predict", "08.allreduce-dgx"),
+}
+
+
+def test_syllabus_table_of_minutes_per_generation() -> None:
+    """Each lab's exercise minutes shared among its exercises, summed per generation, as the 2-day syllabus prints."""
+    import re
+    from pathlib import Path
+
+    import labkit.check._labs  # noqa: F401  (registers every exercise)
+    from labkit import course
+    from labkit.check import core
+
+    labs = {lab.id: lab for lab in course.labs()}
+    per_lab: dict[str, int] = {}
+    for ex_id in core._REGISTRY:
+        per_lab[ex_id[:2]] = per_lab.get(ex_id[:2], 0) + 1
+
+    def minutes(ids) -> int:
+        return round(sum(labs[i[:2]].exercises / per_lab[i[:2]] for i in ids))
+
+    tagged = {i for ids in _GENERATIONS.values() for i in ids}
+    assert tagged <= set(core._REGISTRY)
+    rows = {g: (len(ids), minutes(ids)) for g, ids in _GENERATIONS.items()}
+    rest = [i for i in core._REGISTRY if i not in tagged]
+    rows["Any CUDA GPU (kernels, formats, streams, collectives)"] = (len(rest), minutes(rest))
+    text = (Path(__file__).resolve().parents[1] / "course" / "syllabus-2day.md").read_text(encoding="utf-8")
+    for g, (n, m) in rows.items():
+        assert re.search(rf"^\| {re.escape(g)} \| {n} \| {m} \|$", text, re.M), (g, n, m)
+    assert rows["Blackwell (B200, B300; DGX B200/B300, NVL72)"][0] >= 4  # issue 41: Blackwell is done, not only read
