@@ -44,7 +44,9 @@ print("compute capability:", env.compute_capability, "| SMs:", env.sm_count, "| 
 
 # %% [markdown]
 # `labkit doctor` (in a terminal, or below) reports the whole environment: packages, driver, GPUs, NVLink,
-# and the PTX toolchain that compiles kernels even without a GPU.
+# the PTX toolchain that compiles kernels even without a GPU, and, on a GPU, what each lab will do on it: a T4 has no
+# BF16 or FP8 Tensor Cores and no thread block clusters, so those parts say so and show a model or PTX instead.
+# `labkit doctor --profile T4` (or L4, H100, RTX 5090, ...) shows the same for a GPU you do not have.
 
 # %% tags=["nbval-ignore-output"]
 print(labkit.doctor.render(labkit.doctor.report()))
