@@ -21,11 +21,13 @@ import parso
 from parso.python import tree
 
 # the words a message that names the right cause contains, per operator class (case-insensitive, any one of them)
-# an arithmetic, constant or logic slip has no name of its own: a right message shows where the answer goes wrong, a
+# an arithmetic, constant or logic slip has no name of its own: a right message shows where the answer goes wrong: a
 # value next to the right one or the error the answer raised at a named input (not "compare with the statement" alone)
 VALUE_WORDS = (
     "expected", "should be", "should keep", "instead of", "reference gives", "differs", "wrong value", "does not match",
     "your function gave", "you returned", "yours is", "got ", "returned", "raised", "elements are wrong", "gives",
+    # or the element, thread and access where a kernel goes wrong (the index a slip produced, the element it races on)
+    "indexed element", "at index", "never written", "wrote outside", "is stuck in",
 )  # fmt: skip
 CAUSE_WORDS: dict[str, tuple[str, ...]] = {
     # standard (mutmut) classes (see VALUE_WORDS)
