@@ -88,7 +88,7 @@ def test_figures_of_one_trace(tile_trace) -> None:
     assert tile_panel.z[1][3] == wt.WRITE and tile_panel.z[3][1] == wt.READ
     box.controls["scope"].value = "warp"
     assert (np.array(box.figures["elements"].data[0].z)[1] == wt.READ).all()  # warp 1 read row 1 of a
-    assert "<table" in box.children[0].value and "shared reads" in box.children[0].value
+    assert "<table" in box.scores.value and "shared reads" in box.scores.value and box.tabs.titles[-1] == "scores"
 
 
 def test_races_and_divergent_barriers_are_marked() -> None:
@@ -421,6 +421,94 @@ def test_a_large_array_is_drawn_a_page_of_rows_at_a_time_around_what_the_thread_
 def test_every_fact_of_the_picture_is_still_there_in_its_tabs(tile_trace) -> None:
     box = wt.trace_view(tile_trace)
     assert set(box.outputs) == {"threads", "elements", "coalescing", "banks"}
-    assert list(box.tabs.children) == [box.outputs[k] for k in ("elements", "threads", "coalescing", "banks")]
+    assert list(box.tabs.children) == [box.outputs[k] for k in ("elements", "threads", "coalescing", "banks")] + [box.scores]
     for name, out in box.outputs.items():
         assert out.outputs and box.figures[name].layout.title.text  # each figure drawn, with its title
+
+
+MM_TILE = 16
+
+
+@cuda.jit
+def matmul_no_barrier_after_loads(A, B, C):
+    sa = cuda.shared.array((MM_TILE, MM_TILE), np.float32)
+    sb = cuda.shared.array((MM_TILE, MM_TILE), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col = cuda.blockIdx.x * MM_TILE + tx
+    row = cuda.blockIdx.y * MM_TILE + ty
+    acc = np.float32(0.0)
+    for t in range((A.shape[1] + MM_TILE - 1) // MM_TILE):
+        k = t * MM_TILE
+        sa[ty, tx] = A[row, k + tx] if row < A.shape[0] and k + tx < A.shape[1] else np.float32(0.0)
+        sb[ty, tx] = B[k + ty, col] if k + ty < B.shape[0] and col < B.shape[1] else np.float32(0.0)
+        for kk in range(MM_TILE):  # (the learner forgot the barrier after the loads)
+            acc += sa[ty, kk] * sb[kk, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+SCREEN_PX = 880  # a 1080p screen less the system's bar, the browser's and JupyterLab's: what one output may take
+CONTROLS_PX = 3 * 36  # the two rows of controls and the tab bar (ipywidgets' 28-pixel controls with their margins)
+COLUMN_PX = 1000  # the notebook column, narrow (JupyterLab's file browser open): the header wraps the most
+
+
+def _chromium_path():
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium_path() is None, reason="no Chromium installed (`apt-get install chromium`)")
+def test_pictures_of_course_failures_fit_one_1080p_screen_in_a_browser(tmp_path) -> None:
+    """The pictures the browser review measured at 1,760-4,930 px (a row/column mix-up, a tiled matmul without its
+    barrier, the off-by-one SAXPY), laid out by Chromium in a notebook column: header (its own HTML), controls and
+    the tab bar, and each tab's figure drawn by plotly.js; every combination fits one screen."""
+    import json
+
+    import plotly.offline
+    from playwright.sync_api import sync_playwright
+
+    pictures = {
+        "grayscale": _picture_of_failure(labkit.check.grayscale, grayscale_rows_cols_swapped)[2],
+        "matmul": _picture_of_failure(labkit.check.matmul, matmul_no_barrier_after_loads)[2],
+        "saxpy": _picture_of_failure(labkit.check.saxpy, saxpy_past_the_end)[2],
+    }
+    (tmp_path / "plotly.js").write_text(plotly.offline.get_plotlyjs())
+    parts = []
+    for name, box in pictures.items():
+        for tab, fig in box.figures.items():
+            parts.append(
+                f"<div class='pic' id='{name}-{tab}' style='width:{COLUMN_PX}px'><div>{box.children[0].value}</div>"
+                f"<div style='height:{CONTROLS_PX}px'></div><div class='fig' data-fig='{html_attr(fig.to_json())}'></div></div>"
+            )
+    page_html = (
+        "<html><head><script src='plotly.js'></script></head><body style='font-family:sans-serif;font-size:13px'>"
+        + "".join(parts)
+        + "<script>for (const d of document.querySelectorAll('.fig')) { const f = JSON.parse(d.dataset.fig);"
+        " Plotly.newPlot(d, f.data, f.layout); }</script></body></html>"
+    )
+    (tmp_path / "pictures.html").write_text(page_html)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium_path(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1920, "height": 1080})
+            page.goto((tmp_path / "pictures.html").as_uri())
+            page.wait_for_function("document.querySelectorAll('.fig .main-svg').length >= %d" % len(parts))
+            # each picture: its header as laid out, the controls and tab bar, the figure's drawing (plotly's own box)
+            heights = page.evaluate(
+                "Object.fromEntries([...document.querySelectorAll('.pic')].map(p => [p.id,"
+                " p.children[0].getBoundingClientRect().height + p.children[1].getBoundingClientRect().height"
+                " + p.querySelector('.svg-container').getBoundingClientRect().height]))"
+            )
+        finally:
+            browser.close()
+    assert len(heights) == 12, heights
+    too_tall = {k: round(v) for k, v in heights.items() if v > SCREEN_PX}
+    assert not too_tall, json.dumps(heights)
+
+
+def html_attr(text: str) -> str:
+    import html as _html
+
+    return _html.escape(text, quote=True)

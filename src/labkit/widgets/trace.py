@@ -45,7 +45,7 @@ def _wide_bank_note(names: Sequence[str]) -> str:
 _CATEGORY = ["untouched", "read", "written", "read and written", "atomic"]
 _COLORS = ["#f2f2f2", "#4c78a8", "#f58518", "#b279a2", "#54a24b"]
 MAX_REQUESTS_DRAWN = 48
-FIGURE_PX = 600  # the tallest figure: with the header, the controls and the tab bar the picture fits a 1080p screen
+FIGURE_PX = 480  # the tallest figure: with the header, the controls and the tab bar the picture fits a 1080p screen
 
 
 def _scale() -> list[list[Any]]:
@@ -865,15 +865,17 @@ def trace_view(
     )
     where = W.HTML()
     outs = {k: W.Output() for k in ("threads", "elements", "coalescing", "banks")}
-    header = W.HTML(_notes(trace, focus, opened, why) + ("<br>" + score_table({trace.kernel: trace}) if table else ""))
+    header = W.HTML(_notes(trace, focus, opened, why))
     # one figure at a time, in tabs, so that the picture fits one screen (browser review 4, item 9); it opens on the
     # elements of the chosen thread, or on the threads when that thread made no access (nothing else did either)
-    tabs = W.Tab(children=[outs["elements"], outs["threads"], outs["coalescing"], outs["banks"]])
-    tabs.titles = ("elements", "threads", "coalescing", "bank conflicts")
+    scores = [W.HTML(score_table({trace.kernel: trace}))] if table else []  # (show() puts one table above two traces)
+    tabs = W.Tab(children=[outs["elements"], outs["threads"], outs["coalescing"], outs["banks"], *scores])
+    tabs.titles = ("elements", "threads", "coalescing", "bank conflicts", "scores")[: len(tabs.children)]
     tabs.selected_index = 0 if _accesses(trace)[min(b0, nb - 1), t0] or scope != "thread" else 1
     box = W.VBox([header, W.HBox([scope_w, block_w]), W.HBox([thread_w, where]), tabs])
     box.outputs = outs
     box.tabs = tabs
+    box.scores = scores[0] if scores else None
     box.trace = trace
     box.figures = {}
     box.controls = {"scope": scope_w, "block": block_w, "thread": thread_w}
