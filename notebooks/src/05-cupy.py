@@ -71,7 +71,11 @@ print(cupylab.asnumpy(row_norms(a)))
 # link's rate, and less from pageable memory than from pinned memory (lab 07 measures both).
 
 # %%
-print(cupylab.transfer_model(1 << 30, gpu="H200", link="PCIe 5"))
+from labkit.gpu.profiles import ceiling, match
+
+gpu_name, _ = ceiling(env)  # on a GPU, its own labkit.hw record; the H200 otherwise
+here = match(env.device_name) if env.is_gpu else None  # its PCIe generation, from the device profile
+print(cupylab.transfer_model(1 << 30, gpu=gpu_name, link=f"PCIe {here.pcie[0]}" if here else "PCIe 5"))
 
 # %% [markdown]
 # So copying data over, doing one cheap operation and copying it back spends nearly all its time on the bus.
