@@ -4,6 +4,8 @@ correct kernels that use barriers, atomics and warp calls pass without a word. K
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -140,8 +142,10 @@ def test_cluster_sum_passes_and_its_two_slips_are_caught() -> None:
     np.testing.assert_allclose(out, want, rtol=1e-5)
     le_n = CLUSTER.replace("i < n ? x[i]", "i <= n ? x[i]")
     assert le_n != CLUSTER
-    with pytest.raises(cuda_cpp.OutOfBounds, match=r"read x\[500\], outside array argument 0 \(x, 500 elements: past the end\)"):
-        _cluster_run(le_n)
+    x = np.random.default_rng(3).standard_normal(500).astype(np.float32)
+    out = np.zeros(4, np.float32)
+    (said,) = cuda_cpp.run_on_host_batch(le_n, "cluster_sum", [((8,), (64,), (x, out, np.int32(500)), 0, 2)])
+    assert said and re.search(r"read x\[500\], outside array argument 0 \(x, 500 elements: past the end\)", said)
     le_s = CLUSTER.replace("threadIdx.x < s", "threadIdx.x <= s")
     assert le_s != CLUSTER
     with pytest.raises(cuda_cpp.HostKernelError, match=r"shared-memory race.*partial\[\d+\]"):
@@ -153,3 +157,32 @@ def test_a_peer_read_without_a_cluster_barrier_is_a_race() -> None:
     assert early != CLUSTER
     with pytest.raises(cuda_cpp.HostKernelError, match=r"race.*partial\[0\].*cluster\.sync\(\)"):
         _cluster_run(early)
+
+
+def _gpu_tree(x: np.ndarray, op, identity: float, threads: int) -> np.float32:  # type: ignore[no-untyped-def]
+    """A model of a GPU block reduction: strided per-thread folds from the identity, then a pairwise tree."""
+    part = []
+    for t in range(threads):
+        acc = np.float32(identity)
+        for v in x[t::threads]:
+            acc = np.float32(op(acc, np.float32(v * v)))
+        part.append(acc)
+    s = threads // 2
+    while s:
+        part = [np.float32(op(part[k], part[k + s])) for k in range(s)] + part[s:]
+        s //= 2
+    return part[0]
+
+
+def test_reduction_kernel_folds_in_a_tree_so_a_non_associative_reduce_shows() -> None:
+    x = np.random.default_rng(4).uniform(0.5, 1.5, 101).astype(np.float32)
+    results = {}
+    for label, expr, op in (("sum", "a + b", lambda a, b: a + b), ("difference", "a - b", lambda a, b: a - b)):
+        parts = cuda_cpp.ReductionParts("float32 x", "float32 y", "x * x", expr, "y = a", "0", "sq")
+        out = np.zeros(1, np.float32)
+        cuda_cpp.run_on_host(cuda_cpp.reduction_source(parts), "sq", (1,), (cuda_cpp.REDUCTION_THREADS,), (x, out, np.int64(x.size)))
+        assert out[0] == _gpu_tree(x, op, 0.0, cuda_cpp.REDUCTION_THREADS), label
+        results[label] = float(out[0])
+    true = float((x.astype(np.float64) ** 2).sum())
+    assert results["sum"] == pytest.approx(true, rel=1e-5)
+    assert abs(results["difference"]) < 0.5 * true  # `a - b` gives the tree's order-dependent value, never the sum

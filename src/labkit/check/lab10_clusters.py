@@ -17,6 +17,7 @@ cluster barriers (``barrier.cluster.wait``) around the reads, and the block's ra
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,10 +47,55 @@ class ClusterPTX:
         """Positions of the instructions starting with any of ``prefixes``."""
         return [k for k, ln in enumerate(self.lines) if ln.startswith(prefixes)]
 
+    def _peer_uses(self) -> list[tuple[int, str]]:
+        """Each use of an address ``mapa`` made in another block's shared memory (distributed shared memory), in order:
+        ``(position, "read")`` for a load, ``(position, "write")`` for a store or an atomic (a push into a peer's
+        slot). The address is followed through the registers it is copied or offset into; a ``mapa`` whose address
+        is never seen used counts as a read at its own position."""
+        tracked: set[str] = set()
+        uses: list[tuple[int, str]] = []
+        pending: dict[str, int] = {}  # register made by mapa -> its position, until a use is seen
+        for k, line in enumerate(self.lines):
+            op, _, rest = line.partition(" ")
+            operands = [o.strip() for o in rest.rstrip(";").split(",")]
+            if op.startswith("mapa"):
+                tracked.add(operands[0])
+                pending[operands[0]] = k
+                continue
+            address = re.search(r"\[\s*(%\w+)", rest)
+            if address and address.group(1) in tracked:
+                kind = "read" if op.startswith("ld") else "write" if op.startswith(("st", "red", "atom")) else None
+                if kind:
+                    uses.append((k, kind))
+                    pending.pop(address.group(1), None)
+                    continue
+            sources = set(re.findall(r"%\w+", rest)) - {operands[0]} if operands else set()
+            if operands and sources & tracked and op.startswith(("add", "sub", "mov", "cvta", "mad", "or")):
+                tracked.add(operands[0])
+                for reg in sources & set(pending):
+                    pending[operands[0]] = pending[reg]
+        uses += [(k, "read") for k in pending.values() if not any(u[0] >= k for u in uses)]
+        return sorted(set(uses))
+
     @property
     def peer_reads(self) -> list[int]:
-        """``mapa``: an address in another block's shared memory (distributed shared memory)."""
-        return self.where("mapa")
+        """Loads from another block's shared memory (through an address made by ``mapa``)."""
+        return [k for k, kind in self._peer_uses() if kind == "read"]
+
+    @property
+    def peer_writes(self) -> list[int]:
+        """Stores (or atomics) into another block's shared memory: a push-style sum."""
+        return [k for k, kind in self._peer_uses() if kind == "write"]
+
+    @property
+    def peer_access(self) -> bool:
+        """Any use of another block's shared memory at all."""
+        return bool(self.where("mapa"))
+
+    @property
+    def block_barriers(self) -> list[int]:
+        """``bar.sync`` / ``barrier.sync``: __syncthreads(), a barrier of one block."""
+        return self.where("bar.sync", "barrier.sync")
 
     @property
     def cluster_waits(self) -> list[int]:
@@ -106,8 +152,7 @@ def read_or_unsolved(ptx_text: str) -> ClusterPTX:
         mix = read_cluster_ptx(ptx_text)
     except LabkitError as exc:
         raise Failed(str(exc), cause=getattr(exc, "fix", None)) from None
-    reads, waits = mix.peer_reads, mix.cluster_waits
-    if not reads and not waits:
+    if not mix.peer_access and not mix.cluster_waits:
         raise Unsolved(
             "the kernel has no cluster code yet (no cluster barrier, no read of another block's shared "
             "memory): write the part after the block's own reduction."
@@ -117,21 +162,28 @@ def read_or_unsolved(ptx_text: str) -> ClusterPTX:
 
 def judge_ptx_shape(mix: ClusterPTX) -> ClusterPTX:
     """Raise :class:`Failed` on what the PTX shows is missing (a peer read, the two cluster barriers, the rank)."""
-    reads, waits = mix.peer_reads, mix.cluster_waits
-    if not reads:
+    reads, writes, waits = mix.peer_reads, mix.peer_writes, mix.cluster_waits
+    if not mix.peer_access:
         raise Failed(
             f"the {ARCH} PTX has no `mapa`: no block reads another block's shared memory.",
             cause="read each peer's partial sum through distributed shared memory: "
             "*cluster.map_shared_rank(&partial[0], r) for r in 0 .. cluster.num_blocks() - 1.",
         )
-    if not any(w < reads[0] for w in waits):
+    if writes and not any(w > writes[-1] for w in waits):
+        raise Failed(
+            f"the {ARCH} PTX stores into another block's shared memory (`mapa`, then a store) with no cluster barrier "
+            "(`barrier.cluster.wait`) after it: block rank 0 may add its slots before the peers' stores land.",
+            cause="call cluster.sync() after every block has pushed its partial sum into rank 0's shared memory and "
+            "before rank 0 adds the slots.",
+        )
+    if reads and not any(w < reads[0] for w in waits):
         raise Failed(
             f"the {ARCH} PTX reads a peer's shared memory (`mapa`) before any cluster barrier "
             "(`barrier.cluster.wait`): the peers may not have written their sums yet.",
             cause="call cluster.sync() after the block's own reduction and before reading the peers' "
             "partial sums; __syncthreads() waits for the threads of one block only.",
         )
-    if not any(w > reads[-1] for w in waits):
+    if reads and not any(w > reads[-1] for w in waits):
         raise Failed(
             f"after its last read of a peer's shared memory the {ARCH} PTX has no cluster barrier: a block "
             "may finish and exit while rank 0 still reads its shared memory.",
@@ -190,7 +242,7 @@ def _gpu_cases(source: str) -> str:
     rng = np.random.default_rng()
     for cluster, block in ((2, 128), (4, 256), (2, 32)):
         n = int(rng.integers(3, 9)) * cluster * block + int(rng.integers(1, block))  # a partial last cluster
-        x = np.rint(rng.uniform(-8, 8, n)).astype(np.float32)  # whole numbers: every order of adding agrees
+        x = exact_fractions(rng, n)  # quarters: every order of adding agrees, an int accumulator does not
         got = run_on_gpu(source, x, cluster, block)
         per = cluster * block
         want = np.array([x[k : k + per].sum() for k in range(0, n, per)], dtype=np.float32)
@@ -212,19 +264,25 @@ UNWRITTEN = np.float32(-7777.25)
 HOST_CASES = ((2, 128), (4, 64), (4, 256), (2, 32))
 
 
+def exact_fractions(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` values in quarters from -8 to 8, most of them not whole (an ``int`` accumulator loses them): every
+    partial sum of up to 2^20 of them is exact in float32, so every order of adding agrees."""
+    return (np.rint(rng.uniform(-32, 32, n)) / 4 + 0.25 * (rng.random(n) < 0.5)).astype(np.float32)
+
+
 def _host_inputs(rng: np.random.Generator, cluster: int, block: int) -> tuple[np.ndarray, int]:
-    """Fresh data for one case: whole numbers (every order of adding agrees), a partial last cluster whose last
-    block(s) may lie wholly past ``n``."""
+    """Fresh data for one case: quarters, not whole numbers (:func:`exact_fractions`), a partial last cluster whose
+    last block(s) may lie wholly past ``n``."""
     per = cluster * block
     n = int(rng.integers(2, 5)) * per + int(rng.integers(1, per))
-    return np.rint(rng.uniform(-8, 8, n)).astype(np.float32), n
+    return exact_fractions(rng, n), n
 
 
 def _value_cause(
     x: np.ndarray, got: float, k: int, cluster: int, block: int, other_ok: bool, out: np.ndarray | None = None
 ) -> str:
     """Why out[k] holds ``got`` instead of cluster k's sum, read from the values: a pattern counts only when every
-    cluster of the case (``out``) shows it, so a coincidence in one cluster's small whole-number sums does not."""
+    cluster of the case (``out``) shows it, so a coincidence in one cluster's small sums does not."""
     per = cluster * block
     out = np.array([got]) if out is None else out
     first = 0 if out.size > 1 else k
@@ -251,6 +309,13 @@ def _value_cause(
             "cluster.num_blocks()], from block rank 0's thread 0."
         )
     rows = full or list(range(out.size))
+    if all(out[c] == float(np.trunc(sums[c]).sum()) for c in rows) or all(
+        out[c] == float(np.trunc(np.trunc(sums[c]).sum())) and out[c] != np.float32(sums[c].sum()) for c in rows
+    ):
+        return (
+            f"out[{k}] is the sum of the blocks' partial sums cut to whole numbers: the total is kept in an int "
+            "(`int total = 0`), so each added partial sum loses its fraction. Add in float: `float total = 0.0f`."
+        )
     for j in range(cluster):
         if cluster > 1 and all(out[c] == cluster * sums[c, j] for c in rows):
             return (
@@ -275,6 +340,12 @@ def _stand_in_cause(text: str) -> str:
         return (
             "call cluster.sync() from every thread of every block, outside any `if` on the block's rank or the "
             "thread index: if (rank == 0) { cluster.sync(); ... } waits for blocks that never arrive."
+        )
+    if "shared-memory race" in text and "cluster.sync()" in text:
+        return (
+            "a block read another block's partial[0] (map_shared_rank) before that block had written its partial sum, "
+            "or overwrote it while another read it: every thread of every block must pass cluster.sync() between "
+            "the blocks' own reductions and the reads of their shared memory (__syncthreads() orders one block only)."
         )
     if "__syncthreads() that only some" in text:
         return "keep every thread running to each __syncthreads(): put the bounds check around the work, not around the barrier."
@@ -303,7 +374,7 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
             cases.append((cluster, block, order, x, n, out))
             launches.append(((n_clusters * cluster,), (block,), (x.copy(), out, np.int32(n)), 0, cluster, order))
     try:
-        run_on_host_batch(source, ENTRY, launches)
+        said = run_on_host_batch(source, ENTRY, launches)
     except HostKernelError as exc:
         text = str(exc.args[0])
         raise Failed(text, cause=_stand_in_cause(text)) from None
@@ -321,6 +392,12 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
                 f"blocks run {first} rank first): out[{k}] is {_show(out[k])}, expected {want[k]:g}.",
                 cause=_value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster}), out),
             )
+    outside = next((s for s in said if s), None)  # right sums, but an access outside x or out (`i <= n`)
+    if outside:
+        raise Failed(
+            f"on the CPU stand-in: {outside}.",
+            cause="every thread whose i is past the end loads 0, not x[i]: `i < n ? x[i] : 0.0f` (`<`, not `<=`).",
+        )
     return (
         " On labkit's CPU stand-in: clusters of 2 and 4 blocks (32 to 256 threads) on fresh data, each run with "
         "the cluster's blocks in two orders, every cluster's sum right."
@@ -338,7 +415,7 @@ def _show(v: float) -> str:
 #: The PTX facts (properties of :class:`ClusterPTX`) whose absence explains wrong values, each with the cause it names.
 _MISSING_IN_PTX = (
     (
-        "peer_reads",
+        "peer_access",
         "the {arch} PTX has no `mapa`: no block reads another block's shared memory; `partial[0]` alone is the "
         "block's own. Read each peer's partial sum with *cluster.map_shared_rank(&partial[0], r).",
     ),
@@ -350,9 +427,28 @@ _MISSING_IN_PTX = (
 )
 
 
-def _ptx_cause(mix: ClusterPTX) -> str | None:
-    """The cause the PTX shows for wrong values, where it shows one (no peer read at all, no use of the rank)."""
-    return next((cause.format(arch=ARCH) for fact, cause in _MISSING_IN_PTX if not getattr(mix, fact)), None)
+def _ptx_cause(mix: ClusterPTX, text: str = "") -> str | None:
+    """The cause the PTX shows for wrong values, where it shows one: no peer access at all, no use of the rank, the
+    cluster barrier placed before the block's own reduction ends, a slot pushed into that nothing set first."""
+    missing = next((cause.format(arch=ARCH) for fact, cause in _MISSING_IN_PTX if not getattr(mix, fact)), None)
+    if missing:
+        return missing
+    first = (mix.peer_reads + mix.peer_writes + [len(mix.lines)])[0]
+    waits = [w for w in mix.cluster_waits if w < first]
+    if waits and any(waits[0] < b < first for b in mix.block_barriers):
+        return (
+            "the cluster.sync() comes before the block's own reduction is done: the tree's steps (each ending in "
+            "__syncthreads()) still change partial[0] after it, while another block reads it. Move cluster.sync() "
+            "after the reduction loop, just before the reads of the peers' shared memory."
+        )
+    if mix.peer_writes and not mix.peer_reads and "nan" in text.lower():
+        return (
+            "block rank 0 added up a slot of its shared memory that no store had set (shared memory starts "
+            "uninitialised: NaN here). A slot that the blocks add into with atomicAdd must be zeroed first, by rank "
+            "0, with a cluster.sync() between the zeroing and the first add; with one slot per block, every block "
+            "stores its slot, even one whose elements all lie past n (it stores 0)."
+        )
+    return None
 
 
 @exercise("10.cluster", kind="kernel", reference=reference_source)
@@ -374,7 +470,7 @@ def cluster_sum(source: str) -> str:
         try:
             values = host_cases(source, ptx_text=ptx_text)
         except Failed as exc:
-            raise Failed(exc.args[0], cause=_ptx_cause(mix) or exc.cause) from None
+            raise Failed(exc.args[0], cause=_ptx_cause(mix, str(exc.args[0])) or exc.cause) from None
         except HostUnavailable as exc:
             values = (
                 f" The CPU stand-in could not run it ({exc}), so its values were not checked here; on a GPU of "
@@ -385,5 +481,8 @@ def cluster_sum(source: str) -> str:
     base = (
         f"its {ARCH} PTX reads the peers' shared memory (mapa) between two cluster barriers "
         "(barrier.cluster.wait), and one block per cluster (%cluster_ctarank) combines."
+        if mix.peer_reads
+        else f"its {ARCH} PTX stores each block's sum into another block's shared memory (mapa) before a cluster "
+        "barrier (barrier.cluster.wait), and one block per cluster (%cluster_ctarank) combines."
     )
     return base + gpu_note

@@ -304,9 +304,11 @@ REDUCTION_THREADS = 4
 def reduction_source(parts: ReductionParts, *, partials: int = REDUCTION_THREADS, types: dict[str, str] | None = None) -> str:
     """CUDA C++ with the meaning of ``cupy.ReductionKernel(...)`` over a whole 1-D array, for checking expressions.
 
-    Each thread folds a strided share of the input starting from ``identity`` (``partials`` shares in all, as
-    a tree reduction would), then thread 0 folds the partial results, again from ``identity``, and applies
-    ``post_map_expr``. ``a`` and ``b`` are the reduction's operands, and ``_in_ind``/``_out_ind`` its index objects
+    Each thread folds a strided share of the input starting from ``identity`` (``partials`` shares in all, a power
+    of two), then the partial results are folded pairwise in a tree through shared memory, as a GPU's block
+    reduction folds them (``reduce(p[t], p[t + s])`` for s = partials/2, ..., 1), and thread 0 applies
+    ``post_map_expr``. So a reduce expression that is not associative and commutative (``a - b``) gives the
+    order-dependent result a GPU would, not the sum a sequential fold happens to give. ``a`` and ``b`` are the reduction's operands, and ``_in_ind``/``_out_ind`` its index objects
     (``_in_ind.size()`` is n, ``_out_ind.size()`` 1 for a whole-array reduction), as in CuPy. Launch with one block of
     ``partials`` threads, on a GPU or on the CPU stand-in. Slow on purpose: it checks meaning, not speed. Placeholder
     types (``T``) are as ``types`` binds them (NumPy names), else float32.
@@ -328,6 +330,8 @@ def reduction_source(parts: ReductionParts, *, partials: int = REDUCTION_THREADS
         raise LabkitError("a ReductionKernel here has exactly one (non-raw) output, e.g. out_params='float32 y'.")
     if not _IDENT.match(p.name or ""):
         raise LabkitError(f"kernel name {p.name!r} is not a C identifier.")
+    if partials < 1 or partials & (partials - 1):
+        raise LabkitError(f"partials must be a power of two (the tree folds pairs), got {partials}.")
     out = outs[0]
     acc = out.ctype  # CuPy's reduce_type defaults to the output type
     sig = [f"const {q.ctype}* _in_{q.name}" for q in ins] + [f"{out.ctype}* _out_{out.name}", "long long n"]
@@ -347,9 +351,13 @@ def reduction_source(parts: ReductionParts, *, partials: int = REDUCTION_THREADS
         f"  }}\n"
         f"  _part[threadIdx.x] = _acc;\n"
         f"  __syncthreads();\n"
+        f"  for (unsigned _s = blockDim.x / 2; _s > 0; _s >>= 1) {{\n"
+        f"    if (threadIdx.x < _s) {{ {acc} _x = _part[threadIdx.x], _y = _part[threadIdx.x + _s];"
+        f" _part[threadIdx.x] = _LK_REDUCE(_x, _y); }}\n"
+        f"    __syncthreads();\n"
+        f"  }}\n"
         f"  if (threadIdx.x == 0) {{\n"
-        f"    {acc} a = ({acc})({identity});\n"
-        f"    for (unsigned _t = 0; _t < blockDim.x; ++_t) a = _LK_REDUCE(a, _part[_t]);\n"
+        f"    {acc} a = _part[0];\n"
         f"    {out.ctype}& {out.name} = _out_{out.name}[0];\n"
         f"    {p.post_map_expr.strip().rstrip(';')};\n"
         f"  }}\n}}\n"

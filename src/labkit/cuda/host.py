@@ -123,7 +123,7 @@ static int __lk_dyn_outside(unsigned smem, long* at) {  // 1 and the first byte 
 extern "C" int __lk_launch(int which, void** args, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                            unsigned bz, unsigned cx, unsigned cy, unsigned cz, int order, unsigned smem, char* msg, int msglen) {
     __lk_body = __lk_bodies[which];
-    __lk_failed = 0; __lk_fail_status = 1; __lk_error_text[0] = 0;
+    __lk_failed = 0; __lk_error_text[0] = 0; __lk_oob_write[0] = 0; __lk_oob_read[0] = 0;
     gridDim = dim3(gx, gy, gz); blockDim = dim3(bx, by, bz);
     __lk_args = args;
     __lk::body = __lk_body;
@@ -148,7 +148,7 @@ extern "C" int __lk_launch(int which, void** args, unsigned gx, unsigned gy, uns
                 __lk::fibers[t].bid = uint3{x0 + r % cx, y0 + (r / cx) % cy, z0 + r / (cx * cy)};
                 __lk::fibers[t].tid = uint3{j % bx, (j / bx) % by, j / (bx * by)};
             }
-            if (__lk_run_block_fibers()) { snprintf(msg, msglen, "%s", __lk_error_text); return __lk_fail_status; }
+            if (__lk_run_block_fibers()) { snprintf(msg, msglen, "%s", __lk_error_text); return 1; }
         } else {
             __lk_poison_shared();
             for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx) {
@@ -156,7 +156,7 @@ extern "C" int __lk_launch(int which, void** args, unsigned gx, unsigned gy, uns
                 __lk::checking = 1;
                 __lk_body();
                 __lk::checking = 0;
-                if (__lk_failed) { snprintf(msg, msglen, "%s", __lk_error_text); return __lk_fail_status; }
+                if (__lk_failed) { snprintf(msg, msglen, "%s", __lk_error_text); return 1; }
             }
         }
         if (__LK_DYN) {
@@ -320,6 +320,8 @@ import ctypes, json, sys
 req = json.load(sys.stdin)
 lib = ctypes.CDLL(req["lib"])
 lib.__lk_launch.restype = ctypes.c_int
+lib.__lk_oob_write_text.restype = ctypes.c_char_p
+lib.__lk_oob_read_text.restype = ctypes.c_char_p
 ALIGN = 256
 with open(req["arrays"], "rb") as f:
     blob = f.read()
@@ -364,7 +366,9 @@ for launch in req["launches"]:
         elif data[start + nbytes:].strip(p):
             outside[key] = "past the end"
         results[key] = data[start:start + nbytes]
-    report.append({"outside": outside, "status": status, "error": msg.value.decode("utf-8", "replace")})
+    report.append({"outside": outside, "status": status, "error": msg.value.decode("utf-8", "replace"),
+                   "who": (lib.__lk_oob_write_text() or b"").decode("utf-8", "replace"),
+                   "read": (lib.__lk_oob_read_text() or b"").decode("utf-8", "replace")})
     if status:
         break
 offsets, pos = {}, 0
@@ -616,8 +620,9 @@ def run_on_host_batch(
     and a block that writes past it is a :class:`HostKernelError`.
 
     Array arguments (NumPy) are updated in place; each lies 256-byte aligned between guard zones of a poison
-    byte pattern, read back after the launch. Returns, per launch, None or a sentence saying which array
-    argument was written outside its bounds. Raises :class:`HostUnavailable` (no compiler, or constructs the
+    byte pattern, read back after the launch; every load and store is also checked as it happens. Returns, per
+    launch, None or a sentence saying which array argument was written outside its bounds (which thread, which
+    element), or else which was read outside them (a read one past the end, `i <= n`, included). Raises :class:`HostUnavailable` (no compiler, or constructs the
     stand-in does not emulate), :class:`HostKernelError` (the kernel did what is undefined on a GPU: a barrier
     only some threads reach, a warp-wide call only part of the warp makes, ...) and :class:`LabkitError` (crash,
     time-out, bad arguments: see :func:`check_launch`). The time limit is labkit's limit for learner code.
@@ -741,13 +746,6 @@ def run_on_host_batch(
                     "keep the indices of the extern __shared__ array below that."
                 ),
             )
-        if rec["status"] == 4:
-            g, b = checked[li]
-            raise OutOfBounds(
-                f"{name} (grid {tuple(g)}, block {tuple(b)}) on the CPU stand-in: {rec['error']}",
-                fix="Threads whose index is past the last element must neither read nor write: guard the work with "
-                "`if (i < n)` (`<`, not `<=`), and keep every other index inside its array.",
-            )
         if rec["status"]:
             g, b = checked[li]
             raise HostKernelError(
@@ -755,7 +753,10 @@ def run_on_host_batch(
             )
         if rec["outside"]:
             key, side = next(iter(rec["outside"].items()))
-            sentences.append(f"{name} wrote outside array argument {key.split('a')[-1]} ({side})")
+            who = f": {rec['who']}" if rec.get("who") else ""
+            sentences.append(f"{name} wrote outside array argument {key.split('a')[-1]} ({side}){who}")
+        elif rec.get("read"):
+            sentences.append(f"{name} read outside an array: {rec['read']}")
         else:
             sentences.append(None)
     return sentences
@@ -865,7 +866,8 @@ def run_on_host(
     if outside:
         raise OutOfBounds(
             f"{outside} on the CPU stand-in.",
-            fix="Threads whose index is past the last element must not write: add the bounds check `if (i < n)`.",
+            fix="Threads whose index is past the last element must neither read nor write: guard the work with "
+            "`if (i < n)` (`<`, not `<=`), and keep every other index inside its array.",
         )
 
 

@@ -92,7 +92,10 @@ static inline uint3 make_uint3(unsigned a, unsigned b, unsigned c) { return uint
 // ------------------------------------------------------------------------------------- errors
 static char __lk_error_text[1024];
 static int __lk_failed = 0;
-static int __lk_fail_status = 1;  // what the launch returns after a failure: 4 for an out-of-bounds global access
+static char __lk_oob_write[512];  // the first write into an array's guard zone (reported, not stopped)
+static char __lk_oob_read[512];   // the first read of an array's guard zone (reported, not stopped)
+extern "C" const char* __lk_oob_write_text() { return __lk_oob_write; }
+extern "C" const char* __lk_oob_read_text() { return __lk_oob_read; }
 static void __lk_fail(const char* fmt, ...);  // defined with the scheduler below
 
 // ------------------------------------------------------------------------------------- fibers and the scheduler
@@ -636,12 +639,15 @@ extern "C" __attribute__((no_sanitize_thread)) void __lk_access(uintptr_t a, siz
         if (a >= r.start && a + n <= r.end) return;
         char t[200];
         who(t, sizeof t);
-        long long idx = a >= r.start ? (long long)((a - r.start) / r.itemsize) : -(long long)((r.start - a + r.itemsize - 1) / r.itemsize);
-        long long count = (long long)((r.end - r.start) / r.itemsize);
-        if (!__lk_failed) __lk_fail_status = 4;
-        __lk_fail("thread %s %s %s[%lld], outside array argument %d (%s, %lld elements: %s): an out-of-bounds "
-                  "global-memory access, undefined on a GPU.", t, verb(kind), arg_names[r.arg], idx, r.arg,
-                  arg_names[r.arg], count, idx < 0 ? "before the start" : "past the end");
+        // Reported, not stopped (as a GPU would go on): the first write and the first read outside an array are
+        // kept; the guard zones read back after the launch name the arrays written outside.
+        char* keep = kind == 0 ? __lk_oob_read : __lk_oob_write;
+        if (!keep[0]) {
+            long long idx = a >= r.start ? (long long)((a - r.start) / r.itemsize) : -(long long)((r.start - a + r.itemsize - 1) / r.itemsize);
+            snprintf(keep, sizeof __lk_oob_read, "thread %s %s %s[%lld], outside array argument %d (%s, %lld elements: %s)",
+                     t, verb(kind), arg_names[r.arg], idx, r.arg, arg_names[r.arg],
+                     (long long)((r.end - r.start) / r.itemsize), idx < 0 ? "before the start" : "past the end");
+        }
         return;
     }
     if (!fiber_mode) return;
