@@ -292,7 +292,8 @@ def render(data: dict[str, Any]) -> str:
         lines.append(
             "for gpu mode (unused here): " + ", ".join(f"{k} {data['packages'][k]}" for k in gpu_only if data["packages"].get(k))
         )
-    lines += render_labs(data["labs"])
+    if data.get("labs"):  # a report from before the labs key (a saved doctor.json) has none
+        lines += render_labs(data["labs"])
     lines.append("next:")
     lines += [f"  - {s}" for s in data["next_steps"]]
     return "\n".join(_wrap(line) for line in lines)
