@@ -141,3 +141,20 @@ def test_wider_elements_divided_by_zero_give_what_numbas_kernel_gives() -> None:
     with pytest.warns(RuntimeWarning, match="divide by zero"):
         ratio[1, 32](a, b, out)
     assert out.tolist() == [2, 0]
+
+
+@cuda.jit
+def difference(a, b, wide, narrow):
+    i = cuda.grid(1)
+    if i < a.size:
+        wide[i] = a[i] - b[i]
+        narrow[i] = a[i] - b[i]
+
+
+def test_a_byte_minus_a_larger_byte_is_negative_and_stores_the_same_bits() -> None:
+    """The README's difference: Numba types uint8 - uint8 as uint64 (it wraps: 2**64 - 3), the simulator as int64
+    (-3); stored into a uint8 array both give 253."""
+    a, b = np.array([2, 9], np.uint8), np.array([5, 4], np.uint8)
+    wide, narrow = np.zeros(2, np.int64), np.zeros(2, np.uint8)
+    difference[1, 32](a, b, wide, narrow)
+    assert wide.tolist() == [-3, 5] and narrow.tolist() == [253, 5]

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Put the newest ``benchmarks/results/sim-speed-*.md`` table into README.md (between its sim-speed markers)."""
+"""Put the newest ``benchmarks/results/sim-speed-*.md`` (its conditions, table and notes) into README.md, between its
+sim-speed markers."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def main() -> int:
     if not results:
         print("no benchmarks/results/sim-speed-*.md: run `make bench-sim` first", file=sys.stderr)
         return 1
-    table = "\n".join(line for line in results[-1].read_text().splitlines() if line.startswith("|"))
+    table = results[-1].read_text().strip()  # (its first line: the date, machine and load; the table; its notes)
     readme = ROOT / "README.md"
     text = re.sub(r"<!-- sim-speed -->.*?<!-- /sim-speed -->", f"<!-- sim-speed -->\n{table}\n<!-- /sim-speed -->",
                   readme.read_text(), flags=re.S)

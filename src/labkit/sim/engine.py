@@ -684,13 +684,12 @@ def _division_words(python_words: str) -> str:
     ``float division by zero``, ``division by zero`` for ``int / int``)."""
     if "float" in python_words or python_words == "division by zero":
         return (
-            f"{python_words} (Python's error): on a GPU a float division by zero gives inf or nan and no error, "
-            "so the simulator stops here rather than go on with a value it did not compute"
+            f"{python_words} (Python's ZeroDivisionError): a GPU raises nothing here, a float division by zero "
+            "gives inf or nan, so the simulator stops rather than go on with a value it did not compute"
         )
     return (
-        f"{python_words} (Python's error): on a GPU an integer division by zero gives an undefined value (a kernel "
-        "Numba compiles gives 0) and no error, so the simulator stops here rather than go on with a number a GPU "
-        "may not give"
+        f"{python_words} (Python's ZeroDivisionError): a GPU raises nothing here and gives an undefined value (a "
+        "kernel Numba compiles gives 0), so the simulator stops rather than go on with a number a GPU may not give"
     )
 
 
