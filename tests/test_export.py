@@ -1,5 +1,5 @@
 """``labkit export --otter``: every lab's exercises have a check call to grade; the grading function's messages; and
-lab 00's autograder end to end with Otter's own ``otter run`` (no container) on the solution notebook (1/1) and the
+lab 00's autograder end to end with Otter's own ``otter run`` (here on the course's own notebooks; learners' submissions go through the sandbox, tests/test_classroom_grading.py) on the solution notebook (1/1) and the
 learner notebook (0/1, the check's "not solved yet" as feedback). The two runs go in parallel. Measured on a shared
 2-core machine: one `otter run` of lab 00 took 11.7 s wall and 6.5 s CPU (load average 2.3); this test, both runs
 together, 33-40 s wall and about 20 s CPU (load average 3.5-7)."""
@@ -66,7 +66,7 @@ def test_otter_run_grades_lab00_solved_and_unsolved(tmp_path: Path, capsys: pyte
 
     out = tmp_path / "otter"
     assert cli.main(["export", "--otter", "00", "--out", str(out)]) == 0
-    assert "otter run -a" in capsys.readouterr().out
+    assert "-m labkit.classroom.grading --autograder" in capsys.readouterr().out  # the sandbox, never `otter run` as you
     zipped = set(zipfile.ZipFile(out / "autograder.zip").namelist())
     assert {"tests/00.vector-add.py", "otter_config.json", "run_autograder"} <= zipped
     assert json.loads((out / "otter_config.json").read_text())["points_possible"] == 1

@@ -162,7 +162,7 @@ configure_origins(c, tls=True)  # no user config in learners' servers, SameSite 
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"
 c.Spawner.cmd = {singleuser!r}
-c.Spawner.args = {spawner_args!r}
+c.Spawner.args = [*c.Spawner.args, *{spawner_args!r}]  # after configure_origins' own
 c.Spawner.start_timeout = 60
 c.Spawner.http_timeout = 60
 c.Spawner.environment = {{"LABKIT_MODE": "sim", "PYTHONUNBUFFERED": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -382,6 +382,30 @@ def run_classroom(tmp_path: Path, python: str) -> str:
         assert cells["alice"]["08.mig"]["solved"] is True and cells["alice"]["08.mig"]["attempts"] == 1
         assert cells["alice"]["00.vector-add"]["status"] == "failed"  # sent at the kernel's start
         assert cells["bob"]["08.mig"]["solved"] is False and cells["bob"]["08.mig"]["status"] == "failed"
+        # least privilege (review 4, R4-1): nobody is a hub admin; the instructor has the admin page and approvals
+        # but the hub refuses her at a learner's server: the browser's OAuth round trip, the authorize endpoint
+        # itself, her token on the server's API; she cannot mint a token for a learner nor make herself an admin
+        users = json.loads(http("GET", f"{api}/users", tokens[INSTRUCTOR])[1])
+        assert {u["name"] for u in users} >= {*LEARNERS, INSTRUCTOR} and not any(u["admin"] for u in users), users
+        assert browsers[INSTRUCTOR].get(f"{public}/hub/admin")[0] == 200
+        assert browsers[INSTRUCTOR].get(f"{public}/hub/authorize")[0] == 200
+        status, page, url = browsers[INSTRUCTOR].get(f"{public}/user/alice/lab")
+        assert status == 403 and "/hub/api/oauth2/authorize" in url, (status, url, page[-300:])
+        authorize = f"{public}/hub/api/oauth2/authorize?" + urllib.parse.urlencode({
+            "client_id": "jupyterhub-user-alice", "redirect_uri": "/user/alice/oauth_callback", "response_type": "code",
+            "state": "x"})
+        assert browsers[INSTRUCTOR].get(authorize)[0] == 403
+        assert http("GET", f"{public}/user/alice/api/contents", tokens[INSTRUCTOR])[0] == 403
+        assert http("POST", f"{api}/users/alice/tokens", tokens[INSTRUCTOR], {"note": "as alice"})[0] == 403
+        assert http("PATCH", f"{api}/users/{INSTRUCTOR}", tokens[INSTRUCTOR], {"admin": True})[0] == 403
+        status, page, url = browsers["alice"].get(f"{public}/user/alice/lab")  # the control: her own server, 200
+        assert status == 200 and url.startswith(f"{public}/user/alice/lab"), (status, url)
+        # learners' tokens have a lifetime (R4-10): a token minted without one gets the hub's maximum
+        model = json.loads(http("GET", f"{api}/users/alice/tokens", tokens["alice"])[1])
+        minted = [t for t in model["api_tokens"] if t.get("note") == "test login"]  # not her server's own token
+        assert minted and all(t["expires_at"] for t in minted), model
+        timings["least privilege"] = time.monotonic() - started
+
         # a browser without a login is sent to the hub's OAuth login (the page is a HubOAuth client of the hub)
         class NoRedirect(urllib.request.HTTPRedirectHandler):
             def redirect_request(self, *args, **kwargs):

@@ -27,7 +27,7 @@ ENV = {
                "OAUTH_CALLBACK_URL": "https://hub.example.org/hub/oauth_callback"},
     "oidc": {"LABKIT_OIDC_AUTHORIZE_URL": "https://id.school.edu/auth", "LABKIT_OIDC_TOKEN_URL": "https://id.school.edu/token",
              "LABKIT_OIDC_USERDATA_URL": "https://id.school.edu/userinfo", "LABKIT_OIDC_GROUP": "gpu-course",
-             "LABKIT_OIDC_ADMIN_GROUP": "gpu-course-staff", "OAUTH_CLIENT_ID": "id", "OAUTH_CLIENT_SECRET": "secret",
+             "OAUTH_CLIENT_ID": "id", "OAUTH_CLIENT_SECRET": "secret",
              "OAUTH_CALLBACK_URL": "https://hub.example.org/hub/oauth_callback"},
     "lti13": {"LABKIT_LTI_ISSUER": "https://moodle.school.edu", "LABKIT_LTI_AUTHORIZE_URL": "https://moodle.school.edu/mod/lti/auth.php",
               "LABKIT_LTI_JWKS_URL": "https://moodle.school.edu/mod/lti/certs.php", "LABKIT_LTI_CLIENT_ID": "abc123"},
@@ -57,7 +57,9 @@ def test_every_documented_login_loads_into_its_authenticator(login: str, monkeyp
 
         kwargs["_deprecated_db_session"] = orm.new_session_factory("sqlite://")()
     auth = cls(config=c, **kwargs)  # traitlets validates every setting here
-    assert auth.admin_users == {"ingrid"}
+    assert auth.admin_users == set()  # instructors hold the teaching role; nobody is a hub admin
+    teaching = [r for r in c.JupyterHub.load_roles if r["name"] == "teaching"]
+    assert teaching and teaching[0]["users"] == ["ingrid"] and not any(s.startswith("access:servers") for s in teaching[0]["scopes"])
     from labkit.progress_service import configure_hub
 
     configure_hub(c, public_url="https://hub.example.org", instructors=["ingrid"])
@@ -71,7 +73,10 @@ def test_every_documented_login_loads_into_its_authenticator(login: str, monkeyp
     elif login == "google":
         assert auth.hosted_domain == ["school.edu"] and auth.allow_all
     elif login == "oidc":
-        assert auth.allowed_groups == {"gpu-course"} and auth.admin_groups == {"gpu-course-staff"}
+        assert auth.allowed_groups == {"gpu-course"} and auth.admin_groups == set()
+        with pytest.raises(hub_setup.HubSetupError, match="LABKIT_OIDC_ADMIN_GROUP is no longer used"):
+            hub_setup.configure_login(Config(), login="oidc", instructors=["ingrid"],
+                                      env={**ENV["oidc"], "LABKIT_OIDC_ADMIN_GROUP": "gpu-course-staff"})
         assert auth.token_url.endswith("/token") and auth.username_claim == "preferred_username"
     else:
         assert auth.issuer == "https://moodle.school.edu" and auth.client_id == {"abc123"} and auth.allow_all

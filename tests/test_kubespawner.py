@@ -54,6 +54,7 @@ def chart_config(values: dict) -> Config:
 
 
 ADMIN_PASSWORD = "from-the-labkit-admin-secret"
+SIGNUP_CODE = "from-the-labkit-signup-secret"
 
 
 def hub_env(values: dict) -> dict[str, str]:
@@ -61,8 +62,9 @@ def hub_env(values: dict) -> dict[str, str]:
     out = {}
     for key, value in values["hub"]["extraEnv"].items():
         if isinstance(value, dict):
-            assert value["valueFrom"]["secretKeyRef"] == {"name": "labkit-admin", "key": "password"}
-            out[key] = ADMIN_PASSWORD
+            ref = value["valueFrom"]["secretKeyRef"]
+            assert ref in ({"name": "labkit-admin", "key": "password"}, {"name": "labkit-signup", "key": "code"}), ref
+            out[key] = ADMIN_PASSWORD if ref["name"] == "labkit-admin" else SIGNUP_CODE
         else:
             out[key] = str(value)
     return out
@@ -240,7 +242,9 @@ def test_on_kubernetes_the_instructor_can_log_in_and_learners_sign_up(config: Co
     from labkit.hub_native import CourseNativeAuthenticator
 
     assert config.JupyterHub.authenticator_class == "labkit.hub_native.CourseNativeAuthenticator"
-    assert config.Authenticator.admin_users == {"ingrid"}
+    assert config.Authenticator.admin_users == set()  # nobody is a hub admin; ingrid holds the teaching role
+    assert "ingrid" in {n for r in config.JupyterHub.load_roles if r["name"] == "teaching" for n in r["users"]}
+    assert config.CourseNativeAuthenticator.signup_code == SIGNUP_CODE
     auth = CourseNativeAuthenticator(config=config, _deprecated_db_session=orm.new_session_factory("sqlite://")())
     assert asyncio.run(auth.authenticate(None, {"username": "ingrid", "password": ADMIN_PASSWORD})) == "ingrid"
     assert asyncio.run(auth.authenticate(None, {"username": "ingrid", "password": "a-guess-at-it"})) is None
@@ -268,3 +272,50 @@ def test_learner_pods_are_restricted(config: Config) -> None:
         assert not (pod.spec.init_containers or []), slug
     # the chart's own privileged init container (iptables for the metadata address) is switched off
     assert VALUES["singleuser"]["cloudMetadata"]["blockWithIptables"] is False
+
+
+def test_the_hub_believes_x_forwarded_for_only_from_the_proxy_pods(config: Config) -> None:
+    """R4-4: the values trusted X-Forwarded-For from every private address, learner pods included, so a learner's
+    pod chose the address each of its login attempts counted under. Now only the chart's proxy pods (looked up by
+    their labels) are believed: a learner pod's request carrying ``X-Forwarded-For: 203.0.113.77`` counts under the
+    pod's own address; the proxy's (and autohttps in front of it) names the browser."""
+    from jupyterhub import orm
+
+    from labkit.hub_native import CourseNativeAuthenticator, client_address
+
+    auth = CourseNativeAuthenticator(config=config, _deprecated_db_session=orm.new_session_factory("sqlite://")())
+    assert auth.trusted_proxies == [] and "proxy" in auth.trusted_proxy_selector
+    asked = []
+
+    async def pods():
+        asked.append(auth.trusted_proxy_selector)
+        return ["10.42.0.5", "10.42.1.9"]  # the proxy pod and the autohttps pod, as the cluster's API lists them
+
+    auth.proxy_pod_addresses = pods
+    trusted = asyncio.run(auth.refresh_trusted())
+    assert asked and set(trusted) == {"10.42.0.5", "10.42.1.9"}
+
+    def request(peer: str, xff: str):
+        return SimpleNamespace(request=SimpleNamespace(remote_ip=peer, connection=SimpleNamespace(context=None),
+                                                       headers={"X-Forwarded-For": xff}))
+
+    assert client_address(request("10.42.3.7", "203.0.113.77"), trusted) == "10.42.3.7"  # a learner's pod
+    assert client_address(request("10.42.0.5", "203.0.113.77"), trusted) == "203.0.113.77"  # the proxy
+    # browser -> autohttps -> proxy -> hub: the proxy appends autohttps' address, which is skipped
+    assert client_address(request("10.42.0.5", "198.51.100.4, 10.42.1.9"), trusted) == "198.51.100.4"
+    # a client's own entries further left are never believed
+    assert client_address(request("10.42.0.5", "127.0.0.1, 198.51.100.4, 10.42.1.9"), trusted) == "198.51.100.4"
+    # the lockout replay: 5 wrong passwords for ingrid from a pod, each with another X-Forwarded-For, then the right
+    # one from the same pod: refused (the failures all count under the pod's address)
+    for i in range(5):
+        handler = request("10.42.3.7", f"203.0.113.{i}")
+        assert asyncio.run(auth.authenticate(handler, {"username": "ingrid", "password": f"guess-{i}-abcdef"})) is None
+    handler = request("10.42.3.7", "203.0.113.99")
+    assert asyncio.run(auth.authenticate(handler, {"username": "ingrid", "password": ADMIN_PASSWORD})) is None
+    assert asyncio.run(auth.authenticate(request("10.42.0.5", "198.51.100.4"), {"username": "ingrid", "password": ADMIN_PASSWORD})) == "ingrid"
+
+
+def test_learners_home_volume_has_a_size(config: Config) -> None:
+    """R4-8 on Kubernetes: each learner's home is a PersistentVolumeClaim of a fixed size (10Gi), not the node's disk."""
+    assert VALUES["singleuser"]["storage"]["type"] == "dynamic" and VALUES["singleuser"]["storage"]["capacity"] == "10Gi"
+    assert VALUES["singleuser"]["storage"]["homeMountPath"] == "/home/learner"

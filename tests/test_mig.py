@@ -276,6 +276,7 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     monkeypatch.setenv("LABKIT_HUB_HOSTNAME", "dgx.example.org")
     monkeypatch.delenv("LABKIT_LOGIN", raising=False)
     monkeypatch.delenv("LABKIT_TLS", raising=False)
+    monkeypatch.setenv("LABKIT_HOME_SIZE", "off")  # the size-limited home: tests/test_redteam_deploy.py
     docker = pytest.importorskip("docker")
     network = SimpleNamespace(attrs={"Options": {"com.docker.network.bridge.enable_icc": "false"}})
     monkeypatch.setattr(docker, "from_env", lambda: SimpleNamespace(networks=SimpleNamespace(get=lambda name: network)))
@@ -289,14 +290,14 @@ def test_dockerspawner_config_gives_each_learner_a_slice(tmp_path: Path, monkeyp
     finally:
         os.umask(umask)
     assert c.JupyterHub.spawner_class == "docker" and c.DockerSpawner.cmd == ["/opt/course/deploy/singleuser.sh"]
-    assert c.DockerSpawner.volumes == {"labkit-home-{username}": "/home/learner"}
+    assert c.DockerSpawner.mounts == [{"type": "volume", "source": "labkit-home-{username}", "target": "/home/learner"}]
     assert "labkit-progress" in [s["name"] for s in c.JupyterHub.services]
     assert (
         c.Spawner.environment["LABKIT_PROGRESS_URL"] == "http://172.17.0.1:10101/services/labkit-progress/"
     )  # not via the proxy
     # own logins, HTTPS with a self-signed certificate made for the host, the culler
     assert c.JupyterHub.authenticator_class == "labkit.hub_native.CourseNativeAuthenticator"
-    assert c.Authenticator.admin_users == {"ingrid"} and c.NativeAuthenticator.open_signup is False
+    assert c.Authenticator.admin_users == set() and c.NativeAuthenticator.open_signup is False  # nobody is a hub admin
     assert c.JupyterHub.bind_url.startswith("https://") and Path(c.JupyterHub.ssl_cert).parent == tmp_path / "tls"
     assert "idle-culler" in [s["name"] for s in c.JupyterHub.services]
 

@@ -56,8 +56,8 @@ def login(auth, name, password, h=None):
     return asyncio.run(auth.authenticate(h or handler(), {"username": name, "password": password}))
 
 
-def sign_up(auth, name, password="a-long-learner-pw", address="203.0.113.9"):
-    problem = auth.signup_problem(name, password, password, address)
+def sign_up(auth, name, password="a-long-learner-pw", address="203.0.113.9", code=""):
+    problem = auth.signup_problem(name, password, password, address, code)
     if problem:
         return problem
     auth.signups.add(address)
@@ -102,7 +102,8 @@ def test_an_account_made_before_the_record_is_recognised_by_the_config_password(
 
 
 @pytest.mark.parametrize("name", ["ingrid", "INGRID", "Ingrid", "\u0456ngrid", "\uff49\uff4e\uff47\uff52\uff49\uff44",
-                                  "ingrid\u200b", "1ngrid", "lngrid", "ingr1d", "container:jupyter-bob", "a/b", "a b",
+                                  "ingrid\u200b", "1ngrid", "lngrid", "ingr1d", "ingrid.", "ingrid-", "ingrid_",
+                                  "1ngr1d.", "container:jupyter-bob", "a/b", "a b",
                                   "x" * 40, ""])
 def test_look_alike_and_odd_names_are_refused_at_sign_up(db, name):
     auth = make_auth(db)
@@ -116,6 +117,11 @@ def test_look_alike_of_another_learner_is_refused(db):
     assert not isinstance(sign_up(auth, "alice"), str)
     assert isinstance(sign_up(auth, "a1ice"), str)
     assert skeleton("rnallory") == skeleton("mallory")
+    # review 4, R4-9: digit-for-letter swaps and trailing punctuation
+    assert not isinstance(sign_up(auth, "mallory"), str)
+    for lookalike in ("m4llory", "ma11ory", "mall0ry", "mallory.", "mallory_", "rnallory"):
+        assert isinstance(sign_up(auth, lookalike), str), lookalike
+    assert not isinstance(sign_up(auth, "bob"), str)  # an unlike name still signs up
 
 
 def test_login_takes_as_long_for_a_missing_name_as_for_a_real_one(db):
@@ -158,11 +164,68 @@ def test_the_per_address_limit_holds_across_names_and_forged_headers(db):
     for i in range(8):
         # a forged X-Real-Ip and a forged first X-Forwarded-For entry change nothing: the last entry counts
         login(auth, f"name{i}", "wrong-guess-xyz", handler(proxy, forwarded=f"10.9.9.{i}, 198.51.100.66", real_ip=f"10.8.8.{i}"))
-    assert auth.login_retry_after(handler(proxy, forwarded="198.51.100.66"), "alice") > 0
-    assert auth.login_retry_after(handler(proxy, forwarded="192.0.2.10"), "alice") == 0
+    assert auth.login_retry_after(handler(proxy, forwarded="198.51.100.66"), "name3") > 0  # a sprayed name: refused
+    assert auth.login_retry_after(handler(proxy, forwarded="192.0.2.10"), "name3") == 0  # from elsewhere: not
     # a client that talks to the hub directly (not through the proxy) cannot pick its address with the header
     direct = handler("172.17.0.5", forwarded="192.0.2.10")
     assert hub_native.client_address(direct) == "172.17.0.5"
+
+
+def test_a_shared_nat_address_cannot_lock_the_class_or_the_instructor_out(db):
+    """Review 4, R4-7: 50 failed logins for made-up names from one NAT address locked every learner and the
+    instructor behind it out for 10 minutes. Now the per-address limit refuses only names that failed from that
+    address: after the spray, alice and ingrid log in from it with their passwords; the sprayed names do not get
+    more guesses, and one name guessed twice (the test's limit) from there is refused (the per-(name, address) limit)."""
+    auth = make_auth(db, failed_logins_per_address=3, failed_logins_per_pair=2)  # small limits: fewer bcrypt hashes
+    sign_up(auth, "alice", "alice-learns-cuda")
+    auth.get_user("alice").is_authorized = True
+    db.commit()
+    nat = handler("127.0.0.1", forwarded="198.51.100.200")  # through the proxy, from the classroom's NAT address
+    for i in range(4):
+        assert login(auth, f"made-up-{i}", "wrong-guess-xyz", nat) is None
+    assert auth.address_failures.retry_after("198.51.100.200") > 0  # the address is over its limit...
+    assert login(auth, "alice", "alice-learns-cuda", nat) == "alice"  # ...yet alice gets in
+    assert login(auth, "ingrid", ADMIN_PW, nat) == "ingrid"  # and the instructor
+    assert auth.login_retry_after(nat, "made-up-0") > 0  # a sprayed name: no more guesses from there
+    for _ in range(2):
+        login(auth, "alice", "wrong-guess-xyz", nat)
+    assert login(auth, "alice", "alice-learns-cuda", nat) is None  # guessing one account is still limited
+
+
+def test_sign_up_needs_the_class_code_so_outsiders_cannot_fill_the_list(db):
+    """Review 4, R4-6: an outsider with 5 addresses filled the 300 pending sign-ups in a minute; then a real learner
+    got 429. With the class's code (LABKIT_SIGNUP_CODE, on by default on the DGX), the outsider's sign-ups are
+    refused before anything is stored, and the learner who has the code signs up after the flood."""
+    auth = make_auth(db, signup_code="blue-42-kernel", max_pending=20, signups_per_address=60)
+    refused = 0
+    for i in range(100):  # 5 addresses x 20, without the code (or a wrong one)
+        result = sign_up(auth, f"junk{i}", address=f"203.0.113.{i % 5}", code="" if i % 2 else "guess")
+        refused += isinstance(result, str) and "sign-up code" in result
+    assert refused == 100 and auth.get_unauthed_amount_fast() == 0
+    assert not isinstance(sign_up(auth, "carol", address="192.0.2.44", code=" blue-42-kernel "), str)
+    assert auth.get_user("carol").is_authorized is False  # still waits for the instructor's approval
+
+
+def test_an_unapproved_account_cannot_use_the_hub_or_start_a_server(db):
+    """Review 4, R4-3 (the authenticator's half; the hub's, with tokens, sessions and the slice: test_redteam_hub):
+    an account un-approved is refused at every refresh of its login and at every start."""
+    from tornado import web
+
+    auth = make_auth(db)
+    sign_up(auth, "mallory", "mallory-is-curious")
+    info = auth.get_user("mallory")
+    info.is_authorized = True
+    db.commit()
+    user = SimpleNamespace(name="mallory")
+    assert asyncio.run(auth.refresh_user(user)) is True
+    asyncio.run(auth.pre_spawn_start(user, None))  # approved: starts
+    info.is_authorized = False
+    db.commit()
+    assert asyncio.run(auth.refresh_user(user)) is False  # the hub ends her login
+    with pytest.raises(web.HTTPError) as refused:
+        asyncio.run(auth.pre_spawn_start(user, None))
+    assert refused.value.status_code == 403
+    assert asyncio.run(auth.refresh_user(SimpleNamespace(name="ingrid"))) is True  # instructors always
 
 
 # ---------------------------------------------------------------------------------------------- #4 the event loop

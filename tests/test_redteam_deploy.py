@@ -30,17 +30,35 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy" / "jupyterhub"
 
 
-def load_dgx(tmp_path, monkeypatch, icc="false", **env):
-    """The DGX configuration as JupyterHub loads it; Docker answers only for the network (its ICC option)."""
+class FakeVolumes:
+    """Docker's volumes API as far as the config's home-size check uses it: records each volume made; ``quota``
+    False answers as a daemon whose /var/lib/docker has no project quotas."""
+
+    def __init__(self, quota: bool = True) -> None:
+        self.quota, self.made, self.removed = quota, [], []
+
+    def create(self, name, driver, driver_opts):
+        if not self.quota and "size" in driver_opts:
+            raise RuntimeError("500 Server Error: quota size requested but no quota support")
+        self.made.append((name, driver, dict(driver_opts)))
+        return SimpleNamespace(remove=lambda force=False: self.removed.append(name))
+
+
+def load_dgx(tmp_path, monkeypatch, icc="false", volumes=None, **env):
+    """The DGX configuration as JupyterHub loads it; Docker answers only for the network (its ICC option) and
+    volumes (:class:`FakeVolumes`)."""
     from traitlets.config import Config
 
     docker = pytest.importorskip("docker")
     network = SimpleNamespace(attrs={"Options": {"com.docker.network.bridge.enable_icc": icc}})
-    monkeypatch.setattr(docker, "from_env", lambda: SimpleNamespace(networks=SimpleNamespace(get=lambda name: network)))
+    volumes = volumes if volumes is not None else FakeVolumes()
+    monkeypatch.setattr(docker, "from_env", lambda: SimpleNamespace(networks=SimpleNamespace(get=lambda name: network),
+                                                                     volumes=volumes))
     base = {"LABKIT_STATE_DIR": str(tmp_path / "state"), "LABKIT_MIG_SLICES": "MIG-a,MIG-b", "LABKIT_INSTRUCTORS": "ingrid",
             "LABKIT_INSTRUCTOR_GPUS": "7", "LABKIT_ADMIN_PASSWORD": "instructor-password-1234",
             "LABKIT_HUB_HOSTNAME": "dgx.example.org"}
-    for k in ("LABKIT_LOGIN", "LABKIT_TLS", "LABKIT_SUBDOMAIN_HOST", "LABKIT_DISK_LIMIT", "LABKIT_ALLOW_ICC"):
+    for k in ("LABKIT_LOGIN", "LABKIT_TLS", "LABKIT_SUBDOMAIN_HOST", "LABKIT_DISK_LIMIT", "LABKIT_ALLOW_ICC",
+              "LABKIT_HOME_SIZE", "LABKIT_SIGNUP_CODE", "LABKIT_ADMIN_PASSWORD_FILE", "LABKIT_SIGNUP"):
         monkeypatch.delenv(k, raising=False)
     for k, v in {**base, **env}.items():
         monkeypatch.setenv(k, v)
@@ -121,8 +139,13 @@ def test_dgx_origins_cookies_and_hsts(tmp_path, monkeypatch):
     c = load_dgx(tmp_path, monkeypatch)
     assert c.Spawner.disable_user_config is True and c.Spawner.environment["PYTHONNOUSERSITE"] == "1"
     assert c.JupyterHub.tornado_settings["cookie_options"]["samesite"] == "Lax"
-    assert c.JupyterHub.tornado_settings["headers"]["Strict-Transport-Security"].startswith("max-age=")
+    assert c.JupyterHub.tornado_settings["headers"]["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
     assert "subdomain_host" not in c.JupyterHub
+    # R4-1: no notebook is trusted in a learner's server (the notary: tests/test_classroom_trust.py)
+    assert "--ServerApp.contents_manager_class=labkit.classroom.notary.UntrustingContentsManager" in c.Spawner.args
+    # R4-10: the proxy offers no CBC suite in TLS 1.2
+    ciphers = c.ConfigurableHTTPProxy.command[c.ConfigurableHTTPProxy.command.index("--ssl-ciphers") + 1]
+    assert "CBC" not in ciphers and not any(x.endswith("-SHA") for x in ciphers.split(":")), ciphers
     c = load_dgx(tmp_path / "sub", monkeypatch, LABKIT_SUBDOMAIN_HOST="https://hub.school.example")
     assert c.JupyterHub.subdomain_host == "https://hub.school.example" and c.JupyterHub.cookie_host_prefix_enabled
     from cryptography import x509
@@ -130,6 +153,59 @@ def test_dgx_origins_cookies_and_hsts(tmp_path, monkeypatch):
     cert = x509.load_pem_x509_certificate(Path(c.JupyterHub.ssl_cert).read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
     assert {"hub.school.example", "*.hub.school.example"} <= set(names)
+
+
+def test_dgx_instructors_are_not_admins_and_nobody_is(tmp_path, monkeypatch):
+    """R4-1: instructors were hub admins (``access:servers`` on every learner's server). Now the configuration
+    gives them the teaching role, which holds no scope that opens a server, mints a token or makes an admin, and
+    sets the admin role's membership, empty. (The hub's 403: tests/test_hub.py on JupyterHub 6 and 5.)"""
+    c = load_dgx(tmp_path, monkeypatch)
+    assert c.Authenticator.admin_users == set()
+    roles = {r["name"]: r for r in c.JupyterHub.load_roles}
+    assert roles["admin"] == {"name": "admin", "users": []}
+    teaching = roles["teaching"]
+    assert teaching["users"] == ["ingrid"] and "instructors" in teaching["groups"]
+    assert hub_setup.APPROVE_SCOPE in teaching["scopes"] and "servers" in teaching["scopes"]
+    held = {s.split("!")[0] for r in roles.values() if "ingrid" in r.get("users", []) for s in r.get("scopes", [])}
+    assert not held & set(hub_setup.NEVER_FOR_INSTRUCTORS), held
+    assert not any(s.startswith("access:servers") for s in held)
+    # R4-10: learners' tokens and logins have a lifetime
+    assert c.JupyterHub.token_expires_in_max_seconds == 12 * 3600 and c.JupyterHub.cookie_max_age_days == 0.5
+
+
+def test_dgx_home_volume_has_a_size_limit(tmp_path, monkeypatch):
+    """R4-8: a learner's home was a named volume with no size limit. Now it is made with the local driver's size
+    option (10G by default), the hub proves at start that this host can make such a volume, and refuses to start
+    where it cannot, unless LABKIT_HOME_SIZE=off says so."""
+    volumes = FakeVolumes()
+    c = load_dgx(tmp_path, monkeypatch, volumes=volumes)
+    (mount,) = c.DockerSpawner.mounts
+    assert mount["target"] == "/home/learner" and mount["driver_config"] == {"Name": "local", "Options": {"size": "10G"}}
+    assert volumes.made and volumes.made[0][2] == {"size": "10G"} and volumes.removed == [volumes.made[0][0]]
+    from docker.types import Mount
+
+    spec = Mount(**{**mount, "source": "labkit-home-alice"})  # what DockerSpawner sends to Docker
+    assert spec["VolumeOptions"]["DriverConfig"]["Options"] == {"size": "10G"}
+    with pytest.raises(hub_setup.HubSetupError, match="project quotas"):
+        load_dgx(tmp_path / "b", monkeypatch, volumes=FakeVolumes(quota=False))
+    c = load_dgx(tmp_path / "c", monkeypatch, volumes=FakeVolumes(quota=False), LABKIT_HOME_SIZE="off")
+    assert "driver_config" not in c.DockerSpawner.mounts[0]
+
+
+def test_dgx_signup_needs_the_class_code_and_the_password_can_come_from_a_file(tmp_path, monkeypatch, capsys):
+    """R4-6: the sign-up form was open to anyone. Now the DGX config makes a class code once (0600, in the state
+    folder) and prints it; R4-10: the admin password can come from a file, so no environment holds it."""
+    secret = tmp_path / "admin-password"
+    secret.write_text("instructor-password-1234\n")
+    monkeypatch.delenv("LABKIT_ADMIN_PASSWORD", raising=False)
+    c = load_dgx(tmp_path, monkeypatch, LABKIT_ADMIN_PASSWORD="", LABKIT_ADMIN_PASSWORD_FILE=str(secret))
+    assert c.CourseNativeAuthenticator.instructor_password == "instructor-password-1234"
+    code = c.CourseNativeAuthenticator.signup_code
+    path = tmp_path / "state" / "signup-code"
+    assert len(code) >= 14 and path.read_text().strip() == code and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    err = capsys.readouterr().err
+    assert code in err and "one origin" in err  # the hub says its sign-up code and which origin mode it runs in
+    assert load_dgx(tmp_path, monkeypatch).CourseNativeAuthenticator.signup_code == code  # kept across restarts
 
 
 # ---------------------------------------------------------------------------------------------- #7

@@ -48,7 +48,7 @@ from test_hub import CHP, Browser, free_port, http, run_in_kernel, wait_for  # n
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("LABKIT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 BUDGET_S = 240
-PW = {"alice": "alice-learns-cuda", "mallory": "mallory-is-curious", "m4llory": "mallory-second-acct", "ingrid": "ingrid-teaches-gpus"}
+PW = {"alice": "alice-learns-cuda", "mallory": "mallory-is-curious", "trudy": "mallory-second-acct", "ingrid": "ingrid-teaches-gpus"}
 
 pytestmark = [
     pytest.mark.slow,
@@ -79,13 +79,13 @@ c.ConfigurableHTTPProxy.command = [{chp!r}]
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api}"
 c.ConfigurableHTTPProxy.pid_file = "{tmp}/proxy.pid"
 configure_tls(c, cert={cert!r}, key={key!r})
-configure_login(c, login="native", instructors=["ingrid"], env=os.environ)  # LABKIT_ADMIN_PASSWORD from the environment
+configure_login(c, login="native", instructors=["ingrid"], env=os.environ)  # LABKIT_ADMIN_PASSWORD_FILE
 c.CourseNativeAuthenticator.signups_per_address = 8
 configure_origins(c, tls=True)
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"
 c.Spawner.cmd = [{python!r}, "-m", "jupyterhub.singleuser"]
-c.Spawner.args = {args!r}
+c.Spawner.args = [*c.Spawner.args, *{args!r}]  # after configure_origins' own
 c.Spawner.start_timeout = 60
 c.Spawner.http_timeout = 60
 c.Spawner.environment = {{**c.Spawner.environment, "LABKIT_MODE": "sim", "OPENBLAS_NUM_THREADS": "1", "LABKIT_PROGRESS": "off"}}
@@ -146,18 +146,27 @@ home = Path.home()
 (home / ".jupyter" / "jupyter_server_config.py").write_text("c.ServerApp.extra_static_paths = [%r]\\n" % str(home / "pub"))
 (home / "pub").mkdir(exist_ok=True)
 (home / "pub" / "roofline.html").write_text({page!r})
+# R4-1: a notebook whose stored output is a script, signed with her own notary (what `jupyter trust` does)
+import nbformat
+from nbformat.sign import NotebookNotary
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("help()", outputs=[nbformat.v4.new_output(
+    "display_data", data={{"text/html": "<script>document.title = 'RAN'</script>"}})])])
+notary = NotebookNotary()
+notary.sign(nb)
+nbformat.write(nb, str(home / "help-me.ipynb"))
+print("SIGNED", notary.check_signature(nbformat.read(str(home / "help-me.ipynb"), as_version=4)))
 print("STAGED", home)
 """
 
 
 class Foreign(BaseHTTPRequestHandler):
     """Another site (http://localhost:<port>, the hub being https://127.0.0.1:<port>): pages that try to approve
-    m4llory through the instructor's browser, by a navigation (GET) and by an auto-submitted form (POST)."""
+    trudy through the instructor's browser, by a navigation (GET) and by an auto-submitted form (POST)."""
 
     hub = ""
 
     def do_GET(self) -> None:  # noqa: N802
-        target = f"{self.hub}/hub/authorize/m4llory"
+        target = f"{self.hub}/hub/authorize/trudy"
         if self.path.startswith("/get"):
             body = f"<script>location = {json.dumps(target)};</script>"
         else:
@@ -202,7 +211,10 @@ def start_hub(tmp_path: Path, hosts=("127.0.0.1", "localhost"), public_host="127
         service_port=service_port, chp=CHP, cert=str(cert), key=str(key), python=sys.executable, args=args,
         public_host=public_host) + extra.format(port=port))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "LABKIT_", "JUPYTER_"))}
-    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", LABKIT_ADMIN_PASSWORD=PW["ingrid"])
+    secret = tmp_path / "admin-password"  # R4-10: from a file, so no environment ever holds it
+    secret.write_text(PW["ingrid"])
+    os.chmod(secret, 0o600)
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", LABKIT_ADMIN_PASSWORD_FILE=str(secret))
     log = open(tmp_path / "hub.log", "w")
     hub = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(tmp_path / "jupyterhub_config.py")], cwd=tmp_path,
                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -238,18 +250,34 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
         # ------------------------------------------------------------------ #20, #13: the proxy's environment, HSTS, state
         chp_pid = int((tmp_path / "proxy.pid").read_text())
         assert b"LABKIT_ADMIN_PASSWORD" not in Path(f"/proc/{chp_pid}/environ").read_bytes()
+        assert PW["ingrid"].encode() not in Path(f"/proc/{hub.pid}/environ").read_bytes()  # R4-10: the hub's own either
         with urllib.request.urlopen(f"{public}/hub/login", context=th.TLS, timeout=10) as resp:
-            assert resp.headers["Strict-Transport-Security"].startswith("max-age=")
+            assert resp.headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
+        # R4-10: TLS 1.2 with a CBC suite (SHA-1 MAC) is refused; an AEAD suite is accepted
+        for cipher, ok in (("ECDHE-ECDSA-AES128-SHA", False), ("ECDHE-ECDSA-AES128-GCM-SHA256", True)):
+            ctx = ssl.create_default_context(cafile=th.CA_FILE)
+            ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+            ctx.set_ciphers(cipher)
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw, server_hostname="127.0.0.1"):
+                    accepted = True
+            except ssl.SSLError:
+                accepted = False
+            assert accepted is ok, cipher
         state = tmp_path / "state"
         assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(state / "jupyterhub.sqlite").st_mode) == 0o600
 
         # ------------------------------------------------------------------ accounts
-        browsers = {u: Browser() for u in ("alice", "mallory", "m4llory", "ingrid")}
-        for u in ("alice", "mallory", "m4llory"):
+        browsers = {u: Browser() for u in ("alice", "mallory", "trudy", "ingrid")}
+        for u in ("alice", "mallory", "trudy"):
             status, page, _ = browsers[u].form(f"{public}/hub/signup", {"username": u, "signup_password": PW[u],
                                                                        "signup_password_confirmation": PW[u]})
             assert status == 200 and "sent to the admin" in page, page[-500:]
+        for lookalike in ("m4llory", "ingrid."):  # R4-9: digit-for-letter and trailing-dot look-alikes
+            status, page, _ = Browser().form(f"{public}/hub/signup", {"username": lookalike, "signup_password": PW["trudy"],
+                                                                     "signup_password_confirmation": PW["trudy"]})
+            assert status == 400 and "not allowed" in page, (lookalike, status)
         status, page, url = browsers["ingrid"].form(f"{public}/hub/login?next=%2Fhub%2Fhome", {"username": "ingrid", "password": PW["ingrid"]})
         assert "/hub/login" not in url, page[-500:]
         for u in ("alice", "mallory"):
@@ -279,7 +307,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
         for u in ("alice", "mallory"):
             start(u)
         out, reply = asyncio.run(run_in_kernel(f"{public}/user/mallory/", tokens["mallory"], STAGE.format(page=PAGE)))
-        assert reply == "ok" and "STAGED" in out, out
+        assert reply == "ok" and "STAGED" in out and "SIGNED True" in out, out  # an ordinary notary trusts it
         assert http("DELETE", f"{api}/users/mallory/server", tokens["mallory"])[0] in (202, 204)
         wait_for("mallory's server to stop", lambda: not json.loads(http("GET", f"{api}/users/mallory", tokens["mallory"])[1])
                  .get("servers"), deadline, every=0.5)
@@ -289,6 +317,13 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
         status, body = http("GET", static)
         assert status != 200 or "RESULT" not in body, "mallory's own config made her server serve her page without a login"
         measured["static"] = f"GET {static.split('127.0.0.1')[1]} -> {status}"
+        # R4-1, trust: the notebook she signed is not trusted by her own server under the hub, nor after she asks
+        # the server itself to trust it (its contents API)
+        status, text = http("POST", f"{public}/user/mallory/api/contents/help-me.ipynb/trust", tokens["mallory"])
+        assert status in (201, 204), (status, text)
+        status, text = http("GET", f"{public}/user/mallory/api/contents/help-me.ipynb", tokens["mallory"])
+        assert status == 200 and json.loads(text)["content"]["cells"][0]["metadata"].get("trusted") is False, text[:300]
+        measured["trust"] = "mallory's signed notebook: trusted False in her server, also after POST .../trust"
 
         # ------------------------------------------------------------------ #1 in Chromium; #5; #18
         with sync_playwright() as pw:
@@ -307,8 +342,8 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
                 def open_attack(page, url):
                     """Open ``url``; approve the hub's OAuth page if asked; return what the page's script got (or None)."""
                     response = page.goto(url)
-                    if response is not None and response.status >= 400 and "/oauth2/authorize" not in page.url:
-                        return {"http": response.status}, page.url  # not served: no script ran
+                    if response is not None and response.status >= 400:
+                        return {"http": response.status}, page.url  # refused (by the hub or the server): no script ran
                     for _ in range(2):
                         button = page.locator("form button[type=submit], form input[type=submit]")
                         if "/oauth2/authorize" in page.url and button.count():
@@ -329,7 +364,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
                 assert control.get("xsrf") and control.get("token") == 201, control
                 results = {}
                 attack = ingrid_ctx.new_page()
-                for route in ("static/roofline.html", "files/pub/roofline.html"):
+                for route in ("static/roofline.html", "files/pub/roofline.html", "lab/tree/help-me.ipynb", "lab"):
                     results[route] = open_attack(attack, f"{public}/user/mallory/{route}")
                 alice_ctx, alice = logged_in("alice")
                 for route in ("static/roofline.html", "files/pub/roofline.html"):
@@ -338,12 +373,21 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
                 for what, (got, where) in results.items():
                     if ran(got):  # the script ran: sandboxed, it must have got nothing
                         assert got.get("token") != 201 and got.get("admin") != 200 and got.get("alice") != 200, (what, got, where)
-                # the script ran through /files/ for the instructor (so the test sees it), contained by the sandbox
-                assert ran(results["files/pub/roofline.html"][0]), results
-                assert results["files/pub/roofline.html"][0]["origin"] == "null", results  # jupyter_server's sandbox
+                # R4-1: the hub refuses the instructor (and alice) at every route into mallory's server: her page,
+                # her signed notebook, her JupyterLab (opening the server was enough before)
+                for what, (got, where) in results.items():
+                    if what.endswith("static/roofline.html"):  # served without a login before round 3: now none
+                        assert got == {"http": 404}, (what, got, where)
+                    else:
+                        assert got == {"http": 403} and "/oauth2/authorize" in where, (what, got, where)
+                # the page itself still runs, contained by jupyter_server's sandbox, in mallory's own browser
+                mallory_ctx, mallory_page = logged_in("mallory")
+                own, _ = open_attack(mallory_page, f"{public}/user/mallory/files/pub/roofline.html")
+                assert ran(own) and own["origin"] == "null" and own.get("token") != 201, own
+                mallory_ctx.close()
                 print("takeover replay:", measured["takeover"])
 
-                # #5: a page on another site tries to approve m4llory through the instructor's browser
+                # #5: a page on another site tries to approve trudy through the instructor's browser
                 site = f"http://localhost:{foreign.server_port}"
                 for path in ("/get", "/post"):
                     p = ingrid_ctx.new_page()
@@ -351,7 +395,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
                     p.wait_for_load_state()
                     time.sleep(0.5)
                     p.close()
-                assert http("POST", f"{api}/users/m4llory/tokens", body={"auth": {"username": "m4llory", "password": PW["m4llory"]}})[0] == 403
+                assert http("POST", f"{api}/users/trudy/tokens", body={"auth": {"username": "trudy", "password": PW["trudy"]}})[0] == 403
 
                 # #18: the live page refreshes in place (no 401, no reload) for 12 s
                 live = ingrid_ctx.new_page()
@@ -409,6 +453,56 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
         print(measured["sign-up flood"])
         assert codes.count(200) <= 8 - 3 and codes.count(429) > 0, codes  # 3 sign-ups came from this address before
         assert statistics.median(during) < 0.3 and max(during) < 2.0, measured["sign-up flood"]
+
+        # ------------------------------------------------------------------ R4-5: change-password with a wrong password
+        pw_codes: list[int] = []
+
+        def change_pw():
+            for _ in range(4):  # 8 posts in all: the first 5 are checked (in a worker thread), the rest refused
+                status, _, _ = browsers["mallory"].form(f"{public}/hub/change-password", {
+                    "old_password": "not-her-password", "new_password": "whatever-pass-123",
+                    "new_password_confirmation": "whatever-pass-123"})
+                pw_codes.append(status)
+
+        threads = [threading.Thread(target=change_pw) for _ in range(2)]
+        for t in threads:
+            t.start()
+        during = hub_latency(20)
+        for t in threads:
+            t.join(30)
+        measured["change-password flood"] = (f"{pw_codes.count(200)} answered, {pw_codes.count(429)} refused (429); GET "
+                                             f"/hub/api/ p50 {statistics.median(during) * 1000:.0f} ms during "
+                                             f"(max {max(during) * 1000:.0f} ms)")
+        print(measured["change-password flood"])
+        assert len(pw_codes) == 8 and pw_codes.count(200) == 5 and pw_codes.count(429) == 3, pw_codes
+        assert statistics.median(during) < 0.3 and max(during) < 2.0, measured["change-password flood"]
+
+        # ------------------------------------------------------------------ R4-3: un-approving revokes
+        old = json.loads(http("POST", f"{api}/users/mallory/tokens", tokens["mallory"], {"note": "kept"})[1])["token"]
+        slices = lambda: json.loads((tmp_path / "state" / "mig-slices.json").read_text())["held"]  # noqa: E731
+        assert "mallory" in slices()
+        status, page, _ = browsers["ingrid"].form(f"{public}/hub/authorize/mallory", {})
+        assert status == 200, page[-300:]
+        for t in (tokens["mallory"], old):
+            assert http("GET", f"{api}/user", t)[0] == 403  # her tokens are gone
+        assert http("POST", f"{api}/users/mallory/tokens", old, {"note": "more"})[0] == 403
+        status, _, url = browsers["mallory"].get(f"{public}/hub/home")  # her browser's login ended
+        assert "/hub/login" in url, (status, url)
+        # her server stops (in the background: this hub answers at once, slow_stop_timeout 0)...
+        wait_for("mallory's server to stop", lambda: not json.loads(http("GET", f"{api}/users/mallory", tokens["ingrid"])[1])
+                 .get("servers"), deadline, every=0.5)
+        assert "mallory" not in slices()  # ...and its slice is free
+        # nobody starts it again: the hub refuses the start (here answered 202 at once, slow_spawn_timeout 0, and
+        # the start then fails in the authenticator's pre_spawn_start)
+        status, text = http("POST", f"{api}/users/mallory/server", tokens["ingrid"])
+        assert status >= 400 or status == 202, (status, text)
+        wait_for("the refused start to settle", lambda: not json.loads(http("GET", f"{api}/users/mallory", tokens["ingrid"])[1])
+                 .get("pending"), deadline)
+        assert not json.loads(http("GET", f"{api}/users/mallory", tokens["ingrid"])[1]).get("servers")
+        assert "mallory" not in slices()
+        assert "mallory is not approved" in (tmp_path / "hub.log").read_text()  # refused by pre_spawn_start
+        assert http("POST", f"{api}/users/mallory/tokens", body={"auth": {"username": "mallory", "password": PW["mallory"]}})[0] == 403
+        measured["un-approve"] = "tokens 403, browser login ended, server stopped, slice freed, start refused"
     except BaseException:
         log.flush()
         print((tmp_path / "hub.log").read_text()[-8000:])
@@ -501,6 +595,9 @@ def test_per_user_subdomains_keep_a_learners_page_off_the_hubs_origin(tmp_path: 
                 print("subdomain takeover replay:", got)
                 assert got["ran"] and got["origin"].startswith("https://mallory.localhost:"), got
                 assert got.get("token") != 201 and got.get("admin") != 200 and not got.get("xsrf"), got
+                # least privilege on this deployment too: the hub refuses the instructor at mallory's server
+                refused = ctx.new_page().goto(f"{server_url}lab")
+                assert refused is not None and refused.status == 403 and "/oauth2/authorize" in refused.url, refused
             finally:
                 browser.close()
         assert json.loads(http("GET", f"{api}/users/mallory", tokens["ingrid"])[1])["admin"] is False

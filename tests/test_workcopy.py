@@ -50,6 +50,17 @@ def test_first_start_copies_everything_and_later_starts_keep_the_learners_work(t
     assert (work / "03-memory-hierarchy.ipynb").read_text() == '{"x": "my answers"}'
 
 
+def test_classroom_work_folders_get_no_solved_notebooks(tmp_path) -> None:
+    """Review 4, R4-2: every learner's home held the solved notebooks. The classroom's server start
+    (deploy/singleuser.sh) copies the learner notebooks only; self-paced `labkit lab` keeps both (above)."""
+    nbs, work = _course(tmp_path), tmp_path / "work"
+    report = workcopy.sync(nbs, work, solutions=False)
+    assert sorted(report.copied) == ["00-start-here.ipynb", "03-memory-hierarchy.ipynb"]
+    assert not (work / "solutions").exists()
+    script = (ROOT / "deploy" / "singleuser.sh").read_text()
+    assert "solutions=False" in script and "workcopy.sync(" in script
+
+
 def test_an_update_adds_new_labs_and_reports_changed_ones_without_overwriting(tmp_path) -> None:
     nbs, work = _course(tmp_path), tmp_path / "work"
     workcopy.sync(nbs, work)

@@ -4,15 +4,21 @@ and the labkit-progress service (course/classroom.md walks through a session).
 Run the hub on the DGX host, in the course's virtual environment with its hub extra (jupyterhub, dockerspawner,
 NativeAuthenticator, the idle culler, labkit):
 
-    LABKIT_ADMIN_PASSWORD=... LABKIT_INSTRUCTORS=ingrid,ivan LABKIT_INSTRUCTOR_GPUS=7 \\
+    LABKIT_ADMIN_PASSWORD_FILE=/etc/labkit-hub/admin-password LABKIT_INSTRUCTORS=ingrid,ivan LABKIT_INSTRUCTOR_GPUS=7 \\
         jupyterhub -f deploy/jupyterhub/jupyterhub_config.py
 
 Settings (environment):
     LABKIT_IMAGE             the course image (deploy/Containerfile), default labkit-course:cuda12
     LABKIT_LOGIN             who logs in (labkit.hub_setup): native (default: learners sign up, an instructor approves
                              each at /hub/authorize), github, google, oidc or lti13 (each with its own LABKIT_* settings)
-    LABKIT_ADMIN_PASSWORD    native login: the instructors' accounts are made with it at the first start (10+ characters)
-    LABKIT_INSTRUCTORS       comma-separated instructor user names (hub admins; the `instructor` role: the progress page)
+    LABKIT_ADMIN_PASSWORD_FILE  native login: a file (0600) holding the instructors' first password (10+ characters);
+                             LABKIT_ADMIN_PASSWORD instead leaves it in the hub's exec-time environment
+    LABKIT_SIGNUP_CODE       the class's sign-up code (default: one made once, kept in LABKIT_STATE_DIR/signup-code and
+                             printed in the hub's log): a sign-up without it is refused
+    LABKIT_SESSION_HOURS     how long a login and an API token last (default 12)
+    LABKIT_INSTRUCTORS       comma-separated instructor user names: the `teaching` role (approvals, start/stop servers,
+                             the admin page; never opening a learner's server) and the `instructor` role (the progress
+                             page). Nobody is a hub admin.
     LABKIT_INSTRUCTOR_GPUS   GPU indices (or GPU UUIDs) with MIG disabled, for instructors' servers
     LABKIT_MIG_SLICES        MIG UUIDs to hand out, instead of asking NVML / nvidia-smi -L
     LABKIT_STATE_DIR         where the hub keeps its files (default /srv/labkit-hub)
@@ -29,6 +35,9 @@ Settings (environment):
                              course/classroom.md, "Threat model", for what that leaves open
     LABKIT_PIDS_LIMIT        processes per learner container (default 2048); LABKIT_DISK_LIMIT e.g. 20G (overlay2 on
                              xfs with project quotas) limits its writable layer
+    LABKIT_HOME_SIZE         size of each learner's home volume (default 10G: Docker's local volume driver with xfs
+                             project quotas under /var/lib/docker; the hub checks at start that a limited volume can be
+                             made); off: no limit (the hub warns)
     LABKIT_ALLOW_ICC         1: accept a learners' network on which containers reach each other (default: refused)
     LABKIT_SLICE_WAIT_S      how long a start waits in line for a slice when all are taken (default 120)
     LABKIT_STUCK_MINUTES     the progress page marks a learner stuck after this long (default 10)
@@ -52,6 +61,8 @@ from mig_allocator import SliceAllocator, discover, held_by_containers  # noqa: 
 
 from labkit.hub_setup import (  # noqa: E402
     check_docker_network,
+    check_home_quota,
+    home_mounts,
     configure_culler,
     configure_login,
     configure_origins,
@@ -59,6 +70,7 @@ from labkit.hub_setup import (  # noqa: E402
     container_hardening,
     instructors_from,
     secure_state,
+    signup_code,
 )
 from labkit.progress_service import SERVICE_NAME, configure_hub  # noqa: E402
 
@@ -92,6 +104,11 @@ c.JupyterHub.cleanup_servers = False  # a hub restart leaves learners' container
 
 # ---------------------------------------------------------------------------------------------- who logs in: each their own
 configure_login(c, login=env.get("LABKIT_LOGIN", "native"), instructors=instructors, env=env)
+if c.NativeAuthenticator.enable_signup is True and env.get("LABKIT_LOGIN", "native") == "native":
+    c.CourseNativeAuthenticator.signup_code = signup_code(state, env)
+    print(f"labkit hub: the class's sign-up code is {c.CourseNativeAuthenticator.signup_code} (also in "
+          f"{state / 'signup-code'}); learners sign up at /hub/signup?code={c.CourseNativeAuthenticator.signup_code}",
+          file=sys.stderr, flush=True)
 # the proxy runs on this host and reaches the hub at connect_ip: its X-Forwarded-For names each browser's address
 # (learners' containers reach the hub from their own addresses, which are not believed)
 c.CourseNativeAuthenticator.trusted_proxies = [connect_ip]
@@ -106,7 +123,9 @@ c.DockerSpawner.network_name = network
 c.DockerSpawner.use_internal_ip = True
 c.DockerSpawner.remove = True
 c.DockerSpawner.cmd = ["/opt/course/deploy/singleuser.sh"]
-c.DockerSpawner.volumes = {"labkit-home-{username}": "/home/learner"}  # per-user storage: work copies, progress file
+# per-user storage (work copies, progress file): a named volume, limited to LABKIT_HOME_SIZE (xfs project quotas)
+home_size = env.get("LABKIT_HOME_SIZE", "10G").strip()
+c.DockerSpawner.mounts = home_mounts(home_size)
 c.DockerSpawner.mem_limit = env.get("LABKIT_MEM_LIMIT", "16G")
 c.DockerSpawner.cpu_limit = float(env.get("LABKIT_CPU_LIMIT", "4"))
 c.Spawner.start_timeout = 120
@@ -125,6 +144,13 @@ if env.get("LABKIT_ALLOW_ICC", "") != "1":  # learners' containers must not reac
     import docker
 
     check_docker_network(docker.from_env(), network)
+if home_size.lower() not in ("off", "0", ""):  # a home volume with a size limit can be made on this host
+    import docker
+
+    check_home_quota(docker.from_env(), home_size)
+else:
+    print("labkit hub: WARNING: LABKIT_HOME_SIZE=off: learners' home volumes have no size limit; one learner can "
+          "fill /var/lib/docker for everyone", file=sys.stderr, flush=True)
 
 
 allocator = SliceAllocator(slices, state_file=state / "mig-slices.json", rebuild=_slices_in_use)

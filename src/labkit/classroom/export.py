@@ -6,9 +6,12 @@ variables, one point per test case, with the failure's text as the learner's fee
 one short test file that calls the same ``labkit.check`` function the notebook calls, and nothing of the course has
 to change. nbgrader would instead need its own cell metadata in every notebook (``nbgrader`` ids, ``### BEGIN
 SOLUTION`` blocks of its own, a release/collect database and a course directory), a second source of truth next to
-``notebooks/src``. Otter also grades locally with no container (``otter run``, which is how the course tests the
-export), in a Docker image (``otter grade``) and on Gradescope from the same ``autograder.zip``; it is maintained
-by UC Berkeley's Data Science Education Program and released regularly.
+``notebooks/src``. Otter grades in a Docker image (``otter grade``) and on Gradescope from the same
+``autograder.zip``; it is maintained by UC Berkeley's Data Science Education Program and released regularly.
+
+A submission is code written by a learner: never grade it in your own account (review 4, R4-2: one added cell wrote
+into the grader's home and graded itself 1/1). Grade it with :mod:`labkit.classroom.grading` (a throwaway user, no
+network, the homes emptied, only the learner's exercise cells run; ``sudo``) or with ``otter grade`` (Docker).
 
 What the export writes into ``DIR`` (default ``build/otter/NN-topic/``)::
 
@@ -17,13 +20,14 @@ What the export writes into ``DIR`` (default ``build/otter/NN-topic/``)::
     autograder.zip           the autograder, made by Otter's own ``otter generate``
     NN-topic.ipynb           the learner notebook to hand out (the same file learners get from ``labkit lab``)
 
-An instructor then grades a submission with ``otter run -a DIR/autograder.zip submission.ipynb``. The notebook
-runs top to bottom in a fresh kernel (a cell that raises does not stop it), then each test evaluates the arguments
+An instructor then grades a submission in the sandbox, ``sudo python -m labkit.classroom.grading --autograder
+DIR/autograder.zip --handout DIR/NN-topic.ipynb --out results/ submission.ipynb`` (it runs Otter's ``otter run``
+there). The notebook runs top to bottom in a fresh kernel (a cell that raises does not stop it), then each test evaluates the arguments
 of the exercise's check call (taken from the lab's notebook, e.g. ``vector_add`` for
 ``labkit.check.vector_add(vector_add)``) in the notebook's variables and runs the check again with them. Grading
 runs the checks again instead of trusting the output the notebook printed, so an edited or deleted check cell
-changes nothing. As in any Otter autograder the tests share the submission's Python process: a notebook written
-to subvert the grader (replacing labkit's functions) is not guarded against; read the flagged ones.
+changes nothing. As in any Otter autograder the tests share the kernel that ran the learner's exercise cells: a
+cell written to subvert the check can still change its own score (the sandbox flags such cells for you to read).
 
 Progress: the re-run check does not write the grader's progress file (``LABKIT_PROGRESS=off`` while it runs); set
 ``LABKIT_PROGRESS=off`` for ``otter run`` too, so the notebook's own check cells do not either.
@@ -37,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,5 +290,9 @@ def cli(args: argparse.Namespace, root: Path) -> int:
     print(f"lab {done.lab_id}: {len(done.tests)} exercise(s), {done.points} point(s)")
     print(f"  autograder: {done.autograder}")
     print(f"  hand out:   {done.notebook}")
-    print(f"grade a submission: LABKIT_PROGRESS=off otter run -a {done.autograder} SUBMISSION.ipynb")
+    print(
+        "grade submissions in a sandbox (a throwaway user, no network; never in your own account): sudo "
+        f"{sys.executable} -m labkit.classroom.grading --autograder {done.autograder} --handout {done.notebook} "
+        "--out results/ SUBMISSION.ipynb ..."
+    )
     return 0

@@ -130,7 +130,7 @@ def read_otter_results(folder: str | Path) -> dict[str, dict[str, tuple[float, f
     if not folder.is_dir():
         raise LabkitError(
             f"{folder} is not a folder of Otter results.",
-            fix="Grade each submission with `otter run -a autograder.zip <user>.ipynb -o <folder>/<user>`.",
+            fix="Grade each submission in the sandbox: sudo python -m labkit.classroom.grading ... --out <folder>.",
         )
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for path in sorted([*folder.glob("*.json"), *folder.glob("*/results.json")]):

@@ -21,8 +21,13 @@ Logins (:func:`configure_login`, ``LABKIT_LOGIN``):
 ``lti13``
     Logins from a learning management system (Moodle, Canvas, ...) through LTI 1.3 (``LABKIT_LTI_*``).
 
-In every case the instructors are hub admins (``admin_users``) and hold the ``instructor`` role
-(:func:`labkit.progress_service.configure_hub`).
+In every case the instructors are **not** hub admins: they hold the ``teaching`` role (:data:`TEACHING_SCOPES`:
+approve and un-approve learners, start and stop their servers, read users and servers, the admin page) and the
+``instructor`` role (the progress page, :func:`labkit.progress_service.configure_hub`), and never ``access:servers``
+on a learner's server, so the hub answers 403 when an instructor's browser opens ``/user/<learner>/``. Nobody holds
+JupyterHub's ``admin`` role (its membership is set, empty, in the configuration, which also takes the flag from
+accounts made admins before): the hub's administrator is whoever edits its configuration on the host
+(:func:`configure_roles`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,28 @@ MIN_PASSWORD = 10
 MAX_AGE_HOURS = 10.0
 #: The scopes the idle culler's service needs (jupyterhub-idle-culler's README).
 CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
+#: The custom scope that approves and un-approves accounts at ``/hub/authorize`` (:mod:`labkit.hub_native`).
+APPROVE_SCOPE = "custom:labkit:approve"
+#: What teaching needs on the hub (the ``teaching`` role): the admin page, users and their servers' state, starting
+#: and stopping servers, deleting accounts, approvals. Never ``access:servers`` (a learner's server in the
+#: instructor's browser), ``tokens`` (a token in a learner's name), ``admin:users`` (passwords, admin flags),
+#: ``shares`` or ``groups`` (each of which would give one of the others).
+TEACHING_SCOPES = ["admin-ui", "list:users", "read:users", "read:servers", "servers", "delete:users", APPROVE_SCOPE]
+#: Scopes the teaching role must never hold: each reaches a learner's server or makes an admin.
+NEVER_FOR_INSTRUCTORS = (
+    "access:servers",
+    "tokens",
+    "admin:users",
+    "admin:servers",
+    "users",
+    "shares",
+    "groups",
+    "admin:groups",
+    "admin:auth_state",
+    "inherit",
+)
+#: Hours an API token or a login lasts (``LABKIT_SESSION_HOURS``): a class day; then the learner logs in again.
+SESSION_HOURS = 12.0
 
 
 class HubSetupError(ValueError):
@@ -76,7 +103,12 @@ def configure_login(
     env = os.environ if env is None else env
     login = (login or "native").strip().lower()
     admins = set(instructors)
-    c.Authenticator.admin_users = admins
+    hours = env.get("LABKIT_SESSION_HOURS", "").strip()
+    try:
+        session_hours = float(hours) if hours else SESSION_HOURS
+    except ValueError:
+        raise HubSetupError(f"LABKIT_SESSION_HOURS={hours!r} is not a number of hours (default {SESSION_HOURS:g})") from None
+    configure_roles(c, instructors=admins, session_hours=session_hours)
     if login == "native":
         c.JupyterHub.authenticator_class = "labkit.hub_native.CourseNativeAuthenticator"
         # LABKIT_SIGNUP=off once every learner has an account: the sign-up form is gone (404)
@@ -88,7 +120,7 @@ def configure_login(
         # out with one wrong password every 2 minutes. CourseNativeAuthenticator limits per address instead.
         c.NativeAuthenticator.allowed_failed_logins = 0
         c.Authenticator.allow_all = True  # who may log in is decided by the instructor's approval
-        password = env.get("LABKIT_ADMIN_PASSWORD", "")
+        password = admin_password(env)
         if admins and not password:
             raise HubSetupError(
                 "LABKIT_ADMIN_PASSWORD is not set: the instructors' accounts "
@@ -96,8 +128,12 @@ def configure_login(
                 f"(at least {MIN_PASSWORD} characters; change it later at /hub/change-password)."
             )
         c.CourseNativeAuthenticator.instructor_password = password
+        c.CourseNativeAuthenticator.instructors = sorted(admins)
+        # the class's sign-up code (the DGX config makes one in its state folder when it is not set)
+        c.CourseNativeAuthenticator.signup_code = env.get("LABKIT_SIGNUP_CODE", "").strip()
         if env is os.environ:  # read once: the proxy and every other child of the hub start without it
             os.environ.pop("LABKIT_ADMIN_PASSWORD", None)
+            os.environ.pop("LABKIT_ADMIN_PASSWORD_FILE", None)
         return "CourseNativeAuthenticator"
     if login == "github":
         c.JupyterHub.authenticator_class = "github"
@@ -132,7 +168,13 @@ def configure_login(
         g.manage_groups = True
         g.auth_state_groups_key = "oauth_user.groups"
         g.allowed_groups = _names(_need(env, "LABKIT_OIDC_GROUP", "the provider's group whose members may log in"))
-        g.admin_groups = _names(env.get("LABKIT_OIDC_ADMIN_GROUP", "")) or set()
+        if env.get("LABKIT_OIDC_ADMIN_GROUP", "").strip():
+            raise HubSetupError(
+                "LABKIT_OIDC_ADMIN_GROUP is no longer used: instructors are not hub admins. Name the provider's group "
+                "of instructors `instructors` (it then holds the teaching and instructor roles), or list them in "
+                "LABKIT_INSTRUCTORS, and unset LABKIT_OIDC_ADMIN_GROUP."
+            )
+        g.admin_groups = set()
         return "GenericOAuthenticator"
     if login == "lti13":
         c.JupyterHub.authenticator_class = "ltiauthenticator.lti13.auth.LTI13Authenticator"
@@ -147,7 +189,84 @@ def configure_login(
     raise HubSetupError(f"LABKIT_LOGIN={login!r} is not a login this course configures: choose one of {', '.join(LOGINS)}.")
 
 
+def admin_password(env: Mapping[str, str]) -> str:
+    """The instructors' first password: the file ``LABKIT_ADMIN_PASSWORD_FILE`` names (0600, root's; the hub's
+    environment then never holds the password, not even the copy the kernel keeps of the environment it was
+    started with), else ``LABKIT_ADMIN_PASSWORD``."""
+    path = env.get("LABKIT_ADMIN_PASSWORD_FILE", "").strip()
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise HubSetupError(f"LABKIT_ADMIN_PASSWORD_FILE={path}: cannot read it ({exc.strerror})") from None
+    return env.get("LABKIT_ADMIN_PASSWORD", "")
+
+
+def signup_code(folder: str | Path, env: Mapping[str, str] | None = None) -> str:
+    """The class's sign-up code: ``LABKIT_SIGNUP_CODE``, else one made once and kept in ``folder/signup-code``
+    (0600): the hub's log and that file tell it to the instructor, who tells the room."""
+    import secrets
+
+    env = os.environ if env is None else env
+    given = env.get("LABKIT_SIGNUP_CODE", "").strip()
+    if given:
+        return given
+    path = Path(folder) / "signup-code"
+    if path.is_file() and path.read_text().strip():
+        return path.read_text().strip()
+    code = "-".join(secrets.token_hex(2) for _ in range(3))
+    path.touch(mode=0o600)
+    path.write_text(code + "\n")
+    os.chmod(path, 0o600)
+    return code
+
+
+def configure_roles(
+    c: Any, *, instructors: Iterable[str] = (), group: str = "instructors", session_hours: float = SESSION_HOURS
+) -> dict[str, Any]:
+    """Least privilege on the hub: the ``teaching`` role (:data:`TEACHING_SCOPES`) for ``instructors`` and the
+    ``group``; nobody in JupyterHub's ``admin`` role (no ``admin_users``; the role's membership set, empty, in the
+    configuration, so an account made admin earlier loses the flag at the next start); API tokens and logins that
+    last ``session_hours``. Returns the teaching role."""
+    bad = [s for s in TEACHING_SCOPES if s.split("!")[0] in NEVER_FOR_INSTRUCTORS]
+    if bad:  # pragma: no cover - a guard on this module's own constant
+        raise HubSetupError(f"the teaching role must not hold {bad}")
+    c.Authenticator.admin_users = set()
+    custom = _merged(c.JupyterHub, "custom_scopes")
+    custom[APPROVE_SCOPE] = {"description": "Approve and un-approve accounts (labkit's /hub/authorize)."}
+    c.JupyterHub.custom_scopes = custom
+    role = {
+        "name": "teaching",
+        "description": "Approves learners, starts and stops their servers, reads users and servers; never opens them",
+        "scopes": list(TEACHING_SCOPES),
+        "users": sorted(instructors),
+        "groups": [group],
+    }
+    roles = [r for r in _listed(c.JupyterHub, "load_roles") if r.get("name") not in ("teaching", "admin")]
+    c.JupyterHub.load_roles = [*roles, role, {"name": "admin", "users": []}]
+    if session_hours > 0:
+        seconds = int(session_hours * 3600)
+        c.JupyterHub.token_expires_in_max_seconds = seconds  # a token minted without an expiry gets this one
+        c.JupyterHub.cookie_max_age_days = session_hours / 24  # the hub's login, and the servers' OAuth tokens
+    return role
+
+
 # ---------------------------------------------------------------------------------------------- TLS
+
+#: The TLS 1.2 suites the proxy offers: ECDHE/DHE with AES-GCM or ChaCha20-Poly1305 (Mozilla's "intermediate"
+#: profile); no CBC suites and no SHA-1 MACs. TLS 1.3's own suites are all AEAD and unaffected.
+TLS12_CIPHERS = ":".join(
+    [
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "DHE-RSA-AES128-GCM-SHA256",
+        "DHE-RSA-AES256-GCM-SHA384",
+    ]
+)
 
 
 def make_self_signed(folder: str | Path, hosts: Iterable[str], *, days: int = 397) -> tuple[Path, Path]:
@@ -253,6 +372,10 @@ def configure_tls(
         pair = make_self_signed(self_signed_dir, hosts)
     c.JupyterHub.ssl_cert = str(pair[0])
     c.JupyterHub.ssl_key = str(pair[1])
+    # the proxy serves the public side: TLS 1.2 with AEAD suites only (no CBC, no SHA-1 MACs), and TLS 1.3
+    command = _listed(c.ConfigurableHTTPProxy, "command") or ["configurable-http-proxy"]
+    if "--ssl-ciphers" not in command:
+        c.ConfigurableHTTPProxy.command = [*command, "--ssl-ciphers", TLS12_CIPHERS]
     return pair
 
 
@@ -333,29 +456,63 @@ def _merged(section: Any, key: str) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def configure_origins(c: Any, *, subdomain_host: str | None = None, tls: bool = True) -> None:
-    """Keep what a learner serves away from the hub's origin and the hub's cookies.
+#: The contents manager of learners' servers under the hub: no notebook is trusted there (labkit.classroom.notary).
+UNTRUSTING_CONTENTS_MANAGER = "labkit.classroom.notary.UntrustingContentsManager"
+#: What ``Strict-Transport-Security`` the hub sends (its subdomains, the learners' servers, included).
+HSTS = "max-age=31536000; includeSubDomains"
+
+
+def origins_mode(subdomain_host: str | None) -> str:
+    """One paragraph saying which origin mode a hub runs in and what that means (the hub prints it at start)."""
+    if subdomain_host:
+        return (
+            f"labkit hub: per-user subdomains (LABKIT_SUBDOMAIN_HOST={subdomain_host}): each learner's server has its "
+            "own origin, so nothing a learner's server sends can act as the hub in anyone's browser. Instructors "
+            "are not hub admins and are refused (403) at a learner's server anyway."
+        )
+    return (
+        "labkit hub: one origin (no LABKIT_SUBDOMAIN_HOST): every learner's server shares the hub's origin. What keeps "
+        "a learner's page from acting as the hub: nobody but its owner may open a learner's server (instructors get "
+        "403; nobody is a hub admin), notebooks are never trusted in learners' servers, learners' own configuration "
+        "is ignored. Per-user subdomains are the recommended setup (course/classroom.md, 'Each learner on her own "
+        "origin')."
+    )
+
+
+def _append_args(c: Any, args: list[str]) -> None:
+    """Add ``args`` to the single-user servers' command line, in Spawner's section and any spawner's own."""
+    c.Spawner.args = [*[a for a in _listed(c.Spawner, "args") if a not in args], *args]
+    for name in ("KubeSpawner", "DockerSpawner"):
+        if name in c and "args" in c[name]:
+            c[name].args = [*[a for a in _listed(c[name], "args") if a not in args], *args]
+
+
+def configure_origins(c: Any, *, subdomain_host: str | None = None, tls: bool = True, announce: bool = True) -> str:
+    """Keep what a learner serves away from the hub's origin and the hub's cookies; returns (and with ``announce``
+    prints to the hub's log) :func:`origins_mode`.
 
     ``subdomain_host`` (``LABKIT_SUBDOMAIN_HOST``, e.g. ``https://hub.school.edu``): every learner's server on its own
     origin, ``https://<name>.hub.school.edu/user/<name>/`` (JupyterHub's ``subdomain_host``; wildcard DNS and a
-    wildcard certificate for ``*.hub.school.edu`` are the admin's part), with ``__Host-`` cookies. This is the fix.
+    wildcard certificate for ``*.hub.school.edu`` are the admin's part), with ``__Host-`` cookies: the recommended
+    setup.
 
-    Always, also on one origin without subdomains (the mitigation; course/classroom.md says what it leaves open):
+    Always, also on one origin without subdomains:
 
+    - nobody opens another user's server: instructors hold no ``access:servers`` and nobody is a hub admin
+      (:func:`configure_roles`, called by :func:`configure_login`);
+    - no notebook is trusted in a learner's server (:data:`UNTRUSTING_CONTENTS_MANAGER`): a notebook the learner
+      signed runs no script when opened;
     - ``Spawner.disable_user_config``: a learner's server ignores configuration, extensions and Python packages in
-      the learner's home (``~/.jupyter``, ``~/.local``): a learner can no longer make her server serve her own HTML
-      without a login (``extra_static_paths``), nor load her own JupyterLab extension; ``PYTHONNOUSERSITE`` too;
-    - files a server serves from the learner's folder (``/files/``, ``/view/``, nbconvert) keep jupyter_server's
-      ``Content-Security-Policy: sandbox allow-scripts``: their scripts run in an opaque origin, which reads no
-      hub page and sends no hub cookie;
-    - the hub's login cookies are ``SameSite=Lax`` (a page on another site cannot make a logged-in browser post to
-      the hub), and with ``tls`` the hub sends ``Strict-Transport-Security``.
+      the learner's home (``~/.jupyter``, ``~/.local``); ``PYTHONNOUSERSITE`` too;
+    - files a server serves from the learner's folder keep jupyter_server's ``Content-Security-Policy: sandbox
+      allow-scripts``;
+    - the hub's login cookies are ``SameSite=Lax``, and with ``tls`` the hub sends :data:`HSTS`.
     """
     settings = _merged(c.JupyterHub, "tornado_settings")
     settings["cookie_options"] = {**settings.get("cookie_options", {}), "samesite": "Lax"}
     if tls:
         headers = dict(settings.get("headers", {}))
-        headers.setdefault("Strict-Transport-Security", "max-age=31536000")
+        headers.setdefault("Strict-Transport-Security", HSTS)
         settings["headers"] = headers
     c.JupyterHub.tornado_settings = settings
     if subdomain_host:
@@ -367,12 +524,17 @@ def configure_origins(c: Any, *, subdomain_host: str | None = None, tls: bool = 
         c.JupyterHub.subdomain_host = subdomain_host.rstrip("/")
         c.JupyterHub.cookie_host_prefix_enabled = subdomain_host.startswith("https://")
     c.Spawner.disable_user_config = True
+    _append_args(c, [f"--ServerApp.contents_manager_class={UNTRUSTING_CONTENTS_MANAGER}"])
     env = _merged(c.Spawner, "environment")
     env["PYTHONNOUSERSITE"] = "1"
     c.Spawner.environment = env
     for name in ("KubeSpawner", "DockerSpawner"):  # a spawner's own section replaces Spawner's (Zero to JupyterHub)
         if name in c and "environment" in c[name]:
             c[name].environment = {**_merged(c[name], "environment"), "PYTHONNOUSERSITE": "1"}
+    mode = origins_mode(subdomain_host)
+    if announce:
+        print(mode, file=sys.stderr, flush=True)
+    return mode
 
 
 #: Processes one learner's container or pod may run at once (a fork bomb stops there, not at the host's limit).
@@ -414,6 +576,35 @@ def check_docker_network(client: Any, name: str) -> None:
             f"inter-container traffic refused: docker network rm {name} && docker network create "
             f"-o com.docker.network.bridge.enable_icc=false {name} (or set LABKIT_ALLOW_ICC=1 to accept the risk)"
         )
+
+
+#: Where a learner's home is mounted in her container, and the name of its Docker volume.
+HOME_TARGET, HOME_VOLUME = "/home/learner", "labkit-home-{username}"
+
+
+def home_mounts(size: str | None) -> list[dict[str, Any]]:
+    """DockerSpawner ``mounts`` for a learner's home: the named volume ``labkit-home-<name>``, made by Docker's
+    ``local`` driver with its ``size`` option (a project quota: /var/lib/docker on xfs mounted with ``pquota``), so
+    one learner cannot fill the disk every learner's home and the images share. ``size`` off/0/empty: no limit."""
+    mount: dict[str, Any] = {"type": "volume", "source": HOME_VOLUME, "target": HOME_TARGET}
+    if size and size.strip().lower() not in ("off", "0"):
+        mount["driver_config"] = {"Name": "local", "Options": {"size": size.strip()}}
+    return [mount]
+
+
+def check_home_quota(client: Any, size: str) -> None:
+    """Make (and remove) a probe volume limited to ``size`` with Docker's ``local`` driver: a host whose Docker
+    cannot limit a volume's size stops the hub here, with what to do, rather than at the first learner's start."""
+    name = f"labkit-home-size-probe-{os.getpid()}"
+    try:
+        volume = client.volumes.create(name=name, driver="local", driver_opts={"size": size})
+    except Exception as exc:  # noqa: BLE001 - docker.errors.APIError ("quota size requested but no quota support")
+        raise HubSetupError(
+            f"Docker cannot make a learner's home volume limited to {size} ({exc}). Its local driver limits a volume "
+            "only when /var/lib/docker is on xfs mounted with project quotas (prjquota/pquota). Put Docker's data "
+            "there, or set LABKIT_HOME_SIZE=off to accept homes without a limit."
+        ) from None
+    volume.remove(force=True)
 
 
 def harden_kubespawner(c: Any, *, ephemeral_storage: str = "20Gi") -> None:

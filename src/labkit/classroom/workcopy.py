@@ -178,12 +178,16 @@ def _prepare(notebooks: Path, work: Path) -> None:
         ) from None
 
 
-def sync(notebooks: Path, work: Path | None = None) -> SyncReport:
-    """Copy every course notebook the work folder lacks; keep every existing copy as it is."""
+def sync(notebooks: Path, work: Path | None = None, *, solutions: bool = True) -> SyncReport:
+    """Copy every course notebook the work folder lacks; keep every existing copy as it is. ``solutions=False``
+    (a learner's server under the classroom hub: ``deploy/singleuser.sh``) copies the learner notebooks only; the
+    solved ones stay out of the learners' work folders (self-paced ``labkit lab`` keeps them)."""
     work = work_dir() if work is None else Path(work)
     _prepare(notebooks, work)
     manifest, report = _load(work), SyncReport(work)
     for rel in course_notebooks(notebooks):
+        if not solutions and rel.parts[0] == "solutions":
+            continue
         src, dst, key = notebooks / rel, work / rel, rel.as_posix()
         if not dst.exists():
             _copy(src, dst)
