@@ -12,7 +12,7 @@ labkit.hw record a measurement may be drawn against: this GPU's own, or none.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -21,6 +21,22 @@ import yaml
 from labkit.device import GPUInfo
 from labkit.errors import LabkitError
 from labkit.hw import Figure
+from labkit.validate import require_str
+
+__all__ = [
+    "Feature",
+    "LabStep",
+    "Profile",
+    "cc_text",
+    "ceiling",
+    "features",
+    "lab_plan",
+    "match",
+    "needs",
+    "plan_text",
+    "profile",
+    "profiles",
+]
 
 CC = tuple[int, int]
 
@@ -30,9 +46,25 @@ def _cc(text: Any) -> CC:
     return int(major), int(minor)
 
 
+def _check_cc(cc: Any) -> CC | None:
+    if cc is None:
+        return None
+    if not (
+        isinstance(cc, (tuple, list))
+        and len(cc) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in cc)
+    ):
+        raise LabkitError(
+            f"a compute capability is two whole numbers, such as (8, 9); got {cc!r:.60}.",
+            fix="Use env.compute_capability (labkit.setup()) or a profile's compute_capability.",
+        )
+    return int(cc[0]), int(cc[1])
+
+
 def cc_text(cc: CC | None) -> str:
     """``(8, 9)`` -> ``"8.9"``; None -> ``"?"``."""
-    return "?" if cc is None else f"{cc[0]}.{cc[1]}"
+    checked = _check_cc(cc)
+    return "?" if checked is None else f"{checked[0]}.{checked[1]}"
 
 
 @dataclass(frozen=True)
@@ -83,7 +115,9 @@ class Profile:
         """What ``labkit.setup()`` reports on a machine with ``gpus`` of these (for rehearsals and ``labkit doctor
         --profile``): a :class:`~labkit.mode.Environment` in gpu mode with one :class:`GPUInfo` per GPU."""
         from labkit.mode import Environment
+        from labkit.validate import require_int
 
+        gpus = require_int(gpus, "gpus", min=1, max=256)
         mem = int(self.memory.to("GB").value * 10**9)
         infos = tuple(
             GPUInfo(
@@ -192,6 +226,9 @@ def profiles() -> dict[str, Profile]:
 
 def profile(name: str) -> Profile:
     """A profile by key (``"T4"``), or by the name the driver reports (``"Tesla T4"``); a clear error otherwise."""
+    name = require_str(
+        name, "name", fix=f"A profile such as 'T4' or a driver's name such as 'Tesla T4' ({', '.join(profiles())})."
+    )
     every = profiles()
     if name in every:
         return every[name]
@@ -203,9 +240,12 @@ def profile(name: str) -> Profile:
 
 def match(device_name: str | None) -> Profile | None:
     """The profile of a GPU as the driver names it (a MIG slice: its GPU's), or None."""
-    if not device_name:
+    if device_name is None:
         return None
-    base = device_name.split(" MIG ")[0].strip().lower()
+    base = require_str(device_name, "device_name", empty=True, fix="The GPU's name as the driver reports it.")
+    base = base.split(" MIG ")[0].strip().lower()
+    if not base:
+        return None
     for p in _data()[1].values():
         if base == p.name.lower() or base in (n.lower() for n in p.device_names):
             return p
@@ -213,10 +253,18 @@ def match(device_name: str | None) -> Profile | None:
 
 
 def _gpu_env(env: Any) -> Any:
+    """``env``, or this machine's; anything that is not an environment is refused in words."""
     if env is None:
         from labkit.mode import env as current
 
         return current()
+    if not (hasattr(env, "is_gpu") and hasattr(env, "device_name")) or not isinstance(env.is_gpu, bool):
+        raise LabkitError(
+            f"env must be a labkit environment, got {env!r:.60}.",
+            fix="Pass labkit.setup()'s result, or a device profile's environment() "
+            "(labkit.gpu.profiles.profile('T4').environment()).",
+        )
+    _check_cc(getattr(env, "compute_capability", None))
     return env
 
 
@@ -224,6 +272,7 @@ def needs(feature: str, env: Any = None) -> str | None:
     """None when the GPU of ``env`` (default: this one) has ``feature``; else the sentence saying what it needs and
     what this GPU is: ``"FP8 Tensor Cores need compute capability 8.9 or later; this is a Tesla T4 (7.5)."``.
     In sim mode (no GPU to ask) None: the simulator does not model these features' speed."""
+    feature = require_str(feature, "feature", fix=f"One of: {', '.join(features())}.")
     f = features().get(feature)
     if f is None:
         raise LabkitError(f"no feature {feature!r}.", fix=f"Use one of: {', '.join(features())}.")
@@ -250,6 +299,7 @@ def ceiling(env: Any = None, default: str = "H200") -> tuple[str, str | None]:
     from labkit import hw
 
     e = _gpu_env(env)
+    default = hw.gpu(require_str(default, "default", fix="A GPU labkit.hw has, such as 'H200'.")).name
     if not e.is_gpu:
         return default, None
     here = hw.match_device(str(e.device_name).split(" MIG ")[0])
@@ -374,8 +424,3 @@ def plan_text(env: Any = None) -> str:
     prof = match(e.device_name)
     head = prof.describe() if prof else f"{e.device_name}: compute capability {cc_text(e.compute_capability)} (no device profile)"
     return "\n".join([head, *(f"  {s}" for s in lab_plan(e))])
-
-
-def with_gpus(env: Any, gpus: int) -> Any:
-    """``env`` with ``gpus`` GPUs (a rehearsal of a multi-GPU machine from a one-GPU profile)."""
-    return replace(env, gpu_count=gpus)
