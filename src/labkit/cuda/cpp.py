@@ -48,6 +48,7 @@ from labkit.cuda.entries import (  # noqa: F401  (re-exported: labkit.cuda_cpp's
 )
 from labkit.cuda.host import (
     DYNAMIC_SHARED_MAX,
+    HOST_ONLY_HEADERS,
     HostKernelError,
     HostPlan,
     HostUnavailable,
@@ -56,6 +57,9 @@ from labkit.cuda.host import (
     host_include_dir,
     host_plan,
     host_source,
+    is_name_expression,
+    kernel_entry,
+    refuse_host_headers,
     rewrite_dynamic_shared,
     run_on_host,
     run_on_host_batch,
@@ -75,7 +79,7 @@ class RawKernel:
     not a wrong result.
     """
 
-    def __init__(self, code: str, name: str) -> None:
+    def __init__(self, code: str, name: str, *, name_expressions: Sequence[str] = ()) -> None:
         from labkit.mode import env
 
         if not isinstance(code, str):
@@ -85,9 +89,11 @@ class RawKernel:
             )
         name = require_str(name, "name", fix='The kernel\'s name as declared: extern "C" __global__ void NAME(...).')
         self.code, self.name = code, name
+        self._exprs = tuple(name_expressions)
         self._env = env()
+        refuse_host_headers(code)
         # The parameter list is the same for every architecture; sm_90 is one every NVRTC of the course knows.
-        self.entry = find_entry(_ptx_sm90(code, name), name)
+        self.entry = kernel_entry(code, name)
         self._cupy_kernel: Any = None
 
     @property
@@ -106,13 +112,42 @@ class RawKernel:
             import cupy
 
             if self._cupy_kernel is None:
-                self._cupy_kernel = cupy.RawKernel(self.code, self.name)
+                if is_name_expression(self.name):
+                    exprs = list(dict.fromkeys((*self._exprs, self.name)))
+                    module = cupy.RawModule(code=self.code, name_expressions=exprs)
+                    self._cupy_kernel = module.get_function(self.name)
+                else:
+                    self._cupy_kernel = cupy.RawKernel(self.code, self.name)
             self._cupy_kernel(tuple(g), tuple(b), tuple(args), shared_mem=smem)
         else:
-            run_on_host(self.code, self.name, grid, block, args, shared_mem=smem)
+            run_on_host(self.code, self.name, grid, block, args, shared_mem=smem, name_expressions=self._exprs)
 
     def __repr__(self) -> str:
         return f"<labkit RawKernel {self.name}({', '.join(self.params)})>"
+
+
+class RawModule:
+    """CuPy's ``RawModule(code=..., name_expressions=[...])``: one source, several kernels, templates by name expression.
+
+    ``get_function(name)`` gives a :class:`RawKernel` for an ``extern "C"`` kernel or for one of the name expressions
+    (``"scale<float>"``), as ``cupy.RawModule.get_function`` does. On the CPU stand-in one build serves every kernel
+    of the module."""
+
+    def __init__(self, code: str, *, name_expressions: Sequence[str] = ()) -> None:
+        if not isinstance(code, str):
+            raise LabkitError(f"the CUDA C++ source must be a string, got {code!r:.60}.")
+        exprs = [require_str(e, "name_expressions item") for e in name_expressions]
+        self.code, self.name_expressions = code, tuple(exprs)
+
+    def get_function(self, name: str) -> RawKernel:
+        """The kernel ``name``: an ``extern "C"`` kernel of the source, or one of the module's name expressions."""
+        name = require_str(name, "name", fix="A kernel of the source, or one of name_expressions ('scale<float>').")
+        if is_name_expression(name) and name not in self.name_expressions:
+            raise LabkitError(
+                f"{name!r} is not among this module's name_expressions {list(self.name_expressions)}.",
+                fix=f"Create the module with RawModule(code=..., name_expressions=[{name!r}]), as in CuPy.",
+            )
+        return RawKernel(self.code, name, name_expressions=self.name_expressions)
 
 
 def no_gpu(what: str) -> NoGPUError:
@@ -134,6 +169,11 @@ __all__ = [
     "HostPlan",
     "HostUnavailable",
     "RawKernel",
+    "RawModule",
+    "HOST_ONLY_HEADERS",
+    "is_name_expression",
+    "kernel_entry",
+    "refuse_host_headers",
     "host_plan",
     "host_source",
     "host_include_dir",

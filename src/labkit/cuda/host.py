@@ -74,10 +74,12 @@ _PROLOGUE = (
 
 # ``extern __shared__ [alignas(N)|__align__(N)] T name[];`` (at file or function scope): rewritten to a pointer to the
 # stand-in's dynamic shared buffer, the same text length on one line so line numbers stay.
+_ALIGN = r"(?:(?:alignas|__align__)\s*\(\s*\w+\s*\)\s*)*"
+_TYPE = r"(?:const\s+|volatile\s+|unsigned\s+|signed\s+|long\s+|short\s+)*[A-Za-z_][\w:]*(?:\s*<[^<>;]*>)?"
+# the specifiers in any order CUDA accepts: `extern __shared__ T`, `extern T __shared__`, `__shared__ extern T`
 _DYN_DECL = re.compile(
-    r"\bextern\s+__shared__\s+((?:(?:alignas|__align__)\s*\(\s*\w+\s*\)\s*)*)"
-    r"((?:const\s+|volatile\s+|unsigned\s+|signed\s+|long\s+|short\s+)*[A-Za-z_][\w:]*(?:\s*<[^<>;]*>)?)\s*"
-    r"((?:(?:alignas|__align__)\s*\(\s*\w+\s*\)\s*)*)([A-Za-z_]\w*)\s*\[\s*\]\s*;"
+    rf"\b(?:extern\s+__shared__\s+{_ALIGN}(?P<t1>{_TYPE})|extern\s+{_ALIGN}(?P<t2>{_TYPE})\s+__shared__"
+    rf"|__shared__\s+extern\s+{_ALIGN}(?P<t3>{_TYPE}))\s*{_ALIGN}(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;"
 )
 
 
@@ -89,7 +91,7 @@ def rewrite_dynamic_shared(source: str) -> tuple[str, int]:
     def repl(m: re.Match[str]) -> str:
         nonlocal count
         count += 1
-        typ, name = m.group(2).strip(), m.group(4)
+        typ, name = (m.group("t1") or m.group("t2") or m.group("t3")).strip(), m.group("name")
         return f"{typ}* const {name} = reinterpret_cast<{typ}*>(__lk_dyn_smem);" + "\n" * m.group(0).count("\n")
 
     return _DYN_DECL.sub(repl, source), count
@@ -224,12 +226,12 @@ STANDIN_HEADERS = (
     "cooperative_groups.h",
     "cuda_runtime.h",
     "cuda_runtime_api.h",
-    "cuda.h",
     "device_launch_parameters.h",
     "vector_types.h",
     "math_constants.h",
 )
-#: Standard C/C++ headers a kernel may include (the host's own).
+#: Host C/C++ headers: NVRTC (what CuPy compiles RawKernel sources with) cannot open them, so a GPU run refuses
+#: them too; labkit refuses them first, in its own words (:func:`refuse_host_headers`).
 STANDARD_HEADERS = (
     "stdio.h",
     "stdint.h",
@@ -256,6 +258,29 @@ STANDARD_HEADERS = (
     "initializer_list",
 )
 
+#: Headers that include host C headers (``<cuda.h>``: the driver API, with ``<stdlib.h>``): NVRTC cannot open them.
+HOST_ONLY_HEADERS = ("cuda.h",)
+
+
+def refuse_host_headers(source: str) -> None:
+    """Raise :class:`~labkit.errors.CompileError` in labkit's words when ``source`` includes a host header that NVRTC
+    (CuPy's compiler for RawKernel sources) cannot open: ``<stdio.h>``, ``<cmath>``, ``<cuda.h>``, ... The GPU run
+    would fail on it too; device code needs none of them."""
+    from labkit.errors import CompileError
+
+    for name in source_includes(source):
+        base = name.replace("\\", "/")
+        if base in STANDARD_HEADERS or base in HOST_ONLY_HEADERS:
+            raise CompileError(
+                f"#include <{name}>: NVRTC, which CuPy compiles RawKernel sources with, has no <{name}> (it is a header "
+                "of the host's C library"
+                + (" API, and includes <stdlib.h>" if base in HOST_ONLY_HEADERS else "")
+                + "), so this source would not compile on a GPU either. Device code needs no include for printf, "
+                "the math functions (sqrtf, expf, fmaxf, ...), int32_t-style types or INT_MAX-style limits: remove the "
+                "line (for fixed-width types, <cuda/std/cstdint> is NVRTC's own)."
+            )
+
+
 # Real constructs (tested on the stripped text) that decide how the stand-in runs a kernel.
 _NEEDS_FIBERS = re.compile(
     r"\b(?:__syncthreads(?:_count|_and|_or)?|__syncwarp|__shfl(?:_up|_down|_xor)?_sync|__ballot_sync|__any_sync"
@@ -263,7 +288,10 @@ _NEEDS_FIBERS = re.compile(
     r"|cooperative_groups|this_cluster|this_thread_block|tiled_partition)\b"
 )
 _NOT_EMULATED = (
-    (re.compile(r"\bextern\s+__shared__\b"), "dynamic shared memory declared other than `extern __shared__ T name[];`"),
+    (
+        re.compile(r"\bextern\b[^;{}]*\b__shared__\b|\b__shared__\s+extern\b"),
+        "dynamic shared memory declared other than `extern __shared__ T name[];`",
+    ),
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX (asm)"),
     (
         re.compile(r"\b(?:tex[123]D\w*|tex1Dfetch|surf[123]D\w*|cudaTextureObject_t|cudaSurfaceObject_t)\b"),
@@ -274,7 +302,7 @@ _NOT_EMULATED = (
             r"\b(?:this_grid|grid_group|this_multi_grid|multi_grid_group|coalesced_threads|coalesced_group"
             r"|labeled_partition|binary_partition|memcpy_async|invoke_one)\b"
         ),
-        "cooperative groups beyond this_thread_block(), this_cluster() and tiled_partition<N>()",
+        "cooperative groups beyond this_thread_block(), this_cluster(), tiled_partition() and thread_group",
     ),
     (re.compile(r"<<<"), "kernel launches from the GPU (dynamic parallelism)"),
     (re.compile(r"\b__match_(?:any|all)_sync\b|\b__reduce_\w+_sync\b"), "__match_*_sync and __reduce_*_sync"),
@@ -297,6 +325,7 @@ def host_plan(source: str) -> HostPlan:
 
     Comments and string literals are ignored: only code counts.
     """
+    refuse_host_headers(source)
     code, dynamic = rewrite_dynamic_shared(strip_comments_and_strings(source))
     for pattern, what in _NOT_EMULATED:
         if pattern.search(code):
@@ -586,14 +615,57 @@ def _host_library(source: str, kernels: Sequence[str]) -> HostLibrary:
     return found
 
 
-def _kernels_of(source: str, name: str) -> tuple[str, ...]:
-    """Every kernel one build of ``source`` launches: its ``extern "C"`` kernels (read from the PTX NVRTC made), and
-    ``name`` itself when it is a template name expression (``scale<float>``)."""
+def is_name_expression(name: str) -> bool:
+    """True for a template kernel's name expression such as ``scale<float>`` (CuPy's ``name_expressions``)."""
+    return "<" in name
+
+
+def kernel_entry(source: str, name: str) -> Any:
+    """The PTX entry of kernel ``name`` of ``source`` (an ``extern "C"`` name, or a template name expression such as
+    ``scale<float>``, which is instantiated for NVRTC the way CuPy's ``RawModule(name_expressions=...)`` has it)."""
+    from labkit.cuda.entries import _ptx_sm90, entries, find_entry
+
+    if not is_name_expression(name):
+        return find_entry(_ptx_sm90(source, name), name)
+    base = name.split("<", 1)[0].strip()
+    if not re.fullmatch(r"[A-Za-z_][\w:]*", base):
+        raise LabkitError(f"{name!r} is not a kernel name expression (a template name and its arguments, e.g. 'scale<float>').")
+    before = {e.name for e in entries(_ptx_sm90(source, base))}
+    # NVRTC instantiates what a __device__ variable takes the address of (CuPy asks NVRTC for the same)
+    after = entries(_ptx_sm90(source + f"\n__device__ auto __lk_name_expression = &{name};\n", base))
+    new = [e for e in after if e.name not in before]
+    if len(new) == 1:
+        return new[0]
+    wanted = re.sub(r"\s+", "", name)
+    for e in after:
+        if e.mangled and re.sub(r"\s+", "", _demangle(e.name)).startswith(f"void{wanted}("):
+            return e
+    raise LabkitError(
+        f"found no kernel for the name expression {name!r}.",
+        fix="Write it as the template's name and its arguments, as in the source: get_function('scale<float>').",
+    )
+
+
+def _demangle(symbol: str) -> str:
+    tool = shutil.which("c++filt")
+    if tool is None:
+        return symbol
+    try:
+        return subprocess.run([tool, symbol], capture_output=True, text=True, timeout=30).stdout.strip() or symbol
+    except (OSError, subprocess.SubprocessError):
+        return symbol
+
+
+def _kernels_of(source: str, name: str, name_expressions: Sequence[str] = ()) -> tuple[str, ...]:
+    """Every kernel one build of ``source`` launches: its ``extern "C"`` kernels (read from the PTX NVRTC made), then
+    the template name expressions of its module and ``name`` itself when it is one (``scale<float>``)."""
     from labkit.cuda.entries import _ptx_sm90, entries
 
-    names = [e.name for e in entries(_ptx_sm90(source, name)) if not e.mangled]
-    if name not in names:
-        names.append(name)
+    base = name.split("<", 1)[0].strip()
+    names = [e.name for e in entries(_ptx_sm90(source, base)) if not e.mangled]
+    for expr in (*name_expressions, name):
+        if expr not in names:
+            names.append(expr)
     return tuple(names)
 
 
@@ -612,7 +684,13 @@ def _param_names(source: str, name: str, count: int) -> list[str]:
 
 
 def run_on_host_batch(
-    source: str, name: str, launches: Sequence[tuple[Any, ...]], *, timeout_s: float | None = None, guard: int | None = None
+    source: str,
+    name: str,
+    launches: Sequence[tuple[Any, ...]],
+    *,
+    timeout_s: float | None = None,
+    guard: int | None = None,
+    name_expressions: Sequence[str] = (),
 ) -> list[str | None]:
     """Run several launches ``(grid, block, args)`` or ``(grid, block, args, shared_mem)`` of one kernel on the CPU
     stand-in, in one helper process. ``shared_mem`` (default 0) is the dynamic shared memory of the launch in bytes,
@@ -628,17 +706,18 @@ def run_on_host_batch(
     time-out, bad arguments: see :func:`check_launch`). The time limit is labkit's limit for learner code.
     ``guard`` is the size of each guard zone in elements (default: one per thread of the grid, plus 64).
     """
-    from labkit.cuda.entries import _CTYPES, _ptx_sm90, check_launch, find_entry
+    from labkit.cuda.entries import _CTYPES, check_launch
 
     if timeout_s is None:
         timeout_s = _learner_limit_s()
-    entry = find_entry(_ptx_sm90(source, name), name)
+    refuse_host_headers(source)
+    entry = kernel_entry(source, name)
     clusters = [_cluster_of(la) for la in launches]
     launches = [_with_shared_mem(la[:4]) for la in launches]
     checked = [check_launch(entry, grid, block, args, on_gpu=False) for grid, block, args, _ in launches]
     for (g, b), (cdims, _) in zip(checked, clusters):
         _check_cluster(g, b, cdims)
-    kernels = _kernels_of(source, name)
+    kernels = _kernels_of(source, name, name_expressions)
     lib = _host_library(source, kernels)
     names = _param_names(source, name, len(entry.params))
     tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
@@ -851,7 +930,15 @@ def _learner_limit_s() -> float:
 
 
 def run_on_host(
-    source: str, name: str, grid: Any, block: Any, args: Sequence[Any], *, timeout_s: float | None = None, shared_mem: int = 0
+    source: str,
+    name: str,
+    grid: Any,
+    block: Any,
+    args: Sequence[Any],
+    *,
+    timeout_s: float | None = None,
+    shared_mem: int = 0,
+    name_expressions: Sequence[str] = (),
 ) -> None:
     """Run a CUDA C++ kernel on the CPU stand-in, in a separate process (see :mod:`labkit.cuda_cpp`).
 
@@ -862,7 +949,9 @@ def run_on_host(
     when it writes outside an array, and :class:`LabkitError` when it
     crashes (a wild memory access) or does not finish.
     """
-    (outside,) = run_on_host_batch(source, name, [(grid, block, args, shared_mem)], timeout_s=timeout_s)
+    (outside,) = run_on_host_batch(
+        source, name, [(grid, block, args, shared_mem)], timeout_s=timeout_s, name_expressions=name_expressions
+    )
     if outside:
         raise OutOfBounds(
             f"{outside} on the CPU stand-in.",
@@ -873,6 +962,10 @@ def run_on_host(
 
 __all__ = [
     "DYNAMIC_SHARED_MAX",
+    "HOST_ONLY_HEADERS",
+    "is_name_expression",
+    "kernel_entry",
+    "refuse_host_headers",
     "HostKernelError",
     "HostPlan",
     "HostUnavailable",

@@ -92,5 +92,30 @@ struct thread_block_tile {
     unsigned ballot(int p) const { return __ballot_sync(mask(), p) >> (lane() / N * N); }
 };
 template <unsigned N> static inline thread_block_tile<N> tiled_partition(const thread_block&) { return thread_block_tile<N>(); }
+
+// The generic group (cooperative groups' thread_group): a whole block, or a tile of n threads (n a power of two up
+// to 32) from tiled_partition(block, n); sync(), thread_rank(), size()/num_threads() as for the group it holds.
+class thread_group {
+    unsigned n_;  // 0: the whole block; else the tile size
+  public:
+    thread_group(const thread_block&) : n_(0) {}
+    template <unsigned N> thread_group(const thread_block_tile<N>&) : n_(N) {}
+    explicit thread_group(unsigned tile) : n_(tile) {}
+    void sync() const {
+        if (!n_) { __syncthreads(); return; }
+        unsigned lane = thread_block().thread_rank() % 32;
+        unsigned m = n_ == 32 ? 0xffffffffu : ((1u << n_) - 1u) << (lane / n_ * n_);
+        __syncwarp(m & __lk::lanes_of(__lk::my_warp()));
+    }
+    unsigned thread_rank() const { return n_ ? thread_block().thread_rank() % n_ : thread_block().thread_rank(); }
+    unsigned size() const { return n_ ? n_ : thread_block().size(); }
+    unsigned num_threads() const { return size(); }
+};
+static inline thread_group tiled_partition(const thread_group& parent, unsigned n) {
+    if (n == 0 || n > 32 || (n & (n - 1)) || parent.size() != thread_block().size())
+        __lk_fail("tiled_partition(group, %u): the CPU stand-in partitions a whole block into tiles of a power of two up to 32 threads.", n);
+    return thread_group(n);
+}
+static inline thread_group tiled_partition(const thread_block& parent, unsigned n) { return tiled_partition(thread_group(parent), n); }
 template <class G> static inline void sync(const G& g) { g.sync(); }
 }  // namespace cooperative_groups

@@ -111,6 +111,7 @@ struct Fiber {
     int rank;      // its block's rank in the cluster (0 outside clusters)
     bool exists;   // false: a padding slot (fibers of a block start at a multiple of 32, so warps never straddle blocks)
     int barriers;  // how many __syncthreads this thread has passed
+    const char* wait_name;  // the warp-wide call it waits in (state AT_WARP)
 };
 struct WarpCall {  // the warp-wide operation the lanes of one warp are meeting at
     const char* name;     // nullptr: none pending
@@ -130,6 +131,7 @@ static int nfib = 0, cap = 0, cur = -1;
 static int nblk = 1, bthreads = 0, stride = 0, wpb = 0;
 static uint3 cdim = {1, 1, 1};  // the cluster's shape in blocks
 static int order = 0;           // 0: blocks of a cluster get the CPU lowest rank first; 1: highest rank first
+static const int WARP_SLOTS = 8;  // groups of lanes of one warp that may wait in separate warp-wide calls at once
 static WarpCall* warps = nullptr;
 static int nwarps = 0;
 static int* flags = nullptr;    // __syncthreads_count/and/or: one flag per fiber slot
@@ -237,7 +239,6 @@ static void __lk_warp_meet(const char* name, unsigned mask, bool whole_warp, voi
     using namespace __lk;
     if (!fiber_mode) { __lk_fail("internal: %s outside fiber mode", name); return; }
     int w = my_warp(), lane = my_lane();
-    WarpCall& c = warps[w];
     if (whole_warp && lanes_of(w) != 0xffffffffu) {
         __lk_fail("%s needs a whole warp of 32 threads, but the block has %d thread(s), so its last warp has only %d.",
                   name, bthreads, bthreads - 32 * (w % wpb));
@@ -247,6 +248,21 @@ static void __lk_warp_meet(const char* name, unsigned mask, bool whole_warp, voi
         __lk_fail("thread %d called %s with a mask 0x%08x that leaves out its own lane %d.", cur, name, mask, lane);
         return;
     }
+    // Disjoint groups of lanes (tiles of a warp) may each be meeting in a call of their own: one slot per group.
+    unsigned want = (whole_warp ? 0xffffffffu : mask) & lanes_of(w);
+    WarpCall* found = nullptr;
+    WarpCall* free_slot = nullptr;
+    for (int k = 0; k < WARP_SLOTS; ++k) {
+        WarpCall& s = warps[w * WARP_SLOTS + k];
+        if (!s.name) { if (!free_slot) free_slot = &s; continue; }
+        if (s.required >> lane & 1u) { found = &s; break; }
+        if (s.required & want) {
+            __lk_fail("the lanes of warp %d called %s with different masks (0x%08x and 0x%08x).", w, name, s.required, want);
+            return;
+        }
+    }
+    if (!found && !free_slot) { __lk_fail("more than %d groups of warp %d wait in warp-wide calls at once.", WARP_SLOTS, w); return; }
+    WarpCall& c = found ? *found : *free_slot;
     if (c.name && strcmp(c.name, name) != 0) {
         __lk_fail("the lanes of warp %d reached different warp-wide calls: %s and %s; every lane must make the same call.",
                   w, c.name, name);
@@ -278,6 +294,7 @@ static void __lk_warp_meet(const char* name, unsigned mask, bool whole_warp, voi
         return;
     }
     fibers[cur].state = AT_WARP;
+    fibers[cur].wait_name = name;
     yield_to_scheduler();
 }
 
@@ -331,7 +348,7 @@ static int __lk_run_block_fibers() {
         f.state = READY;
         f.barriers = 0;
     }
-    for (int w = 0; w < nwarps; ++w) { warps[w].name = nullptr; warp_epoch[w] = 0; }
+    for (int w = 0; w < nwarps; ++w) { for (int k = 0; k < WARP_SLOTS; ++k) warps[w * WARP_SLOTS + k].name = nullptr; warp_epoch[w] = 0; }
     for (int r = 0; r < nblk; ++r) block_epoch[r] = 0;
     cluster_epoch = 0;
     ++generation;  // every shared-memory record of earlier clusters is stale
@@ -356,12 +373,14 @@ static int __lk_run_block_fibers() {
                     if (fibers[t].state == DONE) {
                         // a lane that leaves while its warp-mates wait for it in a warp-wide call
                         int w = t / 32, lane = t % 32;
-                        WarpCall& c = warps[w];
-                        if (c.name && (c.required >> lane & 1u) && !(c.arrived >> lane & 1u)) {
-                            describe(t, a, sizeof a);
-                            __lk_fail("%s in warp %d: thread %s returned without making the call the other lanes of its warp are waiting in%s.",
-                                      c.name, w % wpb, a, c.whole_warp ? " (WMMA calls are made by the whole warp together)" : "");
-                            return 1;
+                        for (int k = 0; k < WARP_SLOTS; ++k) {
+                            WarpCall& c = warps[w * WARP_SLOTS + k];
+                            if (c.name && (c.required >> lane & 1u) && !(c.arrived >> lane & 1u)) {
+                                describe(t, a, sizeof a);
+                                __lk_fail("%s in warp %d: thread %s returned without making the call the other lanes of its warp are waiting in%s.",
+                                          c.name, w % wpb, a, c.whole_warp ? " (WMMA calls are made by the whole warp together)" : "");
+                                return 1;
+                            }
                         }
                     }
                 }
@@ -410,14 +429,14 @@ static int __lk_run_block_fibers() {
             describe(all.first_warp >= 0 ? all.first_warp : all.first_barrier, b, sizeof b);
             __lk_fail("the threads of the cluster wait for each other at different places (thread %s at cluster.sync(), "
                       "thread %s at %s): this would hang on a GPU. Every thread of every block must reach the same "
-                      "barriers in the same order.", a, b, all.first_warp >= 0 ? warps[all.first_warp / 32].name : "__syncthreads()");
+                      "barriers in the same order.", a, b, all.first_warp >= 0 ? fibers[all.first_warp].wait_name : "__syncthreads()");
             return 1;
         }
         describe(all.first_warp >= 0 ? all.first_warp : all.first_barrier, a, sizeof a);
         int t0 = all.first_warp >= 0 ? all.first_warp : all.first_barrier;
         __lk_fail("the threads of block (%u, %u, %u) wait for each other at different places (thread %s in %s, %d thread(s) at "
                   "__syncthreads()): this would hang on a GPU.", fibers[t0].bid.x, fibers[t0].bid.y, fibers[t0].bid.z, a,
-                  all.first_warp >= 0 ? warps[all.first_warp / 32].name : "__syncthreads()", all.at_barrier);
+                  all.first_warp >= 0 ? fibers[all.first_warp].wait_name : "__syncthreads()", all.at_barrier);
         return 1;
     }
 }
@@ -1063,6 +1082,8 @@ static inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return fl
 static inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat162{a, b}; }
 static inline __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16 a) { return __nv_bfloat162{a, a}; }
 static inline __nv_bfloat162 __float2bfloat162_rn(float a) { return __nv_bfloat162{__nv_bfloat16(a), __nv_bfloat16(a)}; }
+static inline float __low2float(__nv_bfloat162 h) { return float(h.x); }
+static inline float __high2float(__nv_bfloat162 h) { return float(h.y); }
 static inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 h) { return h.x; }
 static inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 h) { return h.y; }
 
@@ -1145,7 +1166,7 @@ static bool prepare(unsigned threads, unsigned blocks, bool use_fibers) {
         }
         cap = nfib;
         free(warps);
-        warps = (WarpCall*)calloc((size_t)nwarps, sizeof(WarpCall));
+        warps = (WarpCall*)calloc((size_t)nwarps * WARP_SLOTS, sizeof(WarpCall));
         free(warp_epoch);
         warp_epoch = (unsigned*)calloc((size_t)nwarps, sizeof(unsigned));
         if (!warp_epoch) return false;
