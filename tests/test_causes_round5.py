@@ -167,3 +167,84 @@ def test_a_speedup_above_n_names_the_cap_on_the_hidden_part() -> None:
 
     r = _run(check.data_parallel_scaling, no_cap)
     assert r.status == "failed" and "min(allreduce_s, overlap * compute_s)" in (r.cause or ""), r.report()
+
+
+# ------------------------------------------------------------------------------------------ host answers and figures
+def _ring_tags_differ(comm, buf):  # noqa: ANN001, ANN202 - a learner's rank function, read for its tags only
+    comm.Sendrecv(buf, dest=1, sendtag=1, recvbuf=buf, source=0, recvtag=2)
+
+
+def _ring_send_recv_tags(comm, buf):  # noqa: ANN001, ANN202
+    comm.Send(buf, dest=1, tag=5)
+    comm.Recv(buf, source=0, tag=6)
+
+
+def _ring_same_tags(comm, buf):  # noqa: ANN001, ANN202
+    comm.Send(buf, dest=1, tag=3)
+    comm.Recv(buf, source=0, tag=3)
+
+
+def test_an_mpi_tag_mismatch_is_not_blamed_on_a_blocking_send() -> None:
+    from labkit.check import lab08_ranks as lr
+
+    stuck = "case 5: rank 0 is stuck in comm.Send(buf=float32[100000], dest=1); rank 1 is stuck in comm.Send(...)"
+    for fn in (_ring_tags_differ, _ring_send_recv_tags):
+        cause = lr._stuck_cause(stuck, fn)
+        assert cause is not None and "tag" in cause and "blocking Send" not in cause, cause
+    assert "blocking Send" in (lr._stuck_cause(stuck, _ring_same_tags) or "")
+
+
+@pytest.mark.parametrize("error, words", [
+    ("rank 1 of 4 raised Exception: MPI_ERR_TRUNCATE: message truncated", "np.empty_like"),
+    ("rank 0 of 3 raised ValueError: operands could not be broadcast together with shapes (3,) (4,)", "chunks[k]"),
+    ("rank 2 of 4 raised IndexError: list index out of range", "% n"),
+    ("rank 0 of 2 raised TypeError: message: expecting buffer or list/tuple", "capital letters"),
+])
+def test_mpi_errors_get_real_causes(error: str, words: str) -> None:
+    from labkit.check import lab08_ranks as lr
+
+    cause = lr._stuck_cause(error)
+    assert cause is not None and words in cause, cause
+
+
+def _decode_with(mantissa_scale: float, bias: int) -> Callable[[str], float]:
+    def decode(bits: str) -> float:
+        s = -1.0 if bits[0] == "1" else 1.0
+        e, m = int(bits[1:6], 2), int(bits[6:], 2)
+        if e == 31:
+            return s * float("inf") if m == 0 else float("nan")
+        if e == 0:
+            return s * m / 1024 * 2.0**-14
+        return s * (1 + m / mantissa_scale) * 2.0 ** (e - bias)
+
+    return decode
+
+
+@pytest.mark.parametrize("scale, bias, words, never", [
+    (1000, 15, "1024", "bias"),
+    (1024, 16, "the bias is 15", "1000"),
+    (1024, 127, "127 is float32's", "1000"),
+])
+def test_decode_slips_are_named(scale: float, bias: int, words: str, never: str) -> None:
+    r = _run(check.decode_fp16, _decode_with(scale, bias))
+    assert r.status == "failed" and words in (r.cause or "") and never not in (r.cause or ""), r.report()
+
+
+def test_megabytes_for_gigabytes_is_named_as_such() -> None:
+    from labkit.check import lab08
+
+    cause = lab08._algbw_cause(1000 * 123.0, 123.0, 215.0, 2**30, "all_reduce")
+    assert cause is not None and "MB/s" in cause, cause
+
+
+@pytest.mark.parametrize("exercise, answer", [
+    ("01.dgx-a100-5pf", 3.3),
+    ("01.dgx2-backplane", 1234.0),
+    ("08.mig", {"per_gpu": 10, "memory_gb": 5}),
+    ("08.nvls-busbw", {"ring_busbw": 617.0, "nvls_busbw": 700.0, "faster": "NVLS"}),
+])
+def test_wrong_figures_get_the_computation_not_check_the_units(exercise: str, answer: Any) -> None:
+    from labkit.check import core
+
+    r = _run(lambda a: core.run(exercise, a), answer)
+    assert r.status == "failed" and r.cause and "check the units" not in r.cause, r.report()

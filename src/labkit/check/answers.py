@@ -71,7 +71,7 @@ def judge(
     *,
     rel: float,
     slips: Mapping[str, float] | None = None,
-    otherwise: str = "recompute from the figures printed above (labkit.hw) and check the units",
+    otherwise: str | None = None,
     unit_factors: bool = False,
 ) -> str:
     """Pass ``got`` (a number already read with :func:`number`) when it is within ``rel`` of ``want`` and nearer to
@@ -96,7 +96,22 @@ def judge(
         if len(alike) > 1:
             cause = "slips that give this same number (it cannot tell them apart): " + "; or ".join(alike)
         raise Failed(f"{what}: you have {value}; that is not it.", cause=cause)
-    raise Failed(f"{what}: you have {value}, which does not match the data.", cause=otherwise)
+    raise Failed(f"{what}: you have {value}, which does not match the data.", cause=otherwise or _the_computation())
+
+
+def _the_computation() -> str:
+    """The likely cause of a wrong figure that no known slip explains: how the running exercise's figure is computed
+    (its second hint, the formula), rather than a general word about units."""
+    from . import core
+
+    running = core.running_exercise()
+    try:
+        hints = core.exercise_data(running)["hints"] if running else []
+    except ValueError:
+        hints = []
+    if len(hints) >= 2:
+        return f"none of the usual slips gives this number; recompute it step by step: {str(hints[1]).rstrip('.')}."
+    return "none of the usual slips gives this number; recompute it step by step from the figures printed above (labkit.hw)."
 
 
 def separation(want: float, slips: Mapping[str, float]) -> float:

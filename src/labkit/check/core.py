@@ -211,6 +211,7 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     from .answers_guard import AnswerRejected, guard_answer, take_input_change
 
     ex = _get(exercise_id)
+    _RUNNING[:] = [ex.exercise_id]
     take_input_change()  # nothing left over from an earlier check
     properties.forget()
     _take_launched()
@@ -274,6 +275,14 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
     print(result.report())
     _enforce_expectation(result)
     return result
+
+
+_RUNNING: list[str] = []  # the exercise whose check runs now (the last one run)
+
+
+def running_exercise() -> str | None:
+    """The id of the exercise whose check is running (or ran last), for words that depend on it."""
+    return _RUNNING[0] if _RUNNING else None
 
 
 def _record_progress(exercise_id: str, result: Result) -> None:

@@ -89,12 +89,14 @@ def _judge_results(results: Any, frames: list[np.ndarray], y: np.ndarray, label:
             elif k > 0 and got.shape == frames[k].shape and np.allclose(got, expected[0], rtol=1e-5, atol=1e-6):
                 cause = (
                     "this is frame 0's result again: a replay copies from the same host address it captured, so "
-                    "refill the pinned buffer x with each frame (x[...] = frame) before launching the graph."
+                    "refill the pinned buffer x with each frame (x[...] = frame) before launching the graph; "
+                    "`x = frame` only rebinds the name x to another array, which the graph never reads."
                 )
             elif k > 0 and got.shape == frames[k].shape and np.allclose(got, expected[k - 1], rtol=1e-5, atol=1e-6):
                 cause = (
-                    "this is the previous frame's result: y was read before this frame's replay finished; call "
-                    "stream.synchronize() after graph.launch() and before reading y."
+                    "this is the previous frame's result: either y was read before this frame's replay finished "
+                    "(call stream.synchronize() after graph.launch() and before reading y), or x was refilled after "
+                    "graph.launch() instead of before it (the replay copies x when it runs)."
                 )
             else:
                 cause = "compare with the reference: copy x in, run kernel(d_in, d_out), copy d_out back into y."

@@ -56,6 +56,35 @@ def _same(got: float, want: float) -> bool:
     return got == want
 
 
+def _decode_slip(pattern: str, got: float) -> str | None:
+    """The formula slip a wrong decoded value ``got`` matches (``pattern``: 16 bits), or None."""
+    sign = -1.0 if pattern[0] == "1" else 1.0
+    e, m = int(pattern[1:6], 2), int(pattern[6:], 2)
+    if e == 31 or not math.isfinite(got):
+        return None
+    exp = e - 15 if e else -14
+    lead = 1.0 if e else 0.0
+    slips = (
+        (lead + m / 1000, exp, "the mantissa field is a fraction of 2^10 = 1024 (m / 1024: ten bits), not of 1000."),
+        (lead + m / 2**23, exp, "FP16 has 10 mantissa bits: m / 2^10, not m / 2^23 (that is float32's width)."),
+        (m / 1024, exp, "the hidden 1 is missing: a normal number is (1 + m / 1024) × 2^(e − 15)."),
+        (
+            1 + m / 1024,
+            e - 15 if e else -15,
+            "exponent field 0: subnormal numbers have no hidden 1 and use exponent 1 − 15 = −14.",
+        ),
+        (lead + m / 1024, e - 16, "the bias is 15 (2^(5−1) − 1): 2^(e − 15), not 2^(e − 16)."),
+        (lead + m / 1024, e - 14, "the bias is 15: 2^(e − 15), not 2^(e − 14)."),
+        (lead + m / 1024, e - 127, "the bias is 15 for FP16 (5 exponent bits); 127 is float32's."),
+        (lead + m / 1024, e, "the bias is missing: the exponent is e − 15, not e."),
+    )
+    for frac, power, cause in slips:
+        value = sign * frac * 2.0**power
+        if value and math.isclose(got, value, rel_tol=1e-9) and not (lead and e and power == exp and frac == lead + m / 1024):
+            return cause
+    return None
+
+
 SIGNED_ZERO = (
     "the sign bit of a zero: 1 00000 0000000000 is −0.0. `(-1)**s * m` with m = 0 is the integer 0, which has "
     "no sign; use a float sign, `sign = -1.0 if s else 1.0`, and multiply by it."
@@ -77,7 +106,10 @@ def decode_fp16(fn: Callable[[str], float]) -> str:
         got_f = number(got, f"the value your function returns for {pattern}", finite=False)
         if not _same(got_f, want):
             e = int(pattern[1:6], 2)
-            cause = "check the formula for normal numbers: the hidden 1 and the bias 15."
+            cause = _decode_slip(pattern, got_f) or (
+                "check the formula for normal numbers: value = (-1)^s × (1 + m / 1024) × 2^(e − 15), with the hidden 1 "
+                "and the bias 15."
+            )
             if want == 0 and got_f == 0:
                 cause = SIGNED_ZERO
             elif e == 0:

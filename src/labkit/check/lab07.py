@@ -455,7 +455,9 @@ def _grade_timing_record(rec: Any, got: Any, host: Any, repeat: int, label: str)
         slips.update(
             {
                 "GiB/s (2^30) instead of GB/s (10^9)": want * 1e9 / 2**30,
-                "get_elapsed_time returns milliseconds: divide by 1e3 for seconds": want * 1e3,
+                "1000 times the figure: MB/s where GB/s are asked (bytes/s divided by 10^6, not 10^9), or "
+                "get_elapsed_time's milliseconds taken as seconds (divide by 1e3 for seconds)": want * 1e3,
+                "1000 times too small: TB/s where GB/s are asked (bytes/s divided by 10^12), or the milliseconds "
                 "divided by 1e3 once too often (milliseconds are 1e-3 s)": want / 1e3,
                 "the bytes of one copy, not of the whole batch": want / repeat,
                 "gigabits per second: the figure is in bytes (GB/s), 8 bits each": want * 8,

@@ -238,8 +238,10 @@ def _algbw_cause(got: float, want: float, busbw: float, size: int, coll: str) ->
         want,
         {
             1e-6: "the time is in microseconds: multiply by 1e-6 to get seconds.",
-            1e-3: "the time is in microseconds, not milliseconds: multiply by 1e-6.",
-            1e3: "the time is in microseconds (1e-6 s), not nanoseconds.",
+            1e-3: "1000 times too small: TB/s where GB/s are asked (bytes/s divided by 10^12, not 10^9), or the "
+            "time taken as milliseconds: it is in microseconds, not milliseconds; multiply by 1e-6.",
+            1e3: "1000 times the right figure: MB/s where GB/s are asked (bytes/s divided by 10^6, not 10^9), or "
+            "the time taken as nanoseconds: it is in microseconds (1e-6 s).",
             1e9: "that is bytes per second; divide by 10^9 for GB/s.",
             8.0: "that is gigabits per second; nccl-tests reports bytes.",
             1e9 / 2**30: "that is GiB/s (2^30); nccl-tests and the course use GB/s (10^9 bytes/s).",
@@ -306,8 +308,29 @@ def nccl_tests_bandwidth(fn: Any) -> str:
         a_want = bw.algbw(size, t_us * 1e-6)
         b_want = a_want * bw.busbw_factor(coll, n)
         call = f"nccl_bw({size}, {t_us}, {coll!r}, {n})"
-        expect(a_got, a_want, call, "algbw", " GB/s", lambda: _algbw_cause(a_got, a_want, b_want, size, coll))
-        expect(b_got, b_want, call, "busbw", " GB/s", lambda: _busbw_cause(b_got, a_got, coll, n))
+        expect(
+            a_got,
+            a_want,
+            call,
+            "algbw",
+            " GB/s",
+            lambda: (
+                _algbw_cause(a_got, a_want, b_want, size, coll)
+                or "algbw = size_bytes / (time_us × 1e-6 s) / 1e9: bytes over seconds, in GB/s."
+            ),
+        )
+        expect(
+            b_got,
+            b_want,
+            call,
+            "busbw",
+            " GB/s",
+            lambda: (
+                _busbw_cause(b_got, a_got, coll, n)
+                or "busbw = algbw × the collective's factor: 2(n-1)/n for all_reduce, (n-1)/n for all_gather and "
+                "reduce_scatter, 1 for broadcast."
+            ),
+        )
     return (
         "correct: algbw = size / time; busbw = algbw x 2(n-1)/n for all_reduce and (n-1)/n for all_gather, so a "
         "faster-looking all_gather can load the links no more than an all_reduce."
@@ -376,7 +399,12 @@ def allreduce_across_dgx(answer: Any) -> str:
                     "bidirectional figure (not a quarter).",
                 },
             )
-            raise Failed(f"{s}: {g:.4g} ms, expected {w:.4g} ms (ring, {n} GPUs, bandwidth only).", cause=cause)
+            raise Failed(
+                f"{s}: {g:.4g} ms, expected {w:.4g} ms (ring, {n} GPUs, bandwidth only).",
+                cause=cause
+                or f"time = 2(n-1)/n × 300e6 × 4 bytes / (one GPU's NVLink rate per direction, half of labkit.hw's "
+                f"bidirectional figure, in bytes/s), in milliseconds; n = {n} here.",
+            )
     rows = "; ".join(f"{s} {w:.1f} ms" for s, w in want.items())
     return f"correct: {rows}. The DGX-2 reduces twice as many GPUs in about the time of a DGX-1; NVSwitch generations cut it further."
 
@@ -501,7 +529,12 @@ def mig_slices(answer: Any) -> str:
             cause = f"{s.mig_instances.value:g} is the whole DGX A100 ({s.gpu_count.value:g} GPUs); divide by the GPU count."
         elif close(per, MIG_MEMORY_SLICES):
             cause = "memory comes in 8 slices, but compute in 7: at most 7 instances per A100."
-        raise Failed(f"per_gpu is {per:g}, expected {want['per_gpu']:g}.", cause=cause)
+        raise Failed(
+            f"per_gpu is {per:g}, expected {want['per_gpu']:g}.",
+            cause=cause
+            or "per_gpu = the DGX A100's MIG instances (labkit.hw: mig_instances) divided by its GPU count: whole "
+            "instances, at most 7 per A100.",
+        )
     mem = number(answer["memory_gb"], "memory_gb")
     if not close(mem, want["memory_gb"]):
         full = s.gpu_model.memory_size.to("GB").value
@@ -515,7 +548,12 @@ def mig_slices(answer: Any) -> str:
             cause = "that is the whole GPU's memory; an instance gets a slice of it."
         elif close(mem, 80 / MIG_MEMORY_SLICES):
             cause = "the DGX A100 in labkit.hw has the 40 GB A100; use its memory_size."
-        raise Failed(f"memory_gb is {mem:g}, expected {want['memory_gb']:g} GB.", cause=cause)
+        raise Failed(
+            f"memory_gb is {mem:g}, expected {want['memory_gb']:g} GB.",
+            cause=cause
+            or f"the smallest instance (1g) gets one of the {MIG_MEMORY_SLICES} memory slices: the GPU's memory_size "
+            f"in GB divided by {MIG_MEMORY_SLICES}.",
+        )
     return (
         f"correct: {want['per_gpu']:g} instances per A100, the smallest with {want['memory_gb']:g} GB "
         f"(one of {MIG_MEMORY_SLICES} memory slices) and its own SMs, L2 slice and memory bandwidth."
@@ -569,7 +607,12 @@ def nvls_busbw(answer: Any) -> str:
                 "of the bytes a ring GPU sends.",
             },
         )
-        raise Failed(f"ring_busbw is {ring:g} GB/s, expected {B:g}.", cause=cause)
+        raise Failed(
+            f"ring_busbw is {ring:g} GB/s, expected {B:g}.",
+            cause=cause
+            or "for a ring, busbw = algbw × 2(n-1)/n, which comes back to the per-direction NVLink rate of one GPU: "
+            "half of labkit.hw's bidirectional nvlink_bandwidth.",
+        )
     nvls = number(answer["nvls_busbw"], "nvls_busbw")
     if not close(nvls, want["nvls_busbw"]):
         cause = ratio_cause(
@@ -582,7 +625,12 @@ def nvls_busbw(answer: Any) -> str:
                 2 / f: "the factor is 2(n-1)/n (1.75 for 8 GPUs), not 2.",
             },
         )
-        raise Failed(f"nvls_busbw is {nvls:g} GB/s, expected {want['nvls_busbw']:g}.", cause=cause)
+        raise Failed(
+            f"nvls_busbw is {nvls:g} GB/s, expected {want['nvls_busbw']:g}.",
+            cause=cause
+            or "NVLS: each GPU sends the buffer once at the per-direction rate B, so algbw = B; nccl-tests' busbw "
+            "multiplies it by 2(n-1)/n all the same: busbw = 2(n-1)/n × B.",
+        )
     faster = str(answer["faster"]).strip().lower()
     if faster != "nvls":
         raise Failed(

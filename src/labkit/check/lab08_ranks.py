@@ -87,8 +87,107 @@ def cases() -> list[tuple[int, int, str, int]]:
 BIG_CHUNK = 100_000
 
 
-def _stuck_cause(text: str) -> str | None:
-    """The cause of a hang the rank processes report, read from the calls the ranks are stuck in."""
+_SENDS = {"Send": 2, "Isend": 2, "Ssend": 2, "Bsend": 2, "Rsend": 2, "send": 2, "isend": 2, "ssend": 2}
+_RECVS = {"Recv": 2, "Irecv": 2, "recv": 2, "irecv": 2}
+
+
+def _tags(fn: Any) -> tuple[set[str], set[str]] | None:
+    """The tags ``fn``'s source sends with and receives with (as written: ``7``, ``step``; a send without one uses
+    tag 0, a receive without one takes any tag, ``*``), or None when there is no source to read."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    sent: set[str] = set()
+    taken: set[str] = set()
+
+    def tag(call: ast.Call, keyword: str, position: int, default: str) -> str:
+        for kw in call.keywords:
+            if kw.arg == keyword:
+                return "*" if "ANY_TAG" in ast.unparse(kw.value) else ast.unparse(kw.value)
+        if len(call.args) > position:
+            text = ast.unparse(call.args[position])
+            return "*" if "ANY_TAG" in text else text
+        return default
+
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        name = node.func.attr
+        if name in _SENDS:
+            sent.add(tag(node, "tag", _SENDS[name], "0"))
+        elif name in _RECVS:
+            taken.add(tag(node, "tag", _RECVS[name], "*"))
+        elif name in ("Sendrecv", "sendrecv", "Sendrecv_replace"):
+            sent.add(tag(node, "sendtag", 2, "0"))
+            taken.add(tag(node, "recvtag", 5 if name == "Sendrecv" else 4, "*"))
+    return sent, taken
+
+
+def tag_mismatch(fn: Any) -> str | None:
+    """The likely cause when the tags ``fn`` sends with never match those it receives with (a receive waits for a
+    message of its own tag: it hangs, however the sends block), or None."""
+    found = _tags(fn)
+    if found is None:
+        return None
+    sent, taken = found
+    if not sent or not taken or "*" in taken or sent & taken:
+        return None
+    numbers = all(t.lstrip("-").isdigit() for t in sent | taken)
+    if not numbers and len(sent | taken) > 1 and not (sent <= {"0"}):
+        return None  # tags computed from variables may match at run time: nothing to say from the source
+    return (
+        f"the messages are sent with tag {', '.join(sorted(sent))} but received with tag "
+        f"{', '.join(sorted(taken))}: a receive waits for a message with its own tag (and source), so no receive "
+        "ever matches and every rank waits. Use the same tag on both sides (or leave both out: a Send's tag is 0, "
+        "a Recv takes any tag)."
+    )
+
+
+_RAISED = (
+    (
+        ("Message truncated", "MPI_ERR_TRUNCATE", "truncat"),
+        "a message was larger than the buffer that received it: the chunks of np.array_split differ by one element "
+        "when n does not divide the size, so the receive buffer must be the size of the chunk being sent "
+        "(np.empty_like(chunks[k]) for the chunk k that arrives), and of the same dtype.",
+    ),
+    (
+        ("could not be broadcast",),
+        "a received chunk was added to a chunk of another size: with np.array_split the chunks differ by one "
+        "element when n does not divide the size; receive chunk k into a buffer shaped like chunks[k], and add it "
+        "to chunks[k] itself.",
+    ),
+    (
+        ("expecting buffer", "buffer interface", "cannot infer count", "expected a writeable", "message:"),
+        "comm.Send, Recv and Sendrecv (capital letters) take NumPy arrays, filled in place; comm.send and comm.recv "
+        "(small letters) pickle Python objects and return the received object. Pass contiguous NumPy arrays to "
+        "the capital-letter calls (np.ascontiguousarray(chunk)).",
+    ),
+    (
+        ("IndexError",),
+        "a chunk index out of range: the chunk a rank sends at step s is (r - s) % n and the one it receives "
+        "(r - s - 1) % n; without % n the index leaves 0 .. n-1.",
+    ),
+)
+
+
+def raised_cause(text: str) -> str | None:
+    """The likely cause of an error a rank raised, read from its words (MPI's or NumPy's), or None."""
+    return next((cause for keys, cause in _RAISED if any(k in text for k in keys)), None)
+
+
+def _stuck_cause(text: str, fn: Any = None) -> str | None:
+    """The cause of a hang or an error the rank processes report, read from the calls the ranks are stuck in, the
+    error a rank raised and (for a hang) the tags the function's source uses."""
+    mismatch = tag_mismatch(fn) if fn is not None and "stuck in comm." in text else None
+    if mismatch:
+        return mismatch
+    if " raised " in text.split("\n", 1)[0] and (told := raised_cause(text)):
+        return told
     if "stuck in comm.Send" in text or "stuck in comm.send" in text or "stuck in comm.Ssend" in text:
         return (
             "every rank sends first with a blocking Send and only then receives: a Send returns only once the "
@@ -170,7 +269,7 @@ def mpi_ring(fn: Any) -> str:
         text = str(exc)
         if "NotImplementedError" in text:
             raise Unsolved("the function still raises NotImplementedError; write its body.") from None
-        raise Failed(text.split("\n  What to do:")[0], cause=_stuck_cause(text) or exc.fix) from None
+        raise Failed(text.split("\n  What to do:")[0], cause=_stuck_cause(text, fn) or exc.fix) from None
     for case in graded:
         n, size, dtype = case["n"], case["size"], case["dtype"]
         itemsize = np.dtype(dtype).itemsize
