@@ -158,3 +158,20 @@ def test_a_byte_minus_a_larger_byte_is_negative_and_stores_the_same_bits() -> No
     wide, narrow = np.zeros(2, np.int64), np.zeros(2, np.uint8)
     difference[1, 32](a, b, wide, narrow)
     assert wide.tolist() == [-3, 5] and narrow.tolist() == [253, 5]
+
+
+def _kernel_calling(device_function):
+    @cuda.jit
+    def zeros_of(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = device_function(x[i])  # (a device function the kernel reaches through its closure)
+
+    return zeros_of
+
+
+def test_a_device_function_in_a_closure_still_counts_the_elements_width() -> None:
+    x = np.array([1, 256], np.int32)
+    out = np.zeros(2, np.int64)
+    _kernel_calling(leading)[1, 32](x, out)
+    assert out.tolist() == [31, 23]  # clz in 32 bits

@@ -9,9 +9,11 @@ of a wide integer into a narrow array keeps the low bits, as a GPU store does, a
 One difference remains: Numba types ``uint8 - uint8`` as ``uint64`` (it wraps around below zero), the
 simulator as ``int64`` (it goes negative). Stored back into a narrow array both give the same bits.
 
-8-bit elements read as Python ints (fast, and NumPy treats them as Numba types them beside a ``float32``). A kernel
-that calls a bit intrinsic (``cuda.popc``, ``clz``, ``brev``, ``ffs``), itself or in a device function it calls,
-reads them as :class:`Byte` instead (:func:`tag_bytes_for`): the same numbers, whose intrinsics count 8 bits.
+8-bit elements read as Python ints (fast, and NumPy treats them as Numba types them beside a ``float32``), 16- and
+32-bit ones as ``np.int64``. A kernel that calls a bit intrinsic (``cuda.popc``, ``clz``, ``brev``, ``ffs``), itself
+or in a device function it calls, reads them tagged with their width instead (:func:`tag_bytes_for`): the same
+numbers (:class:`Byte`, :class:`Wide16`, :class:`Wide32`), whose intrinsics count the element's bits. (Making a
+tagged ``np.int64`` costs seven times a plain one: a kernel that never asks for bits does not pay for them.)
 """
 
 from __future__ import annotations
@@ -114,13 +116,21 @@ def uses_bit_intrinsics(fn: Any, seen: set | None = None) -> bool:
         stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
     found = bool(names & _INTRINSICS)
     glob = getattr(fn, "__globals__", {})
-    for name in names if not found else ():
-        inner = getattr(glob.get(name), "py_func", None)
+    named = [glob.get(name) for name in names] + [_contents(c) for c in getattr(fn, "__closure__", None) or ()]
+    for obj in named if not found else ():
+        inner = getattr(obj, "py_func", None)
         if inner is not None and getattr(inner, "__code__", None) not in seen and uses_bit_intrinsics(inner, seen):
             found = True
             break
     _uses[code] = found
     return found
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # (an empty cell)
+        return None
 
 
 def tag_bytes_for(fn: Any) -> None:
@@ -132,9 +142,9 @@ def reads_for(dtype: np.dtype) -> Any:
     """What a read of an element of ``dtype`` gives for this launch (None: the element itself)."""
     if dtype.kind not in "iu" or dtype.itemsize >= 8:
         return None
-    if dtype.itemsize == 1 and _byte_tags[0]:
-        return BYTE_READS[dtype]
-    return READS[dtype]
+    if not _byte_tags[0]:  # (the kernel asks no element for its width)
+        return int if dtype.itemsize == 1 else np.int64
+    return BYTE_READS[dtype] if dtype.itemsize == 1 else READS[dtype]
 
 
 class _Wide(np.int64):
