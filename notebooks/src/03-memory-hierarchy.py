@@ -457,6 +457,11 @@ for arch in ("sm_70", "sm_80", "sm_90"):
 # so give none away. The check draws fresh targets, architectures (sm_70, sm_80, sm_90) and shared-memory sizes:
 # full occupancy, shared memory that caps the blocks per SM, and a target out of reach. `occupancy()` raises
 # `labkit.LabkitError` for a block that cannot launch at all.
+#
+# The contract: return a pair of integers `(threads_per_block, registers_per_thread)`, registers from 1 to 255, or
+# `None`. When several block sizes reach the target, any of them is accepted, with the largest budget **for that
+# block size** (the solution takes the block size whose budget is largest overall). A block that cannot launch with
+# some budget may still launch with fewer registers: try smaller budgets before giving up on that block size.
 
 # %% tags=["exercise"]
 def launch_plan(arch, target, shared_per_block):

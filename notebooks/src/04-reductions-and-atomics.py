@@ -259,8 +259,8 @@ labkit.show(labkit.check.solved_or_reference("04.block-sum", block_sum), x_tree,
 # ### Exercise 4 — sum everything
 #
 # Write `sum_all(x, out)`, which adds `sum(x)` to `out[0]` (zero at the start) for any grid, in three levels: each
-# thread sums its elements (a grid-stride loop), each block combines its threads with the tree of Exercise 3 (or warp
-# shuffles), and one thread per block adds the block's sum with one atomic. One atomic per thread, or one thread
+# thread sums its elements (a grid-stride loop), each block combines its threads with the shared-memory tree of
+# Exercise 3, and one thread per block adds the block's sum with one atomic. One atomic per thread, or one thread
 # summing the whole array, gives the right number but is not the exercise, and the check rejects both. It launches
 # sizes drawn fresh each run on grids larger than the data and on grids where each thread loops ten times and more,
 # with blocks of 32 up to `MAX_BLOCK` threads.
