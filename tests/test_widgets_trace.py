@@ -512,3 +512,20 @@ def html_attr(text: str) -> str:
     import html as _html
 
     return _html.escape(text, quote=True)
+
+
+@cuda.jit
+def first_reads_x(x, y, out):
+    i = cuda.grid(1)
+    if i == 0:
+        out[0] = x[0]
+    elif i < out.size:
+        out[i] = y[i]
+
+
+def test_arrays_a_thread_did_not_touch_are_named_not_drawn_blank() -> None:
+    t = trace(first_reads_x, 1, 32, np.ones(32, np.float32), np.ones(32, np.float32), np.zeros(32, np.float32))
+    fig = wt.elements_figure(t, thread=0)
+    assert [a.text for a in fig.layout.annotations] == ["x (global, shape (32,))", "out (global, shape (32,))"]
+    assert "not touched by it: y" in fig.layout.title.text
+    assert len(wt.elements_figure(t, thread=5).layout.annotations) == 2  # y and out

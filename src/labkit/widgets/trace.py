@@ -309,13 +309,26 @@ def elements_figure(
     elif scope == "warp":
         where["warp"] = thread // 32
     mark_flat = _flat_in(trace, marked) if marked is not None else None
-    gap = 60 if len(names) <= 3 else 45
-    per_panel = max(50, (FIGURE_PX - 90 - gap * len(names)) // len(names))
-    rows_max = max(4, per_panel // MIN_CELL_PX)
     mine = {
         n: np.concatenate([trace.elements(n, kind, **where) for kind in ("read", "write", "atomic")]).astype(np.int64)
         for n in names
     }
+    # a panel for each array the selection touched (or tried to: out of bounds), or the check names; the others are
+    # named in the title instead of drawn blank
+    tried = {f.array for f in getattr(trace, "faults", ()) if getattr(f, "out_of_bounds", False) and tuple(f.block) == tuple(b)}
+    drawn = [n for n in names if mine[n].size or n in tried or (marked is not None and marked[0] == n)]
+    untouched = [n for n in names if n not in drawn]
+    if not drawn:
+        who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "the block"}[scope]
+        fig = go.Figure()
+        fig.update_layout(
+            title=f"{who} of block {b} touched no array element ({', '.join(names)}): see the threads tab", height=200
+        )
+        return fig
+    names = drawn
+    gap = 60 if len(names) <= 3 else 45
+    per_panel = max(50, (FIGURE_PX - 90 - gap * len(names)) // len(names))
+    rows_max = max(4, per_panel // MIN_CELL_PX)
     windows = {
         n: _window(trace, n, mark_flat if marked is not None and marked[0] == n else None, rows_max=rows_max, near=mine[n])
         for n in names
@@ -405,7 +418,8 @@ def elements_figure(
         _draw_out_of_bounds(fig, trace, name, row, windows[name], panel[row - 1] // max(1, windows[name][1]), b, thread, scope)
     who = {"thread": f"thread {trace.thread_index(thread)}", "warp": f"warp {thread // 32}", "block": "all its threads"}[scope]
     fig.update_layout(
-        title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})",
+        title=f"elements read and written by {who} of block {b} ({_sim_note(trace)})"
+        + (f"<br>not touched by it: {', '.join(untouched)}" if untouched else ""),
         height=min(FIGURE_PX, total + 50),
         margin=dict(l=70, r=20, t=70, b=30),
     )
