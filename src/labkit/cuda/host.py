@@ -584,12 +584,14 @@ def _host_library(source: str, kernels: Sequence[str]) -> HostLibrary:
     lib = _cache_dir() / f"{key}.so"
     meta = _cache_dir() / f"{key}.json"
     if not lib.exists() or not meta.exists():
+        pch = _prelude_pch(cxx, flags, headers)
         tmp = Path(tempfile.mkdtemp(prefix="labkit-host-"))
         src, obj, built = tmp / "k.cpp", tmp / "k.o", tmp / "k.so"
         src.write_text(text)
         try:
+            include = ([f"-I{pch}"] if pch else []) + [f"-I{inc}"]
             proc = subprocess.run(
-                [cxx, *flags, f"-I{inc}", "-c", str(src), "-o", str(obj)], capture_output=True, text=True, timeout=120
+                [cxx, *flags, *include, "-c", str(src), "-o", str(obj)], capture_output=True, text=True, timeout=120
             )
             if proc.returncode == 0:
                 proc = subprocess.run([cxx, "-shared", str(obj), "-o", str(built)], capture_output=True, text=True, timeout=120)
@@ -654,6 +656,35 @@ def _demangle(symbol: str) -> str:
         return subprocess.run([tool, symbol], capture_output=True, text=True, timeout=30).stdout.strip() or symbol
     except (OSError, subprocess.SubprocessError):
         return symbol
+
+
+def _prelude_pch(cxx: str, flags: Sequence[str], headers: str) -> Path | None:
+    """A folder holding the prelude precompiled (``labkit_cuda_host.h.gch``) for these flags, built once per cache and
+    reused by every kernel's build (it saves about a third of each); None where the compiler cannot make one."""
+    if _compiler_kind(cxx) != "gcc":
+        return None
+    key = hashlib.sha256((cxx + "\0" + " ".join(flags) + "\0" + headers).encode()).hexdigest()[:16]
+    folder = _cache_dir() / f"pch-{key}"
+    gch = folder / "labkit_cuda_host.h.gch"
+    if gch.exists():
+        return folder
+    tmp = Path(tempfile.mkdtemp(prefix="labkit-pch-"))
+    try:
+        proc = subprocess.run(
+            [cxx, *flags, "-x", "c++-header", str(host_include_dir() / "labkit_cuda_host.h"), "-o", str(tmp / gch.name)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            return None
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.replace(tmp / gch.name, gch)  # atomic: another process may build the same one
+    except (OSError, subprocess.SubprocessError):
+        return None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
 
 
 def _kernels_of(source: str, name: str, name_expressions: Sequence[str] = ()) -> tuple[str, ...]:
