@@ -178,3 +178,9 @@ _EXAMPLES = {
     "a cluster size fixed at compile time (__cluster_dims__)": "__global__ void __cluster_dims__(2,1,1) k() {}",
     "WMMA beyond FP16/BF16 16×16×16 fragments": "wmma::precision::tf32 t;",
 }
+
+
+def test_a_cuda_function_the_stand_in_lacks_is_named_not_a_compiler_error() -> None:
+    src = '#include <cuda_fp16.h>\nextern "C" __global__ void k(float* x) { x[0] = __half2float(hcos(__float2half(x[0]))); }\n'
+    with pytest.raises(cuda_cpp.HostUnavailable, match=r"the CPU stand-in does not offer `hcos`"):
+        cuda_cpp.run_on_host(src, "k", (1,), (1,), (np.zeros(1, np.float32),))

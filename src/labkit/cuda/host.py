@@ -501,6 +501,29 @@ def _cache_dir() -> Path:
     return _PRIVATE_CACHE[0]
 
 
+_MISSING = (
+    re.compile(r"[‘'`]([\w:]+)[’'] was not declared in this scope"),
+    re.compile(r"[‘'`]([\w:]+)[’'] is not a member of [‘'`]([\w:]+)[’']"),
+    re.compile(r"no matching function for call to [‘'`]([\w:]+)\("),
+    re.compile(r"[‘'`]([\w:]+)[’'] has no member named [‘'`](\w+)[’']"),
+)
+
+
+def _missing_name(stderr: str) -> str | None:
+    """The CUDA name the stand-in lacks, read from g++'s first error (a function, type or member it does not define),
+    so the learner reads labkit's sentence naming it rather than the compiler's."""
+    first = next((ln for ln in stderr.splitlines() if "error:" in ln), "")
+    for pattern in _MISSING:
+        m = pattern.search(first)
+        if m:
+            if len(m.groups()) == 2 and "member of" in pattern.pattern:
+                return f"{m.group(2)}::{m.group(1)}"
+            if len(m.groups()) == 2:
+                return f"{m.group(1)}.{m.group(2)}"
+            return m.group(1)
+    return None
+
+
 def _first_error(stderr: str) -> str:
     for ln in stderr.splitlines():
         if "error" in ln:
@@ -602,9 +625,13 @@ def _host_library(source: str, kernels: Sequence[str]) -> HostLibrary:
             ) from None
         if proc.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
+            missing = _missing_name(proc.stderr)
             raise HostUnavailable(
-                f"the CPU stand-in could not build this kernel as plain C++ ({_first_error(proc.stderr)}).",
-                fix="NVRTC compiled it, so it is valid CUDA C++; a GPU run checks its results.",
+                f"the CPU stand-in does not offer `{missing}`, which this kernel uses (NVRTC compiled it: it is CUDA "
+                "C++ the stand-in lacks)."
+                if missing
+                else f"the CPU stand-in could not build this kernel as plain C++ ({_first_error(proc.stderr)}).",
+                fix="This kernel is checked by compiling it only; a GPU run checks its results.",
             )
         shared = _shared_symbols(built)
         (tmp / "k.json").write_text(json.dumps(shared))
