@@ -98,3 +98,26 @@ def test_lab06_gemm_prediction_cell_predicts_for_the_gpu_present(key: str, monke
     else:
         assert ns["gpu_name"] == "H200" and "NVIDIA L4" in lines[0]  # the note first
         assert all("on the NVIDIA L4, another GPU" in line for line in lines[1:]) and len(lines) == 6
+
+
+def test_lab07_copy_cell_in_a_vm_says_the_link_is_unknown_and_keeps_its_measurements(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """B5 where review 4 saw it: notebook 07's copy cell, as written, on an H100 whose VM's NVML refuses the PCIe
+    link (and no sysfs link): the three copies are printed, and the link line says why it is unknown, in words.
+    (Before the fix the NVMLError escaped the cell's ``except labkit.LabkitError``.)"""
+    from gpu_fakes import FakeNvml, NvmlGpu, VM_REFUSES, install_bandwidth_fake
+    from labkit.gpu import bandwidth as bw
+
+    env = profiles.profile("H100").environment()
+    gpu = env.gpus[0]
+    nvml = FakeNvml([NvmlGpu(gpu.name, gpu.uuid, "0000" + gpu.pci_bus_id)], refuse=VM_REFUSES)
+    install_bandwidth_fake(monkeypatch, n=1)
+    monkeypatch.setattr(bw, "env", lambda: env)
+    monkeypatch.setattr(bw, "_nvml", lambda: nvml)
+    monkeypatch.setattr(bw, "pcie_from_sysfs", lambda bus_id, root=None: None)
+    monkeypatch.setattr(bw, "host_stream", lambda *a, **k: types.SimpleNamespace(gbps=20.0))  # the CPU's, not asked here
+    ns: dict[str, Any] = {"labkit": labkit, "env": env, "bw": bw}
+    exec(_cell("07-bandwidth-and-nvlink", "link = bw.pcie_link(0)"), ns)
+    out = capsys.readouterr().out
+    assert out.count("GB/s") >= 3 and "CPU" in out and "GPU0" in out  # the measured copies, kept
+    assert ns["link"] is None and "PCIe link: not known here (NVML could not answer" in out and "N/A" in out
