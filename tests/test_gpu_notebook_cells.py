@@ -105,7 +105,7 @@ def test_lab07_copy_cell_in_a_vm_says_the_link_is_unknown_and_keeps_its_measurem
     """B5 where review 4 saw it: notebook 07's copy cell, as written, on an H100 whose VM's NVML refuses the PCIe
     link (and no sysfs link): the three copies are printed, and the link line says why it is unknown, in words.
     (Before the fix the NVMLError escaped the cell's ``except labkit.LabkitError``.)"""
-    from gpu_fakes import FakeNvml, NvmlGpu, VM_REFUSES, install_bandwidth_fake
+    from gpu_fakes import VM_REFUSES, FakeNvml, NvmlGpu, install_bandwidth_fake
     from labkit.gpu import bandwidth as bw
 
     env = profiles.profile("H100").environment()
