@@ -97,6 +97,7 @@ def _cases() -> list[np.ndarray]:
     cases = [first]
     for rows, blocks in ((int(gen.integers(3, 7)), 3), (int(gen.integers(8, 17)), 8), (2, 1)):
         cases.append(gen.standard_normal((rows, blocks * NVFP4_BLOCK)) * 2.0 ** gen.uniform(-14, 10, size=(rows, 1)))
+    cases.append(np.zeros((2, 2 * NVFP4_BLOCK)))  # all zero: amax(x) = 0 gives no tensor scale, and every block stays 0
     return cases
 
 

@@ -71,6 +71,7 @@ def _nvl72_cases() -> list[tuple[float, int]]:
     then fresh sizes and counts."""
     gen = rng()
     cases = [(float(int(gen.integers(10**6, 10**9))), 72), (3.0e8, 1), (float(int(gen.integers(10**5, 10**7))), 4)]
+    cases.append((float(int(gen.integers(10**6, 10**9))), 2))  # the smallest ring: two GPUs are not one
     for _ in range(4):
         n = int(gen.integers(5, 72))
         n += n % 4 == 0  # never a whole number of trays
