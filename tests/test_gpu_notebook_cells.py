@@ -121,3 +121,27 @@ def test_lab07_copy_cell_in_a_vm_says_the_link_is_unknown_and_keeps_its_measurem
     out = capsys.readouterr().out
     assert out.count("GB/s") >= 3 and "CPU" in out and "GPU0" in out  # the measured copies, kept
     assert ns["link"] is None and "PCIe link: not known here (NVML could not answer" in out and "N/A" in out
+
+
+@pytest.mark.parametrize("key", ["T4", "A100 40GB", "H100", "B200", "RTX 5090"])
+def test_lab10_cluster_cell_runs_on_hopper_and_later_and_says_so_before(key: str, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Lab 10's cluster cell, as written: from compute capability 9.0 it launches with clusters (cuda.core stand-in
+    that computes what the kernel would, as in test_gpu_paths_graph_cluster), before it the cell says why not."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_gpu_paths_graph_cluster as g
+    from labkit.check import lab10_clusters
+
+    prof = profiles.profile(key)
+    env = prof.environment()
+    seen = g._fake_cuda_core(monkeypatch)
+    arch = "".join(map(str, prof.compute_capability))
+    sys.modules["cuda.core"].Device = lambda: types.SimpleNamespace(
+        arch=arch, set_current=lambda: None, create_stream=lambda: types.SimpleNamespace(sync=lambda: None))
+    ns: dict[str, Any] = {"env": env, "np": np, "my_cluster": lab10_clusters.reference_source()}
+    exec(_cell("10-where-next", "lab10_clusters.run_on_gpu(my_cluster"), ns)
+    out = capsys.readouterr().out
+    if prof.compute_capability >= (9, 0):
+        assert "match NumPy: True" in out and seen["clusters"] == [4] and seen["options"].arch == f"sm_{arch}"
+    else:
+        assert f"{prof.name} has compute capability" in out and "no clusters" in out and "clusters" not in seen
