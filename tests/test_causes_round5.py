@@ -248,3 +248,59 @@ def test_wrong_figures_get_the_computation_not_check_the_units(exercise: str, an
 
     r = _run(lambda a: core.run(exercise, a), answer)
     assert r.status == "failed" and r.cause and "check the units" not in r.cause, r.report()
+
+
+# ------------------------------------------------------------------------------------------ claims backed by a case
+def _pipeline_twice_the_chunks(cp: Any, x: Any, out: Any, kernel: Any, chunks: int, n_streams: int) -> float:
+    chunks *= 2  # right values and overlap, but not the chunks the statement (and the model) use
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    step = -(-x.size // chunks)
+    start.record(streams[0])
+    for s in streams[1:]:
+        s.wait_event(start)
+    for c in range(chunks):
+        lo, hi = c * step, min(x.size, (c + 1) * step)
+        if lo >= hi:
+            break
+        with streams[c % n_streams]:
+            d_in, d_out = cp.empty(hi - lo, x.dtype), cp.empty(hi - lo, x.dtype)
+            d_in.set(x[lo:hi])
+            kernel(d_in, d_out)
+            d_out.get(out=out[lo:hi], blocking=False)
+    for s in streams[1:]:
+        streams[0].wait_event(s.record())
+    end.record(streams[0])
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
+def test_05_streams_counts_the_chunks_its_pass_line_claims() -> None:
+    r = _run(check.streams_pipeline, _pipeline_twice_the_chunks)
+    assert r.status == "failed" and "kernel launches" in r.message, r.report()
+
+
+@cuda.jit
+def saxpy_steps_inside(a, x, y, steps):
+    i = cuda.grid(1)
+    if i < y.size:
+        for _ in range(steps):
+            y[i] = a * x[i] + y[i]
+
+
+def test_02_transfers_counts_one_launch_per_step() -> None:
+    def repeated_saxpy(a: Any, x: Any, y: Any, steps: int) -> Any:
+        dx, dy = cuda.to_device(x), cuda.to_device(y)
+        saxpy_steps_inside[-(-y.size // 128), 128](a, dx, dy, steps)
+        return dy.copy_to_host()
+
+    r = _run(check.transfers, repeated_saxpy)
+    assert r.status == "failed" and "kernel launch(es) ran for" in r.message, r.report()
+
+
+def test_05_l2norm_checks_fp64_in_the_float32_instantiation_of_t() -> None:
+    from labkit.gpu.cupylab import reduction_kernel
+
+    k = reduction_kernel("T x", "T y", "x * x * 0.1", "a + b", "y = sqrt(a * 10)", "0", "l2norm")  # 0.1: FP64 for T = float
+    r = _run(check.l2norm, k)
+    assert r.status == "failed" and "T = float32" in r.message and "T(0.5)" in (r.cause or ""), r.report()

@@ -422,6 +422,12 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
                 cause="copy x and y to the device once, launch your SAXPY kernel `steps` times on the device "
                 "arrays, and copy y back once.",
             )
+        if steps > 0 and count.launches != steps:
+            raise Failed(
+                f"n={n}, steps={steps}: the values are right, but {count.launches} kernel launch(es) ran for {steps} steps.",
+                cause="launch your SAXPY kernel (k_saxpy) once per step, `steps` times, on the same device arrays: "
+                "the exercise is the copies around a loop of launches.",
+            )
         if count.to_device > 2 or count.to_host > 1:
             raise Failed(
                 f"n={n}, steps={steps}: {count.to_device} copies to the device and {count.to_host} back; 2 and 1 are enough.",

@@ -542,12 +542,20 @@ def l2norm(kernel: Any) -> str:
             cause="right in float32 precision only: for T = double a float function (sqrtf) or a float "
             "literal rounds to float. Use sqrt (it follows the type) and plain constants.",
         )
-    if parts is not None and not generic:
-        _refuse_fp64(compiled, "the reduction gives the right norms, but it")
+    if parts is not None:  # for a placeholder T, its float32 instantiation (what compiled holds) must stay FP32
+        slow = fp64_failure(compiled, "the reduction gives the right norms, but " + ("for T = float32 it" if generic else "it"))
+        if slow is not None and generic:
+            raise Failed(
+                str(slow),
+                cause="for T = float a double literal (1.0, 0.5) or a double variable turns the arithmetic into FP64: "
+                "write constants as T(0.5) or whole numbers (0, 2), and use sqrt, which follows the type.",
+            )
+        if slow is not None:
+            raise slow
     return (
         f"compiles for {_arches()} with NVRTC, and gives the norm on {len(sizes)} sizes on the CPU stand-in "
         "(4 partial results combined, as a tree reduction would)"
-        + (", and to float64 precision for T = double" if generic else ", in FP32 only")
+        + (", and to float64 precision for T = double (FP32 only for T = float32)" if generic else ", in FP32 only")
         + ". A GPU run checks the real cupy.ReductionKernel."
     )
 
@@ -1046,6 +1054,14 @@ def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
         raise Failed(
             f"{label}: the function returned {value:.6g}, but its events measured {measured:.6g} ms.",
             cause="return cupy.cuda.get_elapsed_time(start, end): milliseconds, as CuPy gives them.",
+        )
+    per_kind = {k: sum(1 for o in rec.ops if o.kind == k) for k in ("h2d", "kernel", "d2h")}
+    if per_kind["kernel"] != chunks or per_kind["h2d"] != chunks or per_kind["d2h"] != chunks:
+        raise Failed(
+            f"{label}: the values are right, but the work went in {per_kind['h2d']} copies in, "
+            f"{per_kind['kernel']} kernel launches and {per_kind['d2h']} copies back for chunks={chunks}.",
+            cause="split x into exactly `chunks` chunks (the last one shorter when n is not a multiple) and give "
+            "each one copy in, one kernel(d_in, d_out) and one copy back: the overlap comes from those chunks.",
         )
     used = {s for s in rec.streams_used() if not s.null}
     if len(used) < min(n_streams, chunks):
