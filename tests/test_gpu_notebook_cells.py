@@ -117,7 +117,9 @@ def test_lab07_copy_cell_in_a_vm_says_the_link_is_unknown_and_keeps_its_measurem
     monkeypatch.setattr(bw, "pcie_from_sysfs", lambda bus_id, root=None: None)
     monkeypatch.setattr(bw, "host_stream", lambda *a, **k: types.SimpleNamespace(gbps=20.0))  # the CPU's, not asked here
     ns: dict[str, Any] = {"labkit": labkit, "env": env, "bw": bw}
-    exec(_cell("07-bandwidth-and-nvlink", "link = bw.pcie_link(0)"), ns)
+    cell = _cell("07-bandwidth-and-nvlink", "link = bw.pcie_link(0)")
+    assert 'size = "512MiB"' in cell
+    exec(cell.replace('size = "512MiB"', 'size = "16MiB"'), ns)  # as written but the size: host buffers are real here
     out = capsys.readouterr().out
     assert out.count("GB/s") >= 3 and "CPU" in out and "GPU0" in out  # the measured copies, kept
     assert ns["link"] is None and "PCIe link: not known here (NVML could not answer" in out and "N/A" in out
