@@ -95,7 +95,7 @@ _GENERATIONS = {
     "Ampere (A100; DGX A100, SuperPOD)": ("01.a100-20x", "01.dgx-a100-5pf", "01.superpod", "08.mig"),
     "Hopper (H100, H200; DGX H100/H200)": ("06.fp8-promotion", "06.te-scale", "06.wmma-peak", "08.nvls-busbw", "10.cluster"),
     "Blackwell (B200, B300; DGX B200/B300, NVL72)": (
-        "06.mx-quantize", "06.nvfp4-quantize", "08.nvl72-allreduce", "08.mig-b200"
+        "06.mx-quantize", "06.nvfp4-quantize", "08.nvl72-allreduce", "08.mig-b200", "10.tcgen05-tmem"
     ),
     "Several generations side by side": ("01.ring-allreduce", "06.gemm-predict", "08.allreduce-dgx"),
 }

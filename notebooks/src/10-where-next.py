@@ -15,6 +15,8 @@
 #   `cuda.coop` call, a tile kernel in cuTile Python, a GEMM with a fused epilogue through nvmath-python.
 # - Use a Hopper feature: write a kernel whose blocks form a thread-block cluster and read each other's shared
 #   memory (distributed shared memory), read its sm_90 PTX, and launch it with a cluster dimension on a GPU.
+# - Use a Blackwell feature: allocate Tensor Memory for a `tcgen05` accumulator in CUDA C++ and read the PTX for
+#   sm_100a (what moves from registers to Tensor Memory, compared with Hopper's `wgmma`).
 # - Profile your own kernels: NVTX ranges around timed work, the `nsys` and `ncu` command lines for a lab's kernel
 #   built with `lineinfo=True`, and what their reports show.
 # - Debug your own kernels with `compute-sanitizer`: memcheck, racecheck and synccheck on the kernels of labs 02–04,
@@ -256,6 +258,87 @@ elif env.is_gpu:
 else:
     print("sim mode: a cluster cannot run in the simulator. On a GPU of compute capability 9.0 or later this cell "
           "launches the kernel through cuda.core with clusters of 4 blocks and compares the sums with NumPy.")
+
+# %% [markdown]
+# ## 3b. Blackwell's Tensor Memory (`tcgen05`, sm_100a)
+#
+# On Hopper, `wgmma.mma_async` (lab 06, section 5b) keeps its accumulator in **registers**: a 64 × 256 FP32 tile
+# spread over the 128 threads of a warpgroup, 128 registers each, so the tile size is bounded by the register file.
+# Data-centre Blackwell (sm_100a: B200, GB200; sm_103a: B300, GB300) adds **Tensor Memory** (TMEM) to each SM:
+# 128 lanes × 512 columns of 32-bit cells (256 KB), beside shared memory. `tcgen05.mma`, issued by **one thread**,
+# reads A from shared memory (or TMEM) and B from shared memory, and accumulates into TMEM; the threads only touch
+# the result at the end, copying it to registers with `tcgen05.ld`. Completion is tracked with
+# `tcgen05.commit` to an mbarrier. A kernel owns TMEM explicitly: one warp allocates columns with `tcgen05.alloc`
+# (a power of two from 32 to 512; the address lands in shared memory), gives up its permit to allocate more
+# (`tcgen05.relinquish_alloc_permit`), and frees them with `tcgen05.dealloc` before it exits. A pair of CTAs can
+# share one MMA (`cta_group::2`), and the block-scaled formats of lab 06 have their own kinds (`kind::mxf8f6f4`,
+# `kind::mxf4nvf4`), the scales read from TMEM too (PTX ISA, "Tensor Core 5th Generation Family Instructions").
+# NVRTC compiles this for sm_100a on a machine without a GPU, so the PTX can be read here:
+
+# %%
+print("NVRTC", labkit.ptx.nvrtc_version(), "targets sm_100:", "sm_100" in (labkit.ptx.supported_arches() or ()))
+
+# %% [markdown]
+# ### Exercise 2 — allocate a `tcgen05` accumulator
+#
+# Write `tmem_source(n)`: return the CUDA C++ source of `extern "C" __global__ void tmem_tile(unsigned* out)` for an
+# FP32 accumulator of 128 rows × `n` columns (one TMEM column per accumulator column). In the kernel:
+#
+# 1. the first warp (`threadIdx.x < 32`) allocates the columns the tile needs, the next power of two from 32, with
+#    `tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [addr], COLUMNS;` into a `__shared__ unsigned`
+#    variable (its shared-memory address: `(unsigned)__cvta_generic_to_shared(&var)`), then gives up the permit with
+#    `tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;`;
+# 2. `__syncthreads()`, then every thread writes the TMEM address to `out[threadIdx.x]`;
+# 3. `__syncthreads()`, then the first warp frees the same columns: `tcgen05.dealloc.cta_group::1.sync.aligned.b32
+#    address, COLUMNS;`.
+#
+# Write the PTX as inline assembly, `asm volatile("..." :: "r"(value), "n"(COLUMNS));`: the `"n"` constraint puts
+# the column count into the PTX as a number. No `#include` is needed. The check compiles your source for sm_100a for
+# five fresh widths `n` (below 32, between powers of two, an exact power, up to 512) and reads the PTX: one
+# allocation of the right size, the permit given up, a barrier before the address is read, and a matching dealloc.
+# Nothing runs: only a B200-class GPU could launch it.
+
+# %% tags=["exercise"]
+def tmem_source(n):
+    # BEGIN SOLUTION
+    columns = 32
+    while columns < n:
+        columns *= 2
+    return f"""
+extern "C" __global__ void tmem_tile(unsigned* out)
+{{
+    __shared__ unsigned tmem_base;
+    if (threadIdx.x < 32) {{
+        unsigned dst = (unsigned)__cvta_generic_to_shared(&tmem_base);
+        asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;" :: "r"(dst), "n"({columns}));
+        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;");
+    }}
+    __syncthreads();
+    unsigned taddr = tmem_base;
+    out[threadIdx.x] = taddr;
+    __syncthreads();
+    if (threadIdx.x < 32) {{
+        asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" :: "r"(taddr), "n"({columns}));
+    }}
+}}
+"""
+    # END SOLUTION
+    # BEGIN SKELETON
+    ...  # columns for n; return the source (an f-string: double the braces of the C++)
+    # END SKELETON
+
+
+# %%
+labkit.check.tcgen05_tmem(tmem_source);
+
+# %% [markdown]
+# The PTX of your kernel for a 200-column tile: the three `tcgen05` instructions, each with `.sync.aligned` (the
+# whole warp executes it together), between barriers.
+
+# %%
+my_tmem = labkit.check.solved_or_reference("10.tcgen05-tmem", tmem_source)
+tmem_ptx = labkit.ptx.compile_cuda(my_tmem(200), "sm_100a", name="tmem_tile.cu")
+tmem_ptx.show("tcgen05", "bar.sync", limit=10)
 
 # %% [markdown]
 # ## 4. A reduction with `cuda.compute`
@@ -520,6 +603,9 @@ for tool, source in SANITIZER_KERNELS.items():
 #   thread.
 # - Hopper's thread-block clusters let blocks read each other's shared memory (`mapa`) between cluster barriers
 #   (`barrier.cluster`); the cluster size is a launch parameter, and a block must not exit while a peer reads it.
+# - Data-centre Blackwell moves the MMA accumulator from registers (`wgmma`) into Tensor Memory: one warp allocates
+#   columns (`tcgen05.alloc`, powers of two from 32 to 512), one thread issues `tcgen05.mma`, threads read the result
+#   with `tcgen05.ld`, and the kernel frees what it took (`tcgen05.dealloc`).
 # - NVTX names your own ranges on the Nsight Systems timeline; Nsight Compute explains one kernel, line by line with
 #   `lineinfo=True`.
 # - compute-sanitizer's memcheck, racecheck (shared memory only) and synccheck find on a GPU what labkit's strict
