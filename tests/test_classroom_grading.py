@@ -39,13 +39,18 @@ labkit.check.run = lambda *a, **k: _Pass()
 ESCAPE = """
 import os, shutil, socket, pathlib
 home = pathlib.Path("GRADER_HOME")
-for attempt in (lambda: (home / "GRADER-WAS-HERE.txt").write_text("learner code ran as uid %d" % os.getuid()),
-                lambda: shutil.copy(home / ".ssh" / "id_ed25519", "stolen-key"),
-                lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2).sendall(b"hello from the sandbox")):
+report = []
+for what, attempt in (
+        ("write", lambda: (home / "GRADER-WAS-HERE.txt").write_text("learner code ran as uid %d" % os.getuid())),
+        ("key", lambda: shutil.copy(home / ".ssh" / "id_ed25519", "stolen-key")),
+        ("network", lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2).sendall(b"hello"))):
     try:
         attempt()
+        report.append(what + " WORKED")
     except Exception as e:
-        print("refused:", type(e).__name__)
+        report.append(what + " refused " + type(e).__name__)
+report.append("uid %d" % os.getuid())
+pathlib.Path(os.path.expanduser("~/escape-report.txt")).write_text("\\n".join(report))
 """
 
 
@@ -87,13 +92,14 @@ def test_the_graded_notebook_is_the_handout_with_the_learners_exercise_cells(tmp
 def _can_sandbox() -> str | None:
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "the sandbox needs root"
-    if shutil.which("unshare") is None or shutil.which("setpriv") is None:
-        return "util-linux's unshare and setpriv are missing"
+    if any(shutil.which(t) is None for t in ("unshare", "setpriv", "ip")):
+        return "util-linux's unshare and setpriv, or iproute2's ip, are missing"
     if subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True).returncode != 0:
         return "this machine refuses new namespaces"
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_can_sandbox() is not None, reason=str(_can_sandbox()))
 def test_r4_2_submission_neither_escapes_nor_grades_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("otter")
@@ -129,7 +135,8 @@ def test_r4_2_submission_neither_escapes_nor_grades_itself(tmp_path: Path, monke
     results: dict[str, grading.GradeResult] = {}
 
     def run(name: str, nb: Path) -> None:
-        results[name] = grading.grade(done.autograder, nb, done.notebook, tmp_path / "results" / name, timeout_s=400)
+        results[name] = grading.grade(done.autograder, nb, done.notebook, tmp_path / "results" / name, timeout_s=400,
+                                      keep=tmp_path / "sandbox" / name)
 
     threads = [threading.Thread(target=run, args=a) for a in (("mallory", forged), ("alice", solved))]
     for t in threads:
@@ -146,3 +153,7 @@ def test_r4_2_submission_neither_escapes_nor_grades_itself(tmp_path: Path, monke
     assert not (grader_home / "GRADER-WAS-HERE.txt").exists()  # nothing written into the grader's home
     assert sorted(p.name for p in grader_home.rglob("*")) == [".ssh", "id_ed25519"]
     assert not list(tmp_path.rglob("stolen-key")) and heard == []  # no key copied out, no connection made
+    # the escape did run (in the sandbox), and each attempt was refused there
+    report = (tmp_path / "sandbox" / "mallory" / "escape-report.txt").read_text().splitlines()
+    assert [line.split()[:2] for line in report[:3]] == [["write", "refused"], ["key", "refused"], ["network", "refused"]], report
+    assert report[3] != "uid 0" and report[3] != f"uid {os.getuid()}", report

@@ -10,7 +10,7 @@ that the notebook graded itself 1/1. Here a submission is graded in two steps:
    the grader (``labkit``, ``otter``, ``sys.modules``, ``builtins``, ``setattr`` on a module, ``ctypes``, ...) is
    *flagged* (:func:`flags`) for the instructor to read; it is still graded.
 2. **Where it runs** (:func:`sandbox_argv`): as a throwaway user id with no account, in its own network namespace
-   (no network: only a loopback that is down), its own PID namespace, and a mount namespace in which the homes,
+   (no network: only the namespace's own loopback, which reaches nothing of the host's), its own PID namespace, and a mount namespace in which the homes,
    ``/root``, ``/tmp``, ``/srv`` (the hub's state) and the like are empty, with only the course's Python
    environment and a fresh folder of its own (0700, the submission and the autograder in it) put back; no new
    privileges, no capabilities. This needs root (``sudo``): ``unshare`` and ``setpriv`` from util-linux.
@@ -207,14 +207,20 @@ def _sandbox_init(spec_text: str) -> None:  # pragma: no cover - runs as root in
     spec = json.loads(spec_text)
     run = subprocess.run
     run(["mount", "--make-rprivate", "/"], check=True)
+    # the namespace's own loopback (the kernel talks to Otter over it); no other interface exists in it
+    run(["ip", "link", "set", "lo", "up"], check=True)
     fds = {}
     for path in spec["keep"]:
         fds[path] = os.open(path, os.O_PATH | os.O_DIRECTORY)
-    for path in spec["hide"]:
+    hidden: list[str] = []
+    for path in sorted(spec["hide"], key=len):  # a folder inside one already emptied is gone with it
+        if any(path == h or path.startswith(h.rstrip("/") + "/") for h in hidden):
+            continue
         run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m,nosuid,nodev", "labkit-empty", path], check=True)
+        hidden.append(path)
     for path, fd in fds.items():
         os.makedirs(path, exist_ok=True)
-        run(["mount", "--bind", f"/proc/self/fd/{fd}", path], check=True, pass_fds=[fd])
+        run(["mount", "--no-canonicalize", "--bind", f"/proc/self/fd/{fd}", path], check=True, pass_fds=[fd])
         if path != spec["cwd"]:
             run(["mount", "-o", "remount,bind,ro", path], check=True)
         os.close(fd)
@@ -239,11 +245,19 @@ def _sandbox_init(spec_text: str) -> None:  # pragma: no cover - runs as root in
 
 
 def grade(
-    autograder: Path, submission: Path, handout: Path, out: Path, *, timeout_s: float = 900, uid: int | None = None
+    autograder: Path,
+    submission: Path,
+    handout: Path,
+    out: Path,
+    *,
+    timeout_s: float = 900,
+    uid: int | None = None,
+    keep: Path | None = None,
 ) -> GradeResult:
     """Grade ``submission`` (what :func:`grading_notebook` makes of it) with Otter's ``otter run`` in the sandbox;
-    Otter's ``results.json`` is copied to ``out/results.json``. Raises :class:`LabkitError` when not root or when
-    ``unshare``/``setpriv`` are missing."""
+    Otter's ``results.json`` is copied to ``out/results.json``. The sandbox's folder is deleted afterwards, or moved
+    to ``keep`` (to inspect what the submission did there). Raises :class:`LabkitError` when not root or when
+    ``unshare``/``setpriv``/``ip`` are missing."""
     import nbformat
 
     if os.geteuid() != 0:
@@ -251,9 +265,11 @@ def grade(
             "grading in a sandbox needs root (a throwaway user and new namespaces).",
             fix="Run it with sudo, or grade with Otter's containers: otter grade (Docker).",
         )
-    for tool in ("unshare", "setpriv", "mount"):
+    for tool in ("unshare", "setpriv", "mount", "ip"):
         if shutil.which(tool) is None:
-            raise LabkitError(f"{tool} is not installed.", fix="Install util-linux (apt-get install util-linux mount).")
+            raise LabkitError(
+                f"{tool} is not installed.", fix="Install util-linux and iproute2 (apt-get install util-linux mount iproute2)."
+            )
     nb, dropped = grading_notebook(Path(handout), Path(submission))
     found = flags(nb)
     uid = uid if uid is not None else secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
@@ -311,7 +327,10 @@ def grade(
             )
         return result
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if keep is not None:
+            shutil.move(str(work), str(keep))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
