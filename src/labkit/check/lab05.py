@@ -1158,6 +1158,7 @@ def streams_pipeline(fn: Any) -> str:
         n = int(rng.integers(300, 900)) * chunks + int(rng.integers(1, chunks))  # never a multiple of chunks
         cases.append((n, chunks, n_streams))
     cases.append((int(rng.integers(50, 100)) * 4 + 3, 4, 4))  # one stream per chunk
+    cases.append(cases[0])  # the first sizes again, with new values: nothing may be kept from an earlier call
     labels = [_grade_pipeline_record(fn, *c) for c in cases]
     extra = ""
     if cupy_or_none() is not None:

@@ -174,7 +174,9 @@ def graph_pipeline(fn: Any) -> str:
 
     need_function(fn, "a function graph_pipeline(cp, frames, x, y, kernel)")
     rng = np.random.default_rng()
-    labels = [_grade_standin(fn, int(rng.integers(200, 900)) * 3 + 1, int(rng.integers(3, 7))) for _ in range(2)]
+    sizes = [(int(rng.integers(200, 900)) * 3 + 1, int(rng.integers(3, 7))) for _ in range(2)]
+    sizes.append(sizes[0])  # the first sizes again, with new values: nothing may be kept from an earlier call
+    labels = [_grade_standin(fn, n, frames) for n, frames in sizes]
     extra = _grade_gpu(fn) if cupy_or_none() is not None else ""
     return (
         f"one capture with both copies and the kernel, one replay per frame, right results on {len(labels)} cases "
