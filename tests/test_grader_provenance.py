@@ -1,7 +1,7 @@
 """Provenance by code (issue 44, item 4): an answer that runs labkit's reference, or a function its check compares
 with, is rejected whatever the route (a kernel rebuilt from the reference's ``py_func``, a ``types.FunctionType``
 copy, ``functools.partial``, ``functools.lru_cache``, ``functools.wraps``, a bound method, a callable object, a
-closure, a default argument, a CUDA C++ source copied), with a message naming it (said when the check would otherwise
+closure, a default argument), with a message naming it (said when the check would otherwise
 pass: a wrong answer keeps the check's own words); labkit's reference as labkit made it, and correct answers that
 use the helpers a statement offers, still pass. About 20 s on one core.
 """
@@ -122,9 +122,9 @@ def test_every_route_to_a_reference_function_is_rejected(exercise: str, check_na
         assert "labkit" in text and ("reference" in text or "compares with" in text), (route, r.message)
 
 
-def test_a_copy_of_labkits_cuda_cpp_source_is_rejected() -> None:
+def test_a_cuda_cpp_source_equal_to_labkits_is_not_refused() -> None:
     source = _ref("05.leaky-relu")
-    _rejected(check.leaky_relu, "".join(list(source)), "copy of", "labkit's reference source")
+    assert _quiet(check.leaky_relu, "".join(list(source)))  # the same lines, written out: the solution notebook's
 
 
 def test_labkits_own_reference_still_passes() -> None:
