@@ -98,6 +98,7 @@ def _cases() -> list[np.ndarray]:
     for rows, blocks in ((int(gen.integers(3, 7)), 3), (int(gen.integers(8, 17)), 8), (2, 1)):
         cases.append(gen.standard_normal((rows, blocks * NVFP4_BLOCK)) * 2.0 ** gen.uniform(-14, 10, size=(rows, 1)))
     cases.append(np.zeros((2, 2 * NVFP4_BLOCK)))  # all zero: amax(x) = 0 gives no tensor scale, and every block stays 0
+    cases.append(gen.uniform(-1, 1, (2, 2 * NVFP4_BLOCK)) * 2.0**-6)  # a whole tensor below 1: its amax sets the scale
     return cases
 
 
