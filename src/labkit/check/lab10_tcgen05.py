@@ -35,26 +35,10 @@ def columns_for(n: int) -> int:
 
 
 def reference_source(n: int) -> str:
-    """A kernel that allocates, publishes and frees the TMEM of a 128 × ``n`` FP32 accumulator."""
-    cols = columns_for(n)
-    return f"""
-extern "C" __global__ void {ENTRY}(unsigned* out)
-{{
-    __shared__ unsigned tmem_base;
-    if (threadIdx.x < 32) {{  // one whole warp allocates: .sync.aligned
-        unsigned dst = (unsigned)__cvta_generic_to_shared(&tmem_base);
-        asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;" :: "r"(dst), "n"({cols}));
-        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;");
-    }}
-    __syncthreads();  // the address is in shared memory: wait before anyone reads it
-    unsigned taddr = tmem_base;
-    out[threadIdx.x] = taddr;
-    __syncthreads();
-    if (threadIdx.x < 32) {{
-        asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" :: "r"(taddr), "n"({cols}));
-    }}
-}}
-"""
+    """``kernels/cuda/tmem_tile.cu`` for a 128 × ``n`` FP32 accumulator (its ``TMEM_COLUMNS`` set)."""
+    from labkit.cuda import sources
+
+    return f"#define TMEM_COLUMNS {columns_for(n)}\n" + sources.get("tmem_tile").code
 
 
 def _reference() -> Callable[[int], str]:

@@ -81,6 +81,7 @@ SCALE_SHIFT = read_source("scale_shift.cu")
 WMMA_GEMM = read_source("wmma_gemm.cu")
 WGMMA_TILE = read_source("wgmma_tile.cu")
 CLUSTER_SUM = read_source("cluster_sum.cu")
+TMEM_TILE = read_source("tmem_tile.cu")
 
 _REGISTRY: dict[str, CudaKernel] = {
     k.name: k
@@ -135,6 +136,15 @@ _REGISTRY: dict[str, CudaKernel] = {
             min_arch="sm_90",
             description="10.cluster solution: each cluster of blocks sums its part of x through distributed shared "
             "memory (cooperative_groups::this_cluster, map_shared_rank); sm_90 and later.",
+        ),
+        CudaKernel(
+            "tmem_tile",
+            "raw",
+            "10",
+            code=TMEM_TILE,
+            entries=("tmem_tile",),
+            description="10.tcgen05-tmem reference: one warp allocates Tensor Memory (tcgen05.alloc, TMEM_COLUMNS), "
+            "relinquishes the permit and frees it after a barrier; inline PTX that ptxas accepts for sm_100a only.",
         ),
         CudaKernel(
             "huber",
