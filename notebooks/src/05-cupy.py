@@ -471,6 +471,16 @@ else:
     print("sim mode: no copy engines to overlap. On a GPU this cell measures the pipeline against the serial version.")
 
 # %% [markdown]
+# ### Events and non-blocking streams
+#
+# An event marks a point in one stream: `e.record(s)` puts it into stream `s` (without an argument, into the current
+# stream, usually the null stream), and it completes when everything queued before it in `s` has run.
+# `s.wait_event(e)` makes later work in `s` wait for it. Streams made with `non_blocking=True` are **not** ordered
+# with the null stream, so an event recorded on the null stream says nothing about them. To time work spread over
+# several such streams: record the start event on one stream and have **every other** stream wait for it before its first
+# copy; at the end, record an event on each stream, make one stream wait for all of them, and record the end event
+# there (after that wait). Then `end.synchronize()` waits for all the work, and the elapsed time covers all of it.
+#
 # ### Exercise 7 — the pipeline on streams, timed with events
 #
 # Now write the pipeline itself. `pipeline(cp, x, out, kernel, chunks, n_streams)` gets the array module `cp`, a
