@@ -127,3 +127,18 @@ def test_syllabus_table_of_minutes_per_generation() -> None:
     for g, (n, m) in rows.items():
         assert re.search(rf"^\| {re.escape(g)} \| {n} \| {m} \|$", text, re.M), (g, n, m)
     assert rows["Blackwell (B200, B300; DGX B200/B300, NVL72)"][0] >= 4  # issue 41: Blackwell is done, not only read
+
+
+def test_issue41_figures_carry_their_sources() -> None:
+    """Every figure issue 41 added to hw.yml has its value and a source that says where it is from."""
+    pcie6, xdr = hw.link("PCIe 6"), hw.link("InfiniBand XDR")
+    assert pcie6.per_link.value == 16 * 64 / 8 and "PCI Express 6.0" in pcie6.per_link.source
+    assert xdr.per_link.value == 800 / 8 and "InfiniBand" in xdr.per_link.source
+    for name in ("GB200 NVL72", "GB300 NVL72"):
+        s = hw.system(name)
+        assert s.nvswitch_count.value == 18 and "switch trays" in s.nvswitch_count.source and s.nvswitch_count.unconfirmed
+        assert s.compute_trays.value == 18 and "compute trays" in s.compute_trays.source
+        assert s.gpu_count.value == 18 * 4
+    for name in ("DGX B200", "DGX B300"):
+        assert hw.system(name).nvswitch_count.value == 2
+        assert hw.link(hw.system(name).nvswitch).ports.value * 2 == 8 * hw.gpu(hw.system(name).gpu).nvlink_links.value
