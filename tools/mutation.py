@@ -331,6 +331,14 @@ def subjects(exercise_id: str) -> tuple[list[Subject], tuple[Any, ...]]:
     ], items
 
 
+def _owner(subs: list[Subject]) -> Subject | None:
+    """The Python subject whose labkit callees a thin reference gets mutated: the host function the learner writes,
+    or the factory that computes a figure."""
+    return next((s for s in subs if s.wrappable), None) or next(
+        (s for s in subs if s.language == "python" and s.slot is None and getattr(s, "callee", None) is None), None
+    )
+
+
 def _subject_function(exercise_id: str, sub: Subject) -> Any:
     """The Python function whose source ``sub`` is (for its globals)."""
     from labkit.check import core
@@ -364,11 +372,12 @@ def _reached(exercise_id: str, sub: Subject, context: tuple[list[Subject], tuple
         return tracer
 
     subs, items = context
-    owner = next(s for s in subs if s.wrappable)
-    answer = assemble(subs, items, owner, owner.source)
+    owner = _owner(subs)
+    assert owner is not None
     old = sys.gettrace()
     sys.settrace(tracer)
-    try:
+    try:  # traced while the answer is built (a figure's factory calls the callee then) and while it is checked
+        answer = assemble(subs, items, owner, owner.source)
         with contextlib.redirect_stdout(io.StringIO()):
             core.run(exercise_id, *answer)
     finally:
@@ -409,11 +418,12 @@ def assemble(subs: list[Subject], items: tuple[Any, ...], sub: Subject, source: 
     as a whole (mutate an input, cache by shape)."""
     callees = [s for s in subs if getattr(s, "callee", None) is not None]
     replacements = {s.callee: s.make(source if s is sub else s.source) for s in callees}  # type: ignore[attr-defined]
-    owner = next(s for s in subs if s.wrappable) if sub in callees else sub
+    owner = (_owner(subs) or sub) if sub in callees else sub
     with _patched_all(replacements):
         out = _base_items(subs, items, owner, source if owner is sub else owner.source)
-    if replacements:
-        slot = next(i for i, x in enumerate(out) if callable(x) and not _is_kernel(x))
+    slots = [i for i, x in enumerate(out) if callable(x) and not _is_kernel(x)]
+    if replacements and slots:  # a function answer calls the callee when the check calls it: patched then too
+        slot = slots[0]
         inner = out[slot]
 
         def answer(*args: Any, **kwargs: Any) -> Any:
@@ -434,10 +444,10 @@ def mutants(exercise_id: str) -> tuple[list[Mutant], tuple[list[Subject], tuple[
     """Every mutant of ``exercise_id``'s reference, in a fixed order, with a stable key; and its subjects."""
     subs, items = subjects(exercise_id)
     own = sum(len(ops.python_mutants(s.source, kernel=False)) for s in subs if s.language == "python")
-    wrappable = [s for s in subs if s.wrappable]
-    if wrappable and own < THIN:
-        fn = _subject_function(exercise_id, wrappable[0])
-        for callee in _callees(wrappable[0].source, fn) if fn is not None else []:
+    owner = _owner(subs)
+    if owner is not None and own < THIN:
+        fn = _subject_function(exercise_id, owner)
+        for callee in _callees(owner.source, fn) if fn is not None else []:
             with contextlib.suppress(OSError, TypeError):
                 subs.append(_callee_subject(callee))
     out: list[Mutant] = []
