@@ -304,3 +304,30 @@ def test_05_l2norm_checks_fp64_in_the_float32_instantiation_of_t() -> None:
     k = reduction_kernel("T x", "T y", "x * x * 0.1", "a + b", "y = sqrt(a * 10)", "0", "l2norm")  # 0.1: FP64 for T = float
     r = _run(check.l2norm, k)
     assert r.status == "failed" and "T = float32" in r.message and "T(0.5)" in (r.cause or ""), r.report()
+
+
+def test_tf32_bits_converted_as_numbers_are_named() -> None:
+    import numpy as np
+
+    def astype_not_view(x: Any) -> Any:
+        u = x.view(np.uint32).astype(np.uint64)
+        u = (u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000
+        return u.astype(np.float32)  # the value of the bit pattern, not the bits
+
+    r = _run(check.tf32_round, astype_not_view)
+    assert r.status == "failed" and ".view(np.float32)" in (r.cause or ""), r.report()
+
+
+def test_gemm_predict_names_c_counted_in_fp32() -> None:
+    def c_in_fp32(m: int, n: int, k: int, precision: str, gpu: str) -> float:
+        from labkit import hw
+
+        g = hw.gpu(gpu)
+        size = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}[precision]
+        flops = 2 * m * n * k
+        traffic = size * (m * k + k * n) + 4 * m * n  # C as FP32 whatever the inputs
+        return flops / max(flops / (g.peak(precision).value * 1e12), traffic / (g.memory_bandwidth.value * 1e9)) / 1e12
+
+    for _ in range(3):
+        r = _run(check.gemm_predict, c_in_fp32)
+        assert r.status == "failed" and "C counted as FP32" in (r.cause or ""), r.report()

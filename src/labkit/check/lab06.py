@@ -288,7 +288,14 @@ def tf32_round(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     i = int(np.argwhere(bad_finite if bad_finite.any() else bad)[0][0])  # a wrong number first: it says more than a NaN
     low = int(x.view(np.uint32)[i]) & 0x1FFF
     cause = "compare with the rule: add 0xFFF + the kept lowest bit, then clear 13 bits."
-    if np.array_equal(got.view(np.uint32)[finite], x.view(np.uint32)[finite] & np.uint32(0xFFFFE000)):
+    as_numbers = want[finite].view(np.uint32).astype(np.float32)  # the right bits converted as a number, not viewed
+    if np.allclose(got[finite], as_numbers, rtol=1e-6) and not np.allclose(got[finite], want[finite], rtol=1e-3):
+        cause = (
+            "the result holds the rounded bit patterns converted to numbers (0x3F800000 became 1065353216.0): "
+            "`.astype(np.float32)` converts the value; reinterpret the bits instead with "
+            "`u.astype(np.uint32).view(np.float32)`."
+        )
+    elif np.array_equal(got.view(np.uint32)[finite], x.view(np.uint32)[finite] & np.uint32(0xFFFFE000)):
         cause = "this truncates (clears the bits) instead of rounding to nearest."
     elif nan_in[i]:
         cause = NAN_KEPT
@@ -725,6 +732,11 @@ def _gemm_slips(m: int, n: int, k: int, precision: str, gpu: str, want: float) -
     if precision in wrong_sizes:
         other, why = wrong_sizes[precision]
         slips[why] = rate(flops, other * (m * k + k * n + m * n))
+    if size < 4:  # C kept in FP32 while A and B are 16- or 8-bit: the model counts C in the input precision
+        slips[
+            f"C counted as FP32 (4 bytes): this model writes C in the input precision ({size} byte(s) per element), "
+            "as the statement's traffic formula does"
+        ] = rate(flops, size * (m * k + k * n) + 4 * m * n)
     if g.has(precision):
         try:
             slips["the sparse peak: a dense GEMM gets the dense rate"] = rate(
