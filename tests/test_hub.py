@@ -260,6 +260,7 @@ def run_classroom(tmp_path: Path, python: str) -> str:
     TLS, CA_FILE = ssl.create_default_context(cafile=str(cert)), str(cert)
     for user in (*LEARNERS, INSTRUCTOR):
         (tmp_path / "home" / user).mkdir(parents=True)
+    (tmp_path / "home" / "alice" / "work.txt").write_text("alice's work")
     # the image's IPython startup file, in the servers' IPYTHONDIR
     startup = tmp_path / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)
@@ -389,7 +390,7 @@ def run_classroom(tmp_path: Path, python: str) -> str:
         assert {u["name"] for u in users} >= {*LEARNERS, INSTRUCTOR} and not any(u["admin"] for u in users), users
         assert browsers[INSTRUCTOR].get(f"{public}/hub/admin")[0] == 200
         assert browsers[INSTRUCTOR].get(f"{public}/hub/authorize")[0] == 200
-        status, page, url = browsers[INSTRUCTOR].get(f"{public}/user/alice/lab")
+        status, page, url = browsers[INSTRUCTOR].get(f"{public}/user/alice/files/work.txt")  # (no JupyterLab in .venv-hub5)
         assert status == 403 and "/hub/api/oauth2/authorize" in url, (status, url, page[-300:])
         authorize = f"{public}/hub/api/oauth2/authorize?" + urllib.parse.urlencode({
             "client_id": "jupyterhub-user-alice", "redirect_uri": "/user/alice/oauth_callback", "response_type": "code",
@@ -398,8 +399,8 @@ def run_classroom(tmp_path: Path, python: str) -> str:
         assert http("GET", f"{public}/user/alice/api/contents", tokens[INSTRUCTOR])[0] == 403
         assert http("POST", f"{api}/users/alice/tokens", tokens[INSTRUCTOR], {"note": "as alice"})[0] == 403
         assert http("PATCH", f"{api}/users/{INSTRUCTOR}", tokens[INSTRUCTOR], {"admin": True})[0] == 403
-        status, page, url = browsers["alice"].get(f"{public}/user/alice/lab")  # the control: her own server, 200
-        assert status == 200 and url.startswith(f"{public}/user/alice/lab"), (status, url)
+        status, page, url = browsers["alice"].get(f"{public}/user/alice/files/work.txt")  # the control: her own, 200
+        assert status == 200 and page == "alice's work" and url.startswith(f"{public}/user/alice/"), (status, url)
         # learners' tokens have a lifetime (R4-10): a token minted without one gets the hub's maximum
         model = json.loads(http("GET", f"{api}/users/alice/tokens", tokens["alice"])[1])
         minted = [t for t in model["api_tokens"] if t.get("note") == "test login"]  # not her server's own token
