@@ -584,7 +584,7 @@ print("The fp64 peaks above are not alike:", "; ".join(f"{g} on {hw.gpu(g).runs_
 # FP32), FP64 8. Units: `hw.gpu(gpu).peak(precision).value` is in TFLOP/s and `.memory_bandwidth.value` in GB/s
 # (`.unit` says so); return TFLOP/s. The
 # check draws fresh shapes: near-square, thin (n of a few columns, as in decoding one token at a time) and with a
-# short k, in several precisions on several GPUs. On a GPU it also times two FP16 GEMMs with CuPy and requires your
+# short k, in several precisions on several GPUs from the V100 to the B200 (FP8). On a GPU it also times two FP16 GEMMs with CuPy and requires your
 # prediction to bound what they reach.
 
 # %% tags=["exercise"]

@@ -766,6 +766,7 @@ def gemm_predict(fn: Callable[..., float]) -> str:
         ("H100", "fp8"),
         ("H200", "bf16"),
         ("H200", "fp32"),
+        ("B200", "fp8"),  # Blackwell: the DGX B200's GPU, where FP8's ridge point sits furthest right
     ]
     cases = []
     # every pair on every run (each precision's element size, not a random few), in shapes where each of A, B and C
