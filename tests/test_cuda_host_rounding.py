@@ -33,6 +33,15 @@ extern "C" __global__ void fused(const unsigned short* a, const unsigned short* 
     __nv_bfloat162 q = __hfma2(__halves2bfloat162(ba, bc), __halves2bfloat162(bb, bc), __halves2bfloat162(bc, ba));
     bf2[i] = __bfloat16_as_ushort(__low2bfloat16(q));
 }
+extern "C" __global__ void directed(const float* a, const float* b, float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = a[i], y = b[i];
+    float r[12] = {__fadd_rz(x, y), __fadd_ru(x, y), __fadd_rd(x, y), __fsub_rz(x, y), __fsub_ru(x, y), __fsub_rd(x, y),
+                   __fmul_rz(x, y), __fmul_ru(x, y), __fmul_rd(x, y), __fdiv_rz(x, y), __fdiv_ru(x, y), __fdiv_rd(x, y)};
+    for (int k = 0; k < 12; ++k) out[12 * i + k] = r[k];
+}
 """
 
 HALF = (11, -14, Fraction(65504))
@@ -147,3 +156,41 @@ def test_fused_multiply_add_rounds_once(fmt: str) -> None:
     k = ca.size
     twice = _float_then_round(a[-k:], b[-k:], c[-k:], fmt)
     assert (twice != want[-k:]).sum() > k // 4  # about half: where c points away from the even neighbour
+
+
+F32 = (24, -126, Fraction(2**24 - 1, 2**23) * Fraction(2) ** 127)
+
+
+def _directed(q: Fraction, mode: str) -> np.float32:
+    """``q`` rounded to float32 toward zero, up or down (from the nearest, by the exact comparison)."""
+    r = np.float32(_round_once(q, F32))
+    if Fraction(float(r)) == q:
+        return r
+    above = Fraction(float(r)) > q
+    if mode == "rz" and (above if q > 0 else not above):
+        return np.nextafter(r, np.float32(0))
+    if mode == "ru" and not above:
+        return np.nextafter(r, np.float32(np.inf))
+    if mode == "rd" and above:
+        return np.nextafter(r, np.float32(-np.inf))
+    return r
+
+
+def test_directed_rounding_intrinsics_round_toward_zero_up_and_down() -> None:
+    rng = np.random.default_rng(46)
+    n = 600
+    a = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32)
+    b = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32)
+    out = np.zeros(12 * n, np.float32)
+    cuda_cpp.run_on_host(FUSED, "directed", ((n + 127) // 128,), (128,), (a, b, out, np.int32(n)))
+    got = out.reshape(n, 12)
+    ops = (lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y)
+    inexact = 0
+    for i in range(n):
+        x, y = Fraction(float(a[i])), Fraction(float(b[i]))
+        for k, op in enumerate(ops):
+            exact = op(x, y)
+            for m, mode in enumerate(("rz", "ru", "rd")):
+                assert got[i, 3 * k + m] == _directed(exact, mode), (a[i], b[i], k, mode)
+            inexact += Fraction(float(got[i, 3 * k + 1])) != Fraction(float(got[i, 3 * k + 2]))
+    assert inexact > n  # most results are inexact, so up and down differ: the modes were really applied

@@ -28,6 +28,7 @@
 #include <utility>
 #include <type_traits>
 #include <algorithm>
+#include <fenv.h>
 #include <ucontext.h>
 #include <sys/mman.h>
 
@@ -834,8 +835,23 @@ static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline float __fadd_rz(float a, float b) { return a + b; }
-static inline float __fmul_rz(float a, float b) { return a * b; }
+// Directed rounding (_rz toward zero, _ru up, _rd down): the CPU's own rounding mode, set around one operation
+// (the operands pass through volatile variables, so the operation cannot move outside the mode).
+#define __LK_DIRECTED(T, NAME, OP, MODE)                                                   \
+    static inline T NAME(T a, T b) {                                                       \
+        int old = fegetround(); fesetround(MODE);                                          \
+        volatile T va = a, vb = b; volatile T r = va OP vb;                                \
+        fesetround(old); return r;                                                         \
+    }
+#define __LK_DIRECTED4(T, PRE, OPNAME, OP)                                                 \
+    __LK_DIRECTED(T, PRE##OPNAME##_rz, OP, FE_TOWARDZERO)                                  \
+    __LK_DIRECTED(T, PRE##OPNAME##_ru, OP, FE_UPWARD)                                      \
+    __LK_DIRECTED(T, PRE##OPNAME##_rd, OP, FE_DOWNWARD)
+__LK_DIRECTED4(float, __f, add, +) __LK_DIRECTED4(float, __f, sub, -) __LK_DIRECTED4(float, __f, mul, *)
+__LK_DIRECTED4(float, __f, div, /) __LK_DIRECTED4(double, __d, add, +) __LK_DIRECTED4(double, __d, sub, -)
+__LK_DIRECTED4(double, __d, mul, *) __LK_DIRECTED4(double, __d, div, /)
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
