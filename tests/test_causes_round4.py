@@ -372,7 +372,8 @@ def erode(mask, out):
 def test_atomics_then_reads_need_a_barrier_named_from_the_code(tmp_path: Any) -> None:
     kernel = _kernel(tmp_path, HIST_NO_FLUSH_BARRIER, "histogram_shared")
     msg, cause = _cause(check.histogram_shared, kernel)
-    assert "between writing `local` and reading it" in cause, (msg, cause)
+    assert "between the atomic updates of `local` and reading it" in cause, (msg, cause)
+    assert "after the atomic updates" in cause and "after the loads" not in cause, (msg, cause)
 
 
 def test_erode_edge_counted_as_background(tmp_path: Any) -> None:

@@ -510,9 +510,10 @@ def check_kernel_1d(
     gives the number of blocks (default: enough to cover ``n``; pass a smaller one to test grid-stride loops).
     Returns the success message; raises :class:`Failed` or :class:`Unsolved`.
     """
-    runs = 0
+    runs, largest = 0, 0
     for block in blocks:
         for n in sizes_for(block):
+            largest = max(largest, n)
             host_inputs = list(make_inputs(n))
             extras = tuple(extra_args(n))
             grid = grid_for(n, block) if grid_for else (n + block - 1) // block
@@ -533,7 +534,10 @@ def check_kernel_1d(
                 ),
             )
             runs += 1
-    return f"correct on {runs} runs (sizes from 1 up, block sizes {', '.join(map(str, blocks))}), no out-of-bounds writes."
+    return (
+        f"correct on {runs} runs (sizes from 1 to {largest:,}, block sizes {', '.join(map(str, blocks))}), no "
+        "out-of-bounds writes."
+    )
 
 
 # ============================================================================= helpers the lab checks share
