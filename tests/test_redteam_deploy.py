@@ -132,7 +132,7 @@ def test_dgx_state_is_private_and_the_proxy_gets_no_password(tmp_path, monkeypat
     assert "UMask=0077" in unit
 
 
-def test_dgx_origins_cookies_and_hsts(tmp_path, monkeypatch):
+def test_dgx_origins_cookies_and_hsts(tmp_path, monkeypatch, capsys):
     """The configuration half of #1 and #20: learners' servers ignore config in their home (the takeover's first
     step was ~/.jupyter/jupyter_server_config.py), login cookies are SameSite, the hub sends HSTS; with
     LABKIT_SUBDOMAIN_HOST every server is on its own origin and the self-signed certificate covers *.<host>."""
@@ -146,7 +146,9 @@ def test_dgx_origins_cookies_and_hsts(tmp_path, monkeypatch):
     # R4-10: the proxy offers no CBC suite in TLS 1.2
     ciphers = c.ConfigurableHTTPProxy.command[c.ConfigurableHTTPProxy.command.index("--ssl-ciphers") + 1]
     assert "CBC" not in ciphers and not any(x.endswith("-SHA") for x in ciphers.split(":")), ciphers
+    assert "labkit hub: one origin" in capsys.readouterr().err  # the hub says which mode it runs in
     c = load_dgx(tmp_path / "sub", monkeypatch, LABKIT_SUBDOMAIN_HOST="https://hub.school.example")
+    assert "labkit hub: per-user subdomains (LABKIT_SUBDOMAIN_HOST=https://hub.school.example)" in capsys.readouterr().err
     assert c.JupyterHub.subdomain_host == "https://hub.school.example" and c.JupyterHub.cookie_host_prefix_enabled
     from cryptography import x509
 

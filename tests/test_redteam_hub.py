@@ -453,6 +453,10 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
         print(measured["sign-up flood"])
         assert codes.count(200) <= 8 - 3 and codes.count(429) > 0, codes  # 3 sign-ups came from this address before
         assert statistics.median(during) < 0.3 and max(during) < 2.0, measured["sign-up flood"]
+        # R4-6: junk sign-ups go in one click (the instructor's /hub/discard-pending), approved accounts stay
+        assert "trudy" in browsers["ingrid"].get(f"{public}/hub/authorize")[1]
+        status, page, _ = browsers["ingrid"].form(f"{public}/hub/discard-pending", {})
+        assert status == 200 and "trudy" not in page and "flood0x1" not in page and "alice" in page, page[-500:]
 
         # ------------------------------------------------------------------ R4-5: change-password with a wrong password
         pw_codes: list[int] = []

@@ -39,7 +39,8 @@ Approvals are POST forms, for the teaching role, and un-approving revokes
     the hub's XSRF token, changes anything, and only for holders of the teaching role's
     :data:`~labkit.hub_setup.APPROVE_SCOPE` (instructors are not hub admins). Un-approving or discarding an account
     stops its servers, deletes its tokens and ends its logins (:func:`revoke_account`); an account that is not
-    approved is refused at every refresh of its login and at every start (:meth:`~CourseNativeAuthenticator.refresh_user`,
+    approved is refused at every refresh of its login and at every start; ``/hub/discard-pending`` discards every
+    account waiting for approval at once (:meth:`~CourseNativeAuthenticator.refresh_user`,
     :meth:`~CourseNativeAuthenticator.pre_spawn_start`).
 Sign-up needs the class's code
     With :attr:`~CourseNativeAuthenticator.signup_code` set (``LABKIT_SIGNUP_CODE``; the DGX config makes one), a
@@ -447,6 +448,30 @@ class CourseDiscardHandler(LocalBase):
         self.redirect(self.hub.base_url + "authorize")
 
 
+class CourseDiscardPendingHandler(LocalBase):
+    """``/hub/discard-pending``: a GET shows a confirmation form; its POST deletes every account still waiting for
+    approval at once (a flood of junk sign-ups is one click, not one page per account)."""
+
+    @approve_scope
+    async def get(self) -> None:
+        pending = self.authenticator.get_unauthed_amount_fast()
+        self.finish(_confirm_page(self, "Discard", f"{pending} pending sign-up(s)"))
+
+    @approve_scope
+    async def post(self) -> None:
+        auth = self.authenticator
+        names = [i.username for i in self.db.query(UserInfo).filter(UserInfo.is_authorized.is_(False)).all()]
+        for name in names:
+            if name in auth.instructor_names():
+                continue
+            await revoke_account(self, name)
+            auth.delete_user(type("User", (), {"name": name}))
+            if self.users.get(name) is not None:
+                self.users.delete(name)
+        self.log.info("labkit: discarded %d pending sign-up(s)", len(names))
+        self.redirect(self.hub.base_url + "authorize")
+
+
 class CourseChangePasswordHandler(LocalBase):
     """``/hub/change-password``: NativeAuthenticator's form for one's own password, with both bcrypt hashes in a
     worker thread (never on the event loop) and at most :attr:`~CourseNativeAuthenticator.password_changes_per_user`
@@ -509,6 +534,7 @@ _HANDLERS = {
     r"/authorize": CourseAuthorizationAreaHandler,
     r"/authorize/([^/]*)": CourseToggleAuthorizationHandler,
     r"/discard/([^/]*)": CourseDiscardHandler,
+    r"/discard-pending": CourseDiscardPendingHandler,
     r"/change-password": CourseChangePasswordHandler,
     r"/change-password/([^/]+)": CourseChangePasswordAdminHandler,
 }
@@ -801,5 +827,7 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         return info
 
     def get_handlers(self, app: Any) -> list[tuple[str, Any]]:
-        """NativeAuthenticator's pages, with this module's login, sign-up, approval and discard handlers."""
-        return [(path, _HANDLERS.get(path, handler)) for path, handler in super().get_handlers(app)]
+        """NativeAuthenticator's pages, with this module's login, sign-up, approval, discard and password
+        handlers, and ``/discard-pending``."""
+        handlers = [(path, _HANDLERS.get(path, handler)) for path, handler in super().get_handlers(app)]
+        return [*handlers, (r"/discard-pending", CourseDiscardPendingHandler)]
