@@ -83,9 +83,7 @@ class _Source:
         self.node = node
         self.positions = {p: k for k, p in enumerate(params) if p not in changed}
         glob = getattr(fn, "__globals__", {})
-        self.cuda_names = frozenset(
-            n for n in names - changed if n not in params and getattr(glob.get(n), "__name__", None) == "numba.cuda"
-        )
+        self.cuda_names = frozenset(n for n in names - changed if n not in params and _is_numba_cuda(glob.get(n)))
         self.atomics = any(_atomic_call(n, self.cuda_names) is not None for n in calls)
 
     def parse(self) -> ast.FunctionDef:
@@ -93,6 +91,14 @@ class _Source:
         tree = ast.parse("\n" * (self.first - 1) + self.text)  # (at its own lines, with no walk to move them)
         (node,) = tree.body
         return node  # type: ignore[return-value]
+
+
+def _is_numba_cuda(value: Any) -> bool:
+    """True for Numba's ``cuda`` module (what a kernel's ``cuda.atomic.add`` must name to take the short path)."""
+    try:
+        return getattr(value, "__name__", None) == "numba.cuda"
+    except Exception:  # noqa: BLE001 - an object that answers every attribute with an error of its own
+        return False
 
 
 def _source_of(fn: Callable[..., Any]) -> tuple[str, int]:

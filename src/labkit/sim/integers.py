@@ -118,7 +118,10 @@ def uses_bit_intrinsics(fn: Any, seen: set | None = None) -> bool:
     glob = getattr(fn, "__globals__", {})
     named = [glob.get(name) for name in names] + [_contents(c) for c in getattr(fn, "__closure__", None) or ()]
     for obj in named if not found else ():
-        inner = getattr(obj, "py_func", None)
+        try:
+            inner = getattr(obj, "py_func", None)
+        except Exception:  # noqa: BLE001 - an object that answers every attribute with an error of its own
+            inner = None
         if inner is not None and getattr(inner, "__code__", None) not in seen and uses_bit_intrinsics(inner, seen):
             found = True
             break
