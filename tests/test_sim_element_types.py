@@ -175,3 +175,12 @@ def test_a_device_function_in_a_closure_still_counts_the_elements_width() -> Non
     out = np.zeros(2, np.int64)
     _kernel_calling(leading)[1, 32](x, out)
     assert out.tolist() == [31, 23]  # clz in 32 bits
+
+
+def test_a_trace_reads_elements_as_its_own_kernels_launch_does() -> None:
+    """A trace makes its arrays before the launch: they read narrow elements as this kernel needs (tagged for its
+    intrinsics), whatever the launch before it was."""
+    x = np.array([1, 16, 255], np.uint8)
+    ratio[1, 32](np.array([6], np.int32), np.array([3], np.int32), np.zeros(1, np.int32))  # (no intrinsics)
+    t = sim.trace(bits_of, 1, 32, x, np.zeros((3, 3), np.int64), names=["x", "out"])
+    assert t.outputs["out"][:, 1].tolist() == [7, 3, 0]  # clz in 8 bits

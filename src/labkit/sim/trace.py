@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import engine, memory
+from . import engine, integers, memory
 from .errors import DivergentBarrier, KernelFault
 
 MAX_THREADS = 4096  # threads traced in one launch; more are sampled by block
@@ -639,6 +639,7 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
     sample = _sample(grid, per_block, request.max_threads, request.include)
     model = _TraceModel()
     copies = [_host_copy(a) for a in args]
+    integers.tag_bytes_for(getattr(kernel, "py_func", None))  # (narrow reads as this kernel's launch makes them)
     tracked = memory._track_args(model, copies, list(names), request.outputs)
     divergent: list[Divergence] = []
     faults: list[Fault] = []
