@@ -49,6 +49,7 @@ LEARNERS = ("alice", "bob")
 INSTRUCTOR = "ingrid"
 PASSWORDS = {"alice": "alice-learns-cuda", "bob": "bob-writes-kernels", INSTRUCTOR: "ingrid-teaches-gpus"}
 BUDGET_S = 90
+SIGNUP_CODE = "gpu-class-2026"  # the class's sign-up code (review 4, R4-6)
 
 
 def find_chp() -> str | None:
@@ -157,7 +158,8 @@ c.ConfigurableHTTPProxy.command = [{chp!r}]
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api}"
 c.ConfigurableHTTPProxy.should_start = True
 configure_tls(c, cert={cert!r}, key={key!r})
-configure_login(c, login="native", instructors=[{instructor!r}], env={{"LABKIT_ADMIN_PASSWORD": {admin_password!r}}})
+configure_login(c, login="native", instructors=[{instructor!r}], env={{"LABKIT_ADMIN_PASSWORD": {admin_password!r},
+                                                                    "LABKIT_SIGNUP_CODE": {signup_code!r}}})
 configure_origins(c, tls=True)  # no user config in learners' servers, SameSite cookies, HSTS (as the DGX)
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"
@@ -276,7 +278,7 @@ def run_classroom(tmp_path: Path, python: str) -> str:
     config.write_text(HUB_CONFIG.format(
         port=port, hub_port=hub_port, proxy_api=proxy_api, service_port=service_port, tmp=tmp_path, chp=CHP,
         singleuser=[python, "-m", "jupyterhub.singleuser"], spawner_args=args, instructor=INSTRUCTOR,
-        deploy=str(ROOT / "deploy" / "jupyterhub"), cert=str(cert), key=str(key), admin_password=PASSWORDS[INSTRUCTOR],
+        deploy=str(ROOT / "deploy" / "jupyterhub"), cert=str(cert), key=str(key), admin_password=PASSWORDS[INSTRUCTOR], signup_code=SIGNUP_CODE,
         culler_token=culler_token,
     ))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "LABKIT_"))}
@@ -306,12 +308,20 @@ def run_classroom(tmp_path: Path, python: str) -> str:
 
         # learners sign up; nobody can sign up as the instructor, whose account the configuration made
         browsers = {user: Browser() for user in (*LEARNERS, INSTRUCTOR, "mallory")}
-        for user in LEARNERS:
-            status, page, _ = browsers[user].form(f"{public}/hub/signup", {
-                "username": user, "signup_password": PASSWORDS[user], "signup_password_confirmation": PASSWORDS[user]})
+        # the form asks for the class's code; a sign-up without it is refused and stores nothing
+        status, page, _ = browsers["mallory"].form(f"{public}/hub/signup", {
+            "username": "outsider", "signup_password": "outsider-pass-123", "signup_password_confirmation": "outsider-pass-123"})
+        assert status == 400 and "sign-up code" in page and 'name="class_code"' in page, (status, page[-500:])
+        for user in LEARNERS:  # alice types the code; bob follows the link that carries it
+            url, fields = f"{public}/hub/signup", {"class_code": SIGNUP_CODE}
+            if user == "bob":
+                url, fields = f"{public}/hub/signup?code={SIGNUP_CODE}", {}
+            status, page, _ = browsers[user].form(url, {
+                **fields, "username": user, "signup_password": PASSWORDS[user], "signup_password_confirmation": PASSWORDS[user]})
             assert status == 200 and "sent to the admin" in page, page[-800:]
         browsers["mallory"].form(f"{public}/hub/signup", {"username": INSTRUCTOR, "signup_password": "mallory-wants-admin",
-                                                          "signup_password_confirmation": "mallory-wants-admin"})
+                                                          "signup_password_confirmation": "mallory-wants-admin",
+                                                          "class_code": SIGNUP_CODE})
         assert login(INSTRUCTOR, "mallory-wants-admin")[0] == 403
         assert login("alice", PASSWORDS["alice"])[0] == 403  # not approved yet
 
