@@ -337,3 +337,17 @@ def test_a_user_named_like_a_rebuilt_container_key_gets_no_slice(tmp_path):
     with pytest.raises(alloc.NoSliceLeft, match="contains ':'"):
         a.assign("container:jupyter-bob")
     assert a.assign("bob", container="jupyter-bob") == "MIG-a"  # bob still gets his own slice back
+
+
+def test_labkit_hub_says_which_origin_mode_and_what_it_means(monkeypatch, capsys):
+    """Issue 40 item 2: `labkit hub` says plainly which mode the hub runs in with this environment."""
+    from labkit import cli
+
+    monkeypatch.delenv("LABKIT_SUBDOMAIN_HOST", raising=False)
+    monkeypatch.setenv("LABKIT_INSTRUCTORS", "ingrid")
+    assert cli.main(["hub"]) == 0
+    out = capsys.readouterr().out
+    assert "one origin" in out and "instructors get 403" in out and "recommended" in out and "ingrid" in out
+    monkeypatch.setenv("LABKIT_SUBDOMAIN_HOST", "https://hub.school.example")
+    assert cli.main(["hub"]) == 0
+    assert "per-user subdomains (LABKIT_SUBDOMAIN_HOST=https://hub.school.example)" in capsys.readouterr().out

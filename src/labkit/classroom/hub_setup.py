@@ -644,3 +644,29 @@ def secure_state(folder: str | Path, files: Iterable[str] = ("jupyterhub.sqlite"
         if p.exists():
             os.chmod(p, 0o600)
     return folder
+
+
+# ---------------------------------------------------------------------------------------------- `labkit hub`
+
+
+def add_cli(sub: Any) -> None:
+    """Register ``labkit hub`` on an argparse subparsers object."""
+    sub.add_parser(
+        "hub",
+        help="say how this environment's classroom hub runs: its origin mode (LABKIT_SUBDOMAIN_HOST) and who may do what",
+    )
+
+
+def cli(env: Mapping[str, str] | None = None) -> int:
+    """``labkit hub``: the origin mode the hub's configuration will use with this environment, what it means, and
+    the roles (the same text the hub prints when it starts)."""
+    env = os.environ if env is None else env
+    subdomain_host = env.get("LABKIT_SUBDOMAIN_HOST", "").strip() or None
+    print(origins_mode(subdomain_host))
+    names = instructors_from(env)
+    print(
+        f"instructors ({', '.join(names) or 'none: set LABKIT_INSTRUCTORS'}): the teaching role ({', '.join(TEACHING_SCOPES)}) "
+        "and the progress page; never access:servers. Nobody is a hub admin."
+    )
+    print("a learner's work, as files: python -m labkit.classroom.collect; grading: python -m labkit.classroom.grading (sudo)")
+    return 0

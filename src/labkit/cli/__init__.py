@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     from labkit.classroom import export
 
     export.add_cli(sub)
+    from labkit.classroom import hub_setup
+
+    hub_setup.add_cli(sub)
     prog = sub.add_parser("progress", help="your map of the course: every exercise's checks from your progress file")
     prog.add_argument("--json", action="store_true", help="machine-readable output")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -152,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             return topo_command(args.system)
         if args.command == "mig-plan":
             return mig.cli(args)
+        if args.command == "hub":
+            return hub_setup.cli()
         if args.command == "export":
             return export.cli(args, _course_root())
         if args.command == "progress":
