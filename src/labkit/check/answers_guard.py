@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from . import properties
+from . import provenance as _provenance
 
 #: Functions each check computes its expected values with: unusable while the learner's answer runs.
 COMPARES_WITH: dict[str, tuple[str, ...]] = {
@@ -449,6 +450,9 @@ def guard_answer(exercise_id: str, answer: Any, reference: Any = None) -> Any:
 
     guarded.__labkit_guarded__ = True  # type: ignore[attr-defined]
     return guarded
+
+
+_provenance.register_wrapper(reference_answer_code())  # its closure, not the wrapper, is the reference
 
 
 __all__ = [

@@ -235,7 +235,9 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
                 if ex.kind in ("code", "numeric") and len(args) + len(kwargs) == 1:  # one function answer
                     (answer,) = (*args, *kwargs.values())
                     if getattr(answer, "__labkit_guarded__", False):
-                        properties.check_host_answer(exercise_id, answer, ex.reference)
+                        from .answers_guard import IN_PLACE
+
+                        properties.check_host_answer(exercise_id, answer, ex.reference, in_place=ex.exercise_id in IN_PLACE)
             changed = take_input_change()
             if changed is not None:
                 raise changed

@@ -10,7 +10,8 @@ function the learner writes) rather than in each check. They run after the exerc
 - **its type**: what it returns has the reference's type: an array of the reference's dtype, and no float32 (or
   narrower) where the reference gives float64.
 
-An exercise whose answer works in place (``answers_guard.IN_PLACE``), runs elsewhere (``NOT_WRAPPED``), is given
+An exercise whose answer works in place (``answers_guard.IN_PLACE``, told by ``core``), runs elsewhere (not wrapped,
+so nothing is recorded), is given
 objects that are not data (a module, a kernel), or measures time (:data:`NOT_REPEATABLE`) is called again only by
 its own check.
 """
@@ -216,17 +217,22 @@ def _calibrate(call: Call, ref: Callable[..., Any] | None) -> float | None:
     return next((t for t in (1e-9, 1e-6, 1e-4) if _agree(call.result, want, t)), None)
 
 
-def check_host_answer(exercise_id: str, answer: Callable[..., Any], reference: Callable[[], Any] | None) -> None:
-    """The generic properties (module docstring) of a host-function answer whose check just passed; raises
-    :class:`Failed` naming the call that broke one."""
-    from .answers_guard import IN_PLACE, NOT_WRAPPED
-    from .harness import rng
+def check_host_answer(
+    exercise_id: str, answer: Callable[..., Any], reference: Callable[[], Any] | None, *, in_place: bool = False
+) -> None:
+    """The generic properties (module docstring) of a host-function answer whose check just passed (``in_place``:
+    the exercise's answer changes its arguments, so it is not called again here); raises :class:`Failed` naming the
+    call that broke one."""
+    gen = np.random.default_rng()
+
+    def rng() -> np.random.Generator:
+        return gen
 
     calls = sorted(_CALLS, key=lambda c: c.size)
     _CALLS.clear()
     # every call the check made was right (it passed): REPEATS calls in all, and each kept call once more at least
     repeats = max(REPEATS - _COUNT[0], len(calls))
-    if not calls or exercise_id in IN_PLACE or exercise_id in NOT_WRAPPED or exercise_id in NOT_REPEATABLE:
+    if not calls or in_place or exercise_id in NOT_REPEATABLE:
         return
     ref = _reference_function(reference)
     _RECORDING[0] = False
