@@ -115,9 +115,12 @@ def test_cublas_bf16_matmul_passes_column_major_geometry(monkeypatch) -> None:
         getPointerMode=checked(real.getPointerMode, lambda h: 1),
         setPointerMode=checked(real.setPointerMode, lambda h, m: calls.setdefault("modes", []).append(m)),
         gemmEx=checked(real.gemmEx, lambda *args: calls.setdefault("gemm", args)),
+        getStream=checked(real.getStream, lambda h: 11),
+        setStream=checked(real.setStream, lambda h, s: calls.setdefault("streams", []).append(s)),
     )
     monkeypatch.setattr(tensorcores, "_cublas", lambda: cublas)
     monkeypatch.setattr(cupy.cuda.device, "get_cublas_handle", lambda: 7)
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: types.SimpleNamespace(ptr=23))
 
     class Dev:  # just what the function reads of a CuPy array
         def __init__(self, shape, dtype, ptr):
@@ -132,6 +135,7 @@ def test_cublas_bf16_matmul_passes_column_major_geometry(monkeypatch) -> None:
     assert g[7] == 200 and g[9] == 4 and g[10] == 100 and g[12] == 5  # B, ldb = n; A, lda = k
     assert g[14] == 300 and g[15] == 0 and g[16] == 4 and g[17] == 68  # C fp32, ldc = n, compute 32F
     assert calls["modes"] == [0, 1]                      # host pointer mode, then restored
+    assert calls["streams"] == [23, 11]                  # the caller's current stream, then the handle's own (C6)
     with pytest.raises(labkit.LabkitError, match="do not match"):
         tensorcores.cublas_bf16_matmul(a, a, c)
 
