@@ -43,3 +43,20 @@ def test_collect_copies_notebooks_cleaned_and_never_through_a_link(tmp_path: Pat
     text = capsys.readouterr().out
     assert "1 notebook(s) copied" in text and "help-me.ipynb" in text and "broken.ipynb" in text
     assert "the host's" not in (out / "03-memory.ipynb").read_text()
+
+
+def test_collect_never_writes_into_the_folder_it_reads_and_skips_what_is_no_notebook(tmp_path: Path, capsys) -> None:
+    """``--out`` inside (or equal to, or above) the learner's folder is refused before anything is written (the
+    copies would overwrite her notebooks); a JSON file whose cells are not dicts is skipped, not a traceback."""
+    work = tmp_path / "home" / "labkit-work"
+    work.mkdir(parents=True)
+    (work / "odd.ipynb").write_text(json.dumps({"cells": [1, "x"]}))
+    nbformat.write(nbformat.v4.new_notebook(), str(work / "01-ok.ipynb"))
+    before = {p: p.read_bytes() for p in work.iterdir()}
+    for out in (work, work / "copies", tmp_path / "home", tmp_path):
+        assert collect.main(["--from", str(tmp_path / "home"), "--out", str(out)]) == 2
+        assert "overlaps the folder read" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in work.iterdir()} == before
+    assert collect.main(["--from", str(tmp_path / "home"), "--out", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    assert "1 notebook(s) copied" in text and "odd.ipynb: not a notebook" in text

@@ -94,7 +94,10 @@ def test_containerfile_calls_the_script_and_runs_as_a_learner() -> None:
 
 
 def test_singleuser_script_syncs_work_copies_then_starts_the_server(tmp_path: Path) -> None:
-    """deploy/singleuser.sh with a stand-in ``jupyterhub-singleuser`` that prints what it was given."""
+    """deploy/singleuser.sh with a stand-in ``jupyterhub-singleuser`` that prints what it was given.
+
+    Under the classroom hub the work folder gets every learner notebook and none of the solved ones (self-paced
+    ``labkit lab`` copies both: tests/test_workcopy.py)."""
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     fake = fake_bin / "jupyterhub-singleuser"
@@ -109,4 +112,9 @@ def test_singleuser_script_syncs_work_copies_then_starts_the_server(tmp_path: Pa
                           env=env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SINGLEUSER --ServerApp.root_dir={work} --debug" in proc.stdout
-    assert (work / "00-start-here.ipynb").exists() and (work / "solutions").is_dir()
+    learner = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+    assert learner and sorted(p.name for p in work.glob("[0-9][0-9]-*.ipynb")) == learner
+    assert not (work / "solutions").exists(), "a classroom work folder must not receive the solved notebooks"
+    assert not [p for p in work.rglob("*.ipynb") if p.parent != work], "only the learner notebooks, at the top"
+    assert "solutions/" not in (work / ".labkit-work.json").read_text() + proc.stdout
+    assert f"copied {len(learner)} notebook(s) from the course: all labs\n" in proc.stdout  # and says so

@@ -16,6 +16,8 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import os
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from .errors import LabkitError
@@ -30,6 +32,7 @@ __all__ = [
     "require_int",
     "require_items",
     "require_number",
+    "require_path",
     "require_sequence",
     "require_str",
 ]
@@ -131,6 +134,17 @@ def require_str(value: Any, name: str, *, empty: bool = False, fix: str | None =
     if not isinstance(value, str) or (not empty and not value.strip()):
         raise _fail(name, "a non-empty string" if not empty else "a string", value, fix)
     return value.strip()
+
+
+def require_path(value: Any, name: str, *, fix: str | None = None) -> Path:
+    """``value`` as a :class:`~pathlib.Path`: a non-empty ``str`` or an ``os.PathLike`` naming a text path.
+
+    Refused: ``None``, numbers, bools, bytes, containers, an empty or blank string (which :class:`Path` would take as
+    the current folder), and a NUL character (which no file name holds)."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or not text.strip() or "\x00" in text:
+        raise _fail(name, "a path (a non-empty string or a pathlib.Path)", value, fix)
+    return Path(text)
 
 
 def did_you_mean(text: str, choices: Iterable[str], n: int = 3) -> str:

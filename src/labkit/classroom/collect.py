@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.validate import describe, require_path
 
 __all__ = ["ACTIVE_MIME", "MAX_BYTES", "clean_notebook", "collect", "docker_volume_path"]
 
@@ -46,12 +47,29 @@ ACTIVE_MIME = frozenset(
 )
 
 
+def _not_a_notebook(what: str, value: Any) -> LabkitError:
+    return LabkitError(
+        f"not a notebook: {what} must be {'a dict' if what == 'the notebook' else 'a list of dicts'}, got {describe(value)}.",
+        fix="Give a notebook as json.load() reads a .ipynb file (a dict with a list of cells).",
+    )
+
+
 def clean_notebook(nb: dict[str, Any]) -> int:
     """Remove every :data:`ACTIVE_MIME` output (and the notebook's widget state) from ``nb`` in place; returns how
-    many outputs were changed."""
+    many outputs were changed. A structure that is no notebook (cells or outputs that are not lists of dicts) is
+    refused with a :class:`LabkitError` before anything is changed, so nothing active is left in a half-cleaned copy."""
+    if not isinstance(nb, dict):
+        raise _not_a_notebook("the notebook", nb)
+    cells = nb.get("cells", [])
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise _not_a_notebook("its cells", cells)
+    for cell in cells:
+        outputs = cell.get("outputs") or []
+        if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
+            raise _not_a_notebook("a cell's outputs", outputs)
     changed = 0
-    for cell in nb.get("cells", []):
-        for out in cell.get("outputs", []) or []:
+    for cell in cells:
+        for out in cell.get("outputs") or []:
             data = out.get("data")
             if isinstance(data, dict) and ACTIVE_MIME & set(data):
                 out["data"] = {k: v for k, v in data.items() if k not in ACTIVE_MIME}
@@ -108,11 +126,19 @@ def _walk(base: Path) -> tuple[list[Path], list[Path]]:
 
 def collect(source: Path, out: Path) -> tuple[list[Path], list[str]]:
     """Copy the learner's notebooks from ``source`` (her home: its ``labkit-work/`` is used when present) to
-    ``out``, cleaned (:func:`clean_notebook`); returns (copies, what was skipped and why)."""
-    source = Path(source)
+    ``out``, cleaned (:func:`clean_notebook`); returns (copies, what was skipped and why). ``out`` must lie outside
+    the folder read (else the copies would overwrite the learner's notebooks, or be collected again)."""
+    source = require_path(source, "source", fix="Give the learner's home (or a folder of her notebooks).")
+    out = require_path(out, "out", fix="Give a folder for the copies, outside the learner's home.")
     if source.is_symlink() or not source.is_dir():
         raise LabkitError(f"{source} is not a folder.", fix="Give the learner's home (or a folder of her notebooks).")
     base = source / "labkit-work" if (source / "labkit-work").is_dir() and not (source / "labkit-work").is_symlink() else source
+    where = out.resolve()
+    if where == base.resolve() or base.resolve() in where.parents or where in base.resolve().parents:
+        raise LabkitError(
+            f"the copies' folder {out} overlaps the folder read ({base}).",
+            fix="Give --out a folder outside the learner's home, e.g. collected/<learner>.",
+        )
     found, links = _walk(base)
     copies: list[Path] = []
     skipped = [f"{link.relative_to(base)}: a symbolic link (not followed)" for link in links]
@@ -127,13 +153,19 @@ def collect(source: Path, out: Path) -> tuple[list[Path], list[str]]:
         except ValueError:
             skipped.append(f"{rel}: not a notebook (not JSON)")
             continue
-        if not isinstance(nb, dict):
-            skipped.append(f"{rel}: not a notebook")
+        try:
+            clean_notebook(nb)
+        except LabkitError:
+            skipped.append(f"{rel}: not a notebook (its cells or outputs are not lists of dicts)")
             continue
-        clean_notebook(nb)
-        dst = Path(out) / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        dst = out / rel
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            raise LabkitError(
+                f"cannot write the copy {dst}: {exc.strerror or exc}.", fix="Give --out a folder you can write to."
+            ) from None
         copies.append(dst)
     return copies, skipped
 

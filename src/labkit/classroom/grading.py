@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.validate import describe, require_int, require_number, require_path, require_sequence
 
 __all__ = ["GradeResult", "flags", "grade", "grading_notebook", "hidden_paths", "sandbox_argv"]
 
@@ -91,6 +92,68 @@ class GradeResult:
     log: str = ""
 
 
+def _uid(value: Any, name: str = "uid") -> int:
+    """``value`` as a throwaway user id: a whole number from 1 to 2**32 - 2 that no account on this host has (an
+    account's id would give the sandbox that account's files; 0 is root)."""
+    fix = f"Leave uid out (one from {UID_RANGE[0]} to {UID_RANGE[1] - 1} is drawn)."
+    uid = require_int(value, name, min=1, fix=fix)
+    if uid > 2**32 - 2:
+        raise LabkitError(f"{name} must be a user id from 1 to {2**32 - 2}, got {uid}.", fix=fix)
+    try:
+        owner = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return uid
+    raise LabkitError(
+        f"{name}={uid} belongs to the account {owner!r}: the sandbox runs as an id with no account.",
+        fix=f"Leave uid out (one from {UID_RANGE[0]} to {UID_RANGE[1] - 1} is drawn), or give an id no account has.",
+    )
+
+
+def _absolute(value: Any, name: str) -> str:
+    """``value`` as an absolute path's text (a folder to hide or keep in the sandbox)."""
+    path = require_path(value, name, fix="Give absolute paths, e.g. /home.")
+    if not path.is_absolute():
+        raise LabkitError(f"{name} must be an absolute path, got {describe(value)}.", fix="Give absolute paths, e.g. /home.")
+    return str(path)
+
+
+def _arg(value: Any, name: str) -> str:
+    """``value`` as one word of a command line: a string without NUL characters (kept exactly, blanks included)."""
+    if not isinstance(value, str) or "\x00" in value:
+        raise LabkitError(f"{name} must be a string (one word of the command), got {describe(value)}.")
+    return value
+
+
+def _file(value: Any, name: str, what: str) -> Path:
+    """``value`` as the path of an existing regular file."""
+    path = require_path(value, name, fix=f"Give {what}.")
+    if not path.is_file():
+        raise LabkitError(f"{name}: {path} is not a file.", fix=f"Give {what}.")
+    return path
+
+
+def _notebook(nb: Any) -> list[dict[str, Any]]:
+    """The cells of ``nb`` (an nbformat notebook, or a dict as json.load() reads a .ipynb file), checked to be a
+    list of dicts whose metadata is a dict."""
+    fix = "Give a notebook: nbformat.read(path, as_version=4), or json.load() of a .ipynb file."
+    if not isinstance(nb, dict):
+        raise LabkitError(f"nb must be a notebook, got {describe(nb)}.", fix=fix)
+    cells = nb.get("cells")
+    if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("metadata", {}), dict) for c in cells):
+        raise LabkitError(f"nb's cells must be a list of cells (dicts), got {describe(cells)}.", fix=fix)
+    return cells
+
+
+def _source(cell: dict[str, Any]) -> str:
+    """A cell's source as one string (nbformat joins it; a raw .ipynb may hold a list of lines)."""
+    src = cell.get("source", "")
+    if isinstance(src, list) and all(isinstance(line, str) for line in src):
+        return "".join(src)
+    if not isinstance(src, str):
+        raise LabkitError(f"cell {cell.get('id')}: its source must be text, got {describe(src)}.")
+    return src
+
+
 def _read(path: Path) -> Any:
     import nbformat
 
@@ -104,7 +167,10 @@ def grading_notebook(handout: Path, submission: Path) -> tuple[Any, int]:
     """The notebook that is graded: ``handout``'s cells, each ``exercise``-tagged one replaced by ``submission``'s
     cell of the same id (kept as the handout has it when the learner's notebook has no such cell); outputs cleared.
     Returns it and how many of the submission's code cells were left out (added or edited outside the exercises)."""
+    handout = require_path(handout, "handout", fix="Give the lab's learner notebook (a .ipynb file).")
+    submission = require_path(submission, "submission", fix="Give the learner's .ipynb file.")
     given, sub = _read(handout), _read(submission)
+    _notebook(given), _notebook(sub)
     theirs = {c.get("id"): c for c in sub.cells if c.cell_type == "code" and c.get("id")}
     handout_sources = {c.source for c in given.cells if c.cell_type == "code"}
     used = set()
@@ -125,12 +191,14 @@ def grading_notebook(handout: Path, submission: Path) -> tuple[Any, int]:
 
 def flags(nb: Any) -> list[str]:
     """What to read in ``nb``'s exercise cells: each name from :data:`SUSPECT_NAMES` a cell uses, with the cell's id
-    (a cell that does not parse is flagged too)."""
+    (a cell that does not parse is flagged too). ``nb`` is an nbformat notebook or a dict as json.load() reads one."""
     out = []
-    for cell in nb.cells:
-        if cell.cell_type != "code" or "exercise" not in cell.metadata.get("tags", []):
+    for cell in _notebook(nb):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell.get("cell_type") != "code" or not isinstance(tags, list) or "exercise" not in tags:
             continue
-        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        text = _source(cell)
+        source = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
         try:
             tree = ast.parse(source)
         except SyntaxError:
@@ -147,7 +215,7 @@ def flags(nb: Any) -> list[str]:
                         names.add(f"import {root}")
             elif isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr != "__init__":
                 names.add(node.attr)
-        if cell.source.lstrip().startswith(("%", "!")) or any(line.lstrip().startswith("!") for line in cell.source.splitlines()):
+        if text.lstrip().startswith(("%", "!")) or any(line.lstrip().startswith("!") for line in text.splitlines()):
             names.add("shell/magic")
         if names:
             out.append(f"cell {cell.get('id')}: uses {', '.join(sorted(names))}")
@@ -156,14 +224,15 @@ def flags(nb: Any) -> list[str]:
 
 def hidden_paths(extra: tuple[str, ...] = ()) -> list[str]:
     """The folders emptied in the sandbox: :data:`HIDDEN`, the grader's home (and the invoking user's, under
-    ``sudo``), and ``extra``; those that exist."""
+    ``sudo``), and ``extra`` (absolute paths); those that exist."""
+    more = require_sequence(extra, "extra", item=_absolute, what="a list of absolute paths")
     homes = {str(Path.home())}
     if os.environ.get("SUDO_USER"):
         try:
             homes.add(pwd.getpwnam(os.environ["SUDO_USER"]).pw_dir)
         except KeyError:
             pass
-    return [p for p in dict.fromkeys([*HIDDEN, *sorted(homes), *extra]) if p and os.path.isdir(p)]
+    return [p for p in dict.fromkeys([*HIDDEN, *sorted(homes), *more]) if p and os.path.isdir(p)]
 
 
 def _keep_paths(workdir: Path) -> list[str]:
@@ -182,7 +251,13 @@ def _keep_paths(workdir: Path) -> list[str]:
 
 def sandbox_argv(command: list[str], *, workdir: Path, uid: int, hide: list[str], keep: list[str]) -> list[str]:
     """The command line that runs ``command`` as ``uid`` (no account, no groups, no capabilities, no new
-    privileges) in new network, PID and mount namespaces, with ``hide`` emptied and ``keep`` put back (root only)."""
+    privileges) in new network, PID and mount namespaces, with ``hide`` emptied and ``keep`` put back (root only).
+    ``uid`` must be an id no account has (:func:`_uid`); ``workdir``, ``hide`` and ``keep`` absolute paths."""
+    command = require_sequence(command, "command", item=_arg, min_len=1, what="a command line (a list of strings)")
+    workdir = Path(_absolute(workdir, "workdir"))
+    uid = _uid(uid)
+    hide = require_sequence(hide, "hide", item=_absolute, what="a list of absolute paths")
+    keep = require_sequence(keep, "keep", item=_absolute, what="a list of absolute paths")
     spec = json.dumps({"hide": hide, "keep": keep, "uid": uid, "cwd": str(workdir), "command": command})
     return [
         "unshare",
@@ -257,9 +332,21 @@ def grade(
     """Grade ``submission`` (what :func:`grading_notebook` makes of it) with Otter's ``otter run`` in the sandbox;
     Otter's ``results.json`` is copied to ``out/results.json``. The sandbox's folder is deleted afterwards, or moved
     to ``keep`` (to inspect what the submission did there). Raises :class:`LabkitError` when not root or when
-    ``unshare``/``setpriv``/``ip`` are missing."""
+    ``unshare``/``setpriv``/``ip`` are missing, and for arguments that are not files, paths or numbers as above
+    (``keep`` must not exist yet)."""
     import nbformat
 
+    autograder = _file(autograder, "autograder", "the autograder.zip that labkit export --otter made")
+    submission = _file(submission, "submission", "the learner's .ipynb file")
+    handout = _file(handout, "handout", "the lab's learner notebook (the export's copy)")
+    out = require_path(out, "out", fix="Give a folder for results.json.")
+    timeout_s = require_number(timeout_s, "timeout_s", min=0, min_open=True, max=86_400.0)
+    if uid is not None:
+        uid = _uid(uid)
+    if keep is not None:
+        keep = require_path(keep, "keep", fix="Give a path that does not exist yet, or leave keep out.")
+        if keep.exists() or keep.is_symlink():
+            raise LabkitError(f"keep: {keep} exists already.", fix="Give a path that does not exist yet, or leave keep out.")
     if os.geteuid() != 0:
         raise LabkitError(
             "grading in a sandbox needs root (a throwaway user and new namespaces).",
@@ -270,7 +357,7 @@ def grade(
             raise LabkitError(
                 f"{tool} is not installed.", fix="Install util-linux and iproute2 (apt-get install util-linux mount iproute2)."
             )
-    nb, dropped = grading_notebook(Path(handout), Path(submission))
+    nb, dropped = grading_notebook(handout, submission)
     found = flags(nb)
     uid = uid if uid is not None else secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
     work = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
@@ -317,7 +404,6 @@ def grade(
         results = work / "out" / "results.json"
         if results.is_file() and not results.is_symlink() and results.stat().st_size < 5_000_000:
             data = json.loads(results.read_text())
-            out = Path(out)
             out.mkdir(parents=True, exist_ok=True)
             (out / "results.json").write_text(json.dumps(data, indent=1))
             result.results = out / "results.json"

@@ -68,7 +68,8 @@ class SyncReport:
         """Short sentences for the terminal."""
         out = [f"your notebooks: {self.work}"]
         if self.copied:
-            names = ", ".join(self.copied) if len(self.copied) <= 4 else "all labs and their solutions"
+            every = "all labs and their solutions" if any(n.startswith("solutions/") for n in self.copied) else "all labs"
+            names = ", ".join(self.copied) if len(self.copied) <= 4 else every
             out.append(f"copied {len(self.copied)} notebook(s) from the course: {names}")
         if self.updated:
             labs = sorted({Path(n).name[:2] for n in self.updated})
