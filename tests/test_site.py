@@ -94,6 +94,18 @@ def bare_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def bare_site(bare_src: Path) -> Path:
+    """The URL-less sources built into pages by Sphinx, as ``make site`` builds them when pyproject.toml names no
+    repository (about 15 s): what a reader of such a site gets, for the browser."""
+    html_dir = bare_src.parent / "html"
+    build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
+                            "-c", "site", str(bare_src), str(html_dir)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=_site_env(""))
+    assert build.returncode == 0 and "WARNING" not in build.stderr + build.stdout, build.stderr + build.stdout
+    return html_dir
+
+
 # ------------------------------------------------------------------------------------------------ what it contains
 
 
@@ -592,3 +604,33 @@ def test_a_clipped_or_covered_title_and_a_sideways_page_are_caught(site: Path, b
     assert info["sideways"] > 0 and not info["problems"], info
     with pytest.raises(AssertionError):
         _assert_clean({probe.as_uri(): info})
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_site_built_without_a_repository_draws_with_no_launch_buttons(bare_site: Path, browser: Any,
+                                                                        width: int) -> None:
+    """The same site built with no repository URL, in Chromium (desktop, and a phone with touch): every page draws
+    cleanly, no page has a Binder, Colab or repository link or the theme's launch menu, the home page shows how to
+    get the course, and on a phone the menu opens with every lab."""
+    pages = ["index.html", f"labs/{LABS[2].notebook}.html"]
+    urls = [(bare_site / p).as_uri() for p in pages]
+    seen = _visit(browser, urls, ("file://",), width=width, menu=width < 1280)
+    _assert_clean(seen)
+    probe = """() => ({links: [...document.querySelectorAll('a[href]')].map(a => a.href)
+                         .filter(h => /mybinder\\.org|colab\\.research|github\\.com/.test(h)),
+                       menus: document.querySelectorAll('.dropdown-launch-buttons, .btn-launch, [class*="launch-"]').length,
+                       get: !!document.getElementById('get-the-course')})"""
+    context = browser.new_context()
+    page = context.new_page()
+    for url in urls:
+        page.goto(url, wait_until="load")
+        found = page.evaluate(probe)
+        assert not found["links"] and not found["menus"], (url, found)
+        if url.endswith("index.html"):
+            assert found["get"] and page.locator("#get-the-course").is_visible(), url
+    context.close()
+    if width < 1280:
+        for url, info in seen.items():
+            assert info["menu"]["open"], (url, "the menu did not open")
+            assert all(any(f"Lab {lab.id}" in t for t in info["menu"]["links"]) for lab in LABS), (url, info["menu"])
