@@ -51,4 +51,4 @@ def vector_add(kernel: Any) -> str:
                 reverse=k % 2 == 1,
             ),
         )
-    return f"correct on {len(cases)} runs (fresh sizes from 1 up, blocks of 32 to 1024 threads), no out-of-bounds writes."
+    return f"correct on {len(cases)} runs (fresh sizes from 1 to 34,000 elements, blocks of 32 to 1024 threads), no out-of-bounds writes."
