@@ -602,37 +602,34 @@ def worker() -> None:
 
 
 # ================================================================================================ the parent's side
-def load_equivalents(path: Path = EQUIVALENTS) -> list[dict[str, Any]]:
-    """The reviewed equivalent mutants: entries with a ``key`` (one mutant) or an ``operator`` (every mutant of that
-    operator, in the ``exercises`` listed or in all), each with its ``reason``."""
+def _reviewed(path: Path, section: str, what: str) -> list[dict[str, Any]]:
+    """The entries of ``section`` in the reviewed file, each of which must name a ``key`` or an ``operator`` and give
+    its ``reason``."""
     import yaml
 
     if not path.exists():
         return []
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    entries = list(data.get("equivalent") or [])
+    entries = list(data.get(section) or [])
     for entry in entries:
         if not str(entry.get("reason", "")).strip():
-            raise SystemExit(f"{path}: {entry.get('key') or entry.get('operator')!r} has no reason")
+            raise SystemExit(f"{path}: {what} {entry.get('key') or entry.get('operator')!r} has no reason")
         if not (entry.get("key") or entry.get("operator")):
-            raise SystemExit(f"{path}: an entry names neither a key nor an operator: {entry!r}")
+            raise SystemExit(f"{path}: a {what} entry names neither a key nor an operator: {entry!r}")
     return entries
+
+
+def load_equivalents(path: Path = EQUIVALENTS) -> list[dict[str, Any]]:
+    """The reviewed equivalent mutants: entries with a ``key`` (one mutant) or an ``operator`` (every mutant of that
+    operator, in the ``exercises`` listed or in all), each with its ``reason``."""
+    return _reviewed(path, "equivalent", "equivalent mutant")
 
 
 def load_known_survivors(path: Path = EQUIVALENTS) -> list[dict[str, Any]]:
     """Survivors that are not equivalent but that no check in sim mode can afford to kill (they differ only beyond
     the sizes the simulator runs in a check's time), each with its reason. They stay counted as survived; only the
     seeded sample in ``make test`` lets them through."""
-    import yaml
-
-    if not path.exists():
-        return []
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    entries = list(data.get("known_survivors") or [])
-    for entry in entries:
-        if not str(entry.get("reason", "")).strip():
-            raise SystemExit(f"{path}: known survivor {entry.get('key') or entry.get('operator')!r} has no reason")
-    return entries
+    return _reviewed(path, "known_survivors", "known survivor")
 
 
 def equivalent_reason(m: Mutant, entries: list[dict[str, Any]]) -> str | None:
