@@ -4,13 +4,13 @@ block under one FP32 scale per tensor), graded element by element against :func:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from .core import Failed, exercise
+from .core import exercise
 from .harness import rng
-from .numeric import array_answer, need_function
+from .numeric import grade_block_quantized, need_function
 
 NVFP4_BLOCK = 16
 E4M3_MAX, E2M1_MAX = 448.0, 6.0
@@ -106,35 +106,20 @@ def _cases() -> list[np.ndarray]:
 def nvfp4_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``quantize_nvfp4(x)``: ``x`` (float64, last axis a multiple of 16) stored in NVFP4 (Blackwell's FP4
     with E4M3 block scales under an FP32 tensor scale) and read back, element by element on fresh inputs."""
-    from labkit.numerics import scaling
-
-    from .streams import call_learner
-
     need_function(fn, "a function quantize_nvfp4(x)")
     cases = _cases()
-    for x in cases:
-        got: Any = call_learner(fn, x.copy(), what=f"quantize_nvfp4 of a {x.shape[0]}×{x.shape[1]} array")
-        arr = array_answer(got, "quantize_nvfp4", "quantize_nvfp4", "an array of numbers")
-        if arr.shape != x.shape:
-            raise Failed(f"for a {x.shape} input you returned shape {arr.shape}; return the read-back values in x's shape.")
-        want = scaling.quantize_blocks(x, "nvfp4").values
-        if np.array_equal(arr, want):
-            continue
-        bad = tuple(int(i) for i in np.argwhere(~(arr == want))[0])
-        where = f"at index {bad}: expected {float(want[bad])!r}, got {float(arr[bad])!r}"
-        if np.isnan(arr).any():
-            raise Failed(
-                f"NaN in your result ({where}).",
-                cause="an all-zero block has amax 0, and 0 / 0 is NaN: give such a block's elements 0 (np.where(scale > 0, ...)).",
-            )
-        matched = [cause for cause, slip in _slips(x).items() if slip.shape == arr.shape and np.array_equal(arr, slip)]
-        if matched:
-            raise Failed(f"wrong values {where}.", cause=" Or: ".join(matched))
-        raise Failed(
-            f"wrong values {where}.",
-            cause="tensor scale t = amax(x) / (448 × 6); each block of 16: scale = E4M3(amax_block / 6 / t) × t; "
-            "elements rounded to E2M1 and clipped to ±6, times the scale; an all-zero block stays 0.",
-        )
+    grade_block_quantized(
+        fn,
+        "quantize_nvfp4",
+        "nvfp4",
+        cases,
+        _slips,
+        lambda x, arr: (
+            "an all-zero block has amax 0, and 0 / 0 is NaN: give such a block's elements 0 (np.where(scale > 0, ...))."
+        ),
+        "tensor scale t = amax(x) / (448 × 6); each block of 16: scale = E4M3(amax_block / 6 / t) × t; "
+        "elements rounded to E2M1 and clipped to ±6, times the scale; an all-zero block stays 0.",
+    )
     return (
         f"right on {len(cases)} fresh arrays: a row 2^16 below the largest (subnormal E4M3 block scales), an all-zero block "
         "and a block whose E4M3 scale rounds down, so its largest element saturates at 6."

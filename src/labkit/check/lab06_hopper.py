@@ -11,7 +11,7 @@ import numpy as np
 from .answers import judge, number
 from .core import Failed, Unsolved, exercise
 from .harness import rng
-from .numeric import array_answer, judge_expected, need_function
+from .numeric import array_answer, grade_block_quantized, judge_expected, need_function
 
 # --------------------------------------------------------------------------------------------- 06.wmma-peak
 
@@ -204,32 +204,18 @@ def mx_quantize(fn: Callable[[np.ndarray], np.ndarray]) -> str:
     """Grade ``quantize_mxfp8(x)``: ``x`` (float64, last axis a multiple of 32) stored in MXFP8 E4M3 with OCP MX
     v1.0's floor scale rule and read back, against :func:`labkit.scaling.quantize_blocks` on fresh inputs. NVIDIA's
     round-up rule gets its own cause (the statement asks for OCP's)."""
-    from labkit.numerics import scaling
-
-    from .streams import call_learner
-
     need_function(fn, "a function quantize_mxfp8(x)")
     cases = _mx_cases()
-    for x in cases:
-        got = call_learner(fn, x.copy(), what=f"quantize_mxfp8 of a {x.shape[0]}×{x.shape[1]} array")
-        arr = array_answer(got, "quantize_mxfp8", "quantize_mxfp8", "an array of numbers")
-        if arr.shape != x.shape:
-            raise Failed(f"for a {x.shape} input you returned shape {arr.shape}; return the read-back values in x's shape.")
-        want = scaling.quantize_blocks(x, "mxfp8_e4m3").values
-        if np.array_equal(arr, want):
-            continue
-        bad = tuple(int(i) for i in np.argwhere(~(arr == want))[0])
-        where = f"at index {bad}: expected {float(want[bad])!r}, got {float(arr[bad])!r}"
-        if np.isnan(arr).any():
-            raise Failed(f"NaN in your result ({where}).", cause=_mx_nan_cause(x, arr))
-        matched = [cause for cause, slip in _mx_slips(x).items() if slip.shape == arr.shape and np.array_equal(arr, slip)]
-        if matched:  # slips that give the same values on this input are named together: the values cannot tell them apart
-            raise Failed(f"wrong values {where}.", cause=" Or: ".join(matched))
-        raise Failed(
-            f"wrong values {where}.",
-            cause="each block of 32: scale 2**(floor(log2(amax)) − 8), elements rounded "
-            "to E4M3 with saturation, multiplied back by the scale.",
-        )
+    grade_block_quantized(
+        fn,
+        "quantize_mxfp8",
+        "mxfp8_e4m3",
+        cases,
+        _mx_slips,
+        _mx_nan_cause,
+        "each block of 32: scale 2**(floor(log2(amax)) − 8), elements rounded "
+        "to E4M3 with saturation, multiplied back by the scale.",
+    )
     return (
         f"right on {len(cases)} fresh arrays: rows spanning 2^-20 to 2^12, an all-zero block, a power-of-two maximum "
         "and maxima that saturate at 448."

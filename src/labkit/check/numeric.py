@@ -252,6 +252,40 @@ def judge_expected(
         raise Failed(f"{exc} {expected}", cause=exc.cause) from None
 
 
+def grade_block_quantized(
+    fn: Callable[[np.ndarray], Any],
+    name: str,
+    fmt: str,
+    cases: list[np.ndarray],
+    slips: Callable[[np.ndarray], Mapping[str, np.ndarray]],
+    nan_cause: Callable[[np.ndarray, np.ndarray], str],
+    rule: str,
+) -> None:
+    """Grade a block-scaled quantize-and-read-back answer ``name(x)`` element by element against
+    :func:`labkit.scaling.quantize_blocks` in format ``fmt`` on each of ``cases``: a wrong shape, NaN (``nan_cause``),
+    the values of a listed slip (every slip that gives those values is named), or else the ``rule`` in words."""
+    from labkit.numerics import scaling
+
+    from .streams import call_learner
+
+    for x in cases:
+        got: Any = call_learner(fn, x.copy(), what=f"{name} of a {x.shape[0]}×{x.shape[1]} array")
+        arr = array_answer(got, name, name, "an array of numbers")
+        if arr.shape != x.shape:
+            raise Failed(f"for a {x.shape} input you returned shape {arr.shape}; return the read-back values in x's shape.")
+        want = scaling.quantize_blocks(x, fmt).values
+        if np.array_equal(arr, want):
+            continue
+        bad = tuple(int(i) for i in np.argwhere(~(arr == want))[0])
+        where = f"at index {bad}: expected {float(want[bad])!r}, got {float(arr[bad])!r}"
+        if np.isnan(arr).any():
+            raise Failed(f"NaN in your result ({where}).", cause=nan_cause(x, arr))
+        matched = [cause for cause, slip in slips(x).items() if slip.shape == arr.shape and np.array_equal(arr, slip)]
+        if matched:  # slips that give the same values on this input are named together: the values cannot tell them apart
+            raise Failed(f"wrong values {where}.", cause=" Or: ".join(matched))
+        raise Failed(f"wrong values {where}.", cause=rule)
+
+
 def need_function(fn: Any, expected: str = "a function", cause: str | None = None) -> None:
     """:class:`Failed` (``expected {expected}, got <type>.``, with ``cause``) unless the learner's answer ``fn`` is
     callable: a value passed where the check wants the function that computes it."""
