@@ -499,3 +499,177 @@ def _short(statement: str) -> str:
     """A statement as quoted in a cause: cut before a conditional expression, and at 48 characters."""
     text = statement.split(" if ", 1)[0]
     return text if len(text) <= 48 else text[:45] + "..."
+
+
+# ------------------------------------------------------------------------------------------- an axis the launch lacks
+_FAMILIES = ("threadIdx", "blockIdx", "blockDim", "gridDim")
+_CPP_AXIS = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*([xyz])\b")
+# a flattened index multiplies the y (z) index by a width: ``threadIdx.y * blockDim.x`` is 0 in a flat launch, rightly
+_FLATTENS = {"threadIdx": ("blockDim",), "blockIdx": ("gridDim",), "blockDim": ("blockDim",), "gridDim": ("gridDim",)}
+
+
+def _cpp_code(source: str) -> str:
+    """CUDA C++ ``source`` with its comments blanked out."""
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+
+
+def axis_uses(kernel: Any) -> dict[tuple[str, str], bool] | None:
+    """The launch components a kernel reads, ``{(family, axis): flattening_only}`` (``("threadIdx", "y")``: True when
+    every use multiplies it by a width, as a flattened index does, or comes from ``cuda.grid``), from a Numba kernel's Python source or a CUDA C++
+    source string; ``cuda.grid(k)``/``cuda.gridsize(k)`` read the first ``k`` axes of threadIdx and blockIdx (and the
+    dims). None when there is no source to read."""
+    uses: dict[tuple[str, str], bool] = {}
+
+    def add(key: tuple[str, str], flat: bool) -> None:
+        uses[key] = uses.get(key, True) and flat
+
+    if isinstance(kernel, str):
+        code = _cpp_code(kernel)
+        for m in _CPP_AXIS.finditer(code):
+            fam, ax = m.group(1), m.group(2)
+            widths = "|".join(_FLATTENS[fam])
+            before, after = code[max(0, m.start() - 40) : m.start()], code[m.end() : m.end() + 40]
+            flat = bool(
+                re.match(rf"\s*\*\s*\(?\s*(?:{widths})\s*\.", after) or re.search(rf"(?:{widths})\s*\.\s*[xyz]\s*\*\s*$", before)
+            )
+            add((fam, ax), flat)
+        return uses
+    fn = _source_tree(kernel)
+    if fn is None:
+        return None
+
+    def component(node: ast.AST) -> tuple[str, str] | None:
+        if isinstance(node, ast.Attribute) and node.attr in "xyz" and len(node.attr) == 1:
+            owner = node.value
+            fam = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else None
+            if fam in _FAMILIES:
+                return fam, node.attr
+        return None
+
+    flat_ids: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for a, b in ((node.left, node.right), (node.right, node.left)):
+                ca, cb = component(a), component(b)
+                if ca and cb and cb[0] in _FLATTENS[ca[0]]:
+                    flat_ids.add(id(a))
+    for node in ast.walk(fn):
+        comp = component(node)
+        if comp is not None:
+            add(comp, id(node) in flat_ids)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("grid", "gridsize")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, int)
+        ):
+            fams = ("threadIdx", "blockIdx") if node.func.attr == "grid" else ("blockDim", "gridDim")
+            for ax in "xyz"[: node.args[0].value]:
+                for fam in fams:
+                    add((fam, ax), True)  # read, but not by that name: never named as a flat axis
+    return uses
+
+
+def _dims3(dim: Any) -> tuple[int, int, int]:
+    if dim is None:  # a one-dimensional launch of any width
+        return (0, 1, 1)
+    d = tuple(int(v) for v in (dim if isinstance(dim, (tuple, list)) else (dim,)))
+    return (*d, 1, 1, 1)[:3]  # type: ignore[return-value]
+
+
+_AXIS_WORDS = {
+    "threadIdx": ("0 in every thread of", "all threads of a block get the same value from it", "the thread's index in its block"),
+    "blockIdx": ("0 in every block of", "all blocks get the same value from it", "the block's index in the grid"),
+    "blockDim": ("1 in", "it is not the block's width", "the block's width"),
+    "gridDim": ("1 in", "it is not the grid's width", "the grid's width"),
+}
+
+
+def axis_cause(kernel: Any, grid: Any, block: Any) -> str | None:
+    """The cause "the kernel reads an axis this launch does not have" (``threadIdx.y`` in blocks of (128, 1, 1): 0 in
+    every thread, so all threads of a block get the same index from it), or "the launch has an axis the kernel never
+    reads" (blocks of 16 × 16 threads, no ``threadIdx.y`` and no ``cuda.grid(2)``: threads that differ only in y do the
+    same work). ``kernel``: a Numba kernel or a CUDA C++ source string; ``grid``/``block``: the launch's (None: one-
+    dimensional, of any width). A y or z index multiplied by a width (a
+    flattened index, ``threadIdx.y * blockDim.x``) is right in a flat launch and is not named. None when neither
+    holds, or there is no source."""
+    uses = axis_uses(kernel)
+    if not uses:
+        return None
+    g, b = _dims3(grid), _dims3(block)
+    extent = {"threadIdx": b, "blockDim": b, "blockIdx": g, "gridDim": g}
+    blocks = f"blocks of {b}" if block is not None else "one-dimensional blocks"
+    grids = f"a grid of {g}" if grid is not None else "a one-dimensional grid"
+    shape = {"threadIdx": blocks, "blockDim": blocks, "blockIdx": grids, "gridDim": grids}
+    py = not isinstance(kernel, str)
+    for fam in _FAMILIES:
+        for k, ax in ((1, "y"), (2, "z")):
+            if (fam, ax) in uses and not uses[(fam, ax)] and extent[fam][k] == 1:
+                value, effect, meaning = _AXIS_WORDS[fam]
+                name = ("cuda." if py else "") + f"{fam}.{ax}"
+                along = ("cuda." if py else "") + f"{fam}.x"
+                return (
+                    f"your kernel reads `{name}`, which is {value} this launch ({shape[fam]}: nothing along {ax}), "
+                    f"so {effect}. If you meant {meaning}, that is `{along}` (x and {ax} swapped?)."
+                )
+    for fam in ("threadIdx", "blockIdx"):
+        for k, ax in ((1, "y"), (2, "z")):
+            if extent[fam][k] > 1 and (fam, ax) not in uses and (fam, "x") in uses:
+                name = ("cuda." if py else "") + f"{fam}.{ax}"
+                unit = "threads of a block" if fam == "threadIdx" else "blocks"
+                grid_call = " (nor cuda.grid(2))" if py and ax == "y" else ""
+                return (
+                    f"this launch has {shape[fam]}, {extent[fam][k]} {unit} along {ax}, but your kernel never reads "
+                    f"`{name}`{grid_call}: {unit} that differ only in {ax} compute the same indices and do the same "
+                    f"work, so the rest of the {ax} range is never covered (a row/column index taken from x twice?)."
+                )
+    return None
+
+
+# ------------------------------------------------------------------------------------------- an earlier call's result
+def repeated_result_cause(calls: Sequence[Any], reference: Any) -> str | None:
+    """The cause "the function handed back an earlier call's result" when the last of ``calls`` (the check's calls of
+    a host-function answer, in order: :func:`labkit.check.properties.history`) returned a wrong result that is exactly
+    what an earlier call with other arguments returned, and was right for those. ``reference`` is the exercise's
+    reference factory (it gives the function the check compares with). None otherwise, or without a reference."""
+    import copy
+
+    from .properties import _agree, _reference_function, _show
+
+    if len(calls) < 2:
+        return None
+    ref = _reference_function(reference)
+    if ref is None:
+        return None
+
+    def right(call: Any) -> Any:
+        return ref(*copy.deepcopy(call.args), **copy.deepcopy(call.kwargs))
+
+    last = calls[-1]
+    try:
+        if _agree(last.result, right(last), 1e-6):
+            return None  # the last call was right: the check failed on something else
+    except Exception:  # noqa: BLE001 - arguments the reference does not take say nothing here
+        return None
+    for earlier in reversed(calls[:-1]):
+        same_args = _agree(list(earlier.args), list(last.args), 0.0) and _agree(earlier.kwargs, last.kwargs, 0.0)
+        if same_args or not _agree(last.result, earlier.result, 0.0):
+            continue
+        try:
+            if not _agree(earlier.result, right(earlier), 1e-6):
+                continue
+        except Exception:  # noqa: BLE001
+            continue
+
+        def shown(call: Any) -> str:
+            return ", ".join([*(_show(a) for a in call.args), *(f"{k}={_show(v)}" for k, v in call.kwargs.items())])
+
+        return (
+            f"your function returned {_show(last.result)} for ({shown(last)}), exactly what it returned for an earlier "
+            f"call with other arguments ({shown(earlier)}), where that was right: it hands back an earlier result (a "
+            "cache keyed by shape, size or length, or state kept between calls), or ignores the arguments that "
+            "changed. Compute every call from the values it gets."
+        )
+    return None

@@ -248,7 +248,12 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         except NotImplementedError:
             result = Result(exercise_id, "unsolved", "the function still raises NotImplementedError; write its body.")
         except Failed as exc:
-            result = Result(exercise_id, "failed", str(exc), cause=exc.cause, details={"show": exc.show} if exc.show else {})
+            cause = exc.cause
+            if ex.kind in ("code", "numeric"):  # a wrong result that is an earlier call's: a cache or kept state
+                from .causes import repeated_result_cause
+
+                cause = repeated_result_cause(properties.history(), ex.reference) or cause
+            result = Result(exercise_id, "failed", str(exc), cause=cause, details={"show": exc.show} if exc.show else {})
         except AnswerRejected as exc:  # the answer called labkit's reference, or changed an input it was given
             result = Result(exercise_id, "failed", str(exc), cause=exc.cause)
         except AuditFailure:

@@ -675,6 +675,7 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
                     "block does the same elements. Use the thread's index in the whole grid, cuda.grid(1) "
                     "(= blockIdx.x * blockDim.x + threadIdx.x)."
                 )
+            cause = _axis_cause(kernel, case) or cause  # the code reads an axis the launch lacks, or the reverse
             unread = report.uninitialised
             if unread is not None and unread.space == "shared":
                 message += (
@@ -692,11 +693,19 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             message = str(exc) if label == case.label else str(exc).replace(case.label, label, 1)
             raise Failed(
                 message,
-                cause=_with_block_note(note, exc.cause),
+                cause=_with_block_note(note, _axis_cause(kernel, case) or exc.cause),
                 show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report),
             ) from None
     _passed_blocks.append(_dims(case.block))
     return report
+
+
+def _axis_cause(kernel: Any, case: Launch) -> str | None:
+    """:func:`labkit.check.causes.axis_cause` for ``case``'s launch: the kernel reads ``threadIdx.y`` in a flat launch
+    (x and y swapped), or never reads an axis the launch has."""
+    from .causes import axis_cause
+
+    return axis_cause(kernel, case.grid, case.block)
 
 
 #: An input of at least this many elements, read almost whole by one thread, is whole-array work in one thread.

@@ -743,7 +743,10 @@ def leaky_relu(source: Any) -> str:
                 if wrapped
                 else None
             )
-            raise Failed(str(exc), cause=cause or _leaky_cause(y, x0, alpha) or exc.cause) from None
+            from .causes import axis_cause  # threadIdx.y in a one-dimensional launch (x and y swapped)
+
+            cause = cause or axis_cause(source, (grid,), (block,)) or _leaky_cause(y, x0, alpha)
+            raise Failed(str(exc), cause=cause or exc.cause) from None
     _refuse_fp64(ptx, "the kernel gives the right values, but it")
     return (
         f"compiles for {_arches()}; entry and bounds check found in the PTX; correct on {len(runs)} launches "

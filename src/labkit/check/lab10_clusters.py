@@ -470,7 +470,10 @@ def cluster_sum(source: str) -> str:
         try:
             values = host_cases(source, ptx_text=ptx_text)
         except Failed as exc:
-            raise Failed(exc.args[0], cause=_ptx_cause(mix, str(exc.args[0])) or exc.cause) from None
+            from .causes import axis_cause  # threadIdx.y in these one-dimensional launches (x and y swapped)
+
+            cause = axis_cause(source, None, None) or _ptx_cause(mix, str(exc.args[0])) or exc.cause
+            raise Failed(exc.args[0], cause=cause) from None
         except HostUnavailable as exc:
             values = (
                 f" The CPU stand-in could not run it ({exc}), so its values were not checked here; on a GPU of "

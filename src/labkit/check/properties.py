@@ -52,6 +52,8 @@ class Call:
 
 
 _CALLS: list[Call] = []
+_HISTORY: list[Call] = []  # the last calls in the order the check made them (for a likely cause when it fails)
+_HISTORY_KEEP = 32
 _RECORDING = [True]
 _COUNT = [0]  # calls the check made (each accepted, since the check passed)
 
@@ -59,8 +61,15 @@ _COUNT = [0]  # calls the check made (each accepted, since the check passed)
 def forget() -> None:
     """Drop the calls recorded so far (``core._run`` does this before each check)."""
     _CALLS.clear()
+    _HISTORY.clear()
     _RECORDING[0] = True
     _COUNT[0] = 0
+
+
+def history() -> list[Call]:
+    """The calls the running check made of the answer (the last :data:`_HISTORY_KEEP`), in order, each with copies
+    of its arguments taken before it and what it returned."""
+    return list(_HISTORY)
 
 
 def _size(value: Any) -> int:
@@ -86,6 +95,8 @@ def record(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, snapshots
     except Exception:  # noqa: BLE001 - a result that cannot be copied is not replayed
         return
     _CALLS.append(Call(snapshots, dict(kwargs), kept, sum(_size(a) for a in snapshots)))
+    _HISTORY.append(_CALLS[-1])
+    del _HISTORY[:-_HISTORY_KEEP]
     if len(_CALLS) > _KEEP:
         _CALLS.sort(key=lambda c: c.size)
         del _CALLS[_KEEP:]
@@ -283,4 +294,4 @@ def check_host_answer(
         _RECORDING[0] = True
 
 
-__all__ = ["NOT_REPEATABLE", "REPEATS", "check_host_answer", "forget", "record"]
+__all__ = ["NOT_REPEATABLE", "REPEATS", "check_host_answer", "forget", "history", "record"]

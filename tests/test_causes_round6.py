@@ -1,0 +1,159 @@
+"""Round six of the grader's causes (issue 44, item 2: causes that can be measured): general diagnoses that serve a
+class of slips across exercises, each tested where it fires and where it must not.
+
+- an axis the launch lacks (``threadIdx.y`` in a flat launch) or an axis the kernel never reads (2-D blocks, no
+  ``threadIdx.y``): :func:`labkit.check.causes.axis_cause`, for Numba kernels and CUDA C++ sources;
+- a host function that hands back an earlier call's result (a cache by shape, kept state):
+  :func:`labkit.check.causes.repeated_result_cause`, read from the calls the check made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import labkit
+
+labkit.setup(quiet=True)
+from numba import cuda, int32  # noqa: E402
+
+from labkit import check  # noqa: E402
+from labkit.check import causes, properties  # noqa: E402
+from labkit.check.lab10_clusters import reference_source as cluster_source  # noqa: E402
+
+
+def _run(check_fn: Callable[..., Any], answer: Any) -> Any:
+    with contextlib.redirect_stdout(io.StringIO()):
+        return check_fn(answer)
+
+
+# ------------------------------------------------------------------------------------------- axes
+CLUSTER_SWAPS = [
+    ("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = blockIdx.y * blockDim.x + threadIdx.x;", "blockIdx.y"),
+    ("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = blockIdx.x * blockDim.y + threadIdx.x;", "blockDim.y"),
+    ("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = blockIdx.x * blockDim.x + threadIdx.y;", "threadIdx.y"),
+]
+
+
+@pytest.mark.parametrize("old, new, name", CLUSTER_SWAPS)
+def test_a_cpp_kernel_reading_an_axis_of_a_flat_launch_is_told_so(old: str, new: str, name: str) -> None:
+    source = cluster_source()
+    assert causes.axis_cause(source, (8,), (128,)) is None  # the reference reads x only
+    cause = causes.axis_cause(source.replace(old, new), (8,), (128,))
+    assert cause is not None and f"`{name}`" in cause and f"`{name[:-1]}x`" in cause, cause
+
+
+def test_axis_cause_stays_silent_where_the_axis_exists_or_is_a_flattening() -> None:
+    flat = "__global__ void k(float* a) { int t = threadIdx.x + threadIdx.y * blockDim.x; a[t] = 1.0f; }"
+    assert causes.axis_cause(flat, (4,), (128,)) is None  # y times a width: 0 in a flat launch, rightly
+    two_d = "__global__ void k(float* a) { int r = blockIdx.y * blockDim.y + threadIdx.y; a[r] = 1.0f; }"
+    assert causes.axis_cause(two_d, (4, 4), (16, 16)) is None
+    commented = "__global__ void k(float* a) { int i = threadIdx.x; // not threadIdx.y\n a[i] = 1.0f; }"
+    assert causes.axis_cause(commented, (4,), (128,)) is None
+
+
+@cuda.jit
+def _uses_x_only(a, out):
+    r = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    c = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.x
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = a[r, c]
+
+
+@cuda.jit
+def _uses_grid2(a, out):
+    r, c = cuda.grid(2)
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = a[r, c]
+
+
+def test_a_2d_launch_whose_kernel_never_reads_threadidx_y_is_told_so() -> None:
+    cause = causes.axis_cause(_uses_x_only, (2, 2), (16, 16))
+    assert cause is not None and "`cuda.threadIdx.y`" in cause and "16 threads of a block along y" in cause, cause
+    assert causes.axis_cause(_uses_grid2, (2, 2), (16, 16)) is None  # cuda.grid(2) reads both axes
+    assert causes.axis_cause(_uses_grid2, (2, 1), (16, 1)) is None  # cuda.grid(2) is right in a flat launch too
+    flat = causes.axis_cause(_uses_x_only, (2, 1), (16, 1))  # a flat grid: blockIdx.y is 0 in every block
+    assert flat is not None and "`cuda.blockIdx.y`, which is 0 in every block" in flat, flat
+
+
+@cuda.jit
+def count_above_y(x, threshold, counts):
+    count = cuda.shared.array(1, int32)
+    t = cuda.threadIdx.y  # the slip: y for x
+    if t == 0:
+        count[0] = 0
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < x.size and x[i] > threshold:
+        cuda.atomic.add(count, 0, 1)
+    cuda.syncthreads()
+    if t == 0:
+        counts[cuda.blockIdx.x] = count[0]
+
+
+def test_the_race_check_names_threadidx_y_in_a_flat_launch() -> None:
+    r = _run(lambda a: check.run("04.race", a), count_above_y)
+    assert r.status == "failed", r.report()
+    assert "`cuda.threadIdx.y`" in (r.cause or "") and "atomic" not in (r.cause or ""), r.report()
+
+
+def test_a_cluster_sum_indexed_by_blockidx_y_is_told_so() -> None:
+    r = _run(check.cluster_sum, cluster_source().replace(*CLUSTER_SWAPS[0][:2]))
+    assert r.status == "failed" and "`blockIdx.y`" in (r.cause or ""), r.report()
+
+
+def test_a_leaky_relu_indexed_by_threadidx_y_is_told_so() -> None:
+    from labkit.check.lab05 import _leaky_reference
+
+    source = _leaky_reference()
+    wrong = source.replace("+ threadIdx.x", "+ threadIdx.y")
+    assert wrong != source
+    r = _run(check.leaky_relu, wrong)
+    assert r.status == "failed" and "`threadIdx.y`" in (r.cause or ""), r.report()
+
+
+# ------------------------------------------------------------------------------------------- an earlier result
+def _copy_seconds_cached() -> Callable[..., float]:
+    memo: dict[Any, float] = {}
+
+    def copy_seconds(nbytes: int, peak_gbps: float) -> float:
+        key = (type(nbytes).__name__, type(peak_gbps).__name__)  # a cache keyed by the arguments' kinds
+        if key not in memo:
+            memo[key] = 2 * nbytes / (peak_gbps * 1e9)
+        return memo[key]
+
+    return copy_seconds
+
+
+def test_a_cached_host_answer_is_told_it_returned_an_earlier_result() -> None:
+    r = _run(lambda a: check.run("07.copy-time", a), _copy_seconds_cached())
+    assert r.status == "failed", r.report()
+    assert "earlier call" in (r.cause or "") and "cache" in (r.cause or ""), r.report()
+
+
+def test_an_answer_that_is_wrong_everywhere_keeps_the_checks_own_cause() -> None:
+    def copy_seconds(nbytes: int, peak_gbps: float) -> float:
+        return nbytes / (peak_gbps * 1e9)  # read only: half the traffic
+
+    r = _run(lambda a: check.run("07.copy-time", a), copy_seconds)
+    assert r.status == "failed" and "earlier call" not in (r.cause or ""), r.report()
+
+
+def test_repeated_result_cause_needs_a_right_earlier_result_for_other_arguments() -> None:
+    ref = lambda: lambda n: 2 * n  # noqa: E731 - a reference factory, as exercises hold them
+    call = properties.Call
+    same = [call((3,), {}, 6, 1), call((3,), {}, 7, 1)]  # the same arguments twice: not an earlier result
+    assert causes.repeated_result_cause(same, ref) is None
+    wrong_before = [call((3,), {}, 7, 1), call((5,), {}, 7, 1)]  # the earlier result was wrong too
+    assert causes.repeated_result_cause(wrong_before, ref) is None
+    right_now = [call((3,), {}, 6, 1), call((5,), {}, 10, 1)]
+    assert causes.repeated_result_cause(right_now, ref) is None
+    cached = [call((3,), {}, 6, 1), call((4,), {}, 8, 1), call((5,), {}, 6, 1)]
+    cause = causes.repeated_result_cause(cached, ref)
+    assert cause is not None and "(3)" in cause and "(5)" in cause, cause
+    arrays = [call((np.ones(3),), {}, np.full(3, 2.0), 3), call((np.zeros(3),), {}, np.full(3, 2.0), 3)]
+    assert causes.repeated_result_cause(arrays, ref) is not None
