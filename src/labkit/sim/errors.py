@@ -33,3 +33,17 @@ class ZeroDivisor(KernelFault, ZeroDivisionError):
     """A division by zero in a kernel (not a ``debug=True`` one), which Python raises where a GPU raises nothing: an
     integer ``//`` or ``%`` by zero gives an undefined value (Numba's compiled kernel gives 0), a float division
     ``inf`` or ``nan``. The simulator stops and says so rather than compute a number a GPU may not give."""
+
+
+class NotSimulated(UserWarning):
+    """A kernel option the simulator accepts but does not model, so its numbers can differ from a GPU's (warned once
+    per place in the code, where the kernel is compiled)."""
+
+
+#: What ``@cuda.jit(fastmath=True)`` changes on a GPU and the simulator does not do (the warning's words).
+FASTMATH_NOT_SIMULATED = (
+    "fastmath=True is not simulated: on a GPU it turns float32 math.sin, cos, tan, exp, log, log2, log10, pow and "
+    "float32 division into CUDA's fast approximations (__sinf, __expf, __fdividef, ...: errors that grow with the "
+    "argument, subnormals flushed to zero), while the simulator computes them as without fastmath. Check such a "
+    "kernel's accuracy on a GPU, or leave fastmath out."
+)

@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import warnings
 from typing import Any, Iterator
 
 import numpy as np
 
 from . import engine, fastreads
 from .arrays import kernel_array
-from .errors import KernelTimeout
+from .errors import FASTMATH_NOT_SIMULATED, KernelTimeout, NotSimulated
 from .integers import tag_bytes_for, tagged
 from .limits import LEARNER_CODE_LIMIT_S
 
@@ -150,6 +151,8 @@ def _jit(original: Any) -> Any:
 
     @functools.wraps(original)
     def jit(func_or_sig: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("fastmath"):
+            warnings.warn(FASTMATH_NOT_SIMULATED, NotSimulated, stacklevel=2)
         made = original(func_or_sig, *args, **kwargs)
         types = _declared_types(func_or_sig) if func_or_sig is not None and not callable(func_or_sig) else None
         if types is None or not callable(made):

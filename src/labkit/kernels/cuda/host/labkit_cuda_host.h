@@ -551,6 +551,10 @@ static inline unsigned __lanemask_lt() { return (1u << (__lk::fiber_mode ? __lk:
 //   block, warp and cluster). Two accesses to one byte by different threads, one of them a write, with no
 //   __syncthreads() (same block), warp-wide call (same warp) or cluster.sync() (same cluster) between them, are a
 //   race: undefined on a GPU, whatever the CPU's order happened to give. Atomics race only with plain accesses.
+// - write-write races in global memory: per element of each array argument, the last thread that wrote it in this
+//   launch. A plain write by another thread with nothing that orders the two (threads of one block: a
+//   __syncthreads(); of one warp: a warp-wide call; of one cluster: cluster.sync(); of different blocks or clusters:
+//   nothing within a launch) is a race even when both write the same value, as in labkit's Python simulator.
 namespace __lk {
 struct ArrayRange { uintptr_t lo, start, end, hi; unsigned long long itemsize; int arg; };
 static ArrayRange arrays[64];
@@ -609,6 +613,64 @@ __attribute__((no_sanitize_thread)) static void track(size_t base, size_t n, int
         }
     }
 }
+// Write-write races in global memory (see above): the last writer of each element of each array argument.
+struct GWrite { unsigned stamp, gen, b, w, c; int slot; unsigned long long thread; int atomic; };
+static GWrite* gshadow[64];
+static size_t gshadow_len[64];
+static unsigned gstamp = 0;  // one per launch: older records are stale
+static const size_t GSHADOW_MAX = (size_t)1 << 24;  // elements tracked per array (larger arrays are not tracked)
+__attribute__((no_sanitize_thread)) static unsigned long long thread_key() {  // the thread's linear index in the grid
+    unsigned long long per_block = (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
+    unsigned long long blk = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    return blk * per_block + ((unsigned long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+}
+__attribute__((no_sanitize_thread)) static void describe_key(unsigned long long key, char* out, size_t n) {
+    unsigned long long per_block = (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
+    unsigned long long blk = key / per_block, t = key % per_block;
+    snprintf(out, n, "(%llu, %llu, %llu) of block (%llu, %llu, %llu)", t % blockDim.x, t / blockDim.x % blockDim.y,
+             t / ((unsigned long long)blockDim.x * blockDim.y), blk % gridDim.x, blk / gridDim.x % gridDim.y,
+             blk / ((unsigned long long)gridDim.x * gridDim.y));
+}
+__attribute__((no_sanitize_thread)) static void global_write(int k, uintptr_t a, int kind) {
+    const ArrayRange& r = arrays[k];
+    size_t elems = (size_t)((r.end - r.start) / r.itemsize), idx = (size_t)((a - r.start) / r.itemsize);
+    if (elems > GSHADOW_MAX || idx >= elems) return;
+    if (gshadow_len[k] < elems) {
+        GWrite* ns = (GWrite*)realloc(gshadow[k], sizeof(GWrite) * elems);
+        if (!ns) return;  // out of memory: this array's races go unseen rather than the launch failing
+        memset(ns + gshadow_len[k], 0, sizeof(GWrite) * (elems - gshadow_len[k]));
+        gshadow[k] = ns;
+        gshadow_len[k] = elems;
+    }
+    GWrite& prev = gshadow[k][idx];
+    unsigned long long me = thread_key();
+    bool atomic = kind == 2;
+    GWrite now{gstamp, fiber_mode ? generation : 0, 0, 0, cluster_epoch, fiber_mode ? cur : -1, me, atomic};
+    if (fiber_mode && cur >= 0) { now.b = block_epoch[fibers[cur].rank]; now.w = warp_epoch[cur / 32]; }
+    if (prev.stamp == gstamp && prev.thread != me && !(atomic && prev.atomic)) {
+        bool ordered_ = false;
+        if (fiber_mode && cur >= 0 && prev.slot >= 0 && prev.gen == generation) {  // the same cluster run
+            if (prev.c != cluster_epoch) ordered_ = true;
+            else if (fibers[prev.slot].rank == fibers[cur].rank && prev.b != now.b) ordered_ = true;
+            else if (prev.slot / 32 == cur / 32 && prev.w != now.w) ordered_ = true;
+        }
+        if (!ordered_) {
+            char t[200], o[200];
+            who(t, sizeof t);
+            describe_key(prev.thread, o, sizeof o);
+            bool same_block = me / ((unsigned long long)blockDim.x * blockDim.y * blockDim.z) ==
+                              prev.thread / ((unsigned long long)blockDim.x * blockDim.y * blockDim.z);
+            __lk_fail("a global-memory race: thread %s %s %s[%zu] after thread %s %s it, with nothing that orders the "
+                      "two writes (%s). On a GPU which write lands last is not defined; even when both write the same "
+                      "value it is a data race, undefined behaviour in CUDA: let one thread write each element.",
+                      t, verb(kind), arg_names[r.arg], idx, o, verb(prev.atomic ? 2 : 1),
+                      same_block ? "threads of one block: no __syncthreads() between them"
+                                 : "threads of different blocks: nothing orders them within a launch");
+            return;
+        }
+    }
+    if (!atomic || !prev.atomic || prev.stamp != gstamp) prev = now;
+}
 // The shared array nearest to section offset `off` (the one an access into a red zone overran or underran).
 __attribute__((no_sanitize_thread)) static int nearest_var(long long off, long long* dist) {
     int best = -1; long long bd = 0;
@@ -656,7 +718,10 @@ extern "C" __attribute__((no_sanitize_thread)) void __lk_access(uintptr_t a, siz
     for (int k = 0; k < narrays; ++k) {
         const ArrayRange& r = arrays[k];
         if (a + n <= r.lo || a >= r.hi) continue;
-        if (a >= r.start && a + n <= r.end) return;
+        if (a >= r.start && a + n <= r.end) {
+            if (kind != 0) global_write(k, a, kind);
+            return;
+        }
         char t[200];
         who(t, sizeof t);
         // Reported, not stopped (as a GPU would go on): the first write and the first read outside an array are
@@ -704,6 +769,7 @@ extern "C" __attribute__((no_sanitize_thread)) void __tsan_vptr_read(void*) {}
 extern "C" __attribute__((no_sanitize_thread)) int __lk_setup_checks(int na, const unsigned long long* ranges, const char* names,
                                                                       int nv, const long long* vars, const char* var_names) {
     using namespace __lk;
+    ++gstamp;  // a new launch: the global-memory write records of earlier launches are stale
     narrays = na < 64 ? na : 64;
     for (int k = 0; k < narrays; ++k)
         arrays[k] = ArrayRange{(uintptr_t)ranges[6 * k], (uintptr_t)ranges[6 * k + 1], (uintptr_t)ranges[6 * k + 2],
@@ -805,30 +871,67 @@ static inline double cospi(double x) { return cos(M_PI * x); }
 static inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
 static inline float normcdff(float x) { return 0.5f * erfcf(-x * (float)M_SQRT1_2); }
 static inline double normcdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
-static inline float __lk_expf(float x) { return expf(x); }
+// The fast intrinsics (__expf, __sinf, __fdividef, ...) are, on a GPU, a few float steps around the multi-function
+// unit's approximations (PTX ex2.approx, lg2.approx, sin.approx, cos.approx, rcp.approx). The stand-in does the float
+// steps as the GPU does -- the argument scaled by a float constant (log2(e), log2(10), ln(2), 1/(2*pi); rounded toward
+// zero before sin/cos), __fdividef's 0 for divisors beyond 2^126 -- so the large errors a GPU gives for large
+// arguments show here too; the unit's own operation is computed correctly rounded, where a GPU's is within the bound
+// CUDA documents of it (2 ulp for ex2, 2^-22 absolute for lg2 and sin/cos in [-pi, pi]): the last bit or two can differ.
+static inline float __lk_ex2(float x) { return exp2f(x); }
+static inline float __lk_lg2(float x) { return log2f(x); }
+static inline float __lk_rz(double d) {  // d (a float product, exact in double) rounded toward zero to float
+    float f = (float)d;
+    return std::fabs((double)f) > std::fabs(d) ? std::nextafter(f, 0.0f) : f;
+}
+static inline double __lk_turns(float x) {  // x in turns, as the GPU scales it (x * 1/(2*pi) in float, toward zero), mod 1
+    double t = (double)__lk_rz((double)x * (double)0x1.45f306p-3f /* 1/(2 pi) */);
+    return t - std::nearbyint(t);  // exact: t is a float
+}
+static inline float __lk_sin_unit(float x) { return (float)std::sin(2.0 * M_PI * __lk_turns(x)); }
+static inline float __lk_cos_unit(float x) { return (float)std::cos(2.0 * M_PI * __lk_turns(x)); }
+static inline float __lk_fdividef(float a, float b) {  // a * rcp(b); PTX div.approx.f32: 0 (NaN for an infinite a) for 2^126 < |b| < 2^128
+    float m = std::fabs(b);
+    if (m > 0x1p126f && m < INFINITY) return std::isinf(a) ? NAN : a * 0.0f;
+    return a * (1.0f / b);
+}
+#define __fdividef __lk_fdividef
+static inline float __lk_expf(float x) { return __lk_ex2(x * 0x1.715476p+0f /* log2(e) */); }
 #define __expf __lk_expf
-static inline float __lk_fast_exp10f(float x) { return powf(10.0f, x); }
+static inline float __lk_fast_exp10f(float x) { return __lk_ex2(x * 0x1.a934f0p+1f /* log2(10) */); }
 #define __exp10f __lk_fast_exp10f
-static inline float __lk_logf(float x) { return logf(x); }
+static inline float __lk_logf(float x) { return __lk_lg2(x) * 0x1.62e430p-1f /* ln(2) */; }
 #define __logf __lk_logf
-static inline float __lk_log2f(float x) { return log2f(x); }
+static inline float __lk_log2f(float x) { return __lk_lg2(x); }
 #define __log2f __lk_log2f
-static inline float __lk_log10f(float x) { return log10f(x); }
+static inline float __lk_log10f(float x) { return __lk_lg2(x) * 0x1.344136p-2f /* log10(2) */; }
 #define __log10f __lk_log10f
-static inline float __lk_sinf(float x) { return sinf(x); }
+static inline float __lk_sinf(float x) { return __lk_sin_unit(x); }
 #define __sinf __lk_sinf
-static inline float __lk_cosf(float x) { return cosf(x); }
+static inline float __lk_cosf(float x) { return __lk_cos_unit(x); }
 #define __cosf __lk_cosf
-static inline float __lk_tanf(float x) { return tanf(x); }
+static inline float __lk_tanf(float x) { return __lk_fdividef(__lk_sin_unit(x), __lk_cos_unit(x)); }
 #define __tanf __lk_tanf
-static inline float __lk_powf(float a, float b) { return powf(a, b); }
+static inline float __lk_powf(float a, float b) { return __lk_ex2(b * __lk_lg2(a)); }
 #define __powf __lk_powf
-static inline void __lk_sincosf(float x, float* s, float* c) { *s = sinf(x); *c = cosf(x); }
+static inline void __lk_sincosf(float x, float* s, float* c) { *s = __lk_sin_unit(x); *c = __lk_cos_unit(x); }
 #define __sincosf __lk_sincosf
-static inline float __fdividef(float a, float b) { return a / b; }
 static inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : (x != x ? 0.f : x)); }
 static inline float __fsqrt_rn(float x) { return sqrtf(x); }
-static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+// 1/sqrt(x) rounded once: the double quotient rounded to float, then moved to the neighbour on the correct side of
+// each midpoint (m*m*x < 1 decided exactly: m*m is exact in double, fma rounds m*m*x - 1 once, keeping its sign;
+// 1/sqrt(x) of a float is never a midpoint, so there are no ties).
+static inline float __frsqrt_rn(float x) {
+    if (!(x > 0.0f) || std::isinf(x)) return 1.0f / sqrtf(x);
+    float r = (float)(1.0 / std::sqrt((double)x));
+    for (int k = 0; k < 2; ++k) {
+        float up = std::nextafter(r, INFINITY), dn = std::nextafter(r, 0.0f);
+        double mu = 0.5 * ((double)r + (double)up), md = 0.5 * ((double)r + (double)dn);
+        if (std::fma(mu * mu, (double)x, -1.0) < 0.0) r = up;         // 1/sqrt(x) > mu: the upper neighbour
+        else if (std::fma(md * md, (double)x, -1.0) > 0.0) r = dn;    // 1/sqrt(x) < md: the lower one
+        else break;
+    }
+    return r;
+}
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
