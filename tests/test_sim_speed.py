@@ -12,6 +12,8 @@ import pytest
 import labkit
 
 env = labkit.setup(quiet=True)
+from numba import cuda  # noqa: E402 - (after labkit.setup: the simulator's)
+
 pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator benchmark")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,3 +66,47 @@ def test_the_readme_shows_the_newest_committed_table() -> None:
     table = [line for line in results[-1].read_text().splitlines() if line.startswith("|")]
     readme = (ROOT / "README.md").read_text()
     assert all(line in readme for line in table), "README.md's simulator table differs from " + results[-1].name
+
+
+_runs: list[int] = []
+
+
+def _put(a, i, v):
+    a[i] = v
+
+
+def _writes_in_its_text(x, total, out):
+    _runs.append(1)
+    acc = 0.0
+    for k in range(x.shape[0]):
+        acc += x[k]
+    cuda.atomic.add(total, 0, acc)
+    out[cuda.grid(1)] = acc
+
+
+def _writes_in_a_device_function(x, total, out):
+    _runs.append(1)
+    acc = 0.0
+    for k in range(x.shape[0]):
+        acc += x[k]
+    _put_device(out, cuda.grid(1), acc)
+
+
+def test_a_first_launch_runs_each_thread_once_when_the_text_shows_the_writes() -> None:
+    """An output written only at a kernel's end (an atomic, a store) is watched from the first launch on: the launch
+    is not run a second time to find it (which doubled a first launch), and a write made in a device function is
+    still found by running again."""
+    import numpy as np
+
+    from labkit import sim
+
+    global _put_device
+    _put_device = cuda.jit(device=True)(_put)
+    x = np.arange(50, dtype=np.float64)
+    # (the device function's write stops the first thread at its store: the launch runs again, watching `out`)
+    for fn, threads, atomics in ((_writes_in_its_text, 64, 64), (_writes_in_a_device_function, 1 + 64, 0)):
+        _runs.clear()
+        total, out = np.zeros(1), np.zeros(64)
+        sim.launch_strict(cuda.jit(fn), 2, 32, x, total, out, names=["x", "total", "out"])
+        assert len(_runs) == threads, fn.__name__
+        assert np.all(out == x.sum()) and total[0] == atomics * x.sum()

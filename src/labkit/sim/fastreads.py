@@ -36,7 +36,7 @@ import textwrap
 import types
 from typing import Any, Callable, Sequence
 
-__all__ = ["for_launch", "retype"]
+__all__ = ["for_launch", "retype", "written_positions"]
 
 _PREFIX = "_lk_"
 _PURE_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor)
@@ -85,12 +85,51 @@ class _Source:
         glob = getattr(fn, "__globals__", {})
         self.cuda_names = frozenset(n for n in names - changed if n not in params and _is_numba_cuda(glob.get(n)))
         self.atomics = any(_atomic_call(n, self.cuda_names) is not None for n in calls)
+        stored = {
+            n.value.id
+            for n in ast.walk(node)
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load)
+        }
+        stored.update(target.id for target in (_atomic_target(n, self.cuda_names) for n in calls) if target is not None)
+        self.stored = frozenset(k for k, p in enumerate(params) if p in stored)
 
     def parse(self) -> ast.FunctionDef:
         """A fresh tree of the kernel's definition, at its lines in its file (the variant's rewriter changes it)."""
         tree = ast.parse("\n" * (self.first - 1) + self.text)  # (at its own lines, with no walk to move them)
         (node,) = tree.body
         return node  # type: ignore[return-value]
+
+
+def _atomic_target(node: ast.Call, cuda_names: frozenset[str]) -> ast.Name | None:
+    """The array named by a call ``cuda.atomic.<any operation>(A, ...)``, else None."""
+    f = node.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) and f.value.attr == "atomic"):
+        return None
+    if not isinstance(f.value.value, ast.Name) or f.value.value.id not in cuda_names:
+        return None
+    return node.args[0] if node.args and isinstance(node.args[0], ast.Name) else None
+
+
+def written_positions(fn: Callable[..., Any]) -> frozenset[int]:
+    """The positions of the parameters that the kernel's own text stores into (``A[i] = v``, ``A[i] += v``) or
+    hands to a ``cuda.atomic`` operation: the arrays a strict launch watches from its first run, instead of finding
+    out at the first such store and running the launch again (a write made elsewhere, in a device function, is
+    still found that way). Empty for a kernel whose source cannot be read."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return frozenset()
+    source = _source(fn, code)
+    return source.stored if source is not None else frozenset()
+
+
+def _source(fn: Callable[..., Any], code: types.CodeType) -> _Source | None:
+    """The kernel's :class:`_Source` (parsed once per code object), or None when it cannot be read."""
+    if code not in _sources:
+        try:
+            _sources[code] = _Source(fn)
+        except Exception:  # noqa: BLE001 - no source, or source it cannot read: the kernel runs as written
+            _sources[code] = None
+    return _sources[code]
 
 
 def _is_numba_cuda(value: Any) -> bool:
@@ -145,12 +184,7 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
     code = getattr(fn, "__code__", None)
     if code is None:
         return fn
-    if code not in _sources:
-        try:
-            _sources[code] = _Source(fn)
-        except Exception:  # noqa: BLE001 - no source, or source it cannot read: the kernel runs as written
-            _sources[code] = None
-    source = _sources[code]
+    source = _source(fn, code)
     if source is None:
         return fn
     rows: dict[str, list[Any]] = {}

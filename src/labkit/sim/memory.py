@@ -1478,7 +1478,9 @@ def launch_strict(
     _check_strict_options(reverse, record, allow_races, names, outputs, schedule, seed)
     schedule = schedule or ("reverse" if reverse else "forward")
     code = getattr(getattr(kernel, "py_func", None), "__code__", None)
-    written = _WRITTEN.setdefault(code, set())
+    written = _WRITTEN.get(code)
+    if written is None:  # (the arrays its text writes are watched from the start: no second run to find them)
+        written = _WRITTEN[code] = set(fastreads.written_positions(getattr(kernel, "py_func", None)))
     saved = [(a, a.copy()) for a in (getattr(x, "_ary", x) for x in args) if isinstance(a, np.ndarray)]
     tag_bytes_for(getattr(kernel, "py_func", None))
     while True:
