@@ -123,3 +123,28 @@ def test_a_trace_names_the_learners_line(shell: InteractiveShell) -> None:
     t = shell.user_ns["t"]
     words = "\n".join(t.errors) + repr(t.faults)
     assert t.errors and "_lk_" not in words and "<locals>" not in words
+
+
+
+def _timed_out_as_written(lines: list[str]) -> None:
+    """A time-out's box: the arrow on the learner's launch line (the kernel has no frame: it was stopped between
+    steps), the kernel's own name and stuck line as written in the message, nothing of labkit's insides."""
+    text = "\n".join(lines)
+    assert "_lk_" not in text and "<locals>" not in text, text
+    for inside in ("engine.py", "launch.py", "memory.py", "fastreads.py", "greenlet"):
+        assert inside not in text, text
+    stop = next(ln for ln in lines if ln.startswith("KernelTimeout: "))
+    assert re.search(r"was at line \d+ of saxpy_endless: `(while i < out.size:|out\[i\] = a \* x\[i\] \+ y\[i\])`", stop), stop
+    arrows = [ln for ln in lines if re.match(r"\s*-+>", ln)]
+    assert arrows and all("saxpy_endless[" in a or "launch_strict(saxpy_endless" in a for a in arrows), text
+
+
+def test_a_time_out_of_a_direct_launch_names_the_learners_line(shell: InteractiveShell) -> None:
+    lines = _shown(shell, "with sim.time_limit(0.3):\n    saxpy_endless[2, 32](np.float32(2), x, y, out)")
+    assert lines[-1].startswith("The limit is 0.3 s of CPU time per launch"), lines  # and how to raise it
+    _timed_out_as_written(lines)
+
+
+def test_a_time_out_of_a_strict_launch_names_the_learners_line(shell: InteractiveShell) -> None:
+    cell = "sim.launch_strict(saxpy_endless, 2, 32, np.float32(2), x, y, out, names=['a', 'x', 'y', 'out'], time_limit_s=0.3)"
+    _timed_out_as_written(_shown(shell, cell))
