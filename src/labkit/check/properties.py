@@ -10,10 +10,11 @@ function the learner writes) rather than in each check. They run after the exerc
 - **its type**: what it returns has the reference's type: an array of the reference's dtype, and no float32 (or
   narrower) where the reference gives float64.
 
-An exercise whose answer works in place (``answers_guard.IN_PLACE``, told by ``core``), runs elsewhere (not wrapped,
-so nothing is recorded), is given
-objects that are not data (a module, a kernel), or measures time (:data:`NOT_REPEATABLE`) is called again only by
-its own check.
+An exercise whose answer works in place (``answers_guard.IN_PLACE``, told by ``core``), is given objects that are not
+data (a module, a kernel), or measures time (:data:`NOT_REPEATABLE`) gets the form of the first rule that suits it:
+its own check runs again on fresh draws until the answer has been called :data:`REPEATS` times in all, every call
+compared with what it must give. Only an answer that runs elsewhere (``answers_guard.NOT_WRAPPED``: the MPI ranks,
+other processes) is called no more often than its check calls it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ NOT_REPEATABLE = ("07.event-timing",)
 #: called often enough by its own check).
 BUDGET_S = 4.0
 _KEEP = 8  # recorded calls kept per check (the smallest are used)
+_TYPED = 3  # calls with no values to draw anew whose return type is compared with the reference's
 #: The least relative tolerance of a call on new values: a correct answer that adds in another order (float32) may
 #: differ from the reference that much on inputs the check did not choose; a cache or a drifting state is far off.
 LOOSE = 1e-4
@@ -228,6 +230,36 @@ def _calibrate(call: Call, ref: Callable[..., Any] | None) -> float | None:
     return next((t for t in (1e-9, 1e-6, 1e-4) if _agree(call.result, want, t)), None)
 
 
+def _check_again(exercise_id: str, answer: Callable[..., Any]) -> None:
+    """The form of the rule for an answer that is not called again here (it works in place, is given objects that
+    are not data, or measures time): the exercise's own check runs again on fresh draws, each run comparing every
+    call with what it expects, until the answer has been called :data:`REPEATS` times in all (or the runs have taken
+    :data:`BUDGET_S`). Raises :class:`Failed` with the check's own words for a later run that fails."""
+    if _COUNT[0] == 0:  # the check never called it here (the answer runs in other processes)
+        return
+    from .core import _get
+    from .verdicts import Unsolved
+
+    check = _get(exercise_id).check
+    started, run = time.process_time(), 1
+    while _COUNT[0] < REPEATS and time.process_time() - started <= BUDGET_S:
+        before, run = _COUNT[0], run + 1
+        try:
+            check(answer)
+        except (Failed, Unsolved) as exc:
+            raise Failed(
+                f"the check ran again on fresh inputs (run {run}, to call your function {REPEATS} times in all), "
+                f"and this time: {exc}",
+                cause=getattr(exc, "cause", None)
+                or "the same kind of input must always give a right answer: keep no state between calls (a counter, "
+                "a cache, a list that grows) and draw nothing at random.",
+            ) from None
+        finally:
+            _CALLS.clear()
+        if _COUNT[0] == before:  # this run did not call it: another run will not either
+            return
+
+
 def check_host_answer(
     exercise_id: str, answer: Callable[..., Any], reference: Callable[[], Any] | None, *, in_place: bool = False
 ) -> None:
@@ -244,11 +276,15 @@ def check_host_answer(
     # every call the check made was right (it passed): REPEATS calls in all, and each kept call once more at least
     repeats = max(REPEATS - _COUNT[0], len(calls))
     if not calls or in_place or exercise_id in NOT_REPEATABLE:
+        _check_again(exercise_id, answer)
         return
     ref = _reference_function(reference)
     _RECORDING[0] = False
     try:
-        tolerances = [_calibrate(call, ref) for call in calls]  # per call: how closely the reference agrees, or None
+        # per call: how closely the reference agrees, or None. A call without values to draw anew is repeated as it
+        # was, so the reference runs on it only for the type rule, on the first _TYPED such calls
+        plain = [k for k, call in enumerate(calls) if not _has_values(call)][_TYPED:]
+        tolerances = [None if k in plain else _calibrate(call, ref) for k, call in enumerate(calls)]
         started = time.process_time()
         for k in range(repeats):
             if time.process_time() - started > BUDGET_S:
