@@ -462,7 +462,7 @@ def _chromium_path():
 @pytest.mark.skipif(_chromium_path() is None, reason="no Chromium installed (`apt-get install chromium`)")
 def test_pictures_of_course_failures_fit_one_1080p_screen_in_a_browser(tmp_path) -> None:
     """The pictures the browser review measured at 1,760-4,930 px (a row/column mix-up, a tiled matmul without its
-    barrier, the off-by-one SAXPY), laid out by Chromium in a notebook column: header (its own HTML), controls and
+    barrier, the off-by-one SAXPY) and those labs 03, 04 and 09 draw of course kernels, laid out by Chromium in a notebook column: header (its own HTML), controls and
     the tab bar, and each tab's figure drawn by plotly.js; every combination fits one screen."""
     import json
 
@@ -473,6 +473,7 @@ def test_pictures_of_course_failures_fit_one_1080p_screen_in_a_browser(tmp_path)
         "grayscale": _picture_of_failure(labkit.check.grayscale, grayscale_rows_cols_swapped)[2],
         "matmul": _picture_of_failure(labkit.check.matmul, matmul_no_barrier_after_loads)[2],
         "saxpy": _picture_of_failure(labkit.check.saxpy, saxpy_past_the_end)[2],
+        **_pictures_the_notebooks_draw(),
     }
     (tmp_path / "plotly.js").write_text(plotly.offline.get_plotlyjs())
     parts = []
@@ -503,9 +504,24 @@ def test_pictures_of_course_failures_fit_one_1080p_screen_in_a_browser(tmp_path)
             )
         finally:
             browser.close()
-    assert len(heights) == 12, heights
+    assert len(heights) == len(parts) == 4 * len(pictures), heights
     too_tall = {k: round(v) for k, v in heights.items() if v > SCREEN_PX}
     assert not too_tall, json.dumps(heights)
+
+
+def _pictures_the_notebooks_draw() -> dict:
+    """labkit.show of course kernels as labs 03, 04 and 09 draw them (the same shapes and launches)."""
+    rng = np.random.default_rng(3)
+    k = labkit.kernels.get
+    f32 = np.float32
+    return {
+        "transpose": labkit.show(k("transpose_shared"), rng.standard_normal((40, 72), dtype=f32), np.zeros((72, 40), f32),
+                                 grid=(3, 2), block=(32, 8)),
+        "stencil": labkit.show(k("stencil_1d"), rng.standard_normal(100, dtype=f32), np.zeros(100, f32), grid=4, block=32),
+        "block-sum": labkit.show(k("block_sum"), rng.standard_normal(64).astype(f32), np.zeros(2, f32), grid=2, block=32),
+        "erode": labkit.show(labkit.video.reference_kernels().erode, (rng.random((10, 12)) > 0.2).astype(np.uint8),
+                             np.zeros((10, 12), np.uint8), grid=(2, 2), block=(8, 8)),
+    }
 
 
 def html_attr(text: str) -> str:
