@@ -4,7 +4,9 @@ class of slips across exercises, each tested where it fires and where it must no
 - an axis the launch lacks (``threadIdx.y`` in a flat launch) or an axis the kernel never reads (2-D blocks, no
   ``threadIdx.y``): :func:`labkit.check.causes.axis_cause`, for Numba kernels and CUDA C++ sources;
 - a host function that hands back an earlier call's result (a cache by shape, kept state):
-  :func:`labkit.check.causes.repeated_result_cause`, read from the calls the check made.
+  :func:`labkit.check.properties.repeated_result_cause`, read from the calls the check made;
+- a per-thread array where the threads share values, a grid-stride loop stepping by one block, a halving loop that
+  holds at 0: :func:`labkit.check.causes.local_array_cause`, ``block_stride_cause``, ``halving_loop_cause``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 import labkit
 
 labkit.setup(quiet=True)
-from numba import cuda, int32  # noqa: E402
+from numba import cuda, float32, int32  # noqa: E402
 
 from labkit import check  # noqa: E402
 from labkit.check import causes, properties  # noqa: E402
@@ -50,8 +52,14 @@ def test_a_cpp_kernel_reading_an_axis_of_a_flat_launch_is_told_so(old: str, new:
 def test_axis_cause_stays_silent_where_the_axis_exists_or_is_a_flattening() -> None:
     flat = "__global__ void k(float* a) { int t = threadIdx.x + threadIdx.y * blockDim.x; a[t] = 1.0f; }"
     assert causes.axis_cause(flat, (4,), (128,)) is None  # y times a width: 0 in a flat launch, rightly
-    two_d = "__global__ void k(float* a) { int r = blockIdx.y * blockDim.y + threadIdx.y; a[r] = 1.0f; }"
+    two_d = (
+        "__global__ void k(float* a) { int r = blockIdx.y * blockDim.y + threadIdx.y; "
+        "int c = blockIdx.x * blockDim.x + threadIdx.x; a[r * 64 + c] = 1.0f; }"
+    )
     assert causes.axis_cause(two_d, (4, 4), (16, 16)) is None
+    rows_only = two_d.replace("threadIdx.x", "threadIdx.y")  # both indices from y: x never read
+    cause = causes.axis_cause(rows_only, (4, 4), (16, 16))
+    assert cause is not None and "never reads `threadIdx.x`" in cause, cause
     commented = "__global__ void k(float* a) { int i = threadIdx.x; // not threadIdx.y\n a[i] = 1.0f; }"
     assert causes.axis_cause(commented, (4,), (128,)) is None
 
@@ -147,13 +155,109 @@ def test_repeated_result_cause_needs_a_right_earlier_result_for_other_arguments(
     ref = lambda: lambda n: 2 * n  # noqa: E731 - a reference factory, as exercises hold them
     call = properties.Call
     same = [call((3,), {}, 6, 1), call((3,), {}, 7, 1)]  # the same arguments twice: not an earlier result
-    assert causes.repeated_result_cause(same, ref) is None
+    assert properties.repeated_result_cause(same, ref) is None
     wrong_before = [call((3,), {}, 7, 1), call((5,), {}, 7, 1)]  # the earlier result was wrong too
-    assert causes.repeated_result_cause(wrong_before, ref) is None
+    assert properties.repeated_result_cause(wrong_before, ref) is None
     right_now = [call((3,), {}, 6, 1), call((5,), {}, 10, 1)]
-    assert causes.repeated_result_cause(right_now, ref) is None
+    assert properties.repeated_result_cause(right_now, ref) is None
     cached = [call((3,), {}, 6, 1), call((4,), {}, 8, 1), call((5,), {}, 6, 1)]
-    cause = causes.repeated_result_cause(cached, ref)
+    cause = properties.repeated_result_cause(cached, ref)
     assert cause is not None and "(3)" in cause and "(5)" in cause, cause
     arrays = [call((np.ones(3),), {}, np.full(3, 2.0), 3), call((np.zeros(3),), {}, np.full(3, 2.0), 3)]
-    assert causes.repeated_result_cause(arrays, ref) is not None
+    assert properties.repeated_result_cause(arrays, ref) is not None
+
+
+# ------------------------------------------------------------------------------------------- slips read from the code
+MAX_BLOCK = 256
+
+
+@cuda.jit
+def block_sum_local(x, partial):
+    sh = cuda.local.array(MAX_BLOCK, float32)  # the slip: a private array where the block shares values
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else float32(0.0)
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def block_sum_endless(x, partial):
+    sh = cuda.shared.array(MAX_BLOCK, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else float32(0.0)
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s >= 0:  # the slip: s stays 0
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_all_block_stride(x, out):
+    acc = float32(0.0)
+    for i in range(cuda.grid(1), x.size, cuda.blockDim.x):  # the slip: one block's width
+        acc += x[i]
+    cuda.atomic.add(out, 0, acc)
+
+
+@cuda.jit
+def sum_all_private_scratch(x, out):
+    buf = cuda.local.array(4, float32)  # per-thread scratch indexed by a loop counter: right
+    for k in range(4):
+        buf[k] = float32(0.0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        buf[i % 4] += x[i]
+    cuda.atomic.add(out, 0, buf[0] + buf[1] + buf[2] + buf[3])
+
+
+@cuda.jit
+def block_rows(x, out):
+    for j in range(cuda.threadIdx.x, x.size, cuda.blockDim.x):  # a block's own loop: right
+        out[j] = x[j]
+
+
+def test_code_causes_fire_on_their_slip_only() -> None:
+    local = causes.local_array_cause(block_sum_local)
+    assert local is not None and "`sh` is a cuda.local.array" in local and "sh[t]" in local, local
+    assert causes.local_array_cause(sum_all_private_scratch) is None
+    stride = causes.block_stride_cause(sum_all_block_stride)
+    assert stride is not None and "cuda.gridsize(1)" in stride and "cuda.blockDim.x" in stride, stride
+    assert causes.block_stride_cause(block_rows) is None and causes.block_stride_cause(sum_all_private_scratch) is None
+    endless = causes.halving_loop_cause(block_sum_endless)
+    assert endless is not None and "`while s >= 0:`" in endless and "`while s > 0:`" in endless, endless
+    for other in (block_sum_local, sum_all_block_stride, block_rows):
+        assert causes.halving_loop_cause(other) is None
+
+
+@pytest.mark.parametrize(
+    "exercise, kernel, words",
+    [
+        ("04.block-sum", block_sum_local, "cuda.local.array"),
+        ("04.full-sum", sum_all_block_stride, "steps by one block's width"),
+    ],
+)
+def test_checks_name_the_slip_read_from_the_code(exercise: str, kernel: Any, words: str) -> None:
+    r = _run(lambda a: check.run(exercise, a), kernel)
+    assert r.status == "failed" and words in (r.cause or ""), r.report()
+
+
+def test_a_time_out_of_a_halving_loop_that_holds_at_zero_names_the_bound() -> None:
+    from labkit.check import harness
+
+    failed = harness.explain_exception(TimeoutError("the kernel did not finish"), block_sum_endless)
+    assert "`while s > 0:`" in (failed.cause or ""), failed.cause
+    failed = harness.explain_exception(TimeoutError("the kernel did not finish"), block_rows)
+    assert "`while s > 0:`" not in (failed.cause or ""), failed.cause

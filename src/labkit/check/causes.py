@@ -615,61 +615,129 @@ def axis_cause(kernel: Any, grid: Any, block: Any) -> str | None:
                     f"so {effect}. If you meant {meaning}, that is `{along}` (x and {ax} swapped?)."
                 )
     for fam in ("threadIdx", "blockIdx"):
-        for k, ax in ((1, "y"), (2, "z")):
-            if extent[fam][k] > 1 and (fam, ax) not in uses and (fam, "x") in uses:
+        for k, ax in enumerate("xyz"):
+            others = [o for o in "xyz" if o != ax and (fam, o) in uses]
+            if extent[fam][k] > 1 and (fam, ax) not in uses and others:
                 name = ("cuda." if py else "") + f"{fam}.{ax}"
                 unit = "threads of a block" if fam == "threadIdx" else "blocks"
-                grid_call = " (nor cuda.grid(2))" if py and ax == "y" else ""
+                grid_call = " (nor cuda.grid(2))" if py and ax in "xy" else ""
                 return (
                     f"this launch has {shape[fam]}, {extent[fam][k]} {unit} along {ax}, but your kernel never reads "
                     f"`{name}`{grid_call}: {unit} that differ only in {ax} compute the same indices and do the same "
-                    f"work, so the rest of the {ax} range is never covered (a row/column index taken from x twice?)."
+                    f"work, so the rest of the {ax} range is never covered (both indices taken from "
+                    f"{others[0]}: x and y mixed up?)."
                 )
     return None
 
 
-# ------------------------------------------------------------------------------------------- an earlier call's result
-def repeated_result_cause(calls: Sequence[Any], reference: Any) -> str | None:
-    """The cause "the function handed back an earlier call's result" when the last of ``calls`` (the check's calls of
-    a host-function answer, in order: :func:`labkit.check.properties.history`) returned a wrong result that is exactly
-    what an earlier call with other arguments returned, and was right for those. ``reference`` is the exercise's
-    reference factory (it gives the function the check compares with). None otherwise, or without a reference."""
-    import copy
+# ------------------------------------------------------------------------------------------- slips read from the code
+def _thread_names(fn: ast.FunctionDef) -> set[str]:
+    """Names assigned the thread's index in its block: from an expression that reads ``threadIdx`` (``t =
+    cuda.threadIdx.x``, ``tx, ty = cuda.threadIdx.x, cuda.threadIdx.y``)."""
+    names: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and "threadIdx" in ast.unparse(node.value):
+            for t in node.targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
 
-    from .properties import _agree, _reference_function, _show
 
-    if len(calls) < 2:
+def local_array_cause(kernel: Any) -> str | None:
+    """The cause "a per-thread array where the threads share values": a ``cuda.local.array`` that the kernel updates
+    with an atomic or indexes by the thread's index in its block (``sh[t]``, ``t = cuda.threadIdx.x``): each thread
+    has its own copy, so no thread sees what another stored in it. None when the kernel has no such array (or no
+    source); a private scratch array indexed otherwise (``buf[k]``, ``buf[i % 4]``) is not named."""
+    fn = _source_tree(kernel)
+    if fn is None:
         return None
-    ref = _reference_function(reference)
-    if ref is None:
+    local: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and "local.array" in ast.unparse(node.value.func):
+            local.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    if not local:
         return None
-
-    def right(call: Any) -> Any:
-        return ref(*copy.deepcopy(call.args), **copy.deepcopy(call.kwargs))
-
-    last = calls[-1]
-    try:
-        if _agree(last.result, right(last), 1e-6):
-            return None  # the last call was right: the check failed on something else
-    except Exception:  # noqa: BLE001 - arguments the reference does not take say nothing here
+    threads = _thread_names(fn)
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Call)
+            and ".atomic." in "." + ast.unparse(node.func) + "."
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in local
+        ):
+            name, how = node.args[0].id, f"`{ast.unparse(node)}` adds to the calling thread's own copy only"
+            break
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in local
+            and any((isinstance(n, ast.Name) and n.id in threads) or "threadIdx" in ast.unparse(n) for n in ast.walk(node.slice))
+        ):
+            name, how = node.value.id, f"indexing it by the thread (`{ast.unparse(node)}`) picks an element of a private array"
+            break
+    else:
         return None
-    for earlier in reversed(calls[:-1]):
-        same_args = _agree(list(earlier.args), list(last.args), 0.0) and _agree(earlier.kwargs, last.kwargs, 0.0)
-        if same_args or not _agree(last.result, earlier.result, 0.0):
+    return (
+        f"`{name}` is a cuda.local.array: each thread has its own private copy, which no other thread sees, so "
+        f"{how}, and what the other threads store never reaches it (a private copy starts as garbage, too). Values "
+        "the threads of a block share (partial sums, counters, a tile) go in cuda.shared.array, with "
+        "cuda.syncthreads() between the writes and the reads."
+    )
+
+
+def block_stride_cause(kernel: Any) -> str | None:
+    """The cause "a grid-stride loop that steps by one block": ``for i in range(cuda.grid(1), n, cuda.blockDim.x)``
+    (a start that differs per block, a step of one block's width), so the blocks' ranges overlap and elements are
+    taken several times. None otherwise (a loop from ``threadIdx.x`` in steps of ``blockDim.x`` is a block's own
+    loop, and right)."""
+    fn = _source_tree(kernel)
+    if fn is None:
+        return None
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.iter, ast.Call)
+            and ast.unparse(node.iter.func) == "range"
+            and len(node.iter.args) == 3
+        ):
+            start, step = ast.unparse(node.iter.args[0]), ast.unparse(node.iter.args[2])
+            per_grid = "cuda.grid(" in start or "blockIdx" in start
+            if per_grid and "blockDim" in step and not any(k in step for k in ("gridDim", "gridsize")):
+                return (
+                    f"the loop `for {ast.unparse(node.target)} in range({start}, ..., {step})` starts at the thread's "
+                    f"index in the whole grid but steps by one block's width (`{step}`): the blocks' ranges overlap, "
+                    "so elements are taken by several threads (and added or counted more than once). A grid-stride "
+                    "loop steps by the whole grid: cuda.gridsize(1)."
+                )
+    return None
+
+
+def halving_loop_cause(kernel: Any) -> str | None:
+    """The cause of a kernel that never ends because a halving loop's condition holds at 0: ``while s >= 0:`` with
+    ``s //= 2`` (or ``>>= 1``) in its body: 0 // 2 is 0, so the condition stays true. None otherwise."""
+    fn = _source_tree(kernel)
+    if fn is None:
+        return None
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.While) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1):
             continue
-        try:
-            if not _agree(earlier.result, right(earlier), 1e-6):
-                continue
-        except Exception:  # noqa: BLE001
+        left, op, right = node.test.left, node.test.ops[0], node.test.comparators[0]
+        if not (isinstance(left, ast.Name) and isinstance(right, ast.Constant) and right.value in (0, -1)):
             continue
-
-        def shown(call: Any) -> str:
-            return ", ".join([*(_show(a) for a in call.args), *(f"{k}={_show(v)}" for k, v in call.kwargs.items())])
-
-        return (
-            f"your function returned {_show(last.result)} for ({shown(last)}), exactly what it returned for an earlier "
-            f"call with other arguments ({shown(earlier)}), where that was right: it hands back an earlier result (a "
-            "cache keyed by shape, size or length, or state kept between calls), or ignores the arguments that "
-            "changed. Compute every call from the values it gets."
+        if not (isinstance(op, ast.GtE) and right.value == 0 or isinstance(op, ast.Gt) and right.value == -1):
+            continue
+        v = left.id
+        halves = any(
+            isinstance(s, ast.AugAssign)
+            and isinstance(s.target, ast.Name)
+            and s.target.id == v
+            and (isinstance(s.op, ast.FloorDiv) or isinstance(s.op, ast.RShift))
+            for s in ast.walk(node)
         )
+        if halves:
+            return (
+                f"`while {ast.unparse(node.test)}:` never ends: halving `{v}` stops at 0 (0 // 2 is 0), and `{v}` equal "
+                f"to 0 still meets the condition, so every thread loops for ever. The bound must exclude 0: "
+                f"`while {v} > 0:`."
+            )
     return None

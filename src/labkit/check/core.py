@@ -250,9 +250,7 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
         except Failed as exc:
             cause = exc.cause
             if ex.kind in ("code", "numeric"):  # a wrong result that is an earlier call's: a cache or kept state
-                from .causes import repeated_result_cause
-
-                cause = repeated_result_cause(properties.history(), ex.reference) or cause
+                cause = properties.repeated_result_cause(properties.history(), ex.reference) or cause
             result = Result(exercise_id, "failed", str(exc), cause=cause, details={"show": exc.show} if exc.show else {})
         except AnswerRejected as exc:  # the answer called labkit's reference, or changed an input it was given
             result = Result(exercise_id, "failed", str(exc), cause=exc.cause)

@@ -103,13 +103,14 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
     caused by whole-array NumPy work in the kernel be named as such). Internal class names never reach the learner."""
     from ..errors import LabkitError
     from ..sim.errors import KernelFault
-    from .causes import plain_words, whole_array_calls, whole_array_cause
+    from .causes import halving_loop_cause, plain_words, whole_array_calls, whole_array_cause
 
     where = getattr(exc, "sim_thread", None)
     at = f" (thread {where[0]} of block {where[1]})" if where else ""
     if isinstance(exc, KernelFault):
         calls = whole_array_calls(kernel) if kernel is not None and isinstance(exc, TimeoutError) else []
-        return Failed(plain_words(f"{exc}{at}"), cause=whole_array_cause(calls) if calls else exc.cause)
+        endless = halving_loop_cause(kernel) if kernel is not None and isinstance(exc, TimeoutError) else None
+        return Failed(plain_words(f"{exc}{at}"), cause=whole_array_cause(calls) if calls else endless or exc.cause)
     text = plain_words(f"{type(exc).__name__}: {exc}")
     first = text.strip().splitlines()[0][:400]
     m = _SIM_INDEX_ERROR.search(text)
@@ -130,7 +131,8 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
         return Failed(f"the kernel does not compile: {first}", cause="look at the line the compiler names.")
     if isinstance(exc, TimeoutError):
         calls = whole_array_calls(kernel) if kernel is not None else []
-        return Failed(plain_words(str(exc)), cause=whole_array_cause(calls) if calls else LIKELY_HANG)
+        endless = halving_loop_cause(kernel) if kernel is not None else None
+        return Failed(plain_words(str(exc)), cause=whole_array_cause(calls) if calls else endless or LIKELY_HANG)
     if isinstance(exc, TypeError) and "unsupported operand" in text and "device array" in text:
         calls = whole_array_calls(kernel) if kernel is not None else []
         return Failed(
@@ -693,7 +695,7 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             message = str(exc) if label == case.label else str(exc).replace(case.label, label, 1)
             raise Failed(
                 message,
-                cause=_with_block_note(note, _axis_cause(kernel, case) or exc.cause),
+                cause=_with_block_note(note, _code_cause(kernel, case) or exc.cause),
                 show=show_hint_for(kernel, case, exc, message, output=names[pos], report=report),
             ) from None
     _passed_blocks.append(_dims(case.block))
@@ -706,6 +708,15 @@ def _axis_cause(kernel: Any, case: Launch) -> str | None:
     from .causes import axis_cause
 
     return axis_cause(kernel, case.grid, case.block)
+
+
+def _code_cause(kernel: Any, case: Launch) -> str | None:
+    """The cause a wrong result's kernel shows in its code, where it shows one: an axis the launch lacks
+    (:func:`_axis_cause`), a per-thread array where the threads share values, a grid-stride loop that steps by one
+    block (:mod:`labkit.check.causes`)."""
+    from .causes import block_stride_cause, local_array_cause
+
+    return _axis_cause(kernel, case) or local_array_cause(kernel) or block_stride_cause(kernel)
 
 
 #: An input of at least this many elements, read almost whole by one thread, is whole-array work in one thread.

@@ -713,7 +713,10 @@ def leaky_relu(source: Any) -> str:
             "guards its work (read from the PTX)." + _host_note(exc)
         )
     except LabkitError as exc:
-        raise Failed(str(exc).split("\n")[0], cause=exc.fix) from None
+        from .causes import axis_cause  # a race of threads that read threadIdx.y in these flat launches
+
+        said = str(exc).split("\n")[0]
+        raise Failed(said, cause=(axis_cause(source, None, None) if "race" in said else None) or exc.fix) from None
     for (x, y, n, block, grid), outside, x0 in zip(runs, report, originals):
         label = f"n={n}, {grid} block(s) of {block} threads"
         if outside:

@@ -260,6 +260,49 @@ def _check_again(exercise_id: str, answer: Callable[..., Any]) -> None:
             return
 
 
+# ------------------------------------------------------------------------------------------- an earlier call's result
+def repeated_result_cause(calls: list[Call], reference: Callable[[], Any] | None) -> str | None:
+    """The cause "the function handed back an earlier call's result" when the last of ``calls`` (the check's calls of
+    a host-function answer, in order: :func:`history`) returned a wrong result that is exactly
+    what an earlier call with other arguments returned, and was right for those. ``reference`` is the exercise's
+    reference factory (it gives the function the check compares with). None otherwise, or without a reference."""
+    if len(calls) < 2:
+        return None
+    ref = _reference_function(reference)
+    if ref is None:
+        return None
+
+    def right(call: Call) -> Any:
+        return ref(*copy.deepcopy(call.args), **copy.deepcopy(call.kwargs))
+
+    last = calls[-1]
+    try:
+        if _agree(last.result, right(last), 1e-6):
+            return None  # the last call was right: the check failed on something else
+    except Exception:  # noqa: BLE001 - arguments the reference does not take say nothing here
+        return None
+    for earlier in reversed(calls[:-1]):
+        same_args = _agree(list(earlier.args), list(last.args), 0.0) and _agree(earlier.kwargs, last.kwargs, 0.0)
+        if same_args or not _agree(last.result, earlier.result, 0.0):
+            continue
+        try:
+            if not _agree(earlier.result, right(earlier), 1e-6):
+                continue
+        except Exception:  # noqa: BLE001
+            continue
+
+        def shown(call: Call) -> str:
+            return ", ".join([*(_show(a) for a in call.args), *(f"{k}={_show(v)}" for k, v in call.kwargs.items())])
+
+        return (
+            f"your function returned {_show(last.result)} for ({shown(last)}), exactly what it returned for an earlier "
+            f"call with other arguments ({shown(earlier)}), where that was right: it hands back an earlier result (a "
+            "cache keyed by shape, size or length, or state kept between calls), or ignores the arguments that "
+            "changed. Compute every call from the values it gets."
+        )
+    return None
+
+
 def check_host_answer(
     exercise_id: str, answer: Callable[..., Any], reference: Callable[[], Any] | None, *, in_place: bool = False
 ) -> None:
@@ -330,4 +373,4 @@ def check_host_answer(
         _RECORDING[0] = True
 
 
-__all__ = ["NOT_REPEATABLE", "REPEATS", "check_host_answer", "forget", "history", "record"]
+__all__ = ["NOT_REPEATABLE", "REPEATS", "check_host_answer", "forget", "history", "record", "repeated_result_cause"]
