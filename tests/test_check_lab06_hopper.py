@@ -239,8 +239,10 @@ def test_every_new_exercise_has_three_hints_a_reference_and_a_kind() -> None:
 def good_scale(amax_history, fmt, margin, previous):
     import math
 
+    if not all(math.isfinite(a) for a in amax_history):  # inf or NaN anywhere: the step overflowed
+        return previous
     amax = max(amax_history)
-    if not math.isfinite(amax) or amax <= 0:
+    if amax <= 0:
         return previous
     return P.format_info(fmt).max_normal / amax / 2**margin
 

@@ -371,14 +371,18 @@ with warnings.catch_warnings():
 # Write `fp8_scale(amax_history, fmt, margin, previous)`: the scale for the next step, `fp8_max / amax / 2**margin`,
 # with `fp8_max` the largest value of `fmt` (`P.format_info(fmt).max_normal`) and `amax` the largest entry of the
 # history (Transformer Engine's default, `amax_compute_algo="max"`). When that amax is 0 (nothing seen yet) or not
-# finite (a step that overflowed), return `previous` unchanged, as Transformer Engine does. The check draws fresh
-# histories in E4M3 and E5M2, with margins, and the two special cases.
+# finite (an entry that is inf or NaN: a step that overflowed), return `previous` unchanged, as Transformer Engine
+# does. Mind NaN: every comparison with it is False, so Python's `max()` skips a NaN that is not first in the list
+# (`np.max` returns NaN). The check draws fresh histories in E4M3 and E5M2, with margins, amaxes below and above 1,
+# and the special cases: 0, and inf or NaN anywhere in the history.
 
 # %% tags=["exercise"]
 def fp8_scale(amax_history: list[float], fmt: str, margin: int, previous: float) -> float:
     # BEGIN SOLUTION
+    if not all(math.isfinite(a) for a in amax_history):  # inf or NaN anywhere: the step overflowed
+        return previous
     amax = max(amax_history)
-    if not math.isfinite(amax) or amax <= 0:
+    if amax <= 0:
         return previous
     return P.format_info(fmt).max_normal / amax / 2**margin
     # END SOLUTION

@@ -711,8 +711,13 @@ def _gemm_slips(m: int, n: int, k: int, precision: str, gpu: str, want: float) -
         return f / max(f / (p * 1e12), traffic / (b * 1e9)) / 1e12
 
     slips = {
-        "the peak alone: a GEMM this thin moves more bytes than the Tensor Cores can use; take the slower of compute and "
-        "memory (the roofline)": peak,
+        (
+            "the peak alone: a GEMM this small does too few FLOPs per byte it moves (2 s³ over 3 s² elements) to keep "
+            "the Tensor Cores busy; take the slower of compute and memory (the roofline)"
+            if min(m, n, k) > max(m, n, k) // 2
+            else "the peak alone: a GEMM this thin moves more bytes than the Tensor Cores can use; take the slower of "
+            "compute and memory (the roofline)"
+        ): peak,
         "a multiply-add is 2 FLOPs: FLOPs = 2 m n k": rate(flops / 2, size * (m * k + k * n + m * n)),
         "the square formula 3 n² for the traffic: here A is m×k, B k×n, C m×n": rate(flops, size * 3 * max(m, n, k) ** 2),
         "bytes per element: the traffic counts bytes, not elements": rate(flops, m * k + k * n + m * n),
@@ -771,12 +776,20 @@ def gemm_predict(fn: Callable[..., float]) -> str:
     cases = []
     # every pair on every run (each precision's element size, not a random few), in shapes where each of A, B and C
     # dominates the traffic: thin n (A's bytes), thin m (B's), short k (C's)
+    from .. import hw
+
     for gpu, p in combos:
         big = int(gen.integers(2, 9)) * 1024 + int(gen.integers(1, 512))
         cases.append((big, big + int(gen.integers(1, 300)), big - int(gen.integers(1, 300)), p, gpu))  # near square
         cases.append((int(gen.integers(4096, 16384)), int(gen.integers(1, 9)), int(gen.integers(4096, 16384)), p, gpu))  # thin
         cases.append((int(gen.integers(1, 9)), int(gen.integers(4096, 16384)), int(gen.integers(4096, 16384)), p, gpu))  # thin m
         cases.append((int(gen.integers(4096, 16384)), int(gen.integers(4096, 16384)), int(gen.integers(1, 9)), p, gpu))  # short k
+        # near square and memory-bound: 2 s³ FLOPs over 3 s² elements stay below the ridge point while
+        # s < 1.5 × (bytes per element) × (peak / bandwidth); drawn at 30-80% of that size
+        g = hw.gpu(gpu)
+        edge = 1.5 * GEMM_BYTES[p] * g.peak(p).value * 1e3 / g.memory_bandwidth.value
+        small = max(8, int(edge * gen.uniform(0.3, 0.8)))
+        cases.append((small, small + int(gen.integers(1, 4)), small - int(gen.integers(1, 4)), p, gpu))
     ref = _reference_gemm_predict()
     for m, n, k, p, gpu in cases:
         call = f"predict_gemm({m}, {n}, {k}, {p!r}, {gpu!r})"
@@ -801,8 +814,9 @@ def gemm_predict(fn: Callable[..., float]) -> str:
     if cp is not None:
         extra = _measure_gemm_gpu(cp, fn)
     return (
-        f"right on {len(cases)} fresh shapes, near-square ones (compute-bound), thin ones and ones with a short k "
-        f"(memory-bound), for {len(combos)} pairs of precision and GPU (a model from labkit.hw).{extra}"
+        f"right on {len(cases)} fresh shapes, near-square ones both sides of the ridge point (large: compute-bound; "
+        "small: memory-bound), thin ones and ones with a short k (memory-bound), for each of "
+        f"{len(combos)} pairs of precision and GPU on every run (a model from labkit.hw).{extra}"
     )
 
 

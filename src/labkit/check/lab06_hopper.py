@@ -348,7 +348,12 @@ def _te_cases() -> list[tuple[list[float], str, int, float]]:
             cases.append((hist, fmt, margin, float(gen.uniform(0.5, 2.0))))
     cases.append(([float(2.0 ** gen.uniform(-4, 4))], "fp8_e5m2", 0, 1.0))  # a history of one step is a history
     cases.append(([0.0, 0.0], "fp8_e4m3", 0, float(gen.uniform(3.0, 9.0))))  # nothing seen yet: keep the old scale
-    cases.append(([1.0, float("inf")], "fp8_e5m2", 0, float(gen.uniform(3.0, 9.0))))  # an overflowed step: keep it
+    # an overflowed step (inf, or NaN from inf - inf) anywhere but first: keep the old scale. Python's max() skips a
+    # NaN that is not first (every comparison with it is False), so only np.max or an isfinite test sees it
+    for bad, fmt in ((float("inf"), "fp8_e5m2"), (float("nan"), "fp8_e4m3")):
+        hist = (2.0 ** gen.uniform(-3, 3, size=int(gen.integers(2, 6)))).tolist()
+        hist.insert(int(gen.integers(1, len(hist) + 1)), bad)
+        cases.append((hist, fmt, 0, float(gen.uniform(3.0, 9.0))))
     return cases
 
 
@@ -388,12 +393,16 @@ def te_scale(fn: Callable[..., float]) -> str:
         if got is None or got is Ellipsis:
             raise Unsolved("fp8_scale returns nothing yet.")
         want = scaling.te_scale(hist, fmt, margin=margin, previous=previous)
-        if not all(math.isfinite(h) and h > 0 for h in [max(hist)]):
+        if not (math.isfinite(want_amax := float(np.max(hist))) and want_amax > 0):
             value = number(got, call, finite=False)
             if value != want:
                 raise Failed(
                     f"{call} should keep the previous scale {want:.4g}; you returned {value!r}.",
-                    cause="an amax of 0 (nothing seen yet) or inf (an overflowed step) gives no scale: keep "
+                    cause="an amax of 0 (nothing seen yet), inf or NaN (an overflowed step) gives no scale: keep "
+                    "`previous`, as Transformer Engine does. Python's max() skips a NaN that is not first in "
+                    "the list (every comparison with NaN is False): test every entry with math.isfinite, or use np.max."
+                    if any(h != h for h in hist)
+                    else "an amax of 0 (nothing seen yet) or inf (an overflowed step) gives no scale: keep "
                     "`previous`, as Transformer Engine does.",
                 )
             continue
@@ -409,6 +418,6 @@ def te_scale(fn: Callable[..., float]) -> str:
             otherwise="scale = fp8_max / max(history) / 2**margin.",
         )
     return (
-        f"right on {len(cases)} fresh histories in E4M3 and E5M2, with margins, and with an amax of 0 or inf "
-        "(previous scale kept)."
+        f"right on {len(cases)} fresh histories in E4M3 and E5M2, with margins, amaxes below and above 1, and an "
+        "amax of 0, inf or NaN anywhere in the history (previous scale kept)."
     )

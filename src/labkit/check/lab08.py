@@ -278,9 +278,12 @@ def _nccl_cases() -> list[tuple[int, float, str, int]]:
     from .harness import rng
 
     r = rng()
+    drawn = [0]
 
     def draw(coll: str, n: int) -> tuple[int, float, str, int]:
-        size = int(2 ** int(r.integers(20, 33))) if r.random() < 0.7 else int(r.integers(1, 10)) * 10**9
+        # sizes alternate between powers of two (MiB, GiB) and decimal ones (GB): both kinds on every run
+        drawn[0] += 1
+        size = int(2 ** int(r.integers(20, 33))) if drawn[0] % 2 else int(r.integers(1, 10)) * 10**9
         return size, float(round(size / (r.uniform(20, 400) * 1e3), 1)), coll, n  # a time for 20 to 400 GB/s
 
     cases = [
@@ -288,11 +291,11 @@ def _nccl_cases() -> list[tuple[int, float, str, int]]:
         draw("all_gather", 8),
         draw("reduce_scatter", 4),
         draw("all_reduce", 16),
-        draw("broadcast", int(choice((4, 8)))),
+        draw("broadcast", int(choice((4, 8)))),  # broadcast's factor is 1 for every n
         draw("all_gather", 2),
         draw("all_reduce", 2),
-        draw(str(choice(("all_reduce", "all_gather", "reduce_scatter"))), int(r.integers(3, 73))),
     ]
+    cases += [draw(coll, int(r.integers(3, 73))) for coll in ("all_reduce", "all_gather", "reduce_scatter")]  # odd rings too
     big = int(r.integers(3, 9)) * 2**30 + int(r.integers(1, 2**20))  # past 2^31 bytes: int32 byte arithmetic overflows
     cases[3] = (big, float(round(big / (r.uniform(20, 400) * 1e3), 1)), "all_reduce", 16)
     return cases
