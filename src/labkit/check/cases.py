@@ -110,3 +110,50 @@ def called(fn: Callable[..., Any], *args: Any, what: str, nothing: str) -> Any:
     if got is None or got is Ellipsis:
         raise Unsolved(nothing)
     return got
+
+
+BIG = 65_536  # past this many rows, columns or elements a 16-bit index wraps
+EDGE_BLOCKS = 2  # blocks run at each end of a large axis in sim mode
+
+
+def edge_blocks(
+    grid: tuple[int, int], shape: tuple[int, int], tile: tuple[int, int], tile_of: Callable[[int, int], tuple[int, int]]
+) -> tuple[list[tuple[int, int, int]] | None, np.ndarray | None]:
+    """For a 2-D grid with an axis past :data:`BIG` elements of ``shape`` (rows, cols) in sim mode: the blocks to run
+    (the first and the last :data:`EDGE_BLOCKS` along each long axis, every block along a short one) and the mask of the output
+    they own; ``tile_of(bx, by)`` gives the (tile row, tile column) of the output that block (bx, by) writes, in
+    tiles of ``tile`` (rows, cols). (None, None) for a grid the simulator runs whole, and on a GPU."""
+    if current_mode() != "sim" or max(shape) <= BIG:
+        return None, None
+
+    def ends(count: int) -> list[int]:  # a short axis runs whole
+        return list(range(count)) if count <= 2 * EDGE_BLOCKS + 1 else [0, *range(count - EDGE_BLOCKS, count)]
+
+    xs, ys = ends(grid[0]), ends(grid[1])
+    blocks = [(bx, by, 0) for by in ys for bx in xs]
+    owned = np.zeros(shape, dtype=bool)
+    for bx, by, _ in blocks:
+        tr, tc = tile_of(bx, by)
+        owned[tr * tile[0] : (tr + 1) * tile[0], tc * tile[1] : (tc + 1) * tile[1]] = True
+    return blocks, owned
+
+
+def edge_blocks_1d(grid: int, block: int, n: int, per_block: int) -> tuple[list[tuple[int, int, int]] | None, np.ndarray | None]:
+    """:func:`edge_blocks` of a 1-D grid of ``grid`` blocks of ``block`` threads whose block b owns output elements
+    ``b * per_block`` up to the next block's (``n`` of them in all): (None, None) unless sim mode and more than
+    :data:`BIG` threads (a global index past 65,535)."""
+    if current_mode() != "sim" or grid * block <= BIG or grid <= 2 * EDGE_BLOCKS + 1:
+        return None, None
+    blocks = [(b, 0, 0) for b in (0, *range(grid - EDGE_BLOCKS, grid))]
+    owned = np.zeros(n, dtype=bool)
+    for b, _, _ in blocks:
+        owned[b * per_block : (b + 1) * per_block] = True
+    return blocks, owned
+
+
+def blocks_words(blocks: Sequence[tuple[int, int, int]] | None) -> str:
+    """How a case's label says that only some blocks ran (sim): ``, blocks (0,), (255,), (256,) run (sim)``."""
+    if not blocks:
+        return ""
+    dims = 2 if any(b[1] for b in blocks) or len({b[0] for b in blocks}) < len(blocks) else 1
+    return ", blocks " + ", ".join(str(tuple(b[:dims])) for b in blocks) + " run (sim)"

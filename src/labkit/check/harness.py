@@ -38,6 +38,7 @@ from ..sim.memory import poison_value
 from .causes import counter_wrap_cause  # re-exported: checks that compare counts themselves call it for their cause
 from .core import Failed, Unsolved
 from .inputs import fmt_value as _v
+from .replay import DRAWS, GEN
 
 if TYPE_CHECKING:
     from ..sim import memory
@@ -46,12 +47,13 @@ CASE_TIME_LIMIT_S = LEARNER_CODE_LIMIT_S  # one graded launch of a lab check (ru
 GPU_REPEATS = 3  # on a GPU, run_case launches each case this many times (races show by chance there)
 GUARD = 64  # elements of guard zone on each side of an output
 
-_rng = np.random.default_rng()
+_rng = GEN
 
 
 def rng() -> np.random.Generator:
-    """The generator checks draw fresh inputs from (a new stream per process, never a fixed seed)."""
-    return _rng
+    """The generator checks draw fresh inputs from (a new stream per process, never a fixed seed); its scalar
+    integer draws can be replayed (:func:`labkit.check.replay.same_sizes`)."""
+    return DRAWS  # type: ignore[return-value]
 
 
 def random_array(shape: int | tuple[int, ...], dtype: Any = np.float32, low: float = -1.0, high: float = 1.0) -> np.ndarray:
@@ -472,6 +474,12 @@ class Launch:
     time_limit_s: float | None = None
     schedule: str | None = None  # "forward", "reverse" or "shuffle" (default: from first and reverse)
     seed: int | None = None  # of a shuffled schedule (default: drawn afresh)
+    # a large grid in sim mode: run only these blocks (x, y, z) and judge only the output elements ``owned`` (a bool
+    # mask) that they compute; every other element must stay as it started (poison, or ``out_init``). For grids whose
+    # indices pass 65,535 (a 16-bit index wraps) where the whole grid would cost the simulator too much. A GPU runs
+    # the whole grid and is judged on all of it.
+    blocks: Sequence[tuple[int, int, int]] | None = None
+    owned: np.ndarray | None = None
 
     def thread_order(self) -> tuple[str, int | None]:
         """(schedule, seed) of the strict launch: see the class docstring."""
@@ -622,6 +630,7 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
                     outputs=(names[pos],),
                     time_limit_s=case.time_limit_s or CASE_TIME_LIMIT_S,
                     allow_races=True,
+                    blocks=case.blocks,
                 )
             else:
                 launch(kernel, case.grid, case.block, *args)
@@ -689,6 +698,8 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
                 cause=_more(_more(note, cause) if overlap else cause, case.extra_cause),
                 show=show_hint_for(kernel, case, race, message),
             )
+        if sim and case.owned is not None:
+            got = _outside_owned(got, case, label, names[pos])
         try:
             _judge(got, case, report, names[pos], kernel=kernel, args=args)
         except Failed as exc:
@@ -700,6 +711,32 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             ) from None
     _passed_blocks.append(_dims(case.block))
     return report
+
+
+WRAPPED_CAUSE = (
+    "an index that wraps around (the usual reason here): a global index past 65,535 stored in a 16-bit integer "
+    "(np.uint16, np.int16) comes back to 0, so the last blocks write over the first ones. Keep indices in the type "
+    "cuda.grid() and cuda.blockIdx give (32- or 64-bit integers)."
+)
+
+
+def _outside_owned(got: np.ndarray, case: Launch, label: str, out_name: str) -> np.ndarray:
+    """A launch of ``case.blocks`` only: every element outside ``case.owned`` must be as it started (else
+    :class:`Failed`: those blocks wrote an element that belongs to another block); returns ``got`` with those
+    elements set to the expected values, so that the owned ones alone are judged."""
+    owned = np.asarray(case.owned, dtype=bool).reshape(got.shape)
+    start = _is_poison(got) if case.out_init is None else got == case.out_init
+    moved = ~owned & ~start
+    if moved.any():
+        idx = tuple(int(i) for i in np.argwhere(moved)[0])
+        blocks = ", ".join(str(tuple(b)) for b in list(case.blocks or ())[:4])
+        raise Failed(
+            f"{label}: only blocks {blocks}{' ...' if len(case.blocks or ()) > 4 else ''} ran, and they wrote "
+            f"`{out_name}` at index {_fmt(idx)} ({int(moved.sum()):,} element(s) that other blocks own, none of "
+            "theirs when the index is right).",
+            cause=WRAPPED_CAUSE,
+        )
+    return np.where(owned, got, np.asarray(case.expected).reshape(got.shape)).astype(got.dtype)
 
 
 def _axis_cause(kernel: Any, case: Launch) -> str | None:

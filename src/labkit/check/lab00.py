@@ -26,12 +26,12 @@ def vector_add(kernel: Any) -> str:
 
     # fresh sizes each run, on a fixed set of blocks that defeats each shortcut: blocks of 32 (a partial last block,
     # 1, one short of or past a block, a multiple: a kernel that assumes any larger block fails here), blocks of 96
-    # and 200 threads (a power-of-two shift for a division fails there), 256 threads on more than 32,767 elements (an
-    # int16 index wraps), and the largest block (1024 threads) with two blocks, the second partial
+    # and 200 threads (a power-of-two shift for a division fails there), 256 threads on more than 65,536 elements (an
+    # int16 or a uint16 index wraps), and the largest block (1024 threads) with two blocks, the second partial
     cases = [(n, 32) for n in sizes_1d(32)] + [
         (not_multiple(193, 380, 96), 96),
         (not_multiple(401, 590, 200), 200),
-        (not_multiple(32_800, 34_000, 256), 256),
+        (not_multiple(65_600, 68_000, 256), 256),
         (not_multiple(1025, 1600, 1024), 1024),
     ]
     for k, (n, block) in enumerate(cases):
@@ -51,4 +51,4 @@ def vector_add(kernel: Any) -> str:
                 reverse=k % 2 == 1,
             ),
         )
-    return f"correct on {len(cases)} runs (fresh sizes from 1 to 34,000 elements, blocks of 32 to 1024 threads), no out-of-bounds writes."
+    return f"correct on {len(cases)} runs (fresh sizes from 1 to 68,000 elements, blocks of 32 to 1024 threads), no out-of-bounds writes."

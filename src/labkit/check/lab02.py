@@ -28,16 +28,17 @@ def saxpy(kernel: Any) -> str:
     from .draws import between, not_multiple
 
     # (n, threads per block, blocks), fresh each run: the first covers n with a partial last block; then one element,
-    # two blocks of 96 threads striding (not a power of two: a shift for a division fails), more than 32,767 elements
-    # (an int16 index wraps) on 2 blocks of 128, more blocks than needed, a single block of 200 threads striding
+    # two blocks of 96 threads striding (not a power of two: a shift for a division fails), more than 65,536 threads
+    # on more elements still (an int16 or uint16 index wraps; the last block's threads stride once), more blocks than needed, a single block of 200 threads striding
     # once, the largest block (1024 threads) striding once more, and 100 to 140 rounds of one block of 32.
     first = not_multiple(129, 255, 64)
     few = between(50, 150)
+    big = not_multiple(66_100, 68_000, 256)  # 257 to 264 blocks of 256: 65,792 threads or more, fewer than n
     cases = [
         (first, 64, -(-first // 64)),
         (1, 64, 1),
         (not_multiple(250, 450, 96), 96, 2),
-        (not_multiple(32_800, 34_000, 32), 128, 2),
+        (big, 256, big // 256 - 1),
         (few, 64, -(-few // 64) + 2),
         (not_multiple(201, 390, 200), 200, 1),
         (not_multiple(1025, 1500, 1024), 1024, 1),
@@ -62,7 +63,7 @@ def saxpy(kernel: Any) -> str:
     run_cases(kernel, cases, launch, reverse_at=3, names=("a", "x", "y", "out"), out_dtype=np.float32)
     return (
         f"correct on {len(cases)} launches of fresh sizes: grids that stride 10 times and more, grids with more threads "
-        "than elements, blocks of 32 to 1024 threads; no out-of-bounds writes."
+        "than elements, more than 65,536 threads on up to 68,000 elements, blocks of 32 to 1024 threads; no out-of-bounds writes."
     )
 
 

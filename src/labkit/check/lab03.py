@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..sim.memory import bank_conflicts, sectors_per_request
-from .cases import SHARED_AND_BARRIER, grid_label, line_label, ptx_on_gpu, run_cases
+from .cases import SHARED_AND_BARRIER, blocks_words, edge_blocks, edge_blocks_1d, grid_label, line_label, ptx_on_gpu, run_cases
 from .core import Failed, exercise, exercise_data
 from .draws import drawn
 from .harness import Launch, fmt_shape, grid_2d, kernel_reference, random_array
@@ -87,15 +87,21 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
         (between(1, 7), between(1, 7)),
         (between(3, 20), not_multiple(65, 95, 32)),
         (32, 32),
+        (not_multiple(65_600, 66_000, 32), between(2, 40)),
+        (between(2, 40), not_multiple(65_600, 66_000, 32)),
     ]
+    # the last two: more than 65,536 rows, then columns (a 16-bit row or column wraps); in sim mode only the first and
+    # last blocks along that axis run, and only the output tiles they own are judged (the rest must stay unwritten)
     notes: list[str] = []
 
     def launch(shape: tuple[int, int]) -> Launch:
         a = random_array(shape)
         grid = (-(-shape[1] // TILE), -(-shape[0] // TILE))
-        return Launch(
-            grid, block, (a,), a.T.copy(), f"a {fmt_shape(shape)}, grid {grid} of blocks {block}", out_shape=shape[::-1]
-        )
+        label = f"a {fmt_shape(shape)}, grid {grid} of blocks {block}"
+        # block (bx, by) reads tile (by, bx) of a and writes tile (bx, by) of out
+        blocks, owned = edge_blocks(grid, shape[::-1], (TILE, TILE), lambda bx, by: (bx, by))
+        label += blocks_words(blocks)
+        return Launch(grid, block, (a,), a.T.copy(), label, out_shape=shape[::-1], blocks=blocks, owned=owned)
 
     def then(shape: tuple[int, int], launch: Launch, report: Any) -> None:
         if report is None:
@@ -124,7 +130,7 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
         "each block must write the whole transposed tile: block (bx, by) writes the tile at "
         "(by, bx) of the output, rows of out are columns of a; check the loop over j."
     )
-    last = len(cases) - 1
+    last = 3  # the whole 32 × 32 tile
     run_cases(kernel, cases, launch, reverse_at=1, record_at=last, then=then, names=("a", "out"), unwritten_cause=unwritten)
     ptx_on_gpu(
         kernel,
@@ -133,7 +139,11 @@ def transpose(kernel: Any, block_rows: int = 8) -> str:
         label="transpose",
         cause="stage each tile in cuda.shared.array and wait for the block with cuda.syncthreads().",
     )
-    return f"correct on {len(cases)} fresh shapes" + (": " + "; ".join(notes) if notes else "") + "."
+    return (
+        f"correct on {len(cases)} fresh shapes (up to more than 65,536 rows or columns)"
+        + (": " + "; ".join(notes) if notes else "")
+        + "."
+    )
 
 
 # ----------------------------------------------------------------------------- 03.matmul
@@ -172,7 +182,16 @@ def matmul(kernel: Any, tile: int = 16) -> str:
     # multiple of the tile, so that a fixed number of K steps (up to 9) or a dropped partial tile gives wrong sums
     long_k = (between(2, tile), not_multiple(9 * tile + 1, 11 * tile - 1, tile), between(2, tile))
     two = not_multiple(tile + 1, 2 * tile - 1, tile)
-    cases = [(two, not_multiple(tile + 1, 2 * tile - 1, tile), not_multiple(tile + 1, 2 * tile - 1, tile)), (1, 1, 1), long_k]
+    # then C with more than 65,536 columns, and C with more than 65,536 rows (a 16-bit row or column wraps): in sim
+    # mode only the first and the last blocks along that axis run, and only their tiles of C are judged (every other
+    # element must stay unwritten)
+    cases = [
+        (two, not_multiple(tile + 1, 2 * tile - 1, tile), not_multiple(tile + 1, 2 * tile - 1, tile)),
+        (1, 1, 1),
+        long_k,
+        (between(1, tile), between(2, tile), not_multiple(65_600, 66_000, tile)),
+        (not_multiple(65_600, 66_000, tile), between(2, tile), between(1, tile)),
+    ]
 
     def launch(case: tuple[int, int, int]) -> Launch:
         m, kk, n = case
@@ -181,7 +200,20 @@ def matmul(kernel: Any, tile: int = 16) -> str:
         label = f"A {m}×{kk} @ B {kk}×{n}, grid {grid} of blocks {(tile, tile)}"
         expected = A.astype(np.float64) @ B.astype(np.float64)
         explain = lambda got: _matmul_cause(got, A, B, tile)  # noqa: E731
-        return Launch(grid, (tile, tile), (A, B), expected, label, out_shape=(m, n), atol=2e-6 * kk, explain=explain)
+        blocks, owned = edge_blocks(grid, (m, n), (tile, tile), lambda bx, by: (by, bx))
+        label += blocks_words(blocks)
+        return Launch(
+            grid,
+            (tile, tile),
+            (A, B),
+            expected,
+            label,
+            out_shape=(m, n),
+            atol=2e-6 * kk,
+            explain=explain,
+            blocks=blocks,
+            owned=owned,
+        )
 
     def then(case: Any, launch: Launch, report: Any) -> None:
         label, grid, (A, B) = launch.label, launch.grid, launch.inputs
@@ -216,8 +248,9 @@ def matmul(kernel: Any, tile: int = 16) -> str:
         cause="stage tiles of A and B in cuda.shared.array, with a barrier after loading and after using them.",
     )
     return (
-        f"correct on {len(cases)} fresh products (sizes that are not multiples of the tile, K over 10 tiles, and 1×1), "
-        "with tiles in shared memory and no races between loading and using them."
+        f"correct on {len(cases)} fresh products (sizes that are not multiples of the tile, K over 10 tiles, 1×1, and C "
+        "with more than 65,536 rows or columns: in the simulator only the first and last blocks of those), with tiles in "
+        "shared memory and no races between loading and using them."
     )
 
 
@@ -264,15 +297,17 @@ def stencil(kernel: Any) -> str:
         (not_multiple(129, 250, 128), 128),
         (between(2, 150), 200),
         (not_multiple(257, 400, 256), 256),
+        (not_multiple(65_600, 68_000, 256), 256),  # past 65,536 elements: an int16 or uint16 index wraps
     ]
 
     def launch(case: tuple[int, int]) -> Launch:
         n, block = case
         x = random_array(n)
         grid = -(-n // block)
-        return Launch(
-            grid, block, (x,), _stencil_ref(x), line_label(n, grid, block), out_shape=n, explain=lambda got: _edge_cause(got, x)
-        )
+        blocks, owned = edge_blocks_1d(grid, block, n, block)  # sim: a large grid's first and last blocks
+        label = line_label(n, grid, block) + blocks_words(blocks)
+        explain = lambda got: _edge_cause(got, x)  # noqa: E731
+        return Launch(grid, block, (x,), _stencil_ref(x), label, out_shape=n, explain=explain, blocks=blocks, owned=owned)
 
     def then(case: tuple[int, int], launch: Launch, report: Any) -> None:
         n, label, grid = case[0], launch.label, launch.grid
@@ -300,7 +335,10 @@ def stencil(kernel: Any) -> str:
         label="stencil",
         cause="load the block's inputs and halo into cuda.shared.array, then cuda.syncthreads().",
     )
-    return f"correct on {len(cases)} fresh sizes and block sizes 32 to 256, edges included; halo loaded, no races."
+    return (
+        f"correct on {len(cases)} fresh sizes (1 to 68,000 elements) and block sizes 32 to 256, edges included; halo "
+        "loaded, no races."
+    )
 
 
 # ----------------------------------------------------------------------------- 03.occupancy

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..mode import current_mode
-from .cases import SHARED_AND_BARRIER, line_label, ptx_on_gpu, run_cases
+from .cases import SHARED_AND_BARRIER, blocks_words, edge_blocks_1d, line_label, ptx_on_gpu, run_cases
 from .causes import mentions, source_matches
 from .core import Failed, exercise
 from .harness import Launch, kernel_reference, random_array, require_ptx
@@ -192,6 +192,7 @@ def block_sum(kernel: Any) -> str:
         (not_multiple(257, 500, 256), 256),
         (not_multiple(129, 250, 128), 128),
         (between(33, 100), 32),
+        (not_multiple(65_600, 68_000, 256), 256),  # past 65,536 elements: an int16 or uint16 index wraps
     ]
 
     from_block_dim = source_matches(kernel, r"blockDim\.x\s*(//|>>)")  # a tree that starts at the block's half is not told to
@@ -206,9 +207,10 @@ def block_sum(kernel: Any) -> str:
             else f"(This launch used blocks of {block} threads: nothing may assume one block size; start the tree at "
             "cuda.blockDim.x // 2.)"
         )
-        return Launch(
-            grid, block, (x,), _block_sums(x, block, grid), line_label(n, grid, block), out_shape=grid, extra_cause=note
-        )
+        blocks, owned = edge_blocks_1d(grid, block, grid, 1)  # sim: a large grid's first and last blocks
+        label = line_label(n, grid, block) + blocks_words(blocks)
+        expected = _block_sums(x, block, grid)
+        return Launch(grid, block, (x,), expected, label, out_shape=grid, extra_cause=note, blocks=blocks, owned=owned)
 
     unwritten = "one thread per block (t == 0) must store the block's sum in partial[cuda.blockIdx.x]."
     shared: dict[str, Any] = {
@@ -219,7 +221,7 @@ def block_sum(kernel: Any) -> str:
         "unwritten_cause": unwritten,
     }
     run_cases(kernel, cases, launch, reverse_at=3, **shared)
-    return "correct for blocks of 32, 64, 128 and 256 threads and partial last blocks; no races."
+    return "correct for blocks of 32, 64, 128 and 256 threads, partial last blocks and up to 68,000 elements; no races."
 
 
 # ----------------------------------------------------------------------------- 04.full-sum
@@ -324,6 +326,7 @@ def warp_sum(kernel: Any) -> str:
         (between(65, 96), 96),
         (between(33, 64), 128),
         (not_multiple(257, 500, 32), 256),
+        (not_multiple(65_600, 68_000, 32), 256),  # past 65,536 elements: an int16 or uint16 index wraps
     ]
     before = simwarp.calls
 
@@ -332,8 +335,9 @@ def warp_sum(kernel: Any) -> str:
         x = random_array(n)
         grid = -(-n // block)
         warps = -(-n // 32)
-        label = line_label(n, grid, block) + f", {warps} warp sum(s)"
-        return Launch(grid, block, (x,), _block_sums(x, 32, warps), label, out_shape=warps)
+        blocks, owned = edge_blocks_1d(grid, block, warps, block // 32)  # sim: a large grid's first and last blocks
+        label = line_label(n, grid, block) + f", {warps} warp sum(s)" + blocks_words(blocks)
+        return Launch(grid, block, (x,), _block_sums(x, 32, warps), label, out_shape=warps, blocks=blocks, owned=owned)
 
     unwritten = "lane 0 of each warp (cuda.laneid == 0) must store its warp's sum at out[i // 32]."
     run_cases(kernel, cases, launch, names=("x", "out"), out_dtype=np.float32, rtol=1e-5, atol=1e-5, unwritten_cause=unwritten)
@@ -350,7 +354,7 @@ def warp_sum(kernel: Any) -> str:
             "the sums are right, but the kernel made no warp shuffle.",
             cause="this exercise reduces within the warp with cuda.shfl_down_sync (or shfl_xor_sync).",
         )
-    return "correct for 1 to 16 warps on fresh sizes and blocks of 32 to 256 threads, using warp shuffles."
+    return "correct for 1 to 2,125 warps on fresh sizes (up to 68,000 elements) and blocks of 32 to 256 threads, using warp shuffles."
 
 
 # ----------------------------------------------------------------------------- 04.race
@@ -404,6 +408,7 @@ def race(kernel: Any) -> str:
         (128 * between(1, 2), 128),
         (between(33, 90), 32),
         (not_multiple(401, 599, 200), 200),
+        (not_multiple(65_600, 68_000, 256), 256),  # past 65,536 elements: an int16 or uint16 index wraps
     ]
 
     def launch(case: tuple[int, int]) -> Launch:
@@ -419,12 +424,13 @@ def race(kernel: Any) -> str:
             x[1] = np.float32(threshold / 2)
         grid = -(-n // block)
         expected = _counts_above(x, threshold, block, grid)
-        label = line_label(n, grid, block, f", threshold {threshold:.3f}")
+        blocks, owned = edge_blocks_1d(grid, block, grid, 1)  # sim: a large grid's first and last blocks
+        label = line_label(n, grid, block, f", threshold {threshold:.3f}") + blocks_words(blocks)
         explain = lambda got: _race_cause(got, x, threshold, block, grid)  # noqa: E731
-        return Launch(grid, block, (x, threshold), expected, label, out_shape=grid, explain=explain)
+        return Launch(grid, block, (x, threshold), expected, label, out_shape=grid, explain=explain, blocks=blocks, owned=owned)
 
     run_cases(kernel, cases, launch, reverse_at=1, names=("x", "threshold", "counts"), out_dtype=np.int32)
-    return "correct and race-free on every launch (fresh sizes, blocks of 32 to 1024 threads)."
+    return "correct and race-free on every launch (fresh sizes up to 68,000 elements, blocks of 32 to 1024 threads)."
 
 
 # ----------------------------------------------------------------------------- 04.scan
@@ -490,12 +496,13 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
     out)`` adds ``offsets[blockIdx.x - 1]`` to every element of blocks after the first. Blocks of 32 to 256 threads
     (powers of two); sizes spanning several blocks and not multiples of the block; then the whole scan of any n
     with labkit's :func:`scan_any_n`, whose block sums need a second level of scanning."""
-    from .draws import between
+    from .draws import between, not_multiple
     from .harness import compare, device
 
     if add_offsets is None:
         raise Failed("pass both kernels: labkit.check.scan(scan_block, add_offsets).")
-    cases = [(200, 64), (1, 32), (300, SCAN_BLOCKS[-1]), (between(129, 380), 128)]
+    # the last case passes 65,536 elements (an int16 or uint16 index wraps): in sim mode only its first and last blocks run
+    cases = [(200, 64), (1, 32), (300, SCAN_BLOCKS[-1]), (between(129, 380), 128), (not_multiple(65_600, 66_000, 256), 256)]
 
     def scan_launch(case: tuple[int, int]) -> Launch:
         n, block = case
@@ -503,13 +510,19 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         want = _block_scan(x, block)[0]
         nb = -(-n // block)
         sums = device(np.full(nb, np.nan, np.float32))
-        return Launch(nb, block, (x, sums), want, "scan_block: " + line_label(n, nb, block), out_shape=n)
+        blocks, owned = edge_blocks_1d(nb, block, n, block)
+        label = "scan_block: " + line_label(n, nb, block) + blocks_words(blocks)
+        return Launch(nb, block, (x, sums), want, label, out_shape=n, blocks=blocks, owned=owned)
 
     def scan_then(case: tuple[int, int], launch: Launch, report: Any) -> None:
         (n, block), label, (x, sums) = case, launch.label, launch.inputs
         want_sums = _block_scan(x, block)[1]
         got_sums = sums.copy_to_host()
-        wrong = np.flatnonzero(got_sums != want_sums)
+        if launch.blocks is not None:  # the blocks that did not run leave their sums as they were (NaN)
+            ran = np.zeros(want_sums.size, dtype=bool)
+            ran[[b[0] for b in launch.blocks]] = True
+            want_sums = np.where(ran, want_sums, np.float32(np.nan))
+        wrong = np.flatnonzero((got_sums != want_sums) & ~(np.isnan(got_sums) & np.isnan(want_sums)))
         if wrong.size:
             j = int(wrong[0])
             raise Failed(
@@ -542,15 +555,17 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         nb = -(-n // block)
         offsets = _int_floats(nb)
         want = partial.copy()
-        for b in range(1, nb):
-            want[b * block : (b + 1) * block] += offsets[b - 1]
+        want[block:] += np.repeat(offsets[:-1], block)[: max(n - block, 0)]
         explain = lambda got: _offsets_cause(got, partial, offsets, block)  # noqa: E731
-        label = f"add_offsets: n={n}, {nb} blocks of {block} threads"
-        return Launch(nb, block, (partial, offsets), want, label, out_shape=n, explain=explain)
+        blocks, owned = edge_blocks_1d(nb, block, n, block)
+        label = f"add_offsets: n={n}, {nb} blocks of {block} threads" + blocks_words(blocks)
+        return Launch(nb, block, (partial, offsets), want, label, out_shape=n, explain=explain, blocks=blocks, owned=owned)
 
     unwritten = "every element gets a value, the first block's too (it adds nothing)."
     shared: dict[str, Any] = {"names": ("partial", "offsets", "out"), "out_dtype": np.float32, "unwritten_cause": unwritten}
-    run_cases(add_offsets, [(777, 64), (257, SCAN_BLOCKS[-1])], offsets_launch, reverse_at=1, **shared)
+    # the last: more than 65,536 blocks (a 16-bit block index wraps), of which sim mode runs the first and the last
+    big = (not_multiple(65_540 * 32, 65_600 * 32, 32), 32)
+    run_cases(add_offsets, [(777, 64), (257, SCAN_BLOCKS[-1]), big], offsets_launch, reverse_at=1, **shared)
     for n, block in ((1025 + int(random_array(1, np.float32, 0, 60)[0]), 32),):
         x = _int_floats(n)
         label = f"the whole scan: n={n} with blocks of {block} ({-(-n // block)} block sums, scanned again)"
@@ -567,6 +582,6 @@ def scan(scan_block: Any, add_offsets: Any = None) -> str:
         cause="scan in cuda.shared.array with cuda.syncthreads() between the steps.",
     )
     return (
-        "both kernels right for block sizes 32 to 256 and sizes that are not multiples of the block, and the whole "
-        "scan right for n whose block sums need a second level."
+        "both kernels right for block sizes 32 to 256, sizes that are not multiples of the block, past 65,536 elements "
+        "and (add_offsets) 65,536 blocks, and the whole scan right for n whose block sums need a second level."
     )

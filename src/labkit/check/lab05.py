@@ -949,7 +949,7 @@ def _run_pipeline_standin(
 def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
     """One stand-in run: values, hazards, the host's view, events, and the overlap against the reference schedule."""
     from .answers import number
-    from .streams import describe_hazard
+    from .streams import BLOCKING_STREAM_CAUSE, blocking_stream_problem, describe_hazard
 
     rng = np.random.default_rng()
     a, b = float(rng.uniform(0.5, 3.0)), float(rng.uniform(-2.0, 2.0))
@@ -1075,6 +1075,9 @@ def _grade_pipeline_record(fn: Any, n: int, chunks: int, n_streams: int) -> str:
             f"{label}: the work ran on {len(used)} stream(s) besides the default one; n_streams={n_streams} were asked for.",
             cause="create n_streams streams and give chunk c the stream c % n_streams.",
         )
+    blocking = blocking_stream_problem(sorted(used, key=lambda s: s.name), label, "carried chunks")
+    if blocking:
+        raise Failed(blocking, cause=BLOCKING_STREAM_CAUSE)
     ref_rec, *_ = _run_pipeline_standin(_reference_streams(), n, chunks, n_streams, a, b)
     if rec.makespan() > 1.1 * ref_rec.makespan():
         cause = "the chunks do not overlap."

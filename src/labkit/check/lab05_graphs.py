@@ -139,6 +139,12 @@ def _grade_standin(fn: Any, n: int, n_frames: int) -> str:
             cause="capture the pipeline once, before the frame loop, and replay that one graph per frame: a "
             "capture per frame costs more host time than the three calls it replaces.",
         )
+    from .streams import BLOCKING_STREAM_CAUSE, blocking_stream_problem
+
+    captured = [s for s in rec._streams if s.name in {g.captured_on for g in rec.graphs}]
+    blocking = blocking_stream_problem(captured, label, "captured the graph")
+    if blocking:
+        raise Failed(blocking, cause=BLOCKING_STREAM_CAUSE)
     replays = sum(g.launches for g in rec.graphs)
     if replays != n_frames:
         raise Failed(

@@ -262,6 +262,8 @@ def _gpu_cases(source: str) -> str:
 UNWRITTEN = np.float32(-7777.25)
 #: (blocks per cluster, threads per block) of the CPU stand-in's cases: clusters of 2 and of 4, several block sizes.
 HOST_CASES = ((2, 128), (4, 64), (4, 256), (2, 32))
+BIG_CASE = (2, 256)  # and one case past 65,536 elements (BIG_N), where an index kept in 16 bits wraps
+BIG_N = (65_600, 66_000)
 
 
 def exact_fractions(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -349,6 +351,12 @@ def _stand_in_cause(text: str) -> str:
         )
     if "__syncthreads() that only some" in text:
         return "keep every thread running to each __syncthreads(): put the bounds check around the work, not around the barrier."
+    if "global-memory race" in text:
+        return (
+            "exactly one thread per cluster writes that cluster's out[blockIdx.x / cluster.num_blocks()]: block rank 0's "
+            "thread 0, `if (cluster.block_rank() == 0 && threadIdx.x == 0)`. Other threads that write the same total "
+            "to the same element race with it, even with equal values."
+        )
     return "see the sentence above: it names the thread and what it did."
 
 
@@ -366,10 +374,13 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
 
         cuda_cpp._PTX_CACHE.setdefault((source, ENTRY), ptx_text)
     cases, launches = [], []
-    for cluster, block in HOST_CASES:
+    for cluster, block in (*HOST_CASES, BIG_CASE):
         x, n = _host_inputs(rng, cluster, block)
+        if (cluster, block) == BIG_CASE:  # past 65,536 elements: a 16-bit index wraps (one order: it costs the most)
+            n = int(rng.integers(BIG_N[0], BIG_N[1]))
+            x = exact_fractions(rng, n)
         n_clusters = -(-n // (cluster * block))
-        for order in ("forward", "reverse"):
+        for order in ("forward", "reverse") if (cluster, block) != BIG_CASE else ("forward",):
             out = np.full(n_clusters, UNWRITTEN, dtype=np.float32)
             cases.append((cluster, block, order, x, n, out))
             launches.append(((n_clusters * cluster,), (block,), (x.copy(), out, np.int32(n)), 0, cluster, order))
@@ -390,7 +401,9 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
             raise Failed(
                 f"on the CPU stand-in, clusters of {cluster} blocks of {block} threads, n={n} (the cluster's "
                 f"blocks run {first} rank first): out[{k}] is {_show(out[k])}, expected {want[k]:g}.",
-                cause=_value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster}), out),
+                cause=WRAPPED_CAUSE
+                if _only_past_16_bits(bad, cluster * block)
+                else _value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster}), out),
             )
     outside = next((s for s in said if s), None)  # right sums, but an access outside x or out (`i <= n`)
     if outside:
@@ -402,6 +415,19 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
         " On labkit's CPU stand-in: clusters of 2 and 4 blocks (32 to 256 threads) on fresh data, each run with "
         "the cluster's blocks in two orders, every cluster's sum right."
     )
+
+
+WRAPPED_CAUSE = (
+    "every cluster whose elements lie past index 65,535 is wrong and every one before is right: an index kept in 16 "
+    "bits (unsigned short, short) wraps back to 0 there. Keep the global index in an int: "
+    "`int i = blockIdx.x * blockDim.x + threadIdx.x;`."
+)
+
+
+def _only_past_16_bits(bad: np.ndarray, per: int) -> bool:
+    """The wrong output slots are exactly the clusters whose elements reach past index 65,535 (and there are some)."""
+    first = 65_536 // per  # the first cluster with an element at index 65,536 or more
+    return bool(bad.size) and int(bad.min()) >= first and bool(np.array_equal(bad, np.arange(first, first + bad.size)))
 
 
 def _sums(x: np.ndarray, per: int) -> np.ndarray:

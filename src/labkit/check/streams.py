@@ -261,8 +261,35 @@ class Stream:
     def ptr(self) -> int:
         return 0 if self.null else id(self)
 
+    @property
+    def is_non_blocking(self) -> bool:
+        """As CuPy's ``Stream.is_non_blocking``: made with ``non_blocking=True`` (not ordered with the null stream)."""
+        return self.non_blocking
+
     def __repr__(self) -> str:
         return f"<stand-in {'null stream' if self.null else self.name}>"
+
+
+#: Why a statement that asks for ``cp.cuda.Stream(non_blocking=True)`` means it (05.streams, 05.graph).
+BLOCKING_STREAM_CAUSE = (
+    "make the stream with cp.cuda.Stream(non_blocking=True), as the exercise says. cp.cuda.Stream() (non_blocking="
+    "False) makes a blocking stream: the legacy default (null) stream waits for all its work and it waits for all "
+    "null-stream work, so any CuPy call made outside `with stream:` (a cp.zeros, a reduction, a library call) "
+    "serialises with your pipeline; during a graph capture such a call fails the capture "
+    "(cudaErrorStreamCaptureImplicit)."
+)
+
+
+def blocking_stream_problem(streams: Any, label: str, what: str) -> str | None:
+    """The sentence for the first of ``streams`` (stand-in streams that carried the work: ``what``) made blocking,
+    or None when all are non-blocking (the null stream itself is not counted: work on it has its own message)."""
+    for s in streams:
+        if not s.null and not s.is_non_blocking:
+            return (
+                f"{label}: the values are right, but {s.name}, which {what}, is a blocking stream "
+                "(cp.cuda.Stream() or non_blocking=False); the exercise asks for non-blocking streams."
+            )
+    return None
 
 
 class _CudaNamespace:

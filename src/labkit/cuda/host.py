@@ -912,6 +912,11 @@ def _fix_for(error: str) -> str:
             "block, and in each phase let a thread write only elements no other thread reads in that phase (a tree "
             "step: `if (threadIdx.x < s)`, not `<=`)."
         )
+    if "global-memory race" in error:
+        return (
+            "Let exactly one thread write each element of an output (guard the store with a test on the thread's "
+            "index), or combine the threads' values first (shared memory and __syncthreads(), or atomicAdd)."
+        )
     if "shared array" in error or "dynamic shared memory" in error:
         return "Keep every shared-memory index below the array's size (a tree step reads s[tid + s]: only tid < s may)."
     return "A GPU would give undefined results or hang here; see the sentence above for what to change."

@@ -1433,6 +1433,25 @@ def _check_strict_options(
         require_int(seed, "seed", min=0)
 
 
+def _blocks_within(blocks: Any, griddim: Any) -> list[tuple[int, int, int]]:
+    """``blocks`` of :func:`launch_strict` as (x, y, z) tuples, each inside the grid ``griddim`` (else a
+    :class:`~labkit.errors.LabkitError`)."""
+    from ..errors import LabkitError
+
+    grid = tuple(griddim) if isinstance(griddim, (tuple, list)) else (griddim,)
+    grid = tuple(int(v) for v in grid) + (1,) * (3 - len(grid))
+    out: list[tuple[int, int, int]] = []
+    for b in blocks:
+        point = tuple(b) if isinstance(b, (tuple, list)) else (b,)
+        if not 1 <= len(point) <= 3 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in point):
+            raise LabkitError(f"blocks holds block indices, (x, y, z) of whole numbers; got {_describe(b)}.")
+        full = tuple(int(v) for v in point) + (0,) * (3 - len(point))
+        if not all(0 <= v < g for v, g in zip(full, grid)):
+            raise LabkitError(f"block {full} is outside the grid {grid}.")
+        out.append(full)  # type: ignore[arg-type]
+    return out
+
+
 def _check_report(report: Any, array: Any, *, known: bool = True) -> None:
     """``report`` is a :class:`LaunchReport` and ``array`` a string (with ``known``: one of the launch's arrays)."""
     from ..errors import LabkitError
@@ -1462,6 +1481,7 @@ def launch_strict(
     outputs: Sequence[str] = (),
     schedule: str | None = None,
     seed: int | None = None,
+    blocks: Sequence[tuple[int, int, int]] | None = None,
 ) -> LaunchReport:
     """Launch ``kernel[griddim, blockdim](*args)`` in the simulator under the strict memory model.
 
@@ -1471,6 +1491,8 @@ def launch_strict(
     :class:`~labkit.sim.errors.KernelFault` naming both threads, unless ``allow_races``; a divergent barrier,
     a broken warp call or the time limit (default :data:`labkit.sim.limits.LEARNER_CODE_LIMIT_S`) raise too. ``outputs`` names the
     arguments that start filled with poison (a read of one before any write is reported as uninitialised).
+    ``blocks`` runs only these blocks of the grid, as (x, y, z), in that order (a check's large grid whose other blocks
+    it does not need: their outputs stay as they were); the kernel sees the whole grid's dimensions.
     """
     check_kernel(kernel, "launch_strict")
     check_dims(griddim, blockdim)
@@ -1489,7 +1511,8 @@ def launch_strict(
         model = Model(record=record)
         tracked = _track_args(model, args, names, outputs, written | {k for k, n in enumerate(names or ()) if n in outputs})
         try:
-            with strict(model, schedule=schedule, seed=seed, time_limit_s=time_limit_s):
+            subset = {} if blocks is None else {"blocks_to_run": _blocks_within(blocks, griddim)}
+            with strict(model, schedule=schedule, seed=seed, time_limit_s=time_limit_s, **subset):
                 kernel[griddim, blockdim](*tracked)
             break
         except Retrack as again:

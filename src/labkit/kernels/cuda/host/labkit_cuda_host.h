@@ -551,6 +551,10 @@ static inline unsigned __lanemask_lt() { return (1u << (__lk::fiber_mode ? __lk:
 //   block, warp and cluster). Two accesses to one byte by different threads, one of them a write, with no
 //   __syncthreads() (same block), warp-wide call (same warp) or cluster.sync() (same cluster) between them, are a
 //   race: undefined on a GPU, whatever the CPU's order happened to give. Atomics race only with plain accesses.
+// - write-write races in global memory: per element of each array argument, the last thread that wrote it in this
+//   launch. A plain write by another thread with nothing that orders the two (threads of one block: a
+//   __syncthreads(); of one warp: a warp-wide call; of one cluster: cluster.sync(); of different blocks or clusters:
+//   nothing within a launch) is a race even when both write the same value, as in labkit's Python simulator.
 namespace __lk {
 struct ArrayRange { uintptr_t lo, start, end, hi; unsigned long long itemsize; int arg; };
 static ArrayRange arrays[64];
@@ -609,6 +613,66 @@ __attribute__((no_sanitize_thread)) static void track(size_t base, size_t n, int
         }
     }
 }
+// Write-write races in global memory (see above): the last writer of each element of each array argument.
+struct GWrite { unsigned stamp, gen, b, w, c; int slot; unsigned long long thread; int atomic; };
+static GWrite* gshadow[64];
+static size_t gshadow_len[64];
+static unsigned gstamp = 0;  // one per launch: older records are stale
+static const size_t GSHADOW_MAX = (size_t)1 << 24;  // elements tracked per array (larger arrays are not tracked)
+__attribute__((no_sanitize_thread)) static unsigned long long thread_key() {  // the thread's linear index in the grid
+    unsigned long long per_block = (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
+    unsigned long long blk = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    return blk * per_block + ((unsigned long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+}
+__attribute__((no_sanitize_thread)) static void describe_key(unsigned long long key, char* out, size_t n) {
+    unsigned long long per_block = (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
+    unsigned long long blk = key / per_block, t = key % per_block;
+    snprintf(out, n, "(%llu, %llu, %llu) of block (%llu, %llu, %llu)", t % blockDim.x, t / blockDim.x % blockDim.y,
+             t / ((unsigned long long)blockDim.x * blockDim.y), blk % gridDim.x, blk / gridDim.x % gridDim.y,
+             blk / ((unsigned long long)gridDim.x * gridDim.y));
+}
+__attribute__((no_sanitize_thread)) static void global_write(int k, uintptr_t a, int kind) {
+    const ArrayRange& r = arrays[k];
+    size_t elems = (size_t)((r.end - r.start) / r.itemsize), idx = (size_t)((a - r.start) / r.itemsize);
+    if (elems > GSHADOW_MAX || idx >= elems) return;
+    if (gshadow_len[k] < elems) {
+        GWrite* ns = (GWrite*)realloc(gshadow[k], sizeof(GWrite) * elems);
+        if (!ns) return;  // out of memory: this array's races go unseen rather than the launch failing
+        memset(ns + gshadow_len[k], 0, sizeof(GWrite) * (elems - gshadow_len[k]));
+        gshadow[k] = ns;
+        gshadow_len[k] = elems;
+    }
+    GWrite& prev = gshadow[k][idx];
+    unsigned long long me = thread_key();
+    bool atomic = kind == 2;
+    GWrite now{gstamp, fiber_mode ? generation : 0, 0, 0, cluster_epoch, fiber_mode ? cur : -1, me, atomic};
+    if (fiber_mode && cur >= 0) { now.b = block_epoch[fibers[cur].rank]; now.w = warp_epoch[cur / 32]; }
+    if (prev.stamp == gstamp && prev.thread != me && !(atomic && prev.atomic)) {
+        bool ordered_ = false;
+        if (fiber_mode && cur >= 0 && prev.slot >= 0 && prev.gen == generation) {  // the same cluster run
+            if (prev.c != cluster_epoch) ordered_ = true;
+            else if (fibers[prev.slot].rank == fibers[cur].rank && prev.b != now.b) ordered_ = true;
+            else if (prev.slot / 32 == cur / 32 && prev.w != now.w) ordered_ = true;
+        }
+        if (!ordered_) {
+            char t[200], o[200];
+            who(t, sizeof t);
+            describe_key(prev.thread, o, sizeof o);
+            bool same_block = me / ((unsigned long long)blockDim.x * blockDim.y * blockDim.z) ==
+                              prev.thread / ((unsigned long long)blockDim.x * blockDim.y * blockDim.z);
+            bool same_cluster = fiber_mode && nblk > 1 && prev.slot >= 0 && prev.gen == generation;
+            __lk_fail("a global-memory race: thread %s %s %s[%zu] after thread %s %s it, with nothing that orders the "
+                      "two writes (%s). On a GPU which write lands last is not defined; even when both write the same "
+                      "value it is a data race, undefined behaviour in CUDA: let one thread write each element.",
+                      t, verb(kind), arg_names[r.arg], idx, o, verb(prev.atomic ? 2 : 1),
+                      same_block     ? "threads of one block: no __syncthreads() between them"
+                      : same_cluster ? "threads of different blocks of one cluster: no cluster.sync() between them"
+                                     : "threads of different blocks: nothing orders them within a launch");
+            return;
+        }
+    }
+    if (!atomic || !prev.atomic || prev.stamp != gstamp) prev = now;
+}
 // The shared array nearest to section offset `off` (the one an access into a red zone overran or underran).
 __attribute__((no_sanitize_thread)) static int nearest_var(long long off, long long* dist) {
     int best = -1; long long bd = 0;
@@ -656,7 +720,10 @@ extern "C" __attribute__((no_sanitize_thread)) void __lk_access(uintptr_t a, siz
     for (int k = 0; k < narrays; ++k) {
         const ArrayRange& r = arrays[k];
         if (a + n <= r.lo || a >= r.hi) continue;
-        if (a >= r.start && a + n <= r.end) return;
+        if (a >= r.start && a + n <= r.end) {
+            if (kind != 0) global_write(k, a, kind);
+            return;
+        }
         char t[200];
         who(t, sizeof t);
         // Reported, not stopped (as a GPU would go on): the first write and the first read outside an array are
@@ -704,6 +771,7 @@ extern "C" __attribute__((no_sanitize_thread)) void __tsan_vptr_read(void*) {}
 extern "C" __attribute__((no_sanitize_thread)) int __lk_setup_checks(int na, const unsigned long long* ranges, const char* names,
                                                                       int nv, const long long* vars, const char* var_names) {
     using namespace __lk;
+    ++gstamp;  // a new launch: the global-memory write records of earlier launches are stale
     narrays = na < 64 ? na : 64;
     for (int k = 0; k < narrays; ++k)
         arrays[k] = ArrayRange{(uintptr_t)ranges[6 * k], (uintptr_t)ranges[6 * k + 1], (uintptr_t)ranges[6 * k + 2],
