@@ -151,20 +151,24 @@ def test_an_answer_that_is_wrong_everywhere_keeps_the_checks_own_cause() -> None
     assert r.status == "failed" and "earlier call" not in (r.cause or ""), r.report()
 
 
-def test_repeated_result_cause_needs_a_right_earlier_result_for_other_arguments() -> None:
-    ref = lambda: lambda n: 2 * n  # noqa: E731 - a reference factory, as exercises hold them
+def test_repeated_result_cause_needs_an_earlier_result_handed_back_again() -> None:
+    ref = lambda: lambda n, k: 2 * n + k  # noqa: E731 - a reference factory, as exercises hold them
     call = properties.Call
-    same = [call((3,), {}, 6, 1), call((3,), {}, 7, 1)]  # the same arguments twice: not an earlier result
-    assert properties.repeated_result_cause(same, ref) is None
-    wrong_before = [call((3,), {}, 7, 1), call((5,), {}, 7, 1)]  # the earlier result was wrong too
-    assert properties.repeated_result_cause(wrong_before, ref) is None
-    right_now = [call((3,), {}, 6, 1), call((5,), {}, 10, 1)]
-    assert properties.repeated_result_cause(right_now, ref) is None
-    cached = [call((3,), {}, 6, 1), call((4,), {}, 8, 1), call((5,), {}, 6, 1)]
-    cause = properties.repeated_result_cause(cached, ref)
-    assert cause is not None and "(3)" in cause and "(5)" in cause, cause
-    arrays = [call((np.ones(3),), {}, np.full(3, 2.0), 3), call((np.zeros(3),), {}, np.full(3, 2.0), 3)]
-    assert properties.repeated_result_cause(arrays, ref) is not None
+    cached = lambda n, k: 7  # noqa: E731 - hands back the first result whatever it is given
+    same = [call((3, 1), {}, 7, 2), call((3, 1), {}, 8, 2)]  # the same arguments twice: not an earlier result
+    assert properties.repeated_result_cause(same, ref, cached) is None
+    wrong_before = [call((3, 2), {}, 7, 2), call((5, 1), {}, 7, 2)]  # the earlier result was wrong too
+    assert properties.repeated_result_cause(wrong_before, ref, cached) is None
+    right_now = [call((3, 1), {}, 7, 2), call((5, 1), {}, 11, 2)]
+    assert properties.repeated_result_cause(right_now, ref, cached) is None
+    handed_back = [call((3, 1), {}, 7, 2), call((5, 2), {}, 7, 2)]
+    cause = properties.repeated_result_cause(handed_back, ref, cached)
+    assert cause is not None and "(3, 1)" in cause and "(5, 2)" in cause, cause
+    coincidence = lambda n, k: 2 * n + k - 5 if n == 5 else 2 * n + k  # noqa: E731 - wrong at n = 5 only
+    assert properties.repeated_result_cause(handed_back, ref, coincidence) is None
+    arrays = [call((np.arange(4.0), 0), {}, np.arange(4.0) * 2, 5), call((np.ones(4), 0), {}, np.arange(4.0) * 2, 5)]
+    assert properties.repeated_result_cause(arrays, ref, lambda n, k: np.arange(4.0) * 2) is not None
+    assert properties.repeated_result_cause(arrays, ref, lambda n, k: n * 2 + 1) is None
 
 
 # ------------------------------------------------------------------------------------------- slips read from the code

@@ -588,8 +588,9 @@ _AXIS_WORDS = {
 
 
 def axis_cause(kernel: Any, grid: Any, block: Any) -> str | None:
-    """The cause "the kernel reads an axis this launch does not have" (``threadIdx.y`` in blocks of (128, 1, 1): 0 in
-    every thread, so all threads of a block get the same index from it), or "the launch has an axis the kernel never
+    """The cause "the kernel reads an axis this launch does not have" (``threadIdx.y`` in blocks of (128, 1, 1) in a
+    grid of (8, 1, 1): 0 in every thread, so all threads of a block get the same index from it; a grid and blocks
+    both flat along the axis, not a 2-D launch whose grid happens to be one block high), or "the launch has an axis the kernel never
     reads" (blocks of 16 × 16 threads, no ``threadIdx.y`` and no ``cuda.grid(2)``: threads that differ only in y do the
     same work). ``kernel``: a Numba kernel or a CUDA C++ source string; ``grid``/``block``: the launch's (None: one-
     dimensional, of any width). A y or z index multiplied by a width (a
@@ -606,13 +607,13 @@ def axis_cause(kernel: Any, grid: Any, block: Any) -> str | None:
     py = not isinstance(kernel, str)
     for fam in _FAMILIES:
         for k, ax in ((1, "y"), (2, "z")):
-            if (fam, ax) in uses and not uses[(fam, ax)] and extent[fam][k] == 1:
+            if (fam, ax) in uses and not uses[(fam, ax)] and g[k] == 1 and b[k] == 1:  # the launch has no y at all
                 value, effect, meaning = _AXIS_WORDS[fam]
                 name = ("cuda." if py else "") + f"{fam}.{ax}"
                 along = ("cuda." if py else "") + f"{fam}.x"
                 return (
-                    f"your kernel reads `{name}`, which is {value} this launch ({shape[fam]}: nothing along {ax}), "
-                    f"so {effect}. If you meant {meaning}, that is `{along}` (x and {ax} swapped?)."
+                    f"your kernel reads `{name}`, which is {value} this launch ({blocks} in {grids}: nothing along "
+                    f"{ax}), so {effect}. If you meant {meaning}, that is `{along}` (x and {ax} swapped?)."
                 )
     for fam in ("threadIdx", "blockIdx"):
         for k, ax in enumerate("xyz"):

@@ -249,8 +249,10 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
             result = Result(exercise_id, "unsolved", "the function still raises NotImplementedError; write its body.")
         except Failed as exc:
             cause = exc.cause
-            if ex.kind in ("code", "numeric"):  # a wrong result that is an earlier call's: a cache or kept state
-                cause = properties.repeated_result_cause(properties.history(), ex.reference) or cause
+            if ex.kind in ("code", "numeric"):  # a wrong result that is an earlier call's: a cache, or args ignored
+                answer = (*args, *kwargs.values())[0] if len(args) + len(kwargs) == 1 else None
+                again = properties.repeated_result_cause(properties.history(), ex.reference, answer)
+                cause = f"{cause.rstrip().rstrip('.')}. And {again}" if cause and again else again or cause
             result = Result(exercise_id, "failed", str(exc), cause=cause, details={"show": exc.show} if exc.show else {})
         except AnswerRejected as exc:  # the answer called labkit's reference, or changed an input it was given
             result = Result(exercise_id, "failed", str(exc), cause=exc.cause)

@@ -269,24 +269,41 @@ def _check_again(exercise_id: str, answer: Callable[..., Any]) -> None:
             return
 
 
-# ------------------------------------------------------------------------------------------- an earlier call's result
-def repeated_result_cause(calls: list[Call], reference: Callable[[], Any] | None) -> str | None:
+def _probes(last: Call, earlier: Call, rng: np.random.Generator) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Argument sets to tell a cache from a coincidence: ``last``'s with new values (where they can be drawn), else
+    ``last``'s and ``earlier``'s arguments mixed position by position (each one a value the check itself gave)."""
+    if _has_values(last):
+        return [
+            (tuple(_resample(a, rng) for a in last.args), {k: _resample(v, rng) for k, v in last.kwargs.items()})
+            for _ in range(2)
+        ]
+    n = len(last.args)
+    if len(earlier.args) != n or earlier.kwargs.keys() != last.kwargs.keys() or n < 2:
+        return []
+    mixed = [tuple(copy.deepcopy(last.args[k] if k != j else earlier.args[k]) for k in range(n)) for j in range(n)]
+    new = [m for m in mixed if not _agree(list(m), list(last.args), 0.0) and not _agree(list(m), list(earlier.args), 0.0)]
+    return [(m, copy.deepcopy(last.kwargs)) for m in new[:3]]
+
+
+def repeated_result_cause(
+    calls: list[Call], reference: Callable[[], Any] | None, answer: Callable[..., Any] | None = None
+) -> str | None:
     """The cause "the function handed back an earlier call's result" when the last of ``calls`` (the check's calls of
-    a host-function answer, in order: :func:`history`) returned a wrong result that is exactly
-    what an earlier call with other arguments returned, and was right for those. ``reference`` is the exercise's
-    reference factory (it gives the function the check compares with). None otherwise, or without a reference."""
-    if len(calls) < 2:
-        return None
+    a host-function answer, in order: :func:`history`) returned a wrong result that is exactly what an earlier call
+    with other arguments returned (and was right for those), and ``answer``, called on other arguments of the same
+    kinds (:func:`_probes`) whose right result differs, hands back that same result again: a cache keyed by shape,
+    size or length, or state kept between calls. A wrong formula that gives the earlier figure once by coincidence
+    gives other figures there, and is not named. ``reference`` is the exercise's reference factory. None otherwise."""
     ref = _reference_function(reference)
-    if ref is None:
+    if len(calls) < 2 or ref is None or answer is None:
         return None
 
-    def right(call: Call) -> Any:
-        return ref(*copy.deepcopy(call.args), **copy.deepcopy(call.kwargs))
+    def right(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return ref(*copy.deepcopy(args), **copy.deepcopy(kwargs))
 
     last = calls[-1]
     try:
-        if _agree(last.result, right(last), 1e-6):
+        if _agree(last.result, right(last.args, last.kwargs), 1e-6):
             return None  # the last call was right: the check failed on something else
     except Exception:  # noqa: BLE001 - arguments the reference does not take say nothing here
         return None
@@ -295,19 +312,35 @@ def repeated_result_cause(calls: list[Call], reference: Callable[[], Any] | None
         if same_args or not _agree(last.result, earlier.result, 0.0):
             continue
         try:
-            if not _agree(earlier.result, right(earlier), 1e-6):
+            if not _agree(earlier.result, right(earlier.args, earlier.kwargs), 1e-6):
                 continue
         except Exception:  # noqa: BLE001
             continue
+        told, again = 0, True
+        _RECORDING[0] = False
+        try:
+            for args, kwargs in _probes(last, earlier, np.random.default_rng()):
+                try:
+                    if _agree(right(args, kwargs), earlier.result, 1e-6):
+                        continue  # its right result is the earlier one too: it tells nothing
+                    got = answer(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+                except BaseException:  # noqa: BLE001 - a probe that fails tells nothing (nor may it escape)
+                    continue
+                told += 1
+                again = again and _agree(got, earlier.result, 0.0)
+        finally:
+            _RECORDING[0] = True
+        if not told or not again:
+            return None
 
         def shown(call: Call) -> str:
             return ", ".join([*(_show(a) for a in call.args), *(f"{k}={_show(v)}" for k, v in call.kwargs.items())])
 
         return (
             f"your function returned {_show(last.result)} for ({shown(last)}), exactly what it returned for an earlier "
-            f"call with other arguments ({shown(earlier)}), where that was right: it hands back an earlier result (a "
-            "cache keyed by shape, size or length, or state kept between calls), or ignores the arguments that "
-            "changed. Compute every call from the values it gets."
+            f"call with other arguments ({shown(earlier)}), where that was right, and it returns it again for other "
+            "arguments of the same kinds: it ignores the arguments that changed, or hands back an earlier result (a "
+            "cache keyed by shape, size or length, or state kept between calls)."
         )
     return None
 
