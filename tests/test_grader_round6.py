@@ -208,3 +208,137 @@ def test_occupancy_bisection_finds_the_budget_a_full_search_finds() -> None:
         shared = int(rng.integers(0, 100_000))
         ok = [r for r in range(1, 256) if (lab03._occ(arch, threads, r, shared) or 0) >= target - 1e-12]
         assert lab03._best_budget(arch, threads, target, shared) == (max(ok) if ok else None)
+
+
+# ------------------------------------------------------------------------------------------ pass lines (item 2)
+def _text(node: Any, names: dict[str, Any], seen: frozenset[str] = frozenset()) -> str:
+    """The words of a pass line's expression: its string parts, ``{…}`` for a value, variables looked up."""
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{…}" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _text(node.left, names, seen) + _text(node.right, names, seen)
+    if isinstance(node, ast.IfExp):
+        return _text(node.body, names, seen) + " / " + _text(node.orelse, names, seen)
+    if isinstance(node, ast.Name) and node.id in names and node.id not in seen:
+        return " / ".join(_text(v, names, seen | {node.id}) for v in names[node.id])
+    return "{…}"
+
+
+def pass_lines() -> dict[str, str]:
+    """Every exercise's pass line(s), read from its check function's return statements (variables it returns are
+    followed to what they are assigned)."""
+    import ast
+    import inspect
+    import textwrap
+
+    out = {}
+    for ex_id, ex in sorted(core._REGISTRY.items()):
+        tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(ex.check))))
+        names: dict[str, list[Any]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                names.setdefault(node.targets[0].id, []).append(node.value)
+        returns = [n.value for n in ast.walk(tree) if isinstance(n, ast.Return) and n.value is not None]
+        out[ex_id] = " || ".join(t for t in (_text(r, names) for r in returns) if len(t) > 15)
+    return out
+
+
+#: Words that claim more than one case shows: each use in a pass line must be listed below with what backs it.
+CLAIM_WORDS = (
+    r"\bany\b", r"\bevery\b", r"\ball\b(?!-)", r"\bfrom 1 up\b", r"\bhowever\b", r"\bwhatever\b", r"\blike the model",
+    r"\bFP32 only\b", r"\bonly\b", r"\batomic", r"\brace", r"\bno FP64\b", r"\band more\b", r"\bshuffles\b",
+    r"\bone pass\b", r"\balways\b", r"\bnever\b", r"\bno\b", r"\bnone\b", r"\bwhole\b", r"\bup to\b",
+)
+#: (exercise, the claim as the pass line words it): the case or rule that backs it.
+BACKED = {
+    ("00.vector-add", "no out-of-bounds writes"): "every graded launch has a guarded output (harness.grade)",
+    ("01.dgx1-pairs", "not every pair is equal"): "a fact of the DGX-1 figures, not a claim about cases",
+    ("01.ring-allreduce", "on every case"): "the cases it ran: 2, 3-7, 8, 16, 17-256 and 2-64 GPUs (every run)",
+    ("01.two-dgx1", "whose NVSwitches give every GPU"): "a fact of the DGX-2, not a claim about cases",
+    ("01.v100-vs-p100", "holds only against FP32"): "a fact of the figures",
+    ("02.float32", "has no FP64 instruction: all the arithmetic is float32"): "the PTX is read (lab02_fp32)",
+    ("02.grayscale", "no out-of-bounds writes"): "guarded outputs (harness.grade)",
+    ("02.saxpy", "more than 65,536 threads on up to 68,000 elements"): "the case of 257-264 blocks of 256",
+    ("02.saxpy", "grids that stride 10 times and more"): "100 to 140 rounds of one block of 32",
+    ("02.saxpy", "no out-of-bounds writes"): "guarded outputs (harness.grade)",
+    ("02.transfers", "from 0 to more than 50 steps"): "cases of 0, 1, 2-6 and 51-120 steps every run",
+    ("02.transfers", "whatever the step count"): "launches and copies counted on every case, 0 to 51-120 steps",
+    ("03.matmul", "in the simulator only the first and last blocks of those"): "the bound, stated",
+    ("03.matmul", "no races between loading and using them"): "the strict launch's race detection",
+    ("03.stencil", "no races"): "the strict launch's race detection",
+    ("04.block-sum", "up to 68,000 elements; no races"): "sizes drawn to 68,000; strict launches",
+    ("04.full-sum", "adds its sum with one atomic"): "then(): more atomic adds than blocks fails (lab04.full_sum)",
+    ("04.race", "race-free on every launch"): "strict launches of every case",
+    ("04.race", "up to 68,000 elements"): "sizes drawn to 68,000",
+    ("04.warp-sum", "using warp shuffles"): "the launch report's shuffles (sim) or the PTX (GPU)",
+    ("04.warp-sum", "up to 68,000 elements"): "sizes drawn to 68,000",
+    ("04.scan", "past 65,536 elements"): "a case past 65,536 elements",
+    ("05.graph", "runs a replay only when the host waits"): "a fact of the stand-in, stated",
+    ("05.huber", "computing in FP32 only (no FP64 in its PTX)"): "lab05.fp64_failure reads the PTX",
+    ("05.huber", "up to 1,000,003"): "the GPU sizes (a GPU run only)",
+    ("05.l2norm", "FP32 only for T = float32"): "lab05.fp64_failure reads the float32 instantiation's PTX",
+    ("05.l2norm", "in FP32 only"): "lab05.fp64_failure",
+    ("05.l2norm", "up to 1,000,003"): "the GPU sizes (a GPU run only)",
+    ("05.leaky-relu", "no writes out of bounds, in FP32 only (no FP64 in its PTX)"): "guarded outputs; fp64_failure",
+    ("05.leaky-relu", "up to {…} elements"): "the largest size drawn, printed",
+    ("05.streams", "right values, no hazards, events that cover all the work, and chunks that overlap like the model's"):
+        "lab05: one kernel and two copies per chunk counted, streams used, the recorded timeline compared",
+    ("06.decode-fp16", "all {…} patterns"): "the fixed patterns (subnormals, zeros, inf, NaN) and 60 fresh",
+    ("06.gemm-predict", "for each of {…} pairs of precision and GPU on every run"): "every pair, five shapes each",
+    ("06.loss-scale", "every case behaves"): "every case it ran",
+    ("06.mx-quantize", "an all-zero block"): "a case of its own",
+    ("06.nvfp4-quantize", "an all-zero block"): "a case of its own",
+    ("06.predict-range", "every prediction is right"): "every prediction asked",
+    ("06.tf32-round", "NaNs (kept NaN) all round"): "the drawn categories, each every run",
+    ("06.te-scale", "inf or NaN anywhere in the history"): "an inf and a NaN case, each at a random place after the first",
+    ("06.wmma-gemm", "some warps with no tile"): "a case of its own",
+    ("06.wmma-gemm", "no writes outside C"): "guarded outputs",
+    ("06.wmma-peak", "every product"): "the model's assumption, stated",
+    ("07.dgx1-peer-matrix", "have no NVLink at all"): "a fact of the DGX-1",
+    ("08.ddp-buckets", "the last one kept"): "a case per rule",
+    ("08.mpi-ring", "every rank equals MPI.Allreduce on every process count from 2 to the most this machine runs"):
+        "lab08_ranks.cases(): each n from min(8, ranks.max_ranks()) down to 2",
+    ("08.mpi-ring", "no blocking Send before Recv"): "the 100,000-float case, past MPI's eager size",
+    ("08.nccl-busbw", "can load the links no more than"): "a fact, stated",
+    ("08.ring-step", "every GPU ends with the sum"): "every GPU compared after every step",
+    ("08.scaling-efficiency", "whatever n is once n is large"): "a fact of the model, stated",
+    ("08.scaling-efficiency", "unless the links grow too"): "a fact of the model",
+    ("09.fused-update", "one pass"): "one launch per case",
+    ("09.fused-update", "up to 32×32"): "the 32×32 block case",
+    ("09.tile-counts", "every update atomic, none lost"): "the strict launch's race detection; counts compared",
+    ("09.tile-counts", "one holding more than 255 pixels"): "the 32×32 tile case",
+    ("10.tcgen05-tmem", "no kernel ran"): "stated: the PTX is read",
+    ("02.float32", "3 block shapes up to 32×32"): "the three block shapes, 32×32 the largest",
+    ("02.grayscale", "4 block shapes up to 32×32"): "the four block shapes, 32×32 the largest",
+    ("03.coalesced-copy", "blocks up to 32×32"): "the 32×32 block case",
+    ("03.transpose", "up to more than 65,536 rows or columns"): "the case past 65,536 rows or columns",
+    ("04.scan", "the whole scan right"): "the two-level case run end to end",
+    ("05.softmax", "values up to ±800"): "the case with values to ±800",
+    ("06.wmma-gemm", "K of up to 7 tiles"): "K drawn to 7 tiles",
+    ("08.nvls-busbw", "NVLS's up to 2(n-1)/n"): "a fact of the model, stated",
+    ("09.tile-counts", "and more than 65,536 tile rows or columns: in the simulator only the first and last blocks of "
+     "those"): "the case past 65,536; the simulator's bound, stated",
+}
+
+
+def test_every_claim_in_a_pass_line_is_backed() -> None:
+    import re
+
+    lines = pass_lines()
+    unbacked, stale = [], []
+    for ex_id, text in lines.items():
+        rest = text
+        for (ex, claim), _why in BACKED.items():
+            if ex == ex_id:
+                if claim not in rest:
+                    stale.append((ex, claim))
+                rest = rest.replace(claim, " ")
+        words = sorted({m.group(0) for pat in CLAIM_WORDS for m in re.finditer(pat, rest)})
+        if words:
+            unbacked.append(f"{ex_id}: {words} in {rest!r}")
+    assert not stale, f"claims no longer in their pass line (update BACKED): {stale}"
+    assert not unbacked, "pass-line claims with nothing listed to back them:\n" + "\n".join(unbacked)

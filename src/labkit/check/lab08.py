@@ -211,8 +211,9 @@ def ring_step(fn: Any) -> str:
     if not changed_any:
         raise Unsolved("your step does not change any chunk yet; write the sends of one step.")
     return (
-        "correct: 2(n-1) steps, one chunk per GPU per step, and every GPU ends with the sum, for n = 1 to 12 and "
-        "fresh sizes n does not divide."
+        "correct: 2(n-1) steps, one chunk per GPU per step, and every GPU ends with the sum, for n = "
+        f"{', '.join(str(n) for n in sorted({n for n, _ in cases[:-1]}))} and one n drawn from 6 to 12, fresh sizes "
+        "n does not divide and one smaller than n."
     )
 
 

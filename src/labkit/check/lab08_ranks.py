@@ -300,7 +300,8 @@ def mpi_ring(fn: Any) -> str:
             if far:
                 raise Failed(f"{where}: the sum is right but rank {r} is not a ring.", cause=cause)
     return (
-        "correct: every rank equals MPI.Allreduce on 2 processes and more, for sizes the process count does not "
+        "correct: every rank equals MPI.Allreduce on every process count from 2 to the most this machine runs (at "
+        "most 8), for sizes the process count does not "
         "divide, sizes smaller than it, float32 and int32, one chunk per step to a neighbour; and with chunks of "
         f"{BIG_CHUNK:,}+ floats, too large for MPI to buffer, it did not deadlock (no blocking Send before Recv)."
     )
