@@ -249,9 +249,27 @@ def pass_lines() -> dict[str, str]:
 
 #: Words that claim more than one case shows: each use in a pass line must be listed below with what backs it.
 CLAIM_WORDS = (
-    r"\bany\b", r"\bevery\b", r"\ball\b(?!-)", r"\bfrom 1 up\b", r"\bhowever\b", r"\bwhatever\b", r"\blike the model",
-    r"\bFP32 only\b", r"\bonly\b", r"\batomic", r"\brace", r"\bno FP64\b", r"\band more\b", r"\bshuffles\b",
-    r"\bone pass\b", r"\balways\b", r"\bnever\b", r"\bno\b", r"\bnone\b", r"\bwhole\b", r"\bup to\b",
+    r"\bany\b",
+    r"\bevery\b",
+    r"\ball\b(?!-)",
+    r"\bfrom 1 up\b",
+    r"\bhowever\b",
+    r"\bwhatever\b",
+    r"\blike the model",
+    r"\bFP32 only\b",
+    r"\bonly\b",
+    r"\batomic",
+    r"\brace",
+    r"\bno FP64\b",
+    r"\band more\b",
+    r"\bshuffles\b",
+    r"\bone pass\b",
+    r"\balways\b",
+    r"\bnever\b",
+    r"\bno\b",
+    r"\bnone\b",
+    r"\bwhole\b",
+    r"\bup to\b",
 )
 #: (exercise, the claim as the pass line words it): the case or rule that backs it.
 BACKED = {
@@ -285,8 +303,10 @@ BACKED = {
     ("05.l2norm", "up to 1,000,003"): "the GPU sizes (a GPU run only)",
     ("05.leaky-relu", "no writes out of bounds, in FP32 only (no FP64 in its PTX)"): "guarded outputs; fp64_failure",
     ("05.leaky-relu", "up to {…} elements"): "the largest size drawn, printed",
-    ("05.streams", "right values, no hazards, events that cover all the work, and chunks that overlap like the model's"):
-        "lab05: one kernel and two copies per chunk counted, streams used, the recorded timeline compared",
+    (
+        "05.streams",
+        "right values, no hazards, events that cover all the work, and chunks that overlap like the model's",
+    ): "lab05: one kernel and two copies per chunk counted, streams used, the recorded timeline compared",
     ("06.decode-fp16", "all {…} patterns"): "the fixed patterns (subnormals, zeros, inf, NaN) and 60 fresh",
     ("06.gemm-predict", "for each of {…} pairs of precision and GPU on every run"): "every pair, five shapes each",
     ("06.loss-scale", "every case behaves"): "every case it ran",
@@ -300,8 +320,10 @@ BACKED = {
     ("06.wmma-peak", "every product"): "the model's assumption, stated",
     ("07.dgx1-peer-matrix", "have no NVLink at all"): "a fact of the DGX-1",
     ("08.ddp-buckets", "the last one kept"): "a case per rule",
-    ("08.mpi-ring", "every rank equals MPI.Allreduce on every process count from 2 to the most this machine runs"):
-        "lab08_ranks.cases(): each n from min(8, ranks.max_ranks()) down to 2",
+    (
+        "08.mpi-ring",
+        "every rank equals MPI.Allreduce on every process count from 2 to the most this machine runs",
+    ): "lab08_ranks.cases(): each n from min(8, ranks.max_ranks()) down to 2",
     ("08.mpi-ring", "no blocking Send before Recv"): "the 100,000-float case, past MPI's eager size",
     ("08.nccl-busbw", "can load the links no more than"): "a fact, stated",
     ("08.ring-step", "every GPU ends with the sum"): "every GPU compared after every step",
@@ -320,8 +342,10 @@ BACKED = {
     ("05.softmax", "values up to ±800"): "the case with values to ±800",
     ("06.wmma-gemm", "K of up to 7 tiles"): "K drawn to 7 tiles",
     ("08.nvls-busbw", "NVLS's up to 2(n-1)/n"): "a fact of the model, stated",
-    ("09.tile-counts", "and more than 65,536 tile rows or columns: in the simulator only the first and last blocks of "
-     "those"): "the case past 65,536; the simulator's bound, stated",
+    (
+        "09.tile-counts",
+        "and more than 65,536 tile rows or columns: in the simulator only the first and last blocks of those",
+    ): "the case past 65,536; the simulator's bound, stated",
 }
 
 
@@ -342,3 +366,116 @@ def test_every_claim_in_a_pass_line_is_backed() -> None:
             unbacked.append(f"{ex_id}: {words} in {rest!r}")
     assert not stale, f"claims no longer in their pass line (update BACKED): {stale}"
     assert not unbacked, "pass-line claims with nothing listed to back them:\n" + "\n".join(unbacked)
+
+
+# ------------------------------------------------------------------------------------------ the FP64 rule (item 4)
+class _Launched(BaseException):
+    """Stops a check at its first launch (the launch's signature is all this test needs from it)."""
+
+
+def _one_fp64_operation(source: str) -> str:
+    """A kernel's source whose last store into an array is multiplied by 1 + 2⁻⁵²: the same float32 values, computed
+    in FP64 (the constant is not a float32, so the compiler cannot narrow the product)."""
+    import re
+
+    lines = source.splitlines()
+    store = re.compile(r"^(\s*)(\w+\[[^=]*\])\s*=\s*(.+)$")
+    k = max(i for i, line in enumerate(lines) if store.match(line))
+    indent, target, value = store.match(lines[k]).groups()  # type: ignore[union-attr]
+    lines[k] = f"{indent}{target} = ({value}) * 1.0000000000000002"
+    return "\n".join(lines) + "\n"
+
+
+#: Numba kernel exercises on float32 data (their launches have float32 arrays or scalars), and those that compute in
+#: float32 on 8-bit data. 02.float32 rejects FP64 outright (its lesson); the others pass with the note.
+FLOAT32_KERNELS = (
+    "00.vector-add",
+    "02.grayscale",
+    "02.saxpy",
+    "03.coalesced-copy",
+    "03.matmul",
+    "03.stencil",
+    "03.transpose",
+    "04.block-sum",
+    "04.full-sum",
+    "04.race",
+    "04.scan",
+    "04.warp-sum",
+    "09.fused-update",
+)
+#: Kernel exercises the note does not concern, and why.
+NOT_FLOAT32 = {
+    "02.float32": "the FP64 rule is its lesson: a kernel with FP64 in its PTX fails (test below)",
+    "04.histogram-global": "integer counts from uint8 data, no arithmetic in floating point",
+    "04.histogram-shared": "integer counts from uint8 data",
+    "09.erode": "uint8 masks, no arithmetic in floating point",
+    "09.tile-counts": "integer counts",
+    "05.huber": "CUDA C++ (CuPy): FP64 in its PTX fails the check (lab05.fp64_failure)",
+    "05.l2norm": "CUDA C++ (CuPy): FP64 in the float32 instantiation's PTX fails the check (lab05.fp64_failure)",
+    "05.leaky-relu": "CUDA C++ (CuPy): FP64 in its PTX fails the check (lab05.fp64_failure)",
+    "06.wmma-gemm": "CUDA C++ (FP16 in, FP32 accumulate): FP64 in its PTX fails the check (test below)",
+    "10.cluster": "CUDA C++ float32 sum (lab 10): its check has no FP64 rule; not covered here",
+    "10.tcgen05-tmem": "no arithmetic: the PTX's allocation is read, no values are computed",
+}
+
+
+def test_every_kernel_exercise_is_listed() -> None:
+    kernels = {ex_id for ex_id, ex in core._REGISTRY.items() if ex.kind == "kernel"}
+    assert kernels == set(FLOAT32_KERNELS) | set(NOT_FLOAT32)
+
+
+def test_a_float32_kernel_with_one_fp64_operation_gets_the_note_in_every_lab(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each exercise's check is stopped at its first launch, where labkit records the kernel and its signature; the
+    note is then what the check gives a passed kernel (``core._build_for_gpu``: the PTX for that signature compared
+    with the reference's). Running every check whole takes minutes in the simulator; 02.saxpy's runs whole below."""
+    from labkit.check import harness
+    from labkit.cuda import ptx
+
+    remember = harness._remember_launch
+
+    def stop(kernel: Any, args: tuple[Any, ...]) -> None:
+        remember(kernel, args)
+        raise _Launched
+
+    monkeypatch.setattr(harness, "_remember_launch", stop)
+    missing = []
+    for ex_id in FLOAT32_KERNELS:
+        subs, items = M.subjects(ex_id)
+        (kernel_subject,) = [s for s in subs if s.language == "kernel"][:1]
+        answer = M.assemble(subs, items, kernel_subject, _one_fp64_operation(kernel_subject.source))
+        harness.take_launched()
+        with contextlib.suppress(_Launched):
+            _quiet(core.run, ex_id, *answer)
+        launched = harness.take_launched()
+        assert launched, ex_id
+        kernel, signature = launched[0]
+        assert "float32" in signature or ex_id == "02.grayscale", (ex_id, signature)
+        note = core._fp64_note(ex_id, kernel, signature, ptx.compile(kernel, signature, core.GPU_BUILD_ARCH))
+        if not (note and "FP64" in note):
+            missing.append(ex_id)
+    assert not missing, f"no FP64 note for {missing}"
+
+
+def test_fp64_in_a_passed_kernel_reaches_the_learner_as_a_note() -> None:
+    subs, items = M.subjects("02.saxpy")
+    (kernel_subject,) = [s for s in subs if s.language == "kernel"]
+    r = _quiet(core.run, "02.saxpy", *M.assemble(subs, items, kernel_subject, _one_fp64_operation(kernel_subject.source)))
+    assert r.passed and "FP64" in (r.details.get("note") or ""), r.report()
+
+
+@pytest.mark.parametrize("ex_id", ["02.float32", "06.wmma-gemm"])
+def test_fp64_fails_where_the_exercise_teaches_float32(ex_id: str) -> None:
+    subs, items = M.subjects(ex_id)
+    if ex_id == "06.wmma-gemm":
+        source = items[0].replace(
+            "    wmma::store_matrix_sync",
+            "    for (int i = 0; i < acc.num_elements; i++) acc.x[i] = acc.x[i] * 1.0000000000000002;\n"
+            "    wmma::store_matrix_sync",
+            1,
+        )
+        answer = [source]
+    else:
+        (kernel_subject,) = [s for s in subs if s.language == "kernel"]
+        answer = M.assemble(subs, items, kernel_subject, _one_fp64_operation(kernel_subject.source))
+    r = _quiet(core.run, ex_id, *answer)
+    assert r.status == "failed" and ("FP64" in r.message or "double precision" in r.message), r.report()

@@ -212,7 +212,7 @@ def launch_config(grid_for: Callable[[tuple[int, int], tuple[int, int]], Any]) -
             continue
         where = f"grid_for(shape={shape} (rows, cols), block={block}) returned {(int(gx), int(gy))}, expected {want}"
         raise Failed(where + ".", cause=_grid_cause((int(gx), int(gy)), shape, block, want))
-    return "right on every shape, fresh ones included: exact multiples, 1×1 and non-square arrays."
+    return f"right on {len(cases)} shapes, fresh ones included: exact multiples, 1×1 and non-square arrays."
 
 
 # ----------------------------------------------------------------------------- 02.transfers
@@ -246,6 +246,12 @@ def _transfer_cause(
                     "times; a loop that launches before testing does not)."
                 )
             return f"{words}: the loop must launch the kernel exactly `steps` times."
+    if steps > 2:  # a loop that stops at a fixed count (a cap such as min(steps, 50))
+        v = y.copy()
+        for k in range(1, steps - 1):
+            v = (a * x + v).astype(np.float32)
+            if close(got, v):
+                return f"y is what {k} steps give, not {steps}: the loop stops early; launch the kernel `steps` times."
     done = np.isclose(got, expected, rtol=1e-5, atol=1e-5)
     if steps > 0 and done[:1].all() and not done.all() and np.isclose(got[~done], y[~done], rtol=1e-5, atol=1e-5).all():
         first = int(np.argmin(done))
@@ -361,8 +367,8 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
     from .inputs import InputGuard
 
     # (n, steps): a few hundred elements first; the same n and steps again on new data (a result kept from an earlier
-    # call, keyed by the step count, is wrong); 0 steps (y comes back as it was) and 1; and thousands of elements (a
-    # fixed launch such as 2 blocks of 128 threads without a grid-stride loop leaves elements out)
+    # call, keyed by the step count, is wrong); 0 steps (y comes back as it was) and 1; thousands of elements (a
+    # fixed launch such as 2 blocks of 128 threads without a grid-stride loop leaves elements out); and over 50 steps
     first_steps = between(2, 6)
     first_n = between(100, 400)
     plan = [
@@ -371,6 +377,7 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
         (between(1, 99), 0),
         (between(1, 99), 1),
         (between(3000, 5000), between(2, 4)),
+        (between(1, 64), between(51, 120)),  # many steps: a loop capped at some count (50, 64, 100) stops short
     ]
     answers: dict[tuple[int, int], np.ndarray] = {}
     for n, steps in plan:
@@ -434,4 +441,7 @@ def transfers(repeated_saxpy: Callable[..., Any]) -> str:
                 f"n={n}, steps={steps}: {count.to_device} copies to the device and {count.to_host} back; 2 and 1 are enough.",
                 cause="copy before and after the loop, not inside it.",
             )
-    return "correct, with 2 copies to the device and 1 back however many steps run."
+    return (
+        f"correct on {len(plan)} cases from 0 to more than 50 steps, with 2 copies to the device and 1 back whatever "
+        "the step count."
+    )

@@ -374,6 +374,16 @@ def wmma_gemm(source: str) -> str:
             "the kernel never stores its accumulator (no wmma.store in its PTX).",
             cause="call wmma::store_matrix_sync after the loop.",
         )
+    slow = ptx.fp64()
+    if slow:  # one rule for every lab's kernels, as 02.float32 teaches: FP64 where the exercise has none
+        ops = sorted({ln.split(None, 1)[0].rstrip(";") for ln in slow})
+        raise Failed(
+            f"the kernel computes in double precision: its PTX has {len(slow)} FP64 instruction(s) "
+            f"({', '.join(f'`{o}`' for o in ops[:4])}) where A and B are FP16 and the accumulator FP32.",
+            cause="in C++ a literal such as 0.5 or 1.0 is a double, and so is what it touches: write 0.5f and use "
+            "float variables. FP64 runs at a small fraction of the FP32 rate on most GPUs "
+            "(labkit.hw.arithmetic_rates).",
+        )
     where = f"compiles for {ptx.arch}: {counts['wmma.load']} fragment loads, {counts['wmma.mma']} wmma.mma, {counts['wmma.store']} store"
     cases = [(a, b) for a, b in _wmma_cases()]
     if env().is_gpu:
