@@ -86,15 +86,19 @@ $(LAB_STAMP): pyproject.toml constraints.txt
 lab: $(LAB_STAMP)
 	$(VENV)/bin/labkit lab
 
-## test: install, then lint and types (make lint types), labkit's unit tests, the structure tests, PTX builds and every notebook under nbval,
-## then the toolchain-dependent tests again under CUDA 13 (test-cu13)
+## test: install, then labkit's unit tests, the structure tests, PTX builds and every notebook under nbval; beside them, at
+## low priority (nice) so they use the CPU time pytest's workers leave while they wait on browsers, hubs and kernels: lint
+## and types (make lint types), then the toolchain-dependent tests again under CUDA 13 (test-cu13, one worker)
 test: $(STAMP) $(CUPY_STAMP) $(DOCS_STAMP) $(CHP) $(CU13_STAMP) $(HUB5_STAMP) $(REH_STAMP)
-	@start=$$(date +%s); status=0; \
-	$(MAKE) --no-print-directory lint types || status=1; \
+	@start=$$(date +%s); status=0; side=$$(mktemp); \
+	( rc=0; nice -n 10 $(MAKE) --no-print-directory lint types || rc=1; \
+	  nice -n 10 $(MAKE) --no-print-directory test-cu13 PYTEST_WORKERS=1 || rc=1; exit $$rc ) > $$side 2>&1 & side_pid=$$!; \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder tests notebooks \
 	    --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	    -p no:randomly --timeout 600 -q --durations=20 || status=1; \
-	$(MAKE) --no-print-directory test-cu13 || status=1; \
+	echo "pytest finished after $$(( $$(date +%s) - start )) s"; \
+	wait $$side_pid || status=1; \
+	echo "== beside pytest: lint, types and the CUDA 13 toolchain tests (make lint types test-cu13) =="; cat $$side; rm -f $$side; \
 	echo "make test: whole suite took $$(( $$(date +%s) - start )) s"; exit $$status
 
 ## check: the edit loop, under 90 s on 2 cores: lint and format (ruff), types (mypy), the layer test and the fast
