@@ -265,3 +265,49 @@ def test_a_time_out_of_a_halving_loop_that_holds_at_zero_names_the_bound() -> No
     assert "`while s > 0:`" in (failed.cause or ""), failed.cause
     failed = harness.explain_exception(TimeoutError("the kernel did not finish"), block_rows)
     assert "`while s > 0:`" not in (failed.cause or ""), failed.cause
+
+
+def test_predict_range_names_the_value_and_the_right_class() -> None:
+    from labkit.check.lab06 import _reference_predictions
+
+    right = _reference_predictions()
+    odd = {"fp16": ["zero", *right["fp16"][1:]], "bf16": right["bf16"]}
+    r = _run(lambda a: check.run("06.predict-range", a), odd)
+    assert r.status == "failed" and "70000 in fp16: you said 'zero'; expected one of" in r.message, r.report()
+    flip = {"normal": "subnormal", "subnormal": "normal", "underflow": "normal", "overflow": "normal"}
+    wrong = {"fp16": right["fp16"], "bf16": [flip[right["bf16"][0]], *right["bf16"][1:]]}
+    r = _run(lambda a: check.run("06.predict-range", a), wrong)
+    assert r.status == "failed" and f"70000 in bf16: expected {right['bf16'][0]}, you said" in r.message, r.report()
+
+
+MM_TILE = 16
+
+
+@cuda.jit
+def matmul_sa_swapped(A, B, C):
+    sa = cuda.shared.array((MM_TILE, MM_TILE), float32)
+    sb = cuda.shared.array((MM_TILE, MM_TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col = cuda.blockIdx.x * MM_TILE + tx
+    row = cuda.blockIdx.y * MM_TILE + ty
+    acc = float32(0.0)
+    for t in range((A.shape[1] + MM_TILE - 1) // MM_TILE):
+        k = t * MM_TILE
+        sa[ty, tx] = A[row, k + tx] if row < A.shape[0] and k + tx < A.shape[1] else float32(0.0)
+        sb[ty, tx] = B[k + ty, col] if k + ty < B.shape[0] and col < B.shape[1] else float32(0.0)
+        cuda.syncthreads()
+        for kk in range(MM_TILE):
+            acc += sa[kk, ty] * sb[kk, tx]  # the slip: A's tile read with its indices swapped
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+def test_matmul_with_a_tile_read_transposed_is_told_so() -> None:
+    r = _run(lambda a: check.run("03.matmul", a), matmul_sa_swapped)
+    assert r.status == "failed" and "tile of A transposed" in (r.cause or ""), r.report()
+    from labkit.check.lab03 import _tile_swap_cause
+
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((20, 30)), rng.standard_normal((30, 18))
+    assert _tile_swap_cause(A @ B, A, B, 16) is None and _tile_swap_cause(A @ B + 1.0, A, B, 16) is None

@@ -161,6 +161,9 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
                 else "the loop runs a fixed number of tiles: run (K + MM_TILE - 1) // MM_TILE of them"
             )
             return f"C holds the sum over the first {t * tile} of the {K} terms ({t} of {steps} tiles along K): {why}."
+    swapped = _tile_swap_cause(got, A, B, tile)
+    if swapped:
+        return swapped
     half = A.astype(np.float16).astype(np.float64) @ B.astype(np.float16).astype(np.float64)
     if np.allclose(got, half, rtol=1e-5, atol=2e-6 * max(K, 1)):
         return (
@@ -168,6 +171,36 @@ def _matmul_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> s
             "float16, which keeps 11 bits of each element. The exercise computes in float32: declare the tiles "
             "with float32."
         )
+    return None
+
+
+def _tiles_transposed(M: np.ndarray, tile: int) -> np.ndarray:
+    """``M`` (float64) with each ``tile`` × ``tile`` tile transposed in place (zeros past the edges, as a tiled kernel
+    loads them), cut back to ``M``'s shape."""
+    r, c = -(-M.shape[0] // tile) * tile, -(-M.shape[1] // tile) * tile
+    P = np.zeros((r, c))
+    P[: M.shape[0], : M.shape[1]] = M
+    P = P.reshape(r // tile, tile, c // tile, tile).transpose(0, 3, 2, 1).reshape(r, c)
+    return P[: M.shape[0], : M.shape[1]]
+
+
+def _tile_swap_cause(got: np.ndarray, A: np.ndarray, B: np.ndarray, tile: int) -> str | None:
+    """The cause when ``got`` is the product with the tiles of A, of B or of both transposed: a shared tile stored or
+    read with its row and column indices swapped (``sa[tx, ty] = ...``, ``sa[kk, ty]``)."""
+    a, b = A.astype(np.float64), B.astype(np.float64)
+    ta, tb = _tiles_transposed(a, tile), _tiles_transposed(b, tile)
+    for of, which, cand in (
+        ("A", "the tile of A (`sa`)", ta @ b),
+        ("B", "the tile of B (`sb`)", a @ tb),
+        ("A and B", "each shared tile", ta @ tb),
+    ):
+        if np.allclose(got, cand, rtol=1e-4, atol=1e-4 * max(A.shape[1], 1)) and not np.allclose(cand, a @ b):
+            return (
+                f"C equals A @ B with each {tile}×{tile} tile of {of} transposed: {which} is stored or read with its "
+                "row and column indices swapped. The thread (ty, tx) "
+                "stores element (ty, tx) of the tile, sa[ty, tx] = A[row, k + tx] and sb[ty, tx] = B[k + ty, col], "
+                "and reads sa[ty, kk] * sb[kk, tx]."
+            )
     return None
 
 

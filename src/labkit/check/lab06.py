@@ -155,9 +155,9 @@ def predict_range(answer: dict[str, list[str]]) -> str:
         for value, g, e in zip(PREDICT_VALUES, got, expected[fmt]):
             g = str(g).strip().lower()
             if g not in PREDICT_CHOICES:
-                raise Failed(f"{g!r} is not one of {', '.join(PREDICT_CHOICES)}.")
+                raise Failed(f"{value:g} in {fmt}: you said {g!r}; expected one of {', '.join(PREDICT_CHOICES)}.")
             if g != e:
-                wrong.append((f"{value:g} in {fmt}: you said {g}, it is {e}", _range_cause(value, fmt, g, e)))
+                wrong.append((f"{value:g} in {fmt}: expected {e}, you said {g}", _range_cause(value, fmt, g, e)))
     if wrong:
         raise Failed(
             f"{len(wrong)} of {2 * len(PREDICT_VALUES)} predictions are off: " + "; ".join(w for w, _ in wrong[:3]) + ".",

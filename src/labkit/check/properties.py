@@ -271,18 +271,23 @@ def _check_again(exercise_id: str, answer: Callable[..., Any]) -> None:
 
 def _probes(last: Call, earlier: Call, rng: np.random.Generator) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """Argument sets to tell a cache from a coincidence: ``last``'s with new values (where they can be drawn), else
-    ``last``'s and ``earlier``'s arguments mixed position by position (each one a value the check itself gave)."""
+    ``last``'s and ``earlier``'s arguments mixed position by position (each one a value the check itself gave), and
+    ``last``'s with a number that changed moved a little (the reference says whether such arguments are allowed)."""
     if _has_values(last):
         return [
             (tuple(_resample(a, rng) for a in last.args), {k: _resample(v, rng) for k, v in last.kwargs.items()})
             for _ in range(2)
         ]
     n = len(last.args)
-    if len(earlier.args) != n or earlier.kwargs.keys() != last.kwargs.keys() or n < 2:
+    if len(earlier.args) != n or earlier.kwargs.keys() != last.kwargs.keys():
         return []
     mixed = [tuple(copy.deepcopy(last.args[k] if k != j else earlier.args[k]) for k in range(n)) for j in range(n)]
+    for j, (a, b) in enumerate(zip(earlier.args, last.args)):  # a number that changed: values between and beyond
+        if isinstance(b, (int, float, np.integer, np.floating)) and not isinstance(b, (bool, np.bool_)) and a != b:
+            steps = (b + 1, b - 1, (a + b) // 2) if isinstance(b, (int, np.integer)) else (b * 1.25, (a + b) / 2)
+            mixed += [tuple(s if k == j else copy.deepcopy(last.args[k]) for k in range(n)) for s in steps]
     new = [m for m in mixed if not _agree(list(m), list(last.args), 0.0) and not _agree(list(m), list(earlier.args), 0.0)]
-    return [(m, copy.deepcopy(last.kwargs)) for m in new[:3]]
+    return [(m, copy.deepcopy(last.kwargs)) for m in new[:4]]
 
 
 def repeated_result_cause(
