@@ -18,7 +18,7 @@ from labkit import hw
 from labkit.kernels import video_pipeline as video
 
 from .answers import number
-from .cases import compared, run_cases
+from .cases import blocks_words, compared, edge_blocks, run_cases
 from .core import Failed, exercise
 from .harness import (
     CASE_TIME_LIMIT_S,
@@ -334,21 +334,35 @@ def tile_counts(kernel: Any) -> str:
         ((1, 1), (8, 8), 8),
         ((not_multiple(17, 30, 8), not_multiple(9, 15, 8)), (8, 8), 4),
         ((not_multiple(17, 30, 4), not_multiple(33, 60, 32)), (32, 4), 8),
-        ((not_multiple(25, 40, 12), not_multiple(17, 31, 12)), (12, 20), 12),
+        ((not_multiple(25, 40, 12), not_multiple(25, 35, 12)), (12, 20), 12),  # 3 block columns at least
         ((between(24, 32), between(24, 32)), (32, 32), 32),
+        # more than 65,536 tile rows, then tile columns (a 16-bit tile index wraps): in sim mode only the first and the
+        # last blocks along that axis run, the mask is foreground only under them, and every other count must stay 0
+        ((not_multiple(4 * 65_600, 4 * 65_700, 8), between(5, 20)), (8, 8), 4),
+        ((between(5, 20), not_multiple(4 * 65_600, 4 * 65_700, 8)), (8, 8), 4),
     ]
+    binaries = (1, 3, 5, 6, 7)  # the others hold foreground values from 1 to 255
 
     def launch(case: tuple[int, tuple[tuple[int, int], tuple[int, int], int]]) -> Launch:
         k, (shape, block, tile) = case
-        binary = k in (1, 3, 5)  # the others hold foreground values from 1 to 255
+        binary = k in binaries
         m = _mask(shape, 1.0 if k == 1 else 0.9 if tile == 32 else 0.5, binary=binary)
         ntiles = (-(-shape[0] // tile), -(-shape[1] // tile))
         label = _label(shape, block) + f", tiles of {tile}×{tile}" + ("" if binary else ", mask values 1 to 255")
+        grid = grid_2d(shape, block)
+        blocks, pixels = edge_blocks(grid, shape, (block[1], block[0]), lambda bx, by: (by, bx))
+        owned = None
+        if blocks is not None and pixels is not None:
+            m[~pixels] = 0  # foreground only where the blocks that run look
+            padded = np.zeros((ntiles[0] * tile, ntiles[1] * tile), dtype=bool)
+            padded[: shape[0], : shape[1]] = pixels
+            owned = padded.reshape(ntiles[0], tile, ntiles[1], tile).any(axis=(1, 3))
+            label += blocks_words(blocks)
         expected = video.tile_counts((m != 0).astype(np.uint8), tile)
-        return Launch(grid_2d(shape, block), block, (m, tile), expected, label, out_shape=ntiles)
+        return Launch(grid, block, (m, tile), expected, label, out_shape=ntiles, blocks=blocks, owned=owned)
 
     def failed(case: tuple[int, Any], launch: Launch, exc: Failed) -> None:
-        binary = case[0] in (1, 3, 5)
+        binary = case[0] in binaries
         if not binary and "wrote into its input" not in str(exc) and not _binary_also_fails(kernel, launch):
             raise Failed(str(exc), cause=NON_ZERO) from None
 
@@ -356,8 +370,9 @@ def tile_counts(kernel: Any) -> str:
     options: dict[str, Any] = {"names": ("mask", "tile", "counts"), "out_dtype": np.int32, "out_init": 0, "extra_cause": extra}
     run_cases(kernel, list(enumerate(cases)), launch, reverse_at=2, failed=failed, **options)
     return (
-        f"correct on {len(cases)} fresh masks with tiles of 4 to 32 (one holding more than 255 pixels) and blocks of "
-        "8×8 to 32×32 threads; every update atomic, none lost."
+        f"correct on {len(cases)} fresh masks with tiles of 4 to 32 (one holding more than 255 pixels, and more than "
+        "65,536 tile rows or columns: in the simulator only the first and last blocks of those) and blocks of 8×8 to "
+        "32×32 threads; every update atomic, none lost."
     )
 
 

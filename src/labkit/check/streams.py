@@ -287,7 +287,7 @@ def blocking_stream_problem(streams: Any, label: str, what: str) -> str | None:
         if not s.null and not s.is_non_blocking:
             return (
                 f"{label}: the values are right, but {s.name}, which {what}, is a blocking stream "
-                "(cp.cuda.Stream() or non_blocking=False); the exercise asks for non-blocking streams."
+                "(cp.cuda.Stream() or non_blocking=False) instead of the non-blocking stream the exercise asks for."
             )
     return None
 
