@@ -375,6 +375,7 @@ def _labkit_times(case: Case, repeat: int) -> tuple[float, float, list[np.ndarra
 def run(repeat: int = 3, only: list[str] | None = None, first: bool = True) -> dict[str, Any]:
     """Time every case under both simulators; returns the results as a JSON-ready dict."""
     cases = [c for c in _cases() if not only or c.name in only]
+    load_start = [round(x, 1) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
     with tempfile.TemporaryDirectory() as outdir:
         proc = subprocess.run([sys.executable, __file__, "--numba-child", ",".join(c.name for c in cases),
                                "--repeat", str(repeat), "--outdir", outdir],
@@ -417,6 +418,7 @@ def run(repeat: int = 3, only: list[str] | None = None, first: bool = True) -> d
         "numba": numba.__version__, "greenlet": greenlet.__version__, "cpu_count": os.cpu_count(),
         "machine": platform.machine(), "rows": rows,
         "load_average": [round(x, 1) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "load_average_start": load_start,
         "min_speedup_strict": min((r["speedup_strict"] for r in rows if r["speedup_strict"]), default=None),
         "min_speedup_recorded": min((r["speedup_recorded"] for r in rows if r["speedup_recorded"]), default=None),
         "min_speedup_first": min((r["speedup_first"] for r in rows if r.get("speedup_first")), default=None),
@@ -437,7 +439,11 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [f"Simulator speed on {result['date']} ({result['cpu_count']} CPU cores, Python {result['python']}, Numba "
              f"{result['numba']}; CPU seconds of each simulator's process: a first launch in a fresh process, then the "
              f"best of {result['repeat']} launches; simulators, not GPU times"
-             + (f"; load average {result['load_average'][0]:g} at the end, so compare the ratios" if result.get("load_average") else "")
+             + (f"; load average {result['load_average_start'][0]:g} at the start and {result['load_average'][0]:g} at the "
+                "end (a machine shared with other work), so compare the ratios"
+                if result.get("load_average") and result.get("load_average_start")
+                else f"; load average {result['load_average'][0]:g} at the end, so compare the ratios"
+                if result.get("load_average") else "")
              + "):", "",
              "| kernel | grid × block | first launch: Numba's simulator | labkit | × faster | repeated: Numba's simulator "
              "| labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",

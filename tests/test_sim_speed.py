@@ -110,3 +110,41 @@ def test_a_first_launch_runs_each_thread_once_when_the_text_shows_the_writes() -
         sim.launch_strict(cuda.jit(fn), 2, 32, x, total, out, names=["x", "total", "out"])
         assert len(_runs) == threads, fn.__name__
         assert np.all(out == x.sum()) and total[0] == atomics * x.sum()
+
+
+def _matmul(A, B, C):
+    row, col = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+def test_a_recorded_launch_logs_each_read_of_a_read_only_array_where_it_happened() -> None:
+    """A recorded launch keeps the reads of read-only arrays as runs of flat indices (cheaper than a tuple each); its
+    report gives every access all the same, with the thread, flat index and order the checks read."""
+    import numpy as np
+
+    from labkit import sim
+
+    rng = np.random.default_rng(5)
+    n = 20
+    A, B, C = rng.standard_normal((n, n)), rng.standard_normal((n, n)), np.zeros((n, n))
+    report = sim.launch_strict(cuda.jit(_matmul), (2, 2), (16, 16), A, B, C, names=["A", "B", "C"], outputs=("C",),
+                               record=True)
+    assert np.allclose(C, A @ B)
+    assert (report.count("A"), report.count("B"), report.count("C", "write")) == (n**3, n**3, n**2)
+    assert len(report.log) == len(list(report.log)) == 2 * n**3 + n**2
+    accesses = report.accesses
+    for thread, block, row, col in ((0, (0, 0, 0), 0, 0), (16 * 3 + 2, (1, 0, 0), 16 + 2, 3)):  # (x: the row)
+        mine = [(a.array, a.flat, a.kind) for a in accesses if a.thread == thread and a.block == block]
+        assert [f for name, f, _ in mine if name == "A"] == [row * n + k for k in range(n)]
+        assert [f for name, f, _ in mine if name == "B"] == [k * n + col for k in range(n)]
+        assert mine[-1] == ("C", row * n + col, "write")  # the store after every read
+    for name in ("A", "B"):  # the warp requests the coalescing checks read are those of the accesses
+        expected: dict = {}
+        for a in accesses:
+            if a.array == name and a.kind == "read":
+                expected.setdefault((a.block, a.thread // 32, a.seq), []).append(a.flat)
+        assert expected and report.requests(name) == expected

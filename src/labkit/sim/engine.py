@@ -88,6 +88,8 @@ class Hooks(Protocol):
 
     def barrier(self, block: "BlockRun") -> None: ...
 
+    # (optional) ``switched``: None, or a function the engine calls with each thread that hands control back
+
 
 class Collectives(Protocol):
     """What the warp layer supplies: it is told of exits and asked what to do when no thread can run."""
@@ -414,7 +416,19 @@ class _Watchdog:
 _watchdog = _Watchdog()
 
 
+_timeout_classes: dict[float, type[KernelTimeout]] = {}
+
+
 def _timeout_class(seconds: float) -> type[KernelTimeout]:
+    """The error a launch with a limit of ``seconds`` raises past it (one class per limit: making a class costs
+    a tenth of a millisecond, a small launch a few)."""
+    found = _timeout_classes.get(seconds)
+    if found is None:
+        found = _timeout_classes[seconds] = _make_timeout_class(seconds)
+    return found
+
+
+def _make_timeout_class(seconds: float) -> type[KernelTimeout]:
     class LaunchTimeLimit(KernelTimeout):
         def __init__(self) -> None:
             super().__init__(f"the kernel did not finish within {seconds:g} s of CPU time in the simulator", cause=LIKELY_HANG)
@@ -530,6 +544,7 @@ def _run_block(
     live = blk.size
     coll = collectives
     switches = 0
+    switched = getattr(hooks, "switched", None)  # (a recording model: told which thread just handed control back)
     try:
         while True:
             queue = blk.runnable
@@ -560,6 +575,8 @@ def _run_block(
                     elif isinstance(exc, KeyboardInterrupt):
                         _interrupted(exc, blk, t)
                     raise
+                if switched is not None:
+                    switched(t)
                 if done is _FINISHED:
                     t.state = DONE
                     t.glet = None

@@ -64,6 +64,8 @@ class _Source:
             raise ValueError("not a plain function definition")
         names: set[str] = set()
         changed: set[str] = set()
+        indexed: set[str] = set()  # names indexed somewhere (a parameter never indexed has no reads to compile)
+        stored: set[str] = set()  # names stored into by an index (A[i] = v)
         calls: list[ast.Call] = []
         for n in ast.walk(node):
             if isinstance(n, ast.Name):
@@ -73,25 +75,29 @@ class _Source:
             elif isinstance(n, (ast.Global, ast.Nonlocal)):
                 changed.update(n.names)
             elif isinstance(n, ast.Subscript):
-                if isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load):
-                    changed.add(n.value.id)
+                if isinstance(n.value, ast.Name):
+                    indexed.add(n.value.id)
+                    if not isinstance(n.ctx, ast.Load):
+                        changed.add(n.value.id)
+                        stored.add(n.value.id)
             elif isinstance(n, ast.Call):
                 calls.append(n)
         if any(name.startswith(_PREFIX) for name in names):
             raise ValueError("the kernel uses labkit's own prefix")
         params = [a.arg for a in node.args.posonlyargs + node.args.args]
-        self.node = node
-        self.positions = {p: k for k, p in enumerate(params) if p not in changed}
+        self.origin = ast.Expr(ast.Constant(None), lineno=node.lineno, col_offset=node.col_offset)  # (where the def is)
+        self.unused: ast.FunctionDef | None = node  # (the first variant's tree: _compile changes it)
+        self.positions = {p: k for k, p in enumerate(params) if p not in changed and p in indexed}
         glob = getattr(fn, "__globals__", {})
         self.cuda_names = frozenset(n for n in names - changed if n not in params and _is_numba_cuda(glob.get(n)))
         self.atomics = any(_atomic_call(n, self.cuda_names) is not None for n in calls)
-        stored = {
-            n.value.id
-            for n in ast.walk(node)
-            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load)
-        }
         stored.update(target.id for target in (_atomic_target(n, self.cuda_names) for n in calls) if target is not None)
         self.stored = frozenset(k for k, p in enumerate(params) if p in stored)
+
+    def fresh(self) -> ast.FunctionDef:
+        """A tree of the kernel's definition the caller may change: the one parsed first, then a new one each time."""
+        node, self.unused = self.unused, None
+        return node if node is not None else self.parse()
 
     def parse(self) -> ast.FunctionDef:
         """A fresh tree of the kernel's definition, at its lines in its file (the variant's rewriter changes it)."""
@@ -189,7 +195,7 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
         return fn
     rows: dict[str, list[Any]] = {}
     shapes: dict[str, tuple[int, ...]] = {}
-    logs: dict[str, tuple[Any, Any, Any]] = {}  # recorded arrays: (the log's append, the model, the engine)
+    logs: dict[str, Callable[[int], Any]] = {}  # recorded arrays: what takes the flat index of each read
     if any(hasattr(type(a), "fast_rows") for a in args):  # (the type's: Numba's record wrapper answers any
         # attribute with a lookup of its own)
         for name, position in source.positions.items():
@@ -216,13 +222,10 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
     values: dict[str, Any] = dict(zip(code.co_freevars, fn.__closure__ or ()))
     if f"{_PREFIX}fast" in fast_code.co_freevars:
         values[f"{_PREFIX}fast"] = types.CellType(FAST_ATOMIC_CLASSES)
-    if f"{_PREFIX}engine" in fast_code.co_freevars:
-        values[f"{_PREFIX}engine"] = types.CellType(next(iter(logs.values()))[2])
     for name in used:
         values[f"{_PREFIX}rows_{name}"] = types.CellType(rows[name])
         if name in logs:
-            values[f"{_PREFIX}log_{name}"] = types.CellType(logs[name][0])
-            values[f"{_PREFIX}model_{name}"] = types.CellType(logs[name][1])
+            values[f"{_PREFIX}log_{name}"] = types.CellType(logs[name])
         for axis, n in enumerate(shapes[name]):
             values[f"{_PREFIX}n{axis}_{name}"] = types.CellType(n)
     made = types.FunctionType(
@@ -239,7 +242,7 @@ def _compile(
 ) -> tuple[types.CodeType, list[str]]:
     """The variant's code object (compiled inside an enclosing function whose parameters, the kernel's free
     variables and the variant's own values, become its closure) and the arrays whose reads it rewrote."""
-    node = source.parse()
+    node = source.fresh()
     node.decorator_list = []
     node.returns = None
     for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
@@ -252,9 +255,8 @@ def _compile(
         raise ValueError("nothing to rewrite")
     extra = (
         ([f"{_PREFIX}fast"] if rewriter.atomics else [])
-        + ([f"{_PREFIX}engine"] if logged & set(used) else [])
         + [f"{_PREFIX}rows_{n}" for n in used]
-        + [f"{_PREFIX}{part}_{n}" for n in used if n in logged for part in ("log", "model")]
+        + [f"{_PREFIX}log_{n}" for n in used if n in logged]
         + [f"{_PREFIX}n{axis}_{n}" for n in used for axis in range(ndims[n])]
     )
     free = list(fn.__code__.co_freevars)
@@ -267,7 +269,7 @@ def _compile(
         decorator_list=[],
     )
     module = ast.Module(body=[outer], type_ignores=[])
-    _locate(module, source.node)
+    _locate(module, source.origin, inside=node)  # (the rewritten expressions were located as they were made)
     code = compile(module, fn.__code__.co_filename, "exec", dont_inherit=True)
     outer_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     inner = next(c for c in outer_code.co_consts if isinstance(c, types.CodeType) and c.co_name == node.name)
@@ -278,8 +280,9 @@ def _compile(
     return inner, used
 
 
-def _locate(tree: ast.AST, origin: ast.AST) -> None:
-    """Give every new node (no line yet) the line of the nearest located node above it."""
+def _locate(tree: ast.AST, origin: ast.AST, inside: ast.AST | None = None) -> None:
+    """Give every new node (no line yet) the line of the nearest located node above it (not looking into ``inside``,
+    whose nodes all have theirs)."""
 
     def walk(node: ast.AST, line: int, col: int) -> None:
         if "lineno" in node._attributes:
@@ -287,10 +290,19 @@ def _locate(tree: ast.AST, origin: ast.AST) -> None:
                 node.lineno, node.col_offset = line, col  # type: ignore[attr-defined]
                 node.end_lineno, node.end_col_offset = line, col  # type: ignore[attr-defined]
             line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+        if node is inside:
+            return
         for child in ast.iter_child_nodes(node):
             walk(child, line, col)
 
     walk(tree, origin.lineno, origin.col_offset)  # type: ignore[attr-defined]
+
+
+def _located(new: ast.expr, old: ast.expr) -> ast.expr:
+    """``new``, which replaces ``old``, with ``old``'s place, and its own new nodes located inside it."""
+    ast.copy_location(new, old)
+    _locate(new, old)
+    return new
 
 
 _FAST_ATOMICS = ("add",)
@@ -355,7 +367,7 @@ class _Rewriter(ast.NodeTransformer):
             [ast.Name(f"{_PREFIX}fast", ast.Load())],
         )
         slow = copy.deepcopy(node)
-        return ast.copy_location(ast.IfExp(test, fast, slow), node)
+        return _located(ast.IfExp(test, fast, slow), node)
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
@@ -387,25 +399,14 @@ class _Rewriter(ast.NodeTransformer):
         if array.id in self.logged:  # a recorded launch: the read is logged as Model.note logs it (the append's None)
             tests.append(ast.UnaryOp(ast.Not(), self._note(array.id, fast_parts)))
         test = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
-        return ast.copy_location(ast.IfExp(test, fast, slow), node)
+        return _located(ast.IfExp(test, fast, slow), node)
 
     def _note(self, name: str, parts: list[ast.expr]) -> ast.expr:
-        """``_lk_log_A((A, engine.current, flat, 0, model.epoch, None))``: the log entry of a read (``0``: READ)."""
+        """``_lk_log_A(flat)``: the read's flat index, which the array's recorder (``fast_log``) keeps for the log."""
         flat: ast.expr = parts[0]
         for axis, part in enumerate(parts[1:], start=1):
             flat = ast.BinOp(ast.BinOp(flat, ast.Mult(), ast.Name(f"{_PREFIX}n{axis}_{name}", ast.Load())), ast.Add(), part)
-        entry = ast.Tuple(
-            [
-                ast.Name(name, ast.Load()),
-                ast.Attribute(ast.Name(f"{_PREFIX}engine", ast.Load()), "current", ast.Load()),
-                flat,
-                ast.Constant(0),
-                ast.Attribute(ast.Name(f"{_PREFIX}model_{name}", ast.Load()), "epoch", ast.Load()),
-                ast.Constant(None),
-            ],
-            ast.Load(),
-        )
-        return ast.Call(ast.Name(f"{_PREFIX}log_{name}", ast.Load()), [entry], [])
+        return ast.Call(ast.Name(f"{_PREFIX}log_{name}", ast.Load()), [flat], [])
 
 
 def _pure(node: ast.expr) -> bool:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Sequence
+from itertools import repeat
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -190,7 +191,7 @@ class LaunchReport:
     shared: list[tuple[str, tuple[int, ...], np.dtype]]  # (name, shape, dtype) of each shared array
     barriers: int
     float_into_int: str | None
-    log: list[tuple] = field(default_factory=list, repr=False)  # recorded accesses, see Model.note
+    log: Sequence[tuple] = field(default_factory=list, repr=False)  # recorded accesses, see Model.recorded
     itemsizes: dict[str, int] = field(default_factory=dict)
     race: Race | None = None
     written: dict[str, np.ndarray] = field(default_factory=dict)  # argument name -> mask of elements written
@@ -210,11 +211,19 @@ class LaunchReport:
         return sum(1 for a, _, _, k, _, _ in self.log if k == code and a.name == array)
 
     def requests(self, array: str, kind: str = "read") -> dict[tuple, list[int]]:
-        """Warp requests: {(block, warp, seq): [flat index per lane]} for one array and kind of access."""
+        """Warp requests: {(block, warp, seq): [flat index per lane]} for one array and kind of access (``seq``
+        counts each thread's accesses to the array, as :func:`accesses_of` does)."""
+        code = KINDS.index(kind)
+        seq: dict[Any, int] = {}
         out: dict[tuple, list[int]] = {}
-        for a in self.accesses:
-            if a.array == array and a.kind == kind:
-                out.setdefault((a.block, a.thread // 32, a.seq), []).append(a.flat)
+        for a, t, flat, k, _, _ in self.log:
+            if a.name != array:
+                continue
+            key = t.key
+            n = seq.get(key, 0)
+            seq[key] = n + 1
+            if k == code:
+                out.setdefault((tuple(t.blockIdx), t.thread_id // 32, n), []).append(flat)
         return out
 
 
@@ -295,6 +304,12 @@ class Model:
         self.uninitialised: UninitialisedRead | None = None
         self.epoch = 0  # barriers passed by the block running now
         self.block: Any = None
+        # recorded arrays whose reads wait, as flat indices, for the thread that made them to hand control back (see
+        # flush); the engine calls ``switched`` then (None: nothing to hand over, the engine does not call)
+        self.buffered: list[_Snapshot] = []
+        self.switched: Callable[[Any], None] | None = None
+        self.runs: list[tuple[int, _Snapshot, Any, int, int, int]] = []  # (place in log, array, thread, epoch, start,
+        # end): the array's reads _flats[start:end] come before log[place] (see recorded)
 
     @property
     def atomics(self) -> dict[str, int]:
@@ -373,7 +388,27 @@ class Model:
             t.meets.append(mask)
 
     def note(self, array: "TrackedArray", t: Any, flat: int, kind: int, value: Any = None) -> None:
+        if self.switched is not None:
+            self.flush(t)
         self.log.append((array, t, flat, kind, self.epoch, value))
+
+    def flush(self, t: Any) -> None:
+        """Mark the reads of recorded read-only arrays that thread ``t`` made since its last switch or other logged
+        access as ``t``'s (a run of each array's flat indices: one int a read, where a tuple each cost three times as
+        much and made the collector walk them all). Called when ``t`` hands control back, and before any other access
+        is logged: each thread's accesses keep their order, but for the reads of two read-only arrays between two
+        other accesses, which come array by array."""
+        place = len(self.log)
+        for a in self.buffered:
+            end = len(a._flats)
+            if end > a._flushed:
+                self.runs.append((place, a, t, self.epoch, a._flushed, end))
+                a._flushed = end
+
+    def recorded(self) -> "Sequence[tuple]":
+        """Every logged access in order, as (array, thread, flat, kind, epoch, value): :attr:`log` itself, or with the
+        runs of reads put back in their places (:class:`AccessLog`)."""
+        return AccessLog(self.log, self.runs) if self.runs else self.log
 
     # -- shared memory of a block
     def shared_array(self, shape: Any, dtype: np.dtype, frame: Any) -> "TrackedArray":
@@ -391,6 +426,34 @@ def _stamp(t: Any) -> Any:
     """How an access by ``t`` is remembered: the thread, or (thread, its syncwarp count) once it has met at one."""
     meets = t.meets
     return t if meets is None else (t, len(meets))
+
+
+class AccessLog(Sequence[tuple]):
+    """The accesses of a recorded launch whose read-only arrays kept their reads as runs of flat indices
+    (:meth:`Model.flush`): iterating it gives each access as (array, thread, flat, kind, epoch, value), in the
+    order :meth:`Model.recorded` describes, one tuple at a time."""
+
+    def __init__(self, log: list[tuple], runs: list[tuple[int, Any, Any, int, int, int]]) -> None:
+        self._log, self._runs = log, runs
+
+    def __iter__(self) -> Iterator[tuple]:
+        log = self._log
+        at = 0
+        for place, a, t, epoch, start, end in self._runs:
+            if place > at:
+                yield from log[at:place]
+                at = place
+            yield from zip(repeat(a), repeat(t), a._flats[start:end], repeat(READ), repeat(epoch), repeat(None))
+        yield from log[at:]
+
+    def __len__(self) -> int:
+        return len(self._log) + sum(end - start for _, _, _, _, start, end in self._runs)
+
+    def __getitem__(self, k: Any) -> Any:
+        return list(self)[k]  # (every access is made again: iterate instead)
+
+    def __repr__(self) -> str:
+        return f"<AccessLog of {len(self):,} accesses>"
 
 
 class TrackedArray:
@@ -425,6 +488,7 @@ class TrackedArray:
         "natomics",
         "_fadd",
         "_aold",
+        "_mv",
         "_old",
         "rmw",
         "wmask",
@@ -481,6 +545,8 @@ class TrackedArray:
         if self._track and (not self._record or type(model).note is Model.note) and live.ndim == 1 and live.dtype.kind in "iuf":
             self._fadd = int if self._int else live.dtype.type
             self._aold = WIDE.get(live.dtype, live.dtype.type) if self._int else None
+        self._mv = _int_view(live) if self._fadd is int else None  # (the integer atomics' memory, read and written
+        # as Python ints: a third of NumPy's cost for one element)
         self._old: dict[int, Any] = {}  # element -> its value before this epoch's first write
         self.rmw: dict[int, set] = {}  # element -> threads that read it and then wrote it plainly
         self.wmask = bytearray(live.size)  # elements written so far
@@ -633,7 +699,8 @@ class TrackedArray:
         if log:
             self.natomics += len(log)
             wmask = self.wmask
-            for flat, stamp in log:
+            for flat, stamp in dict.fromkeys(log):  # (each updater of an element once: a counter's thread adds
+                # many times)
                 wmask[flat] = 1
                 a = table.get(flat)
                 if a is None:
@@ -741,8 +808,28 @@ class TrackedArray:
         element's old value as stored. The short path (a 1-D array, an integer index in bounds, a number of the
         element's kind) does what :meth:`atomic_target` and :func:`_strict_add` do, with the updater logged for
         :meth:`_atomics` to sort; anything else takes that long path."""
-        kind = self._fadd
         c = i.__class__
+        mv = self._mv
+        if mv is not None and v.__class__ is int and (c is int or c is Int32 or c in _NP_INDEX):
+            # (an integer array and a Python int: histograms and counters)
+            if c is not int:
+                i = int(i)  # (first: NumPy's comparisons cost more than the conversion)
+            if not 0 <= i < self.size:
+                return _slow_add(self, i, v)
+            me = engine.current
+            if self._w or self._log or self._r:
+                self._conflicts(i, ATOMIC, me)
+            if self._record:
+                self._model.note(self, me, i, ATOMIC)
+            self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
+            old = mv[i]
+            new = old + v
+            if self._low <= new <= self._high:
+                mv[i] = new
+            else:
+                self.live[i] = store_value(new, self.dtype)
+            return old
+        kind = self._fadd
         if kind is not None and (c is int or c is Int32 or c in _NP_INDEX) and 0 <= i < self.size:
             vc = v.__class__
             if kind is int:
@@ -757,16 +844,20 @@ class TrackedArray:
             me = engine.current
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
-            if self._record:  # (what Model.note does)
-                model = self._model
-                model.log.append((self, me, i, ATOMIC, model.epoch, None))
+            if self._record:
+                self._model.note(self, me, i, ATOMIC)
             self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))  # (counted, and the
             # element marked written, when _atomics() sorts the log)
             live = self.live
             if kind is int:
-                old = live.item(i)
+                old = mv[i] if mv is not None else live.item(i)
                 new = old + v
-                live[i] = new if self._low <= new <= self._high else store_value(new, self.dtype)
+                if not self._low <= new <= self._high:
+                    live[i] = store_value(new, self.dtype)
+                elif mv is not None:
+                    mv[i] = new
+                else:
+                    live[i] = new
                 return old
             old = live[i]
             live[i] = old + (v if vc is kind else kind(v))  # (Numba converts the value to the array's type first)
@@ -778,6 +869,18 @@ class TrackedArray:
         tagged with their width)."""
         old = self._lk_add_(i, v)
         return old if self._aold is None else self._aold(old)
+
+
+def _int_view(live: np.ndarray) -> memoryview | None:
+    """A writable memoryview of a 1-D integer array in the machine's byte order (its elements as Python ints), else
+    None."""
+    try:
+        view = memoryview(live)
+        if view.readonly or view.ndim != 1 or (live.size and view[0] != live.item(0)):
+            return None
+        return view
+    except (TypeError, ValueError, NotImplementedError):
+        return None
 
 
 class _Tracked1D(TrackedArray):
@@ -944,7 +1047,7 @@ class _Snapshot(TrackedArray):
     array and widening its narrow element. Bounds are those of the array: an index below zero, past the end or not
     an integer leaves the short path for :meth:`_first_read`, which raises as :meth:`TrackedArray._key` does."""
 
-    __slots__ = ("_parts", "_part", "_flat")
+    __slots__ = ("_parts", "_part", "_flat", "_flats", "_flushed")
 
     def __init__(self, live: np.ndarray, *args: Any, **kwargs: Any) -> None:
         super().__init__(live, *args, **kwargs)
@@ -952,6 +1055,12 @@ class _Snapshot(TrackedArray):
         n = -(-live.size // SNAPSHOT_CHUNK) if live.ndim == 1 else live.shape[0]
         self._parts: list[Any] = [None] * n
         self._flat: list[Any] | None = None
+        self._flats: list[int] = []  # a recorded launch: the flat index of every read (Model.flush marks whose)
+        self._flushed = 0  # how many of them a flush has marked
+        if self._record:
+            model = self._model
+            model.buffered.append(self)
+            model.switched = model.flush
 
     def fast_rows(self) -> list[Any] | None:
         """The whole copy as nested lists (``rows[i][j]`` for a 2-D array), for the reads that
@@ -959,22 +1068,23 @@ class _Snapshot(TrackedArray):
         if self.size > FAST_ROWS_LIMIT:
             return None
         if self.ndim == 1:
-            if self._flat is None:
-                self._flat = [v for k in range(len(self._parts)) for v in self._part_of(k)]
+            if self._flat is None:  # (in one piece: the parts that reads outside the variant use are cut from it)
+                self._flat = self._build(-1)
             return self._flat
         for k in range(len(self._parts)):
             self._part_of(k)
         return self._parts
 
-    def fast_log(self) -> tuple[Any, Any, Any] | None:
-        """(the model's ``log.append``, the model, the engine) when the launch records this array's reads (a fast read
-        appends what :meth:`Model.note` would, with the engine's current thread), else None."""
-        return (self._model.log.append, self._model, engine) if self._record else None
+    def fast_log(self) -> Callable[[int], Any] | None:
+        """What takes the flat index of each read when the launch records this array's reads (the model logs them
+        for the thread that made them: :meth:`Model.flush`), else None."""
+        return self._flats.append if self._record else None
 
     def _part_of(self, k: int) -> list[Any]:
         part = self._parts[k]
         if part is None:
-            part = self._parts[k] = self._build(k)
+            flat = self._flat
+            part = self._parts[k] = self._build(k) if flat is None else flat[k * SNAPSHOT_CHUNK : (k + 1) * SNAPSHOT_CHUNK]
         return part
 
     def _first_read(self, idx: Any) -> Any:
@@ -988,9 +1098,9 @@ class _Snapshot(TrackedArray):
         return self._read(flat, self.live[index])
 
     def _build(self, k: int) -> list[Any]:
-        """Part ``k`` of the copy: nested lists of the scalars a read gives."""
+        """Part ``k`` of the copy (-1: the whole of a 1-D array): nested lists of the scalars a read gives."""
         live = self.live
-        src = live[k * SNAPSHOT_CHUNK : (k + 1) * SNAPSHOT_CHUNK] if live.ndim == 1 else live[k]
+        src = live if k < 0 else live[k * SNAPSHOT_CHUNK : (k + 1) * SNAPSHOT_CHUNK] if live.ndim == 1 else live[k]
         wide = self._widen
         if wide is None:
             return list(src) if src.ndim == 1 else [list(p) for p in src]
@@ -1050,8 +1160,7 @@ class _RecordedSnapshot1D(_Snapshot1D):
         try:
             if i >= 0:
                 value = self._parts[i >> 8][i & 255]
-                model = self._model
-                model.log.append((self, engine.current, i, READ, model.epoch, None))
+                self._flats.append(i)
                 return value
         except (TypeError, IndexError):
             pass
@@ -1068,8 +1177,7 @@ class _RecordedSnapshot2D(_Snapshot2D):
             i, j = idx
             if i >= 0 <= j:
                 value = self._parts[i][j]
-                model = self._model
-                model.log.append((self, engine.current, i * self._s1 + j, READ, model.epoch, None))
+                self._flats.append(i * self._s1 + j)
                 return value
         except (TypeError, ValueError, IndexError):
             pass
@@ -1087,8 +1195,7 @@ class _RecordedSnapshot3D(_Snapshot3D):
             if i >= 0 <= j and k >= 0:
                 value = self._parts[i][j][k]
                 _, n1, n2 = self.shape
-                model = self._model
-                model.log.append((self, engine.current, (i * n1 + j) * n2 + k, READ, model.epoch, None))
+                self._flats.append((i * n1 + j) * n2 + k)
                 return value
         except (TypeError, ValueError, IndexError):
             pass
@@ -1219,12 +1326,15 @@ def _ufunc(ufunc: Any, method: str, inputs: tuple, kwargs: dict) -> Any:
 _ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin", "cas")
 
 
+_SHARED_NAME = re.compile(r"(\w+)\s*=\s*cuda\.shared\.array")  # (compiled with the module, not in a first launch)
+
+
 def _shared_name(frame: Any) -> str:
     """``shared array `tile``` from the source line that allocates it, else the line number."""
     import linecache
 
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-    m = re.search(r"(\w+)\s*=\s*cuda\.shared\.array", line)
+    m = _SHARED_NAME.search(line)
     return f"shared array `{m.group(1)}`" if m else f"shared array (line {frame.f_lineno})"
 
 
@@ -1528,7 +1638,7 @@ def launch_strict(
         list(model.shared),
         model.barriers,
         model.float_into_int,
-        model.log,
+        model.recorded(),
         {a.name: a.dtype.itemsize for a in model.globals} | {s[0]: s[2].itemsize for s in model.shared},
         race,
         {a.name: a.written for a in model.globals},
