@@ -311,3 +311,50 @@ def test_matmul_with_a_tile_read_transposed_is_told_so() -> None:
     rng = np.random.default_rng(1)
     A, B = rng.standard_normal((20, 30)), rng.standard_normal((30, 18))
     assert _tile_swap_cause(A @ B, A, B, 16) is None and _tile_swap_cause(A @ B + 1.0, A, B, 16) is None
+
+
+@cuda.jit
+def block_sum_loose_guard(x, partial):
+    sh = cuda.shared.array(MAX_BLOCK, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.size else float32(0.0)
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t <= s:  # the slip: thread s adds too
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+def test_a_tree_step_guarded_with_le_is_named() -> None:
+    from labkit.kernels.reductions import block_sum
+
+    assert causes.tree_guard_cause(block_sum) is None  # `if t < s:`
+    assert causes.tree_guard_cause(block_sum_endless) is None
+    r = _run(lambda a: check.run("04.block-sum", a), block_sum_loose_guard)
+    assert r.status == "failed" and "`if t < s:`" in (r.cause or "") and "`if t <= s:`" in (r.cause or ""), r.report()
+
+
+@cuda.jit
+def block_sum_no_guard(x, partial):
+    sh = cuda.shared.array(MAX_BLOCK, float32)
+    t = cuda.threadIdx.x
+    sh[t] = x[cuda.grid(1)] if cuda.grid(1) < x.size else float32(0.0)
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if True:  # the slip: every thread adds
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+def test_a_tree_step_without_a_guard_is_named() -> None:
+    cause = causes.tree_guard_cause(block_sum_no_guard)
+    assert cause is not None and "runs under no test" in cause and "`if t < s:`" in cause, cause

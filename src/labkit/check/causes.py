@@ -742,3 +742,83 @@ def halving_loop_cause(kernel: Any) -> str | None:
                 f"`while {v} > 0:`."
             )
     return None
+
+
+def tree_guard_cause(kernel: Any) -> str | None:
+    """The cause of a race in a tree reduction whose step ``sh[t] += sh[t + s]`` (in a loop that halves ``s``) runs
+    under ``if t <= s:`` or under no test: thread ``s`` also adds, writing ``sh[s]`` while thread 0 reads it in the
+    same step. None when the step is guarded otherwise (``t < s``, or a test this does not read), or no source."""
+    fn = _source_tree(kernel)
+    if fn is None:
+        return None
+
+    def halved(loop: ast.While) -> set[str]:
+        return {
+            s.target.id
+            for s in ast.walk(loop)
+            if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and isinstance(s.op, (ast.FloorDiv, ast.RShift))
+        }
+
+    def step(st: ast.stmt, strides: set[str]) -> tuple[str, str, str] | None:
+        """(array, index, stride) of ``a[t] += a[t + s]`` (or ``a[t] = a[t] + a[t + s]``)."""
+        if not isinstance(st, (ast.AugAssign, ast.Assign)):
+            return None
+        target = st.target if isinstance(st, ast.AugAssign) else st.targets[0]
+        if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and isinstance(target.slice, ast.Name)):
+            return None
+        arr, t = target.value.id, target.slice.id
+        for sub in ast.walk(st.value):
+            if (
+                isinstance(sub, ast.Subscript)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == arr
+                and isinstance(sub.slice, ast.BinOp)
+                and isinstance(sub.slice.op, ast.Add)
+                and {ast.unparse(sub.slice.left), ast.unparse(sub.slice.right)} & {t}
+            ):
+                s = ({ast.unparse(sub.slice.left), ast.unparse(sub.slice.right)} - {t}).pop()
+                if s in strides:
+                    return arr, t, s
+        return None
+
+    def guard(test: ast.expr, t: str, s: str) -> str:
+        """One test against the step: "right" (t < s), "loose" (t <= s), "none" (``True``) or "other"."""
+        if isinstance(test, ast.Constant) and test.value is True:
+            return "none"
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            kinds = [guard(v, t, s) for v in test.values]
+            return "right" if "right" in kinds else "loose" if "loose" in kinds and "other" not in kinds else "other"
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left, op, right = ast.unparse(test.left), test.ops[0], ast.unparse(test.comparators[0])
+            if (left, right) == (t, s) and isinstance(op, ast.Lt) or (left, right) == (s, t) and isinstance(op, ast.Gt):
+                return "right"
+            if (left, right) == (t, s) and isinstance(op, ast.LtE) or (left, right) == (s, t) and isinstance(op, ast.GtE):
+                return "loose"
+        return "other"
+
+    def visit(stmts: list[ast.stmt], tests: list[ast.expr], strides: set[str]) -> str | None:
+        for st in stmts:
+            if isinstance(st, ast.While):
+                found = visit(st.body, [], strides | halved(st))
+            elif isinstance(st, ast.If):
+                found = visit(st.body, [*tests, st.test], strides)
+            else:
+                hit = step(st, strides)
+                found = None
+                if hit is not None:
+                    arr, t, s = hit
+                    kinds = [guard(x, t, s) for x in tests]
+                    if "right" in kinds or "other" in kinds:
+                        return None
+                    how = f"`if {t} <= {s}:`" if "loose" in kinds else "no test"
+                    found = (
+                        f"the tree step `{ast.unparse(st)}` runs under {how}: thread {s} adds too, writing "
+                        f"`{arr}[{s}]` while thread 0 reads `{arr}[0 + {s}]` in the same step (and threads past the "
+                        f"stride read beyond the live half). Guard the step so that only the threads below the stride "
+                        f"add: `if {t} < {s}:`."
+                    )
+            if found:
+                return found
+        return None
+
+    return visit(fn.body, [], set())

@@ -666,10 +666,10 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             cause = race.cause()
             message = f"{label}: {race.message()}"
             if race.space == "shared" and race.scope != "grid" and not race.lost_update and "read" in (race.first, race.second):
-                from .causes import barrier_cause
+                from .causes import barrier_cause, tree_guard_cause
 
                 name = race.array.split("`")[1] if race.array.count("`") >= 2 else race.array
-                cause = barrier_cause(kernel, name) or cause  # from the order of the code, not of the threads
+                cause = barrier_cause(kernel, name) or tree_guard_cause(kernel) or cause  # read from the code
             written = report.written.get(race.array)
             if (
                 race.scope == "grid"
