@@ -479,3 +479,52 @@ def test_fp64_fails_where_the_exercise_teaches_float32(ex_id: str) -> None:
         answer = M.assemble(subs, items, kernel_subject, _one_fp64_operation(kernel_subject.source))
     r = _quiet(core.run, ex_id, *answer)
     assert r.status == "failed" and ("FP64" in r.message or "double precision" in r.message), r.report()
+
+
+# ------------------------------------------------------------------------------------------ return types (item 3)
+def _narrowed(value: Any) -> tuple[Any, bool]:
+    """``value`` with every float64 in it (a Python float, a NumPy float64, a float64 array) as float32; and whether
+    anything was narrowed."""
+    if isinstance(value, bool):
+        return value, False
+    if isinstance(value, (float, np.float64)):
+        return np.float32(value), True
+    if isinstance(value, np.ndarray) and value.dtype == np.float64:
+        return value.astype(np.float32), True
+    if isinstance(value, (list, tuple)):
+        items = [_narrowed(v) for v in value]
+        return type(value)(v for v, _ in items), any(n for _, n in items)
+    if isinstance(value, dict):
+        items = {k: _narrowed(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in items.items()}, any(n for _, n in items.values())
+    return value, False
+
+
+#: Host exercises whose answers return float64 (the others return integers, strings, float32 arrays or nothing).
+FLOAT64_RESULTS = [
+    "01.ring-allreduce", "05.pipeline", "05.softmax", "06.decode-fp16", "06.gemm-predict", "06.loss-scale",
+    "06.mx-quantize", "06.nvfp4-quantize", "06.te-scale", "07.allreduce-bytes", "07.copy-time", "07.pageable-model",
+    "07.pcie-peak", "08.nccl-busbw", "08.nvl72-allreduce", "08.scaling-efficiency",
+]  # fmt: skip
+#: Where the type rule does not reach: its answer is given a CuPy (stand-in) module, so labkit's reference cannot be
+#: called on the same arguments to learn the type; its check runs again (the first rule), but float32 passes.
+NO_TYPE_RULE = {
+    "05.streams": "pipeline(cp, ...) returns milliseconds; the reference cannot run on the learner's stand-in again",
+    "07.event-timing": "time_copies(cp, ...) returns GB/s figures measured on the stand-in; the same",
+}
+
+
+@pytest.mark.parametrize(
+    "ex_id", FLOAT64_RESULTS + [pytest.param(k, marks=pytest.mark.skip(reason=v)) for k, v in NO_TYPE_RULE.items()]
+)
+def test_float32_where_the_reference_returns_float64_fails(ex_id: str) -> None:
+    answer = _correct(ex_id)
+    narrowed = [0]
+
+    def float32_answer(*args: Any, **kwargs: Any) -> Any:
+        got, changed = _narrowed(answer(*args, **kwargs))
+        narrowed[0] += changed
+        return got
+
+    r = _quiet(core.run, ex_id, float32_answer)
+    assert narrowed[0] and r.status == "failed", r.report()
