@@ -109,7 +109,13 @@ def test_the_race_check_names_threadidx_y_in_a_flat_launch() -> None:
     assert "`cuda.threadIdx.y`" in (r.cause or "") and "atomic" not in (r.cause or ""), r.report()
 
 
-def test_a_cluster_sum_indexed_by_blockidx_y_is_told_so() -> None:
+def test_a_cluster_sum_indexed_by_blockidx_y_is_told_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit.check import lab10_clusters
+
+    def wrong_sum(source: str, *args: Any, **kwargs: Any) -> str:  # the stand-in's verdict on this source, quickly
+        raise check.Failed("on the CPU stand-in, clusters of 2 blocks of 128 threads: out[0] is 140, expected 73.")
+
+    monkeypatch.setattr(lab10_clusters, "host_cases", wrong_sum)
     r = _run(check.cluster_sum, cluster_source().replace(*CLUSTER_SWAPS[0][:2]))
     assert r.status == "failed" and "`blockIdx.y`" in (r.cause or ""), r.report()
 
@@ -358,3 +364,14 @@ def block_sum_no_guard(x, partial):
 def test_a_tree_step_without_a_guard_is_named() -> None:
     cause = causes.tree_guard_cause(block_sum_no_guard)
     assert cause is not None and "runs under no test" in cause and "`if t < s:`" in cause, cause
+
+
+def test_a_wmma_kernel_indexing_tiles_by_the_wrong_block_axis_is_told_so() -> None:
+    from labkit.check.lab06 import _reference_wmma
+
+    source = _reference_wmma()
+    assert causes.axis_cause(source, (3, 2), (32, 4)) is None  # a warp's lanes need not read threadIdx.x
+    wrong = source.replace("const int tile_col = blockIdx.x;", "const int tile_col = blockIdx.y;")
+    assert wrong != source
+    r = _run(lambda a: check.run("06.wmma-gemm", a), wrong)
+    assert r.status == "failed" and "never reads `blockIdx.x`" in (r.cause or ""), r.report()

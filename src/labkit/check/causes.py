@@ -572,6 +572,17 @@ def axis_uses(kernel: Any) -> dict[tuple[str, str], bool] | None:
     return uses
 
 
+_WARP_WIDE = re.compile(r"wmma|mma_sync|shfl|laneid|ballot|activemask|tiled_partition|coalesced_threads|syncwarp")
+
+
+def _warp_collective(kernel: Any) -> bool:
+    """True when the kernel's code has warp-wide operations (WMMA, shuffles, votes): its lanes cooperate, so a lane
+    need not read its own index. True too when there is no source to read (a remark that may not apply is left out)."""
+    if isinstance(kernel, str):
+        return _WARP_WIDE.search(_cpp_code(kernel)) is not None
+    return source_matches(kernel, _WARP_WIDE.pattern)
+
+
 def _dims3(dim: Any) -> tuple[int, int, int]:
     if dim is None:  # a one-dimensional launch of any width
         return (0, 1, 1)
@@ -615,9 +626,12 @@ def axis_cause(kernel: Any, grid: Any, block: Any) -> str | None:
                     f"your kernel reads `{name}`, which is {value} this launch ({blocks} in {grids}: nothing along "
                     f"{ax}), so {effect}. If you meant {meaning}, that is `{along}` (x and {ax} swapped?)."
                 )
+    warp_wide = _warp_collective(kernel)  # a warp's lanes along x work together (WMMA, shuffles): x may go unread
     for fam in ("threadIdx", "blockIdx"):
         for k, ax in enumerate("xyz"):
             others = [o for o in "xyz" if o != ax and (fam, o) in uses]
+            if warp_wide and (fam, ax) == ("threadIdx", "x"):
+                continue
             if extent[fam][k] > 1 and (fam, ax) not in uses and others:
                 name = ("cuda." if py else "") + f"{fam}.{ax}"
                 unit = "threads of a block" if fam == "threadIdx" else "blocks"
@@ -822,3 +836,16 @@ def tree_guard_cause(kernel: Any) -> str | None:
         return None
 
     return visit(fn.body, [], set())
+
+
+_LAUNCH_WORDS = re.compile(r"grid \((\d+), (\d+), (\d+)\), block \((\d+), (\d+), (\d+)\)")
+
+
+def axis_cause_in(source: str, report: str) -> str | None:
+    """:func:`axis_cause` for the launch a CPU stand-in report names (``... (grid (3, 1, 1), block (32, 4, 1)) ...``),
+    for a race or a wrong store it reports; None when the report names no launch."""
+    m = _LAUNCH_WORDS.search(report)
+    if m is None:
+        return None
+    d = [int(v) for v in m.groups()]
+    return axis_cause(source, tuple(d[:3]), tuple(d[3:]))

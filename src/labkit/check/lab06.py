@@ -404,9 +404,20 @@ def wmma_gemm(source: str) -> str:
     except Failed:
         raise
     except LabkitError as exc:
-        raise Failed(str(exc).split("\n")[0], cause=exc.fix) from None
+        from .causes import axis_cause_in  # a race of warps that never read an axis of the launch
+
+        said = str(exc).split("\n")[0]
+        raise Failed(said, cause=(axis_cause_in(source, said) if "race" in said else None) or exc.fix) from None
     for (a, b), (c, outside) in zip(cases, results):
-        _grade_wmma(c, a, b, outside)
+        try:
+            _grade_wmma(c, a, b, outside)
+        except Failed as exc:  # an axis the launch has that the source never reads (row and column mixed up)
+            from labkit.gpu import tensorcores as tc
+
+            from .causes import axis_cause
+
+            axis = axis_cause(source, *tc.wmma_launch(a.shape[0], b.shape[1]))
+            raise Failed(str(exc), cause=axis or exc.cause) from None
     return (
         where + f"; its values are right on the CPU stand-in for {len(cases)} shapes (K of up to 7 tiles, some warps "
         "with no tile) within the FP16-input, FP32-accumulate tolerance, no writes outside C. A GPU run checks it on "
