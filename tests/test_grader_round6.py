@@ -210,6 +210,22 @@ def test_occupancy_bisection_finds_the_budget_a_full_search_finds() -> None:
         assert lab03._best_budget(arch, threads, target, shared) == (max(ok) if ok else None)
 
 
+def test_a_power_of_two_block_reaches_every_target_that_can_be_reached() -> None:
+    """Set 4's 'occupancy draws miss shared-memory-limited cases whose best block is not a power of two': the statement
+    accepts any block size that reaches the target, with the largest budget for that size, and blocks of 1024 threads
+    (or a smaller power of two) reach every target any size reaches. So an answer that searches only powers of two is
+    right by the contract, and no draw can tell it apart: the class is closed by the statement's words, checked here
+    on a grid of architectures, targets and shared-memory sizes (those that cap the blocks per SM included)."""
+    from labkit.check import lab03
+
+    for arch in ("sm_70", "sm_80", "sm_90"):
+        for shared in range(0, 100_001, 5_003):
+            for target in (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0):
+                sizes = [t for t in range(32, 1025, 32) if (lab03._occ(arch, t, 1, shared) or 0) >= target - 1e-12]
+                powers = [t for t in sizes if t & (t - 1) == 0]
+                assert bool(sizes) == bool(powers), (arch, shared, target, sizes)
+
+
 # ------------------------------------------------------------------------------------------ pass lines (item 2)
 def _text(node: Any, names: dict[str, Any], seen: frozenset[str] = frozenset()) -> str:
     """The words of a pass line's expression: its string parts, ``{…}`` for a value, variables looked up."""
