@@ -375,3 +375,10 @@ def test_a_wmma_kernel_indexing_tiles_by_the_wrong_block_axis_is_told_so() -> No
     assert wrong != source
     r = _run(lambda a: check.run("06.wmma-gemm", a), wrong)
     assert r.status == "failed" and "never reads `blockIdx.x`" in (r.cause or ""), r.report()
+
+
+def test_a_cpp_tree_step_guarded_with_le_is_named() -> None:
+    source = cluster_source()
+    assert causes.tree_guard_cause(source) is None
+    cause = causes.tree_guard_cause(source.replace("if (threadIdx.x < s)", "if (threadIdx.x <= s)"))
+    assert cause is not None and "`if (threadIdx.x < s)`" in cause, cause

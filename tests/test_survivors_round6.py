@@ -196,3 +196,26 @@ def test_equal_values_written_by_many_threads_are_a_race_on_the_stand_in() -> No
     assert r.status == "failed", r.report()
     assert "global-memory race" in r.message and "same value" in r.message
     assert "exactly one thread per cluster" in (r.cause or "")
+
+
+def test_a_16_bit_tile_index_fails_wmma_on_the_stand_in_edge_blocks() -> None:
+    from labkit.check import lab06
+    from labkit.check.core import Failed
+
+    src = lab06._reference_wmma()
+    narrow = src.replace("const int tile_row", "const unsigned short tile_row")
+    assert narrow != src
+    with pytest.raises(Failed, match="outside the tiles those blocks own") as info:
+        lab06._wmma_past_16_bits(narrow)
+    assert "16 bits" in (info.value.cause or "")
+
+
+def test_the_stand_in_refuses_blocks_outside_the_grid() -> None:
+    from labkit.cuda.host import run_on_host_batch
+
+    src = 'extern "C" __global__ void k(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 1.0f; }'
+    x = np.zeros(64, np.float32)
+    with pytest.raises(LabkitError, match="outside the grid"):
+        run_on_host_batch(src, "k", [((2,), (32,), (x, np.int32(64)))], blocks=[[(2, 0, 0)]])
+    run_on_host_batch(src, "k", [((2,), (32,), (x, np.int32(64)))], blocks=[[(1, 0, 0)]])
+    assert (x[32:] == 1).all() and (x[:32] == 0).all()  # only block 1 ran

@@ -760,8 +760,10 @@ def halving_loop_cause(kernel: Any) -> str | None:
 
 def tree_guard_cause(kernel: Any) -> str | None:
     """The cause of a race in a tree reduction whose step ``sh[t] += sh[t + s]`` (in a loop that halves ``s``) runs
-    under ``if t <= s:`` or under no test: thread ``s`` also adds, writing ``sh[s]`` while thread 0 reads it in the
+    under ``if t <= s:`` or under no test (CUDA C++ too: ``if (threadIdx.x <= s) a[threadIdx.x] += a[threadIdx.x + s];``): thread ``s`` also adds, writing ``sh[s]`` while thread 0 reads it in the
     same step. None when the step is guarded otherwise (``t < s``, or a test this does not read), or no source."""
+    if isinstance(kernel, str):
+        return _cpp_tree_guard(kernel)
     fn = _source_tree(kernel)
     if fn is None:
         return None
@@ -849,3 +851,22 @@ def axis_cause_in(source: str, report: str) -> str | None:
         return None
     d = [int(v) for v in m.groups()]
     return axis_cause(source, tuple(d[:3]), tuple(d[3:]))
+
+
+_CPP_LOOSE_STEP = re.compile(
+    r"if\s*\(\s*(?P<t>[\w.]+)\s*<=\s*(?P<s>\w+)\s*\)\s*\{?\s*(?P<a>\w+)\s*\[\s*(?P=t)\s*\]\s*\+=\s*"
+    r"(?P=a)\s*\[\s*(?P=t)\s*\+\s*(?P=s)\s*\]"
+)
+
+
+def _cpp_tree_guard(source: str) -> str | None:
+    """:func:`tree_guard_cause` for CUDA C++: the step ``a[t] += a[t + s]`` under ``if (t <= s)``."""
+    m = _CPP_LOOSE_STEP.search(_cpp_code(source))
+    if m is None:
+        return None
+    t, s, a = m.group("t"), m.group("s"), m.group("a")
+    return (
+        f"the tree step `{a}[{t}] += {a}[{t} + {s}]` runs under `if ({t} <= {s})`: the thread whose index is {s} adds "
+        f"too, writing `{a}[{s}]` while thread 0 reads it in the same step. Guard the step so that only the threads "
+        f"below the stride add: `if ({t} < {s})`."
+    )

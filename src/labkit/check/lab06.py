@@ -418,10 +418,11 @@ def wmma_gemm(source: str) -> str:
 
             axis = axis_cause(source, *tc.wmma_launch(a.shape[0], b.shape[1]))
             raise Failed(str(exc), cause=axis or exc.cause) from None
+    _wmma_past_16_bits(source)
     return (
         where + f"; its values are right on the CPU stand-in for {len(cases)} shapes (K of up to 7 tiles, some warps "
-        "with no tile) within the FP16-input, FP32-accumulate tolerance, no writes outside C. A GPU run checks it on "
-        "Tensor Cores."
+        "with no tile) within the FP16-input, FP32-accumulate tolerance, no writes outside C, and for C of more than "
+        "65,536 tiles of rows and of columns (the first and last blocks only). A GPU run checks it on Tensor Cores."
     )
 
 
@@ -431,6 +432,63 @@ def _wmma_cases() -> list[tuple[np.ndarray, np.ndarray]]:
     shapes = [(16, 16, 16), (32, 48, 80), (80, 16, 48), (48, 112, 96)]
     shapes.append((16 * int(r.integers(1, 9)), 16 * int(r.integers(1, 8)), 16 * int(r.integers(5, 8))))
     return [(r.uniform(-1, 1, (M, K)), r.uniform(-1, 1, (K, N))) for M, N, K in shapes]
+
+
+WMMA_WRAPPED_CAUSE = (
+    "a tile index kept in 16 bits (unsigned short, short) wraps back to 0 past 65,535 tiles, so the last blocks "
+    "compute and store the first tiles again: keep tile_row and tile_col in an int."
+)
+
+
+def _wmma_past_16_bits(source: str) -> None:
+    """Sim mode: C with more than 65,536 tiles of 16 rows, then of 16 columns (a 16-bit tile index wraps there). The
+    stand-in runs only the first block and the last two along that axis (``run_on_host_batch(blocks=...)``): their
+    tiles of C must be right and every other element of C stay unwritten (NaN). A and B are zero outside what those
+    blocks read; C alone is 64 MB per case, so the two cost about 1.7 s of CPU time (most of it moving the arrays)."""
+    from labkit.cuda.cpp import run_on_host_batch
+    from labkit.gpu import tensorcores as tc
+
+    r, K = rng(), 16
+    launches, chosen, kept = [], [], []
+    for axis in (0, 1):  # 0: more than 65,536 strips of 16 rows; 1: of 16 columns
+        tiles = 65_536 + int(r.integers(1, 64))
+        M, N = (16 * tiles, 16) if axis == 0 else (16, 16 * tiles)
+        grid, block = tc.wmma_launch(M, N)
+        last = grid[1] if axis == 0 else grid[0]
+        picks = [(0, 0, 0)] + [(0, k, 0) if axis == 0 else (k, 0, 0) for k in (last - 2, last - 1)]
+        per = 16 * block[1] if axis == 0 else 16  # rows (or columns) of C per block
+        owned = np.zeros(M if axis == 0 else N, dtype=bool)
+        for p in picks:
+            k = p[1] if axis == 0 else p[0]
+            owned[k * per : (k + 1) * per] = True
+        a, b = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16)
+        if axis == 0:
+            a[owned] = r.uniform(-1, 1, (int(owned.sum()), K))
+            b[...] = r.uniform(-1, 1, (K, N))
+        else:
+            a[...] = r.uniform(-1, 1, (M, K))
+            b[:, owned] = r.uniform(-1, 1, (K, int(owned.sum())))
+        C = np.full((M, N), np.nan, np.float32)
+        launches.append((grid, block, (a, b, C, np.int32(M), np.int32(N), np.int32(K))))
+        chosen.append(picks)
+        kept.append((axis, a, b, C, owned))
+    report = run_on_host_batch(source, "wmma_gemm", launches, guard=64 * 16 * 16 + 256, blocks=chosen)
+    for (axis, a, b, C, owned), outside in zip(kept, report):
+        M, N = C.shape
+        label = f"{M}×{K} @ {K}×{N}, only blocks {', '.join(str(p[:2]) for p in chosen[axis])} run"
+        rest = C[~owned] if axis == 0 else C[:, ~owned]
+        if not np.isnan(rest).all():
+            at = np.argwhere(~np.isnan(C) & (~owned[:, None] if axis == 0 else ~owned[None, :]))[0]
+            raise Failed(
+                f"{label}: C[{at[0]}, {at[1]}] was written, outside the tiles those blocks own.", cause=WMMA_WRAPPED_CAUSE
+            )
+        c_own = C[owned] if axis == 0 else C[:, owned]
+        a_own = a[owned] if axis == 0 else a
+        b_own = b if axis == 0 else b[:, owned]
+        try:
+            _grade_wmma(c_own.astype(np.float64), a_own.astype(np.float64), b_own.astype(np.float64), outside)
+        except Failed as exc:
+            raise Failed(f"{label}: {exc}", cause=WMMA_WRAPPED_CAUSE if np.isnan(c_own).any() else exc.cause) from None
 
 
 def _wmma_on_host(source: str, cases: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, str | None]]:

@@ -496,9 +496,11 @@ def cluster_sum(source: str) -> str:
         try:
             values = host_cases(source, ptx_text=ptx_text)
         except Failed as exc:
-            from .causes import axis_cause  # threadIdx.y in these one-dimensional launches (x and y swapped)
+            from .causes import axis_cause, tree_guard_cause  # threadIdx.y in these flat launches (x and y swapped)
 
-            cause = axis_cause(source, None, None) or _ptx_cause(mix, str(exc.args[0])) or exc.cause
+            said = str(exc.args[0])
+            loose = tree_guard_cause(source) if "race" in said else None  # `if (threadIdx.x <= s)` in the tree
+            cause = axis_cause(source, None, None) or loose or _ptx_cause(mix, said) or exc.cause
             raise Failed(exc.args[0], cause=cause) from None
         except HostUnavailable as exc:
             values = (

@@ -122,6 +122,18 @@ static int __lk_dyn_outside(unsigned smem, long* at) {  // 1 and the first byte 
         if ((unsigned char)__lk_dyn_buf[k] != 0xCD) { *at = k - __LK_DYN_GUARD; return 1; }
     return 0;
 }
+static unsigned __lk_only[3 * 64];  // the blocks (x, y, z) a check chose to run (none chosen: every block)
+static int __lk_only_n = 0;
+extern "C" void __lk_set_only(int n, const unsigned* xyz) {
+    __lk_only_n = n < 64 ? n : 64;
+    for (int k = 0; k < 3 * __lk_only_n; ++k) __lk_only[k] = xyz[k];
+}
+static bool __lk_runs(unsigned x, unsigned y, unsigned z) {
+    if (!__lk_only_n) return true;
+    for (int k = 0; k < __lk_only_n; ++k)
+        if (__lk_only[3 * k] == x && __lk_only[3 * k + 1] == y && __lk_only[3 * k + 2] == z) return true;
+    return false;
+}
 extern "C" int __lk_launch(int which, void** args, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                            unsigned bz, unsigned cx, unsigned cy, unsigned cz, int order, unsigned smem, char* msg, int msglen) {
     __lk_body = __lk_bodies[which];
@@ -141,6 +153,7 @@ extern "C" int __lk_launch(int which, void** args, unsigned gx, unsigned gy, uns
     }
     // one cluster at a time (a block is a cluster of one); within it, block rank = x + y*cx + z*cx*cy
     for (unsigned z0 = 0; z0 < gz; z0 += cz) for (unsigned y0 = 0; y0 < gy; y0 += cy) for (unsigned x0 = 0; x0 < gx; x0 += cx) {
+        if (!__lk_runs(x0, y0, z0)) continue;  // a check's large grid: only the blocks it chose
         blockIdx = uint3{x0, y0, z0};
         if (__LK_DYN) __lk_dyn_poison(smem);
         if (__LK_FIBERS) {
@@ -386,6 +399,8 @@ for launch in req["launches"]:
                           "\n".join(name for _, _, name in shv).encode())
     msg = ctypes.create_string_buffer(2048)
     dims = [ctypes.c_uint(v) for v in launch["grid"] + launch["block"] + launch["cluster"]]
+    only = launch.get("blocks") or []
+    lib.__lk_set_only(len(only), (ctypes.c_uint * max(3 * len(only), 1))(*[v for b in only for v in b]))
     status = lib.__lk_launch(req["which"], argv, *dims, ctypes.c_int(launch["order"]), ctypes.c_uint(launch["smem"]), msg, 2048)
     outside = {}
     for key, (raw, start, nbytes, pattern) in bufs.items():
@@ -749,6 +764,7 @@ def run_on_host_batch(
     timeout_s: float | None = None,
     guard: int | None = None,
     name_expressions: Sequence[str] = (),
+    blocks: Sequence[Sequence[tuple[int, int, int]] | None] | None = None,
 ) -> list[str | None]:
     """Run several launches ``(grid, block, args)`` or ``(grid, block, args, shared_mem)`` of one kernel on the CPU
     stand-in, in one helper process. ``shared_mem`` (default 0) is the dynamic shared memory of the launch in bytes,
@@ -763,6 +779,8 @@ def run_on_host_batch(
     only some threads reach, a warp-wide call only part of the warp makes, ...) and :class:`LabkitError` (crash,
     time-out, bad arguments: see :func:`check_launch`). The time limit is labkit's limit for learner code.
     ``guard`` is the size of each guard zone in elements (default: one per thread of the grid, plus 64).
+    ``blocks`` gives, per launch, the blocks (x, y, z) to run (None: all), for a check's large grid of independent
+    blocks (no clusters): the others do not run, and what they would have written stays as it was.
     """
     from labkit.cuda.entries import _CTYPES, check_launch
 
@@ -775,6 +793,7 @@ def run_on_host_batch(
     checked = [check_launch(entry, grid, block, args, on_gpu=False) for grid, block, args, _ in launches]
     for (g, b), (cdims, _) in zip(checked, clusters):
         _check_cluster(g, b, cdims)
+    chosen = _chosen_blocks(blocks, checked, clusters)
     kernels = _kernels_of(source, name, name_expressions)
     lib = _host_library(source, kernels)
     names = _param_names(source, name, len(entry.params))
@@ -825,6 +844,7 @@ def run_on_host_batch(
                 "itemsize": itemsizes,
                 "argno": argnos,
                 "names": names,
+                "blocks": chosen[li],
             }
         )
     (tmp / "in.bin").write_bytes(b"".join(blob))
@@ -897,6 +917,28 @@ def run_on_host_batch(
         else:
             sentences.append(None)
     return sentences
+
+
+def _chosen_blocks(blocks: Any, checked: Sequence[Any], clusters: Sequence[Any]) -> list[list[list[int]] | None]:
+    """``blocks`` of :func:`run_on_host_batch`, per launch: None, or the chosen blocks as [x, y, z] lists, each inside
+    its launch's grid (at most 64, launches without clusters); else a :class:`LabkitError`."""
+    if blocks is None:
+        return [None] * len(checked)
+    if len(blocks) != len(checked):
+        raise LabkitError(f"blocks needs one entry per launch ({len(checked)}), got {len(blocks)}.")
+    out: list[list[list[int]] | None] = []
+    for (g, _), (cdims, _), chosen in zip(checked, clusters, blocks):
+        if chosen is None:
+            out.append(None)
+            continue
+        if list(cdims) != [1, 1, 1] or not 0 < len(chosen) <= 64:
+            raise LabkitError("blocks: 1 to 64 blocks, in a launch without clusters.")
+        dims = list(g) + [1] * (3 - len(g))
+        points = [[int(v) for v in b] + [0] * (3 - len(b)) for b in chosen]
+        if any(not 0 <= v < d for p in points for v, d in zip(p, dims)):
+            raise LabkitError(f"blocks: a block outside the grid {tuple(dims)}.")
+        out.append(points)
+    return out
 
 
 def _fix_for(error: str) -> str:
