@@ -382,3 +382,15 @@ def test_a_cpp_tree_step_guarded_with_le_is_named() -> None:
     assert causes.tree_guard_cause(source) is None
     cause = causes.tree_guard_cause(source.replace("if (threadIdx.x < s)", "if (threadIdx.x <= s)"))
     assert cause is not None and "`if (threadIdx.x < s)`" in cause, cause
+
+
+def test_a_write_65536_elements_low_is_named_a_16_bit_index() -> None:
+    said = (
+        "leaky_relu (grid (548, 1, 1), block (128, 1, 1)) on the CPU stand-in: a global-memory race: thread (3, 0, 0) "
+        "of block (512, 0, 0) wrote y[3] after thread (3, 0, 0) of block (0, 0, 0) wrote it"
+    )
+    cause = causes.wrapped_index_in(said)
+    assert cause is not None and "65,536" in cause and "Compute the index as an int" in cause, cause
+    same_block = said.replace("block (512, 0, 0) wrote y[3]", "block (0, 0, 0) wrote y[4]")
+    assert causes.wrapped_index_in(same_block) is None
+    assert causes.wrapped_index_in(said.replace("wrote y[3]", "wrote y[7]")) is None

@@ -870,3 +870,26 @@ def _cpp_tree_guard(source: str) -> str | None:
         f"too, writing `{a}[{s}]` while thread 0 reads it in the same step. Guard the step so that only the threads "
         f"below the stride add: `if ({t} < {s})`."
     )
+
+
+_WRITER = re.compile(r"thread \((\d+), (\d+), (\d+)\) of block \((\d+), (\d+), (\d+)\)[^:;]*? wrote (\w+)\[(\d+)\]")
+
+
+def wrapped_index_in(report: str) -> str | None:
+    """The cause "a 16-bit index wrapped" for a CPU stand-in report of a flat launch in which a thread wrote element
+    ``k`` of an array although its index in the grid is ``k`` + a multiple of 65,536 (``... (grid (548, 1, 1), block
+    (128, 1, 1)) ...: thread (0, 0, 0) of block (512, 0, 0) wrote y[0] ...``); None otherwise."""
+    launch, writer = _LAUNCH_WORDS.search(report), _WRITER.search(report)
+    if launch is None or writer is None:
+        return None
+    block_x = int(launch.group(4))
+    tx, bx, k = int(writer.group(1)), int(writer.group(4)), int(writer.group(8))
+    g = bx * block_x + tx
+    if g == k or g < 65_536 or (g - k) % 65_536:
+        return None
+    return (
+        f"thread {tx} of block {bx} has index {g:,} in the grid, but it wrote `{writer.group(7)}[{k}]`, {g - k:,} "
+        "lower: the index wrapped around at 65,536, so it is held in 16 bits (a short holds -32,768 to 32,767, an "
+        "unsigned short 0 to 65,535) and the threads past the end of that range write over the first elements "
+        "again. Compute the index as an int."
+    )

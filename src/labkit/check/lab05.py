@@ -713,10 +713,11 @@ def leaky_relu(source: Any) -> str:
             "guards its work (read from the PTX)." + _host_note(exc)
         )
     except LabkitError as exc:
-        from .causes import axis_cause  # a race of threads that read threadIdx.y in these flat launches
+        from .causes import axis_cause, wrapped_index_in  # a race of threads: threadIdx.y, or a 16-bit index
 
         said = str(exc).split("\n")[0]
-        raise Failed(said, cause=(axis_cause(source, None, None) if "race" in said else None) or exc.fix) from None
+        told = axis_cause(source, None, None) or wrapped_index_in(said) if "race" in said else None
+        raise Failed(said, cause=told or exc.fix) from None
     for (x, y, n, block, grid), outside, x0 in zip(runs, report, originals):
         label = f"n={n}, {grid} block(s) of {block} threads"
         if outside:

@@ -496,10 +496,10 @@ def cluster_sum(source: str) -> str:
         try:
             values = host_cases(source, ptx_text=ptx_text)
         except Failed as exc:
-            from .causes import axis_cause, tree_guard_cause  # threadIdx.y in these flat launches (x and y swapped)
+            from .causes import axis_cause, tree_guard_cause, wrapped_index_in  # from the code and the stand-in
 
             said = str(exc.args[0])
-            loose = tree_guard_cause(source) if "race" in said else None  # `if (threadIdx.x <= s)` in the tree
+            loose = tree_guard_cause(source) or wrapped_index_in(said) if "race" in said else None  # `<=`, 16 bits
             cause = axis_cause(source, None, None) or loose or _ptx_cause(mix, said) or exc.cause
             raise Failed(exc.args[0], cause=cause) from None
         except HostUnavailable as exc:
