@@ -237,7 +237,9 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
                     if getattr(answer, "__labkit_guarded__", False):
                         from .answers_guard import IN_PLACE
 
-                        properties.check_host_answer(exercise_id, answer, ex.reference, in_place=ex.exercise_id in IN_PLACE)
+                        properties.check_host_answer(
+                            exercise_id, answer, ex.reference, in_place=ex.exercise_id in IN_PLACE, check=ex.check
+                        )
             changed = take_input_change()
             if changed is not None:
                 raise changed

@@ -235,18 +235,16 @@ def _calibrate(call: Call, ref: Callable[..., Any] | None) -> float | None:
     return next((t for t in (1e-9, 1e-6, 1e-4) if _agree(call.result, want, t)), None)
 
 
-def _check_again(exercise_id: str, answer: Callable[..., Any]) -> None:
+def _check_again(check: Callable[..., Any] | None, answer: Callable[..., Any]) -> None:
     """The form of the rule for an answer that is not called again here (it works in place, is given objects that
     are not data, or measures time): the exercise's own check runs again on fresh draws, each run comparing every
     call with what it expects, until the answer has been called :data:`REPEATS` times in all (or the runs have taken
     :data:`BUDGET_S`). Raises :class:`Failed` with the check's own words for a later run that fails."""
-    if _COUNT[0] == 0:  # the check never called it here (the answer runs in other processes)
+    if _COUNT[0] == 0 or check is None:  # the check never called it here (the answer runs in other processes)
         return
-    from .core import _get
     from .replay import same_sizes
     from .verdicts import Unsolved
 
-    check = _get(exercise_id).check
     started, run = time.process_time(), 1
     while _COUNT[0] < REPEATS and time.process_time() - started <= BUDGET_S:
         before, run = _COUNT[0], run + 1
@@ -351,11 +349,16 @@ def repeated_result_cause(
 
 
 def check_host_answer(
-    exercise_id: str, answer: Callable[..., Any], reference: Callable[[], Any] | None, *, in_place: bool = False
+    exercise_id: str,
+    answer: Callable[..., Any],
+    reference: Callable[[], Any] | None,
+    *,
+    in_place: bool = False,
+    check: Callable[..., Any] | None = None,
 ) -> None:
     """The generic properties (module docstring) of a host-function answer whose check just passed (``in_place``:
-    the exercise's answer changes its arguments, so it is not called again here); raises :class:`Failed` naming the
-    call that broke one."""
+    the exercise's answer changes its arguments, so it is not called again here but by ``check``, the exercise's
+    check function, run again); raises :class:`Failed` naming the call that broke one."""
     gen = np.random.default_rng()
 
     def rng() -> np.random.Generator:
@@ -366,7 +369,7 @@ def check_host_answer(
     # every call the check made was right (it passed): REPEATS calls in all, and each kept call once more at least
     repeats = max(REPEATS - _COUNT[0], len(calls))
     if not calls or in_place or exercise_id in NOT_REPEATABLE:
-        _check_again(exercise_id, answer)
+        _check_again(check, answer)
         return
     ref = _reference_function(reference)
     _RECORDING[0] = False
