@@ -273,7 +273,10 @@ def _as_dtype(dtype: Any) -> np.dtype:
         from numba.cuda import types as nbtypes
         from numba.cuda.np import numpy_support
 
-        found = numpy_support.as_dtype(dtype) if isinstance(dtype, nbtypes.Type) else np.dtype(dtype)
+        if isinstance(dtype, (type, str, np.dtype)):  # (np.float32, "float32": no look through Numba's abstract
+            found = np.dtype(dtype)  # types, which costs a millisecond the first time in a process)
+        else:
+            found = numpy_support.as_dtype(dtype) if isinstance(dtype, nbtypes.Type) else np.dtype(dtype)
         _dtypes[dtype] = found
     return found
 

@@ -388,16 +388,14 @@ class Model:
             t.meets.append(mask)
 
     def note(self, array: "TrackedArray", t: Any, flat: int, kind: int, value: Any = None) -> None:
-        if self.switched is not None:
-            self.flush(t)
         self.log.append((array, t, flat, kind, self.epoch, value))
 
     def flush(self, t: Any) -> None:
-        """Mark the reads of recorded read-only arrays that thread ``t`` made since its last switch or other logged
-        access as ``t``'s (a run of each array's flat indices: one int a read, where a tuple each cost three times as
-        much and made the collector walk them all). Called when ``t`` hands control back, and before any other access
-        is logged: each thread's accesses keep their order, but for the reads of two read-only arrays between two
-        other accesses, which come array by array."""
+        """Mark the reads of recorded read-only arrays that thread ``t`` made since it last handed control back as
+        ``t``'s (a run of each array's flat indices: one int a read, where a tuple each cost three times as much and
+        made the collector walk them all). The engine calls it each time ``t`` hands control back (at a barrier, a
+        warp call, its end): the runs come after ``t``'s other accesses of that stretch, array by array. Each thread's
+        accesses to each array keep their order (what the coalescing and bank-conflict checks and ``seq`` read)."""
         place = len(self.log)
         for a in self.buffered:
             end = len(a._flats)
@@ -406,8 +404,10 @@ class Model:
                 a._flushed = end
 
     def recorded(self) -> "Sequence[tuple]":
-        """Every logged access in order, as (array, thread, flat, kind, epoch, value): :attr:`log` itself, or with the
-        runs of reads put back in their places (:class:`AccessLog`)."""
+        """Every logged access as (array, thread, flat, kind, epoch, value): :attr:`log` itself, or with the runs of
+        reads of read-only arrays put in at the places :meth:`flush` gave them (:class:`AccessLog`): in the order they
+        happened, but that a thread's reads of read-only arrays come after its other accesses of the same stretch
+        between two hand-overs."""
         return AccessLog(self.log, self.runs) if self.runs else self.log
 
     # -- shared memory of a block
@@ -819,8 +819,9 @@ class TrackedArray:
             me = engine.current
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
-            if self._record:
-                self._model.note(self, me, i, ATOMIC)
+            if self._record:  # (what Model.note does)
+                model = self._model
+                model.log.append((self, me, i, ATOMIC, model.epoch, None))
             self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
             old = mv[i]
             new = old + v
@@ -844,8 +845,9 @@ class TrackedArray:
             me = engine.current
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
-            if self._record:
-                self._model.note(self, me, i, ATOMIC)
+            if self._record:  # (what Model.note does)
+                model = self._model
+                model.log.append((self, me, i, ATOMIC, model.epoch, None))
             self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))  # (counted, and the
             # element marked written, when _atomics() sorts the log)
             live = self.live
@@ -1095,6 +1097,10 @@ class _Snapshot(TrackedArray):
             return view
         index, flat = self._key(idx)
         self._part_of(flat // self._part)
+        if self._record:  # (a recorded copy: its reads wait for Model.flush)
+            self._flats.append(flat)
+            value = self.live[index]
+            return self._widen(value) if self._widen else value
         return self._read(flat, self.live[index])
 
     def _build(self, k: int) -> list[Any]:
