@@ -8,7 +8,8 @@ function the learner writes) rather than in each check. They run after the exerc
   by shape, size or length hands back an old result; an answer wrong on 10% of its calls (state kept between calls,
   a random choice) fails with probability 1 − 0.9^44 ≥ 99%.
 - **its type**: what it returns has the reference's type: an array of the reference's dtype, and no float32 (or
-  narrower) where the reference gives float64.
+  narrower) where the reference gives float64. Where the reference cannot be called on the same arguments (they hold a
+  module or a stream), what the reference declares it returns (``-> float``, ``-> dict[str, float]``) is the type.
 
 An exercise whose answer works in place (``answers_guard.IN_PLACE``, told by ``core``), is given objects that are not
 data (a module, a kernel), or measures time (:data:`NOT_REPEATABLE`) gets the form of the first rule that suits it:
@@ -56,6 +57,7 @@ class Call:
 
 
 _CALLS: list[Call] = []
+_SEEN: list[Any] = []  # results of calls that are not replayed (arguments that are not data), for the type rule
 _HISTORY: list[Call] = []  # the last calls in the order the check made them (for a likely cause when it fails)
 _HISTORY_KEEP = 32
 _RECORDING = [True]
@@ -69,6 +71,7 @@ def forget() -> None:
     forget_sizes()
     _CALLS.clear()
     _HISTORY.clear()
+    _SEEN.clear()
     _RECORDING[0] = True
     _COUNT[0] = 0
 
@@ -95,11 +98,13 @@ def record(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, snapshots
     if not _RECORDING[0]:
         return
     _COUNT[0] += 1
-    if snapshots is None:
-        return
     try:
         kept = copy.deepcopy(result)
     except Exception:  # noqa: BLE001 - a result that cannot be copied is not replayed
+        return
+    if snapshots is None:  # not replayed; its type is still compared with the reference's declared one
+        _SEEN.append(kept)
+        del _SEEN[:-_KEEP]
         return
     _CALLS.append(Call(snapshots, dict(kwargs), kept, sum(_size(a) for a in snapshots)))
     _HISTORY.append(_CALLS[-1])
@@ -233,6 +238,29 @@ def _calibrate(call: Call, ref: Callable[..., Any] | None) -> float | None:
             "(np.float32(...), .astype(np.float32)) loses the precision the caller was given.",
         )
     return next((t for t in (1e-9, 1e-6, 1e-4) if _agree(call.result, want, t)), None)
+
+
+def _declared_type(reference: Callable[[], Any] | None) -> None:
+    """The type rule for results that are not replayed (the answer was given a module, a stream, a kernel): each must
+    have the type the reference's function declares it returns (``-> float``, ``-> dict[str, float]``): a float32
+    number where it says float fails. Raises :class:`Failed`."""
+    seen = list(_SEEN)
+    _SEEN.clear()
+    ref = _reference_function(reference)
+    declared = str(getattr(ref, "__annotations__", {}).get("return", "")).replace(" ", "")
+    for result in seen:
+        values = list(result.values()) if declared == "dict[str,float]" and isinstance(result, dict) else [result]
+        if declared not in ("float", "dict[str,float]"):
+            return
+        for value in values:
+            if isinstance(value, np.floating) and value.dtype.itemsize < 8:
+                raise Failed(
+                    f"the values are right, but your function returns a {value.dtype} number where the reference "
+                    "returns a float (float64).",
+                    cause="return what the statement asks for in the reference's type: computing in float32 "
+                    "(np.float32(...), .astype(np.float32)) loses the precision the caller was given; float(...) "
+                    "of a NumPy value gives a Python float.",
+                )
 
 
 def _check_again(check: Callable[..., Any] | None, answer: Callable[..., Any]) -> None:
@@ -370,6 +398,7 @@ def check_host_answer(
     repeats = max(REPEATS - _COUNT[0], len(calls))
     if not calls or in_place or exercise_id in NOT_REPEATABLE:
         _check_again(check, answer)
+        _declared_type(reference)
         return
     ref = _reference_function(reference)
     _RECORDING[0] = False
