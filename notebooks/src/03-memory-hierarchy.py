@@ -335,7 +335,7 @@ labkit.check.matmul(matmul, tile=MM_TILE);
 
 # %% tags=["nbval-ignore-output"]
 k_mm = labkit.check.solved_or_reference("03.matmul", matmul)
-m = labkit.size(gpu=2048, sim=128)
+m = labkit.size(gpu=2048, sim=64)
 A = cuda.to_device(rng.standard_normal((m, m), dtype=np.float32))
 B = cuda.to_device(rng.standard_normal((m, m), dtype=np.float32))
 C = cuda.device_array((m, m), np.float32)
