@@ -2,11 +2,14 @@
 function the learner writes) rather than in each check. They run after the exercise's own check passed
 (``core._run``), on the calls that check made (recorded by the answer guard, :mod:`.answers_guard`):
 
-- **called again**: the answer is called :data:`REPEATS` more times on the smallest arguments the check gave it:
-  with the same shapes and new values (each array, and each list of numbers, drawn afresh from its own values)
-  wherever labkit's reference can say what it must return, and with the very same arguments otherwise. A cache keyed
-  by shape, size or length hands back an old result; an answer wrong on 10% of its calls (state kept between calls,
-  a random choice) fails with probability 1 − 0.9^44 ≥ 99%.
+- **called again**: the answer is called again on the smallest arguments the check gave it (each kept call once at
+  least) until it has been called :data:`REPEATS` times in all, the check's own calls (each compared by the check)
+  counted: with the same shapes and new values (each array, and each list of numbers, drawn afresh from its own
+  values) wherever labkit's reference can say what it must return, and with the very same arguments otherwise. A
+  cache keyed by shape, size or length hands back an old result; an answer wrong on 10% of its calls (state kept
+  between calls, a random choice) fails with probability 1 − 0.9^44 ≥ 99%. The calls stop early only past
+  :data:`BUDGET_S` of CPU time (an answer that slow has fewer calls; labkit's references all reach 44:
+  ``tests/test_grader_round6.py``).
 - **its type**: what it returns has the reference's type: an array of the reference's dtype, and no float32 (or
   narrower) where the reference gives float64. Where the reference cannot be called on the same arguments (they hold a
   module or a stream), what the reference declares it returns (``-> float``, ``-> dict[str, float]``) is the type.
