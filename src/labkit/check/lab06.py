@@ -472,7 +472,9 @@ def _wmma_past_16_bits(source: str) -> None:
         launches.append((grid, block, (a, b, C, np.int32(M), np.int32(N), np.int32(K))))
         chosen.append(picks)
         kept.append((axis, a, b, C, owned))
-    report = run_on_host_batch(source, "wmma_gemm", launches, guard=64 * 16 * 16 + 256, blocks=chosen)
+    # (a wall-time limit of its own: these cases run after the others passed, and moving their arrays takes a few
+    # seconds of wall time on a loaded machine; a kernel that hangs has already failed the smaller cases)
+    report = run_on_host_batch(source, "wmma_gemm", launches, guard=64 * 16 * 16 + 256, blocks=chosen, timeout_s=120)
     for (axis, a, b, C, owned), outside in zip(kept, report):
         M, N = C.shape
         label = f"{M}×{K} @ {K}×{N}, only blocks {', '.join(str(p[:2]) for p in chosen[axis])} run"
