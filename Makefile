@@ -122,12 +122,10 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(PY) -m mypy
 
-## test-cu13: the toolchain-dependent tests (NVRTC compiles of labs 05, 06 and 10, the CUDA C++ sources, WMMA, doctor,
-## the Numba PTX of the reference kernels and the PTX audit's architectures) under CUDA 13
+## test-cu13: every test marked `toolchain` (NVRTC compiles of labs 05, 06 and 10, the CUDA C++ sources, WMMA, doctor, the
+## Numba PTX of the reference kernels, the PTX audit's architectures) again under CUDA 13, found by the marker, not a list
 test-cu13: $(CU13_STAMP)
-	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY13) -m pytest -n $(PYTEST_WORKERS) -m toolchain -p no:randomly --timeout 300 -q \
-	    tests/test_toolchains.py tests/test_ptx.py tests/test_ptx_kernels.py tests/test_ptx_cuda_sources.py \
-	    tests/test_tensorcores.py tests/test_check_lab05.py tests/test_check_lab06.py tests/test_check_lab10_clusters.py
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY13) -m pytest -n $(PYTEST_WORKERS) -m toolchain -p no:randomly --timeout 300 -q tests
 
 ## site: the course as a website in site/_build/html (site/README.md): pages from what the solution notebooks store,
 ## nothing executed, nothing downloaded; any Sphinx warning fails it (tests/test_site.py builds and checks it in Chromium)
