@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import labkit
@@ -148,3 +149,48 @@ def test_a_recorded_launch_logs_each_read_of_a_read_only_array_where_it_happened
             if a.array == name and a.kind == "read":
                 expected.setdefault((a.block, a.thread // 32, a.seq), []).append(a.flat)
         assert expected and report.requests(name) == expected
+
+
+def _tiled(A, B, C):
+    sa = cuda.shared.array((8, 8), np.float64)
+    sb = cuda.shared.array((8, 8), np.float64)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row, col = cuda.blockIdx.y * 8 + ty, cuda.blockIdx.x * 8 + tx
+    acc = 0.0
+    for t in range((A.shape[1] + 7) // 8):
+        sa[ty, tx] = A[row, t * 8 + tx] if row < A.shape[0] and t * 8 + tx < A.shape[1] else 0.0
+        sb[ty, tx] = B[t * 8 + ty, col] if t * 8 + ty < B.shape[0] and col < B.shape[1] else 0.0
+        cuda.syncthreads()
+        for k in range(8):
+            acc += sa[ty, k] * sb[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+def test_a_recorded_launch_logs_shared_memory_as_a_noting_model_does() -> None:
+    """Reads of written arrays (shared tiles, read-modify-written outputs) wait as flat indices too: the log has the
+    same accesses as that of a model that notes each one as it comes, each array's in the same order, epochs and all."""
+    from labkit.sim import memory
+
+    class Noting(memory.Model):
+        def note(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            super().note(*args, **kwargs)
+
+    rng = np.random.default_rng(6)
+    A, B = rng.standard_normal((13, 11)), rng.standard_normal((11, 10))
+    logs = []
+    for model_class in (memory.Model, Noting):
+        C = np.zeros((13, 10))
+        model = model_class(record=True)
+        tracked = memory._track_args(model, [A, B, C], ["A", "B", "C"], ("C",))
+        with memory.strict(model):
+            cuda.jit(_tiled)[(2, 2), (8, 8)](*tracked)
+        model.end_block()
+        assert np.allclose(C, A @ B)
+        logs.append([(a.name, t.key, flat, kind, epoch) for a, t, flat, kind, epoch, _ in model.recorded()])
+    assert sorted(logs[0]) == sorted(logs[1])
+    names = {e[0] for e in logs[0]}
+    assert {"A", "B", "C"} < names and len(names) == 5  # and both shared tiles
+    for name in names:
+        assert [e for e in logs[0] if e[0] == name] == [e for e in logs[1] if e[0] == name], name

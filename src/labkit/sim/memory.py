@@ -306,7 +306,7 @@ class Model:
         self.block: Any = None
         # recorded arrays whose reads wait, as flat indices, for the thread that made them to hand control back (see
         # flush); the engine calls ``switched`` then (None: nothing to hand over, the engine does not call)
-        self.buffered: list[_Snapshot] = []
+        self.buffered: list[TrackedArray] = []
         self.switched: Callable[[Any], None] | None = None
         self.runs: list[tuple[int, _Snapshot, Any, int, int, int]] = []  # (place in log, array, thread, epoch, start,
         # end): the array's reads _flats[start:end] come before log[place] (see recorded)
@@ -356,6 +356,8 @@ class Model:
     def block_start(self, block: Any) -> None:
         if self.block is not None:
             self.end_block()
+        if self.buffered:  # (the last block's shared arrays have no more reads to hand over)
+            self.buffered = [a for a in self.buffered if a.space == "global"]
         self.block = block
         self.epoch = 0
         self.block_shared = []
@@ -388,7 +390,17 @@ class Model:
             t.meets.append(mask)
 
     def note(self, array: "TrackedArray", t: Any, flat: int, kind: int, value: Any = None) -> None:
+        flats = array._flats
+        if flats is not None and len(flats) != array._flushed:  # (its reads that wait come first: each array's
+            self.flush_one(array, t)  # accesses keep their order)
         self.log.append((array, t, flat, kind, self.epoch, value))
+
+    def flush_one(self, a: "TrackedArray", t: Any) -> None:
+        """:meth:`flush` of one array: its reads that wait are ``t``'s, before what is logged next."""
+        flats = a._flats
+        if flats is not None and len(flats) > a._flushed:
+            self.runs.append((len(self.log), a, t, self.epoch, a._flushed, len(flats)))
+            a._flushed = len(flats)
 
     def flush(self, t: Any) -> None:
         """Mark the reads of recorded read-only arrays that thread ``t`` made since it last handed control back as
@@ -499,6 +511,8 @@ class TrackedArray:
         "_track",
         "position",
         "_log",
+        "_flats",
+        "_flushed",
         "__weakref__",
     )
 
@@ -548,6 +562,14 @@ class TrackedArray:
         self._mv = _int_view(live) if self._fadd is int else None  # (the integer atomics' memory, read and written
         # as Python ints: a third of NumPy's cost for one element)
         self._old: dict[int, Any] = {}  # element -> its value before this epoch's first write
+        # a recorded launch under labkit's own model: the flat index of every read, which waits for Model.flush to
+        # say whose (None: each read is noted as it comes, as a trace's model wants)
+        self._flats: list[int] | None = None
+        self._flushed = 0  # how many of them a flush has handed over
+        if self._record and type(model).note is Model.note:
+            self._flats = []
+            model.buffered.append(self)
+            model.switched = model.flush
         self.rmw: dict[int, set] = {}  # element -> threads that read it and then wrote it plainly
         self.wmask = bytearray(live.size)  # elements written so far
         # global memory: element -> the first thread of this block / of earlier blocks, by kind of access
@@ -670,7 +692,10 @@ class TrackedArray:
         """The bookkeeping of a read of element ``flat`` that holds ``value``; returns what the thread sees."""
         me = engine.current
         if self._record:
-            self._model.note(self, me, flat, READ)
+            if self._flats is not None:
+                self._flats.append(flat)
+            else:
+                self._model.note(self, me, flat, READ)
         if not self._track:  # an array no thread writes in this launch: its reads cannot race
             return self._widen(value) if self._widen else value
         if self._w or self._a or self._alog:
@@ -819,9 +844,8 @@ class TrackedArray:
             me = engine.current
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
-            if self._record:  # (what Model.note does)
-                model = self._model
-                model.log.append((self, me, i, ATOMIC, model.epoch, None))
+            if self._record:
+                self._model.note(self, me, i, ATOMIC)
             self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
             old = mv[i]
             new = old + v
@@ -845,9 +869,8 @@ class TrackedArray:
             me = engine.current
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
-            if self._record:  # (what Model.note does)
-                model = self._model
-                model.log.append((self, me, i, ATOMIC, model.epoch, None))
+            if self._record:
+                self._model.note(self, me, i, ATOMIC)
             self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))  # (counted, and the
             # element marked written, when _atomics() sorts the log)
             live = self.live
@@ -893,8 +916,12 @@ class _Tracked1D(TrackedArray):
     def __getitem__(self, i: Any) -> Any:
         if (type(i) is int or type(i) is Int32) and i >= 0:  # (Int32: cuda.threadIdx.x)
             value = self.live[i]  # (NumPy raises IndexError past the end)
-            if self._record or self._w or self._a or self._alog or (self.poisoned and not self.wmask[i]):
+            if self._w or self._a or self._alog or (self.poisoned and not self.wmask[i]):
                 return self._read(i, value)
+            if self._record:
+                if self._flats is None:
+                    return self._read(i, value)
+                self._flats.append(i)  # (a recorded read, as _read logs it)
             if self._track:  # the usual read, inlined from _read: remember the reader
                 me = engine.current
                 self._log.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
@@ -919,8 +946,12 @@ class _Tracked2D(TrackedArray):
             if type(i) in _INTS and type(j) in _INTS and i >= 0 and 0 <= j < self._s1:
                 value = self.live[idx]  # (NumPy raises IndexError past the last row)
                 flat = i * self._s1 + j
-                if self._record or self._w or self._a or self._alog or (self.poisoned and not self.wmask[flat]):
+                if self._w or self._a or self._alog or (self.poisoned and not self.wmask[flat]):
                     return self._read(flat, value)
+                if self._record:
+                    if self._flats is None:
+                        return self._read(flat, value)
+                    self._flats.append(flat)  # (a recorded read, as _read logs it)
                 if self._track:  # the usual read, inlined from _read: remember the reader
                     me = engine.current
                     self._log.append((flat, me) if me.meets is None else (flat, (me, len(me.meets))))
@@ -1049,7 +1080,7 @@ class _Snapshot(TrackedArray):
     array and widening its narrow element. Bounds are those of the array: an index below zero, past the end or not
     an integer leaves the short path for :meth:`_first_read`, which raises as :meth:`TrackedArray._key` does."""
 
-    __slots__ = ("_parts", "_part", "_flat", "_flats", "_flushed")
+    __slots__ = ("_parts", "_part", "_flat")
 
     def __init__(self, live: np.ndarray, *args: Any, **kwargs: Any) -> None:
         super().__init__(live, *args, **kwargs)
@@ -1057,12 +1088,6 @@ class _Snapshot(TrackedArray):
         n = -(-live.size // SNAPSHOT_CHUNK) if live.ndim == 1 else live.shape[0]
         self._parts: list[Any] = [None] * n
         self._flat: list[Any] | None = None
-        self._flats: list[int] = []  # a recorded launch: the flat index of every read (Model.flush marks whose)
-        self._flushed = 0  # how many of them a flush has marked
-        if self._record:
-            model = self._model
-            model.buffered.append(self)
-            model.switched = model.flush
 
     def fast_rows(self) -> list[Any] | None:
         """The whole copy as nested lists (``rows[i][j]`` for a 2-D array), for the reads that
@@ -1080,7 +1105,7 @@ class _Snapshot(TrackedArray):
     def fast_log(self) -> Callable[[int], Any] | None:
         """What takes the flat index of each read when the launch records this array's reads (the model logs them
         for the thread that made them: :meth:`Model.flush`), else None."""
-        return self._flats.append if self._record else None
+        return self._flats.append if self._flats is not None else None
 
     def _part_of(self, k: int) -> list[Any]:
         part = self._parts[k]
@@ -1097,7 +1122,7 @@ class _Snapshot(TrackedArray):
             return view
         index, flat = self._key(idx)
         self._part_of(flat // self._part)
-        if self._record:  # (a recorded copy: its reads wait for Model.flush)
+        if self._flats is not None:  # (a recorded copy: its reads wait for Model.flush)
             self._flats.append(flat)
             value = self.live[index]
             return self._widen(value) if self._widen else value
