@@ -429,7 +429,7 @@ NOT_FLOAT32 = {
     "05.l2norm": "CUDA C++ (CuPy): FP64 in the float32 instantiation's PTX fails the check (lab05.fp64_failure)",
     "05.leaky-relu": "CUDA C++ (CuPy): FP64 in its PTX fails the check (lab05.fp64_failure)",
     "06.wmma-gemm": "CUDA C++ (FP16 in, FP32 accumulate): FP64 in its PTX fails the check (test below)",
-    "10.cluster": "CUDA C++ float32 sum (lab 10): its check has no FP64 rule; not covered here",
+    "10.cluster": "CUDA C++ float32 sum: FP64 in its PTX fails the check (test below)",
     "10.tcgen05-tmem": "no arithmetic: the PTX's allocation is read, no values are computed",
 }
 
@@ -478,10 +478,13 @@ def test_fp64_in_a_passed_kernel_reaches_the_learner_as_a_note() -> None:
     assert r.passed and "FP64" in (r.details.get("note") or ""), r.report()
 
 
-@pytest.mark.parametrize("ex_id", ["02.float32", "06.wmma-gemm"])
+@pytest.mark.parametrize("ex_id", ["02.float32", "06.wmma-gemm", "10.cluster"])
 def test_fp64_fails_where_the_exercise_teaches_float32(ex_id: str) -> None:
     subs, items = M.subjects(ex_id)
-    if ex_id == "06.wmma-gemm":
+    if ex_id == "10.cluster":
+        answer = [items[0].replace("total += *cluster", "total += 1.0000000000000002 * *cluster", 1)]
+        assert answer[0] != items[0]
+    elif ex_id == "06.wmma-gemm":
         source = items[0].replace(
             "    wmma::store_matrix_sync",
             "    for (int i = 0; i < acc.num_elements; i++) acc.x[i] = acc.x[i] * 1.0000000000000002;\n"

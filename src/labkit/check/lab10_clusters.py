@@ -481,6 +481,22 @@ def _ptx_cause(mix: ClusterPTX, text: str = "") -> str | None:
     return None
 
 
+def _refuse_fp64(ptx_text: str) -> None:
+    """One rule for every lab's kernels, as 02.float32 teaches: a float32 sum whose PTX computes in FP64 fails."""
+    from labkit.cuda.ptx import fp64_instructions
+
+    slow = fp64_instructions(ptx_text)
+    if slow:
+        ops = sorted({ln.split(None, 1)[0].rstrip(";") for ln in slow})
+        raise Failed(
+            f"the kernel computes in double precision: its PTX has {len(slow)} FP64 "
+            f"instruction(s) ({', '.join(f'`{o}`' for o in ops[:4])}) although x and out are float32.",
+            cause="in C++ a literal such as 0.5 or 1.0 is a double, and so is what it touches: write 0.0f and use "
+            "float variables. FP64 runs at a small fraction of the FP32 rate on most GPUs "
+            "(labkit.hw.arithmetic_rates).",
+        )
+
+
 @exercise("10.cluster", kind="kernel", reference=reference_source)
 def cluster_sum(source: str) -> str:
     """Grade the CUDA C++ source of ``cluster_sum(const float* x, float* out, int n)``: its sums with clusters of 2 and
@@ -493,6 +509,7 @@ def cluster_sum(source: str) -> str:
         raise Failed(f"expected the kernel's CUDA C++ source as a string, got {type(source).__name__}.")
     ptx_text = _compile(source)
     mix = read_or_unsolved(ptx_text)
+    _refuse_fp64(ptx_text)
     gpu_note = ""
     if cupy_or_none() is not None:
         gpu_note = _gpu_cases(source)
