@@ -394,3 +394,17 @@ def test_a_write_65536_elements_low_is_named_a_16_bit_index() -> None:
     same_block = said.replace("block (512, 0, 0) wrote y[3]", "block (0, 0, 0) wrote y[4]")
     assert causes.wrapped_index_in(same_block) is None
     assert causes.wrapped_index_in(said.replace("wrote y[3]", "wrote y[7]")) is None
+
+
+def test_probing_a_cached_answer_that_hangs_on_new_arguments_stops_at_the_time_limit() -> None:
+    calls: list[float] = []
+
+    def copy_seconds(nbytes: int, peak_gbps: float) -> float:
+        if len(calls) >= 2:  # the calls after the failing second one (the probes) never return
+            while True:
+                pass
+        calls.append(calls[0] if calls else 2 * nbytes / (peak_gbps * 1e9))  # the second hands back the first
+        return calls[-1]
+
+    r = _run(lambda a: check.run("07.copy-time", a), copy_seconds)
+    assert r.status == "failed" and "earlier call" not in (r.cause or ""), r.report()

@@ -253,7 +253,11 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
             cause = exc.cause
             if ex.kind in ("code", "numeric"):  # a wrong result that is an earlier call's: a cache, or args ignored
                 answer = (*args, *kwargs.values())[0] if len(args) + len(kwargs) == 1 else None
-                again = properties.repeated_result_cause(properties.history(), ex.reference, answer)
+                try:  # it calls the answer again on a few arguments: under the time limit of learner code
+                    with python_time_limit(2.0):
+                        again = properties.repeated_result_cause(properties.history(), ex.reference, answer)
+                except (PythonTimeout, AnswerRejected):
+                    again = None
                 cause = f"{cause.rstrip().rstrip('.')}. And {again}" if cause and again else again or cause
             result = Result(exercise_id, "failed", str(exc), cause=cause, details={"show": exc.show} if exc.show else {})
         except AnswerRejected as exc:  # the answer called labkit's reference, or changed an input it was given
