@@ -325,8 +325,10 @@ def run_classroom(tmp_path: Path, python: str) -> str:
         assert login(INSTRUCTOR, "mallory-wants-admin")[0] == 403
         assert login("alice", PASSWORDS["alice"])[0] == 403  # not approved yet
 
-        # the instructor logs in through the form, as in a browser, and approves both learners
-        status, page, url = browsers[INSTRUCTOR].form(f"{public}/hub/login", {"username": INSTRUCTOR, "password": PASSWORDS[INSTRUCTOR]})
+        # the instructor logs in through the form, as in a browser, and approves both learners; she comes by the hub's
+        # home page (next=/hub/home): a login to /hub/ would start a server of hers, which no step here uses
+        status, page, url = browsers[INSTRUCTOR].form(f"{public}/hub/login?next=%2Fhub%2Fhome",
+                                                      {"username": INSTRUCTOR, "password": PASSWORDS[INSTRUCTOR]})
         assert status == 200 and "/hub/login" not in url, (status, url, page[-500:])
         for user in LEARNERS:  # approval is a POST form with the XSRF token (a GET only shows the form)
             status, page, _ = browsers[INSTRUCTOR].get(f"{public}/hub/authorize/{user}")
@@ -453,7 +455,7 @@ def run_classroom(tmp_path: Path, python: str) -> str:
         print((tmp_path / "hub.log").read_text()[-6000:])
         raise
     finally:
-        for proc in (culler, hub):
+        for name, proc in (("culler", culler), ("hub", hub)):
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 try:
@@ -461,6 +463,7 @@ def run_classroom(tmp_path: Path, python: str) -> str:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(10)
+            timings[f"{name} ended"] = time.monotonic() - started
         log.close()
     timings["hub stopped"] = time.monotonic() - started
     elapsed = time.monotonic() - started
