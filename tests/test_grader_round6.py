@@ -354,6 +354,7 @@ BACKED = {
     ("02.float32", "3 block shapes up to 32×32"): "the three block shapes, 32×32 the largest",
     ("02.grayscale", "4 block shapes up to 32×32"): "the four block shapes, 32×32 the largest",
     ("03.coalesced-copy", "blocks up to 32×32"): "the 32×32 block case",
+    ("03.coalesced-copy", "up to more than 65,536 rows or columns"): "the case past 65,536 rows or columns (edge blocks)",
     ("03.transpose", "up to more than 65,536 rows or columns"): "the case past 65,536 rows or columns",
     ("04.scan", "the whole scan right"): "the two-level case run end to end",
     ("05.softmax", "values up to ±800"): "the case with values to ±800",
