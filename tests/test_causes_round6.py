@@ -408,3 +408,16 @@ def test_probing_a_cached_answer_that_hangs_on_new_arguments_stops_at_the_time_l
 
     r = _run(lambda a: check.run("07.copy-time", a), copy_seconds)
     assert r.status == "failed" and "earlier call" not in (r.cause or ""), r.report()
+
+
+@pytest.mark.parametrize("x_shift", [True, False])
+def test_a_shift_for_the_division_in_one_direction_is_named(x_shift: bool) -> None:
+    def grid_for(shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, int]:
+        rows, cols = shape
+        bx, by = block
+        gx = -(-cols >> (bx.bit_length() - 1)) if x_shift else -(-cols // bx)  # a shift: right for powers of two only
+        gy = -(-rows // by) if x_shift else -(-rows >> (by.bit_length() - 1))
+        return gx, gy
+
+    r = _run(lambda a: check.run("02.launch-config", a), grid_for)
+    assert r.status == "failed" and "a shift in place of the division" in (r.cause or ""), r.report()

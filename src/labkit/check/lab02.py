@@ -128,8 +128,6 @@ def grayscale(kernel: Any) -> str:
 # ----------------------------------------------------------------------------- 02.launch-config
 def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, int], want: tuple[int, int]) -> str:
     """The slips whose formula gives exactly ``got`` for this case (all of them when several do), else a pointer."""
-    import math
-
     rows, cols = shape
     bx, by = block
     slips = {
@@ -144,10 +142,7 @@ def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, 
         (
             "a shift in place of the division: `>> k` divides by 2**k, right only when the block size is a power of two "
             f"({bx} x {by} here); use integer division `//`."
-        ): [
-            ((cols + bx - 1) >> int(math.log2(bx)), (rows + by - 1) >> int(math.log2(by))),
-            ((cols + bx - 1) >> math.ceil(math.log2(bx)), (rows + by - 1) >> math.ceil(math.log2(by))),
-        ],
+        ): _shifted(cols, bx, want[0], rows, by, want[1]),
         "the division is rounded to the nearest integer (`round`), not up: use `(n + b - 1) // b`.": [
             (round(cols / bx), round(rows / by))
         ],
@@ -163,6 +158,18 @@ def _grid_cause(got: tuple[int, int], shape: tuple[int, int], block: tuple[int, 
     if got[0] * bx < cols or got[1] * by < rows:
         return "too few blocks to cover the array: each direction needs ceil(n / b) blocks, `(n + b - 1) // b`."
     return "more blocks than needed to cover the array: each direction needs ceil(n / b) blocks, `(n + b - 1) // b`."
+
+
+def _shifted(cols: int, bx: int, gx: int, rows: int, by: int, gy: int) -> list[tuple[int, int]]:
+    """Every grid a shift in place of the division gives, in one direction or both (``(n + b - 1) >> k`` or
+    ``-(-n >> k)``, k rounded down or up from log2 b), the other direction right (``gx``, ``gy``)."""
+    import math
+
+    def ways(n: int, b: int, right: int) -> set[int]:
+        ks = {int(math.log2(b)), math.ceil(math.log2(b))}
+        return {right} | {(n + b - 1) >> k for k in ks} | {-(-n >> k) for k in ks}
+
+    return [(x, y) for x in ways(cols, bx, gx) for y in ways(rows, by, gy) if (x, y) != (gx, gy)]
 
 
 @exercise(
