@@ -88,6 +88,8 @@ def test_a_16_bit_block_index_fails_the_scan() -> None:
 def test_the_edge_block_mode_passes_the_reference() -> None:  # (every reference passes: tools/mutation.py's null run)
     r = check.matmul(core._get("03.matmul").reference())
     assert r.status == "passed" and "65,536" in r.message, r.report()
+    r = check.grayscale(core._get("02.grayscale").reference())  # a uint8 output judged on its edge blocks only
+    assert r.status == "passed" and "65,536" in r.message, r.report()
 
 
 def test_launch_strict_refuses_blocks_outside_the_grid() -> None:

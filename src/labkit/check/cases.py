@@ -157,3 +157,15 @@ def blocks_words(blocks: Sequence[tuple[int, int, int]] | None) -> str:
         return ""
     dims = 2 if any(b[1] for b in blocks) or len({b[0] for b in blocks}) < len(blocks) else 1
     return ", blocks " + ", ".join(str(tuple(b[:dims])) for b in blocks) + " run (sim)"
+
+
+def big_2d_cases(block: tuple[int, int]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Two (shape, block) cases of a 2-D elementwise kernel past :data:`BIG`: more than 65,536 columns on a few rows,
+    then more than 65,536 rows of a few columns (a 16-bit row or column index wraps); sim mode runs their edge blocks
+    (:func:`edge_blocks`)."""
+    from .draws import between, not_multiple
+
+    return [
+        ((between(1, 3), not_multiple(BIG + 64, BIG + 500, block[0])), block),
+        ((not_multiple(BIG + 64, BIG + 500, block[1]), between(1, 3)), block),
+    ]

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..mode import current_mode
-from .cases import called, compared, grid_label, line_label, run_cases
+from .cases import big_2d_cases, blocks_words, called, compared, edge_blocks, grid_label, line_label, run_cases
 from .core import Failed, Unsolved, exercise, exercise_data
 from .draws import drawn
 from .harness import Launch, cuda_module, grid_2d, kernel_reference, random_array
@@ -109,19 +109,21 @@ def _grey_cause(got: np.ndarray, want: np.ndarray) -> str | None:
 def grayscale(kernel: Any) -> str:
     """Grade ``grayscale(img, out)``: ``img`` uint8 (rows, cols, 3), ``out`` uint8 (rows, cols), rounded luma."""
     # fresh non-square shapes each run (labkit/data/exercises.yml), partial blocks both ways, up to 32 × 32 threads
-    cases = [drawn(case) for case in exercise_data("02.grayscale")["cases"]]
+    cases = [drawn(case) for case in exercise_data("02.grayscale")["cases"]] + big_2d_cases((16, 16))
 
     def launch(case: tuple[tuple[int, int], tuple[int, int]]) -> Launch:
         shape, block = case
         img = random_array((*shape, 3), np.uint8, 0, 231)  # grey < 231: never equal to the poison value 248
-        label = grid_label("image {shape} (rows×cols)", shape, block)
+        grid = grid_2d(shape, block)
+        blocks, owned = edge_blocks(grid, shape, (block[1], block[0]), lambda bx, by: (by, bx))
+        label = grid_label("image {shape} (rows×cols)", shape, block) + blocks_words(blocks)
         explain = lambda got: _grey_cause(got, _grey(img))  # noqa: E731
-        return Launch(grid_2d(shape, block), block, (img,), _grey(img), label, out_shape=shape, explain=explain)
+        return Launch(grid, block, (img,), _grey(img), label, out_shape=shape, explain=explain, blocks=blocks, owned=owned)
 
     run_cases(kernel, cases, launch, names=("img", "out"), out_dtype=np.uint8, rtol=0, atol=0.5 + 1e-3, swapped_cause=SWAPPED)
     return (
-        f"correct on {len(cases)} fresh images (non-square, 1×1, smaller than a block) with 4 block shapes up to 32×32; "
-        "rounding right; no out-of-bounds writes."
+        f"correct on {len(cases)} fresh images (non-square, 1×1, smaller than a block, more than 65,536 rows or columns) "
+        "with 4 block shapes up to 32×32; rounding right; no out-of-bounds writes."
     )
 
 

@@ -13,7 +13,17 @@ from typing import Any, Callable
 import numpy as np
 
 from ..sim.memory import bank_conflicts, sectors_per_request
-from .cases import SHARED_AND_BARRIER, blocks_words, edge_blocks, edge_blocks_1d, grid_label, line_label, ptx_on_gpu, run_cases
+from .cases import (
+    SHARED_AND_BARRIER,
+    big_2d_cases,
+    blocks_words,
+    edge_blocks,
+    edge_blocks_1d,
+    grid_label,
+    line_label,
+    ptx_on_gpu,
+    run_cases,
+)
 from .core import Failed, exercise, exercise_data
 from .draws import drawn
 from .harness import Launch, fmt_shape, grid_2d, kernel_reference, random_array
@@ -49,22 +59,26 @@ def coalesced_copy(kernel: Any) -> str:
     """Grade ``copy2d(src, dst)`` (float32, rows × cols), launched with x over columns: right values and coalesced accesses."""
     # fresh shapes each run (labkit/data/exercises.yml), up to 32 × 32 threads; the last, recorded, for the sector count
     cases = [drawn(case) for case in exercise_data("03.coalesced-copy")["cases"]]
+    last = len(cases) - 1
+    cases += big_2d_cases((32, 8))
     notes: list[str] = []
 
     def launch(case: tuple[tuple[int, int], tuple[int, int]]) -> Launch:
         shape, block = case
         src = random_array(shape)
-        return Launch(grid_2d(shape, block), block, (src,), src, grid_label("array", shape, block), out_shape=shape)
+        grid = grid_2d(shape, block)
+        blocks, owned = edge_blocks(grid, shape, (block[1], block[0]), lambda bx, by: (by, bx))
+        label = grid_label("array", shape, block) + blocks_words(blocks)
+        return Launch(grid, block, (src,), src, label, out_shape=shape, blocks=blocks, owned=owned)
 
     def then(case: Any, launch: Launch, report: Any) -> None:
         if launch.record and report is not None:
             notes.append(_efficiency(report, "src", "read", "read", launch.label))
             notes.append(_efficiency(report, "dst", "write", "write", launch.label))
 
-    last = len(cases) - 1
     run_cases(kernel, cases, launch, record_at=last, then=then, names=("src", "dst"), out_dtype=np.float32, swapped_cause=SWAPPED)
     note = "".join("; " + n for n in notes)
-    return f"correct on {len(cases)} fresh arrays, blocks up to 32×32{note}."
+    return f"correct on {len(cases)} fresh arrays (up to more than 65,536 rows or columns), blocks up to 32×32{note}."
 
 
 # ----------------------------------------------------------------------------- 03.transpose
