@@ -421,3 +421,35 @@ def test_a_shift_for_the_division_in_one_direction_is_named(x_shift: bool) -> No
 
     r = _run(lambda a: check.run("02.launch-config", a), grid_for)
     assert r.status == "failed" and "a shift in place of the division" in (r.cause or ""), r.report()
+
+
+RADIUS = 3
+SHN = 256 + 2 * RADIUS
+
+
+@cuda.jit
+def stencil_halo_le(x, out):
+    sh = cuda.shared.array(SHN, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    n = x.size
+    sh[t + RADIUS] = x[i] if i < n else float32(0.0)
+    if t <= RADIUS:  # the slip: thread RADIUS loads a halo slot too
+        left = i - RADIUS
+        sh[t] = x[left] if 0 <= left < n else float32(0.0)
+        right = i + cuda.blockDim.x
+        sh[t + cuda.blockDim.x + RADIUS] = x[right] if right < n else float32(0.0)
+    cuda.syncthreads()
+    if i < n:
+        acc = float32(0.0)
+        for k in range(2 * RADIUS + 1):
+            acc += sh[t + k]
+        out[i] = acc / float32(2 * RADIUS + 1)
+
+
+def test_a_halo_store_under_le_is_named() -> None:
+    from labkit.kernels.memory import stencil_1d
+
+    assert causes.halo_guard_cause(stencil_1d) is None
+    r = _run(lambda a: check.run("03.stencil", a), stencil_halo_le)
+    assert r.status == "failed" and "`if t < RADIUS:`" in (r.cause or ""), r.report()

@@ -893,3 +893,53 @@ def wrapped_index_in(report: str) -> str | None:
         "unsigned short 0 to 65,535) and the threads past the end of that range write over the first elements "
         "again. Compute the index as an int."
     )
+
+
+def halo_guard_cause(kernel: Any) -> str | None:
+    """The cause of two threads writing one shared element when a halo store ``sh[t] = ...`` runs under ``if t <=
+    R:`` (or under no test) beside the block's own store ``sh[t + R] = ...``: thread R's halo store lands on the slot
+    thread 0 fills. None when the halo store is guarded by ``t < R`` (or a test this does not read), or no source."""
+    fn = _source_tree(kernel)
+    if fn is None:
+        return None
+    own: dict[str, tuple[str, str]] = {}  # array -> (index name, offset) of a store a[t + R]
+    halo: list[tuple[str, str, list[ast.expr], ast.stmt]] = []
+
+    def visit(stmts: list[ast.stmt], tests: list[ast.expr]) -> None:
+        for st in stmts:
+            if isinstance(st, ast.If):
+                visit(st.body, [*tests, st.test])
+                continue
+            if isinstance(st, (ast.For, ast.While)):
+                continue  # a loop's stores are another pattern
+            if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Subscript)):
+                continue
+            target = st.targets[0]
+            if not isinstance(target.value, ast.Name):
+                continue
+            arr, idx = target.value.id, target.slice
+            if isinstance(idx, ast.Name):
+                halo.append((arr, idx.id, tests, st))
+            elif isinstance(idx, ast.BinOp) and isinstance(idx.op, ast.Add) and isinstance(idx.left, ast.Name) and not tests:
+                own.setdefault(arr, (idx.left.id, ast.unparse(idx.right)))
+
+    visit(fn.body, [])
+    for arr, t, tests, st in halo:
+        if arr not in own or own[arr][0] != t:
+            continue
+        r = own[arr][1]
+        kinds = []
+        for test in tests:
+            text = ast.unparse(test).replace(" ", "")
+            kinds.append(
+                "none" if text == "True" else "right" if text == f"{t}<{r}" else "loose" if text == f"{t}<={r}" else "other"
+            )
+        if "right" in kinds or "other" in kinds:
+            continue
+        how = f"`if {t} <= {r}:`" if "loose" in kinds else "no test"
+        return (
+            f"the halo store `{ast.unparse(st)}` runs under {how}: thread {r} stores it too, into `{arr}[{r}]`, the "
+            f"slot thread 0 fills with `{arr}[{t} + {r}]`, so two threads write one element. Only the first {r} "
+            f"threads load the halo: `if {t} < {r}:`."
+        )
+    return None

@@ -664,6 +664,10 @@ def grade(kernel: Any, case: Launch) -> memory.LaunchReport | None:
             race = report.race
             overlap = (race.first, race.second) == ("write", "write")  # two threads mapped to one element
             cause = race.cause()
+            if overlap and race.space == "shared":
+                from .causes import halo_guard_cause
+
+                cause = halo_guard_cause(kernel) or cause  # a halo store under `t <= R`: read from the code
             message = f"{label}: {race.message()}"
             if race.space == "shared" and race.scope != "grid" and not race.lost_update and "read" in (race.first, race.second):
                 from .causes import barrier_cause, tree_guard_cause
