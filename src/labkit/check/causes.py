@@ -936,10 +936,10 @@ def halo_guard_cause(kernel: Any) -> str | None:
             )
         if "right" in kinds or "other" in kinds:
             continue
-        how = f"`if {t} <= {r}:`" if "loose" in kinds else "no test"
+        how = f"`if {t} <= {r}:`" if "loose" in kinds else "no guard"
         return (
             f"the halo store `{ast.unparse(st)}` runs under {how}: thread {r} stores it too, into `{arr}[{r}]`, the "
-            f"slot thread 0 fills with `{arr}[{t} + {r}]`, so two threads write one element. Only the first {r} "
-            f"threads load the halo: `if {t} < {r}:`."
+            f"slot thread 0 fills with `{arr}[{t} + {r}]`, so two threads write one element. Guard it so that only "
+            f"the first {r} threads load the halo: `if {t} < {r}:`."
         )
     return None
