@@ -136,6 +136,28 @@ def wait_for(what: str, probe, deadline: float, every: float = 0.25):
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def stop_hub_process(hub: subprocess.Popen, log: Path, limit_s: float = 20) -> None:
+    """SIGTERM to the hub; once its log says its cleanup is done (servers, services and proxy stopped, PID file
+    removed: JupyterHub's last line, ``...done``), end the process rather than wait out its interpreter's teardown (a
+    few seconds of garbage collection on a loaded machine). A hub that does not get that far in ``limit_s`` is killed
+    with its process group, as before."""
+    if hub.poll() is not None:
+        return
+    hub.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + limit_s
+    while hub.poll() is None and time.monotonic() < deadline:
+        if re.search(r"JupyterHub app:\d+\] \.\.\.done$", log.read_text(errors="replace"), flags=re.MULTILINE):
+            try:
+                hub.wait(0.5)
+            except subprocess.TimeoutExpired:
+                hub.kill()
+            break
+        time.sleep(0.1)
+    if hub.poll() is None and time.monotonic() >= deadline:
+        os.killpg(hub.pid, signal.SIGKILL)
+    hub.wait(10)
+
+
 HUB_CONFIG = """
 import os, sys
 sys.path.insert(0, {deploy!r})
@@ -455,15 +477,17 @@ def run_classroom(tmp_path: Path, python: str) -> str:
         print((tmp_path / "hub.log").read_text()[-6000:])
         raise
     finally:
-        for name, proc in (("culler", culler), ("hub", hub)):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(10)
-            timings[f"{name} ended"] = time.monotonic() - started
+        if culler is not None and culler.poll() is None:
+            culler.send_signal(signal.SIGTERM)
+            try:
+                culler.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(culler.pid, signal.SIGKILL)
+                culler.wait(10)
+        timings["culler ended"] = time.monotonic() - started
+        log.flush()
+        stop_hub_process(hub, tmp_path / "hub.log")
+        timings["hub ended"] = time.monotonic() - started
         log.close()
     timings["hub stopped"] = time.monotonic() - started
     elapsed = time.monotonic() - started

@@ -23,7 +23,6 @@ import http.client as httpclient
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import stat
@@ -222,13 +221,8 @@ def start_hub(tmp_path: Path, hosts=("127.0.0.1", "localhost"), public_host="127
 
 
 def stop_hub(hub, log) -> None:
-    if hub.poll() is None:
-        hub.send_signal(signal.SIGTERM)
-        try:
-            hub.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(hub.pid, signal.SIGKILL)
-            hub.wait(10)
+    log.flush()
+    th.stop_hub_process(hub, Path(log.name), limit_s=30)
     log.close()
 
 
