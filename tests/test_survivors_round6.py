@@ -78,6 +78,30 @@ def test_a_16_bit_column_fails_matmul_on_the_edge_blocks_only() -> None:
     assert "16-bit" in (r.cause or "") and "wraps" in (r.cause or "")
 
 
+@cuda.jit
+def sum_all_u16(x, out):  # grid-stride from a start kept in 16 bits (masked): no mutant of the reference is like it
+    sh = cuda.shared.array(256, np.float32)
+    t = cuda.threadIdx.x
+    acc = np.float32(0.0)
+    for i in range(cuda.grid(1) & 0xFFFF, x.size, cuda.gridsize(1)):
+        acc += x[i]
+    sh[t] = acc
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, sh[0])
+
+
+def test_a_16_bit_start_fails_the_full_sum_on_its_edge_blocks() -> None:
+    r = check.full_sum(sum_all_u16)
+    assert r.status == "failed" and "run (sim)" in r.message, r.report()
+
+
 def test_a_16_bit_block_index_fails_the_scan() -> None:
     scan_block, add_offsets = core._get("04.scan").reference()
     r = check.scan(scan_block, add_offsets_u16_block)

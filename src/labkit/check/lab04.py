@@ -242,6 +242,7 @@ def full_sum(kernel: Any) -> str:
         (between(300, 700), 256, 1),
         (not_multiple(100 * 32 + 1, 140 * 32 - 1, 32), 32, 1),  # 100 to 140 rounds: no fixed count of rounds passes
         (not_multiple(32_800, 33_500, 256), 128, 2),
+        (big := not_multiple(66_100, 68_000, 256), 256, big // 256 - 1),  # more than 65,536 threads (a 16-bit index)
     ]
 
     def launch(case: tuple[int, int, int]) -> Launch:
@@ -250,7 +251,13 @@ def full_sum(kernel: Any) -> str:
         summed = lambda m: np.array([x[:m].astype(np.float64).sum()])  # noqa: E731
         explain = lambda got: _prefix_cause(got, x.size, grid * block, summed, "summed")  # noqa: E731
         expected = np.array([x.astype(np.float64).sum()])
-        return Launch(grid, block, (x,), expected, line_label(n, grid, block), out_shape=1, explain=explain)
+        blocks, _ = edge_blocks_1d(grid, block, 1, 1)
+        if blocks is not None:  # sim: only the first and last blocks run; the sum is of the elements they stride over
+            ran = np.isin((np.arange(n) % (grid * block)) // block, [b[0] for b in blocks])
+            expected = np.array([x[ran].astype(np.float64).sum()])
+            explain = None
+        label = line_label(n, grid, block) + blocks_words(blocks)
+        return Launch(grid, block, (x,), expected, label, out_shape=1, explain=explain, blocks=blocks)
 
     def then(case: tuple[int, int, int], launch: Launch, report: Any) -> None:
         block, grid = case[1], case[2]
@@ -279,8 +286,8 @@ def full_sum(kernel: Any) -> str:
             cause=NO_TREE,
         )
     return (
-        "correct for fresh sizes with grids larger and smaller than the data (10+ grid-stride rounds) and blocks of "
-        "32 to 256 threads; each block combines its threads and adds its sum with one atomic."
+        "correct for fresh sizes with grids larger and smaller than the data (10+ grid-stride rounds, more than 65,536 "
+        "threads) and blocks of 32 to 256 threads; each block combines its threads and adds its sum with one atomic."
     )
 
 
