@@ -889,9 +889,8 @@ def wrapped_index_in(report: str) -> str | None:
         return None
     return (
         f"thread {tx} of block {bx} has index {g:,} in the grid, but it wrote `{writer.group(7)}[{k}]`, {g - k:,} "
-        "lower: the index wrapped around at 65,536, so it is held in 16 bits (a short holds -32,768 to 32,767, an "
-        "unsigned short 0 to 65,535) and the threads past the end of that range write over the first elements "
-        "again. Compute the index as an int."
+        "lower: a 16-bit index wraps around at 65,536 (a short holds -32,768 to 32,767, an unsigned short 0 to "
+        "65,535), so the threads past that range write over the first elements again. Compute the index as an int."
     )
 
 
