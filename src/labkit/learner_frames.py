@@ -78,6 +78,19 @@ def learner_traceback(tb: types.TracebackType | None) -> types.TracebackType | N
     return out
 
 
+def stack_traceback(frame: types.FrameType | None) -> types.TracebackType | None:
+    """A traceback of the learner's frames (:func:`is_learner_frame`) on the stack that ends at ``frame``, outermost
+    first, each at the line it is at: what an exception raised at ``frame`` would carry. For code that was stopped
+    without an exception passing through it (a suspended greenlet's frame: a simulated thread between two steps), so
+    that :func:`render` shows where it was as it shows an Interrupt."""
+    out = None
+    while frame is not None:
+        if is_learner_frame(frame):
+            out = types.TracebackType(out, frame, frame.f_lasti, frame.f_lineno)
+        frame = frame.f_back
+    return out
+
+
 def render(exc: BaseException) -> list[str]:
     """The lines IPython shows for ``exc``: its learner frames, then ``Type: message``."""
     tb = learner_traceback(exc.__traceback__)

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import greenlet
 import numpy as np
 
+from ..learner_frames import stack_traceback
 from . import blocks, limits, tracebacks
 from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
 from .errors import KernelFault, KernelTimeout, ZeroDivisor
@@ -609,25 +610,36 @@ def _run_block(
         _stop(blk)
 
 
-def _stuck(blk: BlockRun, thread: SimThread | None, tb: Any) -> blocks.Stuck | None:
-    """Where the launch was when it was stopped: the innermost learner frame of ``thread`` in the traceback ``tb`` of
-    the exception that stopped it, else that of the first suspended thread of ``blk`` that is still computing."""
-    frame = None
-    line = 0
+def _innermost(tb: Any) -> tuple[Any, int]:
+    """The innermost learner frame of the traceback ``tb`` and its line (``(None, 0)`` when it has none)."""
+    frame, line = None, 0
     while tb is not None:
         if is_learner_frame(tb.tb_frame):
             frame, line = tb.tb_frame, tb.tb_lineno
         tb = tb.tb_next
+    return frame, line
+
+
+def _suspended(blk: BlockRun, states: tuple[int, ...] = (RUNNING, WAITING)) -> tuple[SimThread | None, Any]:
+    """The first suspended thread of ``blk`` in one of ``states`` (by default: still computing) that is in learner
+    code, with its learner frames as a traceback (:func:`labkit.learner_frames.stack_traceback`); ``(None, None)``
+    when there is none."""
+    for t in blk.threads:
+        g = t.glet
+        if g is not None and t.state in states:
+            tb = stack_traceback(getattr(g, "gr_frame", None))
+            if tb is not None:
+                return t, tb
+    return None, None
+
+
+def _stuck(blk: BlockRun, thread: SimThread | None, tb: Any) -> blocks.Stuck | None:
+    """Where the launch was when it was stopped: the innermost learner frame of ``thread`` in the traceback ``tb`` of
+    the exception that stopped it, else that of the first suspended thread of ``blk`` that is still computing."""
+    frame, line = _innermost(tb)
     if frame is None:
-        thread = None
-        for t in blk.threads:
-            g = t.glet
-            f = getattr(g, "gr_frame", None) if g is not None and t.state in (RUNNING, WAITING) else None
-            while f is not None and not is_learner_frame(f):
-                f = f.f_back
-            if f is not None:
-                thread, frame, line = t, f, f.f_lineno
-                break
+        thread, tb = _suspended(blk)
+        frame, line = _innermost(tb)
     if frame is None or thread is None:
         return None
     return blocks.Stuck(tuple(thread.threadIdx), tuple(blk.index), frame.f_code.co_filename, line, frame.f_code.co_name)
@@ -635,18 +647,25 @@ def _stuck(blk: BlockRun, thread: SimThread | None, tb: Any) -> blocks.Stuck | N
 
 def _timed_out(blk: BlockRun, thread: SimThread | None, tb: Any) -> KernelTimeout:
     """The launch ran past its limit while ``blk`` ran: :func:`labkit.sim.blocks.timeout_report`, with where the stuck
-    thread was (:func:`_stuck`) and the launch's progress."""
+    thread was (:func:`_stuck`) and the launch's progress. Its traceback is that thread's frames (``tb``, the one of the
+    exception that stopped it, or :func:`_suspended`'s when it was stopped between two steps; when every thread waits
+    at a barrier, one of those), so its red box shows the kernel's line as written, as an Interrupt's does."""
+    if _innermost(tb)[0] is None:
+        thread, tb = _suspended(blk)
+    stuck = _stuck(blk, thread, tb)
+    if tb is None:
+        tb = _suspended(blk, (BARRIER,))[1]
     run_ = blk.launch
     return blocks.timeout_report(
         blk,
         run_.limit_s,
-        stuck=_stuck(blk, thread, tb),
+        stuck=stuck,
         cpu_s=time.thread_time() - run_.cpu_started,
         wall_s=time.monotonic() - run_.started,
         wall_limit_s=run_.wall_limit_s,
         blocks_done=run_.blocks_done,
         blocks_total=run_.blocks_total,
-    )
+    ).with_traceback(tb)
 
 
 def _interrupted(exc: KeyboardInterrupt, blk: BlockRun, thread: SimThread) -> None:
