@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-BROWSER_TEST = "tests/test_browser.py::test_notebook_in_jupyterlab["
+BROWSER_TEST = re.compile(r"tests/test_browser(_second_half)?\.py::test_notebook_in_jupyterlab\[")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -29,11 +29,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A notebook that ``tests/test_browser.py`` runs in JupyterLab in this session (Chromium installed) is not run
+    """A notebook that ``tests/test_browser.py`` (or its second half) runs in JupyterLab in this session (Chromium installed) is not run
     again here: the browser test executes every cell too and asks the same of it (no error; in a solution notebook
     every check passes, with the PTX audit of every accepted kernel; in a learner notebook every exercise is "not
     solved yet"), and draws it. Without Chromium every notebook runs here."""
-    browser = [i for i in items if i.nodeid.startswith(BROWSER_TEST)]
+    browser = [i for i in items if BROWSER_TEST.match(i.nodeid)]
     if not browser or any(mark.args and mark.args[0] for mark in browser[0].iter_markers("skipif")):
         return
     in_browser = {re.search(r"\[(.*)\]$", i.nodeid).group(1) for i in browser}
