@@ -113,6 +113,25 @@ def test_interrupting_a_check(shell: InteractiveShell) -> None:
     _as_written(lines, "saxpy_endless", "a, x, y, out", LOOP_LINES)
 
 
+@pytest.mark.parametrize("delay", [0.2, 0.25, 0.3])
+@pytest.mark.parametrize(
+    ("kernel", "learner_lines"),
+    [
+        ("spin_at_barrier", ("cuda.syncthreads()", "while flag[0] == 0:")),
+        ("spin_on_shuffle", ("v = cuda.shfl_down_sync(0xffffffff, v, 1)", "while flag[0] == 0:")),
+    ],
+)
+def test_interrupting_between_two_steps(
+    shell: InteractiveShell, kernel: str, learner_lines: tuple[str, ...], delay: float
+) -> None:
+    """Threads that hand control back at every barrier or shuffle: Interrupt often comes while the scheduler runs,
+    outside the kernel; the box still shows where a suspended thread was, in the kernel as written."""
+    lines = _shown(shell, f"{kernel}[2, 32](np.zeros(1, np.int32))", interrupt_after=delay)
+    assert lines[-1].startswith("KeyboardInterrupt: stopped by Interrupt after "), lines
+    assert f"of {kernel}: `" in lines[-1], lines
+    _as_written(lines, kernel, "flag", learner_lines)
+
+
 @pytest.mark.parametrize("launch", ["hist_past_end[2, 32](keys, np.zeros(64, np.int32))",
                                     "sim.launch_strict(hist_past_end, 2, 32, keys, np.zeros(64, np.int32))"])
 def test_an_error_in_a_kernel_with_compiled_atomics(shell: InteractiveShell, launch: str) -> None:

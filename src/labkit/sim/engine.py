@@ -604,6 +604,9 @@ def _run_block(
                 continue
             problem = coll.deadlock(blk) if coll is not None else None
             raise problem or blocks.divergent_report(blk)
+    except KeyboardInterrupt as exc:  # Interrupt while the scheduler ran (one during a step is named above)
+        _interrupted(exc, blk, None)
+        raise
     finally:
         current = None
         module.threadIdx = None
@@ -645,16 +648,25 @@ def _stuck(blk: BlockRun, thread: SimThread | None, tb: Any) -> blocks.Stuck | N
     return blocks.Stuck(tuple(thread.threadIdx), tuple(blk.index), frame.f_code.co_filename, line, frame.f_code.co_name)
 
 
+def _where_stopped(blk: BlockRun, thread: SimThread | None, tb: Any) -> tuple[blocks.Stuck | None, Any]:
+    """Where a launch that its time limit or Interrupt stopped was (:func:`_stuck`), and the traceback its red box
+    shows: the stuck thread's learner frames, so that the box shows the kernel's line as written. They are ``tb``'s
+    (the exception that stopped the launch) when it passed through learner code; else, stopped between two steps, a
+    suspended thread's that is still computing, else one's waiting at a barrier (:func:`_suspended`); else ``tb``."""
+    if _innermost(tb)[0] is not None:
+        return _stuck(blk, thread, tb), tb
+    thread, frames = _suspended(blk)
+    stuck = _stuck(blk, thread, frames)
+    if frames is None:
+        frames = _suspended(blk, (BARRIER,))[1]
+    return stuck, tb if frames is None else frames
+
+
 def _timed_out(blk: BlockRun, thread: SimThread | None, tb: Any) -> KernelTimeout:
     """The launch ran past its limit while ``blk`` ran: :func:`labkit.sim.blocks.timeout_report`, with where the stuck
-    thread was (:func:`_stuck`) and the launch's progress. Its traceback is that thread's frames (``tb``, the one of the
-    exception that stopped it, or :func:`_suspended`'s when it was stopped between two steps; when every thread waits
-    at a barrier, one of those), so its red box shows the kernel's line as written, as an Interrupt's does."""
-    if _innermost(tb)[0] is None:
-        thread, tb = _suspended(blk)
-    stuck = _stuck(blk, thread, tb)
-    if tb is None:
-        tb = _suspended(blk, (BARRIER,))[1]
+    thread was and the traceback of its frames (:func:`_where_stopped`: the kernel's line as written, as an
+    Interrupt's box shows it), and the launch's progress."""
+    stuck, tb = _where_stopped(blk, thread, tb)
     run_ = blk.launch
     return blocks.timeout_report(
         blk,
@@ -668,14 +680,16 @@ def _timed_out(blk: BlockRun, thread: SimThread | None, tb: Any) -> KernelTimeou
     ).with_traceback(tb)
 
 
-def _interrupted(exc: KeyboardInterrupt, blk: BlockRun, thread: SimThread) -> None:
+def _interrupted(exc: KeyboardInterrupt, blk: BlockRun, thread: SimThread | None) -> None:
     """Interrupt stopped the launch: one line says after how long and where (``stopped by Interrupt after 4.1 s:
-    thread (0, 0, 0) of block (0, 0, 0) was at line 4 of saxpy: ...``)."""
+    thread (0, 0, 0) of block (0, 0, 0) was at line 4 of saxpy: ...``), and the traceback holds that thread's frames
+    (:func:`_where_stopped`), also when Interrupt came while the scheduler ran, between two steps of the kernel."""
     if exc.args:
         return
-    stuck = _stuck(blk, thread, exc.__traceback__)
+    stuck, tb = _where_stopped(blk, thread, exc.__traceback__)
     where = stuck.words() if stuck is not None else f"block {tuple(blk.index)} was running"
     exc.args = (f"stopped by Interrupt after {time.monotonic() - blk.launch.started:.1f} s: {where}",)
+    exc.with_traceback(tb)
 
 
 class DivisionByZero(ZeroDivisionError, FloatingPointError):
