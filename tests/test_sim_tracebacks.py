@@ -35,6 +35,16 @@ def hist_past_end(keys, counts):
     if i < keys.size:
         cuda.atomic.add(counts, keys[i] + 1, 1)
 
+@cuda.jit(device=True)
+def step_forever(v, i):
+    while i < v.size:
+        v[i] += 1
+
+@cuda.jit
+def calls_device(v):
+    i = cuda.grid(1)
+    step_forever(v, i)
+
 @cuda.jit
 def spin_at_barrier(flag):
     while flag[0] == 0:
@@ -175,6 +185,22 @@ def test_a_time_out_of_a_strict_launch_shows_the_kernel_as_written(shell: Intera
     cell = "sim.launch_strict(saxpy_endless, 2, 32, np.float32(2), x, y, out, names=['a', 'x', 'y', 'out'], time_limit_s=0.3)"
     stop = _timed_out_as_written(_shown(shell, cell))
     assert re.search(STUCK, stop), stop
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "with sim.time_limit(0.3):\n    calls_device[2, 32](np.zeros(64, np.float32))",
+        "sim.launch_strict(calls_device, 2, 32, np.zeros(64, np.float32), time_limit_s=0.3)",
+    ],
+)
+def test_a_time_out_in_a_device_function_shows_both_frames(shell: InteractiveShell, cell: str) -> None:
+    """The kernel's call of the device function, then the device function's stuck line: each as written."""
+    lines = _shown(shell, cell)
+    _as_written(lines, "step_forever", "v, i", ("while i < v.size:", "v[i] += 1"))
+    arrows = [ln for ln in lines if re.match(r"\s*-+>", ln)]
+    assert len(arrows) == 3 and "step_forever(v, i)" in arrows[1] and "calls_device(v)" in "\n".join(lines), lines
+    assert re.search(r"was at line \d+ of step_forever: `", next(ln for ln in lines if ln.startswith("KernelTimeout: ")))
 
 
 def test_a_time_out_between_two_steps_shows_the_suspended_threads_line(shell: InteractiveShell) -> None:
