@@ -1010,7 +1010,7 @@ def _uninitialised_cause(kernel: Any, case: Launch, report: memory.LaunchReport,
             allow_races=True,
         )
     except Exception:  # noqa: BLE001 - the replay is only for a better cause
-        return uninitialised_cause(read, None)
+        return uninitialised_cause(read, None, -1)
     block = _pad3(read.block)
     flat = _flat_index(read.index, next((s for n, s, _ in again.shared if n == read.array), None))
     seq = [(a.thread, a.kind) for a in again.accesses if a.array == read.array and _pad3(a.block) == block and a.flat == flat]

@@ -305,9 +305,11 @@ class Model:
         self.epoch = 0  # barriers passed by the block running now
         self.block: Any = None
         # recorded arrays whose reads wait, as flat indices, for the thread that made them to hand control back (see
-        # flush); the engine calls ``switched`` then (None: nothing to hand over, the engine does not call)
+        # flush); the engine calls ``switched`` then (None: nothing to hand over, the engine does not call). Set for
+        # every recorded launch from the start: the engine reads it when a block starts, before that block's shared
+        # arrays (which may be the first buffered ones) exist
         self.buffered: list[TrackedArray] = []
-        self.switched: Callable[[Any], None] | None = None
+        self.switched: Callable[[Any], None] | None = self.flush if record else None
         self.runs: list[tuple[int, _Snapshot, Any, int, int, int]] = []  # (place in log, array, thread, epoch, start,
         # end): the array's reads _flats[start:end] come before log[place] (see recorded)
 
