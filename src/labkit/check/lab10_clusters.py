@@ -385,30 +385,38 @@ def host_cases(source: str, rng: np.random.Generator | None = None, ptx_text: st
             out = np.full(n_clusters, UNWRITTEN, dtype=np.float32)
             cases.append((cluster, block, order, x, n, out))
             launches.append(((n_clusters * cluster,), (block,), (x.copy(), out, np.int32(n)), 0, cluster, order))
-    try:
-        said = run_on_host_batch(source, ENTRY, launches[:-1])
-        # the case past 65,536 elements last, on its own: a kernel that hangs has failed the others, and this one
-        # takes a few seconds of wall time on a loaded machine (about 0.7 s of CPU time)
-        said += run_on_host_batch(source, ENTRY, launches[-1:], timeout_s=BIG_LIMIT_S)
-    except HostKernelError as exc:
-        text = str(exc.args[0])
-        raise Failed(text, cause=_stand_in_cause(text)) from None
-    except LabkitError as exc:
-        raise Failed(str(exc.args[0]), cause=getattr(exc, "fix", None)) from None
-    ok_sizes = {c for c, b, o, x, n, out in cases if np.array_equal(out, _sums(x, c * b))}
-    for cluster, block, order, x, n, out in cases:
-        want = _sums(x, cluster * block)
-        bad = np.flatnonzero(~((out == want) | (np.isnan(out) & np.isnan(want))))
-        if bad.size:
-            k = int(bad[0])
-            first = "lowest" if order == "forward" else "highest"
-            raise Failed(
-                f"on the CPU stand-in, clusters of {cluster} blocks of {block} threads, n={n} (the cluster's "
-                f"blocks run {first} rank first): out[{k}] is {_show(out[k])}, expected {want[k]:g}.",
-                cause=WRAPPED_CAUSE
-                if _only_past_16_bits(bad, cluster * block)
-                else _value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster}), out),
-            )
+
+    def launched(batch: list, timeout_s: float | None = None) -> list:
+        try:
+            return run_on_host_batch(source, ENTRY, batch, timeout_s=timeout_s)
+        except HostKernelError as exc:
+            text = str(exc.args[0])
+            raise Failed(text, cause=_stand_in_cause(text)) from None
+        except LabkitError as exc:
+            raise Failed(str(exc.args[0]), cause=getattr(exc, "fix", None)) from None
+
+    def judge(judged: list, ran: list) -> None:
+        ok_sizes = {c for c, b, o, x, n, out in ran if np.array_equal(out, _sums(x, c * b))}
+        for cluster, block, order, x, n, out in judged:
+            want = _sums(x, cluster * block)
+            bad = np.flatnonzero(~((out == want) | (np.isnan(out) & np.isnan(want))))
+            if bad.size:
+                k = int(bad[0])
+                first = "lowest" if order == "forward" else "highest"
+                raise Failed(
+                    f"on the CPU stand-in, clusters of {cluster} blocks of {block} threads, n={n} (the cluster's "
+                    f"blocks run {first} rank first): out[{k}] is {_show(out[k])}, expected {want[k]:g}.",
+                    cause=WRAPPED_CAUSE
+                    if _only_past_16_bits(bad, cluster * block)
+                    else _value_cause(x, float(out[k]), k, cluster, block, bool(ok_sizes - {cluster}), out),
+                )
+
+    said = launched(launches[:-1])
+    judge(cases[:-1], cases[:-1])
+    # the case past 65,536 elements last, on its own, once the others are right: a kernel that hangs or sums wrongly
+    # has failed them already, and this one takes a few seconds of wall time on a loaded machine (about 0.7 s of CPU)
+    said += launched(launches[-1:], BIG_LIMIT_S)
+    judge(cases[-1:], cases)
     outside = next((s for s in said if s), None)  # right sums, but an access outside x or out (`i <= n`)
     if outside:
         raise Failed(
