@@ -4,9 +4,13 @@ The learner's rank function ``fn(comm, buf)`` runs on real local processes (:mod
 the function's source). One launch grades every case: 2 up to 8 processes (fewer when ``LABKIT_MAX_RANKS`` caps
 them, as the test suite does on 2 cores), buffer sizes drawn fresh that the process count does not divide, sizes
 smaller than the process count, float32 and int32. Each rank's result is compared with ``MPI.Allreduce`` of the
-same buffers; the bytes each rank sent and the ranks it talked to name the usual slips (no all-gather, whole
-buffers instead of chunks, a non-neighbour, a changed dtype). A rank that raises or hangs is reported by rank
-and call, within the course's time limit, and every process is stopped.
+same buffers; then, in the same launch, the small cases run again with the same sizes and new values until each
+rank has called the function :data:`~labkit.check.properties.REPEATS` times (44: an answer wrong on 10% of its
+calls fails with probability ≥ 99%), each result compared with the NumPy sum of the ranks' inputs, so a cache by
+size or state kept between calls fails with the call's number (the large no-deadlock case runs once). The bytes
+each rank sent and the ranks it talked to name the usual slips (no all-gather, whole buffers instead of chunks, a
+non-neighbour, a changed dtype). A rank that raises or hangs is reported by rank and call, within the course's
+time limit, and every process is stopped.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 from ..dist._rank_comm import RankCounters
 from .core import Failed, Unsolved, exercise
 from .numeric import need_function
+from .properties import REPEATS
 
 
 def _ref() -> Any:
@@ -264,7 +269,7 @@ def mpi_ring(fn: Any) -> str:
     _preflight(fn)
     todo = cases()
     try:
-        graded = ranks.grade_cases(fn, todo)
+        graded = ranks.grade_cases(fn, todo, calls=REPEATS, once=[k for k, c in enumerate(todo) if c[1] >= 2 * BIG_CHUNK])
     except ranks.RankError as exc:
         text = str(exc)
         if "NotImplementedError" in text:
@@ -273,6 +278,7 @@ def mpi_ring(fn: Any) -> str:
     for case in graded:
         n, size, dtype = case["n"], case["size"], case["dtype"]
         itemsize = np.dtype(dtype).itemsize
+        where = f"{n} processes, {size} {dtype} elements{' (fewer than the processes)' if size < n else ''}"
         for r, rec in enumerate(case["ranks"]):
             rec = dict(rec, rank=r)
             bad = rec.get("bad")
@@ -285,7 +291,6 @@ def mpi_ring(fn: Any) -> str:
             ):
                 raise Unsolved("your function returns the buffer without talking to the other ranks yet.")
             cause = _cause(rec, n, size, itemsize)
-            where = f"{n} processes, {size} {dtype} elements{' (fewer than the processes)' if size < n else ''}"
             if bad:
                 if bad[0] == "value":
                     raise Failed(
@@ -299,9 +304,49 @@ def mpi_ring(fn: Any) -> str:
             far = cause is not None and "neighbours" in cause
             if far:
                 raise Failed(f"{where}: the sum is right but rank {r} is not a ring.", cause=cause)
+        _repeats_right(case, where, itemsize)
+    least = min(rec.get("of", 0) for case in graded for rec in case["ranks"])
     return (
         "correct: every rank equals MPI.Allreduce on every process count from 2 to the most this machine runs (at "
         "most 8), for sizes the process count does not "
         "divide, sizes smaller than it, float32 and int32, one chunk per step to a neighbour; and with chunks of "
-        f"{BIG_CHUNK:,}+ floats, too large for MPI to buffer, it did not deadlock (no blocking Send before Recv)."
+        f"{BIG_CHUNK:,}+ floats, too large for MPI to buffer, it did not deadlock (no blocking Send before Recv). "
+        f"In the same launch each rank called it {least} times or more, the smaller cases' sizes again with new "
+        "values, each result compared with the sum."
+    )
+
+
+def _repeats_right(case: dict[str, Any], where: str, itemsize: int) -> None:
+    """Raise :class:`Failed` for the earliest wrong call among the case's repeats (its sizes again, new values)."""
+    n, size = case["n"], case["size"]
+    wrong = [(rec["again"]["call"], r, rec) for r, rec in enumerate(case["ranks"]) if rec.get("again")]
+    if not wrong:
+        return
+    call, r, rec = min(wrong, key=lambda w: (w[0], w[1]))
+    again = dict(rec["again"], rank=r)
+    bad, first, total = again["bad"], again["first"], rec.get("of", call)
+    head = (
+        f"{where}, called again with the same sizes and new values: rank {r}'s call {call} of {total} "
+        f"(its call {first} with these sizes was right)"
+    )
+    if bad[0] == "value":
+        message = (
+            f"{head} gave element {bad[1]} = {bad[3]} where the sum of the ranks' inputs is {bad[2]} (this rank's "
+            f"input there: {again['mine']}; {bad[4]} of {size} elements wrong)."
+        )
+    else:
+        message = f"{head} returned a wrong result ({bad[0]}: {', '.join(map(str, bad[1:]))})."
+    if again.get("stale") is not None:
+        cause: str | None = (
+            f"it returned exactly what its call {again['stale']} returned for the same sizes: a result kept from an "
+            "earlier call (a cache keyed by size, shape or dtype, or a buffer kept between calls) is stale as soon as "
+            "the values change. Compute every call from the buffer it is given."
+        )
+    else:
+        cause = _cause(again, n, size, itemsize)
+    raise Failed(
+        message,
+        cause=cause
+        or "the same sizes gave the right sum before and a wrong one now: keep no state between calls (a counter, a "
+        "cache, a list that grows), draw nothing at random, and compute every call from the buffer it is given.",
     )

@@ -18,8 +18,9 @@ An exercise whose answer works in place (``answers_guard.IN_PLACE``, told by ``c
 data (a module, a kernel), or measures time (:data:`NOT_REPEATABLE`) gets the form of the first rule that suits it:
 its own check runs again until the answer has been called :data:`REPEATS` times in all, every other run with the
 sizes the first run drew and new values (:func:`labkit.check.replay.same_sizes`), every call compared with what it
-must give. Only an answer that runs elsewhere (``answers_guard.NOT_WRAPPED``: the MPI ranks,
-other processes) is called no more often than its check calls it.
+must give. An answer that runs elsewhere (``answers_guard.NOT_WRAPPED``: the MPI ranks, other processes) is not
+followed here: its check calls it again there, :data:`REPEATS` times per rank in the same launch
+(:mod:`labkit.check.lab08_ranks`).
 """
 
 from __future__ import annotations

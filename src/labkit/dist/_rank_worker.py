@@ -6,7 +6,9 @@ source text, its name, and what to do with it:
 
 - ``call``: every rank returns ``fn(comm, *args)``;
 - ``grade``: for each case ``(n, size, dtype, seed)`` the first ``n`` ranks all-reduce fresh buffers with
-  ``fn(comm, buf)`` on a communicator of ``n`` ranks, and compare with ``MPI.Allreduce`` of the same buffers;
+  ``fn(comm, buf)`` on a communicator of ``n`` ranks, and compare with ``MPI.Allreduce`` of the same buffers; then
+  call ``fn`` again as often as ``repeats`` says for that case, the same sizes with new values, each result compared
+  with the NumPy sum of the ranks' inputs (a cache by size, state kept between calls, a random slip);
 - ``bench``: time ``fn`` and ``MPI.Allreduce`` on every rank for each size (the slowest rank counts);
 - ``gpu``: one process per GPU, ``fn`` over CuPy arrays through NCCL (``_rank_gpu.py``);
 - ``ddp``: data-parallel training with ``fn`` all-reducing bucketed gradients during the backward pass (``_rank_ddp.py``).
@@ -120,16 +122,117 @@ def _load(job: dict[str, Any]) -> Any:
     return ns[job["name"]]
 
 
-def _fresh(size: int, dtype: str, seed: int, rank: int) -> np.ndarray:
-    rng = np.random.default_rng([seed, rank])
+def _fresh(size: int, dtype: str, seed: int, rank: int, again: int = 0) -> np.ndarray:
+    """Rank ``rank``'s buffer for a case (``again``: the how-manieth repeat of it, 0 for its first call)."""
+    rng = np.random.default_rng([seed, rank] if again == 0 else [seed, rank, again])
     return rng.integers(-1000, 1000, size).astype(dtype)  # whole numbers: every summation order gives the same sum
 
 
+def _array(got: Any) -> np.ndarray | None:
+    """A copy of ``got`` as an array (an array, or a list or tuple of numbers), or None (anything else, ragged lists)."""
+    if not isinstance(got, (np.ndarray, list, tuple)):
+        return None
+    try:
+        return np.array(got, copy=True)
+    except (ValueError, TypeError):
+        return None
+
+
+def _compare(got: Any, want: np.ndarray, buf: np.ndarray, n: int) -> dict[str, Any]:
+    """What is wrong with ``got`` (returned for input ``buf``) against the sum ``want``: ``{"bad": (...)}`` naming
+    the first wrong element (and ``chunks_ok``), or ``{}`` when it is right."""
+    arr = _array(got)
+    if arr is None:
+        return {"bad": ("type", type(got).__name__)}
+    if arr.shape != want.shape:
+        return {"bad": ("shape", list(arr.shape), list(want.shape))}
+    if arr.dtype != want.dtype:
+        return {"bad": ("dtype", str(arr.dtype), str(want.dtype))}
+    out: dict[str, Any] = {
+        "chunks_ok": [bool(np.array_equal(a, b)) for a, b in zip(np.array_split(arr, n), np.array_split(want, n))]
+    }
+    wrong = np.flatnonzero(arr != want)
+    if wrong.size:
+        i = int(wrong[0])
+        out["bad"] = (
+            "value",
+            i,
+            want[i].item(),
+            arr[i].item(),
+            int(wrong.size),
+            bool(np.array_equal(arr, buf)),
+            bool(np.array_equal(arr, want * 2)),
+        )
+    return out
+
+
+def _counters(comm: Comm) -> dict[str, Any]:
+    return {"sent": comm.sent_bytes, "partners": sorted(comm.partners), "calls": comm.calls}
+
+
+def _again(
+    fn: Any, sub: Any, status: Status, case: tuple[int, int, str, int], label: str, more: int, made: int, first: np.ndarray | None
+) -> tuple[dict[str, Any] | None, int]:
+    """Call ``fn`` ``more`` times again on ``case``'s sizes with new values (every rank of ``sub`` the same number of
+    times), each result compared with the NumPy sum of the ranks' inputs (each rank draws them all from the seeds).
+    Returns the first wrong call's record (or None) and this rank's call count after them (``made`` before)."""
+    n, size, dtype, seed = case
+    rank = sub.Get_rank()
+    earlier = [(made, first if first is not None else np.empty(0))]  # this size's results so far, with their call numbers
+    found: dict[str, Any] | None = None
+    for j in range(1, more + 1):
+        made += 1
+        status.case = f"{label}, call {made} of this rank: these sizes again, new values"
+        status.set("setting up")
+        inputs = [_fresh(size, dtype, seed, q, j) for q in range(n)]
+        want = inputs[0].copy()
+        for x in inputs[1:]:
+            want += x
+        comm = Comm(sub, status)
+        mine = inputs[rank].copy()
+        status.set("running")
+        got = fn(comm, mine)
+        status.set("checking")
+        got = mine if got is None else got
+        if found is None:
+            verdict = _compare(got, want, inputs[rank], n)
+            arr = _array(got)
+            if verdict.get("bad"):
+                stale = None
+                if arr is not None:
+                    stale = next((c for c, old in earlier if arr.shape == old.shape and np.array_equal(arr, old)), None)
+                i = verdict["bad"][1] if verdict["bad"][0] == "value" else None
+                found = dict(
+                    verdict,
+                    **_counters(comm),
+                    call=made,
+                    first=earlier[0][0],
+                    stale=stale,
+                    mine=None if i is None else inputs[rank][i].item(),
+                )
+            elif arr is not None:
+                earlier.append((made, arr))
+    return found, made
+
+
+def case_label(case: tuple[int, int, str, int]) -> str:
+    """``n = 4, 3001 int32 elements``: a case as the status file and the messages say it."""
+    n, size, dtype, _ = case
+    return f"n = {n}, {size} {dtype} elements"
+
+
 def _grade(fn: Any, job: dict[str, Any], world: Any, status: Status) -> dict[str, Any]:
+    """Each case: its first call compared with ``MPI.Allreduce``, then (``job["repeats"]``) the same sizes again with
+    new values until the planned calls are made or this rank has spent ``job["budget_s"]`` seconds in the repeats
+    (the ranks of a case agree on the count first: every rank makes the same calls)."""
     rank = world.Get_rank()
+    cases = [tuple(c) for c in job["cases"]]
+    repeats = job.get("repeats") or [1] * len(cases)
+    budget = float(job.get("budget_s", 4.0))
     out: dict[str, Any] = {"cases": []}
-    for k, (n, size, dtype, seed) in enumerate(job["cases"]):
-        status.case = f"case {k + 1}: n = {n}, {size} {dtype} elements"
+    made, spent = 0, 0.0  # this rank's calls of fn, and the seconds its repeats took
+    for k, (n, size, dtype, seed) in enumerate(cases):
+        label = status.case = f"case {k + 1}: {case_label((n, size, dtype, seed))}"
         status.set("setting up")
         sub = world.Split(0 if rank < n else MPI.UNDEFINED, rank)
         if sub == MPI.COMM_NULL:
@@ -142,43 +245,31 @@ def _grade(fn: Any, job: dict[str, Any], world: Any, status: Status) -> dict[str
         comm = Comm(sub, status)
         mine = buf.copy()
         status.set("running")
+        made += 1
+        t0 = time.perf_counter()
         got = fn(comm, mine)
+        took = time.perf_counter() - t0
         status.set("checking")
         if got is None:
             got = mine  # reduced in place
-        rec: dict[str, Any] = {
-            "n": n,
-            "size": size,
-            "dtype": dtype,
-            "sent": comm.sent_bytes,
-            "partners": sorted(comm.partners),
-            "calls": comm.calls,
-        }
-        arr = np.asarray(got) if isinstance(got, (np.ndarray, list, tuple)) else None
-        if arr is None:
-            rec["bad"] = ("type", type(got).__name__)
-        elif arr.shape != want.shape:
-            rec["bad"] = ("shape", list(arr.shape), list(want.shape))
-        elif arr.dtype != want.dtype:
-            rec["bad"] = ("dtype", str(arr.dtype), str(want.dtype))
-        else:
-            wrong = np.flatnonzero(arr != want)
-            rec["chunks_ok"] = [bool(np.array_equal(a, b)) for a, b in zip(np.array_split(arr, n), np.array_split(want, n))]
-            if wrong.size:
-                i = int(wrong[0])
-                rec["bad"] = (
-                    "value",
-                    i,
-                    want[i].item(),
-                    arr[i].item(),
-                    int(wrong.size),
-                    bool(np.array_equal(arr, buf)),
-                    bool(np.array_equal(arr, want * 2)),
-                )
+        rec: dict[str, Any] = {"n": n, "size": size, "dtype": dtype, **_counters(comm), "call": made}
+        rec.update(_compare(got, want, buf, n))
+        if repeats[k] > 1:  # as many more as this rank's time left affords, at the slowest rank's pace: agreed
+            afford = int(max(0.0, budget - spent) / max(took, 1e-6))
+            more = int(sub.allreduce(min(repeats[k] - 1, afford), op=MPI.MIN))
+            t0 = time.perf_counter()
+            first = _array(got)
+            rec["again"], made = _again(fn, sub, status, (n, size, dtype, seed), label, more, made, first)
+            spent += time.perf_counter() - t0
+            rec["repeated"] = more
         out["cases"].append(rec)
         sub.Free()
+        status.case = label
         status.set("waiting for the other ranks")
         world.Barrier()
+    for rec in out["cases"]:
+        rec["of"] = made  # this rank's calls in all
+    out["made"] = made
     return out
 
 

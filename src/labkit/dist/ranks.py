@@ -37,7 +37,7 @@ import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from labkit.errors import LabkitError, MissingPackageError
 from labkit.gpu import bandwidth as _bw
@@ -416,15 +416,55 @@ def call(fn: Callable[..., Any] | str, n: int, *args: Any, limit_s: float | None
     return launch({"mode": "call", "source": src, "name": name, "args": tuple(args)}, n, limit_s=limit_s)
 
 
+#: The most seconds each rank may spend calling the function again in :func:`grade_cases` (past it, fewer calls).
+REPEAT_BUDGET_S = 4.0
+
+
+def plan_calls(cases: Sequence[tuple[int, int, str, int]], least: int, once: Collection[int] = ()) -> list[int]:
+    """How many times :func:`grade_cases` runs each case (its first call and the same sizes again with new values) so
+    that every rank of the launch calls the function at least ``least`` times in all: rank r takes part in the cases
+    with more than r processes, so the extra calls go to the cases the highest rank is in, in turn (every size is
+    repeated), then to those of the next rank down where it still has too few. The cases at the indices ``once``
+    run once."""
+    calls = [1] * len(cases)
+    width = max((c[0] for c in cases), default=0)
+    for r in range(width - 1, -1, -1):
+        mine = [k for k, c in enumerate(cases) if c[0] > r]
+        free = sorted((k for k in mine if k not in once), key=lambda k: -cases[k][0])
+        short = least - sum(calls[k] for k in mine)
+        for i in range(max(0, short) if free else 0):
+            calls[free[i % len(free)]] += 1
+    return calls
+
+
 def grade_cases(
-    fn: Callable[..., Any] | str, cases: Sequence[tuple[int, int, str, int]], *, limit_s: float | None = None
+    fn: Callable[..., Any] | str,
+    cases: Sequence[tuple[int, int, str, int]],
+    *,
+    limit_s: float | None = None,
+    calls: int = 1,
+    once: Collection[int] = (),
 ) -> list[dict[str, Any]]:
     """Run the all-reduce ``fn(comm, buf)`` on each case ``(n, size, dtype, seed)`` in one launch of
     ``max(n)`` processes (smaller cases on the first n ranks), and return rank 0's record of each case with
-    every rank's record under ``"ranks"`` (what each returned against ``MPI.Allreduce``, bytes it sent)."""
+    every rank's record under ``"ranks"`` (what each returned against ``MPI.Allreduce``, bytes it sent).
+
+    With ``calls`` above 1, every rank calls ``fn`` that many times in all (:func:`plan_calls`; the cases at the
+    indices ``once`` run once), the same launch running a case's sizes again with new values; a rank's record then
+    has ``"again"``, its first wrong call of those (call number, the element, whether it returned an earlier
+    call's result), ``"repeated"`` (how many more calls the case got: fewer than planned only past
+    :data:`REPEAT_BUDGET_S` seconds of repeats) and ``"of"``, the rank's calls in all."""
     src, name = source_of(fn)
     width = max(c[0] for c in cases)
-    run = launch({"mode": "grade", "source": src, "name": name, "cases": [tuple(c) for c in cases]}, width, limit_s=limit_s)
+    job = {
+        "mode": "grade",
+        "source": src,
+        "name": name,
+        "cases": [tuple(c) for c in cases],
+        "repeats": plan_calls(cases, calls, once),
+        "budget_s": REPEAT_BUDGET_S,
+    }
+    run = launch(job, width, limit_s=limit_s)
     per_rank = [r["cases"] for r in run.results]
     out = []
     for k, (n, size, dtype, seed) in enumerate(cases):
