@@ -155,7 +155,8 @@ def test_every_call_in_a_gpu_only_branch_binds() -> None:
 
     labkit.setup(quiet=True)
     calls = _labkit_calls()
-    assert len(calls) >= 120, len(calls)  # the branches hold this many such calls: the test is not vacuous
+    assert len(calls) >= 115, len(calls)  # the branches hold this many such calls (118 since lab 05 §8 runs its RawModule
+    # on the CPU stand-in too, outside a GPU-only branch): the test is not vacuous
     bad, bound = _binding_failures(calls)
     assert not bad, "\n".join(bad)
     assert bound >= 100, bound

@@ -652,14 +652,14 @@ def _where_stopped(blk: BlockRun, thread: SimThread | None, tb: Any) -> tuple[bl
     """Where a launch that its time limit or Interrupt stopped was (:func:`_stuck`), and the traceback its red box
     shows: the stuck thread's learner frames, so that the box shows the kernel's line as written. They are ``tb``'s
     (the exception that stopped the launch) when it passed through learner code; else, stopped between two steps, a
-    suspended thread's that is still computing, else one's waiting at a barrier (:func:`_suspended`); else ``tb``."""
+    suspended thread's that is still computing, else one's waiting at a barrier (:func:`_suspended`), whose line the
+    words name too; else ``tb``."""
     if _innermost(tb)[0] is not None:
         return _stuck(blk, thread, tb), tb
     thread, frames = _suspended(blk)
-    stuck = _stuck(blk, thread, frames)
-    if frames is None:
-        frames = _suspended(blk, (BARRIER,))[1]
-    return stuck, tb if frames is None else frames
+    if frames is None:  # every suspended thread waits at a barrier (the launch was between two of its steps)
+        thread, frames = _suspended(blk, (BARRIER,))
+    return _stuck(blk, thread, frames), tb if frames is None else frames
 
 
 def _timed_out(blk: BlockRun, thread: SimThread | None, tb: Any) -> KernelTimeout:
