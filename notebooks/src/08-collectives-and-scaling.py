@@ -667,7 +667,8 @@ print("processes left behind:", ranks.leftovers())
 # **all-gather** steps, each one `comm.Sendrecv` to `(r + 1) % n` and from `(r - 1) % n`, one chunk at a time, with
 # the schedule of section 2 (rank r sends chunk (r − s) % n, then (r + 1 − s) % n). Keep the buffer's dtype. The
 # check runs it on 2 up to 8 real processes against `MPI.Allreduce`, with fresh sizes that the process count does
-# not divide, sizes smaller than it, float32 and int32.
+# not divide, sizes smaller than it, float32 and int32, and calls it again with the same sizes and new values until
+# each rank has called it 44 times: compute every call from the `buf` it gets.
 
 # %% tags=["exercise"]
 def my_ring_allreduce(comm, buf):
