@@ -176,3 +176,35 @@ def test_an_error_on_a_repeated_call_names_that_call() -> None:
     assert r.status == "failed", r.report()
     assert "RuntimeError: out of patience" in r.message and "call 10 of this rank" in r.message, r.message
     assert ranks.leftovers() == []
+
+
+def _slow(comm, buf):  # noqa: ANN001, ANN202
+    import time
+
+    time.sleep(0.02)
+    r, n = comm.Get_rank(), comm.Get_size()
+    chunks = np.array_split(buf, n)
+    tmp = np.empty_like(chunks[0])
+    for s in range(n - 1):
+        recv = (r - s - 1) % n
+        comm.Sendrecv(chunks[(r - s) % n], dest=(r + 1) % n, recvbuf=tmp[: chunks[recv].size], source=(r - 1) % n)
+        chunks[recv] += tmp[: chunks[recv].size]
+    for s in range(n - 1):
+        comm.Sendrecv(chunks[(r + 1 - s) % n], dest=(r + 1) % n, recvbuf=chunks[(r - s) % n], source=(r - 1) % n)
+    return buf
+
+
+@needs_mpi
+def test_an_answer_too_slow_for_the_budget_gets_fewer_calls_and_the_pass_line_says_how_many(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The repeats stop past ranks.REPEAT_BUDGET_S seconds per rank (here 0.2 s, for an answer of 20 ms a call): the
+    ranks agree on the count, nothing hangs, and the pass line states the calls made, not 44."""
+    import re
+
+    monkeypatch.setattr(ranks, "REPEAT_BUDGET_S", 0.2)
+    r = lab08_ranks.mpi_ring(_slow)
+    assert r.passed, r.report()
+    made = int(re.search(r"each rank called it (\d+) times or more", r.message).group(1))  # type: ignore[union-attr]
+    assert 3 <= made < properties.REPEATS and "the calls again stop after 0.2 s per rank" in r.message, r.message
+    assert ranks.leftovers() == []

@@ -306,13 +306,18 @@ def mpi_ring(fn: Any) -> str:
                 raise Failed(f"{where}: the sum is right but rank {r} is not a ring.", cause=cause)
         _repeats_right(case, where, itemsize)
     least = min(rec.get("of", 0) for case in graded for rec in case["ranks"])
+    short = (
+        f" (not {REPEATS}: the calls again stop after {ranks.REPEAT_BUDGET_S:g} s per rank, and each of yours took long)"
+        if least < REPEATS
+        else ""
+    )
     return (
         "correct: every rank equals MPI.Allreduce on every process count from 2 to the most this machine runs (at "
         "most 8), for sizes the process count does not "
         "divide, sizes smaller than it, float32 and int32, one chunk per step to a neighbour; and with chunks of "
         f"{BIG_CHUNK:,}+ floats, too large for MPI to buffer, it did not deadlock (no blocking Send before Recv). "
-        f"In the same launch each rank called it {least} times or more, the smaller cases' sizes again with new "
-        "values, each result compared with the sum."
+        f"In the same launch each rank called it {least} times or more{short}, the smaller cases' sizes again with "
+        "new values, each result compared with the sum."
     )
 
 
