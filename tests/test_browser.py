@@ -217,7 +217,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     port = _free_port()
     env = dict(os.environ, LABKIT_MODE="sim", LABKIT_WORK_DIR=str(base / "work"), OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1", JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"), JUPYTER_RUNTIME_DIR=str(base / "runtime"))
+               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"), JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+               LABKIT_MAX_RANKS="4")  # MPI cells and checks: 4 processes at most on 2 cores, as nbval runs them
     for name in ("LABKIT_EXPECT", "PLOTLY_RENDERER"):
         env.pop(name, None)
     # every kernel a solution's check accepts must compile to PTX for the course's three architectures (nbval's
