@@ -44,14 +44,14 @@ def test_every_rank_is_planned_44_calls_and_the_large_case_one(monkeypatch: pyte
     todo = lab08_ranks.cases()
     big = [k for k, c in enumerate(todo) if c[1] >= 2 * lab08_ranks.BIG_CHUNK]
     assert len(big) == 1
-    plan = ranks.plan_calls(todo, properties.REPEATS, once=big)
+    plan = ranks._plan_calls(todo, properties.REPEATS, once=big)
     per_rank = [sum(p for c, p in zip(todo, plan) if c[0] > r) for r in range(cap)]
     assert min(per_rank) >= properties.REPEATS, (todo, plan, per_rank)
     assert min(per_rank) == properties.REPEATS, "no more calls than needed on the rank with the fewest"
     assert plan[big[0]] == 1, "the expensive no-deadlock case runs once"
     top = [k for k, c in enumerate(todo) if c[0] == cap and k not in big]
     assert all(plan[k] > 1 for k in top), "each size of the widest cases is called again"
-    assert ranks.plan_calls(todo, 1) == [1] * len(todo)
+    assert ranks._plan_calls(todo, 1) == [1] * len(todo)
 
 
 # ------------------------------------------------------------------------------------------ answers (run in the ranks)

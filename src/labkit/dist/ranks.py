@@ -420,7 +420,7 @@ def call(fn: Callable[..., Any] | str, n: int, *args: Any, limit_s: float | None
 REPEAT_BUDGET_S = 4.0
 
 
-def plan_calls(cases: Sequence[tuple[int, int, str, int]], least: int, once: Collection[int] = ()) -> list[int]:
+def _plan_calls(cases: Sequence[tuple[int, int, str, int]], least: int, once: Collection[int] = ()) -> list[int]:
     """How many times :func:`grade_cases` runs each case (its first call and the same sizes again with new values) so
     that every rank of the launch calls the function at least ``least`` times in all: rank r takes part in the cases
     with more than r processes, so the extra calls go to the cases the highest rank is in, in turn (every size is
@@ -449,7 +449,7 @@ def grade_cases(
     ``max(n)`` processes (smaller cases on the first n ranks), and return rank 0's record of each case with
     every rank's record under ``"ranks"`` (what each returned against ``MPI.Allreduce``, bytes it sent).
 
-    With ``calls`` above 1, every rank calls ``fn`` that many times in all (:func:`plan_calls`; the cases at the
+    With ``calls`` above 1, every rank calls ``fn`` that many times in all (:func:`_plan_calls`; the cases at the
     indices ``once`` run once), the same launch running a case's sizes again with new values; a rank's record then
     has ``"again"``, its first wrong call of those (call number, the element, whether it returned an earlier
     call's result), ``"repeated"`` (how many more calls the case got: fewer than planned only past
@@ -461,7 +461,7 @@ def grade_cases(
         "source": src,
         "name": name,
         "cases": [tuple(c) for c in cases],
-        "repeats": plan_calls(cases, calls, once),
+        "repeats": _plan_calls(cases, calls, once),
         "budget_s": REPEAT_BUDGET_S,
     }
     run = launch(job, width, limit_s=limit_s)
