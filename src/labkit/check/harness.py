@@ -109,10 +109,15 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
 
     where = getattr(exc, "sim_thread", None)
     at = f" (thread {where[0]} of block {where[1]})" if where else ""
+
+    def hang_cause(otherwise: str | None) -> str | None:  # a time-out: what the kernel's code shows, else ``otherwise``
+        calls = whole_array_calls(kernel) if kernel is not None else []
+        if calls:
+            return whole_array_cause(calls)
+        return (halving_loop_cause(kernel) if kernel is not None else None) or otherwise
+
     if isinstance(exc, KernelFault):
-        calls = whole_array_calls(kernel) if kernel is not None and isinstance(exc, TimeoutError) else []
-        endless = halving_loop_cause(kernel) if kernel is not None and isinstance(exc, TimeoutError) else None
-        return Failed(plain_words(f"{exc}{at}"), cause=whole_array_cause(calls) if calls else endless or exc.cause)
+        return Failed(plain_words(f"{exc}{at}"), cause=hang_cause(exc.cause) if isinstance(exc, TimeoutError) else exc.cause)
     text = plain_words(f"{type(exc).__name__}: {exc}")
     first = text.strip().splitlines()[0][:400]
     m = _SIM_INDEX_ERROR.search(text)
@@ -132,9 +137,7 @@ def explain_exception(exc: BaseException, kernel: Any = None) -> Failed:
     if name in ("TypingError", "UnsupportedError", "NumbaError", "LoweringError") or "numba" in type(exc).__module__:
         return Failed(f"the kernel does not compile: {first}", cause="look at the line the compiler names.")
     if isinstance(exc, TimeoutError):
-        calls = whole_array_calls(kernel) if kernel is not None else []
-        endless = halving_loop_cause(kernel) if kernel is not None else None
-        return Failed(plain_words(str(exc)), cause=whole_array_cause(calls) if calls else endless or LIKELY_HANG)
+        return Failed(plain_words(str(exc)), cause=hang_cause(LIKELY_HANG))
     if isinstance(exc, TypeError) and "unsupported operand" in text and "device array" in text:
         calls = whole_array_calls(kernel) if kernel is not None else []
         return Failed(
