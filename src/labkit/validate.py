@@ -78,6 +78,8 @@ def require_int(value: Any, name: str, *, min: int | None = None, max: int | Non
 
     Refused, each with a message naming ``name`` and the range: ``None``, strings, bools, ``256.5``, NaN, and
     values below ``min`` or above ``max``."""
+    if type(value) is int and (min is None or value >= min) and (max is None or value <= max):
+        return value  # the common case, without the abstract-class checks (hot in occupancy searches)
     expected = _expected("whole number", min, max)
     if isinstance(value, bool) or value is None:
         raise _fail(name, expected, value, fix)

@@ -64,6 +64,8 @@ ARCHS: dict[str, ArchLimits] = {
 
 def limits(arch: str) -> ArchLimits:
     """The :class:`ArchLimits` of ``"sm_70"``, ``"sm_80"`` or ``"sm_90"`` (``"compute_90"`` is read as ``"sm_90"``)."""
+    if type(arch) is str and arch in ARCHS:
+        return ARCHS[arch]
     if isinstance(arch, str) and arch.strip().lower().replace("compute_", "sm_") in ARCHS:
         return ARCHS[arch.strip().lower().replace("compute_", "sm_")]
     key = require_choice(
@@ -108,6 +110,23 @@ def _round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit
 
 
+def _fixes(lim: ArchLimits) -> tuple[str, str, str]:
+    """What to do about a bad block size, register count or shared-memory size on ``lim``'s architecture (written
+    once per architecture: a search for a launch plan calls :func:`occupancy` thousands of times)."""
+    if lim.arch not in _FIXES:
+        _FIXES[lim.arch] = (
+            f"A block has 1 to {lim.max_threads_per_block} threads on {lim.arch}, "
+            "a whole number (a multiple of 32 fills its warps).",
+            f"{lim.arch} gives a thread 1 to {lim.max_registers_per_thread} registers.",
+            f"Shared memory per block is in bytes: at most {lim.max_shared_per_block} B on "
+            f"{lim.arch} with the opt-in attribute, 49152 B without it.",
+        )
+    return _FIXES[lim.arch]
+
+
+_FIXES: dict[str, tuple[str, str, str]] = {}
+
+
 def occupancy(arch: str, threads_per_block: int, registers_per_thread: int = 32, shared_per_block: int = 0) -> Occupancy:
     """Active blocks and warps per SM for a kernel's launch and resources on ``arch``.
 
@@ -115,29 +134,12 @@ def occupancy(arch: str, threads_per_block: int, registers_per_thread: int = 32,
     A configuration that cannot launch at all raises :class:`~labkit.errors.LabkitError` saying why.
     """
     lim = limits(arch)
-    threads_per_block = require_int(
-        threads_per_block,
-        "threads_per_block",
-        min=1,
-        max=lim.max_threads_per_block,
-        fix=f"A block has 1 to {lim.max_threads_per_block} threads on {lim.arch}, "
-        "a whole number (a multiple of 32 fills its warps).",
-    )
+    fix_threads, fix_registers, fix_shared = _fixes(lim)
+    threads_per_block = require_int(threads_per_block, "threads_per_block", min=1, max=lim.max_threads_per_block, fix=fix_threads)
     registers_per_thread = require_int(
-        registers_per_thread,
-        "registers_per_thread",
-        min=1,
-        max=lim.max_registers_per_thread,
-        fix=f"{lim.arch} gives a thread 1 to {lim.max_registers_per_thread} registers.",
+        registers_per_thread, "registers_per_thread", min=1, max=lim.max_registers_per_thread, fix=fix_registers
     )
-    shared_per_block = require_int(
-        shared_per_block,
-        "shared_per_block",
-        min=0,
-        max=lim.max_shared_per_block,
-        fix=f"Shared memory per block is in bytes: at most {lim.max_shared_per_block} B on "
-        f"{lim.arch} with the opt-in attribute, 49152 B without it.",
-    )
+    shared_per_block = require_int(shared_per_block, "shared_per_block", min=0, max=lim.max_shared_per_block, fix=fix_shared)
     warps = math.ceil(threads_per_block / 32)
     by_warps = lim.max_warps_per_sm // warps
     regs_per_warp = _round_up(registers_per_thread * 32, lim.register_alloc_unit)
