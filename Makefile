@@ -7,6 +7,10 @@ STAMP  := $(VENV)/.installed
 CUPY_STAMP := $(VENV)/.installed-cupy
 DOCS_STAMP := $(VENV)/.installed-docs
 WHEELHOUSE ?= wheelhouse
+# Python keeps its bytecode caches (__pycache__/, git-ignored): the suite starts many processes that import
+# labkit (notebook kernels, MPI ranks, hub servers, pytest workers with their rewritten test modules), and where the
+# environment sets PYTHONDONTWRITEBYTECODE each of them would compile the same sources again.
+unexport PYTHONDONTWRITEBYTECODE
 CHP_VERSION ?= 5.3.0
 CHP    := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 PYTEST_WORKERS ?= 2
