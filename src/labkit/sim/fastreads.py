@@ -226,6 +226,8 @@ def for_launch(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[..., Any
         values[f"{_PREFIX}rows_{name}"] = types.CellType(rows[name])
         if name in logs:
             values[f"{_PREFIX}log_{name}"] = types.CellType(logs[name])
+        if name in logs and len(shapes[name]) > 1:
+            values[f"{_PREFIX}flat_{name}"] = types.CellType(flat_indices(shapes[name]))
         for axis, n in enumerate(shapes[name]):
             values[f"{_PREFIX}n{axis}_{name}"] = types.CellType(n)
     made = types.FunctionType(
@@ -257,6 +259,7 @@ def _compile(
         ([f"{_PREFIX}fast"] if rewriter.atomics else [])
         + [f"{_PREFIX}rows_{n}" for n in used]
         + [f"{_PREFIX}log_{n}" for n in used if n in logged]
+        + [f"{_PREFIX}flat_{n}" for n in used if n in logged and ndims[n] > 1]
         + [f"{_PREFIX}n{axis}_{n}" for n in used for axis in range(ndims[n])]
     )
     free = list(fn.__code__.co_freevars)
@@ -402,11 +405,31 @@ class _Rewriter(ast.NodeTransformer):
         return _located(ast.IfExp(test, fast, slow), node)
 
     def _note(self, name: str, parts: list[ast.expr]) -> ast.expr:
-        """``_lk_log_A(flat)``: the read's flat index, which the array's recorder (``fast_log``) keeps for the log."""
+        """``_lk_log_A(flat)``: the read's flat index, which the array's recorder (``fast_log``) keeps for the log; for
+        an array of two or more dimensions taken from a table of them (``_lk_flat_A[i][j]``, :func:`flat_indices`),
+        so that a read makes no new int to log."""
         flat: ast.expr = parts[0]
-        for axis, part in enumerate(parts[1:], start=1):
-            flat = ast.BinOp(ast.BinOp(flat, ast.Mult(), ast.Name(f"{_PREFIX}n{axis}_{name}", ast.Load())), ast.Add(), part)
+        if len(parts) > 1:
+            flat = ast.Name(f"{_PREFIX}flat_{name}", ast.Load())
+            for part in parts:
+                flat = ast.Subscript(flat, part, ast.Load())
         return ast.Call(ast.Name(f"{_PREFIX}log_{name}", ast.Load()), [flat], [])
+
+
+_flat_tables: dict[tuple[int, ...], list[Any]] = {}
+
+
+def flat_indices(shape: tuple[int, ...]) -> list[Any]:
+    """Nested lists of the row-major flat index of every element of an array of ``shape`` (two or more
+    dimensions), shared by the launches of that shape (nobody changes them)."""
+    table = _flat_tables.get(shape)
+    if table is None:
+        if len(_flat_tables) > 64:
+            _flat_tables.clear()
+        import numpy as np
+
+        table = _flat_tables[shape] = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape).tolist()
+    return table
 
 
 def _pure(node: ast.expr) -> bool:

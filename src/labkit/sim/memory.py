@@ -515,6 +515,8 @@ class TrackedArray:
         "_log",
         "_flats",
         "_flushed",
+        "_m",
+        "_mbase",
         "__weakref__",
     )
 
@@ -579,6 +581,18 @@ class TrackedArray:
         self._earlier: list[dict[int, Any]] = [{}, {}, {}]
         if space == "global":
             model.globals.append(self)
+        # shared memory: the elements as a thread reads them while this epoch has no writes and no atomics (a list of
+        # the scalars a read gives, _POISONED where a read must take the long path), so that the tiles' reads of a
+        # loop between two barriers are a list index; None when the array's reads take the long path
+        self._mbase: list[Any] | None = None
+        if (
+            space == "shared"
+            and live.ndim in (1, 2)
+            and live.dtype.kind in "biuf"
+            and (self._flats is not None or not self._record)
+        ):
+            self._mbase = [_POISONED] * live.size if poisoned else _scalars(live.reshape(-1), self._widen)
+        self._m = self._mbase  # the mirror while it holds (None once this epoch has a write or an atomic)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -598,8 +612,28 @@ class TrackedArray:
     # -- epochs and blocks
     def sync(self) -> None:
         """A block barrier (or the block's end): everything written so far is visible to all; a new epoch starts."""
-        tables = (self._readers() if self.space == "global" else self._r, self._w, self._atomics())
+        alog = self._alog
+        if alog and not self._a:  # (atomics by the short path that nothing compared yet: the epoch ends, so one
+            # updater per element is enough, the one a race between blocks names; see _atomics for the sorted table)
+            self.natomics += len(alog)
+            atomics = dict(alog)
+            alog.clear()
+            wmask = self.wmask
+            for k in atomics:
+                wmask[k] = 1
+        else:
+            atomics = self._atomics()
+        tables = (self._readers() if self.space == "global" else self._r, self._w, atomics)
         self._log.clear()
+        mirror = self._mbase
+        if mirror is not None:
+            if self._w or atomics:  # (what this epoch wrote becomes what every thread reads)
+                flat = self.live.reshape(-1)
+                wide = self._widen
+                for table in (self._w, atomics):
+                    for k in table:
+                        mirror[k] = wide(flat[k]) if wide else flat[k]
+            self._m = mirror
         if self.space == "global":
             for mine, table in zip(self._block, tables):
                 if table:
@@ -660,6 +694,7 @@ class TrackedArray:
     def _view(self, idx: Any) -> Any:
         """What ``a[idx]`` is when ``idx`` does not name one element: a slice (untracked) or a row (``a[i][j]``)."""
         if isinstance(idx, slice) or (isinstance(idx, tuple) and any(isinstance(i, slice) for i in idx)):
+            self._m = self._mbase = None  # (the kernel may write through the view: reads take the long path)
             return self.live[idx]
         if self.ndim > 1 and (not isinstance(idx, tuple) or len(idx) < self.ndim):
             return _Row(self, idx if isinstance(idx, tuple) else (idx,))
@@ -782,6 +817,7 @@ class TrackedArray:
                     )
             value = store_value(value, self.dtype)
         me = engine.current
+        self._m = None
         if not (self._record or self._log or self._r or self._a or self._alog or flat in self._w):
             # the first access of this element in the epoch, and nobody has read the array in it: nothing to check
             self._old[flat] = self.live[index]
@@ -816,6 +852,7 @@ class TrackedArray:
             raise Retrack(self)
         model = self._model
         self.natomics += 1
+        self._m = None
         me = engine.current
         if self._record:
             model.note(self, me, flat, ATOMIC)
@@ -844,6 +881,7 @@ class TrackedArray:
             if not 0 <= i < self.size:
                 return _slow_add(self, i, v)
             me = engine.current
+            self._m = None
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
             if self._record:
@@ -869,6 +907,7 @@ class TrackedArray:
             if c is not int:
                 i = int(i)
             me = engine.current
+            self._m = None
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
             if self._record:
@@ -898,6 +937,19 @@ class TrackedArray:
         return old if self._aold is None else self._aold(old)
 
 
+_POISONED = object()  # a mirror's element that a read must take the long path for (it may still hold poison)
+
+
+def _scalars(src: np.ndarray, wide: Any) -> list[Any]:
+    """The elements of the 1-D array ``src`` as a kernel's read gives them (``wide``: the array's ``_widen``)."""
+    if wide is None:
+        return list(src)
+    if wide is np.int64:  # (NumPy makes its own scalars seven times faster than a subclass of them)
+        return list(src.astype(np.int64))
+    values = src.tolist()
+    return values if wide is int else list(map(wide, values))
+
+
 def _int_view(live: np.ndarray) -> memoryview | None:
     """A writable memoryview of a 1-D integer array in the machine's byte order (its elements as Python ints), else
     None."""
@@ -916,6 +968,19 @@ class _Tracked1D(TrackedArray):
     __slots__ = ()
 
     def __getitem__(self, i: Any) -> Any:
+        m = self._m
+        if m is not None:  # shared memory in an epoch with no writes: the mirror (see TrackedArray.__init__)
+            try:
+                if 0 <= i < self.size:
+                    value = m[i]
+                    if value is not _POISONED:
+                        me = engine.current
+                        self._log.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
+                        if self._flats is not None:
+                            self._flats.append(i)
+                        return value
+            except (TypeError, ValueError):  # (an index that is not an integer: the long path says so)
+                pass
         if (type(i) is int or type(i) is Int32) and i >= 0:  # (Int32: cuda.threadIdx.x)
             value = self.live[i]  # (NumPy raises IndexError past the end)
             if self._w or self._a or self._alog or (self.poisoned and not self.wmask[i]):
@@ -943,6 +1008,21 @@ class _Tracked2D(TrackedArray):
     __slots__ = ()
 
     def __getitem__(self, idx: Any) -> Any:
+        m = self._m
+        if m is not None and type(idx) is tuple:  # shared memory in an epoch with no writes: the mirror (see
+            try:  # TrackedArray.__init__)
+                i, j = idx
+                if 0 <= j < self._s1 and 0 <= i < self.shape[0]:
+                    flat = i * self._s1 + j
+                    value = m[flat]
+                    if value is not _POISONED:
+                        me = engine.current
+                        self._log.append((flat, me) if me.meets is None else (flat, (me, len(me.meets))))
+                        if self._flats is not None:
+                            self._flats.append(flat)
+                        return value
+            except (TypeError, ValueError):  # (not two integer indices: the long path says what is wrong)
+                pass
         if type(idx) is tuple and len(idx) == 2:
             i, j = idx
             if type(i) in _INTS and type(j) in _INTS and i >= 0 and 0 <= j < self._s1:

@@ -68,7 +68,7 @@ class WarpInt32(Int32):
 class _Group:
     """One meeting of lanes of a warp at a warp function (or, for activemask, at one line)."""
 
-    __slots__ = ("op", "members", "site", "then", "values", "threads", "done", "participants", "warp")
+    __slots__ = ("op", "members", "site", "then", "values", "threads", "done", "participants", "warp", "arrived", "key")
 
     def __init__(
         self, op: str, members: int, site: tuple[str, int], warp: int, then: Callable[[list[Any]], None] | None = None
@@ -78,6 +78,8 @@ class _Group:
         self.threads: dict[int, Any] = {}
         self.done = False
         self.participants = 0  # mask of the lanes that met, once done
+        self.arrived = 0  # mask of the lanes that have arrived so far
+        self.key: tuple = ()  # its key in _Warps.groups
 
 
 class _Warps:
@@ -86,6 +88,7 @@ class _Warps:
     def __init__(self, size: int) -> None:
         self.size = size
         self.exited: set[int] = set()  # linear thread ids
+        self.gone: dict[int, int] = {}  # warp -> mask of its lanes that exited
         self.parked: dict[int, _Group] = {}  # thread id -> the meeting it waits at
         self.groups: dict[tuple, _Group] = {}
 
@@ -102,6 +105,8 @@ def _lanes_in_warp(size: int, warp: int) -> int:
 
 
 def _mask_int(mask: Any, what: str) -> int:
+    if type(mask) is int:
+        return mask & FULL_MASK
     if isinstance(mask, (bool, np.bool_)) or not isinstance(mask, (int, np.integer)):
         raise WarpError(
             f"{what}: the mask must be an integer (such as 0xFFFFFFFF), got {type(mask).__name__} "
@@ -111,16 +116,21 @@ def _mask_int(mask: Any, what: str) -> int:
 
 
 def _int_arg(value: Any, what: str, name: str) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise WarpError(f"{what}: {name} must be an integer, got {type(value).__name__} {value!r}")
     return int(value)
 
 
 _SHFL_TYPES = (np.int32, np.int64, np.float32, np.float64)
+_SHFL_EXACT = frozenset({float, *_SHFL_TYPES})  # (the types it moves as they are, without a look at their value)
 
 
 def _shfl_value(value: Any, what: str) -> Any:
     """The value a shuffle may move: Numba's shfl_sync takes int32, int64, float32 and float64 only."""
+    if type(value) in _SHFL_EXACT:
+        return value
     if isinstance(value, (bool, np.bool_)):
         ok = False
     elif isinstance(value, int):
@@ -159,13 +169,9 @@ def _caller_site(depth: int) -> tuple[str, int]:
 
 
 def _ready(ws: _Warps, g: _Group) -> bool:
-    """Every lane of the meeting's mask that has not exited has arrived."""
-    base = 32 * g.warp
+    """Every lane of the meeting's mask (the lanes of the warp that exist) that has not exited has arrived."""
     members = g.members
-    for ln in range(_lanes_in_warp(ws.size, g.warp)):
-        if (members >> ln) & 1 and ln not in g.values and base + ln not in ws.exited:
-            return False
-    return True
+    return (g.arrived | ws.gone.get(g.warp, 0)) & members == members
 
 
 def _complete(block: Any, ws: _Warps, g: _Group) -> None:
@@ -173,10 +179,9 @@ def _complete(block: Any, ws: _Warps, g: _Group) -> None:
     if g.then is not None:
         g.then(list(g.threads.values()))
     g.done = True
-    g.participants = sum(1 << ln for ln in g.values)
-    for key, other in list(ws.groups.items()):
-        if other is g:
-            del ws.groups[key]
+    g.participants = g.arrived
+    if ws.groups.get(g.key) is g:
+        del ws.groups[g.key]
     for t in block.ordered(g.threads.values()):
         ws.parked.pop(t.thread_id, None)
         if t.state == WAITING:  # (the lane that completed the meeting runs on)
@@ -213,6 +218,7 @@ class _Collectives:
         if ws is None:
             return
         ws.exited.add(thread.thread_id)
+        ws.gone[thread.warp] = ws.gone.get(thread.warp, 0) | 1 << thread.lane
         for g in [g for g in ws.groups.values() if g.warp == thread.warp and not g.done and g.op != "activemask"]:
             if _ready(ws, g):
                 _complete(thread.block, ws, g)
@@ -282,8 +288,10 @@ def _meet(
     g = ws.groups.get(key)
     if g is None:
         g = ws.groups[key] = _Group(op, members, site, warp, then)
+        g.key = key
     g.values[lane] = value
     g.threads[lane] = thread
+    g.arrived |= 1 << lane
     if op != "activemask" and _ready(ws, g):
         _complete(block, ws, g)  # the last lane of the mask arrived: it goes on without waiting
     else:
