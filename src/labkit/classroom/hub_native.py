@@ -28,7 +28,8 @@ Failed logins are limited per (name, address), never per name alone
     comes from a trusted proxy; ``X-Real-Ip`` is never believed.
 Logins answer in the same time for every name
     The password is checked against a dummy bcrypt hash when the name has no account, so login timing does not say
-    which names exist.
+    which names exist. The dummy hash always has the cost of the hashes the hub makes
+    (:attr:`~CourseNativeAuthenticator.bcrypt_rounds`, bcrypt's default 12; tests that do not measure time lower it).
 Hashing is off the event loop
     bcrypt runs in a worker thread (at most :data:`HASH_THREADS` at once), never on the hub's event loop, for logins,
     sign-ups and the login form's error message; sign-ups are limited per address
@@ -102,8 +103,8 @@ def approve_scope(method: Any) -> Any:
 USERNAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,31}$"
 #: How many bcrypt hashes run at once (each in a worker thread); more wait their turn, the event loop never does.
 HASH_THREADS = max(1, (os.cpu_count() or 2) // 2)
-#: A bcrypt hash that no password matches, checked when a login names no account (same time as a real check).
-_DUMMY_HASH = bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt())
+#: bcrypt's cost (the log2 of its rounds) for the hashes this module makes: bcrypt's own default.
+BCRYPT_ROUNDS = 12
 
 _SKELETON = (
     ("rn", "m"),
@@ -239,17 +240,26 @@ async def in_thread(fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
-def check_password(password: str, hashed: bytes | None) -> bool:
-    """``password`` against a stored bcrypt hash (or the dummy one: always False, in the same time)."""
+@functools.lru_cache(maxsize=None)
+def dummy_hash(rounds: int = BCRYPT_ROUNDS) -> bytes:
+    """A bcrypt hash of cost ``rounds`` that no password matches: a login that names no account is checked against
+    it, in the time a real check at that cost takes (made once per cost, at the authenticator's start)."""
+    return bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt(rounds))
+
+
+def check_password(password: str, hashed: bytes | None, rounds: int = BCRYPT_ROUNDS) -> bool:
+    """``password`` against a stored bcrypt hash, or, for ``None``, the dummy hash of cost ``rounds`` (the cost the
+    hub's own hashes have): always False then, in the same time."""
     try:
-        ok = bcrypt.checkpw((password or "").encode("utf-8", "surrogatepass"), hashed or _DUMMY_HASH)
+        ok = bcrypt.checkpw((password or "").encode("utf-8", "surrogatepass"), hashed or dummy_hash(rounds))
     except (ValueError, TypeError):
         return False
     return ok and hashed is not None
 
 
-def hash_password(password: str) -> bytes:
-    return bcrypt.hashpw(password.encode("utf-8", "surrogatepass"), bcrypt.gensalt())
+def hash_password(password: str, rounds: int = BCRYPT_ROUNDS) -> bytes:
+    """A bcrypt hash of ``password`` with cost ``rounds`` (the log2 of bcrypt's rounds)."""
+    return bcrypt.hashpw(password.encode("utf-8", "surrogatepass"), bcrypt.gensalt(rounds))
 
 
 class _NoTimer:
@@ -350,7 +360,7 @@ class CourseSignUpHandler(LocalBase):
             self.finish(await self._page(problem))
             return
         auth.signups.add(address)
-        hashed = await in_thread(hash_password, password)
+        hashed = await in_thread(hash_password, password, auth.bcrypt_rounds)
         user = auth.store_account(normalize_name(raw), hashed)
         if user is None:
             self.set_status(400)
@@ -499,7 +509,7 @@ class CourseChangePasswordHandler(LocalBase):
             return
         auth.password_changes.add(user.name)
         info = auth.get_user(user.name)
-        if info is None or not await in_thread(check_password, old, info.password):
+        if info is None or not await in_thread(check_password, old, info.password, auth.bcrypt_rounds):
             self.finish(await self._page(user.name, "Your current password was incorrect. Please try again."))
             return
         if new != confirmation:
@@ -513,7 +523,7 @@ class CourseChangePasswordHandler(LocalBase):
                 )
             )
             return
-        info.password = await in_thread(hash_password, new)
+        info.password = await in_thread(hash_password, new, auth.bcrypt_rounds)
         self.db.commit()
         self.finish(await self._page(user.name, "Your password has been changed successfully!", "alert-success"))
 
@@ -571,6 +581,15 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         "room can fill the pending list. Empty: anyone may sign up (the hub warns)",
     )
     password_changes_per_user = Integer(5, config=True, help="Password-change attempts per user within lockout_s")
+    bcrypt_rounds = Integer(
+        BCRYPT_ROUNDS,
+        min=4,
+        max=31,
+        config=True,
+        help="bcrypt's cost (the log2 of its rounds) for the hashes the hub makes (sign-ups, password changes, the "
+        "instructors' accounts) and for the dummy hash a login naming no account is checked against, so both take "
+        "the same time. Keep bcrypt's default, 12; only a test that does not measure time lowers it (4 is the least)",
+    )
     trusted_proxy_selector = Unicode(
         "",
         config=True,
@@ -588,6 +607,7 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         self._proxy_pods: tuple[str, ...] = ()
         self._proxy_pods_at = -1e9
         self.refresh_pre_spawn = True  # an un-approved learner's start is refused (refresh_user)
+        dummy_hash(self.bcrypt_rounds)  # now, not at the first login for a missing name
         if self.enable_signup and not self.signup_code:
             self.log.warning(
                 "labkit: sign-up is open to anyone who reaches the hub (no LABKIT_SIGNUP_CODE): an outsider can fill "
@@ -711,6 +731,16 @@ class CourseNativeAuthenticator(NativeAuthenticator):
         self.db.commit()
         return info
 
+    def change_password(self, username: str, new_password: str) -> Any:
+        """NativeAuthenticator's, hashing with :attr:`bcrypt_rounds`: True when changed, None when refused (no such
+        account, or a weak password)."""
+        info = self.get_user(username)
+        if info is None or not self.is_password_strong(new_password):
+            return None
+        info.password = hash_password(new_password, self.bcrypt_rounds)
+        self.db.commit()
+        return True
+
     def create_user(self, username: str, password: str, **kwargs: Any) -> Any:
         """A sign-up by NativeAuthenticator's own path: refused (None) for an instructor's name or a look-alike."""
         name = self.normalize_username(username)
@@ -745,7 +775,7 @@ class CourseNativeAuthenticator(NativeAuthenticator):
             return None
         info = self.get_user(name) if self.validate_username(name) else None
         hashed = info.password if info is not None else None
-        ok = await in_thread(check_password, password, hashed)
+        ok = await in_thread(check_password, password, hashed, self.bcrypt_rounds)
         if ok and info is not None and info.is_authorized and (not info.has_2fa or info.is_valid_token(data.get("2fa"))):
             self.pair_failures.clear((name, address))
             return name
@@ -784,7 +814,7 @@ class CourseNativeAuthenticator(NativeAuthenticator):
                     continue
                 # an account from before this record existed, made with the configuration's password: the
                 # configuration's own (whoever else knows that password is an instructor anyway)
-                if self.instructor_password and check_password(self.instructor_password, info.password):
+                if self.instructor_password and check_password(self.instructor_password, info.password, self.bcrypt_rounds):
                     if not info.is_authorized:
                         info.is_authorized = True
                         self.db.commit()
@@ -810,7 +840,9 @@ class CourseNativeAuthenticator(NativeAuthenticator):
                     f"the instructor name {name!r} is not a valid user name: lower-case letters, digits, "
                     "'.', '_' or '-' (LABKIT_INSTRUCTORS)"
                 )
-            info = UserInfo(username=name, password=hash_password(self.instructor_password), is_authorized=True)
+            info = UserInfo(
+                username=name, password=hash_password(self.instructor_password, self.bcrypt_rounds), is_authorized=True
+            )
             self.db.add(info)
             self.db.commit()
             self._record_made(name)
