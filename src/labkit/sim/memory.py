@@ -872,12 +872,25 @@ class TrackedArray:
         element's old value as stored. The short path (a 1-D array, an integer index in bounds, a number of the
         element's kind) does what :meth:`atomic_target` and :func:`_strict_add` do, with the updater logged for
         :meth:`_atomics` to sort; anything else takes that long path."""
-        c = i.__class__
         mv = self._mv
-        if mv is not None and v.__class__ is int and (c is int or c is Int32 or c in _NP_INDEX):
-            # (an integer array and a Python int: histograms and counters)
-            if c is not int:
+        if mv is not None and v.__class__ is int:  # (an integer array and a Python int: histograms and counters)
+            if i.__class__ is not int:
+                c = i.__class__
+                if c is not Int32 and c not in _NP_INDEX:
+                    return _slow_add(self, i, v)
                 i = int(i)  # (first: NumPy's comparisons cost more than the conversion)
+            if 0 <= i < self.size and not (self._w or self._log or self._r or self._record):
+                # (the usual case: nothing in this epoch for the atomic to conflict with, no record to keep)
+                me = engine.current
+                self._m = None
+                self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
+                old = mv[i]
+                new = old + v
+                if self._low <= new <= self._high:
+                    mv[i] = new
+                else:
+                    self.live[i] = store_value(new, self.dtype)
+                return old
             if not 0 <= i < self.size:
                 return _slow_add(self, i, v)
             me = engine.current
@@ -894,6 +907,7 @@ class TrackedArray:
             else:
                 self.live[i] = store_value(new, self.dtype)
             return old
+        c = i.__class__
         kind = self._fadd
         if kind is not None and (c is int or c is Int32 or c in _NP_INDEX) and 0 <= i < self.size:
             vc = v.__class__
