@@ -17,11 +17,18 @@ pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
 from numba import cuda  # noqa: E402
 
 from labkit import kernels, sim  # noqa: E402
-from labkit.sim import fastreads  # noqa: E402
+from labkit.sim import fastreads, lockstep  # noqa: E402
 from labkit.sim.errors import KernelFault, KernelTimeout  # noqa: E402
 
 
 matmul = kernels.get("matmul_naive")  # the course's own: one thread per element of C, reads of A and B only
+
+
+@pytest.fixture(autouse=True)
+def _engine_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the engine's compiled variants: kernels lockstep would run (labkit.sim.lockstep) run on
+    the engine here."""
+    monkeypatch.setattr(lockstep, "ENABLED", False)
 
 
 @cuda.jit

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import engine, fastreads
+from . import engine, fastreads, lockstep
 from .arrays import kernel_array
 from .errors import FASTMATH_NOT_SIMULATED, KernelTimeout, NotSimulated
 from .integers import tag_bytes_for, tagged
@@ -219,12 +219,15 @@ def kernel_call(self: Any, *args: Any) -> Any:
         setup = opts.pop("setup", None)
         if setup is not None:
             setup(module)
-        fn = fastreads.for_launch(self.fn, fake_args)
+        # (a kernel lockstep runs, all threads at once as NumPy arrays; else, or if it gives up, the engine)
+        done = not getattr(self, "_debug", False) and lockstep.run(self.fn, grid, block, fake_args, **opts)
+        fn = self.fn if done else fastreads.for_launch(self.fn, fake_args)
         fn = _debug_threads(fn) if getattr(self, "_debug", False) else fn
         with swapped_cuda_module(self.fn, module):
             engine.debug_launch = bool(getattr(self, "_debug", False))
             try:
-                engine.run(fn, grid, block, fake_args, module=module, **opts)
+                if not done:
+                    engine.run(fn, grid, block, fake_args, module=module, **opts)
             except KernelTimeout as exc:
                 if direct:
                     _explain_direct(exc, opts["time_limit_s"])

@@ -1,0 +1,1591 @@
+"""Lockstep launches: every thread of a launch at once, as NumPy arrays of lane values (SIMT run as SIMD).
+
+The engine (:mod:`.engine`) runs each CUDA thread as a greenlet, one Python step per element per thread. A kernel
+with no barrier, no shared or local array and no warp function needs none of that: its threads never wait for each
+other. For such a kernel, recognised once from its source, this module runs all threads of a launch (or of a chunk
+of its blocks) together: a local variable is an array with one value per thread, ``if`` and loops become masks of
+the threads that take them, a ``for`` over ``range`` with bounds that differ between threads runs while any thread
+is still in it, and ``return`` takes a thread out.
+
+What it accepts (anything else runs on the engine, with the same results, only slower): assignments and augmented
+assignments to names and to array elements, ``if``/``elif``/``else``, ``for ... in range(...)``, ``while``, ``return``
+without a value; arithmetic, comparisons, ``and``/``or``/``not``, conditional expressions, ``cuda.grid``,
+``cuda.gridsize``, ``cuda.threadIdx``/``blockIdx``/``blockDim``/``gridDim``, ``.shape``/``.size``/``.ndim`` and
+``len`` of array arguments, element reads and stores with integer indices, ``abs``/``min``/``max``/``int``/``float``,
+``math.sqrt``/``math.fabs``, and ``cuda.atomic.add``/``sub``/``max``/``min`` as statements on arrays the kernel
+touches in no other way.
+
+Every value keeps the type the engine would give it (a Python ``int``/``float``/``bool``, or a NumPy scalar type), and
+each operation takes NumPy's promotion of those types, so results are the engine's bit for bit: integers are
+checked against a bound that keeps them exact, mixing an integer with a float only where the conversion is exact.
+
+Whenever a strict rule *could* speak, the lockstep run gives up and the launch runs again on the engine, with its
+arrays restored first, so that the verdict, its message and its traceback are the engine's own: an index out of
+bounds, two threads touching one element with one of them writing (in one block or in two), a read of poison, a
+division by zero, a floating-point warning, an integer that might leave its exact range, a variable a thread reads
+before it assigned it, types that differ between threads in one variable, or more CPU time than
+:data:`BUDGET_SHARE` of the launch's limit. Atomics are applied at the end of the launch in the order the engine's
+schedule gives them (which only float atomics can tell). Interrupt stops a lockstep run at once, with the engine's
+words and the kernel's line.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import random
+import sys
+import time
+import types
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .limits import LEARNER_CODE_LIMIT_S
+
+__all__ = ["BUDGET_SHARE", "accepts", "refusal", "run"]
+
+#: the share of a launch's CPU-time limit a lockstep run may take (at most :data:`BUDGET_MAX_S`) before it gives up
+#: and the launch runs on the engine under its whole limit
+BUDGET_SHARE = 0.25
+BUDGET_MAX_S = 2.0
+#: lanes run together at most (a larger launch runs chunk after chunk of whole blocks)
+CHUNK_LANES = 1 << 16
+#: False: every launch runs on the engine (tests of the engine's own behaviour turn lockstep off)
+ENABLED = True
+#: what the last launch did: "ran", "not run: <why>" (the kernel or its arguments), "gave up: <why>" (engine ran it)
+last = ""
+#: an error of lockstep's own (not a :class:`Bail`) is raised instead of running the launch on the engine (tests)
+RAISE_INTERNAL = False
+
+# value tags: what a value is in the engine, per thread
+# Python int, float, bool; COND: a truth value only (``a and b`` of mixed types)
+I, F, B, COND = "int", "float", "bool", "cond"  # noqa: E741
+F32, F64, I64, BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)
+_STORAGE = {I: I64, F: F64, B: BOOL, COND: BOOL, F32: F32, F64: F64, I64: I64, BOOL: BOOL}
+_SAMPLES = {I: 3, F: 1.5, B: True, F32: np.float32(1.5), F64: np.float64(1.5), I64: np.int64(3), BOOL: np.bool_(True)}
+_EXACT = {F32: 1 << 24, F64: 1 << 53, F: 1 << 53}  # integers below this convert to the float exactly
+_INT_LIMIT = 1 << 62  # integer values are kept below this in magnitude (no wrap, no Python big int)
+_INTS = (I, I64)
+_any = np.count_nonzero  # (a C call: ndarray.any() goes through Python)
+
+
+class Bail(Exception):
+    """The lockstep run cannot give the engine's result for this launch: it runs on the engine instead."""
+
+
+class Unsupported(Exception):
+    """The kernel's text is outside what lockstep runs (found once, when the kernel is first seen)."""
+
+
+class V:
+    """A value: ``a`` (a scalar, the same for every thread, or an array with one element per lane), its tag ``t``
+    (module constants) and, for integers, ``n``, a bound on its magnitude."""
+
+    __slots__ = ("a", "t", "n")
+
+    def __init__(self, a: Any, t: Any, n: int = 0) -> None:
+        self.a, self.t, self.n = a, t, n
+
+
+class TupleV:
+    """A tuple of values (``cuda.grid(2)``, ``a.shape``): only unpacked or indexed by a constant."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[V]) -> None:
+        self.items = items
+
+
+def _tag_of(value: Any) -> Any:
+    """The tag of a scalar as the engine holds it (None: a type lockstep does not run)."""
+    if isinstance(value, np.generic):
+        dt = value.dtype
+        return dt if dt in (F32, F64, I64, BOOL) else None
+    if isinstance(value, bool):
+        return B
+    if isinstance(value, int):
+        return I
+    if isinstance(value, float):
+        return F
+    return None
+
+
+def _scalar(value: Any) -> V:
+    t = _tag_of(value)
+    if t is None:
+        raise Bail(f"a value of type {type(value).__name__}")
+    if t in _INTS:
+        n = abs(int(value))
+        if n >= _INT_LIMIT:
+            raise Bail("an integer too large to keep exact")
+        return V(int(value) if t == I else value, t, n)
+    return V(value, t)
+
+
+_result_tags: dict[tuple[Any, Any, Any], Any] = {}
+
+
+def _result_tag(op: Callable[[Any, Any], Any], ta: Any, tb: Any) -> Any:
+    """The tag of ``op(a, b)`` for values tagged ``ta`` and ``tb``, as the engine's scalars give it (None: an error)."""
+    key = (op, ta, tb)
+    found = _result_tags.get(key, 0)
+    if found == 0:
+        try:
+            with np.errstate(all="ignore"):
+                found = _tag_of(op(_SAMPLES[ta], _SAMPLES[tb]))
+        except Exception:  # noqa: BLE001 - the engine raises here: lockstep does not run it
+            found = None
+        _result_tags[key] = found
+    return found
+
+
+def _arr(v: V, tag: Any) -> Any:
+    """``v``'s data in the storage of ``tag`` (an array, or a NumPy scalar for a uniform value)."""
+    dt = _STORAGE[tag]
+    a = v.a
+    if isinstance(a, np.ndarray):
+        return a if a.dtype == dt else a.astype(dt)
+    return dt.type(a)
+
+
+def _magnitude(v: V) -> int:
+    """The largest magnitude of an integer value (its bound, or measured when the bound is too loose)."""
+    if isinstance(v.a, np.ndarray) and v.a.size:
+        return int(np.abs(v.a).max())
+    return abs(int(v.a)) if not isinstance(v.a, np.ndarray) else 0
+
+
+def _exact_in(v: V, float_tag: Any) -> None:
+    """An integer ``v`` that meets a float of ``float_tag``: it must convert exactly (else :class:`Bail`)."""
+    limit = _EXACT.get(float_tag)
+    if limit is not None and v.n >= limit and _magnitude(v) >= limit:
+        raise Bail("an integer that a float cannot hold exactly")
+
+
+def _int_bound(op: Any, a: V, b: V) -> int:
+    na, nb = a.n, b.n
+    if op is operator.add or op is operator.sub:
+        return na + nb
+    if op is operator.mul:
+        return na * nb
+    if op is operator.floordiv:
+        return na + 1
+    if op is operator.mod:
+        return nb
+    if op in (operator.and_, operator.or_, operator.xor):
+        return 1 << max(na.bit_length(), nb.bit_length(), 1)
+    if op is operator.lshift:
+        return na << min(nb, 64)
+    if op is operator.rshift:
+        return na
+    return _INT_LIMIT
+
+
+_DIVIDING = (operator.truediv, operator.floordiv, operator.mod)
+_SHIFTS = (operator.lshift, operator.rshift)
+
+
+def binop(op: Any, a: V, b: V, m: np.ndarray) -> V:
+    """``op(a, b)`` per lane with the engine's types (lanes outside ``m`` give a harmless value)."""
+    ta, tb = a.t, b.t
+    if ta == COND or tb == COND:
+        raise Bail("a mixed truth value used as a number")
+    tr = _result_tag(op, ta, tb)
+    if tr is None:
+        raise Bail("an operation the engine refuses")
+    ints = ta in _INTS or ta == B, tb in _INTS or tb == B
+    if tr in _INTS:
+        bound = _int_bound(op, a, b)
+        if bound >= _INT_LIMIT:
+            a.n, b.n = _magnitude(a), _magnitude(b)
+            bound = _int_bound(op, a, b)
+            if bound >= _INT_LIMIT:
+                raise Bail("an integer that may leave its exact range")
+    else:
+        bound = 0
+        float_tag = tr if tr in _EXACT else (ta if ta in _EXACT else tb)
+        if ints[0] and ta != B:
+            _exact_in(a, float_tag)
+        if ints[1] and tb != B:
+            _exact_in(b, float_tag)
+    xa, xb = a.a, b.a
+    if op in _DIVIDING or op in _SHIFTS:
+        if isinstance(xb, np.ndarray):
+            bad = (xb == 0) if op in _DIVIDING else (xb < 0)
+            if _any(bad & m):
+                raise Bail("a division by zero" if op in _DIVIDING else "a negative shift")
+            if _any(bad):
+                xb = np.where(bad, 1, xb)
+                b = V(xb, tb, b.n)
+        elif (xb == 0 if op in _DIVIDING else xb < 0) and _any(m):
+            raise Bail("a division by zero" if op in _DIVIDING else "a negative shift")
+        if op is operator.lshift and b.n >= 63:
+            raise Bail("a shift too wide")
+    if not isinstance(xa, np.ndarray) and not isinstance(xb, np.ndarray):
+        try:
+            r = op(xa, xb)  # (both the same for every thread: the engine's own arithmetic)
+        except Exception as exc:  # noqa: BLE001 - the engine raises it: it runs the launch
+            raise Bail(str(exc)) from None
+        return V(r, tr, bound)
+    if tr in (B, BOOL):
+        # a comparison (or & | ^ of truth values): in the type the operands promote to
+        tp = _result_tag(operator.add, ta, tb) if op not in (operator.and_, operator.or_, operator.xor) else tr
+        if tp is None:
+            raise Bail("a comparison the engine refuses")
+        if tp in _EXACT:
+            if ints[0] and ta != B:
+                _exact_in(a, tp)
+            if ints[1] and tb != B:
+                _exact_in(b, tp)
+        return V(op(_arr(a, tp), _arr(b, tp)), tr)
+    if op is operator.truediv and tr in (F, F64) and ints[0] and ints[1]:
+        return V(np.true_divide(_arr(a, F64), _arr(b, F64)), tr)
+    return V(op(_arr(a, tr), _arr(b, tr)), tr, bound)
+
+
+def truth(v: V) -> Any:
+    """Each lane's truth value (a bool array or a Python bool)."""
+    a = v.a
+    if v.t in (B, BOOL, COND):
+        return a if isinstance(a, np.ndarray) else bool(a)
+    if isinstance(a, np.ndarray):
+        return a != 0
+    return bool(a)
+
+
+def select(c: Any, x: V, y: V) -> V:
+    """Per lane, ``x`` where ``c`` else ``y`` (the same tag, else :class:`Bail`)."""
+    if x.t != y.t:
+        raise Bail("a variable whose type differs between threads")
+    if x.t in _INTS:
+        return V(np.where(c, x.a, y.a), x.t, max(x.n, y.n))
+    dt = _STORAGE[x.t]
+    return V(np.where(c, x.a, y.a).astype(dt, copy=False), x.t)
+
+
+def _index(v: V) -> Any:
+    if v.t not in _INTS:
+        raise Bail("an index that is not an integer")
+    return v.a
+
+
+# ----------------------------------------------------------------------------- the state of one lockstep run
+class Launch:
+    """What every chunk of one launch shares: arrays, accesses to check for races, atomics to apply, the clock."""
+
+    def __init__(self, budget_end: float, wall_end: float) -> None:
+        self.budget_end, self.wall_end = budget_end, wall_end  # (CPU time, wall time: a loaded machine gives CPU slowly)
+        self.reads: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # position -> [(flat, thread)]
+        self.writes: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.atomics: list[tuple[str, int, np.ndarray, Any, Any, int]] = []  # (op, position, flat,
+        # value, lane order, step)
+        self.step = 0
+        self.line = 0  # the line of the statement running now, and of the innermost loop it is in (for Interrupt)
+        self.loop = 0
+
+
+class Lanes:
+    """One chunk: the lanes (threads) of some blocks, their indices, and the kernel's locals."""
+
+    def __init__(self, launch: Launch, blocks: list[Any], block: tuple[int, int, int], first: int) -> None:
+        bx, by, bz = block
+        size = bx * by * bz
+        n = size * len(blocks)
+        self.n = n
+        self.launch = launch
+        k = np.arange(n, dtype=np.int64)
+        t = k % size
+        which = k // size
+        pts = np.array(blocks, dtype=np.int64).reshape(-1, 3)
+        self.tx, self.ty, self.tz = t % bx, (t // bx) % by, t // (bx * by)
+        self.bx, self.by, self.bz = pts[which, 0], pts[which, 1], pts[which, 2]
+        self.tid = first * size + k  # a lane's thread, unique in the launch (by the order blocks are listed)
+        self.env: dict[str, Any] = {}
+        self.undefined: dict[str, np.ndarray] = {}  # a local's lanes that have not assigned it yet
+        self.ret = np.zeros(n, dtype=bool)  # lanes that returned
+        self.any_ret = False
+        self.full = np.ones(n, dtype=bool)  # the mask of every lane (compared by identity: no lane is masked off)
+
+
+def _check_time(lanes: Lanes) -> None:
+    launch = lanes.launch
+    if time.thread_time() > launch.budget_end or time.monotonic() > launch.wall_end:
+        raise Bail("the lockstep run took its share of the time limit")
+
+
+# ----------------------------------------------------------------------------- compiling the kernel's text
+Expr = Callable[[Lanes, np.ndarray], Any]
+Stmt = Callable[[Lanes, np.ndarray], None]
+
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
+_CMPOPS = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+_BUILTINS: dict[str, Callable[..., Any]] = {"abs": abs, "min": min, "max": max, "int": int, "float": float}
+_DIM_NAMES = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
+_ATOMIC_OPS = {"add", "sub", "max", "min"}
+
+
+class Program:
+    """A kernel compiled for lockstep runs: its body as closures, its parameters, the arrays it writes, reads
+    and updates atomically (by parameter position), the names it takes from its globals."""
+
+    def __init__(self, fn: Any, node: ast.FunctionDef, cuda_names: frozenset[str]) -> None:
+        self.fn = fn
+        self.params = [a.arg for a in node.args.args]
+        self.position = {p: k for k, p in enumerate(self.params)}
+        self.cuda_names = cuda_names
+        self.locals: set[str] = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                self.locals.add(n.id)
+        if self.locals & set(self.params):
+            raise Unsupported("a parameter assigned")
+        self.stored: set[int] = set()  # positions of arrays stored into (plain)
+        self.indexed: set[int] = set()  # positions of arrays read by an index
+        self.atomic: set[int] = set()  # positions of arrays updated atomically
+        self.free: set[str] = set()  # names from globals or the closure (resolved at each launch)
+        self.body = self._block(node.body)
+        if self.atomic & (self.stored | self.indexed):
+            raise Unsupported("an array updated atomically and also read or written")
+
+    # -- statements
+    def _block(self, stmts: list[ast.stmt]) -> Stmt:
+        compiled = []
+        for s in stmts:
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+                continue  # a docstring
+            returns = any(isinstance(n, ast.Return) for n in ast.walk(s))
+            compiled.append((self._stmt(s), returns, s.lineno))
+        items = tuple(compiled)
+
+        def block(L: Lanes, m: np.ndarray) -> None:
+            launch = L.launch
+            for run_stmt, returns, line in items:
+                launch.line = line
+                run_stmt(L, m)
+                if returns and L.any_ret:
+                    m = m & ~L.ret
+                    if not _any(m):
+                        return
+
+        return block
+
+    def _stmt(self, s: ast.stmt) -> Stmt:
+        if isinstance(s, ast.Assign):
+            if len(s.targets) != 1:
+                raise Unsupported("chained assignment")
+            return self._assign(s.targets[0], self._expr(s.value))
+        if isinstance(s, ast.AugAssign):
+            op = _BINOPS.get(type(s.op))
+            if op is None:
+                raise Unsupported("an augmented operator")
+            target = s.target
+            if isinstance(target, ast.Name):
+                read = self._expr(ast.Name(target.id, ast.Load()))
+            elif isinstance(target, ast.Subscript):
+                read = self._expr(ast.Subscript(target.value, target.slice, ast.Load()))
+            else:
+                raise Unsupported("an augmented target")
+            value = self._expr(s.value)
+
+            def combined(L: Lanes, m: np.ndarray) -> Any:
+                return binop(op, read(L, m), value(L, m), m)
+
+            return self._assign(target, combined)
+        if isinstance(s, ast.If):
+            return self._if(s)
+        if isinstance(s, ast.For):
+            return self._for(s)
+        if isinstance(s, ast.While):
+            return self._while(s)
+        if isinstance(s, ast.Return):
+            if s.value is not None:
+                raise Unsupported("a kernel returns a value")
+
+            def ret(L: Lanes, m: np.ndarray) -> None:
+                L.ret = L.ret | m
+                L.any_ret = True
+
+            return ret
+        if isinstance(s, ast.Pass):
+            return lambda L, m: None
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            return self._atomic(s.value)
+        raise Unsupported(type(s).__name__)
+
+    def _assign(self, target: ast.expr, value: Expr) -> Stmt:
+        if isinstance(target, ast.Name):
+            name = target.id
+
+            def assign(L: Lanes, m: np.ndarray) -> None:
+                _set(L, name, value(L, m), m)
+
+            return assign
+        if isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+            names = [e.id for e in target.elts]  # type: ignore[attr-defined]
+
+            def unpack(L: Lanes, m: np.ndarray) -> None:
+                v = value(L, m)
+                if not isinstance(v, TupleV) or len(v.items) != len(names):
+                    raise Bail("an unpacking the engine refuses")
+                for name, item in zip(names, v.items):
+                    _set(L, name, item, m)
+
+            return unpack
+        if isinstance(target, ast.Subscript):
+            pos, index = self._element(target)
+            self.stored.add(pos)
+
+            def store(L: Lanes, m: np.ndarray) -> None:
+                v = value(L, m)
+                _store(L, L.env[f"@{pos}"], pos, index(L, m), v, m)
+
+            return store
+        raise Unsupported("an assignment target")
+
+    def _if(self, s: ast.If) -> Stmt:
+        test = self._expr(s.test)
+        then = self._block(s.body)
+        other = self._block(s.orelse) if s.orelse else None
+
+        def if_(L: Lanes, m: np.ndarray) -> None:
+            c = truth(test(L, m))
+            if isinstance(c, bool):
+                if c:
+                    then(L, m)
+                elif other is not None:
+                    other(L, m)
+                return
+            mt = m & c
+            if _any(mt):
+                then(L, mt)
+            if other is not None:
+                me = m & ~c
+                if _any(me):
+                    other(L, me & ~L.ret)
+
+        return if_
+
+    def _for(self, s: ast.For) -> Stmt:
+        if s.orelse or not isinstance(s.target, ast.Name):
+            raise Unsupported("for with else, or a target that is not a name")
+        it = s.iter
+        if not (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id == "range"
+            and "range" not in self.locals
+            and 1 <= len(it.args) <= 3
+            and not it.keywords
+        ):
+            raise Unsupported("a loop that is not over range()")
+        self.free.add("range")
+        args = [self._expr(a) for a in it.args]
+        body = self._block(s.body)
+        name = s.target.id
+        line = s.lineno
+
+        def for_(L: Lanes, m: np.ndarray) -> None:
+            launch = L.launch
+            outer = launch.loop
+            launch.loop = line
+            _for(L, m)
+            launch.loop = outer  # (not on an exception: Interrupt names the innermost loop)
+
+        def _for(L: Lanes, m: np.ndarray) -> None:
+            vals = [a(L, m) for a in args]
+            for v in vals:
+                if v.t not in _INTS:
+                    raise Bail("range() of a value that is not an integer")
+            if len(vals) == 1:
+                start, stop, step = V(0, I, 0), vals[0], V(1, I, 1)
+            elif len(vals) == 2:
+                start, stop, step = vals[0], vals[1], V(1, I, 1)
+            else:
+                start, stop, step = vals
+            st = step.a
+            if isinstance(st, np.ndarray):
+                if _any((st == 0) & m):
+                    raise Bail("range() with a step of zero")
+                st = np.where(st == 0, 1, st)
+            elif st == 0:
+                raise Bail("range() with a step of zero")
+            # iterations per lane: len(range(start, stop, step))
+            a0, a1 = start.a, stop.a
+            if isinstance(st, np.ndarray) or not st > 0:
+                pos = st > 0
+                count = np.where(pos, (a1 - a0 + st - 1) // np.where(pos, st, 1), (a0 - a1 - st - 1) // np.where(pos, 1, -st))
+            else:
+                count = (a1 - a0 + st - 1) // st
+            count = np.maximum(count, 0)
+            if not isinstance(count, np.ndarray):
+                count = np.full(L.n, count, dtype=np.int64)
+            full = m is L.full
+            if not full:
+                count = np.where(m, count, 0)
+            total = int(count.max()) if L.n else 0
+            every = int(count.min()) if full and L.n else 0  # iterations that every lane makes
+            bound = max(start.n, stop.n) + step.n
+            for k in range(total):
+                if k < every and not L.any_ret:
+                    active = L.full
+                else:
+                    active = count > k
+                    if L.any_ret:
+                        active &= ~L.ret
+                    if not _any(active):
+                        break
+                i = a0 + k * st
+                _set(L, name, V(i, I, bound), active)
+                body(L, active)
+                _check_time(L)
+
+        return for_
+
+    def _while(self, s: ast.While) -> Stmt:
+        if s.orelse:
+            raise Unsupported("while with else")
+        test = self._expr(s.test)
+        body = self._block(s.body)
+        line = s.lineno
+
+        def while_(L: Lanes, m: np.ndarray) -> None:
+            launch = L.launch
+            outer = launch.loop
+            launch.loop = line
+            _while(L, m)
+            launch.loop = outer  # (not on an exception: Interrupt names the innermost loop)
+
+        def _while(L: Lanes, m: np.ndarray) -> None:
+            active = m
+            while True:
+                c = truth(test(L, active))
+                active = active & c
+                if not _any(active):
+                    return
+                body(L, active)
+                active = active & ~L.ret
+                _check_time(L)
+
+        return while_
+
+    def _atomic(self, call: ast.Call) -> Stmt:
+        f = call.func
+        if not (
+            isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Attribute)
+            and f.value.attr == "atomic"
+            and isinstance(f.value.value, ast.Name)
+            and f.value.value.id in self.cuda_names
+            and f.attr in _ATOMIC_OPS
+            and len(call.args) == 3
+            and not call.keywords
+            and isinstance(call.args[0], ast.Name)
+            and call.args[0].id in self.position
+        ):
+            raise Unsupported("a call as a statement that is not an atomic")
+        kind = f.attr
+        pos = self.position[call.args[0].id]  # type: ignore[attr-defined]
+        self.atomic.add(pos)
+        idx_node = call.args[1]
+        parts = idx_node.elts if isinstance(idx_node, ast.Tuple) else [idx_node]
+        index = [self._expr(p) for p in parts]
+        value = self._expr(call.args[2])
+
+        def atomic(L: Lanes, m: np.ndarray) -> None:
+            arr = L.env[f"@{pos}"]
+            idx = [i(L, m) for i in index]
+            full = m is L.full
+            flat, _ = _locate(arr, idx, m, full)
+            v = value(L, m)
+            dt = arr.dtype
+            vals = v.a
+            if dt.kind in "iu":
+                if v.t not in _INTS:
+                    raise Bail("a float value of an atomic on an integer array")
+                if v.n >= 1 << 62:
+                    raise Bail("an atomic's value too large")
+                tids = None  # (integer atomics commute: their order does not matter)
+                if isinstance(vals, np.ndarray):
+                    vals = vals if full else vals[m]
+                else:
+                    vals = int(vals)
+            else:
+                if v.t not in (I, I64, F, F32, F64):
+                    raise Bail("an atomic's value of another type")
+                if v.t in _INTS:
+                    _exact_in(v, dt)
+                vals = np.asarray(vals).astype(dt)
+                if vals.ndim:
+                    vals = vals if full else vals[m]
+                tids = L.tid if full else L.tid[m]
+            launch = L.launch
+            launch.atomics.append((kind, pos, flat, vals, tids, launch.step))
+            launch.step += 1
+
+        return atomic
+
+    def _element(self, node: ast.Subscript) -> tuple[int, Callable[[Lanes, np.ndarray], list[V]]]:
+        """(the array's position, the compiled index) of ``A[i]`` / ``A[i, j]`` where ``A`` is a parameter."""
+        if not isinstance(node.value, ast.Name) or node.value.id not in self.position:
+            raise Unsupported("an element of something that is not an array parameter")
+        pos = self.position[node.value.id]
+        sl = node.slice
+        parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if any(isinstance(p, (ast.Slice, ast.Starred)) for p in parts):
+            raise Unsupported("a slice")
+        index = [self._expr(p) for p in parts]
+
+        def idx(L: Lanes, m: np.ndarray) -> list[V]:
+            return [i(L, m) for i in index]
+
+        return pos, idx
+
+    # -- expressions
+    def _expr(self, e: ast.expr) -> Any:
+        if isinstance(e, ast.Constant):
+            value = e.value
+            if _tag_of(value) is None or isinstance(value, np.generic):
+                raise Unsupported("a constant of another type")
+            const = _scalar(value)
+            return lambda L, m: const
+        if isinstance(e, ast.Name):
+            return self._name(e.id)
+        if isinstance(e, ast.BinOp):
+            op = _BINOPS.get(type(e.op))
+            if op is None:
+                raise Unsupported(f"the operator {type(e.op).__name__}")
+            left, right = self._expr(e.left), self._expr(e.right)
+            return lambda L, m: binop(op, left(L, m), right(L, m), m)
+        if isinstance(e, ast.UnaryOp):
+            return self._unary(e)
+        if isinstance(e, ast.Compare):
+            return self._compare(e)
+        if isinstance(e, ast.BoolOp):
+            return self._boolop(e)
+        if isinstance(e, ast.IfExp):
+            return self._ifexp(e)
+        if isinstance(e, ast.Subscript):
+            return self._subscript(e)
+        if isinstance(e, ast.Attribute):
+            return self._attribute(e)
+        if isinstance(e, ast.Call):
+            return self._call(e)
+        raise Unsupported(type(e).__name__)
+
+    def _name(self, name: str) -> Expr:
+        if name in self.position:
+            key = f"@{self.position[name]}"
+
+            def param(L: Lanes, m: np.ndarray) -> Any:
+                return L.env[key]
+
+            return param
+        if name in self.locals:
+
+            def local(L: Lanes, m: np.ndarray) -> Any:
+                try:
+                    v = L.env[name]
+                except KeyError:
+                    raise Bail("a variable read before it is assigned") from None
+                undefined = L.undefined.get(name)
+                if undefined is not None and _any(undefined & m):
+                    raise Bail("a variable read before it is assigned")
+                return v
+
+            return local
+        self.free.add(name)
+        key = f"${name}"
+        return lambda L, m: L.env[key]
+
+    def _unary(self, e: ast.UnaryOp) -> Expr:
+        operand = self._expr(e.operand)
+        if isinstance(e.op, ast.Not):
+
+            def not_(L: Lanes, m: np.ndarray) -> V:
+                c = truth(operand(L, m))
+                return V(~c if isinstance(c, np.ndarray) else not c, B)
+
+            return not_
+        if isinstance(e.op, ast.UAdd):
+            return operand
+        if isinstance(e.op, ast.USub):
+
+            def neg(L: Lanes, m: np.ndarray) -> V:
+                v = operand(L, m)
+                if v.t in (B, BOOL, COND):
+                    raise Bail("the negative of a truth value")
+                return V(-v.a, v.t, v.n)
+
+            return neg
+        if isinstance(e.op, ast.Invert):
+
+            def inv(L: Lanes, m: np.ndarray) -> V:
+                v = operand(L, m)
+                if v.t not in _INTS:
+                    raise Bail("~ of a value that is not an integer")
+                return V(~v.a, v.t, v.n + 1)
+
+            return inv
+        raise Unsupported("a unary operator")
+
+    def _compare(self, e: ast.Compare) -> Expr:
+        ops = []
+        for op in e.ops:
+            f = _CMPOPS.get(type(op))
+            if f is None:
+                raise Unsupported("is / in")
+            ops.append(f)
+        operands = [self._expr(x) for x in [e.left, *e.comparators]]
+        if len(ops) == 1:
+            left, right, op1 = operands[0], operands[1], ops[0]
+            return lambda L, m: binop(op1, left(L, m), right(L, m), m)
+        # a < b < c is (a < b) and (b < c), b evaluated once, c only where a < b
+        steps = list(zip(ops, operands[1:]))
+
+        def chain(L: Lanes, m: np.ndarray) -> V:
+            left = operands[0](L, m)
+            results: list[V] = []
+            live = m
+            for op, operand in steps:
+                right = operand(L, live)
+                r = binop(op, left, right, live)
+                results.append(r)
+                c = truth(r)
+                live = live & c
+                if isinstance(live, bool) and not live or isinstance(live, np.ndarray) and not _any(live):
+                    break
+                left = right
+            return _and_values(results, m)
+
+        return chain
+
+    def _boolop(self, e: ast.BoolOp) -> Expr:
+        values = [self._expr(x) for x in e.values]
+        is_and = isinstance(e.op, ast.And)
+
+        def boolop(L: Lanes, m: np.ndarray) -> V:
+            results: list[V] = []
+            live = m
+            for value in values:
+                r = value(L, live)
+                results.append(r)
+                c = truth(r)
+                live = live & (c if is_and else ~c if isinstance(c, np.ndarray) else not c)
+                if isinstance(live, bool) and not live or isinstance(live, np.ndarray) and not _any(live):
+                    break
+            return _and_values(results, m) if is_and else _or_values(results, m)
+
+        return boolop
+
+    def _ifexp(self, e: ast.IfExp) -> Expr:
+        test, body, orelse = self._expr(e.test), self._expr(e.body), self._expr(e.orelse)
+
+        def ifexp(L: Lanes, m: np.ndarray) -> V:
+            c = truth(test(L, m))
+            if isinstance(c, bool):
+                return body(L, m) if c else orelse(L, m)
+            mt, me = m & c, m & ~c
+            if not _any(me):
+                return body(L, m)
+            if not _any(mt):
+                return orelse(L, m)
+            return select(c, body(L, mt), orelse(L, me))
+
+        return ifexp
+
+    def _subscript(self, e: ast.Subscript) -> Expr:
+        base = e.value
+        if isinstance(base, ast.Attribute) and base.attr == "shape" and isinstance(e.slice, ast.Constant):
+            shape = self._expr(base)
+            k = e.slice.value
+            if not isinstance(k, int):
+                raise Unsupported("a shape index")
+
+            def dim(L: Lanes, m: np.ndarray) -> V:
+                s = shape(L, m)
+                try:
+                    return s.items[k]
+                except IndexError:
+                    raise Bail("a shape index out of range") from None
+
+            return dim
+        pos, index = self._element(e)
+        self.indexed.add(pos)
+        key = f"@{pos}"
+
+        def read(L: Lanes, m: np.ndarray) -> V:
+            return _load(L, L.env[key], pos, index(L, m), m)
+
+        return read
+
+    def _attribute(self, e: ast.Attribute) -> Expr:
+        v = e.value
+        if isinstance(v, ast.Name) and v.id in self.position and e.attr in ("shape", "size", "ndim"):
+            key, attr = f"@{self.position[v.id]}", e.attr
+
+            def array_attr(L: Lanes, m: np.ndarray) -> Any:
+                return L.env[key].attrs[attr]
+
+            return array_attr
+        if (
+            isinstance(v, ast.Attribute)
+            and v.attr in _DIM_NAMES
+            and isinstance(v.value, ast.Name)
+            and v.value.id in self.cuda_names
+            and e.attr in ("x", "y", "z")
+        ):
+            key = f"#{v.attr}.{e.attr}"
+            return lambda L, m: L.env[key]
+        raise Unsupported(f"the attribute .{e.attr}")
+
+    def _call(self, e: ast.Call) -> Expr:
+        f = e.func
+        if e.keywords:
+            raise Unsupported("keyword arguments")
+        args = [self._expr(a) for a in e.args]
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in self.cuda_names:
+            if f.attr in ("grid", "gridsize") and len(e.args) == 1 and isinstance(e.args[0], ast.Constant):
+                ndim = e.args[0].value
+                if ndim not in (1, 2, 3):
+                    raise Unsupported("cuda.grid of another dimension")
+                key = f"#{f.attr}{ndim}"
+                return lambda L, m: L.env[key]
+            raise Unsupported(f"cuda.{f.attr}")
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr in _CASTS and len(args) == 1:
+            self.free.add(f.value.id)
+            key, dt, arg = f"${f.value.id}", _CASTS[f.attr], args[0]
+
+            def cast(L: Lanes, m: np.ndarray) -> V:
+                if L.env[key] is not np:
+                    raise Bail("not NumPy")
+                return _cast(dt, arg(L, m))
+
+            return cast
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr in ("sqrt", "fabs") and len(args) == 1:
+            self.free.add(f.value.id)
+            key, fn_name, arg = f"${f.value.id}", f.attr, args[0]
+
+            def mathcall(L: Lanes, m: np.ndarray) -> V:
+                if L.env[key] is not math:
+                    raise Bail("not the math module")
+                return _math(fn_name, arg(L, m), m)
+
+            return mathcall
+        if isinstance(f, ast.Name) and f.id not in self.locals and f.id not in self.position:
+            name = f.id
+            self.free.add(name)
+            key = f"${name}"
+            if name == "len" and len(args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.position:
+                shape = self._expr(ast.Attribute(e.args[0], "shape", ast.Load()))
+
+                def len_(L: Lanes, m: np.ndarray) -> V:
+                    if L.env[key] is not len:
+                        raise Bail("len is not the builtin")
+                    return shape(L, m).items[0]
+
+                return len_
+            builtin = _BUILTINS.get(name)
+            if builtin is None or (name in ("min", "max") and len(args) != 2) or (name not in ("min", "max") and len(args) != 1):
+                raise Unsupported(f"a call of {name}")
+
+            def call(L: Lanes, m: np.ndarray) -> V:
+                if L.env[key] is not builtin:
+                    raise Bail(f"{name} is not the builtin")
+                vals = [a(L, m) for a in args]
+                return _builtin(name, vals, m)
+
+            return call
+        raise Unsupported("a call")
+
+
+def _set(L: Lanes, name: str, v: Any, m: np.ndarray) -> None:
+    """Assign ``v`` to the local ``name`` in the lanes of ``m``."""
+    if isinstance(v, TupleV) or not isinstance(v, V):
+        raise Bail("a local that is not a number")
+    if m is L.full:
+        L.env[name] = v
+        if L.undefined:
+            L.undefined.pop(name, None)
+        return
+    old = L.env.get(name)
+    if old is None:
+        L.env[name] = v
+        out = ~m
+        if _any(out):
+            L.undefined[name] = out
+        return
+    undefined = L.undefined.get(name)
+    if undefined is not None:
+        undefined = undefined & ~m
+        if _any(undefined):
+            L.undefined[name] = undefined
+        else:
+            del L.undefined[name]
+    if old.t != v.t:
+        keep = ~m if undefined is None else ~m & ~undefined
+        if _any(keep):
+            raise Bail("a variable whose type differs between threads")
+        L.env[name] = v
+        return
+    L.env[name] = select(m, v, old)
+
+
+def _and_values(results: list[V], m: np.ndarray) -> V:
+    """``r0 and r1 and ...``: per lane the first false value, else the last."""
+    out = results[-1]
+    for r in reversed(results[:-1]):
+        c = truth(r)
+        if isinstance(c, bool):
+            out = out if c else r
+            continue
+        out = _choose(c, out, r)
+    return out
+
+
+def _or_values(results: list[V], m: np.ndarray) -> V:
+    """``r0 or r1 or ...``: per lane the first true value, else the last."""
+    out = results[-1]
+    for r in reversed(results[:-1]):
+        c = truth(r)
+        if isinstance(c, bool):
+            out = r if c else out
+            continue
+        out = _choose(c, r, out)
+    return out
+
+
+def _choose(c: np.ndarray, x: V, y: V) -> V:
+    """Per lane ``x`` where ``c`` else ``y``; of different types, a truth value only (:data:`COND`)."""
+    if x.t == y.t and x.t != COND:
+        return select(c, x, y)
+    return V(np.where(c, truth(x), truth(y)), COND)
+
+
+_CASTS: dict[str, Any] = {"float32": F32, "float64": F64}
+
+
+def _cast(dt: np.dtype, v: V) -> V:
+    """``np.float32(v)`` / ``np.float64(v)``."""
+    if v.t == COND:
+        raise Bail("a cast of a mixed truth value")
+    if v.t in _INTS:
+        _exact_in(v, dt)
+    a = v.a
+    if isinstance(a, np.ndarray):
+        return V(a.astype(dt), dt)
+    try:
+        return V(dt.type(a), dt)
+    except Exception as exc:  # noqa: BLE001 - the engine raises it
+        raise Bail(str(exc)) from None
+
+
+def _math(name: str, v: V, m: np.ndarray) -> V:
+    if v.t in (COND,):
+        raise Bail("math of a truth value")
+    if v.t in _INTS:
+        _exact_in(v, F)
+    x = v.a
+    if not isinstance(x, np.ndarray):
+        try:
+            return V(getattr(math, name)(x), F)
+        except Exception as exc:  # noqa: BLE001 - the engine raises it
+            raise Bail(str(exc)) from None
+    x = x.astype(F64)
+    if name == "sqrt":
+        if _any((x < 0) & m):
+            raise Bail("math.sqrt of a negative number")
+        return V(np.sqrt(np.where(x < 0, 0.0, x)), F)
+    return V(np.fabs(x), F)
+
+
+def _builtin(name: str, vals: list[V], m: np.ndarray) -> V:
+    v = vals[0]
+    if any(x.t == COND for x in vals):
+        raise Bail("a builtin of a mixed truth value")
+    if all(not isinstance(x.a, np.ndarray) for x in vals):
+        try:
+            r = _BUILTINS[name](*[x.a for x in vals])
+        except Exception as exc:  # noqa: BLE001 - the engine raises it
+            raise Bail(str(exc)) from None
+        return _scalar(r)
+    if name == "abs":
+        if v.t in (B, BOOL):
+            raise Bail("abs of a truth value")
+        return V(np.abs(v.a), v.t, v.n)
+    if name in ("min", "max"):
+        a, b = vals
+        # min(a, b) is b if b < a else a; max(a, b) is b if b > a else a (Python's own rule, NaN included)
+        c = truth(binop(operator.lt if name == "min" else operator.gt, b, a, m))
+        if a.t != b.t:
+            raise Bail("min/max of two types")
+        return select(c, b, a)
+    if name == "int":
+        if v.t in _INTS:
+            return V(v.a.astype(I64), I, v.n)
+        if v.t in (B, BOOL):
+            return V(v.a.astype(I64), I, 1)
+        x = v.a
+        if not np.isfinite(x[m]).all():
+            raise Bail("int() of inf or nan")
+        if _any(np.abs(x[m]) >= 2.0**62):
+            raise Bail("int() of a float too large")
+        t = np.trunc(np.where(m, x, 0)).astype(I64)
+        return V(t, I, int(np.abs(t).max()) if t.size else 0)
+    # float()
+    if v.t in _INTS:
+        _exact_in(v, F)
+    if v.t in (B, BOOL):
+        raise Bail("float of a truth value")
+    return V(v.a.astype(F64), F)
+
+
+# ----------------------------------------------------------------------------- arrays
+class ArrayArg:
+    """An array argument of a lockstep run: the NumPy array, its bounds, how a read of an element looks."""
+
+    __slots__ = ("live", "dtype", "shape", "mult", "attrs", "tracked", "poison", "read_tag", "read_bound", "arg")
+
+    def __init__(self, arg: Any, live: np.ndarray) -> None:
+        self.arg = arg
+        self.live = live
+        self.dtype = live.dtype
+        self.shape = live.shape
+        mult, k = [], 1
+        for n in reversed(live.shape):
+            mult.append(k)
+            k *= n
+        self.mult = tuple(reversed(mult))
+        self.attrs = {
+            "shape": TupleV([V(int(n), I, int(n)) for n in live.shape]),
+            "size": V(int(live.size), I, int(live.size)),
+            "ndim": V(live.ndim, I, live.ndim),
+        }
+        self.tracked = False
+        self.poison: Any = None
+        dt = live.dtype
+        self.read_tag: Any = dt
+        self.read_bound = 0
+        if dt.kind == "f" and dt.itemsize in (4, 8):
+            pass
+        elif dt.kind in "iu" and dt.itemsize == 1:
+            self.read_tag, self.read_bound = I, 256
+        elif dt.kind in "iu" and dt.itemsize in (2, 4):
+            self.read_tag, self.read_bound = I64, 1 << 32
+        elif dt == I64:
+            self.read_tag, self.read_bound = I64, 1 << 63
+        else:
+            raise Bail(f"an array of {dt}")
+
+
+def _locate(arr: ArrayArg, idx: list[V], m: np.ndarray, full: bool) -> tuple[np.ndarray, tuple]:
+    """(the flat element of each lane of ``m``, the index for NumPy of every lane); an index out of bounds in a
+    lane of ``m`` gives up (the engine names it)."""
+    if len(idx) != len(arr.shape):
+        raise Bail("an index of another number of dimensions")
+    parts = []
+    flat: Any = 0
+    for v, n, k in zip(idx, arr.shape, arr.mult):
+        i = _index(v)
+        if isinstance(i, np.ndarray):
+            bad = (i < 0) | (i >= n)
+            if _any(bad):
+                if full or _any(bad & m):
+                    raise Bail("an index out of bounds")
+                i = np.where(bad, 0, i)
+        elif not 0 <= i < n:
+            raise Bail("an index out of bounds")
+        parts.append(i)
+        flat = flat + i * k
+    if isinstance(flat, np.ndarray):
+        flat_m = flat if full else flat[m]
+    else:
+        flat_m = np.full(len(m) if full else _any(m), flat, dtype=np.int64)
+    return flat_m, tuple(parts)
+
+
+def _log(table: dict[int, list], pos: int, flat: np.ndarray, L: Lanes, m: np.ndarray) -> None:
+    table.setdefault(pos, []).append((flat, L.tid if m is L.full else L.tid[m]))
+
+
+def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
+    flat, parts = _locate(arr, idx, m, m is L.full)
+    if arr.tracked:
+        _log(L.launch.reads, pos, flat, L, m)
+    got = arr.live[parts]
+    if arr.poison is not None:
+        seen = got[m] if isinstance(got, np.ndarray) and m is not L.full else got
+        if _any(np.isnan(seen) if arr.poison != arr.poison else seen == arr.poison):
+            raise Bail("a read of poison")
+    tag = arr.read_tag
+    if not isinstance(got, np.ndarray):
+        return _scalar(int(got) if tag == I else got)
+    if tag == I or tag == I64:
+        return V(got.astype(I64, copy=False), tag, arr.read_bound if tag == I else _bound64(got, arr))
+    return V(got, tag)
+
+
+def _bound64(got: np.ndarray, arr: ArrayArg) -> int:
+    return arr.read_bound if arr.read_bound < 1 << 63 else (int(np.abs(got).max()) if got.size else 0)
+
+
+def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray) -> None:
+    if not isinstance(v, V) or v.t in (B, BOOL, COND):
+        raise Bail("a store of a truth value")
+    full = m is L.full
+    flat, parts = _locate(arr, idx, m, full)
+    dt = arr.dtype
+    if dt.kind in "iu":
+        if v.t not in _INTS:
+            raise Bail("a float stored into an integer array")
+        data = v.a
+        if v.n >= _INT_LIMIT:
+            raise Bail("an integer too large")
+        data = np.asarray(data, dtype=np.int64).astype(dt)  # (wraps to the element's width, as a GPU store)
+    else:
+        if v.t in _INTS:
+            _exact_in(v, dt)
+        data = np.asarray(v.a).astype(dt)
+    _log(L.launch.writes, pos, flat, L, m)
+    if full:
+        arr.live[parts] = data
+        return
+    if data.ndim:
+        data = data[m]
+    sel = tuple(p[m] if isinstance(p, np.ndarray) else p for p in parts)
+    if all(not isinstance(p, np.ndarray) for p in parts):
+        if data.ndim:
+            arr.live[sel] = data[-1]
+        else:
+            arr.live[sel] = data
+        return
+    arr.live[sel] = data
+
+
+# ----------------------------------------------------------------------------- the cache of compiled kernels
+_programs: dict[Any, Any] = {}
+_refusals: dict[Any, str] = {}
+
+
+def program(fn: Any) -> Program | None:
+    """The kernel compiled for lockstep runs, or None when its text is outside the subset (decided once per code)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    found = _programs.get(code, 0)
+    if found == 0:
+        found = None
+        try:
+            from . import fastreads
+
+            source = fastreads._source(fn, code)
+            if source is not None:
+                node = source.parse()
+                args = node.args
+                if not (args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults):
+                    found = Program(fn, node, source.cuda_names)
+            else:
+                _refusals[code] = "its source cannot be read"
+        except (Unsupported, SyntaxError, ValueError, OSError, TypeError) as exc:
+            _refusals[code] = str(exc) or type(exc).__name__
+            found = None
+        _programs[code] = found
+    return found
+
+
+def refusal(fn: Any) -> str | None:
+    """Why lockstep does not run the kernel (what in its text it does not take), or None when it does."""
+    fn = getattr(fn, "py_func", fn)
+    if program(fn) is not None:
+        return None
+    return _refusals.get(getattr(fn, "__code__", None), "not a kernel it can read")
+
+
+def accepts(fn: Any) -> bool:
+    """True when the kernel's text is one lockstep runs (its launches may still fall back, see the module's docstring)."""
+    return program(getattr(fn, "py_func", fn)) is not None
+
+
+# ----------------------------------------------------------------------------- a launch
+def _engine_order(points: list[Any], size: int, schedule: str, seed: int | None, listed: bool) -> np.ndarray:
+    """Each thread's rank in the order the engine runs them (threads by their place in ``points`` times ``size``):
+    blocks in the schedule's order (``listed``: in the order given), each block's threads in the order its random
+    stream (or reversal) gives, drawn block after block as the engine draws them."""
+    order = list(range(len(points)))
+    if not listed and schedule == "reverse":
+        order.reverse()
+    elif not listed and schedule == "shuffle":
+        random.Random(None if seed is None else seed ^ 0x5EED).shuffle(order)
+    rng = random.Random(seed)
+    ranks = np.empty(len(points) * size, dtype=np.int64)
+    base = np.arange(size, dtype=np.int64)
+    for rank, b in enumerate(order):
+        ts = list(range(size))
+        if schedule == "reverse":
+            ts.reverse()
+        elif schedule == "shuffle":
+            rng.shuffle(ts)
+        ranks[b * size + np.asarray(ts, dtype=np.int64)] = rank * size + base  # (thread ts[k] runs k-th)
+    return ranks
+
+
+def _races(launch: Launch) -> bool:
+    """True when two threads touched one element with one of them writing (the engine would name a race)."""
+    for pos, writes in launch.writes.items():
+        wf = np.concatenate([f for f, _ in writes])
+        wt = np.concatenate([t for _, t in writes])
+        if not wf.size:
+            continue
+        span = int(wt.max()) + 1
+        pairs = np.unique(wf * span + wt)
+        flats, threads = pairs // span, pairs % span
+        if _any(flats[1:] == flats[:-1]):
+            return True
+        reads = launch.reads.get(pos)
+        if reads:
+            rf = np.concatenate([f for f, _ in reads])
+            rt = np.concatenate([t for _, t in reads])
+            at = np.searchsorted(flats, rf)
+            at = np.minimum(at, flats.size - 1)
+            hit = flats[at] == rf
+            if _any(hit & (threads[at] != rt)):
+                return True
+    return False
+
+
+def _values(items: list[tuple], dtype: Any) -> np.ndarray:
+    """The atomics' values of ``items`` in one array, one per flat index (a scalar repeated for its lanes)."""
+    if all(not isinstance(it[3], np.ndarray) or not it[3].ndim for it in items):
+        return np.repeat(np.array([it[3] for it in items], dtype=dtype), [it[2].size for it in items])
+    return np.concatenate([np.full(it[2].size, it[3], dtype=dtype) if not np.ndim(it[3]) else it[3] for it in items])
+
+
+def _apply_atomics(launch: Launch, arrays: dict[int, ArrayArg], ranks: Any) -> dict[int, tuple[int, np.ndarray]]:
+    """Apply the atomics, each array's in the engine's order; returns {position: (count, flats)}."""
+    done: dict[int, tuple[int, np.ndarray]] = {}
+    by_pos: dict[int, list[tuple]] = {}
+    for item in launch.atomics:
+        by_pos.setdefault(item[1], []).append(item)
+    for pos, items in by_pos.items():
+        arr = arrays[pos]
+        live = arr.live
+        kinds = {it[0] for it in items}
+        if len(kinds) != 1:
+            raise Bail("atomics of several kinds on one array")
+        (kind,) = kinds
+        dt = arr.dtype
+        if dt not in (np.dtype(np.int32), np.dtype(np.uint32), I64, F32, F64):
+            raise Bail(f"an atomic on {dt}")
+        if not live.flags.c_contiguous:
+            raise Bail("an atomic on an array that is not contiguous")
+        view = live.reshape(-1)
+        flats = np.concatenate([it[2] for it in items])
+        if dt.kind in "iu":
+            vals = _values(items, I64)
+            if kind in ("add", "sub"):
+                if vals.size and int(np.abs(vals).max()) * vals.size >= 1 << 53:
+                    raise Bail("atomics that may leave the exact range")
+                sums = np.bincount(flats, weights=vals, minlength=view.size)  # (exact: below 2**53)
+                touched = np.flatnonzero(sums) if kind == "add" else np.flatnonzero(sums)
+                delta = sums[touched].astype(np.int64)
+                view[touched] = (view[touched].astype(np.int64) + (delta if kind == "add" else -delta)).astype(dt)
+            else:
+                (np.maximum if kind == "max" else np.minimum).at(view, flats, vals.astype(dt))
+        else:
+            if kind not in ("add", "sub"):
+                raise Bail("a float atomic max/min (the order of NaNs)")
+            vals = _values(items, dt)
+            steps = np.repeat(np.array([it[5] for it in items], dtype=np.int64), [it[2].size for it in items])
+            order = np.lexsort((steps, ranks[np.concatenate([it[4] for it in items])]))
+            with np.errstate(all="raise"):
+                try:
+                    (np.add if kind == "add" else np.subtract).at(view, flats[order], vals[order])
+                except FloatingPointError:
+                    raise Bail("a float atomic that overflowed") from None
+        done[pos] = (int(flats.size), flats)
+    return done
+
+
+def _module_values(module: Any, grid: tuple[int, int, int], block: tuple[int, int, int]) -> dict[str, V]:
+    out: dict[str, V] = {}
+    for name, dims in (("blockDim", block), ("gridDim", grid)):
+        for axis, n in zip("xyz", dims):
+            out[f"#{name}.{axis}"] = V(int(n), I, int(n))
+    size = [g * b for g, b in zip(grid, block)]
+    for ndim in (1, 2, 3):
+        vals = [V(int(size[k]), I, int(size[k])) for k in range(ndim)]
+        out[f"#gridsize{ndim}"] = vals[0] if ndim == 1 else TupleV(vals)  # type: ignore[assignment]
+    return out
+
+
+def _fill_lanes(L: Lanes, block: tuple[int, int, int], consts: dict[str, Any]) -> None:
+    env = L.env
+    env.update(consts)
+    bx, by, bz = block
+    gbound = [int(consts[f"#gridDim.{a}"].a) * n for a, n in zip("xyz", block)]
+    env["#threadIdx.x"], env["#threadIdx.y"], env["#threadIdx.z"] = V(L.tx, I, bx), V(L.ty, I, by), V(L.tz, I, bz)
+    env["#blockIdx.x"] = V(L.bx, I, gbound[0] // bx)
+    env["#blockIdx.y"] = V(L.by, I, gbound[1] // by)
+    env["#blockIdx.z"] = V(L.bz, I, gbound[2] // bz)
+    gx, gy, gz = L.bx * bx + L.tx, L.by * by + L.ty, L.bz * bz + L.tz
+    env["#grid1"] = V(gx, I, gbound[0])
+    env["#grid2"] = TupleV([V(gx, I, gbound[0]), V(gy, I, gbound[1])])
+    env["#grid3"] = TupleV([V(gx, I, gbound[0]), V(gy, I, gbound[1]), V(gz, I, gbound[2])])
+
+
+def _free_value(fn: Any, name: str) -> Any:
+    code = fn.__code__
+    if name in code.co_freevars:
+        cell = fn.__closure__[code.co_freevars.index(name)]
+        try:
+            return cell.cell_contents
+        except ValueError:
+            raise Bail(f"{name} is not defined") from None
+    glob = fn.__globals__
+    if name in glob:
+        return glob[name]
+    builtins = glob.get("__builtins__", {})
+    builtins = builtins if isinstance(builtins, dict) else vars(builtins)
+    if name in builtins:
+        return builtins[name]
+    raise Bail(f"{name} is not defined")
+
+
+def _interrupted(exc: KeyboardInterrupt, fn: Any, L: Lanes | None, started: float, args: Sequence[Any]) -> None:
+    """An Interrupt during a lockstep run: the engine's words (``stopped by Interrupt after 4.1 s: thread (0, 0, 0) of
+    block (0, 0, 0) was at line 4 of saxpy: ...``: the first thread still running, at the innermost loop it is in,
+    else its statement) and a traceback that ends at that line of the kernel, in a frame of the kernel's name and
+    parameters (a lockstep run has no frame of the kernel's own)."""
+    from .blocks import Stuck
+
+    if exc.args:
+        return
+    launch = L.launch if L is not None else None
+    line = (launch.loop or launch.line) if launch is not None else 0
+    code = fn.__code__
+    if L is None or line <= code.co_firstlineno:
+        exc.args = (f"stopped by Interrupt after {time.monotonic() - started:.1f} s",)
+        return
+    live = np.flatnonzero(~L.ret)
+    k = int(live[0]) if live.size else 0
+    stuck = Stuck(
+        (int(L.tx[k]), int(L.ty[k]), int(L.tz[k])),
+        (int(L.bx[k]), int(L.by[k]), int(L.bz[k])),
+        code.co_filename,
+        line,
+        code.co_name,
+    )
+    exc.args = (f"stopped by Interrupt after {time.monotonic() - started:.1f} s: {stuck.words()}",)
+    tb = _at_line(exc, fn, line, args)
+    if tb is not None:
+        exc.with_traceback(tb)
+
+
+def _at_line(exc: BaseException, fn: Any, line: int, args: Sequence[Any]) -> Any:
+    """A traceback of one frame: line ``line`` of the kernel's file, in a function of the kernel's name called with
+    the launch's arguments (what IPython's box shows of a frame), in a copy of the kernel's globals."""
+    code = fn.__code__
+    first = code.co_firstlineno
+    params = ", ".join(code.co_varnames[: code.co_argcount])
+    text = "\n" * (first - 1) + f"def {code.co_name}({params}):\n" + "\n" * (line - first - 1) + "    raise _lk_exc\n"
+    namespace = dict(fn.__globals__)
+    namespace["_lk_exc"] = exc
+    try:
+        exec(compile(text, code.co_filename, "exec"), namespace)  # noqa: S102 - our own one-line stub
+        stub = namespace[code.co_name]
+        stub.__qualname__ = fn.__qualname__
+        stub(*args)
+    except BaseException as raised:  # noqa: BLE001
+        if raised is not exc:
+            return None
+        tb = raised.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != code.co_filename:
+            tb = tb.tb_next
+        return tb
+    return None
+
+
+def run(
+    fn: Any,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    args: Sequence[Any],
+    *,
+    hooks: Any = None,
+    schedule: str = "forward",
+    seed: int | None = None,
+    blocks_to_run: Any = None,
+    time_limit_s: float | None = None,
+    **others: Any,
+) -> bool:
+    """Run a launch in lockstep if the kernel and its arguments allow it; True when it ran (the arrays hold its
+    results), False when the engine must run it (nothing was changed)."""
+    global last
+    last = "not run: lockstep is off, or the launch is traced"
+    if not ENABLED or others.get("on_block_error") is not None:
+        return False
+    prog = program(fn)
+    if prog is None:
+        last = "not run: the kernel's text"
+        return False
+    memory = _memory()
+    model = hooks
+    if model is not None and (memory is None or type(model) is not memory.Model or model.record):
+        last = "not run: a memory model that records"
+        return False
+    try:
+        prepared = _prepare(prog, fn, args)
+    except Bail as why:
+        last = f"not run: {why}"
+        return False
+    arrays, consts = prepared
+    points = (
+        [tuple(int(v) for v in p) for p in blocks_to_run]
+        if blocks_to_run is not None
+        else [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    )
+    size = int(block[0] * block[1] * block[2])
+    if not points or not size:
+        return False
+    keep = {pos: arrays[pos].live.copy() for pos in prog.stored | prog.atomic}
+    limit = float(time_limit_s or LEARNER_CODE_LIMIT_S)
+    started_cpu = time.thread_time()
+    started = time.monotonic()
+    budget = min(BUDGET_SHARE * limit, BUDGET_MAX_S)
+    launch = Launch(started_cpu + budget, started + budget)
+    consts.update(_module_values(None, grid, block))
+    per_chunk = max(1, CHUNK_LANES // size)
+    L: Lanes | None = None
+    flags: list[str] = []
+    from . import engine, limits
+
+    outer = engine.launch_active
+    engine.launch_active = True
+    limits.launches_running += 1
+    try:
+        with np.errstate(all="call", call=lambda kind, flag: flags.append(kind)):
+            for first in range(0, len(points), per_chunk):
+                L = Lanes(launch, points[first : first + per_chunk], block, first)
+                _fill_lanes(L, block, consts)
+                prog.body(L, np.ones(L.n, dtype=bool))
+                if flags:
+                    raise Bail("a floating-point warning")
+            if _races(launch):
+                raise Bail("a race")
+            ranks = _engine_order(points, size, schedule, seed, blocks_to_run is not None) if launch.atomics else None
+            done = _apply_atomics(launch, arrays, ranks)
+            if flags:
+                raise Bail("a floating-point warning")
+    except (Bail, Exception) as exc:
+        if not isinstance(exc, Bail) and RAISE_INTERNAL:
+            raise
+        for pos, saved in keep.items():
+            arrays[pos].live[...] = saved
+        last = f"gave up: {exc}" if isinstance(exc, Bail) else f"gave up: {type(exc).__name__}: {exc}"
+        return False
+    except KeyboardInterrupt as exc:
+        from . import tracebacks
+
+        _interrupted(exc, fn, L, started, args)
+        tracebacks.hide_engine(exc)
+        raise
+    finally:
+        limits.launches_running -= 1
+        engine.launch_active = outer
+    if model is not None:
+        _report(arrays, launch, done)
+    last = "ran"
+    return True
+
+
+def _report(arrays: dict[int, ArrayArg], launch: Launch, atomics: dict[int, tuple[int, np.ndarray]]) -> None:
+    """What the strict model keeps of a launch that ran in lockstep: the elements written, the atomics counted."""
+    for pos, arr in arrays.items():
+        tracked = arr.arg
+        wmask = getattr(tracked, "wmask", None)
+        if wmask is None:
+            continue
+        marks = np.frombuffer(wmask, dtype=np.uint8)
+        for flats, _ in launch.writes.get(pos, ()):
+            marks[flats] = 1
+        if pos in atomics:
+            count, flats = atomics[pos]
+            marks[flats] = 1
+            tracked.natomics += count
+
+
+def _prepare(prog: Program, fn: Any, args: Sequence[Any]) -> tuple[dict[int, ArrayArg], dict[str, Any]]:
+    """The launch's arrays and scalars as lockstep values (:class:`Bail` for any it does not take)."""
+    from .arrays import KernelArray
+
+    memory = _memory()
+    TrackedArray = memory.TrackedArray if memory is not None else ()  # noqa: N806
+
+    if len(args) != len(prog.params):
+        raise Bail("another number of arguments")
+    consts: dict[str, Any] = {}
+    arrays: dict[int, ArrayArg] = {}
+    lives = []
+    for k, a in enumerate(args):
+        if isinstance(a, TrackedArray):
+            arr = ArrayArg(a, a.live)
+            if k in prog.stored or k in prog.atomic:
+                if not a._track:
+                    raise Bail("an array the model does not watch")
+            arr.tracked = k in prog.stored
+            if a.poisoned:
+                arr.poison = memory.poison_value(a.live.dtype)
+            arrays[k] = arr
+            lives.append(a.live)
+            consts[f"@{k}"] = arr
+        elif isinstance(a, KernelArray):
+            arr = ArrayArg(a, a.live)
+            arr.tracked = k in prog.stored
+            arrays[k] = arr
+            lives.append(a.live)
+            consts[f"@{k}"] = arr
+        else:
+            if k in prog.stored or k in prog.atomic or k in prog.indexed:
+                raise Bail("an element of something that is not an array")
+            consts[f"@{k}"] = _scalar(a)
+    for k, a in enumerate(lives):
+        for b in lives[k + 1 :]:
+            if np.may_share_memory(a, b):
+                raise Bail("arguments that share memory")
+    for name in prog.free:
+        value = _free_value(fn, name)
+        if name == "range":
+            if value is not range:
+                raise Bail("range is not the builtin")
+            continue
+        if isinstance(value, (types.ModuleType, types.BuiltinFunctionType)) or value in (int, float):
+            consts[f"${name}"] = value
+            continue
+        consts[f"${name}"] = _scalar(value)
+    return arrays, consts
+
+
+def _memory() -> Any:
+    """:mod:`labkit.sim.memory` if it is loaded (a strict launch's arrays and model exist only then); lockstep does
+    not import it (the memory model imports the launch layer, which imports lockstep)."""
+    return sys.modules.get(f"{__package__}.memory")
