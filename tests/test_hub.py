@@ -166,6 +166,15 @@ from labkit.hub_setup import configure_culler, configure_login, configure_origin
 from labkit.progress_service import configure_hub
 
 c = get_config()  # noqa: F821
+# The hub polls a starting server (and the proxy, and the service), and a stopping server's process, with a random
+# back-off of up to 5 s between tries: a server that came up (or ended) just after a try waited up to 5 s more to be
+# seen. Here the tries come at most 0.5 s apart (jupyterhub.utils' wait_for_http_server and wait_for_server, the
+# spawner's wait_for_death); the hub still waits for each server to answer or end, and nothing else changes.
+import functools as _functools
+import jupyterhub.spawner as _hub_spawner
+import jupyterhub.utils as _hub_utils
+_hub_utils.exponential_backoff = _hub_spawner.exponential_backoff = _functools.partial(
+    _hub_utils.exponential_backoff, max_wait=0.5)
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
 c.JupyterHub.hub_ip = "127.0.0.1"
@@ -182,6 +191,9 @@ c.ConfigurableHTTPProxy.should_start = True
 configure_tls(c, cert={cert!r}, key={key!r})
 configure_login(c, login="native", instructors=[{instructor!r}], env={{"LABKIT_ADMIN_PASSWORD": {admin_password!r},
                                                                     "LABKIT_SIGNUP_CODE": {signup_code!r}}})
+# no step here measures time: bcrypt at its least cost (test_redteam_hub's flood test and test_redteam_auth's timing
+# tests keep the real one, 12)
+c.CourseNativeAuthenticator.bcrypt_rounds = 4
 configure_origins(c, tls=True)  # no user config in learners' servers, SameSite cookies, HSTS (as the DGX)
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"

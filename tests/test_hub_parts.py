@@ -196,3 +196,23 @@ def test_classroom_guide_covers_what_an_admin_needs_and_the_unit_runs_the_hub() 
     assert unit["Service"]["ExecStart"].endswith("-f /opt/course/deploy/jupyterhub/jupyterhub_config.py")
     assert unit["Service"]["EnvironmentFile"] == "/etc/labkit-hub.env" and unit["Service"]["KillMode"] == "process"
     assert "docker.service" in unit["Unit"]["Requires"]
+
+
+def test_the_live_pages_refresh_interval_reaches_the_service() -> None:
+    """configure_hub's ``refresh_s`` (5 s by default) is the service's ``--refresh-s``; a period that is not a positive
+    number is refused by both, with a message."""
+    from labkit import progress_service as ps
+
+    c = Config()
+    ps.configure_hub(c, public_url="https://hub.example.org")
+    command = c.JupyterHub.services[0]["command"]
+    assert command[command.index("--refresh-s") + 1] == "5" and ps.REFRESH_S == 5
+    ps.configure_hub(c, public_url="https://hub.example.org", refresh_s=1.5)
+    command = next(s for s in c.JupyterHub.services if s["name"] == ps.SERVICE_NAME)["command"]
+    assert command[command.index("--refresh-s") + 1] == "1.5"
+    for bad in (0, -1, float("nan"), "5"):
+        with pytest.raises(ValueError, match="refresh_s"):
+            ps.configure_hub(Config(), public_url="https://hub.example.org", refresh_s=bad)
+    with pytest.raises(SystemExit) as refused:
+        ps.main(["--refresh-s", "0"])
+    assert refused.value.code == 2

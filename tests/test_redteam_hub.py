@@ -64,6 +64,15 @@ from labkit.hub_setup import configure_login, configure_origins, configure_tls, 
 from labkit.progress_service import configure_hub
 
 c = get_config()  # noqa: F821
+# The hub polls a starting server (and the proxy, and the service), and a stopping server's process, with a random
+# back-off of up to 5 s between tries: a server that came up (or ended) just after a try waited up to 5 s more to be
+# seen. Here the tries come at most 0.5 s apart (jupyterhub.utils' wait_for_http_server and wait_for_server, the
+# spawner's wait_for_death); the hub still waits for each server to answer or end, and nothing else changes.
+import functools as _functools
+import jupyterhub.spawner as _hub_spawner
+import jupyterhub.utils as _hub_utils
+_hub_utils.exponential_backoff = _hub_spawner.exponential_backoff = _functools.partial(
+    _hub_utils.exponential_backoff, max_wait=0.5)
 state = secure_state("{tmp}/state")
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
@@ -101,7 +110,8 @@ c.Spawner.pre_spawn_hook = _take
 c.Spawner.post_stop_hook = _free
 configure_hub(c, public_url="https://{public_host}:{port}", service_url="http://127.0.0.1:{service_port}",
               progress_url="http://127.0.0.1:{service_port}/services/labkit-progress/",
-              db=f"{{state}}/labkit-progress.sqlite", instructors=["ingrid"], stuck_minutes=10)
+              db=f"{{state}}/labkit-progress.sqlite", instructors=["ingrid"], stuck_minutes=10,
+              refresh_s=1)  # the live page refreshes every second here (5 s by default): the test waits for two
 """
 
 # The attack page (the review's rt_so_stage.py, in substance): on the hub's origin it gets the XSRF token from
@@ -405,8 +415,10 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
                 for path in ("/get", "/post"):
                     p = ingrid_ctx.new_page()
                     p.goto(site + path)
+                    # its script sends the browser to the hub's approval URL (a GET; a form's POST): wait until
+                    # the hub has answered it
+                    p.wait_for_url(f"{public}/hub/authorize/trudy", timeout=15000)
                     p.wait_for_load_state()
-                    time.sleep(0.5)
                     p.close()
                 assert http("POST", f"{api}/users/trudy/tokens", body={"auth": {"username": "trudy", "password": PW["trudy"]}})[0] == 403
 
@@ -419,7 +431,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
                 live.wait_for_function("document.getElementById('at') && document.getElementById('at').textContent.startsWith('Last update')",
                                        timeout=15000)
                 first = live.text_content("#at")
-                # the next refresh (5 s on): it too updates the page in place
+                # the next refresh (1 s on, refresh_s in CONFIG): it too updates the page in place
                 live.wait_for_function("t => document.getElementById('at').textContent !== t", arg=first, timeout=15000)
                 service_navs = [u for u in navigations if "/services/labkit-progress/" in u and "oauth" not in u]
                 assert len(service_navs) == 1, navigations
@@ -556,6 +568,8 @@ SUBDOMAINS = """
 configure_origins(c, subdomain_host="https://localhost:{port}", tls=True)
 c.Spawner.disable_user_config = False
 c.Spawner.environment = {{k: v for k, v in c.Spawner.environment.items() if k != "PYTHONNOUSERSITE"}}
+# no step here measures time: bcrypt at its least cost (the first test, which times the hub during floods, keeps 12)
+c.CourseNativeAuthenticator.bcrypt_rounds = 4
 """
 
 

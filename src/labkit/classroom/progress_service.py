@@ -546,11 +546,13 @@ def configure_hub(
     stuck_minutes: float = STUCK_MINUTES,
     python: str | None = None,
     progress_url: str | None = None,
+    refresh_s: float = REFRESH_S,
 ) -> None:
     """Add the ``labkit-progress`` service to a JupyterHub configuration ``c`` (one place for the DGX config, the
     Kubernetes values and the test hub):
 
-    - the managed service (``python -m labkit.progress_service``) listening at ``service_url``;
+    - the managed service (``python -m labkit.progress_service``) listening at ``service_url``, its page
+      refreshing every ``refresh_s`` seconds;
     - the custom scope :data:`INSTRUCTOR_SCOPE` and an ``instructor`` role holding it, given to ``instructors`` and
       to the group ``instructor_group``; every user gets :data:`ACCESS_SCOPE` through the ``user`` role
       (``load_roles``: JupyterHub 5, the Zero to JupyterHub chart's, has no ``extra_user_scopes``, and there a
@@ -563,6 +565,8 @@ def configure_hub(
     """
     import sys
 
+    if not (isinstance(refresh_s, (int, float)) and refresh_s > 0):
+        raise ValueError(f"refresh_s is the seconds between refreshes of the instructor's page (> 0), not {refresh_s!r}")
     services = [s for s in _setting(c.JupyterHub, "services", []) if s.get("name") != SERVICE_NAME]
     services.append(
         {
@@ -576,6 +580,8 @@ def configure_hub(
                 db,
                 "--stuck-minutes",
                 f"{stuck_minutes:g}",
+                "--refresh-s",
+                f"{refresh_s:g}",
             ],
             "oauth_no_confirm": True,
             "oauth_client_allowed_scopes": [INSTRUCTOR_SCOPE],
@@ -641,7 +647,8 @@ def listen(app: Any, port: int, host: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labkit.progress_service [--db PATH] [--stuck-minutes N]``, started by JupyterHub as a managed service.
+    """``python -m labkit.progress_service [--db PATH] [--stuck-minutes N] [--refresh-s S]``, started by JupyterHub as a
+    managed service.
 
     It listens where ``JUPYTERHUB_SERVICE_URL`` says, or on ``LABKIT_PROGRESS_LISTEN`` (an address) at that port."""
     from tornado import ioloop
@@ -649,10 +656,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="labkit-progress", description="The labkit-progress JupyterHub service.")
     p.add_argument("--db", default=os.environ.get("LABKIT_PROGRESS_DB", "labkit-progress.sqlite"), help="SQLite file")
     p.add_argument("--stuck-minutes", type=float, default=STUCK_MINUTES, help="minutes without a pass that count as stuck")
+    p.add_argument("--refresh-s", type=float, default=REFRESH_S, help="seconds between refreshes of the instructor's page")
     args = p.parse_args(argv)
+    if not args.refresh_s > 0:
+        p.error(f"--refresh-s must be a positive number of seconds, not {args.refresh_s:g}")
     url = urlsplit(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
-    app = make_app(Store(args.db), prefix=prefix, stuck_minutes=args.stuck_minutes)
+    app = make_app(Store(args.db), prefix=prefix, stuck_minutes=args.stuck_minutes, refresh_s=args.refresh_s)
     host = os.environ.get("LABKIT_PROGRESS_LISTEN") or url.hostname or "127.0.0.1"  # e.g. 0.0.0.0 behind a Service
     listen(app, url.port or 80, host)
     print(f"labkit-progress: listening on {host}:{url.port} at {prefix}, results in {args.db}", flush=True)
