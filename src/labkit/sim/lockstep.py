@@ -62,8 +62,10 @@ RAISE_INTERNAL = False
 # value tags: what a value is in the engine, per thread
 # Python int, float, bool; COND: a truth value only (``a and b`` of mixed types)
 I, F, B, COND = "int", "float", "bool", "cond"  # noqa: E741
-F32, F64, I64, BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)
-_STORAGE = {I: I64, F: F64, B: BOOL, COND: BOOL, F32: F32, F64: F64, I64: I64, BOOL: BOOL}
+F32, F64, I64, BOOL = "float32", "float64", "int64", "bool_"  # NumPy scalars (strings: a dtype == str is slow)
+DT_F32, DT_F64, DT_I64, DT_BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)
+_STORAGE = {I: DT_I64, F: DT_F64, B: DT_BOOL, COND: DT_BOOL, F32: DT_F32, F64: DT_F64, I64: DT_I64, BOOL: DT_BOOL}
+_TAGS = {DT_F32: F32, DT_F64: F64, DT_I64: I64, DT_BOOL: BOOL}  # the tag of a NumPy scalar's dtype
 _SAMPLES = {I: 3, F: 1.5, B: True, F32: np.float32(1.5), F64: np.float64(1.5), I64: np.int64(3), BOOL: np.bool_(True)}
 _EXACT = {F32: 1 << 24, F64: 1 << 53, F: 1 << 53}  # integers below this convert to the float exactly
 _INT_LIMIT = 1 << 62  # integer values are kept below this in magnitude (no wrap, no Python big int)
@@ -102,7 +104,7 @@ def _tag_of(value: Any) -> Any:
     """The tag of a scalar as the engine holds it (None: a type lockstep does not run)."""
     if isinstance(value, np.generic):
         dt = value.dtype
-        return dt if dt in (F32, F64, I64, BOOL) else None
+        return _TAGS.get(dt)
     if isinstance(value, bool):
         return B
     if isinstance(value, int):
@@ -125,13 +127,14 @@ def _scalar(value: Any) -> V:
 
 
 _result_tags: dict[tuple[Any, Any, Any], Any] = {}
+_MISSING = object()
 
 
 def _result_tag(op: Callable[[Any, Any], Any], ta: Any, tb: Any) -> Any:
     """The tag of ``op(a, b)`` for values tagged ``ta`` and ``tb``, as the engine's scalars give it (None: an error)."""
     key = (op, ta, tb)
-    found = _result_tags.get(key, 0)
-    if found == 0:
+    found = _result_tags.get(key, _MISSING)
+    if found is _MISSING:
         try:
             with np.errstate(all="ignore"):
                 found = _tag_of(op(_SAMPLES[ta], _SAMPLES[tb]))
@@ -187,40 +190,67 @@ _DIVIDING = (operator.truediv, operator.floordiv, operator.mod)
 _SHIFTS = (operator.lshift, operator.rshift)
 
 
-def binop(op: Any, a: V, b: V, m: np.ndarray) -> V:
-    """``op(a, b)`` per lane with the engine's types (lanes outside ``m`` give a harmless value)."""
-    ta, tb = a.t, b.t
+_plans: dict[tuple[Any, Any, Any], tuple] = {}
+_CMP = (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne)
+
+
+def _plan(op: Any, ta: Any, tb: Any) -> tuple:
+    """How ``op`` of values tagged ``ta`` and ``tb`` is computed: (result tag, mode, the tag both are computed in,
+    the float each integer operand must convert to exactly (or None), dividing or shifting)."""
     if ta == COND or tb == COND:
         raise Bail("a mixed truth value used as a number")
     tr = _result_tag(op, ta, tb)
     if tr is None:
         raise Bail("an operation the engine refuses")
-    ints = ta in _INTS or ta == B, tb in _INTS or tb == B
-    if tr in _INTS:
+    if op in _CMP or (tr in (B, BOOL) and op in (operator.and_, operator.or_, operator.xor)):
+        mode = "cmp"
+        tp = _result_tag(operator.add, ta, tb) if op in _CMP else tr
+        if tp is None:
+            raise Bail("a comparison the engine refuses")
+    elif tr in _INTS:
+        mode, tp = "int", tr
+    else:
+        mode, tp = "float", tr
+        if op is operator.truediv and ta in (I, I64, B) and tb in (I, I64, B):
+            tp = F64  # (integers that convert exactly, divided once: Python's correctly rounded int / int)
+    float_tag = tp if tp in _EXACT else None
+    ca = float_tag if ta in _INTS else None
+    cb = float_tag if tb in _INTS else None
+    special = 1 if op in _DIVIDING else 2 if op in _SHIFTS else 0
+    plan = (tr, mode, tp, ca, cb, special)
+    _plans[(op, ta, tb)] = plan
+    return plan
+
+
+def binop(op: Any, a: V, b: V, m: np.ndarray) -> V:
+    """``op(a, b)`` per lane with the engine's types (lanes outside ``m`` give a harmless value)."""
+    plan = _plans.get((op, a.t, b.t))
+    if plan is None:
+        plan = _plan(op, a.t, b.t)
+    tr, mode, tp, ca, cb, special = plan
+    if ca is not None and a.n >= _EXACT[ca]:
+        _exact_in(a, ca)
+    if cb is not None and b.n >= _EXACT[cb]:
+        _exact_in(b, cb)
+    bound = 0
+    if mode == "int":
         bound = _int_bound(op, a, b)
         if bound >= _INT_LIMIT:
             a.n, b.n = _magnitude(a), _magnitude(b)
             bound = _int_bound(op, a, b)
             if bound >= _INT_LIMIT:
                 raise Bail("an integer that may leave its exact range")
-    else:
-        bound = 0
-        float_tag = tr if tr in _EXACT else (ta if ta in _EXACT else tb)
-        if ints[0] and ta != B:
-            _exact_in(a, float_tag)
-        if ints[1] and tb != B:
-            _exact_in(b, float_tag)
     xa, xb = a.a, b.a
-    if op in _DIVIDING or op in _SHIFTS:
+    if special:
         if isinstance(xb, np.ndarray):
-            bad = (xb == 0) if op in _DIVIDING else (xb < 0)
+            bad = (xb == 0) if special == 1 else (xb < 0)
             if _any(bad & m):
-                raise Bail("a division by zero" if op in _DIVIDING else "a negative shift")
+                raise Bail("a division by zero" if special == 1 else "a negative shift")
             if _any(bad):
                 xb = np.where(bad, 1, xb)
-                b = V(xb, tb, b.n)
-        elif (xb == 0 if op in _DIVIDING else xb < 0) and _any(m):
-            raise Bail("a division by zero" if op in _DIVIDING else "a negative shift")
+                b = V(xb, b.t, b.n)
+        elif (xb == 0 if special == 1 else xb < 0) and _any(m):
+            raise Bail("a division by zero" if special == 1 else "a negative shift")
         if op is operator.lshift and b.n >= 63:
             raise Bail("a shift too wide")
     if not isinstance(xa, np.ndarray) and not isinstance(xb, np.ndarray):
@@ -229,20 +259,7 @@ def binop(op: Any, a: V, b: V, m: np.ndarray) -> V:
         except Exception as exc:  # noqa: BLE001 - the engine raises it: it runs the launch
             raise Bail(str(exc)) from None
         return V(r, tr, bound)
-    if tr in (B, BOOL):
-        # a comparison (or & | ^ of truth values): in the type the operands promote to
-        tp = _result_tag(operator.add, ta, tb) if op not in (operator.and_, operator.or_, operator.xor) else tr
-        if tp is None:
-            raise Bail("a comparison the engine refuses")
-        if tp in _EXACT:
-            if ints[0] and ta != B:
-                _exact_in(a, tp)
-            if ints[1] and tb != B:
-                _exact_in(b, tp)
-        return V(op(_arr(a, tp), _arr(b, tp)), tr)
-    if op is operator.truediv and tr in (F, F64) and ints[0] and ints[1]:
-        return V(np.true_divide(_arr(a, F64), _arr(b, F64)), tr)
-    return V(op(_arr(a, tr), _arr(b, tr)), tr, bound)
+    return V(op(_arr(a, tp), _arr(b, tp)), tr, bound)
 
 
 def truth(v: V) -> Any:
@@ -634,7 +651,7 @@ class Program:
                 if v.t not in (I, I64, F, F32, F64):
                     raise Bail("an atomic's value of another type")
                 if v.t in _INTS:
-                    _exact_in(v, dt)
+                    _exact_in(v, _TAGS.get(dt))
                 vals = np.asarray(vals).astype(dt)
                 if vals.ndim:
                     vals = vals if full else vals[m]
@@ -977,25 +994,28 @@ def _or_values(results: list[V], m: np.ndarray) -> V:
 
 def _choose(c: np.ndarray, x: V, y: V) -> V:
     """Per lane ``x`` where ``c`` else ``y``; of different types, a truth value only (:data:`COND`)."""
+    if x.t == y.t and x.t in (B, BOOL) and isinstance(x.a, np.ndarray) and isinstance(y.a, np.ndarray):
+        return V((c & x.a) | (~c & y.a), x.t)  # (truth values: where, without np.where)
     if x.t == y.t and x.t != COND:
         return select(c, x, y)
     return V(np.where(c, truth(x), truth(y)), COND)
 
 
-_CASTS: dict[str, Any] = {"float32": F32, "float64": F64}
+_CASTS: dict[str, Any] = {"float32": DT_F32, "float64": DT_F64}
 
 
 def _cast(dt: np.dtype, v: V) -> V:
     """``np.float32(v)`` / ``np.float64(v)``."""
     if v.t == COND:
         raise Bail("a cast of a mixed truth value")
+    tag = _TAGS[dt]
     if v.t in _INTS:
-        _exact_in(v, dt)
+        _exact_in(v, tag)
     a = v.a
     if isinstance(a, np.ndarray):
-        return V(a.astype(dt), dt)
+        return V(a.astype(dt), tag)
     try:
-        return V(dt.type(a), dt)
+        return V(dt.type(a), tag)
     except Exception as exc:  # noqa: BLE001 - the engine raises it
         raise Bail(str(exc)) from None
 
@@ -1011,7 +1031,7 @@ def _math(name: str, v: V, m: np.ndarray) -> V:
             return V(getattr(math, name)(x), F)
         except Exception as exc:  # noqa: BLE001 - the engine raises it
             raise Bail(str(exc)) from None
-    x = x.astype(F64)
+    x = x.astype(DT_F64)
     if name == "sqrt":
         if _any((x < 0) & m):
             raise Bail("math.sqrt of a negative number")
@@ -1042,22 +1062,22 @@ def _builtin(name: str, vals: list[V], m: np.ndarray) -> V:
         return select(c, b, a)
     if name == "int":
         if v.t in _INTS:
-            return V(v.a.astype(I64), I, v.n)
+            return V(v.a.astype(DT_I64), I, v.n)
         if v.t in (B, BOOL):
-            return V(v.a.astype(I64), I, 1)
+            return V(v.a.astype(DT_I64), I, 1)
         x = v.a
         if not np.isfinite(x[m]).all():
             raise Bail("int() of inf or nan")
         if _any(np.abs(x[m]) >= 2.0**62):
             raise Bail("int() of a float too large")
-        t = np.trunc(np.where(m, x, 0)).astype(I64)
+        t = np.trunc(np.where(m, x, 0)).astype(DT_I64)
         return V(t, I, int(np.abs(t).max()) if t.size else 0)
     # float()
     if v.t in _INTS:
         _exact_in(v, F)
     if v.t in (B, BOOL):
         raise Bail("float of a truth value")
-    return V(v.a.astype(F64), F)
+    return V(v.a.astype(DT_F64), F)
 
 
 # ----------------------------------------------------------------------------- arrays
@@ -1084,7 +1104,7 @@ class ArrayArg:
         self.tracked = False
         self.poison: Any = None
         dt = live.dtype
-        self.read_tag: Any = dt
+        self.read_tag: Any = _TAGS.get(dt)
         self.read_bound = 0
         if dt.kind == "f" and dt.itemsize in (4, 8):
             pass
@@ -1092,7 +1112,7 @@ class ArrayArg:
             self.read_tag, self.read_bound = I, 256
         elif dt.kind in "iu" and dt.itemsize in (2, 4):
             self.read_tag, self.read_bound = I64, 1 << 32
-        elif dt == I64:
+        elif dt == DT_I64:
             self.read_tag, self.read_bound = I64, 1 << 63
         else:
             raise Bail(f"an array of {dt}")
@@ -1141,7 +1161,7 @@ def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
     if not isinstance(got, np.ndarray):
         return _scalar(int(got) if tag == I else got)
     if tag == I or tag == I64:
-        return V(got.astype(I64, copy=False), tag, arr.read_bound if tag == I else _bound64(got, arr))
+        return V(got.astype(DT_I64, copy=False), tag, arr.read_bound if tag == I else _bound64(got, arr))
     return V(got, tag)
 
 
@@ -1164,7 +1184,7 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
         data = np.asarray(data, dtype=np.int64).astype(dt)  # (wraps to the element's width, as a GPU store)
     else:
         if v.t in _INTS:
-            _exact_in(v, dt)
+            _exact_in(v, _TAGS.get(dt))
         data = np.asarray(v.a).astype(dt)
     _log(L.launch.writes, pos, flat, L, m)
     if full:
@@ -1192,8 +1212,8 @@ def program(fn: Any) -> Program | None:
     code = getattr(fn, "__code__", None)
     if code is None:
         return None
-    found = _programs.get(code, 0)
-    if found == 0:
+    found = _programs.get(code, _MISSING)
+    if found is _MISSING:
         found = None
         try:
             from . import fastreads
@@ -1294,14 +1314,14 @@ def _apply_atomics(launch: Launch, arrays: dict[int, ArrayArg], ranks: Any) -> d
             raise Bail("atomics of several kinds on one array")
         (kind,) = kinds
         dt = arr.dtype
-        if dt not in (np.dtype(np.int32), np.dtype(np.uint32), I64, F32, F64):
+        if dt not in (np.dtype(np.int32), np.dtype(np.uint32), DT_I64, DT_F32, DT_F64):
             raise Bail(f"an atomic on {dt}")
         if not live.flags.c_contiguous:
             raise Bail("an atomic on an array that is not contiguous")
         view = live.reshape(-1)
         flats = np.concatenate([it[2] for it in items])
         if dt.kind in "iu":
-            vals = _values(items, I64)
+            vals = _values(items, DT_I64)
             if kind in ("add", "sub"):
                 if vals.size and int(np.abs(vals).max()) * vals.size >= 1 << 53:
                     raise Bail("atomics that may leave the exact range")
@@ -1410,6 +1430,7 @@ def _at_line(exc: BaseException, fn: Any, line: int, args: Sequence[Any]) -> Any
     text = "\n" * (first - 1) + f"def {code.co_name}({params}):\n" + "\n" * (line - first - 1) + "    raise _lk_exc\n"
     namespace = dict(fn.__globals__)
     namespace["_lk_exc"] = exc
+    exc.__traceback__ = None  # (the stub's frame is the whole traceback)
     try:
         exec(compile(text, code.co_filename, "exec"), namespace)  # noqa: S102 - our own one-line stub
         stub = namespace[code.co_name]
@@ -1487,7 +1508,7 @@ def run(
             for first in range(0, len(points), per_chunk):
                 L = Lanes(launch, points[first : first + per_chunk], block, first)
                 _fill_lanes(L, block, consts)
-                prog.body(L, np.ones(L.n, dtype=bool))
+                prog.body(L, L.full)
                 if flags:
                     raise Bail("a floating-point warning")
             if _races(launch):
@@ -1506,6 +1527,7 @@ def run(
     except KeyboardInterrupt as exc:
         from . import tracebacks
 
+        last = "interrupted"
         _interrupted(exc, fn, L, started, args)
         tracebacks.hide_engine(exc)
         raise

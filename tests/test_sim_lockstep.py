@@ -1,0 +1,425 @@
+"""labkit.sim.lockstep: barrier-free kernels run with every thread at once, with the engine's results and verdicts.
+
+Every test runs a launch twice, in lockstep and on the engine (``lockstep.ENABLED`` off), and compares: outputs bit for
+bit, the strict report's fields, and any error's type and message. ``lockstep.last`` says whether lockstep ran the
+launch, gave up (the engine ran it), or did not take it; the tests check that too, so that a comparison of the engine
+with itself cannot pass for one of the two paths.
+"""
+
+from __future__ import annotations
+
+import _thread
+import importlib.util
+import math
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import labkit
+
+env = labkit.setup(quiet=True)
+pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
+
+from numba import cuda  # noqa: E402
+
+from labkit import sim  # noqa: E402
+from labkit.sim import lockstep  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _internal_errors_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error of lockstep's own fails the test (in use it would run the launch on the engine, hiding it)."""
+    monkeypatch.setattr(lockstep, "RAISE_INTERNAL", True)
+
+
+def _copies(args: list[Any]) -> list[Any]:
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _strict(kernel: Any, grid: Any, block: Any, args: list[Any], lock: bool, **kw: Any) -> tuple[Any, list[Any], str]:
+    """(report or exception, the arrays after the launch, lockstep.last) of one strict launch."""
+    mine = _copies(args)
+    saved = lockstep.ENABLED
+    lockstep.ENABLED = lock
+    try:
+        try:
+            got: Any = sim.launch_strict(kernel, grid, block, *mine, **kw)
+        except Exception as exc:  # noqa: BLE001 - compared below
+            got = exc
+    finally:
+        lockstep.ENABLED = saved
+    return got, mine, lockstep.last
+
+
+def _same(kernel: Any, grid: Any, block: Any, args: list[Any], **kw: Any) -> str:
+    """Run in lockstep and on the engine; assert the same bits, report and error; return what lockstep did."""
+    a, arrays_a, last = _strict(kernel, grid, block, args, True, **kw)
+    b, arrays_b, _ = _strict(kernel, grid, block, args, False, **kw)
+    for x, y in zip(arrays_a, arrays_b):
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), (kernel, last)
+    assert type(a) is type(b), (a, b, last)
+    if isinstance(a, Exception):
+        assert str(a) == str(b)
+        assert getattr(a, "cause", None) == getattr(b, "cause", None)
+    else:
+        for field in ("atomics", "barriers", "float_into_int", "uninitialised", "race", "shared"):
+            assert getattr(a, field) == getattr(b, field), field
+        assert a.written.keys() == b.written.keys()
+        for name in a.written:
+            assert np.array_equal(a.written[name], b.written[name]), name
+    return last
+
+
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location("sim_speed_for_lockstep", ROOT / "benchmarks" / "sim_speed.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+#: kernels of the benchmark (the course's reference kernels and kernels written outside it) that lockstep must run
+MUST_RUN = {
+    "saxpy", "copy", "grayscale", "to_unit", "copy2d_coalesced", "copy2d_strided", "transpose_naive", "matmul_naive",
+    "histogram_global", "add_offsets", "fused_update", "erode3x3", "dilate3x3", "stencil7_gridstride (outside)",
+    "count_in_range (outside)",
+}
+
+
+def test_every_benchmark_kernel_it_takes_gives_the_engines_bits() -> None:
+    bench = _bench()
+    ran = set()
+    for case in bench._cases():
+        kernel = bench._kernel(case.kernel, lambda fn: cuda.jit(fn), cuda)
+        if not lockstep.accepts(kernel):
+            assert case.name not in MUST_RUN, (case.name, lockstep.refusal(kernel))
+            continue
+        args, names, outputs = bench._inputs(case)
+        last = _same(kernel, case.grid, case.block, args, names=names, outputs=outputs)
+        if last == "ran":
+            ran.add(case.name)
+    assert MUST_RUN <= ran, MUST_RUN - ran
+
+
+@cuda.jit
+def float_sum(x, total):
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        cuda.atomic.add(total, 0, x[i] * 1.5)
+
+
+@cuda.jit
+def int_hist(keys, counts, top):
+    for i in range(cuda.grid(1), keys.size, cuda.gridsize(1)):
+        cuda.atomic.add(counts, keys[i] & 15, 1)
+        cuda.atomic.max(top, 0, keys[i])
+
+
+@pytest.mark.parametrize("schedule,seed", [("forward", None), ("reverse", None), ("shuffle", 3), ("shuffle", 8)])
+def test_float_atomics_add_in_the_engines_order_for_every_schedule(schedule: str, seed: int | None) -> None:
+    """Float additions do not commute: the sum is the engine's to the last bit under each schedule."""
+    x = np.random.default_rng(5).standard_normal(3001).astype(np.float32) * np.float32(1e4)
+    total = np.zeros(1, np.float32)
+    assert _same(float_sum, 3, 64, [x, total], schedule=schedule, seed=seed, names=["x", "total"]) == "ran"
+    keys = np.random.default_rng(6).integers(0, 1 << 20, 2500).astype(np.int32)
+    args = [keys, np.zeros(16, np.int32), np.zeros(1, np.int32)]
+    assert _same(int_hist, 2, 96, args, schedule=schedule, seed=seed) == "ran"
+
+
+def test_a_subset_of_blocks_and_a_direct_launch() -> None:
+    x = np.random.default_rng(2).standard_normal(4000).astype(np.float32)
+    assert _same(float_sum, 8, 64, [x, np.zeros(1, np.float32)], blocks=[(5, 0, 0), (1, 0, 0)]) == "ran"
+    for on in (True, False):  # a learner's own launch, no strict model
+        lockstep.ENABLED = on
+        try:
+            total = np.zeros(1, np.float32)
+            float_sum[4, 64](x, total)
+        finally:
+            lockstep.ENABLED = True
+        if on:
+            assert lockstep.last == "ran"
+            first = total
+    assert first.tobytes() == total.tobytes()
+
+
+# ----------------------------------------------------------------------------- strict rules through lockstep
+@cuda.jit
+def read_past_end(x, out):
+    i = cuda.grid(1)
+    if i <= x.size:
+        out[i % out.size] = x[i]
+
+
+@cuda.jit
+def write_past_end(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i + 1] = x[i]
+
+
+@cuda.jit
+def read_below_zero(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i - 1]
+
+
+@cuda.jit
+def two_writers(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i // 2] = x[i]
+
+
+@cuda.jit
+def blocks_share(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i % 32] = x[i]
+
+
+@cuda.jit
+def reads_a_neighbours_write(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i]
+        out[i] = out[(i + 1) % out.size] + 1
+
+
+@cuda.jit
+def lost_update(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[0] += x[i]
+
+
+@cuda.jit
+def accumulates_into_poison(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] += x[i]
+
+
+@cuda.jit
+def divides(x, d, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = 10 // d[i]
+
+
+@cuda.jit
+def divides_floats(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = 1.0 / (x[i] - x[i])
+
+
+@cuda.jit
+def float_into_int(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * 2.5
+
+
+@cuda.jit
+def float_atomic_into_int(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(out, 0, x[i])
+
+
+@cuda.jit
+def unassigned(x, out):
+    i = cuda.grid(1)
+    if i < 10:
+        v = x[i]
+    out[i] = v
+
+
+def _rule_cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
+    x = np.arange(1, 61, dtype=np.float32)  # (60 elements, 64 threads)
+    d = np.arange(60, dtype=np.int32) % 7
+    return [
+        (read_past_end, [x, np.zeros(60, np.float32)], {}),
+        (write_past_end, [x, np.zeros(60, np.float32)], {}),
+        (read_below_zero, [x, np.zeros(60, np.float32)], {}),
+        (two_writers, [x, np.zeros(60, np.float32)], {}),
+        (blocks_share, [x, np.zeros(60, np.float32)], {}),
+        (reads_a_neighbours_write, [x, np.zeros(60, np.float32)], {}),
+        (lost_update, [x, np.zeros(1, np.float32)], {}),
+        (accumulates_into_poison, [x, np.full(60, np.nan, np.float32)], {"names": ["x", "out"], "outputs": ("out",)}),
+        (divides, [x, d, np.zeros(60, np.int64)], {}),
+        (divides_floats, [x, np.zeros(60, np.float32)], {}),
+        (float_into_int, [x, np.zeros(60, np.int32)], {}),
+        (float_atomic_into_int, [x, np.zeros(1, np.int32)], {}),
+        (unassigned, [x, np.zeros(60, np.float32)], {}),
+        (two_writers, [x, np.zeros(60, np.float32)], {"allow_races": True}),
+    ]
+
+
+@pytest.mark.parametrize("k", range(14))
+def test_each_strict_rule_gives_the_engines_verdict_and_words(k: int) -> None:
+    kernel, args, kw = _rule_cases()[k]
+    assert lockstep.accepts(kernel), lockstep.refusal(kernel)
+    last = _same(kernel, 2, 32, args, **kw)
+    assert last.startswith("gave up: "), last  # lockstep tried it and left it to the engine
+
+
+# ----------------------------------------------------------------------------- time limit and Interrupt
+@cuda.jit
+def spin(a):
+    i = 0
+    while i >= 0:
+        i = (i + 1) % 7
+
+
+def test_a_loop_that_never_ends_stops_at_the_time_limit() -> None:
+    start = time.monotonic()
+    with pytest.raises(sim.KernelTimeout) as info:
+        sim.launch_strict(spin, 1, 32, np.zeros(1), time_limit_s=0.4)
+    assert time.monotonic() - start < 0.4 * (1 + lockstep.BUDGET_SHARE) + 4.0  # (the engine's wall ceiling)
+    assert lockstep.last.startswith("gave up: ") and "time limit" in lockstep.last
+    assert "was at line" in str(info.value) and "spin" in str(info.value)
+
+
+def test_interrupt_stops_a_lockstep_loop_with_the_engines_words() -> None:
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    lockstep_budget = lockstep.BUDGET_MAX_S
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as info, sim.time_limit(60):
+            spin[1, 32](np.zeros(1))
+    finally:
+        timer.cancel()
+    text = str(info.value)
+    assert text.startswith("stopped by Interrupt after ") and "thread (0, 0, 0) of block (0, 0, 0) was at line" in text
+    assert "while i >= 0" in text and lockstep_budget > 0.3
+    tb = info.value.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_filename == spin.py_func.__code__.co_filename
+    assert tb.tb_frame.f_code.co_name == "spin" and tb.tb_lineno == spin.py_func.__code__.co_firstlineno + 3
+
+
+# ----------------------------------------------------------------------------- what it does not take
+@cuda.jit
+def with_a_barrier(x, out):
+    tile = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    tile[t] = x[t]
+    cuda.syncthreads()
+    out[t] = tile[31 - t]
+
+
+@cuda.jit
+def uses_the_old_value(counter, out):
+    i = cuda.grid(1)
+    slot = cuda.atomic.add(counter, 0, 1)
+    out[slot] = i
+
+
+def test_kernels_outside_the_subset_run_on_the_engine() -> None:
+    x = np.arange(32, dtype=np.float32)
+    assert not lockstep.accepts(with_a_barrier)
+    assert _same(with_a_barrier, 1, 32, [x, np.zeros(32, np.float32)]).startswith("not run")
+    assert not lockstep.accepts(uses_the_old_value)  # (the order of the old values is the engine's)
+    assert _same(uses_the_old_value, 1, 32, [np.zeros(1, np.int32), np.zeros(32, np.int64)]).startswith("not run")
+
+
+# ----------------------------------------------------------------------------- random kernels
+_F_LEAVES = ["x[i]", "x[(i * 7 + 3) % n]", "s", "np.float32(0.75)", "1.5", "0.1", "y[i]", "i", "k", "2"]
+_I_LEAVES = ["y[i]", "i", "k", "3", "j", "(i % 5)", "b", "u[i]"]
+
+
+def _f_expr(rng: random.Random, depth: int) -> str:
+    if depth == 0 or rng.random() < 0.3:
+        return rng.choice(_F_LEAVES + ["a"])
+    pick = rng.random()
+    if pick < 0.55:
+        op = rng.choice(["+", "-", "*", "+", "-", "*", "/"])
+        return f"({_f_expr(rng, depth - 1)} {op} {_f_expr(rng, depth - 1)})"
+    if pick < 0.7:
+        return f"abs({_f_expr(rng, depth - 1)})"
+    if pick < 0.8:
+        return f"{rng.choice(['min', 'max'])}({_f_expr(rng, depth - 1)}, {_f_expr(rng, depth - 1)})"
+    if pick < 0.9:
+        return f"np.float32({_f_expr(rng, depth - 1)})"
+    return f"({_f_expr(rng, depth - 1)} if {_cond(rng, depth - 1)} else {_f_expr(rng, depth - 1)})"
+
+
+def _i_expr(rng: random.Random, depth: int, leaves: list[str] = _I_LEAVES) -> str:
+    if depth == 0 or rng.random() < 0.3:
+        return rng.choice(leaves)
+    op = rng.choice(["+", "-", "*", "//", "%", "&", "^", "+"])
+    right = _i_expr(rng, depth - 1, leaves)
+    if op in ("//", "%"):
+        right = f"({right} % 7 + 1)"
+    return f"({_i_expr(rng, depth - 1, leaves)} {op} {right})"
+
+
+def _cond(rng: random.Random, depth: int) -> str:
+    if rng.random() < 0.5:
+        return f"{_f_expr(rng, depth)} {rng.choice(['<', '<=', '>', '>=', '!='])} {_f_expr(rng, depth)}"
+    left = f"{_i_expr(rng, depth)} {rng.choice(['<', '>', '=='])} {_i_expr(rng, depth)}"
+    return f"{left} {rng.choice(['and', 'or'])} {_f_expr(rng, 0)} > 0" if rng.random() < 0.4 else left
+
+
+def _kernel_text(rng: random.Random, name: str) -> str:
+    typed = rng.random() < 0.75  # (else a float's type may differ between threads: those launches run on the engine)
+
+    def f(depth: int) -> str:
+        return f"np.float32({_f_expr(rng, depth)})" if typed else _f_expr(rng, depth)
+
+    lines = [
+        f"def {name}(x, y, u, s, k, out, outi):",
+        "    i = cuda.grid(1)",
+        "    n = x.size",
+        "    if i >= n:",
+        "        return",
+        "    a = x[i]",
+        f"    b = {_i_expr(rng, 2, ['y[i]', 'i', 'k', '3', 'u[i]'])}",
+        "    j = 0",
+        f"    for j in range(i % 3, {rng.choice(['4', 'i % 6', 'k'])}):",
+        f"        a = {f(2)}",
+        f"        b = b + {_i_expr(rng, 1)}",
+        f"    if {_cond(rng, 2)}:",
+        f"        a = {f(2)}",
+        f"    elif {_cond(rng, 1)}:",
+        "        return",
+        "    out[i] = a",
+        "    outi[i] = b",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_random_kernels_give_the_engines_bits(tmp_path: Path) -> None:
+    """Small kernels drawn at random (arithmetic of float32, Python floats and ints, narrow and wide integer elements,
+    loops with bounds that differ between threads, branches, early returns): every one gives the engine's outputs
+    or its error, bit for bit; most of them run in lockstep."""
+    rng = random.Random(2026)
+    data = np.random.default_rng(7)
+    x = data.standard_normal(150).astype(np.float32)
+    y = data.integers(-50, 50, 150).astype(np.int32)
+    u = data.integers(0, 256, 150).astype(np.uint8)
+    ran = 0
+    count = 60
+    for k in range(count):
+        name = f"random_{k}"
+        path = tmp_path / f"{name}.py"
+        path.write_text(_kernel_text(rng, name))
+        namespace: dict[str, Any] = {"cuda": cuda, "np": np, "math": math}
+        exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - the test's own kernels
+        kernel = cuda.jit(namespace[name])
+        assert lockstep.accepts(kernel), (lockstep.refusal(kernel), path.read_text())
+        args = [x, y, u, np.float32(0.5) if k % 2 else 0.3, k % 5, np.zeros(150, np.float32), np.zeros(150, np.int64)]
+        last = _same(kernel, 2, 96, args)
+        ran += last == "ran"
+    assert ran >= count // 2, ran
