@@ -227,3 +227,51 @@ def test_warp_meetings_complete_without_the_lanes_that_exited() -> None:
     sim.launch_strict(_partial_warp_sum, 1, 64, x, out)
     groups = x[:48].reshape(-1, 16).sum(axis=1)
     assert np.array_equal(out[:48], np.repeat(groups, 16))
+
+
+@cuda.jit
+def _hist_recorded(keys, counts, mine):
+    bins = cuda.shared.array(16, np.int32)
+    t = cuda.threadIdx.x
+    if t < 16:
+        bins[t] = 0
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), keys.shape[0], cuda.gridsize(1)):
+        cuda.atomic.add(bins, keys[i] & 15, 1)
+    cuda.syncthreads()
+    if t < 16:
+        cuda.atomic.add(bins, t, 0)  # an atomic, then a read of the same element by the same thread: no race
+        v = bins[t]
+        if v != 0:
+            cuda.atomic.add(counts, t, v)
+        mine[cuda.blockIdx.x * 16 + t] = v
+
+
+def test_recorded_atomics_wait_among_the_reads_and_come_back_as_a_noting_model_logs_them() -> None:
+    """A recorded launch keeps an atomic update as one int among the array's waiting reads; its log gives every access
+    of each array in the order a model that notes each access as it comes logs it, atomics as atomics."""
+    from labkit.sim import memory
+
+    class Noting(memory.Model):
+        def note(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            super().note(*args, **kwargs)
+
+    keys = np.random.default_rng(9).integers(0, 1000, 301).astype(np.int32)
+    logs = []
+    for model_class in (memory.Model, Noting):
+        counts, mine = np.zeros(16, np.int32), np.zeros(32, np.int32)
+        model = model_class(record=True)
+        tracked = memory._track_args(model, [keys, counts, mine], ["keys", "counts", "mine"], ())
+        with memory.strict(model):
+            cuda.jit(_hist_recorded.py_func)[2, 48](*tracked)
+        model.end_block()
+        assert np.array_equal(counts, np.bincount(keys & 15, minlength=16))
+        logs.append([(a.name, t.key, flat, kind, epoch) for a, t, flat, kind, epoch, _ in model.recorded()])
+    kinds = {(e[0], e[3]) for e in logs[0]}
+    assert ("shared array `bins`", memory.ATOMIC) in kinds and ("counts", memory.ATOMIC) in kinds
+    for name in {e[0] for e in logs[0]} | {e[0] for e in logs[1]}:
+        assert [e for e in logs[0] if e[0] == name] == [e for e in logs[1] if e[0] == name], name
+    report = sim.launch_strict(_hist_recorded, 2, 48, keys, np.zeros(16, np.int32), np.zeros(32, np.int32),
+                               names=["keys", "counts", "mine"], record=True)
+    assert report.count("shared array `bins`", "atomic") == 301 + 32
+    assert report.count("counts", "atomic") == report.atomics["global"]

@@ -457,7 +457,11 @@ class AccessLog(Sequence[tuple]):
             if place > at:
                 yield from log[at:place]
                 at = place
-            yield from zip(repeat(a), repeat(t), a._flats[start:end], repeat(READ), repeat(epoch), repeat(None))
+            flats = a._flats[start:end]
+            if a._fatomic:  # (atomic updates wait among the reads as ~flat: negative)
+                yield from ((a, t, f, READ, epoch, None) if f >= 0 else (a, t, ~f, ATOMIC, epoch, None) for f in flats)
+            else:
+                yield from zip(repeat(a), repeat(t), flats, repeat(READ), repeat(epoch), repeat(None))
         yield from log[at:]
 
     def __len__(self) -> int:
@@ -515,6 +519,7 @@ class TrackedArray:
         "_log",
         "_flats",
         "_flushed",
+        "_fatomic",
         "_m",
         "_mbase",
         "__weakref__",
@@ -570,6 +575,7 @@ class TrackedArray:
         # say whose (None: each read is noted as it comes, as a trace's model wants)
         self._flats: list[int] | None = None
         self._flushed = 0  # how many of them a flush has handed over
+        self._fatomic = False  # True once an atomic update waits among them too (as ~flat, see _lk_add_)
         if self._record and type(model).note is Model.note:
             self._flats = []
             model.buffered.append(self)
@@ -879,10 +885,17 @@ class TrackedArray:
                 if c is not Int32 and c not in _NP_INDEX:
                     return _slow_add(self, i, v)
                 i = int(i)  # (first: NumPy's comparisons cost more than the conversion)
-            if 0 <= i < self.size and not (self._w or self._log or self._r or self._record):
-                # (the usual case: nothing in this epoch for the atomic to conflict with, no record to keep)
+            if 0 <= i < self.size and not (self._w or self._log or self._r):
+                # (the usual case: nothing in this epoch for the atomic to conflict with)
                 me = engine.current
                 self._m = None
+                if self._record:
+                    flats = self._flats
+                    if flats is None:
+                        self._model.note(self, me, i, ATOMIC)
+                    else:  # (as _record_atomic, written out)
+                        flats.append(~i)
+                        self._fatomic = True
                 self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
                 old = mv[i]
                 new = old + v
@@ -898,7 +911,7 @@ class TrackedArray:
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
             if self._record:
-                self._model.note(self, me, i, ATOMIC)
+                self._record_atomic(me, i)
             self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
             old = mv[i]
             new = old + v
@@ -925,7 +938,7 @@ class TrackedArray:
             if self._w or self._log or self._r:
                 self._conflicts(i, ATOMIC, me)
             if self._record:
-                self._model.note(self, me, i, ATOMIC)
+                self._record_atomic(me, i)
             self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))  # (counted, and the
             # element marked written, when _atomics() sorts the log)
             live = self.live
@@ -943,6 +956,17 @@ class TrackedArray:
             live[i] = old + (v if vc is kind else kind(v))  # (Numba converts the value to the array's type first)
             return old
         return _slow_add(self, i, v)
+
+    def _record_atomic(self, me: Any, flat: int) -> None:
+        """Record an atomic update of ``flat`` by ``me``: among the array's waiting reads as ``~flat`` (one int, in
+        the order of the thread's accesses; :class:`AccessLog` gives it back as an atomic), or noted by a model that
+        notes each access."""
+        flats = self._flats
+        if flats is None:
+            self._model.note(self, me, flat, ATOMIC)
+        else:
+            flats.append(~flat)
+            self._fatomic = True
 
     def _lk_add(self, i: Any, v: Any) -> Any:
         """:meth:`_lk_add_` whose old value the kernel uses, as a GPU's atomic returns it (integers 64-bit wide,
