@@ -423,3 +423,33 @@ def test_random_kernels_give_the_engines_bits(tmp_path: Path) -> None:
         last = _same(kernel, 2, 96, args)
         ran += last == "ran"
     assert ran >= count // 2, ran
+
+
+def _per_array(report: Any) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = {}
+    for a in report.accesses:
+        out.setdefault(a.array, []).append((a.block, a.thread, a.seq, a.flat, a.kind, a.space, a.epoch))
+    return out
+
+
+@pytest.mark.parametrize(
+    "name,record",
+    [("saxpy", True), ("grayscale", True), ("histogram_global", True), ("erode3x3", ("out",)),
+     ("stencil7_gridstride (outside)", True), ("count_in_range (outside)", ("x",))],
+)
+def test_a_recorded_launch_logs_each_array_as_the_engine_does(name: str, record: Any) -> None:
+    """What the coalescing and bank-conflict checks read: each array's accesses, in the engine's order, thread by
+    thread, with the same blocks, threads, flat indices and kinds; the sectors per request that follow from them."""
+    bench = _bench()
+    (case,) = [c for c in bench._cases() if c.name == name]
+    kernel = bench._kernel(case.kernel, lambda fn: cuda.jit(fn), cuda)
+    args, names, outputs = bench._inputs(case)
+    got = {}
+    for on in (True, False):
+        report, _, last = _strict(kernel, case.grid, case.block, args, on, names=names, outputs=outputs, record=record)
+        assert not isinstance(report, Exception)
+        got[on] = (_per_array(report), len(report.log), {n: sim.sectors_per_request(report, n) for n in report.itemsizes})
+        if on:
+            assert last == "ran"
+    assert got[True] == got[False]
+    assert got[True][1] > 0

@@ -70,6 +70,7 @@ _SAMPLES = {I: 3, F: 1.5, B: True, F32: np.float32(1.5), F64: np.float64(1.5), I
 _EXACT = {F32: 1 << 24, F64: 1 << 53, F: 1 << 53}  # integers below this convert to the float exactly
 _INT_LIMIT = 1 << 62  # integer values are kept below this in magnitude (no wrap, no Python big int)
 _INTS = (I, I64)
+READ, WRITE, ATOMIC = 0, 1, 2  # (the kinds of labkit.sim.memory's log)
 _any = np.count_nonzero  # (a C call: ndarray.any() goes through Python)
 
 
@@ -298,7 +299,8 @@ class Launch:
         self.writes: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.atomics: list[tuple[str, int, np.ndarray, Any, Any, int]] = []  # (op, position, flat,
         # value, lane order, step)
-        self.step = 0
+        self.records: list[tuple] = []  # recorded accesses: (step, position, kind, flats, threads, values stored)
+        self.step = 0  # accesses so far (a thread's accesses come in the order of their steps)
         self.line = 0  # the line of the statement running now, and of the innermost loop it is in (for Interrupt)
         self.loop = 0
 
@@ -417,13 +419,23 @@ class Program:
             if op is None:
                 raise Unsupported("an augmented operator")
             target = s.target
-            if isinstance(target, ast.Name):
-                read = self._expr(ast.Name(target.id, ast.Load()))
-            elif isinstance(target, ast.Subscript):
-                read = self._expr(ast.Subscript(target.value, target.slice, ast.Load()))
-            else:
-                raise Unsupported("an augmented target")
             value = self._expr(s.value)
+            if isinstance(target, ast.Subscript):  # A[i] += v: the index once, a read, v, a store (Python's order)
+                pos, index = self._element(target)
+                self.stored.add(pos)
+                self.indexed.add(pos)
+                key = f"@{pos}"
+
+                def update(L: Lanes, m: np.ndarray) -> None:
+                    arr = L.env[key]
+                    idx = index(L, m)
+                    old = _load(L, arr, pos, idx, m)
+                    _store(L, arr, pos, idx, binop(op, old, value(L, m), m), m)
+
+                return update
+            if not isinstance(target, ast.Name):
+                raise Unsupported("an augmented target")
+            read = self._expr(ast.Name(target.id, ast.Load()))
 
             def combined(L: Lanes, m: np.ndarray) -> Any:
                 return binop(op, read(L, m), value(L, m), m)
@@ -657,6 +669,9 @@ class Program:
                     vals = vals if full else vals[m]
                 tids = L.tid if full else L.tid[m]
             launch = L.launch
+            if arr.recorded:
+                tids = L.tid if full else L.tid[m]
+                launch.records.append((launch.step, pos, ATOMIC, flat, tids, None))
             launch.atomics.append((kind, pos, flat, vals, tids, launch.step))
             launch.step += 1
 
@@ -1084,7 +1099,7 @@ def _builtin(name: str, vals: list[V], m: np.ndarray) -> V:
 class ArrayArg:
     """An array argument of a lockstep run: the NumPy array, its bounds, how a read of an element looks."""
 
-    __slots__ = ("live", "dtype", "shape", "mult", "attrs", "tracked", "poison", "read_tag", "read_bound", "arg")
+    __slots__ = ("live", "dtype", "shape", "mult", "attrs", "tracked", "poison", "read_tag", "read_bound", "arg", "recorded")
 
     def __init__(self, arg: Any, live: np.ndarray) -> None:
         self.arg = arg
@@ -1102,6 +1117,7 @@ class ArrayArg:
             "ndim": V(live.ndim, I, live.ndim),
         }
         self.tracked = False
+        self.recorded = bool(getattr(arg, "_record", False))  # (a strict launch that records this array's accesses)
         self.poison: Any = None
         dt = live.dtype
         self.read_tag: Any = _TAGS.get(dt)
@@ -1150,8 +1166,12 @@ def _log(table: dict[int, list], pos: int, flat: np.ndarray, L: Lanes, m: np.nda
 
 def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
     flat, parts = _locate(arr, idx, m, m is L.full)
+    launch = L.launch
     if arr.tracked:
-        _log(L.launch.reads, pos, flat, L, m)
+        _log(launch.reads, pos, flat, L, m)
+    if arr.recorded:
+        launch.records.append((launch.step, pos, READ, flat, L.tid if m is L.full else L.tid[m], None))
+    launch.step += 1
     got = arr.live[parts]
     if arr.poison is not None:
         seen = got[m] if isinstance(got, np.ndarray) and m is not L.full else got
@@ -1186,12 +1206,17 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
         if v.t in _INTS:
             _exact_in(v, _TAGS.get(dt))
         data = np.asarray(v.a).astype(dt)
-    _log(L.launch.writes, pos, flat, L, m)
-    if full:
+    launch = L.launch
+    _log(launch.writes, pos, flat, L, m)
+    if data.ndim and not full:
+        data = data[m]
+    if arr.recorded:
+        stored = data if data.ndim else np.full(flat.size, data, dtype=dt)
+        launch.records.append((launch.step, pos, WRITE, flat, L.tid if full else L.tid[m], stored))
+    launch.step += 1
+    if full and any(isinstance(p, np.ndarray) for p in parts):
         arr.live[parts] = data
         return
-    if data.ndim:
-        data = data[m]
     sel = tuple(p[m] if isinstance(p, np.ndarray) else p for p in parts)
     if all(not isinstance(p, np.ndarray) for p in parts):
         if data.ndim:
@@ -1471,8 +1496,8 @@ def run(
         return False
     memory = _memory()
     model = hooks
-    if model is not None and (memory is None or type(model) is not memory.Model or model.record):
-        last = "not run: a memory model that records"
+    if model is not None and (memory is None or type(model) is not memory.Model or model.syncwarps or model.log):
+        last = "not run: a memory model of another kind"
         return False
     try:
         prepared = _prepare(prog, fn, args)
@@ -1513,7 +1538,11 @@ def run(
                     raise Bail("a floating-point warning")
             if _races(launch):
                 raise Bail("a race")
-            ranks = _engine_order(points, size, schedule, seed, blocks_to_run is not None) if launch.atomics else None
+            ranks = (
+                _engine_order(points, size, schedule, seed, blocks_to_run is not None)
+                if launch.atomics or launch.records
+                else None
+            )
             done = _apply_atomics(launch, arrays, ranks)
             if flags:
                 raise Bail("a floating-point warning")
@@ -1536,8 +1565,71 @@ def run(
         engine.launch_active = outer
     if model is not None:
         _report(arrays, launch, done)
+        if launch.records:
+            model.log = LaneLog(launch.records, arrays, ranks, points, grid, block)
     last = "ran"
     return True
+
+
+class LaneThread:
+    """A thread as a recorded access names it (what :class:`labkit.sim.memory.Access` and the checks read of the
+    engine's threads: ``key``, ``blockIdx``, ``threadIdx``, ``thread_id``, ``lane``, ``warp``)."""
+
+    __slots__ = ("key", "blockIdx", "threadIdx", "thread_id", "lane", "warp")
+
+    def __init__(self, block: tuple[int, int, int], linear: int, thread: int, dims: tuple[int, int, int]) -> None:
+        bx, by, _ = dims
+        self.blockIdx = block
+        self.threadIdx = (thread % bx, (thread // bx) % by, thread // (bx * by))
+        self.thread_id = thread
+        self.key = (linear, thread)
+        self.lane, self.warp = thread % 32, thread // 32
+
+    def __repr__(self) -> str:
+        return f"<thread {self.threadIdx} of block {self.blockIdx}>"
+
+
+class LaneLog(Sequence[tuple]):
+    """The accesses of a recorded lockstep launch, as a strict launch's log gives them: (array, thread, flat, kind,
+    epoch, value), thread after thread in the engine's order, each thread's in the order it made them (the engine's
+    log holds the same accesses of each array in the same order). Built as tuples only when read."""
+
+    def __init__(
+        self, records: list[tuple], arrays: dict[int, ArrayArg], ranks: Any, points: list, grid: Any, block: Any
+    ) -> None:
+        self._records, self._arrays, self._ranks = records, arrays, ranks
+        self._points, self._grid, self._block = points, grid, block
+        self._size = sum(r[3].size for r in records)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Any:
+        records = self._records
+        sizes = [r[3].size for r in records]
+        steps = np.repeat(np.array([r[0] for r in records], dtype=np.int64), sizes)
+        tids = np.concatenate([r[4] for r in records])
+        order = np.lexsort((steps, self._ranks[tids]))
+        which = np.repeat(np.arange(len(records)), sizes)[order]
+        at = (np.arange(tids.size) - np.repeat(np.cumsum(sizes) - sizes, sizes))[order]
+        flats = np.concatenate([r[3] for r in records])[order].tolist()
+        tids_l = tids[order].tolist()
+        threads: dict[int, LaneThread] = {}
+        size = int(self._block[0] * self._block[1] * self._block[2])
+        gx, gy, _ = self._grid
+        for k, (w, j, flat, tid) in enumerate(zip(which.tolist(), at.tolist(), flats, tids_l)):
+            _, pos, kind, _, _, values = records[w]
+            t = threads.get(tid)
+            if t is None:
+                b = self._points[tid // size]
+                t = threads[tid] = LaneThread(b, b[0] + gx * (b[1] + gy * b[2]), tid % size, self._block)
+            yield (self._arrays[pos].arg, t, flat, kind, 0, values[j] if values is not None else None)
+
+    def __getitem__(self, k: Any) -> Any:
+        return list(self)[k]
+
+    def __repr__(self) -> str:
+        return f"<LaneLog of {len(self):,} accesses>"
 
 
 def _report(arrays: dict[int, ArrayArg], launch: Launch, atomics: dict[int, tuple[int, np.ndarray]]) -> None:
