@@ -262,22 +262,28 @@ class _Collectives:
 
 
 def _meet(
-    op: str, members_arg: int | None, value: Any, site: tuple[str, int], then: Callable[[list[Any]], None] | None = None
+    op: str, members_arg: int | None, value: Any, site: int, then: Callable[[list[Any]], None] | None = None
 ) -> tuple[_Group, int]:
     """The calling lane joins the meeting for ``op``; returns (the completed meeting, own lane).
 
-    ``members_arg`` is the mask (None for activemask, whose meeting is the lanes at ``site``). ``then(threads)``
-    runs once, after all have met and before any goes on (``syncwarp`` orders memory with it)."""
+    ``members_arg`` is the mask (None for activemask, whose meeting is the lanes at the caller's line). ``site`` is
+    how many frames above the caller of ``_meet`` the kernel's frame is (its line is read only where it is needed: the
+    first lane of a meeting, and activemask). ``then(threads)`` runs once, after all have met and before any goes on
+    (``syncwarp`` orders memory with it)."""
     global calls
     thread = engine.current
     if thread is None:
         raise WarpError(f"{op} called outside a kernel launch")
     lane, warp = thread.lane, thread.warp
     block = thread.block
-    ws = _warps(block)
-    present = (1 << _lanes_in_warp(block.size, warp)) - 1
+    ws = block.warp_state or _warps(block)
+    left = block.size - 32 * warp
+    present = FULL_MASK if left >= 32 else (1 << left) - 1
+    where: tuple[str, int] = ("", 0)
     if members_arg is None:
-        key: tuple = (warp, op, site)
+        where = _caller_site(site + 1)
+        site_key = where
+        key: tuple = (warp, op, site_key)
         members = present
     else:
         members = members_arg & present
@@ -287,7 +293,7 @@ def _meet(
     calls += 1
     g = ws.groups.get(key)
     if g is None:
-        g = ws.groups[key] = _Group(op, members, site, warp, then)
+        g = ws.groups[key] = _Group(op, members, where if members_arg is None else _caller_site(site + 1), warp, then)
         g.key = key
     g.values[lane] = value
     g.threads[lane] = thread
@@ -324,14 +330,14 @@ def _source(g: _Group, lane: int, j: int, value: Any, what: str) -> Any:
 def shfl_sync(self: Any, mask: Any, value: Any, src_lane: Any) -> Any:
     m, v = _mask_int(mask, "shfl_sync"), _shfl_value(value, "shfl_sync")
     b = _int_arg(src_lane, "shfl_sync", "the source lane") & 31
-    g, lane = _meet("shfl_sync", m, v, _caller_site(1))
+    g, lane = _meet("shfl_sync", m, v, 1)
     return _source(g, lane, b, v, "shfl_sync")
 
 
 def shfl_up_sync(self: Any, mask: Any, value: Any, delta: Any) -> Any:
     m, v = _mask_int(mask, "shfl_up_sync"), _shfl_value(value, "shfl_up_sync")
     b = _int_arg(delta, "shfl_up_sync", "delta") & 31  # PTX uses the low 5 bits: delta 33 is 1, -1 is 31
-    g, lane = _meet("shfl_up_sync", m, v, _caller_site(1))
+    g, lane = _meet("shfl_up_sync", m, v, 1)
     j = lane - b
     return _source(g, lane, j, v, "shfl_up_sync") if j >= 0 else v
 
@@ -339,7 +345,7 @@ def shfl_up_sync(self: Any, mask: Any, value: Any, delta: Any) -> Any:
 def shfl_down_sync(self: Any, mask: Any, value: Any, delta: Any) -> Any:
     m, v = _mask_int(mask, "shfl_down_sync"), _shfl_value(value, "shfl_down_sync")
     b = _int_arg(delta, "shfl_down_sync", "delta") & 31
-    g, lane = _meet("shfl_down_sync", m, v, _caller_site(1))
+    g, lane = _meet("shfl_down_sync", m, v, 1)
     j = lane + b
     return _source(g, lane, j, v, "shfl_down_sync") if j < 32 else v
 
@@ -347,13 +353,13 @@ def shfl_down_sync(self: Any, mask: Any, value: Any, delta: Any) -> Any:
 def shfl_xor_sync(self: Any, mask: Any, value: Any, lane_mask: Any) -> Any:
     m, v = _mask_int(mask, "shfl_xor_sync"), _shfl_value(value, "shfl_xor_sync")
     b = _int_arg(lane_mask, "shfl_xor_sync", "the lane mask") & 31
-    g, lane = _meet("shfl_xor_sync", m, v, _caller_site(1))
+    g, lane = _meet("shfl_xor_sync", m, v, 1)
     return _source(g, lane, lane ^ b, v, "shfl_xor_sync")
 
 
 def _vote(op: str, mask: Any, predicate: Any) -> dict[int, bool]:
     m, p = _mask_int(mask, op), _predicate(predicate, op)
-    g, _ = _meet(op, m, p, _caller_site(2))
+    g, _ = _meet(op, m, p, 2)
     return g.values
 
 
@@ -376,13 +382,13 @@ def ballot_sync(self: Any, mask: Any, predicate: Any) -> WarpInt32:
 
 def match_any_sync(self: Any, mask: Any, value: Any) -> WarpInt32:
     m, k = _mask_int(mask, "match_any_sync"), _match_key(value, "match_any_sync")
-    g, lane = _meet("match_any_sync", m, k, _caller_site(1))
+    g, lane = _meet("match_any_sync", m, k, 1)
     return WarpInt32(sum(1 << ln for ln, v in g.values.items() if v == k))
 
 
 def match_all_sync(self: Any, mask: Any, value: Any) -> tuple[WarpInt32, bool]:
     m, k = _mask_int(mask, "match_all_sync"), _match_key(value, "match_all_sync")
-    g, _ = _meet("match_all_sync", m, k, _caller_site(1))
+    g, _ = _meet("match_all_sync", m, k, 1)
     same = len(set(g.values.values())) == 1
     return WarpInt32(g.participants if same else 0), same
 
@@ -398,12 +404,12 @@ def _order_memory(threads: list[Any]) -> None:
 
 
 def syncwarp(self: Any, mask: Any = FULL_MASK) -> None:
-    _meet("syncwarp", _mask_int(mask, "syncwarp"), None, _caller_site(1), then=_order_memory)
+    _meet("syncwarp", _mask_int(mask, "syncwarp"), None, 1, then=_order_memory)
 
 
 def activemask(self: Any) -> int:
     """The lanes of the caller's warp executing this same line now (see the module docstring), as a uint32."""
-    g, _ = _meet("activemask", None, None, _caller_site(1))
+    g, _ = _meet("activemask", None, None, 1)
     return g.participants
 
 
