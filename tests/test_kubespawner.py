@@ -245,7 +245,8 @@ def test_on_kubernetes_the_instructor_can_log_in_and_learners_sign_up(config: Co
     assert config.Authenticator.admin_users == set()  # nobody is a hub admin; ingrid holds the teaching role
     assert "ingrid" in {n for r in config.JupyterHub.load_roles if r["name"] == "teaching" for n in r["users"]}
     assert config.CourseNativeAuthenticator.signup_code == SIGNUP_CODE
-    auth = CourseNativeAuthenticator(config=config, _deprecated_db_session=orm.new_session_factory("sqlite://")())
+    auth = CourseNativeAuthenticator(config=config, _deprecated_db_session=orm.new_session_factory("sqlite://")(),
+                                    bcrypt_rounds=4)  # bcrypt's least cost: no step here measures time
     assert asyncio.run(auth.authenticate(None, {"username": "ingrid", "password": ADMIN_PASSWORD})) == "ingrid"
     assert asyncio.run(auth.authenticate(None, {"username": "ingrid", "password": "a-guess-at-it"})) is None
     assert auth.create_user("ingrid", "mallory-wants-admin") is None
@@ -283,7 +284,8 @@ def test_the_hub_believes_x_forwarded_for_only_from_the_proxy_pods(config: Confi
 
     from labkit.hub_native import CourseNativeAuthenticator, client_address
 
-    auth = CourseNativeAuthenticator(config=config, _deprecated_db_session=orm.new_session_factory("sqlite://")())
+    auth = CourseNativeAuthenticator(config=config, _deprecated_db_session=orm.new_session_factory("sqlite://")(),
+                                    bcrypt_rounds=4)  # bcrypt's least cost: no step here measures time
     assert auth.trusted_proxies == [] and "proxy" in auth.trusted_proxy_selector
     asked = []
 
