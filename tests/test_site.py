@@ -68,14 +68,18 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.fail("the site's builder is not installed: pip install -c constraints.txt -e '.[dev,docs]' (make test does)")
     out = tmp_path_factory.mktemp("site")
     start = time.monotonic()
-    gen = subprocess.run([sys.executable, "tools/site_pages.py", "--out", str(out / "src")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300, env=_site_env(REPO))
-    assert gen.returncode == 0, gen.stdout + gen.stderr
+    # tools/site_pages.py's main() in this process (as bare_src does: no second interpreter importing labkit and
+    # nbformat again), with the environment make site would give it
+    with pytest.MonkeyPatch.context() as mp:
+        for key in [k for k in os.environ if k.startswith("LABKIT_SITE_")]:
+            mp.delenv(key)
+        mp.setenv("LABKIT_SITE_REPOSITORY_URL", REPO)
+        assert site_pages.main(["--out", str(out / "src")]) == 0
     build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
                             "-c", "site", str(out / "src"), str(out / "html")],
                            cwd=ROOT, capture_output=True, text=True, timeout=600, env=_site_env(REPO))
     took = time.monotonic() - start
-    print(f"\nsite built in {took:.0f} s ({gen.stdout.strip()})")
+    print(f"\nsite built in {took:.0f} s")
     assert build.returncode == 0 and "WARNING" not in build.stderr + build.stdout, build.stderr + build.stdout
     return out / "html"
 
@@ -449,10 +453,12 @@ PHONE = {"is_mobile": True, "has_touch": True}
 
 
 def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[str, Path] | None = None,
-           block: str | None = None, width: int = 1280, menu: bool = False) -> dict[str, dict[str, Any]]:
+           block: str | None = None, width: int = 1280, menu: bool = False,
+           probe: Any = None) -> dict[str, dict[str, Any]]:
     """Open each URL in one page; what went wrong on each (console errors, page errors, failed or outside requests).
     Below 1280 px wide the page is a phone's (touch); with ``menu`` each page's ☰ is tapped and what it opened is
-    recorded."""
+    recorded; ``probe(page, url)``, when given, is called on each page once it has drawn (before the menu is
+    tapped) and what it returns is recorded as ``probe``."""
     context = browser.new_context(viewport={"width": width, "height": 900 if width >= 1280 else 844},
                                   **(PHONE if width < 1280 else {}))
     page = context.new_page()
@@ -487,6 +493,8 @@ def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[st
         except Exception as e:  # noqa: BLE001  (reported below as undrawn figures or no search results)
             problems.append(f"figures still drawing, or no search results, after 30 s: {e}")
         info = page.evaluate(INSPECT)
+        if probe is not None:
+            info["probe"] = probe(page, url)
         if menu:
             page.locator("button.primary-toggle:visible").first.tap()
             page.wait_for_timeout(400)
@@ -618,21 +626,23 @@ def test_a_site_built_without_a_repository_draws_with_no_launch_buttons(bare_sit
     get the course, and on a phone the menu opens with every lab."""
     pages = ["index.html", f"labs/{LABS[2].notebook}.html"]
     urls = [(bare_site / p).as_uri() for p in pages]
-    seen = _visit(browser, urls, ("file://",), width=width, menu=width < 1280)
-    _assert_clean(seen)
-    probe = """() => ({links: [...document.querySelectorAll('a[href]')].map(a => a.href)
+    links = """() => ({links: [...document.querySelectorAll('a[href]')].map(a => a.href)
                          .filter(h => /mybinder\\.org|colab\\.research|github\\.com/.test(h)),
                        menus: document.querySelectorAll('.dropdown-launch-buttons, .btn-launch, [class*="launch-"]').length,
                        get: !!document.getElementById('get-the-course')})"""
-    context = browser.new_context()
-    page = context.new_page()
+
+    def probe(page: Any, url: str) -> dict[str, Any]:  # in the same visit, at this test's width
+        found = page.evaluate(links)
+        found["get_visible"] = page.locator("#get-the-course").is_visible() if found["get"] else False
+        return found
+
+    seen = _visit(browser, urls, ("file://",), width=width, menu=width < 1280, probe=probe)
+    _assert_clean(seen)
     for url in urls:
-        page.goto(url, wait_until="load")
-        found = page.evaluate(probe)
+        found = seen[url]["probe"]
         assert not found["links"] and not found["menus"], (url, found)
         if url.endswith("index.html"):
-            assert found["get"] and page.locator("#get-the-course").is_visible(), url
-    context.close()
+            assert found["get"] and found["get_visible"], url
     if width < 1280:
         for url, info in seen.items():
             assert info["menu"]["open"], (url, "the menu did not open")
