@@ -453,3 +453,16 @@ def test_a_recorded_launch_logs_each_array_as_the_engine_does(name: str, record:
             assert last == "ran"
     assert got[True] == got[False]
     assert got[True][1] > 0
+
+
+@cuda.jit
+def one_below(x, out):
+    i = cuda.grid(1)
+    if i < 4:
+        out[i] = x[i - 1]  # (thread 0 reads x[-1]: out of bounds on a GPU, the last element in NumPy)
+
+
+def test_an_index_just_below_zero_is_out_of_bounds() -> None:
+    """A small negative index (whose magnitude is within the array) is out of bounds too, never NumPy's wrap."""
+    last = _same(one_below, 1, 32, [np.arange(100, dtype=np.float32), np.zeros(100, np.float32)])
+    assert last.startswith("gave up: ") and "out of bounds" in last

@@ -49,7 +49,7 @@ __all__ = ["BUDGET_SHARE", "accepts", "refusal", "run"]
 #: the share of a launch's CPU-time limit a lockstep run may take (at most :data:`BUDGET_MAX_S`) before it gives up
 #: and the launch runs on the engine under its whole limit
 BUDGET_SHARE = 0.25
-BUDGET_MAX_S = 2.0
+BUDGET_MAX_S = 1.0
 #: lanes run together at most (a larger launch runs chunk after chunk of whole blocks)
 CHUNK_LANES = 1 << 16
 #: False: every launch runs on the engine (tests of the engine's own behaviour turn lockstep off)
@@ -283,12 +283,6 @@ def select(c: Any, x: V, y: V) -> V:
     return V(np.where(c, x.a, y.a).astype(dt, copy=False), x.t)
 
 
-def _index(v: V) -> Any:
-    if v.t not in _INTS:
-        raise Bail("an index that is not an integer")
-    return v.a
-
-
 # ----------------------------------------------------------------------------- the state of one lockstep run
 class Launch:
     """What every chunk of one launch shares: arrays, accesses to check for races, atomics to apply, the clock."""
@@ -505,7 +499,7 @@ class Program:
                 elif other is not None:
                     other(L, m)
                 return
-            mt = m & c
+            mt = c if m is L.full else m & c
             if _any(mt):
                 then(L, mt)
             if other is not None:
@@ -985,6 +979,12 @@ def _set(L: Lanes, name: str, v: Any, m: np.ndarray) -> None:
 
 def _and_values(results: list[V], m: np.ndarray) -> V:
     """``r0 and r1 and ...``: per lane the first false value, else the last."""
+    t = results[0].t
+    if t in (B, BOOL) and all(r.t == t and isinstance(r.a, np.ndarray) for r in results):
+        a = results[0].a
+        for r in results[1:]:
+            a = a & r.a  # (of truth values, ``and`` is ``&``)
+        return V(a, t)
     out = results[-1]
     for r in reversed(results[:-1]):
         c = truth(r)
@@ -997,6 +997,12 @@ def _and_values(results: list[V], m: np.ndarray) -> V:
 
 def _or_values(results: list[V], m: np.ndarray) -> V:
     """``r0 or r1 or ...``: per lane the first true value, else the last."""
+    t = results[0].t
+    if t in (B, BOOL) and all(r.t == t and isinstance(r.a, np.ndarray) for r in results):
+        a = results[0].a
+        for r in results[1:]:
+            a = a | r.a
+        return V(a, t)
     out = results[-1]
     for r in reversed(results[:-1]):
         c = truth(r)
@@ -1134,17 +1140,20 @@ class ArrayArg:
             raise Bail(f"an array of {dt}")
 
 
-def _locate(arr: ArrayArg, idx: list[V], m: np.ndarray, full: bool) -> tuple[np.ndarray, tuple]:
-    """(the flat element of each lane of ``m``, the index for NumPy of every lane); an index out of bounds in a
-    lane of ``m`` gives up (the engine names it)."""
-    if len(idx) != len(arr.shape):
+def _locate(arr: ArrayArg, idx: list[V], m: np.ndarray, full: bool, flat_too: bool = True) -> tuple[Any, tuple]:
+    """(the flat element of each lane of ``m`` (None unless ``flat_too``), the index for NumPy of every lane); an
+    index out of bounds in a lane of ``m`` gives up (the engine names it)."""
+    shape = arr.shape
+    if len(idx) != len(shape):
         raise Bail("an index of another number of dimensions")
     parts = []
     flat: Any = 0
-    for v, n, k in zip(idx, arr.shape, arr.mult):
-        i = _index(v)
+    for v, n, k in zip(idx, shape, arr.mult):
+        if v.t not in _INTS:
+            raise Bail("an index that is not an integer")
+        i = v.a
         if isinstance(i, np.ndarray):
-            bad = (i < 0) | (i >= n)
+            bad = i.view(np.uint64) >= n  # (one test for both ends: below zero is beyond 2**63)
             if _any(bad):
                 if full or _any(bad & m):
                     raise Bail("an index out of bounds")
@@ -1152,7 +1161,10 @@ def _locate(arr: ArrayArg, idx: list[V], m: np.ndarray, full: bool) -> tuple[np.
         elif not 0 <= i < n:
             raise Bail("an index out of bounds")
         parts.append(i)
-        flat = flat + i * k
+        if flat_too:
+            flat = flat + i * k if k != 1 else flat + i
+    if not flat_too:
+        return None, tuple(parts)
     if isinstance(flat, np.ndarray):
         flat_m = flat if full else flat[m]
     else:
@@ -1165,7 +1177,7 @@ def _log(table: dict[int, list], pos: int, flat: np.ndarray, L: Lanes, m: np.nda
 
 
 def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
-    flat, parts = _locate(arr, idx, m, m is L.full)
+    flat, parts = _locate(arr, idx, m, m is L.full, arr.tracked or arr.recorded)
     launch = L.launch
     if arr.tracked:
         _log(launch.reads, pos, flat, L, m)
@@ -1302,7 +1314,9 @@ def _races(launch: Launch) -> bool:
         if not wf.size:
             continue
         span = int(wt.max()) + 1
-        pairs = np.unique(wf * span + wt)
+        pairs = np.sort(wf * span + wt)  # (np.unique's first call imports numpy.ma: 30 ms of a first launch)
+        if pairs.size > 1:
+            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
         flats, threads = pairs // span, pairs % span
         if _any(flats[1:] == flats[:-1]):
             return True
