@@ -291,8 +291,8 @@ class Launch:
         self.budget_end, self.wall_end = budget_end, wall_end  # (CPU time, wall time: a loaded machine gives CPU slowly)
         self.reads: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # position -> [(flat, thread)]
         self.writes: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        self.atomics: list[tuple[str, int, np.ndarray, Any, Any, int]] = []  # (op, position, flat,
-        # value, lane order, step)
+        self.atomics: list[tuple[str, int, np.ndarray, Any, Any, int, int]] = []  # (op, position, flats,
+        # values, threads (None: an integer atomic, whose order does not matter), step, updates it stands for)
         self.records: list[tuple] = []  # recorded accesses: (step, position, kind, flats, threads, values stored)
         self.step = 0  # accesses so far (a thread's accesses come in the order of their steps)
         self.line = 0  # the line of the statement running now, and of the innermost loop it is in (for Interrupt)
@@ -639,10 +639,29 @@ class Program:
             arr = L.env[f"@{pos}"]
             idx = [i(L, m) for i in index]
             full = m is L.full
-            flat, _ = _locate(arr, idx, m, full)
             v = value(L, m)
             dt = arr.dtype
             vals = v.a
+            if (
+                dt.kind in "iu"
+                and kind in ("add", "sub")
+                and not arr.recorded
+                and v.t in _INTS
+                and not isinstance(vals, np.ndarray)
+                and all(not isinstance(x.a, np.ndarray) for x in idx)
+            ):
+                # one element, one value, for every lane (a counter): the lanes' updates folded into one
+                _, parts = _locate(arr, idx, m, full, False)
+                flat = sum(int(p) * k for p, k in zip(parts, arr.mult))
+                ops = int(L.n if full else _any(m))
+                launch = L.launch
+                total: int = int(vals) * ops
+                if abs(total) >= _INT_LIMIT:
+                    raise Bail("an atomic's value too large")
+                launch.atomics.append((kind, pos, np.array([flat], dtype=np.int64), total, None, launch.step, ops))
+                launch.step += 1
+                return
+            flat, _ = _locate(arr, idx, m, full)
             if dt.kind in "iu":
                 if v.t not in _INTS:
                     raise Bail("a float value of an atomic on an integer array")
@@ -666,7 +685,7 @@ class Program:
             if arr.recorded:
                 tids = L.tid if full else L.tid[m]
                 launch.records.append((launch.step, pos, ATOMIC, flat, tids, None))
-            launch.atomics.append((kind, pos, flat, vals, tids, launch.step))
+            launch.atomics.append((kind, pos, flat, vals, tids, launch.step, flat.size))
             launch.step += 1
 
         return atomic
@@ -1381,7 +1400,7 @@ def _apply_atomics(launch: Launch, arrays: dict[int, ArrayArg], ranks: Any) -> d
                     (np.add if kind == "add" else np.subtract).at(view, flats[order], vals[order])
                 except FloatingPointError:
                     raise Bail("a float atomic that overflowed") from None
-        done[pos] = (int(flats.size), flats)
+        done[pos] = (sum(it[6] for it in items), flats)
     return done
 
 
