@@ -824,8 +824,10 @@ class TrackedArray:
             value = store_value(value, self.dtype)
         me = engine.current
         self._m = None
-        if not (self._record or self._log or self._r or self._a or self._alog or flat in self._w):
+        if not (self._log or self._r or self._a or self._alog or flat in self._w):
             # the first access of this element in the epoch, and nobody has read the array in it: nothing to check
+            if self._record:
+                model.note(self, me, flat, WRITE, value)
             self._old[flat] = self.live[index]
             self._w[flat] = me if me.meets is None else _stamp(me)
             self.live[index] = value
