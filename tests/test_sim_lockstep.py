@@ -373,7 +373,7 @@ def _cond(rng: random.Random, depth: int) -> str:
 
 
 def _kernel_text(rng: random.Random, name: str) -> str:
-    typed = rng.random() < 0.75  # (else a float's type may differ between threads: those launches run on the engine)
+    typed = rng.random() < 0.5  # (else a float's type may differ between threads: Python float, float32, float64)
 
     def f(depth: int) -> str:
         return f"np.float32({_f_expr(rng, depth)})" if typed else _f_expr(rng, depth)
@@ -422,7 +422,7 @@ def test_random_kernels_give_the_engines_bits(tmp_path: Path) -> None:
         args = [x, y, u, np.float32(0.5) if k % 2 else 0.3, k % 5, np.zeros(150, np.float32), np.zeros(150, np.int64)]
         last = _same(kernel, 2, 96, args)
         ran += last == "ran"
-    assert ran >= count // 2, ran
+    assert ran >= count * 3 // 4, ran
 
 
 def _per_array(report: Any) -> dict[str, list[tuple]]:

@@ -62,6 +62,7 @@ RAISE_INTERNAL = False
 # value tags: what a value is in the engine, per thread
 # Python int, float, bool; COND: a truth value only (``a and b`` of mixed types)
 I, F, B, COND = "int", "float", "bool", "cond"  # noqa: E741
+MIX = "mixed"  # a value whose type differs between threads: ``a`` is a list of (value, its lanes) of one type each
 F32, F64, I64, BOOL = "float32", "float64", "int64", "bool_"  # NumPy scalars (strings: a dtype == str is slow)
 DT_F32, DT_F64, DT_I64, DT_BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)
 _STORAGE = {I: DT_I64, F: DT_F64, B: DT_BOOL, COND: DT_BOOL, F32: DT_F32, F64: DT_F64, I64: DT_I64, BOOL: DT_BOOL}
@@ -225,6 +226,8 @@ def _plan(op: Any, ta: Any, tb: Any) -> tuple:
 
 def binop(op: Any, a: V, b: V, m: np.ndarray) -> V:
     """``op(a, b)`` per lane with the engine's types (lanes outside ``m`` give a harmless value)."""
+    if a.t == MIX or b.t == MIX:  # (per pair of types the lanes hold)
+        return _merge([(binop(op, pa, pb, gb), gb) for pa, ga in _parts(a, m) for pb, gb in _parts(b, ga)])
     plan = _plans.get((op, a.t, b.t))
     if plan is None:
         plan = _plan(op, a.t, b.t)
@@ -266,6 +269,11 @@ def binop(op: Any, a: V, b: V, m: np.ndarray) -> V:
 def truth(v: V) -> Any:
     """Each lane's truth value (a bool array or a Python bool)."""
     a = v.a
+    if v.t == MIX:
+        out = np.zeros(len(a[0][1]), dtype=bool)
+        for part, lanes in a:
+            out = np.where(lanes, truth(part), out)
+        return out
     if v.t in (B, BOOL, COND):
         return a if isinstance(a, np.ndarray) else bool(a)
     if isinstance(a, np.ndarray):
@@ -273,10 +281,45 @@ def truth(v: V) -> Any:
     return bool(a)
 
 
+def _parts(v: V, m: np.ndarray) -> list[tuple[V, np.ndarray]]:
+    """``v`` as values of one type each, with the lanes of ``m`` each holds."""
+    if v.t != MIX:
+        return [(v, m)]
+    out = []
+    for part, lanes in v.a:
+        g = m & lanes
+        if _any(g):
+            out.append((part, g))
+    return out
+
+
+def _merge(pieces: list[tuple[V, np.ndarray]]) -> V:
+    """One value of pieces that hold in disjoint lanes: of one type, a plain value; else :data:`MIX`."""
+    by_tag: dict[Any, tuple[V, np.ndarray]] = {}
+    flat: list[tuple[V, np.ndarray]] = []
+    for v, g in pieces:
+        flat.extend(_parts(v, g) if v.t == MIX else [(v, g)])
+    for v, g in flat:
+        found = by_tag.get(v.t)
+        by_tag[v.t] = (v, g) if found is None else (select(g, v, found[0]), g | found[1])
+    if not by_tag:
+        raise Bail("a value no thread holds")
+    if len(by_tag) == 1:
+        return next(iter(by_tag.values()))[0]
+    return V(list(by_tag.values()), MIX)
+
+
+def _per_part(fn: Callable[[V], V], v: V, m: np.ndarray) -> V:
+    """``fn`` of each part of a :data:`MIX` value (of a plain value, ``fn(v)``)."""
+    if v.t != MIX:
+        return fn(v)
+    return _merge([(fn(part), g) for part, g in _parts(v, m)])
+
+
 def select(c: Any, x: V, y: V) -> V:
-    """Per lane, ``x`` where ``c`` else ``y`` (the same tag, else :class:`Bail`)."""
-    if x.t != y.t:
-        raise Bail("a variable whose type differs between threads")
+    """Per lane, ``x`` where ``c`` else ``y`` (of two types: a :data:`MIX` value)."""
+    if x.t != y.t or x.t == MIX:
+        return _merge([(x, c), (y, ~c)])
     if x.t in _INTS:
         return V(np.where(c, x.a, y.a), x.t, max(x.n, y.n))
     dt = _STORAGE[x.t]
@@ -777,19 +820,13 @@ class Program:
         if isinstance(e.op, ast.USub):
 
             def neg(L: Lanes, m: np.ndarray) -> V:
-                v = operand(L, m)
-                if v.t in (B, BOOL, COND):
-                    raise Bail("the negative of a truth value")
-                return V(-v.a, v.t, v.n)
+                return _per_part(_negative, operand(L, m), m)
 
             return neg
         if isinstance(e.op, ast.Invert):
 
             def inv(L: Lanes, m: np.ndarray) -> V:
-                v = operand(L, m)
-                if v.t not in _INTS:
-                    raise Bail("~ of a value that is not an integer")
-                return V(~v.a, v.t, v.n + 1)
+                return _per_part(_invert, operand(L, m), m)
 
             return inv
         raise Unsupported("a unary operator")
@@ -924,7 +961,7 @@ class Program:
             def cast(L: Lanes, m: np.ndarray) -> V:
                 if L.env[key] is not np:
                     raise Bail("not NumPy")
-                return _cast(dt, arg(L, m))
+                return _per_part(lambda v: _cast(dt, v), arg(L, m), m)
 
             return cast
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr in ("sqrt", "fabs") and len(args) == 1:
@@ -934,7 +971,7 @@ class Program:
             def mathcall(L: Lanes, m: np.ndarray) -> V:
                 if L.env[key] is not math:
                     raise Bail("not the math module")
-                return _math(fn_name, arg(L, m), m)
+                return _per_part(lambda v: _math(fn_name, v, m), arg(L, m), m)
 
             return mathcall
         if isinstance(f, ast.Name) and f.id not in self.locals and f.id not in self.position:
@@ -958,6 +995,8 @@ class Program:
                 if L.env[key] is not builtin:
                     raise Bail(f"{name} is not the builtin")
                 vals = [a(L, m) for a in args]
+                if len(vals) == 1:
+                    return _per_part(lambda v: _builtin(name, [v], m), vals[0], m)
                 return _builtin(name, vals, m)
 
             return call
@@ -987,13 +1026,23 @@ def _set(L: Lanes, name: str, v: Any, m: np.ndarray) -> None:
             L.undefined[name] = undefined
         else:
             del L.undefined[name]
-    if old.t != v.t:
+    if old.t != v.t or v.t == MIX:
         keep = ~m if undefined is None else ~m & ~undefined
-        if _any(keep):
-            raise Bail("a variable whose type differs between threads")
-        L.env[name] = v
+        L.env[name] = _merge([(v, m), *_parts(old, keep)]) if _any(keep) else v
         return
     L.env[name] = select(m, v, old)
+
+
+def _negative(v: V) -> V:
+    if v.t in (B, BOOL, COND):
+        raise Bail("the negative of a truth value")
+    return V(-v.a, v.t, v.n)
+
+
+def _invert(v: V) -> V:
+    if v.t not in _INTS:
+        raise Bail("~ of a value that is not an integer")
+    return V(~v.a, v.t, v.n + 1)
 
 
 def _and_values(results: list[V], m: np.ndarray) -> V:
@@ -1081,9 +1130,9 @@ def _math(name: str, v: V, m: np.ndarray) -> V:
 
 def _builtin(name: str, vals: list[V], m: np.ndarray) -> V:
     v = vals[0]
-    if any(x.t == COND for x in vals):
+    if any(x.t in (COND, MIX) for x in vals) and name not in ("min", "max"):
         raise Bail("a builtin of a mixed truth value")
-    if all(not isinstance(x.a, np.ndarray) for x in vals):
+    if all(not isinstance(x.a, (np.ndarray, list)) for x in vals):
         try:
             r = _BUILTINS[name](*[x.a for x in vals])
         except Exception as exc:  # noqa: BLE001 - the engine raises it
@@ -1097,8 +1146,6 @@ def _builtin(name: str, vals: list[V], m: np.ndarray) -> V:
         a, b = vals
         # min(a, b) is b if b < a else a; max(a, b) is b if b > a else a (Python's own rule, NaN included)
         c = truth(binop(operator.lt if name == "min" else operator.gt, b, a, m))
-        if a.t != b.t:
-            raise Bail("min/max of two types")
         return select(c, b, a)
     if name == "int":
         if v.t in _INTS:
@@ -1221,6 +1268,10 @@ def _bound64(got: np.ndarray, arr: ArrayArg) -> int:
 
 
 def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray) -> None:
+    if isinstance(v, V) and v.t == MIX:  # (each type's lanes stored as the engine stores that type)
+        for part, g in _parts(v, m):
+            _store(L, arr, pos, idx, part, g)
+        return
     if not isinstance(v, V) or v.t in (B, BOOL, COND):
         raise Bail("a store of a truth value")
     full = m is L.full
