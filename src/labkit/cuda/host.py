@@ -365,8 +365,7 @@ lib.__lk_launch.restype = ctypes.c_int
 lib.__lk_oob_write_text.restype = ctypes.c_char_p
 lib.__lk_oob_read_text.restype = ctypes.c_char_p
 ALIGN = 256
-with open(req["arrays"], "rb") as f:
-    blob = f.read()
+arrays = open(req["arrays"], "rb")  # each array read straight into its guarded buffer: no copy of the whole file
 report, results = [], {}
 for launch in req["launches"]:
     keep, ptrs, bufs = [], [], {}
@@ -380,7 +379,8 @@ for launch in req["launches"]:
                 raw = ctypes.create_string_buffer(total)
                 ctypes.memset(raw, pattern, total)
                 start = (-ctypes.addressof(raw)) % ALIGN + gbytes  # 256-byte aligned, as cudaMalloc's are
-                ctypes.memmove(ctypes.addressof(raw) + start, blob[a["offset"]:a["offset"] + nbytes], nbytes)
+                arrays.seek(a["offset"])
+                arrays.readinto(memoryview(raw).cast("B")[start:start + nbytes])
                 bufs[key] = (raw, start, nbytes, pattern)
             c = ctypes.c_void_p(ctypes.addressof(bufs[key][0]) + bufs[key][1])
         else:
@@ -404,10 +404,10 @@ for launch in req["launches"]:
     status = lib.__lk_launch(req["which"], argv, *dims, ctypes.c_int(launch["order"]), ctypes.c_uint(launch["smem"]), msg, 2048)
     outside = {}
     for key, (raw, start, nbytes, pattern) in bufs.items():
-        data, p = raw.raw, bytes([pattern])
-        if data[:start].strip(p):
+        data, p = memoryview(raw).cast("B"), bytes([pattern])  # views: the buffers are not copied
+        if data[:start] != p * start:
             outside[key] = "before the start"
-        elif data[start + nbytes:].strip(p):
+        elif data[start + nbytes:] != p * (len(data) - start - nbytes):
             outside[key] = "past the end"
         results[key] = data[start:start + nbytes]
     report.append({"outside": outside, "status": status, "error": msg.value.decode("utf-8", "replace"),
@@ -799,7 +799,7 @@ def run_on_host_batch(
     names = _param_names(source, name, len(entry.params))
     tmp = Path(tempfile.mkdtemp(prefix="labkit-run-"))
     arrays: dict[str, np.ndarray] = {}
-    blob: list[bytes] = []
+    blob: list[np.ndarray] = []  # each array's bytes (a view where it is contiguous), written to one file below
     offset = 0
     specs = []
     for li, ((grid, block, args, smem), (g, b)) in enumerate(zip(launches, checked)):
@@ -815,7 +815,7 @@ def run_on_host_batch(
                     continue
                 arrays[key] = arg
                 itemsizes[key], argnos[key] = arg.itemsize, k
-                data = np.ascontiguousarray(arg).tobytes()
+                data = np.ascontiguousarray(arg).reshape(-1).view(np.uint8)
                 blob.append(data)
                 # a different poison per array, so copying one guard zone into another shows
                 spec.append(
@@ -823,12 +823,12 @@ def run_on_host_batch(
                         "kind": "array",
                         "key": key,
                         "offset": offset,
-                        "nbytes": len(data),
+                        "nbytes": data.nbytes,
                         "itemsize": arg.itemsize,
                         "pattern": 0xA1 + k,
                     }
                 )
-                offset += len(data)
+                offset += data.nbytes
             else:
                 spec.append({"kind": "scalar", "ctype": _CTYPES[ptype][0], "value": arg.item()})
         # room for every thread of the grid to write one element too far
@@ -847,7 +847,9 @@ def run_on_host_batch(
                 "blocks": chosen[li],
             }
         )
-    (tmp / "in.bin").write_bytes(b"".join(blob))
+    with open(tmp / "in.bin", "wb") as f:
+        for data in blob:
+            f.write(data)
     req = {
         "lib": lib.path,
         "which": lib.kernels.index(name),
@@ -883,11 +885,14 @@ def run_on_host_batch(
     done = json.loads((tmp / "report.json").read_text())
     report = done["launches"]
     _show_printf(proc.stdout, name)
-    out = (tmp / "out.bin").read_bytes()
-    for key, pos in done["offsets"].items():
-        arr = arrays[key]
-        got = np.frombuffer(out, dtype=arr.dtype, count=arr.size, offset=pos).reshape(arr.shape)
-        np.copyto(arr, got)
+    with open(tmp / "out.bin", "rb") as f:
+        for key, pos in done["offsets"].items():
+            arr = arrays[key]
+            f.seek(pos)
+            if arr.flags.c_contiguous and arr.flags.writeable:  # straight into the array
+                f.readinto(arr.reshape(-1).view(np.uint8))
+            else:
+                np.copyto(arr, np.frombuffer(f.read(arr.nbytes), dtype=arr.dtype).reshape(arr.shape))
     shutil.rmtree(tmp, ignore_errors=True)
     sentences: list[str | None] = []
     for li, rec in enumerate(report):
