@@ -849,7 +849,7 @@ def run_on_host_batch(
         )
     with open(tmp / "in.bin", "wb") as f:
         for data in blob:
-            f.write(data)
+            f.write(data.data)
     req = {
         "lib": lib.path,
         "which": lib.kernels.index(name),
@@ -890,7 +890,7 @@ def run_on_host_batch(
             arr = arrays[key]
             f.seek(pos)
             if arr.flags.c_contiguous and arr.flags.writeable:  # straight into the array
-                f.readinto(arr.reshape(-1).view(np.uint8))
+                f.readinto(arr.reshape(-1).view(np.uint8).data)
             else:
                 np.copyto(arr, np.frombuffer(f.read(arr.nbytes), dtype=arr.dtype).reshape(arr.shape))
     shutil.rmtree(tmp, ignore_errors=True)
