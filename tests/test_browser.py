@@ -185,6 +185,37 @@ SHOWN = """(k) => {
   const tabs = [...el.querySelectorAll('.lm-TabBar-tab.lm-mod-current')].map(t => t.innerText);  // the tab in front
   return JSON.stringify([el.innerText, figs, tabs]);
 }"""
+# The kinds of control the test changes, and where they are in a widget's view.
+CONTROLS = (("tab", ".lm-TabBar-tab"), ("dropdown", ".widget-dropdown select"), ("select", ".widget-select-multiple select"),
+            ("toggle", ".widget-toggle-buttons"), ("checkbox", ".widget-checkbox input[type=checkbox]"),
+            ("slider", ".widget-slider .noUi-handle"), ("text", ".widget-text input[type=text]"))
+COUNT = """([k, selectors]) => {
+  const el = window.labkitCurrent.content.node.querySelector(`[data-labkit-widget="${k}"]`);
+  el.scrollIntoView({block: 'nearest'});
+  return selectors.map(s => el.querySelectorAll(s).length);
+}"""
+# One look at control j of a kind, just before it is changed, in one round trip: what Playwright's is_visible(),
+# is_disabled() and get_attribute() say (the same rules: a box and visibility "visible"; the disabled property, or
+# aria-disabled="true" on it or the nearest ancestor that says either), its label, its options, and what the widget
+# shows (SHOWN).
+CONTROL = """([k, selector, j]) => {
+  const el = window.labkitCurrent.content.node.querySelector(`[data-labkit-widget="${k}"]`);
+  const c = el.querySelectorAll(selector)[j];
+  if (!c) return {visible: false};  // gone since it was counted (Playwright's is_visible() says so too)
+  const box = c.getBoundingClientRect(), style = getComputedStyle(c);
+  const visible = (!c.checkVisibility || c.checkVisibility()) && style.visibility === 'visible' && box.width > 0 && box.height > 0;
+  let aria = null;
+  for (let e = c; e && aria === null; e = e.parentElement) {
+    const a = (e.getAttribute('aria-disabled') || '').toLowerCase();
+    if (a === 'true' || a === 'false') aria = a === 'true';
+  }
+  const label = (c.closest('.widget-inline-hbox, .widget-hbox, .widget-vbox')?.querySelector('.widget-label')?.innerText) || '';
+  return {visible, disabled: !!c.disabled || aria === true, sliderOff: c.getAttribute('aria-disabled') === 'true',
+          current: (c.getAttribute('class') || '').includes('lm-mod-current'), label,
+          options: c.options ? c.options.length : 0, index: c.selectedIndex ?? -1,
+          selected: c.options ? [...c.options].filter(o => o.selected).map(o => o.index) : [],
+          before: (""" + SHOWN + """)(k)};
+}"""
 
 
 def _outputs(model: dict) -> Iterator[tuple[int, str, dict]]:
@@ -269,47 +300,37 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 def _change_each_control(lab: Lab, index: int, problems: list[str], every: bool = True) -> int:
     """Change every enabled control of widget ``index`` once (or, ``every=False``, the first one); each change must
-    change what the widget shows."""
+    change what the widget shows. A control is looked at in one round trip to the page (:data:`CONTROL`) and
+    changed as a learner changes it (a click, a choice, a key: a slider's handle gets one PageUp, five steps)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     widget = lab.page.locator(f'[data-labkit-current] [data-labkit-widget="{index}"]')
-    widget.scroll_into_view_if_needed()
-    controls = []
-    for kind, selector in (("tab", ".lm-TabBar-tab"), ("dropdown", ".widget-dropdown select"),
-                           ("select", ".widget-select-multiple select"), ("toggle", ".widget-toggle-buttons"),
-                           ("checkbox", ".widget-checkbox input[type=checkbox]"), ("slider", ".widget-slider .noUi-handle"),
-                           ("text", ".widget-text input[type=text]")):
-        for k in range(widget.locator(selector).count()):
-            controls.append((kind, widget.locator(selector).nth(k)))
+    counts = lab.js(COUNT, [index, [selector for _, selector in CONTROLS]])
+    controls = [(kind, selector, j) for (kind, selector), n in zip(CONTROLS, counts) for j in range(n)]
     changed = 0
-    for kind, control in controls:
-        if not control.is_visible():  # in a tab not shown, say: the tab's own turn comes with the tab bar
+    for kind, selector, j in controls:
+        look = lab.js(CONTROL, [index, selector, j])
+        if not look["visible"]:  # in a tab not shown, say: the tab's own turn comes with the tab bar
             continue
-        if kind in ("dropdown", "select", "checkbox", "text") and control.is_disabled():
+        if kind in ("dropdown", "select", "checkbox", "text") and look["disabled"]:
             continue
-        if kind == "slider" and control.get_attribute("aria-disabled") == "true":
+        if kind == "slider" and look["sliderOff"]:
             continue
-        if kind == "tab" and "lm-mod-current" in (control.get_attribute("class") or ""):
+        if kind == "tab" and look["current"]:
             continue
-        label = control.evaluate("e => (e.closest('.widget-inline-hbox, .widget-hbox, .widget-vbox')"
-                                 " ?.querySelector('.widget-label')?.innerText) || ''") or kind
-        before = lab.js(SHOWN, index)
+        label, before = look["label"] or kind, look["before"]
+        control = widget.locator(selector).nth(j)
         if kind == "dropdown":
-            options = control.locator("option").all_inner_texts()
-            current = control.evaluate("e => e.selectedIndex")
-            control.select_option(index=(current + 1) % len(options))
+            control.select_option(index=(look["index"] + 1) % look["options"])
         elif kind == "select":
-            n = control.locator("option").count()
-            current = control.evaluate("e => [...e.options].filter(o => o.selected).map(o => o.index)")
-            control.select_option(index=sorted({*current[:1], (max(current or [0]) + 1) % n}))
+            current = look["selected"]
+            control.select_option(index=sorted({*current[:1], (max(current or [0]) + 1) % look["options"]}))
         elif kind in ("checkbox", "tab"):
             control.click()
         elif kind == "toggle":
             control.locator("button:not(.mod-active)").first.click()
         elif kind == "slider":
-            control.focus()
-            for _ in range(3):
-                control.press("ArrowRight")
+            control.press("PageUp")
         elif kind == "text":
             control.fill("65520")
             control.press("Enter")
@@ -317,9 +338,8 @@ def _change_each_control(lab: Lab, index: int, problems: list[str], every: bool 
             lab.page.wait_for_function(f"([k, before]) => ({SHOWN})(k) !== before", arg=[index, before], timeout=15_000,
                                        polling=100)
         except PlaywrightTimeout:
-            pass
-        if lab.js(SHOWN, index) == before:
-            problems.append(f"widget {index + 1}: changing its {kind} '{label.strip()}' changed nothing it shows")
+            if lab.js(SHOWN, index) == before:
+                problems.append(f"widget {index + 1}: changing its {kind} '{label.strip()}' changed nothing it shows")
         changed += 1
         if not every:
             break
