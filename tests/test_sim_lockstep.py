@@ -379,7 +379,7 @@ def _kernel_text(rng: random.Random, name: str) -> str:
         return f"np.float32({_f_expr(rng, depth)})" if typed else _f_expr(rng, depth)
 
     lines = [
-        f"def {name}(x, y, u, s, k, out, outi):",
+        f"def {name}(x, y, u, s, k, out, outi, acc):",
         "    i = cuda.grid(1)",
         "    n = x.size",
         "    if i >= n:",
@@ -396,6 +396,12 @@ def _kernel_text(rng: random.Random, name: str) -> str:
         "        return",
         "    out[i] = a",
         "    outi[i] = b",
+        # a loop whose iterations depend on nothing carried over (lockstep runs them side by side), with float
+        # atomics, whose order shows
+        f"    for q in range(i % 4, n, {rng.choice(['7', '37', 'k + 1'])}):",
+        f"        w = {_f_expr(rng, 1).replace('[i]', '[q]')}",
+        f"        if w > {rng.choice(['0', 'a', 's'])}:",
+        "            cuda.atomic.add(acc, q % 8, w)",
     ]
     return "\n".join(lines) + "\n"
 
@@ -419,7 +425,8 @@ def test_random_kernels_give_the_engines_bits(tmp_path: Path) -> None:
         exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - the test's own kernels
         kernel = cuda.jit(namespace[name])
         assert lockstep.accepts(kernel), (lockstep.refusal(kernel), path.read_text())
-        args = [x, y, u, np.float32(0.5) if k % 2 else 0.3, k % 5, np.zeros(150, np.float32), np.zeros(150, np.int64)]
+        args = [x, y, u, np.float32(0.5) if k % 2 else 0.3, k % 5, np.zeros(150, np.float32), np.zeros(150, np.int64),
+                np.zeros(8, np.float32)]
         last = _same(kernel, 2, 96, args)
         ran += last == "ran"
     assert ran >= count * 3 // 4, ran

@@ -363,6 +363,61 @@ class Lanes:
         self.ret = np.zeros(n, dtype=bool)  # lanes that returned
         self.any_ret = False
         self.full = np.ones(n, dtype=bool)  # the mask of every lane (compared by identity: no lane is masked off)
+        self.kk: np.ndarray | None = None  # in a flattened loop: each lane's iteration (of the batch, from 0)
+
+    def expanded(self, lane_of: np.ndarray, k_of: np.ndarray, drop: frozenset[str]) -> "Lanes":
+        """The lanes of a flattened loop: lane ``j`` is thread ``lane_of[j]`` in its iteration ``k_of[j]``, with the
+        thread's values (but those of ``drop``, the names the loop's body assigns before it reads them)."""
+        e = Lanes.__new__(Lanes)
+        e.n = len(lane_of)
+        e.launch = self.launch
+        # (the thread and block indices of a lane are read from the values; Interrupt names the chunk's threads)
+        e.tx = e.ty = e.tz = e.bx = e.by = e.bz = self.tx[:0]
+        e.tid = self.tid[lane_of]
+        e.env = _LazyEnv(self.env, lane_of, drop)
+        e.undefined = {k: u[lane_of] for k, u in self.undefined.items() if k not in drop}
+        e.ret = np.zeros(e.n, dtype=bool)
+        e.any_ret = False
+        e.full = np.ones(e.n, dtype=bool)
+        e.kk = k_of
+        return e
+
+
+class _LazyEnv(dict):
+    """The values of a flattened loop's lanes: a thread's value, expanded to its iterations when first read (most
+    of the launch's values, thread and block indices among them, are never read in the loop)."""
+
+    def __init__(self, parent: dict[str, Any], lane_of: np.ndarray, drop: frozenset[str]) -> None:
+        super().__init__()
+        self.parent, self.lane_of, self.drop = parent, lane_of, drop
+
+    def __missing__(self, key: str) -> Any:
+        if key in self.drop:
+            raise KeyError(key)
+        value = self[key] = _expand(self.parent[key], self.lane_of)
+        return value
+
+
+def _expand(v: Any, lane_of: np.ndarray) -> Any:
+    """A value of the threads as the lanes of a flattened loop see it."""
+    if isinstance(v, V):
+        if v.t == MIX:
+            return V([(_expand(part, lane_of), lanes[lane_of]) for part, lanes in v.a], MIX)
+        return V(v.a[lane_of], v.t, v.n) if isinstance(v.a, np.ndarray) else v
+    if isinstance(v, TupleV):
+        return TupleV([_expand(x, lane_of) for x in v.items])
+    return v  # (an array argument)
+
+
+#: a flattened loop's iterations are this many steps apart (more steps in one iteration's body: lockstep gives up)
+STRIDE = 1 << 24
+
+
+def _step(L: Lanes, m: np.ndarray) -> Any:
+    """The step of an access: the launch's count; in a flattened loop, per lane, its iteration's place after it."""
+    if L.kk is None:
+        return L.launch.step
+    return L.launch.step + (L.kk if m is L.full else L.kk[m]) * STRIDE
 
 
 def _check_time(lanes: Lanes) -> None:
@@ -420,6 +475,7 @@ class Program:
         self.indexed: set[int] = set()  # positions of arrays read by an index
         self.atomic: set[int] = set()  # positions of arrays updated atomically
         self.free: set[str] = set()  # names from globals or the closure (resolved at each launch)
+        self.node = node
         self.body = self._block(node.body)
         if self.atomic & (self.stored | self.indexed):
             raise Unsupported("an array updated atomically and also read or written")
@@ -570,6 +626,7 @@ class Program:
         body = self._block(s.body)
         name = s.target.id
         line = s.lineno
+        drop = self._independent(s)
 
         def for_(L: Lanes, m: np.ndarray) -> None:
             launch = L.launch
@@ -612,6 +669,10 @@ class Program:
             total = int(count.max()) if L.n else 0
             every = int(count.min()) if full and L.n else 0  # iterations that every lane makes
             bound = max(start.n, stop.n) + step.n
+            batch = min(total, CHUNK_LANES // max(L.n, 1))
+            if drop is not None and L.kk is None and batch >= 2:
+                _flattened(L, m, count, total, batch, a0, st, bound)
+                return
             for k in range(total):
                 if k < every and not L.any_ret:
                     active = L.full
@@ -626,7 +687,74 @@ class Program:
                 body(L, active)
                 _check_time(L)
 
+        def _flattened(L: Lanes, m: np.ndarray, count: np.ndarray, total: int, batch: int, a0: Any, st: Any, bound: int) -> None:
+            """The iterations of the loop ``batch`` at a time, each (thread, iteration) a lane of its own: the body
+            assigns every name before it reads it and reads no array it writes, so iterations depend on nothing
+            but the thread's values before the loop."""
+            launch = L.launch
+            lanes = np.arange(L.n, dtype=np.int64)
+            assert drop is not None
+            for k0 in range(0, total, batch):
+                ks = min(batch, total - k0)
+                lane_of = np.tile(lanes, ks)
+                k_of = np.repeat(np.arange(ks, dtype=np.int64), L.n)
+                active = count[lane_of] > k_of + k0
+                if L.any_ret:
+                    active &= ~L.ret[lane_of]
+                if not _any(active):
+                    break
+                E = L.expanded(lane_of, k_of, drop)  # noqa: N806
+                if active.all():
+                    active = E.full
+                i = (a0[lane_of] if isinstance(a0, np.ndarray) else a0) + (k_of + k0) * (
+                    st[lane_of] if isinstance(st, np.ndarray) else st
+                )
+                _set(E, name, V(i, I, bound), active)
+                base = launch.step
+                body(E, active)
+                if launch.step - base >= STRIDE:
+                    raise Bail("a loop body of too many steps to flatten")
+                launch.step = base + ks * STRIDE
+                _check_time(L)
+
         return for_
+
+    def _independent(self, s: ast.For) -> frozenset[str] | None:
+        """The names the loop's body assigns, when its iterations can run as lanes of their own (see
+        :func:`_flattened`): no ``return`` in it, every name it assigns assigned before it is read in each iteration
+        and read nowhere outside it, no array both read and stored in it. None otherwise."""
+        body = s.body
+        nodes = [n for st in body for n in ast.walk(st)]
+        if any(isinstance(n, (ast.Return, ast.Break, ast.Continue)) for n in nodes):
+            return None
+        assigned = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        assigned.add(s.target.id)  # type: ignore[attr-defined]
+        inside = {id(n) for n in nodes}
+        outside = {
+            n.id for n in ast.walk(self.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
+        }
+        if assigned & outside:
+            return None
+        read_arrays = {
+            n.value.id
+            for n in nodes
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        stored_arrays = {
+            n.value.id
+            for n in nodes
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load)
+        }
+        stored_arrays |= {
+            n.target.value.id
+            for n in nodes
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) and isinstance(n.target.value, ast.Name)
+        }
+        if read_arrays & stored_arrays:
+            return None
+        if not _defined_first(body, {s.target.id}, assigned):  # type: ignore[attr-defined]
+            return None
+        return frozenset(assigned)
 
     def _while(self, s: ast.While) -> Stmt:
         if s.orelse:
@@ -727,8 +855,8 @@ class Program:
             launch = L.launch
             if arr.recorded:
                 tids = L.tid if full else L.tid[m]
-                launch.records.append((launch.step, pos, ATOMIC, flat, tids, None))
-            launch.atomics.append((kind, pos, flat, vals, tids, launch.step, flat.size))
+                launch.records.append((_step(L, m), pos, ATOMIC, flat, tids, None))
+            launch.atomics.append((kind, pos, flat, vals, tids, _step(L, m), flat.size))
             launch.step += 1
 
         return atomic
@@ -1003,6 +1131,48 @@ class Program:
         raise Unsupported("a call")
 
 
+def _loads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _defined_first(stmts: list[ast.stmt], defined: set[str], assigned: set[str]) -> bool:
+    """True when, statement after statement, each name of ``assigned`` is stored before any load of it (a store in an
+    ``if`` or a loop counts only inside it)."""
+    defined = set(defined)
+    for st in stmts:
+        if isinstance(st, ast.Assign):
+            if (_loads(st.value) & assigned) - defined:
+                return False
+            for t in st.targets:
+                if (_loads(t) & assigned) - defined:
+                    return False
+                defined |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        elif isinstance(st, ast.AugAssign):
+            target = st.target
+            names = _loads(st.value) | _loads(target) | ({target.id} if isinstance(target, ast.Name) else set())
+            if (names & assigned) - defined:
+                return False
+        elif isinstance(st, ast.If):
+            if (_loads(st.test) & assigned) - defined:
+                return False
+            if not _defined_first(st.body, defined, assigned) or not _defined_first(st.orelse, defined, assigned):
+                return False
+        elif isinstance(st, ast.For):
+            if (_loads(st.iter) & assigned) - defined:
+                return False
+            inner = defined | {st.target.id} if isinstance(st.target, ast.Name) else defined
+            if not _defined_first(st.body, inner, assigned):
+                return False
+        elif isinstance(st, ast.While):
+            if (_loads(st.test) & assigned) - defined:
+                return False
+            if not _defined_first(st.body, defined, assigned):
+                return False
+        elif (_loads(st) & assigned) - defined:
+            return False
+    return True
+
+
 def _set(L: Lanes, name: str, v: Any, m: np.ndarray) -> None:
     """Assign ``v`` to the local ``name`` in the lanes of ``m``."""
     if isinstance(v, TupleV) or not isinstance(v, V):
@@ -1248,7 +1418,7 @@ def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
     if arr.tracked:
         _log(launch.reads, pos, flat, L, m)
     if arr.recorded:
-        launch.records.append((launch.step, pos, READ, flat, L.tid if m is L.full else L.tid[m], None))
+        launch.records.append((_step(L, m), pos, READ, flat, L.tid if m is L.full else L.tid[m], None))
     launch.step += 1
     got = arr.live[parts]
     if arr.poison is not None:
@@ -1294,7 +1464,7 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
         data = data[m]
     if arr.recorded:
         stored = data if data.ndim else np.full(flat.size, data, dtype=dt)
-        launch.records.append((launch.step, pos, WRITE, flat, L.tid if full else L.tid[m], stored))
+        launch.records.append((_step(L, m), pos, WRITE, flat, L.tid if full else L.tid[m], stored))
     launch.step += 1
     if full and any(isinstance(p, np.ndarray) for p in parts):
         arr.live[parts] = data
@@ -1402,6 +1572,13 @@ def _races(launch: Launch) -> bool:
     return False
 
 
+def _steps(steps: list[Any], sizes: list[int]) -> np.ndarray:
+    """Each access's step: an entry's one step repeated, or its lanes' own (a flattened loop's, see :func:`_step`)."""
+    if all(not isinstance(x, np.ndarray) for x in steps):
+        return np.repeat(np.array(steps, dtype=np.int64), sizes)
+    return np.concatenate([x if isinstance(x, np.ndarray) else np.full(n, x, dtype=np.int64) for x, n in zip(steps, sizes)])
+
+
 def _values(items: list[tuple], dtype: Any) -> np.ndarray:
     """The atomics' values of ``items`` in one array, one per flat index (a scalar repeated for its lanes)."""
     if all(not isinstance(it[3], np.ndarray) or not it[3].ndim for it in items):
@@ -1444,7 +1621,7 @@ def _apply_atomics(launch: Launch, arrays: dict[int, ArrayArg], ranks: Any) -> d
             if kind not in ("add", "sub"):
                 raise Bail("a float atomic max/min (the order of NaNs)")
             vals = _values(items, dt)
-            steps = np.repeat(np.array([it[5] for it in items], dtype=np.int64), [it[2].size for it in items])
+            steps = _steps([it[5] for it in items], [it[2].size for it in items])
             order = np.lexsort((steps, ranks[np.concatenate([it[4] for it in items])]))
             with np.errstate(all="raise"):
                 try:
@@ -1691,7 +1868,7 @@ class LaneLog(Sequence[tuple]):
     def __iter__(self) -> Any:
         records = self._records
         sizes = [r[3].size for r in records]
-        steps = np.repeat(np.array([r[0] for r in records], dtype=np.int64), sizes)
+        steps = _steps([r[0] for r in records], sizes)
         tids = np.concatenate([r[4] for r in records])
         order = np.lexsort((steps, self._ranks[tids]))
         which = np.repeat(np.arange(len(records)), sizes)[order]
