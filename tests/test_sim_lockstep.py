@@ -473,3 +473,27 @@ def test_an_index_just_below_zero_is_out_of_bounds() -> None:
     """A small negative index (whose magnitude is within the array) is out of bounds too, never NumPy's wrap."""
     last = _same(one_below, 1, 32, [np.arange(100, dtype=np.float32), np.zeros(100, np.float32)])
     assert last.startswith("gave up: ") and "out of bounds" in last
+
+
+@cuda.jit
+def stencil_rows(u, out):
+    for k in range(cuda.grid(1), u.size, cuda.gridsize(1)):
+        if 0 < k < u.size - 1:
+            out[k] = u[k - 1] - 2.0 * u[k] + u[k + 1]
+
+
+def test_chunks_of_blocks_and_batches_of_iterations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch larger than a chunk runs chunk after chunk of blocks, a flattened loop batch after batch of
+    iterations: the same bits, the same float atomics' order, the same recorded log, as the engine's."""
+    monkeypatch.setattr(lockstep, "CHUNK_LANES", 96)  # (3 blocks of 32 per chunk; 3 iterations per batch of 32)
+    x = np.random.default_rng(9).standard_normal(1000).astype(np.float32)
+    for schedule, seed in (("forward", None), ("shuffle", 4)):
+        assert _same(float_sum, 7, 32, [x, np.zeros(1, np.float32)], schedule=schedule, seed=seed) == "ran"
+    assert _same(stencil_rows, 7, 32, [x, np.zeros(1000, np.float32)], names=["u", "out"], outputs=("out",)) == "ran"
+    assert _same(stencil_rows, 1, 32, [x, np.zeros(1000, np.float32)], names=["u", "out"], outputs=("out",)) == "ran"
+    got = {}
+    for on in (True, False):
+        report, _, last = _strict(stencil_rows, 1, 32, [x, np.zeros(1000, np.float32)], on, names=["u", "out"],
+                                  record=True)
+        got[on] = _per_array(report)
+    assert got[True] == got[False]
