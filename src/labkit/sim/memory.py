@@ -522,6 +522,7 @@ class TrackedArray:
         "_fatomic",
         "_m",
         "_mbase",
+        "_fv",
         "__weakref__",
     )
 
@@ -599,6 +600,9 @@ class TrackedArray:
         ):
             self._mbase = [_POISONED] * live.size if poisoned else _scalars(live.reshape(-1), self._widen)
         self._m = self._mbase  # the mirror while it holds (None once this epoch has a write or an atomic)
+        # the elements by flat index (a 1-D view of a C-ordered array: NumPy indexes it with one int, faster than with
+        # a tuple), else None
+        self._fv: np.ndarray | None = live if live.ndim == 1 else live.reshape(-1) if live.flags.c_contiguous else None
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -828,9 +832,15 @@ class TrackedArray:
             # the first access of this element in the epoch, and nobody has read the array in it: nothing to check
             if self._record:
                 model.note(self, me, flat, WRITE, value)
-            self._old[flat] = self.live[index]
-            self._w[flat] = me if me.meets is None else _stamp(me)
-            self.live[index] = value
+            fv = self._fv
+            if fv is not None:
+                self._old[flat] = fv[flat]
+                self._w[flat] = me if me.meets is None else _stamp(me)
+                fv[flat] = value
+            else:
+                self._old[flat] = self.live[index]
+                self._w[flat] = me if me.meets is None else _stamp(me)
+                self.live[index] = value
             self.wmask[flat] = 1
             return
         if self._record:
@@ -1037,6 +1047,19 @@ class _Tracked1D(TrackedArray):
 
     def __setitem__(self, i: Any, value: Any) -> None:
         if (type(i) is int or type(i) is Int32) and 0 <= i < self.size:
+            if (
+                not (self._log or self._r or self._a or self._alog or self._record or i in self._w)
+                and self._track
+                and (not self._int or (type(value) is int and self._low <= value <= self._high))
+            ):  # (_write's first case, written out: a store in an epoch with nothing to check)
+                me = engine.current
+                self._m = None
+                live = self.live
+                self._old[i] = live[i]
+                self._w[i] = me if me.meets is None else _stamp(me)
+                live[i] = value
+                self.wmask[i] = 1
+                return
             self._write(i, i, value)
         else:
             TrackedArray.__setitem__(self, i, value)
@@ -1084,7 +1107,22 @@ class _Tracked2D(TrackedArray):
         if type(idx) is tuple and len(idx) == 2:
             i, j = idx
             if type(i) in _INTS and type(j) in _INTS and 0 <= i < self.shape[0] and 0 <= j < self._s1:
-                self._write(idx, i * self._s1 + j, value)
+                flat = i * self._s1 + j
+                fv = self._fv
+                if (
+                    fv is not None
+                    and not (self._log or self._r or self._a or self._alog or self._record or flat in self._w)
+                    and (not self._int or (type(value) is int and self._low <= value <= self._high))
+                    and self._track
+                ):  # (_write's first case, written out: a tile's store in an epoch with nothing to check)
+                    me = engine.current
+                    self._m = None
+                    self._old[flat] = fv[flat]
+                    self._w[flat] = me if me.meets is None else _stamp(me)
+                    fv[flat] = value
+                    self.wmask[flat] = 1
+                    return
+                self._write(idx, flat, value)
                 return
         TrackedArray.__setitem__(self, idx, value)
 
