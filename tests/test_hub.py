@@ -401,7 +401,7 @@ def run_classroom(tmp_path: Path, python: str) -> str:
             return bool(server and server.get("ready"))
 
         for user in LEARNERS:
-            wait_for(f"{user}'s server", lambda user=user: ready(user), deadline, every=0.5)
+            wait_for(f"{user}'s server", lambda user=user: ready(user), deadline, every=0.2)
         timings["servers up"] = time.monotonic() - started
         held = json.loads((tmp_path / "mig-slices.json").read_text())["held"]
         assert set(held) == set(LEARNERS) and len(set(held.values())) == 2  # one slice each, never the same

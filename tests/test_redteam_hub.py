@@ -317,7 +317,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
 
         def wait_ready(u):
             wait_for(f"{u}'s server", lambda: (json.loads(http("GET", f"{api}/users/{u}", tokens[u])[1]).get("servers") or {})
-                     .get("", {}).get("ready"), deadline, every=0.5)
+                     .get("", {}).get("ready"), deadline, every=0.2)
 
         def start(u):
             ask(u)
@@ -330,7 +330,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
         assert reply == "ok" and "STAGED" in out and "SIGNED True" in out, out  # an ordinary notary trusts it
         assert http("DELETE", f"{api}/users/mallory/server", tokens["mallory"])[0] in (202, 204)
         wait_for("mallory's server to stop", lambda: not json.loads(http("GET", f"{api}/users/mallory", tokens["mallory"])[1])
-                 .get("servers"), deadline, every=0.5)
+                 .get("servers"), deadline, every=0.2)
         start("mallory")
         wait_ready("alice")
         assert (tmp_path / "home" / "mallory" / ".jupyter" / "jupyter_server_config.py").exists()
@@ -530,7 +530,7 @@ def test_a_hostile_learner_on_a_real_hub(tmp_path: Path) -> None:
         assert "/hub/login" in url, (status, url)
         # her server stops (in the background: this hub answers at once, slow_stop_timeout 0)...
         wait_for("mallory's server to stop", lambda: not json.loads(http("GET", f"{api}/users/mallory", tokens["ingrid"])[1])
-                 .get("servers"), deadline, every=0.5)
+                 .get("servers"), deadline, every=0.2)
         assert "mallory" not in slices()  # ...and its slice is free
         # nobody starts it again: the hub refuses the start (here answered 202 at once, slow_spawn_timeout 0, and
         # the start then fails in the authenticator's pre_spawn_start)
@@ -626,7 +626,7 @@ def test_per_user_subdomains_keep_a_learners_page_off_the_hubs_origin(tmp_path: 
                     model = json.loads(http("GET", f"{api}/users/mallory", tokens["mallory"])[1])
                     return model if (model.get("servers") or {}).get("", {}).get("ready") else None
 
-                server_url = wait_for("mallory's server", ready, deadline, every=0.5)["servers"][""]["url"]
+                server_url = wait_for("mallory's server", ready, deadline, every=0.2)["servers"][""]["url"]
                 assert server_url.startswith("https://mallory.localhost:"), server_url  # her own origin
                 control = page.evaluate(ATTACK_JS, [False, ""])
                 assert control.get("token") == 201, control
