@@ -275,3 +275,28 @@ def test_recorded_atomics_wait_among_the_reads_and_come_back_as_a_noting_model_l
                                names=["keys", "counts", "mine"], record=True)
     assert report.count("shared array `bins`", "atomic") == 301 + 32
     assert report.count("counts", "atomic") == report.atomics["global"]
+
+
+@cuda.jit
+def _one_past_the_tile(x, out, k):
+    s = cuda.shared.array(32, np.float64)
+    s2 = cuda.shared.array((4, 8), np.float64)
+    t = cuda.threadIdx.x
+    s[t] = x[t]
+    s2[t // 8, t % 8] = x[t]
+    cuda.syncthreads()
+    if k == 0:
+        out[t] = s[t + 1]  # thread 31 reads s[32]
+    elif k == 1:
+        out[t] = s2[t // 8 + 1, t % 8]  # threads 24-31 read row 4 of 4
+    else:
+        out[t] = s[1.0 * t]  # an index that is not an integer
+
+
+@pytest.mark.parametrize("k, words", [(0, "index 32 is out of bounds for axis 0 with size 32"),
+                                      (1, "index 4 is out of bounds for axis 0 with size 4"),
+                                      (2, "array index must be an integer")])
+def test_a_mirrored_tile_read_out_of_bounds_or_not_an_integer_says_so(k: int, words: str) -> None:
+    x = np.arange(32, dtype=np.float64)
+    with pytest.raises((IndexError, TypeError), match=words):
+        sim.launch_strict(_one_past_the_tile, 1, 32, x, np.zeros(32), k)

@@ -1021,16 +1021,16 @@ class _Tracked1D(TrackedArray):
         m = self._m
         if m is not None:  # shared memory in an epoch with no writes: the mirror (see TrackedArray.__init__)
             try:
-                if 0 <= i < self.size:
-                    value = m[i]
+                if i >= 0:
+                    value = m[i]  # (IndexError past the end: the long path says so)
                     if value is not _POISONED:
                         me = engine.current
                         self._log.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
                         if self._flats is not None:
                             self._flats.append(i)
                         return value
-            except (TypeError, ValueError):  # (an index that is not an integer: the long path says so)
-                pass
+            except (TypeError, ValueError, IndexError):  # (an index that is not an integer in bounds: the long path
+                pass  # says what is wrong)
         if (type(i) is int or type(i) is Int32) and i >= 0:  # (Int32: cuda.threadIdx.x)
             value = self.live[i]  # (NumPy raises IndexError past the end)
             if self._w or self._a or self._alog or (self.poisoned and not self.wmask[i]):
@@ -1075,17 +1075,18 @@ class _Tracked2D(TrackedArray):
         if m is not None and type(idx) is tuple:  # shared memory in an epoch with no writes: the mirror (see
             try:  # TrackedArray.__init__)
                 i, j = idx
-                if 0 <= j < self._s1 and 0 <= i < self.shape[0]:
-                    flat = i * self._s1 + j
-                    value = m[flat]
+                s1 = self._s1
+                if 0 <= j < s1 and i >= 0:
+                    flat = i * s1 + j
+                    value = m[flat]  # (IndexError past the last row: the long path says so)
                     if value is not _POISONED:
                         me = engine.current
                         self._log.append((flat, me) if me.meets is None else (flat, (me, len(me.meets))))
                         if self._flats is not None:
                             self._flats.append(flat)
                         return value
-            except (TypeError, ValueError):  # (not two integer indices: the long path says what is wrong)
-                pass
+            except (TypeError, ValueError, IndexError):  # (not two integer indices in bounds: the long path says
+                pass  # what is wrong)
         if type(idx) is tuple and len(idx) == 2:
             i, j = idx
             if type(i) in _INTS and type(j) in _INTS and i >= 0 and 0 <= j < self._s1:
