@@ -497,12 +497,18 @@ def _visit(browser: Any, urls: list[str], local: tuple[str, ...], shots: dict[st
             info["probe"] = probe(page, url)
         if menu:
             page.locator("button.primary-toggle:visible").first.tap()
-            page.wait_for_timeout(400)
-            info["menu"] = page.evaluate("""() => {
+            menu_state = """() => {
               const d = document.querySelector('#pst-primary-sidebar-modal');
               const links = d ? [...d.querySelectorAll('a')].filter(a => a.getBoundingClientRect().width > 0
                 && getComputedStyle(a).visibility !== 'hidden') : [];
-              return {open: !!(d && d.open), links: links.map(a => a.textContent.trim())}; }""")
+              return {open: !!(d && d.open), links: links.map(a => a.textContent.trim())}; }"""
+            try:  # until the menu is open with links showing (was a fixed 400 ms); a menu that never opens is
+                # reported below as not open
+                page.wait_for_function(f"() => {{ const m = ({menu_state})(); return m.open && m.links.length > 0; }}",
+                                       timeout=5_000)
+            except Exception:  # noqa: BLE001
+                pass
+            info["menu"] = page.evaluate(menu_state)
         info["problems"] = list(problems)
         seen[url] = info
         for name, path in (shots or {}).items():
