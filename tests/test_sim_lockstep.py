@@ -134,6 +134,20 @@ def test_float_atomics_add_in_the_engines_order_for_every_schedule(schedule: str
     assert _same(int_hist, 2, 96, args, schedule=schedule, seed=seed) == "ran"
 
 
+@cuda.jit
+def scaled_by_thread(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * cuda.threadIdx.x + cuda.blockIdx.x * np.float32(0.1)
+
+
+def test_thread_and_block_indices_are_int32_as_in_the_engine() -> None:
+    """threadIdx and blockIdx are labkit's Int32 in the engine, which NumPy does not treat as a weak Python int: a
+    float32 times one is a float64 there, and so in lockstep (a float64 output shows every bit of it)."""
+    x = np.random.default_rng(3).standard_normal(200).astype(np.float32)
+    assert _same(scaled_by_thread, 2, 128, [x, np.zeros(200, np.float64)]) == "ran"
+
+
 def test_a_subset_of_blocks_and_a_direct_launch() -> None:
     x = np.random.default_rng(2).standard_normal(4000).astype(np.float32)
     assert _same(float_sum, 8, 64, [x, np.zeros(1, np.float32)], blocks=[(5, 0, 0), (1, 0, 0)]) == "ran"
@@ -335,8 +349,9 @@ def test_kernels_outside_the_subset_run_on_the_engine() -> None:
 
 
 # ----------------------------------------------------------------------------- random kernels
-_F_LEAVES = ["x[i]", "x[(i * 7 + 3) % n]", "s", "np.float32(0.75)", "1.5", "0.1", "y[i]", "i", "k", "2"]
-_I_LEAVES = ["y[i]", "i", "k", "3", "j", "(i % 5)", "b", "u[i]"]
+_F_LEAVES = ["x[i]", "x[(i * 7 + 3) % n]", "s", "np.float32(0.75)", "1.5", "0.1", "y[i]", "i", "k", "2",
+             "cuda.threadIdx.x"]
+_I_LEAVES = ["y[i]", "i", "k", "3", "j", "(i % 5)", "b", "u[i]", "cuda.blockIdx.x"]
 
 
 def _f_expr(rng: random.Random, depth: int) -> str:

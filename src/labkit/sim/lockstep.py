@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .integers import Int8, Int16, Int32
 from .limits import LEARNER_CODE_LIMIT_S
 
 __all__ = ["BUDGET_SHARE", "accepts", "refusal", "run"]
@@ -65,12 +66,23 @@ I, F, B, COND = "int", "float", "bool", "cond"  # noqa: E741
 MIX = "mixed"  # a value whose type differs between threads: ``a`` is a list of (value, its lanes) of one type each
 F32, F64, I64, BOOL = "float32", "float64", "int64", "bool_"  # NumPy scalars (strings: a dtype == str is slow)
 DT_F32, DT_F64, DT_I64, DT_BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)
-_STORAGE = {I: DT_I64, F: DT_F64, B: DT_BOOL, COND: DT_BOOL, F32: DT_F32, F64: DT_F64, I64: DT_I64, BOOL: DT_BOOL}
+# labkit.sim.integers' Int32 (threadIdx, blockIdx, a declared int32 argument), Int16, Int8: Python ints to Python,
+# but not weak to NumPy (``np.float32(1.5) * Int32(3)`` is a float64)
+I32, I16, I8 = "Int32", "Int16", "Int8"
+_STORAGE = {
+    I: DT_I64, F: DT_F64, B: DT_BOOL, COND: DT_BOOL, F32: DT_F32, F64: DT_F64, I64: DT_I64, BOOL: DT_BOOL,
+    I32: DT_I64, I16: DT_I64, I8: DT_I64,
+}  # fmt: skip
 _TAGS = {DT_F32: F32, DT_F64: F64, DT_I64: I64, DT_BOOL: BOOL}  # the tag of a NumPy scalar's dtype
-_SAMPLES = {I: 3, F: 1.5, B: True, F32: np.float32(1.5), F64: np.float64(1.5), I64: np.int64(3), BOOL: np.bool_(True)}
+_SAMPLES = {
+    I: 3, F: 1.5, B: True, F32: np.float32(1.5), F64: np.float64(1.5), I64: np.int64(3), BOOL: np.bool_(True),
+    I32: Int32(3), I16: Int16(3), I8: Int8(3),
+}  # fmt: skip
+_TAGGED = {Int32: I32, Int16: I16, Int8: I8}
 _EXACT = {F32: 1 << 24, F64: 1 << 53, F: 1 << 53}  # integers below this convert to the float exactly
 _INT_LIMIT = 1 << 62  # integer values are kept below this in magnitude (no wrap, no Python big int)
-_INTS = (I, I64)
+_INTS = (I, I64, I32, I16, I8)
+_NARROW = (I32, I16, I8)  # (their arithmetic, negation, abs give a plain int)
 READ, WRITE, ATOMIC = 0, 1, 2  # (the kinds of labkit.sim.memory's log)
 _any = np.count_nonzero  # (a C call: ndarray.any() goes through Python)
 
@@ -110,7 +122,7 @@ def _tag_of(value: Any) -> Any:
     if isinstance(value, bool):
         return B
     if isinstance(value, int):
-        return I
+        return _TAGGED.get(type(value), I) if type(value) is not int else I
     if isinstance(value, float):
         return F
     return None
@@ -213,7 +225,7 @@ def _plan(op: Any, ta: Any, tb: Any) -> tuple:
         mode, tp = "int", tr
     else:
         mode, tp = "float", tr
-        if op is operator.truediv and ta in (I, I64, B) and tb in (I, I64, B):
+        if op is operator.truediv and (ta in _INTS or ta == B) and (tb in _INTS or tb == B):
             tp = F64  # (integers that convert exactly, divided once: Python's correctly rounded int / int)
     float_tag = tp if tp in _EXACT else None
     ca = float_tag if ta in _INTS else None
@@ -1206,13 +1218,13 @@ def _set(L: Lanes, name: str, v: Any, m: np.ndarray) -> None:
 def _negative(v: V) -> V:
     if v.t in (B, BOOL, COND):
         raise Bail("the negative of a truth value")
-    return V(-v.a, v.t, v.n)
+    return V(-v.a, I if v.t in _NARROW else v.t, v.n)
 
 
 def _invert(v: V) -> V:
     if v.t not in _INTS:
         raise Bail("~ of a value that is not an integer")
-    return V(~v.a, v.t, v.n + 1)
+    return V(~v.a, I if v.t in _NARROW else v.t, v.n + 1)
 
 
 def _and_values(results: list[V], m: np.ndarray) -> V:
@@ -1311,7 +1323,7 @@ def _builtin(name: str, vals: list[V], m: np.ndarray) -> V:
     if name == "abs":
         if v.t in (B, BOOL):
             raise Bail("abs of a truth value")
-        return V(np.abs(v.a), v.t, v.n)
+        return V(np.abs(v.a), I if v.t in _NARROW else v.t, v.n)
     if name in ("min", "max"):
         a, b = vals
         # min(a, b) is b if b < a else a; max(a, b) is b if b > a else a (Python's own rule, NaN included)
@@ -1649,10 +1661,10 @@ def _fill_lanes(L: Lanes, block: tuple[int, int, int], consts: dict[str, Any]) -
     env.update(consts)
     bx, by, bz = block
     gbound = [int(consts[f"#gridDim.{a}"].a) * n for a, n in zip("xyz", block)]
-    env["#threadIdx.x"], env["#threadIdx.y"], env["#threadIdx.z"] = V(L.tx, I, bx), V(L.ty, I, by), V(L.tz, I, bz)
-    env["#blockIdx.x"] = V(L.bx, I, gbound[0] // bx)
-    env["#blockIdx.y"] = V(L.by, I, gbound[1] // by)
-    env["#blockIdx.z"] = V(L.bz, I, gbound[2] // bz)
+    env["#threadIdx.x"], env["#threadIdx.y"], env["#threadIdx.z"] = V(L.tx, I32, bx), V(L.ty, I32, by), V(L.tz, I32, bz)
+    env["#blockIdx.x"] = V(L.bx, I32, gbound[0] // bx)  # (Int32 in the engine, as Numba types them)
+    env["#blockIdx.y"] = V(L.by, I32, gbound[1] // by)
+    env["#blockIdx.z"] = V(L.bz, I32, gbound[2] // bz)
     gx, gy, gz = L.bx * bx + L.tx, L.by * by + L.ty, L.bz * bz + L.tz
     env["#grid1"] = V(gx, I, gbound[0])
     env["#grid2"] = TupleV([V(gx, I, gbound[0]), V(gy, I, gbound[1])])
