@@ -148,6 +148,31 @@ def test_thread_and_block_indices_are_int32_as_in_the_engine() -> None:
     assert _same(scaled_by_thread, 2, 128, [x, np.zeros(200, np.float64)]) == "ran"
 
 
+@cuda.jit
+def dims_times_a_float(out):
+    if cuda.threadIdx.x == 2:
+        out[0] = cuda.blockDim.x * 0.1
+        out[1] = cuda.gridsize(1) * np.float32(0.1)
+        out[2] = cuda.grid(1) * np.float32(0.1)
+
+
+def test_numpy_integer_dimensions_run_on_the_engine() -> None:
+    """blockDim.x is an np.int32 when the block was given as one, and its products are typed as NumPy's."""
+    for block in (3, np.int32(3)):
+        got = []
+        for on in (True, False):
+            lockstep.ENABLED = on
+            try:
+                out = np.zeros(3)
+                dims_times_a_float[1, block](out)
+            finally:
+                lockstep.ENABLED = True
+            got.append(out.tobytes())
+            if on:
+                assert (lockstep.last == "ran") == (type(block) is int), lockstep.last
+        assert got[0] == got[1]
+
+
 def test_a_subset_of_blocks_and_a_direct_launch() -> None:
     x = np.random.default_rng(2).standard_normal(4000).astype(np.float32)
     assert _same(float_sum, 8, 64, [x, np.zeros(1, np.float32)], blocks=[(5, 0, 0), (1, 0, 0)]) == "ran"

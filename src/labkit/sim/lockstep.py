@@ -1772,6 +1772,9 @@ def run(
     if model is not None and (memory is None or type(model) is not memory.Model or model.syncwarps or model.log):
         last = "not run: a memory model of another kind"
         return False
+    if any(type(d) is not int for d in (*grid, *block)):  # (np.int32 dimensions make blockDim.x an np.int32: its
+        last = "not run: grid or block dimensions that are not Python ints"  # products are typed as NumPy's)
+        return False
     try:
         prepared = _prepare(prog, fn, args)
     except Bail as why:
