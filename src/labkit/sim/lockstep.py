@@ -5,28 +5,31 @@ with no barrier, no shared or local array and no warp function needs none of tha
 other. For such a kernel, recognised once from its source, this module runs all threads of a launch (or of a chunk
 of its blocks) together: a local variable is an array with one value per thread, ``if`` and loops become masks of
 the threads that take them, a ``for`` over ``range`` with bounds that differ between threads runs while any thread
-is still in it, and ``return`` takes a thread out.
+is still in it, and ``return`` takes a thread out. A loop whose iterations depend on nothing carried from one to the
+next (its body assigns each name before reading it and reads no array it stores: a grid-stride loop over elements)
+runs its iterations side by side too, each (thread, iteration) a lane of its own.
 
 What it accepts (anything else runs on the engine, with the same results, only slower): assignments and augmented
 assignments to names and to array elements, ``if``/``elif``/``else``, ``for ... in range(...)``, ``while``, ``return``
 without a value; arithmetic, comparisons, ``and``/``or``/``not``, conditional expressions, ``cuda.grid``,
 ``cuda.gridsize``, ``cuda.threadIdx``/``blockIdx``/``blockDim``/``gridDim``, ``.shape``/``.size``/``.ndim`` and
 ``len`` of array arguments, element reads and stores with integer indices, ``abs``/``min``/``max``/``int``/``float``,
-``math.sqrt``/``math.fabs``, and ``cuda.atomic.add``/``sub``/``max``/``min`` as statements on arrays the kernel
-touches in no other way.
+``np.float32``/``np.float64``, ``math.sqrt``/``math.fabs``, and ``cuda.atomic.add``/``sub``/``max``/``min`` as
+statements on arrays the kernel touches in no other way. :func:`refusal` says what in a kernel it does not take.
 
-Every value keeps the type the engine would give it (a Python ``int``/``float``/``bool``, or a NumPy scalar type), and
-each operation takes NumPy's promotion of those types, so results are the engine's bit for bit: integers are
-checked against a bound that keeps them exact, mixing an integer with a float only where the conversion is exact.
+Every value keeps the type the engine would give it (a Python ``int``/``float``/``bool``, labkit's ``Int32`` for
+``threadIdx``, or a NumPy scalar type; where threads hold different types, one array per type), and each operation
+takes NumPy's promotion of those types, so results are the engine's bit for bit: integers are checked against a
+bound that keeps them exact, mixing an integer with a float only where the conversion is exact.
 
 Whenever a strict rule *could* speak, the lockstep run gives up and the launch runs again on the engine, with its
 arrays restored first, so that the verdict, its message and its traceback are the engine's own: an index out of
 bounds, two threads touching one element with one of them writing (in one block or in two), a read of poison, a
 division by zero, a floating-point warning, an integer that might leave its exact range, a variable a thread reads
-before it assigned it, types that differ between threads in one variable, or more CPU time than
-:data:`BUDGET_SHARE` of the launch's limit. Atomics are applied at the end of the launch in the order the engine's
+before it assigned it, or more CPU time than :data:`BUDGET_SHARE` of the launch's limit (:data:`BUDGET_MAX_S` at most). Atomics are applied at the end of the launch in the order the engine's
 schedule gives them (which only float atomics can tell). Interrupt stops a lockstep run at once, with the engine's
-words and the kernel's line.
+words and the kernel's line. A recorded launch keeps each statement's accesses as arrays and gives them back as the
+strict model's log (:class:`LaneLog`), thread after thread in the engine's order.
 """
 
 from __future__ import annotations
@@ -1644,7 +1647,8 @@ def _apply_atomics(launch: Launch, arrays: dict[int, ArrayArg], ranks: Any) -> d
     return done
 
 
-def _module_values(module: Any, grid: tuple[int, int, int], block: tuple[int, int, int]) -> dict[str, V]:
+def _module_values(grid: tuple[int, int, int], block: tuple[int, int, int]) -> dict[str, V]:
+    """``cuda.blockDim``, ``gridDim`` and ``gridsize`` of the launch (the same for every thread)."""
     out: dict[str, V] = {}
     for name, dims in (("blockDim", block), ("gridDim", grid)):
         for axis, n in zip("xyz", dims):
@@ -1795,7 +1799,7 @@ def run(
     started = time.monotonic()
     budget = min(BUDGET_SHARE * limit, BUDGET_MAX_S)
     launch = Launch(started_cpu + budget, started + budget)
-    consts.update(_module_values(None, grid, block))
+    consts.update(_module_values(grid, block))
     per_chunk = max(1, CHUNK_LANES // size)
     L: Lanes | None = None
     flags: list[str] = []
