@@ -58,8 +58,8 @@ class _Source:
     names its globals give Numba's ``cuda`` module (for the atomics' short path)."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
-        self.text, self.first = _source_of(fn)
-        node = self.parse()
+        self.text, self.first, parsed = _source_of(fn)
+        node = parsed if parsed is not None else self.parse()
         if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
             raise ValueError("not a plain function definition")
         names: set[str] = set()
@@ -146,10 +146,11 @@ def _is_numba_cuda(value: Any) -> bool:
         return False
 
 
-def _source_of(fn: Callable[..., Any]) -> tuple[str, int]:
-    """The dedented source of ``fn``'s definition and its first line: the lines of its block read from ``linecache``
-    (the indented lines after the ``def``, which is what ``inspect.getsourcelines`` finds with the tokenizer, at a
-    tenth of the cost); ``inspect``'s answer when that block does not parse alone (a string that runs to column 0)."""
+def _source_of(fn: Callable[..., Any]) -> tuple[str, int, ast.FunctionDef | None]:
+    """The dedented source of ``fn``'s definition, its first line, and its parsed tree at those lines (None: not
+    parsed yet): the lines of its block read from ``linecache`` (the indented lines after the ``def``, which is what
+    ``inspect.getsourcelines`` finds with the tokenizer, at a tenth of the cost); ``inspect``'s answer when that block
+    does not parse alone (a string that runs to column 0)."""
     code = fn.__code__
     lines = linecache.getlines(code.co_filename, getattr(fn, "__globals__", None))
     start = code.co_firstlineno - 1
@@ -167,12 +168,14 @@ def _source_of(fn: Callable[..., Any]) -> tuple[str, int]:
             end += 1
         text = textwrap.dedent("".join(lines[start:end]))
         try:
-            ast.parse(text)
-            return text, start + 1
+            tree = ast.parse("\n" * start + text)  # (at its own lines: the tree _Source reads, parsed once)
         except SyntaxError:
             pass
+        else:
+            body = tree.body
+            return text, start + 1, body[0] if len(body) == 1 and isinstance(body[0], ast.FunctionDef) else None
     source, first = inspect.getsourcelines(fn)
-    return textwrap.dedent("".join(source)), first
+    return textwrap.dedent("".join(source)), first, None
 
 
 #: the classes whose ``cuda.atomic.add`` a variant calls directly (:mod:`labkit.sim.memory` sets it: this module
