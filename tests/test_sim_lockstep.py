@@ -537,3 +537,33 @@ def test_chunks_of_blocks_and_batches_of_iterations(monkeypatch: pytest.MonkeyPa
                                   record=True)
         got[on] = _per_array(report)
     assert got[True] == got[False]
+
+
+@cuda.jit
+def row_sums(a, out):
+    for r in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
+        s = 0.0
+        for c in range(r % 3, a.shape[1]):
+            s += a[r, c]
+        out[r] = s
+
+
+@cuda.jit
+def running_max(x, out):
+    best = -1.0
+    i = cuda.grid(1)
+    while i < x.size:
+        if x[i] > best:
+            best = x[i]
+        i += cuda.gridsize(1)
+    if cuda.grid(1) < out.size:
+        out[cuda.grid(1)] = best
+
+
+def test_loops_inside_flattened_loops_and_values_carried_across_iterations() -> None:
+    """An outer grid-stride loop run side by side with an inner loop run per iteration; a while loop whose value is
+    carried from one iteration to the next (a Python float in some threads, a float32 in others)."""
+    a = np.random.default_rng(4).standard_normal((45, 13)).astype(np.float32)
+    assert _same(row_sums, 2, 16, [a, np.zeros(45, np.float64)]) == "ran"
+    x = np.random.default_rng(5).standard_normal(300).astype(np.float32) - np.float32(2)
+    assert _same(running_max, 3, 64, [x, np.zeros(192, np.float64)]) == "ran"
