@@ -567,3 +567,21 @@ def test_loops_inside_flattened_loops_and_values_carried_across_iterations() -> 
     assert _same(row_sums, 2, 16, [a, np.zeros(45, np.float64)]) == "ran"
     x = np.random.default_rng(5).standard_normal(300).astype(np.float32) - np.float32(2)
     assert _same(running_max, 3, 64, [x, np.zeros(192, np.float64)]) == "ran"
+
+
+@cuda.jit
+def accumulates_in_place(x, out):
+    t = cuda.grid(1)
+    if t < out.size:
+        out[t] = 0.0
+        for k in range(3):
+            out[t] += x[t]  # (each iteration reads what the one before wrote: the loop cannot be flattened)
+
+
+def test_a_loop_that_updates_an_array_in_place_runs_iteration_after_iteration() -> None:
+    x = np.arange(10, dtype=np.float32)
+    out = np.zeros(10, np.float32)
+    assert _same(accumulates_in_place, 2, 8, [x, out]) == "ran"
+    assert lockstep.ENABLED
+    accumulates_in_place[2, 8](x, out)
+    assert lockstep.last == "ran" and np.array_equal(out, 3 * x)

@@ -760,12 +760,12 @@ class Program:
             for n in nodes
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and not isinstance(n.ctx, ast.Load)
         }
-        stored_arrays |= {
+        updated = {
             n.target.value.id
             for n in nodes
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript) and isinstance(n.target.value, ast.Name)
-        }
-        if read_arrays & stored_arrays:
+        }  # (A[i] += v reads A too)
+        if updated or read_arrays & stored_arrays:
             return None
         if not _defined_first(body, {s.target.id}, assigned):  # type: ignore[attr-defined]
             return None
