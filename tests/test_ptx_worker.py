@@ -19,9 +19,8 @@ def _payload(name: str = "twice") -> dict:
 
 
 @pytest.fixture
-def fresh_worker():
-    ptx._Worker.stop()
-    yield
+def fresh_worker() -> None:
+    """A worker of this test's own (the one left running afterwards serves later tests)."""
     ptx._Worker.stop()
 
 
