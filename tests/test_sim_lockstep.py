@@ -585,3 +585,17 @@ def test_a_loop_that_updates_an_array_in_place_runs_iteration_after_iteration() 
     assert lockstep.ENABLED
     accumulates_in_place[2, 8](x, out)
     assert lockstep.last == "ran" and np.array_equal(out, 3 * x)
+
+
+@cuda.jit
+def alternates(x, out):
+    t = cuda.grid(1)
+    if t < x.size:
+        for q in range(2):
+            out[t, q % 2] = x[t] + q
+            out[t, (q + 1) % 2] = x[t] - q  # (iteration 1 overwrites what iteration 0 wrote, both elements)
+
+
+def test_a_flattened_loop_whose_iterations_write_one_element_gives_the_last_iterations_value() -> None:
+    x = np.arange(10, dtype=np.float32)
+    assert _same(alternates, 1, 16, [x, np.zeros((10, 2), np.float32)]).startswith("gave up")

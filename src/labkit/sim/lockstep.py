@@ -351,6 +351,7 @@ class Launch:
         self.writes: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.atomics: list[tuple[str, int, np.ndarray, Any, Any, int, int]] = []  # (op, position, flats,
         # values, threads (None: an integer atomic, whose order does not matter), step, updates it stands for)
+        self.batch_writes: list[tuple] = []  # a flattened loop's batch: (position, flats, threads, iterations)
         self.records: list[tuple] = []  # recorded accesses: (step, position, kind, flats, threads, values stored)
         self.step = 0  # accesses so far (a thread's accesses come in the order of their steps)
         self.line = 0  # the line of the statement running now, and of the innermost loop it is in (for Interrupt)
@@ -727,6 +728,7 @@ class Program:
                 _set(E, name, V(i, I, bound), active)
                 base = launch.step
                 body(E, active)
+                _one_iteration_each(launch)
                 if launch.step - base >= STRIDE:
                     raise Bail("a loop body of too many steps to flatten")
                 launch.step = base + ks * STRIDE
@@ -1146,6 +1148,26 @@ class Program:
         raise Unsupported("a call")
 
 
+def _one_iteration_each(launch: Launch) -> None:
+    """A flattened batch ran its iterations' statements one after another, not its iterations: an element that two
+    iterations of one thread wrote may hold the wrong one's value, so lockstep gives up then."""
+    writes, launch.batch_writes = launch.batch_writes, []
+    by_pos: dict[int, list[tuple]] = {}
+    for w in writes:
+        by_pos.setdefault(w[0], []).append(w)
+    for items in by_pos.values():
+        flats = np.concatenate([w[1] for w in items])
+        tids = np.concatenate([w[2] for w in items])
+        ks = np.concatenate([w[3] for w in items])
+        if flats.size < 2:
+            continue
+        key = flats * (int(tids.max()) + 1) + tids
+        order = np.lexsort((ks, key))
+        key, ks = key[order], ks[order]
+        if _any((key[1:] == key[:-1]) & (ks[1:] != ks[:-1])):
+            raise Bail("an element two iterations of a flattened loop wrote")
+
+
 def _loads(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
@@ -1475,6 +1497,8 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
         data = np.asarray(v.a).astype(dt)
     launch = L.launch
     _log(launch.writes, pos, flat, L, m)
+    if L.kk is not None:  # (a flattened loop: which iteration wrote, see _one_iteration_each)
+        launch.batch_writes.append((pos, flat, L.tid if full else L.tid[m], L.kk if full else L.kk[m]))
     if data.ndim and not full:
         data = data[m]
     if arr.recorded:
