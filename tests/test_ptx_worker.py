@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 
@@ -14,8 +13,8 @@ from labkit.cuda import ptx
 SOURCE = "from numba import cuda\n\n@cuda.jit\ndef twice(x):\n    i = cuda.grid(1)\n    if i < x.size:\n        x[i] *= 2\n"
 
 
-def _payload(name: str = "twice") -> dict:
-    return {"source": SOURCE, "name": name, "signature": "void(float32[:])", "cc": (8, 0), "device": False}
+def _payload(name: str = "twice", source: str = SOURCE) -> dict:
+    return {"source": source, "name": name, "signature": "void(float32[:])", "cc": (8, 0), "device": False}
 
 
 @pytest.fixture
@@ -42,10 +41,9 @@ def test_an_interrupted_request_stops_the_worker_and_the_next_one_gets_its_own_r
 
     old = signal.signal(signal.SIGALRM, interrupt)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
-        with pytest.raises(KeyboardInterrupt):
-            ptx._Worker.request(_payload())  # a compile takes longer than 50 ms
-            time.sleep(5)  # (had it been quicker: the interrupt lands here, and the check below fails)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):  # a request the worker takes 5 s over (the source sleeps first)
+            ptx._Worker.request(_payload(source="import time\ntime.sleep(5)\n" + SOURCE))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
