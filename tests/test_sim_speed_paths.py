@@ -300,3 +300,33 @@ def test_a_mirrored_tile_read_out_of_bounds_or_not_an_integer_says_so(k: int, wo
     x = np.arange(32, dtype=np.float64)
     with pytest.raises((IndexError, TypeError), match=words):
         sim.launch_strict(_one_past_the_tile, 1, 32, x, np.zeros(32), k)
+
+
+@cuda.jit
+def _twice_after_a_barrier(x, out):
+    i = cuda.grid(1)
+    cuda.syncthreads()  # (a barrier: the engine runs it, reading x from its snapshot)
+    if i < x.size:
+        out[i] = x[i] * 2.0
+
+
+def test_a_read_only_input_with_the_bits_of_an_earlier_one_reads_the_same_and_any_other_bits_do_not() -> None:
+    """The copies of read-only inputs are kept for the next launch with the same bits: a launch on equal values
+    that differ in a bit (-0.0 and 0.0) or in one element reads its own."""
+    from labkit.sim import memory
+
+    n = 3000
+    x = np.zeros(n)
+    outs = []
+    for change in (None, None, "sign", "element"):
+        y = x.copy()
+        if change == "sign":
+            y[:] = -0.0
+        elif change == "element":
+            y[1234] = 5.0
+        out = np.full(n, np.nan)
+        sim.launch_strict(_twice_after_a_barrier, (n + 127) // 128, 128, y, out, names=["x", "out"])
+        outs.append(out)
+        assert any(rows[0] == y.tobytes() for rows in memory._rows_cache.values())
+    assert not np.signbit(outs[1]).any() and np.signbit(outs[2]).all()
+    assert outs[3][1234] == 10.0 and np.count_nonzero(outs[3]) == 1
