@@ -297,13 +297,17 @@ def _meet(
         g.key = key
     g.values[lane] = value
     g.threads[lane] = thread
-    g.arrived |= 1 << lane
-    if op != "activemask" and _ready(ws, g):
+    arrived = g.arrived = g.arrived | 1 << lane
+    if op != "activemask" and (arrived | ws.gone.get(warp, 0)) & members == members:  # (_ready, written out)
         _complete(block, ws, g)  # the last lane of the mask arrived: it goes on without waiting
     else:
         ws.parked[thread.thread_id] = g
-        engine.park(thread, WAITING)
+        thread.state = WAITING  # (engine.park, written out)
+        thread.scheduler.switch()
     return g, lane
+
+
+_NONE = object()  # (no value: a lane that did not arrive)
 
 
 def _source(g: _Group, lane: int, j: int, value: Any, what: str) -> Any:
@@ -347,14 +351,19 @@ def shfl_down_sync(self: Any, mask: Any, value: Any, delta: Any) -> Any:
     b = _int_arg(delta, "shfl_down_sync", "delta") & 31
     g, lane = _meet("shfl_down_sync", m, v, 1)
     j = lane + b
-    return _source(g, lane, j, v, "shfl_down_sync") if j < 32 else v
+    if j >= 32:
+        return v
+    got = g.values.get(j, _NONE) if j != lane else v
+    return got if got is not _NONE else _source(g, lane, j, v, "shfl_down_sync")
 
 
 def shfl_xor_sync(self: Any, mask: Any, value: Any, lane_mask: Any) -> Any:
     m, v = _mask_int(mask, "shfl_xor_sync"), _shfl_value(value, "shfl_xor_sync")
     b = _int_arg(lane_mask, "shfl_xor_sync", "the lane mask") & 31
     g, lane = _meet("shfl_xor_sync", m, v, 1)
-    return _source(g, lane, lane ^ b, v, "shfl_xor_sync")
+    j = lane ^ b
+    got = g.values.get(j, _NONE) if j != lane else v
+    return got if got is not _NONE else _source(g, lane, j, v, "shfl_xor_sync")
 
 
 def _vote(op: str, mask: Any, predicate: Any) -> dict[int, bool]:
