@@ -330,3 +330,18 @@ def test_a_read_only_input_with_the_bits_of_an_earlier_one_reads_the_same_and_an
         assert any(rows[0] == y.tobytes() for rows in memory._rows_cache.values())
     assert not np.signbit(outs[1]).any() and np.signbit(outs[2]).all()
     assert outs[3][1234] == 10.0 and np.count_nonzero(outs[3]) == 1
+
+
+@cuda.jit
+def _wrapping_counter(keys, counts):
+    cuda.syncthreads()  # (a barrier: the engine runs it, with the atomics' short path)
+    for i in range(cuda.grid(1), keys.shape[0], cuda.gridsize(1)):
+        cuda.atomic.add(counts, keys[i] & 1, 300)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint32])
+def test_an_atomic_past_the_elements_range_wraps_as_on_a_gpu(dtype: type) -> None:
+    keys = np.arange(300, dtype=np.int32)
+    counts = np.zeros(2, dtype)
+    sim.launch_strict(_wrapping_counter, 2, 32, keys, counts, names=["keys", "counts"])
+    assert counts.tolist() == (np.full(2, 150 * 300, np.int64).astype(dtype)).tolist()  # (uint32: no wrap)

@@ -910,11 +910,10 @@ class TrackedArray:
                         self._fatomic = True
                 self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
                 old = mv[i]
-                new = old + v
-                if self._low <= new <= self._high:
-                    mv[i] = new
-                else:
-                    self.live[i] = store_value(new, self.dtype)
+                try:
+                    mv[i] = old + v
+                except ValueError:  # (past the element's range: it wraps to its width, as on a GPU)
+                    self.live[i] = store_value(old + v, self.dtype)
                 return old
             if not 0 <= i < self.size:
                 return _slow_add(self, i, v)
