@@ -599,3 +599,17 @@ def alternates(x, out):
 def test_a_flattened_loop_whose_iterations_write_one_element_gives_the_last_iterations_value() -> None:
     x = np.arange(10, dtype=np.float32)
     assert _same(alternates, 1, 16, [x, np.zeros((10, 2), np.float32)]).startswith("gave up")
+
+
+@cuda.jit
+def huge_constant(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 9223372036854775808 // (i + 1)  # (a Python int beyond int64: the engine computes it exactly)
+
+
+def test_a_constant_beyond_64_bits_leaves_the_kernel_to_the_engine() -> None:
+    assert not lockstep.accepts(huge_constant) and "large" in (lockstep.refusal(huge_constant) or "")
+    out = np.zeros(8, np.float64)
+    huge_constant[1, 8](out)
+    assert out[0] == 9223372036854775808.0

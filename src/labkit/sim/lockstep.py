@@ -1542,7 +1542,7 @@ def program(fn: Any) -> Program | None:
                     found = Program(fn, node, source.cuda_names)
             else:
                 _refusals[code] = "its source cannot be read"
-        except (Unsupported, SyntaxError, ValueError, OSError, TypeError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a text it cannot read or take (a constant too large, ...): the engine
             _refusals[code] = str(exc) or type(exc).__name__
             found = None
         _programs[code] = found
