@@ -1805,7 +1805,9 @@ def run(
         return False
     try:
         prepared = _prepare(prog, fn, args)
-    except Bail as why:
+    except Exception as why:  # noqa: BLE001 - an argument it does not take (Bail), or one that fails to answer
+        if not isinstance(why, Bail) and RAISE_INTERNAL:
+            raise
         last = f"not run: {why}"
         return False
     arrays, consts = prepared
