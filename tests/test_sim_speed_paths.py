@@ -345,3 +345,30 @@ def test_an_atomic_past_the_elements_range_wraps_as_on_a_gpu(dtype: type) -> Non
     counts = np.zeros(2, dtype)
     sim.launch_strict(_wrapping_counter, 2, 32, keys, counts, names=["keys", "counts"])
     assert counts.tolist() == (np.full(2, 150 * 300, np.int64).astype(dtype)).tolist()  # (uint32: no wrap)
+
+
+@cuda.jit
+def _atomic_at(keys, counts, k):
+    bins = cuda.shared.array(8, np.int32)
+    t = cuda.threadIdx.x
+    if t < 8:
+        bins[t] = 0
+    cuda.syncthreads()
+    if k == 0:
+        cuda.atomic.add(bins, keys[t] + 8, 1)  # thread 0 updates bins[8] of 8
+    elif k == 1:
+        cuda.atomic.add(bins, keys[t] - 1, 1)  # thread 0 updates bins[-1]
+    else:
+        cuda.atomic.add(bins, 0.5 * keys[t], 1)  # an index that is not an integer
+    cuda.syncthreads()
+    if t < 8:
+        counts[t] = bins[t]
+
+
+@pytest.mark.parametrize("k, error, words", [(0, IndexError, "index 8 is out of bounds"),
+                                             (1, IndexError, "index -1 is out of bounds"),
+                                             (2, TypeError, "must be an integer")])
+def test_an_atomic_outside_the_array_or_at_a_float_index_says_so(k: int, error: type, words: str) -> None:
+    keys = np.zeros(32, np.int32)
+    with pytest.raises(error, match=words):
+        sim.launch_strict(_atomic_at, 1, 32, keys, np.zeros(8, np.int32), k)

@@ -24,6 +24,7 @@ import contextlib
 import re
 from dataclasses import dataclass, field, replace
 from itertools import repeat
+from operator import index as _index
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -893,12 +894,16 @@ class TrackedArray:
         mv = self._mv
         if mv is not None and v.__class__ is int:  # (an integer array and a Python int: histograms and counters)
             if i.__class__ is not int:
-                c = i.__class__
-                if c is not Int32 and c not in _NP_INDEX:
+                try:
+                    i = _index(i)  # (an int of any integer type, first: NumPy's comparisons cost more)
+                except TypeError:  # (not an integer: the long path says so)
                     return _slow_add(self, i, v)
-                i = int(i)  # (first: NumPy's comparisons cost more than the conversion)
-            if 0 <= i < self.size and not (self._w or self._log or self._r):
+            if i >= 0 and not (self._w or self._log or self._r):
                 # (the usual case: nothing in this epoch for the atomic to conflict with)
+                try:
+                    old = mv[i]
+                except IndexError:  # (past the end: the long path says so)
+                    return _slow_add(self, i, v)
                 me = engine.current
                 self._m = None
                 if self._record:
@@ -909,7 +914,6 @@ class TrackedArray:
                         flats.append(~i)
                         self._fatomic = True
                 self._alog.append((i, me) if me.meets is None else (i, (me, len(me.meets))))
-                old = mv[i]
                 try:
                     mv[i] = old + v
                 except ValueError:  # (past the element's range: it wraps to its width, as on a GPU)
