@@ -1531,12 +1531,15 @@ def program(fn: Any) -> Program | None:
     found = _programs.get(code, _MISSING)
     if found is _MISSING:
         found = None
+        named = _engine_only(code)
         try:
             from . import fastreads
 
-            source = fastreads._source(fn, code)
-            if source is not None:
-                node = source.parse()
+            source = fastreads._source(fn, code) if named is None else None
+            if named is not None:
+                _refusals[code] = f"it names {named}"
+            elif source is not None:
+                node = source.fresh()  # (the tree parsed first: a variant of the engine's, if ever made, parses again)
                 args = node.args
                 if not (args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults):
                     found = Program(fn, node, source.cuda_names)
@@ -1547,6 +1550,28 @@ def program(fn: Any) -> Program | None:
             found = None
         _programs[code] = found
     return found
+
+
+#: names whose use lockstep never runs (barriers, shared/local memory, warp functions, bit intrinsics, print): a
+#: kernel that names one is left to the engine without its text being read (a variable of such a name too)
+ENGINE_ONLY_NAMES = frozenset(
+    {
+        "syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp", "shared", "local",
+        "const", "laneid", "warpsize", "activemask", "lanemask_lt", "popc", "clz", "brev", "ffs", "print", "cg",
+        "this_grid", "threadfence", "threadfence_block", "threadfence_system", "nanosleep", "fma", "cbrt",
+    }
+)  # fmt: skip
+
+
+def _engine_only(code: types.CodeType) -> str | None:
+    """A name in the kernel's code (``cuda.syncthreads``, ``cuda.shfl_down_sync``, ...) that lockstep never runs."""
+    for name in code.co_names:
+        if name in ENGINE_ONLY_NAMES or name.endswith("_sync"):
+            return name
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            return "a nested function"
+    return None
 
 
 def refusal(fn: Any) -> str | None:
