@@ -123,7 +123,21 @@ def read_cluster_ptx(ptx_text: str, entry: str = ENTRY) -> ClusterPTX:
     return ClusterPTX(tuple(lines))
 
 
+_COMPILED: dict[str, str] = {}
+
+
 def _compile(source: str) -> str:
+    """The sm_90 PTX of ``source`` (kept for the session, as NVRTC gives the same PTX for the same source: a check run
+    again on it reuses it, and only its launches are drawn afresh)."""
+    if source in _COMPILED:
+        return _COMPILED[source]
+    _COMPILED[source] = ptx_text = _compile_uncached(source)
+    if len(_COMPILED) > 64:
+        _COMPILED.pop(next(iter(_COMPILED)))
+    return ptx_text
+
+
+def _compile_uncached(source: str) -> str:
     from labkit.cuda import ptx
 
     from ..errors import CompileError
