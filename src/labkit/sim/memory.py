@@ -895,14 +895,19 @@ class TrackedArray:
         if mv is not None and v.__class__ is int:  # (an integer array and a Python int: histograms and counters)
             if i.__class__ is not int:
                 try:
-                    i = _index(i)  # (an int of any integer type, first: NumPy's comparisons cost more)
-                except TypeError:  # (not an integer: the long path says so)
+                    k = _index(i)  # (an int of any integer type, first: NumPy's comparisons cost more)
+                except TypeError:  # (not an integer: the long path says so, after this block, so that its error
+                    k = -1  # is not shown as raised while handling this one)
+                if k < 0:
                     return _slow_add(self, i, v)
+                i = k
             if i >= 0 and not (self._w or self._log or self._r):
                 # (the usual case: nothing in this epoch for the atomic to conflict with)
                 try:
                     old = mv[i]
-                except IndexError:  # (past the end: the long path says so)
+                except IndexError:  # (past the end: the long path says so, after this block)
+                    old = None
+                if old is None:
                     return _slow_add(self, i, v)
                 me = engine.current
                 self._m = None
