@@ -240,6 +240,9 @@ def _run(exercise_id: str, *args: Any, **kwargs: Any) -> Result:
                         properties.check_host_answer(
                             exercise_id, answer, ex.reference, in_place=ex.exercise_id in IN_PLACE, check=ex.check
                         )
+                        short = properties.shortfall()
+                        if short:
+                            message = f"{(message or 'correct.').rstrip()} But {short}."
             changed = take_input_change()
             if changed is not None:
                 raise changed

@@ -8,8 +8,8 @@ function the learner writes) rather than in each check. They run after the exerc
   values) wherever labkit's reference can say what it must return, and with the very same arguments otherwise. A
   cache keyed by shape, size or length hands back an old result; an answer wrong on 10% of its calls (state kept
   between calls, a random choice) fails with probability 1 − 0.9^44 ≥ 99%. The calls stop early only past
-  :data:`BUDGET_S` of CPU time (an answer that slow has fewer calls; labkit's references all reach 44:
-  ``tests/test_grader_round6.py``).
+  :data:`BUDGET_S` of CPU time (an answer that slow has fewer calls, and its pass line says how many; labkit's
+  references all reach 44: ``tests/test_grader_round6.py``).
 - **its type**: what it returns has the reference's type: an array of the reference's dtype, and no float32 (or
   narrower) where the reference gives float64. Where the reference cannot be called on the same arguments (they hold a
   module or a stream), what the reference declares it returns (``-> float``, ``-> dict[str, float]``) is the type.
@@ -66,6 +66,7 @@ _HISTORY: list[Call] = []  # the last calls in the order the check made them (fo
 _HISTORY_KEEP = 32
 _RECORDING = [True]
 _COUNT = [0]  # calls the check made (each accepted, since the check passed)
+_SHORT: list[str | None] = [None]  # set when BUDGET_S stopped the calls again before REPEATS in all
 
 
 def forget() -> None:
@@ -78,6 +79,22 @@ def forget() -> None:
     _SEEN.clear()
     _RECORDING[0] = True
     _COUNT[0] = 0
+    _SHORT[0] = None
+
+
+def shortfall() -> str | None:
+    """After a check that passed: None when the answer was called :data:`REPEATS` times in all, else what its pass
+    line must add (the calls stopped at :data:`BUDGET_S`, so the ≥ 99% claim for an answer wrong on 10% of its calls
+    does not hold for it)."""
+    return _SHORT[0]
+
+
+def _stopped_at(calls: int) -> None:
+    _SHORT[0] = (
+        f"your function was called {calls} times in all, not {REPEATS}: the calls again stop after {BUDGET_S:g} s of "
+        "CPU time and yours took long, so an answer wrong on a few of its calls could pass unseen; a faster one is "
+        f"called {REPEATS} times"
+    )
 
 
 def history() -> list[Call]:
@@ -297,6 +314,8 @@ def _check_again(check: Callable[..., Any] | None, answer: Callable[..., Any]) -
             _CALLS.clear()
         if _COUNT[0] == before:  # this run did not call it: another run will not either
             return
+    if _COUNT[0] < REPEATS:
+        _stopped_at(_COUNT[0])
 
 
 def _probes(last: Call, earlier: Call, rng: np.random.Generator) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
@@ -414,6 +433,8 @@ def check_host_answer(
         started = time.process_time()
         for k in range(repeats):
             if time.process_time() - started > BUDGET_S:
+                if _COUNT[0] + k < REPEATS:
+                    _stopped_at(_COUNT[0] + k)
                 break
             call, rtol = calls[k % len(calls)], tolerances[k % len(calls)]
             args, kwargs, want = call.args, call.kwargs, call.result
@@ -456,4 +477,13 @@ def check_host_answer(
         _RECORDING[0] = True
 
 
-__all__ = ["NOT_REPEATABLE", "REPEATS", "check_host_answer", "forget", "history", "record", "repeated_result_cause"]
+__all__ = [
+    "NOT_REPEATABLE",
+    "REPEATS",
+    "check_host_answer",
+    "forget",
+    "history",
+    "record",
+    "repeated_result_cause",
+    "shortfall",
+]
