@@ -128,7 +128,7 @@ types: $(STAMP)
 
 ## test-cu13: every test marked `toolchain` (NVRTC compiles of labs 05, 06 and 10, the CUDA C++ sources, WMMA, doctor, the
 ## Numba PTX of the reference kernels, the PTX audit's architectures) again under CUDA 13, found by the marker, not a list
-## (only the files that name the marker are collected: a marker is spelled where it is applied, and collecting all of
+## (only the test files that mention the word `toolchain` are collected: a marker is spelled where it is applied, and collecting all of
 ## tests/ to keep a sixth of them cost about 14 s of CPU)
 TOOLCHAIN_FILES = $(shell grep -l toolchain tests/test_*.py)
 test-cu13: $(CU13_STAMP)
