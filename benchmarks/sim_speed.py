@@ -181,7 +181,12 @@ def _notebook_kernel(stem: str, name: str, jit: Callable[[Any], Any], cuda: Any)
         skeleton = (skeleton or "BEGIN SKELETON" in line) and "END SKELETON" not in line
         if not skeleton and "END SKELETON" not in line:
             body.append(line)
-    exec(compile("\n".join(body), f"<notebook {stem}>", "exec"), names)  # noqa: S102 - the course's own kernel
+    source, filename = "\n".join(body) + "\n", f"<notebook {stem}>"
+    import linecache
+
+    # (a notebook's cell keeps its text where the simulator reads it back, as IPython keeps each cell's in linecache)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), names)  # noqa: S102 - the course's own kernel
     return jit(names[name])
 
 

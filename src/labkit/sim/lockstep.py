@@ -354,6 +354,12 @@ class Launch:
         self.batch_writes: list[tuple] = []  # a flattened loop's batch: (position, flats, threads, iterations)
         self.records: list[tuple] = []  # recorded accesses: (step, position, kind, flats, threads, values stored)
         self.step = 0  # accesses so far (a thread's accesses come in the order of their steps)
+        self.barrier_steps: list[int] = []  # the step of each barrier of the launch (chunk after chunk)
+        self.chunks: list[tuple[int, int, int]] = []  # per chunk: (its first block, blocks, barriers before it)
+        self.barriers = 0  # barriers passed, counted per block (what the strict model counts)
+        self.shared_atomics = 0  # atomic updates of shared arrays
+        self.shared_arrays: dict[int, SharedInfo] = {}  # position (negative) -> what the report says of it
+        self.model: Any = None  # the strict model of the launch, if any
         self.line = 0  # the line of the statement running now, and of the innermost loop it is in (for Interrupt)
         self.loop = 0
 
@@ -374,6 +380,9 @@ class Lanes:
         self.tx, self.ty, self.tz = t % bx, (t // bx) % by, t // (bx * by)
         self.bx, self.by, self.bz = pts[which, 0], pts[which, 1], pts[which, 2]
         self.tid = first * size + k  # a lane's thread, unique in the launch (by the order blocks are listed)
+        self.blk = which  # a lane's block within the chunk (its shared arrays' row)
+        self.nblocks = len(blocks)
+        self.shared: list[SharedArr] = []  # the shared arrays the chunk allocated
         self.env: dict[str, Any] = {}
         self.undefined: dict[str, np.ndarray] = {}  # a local's lanes that have not assigned it yet
         self.ret = np.zeros(n, dtype=bool)  # lanes that returned
@@ -390,6 +399,9 @@ class Lanes:
         # (the thread and block indices of a lane are read from the values; Interrupt names the chunk's threads)
         e.tx = e.ty = e.tz = e.bx = e.by = e.bz = self.tx[:0]
         e.tid = self.tid[lane_of]
+        e.blk = self.blk[lane_of]
+        e.nblocks = self.nblocks
+        e.shared = self.shared
         e.env = _LazyEnv(self.env, lane_of, drop)
         e.undefined = {k: u[lane_of] for k, u in self.undefined.items() if k not in drop}
         e.ret = np.zeros(e.n, dtype=bool)
@@ -492,9 +504,34 @@ class Program:
         self.atomic: set[int] = set()  # positions of arrays updated atomically
         self.free: set[str] = set()  # names from globals or the closure (resolved at each launch)
         self.node = node
+        # shared arrays: ``name = cuda.shared.array(shape, dtype)`` as a statement of the body itself, the name
+        # assigned nowhere else; a position of their own (negative: -1, -2, ...)
+        self.shared: dict[str, int] = {}
+        self.type_names: set[str] = set()  # names a shared array's dtype is read from (resolved at each launch)
+        allocations = {id(s.value) for s in node.body if self._is_allocation(s)}
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call) and _is_shared_call(n.func, cuda_names) and id(n) not in allocations:
+                raise Unsupported("a shared array allocated inside a statement")
+        for s in node.body:
+            if self._is_allocation(s):
+                name = s.targets[0].id  # type: ignore[attr-defined]
+                stores = sum(1 for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store))
+                if name in self.shared or stores != 1:
+                    raise Unsupported("a shared array's name assigned again")
+                self.shared[name] = -1 - len(self.shared)
+        self.locals -= set(self.shared)
         self.body = self._block(node.body)
-        if self.atomic & (self.stored | self.indexed):
+        if self.atomic & (self.stored | self.indexed) & set(self.position.values()):
             raise Unsupported("an array updated atomically and also read or written")
+
+    def _is_allocation(self, s: ast.stmt) -> bool:
+        return (
+            isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.Call)
+            and _is_shared_call(s.value.func, self.cuda_names)
+        )
 
     # -- statements
     def _block(self, stmts: list[ast.stmt]) -> Stmt:
@@ -519,6 +556,8 @@ class Program:
         return block
 
     def _stmt(self, s: ast.stmt) -> Stmt:
+        if self._is_allocation(s):
+            return self._allocation(s)  # type: ignore[arg-type]
         if isinstance(s, ast.Assign):
             if len(s.targets) != 1:
                 raise Unsupported("chained assignment")
@@ -568,8 +607,72 @@ class Program:
         if isinstance(s, ast.Pass):
             return lambda L, m: None
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            f = s.value.func
+            if (
+                isinstance(f, ast.Attribute)
+                and f.attr == "syncthreads"
+                and isinstance(f.value, ast.Name)
+                and f.value.id in self.cuda_names
+            ):
+                if s.value.args or s.value.keywords:
+                    raise Unsupported("syncthreads() with arguments")
+                return _barrier
             return self._atomic(s.value)
         raise Unsupported(type(s).__name__)
+
+    def _allocation(self, s: ast.Assign) -> Stmt:
+        """``name = cuda.shared.array(shape, dtype)``: the chunk's blocks get one array each, filled with poison."""
+        call = s.value
+        assert isinstance(call, ast.Call)
+        pos = self.shared[s.targets[0].id]  # type: ignore[attr-defined]
+        given = dict(zip(("shape", "dtype"), call.args))
+        for k in call.keywords:
+            if k.arg not in ("shape", "dtype") or k.arg in given:
+                raise Unsupported("a shared array with alignment or another keyword")
+            given[k.arg] = k.value
+        if len(call.args) > 2 or set(given) != {"shape", "dtype"}:
+            raise Unsupported("a shared array's arguments")
+        node = given["shape"]
+        shape = [self._expr(p) for p in (node.elts if isinstance(node, ast.Tuple) else [node])]
+        dtype = self._dtype(given["dtype"])
+        line, key = call.lineno, f"@{pos}"
+
+        def allocate(L: Lanes, m: np.ndarray) -> None:
+            dims = []
+            for e in shape:
+                v = e(L, L.full)
+                if not isinstance(v, V) or v.t not in _INTS or isinstance(v.a, np.ndarray) or int(v.a) <= 0:
+                    raise Bail("a shared array of a shape that is not positive integers")
+                dims.append(int(v.a))
+            dt = dtype(L)
+            launch = L.launch
+            info = launch.shared_arrays.get(pos)
+            if info is None:
+                name = _shared_label(self.fn, line) if launch.model is not None else ""
+                info = launch.shared_arrays[pos] = SharedInfo(name, tuple(dims), dt)
+            arr = SharedArr(L.nblocks, tuple(dims), dt, info)
+            model = launch.model
+            arr.recorded = model is not None and model.record and (model.record_only is None or info.name in model.record_only)
+            L.env[key] = arr
+            L.shared.append(arr)
+
+        return allocate
+
+    def _dtype(self, node: ast.expr) -> Callable[[Lanes], np.dtype]:
+        """A shared array's dtype (``np.float32``, ``float32``, ``"float32"``), read from the kernel's globals at
+        each launch."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            return lambda L: _as_dtype(text)
+        if isinstance(node, ast.Name) and node.id not in self.locals and node.id not in self.position:
+            key = f"&{node.id}"
+            self.type_names.add(node.id)
+            return lambda L: _as_dtype(L.env[key])
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in self.locals:
+            key, attr = f"&{node.value.id}", node.attr
+            self.type_names.add(node.value.id)
+            return lambda L: _as_dtype(getattr(L.env[key], attr, None))
+        raise Unsupported("a shared array's dtype")
 
     def _assign(self, target: ast.expr, value: Expr) -> Stmt:
         if isinstance(target, ast.Name):
@@ -744,6 +847,8 @@ class Program:
         nodes = [n for st in body for n in ast.walk(st)]
         if any(isinstance(n, (ast.Return, ast.Break, ast.Continue)) for n in nodes):
             return None
+        if any(isinstance(n, ast.Attribute) and n.attr == "syncthreads" for n in nodes):
+            return None  # (a barrier is met by every thread of a block at once)
         assigned = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         assigned.add(s.target.id)  # type: ignore[attr-defined]
         inside = {id(n) for n in nodes}
@@ -812,11 +917,12 @@ class Program:
             and len(call.args) == 3
             and not call.keywords
             and isinstance(call.args[0], ast.Name)
-            and call.args[0].id in self.position
+            and (call.args[0].id in self.position or call.args[0].id in self.shared)
         ):
             raise Unsupported("a call as a statement that is not an atomic")
         kind = f.attr
-        pos = self.position[call.args[0].id]  # type: ignore[attr-defined]
+        target = call.args[0].id  # type: ignore[attr-defined]
+        pos = self.position[target] if target in self.position else self.shared[target]
         self.atomic.add(pos)
         idx_node = call.args[1]
         parts = idx_node.elts if isinstance(idx_node, ast.Tuple) else [idx_node]
@@ -828,6 +934,9 @@ class Program:
             idx = [i(L, m) for i in index]
             full = m is L.full
             v = value(L, m)
+            if pos < 0:
+                _shared_atomic(L, arr, pos, kind, idx, v, m)
+                return
             dt = arr.dtype
             vals = v.a
             if (
@@ -880,9 +989,10 @@ class Program:
 
     def _element(self, node: ast.Subscript) -> tuple[int, Callable[[Lanes, np.ndarray], list[V]]]:
         """(the array's position, the compiled index) of ``A[i]`` / ``A[i, j]`` where ``A`` is a parameter."""
-        if not isinstance(node.value, ast.Name) or node.value.id not in self.position:
-            raise Unsupported("an element of something that is not an array parameter")
-        pos = self.position[node.value.id]
+        base = node.value
+        if not isinstance(base, ast.Name) or (base.id not in self.position and base.id not in self.shared):
+            raise Unsupported("an element of something that is not an array parameter or a shared array")
+        pos = self.position[base.id] if base.id in self.position else self.shared[base.id]
         sl = node.slice
         parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
         if any(isinstance(p, (ast.Slice, ast.Starred)) for p in parts):
@@ -924,9 +1034,18 @@ class Program:
             return self._attribute(e)
         if isinstance(e, ast.Call):
             return self._call(e)
+        if isinstance(e, ast.Tuple) and isinstance(e.ctx, ast.Load) and not any(isinstance(x, ast.Starred) for x in e.elts):
+            items = [self._expr(x) for x in e.elts]  # (``tx, ty = cuda.threadIdx.x, cuda.threadIdx.y``)
+
+            def tuple_(L: Lanes, m: np.ndarray) -> TupleV:
+                return TupleV([item(L, m) for item in items])
+
+            return tuple_
         raise Unsupported(type(e).__name__)
 
     def _name(self, name: str) -> Expr:
+        if name in self.shared:
+            raise Unsupported("a shared array used other than by its elements")
         if name in self.position:
             key = f"@{self.position[name]}"
 
@@ -1450,6 +1569,8 @@ def _log(table: dict[int, list], pos: int, flat: np.ndarray, L: Lanes, m: np.nda
 
 
 def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
+    if pos < 0:
+        return _shared_load(L, arr, pos, idx, m)  # type: ignore[arg-type]
     flat, parts = _locate(arr, idx, m, m is L.full, arr.tracked or arr.recorded)
     launch = L.launch
     if arr.tracked:
@@ -1462,6 +1583,11 @@ def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
         seen = got[m] if isinstance(got, np.ndarray) and m is not L.full else got
         if _any(np.isnan(seen) if arr.poison != arr.poison else seen == arr.poison):
             raise Bail("a read of poison")
+    return _read_value(arr, got)
+
+
+def _read_value(arr: ArrayArg, got: Any) -> V:
+    """The value elements ``got`` of ``arr`` give a thread, as the engine's reads give it."""
     tag = arr.read_tag
     if not isinstance(got, np.ndarray):
         return _scalar(int(got) if tag == I else got)
@@ -1482,7 +1608,6 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
     if not isinstance(v, V) or v.t in (B, BOOL, COND):
         raise Bail("a store of a truth value")
     full = m is L.full
-    flat, parts = _locate(arr, idx, m, full)
     dt = arr.dtype
     if dt.kind in "iu":
         if v.t not in _INTS:
@@ -1495,6 +1620,10 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
         if v.t in _INTS:
             _exact_in(v, _TAGS.get(dt))
         data = np.asarray(v.a).astype(dt)
+    if pos < 0:
+        _shared_store(L, arr, pos, idx, data, m)
+        return
+    flat, parts = _locate(arr, idx, m, full)
     launch = L.launch
     _log(launch.writes, pos, flat, L, m)
     if L.kk is not None:  # (a flattened loop: which iteration wrote, see _one_iteration_each)
@@ -1516,6 +1645,185 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
             arr.live[sel] = data
         return
     arr.live[sel] = data
+
+
+# ----------------------------------------------------------------------------- shared memory and barriers
+def _is_shared_call(func: ast.expr, cuda_names: frozenset[str]) -> bool:
+    """``func`` is ``cuda.shared.array``."""
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "array"
+        and isinstance(func.value, ast.Attribute)
+        and func.value.attr == "shared"
+        and isinstance(func.value.value, ast.Name)
+        and func.value.value.id in cuda_names
+    )
+
+
+def _as_dtype(value: Any) -> np.dtype:
+    """A shared array's dtype as the engine reads it (``np.float32``, Numba's ``float32``, ``"float32"``)."""
+    from .engine import _as_dtype as engine_dtype
+
+    try:
+        return engine_dtype(value)
+    except Exception:  # noqa: BLE001 - not a dtype: the engine says so
+        raise Bail("a shared array's dtype") from None
+
+
+def _shared_label(fn: Any, line: int) -> str:
+    """What the strict model calls the shared array allocated at ``line`` of the kernel (``shared array `tile```)."""
+    memory = _memory()
+    if memory is None:
+        return f"shared array (line {line})"
+    return str(memory._shared_name(types.SimpleNamespace(f_code=fn.__code__, f_lineno=line)))
+
+
+class SharedInfo:
+    """A shared array as a recorded access names it (what the checks read of the engine's: ``name``, ``space``,
+    ``shape``, ``dtype``), one for every block."""
+
+    __slots__ = ("name", "space", "shape", "dtype")
+
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.name, self.space, self.shape, self.dtype = name, "shared", shape, dtype
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+class SharedArr(ArrayArg):
+    """A shared array of a chunk: one per block (rows of one NumPy array), filled with the strict model's poison,
+    and this epoch's accesses (flat index in the chunk's array, thread) for the race checks at the next barrier."""
+
+    __slots__ = ("flat", "bsize", "reads", "writes", "atomics", "info")
+
+    def __init__(self, nblocks: int, shape: tuple[int, ...], dtype: np.dtype, info: SharedInfo | None) -> None:
+        every = np.empty((nblocks, *shape), dtype=dtype)
+        super().__init__(None, every[0])  # (the element type, bounds and reads of one block's array)
+        memory = _memory()
+        self.poison = memory.poison_value(dtype) if memory is not None else np.nan if dtype.kind == "f" else np.iinfo(dtype).max - 7
+        every[...] = self.poison
+        self.flat = every.reshape(-1)
+        self.bsize = every[0].size
+        self.reads: list[tuple[np.ndarray, np.ndarray]] = []
+        self.writes: list[tuple[np.ndarray, np.ndarray]] = []
+        self.atomics: list[np.ndarray] = []
+        self.info = info
+
+
+def _shared_index(L: Lanes, arr: SharedArr, idx: list[V], m: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(each lane's element in the chunk's array, those of the lanes of ``m``, their index in their block's array)."""
+    full = m is L.full
+    _, parts = _locate(arr, idx, m, full, False)
+    local: Any = 0
+    for p, k in zip(parts, arr.mult):
+        local = local + p * k if k != 1 else local + p
+    g = L.blk * arr.bsize + local
+    if full:
+        return g, g, local
+    return g, g[m], local[m] if isinstance(local, np.ndarray) else local
+
+
+def _record(L: Lanes, arr: SharedArr, pos: int, kind: int, local: Any, m: np.ndarray, values: Any = None) -> None:
+    tids = L.tid if m is L.full else L.tid[m]
+    flats = local if isinstance(local, np.ndarray) else np.full(tids.size, local, dtype=np.int64)
+    if values is not None and not values.ndim:
+        values = np.full(tids.size, values, dtype=arr.dtype)
+    L.launch.records.append((_step(L, m), pos, kind, flats, tids, values))
+
+
+def _poisoned(arr: ArrayArg, seen: Any) -> bool:
+    return bool(_any(np.isnan(seen) if arr.poison != arr.poison else seen == arr.poison))
+
+
+def _shared_load(L: Lanes, arr: SharedArr, pos: int, idx: list[V], m: np.ndarray) -> V:
+    g, gm, local = _shared_index(L, arr, idx, m)
+    arr.reads.append((gm, L.tid if m is L.full else L.tid[m]))
+    if arr.recorded:
+        _record(L, arr, pos, READ, local, m)
+    L.launch.step += 1
+    got = arr.flat[g]
+    if _poisoned(arr, got if m is L.full else got[m]):
+        raise Bail("a read of shared memory that may not be written yet")
+    return _read_value(arr, got)
+
+
+def _shared_store(L: Lanes, arr: SharedArr, pos: int, idx: list[V], data: np.ndarray, m: np.ndarray) -> None:
+    full = m is L.full
+    _, gm, local = _shared_index(L, arr, idx, m)
+    tids = L.tid if full else L.tid[m]
+    if data.ndim and not full:
+        data = data[m]
+    arr.writes.append((gm, tids))
+    launch = L.launch
+    if L.kk is not None:
+        launch.batch_writes.append((pos, gm, tids, L.kk if full else L.kk[m]))
+    if arr.recorded:
+        _record(L, arr, pos, WRITE, local, m, data)
+    launch.step += 1
+    arr.flat[gm] = data
+
+
+def _shared_atomic(L: Lanes, arr: SharedArr, pos: int, kind: str, idx: list[V], v: V, m: np.ndarray) -> None:
+    """An atomic on an integer shared array, applied at once (integer atomics commute; a plain access of an element
+    that an atomic of the same epoch updates gives up at the barrier)."""
+    dt = arr.dtype
+    if dt.kind not in "iu":
+        raise Bail("a float atomic on shared memory (its order)")
+    if v.t not in _INTS or v.n >= _INT_LIMIT:
+        raise Bail("an atomic's value that is not a small integer")
+    _, gm, local = _shared_index(L, arr, idx, m)
+    vals = v.a
+    if isinstance(vals, np.ndarray):
+        vals = vals if m is L.full else vals[m]
+    else:
+        vals = np.full(gm.size, int(vals), dtype=np.int64)
+    flat = arr.flat
+    if _poisoned(arr, flat[gm]):
+        raise Bail("an atomic on shared memory that may not be written yet")
+    info = np.iinfo(dt)
+    if kind in ("add", "sub"):
+        if vals.size and int(np.abs(vals).max()) * vals.size >= 1 << 53:
+            raise Bail("atomics that may leave the exact range")
+        sums = np.bincount(gm, weights=vals)  # (exact: below 2**53)
+        touched = np.flatnonzero(sums)
+        delta = sums[touched].astype(np.int64)
+        new = flat[touched].astype(np.int64) + (delta if kind == "add" else -delta)
+        if new.size and (int(new.min()) < info.min or int(new.max()) > info.max):
+            raise Bail("an atomic past its element's range")
+        flat[touched] = new
+    else:
+        if vals.size and (int(vals.min()) < info.min or int(vals.max()) > info.max):
+            raise Bail("an atomic's value past the element's range")
+        (np.maximum if kind == "max" else np.minimum).at(flat, gm, vals.astype(dt))
+    arr.atomics.append(gm)
+    launch = L.launch
+    launch.shared_atomics += gm.size
+    if arr.recorded:
+        _record(L, arr, pos, ATOMIC, local, m)
+    launch.step += 1
+
+
+def _barrier(L: Lanes, m: np.ndarray) -> None:
+    """``cuda.syncthreads()``: every thread of each block must reach it (else the engine names the divergence); the
+    epoch's shared accesses are checked for races, and a new epoch starts."""
+    if L.kk is not None or (m is not L.full and not m.all()) or (L.any_ret and _any(L.ret)):
+        raise Bail("a barrier that not every thread of a block reaches")
+    _end_epoch(L)
+    launch = L.launch
+    launch.barrier_steps.append(launch.step)
+    launch.step += 1
+    launch.barriers += L.nblocks
+
+
+def _end_epoch(L: Lanes) -> None:
+    """The chunk's shared accesses since its last barrier: two threads touching one element with one of them
+    writing, or a plain access of an element updated atomically, gives up (the engine names the race)."""
+    for arr in L.shared:
+        if arr.writes or arr.atomics:
+            if _conflict(arr.writes, arr.reads, arr.atomics):
+                raise Bail("a race in shared memory")
+        arr.reads, arr.writes, arr.atomics = [], [], []
 
 
 # ----------------------------------------------------------------------------- the cache of compiled kernels
@@ -1556,7 +1864,7 @@ def program(fn: Any) -> Program | None:
 #: kernel that names one is left to the engine without its text being read (a variable of such a name too)
 ENGINE_ONLY_NAMES = frozenset(
     {
-        "syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp", "shared", "local",
+        "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp", "local",
         "const", "laneid", "warpsize", "activemask", "lanemask_lt", "popc", "clz", "brev", "ffs", "print", "cg",
         "this_grid", "threadfence", "threadfence_block", "threadfence_system", "nanosleep", "fma", "cbrt",
     }
@@ -1588,51 +1896,99 @@ def accepts(fn: Any) -> bool:
 
 
 # ----------------------------------------------------------------------------- a launch
-def _engine_order(points: list[Any], size: int, schedule: str, seed: int | None, listed: bool) -> np.ndarray:
-    """Each thread's rank in the order the engine runs them (threads by their place in ``points`` times ``size``):
-    blocks in the schedule's order (``listed``: in the order given), each block's threads in the order its random
-    stream (or reversal) gives, drawn block after block as the engine draws them."""
-    order = list(range(len(points)))
-    if not listed and schedule == "reverse":
-        order.reverse()
-    elif not listed and schedule == "shuffle":
-        random.Random(None if seed is None else seed ^ 0x5EED).shuffle(order)
-    rng = random.Random(seed)
-    ranks = np.empty(len(points) * size, dtype=np.int64)
-    base = np.arange(size, dtype=np.int64)
-    for rank, b in enumerate(order):
-        ts = list(range(size))
-        if schedule == "reverse":
-            ts.reverse()
-        elif schedule == "shuffle":
-            rng.shuffle(ts)
-        ranks[b * size + np.asarray(ts, dtype=np.int64)] = rank * size + base  # (thread ts[k] runs k-th)
-    return ranks
+class Order:
+    """The engine's order of a lockstep launch's accesses: block after block in the schedule's order; in a block,
+    epoch after epoch (barrier to barrier); in an epoch, thread after thread in the schedule's order (a shuffle
+    draws a fresh one at the block's start and after each barrier, from one stream, block after block, as the
+    engine draws them); a thread's accesses in the order it made them (their steps)."""
+
+    def __init__(self, points: list[Any], size: int, schedule: str, seed: int | None, listed: bool, launch: Launch) -> None:
+        n = len(points)
+        order = list(range(n))
+        if not listed and schedule == "reverse":
+            order.reverse()
+        elif not listed and schedule == "shuffle":
+            random.Random(None if seed is None else seed ^ 0x5EED).shuffle(order)
+        self.size = size
+        self.brank = np.empty(n, dtype=np.int64)
+        self.brank[order] = np.arange(n, dtype=np.int64)
+        passed = np.zeros(n, dtype=np.int64)  # barriers each block passed
+        self.base = np.zeros(n, dtype=np.int64)  # barriers of the launch before its chunk
+        for first, count, before, barriers in launch.chunks:
+            passed[first : first + count] = barriers
+            self.base[first : first + count] = before
+        self.steps = np.array(launch.barrier_steps, dtype=np.int64)
+        self.epochs = int(passed.max()) + 1 if n else 1
+        self.reverse = schedule == "reverse"
+        self.table: np.ndarray | None = None  # (block, epoch, thread) -> its place in the epoch (a shuffle)
+        if schedule == "shuffle":
+            rng = random.Random(seed)
+            self.table = np.zeros((n, self.epochs, size), dtype=np.int64)
+            places = np.arange(size, dtype=np.int64)
+            for b in order:
+                for e in range(int(passed[b]) + 1):
+                    ts = list(range(size))
+                    rng.shuffle(ts)
+                    self.table[b, e, np.asarray(ts, dtype=np.int64)] = places  # (thread ts[k] runs k-th)
+
+    def epoch(self, tids: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """The epoch of each access (barriers its block had passed)."""
+        if not self.steps.size:
+            return np.zeros(tids.size, dtype=np.int64)
+        return np.searchsorted(self.steps, steps, side="right") - self.base[tids // self.size]
+
+    def keys(self, tids: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """A key per access that sorts, with the steps as the second key, into the engine's order."""
+        size = self.size
+        blk, t = tids // size, tids % size
+        epoch = self.epoch(tids, steps)
+        if self.table is not None:
+            place = self.table[blk, epoch, t]
+        else:
+            place = size - 1 - t if self.reverse else t
+        return (self.brank[blk] * self.epochs + epoch) * size + place
+
+    def sort(self, tids: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """The accesses' indices in the engine's order."""
+        return np.lexsort((steps, self.keys(tids, steps)))
 
 
 def _races(launch: Launch) -> bool:
-    """True when two threads touched one element with one of them writing (the engine would name a race)."""
-    for pos, writes in launch.writes.items():
-        wf = np.concatenate([f for f, _ in writes])
-        wt = np.concatenate([t for _, t in writes])
-        if not wf.size:
-            continue
-        span = int(wt.max()) + 1
-        pairs = np.sort(wf * span + wt)  # (np.unique's first call imports numpy.ma: 30 ms of a first launch)
-        if pairs.size > 1:
-            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
-        flats, threads = pairs // span, pairs % span
-        if _any(flats[1:] == flats[:-1]):
-            return True
-        reads = launch.reads.get(pos)
-        if reads:
-            rf = np.concatenate([f for f, _ in reads])
-            rt = np.concatenate([t for _, t in reads])
-            at = np.searchsorted(flats, rf)
-            at = np.minimum(at, flats.size - 1)
-            hit = flats[at] == rf
-            if _any(hit & (threads[at] != rt)):
+    """True when two threads touched one element of an argument with one of them writing (the engine would name a
+    race)."""
+    return any(_conflict(writes, launch.reads.get(pos, [])) for pos, writes in launch.writes.items())
+
+
+def _conflict(writes: list[tuple[np.ndarray, np.ndarray]], reads: list[tuple[np.ndarray, np.ndarray]], atomics: Any = ()) -> bool:
+    """True when two threads wrote one element, one read what another wrote, or an element ``atomics`` updated was
+    also read or written (accesses as (flat indices, threads))."""
+    if atomics:
+        updated = np.sort(np.concatenate(atomics))
+        plain = [f for f, _ in writes] + [f for f, _ in reads]
+        if plain and updated.size:
+            touched = np.concatenate(plain)
+            at = np.minimum(np.searchsorted(updated, touched), updated.size - 1)
+            if _any(updated[at] == touched):
                 return True
+    if not writes:
+        return False
+    wf = np.concatenate([f for f, _ in writes])
+    wt = np.concatenate([t for _, t in writes])
+    if not wf.size:
+        return False
+    span = int(wt.max()) + 1
+    pairs = np.sort(wf * span + wt)  # (np.unique's first call imports numpy.ma: 30 ms of a first launch)
+    if pairs.size > 1:
+        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+    flats, threads = pairs // span, pairs % span
+    if _any(flats[1:] == flats[:-1]):
+        return True
+    if reads:
+        rf = np.concatenate([f for f, _ in reads])
+        rt = np.concatenate([t for _, t in reads])
+        at = np.minimum(np.searchsorted(flats, rf), flats.size - 1)
+        if _any((flats[at] == rf) & (threads[at] != rt)):
+            return True
     return False
 
 
@@ -1686,7 +2042,7 @@ def _apply_atomics(launch: Launch, arrays: dict[int, ArrayArg], ranks: Any) -> d
                 raise Bail("a float atomic max/min (the order of NaNs)")
             vals = _values(items, dt)
             steps = _steps([it[5] for it in items], [it[2].size for it in items])
-            order = np.lexsort((steps, ranks[np.concatenate([it[4] for it in items])]))
+            order = ranks.sort(np.concatenate([it[4] for it in items]), steps)
             with np.errstate(all="raise"):
                 try:
                     (np.add if kind == "add" else np.subtract).at(view, flats[order], vals[order])
@@ -1844,12 +2200,13 @@ def run(
     size = int(block[0] * block[1] * block[2])
     if not points or not size:
         return False
-    keep = {pos: arrays[pos].live.copy() for pos in prog.stored | prog.atomic}
+    keep = {pos: arrays[pos].live.copy() for pos in prog.stored | prog.atomic if pos >= 0}
     limit = float(time_limit_s or LEARNER_CODE_LIMIT_S)
     started_cpu = time.thread_time()
     started = time.monotonic()
     budget = min(BUDGET_SHARE * limit, BUDGET_MAX_S)
     launch = Launch(started_cpu + budget, started + budget)
+    launch.model = model
     consts.update(_module_values(grid, block))
     per_chunk = max(1, CHUNK_LANES // size)
     L: Lanes | None = None
@@ -1864,13 +2221,16 @@ def run(
             for first in range(0, len(points), per_chunk):
                 L = Lanes(launch, points[first : first + per_chunk], block, first)
                 _fill_lanes(L, block, consts)
+                before = len(launch.barrier_steps)
                 prog.body(L, L.full)
+                _end_epoch(L)
+                launch.chunks.append((first, L.nblocks, before, len(launch.barrier_steps) - before))
                 if flags:
                     raise Bail("a floating-point warning")
             if _races(launch):
                 raise Bail("a race")
             ranks = (
-                _engine_order(points, size, schedule, seed, blocks_to_run is not None)
+                Order(points, size, schedule, seed, blocks_to_run is not None, launch)
                 if launch.atomics or launch.records
                 else None
             )
@@ -1895,9 +2255,10 @@ def run(
         limits.launches_running -= 1
         engine.launch_active = outer
     if model is not None:
-        _report(arrays, launch, done)
+        _report(arrays, launch, done, model)
         if launch.records:
-            model.log = LaneLog(launch.records, arrays, ranks, points, grid, block)
+            named = {pos: arr.arg for pos, arr in arrays.items()} | dict(launch.shared_arrays)
+            model.log = LaneLog(launch.records, named, ranks, points, grid, block)
     last = "ran"
     return True
 
@@ -1925,10 +2286,8 @@ class LaneLog(Sequence[tuple]):
     epoch, value), thread after thread in the engine's order, each thread's in the order it made them (the engine's
     log holds the same accesses of each array in the same order). Built as tuples only when read."""
 
-    def __init__(
-        self, records: list[tuple], arrays: dict[int, ArrayArg], ranks: Any, points: list, grid: Any, block: Any
-    ) -> None:
-        self._records, self._arrays, self._ranks = records, arrays, ranks
+    def __init__(self, records: list[tuple], named: dict[int, Any], order: Order, points: list, grid: Any, block: Any) -> None:
+        self._records, self._named, self._order = records, named, order
         self._points, self._grid, self._block = points, grid, block
         self._size = sum(r[3].size for r in records)
 
@@ -1940,7 +2299,8 @@ class LaneLog(Sequence[tuple]):
         sizes = [r[3].size for r in records]
         steps = _steps([r[0] for r in records], sizes)
         tids = np.concatenate([r[4] for r in records])
-        order = np.lexsort((steps, self._ranks[tids]))
+        order = self._order.sort(tids, steps)
+        epochs = self._order.epoch(tids, steps)[order].tolist()
         which = np.repeat(np.arange(len(records)), sizes)[order]
         at = (np.arange(tids.size) - np.repeat(np.cumsum(sizes) - sizes, sizes))[order]
         flats = np.concatenate([r[3] for r in records])[order].tolist()
@@ -1948,13 +2308,14 @@ class LaneLog(Sequence[tuple]):
         threads: dict[int, LaneThread] = {}
         size = int(self._block[0] * self._block[1] * self._block[2])
         gx, gy, _ = self._grid
-        for k, (w, j, flat, tid) in enumerate(zip(which.tolist(), at.tolist(), flats, tids_l)):
+        named = self._named
+        for w, j, flat, tid, epoch in zip(which.tolist(), at.tolist(), flats, tids_l, epochs):
             _, pos, kind, _, _, values = records[w]
             t = threads.get(tid)
             if t is None:
                 b = self._points[tid // size]
                 t = threads[tid] = LaneThread(b, b[0] + gx * (b[1] + gy * b[2]), tid % size, self._block)
-            yield (self._arrays[pos].arg, t, flat, kind, 0, values[j] if values is not None else None)
+            yield (named[pos], t, flat, kind, epoch, values[j] if values is not None else None)
 
     def __getitem__(self, k: Any) -> Any:
         return list(self)[k]
@@ -1963,8 +2324,14 @@ class LaneLog(Sequence[tuple]):
         return f"<LaneLog of {len(self):,} accesses>"
 
 
-def _report(arrays: dict[int, ArrayArg], launch: Launch, atomics: dict[int, tuple[int, np.ndarray]]) -> None:
-    """What the strict model keeps of a launch that ran in lockstep: the elements written, the atomics counted."""
+def _report(arrays: dict[int, ArrayArg], launch: Launch, atomics: dict[int, tuple[int, np.ndarray]], model: Any) -> None:
+    """What the strict model keeps of a launch that ran in lockstep: the elements written, the atomics counted, the
+    shared arrays and the barriers."""
+    for info in launch.shared_arrays.values():
+        if not any(s[0] == info.name for s in model.shared):
+            model.shared.append((info.name, info.shape, info.dtype))
+    model.barriers += launch.barriers
+    model.lockstep_shared_atomics += launch.shared_atomics
     for pos, arr in arrays.items():
         tracked = arr.arg
         wmask = getattr(tracked, "wmask", None)
@@ -2017,6 +2384,8 @@ def _prepare(prog: Program, fn: Any, args: Sequence[Any]) -> tuple[dict[int, Arr
         for b in lives[k + 1 :]:
             if np.may_share_memory(a, b):
                 raise Bail("arguments that share memory")
+    for name in prog.type_names:
+        consts[f"&{name}"] = _free_value(fn, name)
     for name in prog.free:
         value = _free_value(fn, name)
         if name == "range":

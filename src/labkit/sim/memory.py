@@ -296,6 +296,7 @@ class Model:
         self.written_shared: dict[str, np.ndarray] = {}
         self.record = record
         self.all_shared: list[TrackedArray] = []  # every shared array of the launch (their atomics are counted)
+        self.lockstep_shared_atomics = 0  # atomic updates of shared arrays in a launch run in lockstep (no arrays here)
         self.barriers = 0
         self.syncwarps = 0
         self.float_into_int: str | None = None
@@ -319,7 +320,7 @@ class Model:
         """Atomic updates so far, by memory space."""
         return {
             "global": sum(a.natomics + len(a._alog) for a in self.globals),
-            "shared": sum(a.natomics + len(a._alog) for a in self.all_shared),
+            "shared": self.lockstep_shared_atomics + sum(a.natomics + len(a._alog) for a in self.all_shared),
         }
 
     # -- races
