@@ -87,11 +87,14 @@ def _bench() -> Any:
     return module
 
 
-#: kernels of the benchmark (the course's reference kernels and kernels written outside it) that lockstep must run
+#: kernels of the benchmark (the course's reference kernels and kernels written outside it) that lockstep must run:
+#: every one but those with warp functions
 MUST_RUN = {
     "saxpy", "copy", "grayscale", "to_unit", "copy2d_coalesced", "copy2d_strided", "transpose_naive", "matmul_naive",
     "histogram_global", "add_offsets", "fused_update", "erode3x3", "dilate3x3", "stencil7_gridstride (outside)",
-    "count_in_range (outside)",
+    "count_in_range (outside)", "transpose_shared", "matmul_tiled", "stencil_1d", "histogram_shared", "block_sum",
+    "sum_all", "count_above", "scan_block", "tile_counts", "vector_add (lab 00)", "tile_columns (lab 03)",
+    "tile_columns_padded (lab 03)", "hist_shared_gridstride (outside)", "sum_blocks_atomic (outside)",
 }
 
 
@@ -108,6 +111,7 @@ def test_every_benchmark_kernel_it_takes_gives_the_engines_bits() -> None:
         if last == "ran":
             ran.add(case.name)
     assert MUST_RUN <= ran, MUST_RUN - ran
+    assert all("warp" in case.name for case in bench._cases() if case.name not in MUST_RUN)
 
 
 @cuda.jit
@@ -350,12 +354,17 @@ def test_interrupt_stops_a_lockstep_loop_with_the_engines_words() -> None:
 
 # ----------------------------------------------------------------------------- what it does not take
 @cuda.jit
-def with_a_barrier(x, out):
-    tile = cuda.shared.array(32, np.float32)
+def with_a_warp_shuffle(x, out):
     t = cuda.threadIdx.x
-    tile[t] = x[t]
-    cuda.syncthreads()
-    out[t] = tile[31 - t]
+    out[t] = cuda.shfl_down_sync(0xFFFFFFFF, x[t], 1)
+
+
+@cuda.jit
+def with_a_local_array(x, out):
+    t = cuda.threadIdx.x
+    keep = cuda.local.array(2, np.float32)
+    keep[0] = x[t]
+    out[t] = keep[0]
 
 
 @cuda.jit
@@ -367,8 +376,9 @@ def uses_the_old_value(counter, out):
 
 def test_kernels_outside_the_subset_run_on_the_engine() -> None:
     x = np.arange(32, dtype=np.float32)
-    assert not lockstep.accepts(with_a_barrier)
-    assert _same(with_a_barrier, 1, 32, [x, np.zeros(32, np.float32)]).startswith("not run")
+    for kernel in (with_a_warp_shuffle, with_a_local_array):
+        assert not lockstep.accepts(kernel)
+        assert _same(kernel, 1, 32, [x, np.zeros(32, np.float32)]).startswith("not run")
     assert not lockstep.accepts(uses_the_old_value)  # (the order of the old values is the engine's)
     assert _same(uses_the_old_value, 1, 32, [np.zeros(1, np.int32), np.zeros(32, np.int64)]).startswith("not run")
 
@@ -480,22 +490,30 @@ def _per_array(report: Any) -> dict[str, list[tuple]]:
 
 
 @pytest.mark.parametrize(
-    "name,record",
-    [("saxpy", True), ("grayscale", True), ("histogram_global", True), ("erode3x3", ("out",)),
-     ("stencil7_gridstride (outside)", True), ("count_in_range (outside)", ("x",))],
+    "name,record,schedule",
+    [("saxpy", True, "forward"), ("grayscale", True, "forward"), ("histogram_global", True, "forward"),
+     ("erode3x3", ("out",), "forward"), ("stencil7_gridstride (outside)", True, "forward"),
+     ("count_in_range (outside)", ("x",), "forward"), ("matmul_tiled", True, "shuffle"),
+     ("tile_columns_padded (lab 03)", True, "forward"), ("transpose_shared", True, "reverse"),
+     ("scan_block", True, "shuffle"), ("hist_shared_gridstride (outside)", True, "shuffle"),
+     ("sum_blocks_atomic (outside)", ("shared array `part`", "x"), "forward")],
 )
-def test_a_recorded_launch_logs_each_array_as_the_engine_does(name: str, record: Any) -> None:
+def test_a_recorded_launch_logs_each_array_as_the_engine_does(name: str, record: Any, schedule: str) -> None:
     """What the coalescing and bank-conflict checks read: each array's accesses, in the engine's order, thread by
-    thread, with the same blocks, threads, flat indices and kinds; the sectors per request that follow from them."""
+    thread, with the same blocks, threads, flat indices, kinds and epochs (a shuffle draws each epoch's order
+    afresh); the sectors per request and the bank conflicts that follow from them."""
     bench = _bench()
     (case,) = [c for c in bench._cases() if c.name == name]
     kernel = bench._kernel(case.kernel, lambda fn: cuda.jit(fn), cuda)
     args, names, outputs = bench._inputs(case)
     got = {}
     for on in (True, False):
-        report, _, last = _strict(kernel, case.grid, case.block, args, on, names=names, outputs=outputs, record=record)
+        report, _, last = _strict(kernel, case.grid, case.block, args, on, names=names, outputs=outputs, record=record,
+                                  schedule=schedule, seed=3 if schedule == "shuffle" else None)
         assert not isinstance(report, Exception)
-        got[on] = (_per_array(report), len(report.log), {n: sim.sectors_per_request(report, n) for n in report.itemsizes})
+        got[on] = (_per_array(report), len(report.log),
+                   {n: sim.sectors_per_request(report, n) for n in report.itemsizes if n in report.written},
+                   {n: sim.bank_conflicts(report, n) for n in report.itemsizes if n not in report.written})
         if on:
             assert last == "ran"
     assert got[True] == got[False]

@@ -15,7 +15,15 @@ pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
 from numba import cuda  # noqa: E402
 
 from labkit import sim  # noqa: E402
+from labkit.sim import lockstep  # noqa: E402
 from labkit.sim.errors import KernelFault  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _engine_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the engine's short paths: kernels lockstep would run (labkit.sim.lockstep, which gives the
+    same verdicts; tests/test_sim_lockstep*.py compare the two) run on the engine here."""
+    monkeypatch.setattr(lockstep, "ENABLED", False)
 
 
 @cuda.jit

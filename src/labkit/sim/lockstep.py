@@ -1,13 +1,22 @@
 """Lockstep launches: every thread of a launch at once, as NumPy arrays of lane values (SIMT run as SIMD).
 
 The engine (:mod:`.engine`) runs each CUDA thread as a greenlet, one Python step per element per thread. A kernel
-with no barrier, no shared or local array and no warp function needs none of that: its threads never wait for each
-other. For such a kernel, recognised once from its source, this module runs all threads of a launch (or of a chunk
-of its blocks) together: a local variable is an array with one value per thread, ``if`` and loops become masks of
-the threads that take them, a ``for`` over ``range`` with bounds that differ between threads runs while any thread
-is still in it, and ``return`` takes a thread out. A loop whose iterations depend on nothing carried from one to the
-next (its body assigns each name before reading it and reads no array it stores: a grid-stride loop over elements)
-runs its iterations side by side too, each (thread, iteration) a lane of its own.
+with no warp function and no local array does not need that: for such a kernel, recognised once from its source,
+this module runs all threads of a launch (or of a chunk of its blocks) together: a local variable is an array with
+one value per thread, ``if`` and loops become masks of the threads that take them, a ``for`` over ``range`` with
+bounds that differ between threads runs while any thread is still in it, and ``return`` takes a thread out. A loop
+whose iterations depend on nothing carried from one to the next (its body assigns each name before reading it, reads
+no array it stores and has no barrier: a grid-stride loop over elements) runs its iterations side by side too, each
+(thread, iteration) a lane of its own.
+
+Shared memory and barriers: ``name = cuda.shared.array(shape, dtype)`` as a statement of the kernel's body gives each
+block of the chunk an array (rows of one NumPy array) filled with the strict model's poison, and
+``cuda.syncthreads()`` as a statement is a barrier that every thread of each block must reach (all lanes active,
+none returned: else it gives up, and the engine names the divergence). Between two barriers the threads' accesses
+to a shared array are kept, and at the barrier (and at the end) two threads touching one element with one of them
+writing, or a plain access of an element an atomic updated, gives up: without those, the order in which the
+statements of an epoch ran cannot show, so running them statement after statement for all threads gives the
+engine's values. Integer atomics on a shared array are applied at once (they commute); a float one gives up.
 
 What it accepts (anything else runs on the engine, with the same results, only slower): assignments and augmented
 assignments to names and to array elements, ``if``/``elif``/``else``, ``for ... in range(...)``, ``while``, ``return``
@@ -15,7 +24,8 @@ without a value; arithmetic, comparisons, ``and``/``or``/``not``, conditional ex
 ``cuda.gridsize``, ``cuda.threadIdx``/``blockIdx``/``blockDim``/``gridDim``, ``.shape``/``.size``/``.ndim`` and
 ``len`` of array arguments, element reads and stores with integer indices, ``abs``/``min``/``max``/``int``/``float``,
 ``np.float32``/``np.float64``, ``math.sqrt``/``math.fabs``, and ``cuda.atomic.add``/``sub``/``max``/``min`` as
-statements on arrays the kernel touches in no other way. :func:`refusal` says what in a kernel it does not take.
+statements on arrays the kernel touches in no other way (on a shared array, integer atomics mixed with other
+accesses), shared arrays and barriers as above. :func:`refusal` says what in a kernel it does not take.
 
 Every value keeps the type the engine would give it (a Python ``int``/``float``/``bool``, labkit's ``Int32`` for
 ``threadIdx``, or a NumPy scalar type; where threads hold different types, one array per type), and each operation
@@ -24,12 +34,14 @@ bound that keeps them exact, mixing an integer with a float only where the conve
 
 Whenever a strict rule *could* speak, the lockstep run gives up and the launch runs again on the engine, with its
 arrays restored first, so that the verdict, its message and its traceback are the engine's own: an index out of
-bounds, two threads touching one element with one of them writing (in one block or in two), a read of poison, a
+bounds, two threads touching one element with one of them writing (an argument's anywhere in the launch, even
+with a barrier between them; a shared array's between two barriers), a read of poison, a
 division by zero, a floating-point warning, an integer that might leave its exact range, a variable a thread reads
 before it assigned it, or more CPU time than :data:`BUDGET_SHARE` of the launch's limit (:data:`BUDGET_MAX_S` at most). Atomics are applied at the end of the launch in the order the engine's
 schedule gives them (which only float atomics can tell). Interrupt stops a lockstep run at once, with the engine's
 words and the kernel's line. A recorded launch keeps each statement's accesses as arrays and gives them back as the
-strict model's log (:class:`LaneLog`), thread after thread in the engine's order.
+strict model's log (:class:`LaneLog`) in the engine's order (:class:`Order`: block after block, epoch after epoch,
+thread after thread), with each access's epoch.
 """
 
 from __future__ import annotations
@@ -355,7 +367,8 @@ class Launch:
         self.records: list[tuple] = []  # recorded accesses: (step, position, kind, flats, threads, values stored)
         self.step = 0  # accesses so far (a thread's accesses come in the order of their steps)
         self.barrier_steps: list[int] = []  # the step of each barrier of the launch (chunk after chunk)
-        self.chunks: list[tuple[int, int, int]] = []  # per chunk: (its first block, blocks, barriers before it)
+        self.chunks: list[tuple[int, int, int, int]] = []  # per chunk: (its first block, blocks, barriers before
+        # it, barriers in it)
         self.barriers = 0  # barriers passed, counted per block (what the strict model counts)
         self.shared_atomics = 0  # atomic updates of shared arrays
         self.shared_arrays: dict[int, SharedInfo] = {}  # position (negative) -> what the report says of it
@@ -508,14 +521,16 @@ class Program:
         # assigned nowhere else; a position of their own (negative: -1, -2, ...)
         self.shared: dict[str, int] = {}
         self.type_names: set[str] = set()  # names a shared array's dtype is read from (resolved at each launch)
-        allocations = {id(s.value) for s in node.body if self._is_allocation(s)}
+        allocations = {id(s.value) for s in node.body if self._is_allocation(s)}  # type: ignore[attr-defined]
         for n in ast.walk(node):
             if isinstance(n, ast.Call) and _is_shared_call(n.func, cuda_names) and id(n) not in allocations:
                 raise Unsupported("a shared array allocated inside a statement")
         for s in node.body:
             if self._is_allocation(s):
                 name = s.targets[0].id  # type: ignore[attr-defined]
-                stores = sum(1 for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store))
+                stores = sum(
+                    1 for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                )
                 if name in self.shared or stores != 1:
                     raise Unsupported("a shared array's name assigned again")
                 self.shared[name] = -1 - len(self.shared)
@@ -1621,7 +1636,7 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
             _exact_in(v, _TAGS.get(dt))
         data = np.asarray(v.a).astype(dt)
     if pos < 0:
-        _shared_store(L, arr, pos, idx, data, m)
+        _shared_store(L, arr, pos, idx, data, m)  # type: ignore[arg-type]
         return
     flat, parts = _locate(arr, idx, m, full)
     launch = L.launch
@@ -1701,7 +1716,9 @@ class SharedArr(ArrayArg):
         every = np.empty((nblocks, *shape), dtype=dtype)
         super().__init__(None, every[0])  # (the element type, bounds and reads of one block's array)
         memory = _memory()
-        self.poison = memory.poison_value(dtype) if memory is not None else np.nan if dtype.kind == "f" else np.iinfo(dtype).max - 7
+        self.poison = (
+            memory.poison_value(dtype) if memory is not None else np.nan if dtype.kind == "f" else np.iinfo(dtype).max - 7
+        )
         every[...] = self.poison
         self.flat = every.reshape(-1)
         self.bsize = every[0].size
@@ -1860,7 +1877,7 @@ def program(fn: Any) -> Program | None:
     return found
 
 
-#: names whose use lockstep never runs (barriers, shared/local memory, warp functions, bit intrinsics, print): a
+#: names whose use lockstep never runs (barriers with a value, local memory, warp functions, bit intrinsics, print): a
 #: kernel that names one is left to the engine without its text being read (a variable of such a name too)
 ENGINE_ONLY_NAMES = frozenset(
     {
@@ -2256,7 +2273,7 @@ def run(
         engine.launch_active = outer
     if model is not None:
         _report(arrays, launch, done, model)
-        if launch.records:
+        if launch.records and ranks is not None:
             named = {pos: arr.arg for pos, arr in arrays.items()} | dict(launch.shared_arrays)
             model.log = LaneLog(launch.records, named, ranks, points, grid, block)
     last = "ran"
