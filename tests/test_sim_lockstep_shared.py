@@ -1,0 +1,576 @@
+"""labkit.sim.lockstep with shared memory and barriers, red-teamed: every launch runs twice (lockstep, engine).
+
+The contract: when lockstep says it ran a launch (``lockstep.last == "ran"``), the outputs, the strict report and
+the recorded log are the engine's; whenever a strict rule could speak it gives up, so that the verdict and its words
+are the engine's. Each test here asserts both halves: the same results, and which path produced them (a comparison
+of the engine with itself cannot pass for lockstep's).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import labkit
+
+env = labkit.setup(quiet=True)
+pytestmark = pytest.mark.skipif(env.is_gpu, reason="simulator tests")
+
+from numba import cuda, float32  # noqa: E402
+
+from labkit import sim  # noqa: E402
+from labkit.sim import lockstep  # noqa: E402
+
+from test_sim_lockstep import _per_array, _same, _strict  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _internal_errors_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error of lockstep's own fails the test (in use it would run the launch on the engine, hiding it)."""
+    monkeypatch.setattr(lockstep, "RAISE_INTERNAL", True)
+
+
+def _gave_up(kernel: Any, grid: Any, block: Any, args: list[Any], **kw: Any) -> str:
+    """The engine's verdict and words with lockstep on, and lockstep tried the launch and left it to the engine."""
+    assert lockstep.accepts(kernel), lockstep.refusal(kernel)
+    last = _same(kernel, grid, block, args, **kw)
+    assert last.startswith("gave up: "), last
+    return last
+
+
+def _engine_verdict(kernel: Any, grid: Any, block: Any, args: list[Any], **kw: Any) -> Any:
+    """The engine's error or report for the launch, asserting that a rule fired (the rule the test means is real):
+    an error, or a report naming a race or an uninitialised read."""
+    got, _, _ = _strict(kernel, grid, block, args, False, **kw)
+    if not isinstance(got, Exception):
+        assert got.race is not None or got.uninitialised is not None, f"the engine found nothing wrong with {kernel}"
+    return got
+
+
+# ============================================================================= 1. each strict rule in shared memory
+@cuda.jit
+def neighbour_no_barrier(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[t] = x[i]
+    out[i] = s[(t + 1) % 32]
+
+
+@cuda.jit
+def two_writers_shared(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[t // 2] = x[i]
+    cuda.syncthreads()
+    out[i] = s[t // 2]
+
+
+@cuda.jit
+def lost_update_shared(x, out):
+    s = cuda.shared.array(1, np.int32)
+    t = cuda.threadIdx.x
+    if t == 0:
+        s[0] = 0
+    cuda.syncthreads()
+    s[0] += 1
+    cuda.syncthreads()
+    if t == 0:
+        out[cuda.blockIdx.x] = s[0]
+
+
+@cuda.jit
+def barrier_in_half(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[cuda.grid(1)]
+    if t < 16:
+        cuda.syncthreads()
+    out[cuda.grid(1)] = s[31 - t]
+
+
+@cuda.jit
+def barrier_after_return(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    s[t] = x[i]
+    cuda.syncthreads()
+    out[i] = s[t]
+
+
+@cuda.jit
+def reads_unwritten(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if t < 31:
+        s[t] = x[i]
+    cuda.syncthreads()
+    out[i] = s[31 - t]  # (thread 0 reads s[31], which no thread wrote)
+
+
+@cuda.jit
+def writes_above(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    s[t + 1] = x[cuda.grid(1)]
+    cuda.syncthreads()
+    out[cuda.grid(1)] = 1.0
+
+
+@cuda.jit
+def reads_below(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[cuda.grid(1)]
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[t - 1]  # (thread 0 reads s[-1]: out of bounds, never NumPy's last element)
+
+
+@cuda.jit
+def reads_below_2d(x, out):
+    s = cuda.shared.array((4, 8), np.float32)
+    t = cuda.threadIdx.x
+    s[t // 8, t % 8] = x[cuda.grid(1)]
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[t // 8, t % 8 - 1]  # (column -1 of a row: in bounds of the flat array, not of the row)
+
+
+@cuda.jit
+def writes_above_2d(x, out):
+    s = cuda.shared.array((4, 8), np.float32)
+    t = cuda.threadIdx.x
+    s[t % 4, t // 4 + 1] = x[cuda.grid(1)]  # (column 8 for the last threads: the next row's first element in NumPy)
+    cuda.syncthreads()
+    out[cuda.grid(1)] = 1.0
+
+
+@cuda.jit
+def reads_row_below_2d(x, out):
+    s = cuda.shared.array((4, 8), np.float32)
+    t = cuda.threadIdx.x
+    s[t // 8, t % 8] = x[cuda.grid(1)]
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[t // 8 - 1, t % 8]
+
+
+@cuda.jit
+def atomic_and_read(x, out):
+    s = cuda.shared.array(4, np.int32)
+    t = cuda.threadIdx.x
+    if t < 4:
+        s[t] = 0
+    cuda.syncthreads()
+    cuda.atomic.add(s, t % 4, 1)
+    out[cuda.grid(1)] = s[(t + 1) % 4]  # (a plain read of elements other threads update in this epoch)
+
+
+@cuda.jit
+def atomic_and_write(x, out):
+    s = cuda.shared.array(4, np.int32)
+    t = cuda.threadIdx.x
+    if t < 4:
+        s[t] = 0
+    cuda.syncthreads()
+    cuda.atomic.add(s, t % 4, 1)
+    if t == 5:
+        s[2] = 7
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[t % 4]
+
+
+@cuda.jit
+def atomic_overflows(x, out):
+    s = cuda.shared.array(2, np.int32)
+    t = cuda.threadIdx.x
+    if t < 2:
+        s[t] = 2147483600
+    cuda.syncthreads()
+    cuda.atomic.add(s, t % 2, 5)  # (16 adds of 5 to each: past 2**31 - 1)
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[t % 2]
+
+
+@cuda.jit
+def atomic_underflows_unsigned(x, out):
+    s = cuda.shared.array(2, np.uint32)
+    t = cuda.threadIdx.x
+    if t < 2:
+        s[t] = 3
+    cuda.syncthreads()
+    cuda.atomic.sub(s, t % 2, 1)  # (16 subtractions of 1 from 3: below zero, a wrap)
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[t % 2]
+
+
+@cuda.jit
+def float_atomic_shared(x, out):
+    s = cuda.shared.array(2, np.float32)
+    t = cuda.threadIdx.x
+    if t < 2:
+        s[t] = 0.0
+    cuda.syncthreads()
+    cuda.atomic.add(s, t % 2, x[cuda.grid(1)])
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[t % 2]
+
+
+@cuda.jit
+def barrier_in_uneven_loop(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[cuda.grid(1)]
+    for k in range(t % 3):
+        cuda.syncthreads()
+    out[cuda.grid(1)] = s[t]
+
+
+@cuda.jit
+def barrier_in_uneven_while(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[cuda.grid(1)]
+    k = 0
+    while k < 2 + (t == 7):
+        cuda.syncthreads()
+        k += 1
+    out[cuda.grid(1)] = s[t]
+
+
+@cuda.jit
+def barrier_in_grid_stride(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        s[t] = x[i]
+        cuda.syncthreads()
+        out[i] = s[31 - t]
+        cuda.syncthreads()
+
+
+@cuda.jit
+def block_uniform_barrier(x, out):
+    s = cuda.shared.array(32, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = x[cuda.grid(1)]
+    if cuda.blockIdx.x == 0:
+        cuda.syncthreads()  # (every thread of block 0 meets it, none of block 1: no divergence in either block)
+    out[cuda.grid(1)] = s[t]
+
+
+def _x(n: int = 64) -> np.ndarray:
+    return np.random.default_rng(n).standard_normal(n).astype(np.float32)
+
+
+def _rule_cases() -> dict[str, tuple[Any, Any, Any, list[Any], dict[str, Any]]]:
+    """name -> (kernel, grid, block, args, options): each breaks one rule in shared memory."""
+    x = _x(64)
+    f = np.zeros(64, np.float32)
+    i32 = np.zeros(64, np.int32)
+    return {
+        "race write/neighbour read": (neighbour_no_barrier, 2, 32, [x, f], {}),
+        "race write/neighbour read, allowed": (neighbour_no_barrier, 2, 32, [x, f], {"allow_races": True}),
+        "two writers": (two_writers_shared, 2, 32, [x, f], {}),
+        "two writers, shuffled": (two_writers_shared, 2, 32, [x, f], {"schedule": "shuffle", "seed": 5}),
+        "lost update": (lost_update_shared, 2, 32, [x, np.zeros(2, np.int32)], {}),
+        "lost update, allowed": (lost_update_shared, 2, 32, [x, np.zeros(2, np.int32)], {"allow_races": True}),
+        "barrier in if t < 16": (barrier_in_half, 2, 32, [x, f], {}),
+        "barrier after return": (barrier_after_return, 2, 32, [_x(50), f], {}),
+        "uninitialised": (reads_unwritten, 2, 32, [x, f], {}),
+        "uninitialised, outputs=": (reads_unwritten, 2, 32, [x, f], {"names": ["x", "out"], "outputs": ("out",)}),
+        "uninitialised, reverse": (reads_unwritten, 2, 32, [x, f], {"schedule": "reverse"}),
+        "write above, 1-D": (writes_above, 2, 32, [x, f], {}),
+        "read below zero, 1-D": (reads_below, 2, 32, [x, f], {}),
+        "read below zero, 2-D column": (reads_below_2d, 2, 32, [x, f], {}),
+        "read below zero, 2-D row": (reads_row_below_2d, 2, 32, [x, f], {}),
+        "write above, 2-D column": (writes_above_2d, 2, 32, [x, f], {}),
+        "atomic and read, one epoch": (atomic_and_read, 2, 32, [x, i32], {}),
+        "atomic and write, one epoch": (atomic_and_write, 2, 32, [x, i32], {}),
+        "int32 atomic overflows": (atomic_overflows, 2, 32, [x, np.zeros(64, np.int64)], {}),
+        "uint32 atomic below zero": (atomic_underflows_unsigned, 2, 32, [x, np.zeros(64, np.int64)], {}),
+        "float atomic": (float_atomic_shared, 2, 32, [x, f], {}),
+        "barrier in uneven for": (barrier_in_uneven_loop, 2, 32, [x, f], {}),
+        "barrier in uneven while": (barrier_in_uneven_while, 2, 32, [x, f], {}),
+        "barrier in grid-stride loop": (barrier_in_grid_stride, 2, 32, [_x(100), np.zeros(100, np.float32)], {}),
+        "block-uniform barrier": (block_uniform_barrier, 2, 32, [x, f], {}),
+    }
+
+
+#: the cases that a GPU runs without error (the engine's report says so; lockstep still leaves them to it)
+_NO_ERROR = {"race write/neighbour read, allowed", "lost update, allowed", "int32 atomic overflows",
+             "uint32 atomic below zero", "float atomic", "block-uniform barrier"}
+
+
+@pytest.mark.parametrize("case", list(_rule_cases()))
+def test_each_rule_in_shared_memory_gives_the_engines_verdict_and_words(case: str) -> None:
+    kernel, grid, block, args, kw = _rule_cases()[case]
+    if case not in _NO_ERROR:
+        _engine_verdict(kernel, grid, block, args, **kw)  # (the rule really fires)
+    _gave_up(kernel, grid, block, args, **kw)
+
+
+# ============================================================================= 2. correct kernels run, with the engine's bits
+TILE = 8
+PADDED = TILE + 1
+SCAN = 64
+F32 = "float32"
+
+
+def _compare_recorded(kernel: Any, grid: Any, block: Any, args: list[Any], record: Any, **kw: Any) -> None:
+    """A recorded launch: each array's log (blocks, threads, seq, flat indices, kinds, spaces, epochs) in the
+    engine's order, its length, sectors per request and bank conflicts of every array, as the engine's."""
+    got = {}
+    for on in (True, False):
+        report, _, last = _strict(kernel, grid, block, args, on, record=record, **kw)
+        assert not isinstance(report, Exception), report
+        if on:
+            assert last == "ran", last
+        names = sorted(report.itemsizes)
+        got[on] = (
+            _per_array(report),
+            len(report.log),
+            [v for a in report.log for v in ([a[5]] if a[3] == 1 else [])],
+            {n: sim.sectors_per_request(report, n) for n in names},
+            {n: sim.bank_conflicts(report, n, ("read", "write", "atomic")) for n in names},
+        )
+    mine, engines = got[True], got[False]
+    assert mine[0].keys() == engines[0].keys()
+    for name in mine[0]:
+        assert mine[0][name] == engines[0][name], name
+    assert mine[1:] == engines[1:]
+    assert mine[1] > 0
+
+
+def _all_ways(kernel: Any, grid: Any, block: Any, args: list[Any], record_one: str | None = None, **kw: Any) -> None:
+    """Lockstep runs the launch with the engine's bits and report under every schedule, recorded (every array, and
+    ``record_one`` only) and for a subset of blocks."""
+    assert lockstep.accepts(kernel), lockstep.refusal(kernel)
+    for schedule, seed in (("forward", None), ("reverse", None), ("shuffle", 3), ("shuffle", 8)):
+        assert _same(kernel, grid, block, args, schedule=schedule, seed=seed, **kw) == "ran", (schedule, lockstep.last)
+    for schedule, seed in (("forward", None), ("shuffle", 11)):
+        _compare_recorded(kernel, grid, block, args, True, schedule=schedule, seed=seed, **kw)
+    if record_one is not None:
+        _compare_recorded(kernel, grid, block, args, (record_one,), schedule="reverse", **kw)
+    g = (grid, 1, 1) if isinstance(grid, int) else tuple(grid) + (1,) * (3 - len(grid))
+    points = [(x, y, z) for z in range(g[2]) for y in range(g[1]) for x in range(g[0])]
+    if len(points) > 1:
+        subset = [points[-1], points[0]]
+        assert _same(kernel, grid, block, args, blocks=subset, **kw) == "ran", lockstep.last
+        _compare_recorded(kernel, grid, block, args, True, blocks=subset, schedule="shuffle", seed=2, **kw)
+
+
+@cuda.jit
+def transpose_tiled(a, out):
+    tile = cuda.shared.array((TILE, PADDED), np.float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    x = cuda.blockIdx.x * TILE + tx
+    y = cuda.blockIdx.y * TILE + ty
+    if y < a.shape[0] and x < a.shape[1]:
+        tile[ty, tx] = a[y, x]
+    cuda.syncthreads()
+    x2 = cuda.blockIdx.y * TILE + tx
+    y2 = cuda.blockIdx.x * TILE + ty
+    if y2 < out.shape[0] and x2 < out.shape[1]:
+        out[y2, x2] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_unpadded(a, out):
+    tile = cuda.shared.array(shape=(TILE, TILE), dtype=float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x, y = cuda.grid(2)
+    if y < a.shape[0] and x < a.shape[1]:
+        tile[ty, tx] = a[y, x]
+    cuda.syncthreads()
+    x2 = cuda.blockIdx.y * cuda.blockDim.y + tx
+    y2 = cuda.blockIdx.x * cuda.blockDim.x + ty
+    if y2 < out.shape[0] and x2 < out.shape[1]:
+        out[y2, x2] = tile[tx, ty]
+
+
+def test_tiled_transposes_with_and_without_padding() -> None:
+    a = np.random.default_rng(1).standard_normal((19, 13)).astype(np.float32)
+    _all_ways(transpose_tiled, (2, 3), (TILE, TILE), [a, np.zeros((13, 19), np.float32)], "shared array `tile`")
+    _all_ways(transpose_unpadded, (2, 3), (TILE, TILE), [a, np.zeros((13, 19), np.float32)], "out", names=["a", "out"])
+
+
+@cuda.jit
+def mirror_3d(x, out):
+    s = cuda.shared.array((2, 4, 4), np.int16)
+    tx, ty, tz = cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z
+    b = cuda.blockIdx.x + cuda.gridDim.x * cuda.blockIdx.y
+    k = b * 32 + tx + 4 * ty + 16 * tz
+    s[tz, ty, tx] = x[k % x.size] * 300  # (an int16 store that wraps, as a GPU's)
+    cuda.syncthreads()
+    if k < out.size:
+        out[k] = s[1 - tz, 3 - ty, tx] + s[tz, ty, 3 - tx]
+
+
+def test_three_dimensional_blocks_and_a_2d_grid() -> None:
+    x = np.random.default_rng(2).integers(-200, 200, 150).astype(np.int32)
+    _all_ways(mirror_3d, (3, 2), (4, 4, 2), [x, np.zeros(170, np.int64)], "shared array `s`", names=["x", "out"])
+
+
+@cuda.jit
+def scan_double_buffered(x, out):
+    buf = cuda.shared.array((2, SCAN), np.float64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    v = 0.0
+    if i < x.size:
+        v = x[i]
+    buf[0, t] = v
+    cuda.syncthreads()
+    src = 0
+    d = 1
+    while d < cuda.blockDim.x:
+        if t >= d:
+            buf[1 - src, t] = buf[src, t] + buf[src, t - d]
+        else:
+            buf[1 - src, t] = buf[src, t]
+        cuda.syncthreads()
+        src = 1 - src
+        d *= 2
+    if i < x.size:
+        out[i] = buf[src, t]
+
+
+def test_a_double_buffered_scan() -> None:
+    x = np.random.default_rng(3).standard_normal(150).astype(np.float32)
+    _all_ways(scan_double_buffered, 3, SCAN, [x, np.zeros(150, np.float64)], "shared array `buf`")
+    ref = np.zeros(150, np.float64)
+    scan_double_buffered[3, SCAN](x, ref)
+    assert lockstep.last == "ran"
+    expect = np.concatenate([np.cumsum(x[k : k + SCAN].astype(np.float64)) for k in range(0, 150, SCAN)])
+    assert np.allclose(ref, expect)
+
+
+@cuda.jit
+def reduce_tree(x, out):
+    s = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[t] = x[i] if i < x.size else np.float32(0)
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            s[t] += s[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = s[0]
+
+
+def test_a_tree_reduction_with_a_while_loop() -> None:
+    x = np.random.default_rng(4).standard_normal(300).astype(np.float32)
+    _all_ways(reduce_tree, 5, 64, [x, np.zeros(5, np.float32)], "x", names=["x", "out"], outputs=("out",))
+
+
+@cuda.jit
+def histogram_shared(keys, counts, hi, lo):
+    h = cuda.shared.array(16, np.int32)
+    mx = cuda.shared.array(4, np.int64)
+    mn = cuda.shared.array(4, np.uint32)
+    t = cuda.threadIdx.x
+    if t < 16:
+        h[t] = 0
+    if t < 4:
+        mx[t] = -1
+        mn[t] = 1000000
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), keys.size, cuda.gridsize(1)):
+        k = keys[i]
+        cuda.atomic.add(h, k & 15, 3)
+        cuda.atomic.sub(h, (k >> 4) & 15, 1)
+        cuda.atomic.max(mx, k & 3, k)
+        cuda.atomic.min(mn, (k >> 2) & 3, k)
+    cuda.syncthreads()
+    if t < 16:
+        cuda.atomic.add(counts, t, h[t])
+    if t < 4:
+        cuda.atomic.max(hi, t, mx[t])
+        cuda.atomic.min(lo, t, mn[t])
+
+
+def test_a_histogram_with_shared_atomics_of_each_kind() -> None:
+    keys = np.random.default_rng(5).integers(0, 1 << 16, 777).astype(np.int32)
+    args = [keys, np.zeros(16, np.int32), np.zeros(4, np.int64), np.full(4, 1 << 30, np.uint32)]
+    _all_ways(histogram_shared, 3, 96, args, "shared array `h`")
+    report = sim.launch_strict(histogram_shared, 3, 96, *[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    assert lockstep.last == "ran" and report.atomics["shared"] == 4 * 777
+
+
+@cuda.jit
+def six_element_types(x, y, out_f, out_i):
+    a = cuda.shared.array(40, np.int8)
+    b = cuda.shared.array(40, np.int16)
+    c = cuda.shared.array(40, np.uint32)
+    d = cuda.shared.array(40, float32)
+    e = cuda.shared.array(40, "float64")
+    f = cuda.shared.array(40, np.int64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    j = i % x.size
+    a[t] = y[j] * 3
+    b[t] = y[j] * 1000
+    c[t] = y[j] * 7
+    d[t] = x[j] * np.float32(1.5)
+    e[t] = x[j] * 0.1
+    f[t] = y[j] * 3000000000
+    cuda.syncthreads()
+    r = 39 - t
+    if i < out_f.size:
+        out_f[i] = d[r] * e[(t + 3) % 40] + a[(t + 1) % 40]
+        out_i[i] = a[r] + b[(t * 7) % 40] + c[r] + f[(t + 11) % 40]
+
+
+def test_shared_arrays_of_six_element_types_and_three_ways_to_name_a_dtype() -> None:
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(77).astype(np.float32)
+    y = rng.integers(-100, 100, 77).astype(np.int32)
+    args = [x, y, np.zeros(111, np.float64), np.zeros(111, np.int64)]
+    _all_ways(six_element_types, 3, 40, args, "shared array `c`")
+
+
+@cuda.jit
+def rounds_of_barriers(x, out):
+    s = cuda.shared.array(48, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    v = np.float32(0)
+    if i < x.size:
+        v = x[i]
+    for r in range(3):
+        s[t] = v
+        cuda.syncthreads()
+        v = s[(t + r + 1) % 48] * np.float32(0.5) + v
+        cuda.syncthreads()
+    if i < x.size:
+        out[i] = v
+
+
+def test_several_barriers_in_a_loop() -> None:
+    x = np.random.default_rng(7).standard_normal(130).astype(np.float32)
+    _all_ways(rounds_of_barriers, 3, 48, [x, np.zeros(130, np.float32)], "shared array `s`")
+
+
+def test_a_launch_larger_than_a_chunk_counts_epochs_per_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of two blocks: each chunk starts its epochs over; the epochs, shuffles and atomics are the engine's."""
+    monkeypatch.setattr(lockstep, "CHUNK_LANES", 96)
+    x = np.random.default_rng(8).standard_normal(230).astype(np.float32)
+    _all_ways(rounds_of_barriers, 5, 48, [x, np.zeros(230, np.float32)], "x", names=["x", "out"])
+    _all_ways(reduce_tree, 5, 64, [x, np.zeros(5, np.float32)])
+    keys = np.random.default_rng(9).integers(0, 1 << 16, 500).astype(np.int32)
+    args = [keys, np.zeros(16, np.int32), np.zeros(4, np.int64), np.full(4, 1 << 30, np.uint32)]
+    _all_ways(histogram_shared, 4, 32, args, "shared array `mn`")
