@@ -25,7 +25,6 @@ from numba import cuda, float32  # noqa: E402
 
 from labkit import sim  # noqa: E402
 from labkit.sim import lockstep  # noqa: E402
-
 from test_sim_lockstep import _per_array, _same, _strict  # noqa: E402
 
 
@@ -574,3 +573,165 @@ def test_a_launch_larger_than_a_chunk_counts_epochs_per_chunk(monkeypatch: pytes
     keys = np.random.default_rng(9).integers(0, 1 << 16, 500).astype(np.int32)
     args = [keys, np.zeros(16, np.int32), np.zeros(4, np.int64), np.full(4, 1 << 30, np.uint32)]
     _all_ways(histogram_shared, 4, 32, args, "shared array `mn`")
+
+
+# ============================================================================= 3. random shared-memory kernels
+_F_TYPES = ["np.float32", "np.float64", '"float32"', "float32", '"float64"']
+_I_TYPES = ["np.int32", "np.int64", "np.int16", "np.uint32", "np.int8", "np.uint8", "np.uint16", '"int32"']
+
+
+def _index(rng: random.Random, size: int, block: int) -> str:
+    """An index into a shared array of ``size`` elements: mostly in bounds, some out of bounds, some data-dependent."""
+    c = rng.randrange(1, 9)
+    risky = [
+        f"(t + {c})",  # (out of bounds for the last threads unless the array is longer than the block)
+        f"(t - {c})",  # (below zero for the first threads)
+    ]
+    if rng.random() < 0.02:
+        return rng.choice(risky)
+    return rng.choice(
+        [
+            "t",
+            f"(t + {c}) % {size}",
+            f"({size} - 1 - t)",
+            f"(t * {rng.choice([3, 5, 7, 11])}) % {size}",
+            f"(t ^ {c}) % {size}",
+            "t // 2",
+            f"min(t + {c}, {size} - 1)",
+            f"(y[j] & 1023) % {size}",
+            f"(b0 + t) % {size}",
+            f"{rng.randrange(size)}",
+            f"(t + {block}) % {size}",
+        ]
+    )
+
+
+def _shared_kernel_text(rng: random.Random, name: str, block: int) -> str:
+    """A kernel staging inputs into two shared arrays, a barrier, reads at random indices, a second epoch that may
+    write or update shared memory (some racy, some not), a barrier, and outputs."""
+    fsize = rng.choice([block, block, block + 3, block * 2])
+    isize = rng.choice([block, block, block + 1])
+    lines = [
+        f"def {name}(x, y, k, out, outi):",
+        f"    sa = cuda.shared.array({fsize}, {rng.choice(_F_TYPES)})",
+        f"    si = cuda.shared.array({isize}, {rng.choice(_I_TYPES)})",
+        "    t = cuda.threadIdx.x",
+        "    i = cuda.grid(1)",
+        "    n = x.size",
+        "    j = i % n",
+    ]
+    if rng.random() < 0.04:
+        lines += ["    if i >= n:", "        return"]  # (a barrier after it is divergent unless every thread is in range)
+    lines.append(f"    b0 = y[j] & {rng.choice([3, 7, 15])}")
+    guard = rng.random()
+    if guard < 0.05:
+        lines += [f"    if t < {block - rng.randrange(1, 4)}:", "        sa[t] = x[j] * np.float32(1.5)"]  # (unwritten)
+    else:
+        lines.append(f"    sa[t] = x[j] * {rng.choice(['np.float32(1.5)', '0.25', '2', 'k'])}")
+    if fsize > block and rng.random() < 0.9:
+        lines += [f"    if t < {fsize - block}:", f"        sa[t + {block}] = x[(j + {block}) % n] - np.float32(1)"]
+    lines.append(f"    si[t % {isize}] = y[j] * {rng.choice(['3', '1', '(k + 1)', '200'])}")
+    if isize > block:
+        lines += ["    if t == 0:", f"        si[{block}] = 5"]
+    if rng.random() < 0.03:
+        lines += [f"    if t < {rng.randrange(1, block)}:", "        cuda.syncthreads()"]  # (divergent)
+    else:
+        lines.append("    cuda.syncthreads()")
+    lines += [
+        f"    a = sa[{_index(rng, fsize, block)}] {rng.choice(['+', '-', '*'])} sa[{_index(rng, fsize, block)}]",
+        f"    b = si[{_index(rng, isize, block)}] {rng.choice(['+', '-', '^', '&'])} si[{_index(rng, isize, block)}]",
+        "    if b > 0:",
+        f"        a = a + sa[{_index(rng, fsize, block)}]",
+    ]
+    second = rng.random()
+    if second < 0.4 and rng.random() < 0.5:
+        lines.append("    cuda.syncthreads()")  # (else the write or atomic below shares an epoch with the reads)
+    if second < 0.25:
+        c = rng.randrange(1, 9)
+        where = rng.choice(["t", f"({fsize} - 1 - t)", f"(t + {c}) % {fsize}"]) if rng.random() < 0.7 else None
+        lines.append(f"    sa[{where or _index(rng, fsize, block)}] = a")  # (racy where two threads write one element)
+    elif second < 0.4:
+        lines.append(f"    cuda.atomic.{rng.choice(['add', 'sub', 'max', 'min'])}(si, {_index(rng, isize, block)}, b0)")
+    elif second < 0.5:
+        lines += [
+            f"    for r in range({rng.choice(['2', 'k % 3'])}):",
+            "        cuda.syncthreads()",
+            "        sa[t] = a + r",
+            "        cuda.syncthreads()",
+            f"        a = sa[{_index(rng, fsize, block)}]",
+        ]
+    elif second < 0.6:
+        half = 1 << (block.bit_length() - 1)
+        lines += [
+            "    cuda.syncthreads()",
+            "    sa[t] = a",
+            "    cuda.syncthreads()",
+            f"    s = {half // 2}",
+            "    while s > 0:",
+            "        if t < s:",
+            "            sa[t] += sa[t + s]",
+            "        cuda.syncthreads()",
+            "        s //= 2",
+            "    a = sa[0]",
+        ]
+    lines += [
+        "    cuda.syncthreads()",
+        f"    b = b + si[{_index(rng, isize, block)}]",
+        "    if i < n:",
+        "        out[i] = a",
+        "        outi[i] = b",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _no_poison(y: np.ndarray) -> np.ndarray:
+    """``y`` with the values replaced whose products in the kernels, stored into a narrow or unsigned shared array,
+    equal the strict model's poison (lockstep then gives up, rightly but needlessly: the engine knows it written)."""
+    bad = set()
+    for v in range(-50, 50):
+        for m in (1, 2, 3, 4, 200):
+            for dt in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64):
+                if np.array(v * m, dtype=np.int64).astype(dt) == np.iinfo(dt).max - 7:
+                    bad.add(v)
+    return np.where(np.isin(y, sorted(bad)), 1, y).astype(y.dtype)
+
+
+def test_random_shared_memory_kernels_give_the_engines_bits(tmp_path: Path) -> None:
+    """Kernels drawn at random (two shared arrays of random element types, staged, read at random indices after a
+    barrier, some racy, some reading unwritten or out-of-bounds elements, some with divergent barriers, atomics, a
+    barrier loop or a tree reduction): every one gives the engine's outputs, report or error bit for bit, under two
+    schedules and recorded; lockstep runs at least half of them."""
+    rng = random.Random(2031)
+    data = np.random.default_rng(17)
+    count, ran, outcomes = 40, 0, []
+    for q in range(count):
+        block = rng.choice([32, 40, 24, 48])
+        grid = rng.choice([2, 3])
+        n = grid * block - rng.choice([0, 0, 5, block + 3])
+        name = f"shared_random_{q}"
+        path = tmp_path / f"{name}.py"
+        path.write_text(_shared_kernel_text(rng, name, block))
+        namespace: dict[str, Any] = {"cuda": cuda, "np": np, "math": math, "float32": float32}
+        exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - the test's own kernels
+        kernel = cuda.jit(namespace[name])
+        assert lockstep.accepts(kernel), (lockstep.refusal(kernel), path.read_text())
+        x = data.standard_normal(n).astype(np.float32)
+        y = _no_poison(data.integers(-50, 50, n).astype(np.int32))
+        args = [x, y, q % 4, np.zeros(n, np.float32), np.zeros(n, np.int64)]
+        text = path.read_text()
+        last = _same(kernel, grid, block, args, names=["x", "y", "k", "out", "outi"])
+        assert not last.startswith("not run"), (last, text)
+        ran += last == "ran"
+        outcomes.append(last)
+        schedule = ("reverse", None) if q % 2 else ("shuffle", q)
+        assert _same(kernel, grid, block, args, schedule=schedule[0], seed=schedule[1]) == last, text
+        if q % 3 == 0:
+            got = {}
+            for on in (True, False):
+                report, _, _ = _strict(kernel, grid, block, args, on, record=True, schedule="shuffle", seed=q)
+                got[on] = report if isinstance(report, Exception) else (_per_array(report), len(report.log))
+            if isinstance(got[True], Exception):
+                assert str(got[True]) == str(got[False]), text
+            else:
+                assert got[True] == got[False], text
+    assert ran >= count // 2, outcomes
