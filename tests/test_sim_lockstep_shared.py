@@ -744,9 +744,13 @@ def test_random_shared_memory_kernels_give_the_engines_bits(tmp_path: Path) -> N
 
 
 # ============================================================================= forms the engine takes, one by one
+# (the layouts these kernels test: the formatter leaves them)
+# fmt: off
 @cuda.jit
 def allocated_over_lines(x, out):
-    s = cuda.shared.array(32, np.float32)
+    s = cuda.shared.array(
+        32, np.float32
+    )
     t = cuda.threadIdx.x
     s[t] = x[cuda.grid(1)]
     cuda.syncthreads()
@@ -755,11 +759,16 @@ def allocated_over_lines(x, out):
 
 @cuda.jit
 def allocated_in_parentheses(x, out):
-    s = cuda.shared.array(32, np.float32)
+    s = (
+        cuda.shared.array(32, np.float32)
+    )
     t = cuda.threadIdx.x
     s[t] = x[cuda.grid(1)]
     cuda.syncthreads()
     out[cuda.grid(1)] = s[31 - t]
+
+
+# fmt: on
 
 
 @cuda.jit
@@ -971,15 +980,17 @@ def test_what_it_leaves_to_the_engine_in_loops() -> None:
 
 
 # ============================================================================= what lockstep gets wrong (findings)
+# (two statements on one line: what the test is about)
+# fmt: off
 @cuda.jit
 def two_arrays_on_one_line(x, out):
-    a = cuda.shared.array(32, np.float32)
-    b = cuda.shared.array(32, np.int32)  # noqa: E702
+    a = cuda.shared.array(32, np.float32); b = cuda.shared.array(32, np.int32)  # noqa: E702
     t = cuda.threadIdx.x
     a[t] = x[cuda.grid(1)]
     b[t] = t
     cuda.syncthreads()
     out[cuda.grid(1)] = a[31 - t] + b[(t + 3) % 32]
+# fmt: on
 
 
 @pytest.mark.xfail(
