@@ -1034,3 +1034,150 @@ def test_a_recorded_log_holds_the_engines_values() -> None:
         assert last == "ran" or not on
         got[on] = [(a.array, a.block, a.thread, a.seq, repr(a.value)) for a in report.accesses if a.kind == "write"]
     assert got[True] == got[False]
+
+
+def test_a_learners_own_launch_gives_the_engines_bits() -> None:
+    """A direct launch (no strict model: the engine's shared arrays are not poisoned there) runs in lockstep with the
+    engine's outputs."""
+    keys = np.random.default_rng(26).integers(0, 1 << 16, 300).astype(np.int32)
+    cases = [
+        (histogram_shared, 3, 96, [keys, np.zeros(16, np.int32), np.zeros(4, np.int64), np.full(4, 1 << 30, np.uint32)]),
+        *[_forms()[name][:4] for name in ("float atomics every epoch", "two elements each", "while on a shared flag")],
+    ]
+    for kernel, grid, block, args in cases:
+        got = []
+        for on in (True, False):
+            mine = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+            lockstep.ENABLED = on
+            try:
+                kernel[grid, block](*mine)
+            finally:
+                lockstep.ENABLED = True
+            if on:
+                assert lockstep.last == "ran", lockstep.last
+            got.append([a.tobytes() for a in mine if isinstance(a, np.ndarray)])
+        assert got[0] == got[1], kernel
+
+
+# ============================================================================= 3b. random 2-D tile kernels
+def _index_2d(rng: random.Random, rows: int, cols: int) -> tuple[str, str]:
+    """A (row, column) of a 2-D tile: mostly in bounds; a few out of bounds."""
+    c = rng.randrange(1, 5)
+    picks = [
+        ("ty", "tx"),
+        (f"(ty + {c}) % {rows}", "tx"),
+        ("ty", f"({cols} - 1 - tx)"),
+        (f"tx % {rows}", f"ty % {cols}"),
+        (f"(ty * 3 + tx) % {rows}", f"(tx + ty) % {cols}"),
+        (f"{rng.randrange(rows)}", "tx"),
+    ]
+    if rng.random() < 0.04:
+        picks += [("ty", f"tx + {c}"), (f"ty - {c}", "tx")]
+    return rng.choice(picks)
+
+
+def _tile_kernel_text(rng: random.Random, name: str, bx: int, by: int, pad: int) -> str:
+    """A 2-D block staging a padded tile, reading it at random (row, column)s, a barrier loop carrying a value, shared
+    integer atomics (in a grid-stride loop run as lanes, or one per thread), global float atomics in two epochs,
+    a return after the last barrier, and outputs."""
+    rows, cols = by, bx + pad
+    a, b = _index_2d(rng, rows, cols), _index_2d(rng, rows, cols)
+    lines = [
+        f"def {name}(x, y, out, acc, hist):",
+        f"    tile = cuda.shared.array(({rows}, {cols}), {rng.choice(['np.float32', 'np.float64', F32])})",
+        f"    cnt = cuda.shared.array(8, {rng.choice(['np.int32', 'np.int64', 'np.uint32'])})",
+        "    tx = cuda.threadIdx.x",
+        "    ty = cuda.threadIdx.y",
+        "    t = ty * cuda.blockDim.x + tx",
+        "    gx, gy = cuda.grid(2)",
+        "    n = x.shape[0]",
+        "    m = x.shape[1]",
+        "    if t < 8:",
+        "        cnt[t] = 0",
+        "    tile[ty, tx] = x[gy % n, gx % m]",
+    ]
+    if pad:
+        lines += [f"    if tx < {pad}:", f"        tile[ty, tx + {bx}] = x[gy % n, (gx + {bx}) % m]"]
+    lines += [
+        "    cuda.syncthreads()",
+        f"    v = tile[{a[0]}, {a[1]}] {rng.choice(['+', '-', '*'])} tile[{b[0]}, {b[1]}]",
+    ]
+    if rng.random() < 0.5:
+        c = _index_2d(rng, rows, cols)
+        lines += [
+            f"    for q in range({rng.choice(['2', '3', 'y[0] % 3 + 1'])}):",
+            "        cuda.syncthreads()",
+            "        tile[ty, tx] = v",
+            "        cuda.syncthreads()",
+            f"        v = v + tile[{c[0]}, {c[1]}] * {rng.choice(['0.5', 'np.float32(0.25)', 'q'])}",
+        ]
+    if rng.random() < 0.5:
+        lines += [
+            f"    for k in range(t, y.size, {bx * by}):",
+            f"        cuda.atomic.{rng.choice(['add', 'max', 'min', 'sub'])}(cnt, y[k] & 7, "
+            f"{rng.choice(['1', 'k % 5', 'y[k] & 15'])})",
+        ]
+    else:
+        lines.append(f"    cuda.atomic.add(cnt, (tx + ty) % 8, {rng.choice(['1', 'tx', 't % 3'])})")
+    if rng.random() < 0.5:
+        lines.append("    cuda.atomic.add(acc, 0, v)")
+    if rng.random() < 0.2:
+        lines.append(f"    v = v + cnt[{rng.randrange(8)}]")  # (a read of what atomics update in this epoch: a race)
+    lines.append("    cuda.syncthreads()")
+    if rng.random() < 0.3:
+        lines += ["    if gx >= m or gy >= n:", "        return"]  # (after the last barrier: no divergence)
+    lines += [
+        "    if t < 8:",
+        "        cuda.atomic.add(hist, t, cnt[t])",
+        "    if gy < n and gx < m:",
+        f"        out[gy, gx] = v + cnt[(t + {rng.randrange(8)}) % 8]",
+        "    cuda.atomic.add(acc, 1, v * np.float32(0.5))",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_random_tile_kernels_give_the_engines_bits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2-D blocks (not all multiples of a warp) over a grid that overhangs the data, chunks of a few blocks or one
+    chunk: every kernel gives the engine's bits, report, error and recorded log under three schedules and a listed
+    subset of blocks; lockstep runs at least half of them."""
+    rng = random.Random(7)
+    data = np.random.default_rng(7)
+    count, ran, outcomes = 30, 0, []
+    for q in range(count):
+        monkeypatch.setattr(lockstep, "CHUNK_LANES", rng.choice([1 << 16, 64, 100, 256]))
+        bx, by = rng.choice([(8, 4), (4, 8), (16, 2), (8, 8), (6, 5)])
+        pad = rng.choice([0, 0, 1, 2])
+        gx, gy = rng.choice([(2, 2), (3, 1), (2, 3)])
+        n, m = max(1, gy * by - rng.choice([0, 1, 3])), max(1, gx * bx - rng.choice([0, 2]))
+        name = f"tile_random_{q}"
+        path = tmp_path / f"{name}.py"
+        path.write_text(_tile_kernel_text(rng, name, bx, by, pad))
+        text = path.read_text()
+        namespace: dict[str, Any] = {"cuda": cuda, "np": np, "F32": F32}
+        exec(compile(text, str(path), "exec"), namespace)  # noqa: S102 - the test's own kernels
+        kernel = cuda.jit(namespace[name])
+        x = (data.standard_normal((n, m)) * 100).astype(np.float32)
+        y = data.integers(0, 1000, 50).astype(np.int64)  # (int64: a uniform read of an int32 element gives up)
+        args = [x, y, np.zeros((n, m), np.float32), np.zeros(2, np.float32), np.zeros(8, np.int64)]
+        grid, block = (gx, gy), (bx, by)
+        last = _same(kernel, grid, block, args)
+        for schedule, seed in (("shuffle", q), ("reverse", None)):
+            assert _same(kernel, grid, block, args, schedule=schedule, seed=seed) == last, text
+        listed = [(gx - 1, gy - 1, 0), (0, 0, 0)]
+        assert _same(kernel, grid, block, args, schedule="shuffle", seed=2, blocks=listed) == last, text
+        if last == "ran":
+            got = {}
+            for on in (True, False):
+                report, _, _ = _strict(kernel, grid, block, args, on, record=True, schedule="shuffle", seed=q + 1)
+                got[on] = (
+                    _per_array(report),
+                    len(report.log),
+                    {a: sim.bank_conflicts(report, a, ("read", "write", "atomic")) for a in sorted(report.itemsizes)},
+                    report.barriers,
+                    report.atomics,
+                    report.shared,
+                )
+            assert got[True] == got[False], text
+        ran += last == "ran"
+        outcomes.append(last)
+    assert ran >= count // 2, outcomes
