@@ -670,3 +670,96 @@ def test_a_long_loop_of_few_threads_is_left_to_the_engine_and_a_ragged_last_trip
         assert _same(kernel, 1, 64, [x, np.zeros(1)]) == f"gave up: {lockstep.NARROW_WHY}"
     y = np.random.default_rng(4).standard_normal(256 * 40 + 5)
     assert _same(ragged_tail, 2, 128, [y, np.zeros(256)]) == "ran"  # (5 threads make the 41st trip)
+
+
+# ----------------------------------------------------------------------------- traces (labkit.show)
+def _trace_both(kernel: Any, grid: Any, block: Any, args: list[Any], **kw: Any) -> tuple[Any, Any, str]:
+    from labkit.sim.trace import trace
+
+    got = []
+    for on in (True, False):
+        saved = lockstep.ENABLED
+        lockstep.ENABLED = on
+        try:
+            got.append(trace(kernel, grid, block, *_copies(args), **kw))
+            if on:
+                last = lockstep.last
+        finally:
+            lockstep.ENABLED = saved
+    return got[0], got[1], last
+
+
+def _same_trace(a: Any, b: Any) -> None:
+    assert a.columns.keys() == b.columns.keys()
+    for k in b.columns:
+        x, y = a.columns[k], b.columns[k]
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), k
+    for field in ("arrays", "names", "sites", "races", "divergent", "errors", "traced_blocks", "uninitialised", "faults"):
+        assert getattr(a, field) == getattr(b, field), field
+    assert a.requests == b.requests
+    assert a.summary() == b.summary() and a.score() == b.score()
+    for name in b.outputs:
+        assert a.outputs[name].tobytes() == b.outputs[name].tobytes(), name
+
+
+@pytest.mark.parametrize(
+    "name,schedule",
+    [("matmul_tiled", "forward"), ("scan_block", "shuffle"), ("tile_columns_padded (lab 03)", "forward"),
+     ("hist_shared_gridstride (outside)", "reverse"), ("stencil7_gridstride (outside)", "forward"),
+     ("erode3x3", "shuffle")],
+)
+def test_a_trace_run_in_lockstep_is_the_engines_trace(name: str, schedule: str) -> None:
+    """What ``labkit.show`` draws: every access's array, block, thread, seq, flat index, kind, epoch, value, site and
+    instance, the sites, the warp requests (sectors, bank conflicts) in their order, the outputs."""
+    bench = _bench()
+    (case,) = [c for c in bench._cases() if c.name == name]
+    kernel = bench._kernel(case.kernel, lambda fn: cuda.jit(fn), cuda)
+    args, names, outputs = bench._inputs(case)
+    a, b, last = _trace_both(kernel, case.grid, case.block, args, names=names, outputs=outputs, schedule=schedule,
+                             seed=5 if schedule == "shuffle" else None)
+    assert last == "ran"
+    _same_trace(a, b)
+    assert len(a.columns["flat"]) > 0 and a.requests
+
+
+@cuda.jit
+def scaled_store(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * np.float64(0.1)  # (a float64 value stored into a float32 array: the trace shows the value given)
+
+
+@cuda.jit
+def barrier_in_half(x, out):
+    t = cuda.threadIdx.x
+    if t < 16:
+        cuda.syncthreads()
+    out[t] = x[t]
+
+
+@cuda.jit
+def every_thread_reads_all(x, out):
+    t = cuda.threadIdx.x
+    acc = 0.0
+    for i in range(x.size):
+        acc += x[i]
+    out[t] = acc
+
+
+def test_a_trace_with_races_or_a_limit_is_the_engines() -> None:
+    """A race, a divergent barrier or a thread past the trace's limit gives up lockstep: the engine traces it (every
+    race, every divergent block, the thread that would not stop)."""
+    x = np.arange(1, 61, dtype=np.float32)
+    a, b, _ = _trace_both(reads_a_neighbours_write, 2, 32, [x, np.zeros(60, np.float32)])
+    assert b.races
+    _same_trace(a, b)
+    a, b, _ = _trace_both(barrier_in_half, 2, 32, [x, np.zeros(64, np.float32)])
+    assert b.divergent
+    _same_trace(a, b)
+    y = np.ones(10_050)  # (each of 32 threads makes 10,051 accesses: past the trace's 10,000 a thread)
+    a, b, _ = _trace_both(every_thread_reads_all, 1, 32, [y, np.zeros(32)])
+    assert b.errors and "10,000" in b.errors[0]
+    _same_trace(a, b)
+    a, b, last = _trace_both(scaled_store, 2, 32, [x, np.zeros(60, np.float32)], names=["x", "out"], outputs=("out",))
+    assert last == "ran"
+    _same_trace(a, b)

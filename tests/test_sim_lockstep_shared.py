@@ -993,17 +993,19 @@ def two_arrays_on_one_line(x, out):
 # fmt: on
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lockstep ran and differed: the engine keys shared arrays by (file, line) (engine.SharedArrays.array), so "
-    "two allocations on one line are one array there (out = 34.0), two in lockstep (out = x[31-t] + t + 3, a GPU's)",
-)
 def test_two_shared_arrays_allocated_on_one_line() -> None:
+    """Two allocations on one line are two arrays (the engine keys them by the call, not the line), each named after
+    its own target, in lockstep as on the engine."""
     x = np.arange(64, dtype=np.float32) + np.float32(0.5)
-    _same(two_arrays_on_one_line, 2, 32, [x, np.zeros(64, np.float64)])
+    assert _same(two_arrays_on_one_line, 2, 32, [x, np.zeros(64, np.float64)]) == "ran"
+    got = {}
+    for on in (True, False):
+        report, _, _ = _strict(two_arrays_on_one_line, 2, 32, [x, np.zeros(64, np.float64)], on, record=True)
+        got[on] = (report.shared, _per_array(report))
+    assert got[True] == got[False]
+    assert [s[0] for s in got[True][0]] == ["shared array `a`", "shared array `b`"]
 
 
-@pytest.mark.xfail(strict=True, reason="engine: two allocations on one line share one array (not a GPU's answer)")
 def test_the_engine_gives_two_arrays_on_one_line_two_arrays() -> None:
     x = np.arange(64, dtype=np.float32) + np.float32(0.5)
     out = np.zeros(64, np.float64)
@@ -1021,13 +1023,9 @@ def stores_wider_values(x, out):
     out[cuda.grid(1)] = s[31 - t] * np.float64(0.1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recorded write values: lockstep logs the element's value after conversion (float32), the engine the "
-    "value the kernel stored (float64); both for shared and global arrays (lockstep._store, _shared_store); the "
-    "order, flat indices, kinds and epochs agree",
-)
 def test_a_recorded_log_holds_the_engines_values() -> None:
+    """A float element's recorded write holds the value the kernel stored (a float64 into a float32 array: the
+    float64), as the engine logs it."""
     x = np.random.default_rng(25).standard_normal(64).astype(np.float32)
     got = {}
     for on in (True, False):

@@ -235,12 +235,13 @@ class _Cooperative:
 
 
 class SharedArrays:
-    """``cuda.shared.array``: one array per allocating line and block (a fresh block gets fresh arrays)."""
+    """``cuda.shared.array``: one array per allocating call and block (a fresh block gets fresh arrays; a call in a
+    loop gives the same array each time)."""
 
     def __init__(self, dynshared_size: int) -> None:
         self._dynshared_size = dynshared_size
         self._dynshared = np.zeros(dynshared_size, dtype=np.byte)
-        self.allocations: dict[tuple[str, int], Any] = {}
+        self.allocations: dict[tuple[Any, int], Any] = {}
         self.factory: Callable[[Any, Any, Any], Any] | None = None  # a memory model's: (shape, dtype, frame) -> array
 
     def reset(self) -> None:
@@ -256,7 +257,7 @@ class SharedArrays:
         if shape == 0:  # dynamic shared memory: one buffer for every such array
             return np.frombuffer(self._dynshared.data, dtype=dtype, count=self._dynshared_size // dtype.itemsize)
         frame = sys._getframe(1)
-        caller = (frame.f_code.co_filename, frame.f_lineno)
+        caller = (frame.f_code, frame.f_lasti)  # (the call itself: two allocations on one line are two arrays)
         res = self.allocations.get(caller)
         if res is None:
             res = self.factory(shape, dtype, frame) if self.factory else np.empty(shape, dtype)

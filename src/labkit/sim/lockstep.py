@@ -68,6 +68,8 @@ BUDGET_SHARE = 0.25
 BUDGET_MAX_S = 1.0
 #: lanes run together at most (a larger launch runs chunk after chunk of whole blocks)
 CHUNK_LANES = 1 << 16
+#: bytes of one shared array for all blocks of a chunk at most (more: the launch runs on the engine, a block at a time)
+SHARED_BYTES_MAX = 64 << 20
 #: False: every launch runs on the engine (tests of the engine's own behaviour turn lockstep off)
 ENABLED = True
 #: what the last launch did: "ran", "not run: <why>" (the kernel or its arguments), "gave up: <why>" (engine ran it)
@@ -364,7 +366,9 @@ class Launch:
         self.atomics: list[tuple[str, int, np.ndarray, Any, Any, int, int]] = []  # (op, position, flats,
         # values, threads (None: an integer atomic, whose order does not matter), step, updates it stands for)
         self.batch_writes: list[tuple] = []  # a flattened loop's batch: (position, flats, threads, iterations)
-        self.records: list[tuple] = []  # recorded accesses: (step, position, kind, flats, threads, values stored)
+        self.records: list[tuple] = []  # recorded accesses: (step, position, kind, flats, threads, values stored,
+        # line of the kernel's code)
+        self.at = 0  # the line of the element access being made (of its subscript, or of its atomic's call)
         self.step = 0  # accesses so far (a thread's accesses come in the order of their steps)
         self.barrier_steps: list[int] = []  # the step of each barrier of the launch (chunk after chunk)
         self.chunks: list[tuple[int, int, int, int]] = []  # per chunk: (its first block, blocks, barriers before
@@ -602,11 +606,16 @@ class Program:
                 self.indexed.add(pos)
                 key = f"@{pos}"
 
+                line = target.lineno
+
                 def update(L: Lanes, m: np.ndarray) -> None:
                     arr = L.env[key]
                     idx = index(L, m)
+                    L.launch.at = line
                     old = _load(L, arr, pos, idx, m)
-                    _store(L, arr, pos, idx, binop(op, old, value(L, m), m), m)
+                    new = binop(op, old, value(L, m), m)
+                    L.launch.at = line
+                    _store(L, arr, pos, idx, new, m)
 
                 return update
             if not isinstance(target, ast.Name):
@@ -663,7 +672,7 @@ class Program:
         node = given["shape"]
         shape = [self._expr(p) for p in (node.elts if isinstance(node, ast.Tuple) else [node])]
         dtype = self._dtype(given["dtype"])
-        line, key = call.lineno, f"@{pos}"
+        line, col, key = call.lineno, call.col_offset, f"@{pos}"
 
         def allocate(L: Lanes, m: np.ndarray) -> None:
             dims = []
@@ -676,8 +685,10 @@ class Program:
             launch = L.launch
             info = launch.shared_arrays.get(pos)
             if info is None:
-                name = _shared_label(self.fn, line) if launch.model is not None else ""
+                name = _shared_label(self.fn, line, col) if launch.model is not None else ""
                 info = launch.shared_arrays[pos] = SharedInfo(name, tuple(dims), dt)
+            if L.nblocks * math.prod(dims) * dt.itemsize > SHARED_BYTES_MAX:
+                raise Bail("shared arrays larger than lockstep keeps for a chunk of blocks")
             arr = SharedArr(L.nblocks, tuple(dims), dt, info)
             model = launch.model
             arr.recorded = model is not None and model.record and (model.record_only is None or info.name in model.record_only)
@@ -724,10 +735,13 @@ class Program:
         if isinstance(target, ast.Subscript):
             pos, index = self._element(target)
             self.stored.add(pos)
+            line = target.lineno
 
             def store(L: Lanes, m: np.ndarray) -> None:
                 v = value(L, m)
-                _store(L, L.env[f"@{pos}"], pos, index(L, m), v, m)
+                idx = index(L, m)
+                L.launch.at = line
+                _store(L, L.env[f"@{pos}"], pos, idx, v, m)
 
             return store
         raise Unsupported("an assignment target")
@@ -964,12 +978,14 @@ class Program:
         parts = idx_node.elts if isinstance(idx_node, ast.Tuple) else [idx_node]
         index = [self._expr(p) for p in parts]
         value = self._expr(call.args[2])
+        line = call.lineno
 
         def atomic(L: Lanes, m: np.ndarray) -> None:
             arr = L.env[f"@{pos}"]
             idx = [i(L, m) for i in index]
             full = m is L.full
             v = value(L, m)
+            L.launch.at = line
             if pos < 0:
                 _shared_atomic(L, arr, pos, kind, idx, v, m)
                 return
@@ -1017,7 +1033,7 @@ class Program:
             launch = L.launch
             if arr.recorded:
                 tids = L.tid if full else L.tid[m]
-                launch.records.append((_step(L, m), pos, ATOMIC, flat, tids, None))
+                launch.records.append((_step(L, m), pos, ATOMIC, flat, tids, None, line))
             launch.atomics.append((kind, pos, flat, vals, tids, _step(L, m), flat.size))
             launch.step += 1
 
@@ -1216,8 +1232,12 @@ class Program:
         self.indexed.add(pos)
         key = f"@{pos}"
 
+        line = e.lineno
+
         def read(L: Lanes, m: np.ndarray) -> V:
-            return _load(L, L.env[key], pos, index(L, m), m)
+            idx = index(L, m)
+            L.launch.at = line
+            return _load(L, L.env[key], pos, idx, m)
 
         return read
 
@@ -1612,7 +1632,7 @@ def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
     if arr.tracked:
         _log(launch.reads, pos, flat, L, m)
     if arr.recorded:
-        launch.records.append((_step(L, m), pos, READ, flat, L.tid if m is L.full else L.tid[m], None))
+        launch.records.append((_step(L, m), pos, READ, flat, L.tid if m is L.full else L.tid[m], None, launch.at))
     launch.step += 1
     got = arr.live[parts]
     if arr.poison is not None:
@@ -1626,7 +1646,7 @@ def _read_value(arr: ArrayArg, got: Any) -> V:
     """The value elements ``got`` of ``arr`` give a thread, as the engine's reads give it."""
     tag = arr.read_tag
     if not isinstance(got, np.ndarray):
-        return _scalar(int(got) if tag == I else got)
+        return _scalar(int(got) if tag == I else np.int64(got) if tag == I64 else got)
     if tag == I or tag == I64:
         return V(got.astype(DT_I64, copy=False), tag, arr.read_bound if tag == I else _bound64(got, arr))
     return V(got, tag)
@@ -1657,7 +1677,7 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
             _exact_in(v, _TAGS.get(dt))
         data = np.asarray(v.a).astype(dt)
     if pos < 0:
-        _shared_store(L, arr, pos, idx, data, m)  # type: ignore[arg-type]
+        _shared_store(L, arr, pos, idx, data, m, v)  # type: ignore[arg-type]
         return
     flat, parts = _locate(arr, idx, m, full)
     launch = L.launch
@@ -1667,8 +1687,8 @@ def _store(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], v: V, m: np.ndarray)
     if data.ndim and not full:
         data = data[m]
     if arr.recorded:
-        stored = data if data.ndim else np.full(flat.size, data, dtype=dt)
-        launch.records.append((_step(L, m), pos, WRITE, flat, L.tid if full else L.tid[m], stored))
+        given = _given(v, data, m, full, flat.size)
+        launch.records.append((_step(L, m), pos, WRITE, flat, L.tid if full else L.tid[m], given, launch.at))
     launch.step += 1
     if full and any(isinstance(p, np.ndarray) for p in parts):
         arr.live[parts] = data
@@ -1706,12 +1726,12 @@ def _as_dtype(value: Any) -> np.dtype:
         raise Bail("a shared array's dtype") from None
 
 
-def _shared_label(fn: Any, line: int) -> str:
+def _shared_label(fn: Any, line: int, col: int) -> str:
     """What the strict model calls the shared array allocated at ``line`` of the kernel (``shared array `tile```)."""
     memory = _memory()
     if memory is None:
         return f"shared array (line {line})"
-    return str(memory._shared_name(types.SimpleNamespace(f_code=fn.__code__, f_lineno=line)))
+    return str(memory.shared_name_at(fn.__code__.co_filename, line, lambda: col))
 
 
 class SharedInfo:
@@ -1765,9 +1785,7 @@ def _shared_index(L: Lanes, arr: SharedArr, idx: list[V], m: np.ndarray) -> tupl
 def _record(L: Lanes, arr: SharedArr, pos: int, kind: int, local: Any, m: np.ndarray, values: Any = None) -> None:
     tids = L.tid if m is L.full else L.tid[m]
     flats = local if isinstance(local, np.ndarray) else np.full(tids.size, local, dtype=np.int64)
-    if values is not None and not values.ndim:
-        values = np.full(tids.size, values, dtype=arr.dtype)
-    L.launch.records.append((_step(L, m), pos, kind, flats, tids, values))
+    L.launch.records.append((_step(L, m), pos, kind, flats, tids, values, L.launch.at))
 
 
 def _poisoned(arr: ArrayArg, seen: Any) -> bool:
@@ -1786,7 +1804,19 @@ def _shared_load(L: Lanes, arr: SharedArr, pos: int, idx: list[V], m: np.ndarray
     return _read_value(arr, got)
 
 
-def _shared_store(L: Lanes, arr: SharedArr, pos: int, idx: list[V], data: np.ndarray, m: np.ndarray) -> None:
+def _given(v: V, data: np.ndarray, m: np.ndarray, full: bool, size: int) -> np.ndarray:
+    """The values a store of ``v`` logs, one per lane of ``m``, as the engine logs them: a float element's the value
+    given (a float64 stored into a float32 array logs the float64), an integer element's as stored."""
+    if data.dtype.kind == "f":
+        given = np.asarray(v.a, dtype=np.float64)
+        if given.ndim and not full:
+            given = given[m]
+    else:
+        given = data
+    return given if given.ndim else np.full(size, given)
+
+
+def _shared_store(L: Lanes, arr: SharedArr, pos: int, idx: list[V], data: np.ndarray, m: np.ndarray, v: V) -> None:
     full = m is L.full
     _, gm, local = _shared_index(L, arr, idx, m)
     tids = L.tid if full else L.tid[m]
@@ -1797,7 +1827,7 @@ def _shared_store(L: Lanes, arr: SharedArr, pos: int, idx: list[V], data: np.nda
     if L.kk is not None:
         launch.batch_writes.append((pos, gm, tids, L.kk if full else L.kk[m]))
     if arr.recorded:
-        _record(L, arr, pos, WRITE, local, m, data)
+        _record(L, arr, pos, WRITE, local, m, _given(v, data, m, full, gm.size))
     launch.step += 1
     arr.flat[gm] = data
 
@@ -2328,32 +2358,80 @@ class LaneLog(Sequence[tuple]):
         self._records, self._named, self._order = records, named, order
         self._points, self._grid, self._block = points, grid, block
         self._size = sum(r[3].size for r in records)
+        self._arrangement: tuple[np.ndarray, ...] | None = None
+        self._columns: dict[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def named(self) -> dict[int, Any]:
+        """The arrays by position (an argument's, or a shared array's negative one): what each access names."""
+        return self._named
+
+    def _arranged(self) -> tuple[np.ndarray, ...]:
+        """(record, place in it, thread, flat, epoch) of each access, in the engine's order (computed once)."""
+        if self._arrangement is None:
+            records = self._records
+            sizes = [r[3].size for r in records]
+            steps = _steps([r[0] for r in records], sizes)
+            tids = np.concatenate([r[4] for r in records])
+            order = self._order.sort(tids, steps)
+            epochs = self._order.epoch(tids, steps)[order]
+            which = np.repeat(np.arange(len(records)), sizes)[order]
+            at = (np.arange(tids.size) - np.repeat(np.cumsum(sizes) - sizes, sizes))[order]
+            flats = np.concatenate([r[3] for r in records])[order]
+            self._arrangement = (which, at, tids[order], flats, epochs)
+        return self._arrangement
+
     def __iter__(self) -> Any:
         records = self._records
-        sizes = [r[3].size for r in records]
-        steps = _steps([r[0] for r in records], sizes)
-        tids = np.concatenate([r[4] for r in records])
-        order = self._order.sort(tids, steps)
-        epochs = self._order.epoch(tids, steps)[order].tolist()
-        which = np.repeat(np.arange(len(records)), sizes)[order]
-        at = (np.arange(tids.size) - np.repeat(np.cumsum(sizes) - sizes, sizes))[order]
-        flats = np.concatenate([r[3] for r in records])[order].tolist()
-        tids_l = tids[order].tolist()
+        which, at, tids, flats, epochs = self._arranged()
         threads: dict[int, LaneThread] = {}
         size = int(self._block[0] * self._block[1] * self._block[2])
         gx, gy, _ = self._grid
         named = self._named
-        for w, j, flat, tid, epoch in zip(which.tolist(), at.tolist(), flats, tids_l, epochs):
-            _, pos, kind, _, _, values = records[w]
+        for w, j, flat, tid, epoch in zip(which.tolist(), at.tolist(), flats.tolist(), tids.tolist(), epochs.tolist()):
+            _, pos, kind, _, _, values, _ = records[w]
             t = threads.get(tid)
             if t is None:
                 b = self._points[tid // size]
                 t = threads[tid] = LaneThread(b, b[0] + gx * (b[1] + gy * b[2]), tid % size, self._block)
             yield (named[pos], t, flat, kind, epoch, values[j] if values is not None else None)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The accesses as columns, in the order of iteration: ``position`` (the array: an argument's position, a
+        shared array's negative one), ``block`` (linear, as the engine numbers blocks), ``thread`` (within its
+        block), ``flat``, ``kind``, ``epoch``, ``line`` (of the kernel's code), ``value`` (a write's, as a float;
+        NaN for the others)."""
+        if self._columns is not None:
+            return self._columns
+        records = self._records
+        which, at, tids, flats, epochs = self._arranged()
+        size = int(self._block[0] * self._block[1] * self._block[2])
+        gx, gy, _ = self._grid
+        pts = np.array(self._points, dtype=np.int64).reshape(-1, 3)
+        linear = pts[:, 0] + gx * (pts[:, 1] + gy * pts[:, 2])
+        per_record = {k: np.array([r[k] for r in records], dtype=np.int64) for k in (1, 2, 6)}
+        values = np.full(tids.size, np.nan)
+        written = np.flatnonzero(per_record[2][which] == WRITE)
+        if written.size:
+            stored = np.concatenate(
+                [np.asarray(r[5], dtype=np.float64) if r[5] is not None else np.full(r[3].size, np.nan) for r in records]
+            )
+            starts = np.cumsum([r[3].size for r in records]) - np.array([r[3].size for r in records])
+            values[written] = stored[starts[which[written]] + at[written]]
+        self._columns = {
+            "position": per_record[1][which],
+            "block": linear[tids // size],
+            "thread": tids % size,
+            "flat": flats,
+            "kind": per_record[2][which],
+            "epoch": epochs,
+            "line": per_record[6][which],
+            "value": values,
+        }
+        return self._columns
 
     def __getitem__(self, k: Any) -> Any:
         return list(self)[k]

@@ -1554,11 +1554,29 @@ _SHARED_NAME = re.compile(r"(\w+)\s*=\s*cuda\.shared\.array")  # (compiled with 
 
 def _shared_name(frame: Any) -> str:
     """``shared array `tile``` from the source line that allocates it, else the line number."""
+
+    def column() -> int | None:  # (of the call being made: its instruction's place in the line)
+        positions = list(frame.f_code.co_positions())
+        k = frame.f_lasti // 2
+        return positions[k][2] if 0 <= k < len(positions) else None
+
+    return shared_name_at(frame.f_code.co_filename, frame.f_lineno, column)
+
+
+def shared_name_at(filename: str, lineno: int, column: Callable[[], int | None]) -> str:
+    """The name :func:`_shared_name` gives the shared array whose allocating call is at ``column()`` of line
+    ``lineno`` of ``filename``: of several allocations on one line, the one whose assignment starts last before it."""
     import linecache
 
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-    m = _SHARED_NAME.search(line)
-    return f"shared array `{m.group(1)}`" if m else f"shared array (line {frame.f_lineno})"
+    found = list(_SHARED_NAME.finditer(linecache.getline(filename, lineno)))
+    if not found:
+        return f"shared array (line {lineno})"
+    m = found[0]
+    if len(found) > 1:
+        col = column()
+        before = [f for f in found if col is not None and f.start() <= col]
+        m = before[-1] if before else m
+    return f"shared array `{m.group(1)}`"
 
 
 class _StrictAtomics:

@@ -564,6 +564,8 @@ def _value(v: Any) -> float:
 def _sectors(addresses: Sequence[int], size: int) -> int:
     """32-byte sectors that accesses of ``size`` bytes at ``addresses`` touch (as :func:`labkit.occupancy.coalescing`
     counts them, without its argument checks: a trace makes one request per loop iteration and lane group)."""
+    if size <= SECTOR:  # (an element spans one sector or two)
+        return len({a // SECTOR for a in addresses} | {(a + size - 1) // SECTOR for a in addresses})
     return len({sec for a in addresses for sec in range(a // SECTOR, (a + size - 1) // SECTOR + 1)})
 
 
@@ -579,16 +581,26 @@ def _ways(addresses: Sequence[int], banks: int = 32, word: int = 4) -> int:
 def _requests(
     trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[str, np.ndarray], block_of: Any, lines: list[int]
 ) -> list[Request]:
-    groups: dict[tuple, list[int]] = {}
-    arr, blk, thr, site, inst, flat, kind = (
-        cols[k].tolist() for k in ("array", "block", "thread", "site", "instance", "flat", "kind")
-    )
-    for a, b, t, si, n, f, k in zip(arr, blk, thr, site, inst, flat, kind):
-        groups.setdefault((a, k, b, t // 32, si, n), []).append(f)
+    # a request: the accesses of one (array, kind, block, warp, site, instance), in the order they came; the requests
+    # in the order of their first access
+    parts = [cols[k].astype(np.int64) for k in ("array", "kind", "block")]
+    parts += [cols["thread"].astype(np.int64) // 32, cols["site"].astype(np.int64), cols["instance"].astype(np.int64)]
+    count = parts[0].size
+    order = np.lexsort([np.arange(count), *reversed(parts)])
+    keys = [p[order] for p in parts]
+    new = np.ones(count, dtype=bool)
+    if count:
+        new[1:] = np.logical_or.reduce([x[1:] != x[:-1] for x in keys])
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], count)
+    flat_sorted = cols["flat"].astype(np.int64)[order].tolist()
+    heads = [x[starts].tolist() for x in keys]
+    groups = sorted(zip(order[starts].tolist(), starts.tolist(), ends.tolist(), *heads))
     out = []
     known: dict[tuple, tuple[int, int]] = {}  # (array, element indices) -> (sectors, ways): loops repeat requests
     blocks: dict[int, Any] = {}
-    for (a, k, b, w, si, n), flats in groups.items():
+    for _, start, end, a, k, b, w, si, n in groups:
+        flats = flat_sorted[start:end]
         info = trace_arrays[names[a]]
         size = info.itemsize
         key = (a, tuple(flats))
@@ -631,6 +643,112 @@ class _Request:
     seed: int | None = None
     outputs: tuple[str, ...] = ()
     include: tuple[tuple[int, ...], ...] = ()
+
+
+def _engine_columns(
+    model: _TraceModel, order: list[str], labels: dict[str, str], grid: tuple[int, int, int]
+) -> tuple[dict[str, np.ndarray], list[tuple[str, int]]]:
+    """The trace's columns and sites from the engine's recorded log (one access at a time)."""
+    acc = memory.accesses_of(model.log)
+    gx, gy, _ = grid
+    cols = {
+        "array": np.array([order.index(labels[x.array]) for x in acc], dtype=np.int16),
+        "block": np.array([x.block[0] + gx * (x.block[1] + gy * x.block[2]) for x in acc], dtype=np.int64),
+        "thread": np.array([x.thread for x in acc], dtype=np.int64),
+        "seq": np.array([x.seq for x in acc], dtype=np.int64),
+        "flat": np.array([x.flat for x in acc], dtype=np.int64),
+        "kind": np.array([KINDS.index(x.kind) for x in acc], dtype=np.int8),
+        "epoch": np.array([getattr(x, "epoch", 0) for x in acc], dtype=np.int64),
+        "value": np.array([_value(x.value) if x.kind == "write" else math.nan for x in acc], dtype=np.float64),
+        "site": np.array([s for s, _ in model.sites], dtype=np.int64),
+        "instance": np.array([n for _, n in model.sites], dtype=np.int64),
+    }
+    return cols, [site for site, _sid in sorted(model.site_ids.items(), key=lambda kv: kv[1])]
+
+
+def _lockstep_trace(kernel: Any, copies: list[Any], request: _Request, traced: list[tuple[int, int, int]]) -> Any:
+    """(the model, the lockstep log) of the launch run in lockstep (:mod:`.lockstep`) with every access recorded, or
+    None when lockstep does not run it, or when it ran but a rule, a limit of the trace or a race would have spoken
+    (the engine then traces it, with the copies as they were): a lockstep run stops at the first of those, and a
+    trace wants every race, every divergent block and the work of a thread that never stops."""
+    from . import lockstep
+
+    fn = getattr(kernel, "py_func", None)
+    if fn is None or getattr(kernel, "_labkit_argtypes", None) or getattr(kernel, "_debug", False):
+        return None
+    if not lockstep.accepts(fn):
+        return None
+    model = memory.Model(record=True)
+    tracked = memory._track_args(model, copies, list(request.names), request.outputs)
+    saved = [(c, c.copy()) for c in copies if isinstance(c, np.ndarray)]
+    ran = lockstep.run(
+        fn,
+        request.grid,
+        request.block,
+        tracked,
+        hooks=model,
+        schedule=request.schedule,
+        seed=request.seed,
+        blocks_to_run=traced,
+        time_limit_s=request.time_limit_s or TRACE_LIMIT_S,
+    )
+    log = model.log
+    if ran and isinstance(log, lockstep.LaneLog) and len(log) <= MAX_ACCESSES:
+        c = log.columns()
+        per_thread = np.unique(c["block"] * int(np.prod(request.block)) + c["thread"], return_counts=True)[1]
+        if per_thread.max() <= MAX_THREAD_ACCESSES:
+            return model, log
+    for live, copy in saved:
+        live[...] = copy
+    return None
+
+
+def _running_count(keys: np.ndarray) -> np.ndarray:
+    """For each entry, how many earlier entries have the same key."""
+    idx = np.argsort(keys, kind="stable")
+    ordered = keys[idx]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    place = np.arange(keys.size) - np.repeat(starts, np.diff(np.append(starts, keys.size)))
+    out = np.empty(keys.size, dtype=np.int64)
+    out[idx] = place
+    return out
+
+
+def _lane_columns(
+    log: Any, order: list[str], labels: dict[str, str], fn: Any
+) -> tuple[dict[str, np.ndarray], list[tuple[str, int]]]:
+    """The trace's columns and sites from a lockstep log (:meth:`labkit.sim.lockstep.LaneLog.columns`), as
+    :func:`_engine_columns` makes them from the engine's: arrays by their place in ``order``, ``seq`` each thread's
+    count of its accesses to the array, a site per line of the kernel in the order first reached, ``instance`` the
+    thread's count of its accesses of that kind to that array at that site."""
+    c = log.columns()
+    low = min(log.named)
+    table = np.zeros(max(log.named) - low + 1, dtype=np.int16)  # (position - low) -> place in order
+    for pos, obj in log.named.items():
+        table[pos - low] = order.index(labels[obj.name])
+    array = table[c["position"] - low]
+    thread_key = c["block"] * (int(c["thread"].max()) + 1) + c["thread"]
+    lines, first, inverse = np.unique(c["line"], return_index=True, return_inverse=True)
+    by_first = np.argsort(first)
+    rank = np.empty(lines.size, dtype=np.int64)
+    rank[by_first] = np.arange(lines.size)
+    site = rank[inverse.reshape(-1)]
+    n_arrays = max(len(order), 1)
+    n_sites = max(lines.size, 1)
+    cols = {
+        "array": array,
+        "block": c["block"],
+        "thread": c["thread"],
+        "seq": _running_count(thread_key * n_arrays + array),
+        "flat": c["flat"],
+        "kind": c["kind"].astype(np.int8),
+        "epoch": c["epoch"],
+        "value": c["value"],
+        "site": site,
+        "instance": _running_count(((thread_key * n_sites + site) * n_arrays + array) * 3 + c["kind"]),
+    }
+    filename = fn.__code__.co_filename
+    return cols, [(filename, int(line)) for line in lines[by_first].tolist()]
 
 
 def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
@@ -676,21 +794,26 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         return True  # the other blocks still run
 
     started = time.perf_counter()
-    with memory.strict(
-        model,
-        blocks_to_run=traced,
-        on_block_error=on_block_error,
-        time_limit_s=request.time_limit_s or TRACE_LIMIT_S,
-        schedule=schedule,
-        seed=seed,
-    ):
-        try:
-            kernel[grid, block](*tracked)
-        except TraceLimit:
-            pass  # (on_block_error recorded it)
-        except KernelFault as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-    model.end_block()
+    quick = _lockstep_trace(kernel, copies, request, traced)
+    if quick is not None:
+        model, lane_log = quick
+    else:
+        lane_log = None
+        with memory.strict(
+            model,
+            blocks_to_run=traced,
+            on_block_error=on_block_error,
+            time_limit_s=request.time_limit_s or TRACE_LIMIT_S,
+            schedule=schedule,
+            seed=seed,
+        ):
+            try:
+                kernel[grid, block](*tracked)
+            except TraceLimit:
+                pass  # (on_block_error recorded it)
+            except KernelFault as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+        model.end_block()
     seconds = time.perf_counter() - started
 
     arrays: dict[str, ArrayInfo] = {}
@@ -702,21 +825,10 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         label = labels[name] = _shared_label(name, set(names))
         arrays[label] = ArrayInfo(label, "shared", tuple(shape), dtype.itemsize, str(dtype))
     order = list(arrays)
-    acc = memory.accesses_of(model.log)
-    gx, gy, _ = grid
-    cols = {
-        "array": np.array([order.index(labels[x.array]) for x in acc], dtype=np.int16),
-        "block": np.array([x.block[0] + gx * (x.block[1] + gy * x.block[2]) for x in acc], dtype=np.int64),
-        "thread": np.array([x.thread for x in acc], dtype=np.int64),
-        "seq": np.array([x.seq for x in acc], dtype=np.int64),
-        "flat": np.array([x.flat for x in acc], dtype=np.int64),
-        "kind": np.array([KINDS.index(x.kind) for x in acc], dtype=np.int8),
-        "epoch": np.array([getattr(x, "epoch", 0) for x in acc], dtype=np.int64),
-        "value": np.array([_value(x.value) if x.kind == "write" else math.nan for x in acc], dtype=np.float64),
-        "site": np.array([s for s, _ in model.sites], dtype=np.int64),
-        "instance": np.array([n for _, n in model.sites], dtype=np.int64),
-    }
-    sites = [site for site, _sid in sorted(model.site_ids.items(), key=lambda kv: kv[1])]
+    if lane_log is not None:
+        cols, sites = _lane_columns(lane_log, order, labels, getattr(kernel, "py_func", kernel))
+    else:
+        cols, sites = _engine_columns(model, order, labels, grid)
     t = Trace(
         kernel=getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel"),
         grid=grid,
@@ -725,7 +837,7 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         columns=cols,
         names=order,
         requests=[],
-        races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()],
+        races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()] if lane_log is None else [],
         divergent=divergent,
         errors=errors,
         traced_blocks=traced,
