@@ -578,6 +578,50 @@ def _ways(addresses: Sequence[int], banks: int = 32, word: int = 4) -> int:
     return max((len(ws) for ws in per_bank.values()), default=1)
 
 
+def _per_request(
+    trace_arrays: dict[str, ArrayInfo],
+    names: list[str],
+    array: np.ndarray,
+    flat: np.ndarray,
+    group: np.ndarray,
+    starts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lanes, sectors, ideal sectors, bank-conflict ways) of each request, from its accesses (``group``: each
+    access's request, ``starts`` each request's first access; ``array``: its array's place in ``names``), as
+    :func:`_sectors` and :func:`_ways` count them."""
+    count = starts.size
+    infos = [trace_arrays[n] for n in names]
+    itemsize = np.array([i.itemsize for i in infos] or [1], dtype=np.int64)[array]
+    shared = np.array([i.space == "shared" for i in infos] or [False])[array]
+    addr = flat * itemsize
+    lanes = np.bincount(group, minlength=count)
+
+    def distinct(values: np.ndarray, where: np.ndarray) -> np.ndarray:  # distinct values per request
+        span = int(values.max()) + 1 if values.size else 1
+        pairs = np.unique(where * span + values)
+        return np.bincount(pairs // span, minlength=count)
+
+    first, last = addr // SECTOR, (addr + itemsize - 1) // SECTOR
+    if int((last - first).max(initial=0)) <= 1:  # (an element spans one sector or two)
+        sectors = distinct(np.concatenate([first, last]), np.concatenate([group, group]))
+    else:
+        per = last - first + 1
+        where = np.repeat(group, per)
+        sector = np.repeat(first, per) + (np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per))
+        sectors = distinct(sector, where)
+    ideal = np.maximum(1, -(-distinct(flat, group) * itemsize[starts] // SECTOR))
+    ways = np.ones(count, dtype=np.int64)
+    if shared.any():
+        word = addr[shared] // 4
+        g, bank = group[shared], word % 32
+        pairs = np.unique((g * 32 + bank) * (int(word.max()) + 1) + word)  # distinct words per (request, bank)
+        per_bank = np.bincount(pairs // (int(word.max()) + 1))
+        top = np.zeros(count, dtype=np.int64)
+        np.maximum.at(top, np.arange(per_bank.size) // 32, per_bank)
+        ways = np.where(top > 0, top, 1)
+    return lanes, sectors, ideal, ways
+
+
 def _requests(
     trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[str, np.ndarray], block_of: Any, lines: list[int]
 ) -> list[Request]:
@@ -592,41 +636,18 @@ def _requests(
     if count:
         new[1:] = np.logical_or.reduce([x[1:] != x[:-1] for x in keys])
     starts = np.flatnonzero(new)
-    ends = np.append(starts[1:], count)
-    flat_sorted = cols["flat"].astype(np.int64)[order].tolist()
+    group = np.cumsum(new) - 1  # each access's request (in the sorted order)
+    per_group = _per_request(trace_arrays, names, keys[0], cols["flat"].astype(np.int64)[order], group, starts)
     heads = [x[starts].tolist() for x in keys]
-    groups = sorted(zip(order[starts].tolist(), starts.tolist(), ends.tolist(), *heads))
+    groups = sorted(zip(order[starts].tolist(), range(starts.size), *heads))
+    lanes, sectors, ideal, ways = (x.tolist() for x in per_group)
     out = []
-    known: dict[tuple, tuple[int, int]] = {}  # (array, element indices) -> (sectors, ways): loops repeat requests
     blocks: dict[int, Any] = {}
-    for _, start, end, a, k, b, w, si, n in groups:
-        flats = flat_sorted[start:end]
-        info = trace_arrays[names[a]]
-        size = info.itemsize
-        key = (a, tuple(flats))
-        found = known.get(key)
-        if found is None:
-            addresses = [f * size for f in flats]
-            found = known[key] = (_sectors(addresses, size), _ways(addresses) if info.space == "shared" else 1)
-        sectors, ways = found
+    for _, g, a, k, b, w, si, n in groups:
         where = blocks.get(b)
         if where is None:
             where = blocks[b] = block_of(b)
-        out.append(
-            Request(
-                names[a],
-                KINDS[k],
-                where,
-                w,
-                n,
-                lines[si],
-                si,
-                len(flats),
-                sectors,
-                max(1, math.ceil(len(set(flats)) * size / SECTOR)),
-                ways,
-            )
-        )
+        out.append(Request(names[a], KINDS[k], where, w, n, lines[si], si, lanes[g], sectors[g], ideal[g], ways[g]))
     return out
 
 
