@@ -242,3 +242,45 @@ def test_an_index_out_of_bounds_is_recorded_with_its_array_index_and_kind() -> N
     assert (f.thread, f.array, f.index, f.kind) == ((31, 0, 0), "s", (32,), "write")
     (f,) = trace(wrong_dimensions, 1, 4, np.zeros(4, np.float32)).faults
     assert not f.out_of_bounds and f.array is None and "IndexError" in f.message
+
+
+@cuda.jit
+def _mixed_requests(x, d, out):
+    """Requests of every kind: 4- and 8-byte elements, strided and broadcast global reads, shared stores with bank
+    conflicts and a padded read, an atomic, a loop that repeats a site."""
+    tile = cuda.shared.array((8, 33), np.float64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t % 8, t // 8] = x[(i * 5) % x.size]
+    cuda.syncthreads()
+    acc = tile[t // 8, t % 8] + d[0]
+    for k in range(3):
+        acc += x[(i + 7 * k) % x.size]
+    out[i] = acc
+    cuda.atomic.add(d, 1, 1.0)
+
+
+def test_every_request_counts_its_lanes_sectors_and_bank_conflicts_one_by_one() -> None:
+    """The requests a trace groups and counts all at once are those of grouping its accesses one by one and counting
+    each with :func:`trace._sectors` and :func:`trace._ways` (the definitions), in the order of their first access."""
+    import importlib
+    import math
+
+    tm = importlib.import_module("labkit.sim.trace")  # (the module: labkit.sim.trace is also the function's name)
+    x = np.arange(100, dtype=np.float32)
+    t = tm.trace(_mixed_requests, 2, 64, x, np.zeros(2), np.zeros(128), names=["x", "d", "out"])
+    c = t.columns
+    groups: dict[tuple, list[int]] = {}
+    for a, k, b, th, si, n, f in zip(*(c[key].tolist() for key in ("array", "kind", "block", "thread", "site", "instance", "flat"))):
+        groups.setdefault((a, k, b, th // 32, si, n), []).append(f)
+    expected = []
+    for (a, k, b, w, si, n), flats in groups.items():
+        info = t.arrays[t.names[a]]
+        addresses = [f * info.itemsize for f in flats]
+        ways = tm._ways(addresses) if info.space == "shared" else 1
+        ideal = max(1, math.ceil(len(set(flats)) * info.itemsize / tm.SECTOR))
+        expected.append((t.names[a], tm.KINDS[k], t.block_index(b), w, n, t.sites[si][1], si, len(flats),
+                         tm._sectors(addresses, info.itemsize), ideal, ways))
+    got = [(r.array, r.kind, r.block, r.warp, r.seq, r.line, r.site, r.lanes, r.sectors, r.ideal, r.ways) for r in t.requests]
+    assert got == expected
+    assert max(r.ways for r in t.requests if r.array == "tile") > 1 and max(r.sectors for r in t.requests) > 1
