@@ -26,7 +26,9 @@ Two figures per kernel and simulator:
 - **first launch**: in a fresh Python process per kernel, after the imports (and ``labkit.setup()``), the CPU time of
   ``cuda.jit`` and the kernel's first launch: what a learner waits for when a check launches a new kernel (the
   simulator's per-kernel preparation: reading the source, compiling its variants, copying read-only inputs);
-- **repeated**: the least CPU time of the simulator's process over ``--repeat`` launches (default 3) after that.
+- **repeated**: the least CPU time of the simulator's process over ``--repeat`` launches (default 3) after that;
+  for labkit also recorded (``record=True``) and as ``labkit.show`` traces it (``labkit.sim.trace``: every access
+  with its array, thread, element, kind, value and line, and each warp request's sectors and bank conflicts).
 
 CPU time (of all the process's threads: Numba's simulator runs one OS thread per CUDA thread) on an idle machine is
 the wall time; on a shared one it leaves out the other programs. These are times of simulators, never of a GPU. The
@@ -374,7 +376,8 @@ def _labkit_times(case: Case, repeat: int) -> tuple[float, float, list[np.ndarra
     strict = _best(lambda: sim.launch_strict(kernel, case.grid, case.block, *fresh(), names=names, outputs=outputs), repeat)
     recorded = _best(lambda: sim.launch_strict(kernel, case.grid, case.block, *fresh(), names=names, outputs=outputs,
                                                record=True), repeat)
-    return strict, recorded, [a for a in first if isinstance(a, np.ndarray)]
+    traced = _best(lambda: sim.trace(kernel, case.grid, case.block, *fresh(), names=names, outputs=outputs), repeat)
+    return strict, recorded, traced, [a for a in first if isinstance(a, np.ndarray)]
 
 
 def run(repeat: int = 3, only: list[str] | None = None, first: bool = True) -> dict[str, Any]:
@@ -391,9 +394,10 @@ def run(repeat: int = 3, only: list[str] | None = None, first: bool = True) -> d
         rows = []
         imports: dict[str, list[Any]] = {}
         for case in cases:
-            strict, recorded, outs = _labkit_times(case, repeat)
+            strict, recorded, traced, outs = _labkit_times(case, repeat)
             row = {"kernel": case.name, "grid": case.grid, "block": case.block, "labkit_strict_s": round(strict, 4),
-                   "labkit_recorded_s": round(recorded, 4), "numba_warp_shim": case.name in WARP_CASES}
+                   "labkit_recorded_s": round(recorded, 4), "labkit_trace_s": round(traced, 4),
+                   "numba_warp_shim": case.name in WARP_CASES}
             if first:
                 mine, theirs_first = _first_launch("labkit", case.name), _first_launch("numba", case.name)
                 row["labkit_first_s"] = round(mine["first_s"], 4) if "first_s" in mine else None
@@ -405,13 +409,14 @@ def run(repeat: int = 3, only: list[str] | None = None, first: bool = True) -> d
             numba_s = numba_times[case.name]
             if isinstance(numba_s, dict):
                 row.update(numba_s=None, numba_error=numba_s["error"], speedup_strict=None, speedup_recorded=None,
-                           same_outputs=None)
+                           speedup_trace=None, same_outputs=None)
             else:
                 with np.load(Path(outdir) / f"{case.name}.npz") as ref:
                     theirs = [ref[f"arr_{k}"] for k in range(len(ref.files))]
                 same = all(np.allclose(a, b, rtol=1e-5, atol=1e-5, equal_nan=True) for a, b in zip(outs, theirs))
                 row.update(numba_s=round(numba_s, 4), speedup_strict=round(numba_s / strict, 1),
-                           speedup_recorded=round(numba_s / recorded, 1), same_outputs=bool(same))
+                           speedup_recorded=round(numba_s / recorded, 1), speedup_trace=round(numba_s / traced, 1),
+                           same_outputs=bool(same))
             rows.append(row)
     import greenlet
     import numba
@@ -427,6 +432,7 @@ def run(repeat: int = 3, only: list[str] | None = None, first: bool = True) -> d
         "min_speedup_strict": min((r["speedup_strict"] for r in rows if r["speedup_strict"]), default=None),
         "min_speedup_recorded": min((r["speedup_recorded"] for r in rows if r["speedup_recorded"]), default=None),
         "min_speedup_first": min((r["speedup_first"] for r in rows if r.get("speedup_first")), default=None),
+        "min_speedup_trace": min((r["speedup_trace"] for r in rows if r.get("speedup_trace")), default=None),
         "import_s": {k: round(min(x for x in v if x is not None), 3) for k, v in imports.items() if any(x is not None for x in v)},
     }
 
@@ -451,20 +457,25 @@ def markdown(result: dict[str, Any]) -> str:
                 if result.get("load_average") else "")
              + "):", "",
              "| kernel | grid × block | first launch: Numba's simulator | labkit | × faster | repeated: Numba's simulator "
-             "| labkit strict | × faster | labkit strict + recorded | × faster | same outputs |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| labkit strict | × faster | labkit strict + recorded | × faster | labkit.show's trace | × faster "
+             "| same outputs |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in result["rows"]:
         shim = " ¹" if r.get("numba_warp_shim") and r["numba_s"] is not None else ""
         first = f"{_s(r.get('numba_first_s'))} | {_s(r.get('labkit_first_s'))} | {_x(r.get('speedup_first'))}"
         if r["numba_s"] is None:
             lines.append(f"| {r['kernel']} | {r['grid']} × {r['block']} | {first} | cannot run it "
-                         f"({r['numba_error'][:60]}) | {r['labkit_strict_s']:.3f} s | – | {r['labkit_recorded_s']:.3f} s | – | – |")
+                         f"({r['numba_error'][:60]}) | {r['labkit_strict_s']:.3f} s | – | {r['labkit_recorded_s']:.3f} s | – | "
+                         f"{_s(r.get('labkit_trace_s'))} | – | – |")
             continue
         lines.append(f"| {r['kernel']}{shim} | {r['grid']} × {r['block']} | {first} | {r['numba_s']:.3f} s | "
                      f"{r['labkit_strict_s']:.3f} s | {r['speedup_strict']:.1f} | {r['labkit_recorded_s']:.3f} s | "
-                     f"{r['speedup_recorded']:.1f} | {'yes' if r['same_outputs'] else 'NO'} |")
+                     f"{r['speedup_recorded']:.1f} | {_s(r.get('labkit_trace_s'))} | {_x(r.get('speedup_trace'))} | "
+                     f"{'yes' if r['same_outputs'] else 'NO'} |")
     lines += ["", f"Smallest speed-up with every rule on: {_x(result['min_speedup_strict'])}× repeated, "
-              f"{_x(result.get('min_speedup_recorded'))}× recorded, {_x(result.get('min_speedup_first'))}× first launch."]
+              f"{_x(result.get('min_speedup_recorded'))}× recorded, {_x(result.get('min_speedup_first'))}× first launch, "
+              f"{_x(result.get('min_speedup_trace'))}× for `labkit.show`'s trace (every access with its line, and "
+              "each warp request's sectors and bank conflicts, against Numba's plain launch)."]
     if any(r.get("numba_warp_shim") and r["numba_s"] is not None for r in result["rows"]):
         lines.append("¹ Numba's simulator has no warp functions: it ran these with shuffles and votes made of a "
                      "`threading.Barrier` per warp (benchmarks/sim_speed.py).")

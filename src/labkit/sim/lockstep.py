@@ -2400,7 +2400,8 @@ class LaneLog(Sequence[tuple]):
             yield (named[pos], t, flat, kind, epoch, values[j] if values is not None else None)
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The accesses as columns, in the order of iteration: ``position`` (the array: an argument's position, a
+        """The accesses as columns, in the order of iteration: ``tid`` (the thread: its place among the threads of the
+        blocks run, as listed), ``position`` (the array: an argument's position, a
         shared array's negative one), ``block`` (linear, as the engine numbers blocks), ``thread`` (within its
         block), ``flat``, ``kind``, ``epoch``, ``line`` (of the kernel's code), ``value`` (a write's, as a float;
         NaN for the others)."""
@@ -2422,6 +2423,7 @@ class LaneLog(Sequence[tuple]):
             starts = np.cumsum([r[3].size for r in records]) - np.array([r[3].size for r in records])
             values[written] = stored[starts[which[written]] + at[written]]
         self._columns = {
+            "tid": tids,
             "position": per_record[1][which],
             "block": linear[tids // size],
             "thread": tids % size,

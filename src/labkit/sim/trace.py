@@ -578,6 +578,29 @@ def _ways(addresses: Sequence[int], banks: int = 32, word: int = 4) -> int:
     return max((len(ws) for ws in per_bank.values()), default=1)
 
 
+def _grouped(parts: list[np.ndarray]) -> np.ndarray:
+    """The indices that sort the rows of ``parts`` (non-negative integer columns, the first the most significant),
+    rows of equal keys in their order: one stable sort of a combined key where it fits in 62 bits, else lexsort."""
+    count = parts[0].size
+    radix = [int(p.max()) + 1 if count else 1 for p in parts]
+    if math.prod(radix) < 1 << 62:
+        key = np.zeros(count, dtype=np.int64)
+        for p, r in zip(parts, radix):
+            key = key * r + p
+        return np.argsort(key, kind="stable")
+    return np.lexsort([np.arange(count), *reversed(parts)])
+
+
+def _distinct(values: np.ndarray, where: np.ndarray, count: int) -> np.ndarray:
+    """How many distinct ``values`` each of ``count`` groups has (``where``: each value's group)."""
+    if not values.size:
+        return np.zeros(count, dtype=np.int64)
+    span = int(values.max()) + 1
+    pairs = np.sort(where * span + values)
+    firsts = np.concatenate(([True], pairs[1:] != pairs[:-1]))
+    return np.bincount(pairs[firsts] // span, minlength=count)
+
+
 def _per_request(
     trace_arrays: dict[str, ArrayInfo],
     names: list[str],
@@ -595,30 +618,21 @@ def _per_request(
     shared = np.array([i.space == "shared" for i in infos] or [False])[array]
     addr = flat * itemsize
     lanes = np.bincount(group, minlength=count)
-
-    def distinct(values: np.ndarray, where: np.ndarray) -> np.ndarray:  # distinct values per request
-        span = int(values.max()) + 1 if values.size else 1
-        pairs = np.unique(where * span + values)
-        return np.bincount(pairs // span, minlength=count)
-
     first, last = addr // SECTOR, (addr + itemsize - 1) // SECTOR
     if int((last - first).max(initial=0)) <= 1:  # (an element spans one sector or two)
-        sectors = distinct(np.concatenate([first, last]), np.concatenate([group, group]))
+        spans = last != first
+        sectors = _distinct(np.concatenate([first, last[spans]]), np.concatenate([group, group[spans]]), count)
     else:
         per = last - first + 1
         where = np.repeat(group, per)
         sector = np.repeat(first, per) + (np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per))
-        sectors = distinct(sector, where)
-    ideal = np.maximum(1, -(-distinct(flat, group) * itemsize[starts] // SECTOR))
+        sectors = _distinct(sector, where, count)
+    ideal = np.maximum(1, -(-_distinct(flat, group, count) * itemsize[starts] // SECTOR))
     ways = np.ones(count, dtype=np.int64)
     if shared.any():
         word = addr[shared] // 4
-        g, bank = group[shared], word % 32
-        pairs = np.unique((g * 32 + bank) * (int(word.max()) + 1) + word)  # distinct words per (request, bank)
-        per_bank = np.bincount(pairs // (int(word.max()) + 1))
-        top = np.zeros(count, dtype=np.int64)
-        np.maximum.at(top, np.arange(per_bank.size) // 32, per_bank)
-        ways = np.where(top > 0, top, 1)
+        per_bank = _distinct(word, group[shared] * 32 + word % 32, count * 32)  # distinct words per (request, bank)
+        ways = np.maximum(per_bank.reshape(count, 32).max(axis=1), 1)
     return lanes, sectors, ideal, ways
 
 
@@ -630,7 +644,7 @@ def _requests(
     parts = [cols[k].astype(np.int64) for k in ("array", "kind", "block")]
     parts += [cols["thread"].astype(np.int64) // 32, cols["site"].astype(np.int64), cols["instance"].astype(np.int64)]
     count = parts[0].size
-    order = np.lexsort([np.arange(count), *reversed(parts)])
+    order = _grouped(parts)
     keys = [p[order] for p in parts]
     new = np.ones(count, dtype=bool)
     if count:
@@ -715,9 +729,7 @@ def _lockstep_trace(kernel: Any, copies: list[Any], request: _Request, traced: l
     )
     log = model.log
     if ran and isinstance(log, lockstep.LaneLog) and len(log) <= MAX_ACCESSES:
-        c = log.columns()
-        per_thread = np.unique(c["block"] * int(np.prod(request.block)) + c["thread"], return_counts=True)[1]
-        if per_thread.max() <= MAX_THREAD_ACCESSES:
+        if np.bincount(log.columns()["tid"]).max() <= MAX_THREAD_ACCESSES:
             return model, log
     for live, copy in saved:
         live[...] = copy
