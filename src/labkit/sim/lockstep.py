@@ -593,6 +593,8 @@ class Program:
         if isinstance(s, ast.Assign):
             if len(s.targets) != 1:
                 raise Unsupported("chained assignment")
+            if isinstance(s.value, ast.Tuple) and isinstance(s.targets[0], ast.Tuple):
+                return self._assign(s.targets[0], self._tuple(s.value))
             return self._assign(s.targets[0], self._expr(s.value))
         if isinstance(s, ast.AugAssign):
             op = _BINOPS.get(type(s.op))
@@ -605,7 +607,6 @@ class Program:
                 self.stored.add(pos)
                 self.indexed.add(pos)
                 key = f"@{pos}"
-
                 line = target.lineno
 
                 def update(L: Lanes, m: np.ndarray) -> None:
@@ -1040,7 +1041,8 @@ class Program:
         return atomic
 
     def _element(self, node: ast.Subscript) -> tuple[int, Callable[[Lanes, np.ndarray], list[V]]]:
-        """(the array's position, the compiled index) of ``A[i]`` / ``A[i, j]`` where ``A`` is a parameter."""
+        """(the array's position, the compiled index) of ``A[i]`` / ``A[i, j]`` where ``A`` is a parameter or a shared
+        array."""
         base = node.value
         if not isinstance(base, ast.Name) or (base.id not in self.position and base.id not in self.shared):
             raise Unsupported("an element of something that is not an array parameter or a shared array")
@@ -1086,14 +1088,18 @@ class Program:
             return self._attribute(e)
         if isinstance(e, ast.Call):
             return self._call(e)
-        if isinstance(e, ast.Tuple) and isinstance(e.ctx, ast.Load) and not any(isinstance(x, ast.Starred) for x in e.elts):
-            items = [self._expr(x) for x in e.elts]  # (``tx, ty = cuda.threadIdx.x, cuda.threadIdx.y``)
-
-            def tuple_(L: Lanes, m: np.ndarray) -> TupleV:
-                return TupleV([item(L, m) for item in items])
-
-            return tuple_
         raise Unsupported(type(e).__name__)
+
+    def _tuple(self, e: ast.Tuple) -> Expr:
+        """The right side of ``tx, ty = cuda.threadIdx.x, cuda.threadIdx.y`` (a tuple is taken only to be unpacked)."""
+        if any(isinstance(x, ast.Starred) for x in e.elts):
+            raise Unsupported("a starred item")
+        items = [self._expr(x) for x in e.elts]
+
+        def tuple_(L: Lanes, m: np.ndarray) -> TupleV:
+            return TupleV([item(L, m) for item in items])
+
+        return tuple_
 
     def _name(self, name: str) -> Expr:
         if name in self.shared:

@@ -563,14 +563,13 @@ def _value(v: Any) -> float:
 
 def _sectors(addresses: Sequence[int], size: int) -> int:
     """32-byte sectors that accesses of ``size`` bytes at ``addresses`` touch (as :func:`labkit.occupancy.coalescing`
-    counts them, without its argument checks: a trace makes one request per loop iteration and lane group)."""
-    if size <= SECTOR:  # (an element spans one sector or two)
-        return len({a // SECTOR for a in addresses} | {(a + size - 1) // SECTOR for a in addresses})
+    counts them, without its argument checks): the definition :func:`_per_request` counts all requests' at once by."""
     return len({sec for a in addresses for sec in range(a // SECTOR, (a + size - 1) // SECTOR + 1)})
 
 
 def _ways(addresses: Sequence[int], banks: int = 32, word: int = 4) -> int:
-    """The n of an n-way bank conflict (as :func:`labkit.occupancy.bank_conflict_degree`, without its checks)."""
+    """The n of an n-way bank conflict (as :func:`labkit.occupancy.bank_conflict_degree`, without its checks): the
+    definition :func:`_per_request` counts all requests' at once by."""
     per_bank: dict[int, set[int]] = {}
     for a in addresses:
         w = a // word
