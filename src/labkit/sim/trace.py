@@ -590,14 +590,13 @@ def _grouped(parts: list[np.ndarray]) -> np.ndarray:
     return np.lexsort([np.arange(count), *reversed(parts)])
 
 
-def _distinct(values: np.ndarray, where: np.ndarray, count: int) -> np.ndarray:
-    """How many distinct ``values`` each of ``count`` groups has (``where``: each value's group)."""
-    if not values.size:
-        return np.zeros(count, dtype=np.int64)
-    span = int(values.max()) + 1
-    pairs = np.sort(where * span + values)
-    firsts = np.concatenate(([True], pairs[1:] != pairs[:-1]))
-    return np.bincount(pairs[firsts] // span, minlength=count)
+def _distinct_per_row(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(``rows`` with each row sorted, the mask of its entries that differ from the one before) for rows of
+    non-negative values padded with -1 (which sorts first and is never counted)."""
+    rows = np.sort(rows, axis=1)
+    new = rows >= 0
+    new[:, 1:] &= rows[:, 1:] != rows[:, :-1]
+    return rows, new
 
 
 def _per_request(
@@ -608,30 +607,42 @@ def _per_request(
     group: np.ndarray,
     starts: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(lanes, sectors, ideal sectors, bank-conflict ways) of each request, from its accesses (``group``: each
-    access's request, ``starts`` each request's first access; ``array``: its array's place in ``names``), as
-    :func:`_sectors` and :func:`_ways` count them."""
+    """(lanes, sectors, ideal sectors, bank-conflict ways) of each request, from its accesses sorted by request
+    (``group``: each access's request, ``starts`` each request's first access; ``array``: its array's place in
+    ``names``), as :func:`_sectors` and :func:`_ways` count them: a request's accesses are a row of a matrix (a warp's
+    lanes at most), each row sorted and its distinct entries counted."""
     count = starts.size
     infos = [trace_arrays[n] for n in names]
     itemsize = np.array([i.itemsize for i in infos] or [1], dtype=np.int64)[array]
     shared = np.array([i.space == "shared" for i in infos] or [False])[array]
     addr = flat * itemsize
     lanes = np.bincount(group, minlength=count)
+    width = int(lanes.max()) if count else 1
+    col = np.arange(group.size) - starts[group]  # an access's place in its request
+
+    def matrix(values: np.ndarray, copies: int = 1) -> np.ndarray:
+        out = np.full((count, width * copies), -1, dtype=np.int64)
+        out[group, col] = values
+        return out
+
     first, last = addr // SECTOR, (addr + itemsize - 1) // SECTOR
     if int((last - first).max(initial=0)) <= 1:  # (an element spans one sector or two)
-        spans = last != first
-        sectors = _distinct(np.concatenate([first, last[spans]]), np.concatenate([group, group[spans]]), count)
+        rows = matrix(first, 2)
+        rows[group, col + width] = last
+        sectors = _distinct_per_row(rows)[1].sum(axis=1)
     else:
-        per = last - first + 1
-        where = np.repeat(group, per)
-        sector = np.repeat(first, per) + (np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per))
-        sectors = _distinct(sector, where, count)
-    ideal = np.maximum(1, -(-_distinct(flat, group, count) * itemsize[starts] // SECTOR))
+        sectors = np.array(
+            [_sectors(list(addr[a:b]), int(itemsize[a])) for a, b in zip(starts, np.append(starts[1:], group.size))]
+        )
+    ideal = np.maximum(1, -(-_distinct_per_row(matrix(flat))[1].sum(axis=1) * itemsize[starts] // SECTOR))
     ways = np.ones(count, dtype=np.int64)
     if shared.any():
-        word = addr[shared] // 4
-        per_bank = _distinct(word, group[shared] * 32 + word % 32, count * 32)  # distinct words per (request, bank)
-        ways = np.maximum(per_bank.reshape(count, 32).max(axis=1), 1)
+        word = addr // 4
+        span = int(word.max()) + 1
+        rows, new = _distinct_per_row(matrix(np.where(shared, (word % 32) * span + word, -1)))
+        which, _ = np.nonzero(new)  # (rows come out in order: a distinct word's request and bank)
+        per_bank = np.bincount(which * 32 + rows[new] // span, minlength=count * 32).reshape(count, 32)
+        ways = np.maximum(per_bank.max(axis=1), 1)
     return lanes, sectors, ideal, ways
 
 
