@@ -390,7 +390,7 @@ CASES: list[tuple[str, str, Callable[..., Any], Callable[[], Any], str]] = [
     ("09.erode", "writes-mask", check.erode, lambda: erode_writes_mask, "wrote into its input `mask`"),
     ("09.tile-counts", "eq-one", check.tile_counts, lambda: tiles_eq_one, "non-zero"),
     ("09.tile-counts", "plain", check.tile_counts, lambda: tiles_plain, "atomic"),
-    ("09.tile-counts", "uint8-shared", check.tile_counts, lambda: tiles_uint8_shared, "wrap"),
+    ("09.tile-counts", "uint8-shared", check.tile_counts, lambda: tiles_uint8_shared, "narrower than int32"),
     ("09.fused-roofline", "bits", check.fused_roofline, lambda: (80, 0.5, "memory-bound", "memory-bound", 1.0), "bits"),
     ("09.fused-roofline", "upside-down", check.fused_roofline, lambda: (10, 2.0, "memory-bound", "memory-bound", 1.0), "upside down"),
     ("09.fused-roofline", "fps-ms", check.fused_roofline, lambda: (10, 0.5, "memory-bound", "memory-bound", lab09._fused_roofline()[4] * 1e3), "1,000"),

@@ -142,7 +142,7 @@ def block_sum_no_loop_barrier(x, partial):
 @pytest.mark.parametrize("check_name, kernel, says, never", [
     ("full_sum", sum_per_warp, ["one per warp", "combine the block's warps"], ["blocks combine atomically"]),
     ("histogram_shared", hist_t_lt_nbins, ["range(t, NBINS, cuda.blockDim.x)"], ["compare your formula"]),
-    ("histogram_shared", hist_uint8, ["wraps around"], ["grid-stride loop must cover"]),
+    ("histogram_shared", hist_uint8, ["narrower than int32"], ["grid-stride loop must cover"]),
     ("stencil", stencil_edge_mean, ["zeros included", "divided by 7"], ["compare your formula"]),
     ("stencil", stencil_no_left_check, ["0 <= j"], ["`if i < n:`"]),
     ("race", race_no_end_barrier, ["after the atomic updates"], ["after the loads"]),

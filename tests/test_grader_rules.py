@@ -262,8 +262,8 @@ def block_reads_previous_block(x, out):  # block b reads what block b - 1 wrote:
 
 
 def test_lost_updates_between_blocks_are_races() -> None:
-    r = check.full_sum(sum_merge_with_exch)
-    assert r.status == "failed" and "between blocks" in r.message and "atomic" in r.cause
+    r = check.full_sum(sum_merge_with_exch)  # (exch of a float32: a GPU compile stops, so does the check)
+    assert r.status == "failed" and "cuda.atomic.exch on an array of float32" in r.message and "atomic.add" in r.cause
     x, out = cuda.to_device(np.ones(64, np.float32)), cuda.to_device(np.zeros(64, np.float32))
     report = sim.launch_strict(block_reads_previous_block, 2, 32, x, out, allow_races=True, names=("x", "out"))
     assert report.race is not None and report.race.scope == "grid" and report.race.array == "out"

@@ -112,7 +112,8 @@ labkit.check.histogram_global(histogram);
 # ### Exercise 2 — histogram with shared-memory atomics
 #
 # The check runs the cases of Exercise 1 and one more: a single block counting over 65,535 bytes of one value, so
-# the shared bins must be `int32` (a `uint8` or `uint16` counter wraps around).
+# the shared bins must be `int32` (a `uint16` bin would wrap past 65,535, and `cuda.atomic.add` has no 8- or 16-bit
+# form at all: a GPU compile refuses it, and so does the simulator).
 
 # %%
 NBINS = 256

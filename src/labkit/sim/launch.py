@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import engine, fastreads, lockstep
+from . import atomics, engine, fastreads, lockstep
 from .arrays import kernel_array
 from .errors import FASTMATH_NOT_SIMULATED, KernelTimeout, NotSimulated
 from .integers import tag_bytes_for, tagged
@@ -219,6 +219,7 @@ def kernel_call(self: Any, *args: Any) -> Any:
         setup = opts.pop("setup", None)
         if setup is not None:
             setup(module)
+        module._atomic = atomics.Checked(module._atomic)  # (element types a GPU compile takes, for every launch)
         # (a kernel lockstep runs, all threads at once as NumPy arrays; else, or if it gives up, the engine)
         done = not getattr(self, "_debug", False) and lockstep.run(self.fn, grid, block, fake_args, **opts)
         fn = self.fn if done else fastreads.for_launch(self.fn, fake_args)

@@ -57,6 +57,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .atomics import TYPES as GPU_ATOMIC_TYPES
 from .integers import Int8, Int16, Int32
 from .limits import LEARNER_CODE_LIMIT_S
 
@@ -987,6 +988,8 @@ class Program:
             full = m is L.full
             v = value(L, m)
             L.launch.at = line
+            if arr.dtype.name not in GPU_ATOMIC_TYPES[kind]:
+                raise Bail("an atomic on an element type a GPU has none for")  # (the engine says so in words)
             if pos < 0:
                 _shared_atomic(L, arr, pos, kind, idx, v, m)
                 return

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import engine, fastreads
+from . import atomics, engine, fastreads
 from .errors import KernelFault
 from .integers import READS, WIDE, Int32, reads_for, store_value, tag_bytes_for, widen
 
@@ -568,7 +568,12 @@ class TrackedArray:
         # one; None when every atomic takes the long path (recorded, unwatched, not 1-D, another element type)
         self._fadd: Any = None
         self._aold: Any = None  # the class of an atomic's old value (a Python int made what a GPU's atomic returns)
-        if self._track and (not self._record or type(model).note is Model.note) and live.ndim == 1 and live.dtype.kind in "iuf":
+        if (
+            self._track
+            and (not self._record or type(model).note is Model.note)
+            and live.ndim == 1
+            and live.dtype.name in atomics.TYPES["add"]
+        ):
             self._fadd = int if self._int else live.dtype.type
             self._aold = WIDE.get(live.dtype, live.dtype.type) if self._int else None
         self._mv = _int_view(live) if self._fadd is int else None  # (the integer atomics' memory, read and written
@@ -1631,6 +1636,7 @@ _plain_atomics: list[_StrictAtomics] = []
 def _slow_add(array: TrackedArray, index: Any, val: Any) -> Any:
     """``cuda.atomic.add`` of a tracked array by the long path (:func:`_strict_add`), for :meth:`TrackedArray._lk_add_`:
     the old value as stored."""
+    atomics.check("add", array)
     if not _plain_atomics:
         from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
 
