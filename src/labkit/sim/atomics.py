@@ -26,7 +26,7 @@ class AtomicTypeError(KernelFault, TypeError):
 
 def check(op: str, array: Any) -> None:
     """Raise :class:`AtomicTypeError` when a GPU compile would reject ``cuda.atomic.<op>`` on ``array``."""
-    allowed = TYPES.get(op)
+    allowed = TYPES.get(op) if isinstance(op, str) else None  # (not an atomic's name: nothing to check)
     dtype = getattr(array, "dtype", None)
     if allowed is None or dtype is None or np.dtype(dtype).name in allowed:
         return
