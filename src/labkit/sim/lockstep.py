@@ -691,7 +691,7 @@ class Program:
                 info = launch.shared_arrays[pos] = SharedInfo(name, tuple(dims), dt)
             if L.nblocks * math.prod(dims) * dt.itemsize > SHARED_BYTES_MAX:
                 raise Bail("shared arrays larger than lockstep keeps for a chunk of blocks")
-            arr = SharedArr(L.nblocks, tuple(dims), dt, info)
+            arr = SharedArr(L.nblocks, tuple(dims), dt)
             model = launch.model
             arr.recorded = model is not None and model.record and (model.record_only is None or info.name in model.record_only)
             L.env[key] = arr
@@ -1646,7 +1646,7 @@ def _load(L: Lanes, arr: ArrayArg, pos: int, idx: list[V], m: np.ndarray) -> V:
     got = arr.live[parts]
     if arr.poison is not None:
         seen = got[m] if isinstance(got, np.ndarray) and m is not L.full else got
-        if _any(np.isnan(seen) if arr.poison != arr.poison else seen == arr.poison):
+        if _poisoned(arr, seen):
             raise Bail("a read of poison")
     return _read_value(arr, got)
 
@@ -1760,9 +1760,9 @@ class SharedArr(ArrayArg):
     """A shared array of a chunk: one per block (rows of one NumPy array), filled with the strict model's poison,
     and this epoch's accesses (flat index in the chunk's array, thread) for the race checks at the next barrier."""
 
-    __slots__ = ("flat", "bsize", "reads", "writes", "atomics", "info")
+    __slots__ = ("flat", "bsize", "reads", "writes", "atomics")
 
-    def __init__(self, nblocks: int, shape: tuple[int, ...], dtype: np.dtype, info: SharedInfo | None) -> None:
+    def __init__(self, nblocks: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
         every = np.empty((nblocks, *shape), dtype=dtype)
         super().__init__(None, every[0])  # (the element type, bounds and reads of one block's array)
         memory = _memory()
@@ -1775,7 +1775,6 @@ class SharedArr(ArrayArg):
         self.reads: list[tuple[np.ndarray, np.ndarray]] = []
         self.writes: list[tuple[np.ndarray, np.ndarray]] = []
         self.atomics: list[np.ndarray] = []
-        self.info = info
 
 
 def _shared_index(L: Lanes, arr: SharedArr, idx: list[V], m: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
@@ -1791,7 +1790,8 @@ def _shared_index(L: Lanes, arr: SharedArr, idx: list[V], m: np.ndarray) -> tupl
     return g, g[m], local[m] if isinstance(local, np.ndarray) else local
 
 
-def _record(L: Lanes, arr: SharedArr, pos: int, kind: int, local: Any, m: np.ndarray, values: Any = None) -> None:
+def _record(L: Lanes, pos: int, kind: int, local: Any, m: np.ndarray, values: Any = None) -> None:
+    """Record a shared access of the lanes of ``m`` (``local``: the element in each lane's block's array)."""
     tids = L.tid if m is L.full else L.tid[m]
     flats = local if isinstance(local, np.ndarray) else np.full(tids.size, local, dtype=np.int64)
     L.launch.records.append((_step(L, m), pos, kind, flats, tids, values, L.launch.at))
@@ -1805,7 +1805,7 @@ def _shared_load(L: Lanes, arr: SharedArr, pos: int, idx: list[V], m: np.ndarray
     g, gm, local = _shared_index(L, arr, idx, m)
     arr.reads.append((gm, L.tid if m is L.full else L.tid[m]))
     if arr.recorded:
-        _record(L, arr, pos, READ, local, m)
+        _record(L, pos, READ, local, m)
     L.launch.step += 1
     got = arr.flat[g]
     if _poisoned(arr, got if m is L.full else got[m]):
@@ -1836,7 +1836,7 @@ def _shared_store(L: Lanes, arr: SharedArr, pos: int, idx: list[V], data: np.nda
     if L.kk is not None:
         launch.batch_writes.append((pos, gm, tids, L.kk if full else L.kk[m]))
     if arr.recorded:
-        _record(L, arr, pos, WRITE, local, m, _given(v, data, m, full, gm.size))
+        _record(L, pos, WRITE, local, m, _given(v, data, m, full, gm.size))
     launch.step += 1
     arr.flat[gm] = data
 
@@ -1877,7 +1877,7 @@ def _shared_atomic(L: Lanes, arr: SharedArr, pos: int, kind: str, idx: list[V], 
     launch = L.launch
     launch.shared_atomics += gm.size
     if arr.recorded:
-        _record(L, arr, pos, ATOMIC, local, m)
+        _record(L, pos, ATOMIC, local, m)
     launch.step += 1
 
 

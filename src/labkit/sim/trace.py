@@ -798,10 +798,8 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
     grid, block, names, schedule, seed = request.grid, request.block, request.names, request.schedule, request.seed
     per_block = int(np.prod(block))
     sample = _sample(grid, per_block, request.max_threads, request.include)
-    model = _TraceModel()
     copies = [_host_copy(a) for a in args]
     integers.tag_bytes_for(getattr(kernel, "py_func", None))  # (narrow reads as this kernel's launch makes them)
-    tracked = memory._track_args(model, copies, list(names), request.outputs)
     divergent: list[Divergence] = []
     faults: list[Fault] = []
     errors: list[str] = []
@@ -838,10 +836,13 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
 
     started = time.perf_counter()
     quick = _lockstep_trace(kernel, copies, request, traced)
+    model: memory.Model
     if quick is not None:
         model, lane_log = quick
     else:
         lane_log = None
+        model = _TraceModel()
+        tracked = memory._track_args(model, copies, list(names), request.outputs)
         with memory.strict(
             model,
             blocks_to_run=traced,
