@@ -2014,20 +2014,32 @@ class Order:
             return np.zeros(tids.size, dtype=np.int64)
         return np.searchsorted(self.steps, steps, side="right") - self.base[tids // self.size]
 
-    def keys(self, tids: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """A key per access that sorts, with the steps as the second key, into the engine's order."""
+    def keys(self, tids: np.ndarray, steps: np.ndarray, epoch: np.ndarray | None = None) -> np.ndarray:
+        """A key per access that sorts, with the steps as the second key, into the engine's order (``epoch``: each
+        access's, when known)."""
         size = self.size
-        blk, t = tids // size, tids % size
-        epoch = self.epoch(tids, steps)
+        blk, t = np.divmod(tids, size)
+        epoch = self.epoch(tids, steps) if epoch is None else epoch
+        key = self.brank[blk]
+        key *= self.epochs
+        key += epoch
+        key *= size
         if self.table is not None:
-            place = self.table[blk, epoch, t]
+            key += self.table[blk, epoch, t]
+        elif self.reverse:
+            key += size - 1
+            key -= t
         else:
-            place = size - 1 - t if self.reverse else t
-        return (self.brank[blk] * self.epochs + epoch) * size + place
+            key += t
+        return key
 
-    def sort(self, tids: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """The accesses' indices in the engine's order."""
-        return np.lexsort((steps, self.keys(tids, steps)))
+    def sort(
+        self, tids: np.ndarray, steps: np.ndarray, epoch: np.ndarray | None = None, in_step_order: bool = False
+    ) -> np.ndarray:
+        """The accesses' indices in the engine's order (``in_step_order``: each thread's accesses already are in
+        the order of their steps, so that a stable sort by the first key keeps it)."""
+        keys = self.keys(tids, steps, epoch)
+        return np.argsort(keys, kind="stable") if in_step_order else np.lexsort((steps, keys))
 
 
 def _races(launch: Launch) -> bool:
@@ -2361,14 +2373,16 @@ class LaneThread:
 class LaneLog(Sequence[tuple]):
     """The accesses of a recorded lockstep launch, as a strict launch's log gives them: (array, thread, flat, kind,
     epoch, value), thread after thread in the engine's order, each thread's in the order it made them (the engine's
-    log holds the same accesses of each array in the same order). Built as tuples only when read."""
+    log holds the same accesses of each array in the same order). Built as tuples only when read; as columns by
+    :meth:`statements`, :meth:`raw_columns` and :meth:`engine_order`."""
 
     def __init__(self, records: list[tuple], named: dict[int, Any], order: Order, points: list, grid: Any, block: Any) -> None:
         self._records, self._named, self._order = records, named, order
         self._points, self._grid, self._block = points, grid, block
-        self._size = sum(r[3].size for r in records)
-        self._arrangement: tuple[np.ndarray, ...] | None = None
-        self._columns: dict[str, np.ndarray] | None = None
+        self._sizes = np.array([r[3].size for r in records], dtype=np.int64)
+        self._size = int(self._sizes.sum())
+        self._raw: dict[str, np.ndarray] | None = None
+        self._engine: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self._size
@@ -2378,71 +2392,83 @@ class LaneLog(Sequence[tuple]):
         """The arrays by position (an argument's, or a shared array's negative one): what each access names."""
         return self._named
 
-    def _arranged(self) -> tuple[np.ndarray, ...]:
-        """(record, place in it, thread, flat, epoch) of each access, in the engine's order (computed once)."""
-        if self._arrangement is None:
-            records = self._records
-            sizes = [r[3].size for r in records]
-            steps = _steps([r[0] for r in records], sizes)
-            tids = np.concatenate([r[4] for r in records])
-            order = self._order.sort(tids, steps)
-            epochs = self._order.epoch(tids, steps)[order]
-            which = np.repeat(np.arange(len(records)), sizes)[order]
-            at = (np.arange(tids.size) - np.repeat(np.cumsum(sizes) - sizes, sizes))[order]
-            flats = np.concatenate([r[3] for r in records])[order]
-            self._arrangement = (which, at, tids[order], flats, epochs)
-        return self._arrangement
+    def statements(self) -> dict[str, np.ndarray]:
+        """The log's entries, one per statement a set of lanes ran (in the order run): ``size`` (its accesses, one
+        per lane, or per lane and trip of a loop run side by side), ``position`` (the array: an argument's position,
+        a shared array's negative one), ``kind``, ``line`` (of the kernel's code), ``step`` (when it ran; -1 for a
+        loop run side by side, whose accesses have steps of their own)."""
+        records = self._records
+        return {
+            "size": self._sizes,
+            "position": np.array([r[1] for r in records], dtype=np.int64),
+            "kind": np.array([r[2] for r in records], dtype=np.int64),
+            "line": np.array([r[6] for r in records], dtype=np.int64),
+            "step": np.array([-1 if isinstance(r[0], np.ndarray) else r[0] for r in records], dtype=np.int64),
+        }
+
+    def lanes(self) -> list[np.ndarray]:
+        """Each statement's threads (their places among the threads of the blocks run, as listed), one per access."""
+        return [r[4] for r in self._records]
+
+    def raw_columns(self) -> dict[str, np.ndarray]:
+        """One column per access, the accesses in the order of :meth:`statements`, computed once: ``tid`` (as in
+        :meth:`lanes`), ``block`` (linear, as the engine numbers blocks), ``thread`` (within its block), ``flat``,
+        ``kind``, ``epoch``, ``step`` (a thread's accesses in the order of their steps) and ``value`` (a write's, as
+        a float; NaN for the others)."""
+        if self._raw is None:
+            records, sizes = self._records, self._sizes
+            size = int(self._block[0] * self._block[1] * self._block[2])
+            gx, gy, _ = self._grid
+            pts = np.array(self._points, dtype=np.int64).reshape(-1, 3)
+            linear = pts[:, 0] + gx * (pts[:, 1] + gy * pts[:, 2])
+            tids = np.concatenate(self.lanes()) if records else np.zeros(0, dtype=np.int64)
+            steps = _steps([r[0] for r in records], sizes.tolist())
+            values = np.full(tids.size, np.nan)
+            for start, r in zip((np.cumsum(sizes) - sizes).tolist(), records):
+                if r[2] == WRITE and r[5] is not None:
+                    values[start : start + r[3].size] = np.asarray(r[5], dtype=np.float64)
+            self._raw = {
+                "tid": tids,
+                "block": linear[tids // size],
+                "thread": tids % size,
+                "flat": np.concatenate([r[3] for r in records]) if records else np.zeros(0, dtype=np.int64),
+                "kind": np.repeat(self.statements()["kind"], sizes),
+                "epoch": self._order.epoch(tids, steps),
+                "step": steps,
+                "value": values,
+            }
+        return self._raw
+
+    def in_step_order(self) -> bool:
+        """True when every statement ran once for each of its lanes and the statements are in the order of their
+        steps: each thread's accesses are then in the order it made them."""
+        steps = self.statements()["step"]
+        return bool((steps >= 0).all() and (steps[1:] > steps[:-1]).all())
+
+    def engine_order(self) -> np.ndarray:
+        """The indices of :meth:`raw_columns` in the engine's order (:class:`Order`); computed once."""
+        if self._engine is None:
+            raw = self.raw_columns()
+            self._engine = self._order.sort(raw["tid"], raw["step"], raw["epoch"], in_step_order=self.in_step_order())
+        return self._engine
 
     def __iter__(self) -> Any:
-        records = self._records
-        which, at, tids, flats, epochs = self._arranged()
+        records, sizes = self._records, self._sizes
+        raw, order = self.raw_columns(), self.engine_order()
+        which = np.repeat(np.arange(len(records)), sizes)
+        at = np.arange(self._size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         threads: dict[int, LaneThread] = {}
         size = int(self._block[0] * self._block[1] * self._block[2])
         gx, gy, _ = self._grid
         named = self._named
-        for w, j, flat, tid, epoch in zip(which.tolist(), at.tolist(), flats.tolist(), tids.tolist(), epochs.tolist()):
+        columns = (which[order], at[order], raw["flat"][order], raw["tid"][order], raw["epoch"][order])
+        for w, j, flat, tid, epoch in zip(*(c.tolist() for c in columns)):
             _, pos, kind, _, _, values, _ = records[w]
             t = threads.get(tid)
             if t is None:
                 b = self._points[tid // size]
                 t = threads[tid] = LaneThread(b, b[0] + gx * (b[1] + gy * b[2]), tid % size, self._block)
             yield (named[pos], t, flat, kind, epoch, values[j] if values is not None else None)
-
-    def columns(self) -> dict[str, np.ndarray]:
-        """The accesses as columns, in the order of iteration: ``tid`` (the thread: its place among the threads of the
-        blocks run, as listed), ``position`` (the array: an argument's position, a
-        shared array's negative one), ``block`` (linear, as the engine numbers blocks), ``thread`` (within its
-        block), ``flat``, ``kind``, ``epoch``, ``line`` (of the kernel's code), ``value`` (a write's, as a float;
-        NaN for the others)."""
-        if self._columns is not None:
-            return self._columns
-        records = self._records
-        which, at, tids, flats, epochs = self._arranged()
-        size = int(self._block[0] * self._block[1] * self._block[2])
-        gx, gy, _ = self._grid
-        pts = np.array(self._points, dtype=np.int64).reshape(-1, 3)
-        linear = pts[:, 0] + gx * (pts[:, 1] + gy * pts[:, 2])
-        per_record = {k: np.array([r[k] for r in records], dtype=np.int64) for k in (1, 2, 6)}
-        values = np.full(tids.size, np.nan)
-        written = np.flatnonzero(per_record[2][which] == WRITE)
-        if written.size:
-            stored = np.concatenate(
-                [np.asarray(r[5], dtype=np.float64) if r[5] is not None else np.full(r[3].size, np.nan) for r in records]
-            )
-            starts = np.cumsum([r[3].size for r in records]) - np.array([r[3].size for r in records])
-            values[written] = stored[starts[which[written]] + at[written]]
-        self._columns = {
-            "tid": tids,
-            "position": per_record[1][which],
-            "block": linear[tids // size],
-            "thread": tids % size,
-            "flat": flats,
-            "kind": per_record[2][which],
-            "epoch": epochs,
-            "line": per_record[6][which],
-            "value": values,
-        }
-        return self._columns
 
     def __getitem__(self, k: Any) -> Any:
         return list(self)[k]

@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -48,6 +48,15 @@ MAX_ACCESSES = 1_000_000  # accesses one trace records in all: past it, the laun
 TRACE_LIMIT_S = 3.0  # CPU seconds a trace runs when it is given no limit (a picture should come in seconds)
 MAX_RACES = 256
 KINDS = ("read", "write", "atomic")
+_COLUMN_TYPES = {  # a trace's columns of other types than int64 (value: float64)
+    "array": np.int16,
+    "kind": np.int8,
+    "thread": np.int32,
+    "seq": np.int32,
+    "epoch": np.int32,
+    "site": np.int32,
+    "instance": np.int32,
+}
 SECTOR = 32
 ORIGIN_HERE = "the simulator (labkit.sim), in this process"
 ORIGIN_SUBPROCESS = (
@@ -66,10 +75,10 @@ class ArrayInfo:
     dtype: str
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One warp memory request: the accesses the lanes of a warp make at one place in the code (``line``) for the
-    ``seq``-th time (a loop's iterations are separate requests), to one array, of one kind."""
+    ``seq``-th time (a loop's iterations are separate requests), to one array, of one kind. (A named tuple: a trace
+    makes thousands of them.)"""
 
     array: str
     kind: str
@@ -348,24 +357,26 @@ class _TraceModel(memory.Model):
     def __init__(self) -> None:
         self.found: list[tuple[memory.Race, tuple]] = []
         self._raced: set[tuple] = set()
-        self.sites: list[tuple[int, int]] = []  # per access, aligned with self.log: (site, instance)
+        self.sites: list[int] = []  # per access, aligned with self.log: its site (the place in the code)
         self.site_ids: dict[tuple[str, int], int] = {}
-        self._instances: dict[tuple, int] = {}
         self._skip = _library_dirs()
+        self._library: dict[Any, bool] = {}  # code object -> whether it is this package's or Numba's simulator's
         self._per_thread: dict[Any, int] = {}
         super().__init__(record=True)
 
     def note(self, array: Any, t: Any, flat: int, kind: int, value: Any = None) -> None:
         frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename.startswith(self._skip):
+        library = self._library
+        while frame is not None:
+            inside = library.get(frame.f_code)
+            if inside is None:
+                inside = library[frame.f_code] = frame.f_code.co_filename.startswith(self._skip)
+            if not inside:
+                break
             frame = frame.f_back  # type: ignore[assignment]
         site = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
         super().note(array, t, flat, kind, value)
-        sid = self.site_ids.setdefault(site, len(self.site_ids))
-        key = (t.key, sid, array.name, kind)
-        n = self._instances.get(key, 0)
-        self._instances[key] = n + 1
-        self.sites.append((sid, n))
+        self.sites.append(self.site_ids.setdefault(site, len(self.site_ids)))
         made = self._per_thread.get(t.key, 0) + 1
         self._per_thread[t.key] = made
         if made > MAX_THREAD_ACCESSES:
@@ -382,7 +393,7 @@ class _TraceModel(memory.Model):
 
         counts: Counter = Counter()
         seen = 0
-        for (array, who, flat, kind, _, _), (sid, _) in zip(reversed(self.log), reversed(self.sites)):
+        for (array, who, flat, kind, _, _), sid in zip(reversed(self.log), reversed(self.sites)):
             if who is t:
                 counts[(array, kind, flat, sid)] += 1
                 seen += 1
@@ -577,102 +588,128 @@ def _ways(addresses: Sequence[int], banks: int = 32, word: int = 4) -> int:
     return max((len(ws) for ws in per_bank.values()), default=1)
 
 
-def _grouped(parts: list[np.ndarray]) -> np.ndarray:
-    """The indices that sort the rows of ``parts`` (non-negative integer columns, the first the most significant),
-    rows of equal keys in their order: one stable sort of a combined key where it fits in 62 bits, else lexsort."""
+def _combined(parts: list[np.ndarray]) -> np.ndarray | None:
+    """One int64 key per entry that orders as ``parts`` do (non-negative integer columns, the first the most
+    significant), or None when it would not fit in 62 bits."""
+    radix = [int(p.max()) + 1 if p.size else 1 for p in parts]
+    if math.prod(radix) >= 1 << 62:
+        return None
+    key = parts[0].astype(np.int64)
+    for p, r in zip(parts[1:], radix[1:]):
+        key *= r
+        key += p
+    return key
+
+
+def _sorted_groups(parts: list[np.ndarray], then: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(the indices that sort the entries by ``parts`` and within equal parts by ``then``, ties in their order;
+    where each group of equal ``parts`` starts in that order): one stable sort of a combined key where one fits,
+    else a lexsort. The sort is quick on entries that come in sorted runs."""
     count = parts[0].size
-    radix = [int(p.max()) + 1 if count else 1 for p in parts]
-    if math.prod(radix) < 1 << 62:
-        key = np.zeros(count, dtype=np.int64)
-        for p, r in zip(parts, radix):
-            key = key * r + p
-        return np.argsort(key, kind="stable")
-    return np.lexsort([np.arange(count), *reversed(parts)])
+    key = _combined(parts + ([then] if then is not None else []))
+    if key is not None:
+        order = np.argsort(key, kind="stable")
+        ordered = key[order] // (int(then.max()) + 1 if then is not None and count else 1)
+        new = ordered[1:] != ordered[:-1]
+    else:
+        order = np.lexsort([np.arange(count)] + ([then] if then is not None else []) + list(reversed(parts)))
+        new = np.logical_or.reduce([(p[order])[1:] != (p[order])[:-1] for p in parts])
+    return order, np.flatnonzero(np.concatenate(([True], new)))
 
 
-def _distinct_per_row(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(``rows`` with each row sorted, the mask of its entries that differ from the one before) for rows of
-    non-negative values padded with -1 (which sorts first and is never counted)."""
-    rows = np.sort(rows, axis=1)
+def _running_count(parts: list[np.ndarray], then: np.ndarray | None = None) -> np.ndarray:
+    """For each entry, how many entries with the same ``parts`` come before it (by ``then``, then in order)."""
+    order, starts = _sorted_groups(parts, then)
+    out = np.empty(order.size, dtype=np.int64)
+    out[order] = np.arange(order.size) - np.repeat(starts, np.diff(np.append(starts, order.size)))
+    return out
+
+
+def _rows(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The entries of each group (``values`` in group order; ``starts``: where each group starts) as the rows of a
+    matrix, each row sorted, padded with -1 (which sorts first)."""
+    count, n = starts.size, values.size
+    sizes = np.diff(np.append(starts, n))
+    width = int(sizes.max()) if count else 1
+    if n == count * width:  # (every group as wide as the widest: a reshape)
+        return np.sort(values.reshape(count, width), axis=1)
+    out = np.full((count, width), -1, dtype=np.int64)
+    group = np.repeat(np.arange(count), sizes)
+    out[group, np.arange(n) - starts[group]] = values
+    return np.sort(out, axis=1)
+
+
+def _distinct(rows: np.ndarray) -> np.ndarray:
+    """Each sorted row's distinct entries other than -1: the entries that differ from the one before."""
     new = rows >= 0
     new[:, 1:] &= rows[:, 1:] != rows[:, :-1]
-    return rows, new
+    return new
 
 
 def _per_request(
-    trace_arrays: dict[str, ArrayInfo],
-    names: list[str],
-    array: np.ndarray,
-    flat: np.ndarray,
-    group: np.ndarray,
-    starts: np.ndarray,
+    trace_arrays: dict[str, ArrayInfo], names: list[str], array: np.ndarray, flat: np.ndarray, starts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(lanes, sectors, ideal sectors, bank-conflict ways) of each request, from its accesses sorted by request
-    (``group``: each access's request, ``starts`` each request's first access; ``array``: its array's place in
-    ``names``), as :func:`_sectors` and :func:`_ways` count them: a request's accesses are a row of a matrix (a warp's
-    lanes at most), each row sorted and its distinct entries counted."""
-    count = starts.size
-    infos = [trace_arrays[n] for n in names]
-    itemsize = np.array([i.itemsize for i in infos] or [1], dtype=np.int64)[array]
+    """(lanes, sectors, ideal sectors, bank-conflict ways) of each request, as :func:`_sectors` and :func:`_ways`
+    count them, from its elements (``flat``, the accesses grouped by request; ``starts``: where each starts;
+    ``array``: each request's array, its place in ``names``): a request's elements are a row of a matrix (a warp's
+    lanes at most), sorted, and each row's distinct elements, sectors and words counted at once."""
+    infos = [trace_arrays[name] for name in names]
+    itemsize = np.array([i.itemsize for i in infos] or [1], dtype=np.int64)[array][:, None]
     shared = np.array([i.space == "shared" for i in infos] or [False])[array]
-    addr = flat * itemsize
-    lanes = np.bincount(group, minlength=count)
-    width = int(lanes.max()) if count else 1
-    col = np.arange(group.size) - starts[group]  # an access's place in its request
-
-    def matrix(values: np.ndarray, copies: int = 1) -> np.ndarray:
-        out = np.full((count, width * copies), -1, dtype=np.int64)
-        out[group, col] = values
-        return out
-
-    first, last = addr // SECTOR, (addr + itemsize - 1) // SECTOR
-    if int((last - first).max(initial=0)) <= 1:  # (an element spans one sector or two)
-        rows = matrix(first, 2)
-        rows[group, col + width] = last
-        sectors = _distinct_per_row(rows)[1].sum(axis=1)
+    rows = _rows(flat, starts)  # (-1 pads a row: a floor division keeps it negative, and sorted first)
+    lanes = (rows >= 0).sum(axis=1)
+    ideal = np.maximum(1, -(-_distinct(rows).sum(axis=1) * itemsize[:, 0] // SECTOR))
+    if (SECTOR % itemsize == 0).all():  # (each element lies in one sector)
+        sectors = _distinct(rows // (SECTOR // itemsize)).sum(axis=1)
     else:
-        sectors = np.array(
-            [_sectors(list(addr[a:b]), int(itemsize[a])) for a, b in zip(starts, np.append(starts[1:], group.size))]
-        )
-    ideal = np.maximum(1, -(-_distinct_per_row(matrix(flat))[1].sum(axis=1) * itemsize[starts] // SECTOR))
-    ways = np.ones(count, dtype=np.int64)
+        addr = rows * itemsize
+        spans = np.where(rows >= 0, np.concatenate([addr // SECTOR, (addr + itemsize - 1) // SECTOR], axis=1).T, -1).T
+        sectors = _distinct(np.sort(spans, axis=1)).sum(axis=1)
+    ways = np.ones(starts.size, dtype=np.int64)
     if shared.any():
-        word = addr // 4
-        span = int(word.max()) + 1
-        rows, new = _distinct_per_row(matrix(np.where(shared, (word % 32) * span + word, -1)))
-        which, _ = np.nonzero(new)  # (rows come out in order: a distinct word's request and bank)
-        per_bank = np.bincount(which * 32 + rows[new] // span, minlength=count * 32).reshape(count, 32)
-        ways = np.maximum(per_bank.max(axis=1), 1)
+        word = rows[shared] * itemsize[shared] // 4  # (rows stay sorted: a word's bank is word % 32)
+        new = _distinct(word)
+        which, _ = np.nonzero(new)
+        per_bank = np.bincount(which * 32 + word[new] % 32, minlength=word.shape[0] * 32).reshape(-1, 32)
+        ways[shared] = np.maximum(per_bank.max(axis=1), 1)
     return lanes, sectors, ideal, ways
 
 
 def _requests(
-    trace_arrays: dict[str, ArrayInfo], names: list[str], cols: dict[str, np.ndarray], block_of: Any, lines: list[int]
+    trace_arrays: dict[str, ArrayInfo],
+    names: list[str],
+    cols: dict[str, np.ndarray],
+    block_of: Any,
+    lines: list[int],
+    place: np.ndarray | None = None,
 ) -> list[Request]:
-    # a request: the accesses of one (array, kind, block, warp, site, instance), in the order they came; the requests
-    # in the order of their first access
-    parts = [cols[k].astype(np.int64) for k in ("array", "kind", "block")]
-    parts += [cols["thread"].astype(np.int64) // 32, cols["site"].astype(np.int64), cols["instance"].astype(np.int64)]
-    count = parts[0].size
-    order = _grouped(parts)
-    keys = [p[order] for p in parts]
-    new = np.ones(count, dtype=bool)
-    if count:
-        new[1:] = np.logical_or.reduce([x[1:] != x[:-1] for x in keys])
-    starts = np.flatnonzero(new)
-    group = np.cumsum(new) - 1  # each access's request (in the sorted order)
-    per_group = _per_request(trace_arrays, names, keys[0], cols["flat"].astype(np.int64)[order], group, starts)
-    heads = [x[starts].tolist() for x in keys]
-    groups = sorted(zip(order[starts].tolist(), range(starts.size), *heads))
-    lanes, sectors, ideal, ways = (x.tolist() for x in per_group)
-    out = []
-    blocks: dict[int, Any] = {}
-    for _, g, a, k, b, w, si, n in groups:
-        where = blocks.get(b)
-        if where is None:
-            where = blocks[b] = block_of(b)
-        out.append(Request(names[a], KINDS[k], where, w, n, lines[si], si, lanes[g], sectors[g], ideal[g], ways[g]))
-    return out
+    """The warp requests: the accesses of one (array, kind, block, warp, site, instance), in the order of each one's
+    first access in the trace (``place``: each access's place there; default, the order of ``cols``). Where each
+    request's accesses come together in ``cols`` (a lockstep log in step order: statement after statement, a
+    statement's lanes in order), they are taken as they are; else sorted by request."""
+    parts = [cols["array"], cols["kind"], cols["site"], cols["instance"], cols["block"], cols["thread"] // 32]
+    key = _combined(parts)
+    order = None
+    if key is not None and key.size:
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        if np.unique(key[starts]).size < starts.size:  # (a request in two places)
+            order, starts = _sorted_groups(parts)
+    elif key is None:
+        order, starts = _sorted_groups(parts)
+    else:
+        return []
+    where = np.arange(key.size if key is not None else order.size) if place is None else place
+    if order is not None:
+        where = where[order]
+    heads = starts if order is None else order[starts]
+    flat = cols["flat"] if order is None else cols["flat"][order]
+    per_group = _per_request(trace_arrays, names, cols["array"][heads], flat, starts)
+    by_first = np.argsort(np.minimum.reduceat(where, starts))
+    heads = heads[by_first]
+    a, k, si, n, b, w = (p[heads].tolist() for p in parts)
+    blocks = {x: block_of(x) for x in set(b)}
+    labelled = ([names[x] for x in a], [KINDS[x] for x in k], [blocks[x] for x in b], w, n, [lines[x] for x in si], si)
+    return list(map(Request._make, zip(*labelled, *(x[by_first].tolist() for x in per_group))))
 
 
 @dataclass(frozen=True)
@@ -691,24 +728,40 @@ class _Request:
 
 
 def _engine_columns(
-    model: _TraceModel, order: list[str], labels: dict[str, str], grid: tuple[int, int, int]
+    model: _TraceModel, order: list[str], labels: dict[str, str]
 ) -> tuple[dict[str, np.ndarray], list[tuple[str, int]]]:
-    """The trace's columns and sites from the engine's recorded log (one access at a time)."""
-    acc = memory.accesses_of(model.log)
-    gx, gy, _ = grid
+    """The trace's columns and sites from the engine's recorded log (one access at a time), in its order."""
+    log = list(model.log)
+    count = len(log)
+    arrays, threads, flats, kinds, epochs, values = zip(*log) if count else ((),) * 6
+
+    def per_object(objects: tuple, attribute: Any) -> np.ndarray:  # (an attribute of each access's array or thread)
+        ids = np.fromiter(map(id, objects), dtype=np.int64, count=count)
+        distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        return np.array([attribute(objects[k]) for k in first.tolist()], dtype=np.int64).reshape(-1)[inverse.reshape(-1)]
+
+    array = per_object(arrays, lambda a: order.index(labels[a.name]))
+    block = per_object(threads, lambda t: t.key[0])
+    thread = per_object(threads, lambda t: t.thread_id)
+    kind = np.fromiter(kinds, dtype=np.int64, count=count)
+    site = np.fromiter(model.sites, dtype=np.int64, count=count)
+    value = np.full(count, math.nan)
+    written = np.flatnonzero(kind == KINDS.index("write"))
+    value[written] = [_value(values[k]) for k in written.tolist()]
+    who = block * (int(thread.max(initial=0)) + 1) + thread
     cols = {
-        "array": np.array([order.index(labels[x.array]) for x in acc], dtype=np.int16),
-        "block": np.array([x.block[0] + gx * (x.block[1] + gy * x.block[2]) for x in acc], dtype=np.int64),
-        "thread": np.array([x.thread for x in acc], dtype=np.int64),
-        "seq": np.array([x.seq for x in acc], dtype=np.int64),
-        "flat": np.array([x.flat for x in acc], dtype=np.int64),
-        "kind": np.array([KINDS.index(x.kind) for x in acc], dtype=np.int8),
-        "epoch": np.array([getattr(x, "epoch", 0) for x in acc], dtype=np.int64),
-        "value": np.array([_value(x.value) if x.kind == "write" else math.nan for x in acc], dtype=np.float64),
-        "site": np.array([s for s, _ in model.sites], dtype=np.int64),
-        "instance": np.array([n for _, n in model.sites], dtype=np.int64),
+        "array": array,
+        "block": block,
+        "thread": thread,
+        "seq": _running_count([who, array]),
+        "flat": np.fromiter(flats, dtype=np.int64, count=count),
+        "kind": kind,
+        "epoch": np.fromiter(epochs, dtype=np.int64, count=count),
+        "value": value,
+        "site": site,
+        "instance": _running_count([who, site, array, kind]),
     }
-    return cols, [site for site, _sid in sorted(model.site_ids.items(), key=lambda kv: kv[1])]
+    return _typed(cols), [site for site, _sid in sorted(model.site_ids.items(), key=lambda kv: kv[1])]
 
 
 def _lockstep_trace(kernel: Any, copies: list[Any], request: _Request, traced: list[tuple[int, int, int]]) -> Any:
@@ -739,59 +792,88 @@ def _lockstep_trace(kernel: Any, copies: list[Any], request: _Request, traced: l
     )
     log = model.log
     if ran and isinstance(log, lockstep.LaneLog) and len(log) <= MAX_ACCESSES:
-        if np.bincount(log.columns()["tid"]).max() <= MAX_THREAD_ACCESSES:
+        if np.bincount(log.raw_columns()["tid"]).max(initial=0) <= MAX_THREAD_ACCESSES:
             return model, log
     for live, copy in saved:
         live[...] = copy
     return None
 
 
-def _running_count(keys: np.ndarray) -> np.ndarray:
-    """For each entry, how many earlier entries have the same key."""
-    idx = np.argsort(keys, kind="stable")
-    ordered = keys[idx]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    place = np.arange(keys.size) - np.repeat(starts, np.diff(np.append(starts, keys.size)))
-    out = np.empty(keys.size, dtype=np.int64)
-    out[idx] = place
+def _lane_columns(
+    log: Any, order: list[str], labels: dict[str, str], fn: Any
+) -> tuple[dict[str, np.ndarray], list[tuple[str, int]], np.ndarray]:
+    """(the trace's columns, the accesses in the order of the lockstep log; its sites; each access's place in the
+    engine's order) from a lockstep log (:class:`labkit.sim.lockstep.LaneLog`), as :func:`_engine_columns` makes
+    them from the engine's: arrays by their place in ``order``, ``seq`` each thread's count of its accesses to the
+    array, a site per line of the kernel in the order first reached, ``instance`` the thread's count of its accesses
+    of that kind to that array at that site. Worked out statement by statement: a statement's lanes share their
+    array, kind and line."""
+    c, s = log.raw_columns(), log.statements()
+    engine = log.engine_order()
+    place = np.empty(engine.size, dtype=np.int64)
+    place[engine] = np.arange(engine.size)
+    sizes = s["size"]
+    ran = np.flatnonzero(sizes)
+    lines, inverse = np.unique(s["line"], return_inverse=True)
+    inverse = inverse.reshape(-1)
+    reached = np.full(lines.size, engine.size, dtype=np.int64)  # (each line's first access in the engine's order)
+    if ran.size:
+        np.minimum.at(reached, inverse[ran], np.minimum.reduceat(place, (np.cumsum(sizes) - sizes)[ran]))
+    by_first = np.argsort(reached, kind="stable")
+    rank = np.empty(lines.size, dtype=np.int64)
+    rank[by_first] = np.arange(lines.size)
+    labelled = {pos: order.index(labels[obj.name]) for pos, obj in log.named.items()}
+    array = np.array([labelled[p] for p in s["position"].tolist()], dtype=np.int64)
+    site = rank[inverse]
+    if log.in_step_order():
+        seq, instance = _statement_counts(log.lanes(), [array, np.stack([site, array, s["kind"]], axis=1)])
+    else:
+        tid, step, per_access = c["tid"], c["step"], [np.repeat(x, sizes) for x in (array, site, s["kind"])]
+        seq = _running_count([tid, per_access[0]], then=step)
+        instance = _running_count([tid, per_access[1], per_access[0], per_access[2]], then=step)
+    cols = {
+        "array": np.repeat(array, sizes),
+        "block": c["block"],
+        "thread": c["thread"],
+        "seq": seq,
+        "flat": c["flat"],
+        "kind": c["kind"],
+        "epoch": c["epoch"],
+        "value": c["value"],
+        "site": np.repeat(site, sizes),
+        "instance": instance,
+    }
+    filename = fn.__code__.co_filename
+    return cols, [(filename, int(line)) for line in lines[by_first].tolist()], place
+
+
+def _statement_counts(lanes: list[np.ndarray], keys: list[np.ndarray]) -> list[np.ndarray]:
+    """For each key column (one row per statement), each access's count of the earlier accesses of its thread
+    at statements with the same key: statement after statement, a counter per key and thread, for a log whose
+    statements are in the order run with each lane once (:meth:`labkit.sim.lockstep.LaneLog.in_step_order`)."""
+    threads = int(max((int(x.max()) for x in lanes if x.size), default=0)) + 1
+    out = []
+    for key in keys:
+        rows: dict[Any, np.ndarray] = {}
+        parts = []
+        for k, tids in zip(key.tolist(), lanes):
+            counter = rows.get(k) if isinstance(k, int) else rows.get(tuple(k))
+            if counter is None:
+                counter = rows[k if isinstance(k, int) else tuple(k)] = np.zeros(threads, dtype=np.int64)
+            parts.append(counter[tids])
+            counter[tids] += 1
+        out.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
     return out
 
 
-def _lane_columns(
-    log: Any, order: list[str], labels: dict[str, str], fn: Any
-) -> tuple[dict[str, np.ndarray], list[tuple[str, int]]]:
-    """The trace's columns and sites from a lockstep log (:meth:`labkit.sim.lockstep.LaneLog.columns`), as
-    :func:`_engine_columns` makes them from the engine's: arrays by their place in ``order``, ``seq`` each thread's
-    count of its accesses to the array, a site per line of the kernel in the order first reached, ``instance`` the
-    thread's count of its accesses of that kind to that array at that site."""
-    c = log.columns()
-    low = min(log.named)
-    table = np.zeros(max(log.named) - low + 1, dtype=np.int16)  # (position - low) -> place in order
-    for pos, obj in log.named.items():
-        table[pos - low] = order.index(labels[obj.name])
-    array = table[c["position"] - low]
-    thread_key = c["block"] * (int(c["thread"].max()) + 1) + c["thread"]
-    lines, first, inverse = np.unique(c["line"], return_index=True, return_inverse=True)
-    by_first = np.argsort(first)
-    rank = np.empty(lines.size, dtype=np.int64)
-    rank[by_first] = np.arange(lines.size)
-    site = rank[inverse.reshape(-1)]
-    n_arrays = max(len(order), 1)
-    n_sites = max(lines.size, 1)
-    cols = {
-        "array": array,
-        "block": c["block"],
-        "thread": c["thread"],
-        "seq": _running_count(thread_key * n_arrays + array),
-        "flat": c["flat"],
-        "kind": c["kind"].astype(np.int8),
-        "epoch": c["epoch"],
-        "value": c["value"],
-        "site": site,
-        "instance": _running_count(((thread_key * n_sites + site) * n_arrays + array) * 3 + c["kind"]),
-    }
-    filename = fn.__code__.co_filename
-    return cols, [(filename, int(line)) for line in lines[by_first].tolist()]
+def _typed(cols: dict[str, np.ndarray], engine: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The trace's columns in their types (:data:`_COLUMN_TYPES`), taken in the order ``engine`` gives (the
+    entries' indices in the trace's order) where it is given."""
+    out = {}
+    for name, values in cols.items():
+        typed = values.astype(_COLUMN_TYPES.get(name, values.dtype), copy=False)
+        out[name] = typed if engine is None else typed[engine]
+    return out
 
 
 def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
@@ -869,10 +951,13 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         label = labels[name] = _shared_label(name, set(names))
         arrays[label] = ArrayInfo(label, "shared", tuple(shape), dtype.itemsize, str(dtype))
     order = list(arrays)
+    place = None
     if lane_log is not None:
-        cols, sites = _lane_columns(lane_log, order, labels, getattr(kernel, "py_func", kernel))
+        logged, sites, place = _lane_columns(lane_log, order, labels, getattr(kernel, "py_func", kernel))
+        cols = _typed(logged, lane_log.engine_order())
     else:
-        cols, sites = _engine_columns(model, order, labels, grid)
+        logged, sites = _engine_columns(model, order, labels)
+        cols = logged
     t = Trace(
         kernel=getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel"),
         grid=grid,
@@ -894,7 +979,7 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         schedule=schedule,
         seed=seed,
     )
-    t.requests = _requests(arrays, order, cols, t.block_index, [line for _, line in sites])
+    t.requests = _requests(arrays, order, logged, t.block_index, [line for _, line in sites], place)
     return t
 
 
