@@ -2008,11 +2008,13 @@ class Order:
                     rng.shuffle(ts)
                     self.table[b, e, np.asarray(ts, dtype=np.int64)] = places  # (thread ts[k] runs k-th)
 
-    def epoch(self, tids: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """The epoch of each access (barriers its block had passed)."""
+    def epoch(self, tids: np.ndarray, steps: np.ndarray, blocks: np.ndarray | None = None) -> np.ndarray:
+        """The epoch of each access (barriers its block had passed; ``blocks``: ``tids // size``, when known)."""
         if not self.steps.size:
             return np.zeros(tids.size, dtype=np.int64)
-        return np.searchsorted(self.steps, steps, side="right") - self.base[tids // self.size]
+        epoch = np.searchsorted(self.steps, steps, side="right")
+        epoch -= self.base[tids // self.size if blocks is None else blocks]
+        return epoch
 
     def keys(self, tids: np.ndarray, steps: np.ndarray, epoch: np.ndarray | None = None) -> np.ndarray:
         """A key per access that sorts, with the steps as the second key, into the engine's order (``epoch``: each
@@ -2427,13 +2429,14 @@ class LaneLog(Sequence[tuple]):
             for start, r in zip((np.cumsum(sizes) - sizes).tolist(), records):
                 if r[2] == WRITE and r[5] is not None:
                     values[start : start + r[3].size] = np.asarray(r[5], dtype=np.float64)
+            blocks, threads = np.divmod(tids, size)
             self._raw = {
                 "tid": tids,
-                "block": linear[tids // size],
-                "thread": tids % size,
+                "block": linear[blocks],
+                "thread": threads.astype(np.int32),
                 "flat": np.concatenate([r[3] for r in records]) if records else np.zeros(0, dtype=np.int64),
-                "kind": np.repeat(self.statements()["kind"], sizes),
-                "epoch": self._order.epoch(tids, steps),
+                "kind": np.repeat(self.statements()["kind"].astype(np.int8), sizes),
+                "epoch": self._order.epoch(tids, steps, blocks),
                 "step": steps,
                 "value": values,
             }

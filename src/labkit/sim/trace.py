@@ -93,6 +93,82 @@ class Request(NamedTuple):
     ways: int  # shared memory: the n of the n-way bank conflict (1 = none); 1 for global
 
 
+class Requests(Sequence[Request]):
+    """A trace's warp requests, in the order of their first access, kept as NumPy columns (a trace can hold tens of
+    thousands): a :class:`Request` is made when one is read; :meth:`of` selects by block, warp and array."""
+
+    FIELDS = ("array", "kind", "block", "warp", "seq", "line", "site", "lanes", "sectors", "ideal", "ways")
+
+    def __init__(self, columns: dict[str, np.ndarray], names: Sequence[str], grid: tuple[int, int, int]) -> None:
+        self._columns = columns  # FIELDS, as integers: array (index into names), kind (into KINDS), block (linear)
+        self._names = list(names)
+        self._grid = grid
+
+    @classmethod
+    def none(cls, names: Sequence[str], grid: tuple[int, int, int]) -> Requests:
+        """No requests (a launch that touched no memory)."""
+        return cls({k: np.zeros(0, dtype=np.int64) for k in cls.FIELDS}, names, grid)
+
+    def __len__(self) -> int:
+        return int(self._columns["array"].size)
+
+    def _made(self, picked: np.ndarray) -> list[Request]:
+        c = {k: v[picked].tolist() for k, v in self._columns.items()}
+        gx, gy, _ = self._grid
+        blocks = {b: (b % gx, (b // gx) % gy, b // (gx * gy)) for b in set(c["block"])}
+        c["array"] = [self._names[a] for a in c["array"]]
+        c["kind"] = [KINDS[k] for k in c["kind"]]
+        c["block"] = [blocks[b] for b in c["block"]]
+        return list(map(Request._make, zip(*(c[k] for k in self.FIELDS))))
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return self._made(np.arange(len(self))[k])
+        return self._made(np.array([range(len(self))[k]]))[0]
+
+    def __iter__(self) -> Any:
+        return iter(self._made(np.arange(len(self))))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"<{len(self):,} warp requests>"
+
+    def of(
+        self, *, block: Sequence[int] | None = None, warp: int | None = None, arrays: Sequence[str] | None = None
+    ) -> list[Request]:
+        """The requests of one block (its blockIdx), one warp and some arrays (None: all of them)."""
+        return self._made(np.flatnonzero(self._mask(block, warp, arrays)))
+
+    def _mask(
+        self, block: Sequence[int] | None = None, warp: int | None = None, arrays: Sequence[str] | None = None
+    ) -> np.ndarray:
+        c = self._columns
+        keep = np.ones(len(self), dtype=bool)
+        if block is not None:
+            x, y, z = tuple(block) + (0,) * (3 - len(block))
+            keep &= c["block"] == x + self._grid[0] * (y + self._grid[1] * z)
+        if warp is not None:
+            keep &= c["warp"] == warp
+        if arrays is not None:
+            keep &= np.isin(c["array"], [self._names.index(a) for a in arrays if a in self._names])
+        return keep
+
+    def mean(self, field: str, array: str, kind: str | None = None) -> float:
+        """The mean of one count (``sectors``, ``ideal``, ``lanes``, ``ways``) over the requests to ``array`` (of one
+        ``kind``, or all); 0.0 when there are none."""
+        keep = self._mask(arrays=[array])
+        if kind is not None:
+            keep &= self._columns["kind"] == KINDS.index(kind)
+        return float(self._columns[field][keep].mean()) if keep.any() else 0.0
+
+    def most(self, field: str, array: str) -> int | None:
+        """The largest of one count over the requests to ``array``; None when there are none."""
+        keep = self._mask(arrays=[array])
+        return int(self._columns[field][keep].max()) if keep.any() else None
+
+
 @dataclass(frozen=True)
 class Divergence:
     """A block whose threads did not all reach the same ``cuda.syncthreads()``."""
@@ -143,7 +219,7 @@ class Trace:
     columns: dict[str, np.ndarray]  # per access: array (index into names), block, thread, seq, flat, kind, epoch, value,
     #                                 site (index into sites), instance (the thread's n-th access at that site)
     names: list[str]
-    requests: list[Request]
+    requests: Requests
     races: list[memory.Race]
     divergent: list[Divergence]
     errors: list[str]
@@ -284,16 +360,14 @@ class Trace:
 
     def sectors_per_request(self, array: str, kind: str | None = None) -> float:
         """Mean 32-byte sectors per warp request to a global ``array`` (reads and writes, or one ``kind``)."""
-        rs = [r for r in self.requests if r.array == array and (kind is None or r.kind == kind)]
-        return float(np.mean([r.sectors for r in rs])) if rs else 0.0
+        return self.requests.mean("sectors", array, kind)
 
     def ideal_sectors_per_request(self, array: str, kind: str | None = None) -> float:
-        rs = [r for r in self.requests if r.array == array and (kind is None or r.kind == kind)]
-        return float(np.mean([r.ideal for r in rs])) if rs else 0.0
+        return self.requests.mean("ideal", array, kind)
 
     def max_conflict_ways(self, array: str) -> int:
         """The worst n-way bank conflict of any warp request to a shared ``array`` (1 = conflict-free)."""
-        return max((r.ways for r in self.requests if r.array == array), default=1)
+        return self.requests.most("ways", array) or 1
 
     def summary(self) -> dict[str, Any]:
         """``global_sectors_per_request`` and ``ideal_sectors_per_request`` (by global array),
@@ -620,7 +694,7 @@ def _sorted_groups(parts: list[np.ndarray], then: np.ndarray | None = None) -> t
 def _running_count(parts: list[np.ndarray], then: np.ndarray | None = None) -> np.ndarray:
     """For each entry, how many entries with the same ``parts`` come before it (by ``then``, then in order)."""
     order, starts = _sorted_groups(parts, then)
-    out = np.empty(order.size, dtype=np.int64)
+    out = np.empty(order.size, dtype=np.int32)
     out[order] = np.arange(order.size) - np.repeat(starts, np.diff(np.append(starts, order.size)))
     return out
 
@@ -656,15 +730,15 @@ def _per_request(
     infos = [trace_arrays[name] for name in names]
     itemsize = np.array([i.itemsize for i in infos] or [1], dtype=np.int64)[array][:, None]
     shared = np.array([i.space == "shared" for i in infos] or [False])[array]
-    rows = _rows(flat, starts)  # (-1 pads a row: a floor division keeps it negative, and sorted first)
-    lanes = (rows >= 0).sum(axis=1)
-    ideal = np.maximum(1, -(-_distinct(rows).sum(axis=1) * itemsize[:, 0] // SECTOR))
-    if (SECTOR % itemsize == 0).all():  # (each element lies in one sector)
-        sectors = _distinct(rows // (SECTOR // itemsize)).sum(axis=1)
+    rows = _rows(flat, starts)  # (-1 pads a row: a right shift or floor division keeps it negative, and first)
+    lanes = np.diff(np.append(starts, flat.size))
+    ideal = np.maximum(1, -(-np.count_nonzero(_distinct(rows), axis=1) * itemsize[:, 0] // SECTOR))
+    if (SECTOR % itemsize == 0).all():  # (each element lies in one sector, which holds a power of two of them)
+        sectors = np.count_nonzero(_distinct(rows >> np.log2(SECTOR // itemsize).astype(np.int64)), axis=1)
     else:
         addr = rows * itemsize
         spans = np.where(rows >= 0, np.concatenate([addr // SECTOR, (addr + itemsize - 1) // SECTOR], axis=1).T, -1).T
-        sectors = _distinct(np.sort(spans, axis=1)).sum(axis=1)
+        sectors = np.count_nonzero(_distinct(np.sort(spans, axis=1)), axis=1)
     ways = np.ones(starts.size, dtype=np.int64)
     if shared.any():
         word = rows[shared] * itemsize[shared] // 4  # (rows stay sorted: a word's bank is word % 32)
@@ -679,26 +753,27 @@ def _requests(
     trace_arrays: dict[str, ArrayInfo],
     names: list[str],
     cols: dict[str, np.ndarray],
-    block_of: Any,
+    grid: tuple[int, int, int],
     lines: list[int],
     place: np.ndarray | None = None,
-) -> list[Request]:
+) -> Requests:
     """The warp requests: the accesses of one (array, kind, block, warp, site, instance), in the order of each one's
     first access in the trace (``place``: each access's place there; default, the order of ``cols``). Where each
     request's accesses come together in ``cols`` (a lockstep log in step order: statement after statement, a
     statement's lanes in order), they are taken as they are; else sorted by request."""
     parts = [cols["array"], cols["kind"], cols["site"], cols["instance"], cols["block"], cols["thread"] // 32]
+    count = parts[0].size
+    if not count:
+        return Requests.none(names, grid)
     key = _combined(parts)
     order = None
-    if key is not None and key.size:
+    if key is not None:
         starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
         if np.unique(key[starts]).size < starts.size:  # (a request in two places)
             order, starts = _sorted_groups(parts)
-    elif key is None:
-        order, starts = _sorted_groups(parts)
     else:
-        return []
-    where = np.arange(key.size if key is not None else order.size) if place is None else place
+        order, starts = _sorted_groups(parts)
+    where = np.arange(count) if place is None else place
     if order is not None:
         where = where[order]
     heads = starts if order is None else order[starts]
@@ -706,10 +781,10 @@ def _requests(
     per_group = _per_request(trace_arrays, names, cols["array"][heads], flat, starts)
     by_first = np.argsort(np.minimum.reduceat(where, starts))
     heads = heads[by_first]
-    a, k, si, n, b, w = (p[heads].tolist() for p in parts)
-    blocks = {x: block_of(x) for x in set(b)}
-    labelled = ([names[x] for x in a], [KINDS[x] for x in k], [blocks[x] for x in b], w, n, [lines[x] for x in si], si)
-    return list(map(Request._make, zip(*labelled, *(x[by_first].tolist() for x in per_group))))
+    columns = dict(zip(("array", "kind", "site", "seq", "block", "warp"), (p[heads].astype(np.int64) for p in parts)))
+    columns["line"] = np.array(lines, dtype=np.int64)[columns["site"]] if lines else columns["site"]
+    columns.update(zip(("lanes", "sectors", "ideal", "ways"), (x[by_first] for x in per_group)))
+    return Requests(columns, names, grid)
 
 
 @dataclass(frozen=True)
@@ -749,17 +824,18 @@ def _engine_columns(
     written = np.flatnonzero(kind == KINDS.index("write"))
     value[written] = [_value(values[k]) for k in written.tolist()]
     who = block * (int(thread.max(initial=0)) + 1) + thread
+    seq, instance = _running_count([who, array]), _running_count([who, site, array, kind])
     cols = {
         "array": array,
         "block": block,
         "thread": thread,
-        "seq": _running_count([who, array]),
+        "seq": seq,
         "flat": np.fromiter(flats, dtype=np.int64, count=count),
         "kind": kind,
         "epoch": np.fromiter(epochs, dtype=np.int64, count=count),
         "value": value,
         "site": site,
-        "instance": _running_count([who, site, array, kind]),
+        "instance": instance,
     }
     return _typed(cols), [site for site, _sid in sorted(model.site_ids.items(), key=lambda kv: kv[1])]
 
@@ -825,14 +901,18 @@ def _lane_columns(
     labelled = {pos: order.index(labels[obj.name]) for pos, obj in log.named.items()}
     array = np.array([labelled[p] for p in s["position"].tolist()], dtype=np.int64)
     site = rank[inverse]
+    per_access = {
+        "array": np.repeat(array.astype(_COLUMN_TYPES["array"]), sizes),
+        "site": np.repeat(site.astype(np.int32), sizes),
+    }
     if log.in_step_order():
         seq, instance = _statement_counts(log.lanes(), [array, np.stack([site, array, s["kind"]], axis=1)])
     else:
-        tid, step, per_access = c["tid"], c["step"], [np.repeat(x, sizes) for x in (array, site, s["kind"])]
-        seq = _running_count([tid, per_access[0]], then=step)
-        instance = _running_count([tid, per_access[1], per_access[0], per_access[2]], then=step)
+        tid, step = c["tid"], c["step"]
+        seq = _running_count([tid, per_access["array"]], then=step)
+        instance = _running_count([tid, per_access["site"], per_access["array"], c["kind"]], then=step)
     cols = {
-        "array": np.repeat(array, sizes),
+        "array": per_access["array"],
         "block": c["block"],
         "thread": c["thread"],
         "seq": seq,
@@ -840,7 +920,7 @@ def _lane_columns(
         "kind": c["kind"],
         "epoch": c["epoch"],
         "value": c["value"],
-        "site": np.repeat(site, sizes),
+        "site": per_access["site"],
         "instance": instance,
     }
     filename = fn.__code__.co_filename
@@ -859,10 +939,10 @@ def _statement_counts(lanes: list[np.ndarray], keys: list[np.ndarray]) -> list[n
         for k, tids in zip(key.tolist(), lanes):
             counter = rows.get(k) if isinstance(k, int) else rows.get(tuple(k))
             if counter is None:
-                counter = rows[k if isinstance(k, int) else tuple(k)] = np.zeros(threads, dtype=np.int64)
+                counter = rows[k if isinstance(k, int) else tuple(k)] = np.zeros(threads, dtype=np.int32)
             parts.append(counter[tids])
             counter[tids] += 1
-        out.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+        out.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32))
     return out
 
 
@@ -958,14 +1038,14 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
     else:
         logged, sites = _engine_columns(model, order, labels)
         cols = logged
-    t = Trace(
+    return Trace(
         kernel=getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel"),
         grid=grid,
         block=block,
         arrays=arrays,
         columns=cols,
         names=order,
-        requests=[],
+        requests=_requests(arrays, order, logged, grid, [line for _, line in sites], place),
         races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()] if lane_log is None else [],
         divergent=divergent,
         errors=errors,
@@ -979,8 +1059,6 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         schedule=schedule,
         seed=seed,
     )
-    t.requests = _requests(arrays, order, logged, t.block_index, [line for _, line in sites], place)
-    return t
 
 
 # ----------------------------------------------------------------------------- public entry point

@@ -508,7 +508,8 @@ def coalescing_figure(trace: Any, *, block: int = 0) -> Any:
     import plotly.graph_objects as go
 
     b = trace.traced_blocks[max(0, min(block, len(trace.traced_blocks) - 1))] if trace.traced_blocks else (0, 0, 0)
-    reqs = [r for r in trace.requests if tuple(r.block) == tuple(b) and trace.arrays[r.array].space == "global"]
+    glob = [n for n in trace.names if trace.arrays[n].space == "global"]
+    reqs = trace.requests.of(block=b, arrays=glob)
     reqs.sort(key=lambda r: (r.warp, trace.names.index(r.array), r.line, r.seq, r.kind))
     shown = reqs[:MAX_REQUESTS_DRAWN]
     labels = [f"w{r.warp} {r.array} {r.kind} line {r.line}" + (f" #{r.seq}" if r.seq else "") for r in shown]
@@ -563,7 +564,7 @@ def banks_figure(trace: Any, *, block: int = 0, thread: int = 0) -> Any:
     c = trace.columns
     rows, labels = [], []
     for r in sorted(
-        (r for r in trace.requests if r.array in shared and tuple(r.block) == tuple(b) and r.warp == warp),
+        trace.requests.of(block=b, warp=warp, arrays=shared),
         key=lambda r: (r.array, r.line, r.seq, r.kind),
     )[:MAX_REQUESTS_DRAWN]:
         m = trace.select(r.array, block=b, warp=warp, kind=r.kind) & (c["instance"] == r.seq) & (c["site"] == r.site)
