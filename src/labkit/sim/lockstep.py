@@ -2384,6 +2384,7 @@ class LaneLog(Sequence[tuple]):
         self._sizes = np.array([r[3].size for r in records], dtype=np.int64)
         self._size = int(self._sizes.sum())
         self._raw: dict[str, np.ndarray] | None = None
+        self._runs: dict[str, np.ndarray] | None = None
         self._engine: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -2397,24 +2398,18 @@ class LaneLog(Sequence[tuple]):
     def statements(self) -> dict[str, np.ndarray]:
         """The log's entries, one per statement a set of lanes ran (in the order run): ``size`` (its accesses, one
         per lane, or per lane and trip of a loop run side by side), ``position`` (the array: an argument's position,
-        a shared array's negative one), ``kind``, ``line`` (of the kernel's code), ``step`` (when it ran; -1 for a
-        loop run side by side, whose accesses have steps of their own)."""
+        a shared array's negative one), ``kind`` and ``line`` (of the kernel's code)."""
         records = self._records
         return {
             "size": self._sizes,
             "position": np.array([r[1] for r in records], dtype=np.int64),
             "kind": np.array([r[2] for r in records], dtype=np.int64),
             "line": np.array([r[6] for r in records], dtype=np.int64),
-            "step": np.array([-1 if isinstance(r[0], np.ndarray) else r[0] for r in records], dtype=np.int64),
         }
 
-    def lanes(self) -> list[np.ndarray]:
-        """Each statement's threads (their places among the threads of the blocks run, as listed), one per access."""
-        return [r[4] for r in self._records]
-
     def raw_columns(self) -> dict[str, np.ndarray]:
-        """One column per access, the accesses in the order of :meth:`statements`, computed once: ``tid`` (as in
-        :meth:`lanes`), ``block`` (linear, as the engine numbers blocks), ``thread`` (within its block), ``flat``,
+        """One column per access, the accesses in the order of :meth:`statements`, computed once: ``tid`` (the
+        thread: its place among the threads of the blocks run, as listed), ``block`` (linear, as the engine numbers blocks), ``thread`` (within its block), ``flat``,
         ``kind``, ``epoch``, ``step`` (a thread's accesses in the order of their steps) and ``value`` (a write's, as
         a float; NaN for the others)."""
         if self._raw is None:
@@ -2423,7 +2418,7 @@ class LaneLog(Sequence[tuple]):
             gx, gy, _ = self._grid
             pts = np.array(self._points, dtype=np.int64).reshape(-1, 3)
             linear = pts[:, 0] + gx * (pts[:, 1] + gy * pts[:, 2])
-            tids = np.concatenate(self.lanes()) if records else np.zeros(0, dtype=np.int64)
+            tids = np.concatenate([r[4] for r in records]) if records else np.zeros(0, dtype=np.int64)
             steps = _steps([r[0] for r in records], sizes.tolist())
             values = np.full(tids.size, np.nan)
             for start, r in zip((np.cumsum(sizes) - sizes).tolist(), records):
@@ -2442,17 +2437,34 @@ class LaneLog(Sequence[tuple]):
             }
         return self._raw
 
-    def in_step_order(self) -> bool:
-        """True when every statement ran once for each of its lanes and the statements are in the order of their
-        steps: each thread's accesses are then in the order it made them."""
-        steps = self.statements()["step"]
-        return bool((steps >= 0).all() and (steps[1:] > steps[:-1]).all())
+    def runs(self) -> dict[str, np.ndarray]:
+        """The log's runs, computed once: the accesses one statement made at one step (a statement's lanes, or one
+        trip of a loop run side by side), each a stretch of :meth:`raw_columns`: ``start`` (one more entry: the
+        end), ``step``, ``statement`` (its place in :meth:`statements`) and ``distinct`` (True when every run's
+        lanes rise: a thread at most once in a run)."""
+        if self._runs is None:
+            raw = self.raw_columns()
+            steps, tids = raw["step"], raw["tid"]
+            cut = np.flatnonzero(steps[1:] != steps[:-1]) + 1
+            start = np.concatenate(([0], cut, [steps.size])) if steps.size else np.zeros(1, dtype=np.int64)
+            rising = tids[1:] > tids[:-1]
+            rising[cut - 1] = True
+            statement = np.repeat(np.arange(len(self._records)), self._sizes)
+            self._runs = {
+                "start": start,
+                "step": steps[start[:-1]],
+                "statement": statement[start[:-1]],
+                "distinct": np.array(bool(rising.all())),
+            }
+        return self._runs
 
     def engine_order(self) -> np.ndarray:
         """The indices of :meth:`raw_columns` in the engine's order (:class:`Order`); computed once."""
         if self._engine is None:
             raw = self.raw_columns()
-            self._engine = self._order.sort(raw["tid"], raw["step"], raw["epoch"], in_step_order=self.in_step_order())
+            runs = self.runs()
+            in_step_order = bool(runs["distinct"]) and bool((runs["step"][1:] > runs["step"][:-1]).all())
+            self._engine = self._order.sort(raw["tid"], raw["step"], raw["epoch"], in_step_order=in_step_order)
         return self._engine
 
     def __iter__(self) -> Any:

@@ -905,8 +905,10 @@ def _lane_columns(
         "array": np.repeat(array.astype(_COLUMN_TYPES["array"]), sizes),
         "site": np.repeat(site.astype(np.int32), sizes),
     }
-    if log.in_step_order():
-        seq, instance = _statement_counts(log.lanes(), [array, np.stack([site, array, s["kind"]], axis=1)])
+    runs = log.runs()
+    if runs["distinct"]:
+        per_run = [array[runs["statement"]], ((site * len(order) + array) * 3 + s["kind"])[runs["statement"]]]
+        seq, instance = _run_counts(c["tid"], runs["start"], np.argsort(runs["step"], kind="stable"), per_run)
     else:
         tid, step = c["tid"], c["step"]
         seq = _running_count([tid, per_access["array"]], then=step)
@@ -927,22 +929,25 @@ def _lane_columns(
     return cols, [(filename, int(line)) for line in lines[by_first].tolist()], place
 
 
-def _statement_counts(lanes: list[np.ndarray], keys: list[np.ndarray]) -> list[np.ndarray]:
-    """For each key column (one row per statement), each access's count of the earlier accesses of its thread
-    at statements with the same key: statement after statement, a counter per key and thread, for a log whose
-    statements are in the order run with each lane once (:meth:`labkit.sim.lockstep.LaneLog.in_step_order`)."""
-    threads = int(max((int(x.max()) for x in lanes if x.size), default=0)) + 1
+def _run_counts(tids: np.ndarray, start: np.ndarray, by_step: np.ndarray, keys: list[np.ndarray]) -> list[np.ndarray]:
+    """For each key column (one key per run of a lockstep log: :meth:`labkit.sim.lockstep.LaneLog.runs`), each
+    access's count of the earlier accesses of its thread in runs with the same key: run after run in the order of
+    their steps (``by_step``), a counter per key and thread, for runs whose lanes are distinct."""
+    threads = int(tids.max(initial=0)) + 1
+    bounds = list(zip(start[:-1].tolist(), start[1:].tolist()))
     out = []
     for key in keys:
-        rows: dict[Any, np.ndarray] = {}
-        parts = []
-        for k, tids in zip(key.tolist(), lanes):
-            counter = rows.get(k) if isinstance(k, int) else rows.get(tuple(k))
+        counters: dict[int, np.ndarray] = {}
+        counted = np.empty(tids.size, dtype=np.int32)
+        for r, k in zip(by_step.tolist(), key[by_step].tolist()):
+            counter = counters.get(k)
             if counter is None:
-                counter = rows[k if isinstance(k, int) else tuple(k)] = np.zeros(threads, dtype=np.int32)
-            parts.append(counter[tids])
-            counter[tids] += 1
-        out.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32))
+                counter = counters[k] = np.zeros(threads, dtype=np.int32)
+            a, b = bounds[r]
+            lanes = tids[a:b]
+            counted[a:b] = counter[lanes]
+            counter[lanes] += 1
+        out.append(counted)
     return out
 
 
