@@ -169,8 +169,10 @@ def test_the_gpu_mode_path_runs_the_source_in_a_simulator_subprocess() -> None:
     here = trace(strided_copy, 2, 32, x, np.zeros(48, np.float32), 2)
     away = trace(strided_copy, 2, 32, x, np.zeros(48, np.float32), 2, subprocess_=True)
     assert "separate process" in away.origin and "separate process" not in here.origin
-    assert {k: v for k, v in away.summary().items() if k != "origin"} == \
-           {k: v for k, v in here.summary().items() if k != "origin"}
+    assert {k: v for k, v in away.summary().items() if k != "origin"} == {
+        k: v for k, v in here.summary().items() if k != "origin"
+    }
+
     def accesses(t: Trace) -> list[tuple]:  # threads interleave differently from run to run
         return sorted(zip(*(t.columns[k].tolist() for k in ("block", "thread", "seq", "array", "flat", "kind"))))
 
@@ -271,7 +273,9 @@ def test_every_request_counts_its_lanes_sectors_and_bank_conflicts_one_by_one() 
     t = tm.trace(_mixed_requests, 2, 64, x, np.zeros(2), np.zeros(128), names=["x", "d", "out"])
     c = t.columns
     groups: dict[tuple, list[int]] = {}
-    for a, k, b, th, si, n, f in zip(*(c[key].tolist() for key in ("array", "kind", "block", "thread", "site", "instance", "flat"))):
+    for a, k, b, th, si, n, f in zip(
+        *(c[key].tolist() for key in ("array", "kind", "block", "thread", "site", "instance", "flat"))
+    ):
         groups.setdefault((a, k, b, th // 32, si, n), []).append(f)
     expected = []
     for (a, k, b, w, si, n), flats in groups.items():
@@ -279,8 +283,66 @@ def test_every_request_counts_its_lanes_sectors_and_bank_conflicts_one_by_one() 
         addresses = [f * info.itemsize for f in flats]
         ways = tm._ways(addresses) if info.space == "shared" else 1
         ideal = max(1, math.ceil(len(set(flats)) * info.itemsize / tm.SECTOR))
-        expected.append((t.names[a], tm.KINDS[k], t.block_index(b), w, n, t.sites[si][1], si, len(flats),
-                         tm._sectors(addresses, info.itemsize), ideal, ways))
+        expected.append(
+            (
+                t.names[a],
+                tm.KINDS[k],
+                t.block_index(b),
+                w,
+                n,
+                t.sites[si][1],
+                si,
+                len(flats),
+                tm._sectors(addresses, info.itemsize),
+                ideal,
+                ways,
+            )
+        )
     got = [(r.array, r.kind, r.block, r.warp, r.seq, r.line, r.site, r.lanes, r.sectors, r.ideal, r.ways) for r in t.requests]
     assert got == expected
     assert max(r.ways for r in t.requests if r.array == "tile") > 1 and max(r.sectors for r in t.requests) > 1
+
+
+@cuda.jit(device=True)
+def _load_twice(x, i):
+    return x[i] + x[(i + 1) % x.size]  # (this line: the site of both reads when a device function makes them)
+
+
+@cuda.jit
+def _loads_here_and_in_a_device_function(x, out):
+    i = cuda.grid(1)
+    a = x[i]  # (this line: the kernel's own read)
+    out[i] = a + _load_twice(x, i)
+    cuda.syncwarp()
+
+
+def test_each_access_is_placed_at_the_line_that_made_it_in_a_kernel_or_a_device_function() -> None:
+    """The engine's trace finds an access's line in the innermost frame of the learner's code (a device function's,
+    not the kernel's call of it), however the memory model reached its record of it; lockstep's trace agrees."""
+    import importlib
+    import inspect
+
+    from labkit.sim import lockstep
+
+    tm = importlib.import_module("labkit.sim.trace")
+    x = np.arange(64, dtype=np.float32)
+
+    def line_of(fn: object, text: str) -> int:
+        lines, first = inspect.getsourcelines(fn)
+        return first + next(k for k, line in enumerate(lines) if text in line)
+
+    device_line = line_of(_load_twice.py_func, "return x[i]")
+    kernel_line = line_of(_loads_here_and_in_a_device_function.py_func, "a = x[i]")
+    traces = []
+    for on in (False, True):
+        saved, lockstep.ENABLED = lockstep.ENABLED, on
+        try:
+            traces.append(tm.trace(_loads_here_and_in_a_device_function, 2, 32, x, np.zeros(64, np.float32)))
+        finally:
+            lockstep.ENABLED = saved
+    for t in traces:
+        c = t.columns
+        reads = c["array"] == t.names.index("x")
+        lines = [t.sites[s][1] for s in c["site"][reads].tolist()]
+        assert lines.count(kernel_line) == 64 and lines.count(device_line) == 128
+        assert {t.sites[s][1] for s in c["site"][c["array"] == t.names.index("out")].tolist()} == {kernel_line + 1}

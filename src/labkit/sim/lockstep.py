@@ -2035,13 +2035,9 @@ class Order:
             key += t
         return key
 
-    def sort(
-        self, tids: np.ndarray, steps: np.ndarray, epoch: np.ndarray | None = None, in_step_order: bool = False
-    ) -> np.ndarray:
-        """The accesses' indices in the engine's order (``in_step_order``: each thread's accesses already are in
-        the order of their steps, so that a stable sort by the first key keeps it)."""
-        keys = self.keys(tids, steps, epoch)
-        return np.argsort(keys, kind="stable") if in_step_order else np.lexsort((steps, keys))
+    def sort(self, tids: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """The accesses' indices in the engine's order."""
+        return np.lexsort((steps, self.keys(tids, steps)))
 
 
 def _races(launch: Launch) -> bool:
@@ -2395,6 +2391,11 @@ class LaneLog(Sequence[tuple]):
         """The arrays by position (an argument's, or a shared array's negative one): what each access names."""
         return self._named
 
+    @property
+    def threads_per_block(self) -> int:
+        """The launch's threads per block."""
+        return int(self._block[0] * self._block[1] * self._block[2])
+
     def statements(self) -> dict[str, np.ndarray]:
         """The log's entries, one per statement a set of lanes ran (in the order run): ``size`` (its accesses, one
         per lane, or per lane and trip of a loop run side by side), ``position`` (the array: an argument's position,
@@ -2414,7 +2415,7 @@ class LaneLog(Sequence[tuple]):
         a float; NaN for the others)."""
         if self._raw is None:
             records, sizes = self._records, self._sizes
-            size = int(self._block[0] * self._block[1] * self._block[2])
+            size = self.threads_per_block
             gx, gy, _ = self._grid
             pts = np.array(self._points, dtype=np.int64).reshape(-1, 3)
             linear = pts[:, 0] + gx * (pts[:, 1] + gy * pts[:, 2])
@@ -2461,10 +2462,19 @@ class LaneLog(Sequence[tuple]):
     def engine_order(self) -> np.ndarray:
         """The indices of :meth:`raw_columns` in the engine's order (:class:`Order`); computed once."""
         if self._engine is None:
-            raw = self.raw_columns()
-            runs = self.runs()
-            in_step_order = bool(runs["distinct"]) and bool((runs["step"][1:] > runs["step"][:-1]).all())
-            self._engine = self._order.sort(raw["tid"], raw["step"], raw["epoch"], in_step_order=in_step_order)
+            raw, runs = self.raw_columns(), self.runs()
+            count = runs["step"].size
+            keys = self._order.keys(raw["tid"], raw["step"], raw["epoch"])
+            if runs["distinct"] and (runs["step"][1:] > runs["step"][:-1]).all():
+                self._engine = np.argsort(keys, kind="stable")  # (each thread's accesses already in step order)
+            elif (int(keys.max(initial=0)) + 1) * count < 1 << 62:  # (then by the rank of the access's run's step)
+                rank = np.empty(count, dtype=np.int64)
+                rank[np.argsort(runs["step"], kind="stable")] = np.arange(count)
+                keys *= count
+                keys += np.repeat(rank, np.diff(runs["start"]))
+                self._engine = np.argsort(keys, kind="stable")
+            else:
+                self._engine = np.lexsort((raw["step"], keys))
         return self._engine
 
     def __iter__(self) -> Any:
@@ -2473,7 +2483,7 @@ class LaneLog(Sequence[tuple]):
         which = np.repeat(np.arange(len(records)), sizes)
         at = np.arange(self._size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         threads: dict[int, LaneThread] = {}
-        size = int(self._block[0] * self._block[1] * self._block[2])
+        size = self.threads_per_block
         gx, gy, _ = self._grid
         named = self._named
         columns = (which[order], at[order], raw["flat"][order], raw["tid"][order], raw["epoch"][order])

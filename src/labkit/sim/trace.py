@@ -435,24 +435,35 @@ class _TraceModel(memory.Model):
         self.site_ids: dict[tuple[str, int], int] = {}
         self._skip = _library_dirs()
         self._library: dict[Any, bool] = {}  # code object -> whether it is this package's or Numba's simulator's
+        self._private: set[Any] = set()  # the memory model's private code that notes accesses (see _kernel_frame)
+        self._at: dict[Any, dict[int, int]] = {}  # the kernel's code -> an instruction's place in it -> its site
         self._per_thread: dict[Any, int] = {}
         super().__init__(record=True)
 
     def note(self, array: Any, t: Any, flat: int, kind: int, value: Any = None) -> None:
-        frame = sys._getframe(1)
-        library = self._library
-        while frame is not None:
-            inside = library.get(frame.f_code)
-            if inside is None:
-                inside = library[frame.f_code] = frame.f_code.co_filename.startswith(self._skip)
-            if not inside:
-                break
-            frame = frame.f_back  # type: ignore[assignment]
-        site = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
+        caller = sys._getframe(1)
+        frame = None
+        if caller.f_code in self._private:  # (its caller is the memory model's too: the kernel's frame is 3 out)
+            frame = sys._getframe(3)
+            if self._library.get(frame.f_code) is not False:
+                frame = None
+        if frame is None:
+            frame = self._kernel_frame(caller)
         super().note(array, t, flat, kind, value)
-        self.sites.append(self.site_ids.setdefault(site, len(self.site_ids)))
-        made = self._per_thread.get(t.key, 0) + 1
-        self._per_thread[t.key] = made
+        if frame is None:
+            self.sites.append(self.site_ids.setdefault(("?", 0), len(self.site_ids)))
+        else:
+            code = frame.f_code
+            at = self._at.get(code)
+            if at is None:
+                at = self._at[code] = {}
+            sid = at.get(frame.f_lasti)  # (an instruction's place: cheaper to read than its line)
+            if sid is None:
+                site = (code.co_filename, frame.f_lineno)
+                sid = at[frame.f_lasti] = self.site_ids.setdefault(site, len(self.site_ids))
+            self.sites.append(sid)
+        made = self._per_thread.get(t, 0) + 1
+        self._per_thread[t] = made
         if made > MAX_THREAD_ACCESSES:
             raise TraceLimit(self._finding(t, made), thread=t)
         if len(self.log) > MAX_ACCESSES:
@@ -460,6 +471,25 @@ class _TraceModel(memory.Model):
                 f"the trace stopped after {MAX_ACCESSES:,} accesses (the most it records): the picture "
                 "shows what the threads did until then."
             )
+
+    def _kernel_frame(self, caller: Any) -> Any:
+        """The innermost frame that is not this package's or Numba's simulator's, from ``caller`` (the frame that
+        noted an access) outwards. A private function of the memory model (``_read``) that is two frames in from
+        the kernel's is remembered: it is only ever called by the memory model, so :meth:`note` looks three frames
+        out at once next time (a frame object made for the kernel's frame only)."""
+        library = self._library
+        frame, steps = caller, 1
+        while frame is not None:
+            inside = library.get(frame.f_code)
+            if inside is None:
+                inside = library[frame.f_code] = frame.f_code.co_filename.startswith(self._skip)
+            if not inside:
+                name = caller.f_code.co_name
+                if steps == 3 and name.startswith("_") and not name.startswith("__"):
+                    self._private.add(caller.f_code)
+                return frame
+            frame, steps = frame.f_back, steps + 1
+        return None
 
     def _finding(self, t: Any, made: int) -> str:
         """What thread ``t`` did with its ``made`` accesses: the elements it touched most, and where in the code."""
@@ -699,6 +729,12 @@ def _running_count(parts: list[np.ndarray], then: np.ndarray | None = None) -> n
     return out
 
 
+def _distinct_keys(parts: list[np.ndarray]) -> bool:
+    """True when no two entries have the same ``parts``."""
+    key = _combined(parts)
+    return key is not None and np.unique(key).size == key.size
+
+
 def _rows(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The entries of each group (``values`` in group order; ``starts``: where each group starts) as the rows of a
     matrix, each row sorted, padded with -1 (which sorts first)."""
@@ -756,21 +792,20 @@ def _requests(
     grid: tuple[int, int, int],
     lines: list[int],
     place: np.ndarray | None = None,
+    together: np.ndarray | None = None,
 ) -> Requests:
     """The warp requests: the accesses of one (array, kind, block, warp, site, instance), in the order of each one's
-    first access in the trace (``place``: each access's place there; default, the order of ``cols``). Where each
-    request's accesses come together in ``cols`` (a lockstep log in step order: statement after statement, a
-    statement's lanes in order), they are taken as they are; else sorted by request."""
+    first access in the trace (``place``: each access's place there; default, the order of ``cols``). ``together``:
+    where, in ``cols``, runs of accesses that may each be a whole request start (a lockstep log's runs, cut where
+    the warp or the instance changes); where no two of them are one request they are taken as they are, else the
+    accesses are sorted by request."""
     parts = [cols["array"], cols["kind"], cols["site"], cols["instance"], cols["block"], cols["thread"] // 32]
     count = parts[0].size
     if not count:
         return Requests.none(names, grid)
-    key = _combined(parts)
     order = None
-    if key is not None:
-        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-        if np.unique(key[starts]).size < starts.size:  # (a request in two places)
-            order, starts = _sorted_groups(parts)
+    if together is not None and _distinct_keys([p[together] for p in parts]):
+        starts = together
     else:
         order, starts = _sorted_groups(parts)
     where = np.arange(count) if place is None else place
@@ -877,9 +912,9 @@ def _lockstep_trace(kernel: Any, copies: list[Any], request: _Request, traced: l
 
 def _lane_columns(
     log: Any, order: list[str], labels: dict[str, str], fn: Any
-) -> tuple[dict[str, np.ndarray], list[tuple[str, int]], np.ndarray]:
+) -> tuple[dict[str, np.ndarray], list[tuple[str, int]], np.ndarray, np.ndarray]:
     """(the trace's columns, the accesses in the order of the lockstep log; its sites; each access's place in the
-    engine's order) from a lockstep log (:class:`labkit.sim.lockstep.LaneLog`), as :func:`_engine_columns` makes
+    engine's order; where the runs of accesses that may each be a whole warp request start) from a lockstep log (:class:`labkit.sim.lockstep.LaneLog`), as :func:`_engine_columns` makes
     them from the engine's: arrays by their place in ``order``, ``seq`` each thread's count of its accesses to the
     array, a site per line of the kernel in the order first reached, ``instance`` the thread's count of its accesses
     of that kind to that array at that site. Worked out statement by statement: a statement's lanes share their
@@ -925,8 +960,13 @@ def _lane_columns(
         "site": per_access["site"],
         "instance": instance,
     }
+    warp = c["block"] * -(-log.threads_per_block // 32) + c["thread"] // 32
+    cut = warp[1:] != warp[:-1]
+    cut |= instance[1:] != instance[:-1]
+    cut[runs["start"][1:-1] - 1] = True
+    together = np.flatnonzero(np.concatenate(([True], cut)))
     filename = fn.__code__.co_filename
-    return cols, [(filename, int(line)) for line in lines[by_first].tolist()], place
+    return cols, [(filename, int(line)) for line in lines[by_first].tolist()], place, together
 
 
 def _run_counts(tids: np.ndarray, start: np.ndarray, by_step: np.ndarray, keys: list[np.ndarray]) -> list[np.ndarray]:
@@ -1036,9 +1076,9 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         label = labels[name] = _shared_label(name, set(names))
         arrays[label] = ArrayInfo(label, "shared", tuple(shape), dtype.itemsize, str(dtype))
     order = list(arrays)
-    place = None
+    place = together = None
     if lane_log is not None:
-        logged, sites, place = _lane_columns(lane_log, order, labels, getattr(kernel, "py_func", kernel))
+        logged, sites, place, together = _lane_columns(lane_log, order, labels, getattr(kernel, "py_func", kernel))
         cols = _typed(logged, lane_log.engine_order())
     else:
         logged, sites = _engine_columns(model, order, labels)
@@ -1050,7 +1090,7 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         arrays=arrays,
         columns=cols,
         names=order,
-        requests=_requests(arrays, order, logged, grid, [line for _, line in sites], place),
+        requests=_requests(arrays, order, logged, grid, [line for _, line in sites], place, together),
         races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()] if lane_log is None else [],
         divergent=divergent,
         errors=errors,
