@@ -184,3 +184,19 @@ def test_a_cuda_function_the_stand_in_lacks_is_named_not_a_compiler_error() -> N
     src = '#include <cuda_fp16.h>\nextern "C" __global__ void k(float* x) { x[0] = __half2float(hcos(__float2half(x[0]))); }\n'
     with pytest.raises(cuda_cpp.HostUnavailable, match=r"the CPU stand-in does not offer `hcos`"):
         cuda_cpp.run_on_host(src, "k", (1,), (1,), (np.zeros(1, np.float32),))
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["atomicAdd(&s[i % 4], (short)1)", "atomicAnd(&f[0], 1.0f)", "atomicMax(&f[0], 2.0f)", "atomicInc(&n[0], 4)"],
+)
+def test_an_atomic_on_a_type_cuda_has_no_overload_for_is_refused_as_a_gpu_compile_refuses_it(call: str) -> None:
+    """``atomicAdd`` on a 16-bit integer, bitwise and min/max atomics on a float, ``atomicInc`` on a signed int: CUDA
+    declares none of these, so the kernel does not build for a GPU; RawKernel compiles every source with NVRTC
+    first, so the stand-in never runs one (its own atomics are templates that would)."""
+    src = (
+        'extern "C" __global__ void k(short* s, float* f, int* n) {\n'
+        f"    int i = threadIdx.x;\n    {call};\n}}\n"
+    )
+    with pytest.raises(CompileError, match=r'no instance of overloaded function "atomic\w+"|"int \*" is incompatible'):
+        cuda_cpp.RawKernel(src, "k")
