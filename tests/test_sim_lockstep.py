@@ -763,3 +763,43 @@ def test_a_trace_with_races_or_a_limit_is_the_engines() -> None:
     a, b, last = _trace_both(scaled_store, 2, 32, [x, np.zeros(60, np.float32)], names=["x", "out"], outputs=("out",))
     assert last == "ran"
     _same_trace(a, b)
+
+
+ROWS_AT_THE_LIMIT = 32
+ROWS_PAST_IT = 33
+
+
+@cuda.jit
+def two_tiles_at_the_limit(x, out):
+    a = cuda.shared.array((64, 64), np.float64)
+    b = cuda.shared.array((ROWS_AT_THE_LIMIT, 64), np.float64)
+    t = cuda.threadIdx.x
+    a[0, t] = x[t]
+    b[0, t] = x[t]
+    cuda.syncthreads()
+    out[cuda.grid(1)] = a[0, t] + b[0, t]
+
+
+@cuda.jit
+def two_tiles_past_the_limit(x, out):
+    a = cuda.shared.array((64, 64), np.float64)
+    b = cuda.shared.array((ROWS_PAST_IT, 64), np.float64)
+    t = cuda.threadIdx.x
+    a[0, t] = x[t]
+    b[0, t] = x[t]
+    cuda.syncthreads()
+    out[cuda.grid(1)] = a[0, t] + b[0, t]
+
+
+def test_static_shared_memory_past_48_kib_a_block_stops_as_a_gpu_build_does() -> None:
+    """48 KiB of static shared arrays a block builds and runs; 512 bytes more is refused (a GPU build fails with
+    ptxas' "uses too much shared data"), in lockstep (which leaves it to the engine) and on the engine alike, by
+    Numba's launch syntax and by labkit's strict launch."""
+    from labkit.sim.errors import TooMuchSharedMemory
+
+    x = np.ones(64)
+    assert _same(two_tiles_at_the_limit, 2, 64, [x, np.zeros(128)]) == "ran"
+    assert _same(two_tiles_past_the_limit, 2, 64, [x, np.zeros(128)]).startswith("gave up")
+    with pytest.raises(TooMuchSharedMemory, match=r"49,664 bytes a block.*49,152 bytes \(48 KiB\)"):
+        two_tiles_past_the_limit[2, 64](x, np.zeros(128))
+    two_tiles_at_the_limit[2, 64](x, np.zeros(128))

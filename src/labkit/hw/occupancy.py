@@ -34,6 +34,11 @@ SOURCE = (
     "allocation granularities from the CUDA Occupancy Calculator (cuda_occupancy.h, CUDA toolkit)"
 )
 
+#: Static shared memory a block may declare (``__shared__`` / ``cuda.shared.array`` with a constant shape), on every
+#: architecture: a build with more fails (ptxas: "uses too much shared data"); only dynamic shared memory, with the
+#: opt-in attribute, goes past it (CUDA C++ Programming Guide, 'Shared Memory' and 'Technical Specifications').
+STATIC_SHARED_PER_BLOCK = 48 * 1024
+
 
 @dataclass(frozen=True)
 class ArchLimits:
@@ -119,7 +124,7 @@ def _fixes(lim: ArchLimits) -> tuple[str, str, str]:
             "a whole number (a multiple of 32 fills its warps).",
             f"{lim.arch} gives a thread 1 to {lim.max_registers_per_thread} registers.",
             f"Shared memory per block is in bytes: at most {lim.max_shared_per_block} B on "
-            f"{lim.arch} with the opt-in attribute, 49152 B without it.",
+            f"{lim.arch} with the opt-in attribute, {STATIC_SHARED_PER_BLOCK} B without it.",
         )
     return _FIXES[lim.arch]
 

@@ -33,10 +33,11 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import greenlet
 import numpy as np
 
+from ..hw.occupancy import STATIC_SHARED_PER_BLOCK
 from ..learner_frames import stack_traceback
 from . import blocks, limits, tracebacks
 from .blocks import BARRIER, DONE, RUNNING, WAITING  # noqa: F401 (WAITING: the warp layer parks with it)
-from .errors import KernelFault, KernelTimeout, ZeroDivisor
+from .errors import KernelFault, KernelTimeout, ZeroDivisor, too_much_shared_memory
 from .integers import Int32
 from .limits import LEARNER_CODE_LIMIT_S, LIKELY_HANG, is_learner_frame, raise_in_thread
 
@@ -242,11 +243,13 @@ class SharedArrays:
         self._dynshared_size = dynshared_size
         self._dynshared = np.zeros(dynshared_size, dtype=np.byte)
         self.allocations: dict[tuple[Any, int], Any] = {}
+        self.static_bytes = 0  # this block's static shared arrays
         self.factory: Callable[[Any, Any, Any], Any] | None = None  # a memory model's: (shape, dtype, frame) -> array
 
     def reset(self) -> None:
         """A new block: new shared arrays (their contents are undefined, as on a GPU)."""
         self.allocations = {}
+        self.static_bytes = 0
         self._dynshared = np.zeros(self._dynshared_size, dtype=np.byte)
 
     def array(self, shape: Any, dtype: Any, alignment: Any = None) -> Any:
@@ -262,6 +265,9 @@ class SharedArrays:
         if res is None:
             res = self.factory(shape, dtype, frame) if self.factory else np.empty(shape, dtype)
             self.allocations[caller] = res
+            self.static_bytes += int(np.prod(shape)) * dtype.itemsize
+            if self.static_bytes > STATIC_SHARED_PER_BLOCK:
+                raise too_much_shared_memory(self.static_bytes, STATIC_SHARED_PER_BLOCK)
         return res
 
 

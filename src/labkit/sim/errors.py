@@ -29,6 +29,20 @@ class WarpError(KernelFault):
     """A warp-level call whose lanes did not all arrive, or a lane outside its own mask."""
 
 
+class TooMuchSharedMemory(KernelFault):
+    """A block's static shared arrays take more than a GPU build allows (48 KiB): the kernel does not compile there."""
+
+
+def too_much_shared_memory(total: int, limit: int) -> TooMuchSharedMemory:
+    """The error for a block whose static shared arrays take ``total`` bytes, past ``limit``."""
+    return TooMuchSharedMemory(
+        f"this kernel's shared arrays take {total:,} bytes a block: a GPU build refuses more than {limit:,} bytes "
+        f"({limit // 1024} KiB) of static shared memory a block (ptxas: \"uses too much shared data\"), so the kernel "
+        "would not compile there.",
+        cause="Tiles too large for one block: use smaller tiles (fewer elements, or a narrower type), or fewer shared arrays.",
+    )
+
+
 class ZeroDivisor(KernelFault, ZeroDivisionError):
     """A division by zero in a kernel (not a ``debug=True`` one), which Python raises where a GPU raises nothing: an
     integer ``//`` or ``%`` by zero gives an undefined value (Numba's compiled kernel gives 0), a float division

@@ -57,6 +57,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..hw.occupancy import STATIC_SHARED_PER_BLOCK
 from .atomics import TYPES as GPU_ATOMIC_TYPES
 from .integers import Int8, Int16, Int32
 from .limits import LEARNER_CODE_LIMIT_S
@@ -689,6 +690,8 @@ class Program:
             if info is None:
                 name = _shared_label(self.fn, line, col) if launch.model is not None else ""
                 info = launch.shared_arrays[pos] = SharedInfo(name, tuple(dims), dt)
+            if sum(math.prod(s.shape) * s.dtype.itemsize for s in launch.shared_arrays.values()) > STATIC_SHARED_PER_BLOCK:
+                raise Bail("static shared memory past a GPU build's 48 KiB a block (the engine says so)")
             if L.nblocks * math.prod(dims) * dt.itemsize > SHARED_BYTES_MAX:
                 raise Bail("shared arrays larger than lockstep keeps for a chunk of blocks")
             arr = SharedArr(L.nblocks, tuple(dims), dt)
