@@ -346,3 +346,26 @@ def test_each_access_is_placed_at_the_line_that_made_it_in_a_kernel_or_a_device_
         lines = [t.sites[s][1] for s in c["site"][reads].tolist()]
         assert lines.count(kernel_line) == 64 and lines.count(device_line) == 128
         assert {t.sites[s][1] for s in c["site"][c["array"] == t.names.index("out")].tolist()} == {kernel_line + 1}
+
+
+@pytest.mark.parametrize("itemsize", [1, 2, 4, 8, 12, 16, 24, 48])
+def test_request_counts_match_the_definitions_for_every_element_size(itemsize: int) -> None:
+    """Requests of random widths (a warp's lanes at most) over random elements: the lanes, sectors, ideal sectors
+    and bank-conflict ways counted for all at once are :func:`trace._sectors`' and :func:`trace._ways`' one by one,
+    for element sizes that divide a sector and sizes that straddle two."""
+    import importlib
+    import math
+
+    tm = importlib.import_module("labkit.sim.trace")
+    rng = np.random.default_rng(itemsize)
+    arrays = {"g": tm.ArrayInfo("g", "global", (400,), itemsize, "V"), "s": tm.ArrayInfo("s", "shared", (400,), itemsize, "V")}
+    widths = rng.integers(1, 33, size=60)
+    flats = [rng.integers(0, rng.choice([3, 40, 400]), size=w) for w in widths]
+    which = rng.integers(0, 2, size=widths.size)
+    starts = np.concatenate(([0], np.cumsum(widths)[:-1]))
+    lanes, sectors, ideal, ways = tm._per_request(arrays, ["g", "s"], which, np.concatenate(flats), starts)
+    for k, f in enumerate(flats):
+        addresses = [int(x) * itemsize for x in f]
+        assert lanes[k] == len(f) and sectors[k] == tm._sectors(addresses, itemsize)
+        assert ideal[k] == max(1, math.ceil(len(set(f.tolist())) * itemsize / tm.SECTOR))
+        assert ways[k] == (tm._ways(addresses) if which[k] == 1 else 1)

@@ -772,8 +772,9 @@ def _per_request(
     if (SECTOR % itemsize == 0).all():  # (each element lies in one sector, which holds a power of two of them)
         sectors = np.count_nonzero(_distinct(rows >> np.log2(SECTOR // itemsize).astype(np.int64)), axis=1)
     else:
-        addr = rows * itemsize
-        spans = np.where(rows >= 0, np.concatenate([addr // SECTOR, (addr + itemsize - 1) // SECTOR], axis=1).T, -1).T
+        addr, present = rows * itemsize, rows >= 0  # (an element's first and last sector, one row)
+        spans = np.concatenate([addr // SECTOR, (addr + itemsize - 1) // SECTOR], axis=1)
+        spans[~np.concatenate([present, present], axis=1)] = -1
         sectors = np.count_nonzero(_distinct(np.sort(spans, axis=1)), axis=1)
     ways = np.ones(starts.size, dtype=np.int64)
     if shared.any():
