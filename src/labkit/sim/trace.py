@@ -992,13 +992,16 @@ def _run_counts(tids: np.ndarray, start: np.ndarray, by_step: np.ndarray, keys: 
     return out
 
 
-def _typed(cols: dict[str, np.ndarray], engine: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def _typed(cols: dict[str, np.ndarray], engine: np.ndarray | None = None, consume: bool = False) -> dict[str, np.ndarray]:
     """The trace's columns in their types (:data:`_COLUMN_TYPES`), taken in the order ``engine`` gives (the
-    entries' indices in the trace's order) where it is given."""
+    entries' indices in the trace's order) where it is given; ``consume``: each column of ``cols`` is dropped from
+    it once taken."""
     out = {}
-    for name, values in cols.items():
+    for name in list(cols):
+        values = cols.pop(name) if consume else cols[name]
         typed = values.astype(_COLUMN_TYPES.get(name, values.dtype), copy=False)
         out[name] = typed if engine is None else typed[engine]
+        del values, typed
     return out
 
 
@@ -1047,6 +1050,7 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
     model: memory.Model
     if quick is not None:
         model, lane_log = quick
+        del quick
     else:
         lane_log = None
         model = _TraceModel()
@@ -1077,13 +1081,18 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         label = labels[name] = _shared_label(name, set(names))
         arrays[label] = ArrayInfo(label, "shared", tuple(shape), dtype.itemsize, str(dtype))
     order = list(arrays)
-    place = together = None
+    races = []
     if lane_log is not None:
         logged, sites, place, together = _lane_columns(lane_log, order, labels, getattr(kernel, "py_func", kernel))
-        cols = _typed(logged, lane_log.engine_order())
+        requests = _requests(arrays, order, logged, grid, [line for _, line in sites], place, together)
+        engine = lane_log.engine_order()
+        del lane_log, place, together
+        model.log = []  # (the log's columns go as each is put in the trace's order: their memory serves the next)
+        cols = _typed(logged, engine, consume=True)
     else:
-        logged, sites = _engine_columns(model, order, labels)
-        cols = logged
+        cols, sites = _engine_columns(model, order, labels)
+        requests = _requests(arrays, order, cols, grid, [line for _, line in sites])
+        races = [replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()]
     return Trace(
         kernel=getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel"),
         grid=grid,
@@ -1091,8 +1100,8 @@ def _trace_here(kernel: Any, args: Sequence[Any], request: _Request) -> Trace:
         arrays=arrays,
         columns=cols,
         names=order,
-        requests=_requests(arrays, order, logged, grid, [line for _, line in sites], place, together),
-        races=[replace(r, array=labels.get(r.array, r.array)) for r in model.all_races()] if lane_log is None else [],
+        requests=requests,
+        races=races,
         divergent=divergent,
         errors=errors,
         traced_blocks=traced,
