@@ -743,10 +743,9 @@ def _rows(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     width = int(sizes.max()) if count else 1
     if n == count * width:  # (every group as wide as the widest: a reshape)
         return np.sort(values.reshape(count, width), axis=1)
-    out = np.full((count, width), -1, dtype=np.int64)
-    group = np.repeat(np.arange(count), sizes)
-    out[group, np.arange(n) - starts[group]] = values
-    return np.sort(out, axis=1)
+    out = np.full(count * width, -1, dtype=np.int64)
+    out[np.arange(n) + np.repeat(np.arange(count) * width - starts, sizes)] = values  # (row k from k * width)
+    return np.sort(out.reshape(count, width), axis=1)
 
 
 def _distinct(rows: np.ndarray) -> np.ndarray:
@@ -976,20 +975,18 @@ def _run_counts(tids: np.ndarray, start: np.ndarray, by_step: np.ndarray, keys: 
     their steps (``by_step``), a counter per key and thread, for runs whose lanes are distinct."""
     threads = int(tids.max(initial=0)) + 1
     bounds = list(zip(start[:-1].tolist(), start[1:].tolist()))
-    out = []
-    for key in keys:
-        counters: dict[int, np.ndarray] = {}
-        counted = np.empty(tids.size, dtype=np.int32)
-        for r, k in zip(by_step.tolist(), key[by_step].tolist()):
-            counter = counters.get(k)
+    counted = [np.empty(tids.size, dtype=np.int32) for _ in keys]
+    counters: list[dict[int, np.ndarray]] = [{} for _ in keys]
+    for r, *ks in zip(by_step.tolist(), *(key[by_step].tolist() for key in keys)):
+        a, b = bounds[r]
+        lanes = tids[a:b]
+        for k, out, table in zip(ks, counted, counters):
+            counter = table.get(k)
             if counter is None:
-                counter = counters[k] = np.zeros(threads, dtype=np.int32)
-            a, b = bounds[r]
-            lanes = tids[a:b]
-            counted[a:b] = counter[lanes]
+                counter = table[k] = np.zeros(threads, dtype=np.int32)
+            out[a:b] = counter[lanes]
             counter[lanes] += 1
-        out.append(counted)
-    return out
+    return counted
 
 
 def _typed(cols: dict[str, np.ndarray], engine: np.ndarray | None = None, consume: bool = False) -> dict[str, np.ndarray]:
