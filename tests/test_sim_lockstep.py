@@ -803,3 +803,32 @@ def test_static_shared_memory_past_48_kib_a_block_stops_as_a_gpu_build_does() ->
     with pytest.raises(TooMuchSharedMemory, match=r"49,664 bytes a block.*49,152 bytes \(48 KiB\)"):
         two_tiles_past_the_limit[2, 64](x, np.zeros(128))
     two_tiles_at_the_limit[2, 64](x, np.zeros(128))
+
+
+@cuda.jit
+def gather_two(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[(i * 7) % x.size] + x[i // 3]
+
+
+@cuda.jit
+def transpose_times_two(a, out):
+    r, c = cuda.grid(2)
+    if r < a.shape[0] and c < a.shape[1]:
+        out[c, r] = a[r, c] * 2
+
+
+@pytest.mark.parametrize(
+    "kernel,grid,block,shape",
+    [(gather_two, 3, 48, (130,)), (gather_two, 2, 100, (190,)), (transpose_times_two, (3, 4), (7, 5), (18, 20)),
+     (transpose_times_two, (2, 2), (16, 6), (30, 12))],
+)
+def test_a_trace_of_blocks_that_are_not_whole_warps_is_the_engines(kernel: Any, grid: Any, block: Any, shape: Any) -> None:
+    """Blocks of 48, 100, 7 x 5 and 16 x 6 threads: a warp's lanes then span a block's end, and the lockstep trace's
+    requests (cut where the warp changes) are still the engine's."""
+    x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    out = np.zeros(shape[::-1])
+    a, b, last = _trace_both(kernel, grid, block, [x, out])
+    assert last == "ran"
+    _same_trace(a, b)

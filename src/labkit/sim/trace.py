@@ -960,7 +960,8 @@ def _lane_columns(
         "site": per_access["site"],
         "instance": instance,
     }
-    warp = c["block"] * -(-log.threads_per_block // 32) + c["thread"] // 32
+    size = log.threads_per_block  # (a thread's tid is its block's place times size, plus its index in the block)
+    warp = c["tid"] >> 5 if size % 32 == 0 else (c["tid"] // size) * -(-size // 32) + c["thread"] // 32
     cut = warp[1:] != warp[:-1]
     cut |= instance[1:] != instance[:-1]
     cut[runs["start"][1:-1] - 1] = True
