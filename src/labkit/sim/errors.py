@@ -37,7 +37,7 @@ def too_much_shared_memory(total: int, limit: int) -> TooMuchSharedMemory:
     """The error for a block whose static shared arrays take ``total`` bytes, past ``limit``."""
     return TooMuchSharedMemory(
         f"this kernel's shared arrays take {total:,} bytes a block: a GPU build refuses more than {limit:,} bytes "
-        f"({limit // 1024} KiB) of static shared memory a block (ptxas: \"uses too much shared data\"), so the kernel "
+        f'({limit // 1024} KiB) of static shared memory a block (ptxas: "uses too much shared data"), so the kernel '
         "would not compile there.",
         cause="Tiles too large for one block: use smaller tiles (fewer elements, or a narrower type), or fewer shared arrays.",
     )
