@@ -2413,9 +2413,9 @@ class LaneLog(Sequence[tuple]):
 
     def raw_columns(self) -> dict[str, np.ndarray]:
         """One column per access, the accesses in the order of :meth:`statements`, computed once: ``tid`` (the
-        thread: its place among the threads of the blocks run, as listed), ``block`` (linear, as the engine numbers blocks), ``thread`` (within its block), ``flat``,
-        ``kind``, ``epoch``, ``step`` (a thread's accesses in the order of their steps) and ``value`` (a write's, as
-        a float; NaN for the others)."""
+        thread: its place among the threads of the blocks run, as listed), ``block`` (linear, as the engine numbers
+        blocks), ``thread`` (within its block), ``flat``, ``kind``, ``epoch``, ``step`` (a thread's accesses in the
+        order of their steps) and ``value`` (a write's, as a float; NaN for the others)."""
         if self._raw is None:
             records, sizes = self._records, self._sizes
             size = self.threads_per_block
@@ -2453,11 +2453,10 @@ class LaneLog(Sequence[tuple]):
             start = np.concatenate(([0], cut, [steps.size])) if steps.size else np.zeros(1, dtype=np.int64)
             rising = tids[1:] > tids[:-1]
             rising[cut - 1] = True
-            statement = np.repeat(np.arange(len(self._records)), self._sizes)
             self._runs = {
                 "start": start,
                 "step": steps[start[:-1]],
-                "statement": statement[start[:-1]],
+                "statement": np.searchsorted(np.cumsum(self._sizes), start[:-1], side="right"),
                 "distinct": np.array(bool(rising.all())),
             }
         return self._runs

@@ -847,7 +847,7 @@ def _engine_columns(
 
     def per_object(objects: tuple, attribute: Any) -> np.ndarray:  # (an attribute of each access's array or thread)
         ids = np.fromiter(map(id, objects), dtype=np.int64, count=count)
-        distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
         return np.array([attribute(objects[k]) for k in first.tolist()], dtype=np.int64).reshape(-1)[inverse.reshape(-1)]
 
     array = per_object(arrays, lambda a: order.index(labels[a.name]))
@@ -914,11 +914,12 @@ def _lane_columns(
     log: Any, order: list[str], labels: dict[str, str], fn: Any
 ) -> tuple[dict[str, np.ndarray], list[tuple[str, int]], np.ndarray, np.ndarray]:
     """(the trace's columns, the accesses in the order of the lockstep log; its sites; each access's place in the
-    engine's order; where the runs of accesses that may each be a whole warp request start) from a lockstep log (:class:`labkit.sim.lockstep.LaneLog`), as :func:`_engine_columns` makes
-    them from the engine's: arrays by their place in ``order``, ``seq`` each thread's count of its accesses to the
-    array, a site per line of the kernel in the order first reached, ``instance`` the thread's count of its accesses
-    of that kind to that array at that site. Worked out statement by statement: a statement's lanes share their
-    array, kind and line."""
+    engine's order; where the stretches of accesses that may each be a whole warp request start) from a lockstep log
+    (:class:`labkit.sim.lockstep.LaneLog`), as :func:`_engine_columns` makes them from the engine's: arrays by their
+    place in ``order``, ``seq`` each thread's count of its accesses to the array, a site per line of the kernel in
+    the order first reached, ``instance`` the thread's count of its accesses of that kind to that array at that
+    site. Worked out statement by statement (a statement's lanes share their array, kind and line) and run by run
+    (:meth:`labkit.sim.lockstep.LaneLog.runs`)."""
     c, s = log.raw_columns(), log.statements()
     engine = log.engine_order()
     place = np.empty(engine.size, dtype=np.int64)
